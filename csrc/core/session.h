@@ -1,0 +1,100 @@
+/* A profiling session: per-thread stage stacks, span buffers and
+ * aggregates, merged into an ap_report after stop. At most one session is
+ * active per process; the hot path takes no lock.
+ *
+ * Threading contract: ap_enter/ap_exit may run on any thread at any time.
+ * ap_session_stop closes other threads' open stages, so it must not run
+ * while another thread is inside ap_enter/ap_exit; the Python binding
+ * guarantees this by holding the GIL around all of them. */
+#ifndef AP_SESSION_H
+#define AP_SESSION_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "span.h"
+#include "stats.h"
+#include "status.h"
+
+typedef struct ap_session ap_session;
+
+typedef struct {
+    int64_t max_spans;          /* raw spans kept, 0..INT32_MAX */
+    int memory;                 /* sample host RSS */
+    int64_t memory_interval_ns;
+    int64_t cpu_resolution_ns;  /* thread CPU clock read at most this often */
+} ap_config;
+
+extern _Atomic(ap_session *) ap_current_session;
+
+/* The one flag the hot path tests when no profiler runs. */
+static inline int
+ap_active(void)
+{
+    return atomic_load_explicit(&ap_current_session, memory_order_relaxed)
+           != NULL;
+}
+
+/* Starts and activates a session. AP_ERR_ACTIVE if one is active,
+ * AP_ERR_INVALID for a bad config, AP_ERR_NOMEM, AP_ERR_SYSTEM when the
+ * memory sampler cannot start. */
+ap_status ap_session_start(const ap_config *cfg, ap_session **out);
+
+/* Opens stage `name` on the calling thread. owner identifies the caller's
+ * object so that ap_exit can match it. AP_IGNORED when no session is
+ * active; AP_ERR_NOMEM when it could not be recorded (counted in the
+ * report, never fatal). */
+ap_status ap_enter(uint32_t name, int64_t items, const void *owner);
+
+/* Closes the innermost stage of the calling thread if it belongs to owner.
+ * AP_ERR_NOT_INNERMOST (nothing changes) when owner's stage is open deeper
+ * in the stack; AP_IGNORED when owner has no open stage on this thread in
+ * the active session (entered while off, or before this session). */
+ap_status ap_exit(const void *owner, int raised);
+
+/* Deactivates s and closes stages still open, flagged AP_SPAN_UNCLOSED.
+ * AP_IGNORED if already stopped, AP_ERR_FORKED in a forked child. */
+ap_status ap_session_stop(ap_session *s);
+
+/* Frees s. In a forked child, discards the parent's data. */
+void ap_session_free(ap_session *s);
+
+int ap_session_is_foreign(const ap_session *s);
+
+typedef struct {
+    uint32_t name;     /* interned name id */
+    int32_t parent;    /* index of the parent path, -1 for top level */
+    uint32_t depth;    /* 0 for top level */
+    ap_stats stats;
+} ap_report_stage;
+
+typedef struct {
+    uint32_t index;
+    int64_t native_id;
+    int64_t spans;     /* kept */
+    int64_t dropped;
+} ap_report_thread;
+
+typedef struct {
+    int64_t start_ns, stop_ns;
+    int64_t pid;
+    ap_config config;
+    int64_t dropped;       /* spans over max_spans: aggregates still count */
+    int64_t unclosed;      /* stages closed by stop() */
+    int64_t lost;          /* stage entries not recorded: out of memory */
+    ap_report_stage *stages;
+    uint32_t nstages;
+    ap_report_thread *threads;
+    uint32_t nthreads;
+    ap_span *spans;        /* owned; ap_report_take_spans hands it over */
+    int64_t nspans;
+} ap_report;
+
+/* Builds the merged report of a stopped session. AP_ERR_RUNNING before
+ * stop, AP_ERR_FORKED in a forked child, AP_ERR_NOMEM. */
+ap_status ap_session_report(const ap_session *s, ap_report **out);
+
+void ap_report_free(ap_report *r);
+
+#endif

@@ -1,0 +1,303 @@
+/* Unit tests of csrc/core without Python. Prints "N passed, N failed". */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../csrc/core/clock.h"
+#include "../../csrc/core/intern.h"
+#include "../../csrc/core/rss.h"
+#include "../../csrc/core/session.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                      \
+    do {                                                                 \
+        if (cond) {                                                      \
+            passed++;                                                    \
+        } else {                                                         \
+            failed++;                                                    \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__,       \
+                    __LINE__, #cond);                                    \
+        }                                                                \
+    } while (0)
+
+static const ap_config default_config = {1000000, 0, 0, 0};
+
+static uint32_t
+name(const char *s)
+{
+    uint32_t id;
+    if (ap_intern(s, strlen(s), &id) != AP_OK) {
+        fprintf(stderr, "cannot intern %s\n", s);
+        exit(2);
+    }
+    return id;
+}
+
+static const ap_report_stage *
+find_stage(const ap_report *r, const char *path)
+{
+    /* path "a/b": walk names from the top */
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", path);
+    int32_t parent = -1;
+    const ap_report_stage *found = NULL;
+    for (char *part = strtok(buf, "/"); part; part = strtok(NULL, "/")) {
+        found = NULL;
+        for (uint32_t i = 0; i < r->nstages; i++) {
+            const char *n = ap_intern_name(r->stages[i].name, NULL);
+            if (r->stages[i].parent == parent && !strcmp(n, part)) {
+                found = &r->stages[i];
+                parent = (int32_t)i;
+                break;
+            }
+        }
+        if (!found) {
+            return NULL;
+        }
+    }
+    return found;
+}
+
+static void
+test_intern(void)
+{
+    uint32_t a = name("alpha"), b = name("beta"), a2 = name("alpha");
+    CHECK(a == a2);
+    CHECK(a != b);
+    uint32_t id;
+    CHECK(ap_intern("", 0, &id) == AP_ERR_INVALID);
+    size_t len = 0;
+    CHECK(!strcmp(ap_intern_name(b, &len), "beta") && len == 4);
+    CHECK(ap_intern_name(1u << 30, NULL) == NULL);
+    /* many names force the table to grow; ids stay stable */
+    char buf[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(buf, sizeof(buf), "name-%d", i);
+        name(buf);
+    }
+    CHECK(name("alpha") == a);
+    CHECK(name("name-4321") == name("name-4321"));
+}
+
+static void
+test_hist(void)
+{
+    int monotone = 1, bounded = 1;
+    uint32_t prev = 0;
+    for (int64_t v = 0; v < (1LL << 40); v = v < 100 ? v + 1 : v + v / 7) {
+        uint32_t i = ap_hist_index(v);
+        monotone &= i >= prev;
+        prev = i;
+        int64_t lo = ap_hist_lower(i);
+        int64_t hi = ap_hist_lower(i + 1);
+        bounded &= lo <= v && v < hi && (hi - lo) * 32 <= (lo > 32 ? lo : 32);
+    }
+    CHECK(monotone);
+    CHECK(bounded);
+    CHECK(ap_hist_index(-5) == 0);
+    CHECK(ap_hist_index(INT64_MAX) == AP_HIST_BUCKETS - 1);
+}
+
+static void
+test_stats_merge(void)
+{
+    static ap_stats all, a, b;
+    ap_stats_init(&all);
+    ap_stats_init(&a);
+    ap_stats_init(&b);
+    for (int i = 1; i <= 1000; i++) {
+        int64_t v = (i * 7919) % 1013 + 10;
+        ap_stats_add(&all, v, v / 2, v / 3, 1);
+        ap_stats_add(i % 3 ? &a : &b, v, v / 2, v / 3, 1);
+    }
+    ap_stats_merge(&a, &b);
+    CHECK(a.count == all.count && a.total_ns == all.total_ns);
+    CHECK(a.self_ns == all.self_ns && a.cpu_ns == all.cpu_ns);
+    CHECK(a.min_ns == all.min_ns && a.max_ns == all.max_ns);
+    CHECK(fabs(a.mean_ns - all.mean_ns) < 1e-9 * all.mean_ns);
+    CHECK(fabs(a.m2 - all.m2) < 1e-9 * all.m2);
+    CHECK(!memcmp(a.hist, all.hist, sizeof(a.hist)));
+}
+
+static void
+test_nesting_and_self_time(void)
+{
+    ap_session *s;
+    CHECK(ap_session_start(&default_config, &s) == AP_OK);
+    ap_session *other;
+    CHECK(ap_session_start(&default_config, &other) == AP_ERR_ACTIVE);
+    int outer, inner;
+    uint32_t o = name("outer"), in = name("inner");
+    CHECK(ap_enter(o, 3, &outer) == AP_OK);
+    for (int i = 0; i < 10; i++) {
+        CHECK(ap_enter(in, 0, &inner) == AP_OK);
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        CHECK(ap_exit(&outer, 0) == AP_ERR_NOT_INNERMOST);
+        CHECK(ap_exit(&inner, i == 9) == AP_OK);
+    }
+    CHECK(ap_exit(&inner, 0) == AP_IGNORED);
+    CHECK(ap_exit(&outer, 0) == AP_OK);
+    CHECK(ap_exit(&outer, 0) == AP_IGNORED);
+    ap_report *r;
+    CHECK(ap_session_report(s, &r) == AP_ERR_RUNNING);
+    CHECK(ap_session_stop(s) == AP_OK);
+    CHECK(ap_session_stop(s) == AP_IGNORED);
+    CHECK(ap_enter(o, 0, &outer) == AP_IGNORED);
+    CHECK(ap_session_report(s, &r) == AP_OK);
+    const ap_report_stage *so = find_stage(r, "outer");
+    const ap_report_stage *si = find_stage(r, "outer/inner");
+    CHECK(so && si && so->stats.count == 1 && si->stats.count == 10);
+    CHECK(si && si->stats.raised == 1 && si->depth == 1);
+    CHECK(so && si && so->stats.total_ns - si->stats.total_ns ==
+                          so->stats.self_ns);
+    CHECK(si && si->stats.min_ns >= 1000000);
+    CHECK(so && so->stats.items == 3);
+    CHECK(r->nspans == 11 && r->dropped == 0);
+    /* the outer span opened first; every inner one points at it */
+    int parents_ok = r->spans[0].parent == -1;
+    for (int i = 1; i < 11; i++) {
+        parents_ok &= r->spans[i].parent == 0 &&
+                      r->spans[i].start_ns >= r->spans[0].start_ns &&
+                      r->spans[i].end_ns <= r->spans[0].end_ns;
+    }
+    CHECK(parents_ok);
+    CHECK(r->spans[10].flags == AP_SPAN_RAISED);
+    ap_report_free(r);
+    ap_session_free(s);
+}
+
+static void
+test_drops_keep_aggregates_exact(void)
+{
+    ap_config c = default_config;
+    c.max_spans = 5000;
+    ap_session *s;
+    CHECK(ap_session_start(&c, &s) == AP_OK);
+    int owner;
+    uint32_t n = name("tiny");
+    for (int i = 0; i < 20000; i++) {
+        ap_enter(n, 1, &owner);
+        ap_exit(&owner, 0);
+    }
+    CHECK(ap_session_stop(s) == AP_OK);
+    ap_report *r;
+    CHECK(ap_session_report(s, &r) == AP_OK);
+    CHECK(r->nspans == 5000 && r->dropped == 15000);
+    const ap_report_stage *st = find_stage(r, "tiny");
+    CHECK(st && st->stats.count == 20000 && st->stats.items == 20000);
+    ap_report_free(r);
+    ap_session_free(s);
+}
+
+static void
+test_unclosed_at_stop(void)
+{
+    ap_session *s;
+    CHECK(ap_session_start(&default_config, &s) == AP_OK);
+    int a, b;
+    ap_enter(name("left-open"), 0, &a);
+    ap_enter(name("child"), 0, &b);
+    CHECK(ap_session_stop(s) == AP_OK);
+    CHECK(ap_exit(&b, 0) == AP_IGNORED);
+    ap_report *r;
+    CHECK(ap_session_report(s, &r) == AP_OK);
+    CHECK(r->unclosed == 2);
+    const ap_report_stage *st = find_stage(r, "left-open/child");
+    CHECK(st && st->stats.unclosed == 1 && st->stats.count == 1);
+    CHECK(r->spans[1].flags == AP_SPAN_UNCLOSED &&
+          r->spans[1].end_ns == r->stop_ns);
+    ap_report_free(r);
+    ap_session_free(s);
+}
+
+#define THREADS 8
+#define PER_THREAD 200000
+
+static void *
+worker(void *arg)
+{
+    uint32_t n = *(uint32_t *)arg;
+    int owner;
+    for (int i = 0; i < PER_THREAD; i++) {
+        ap_enter(n, 0, &owner);
+        ap_exit(&owner, 0);
+    }
+    return NULL;
+}
+
+static void
+test_threads_merge(void)
+{
+    ap_config c = default_config;
+    c.max_spans = 100000;
+    ap_session *s;
+    CHECK(ap_session_start(&c, &s) == AP_OK);
+    pthread_t th[THREADS];
+    uint32_t n = name("work");
+    for (int i = 0; i < THREADS; i++) {
+        pthread_create(&th[i], NULL, worker, &n);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+    }
+    CHECK(ap_session_stop(s) == AP_OK);
+    ap_report *r;
+    CHECK(ap_session_report(s, &r) == AP_OK);
+    const ap_report_stage *st = find_stage(r, "work");
+    CHECK(st && st->stats.count == THREADS * PER_THREAD);
+    CHECK(r->nthreads == THREADS);
+    CHECK(r->nspans == 100000 &&
+          r->nspans + r->dropped == THREADS * PER_THREAD);
+    ap_report_free(r);
+    ap_session_free(s);
+}
+
+static void
+test_rss_peak(void)
+{
+    ap_config c = default_config;
+    c.memory = 1;
+    c.memory_interval_ns = 200000;
+    ap_session *s;
+    CHECK(ap_session_start(&c, &s) == AP_OK);
+    int owner;
+    int64_t before = ap_rss_read_now();
+    ap_enter(name("alloc"), 0, &owner);
+    size_t size = 64u << 20;
+    /* volatile: the compiler may not drop an allocation nobody reads */
+    char *volatile block = malloc(size);
+    memset(block, 1, size);
+    struct timespec pause = {0, 20000000};
+    nanosleep(&pause, NULL);
+    free(block);
+    nanosleep(&pause, NULL);
+    ap_exit(&owner, 0);
+    CHECK(ap_session_stop(s) == AP_OK);
+    ap_report *r;
+    CHECK(ap_session_report(s, &r) == AP_OK);
+    const ap_report_stage *st = find_stage(r, "alloc");
+    /* the block was freed before exit: only the sampler saw the peak */
+    CHECK(st && st->stats.mem_peak >= before + (int64_t)size * 9 / 10);
+    ap_report_free(r);
+    ap_session_free(s);
+}
+
+int
+main(void)
+{
+    test_intern();
+    test_hist();
+    test_stats_merge();
+    test_nesting_and_self_time();
+    test_drops_keep_aggregates_exact();
+    test_unclosed_at_stop();
+    test_threads_merge();
+    test_rss_peak();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
