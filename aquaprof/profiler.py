@@ -1,0 +1,81 @@
+"""aquaprof.Profiler: starts and stops one recording session."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+import time
+from typing import Any, Optional
+
+from . import _core
+from .report import Report
+
+
+class Profiler:
+    """Records every aquaprof.stage entered while it runs, on any thread.
+
+    ``with Profiler() as prof: ...`` or ``prof.start() ... prof.stop()``;
+    then ``prof.report()``. A Profiler runs once. Profilers do not nest:
+    starting one while another runs in the process raises RuntimeError.
+
+    max_spans: raw spans kept for spans() and traces (48 bytes each);
+        beyond it spans are counted as dropped, aggregates stay exact.
+    memory: sample the process RSS for per-stage peak and delta.
+    memory_interval: seconds between RSS samples.
+    cpu_resolution: the thread CPU clock is a system call (0.1-0.6 us), so
+        each thread reads it at most this often (seconds) and counts the
+        time in between as on-CPU; 0 reads it at every stage edge.
+    """
+
+    def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,
+                 memory_interval: float = 0.001,
+                 cpu_resolution: float = 20e-6):
+        self._core = _core.Profiler(max_spans=max_spans, memory=memory,
+                                    memory_interval=memory_interval,
+                                    cpu_resolution=cpu_resolution)
+        self._report: Optional[Report] = None
+        self._started_at: Optional[float] = None
+
+    def start(self) -> "Profiler":
+        self._core.start()
+        self._started_at = time.time()
+        return self
+
+    def stop(self) -> None:
+        self._core.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._core.running
+
+    def report(self) -> Report:
+        """The Report of the run; built once, after stop()."""
+        if self._report is None:
+            data = self._core.report_data()
+            data["host"] = _host_info(self._started_at)
+            self._report = Report(data)
+        return self._report
+
+    def __enter__(self) -> "Profiler":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "idle"
+        return f"<aquaprof.Profiler {state}>"
+
+
+def _host_info(started_at: Optional[float]) -> dict:
+    from . import __version__
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "aquaprof": __version__,
+        "argv": list(sys.argv),
+        "cwd": os.getcwd(),
+        "started_at": started_at,
+    }

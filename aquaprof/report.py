@@ -1,0 +1,386 @@
+"""Report: plain data about one profiled run, loadable from JSON.
+
+Everything a user sees is rendered from a Report, so a file saved yesterday
+or on another machine shows the same table as a live run.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import zlib
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _core
+from ._atomic import write_atomic
+
+FORMAT = "aquaprof.report"
+VERSION = 1
+
+_NS = 1e-9
+_STAGE_FIELDS = {
+    "name": str, "parent": int, "depth": int, "count": int, "raised": int,
+    "unclosed": int, "total_ns": int, "self_ns": int, "min_ns": int,
+    "max_ns": int, "mean_ns": float, "m2": float, "cpu_ns": int,
+    "items": int, "mem_peak": int, "mem_delta": int, "hist": list,
+}
+_META_FIELDS = {
+    "start_ns": int, "stop_ns": int, "pid": int, "max_spans": int,
+    "memory": bool, "memory_interval_ns": int, "cpu_resolution_ns": int,
+    "spans_dropped": int, "unclosed": int, "lost": int,
+}
+
+
+class ReportError(ValueError):
+    """A file or dict that is not a valid aquaprof report."""
+
+
+class Timing:
+    """Distribution of a stage's wall time over its calls, in seconds.
+
+    Percentiles come from a log-bucketed histogram (bucket width at most
+    1/32 of its value, about 1.6 % error) clamped to the exact min and max.
+    """
+
+    __slots__ = ("count", "total", "mean", "std", "min", "max", "_hist")
+
+    def __init__(self, stage: Dict[str, Any]):
+        self.count: int = stage["count"]
+        self.total: float = stage["total_ns"] * _NS
+        self.mean: float = stage["mean_ns"] * _NS
+        var = stage["m2"] / (self.count - 1) if self.count > 1 else 0.0
+        self.std: float = math.sqrt(max(var, 0.0)) * _NS
+        self.min: float = stage["min_ns"] * _NS
+        self.max: float = stage["max_ns"] * _NS
+        self._hist: Sequence[Tuple[int, int]] = stage["hist"]
+
+    def percentile(self, q: float) -> float:
+        """Wall time at percentile q (0..100), nearest-rank, in seconds."""
+        if not 0 <= q <= 100:
+            raise ValueError(f"percentile q must be in [0, 100], got {q!r}")
+        if self.count == 0:
+            return 0.0
+        rank = max(1, math.ceil(q / 100 * self.count))
+        seen = 0
+        lower = _core.HIST_LOWER_NS
+        for index, n in self._hist:
+            seen += n
+            if seen >= rank:
+                mid = (int(lower[index]) + int(lower[index + 1])) / 2 * _NS
+                return min(max(mid, self.min), self.max)
+        return self.max
+
+    p50 = property(lambda self: self.percentile(50), doc="Median, seconds.")
+    p90 = property(lambda self: self.percentile(90), doc="90th pct, seconds.")
+    p95 = property(lambda self: self.percentile(95), doc="95th pct, seconds.")
+    p99 = property(lambda self: self.percentile(99), doc="99th pct, seconds.")
+
+    def __repr__(self) -> str:
+        return (f"Timing(count={self.count}, total={self.total:.6g}, "
+                f"mean={self.mean:.6g}, p50={self.p50:.6g}, "
+                f"p95={self.p95:.6g}, max={self.max:.6g})")
+
+
+class StageStats:
+    """Aggregates of one stage path (``outer/inner``) over the whole run.
+
+    Times are seconds (float), counts ints, memory bytes (int).
+    """
+
+    __slots__ = ("id", "path", "name", "parent", "depth", "count", "wall",
+                 "self_time", "cpu", "items", "throughput", "share",
+                 "mem_peak", "mem_delta", "raised", "unclosed")
+
+    def __init__(self, sid: int, path: str, parent: Optional[str],
+                 stage: Dict[str, Any], run_wall: float):
+        self.id: int = sid
+        self.path: str = path
+        self.name: str = stage["name"]
+        self.parent: Optional[str] = parent
+        self.depth: int = stage["depth"]
+        self.count: int = stage["count"]
+        self.wall: Timing = Timing(stage)
+        self.self_time: float = stage["self_ns"] * _NS
+        self.cpu: float = stage["cpu_ns"] * _NS
+        self.items: int = stage["items"]
+        #: items per second of wall time, None when no items were given
+        self.throughput: Optional[float] = (
+            self.items / self.wall.total
+            if self.items and self.wall.total > 0 else None)
+        #: wall time over the run's wall time (threads may add past 1)
+        self.share: float = self.wall.total / run_wall if run_wall else 0.0
+        #: highest process RSS seen while the stage was open, None if off
+        self.mem_peak: Optional[int] = stage["mem_peak"] or None
+        #: sum over calls of RSS at exit minus RSS at entry
+        self.mem_delta: int = stage["mem_delta"]
+        self.raised: int = stage["raised"]
+        self.unclosed: int = stage["unclosed"]
+
+    def __repr__(self) -> str:
+        return (f"StageStats({self.path!r}, count={self.count}, "
+                f"total={self.wall.total:.6g}, self={self.self_time:.6g})")
+
+
+class Report:
+    """The outcome of one profiled run. Build with Profiler.report() or
+    Report.load(path)."""
+
+    def __init__(self, data: Dict[str, Any]):
+        _validate(data)
+        # JSON gives histogram pairs as lists, C as tuples: one form, so
+        # that a loaded report compares equal to the one saved
+        stages = [dict(s, hist=[tuple(p) for p in s["hist"]])
+                  for s in data["stages"]]
+        self._data = dict(data, stages=stages)
+        self._paths: List[str] = []
+        for s in stages:
+            parent = s["parent"]
+            prefix = self._paths[parent] + "/" if parent >= 0 else ""
+            self._paths.append(prefix + s["name"])
+        wall = self.wall
+        self._stats = [
+            StageStats(i, self._paths[i],
+                       self._paths[s["parent"]] if s["parent"] >= 0 else None,
+                       s, wall)
+            for i, s in enumerate(stages)
+        ]
+        self._by_path = {s.path: s for s in self._stats}
+
+    # ------------------------------------------------------------ access
+    @property
+    def wall(self) -> float:
+        """Wall time of the whole run, seconds."""
+        return (self._data["stop_ns"] - self._data["start_ns"]) * _NS
+
+    @property
+    def meta(self) -> Dict[str, Any]:
+        """Run-level figures: clock range, config, drops, host info."""
+        return {k: v for k, v in self._data.items()
+                if k not in ("stages", "threads", "spans")}
+
+    @property
+    def threads(self) -> List[Dict[str, int]]:
+        """Threads that recorded stages: index, native_id, spans, dropped."""
+        return [dict(t) for t in self._data["threads"]]
+
+    @property
+    def spans_recorded(self) -> int:
+        return len(self._data["spans"])
+
+    @property
+    def spans_dropped(self) -> int:
+        """Spans beyond max_spans: not in spans(), still in aggregates."""
+        return self._data["spans_dropped"]
+
+    @property
+    def unclosed(self) -> int:
+        """Stages still open at stop(), closed there and flagged."""
+        return self._data["unclosed"]
+
+    @property
+    def stage_names(self) -> List[str]:
+        """Stage path for each stage id used in spans()['stage']."""
+        return list(self._paths)
+
+    @property
+    def stages(self) -> List[StageStats]:
+        """All stage paths in tree order, siblings by total time, longest
+        first."""
+        children: Dict[Optional[str], List[StageStats]] = {}
+        for s in self._stats:
+            children.setdefault(s.parent, []).append(s)
+        ordered: List[StageStats] = []
+
+        def walk(parent: Optional[str]) -> None:
+            kids = sorted(children.get(parent, ()),
+                          key=lambda s: (-s.wall.total, s.path))
+            for kid in kids:
+                ordered.append(kid)
+                walk(kid.path)
+
+        walk(None)
+        return ordered
+
+    def __iter__(self) -> Iterator[StageStats]:
+        return iter(self.stages)
+
+    def __len__(self) -> int:
+        return len(self._stats)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._by_path
+
+    def __getitem__(self, path: str) -> StageStats:
+        try:
+            return self._by_path[path]
+        except KeyError:
+            known = ", ".join(sorted(self._by_path)) or "none"
+            raise KeyError(f"no stage {path!r} in this report; stage paths "
+                           f"are: {known}") from None
+
+    def top(self, n: int = 3) -> List[StageStats]:
+        """The n stages with the most self time: the bottlenecks."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"n must be an int >= 0, got {n!r}")
+        return sorted(self._stats, key=lambda s: (-s.self_time, s.path))[:n]
+
+    def spans(self) -> np.ndarray:
+        """Raw spans as a read-only NumPy structured array (no copy):
+        stage (id into stage_names), thread, parent (span index or -1),
+        flags (1 raised, 2 unclosed), start_ns, end_ns, cpu_ns, items."""
+        return self._data["spans"]
+
+    # ----------------------------------------------------------- output
+    def __str__(self) -> str:
+        from ._format import format_report
+        return format_report(self)
+
+    def __repr__(self) -> str:
+        return (f"<aquaprof.Report {len(self)} stages, wall "
+                f"{self.wall:.6g} s, {self.spans_recorded} spans>")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Report):
+            return NotImplemented
+        a, b = self._data, other._data
+        return ({k: v for k, v in a.items() if k != "spans"}
+                == {k: v for k, v in b.items() if k != "spans"}
+                and np.array_equal(a["spans"], b["spans"]))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready dict (spans compressed, base64)."""
+        d = {"format": FORMAT, "version": VERSION}
+        for key, value in self._data.items():
+            d[key] = _encode_spans(value) if key == "spans" else value
+        return d
+
+    def save(self, path: Union[str, os.PathLike]) -> Path:
+        """Writes the report as JSON, atomically; returns the path."""
+        text = json.dumps(self.to_dict(), separators=(",", ":"))
+        return write_atomic(path, text.encode("utf-8"))
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike]) -> "Report":
+        """Reads a file written by save(); ReportError if it is not one."""
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            raise ReportError(f"cannot read report {str(path)!r}: "
+                              f"{e.strerror}") from None
+        try:
+            obj = json.loads(raw)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise ReportError(f"{str(path)!r} is not an aquaprof report: not "
+                              f"valid JSON ({e})") from None
+        try:
+            return cls.from_dict(obj)
+        except ReportError as e:
+            raise ReportError(f"{str(path)!r}: {e}") from None
+
+    @classmethod
+    def from_dict(cls, obj: Any) -> "Report":
+        """Inverse of to_dict(); ReportError naming what is wrong."""
+        if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+            raise ReportError(f"not an aquaprof report (expected "
+                              f"'format': {FORMAT!r})")
+        version = obj.get("version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ReportError("report has no integer 'version'")
+        if version > VERSION:
+            raise ReportError(f"report schema version {version} is newer "
+                              f"than this aquaprof reads ({VERSION}); "
+                              f"upgrade aquaprof")
+        if version < 1:
+            raise ReportError(f"report schema version {version} is invalid")
+        data = {k: v for k, v in obj.items() if k not in ("format",
+                                                           "version")}
+        if "spans" not in data:
+            raise ReportError("report lacks 'spans'")
+        data["spans"] = _decode_spans(data["spans"])
+        return cls(data)
+
+
+# ----------------------------------------------------------------- helpers
+def _check_fields(obj: Any, fields: Dict[str, type], where: str) -> None:
+    if not isinstance(obj, dict):
+        raise ReportError(f"{where} must be an object")
+    for key, kind in fields.items():
+        if key not in obj:
+            raise ReportError(f"{where} lacks {key!r}")
+        value = obj[key]
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              if kind is float else isinstance(value, kind))
+        if kind is int and isinstance(value, bool):
+            ok = False
+        if not ok:
+            raise ReportError(f"{where}[{key!r}] must be {kind.__name__}, "
+                              f"got {type(value).__name__}")
+
+
+def _validate(data: Dict[str, Any]) -> None:
+    _check_fields(data, _META_FIELDS, "report")
+    stages, threads = data.get("stages"), data.get("threads")
+    if not isinstance(stages, list):
+        raise ReportError("report['stages'] must be a list")
+    if not isinstance(threads, list):
+        raise ReportError("report['threads'] must be a list")
+    for i, s in enumerate(stages):
+        where = f"stages[{i}]"
+        _check_fields(s, _STAGE_FIELDS, where)
+        if not -1 <= s["parent"] < i:
+            raise ReportError(f"{where}['parent'] = {s['parent']} does not "
+                              f"name an earlier stage")
+        for pair in s["hist"]:
+            if (not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(x, int) for x in pair)
+                    or not 0 <= pair[0] < len(_core.HIST_LOWER_NS) - 1):
+                raise ReportError(f"{where}['hist'] has a bad bucket "
+                                  f"{pair!r}")
+    spans = data["spans"]
+    if not isinstance(spans, np.ndarray) or spans.dtype != _core.SPAN_DTYPE:
+        raise ReportError("report['spans'] must be a span array")
+    if len(spans) and int(spans["stage"].max()) >= len(stages):
+        raise ReportError("a span names a stage id the report lacks")
+
+
+def _encode_spans(spans: np.ndarray) -> Dict[str, Any]:
+    raw = np.ascontiguousarray(spans).tobytes()
+    return {
+        "dtype": [list(field) for field in _core.SPAN_DTYPE.descr],
+        "count": int(len(spans)),
+        "encoding": "zlib+base64",
+        "data": base64.b64encode(zlib.compress(raw, 1)).decode("ascii"),
+    }
+
+
+def _decode_spans(obj: Any) -> np.ndarray:
+    if not isinstance(obj, dict):
+        raise ReportError("'spans' must be an object")
+    expected = [list(field) for field in _core.SPAN_DTYPE.descr]
+    if obj.get("dtype") != expected:
+        raise ReportError(f"'spans' has dtype {obj.get('dtype')!r}, "
+                          f"expected {expected!r}")
+    if obj.get("encoding") != "zlib+base64":
+        raise ReportError(f"'spans' encoding {obj.get('encoding')!r} is "
+                          f"unknown")
+    count = obj.get("count")
+    try:
+        raw = zlib.decompress(base64.b64decode(obj.get("data", ""),
+                                               validate=True))
+    except (ValueError, TypeError, zlib.error) as e:
+        raise ReportError(f"'spans' data is corrupt: {e}") from None
+    spans = np.frombuffer(raw, dtype=_core.SPAN_DTYPE) \
+        if len(raw) % _core.SPAN_DTYPE.itemsize == 0 else None
+    if spans is None or len(spans) != count:
+        raise ReportError(f"'spans' holds {len(raw)} bytes, not the "
+                          f"{count!r} spans it declares")
+    return spans
+
+
+__all__ = ["Report", "ReportError", "StageStats", "Timing"]

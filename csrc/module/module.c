@@ -1,0 +1,123 @@
+/* aquaprof._core: multi-phase init, per-module state, module functions. */
+#include "module.h"
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL aquaprof_ARRAY_API
+#include <numpy/arrayobject.h>
+
+#include "../core/session.h"
+
+static PyObject *
+active(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyBool_FromLong(ap_active());
+}
+
+PyDoc_STRVAR(stage_doc,
+"stage(name=None, *, items=None)\n--\n\n"
+"A stage of the pipeline: 'with aquaprof.stage(\"load\", items=16):' or\n"
+"'@aquaprof.stage(\"load\")'; a bare '@aquaprof.stage' names the stage\n"
+"after the function's __qualname__. items (int >= 0) counts what one\n"
+"pass processes, for throughput. Costs one flag test when no profiler\n"
+"is running.");
+
+static PyMethodDef module_methods[] = {
+    {"stage", (PyCFunction)(void (*)(void))ap_stage_function,
+     METH_FASTCALL | METH_KEYWORDS, stage_doc},
+    {"active", active, METH_NOARGS, "True while a Profiler is running."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+module_exec(PyObject *module)
+{
+    ap_module_state *st = ap_state(module);
+    if (PyArray_ImportNumPyAPI() < 0) {
+        return -1;
+    }
+    PyObject *functools = PyImport_ImportModule("functools");
+    if (functools == NULL) {
+        return -1;
+    }
+    st->update_wrapper = PyObject_GetAttrString(functools, "update_wrapper");
+    Py_DECREF(functools);
+    if (st->update_wrapper == NULL) {
+        return -1;
+    }
+    if (ap_stage_types_init(module, st) < 0 ||
+        ap_profiler_type_init(module, st) < 0 ||
+        ap_report_init(module, st) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int
+module_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    ap_module_state *st = ap_state(module);
+    Py_VISIT(st->stage_type);
+    Py_VISIT(st->staged_function_type);
+    Py_VISIT(st->profiler_type);
+    Py_VISIT(st->update_wrapper);
+    Py_VISIT(st->span_dtype);
+    for (int i = 0; i < AP_NAME_CACHE; i++) {
+        Py_VISIT(st->name_keys[i]);
+    }
+    return 0;
+}
+
+static int
+module_clear(PyObject *module)
+{
+    ap_module_state *st = ap_state(module);
+    Py_CLEAR(st->stage_type);
+    Py_CLEAR(st->staged_function_type);
+    Py_CLEAR(st->profiler_type);
+    Py_CLEAR(st->update_wrapper);
+    Py_CLEAR(st->span_dtype);
+    for (int i = 0; i < AP_NAME_CACHE; i++) {
+        Py_CLEAR(st->name_keys[i]);
+    }
+    return 0;
+}
+
+static void
+module_free(void *module)
+{
+    module_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+#ifdef Py_mod_multiple_interpreters
+    /* the core's session is process-wide */
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+#ifdef Py_mod_gil
+    /* per-thread buffers need no GIL, but stop() closing other threads'
+     * stages does (csrc/core/session.h); issue 8 lifts this */
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL},
+};
+
+PyModuleDef ap_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "aquaprof._core",
+    .m_doc = "C core of aquaprof: stages, sessions and raw reports.",
+    .m_size = sizeof(ap_module_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC
+PyInit__core(void)
+{
+    return PyModuleDef_Init(&ap_module_def);
+}

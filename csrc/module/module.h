@@ -1,0 +1,83 @@
+/* Shared declarations of the aquaprof._core binding. */
+#ifndef AP_MODULE_H
+#define AP_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* Python 3.9 lacks these; the project supports 3.9+. */
+#if PY_VERSION_HEX < 0x030A0000
+#define Py_NewRef(o) (Py_INCREF(o), (PyObject *)(o))
+#define Py_XNewRef(o) (Py_XINCREF(o), (PyObject *)(o))
+#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
+static inline int
+PyModule_AddObjectRef(PyObject *module, const char *name, PyObject *value)
+{
+    Py_INCREF(value);
+    if (PyModule_AddObject(module, name, value) < 0) {
+        Py_DECREF(value);
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+/* Returns 1 and a new reference in *out, 0 (and *out NULL) when obj has no
+ * such attribute, -1 with an exception set on any other error. */
+static inline int
+ap_getattr_optional(PyObject *obj, const char *name, PyObject **out)
+{
+    *out = PyObject_GetAttrString(obj, name);
+    if (*out) {
+        return 1;
+    }
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+#define AP_NAME_CACHE 256
+
+typedef struct {
+    PyTypeObject *stage_type;
+    PyTypeObject *staged_function_type;
+    PyTypeObject *profiler_type;
+    PyObject *update_wrapper;        /* functools.update_wrapper */
+    PyObject *span_dtype;            /* numpy.dtype of ap_span */
+    /* Direct-mapped cache str object -> interned id. Keys are held
+     * strongly, so a cached address cannot be reused by another string. */
+    PyObject *name_keys[AP_NAME_CACHE];
+    uint32_t name_ids[AP_NAME_CACHE];
+} ap_module_state;
+
+extern PyModuleDef ap_module_def;
+
+static inline ap_module_state *
+ap_state(PyObject *module)
+{
+    return (ap_module_state *)PyModule_GetState(module);
+}
+
+/* Each returns 0 on success, -1 with an exception set. */
+int ap_stage_types_init(PyObject *module, ap_module_state *st);
+int ap_profiler_type_init(PyObject *module, ap_module_state *st);
+int ap_report_init(PyObject *module, ap_module_state *st);
+
+/* Interns a stage name given as str; checks it is non-empty and has no
+ * '/'. Returns 0 and sets *id, or -1 with an exception set. */
+int ap_intern_object(ap_module_state *st, PyObject *name, uint32_t *id);
+
+/* The report of a stopped session as a dict of plain Python objects and a
+ * NumPy span array; NULL with an exception set. */
+struct ap_session;
+PyObject *ap_report_to_python(ap_module_state *st,
+                              const struct ap_session *session);
+
+/* Module-level functions defined in stage.c. */
+PyObject *ap_stage_function(PyObject *module, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames);
+
+#endif

@@ -1,0 +1,246 @@
+/* aquaprof._core.Profiler: owns one core session from start to report. */
+#include "module.h"
+
+#include <math.h>
+
+#include "../core/session.h"
+
+enum { NEW, RUNNING, STOPPED, FORKED };
+
+typedef struct {
+    PyObject_HEAD
+    ap_session *session;
+    ap_config config;
+    int state;
+    PyObject *report;      /* cached report data, built once */
+} ProfilerObject;
+
+static int
+parse_seconds(PyObject *obj, const char *what, double min,
+              const char *min_text, int64_t *ns)
+{
+    double v = PyFloat_AsDouble(obj);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Format(PyExc_TypeError, "%s must be a number of seconds, "
+                     "got %.100s", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (!isfinite(v) || v < min || v > 3600.0) {
+        PyErr_Format(PyExc_ValueError, "%s must be between %s and 3600 "
+                     "seconds, got %R", what, min_text, obj);
+        return -1;
+    }
+    *ns = (int64_t)llround(v * 1e9);
+    return 0;
+}
+
+static int
+profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"max_spans", "memory", "memory_interval",
+                               "cpu_resolution", NULL};
+    PyObject *max_spans = NULL, *interval = NULL, *resolution = NULL;
+    int memory = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OpOO:Profiler",
+                                     keywords, &max_spans, &memory,
+                                     &interval, &resolution)) {
+        return -1;
+    }
+    if (self->state != NEW || self->session) {
+        PyErr_SetString(PyExc_RuntimeError, "Profiler.__init__ called twice");
+        return -1;
+    }
+    ap_config c = {1000000, memory, 1000000, 20000};
+    if (max_spans) {
+        if (!PyLong_Check(max_spans) || PyBool_Check(max_spans)) {
+            PyErr_Format(PyExc_TypeError, "max_spans must be an int, got "
+                         "%.100s", Py_TYPE(max_spans)->tp_name);
+            return -1;
+        }
+        long long v = PyLong_AsLongLong(max_spans);
+        if ((v == -1 && PyErr_Occurred()) || v < 0 || v > INT32_MAX) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "max_spans must be between 0 and "
+                         "%d, got %R", INT32_MAX, max_spans);
+            return -1;
+        }
+        c.max_spans = v;
+    }
+    if (interval &&
+        parse_seconds(interval, "memory_interval", 1e-5, "1e-05",
+                      &c.memory_interval_ns) < 0) {
+        return -1;
+    }
+    if (resolution &&
+        parse_seconds(resolution, "cpu_resolution", 0.0, "0",
+                      &c.cpu_resolution_ns) < 0) {
+        return -1;
+    }
+    self->config = c;
+    return 0;
+}
+
+static PyObject *
+profiler_start(ProfilerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->state != NEW) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this Profiler has already run; a Profiler runs "
+                        "once, create a new one");
+        return NULL;
+    }
+    ap_status st = ap_session_start(&self->config, &self->session);
+    switch (st) {
+    case AP_OK:
+        self->state = RUNNING;
+        Py_RETURN_NONE;
+    case AP_ERR_ACTIVE:
+        PyErr_SetString(PyExc_RuntimeError,
+                        "another aquaprof.Profiler is running in this "
+                        "process; profilers do not nest: stop it first");
+        return NULL;
+    case AP_ERR_NOMEM:
+        return PyErr_NoMemory();
+    default:
+        PyErr_SetString(PyExc_OSError,
+                        "cannot sample host memory (/proc/self/statm is "
+                        "unreadable or no thread could start); pass "
+                        "memory=False");
+        return NULL;
+    }
+}
+
+static PyObject *
+profiler_stop(ProfilerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->state == NEW) {
+        PyErr_SetString(PyExc_RuntimeError, "this Profiler was never started");
+        return NULL;
+    }
+    if (self->state != RUNNING) {
+        Py_RETURN_NONE;
+    }
+    if (ap_session_stop(self->session) == AP_ERR_FORKED) {
+        /* a forked child's copy of the parent's data: discard it */
+        ap_session_free(self->session);
+        self->session = NULL;
+        self->state = FORKED;
+        Py_RETURN_NONE;
+    }
+    self->state = STOPPED;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+profiler_report_data(ProfilerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->state == RUNNING && ap_session_is_foreign(self->session)) {
+        profiler_stop(self, NULL);
+    }
+    switch (self->state) {
+    case NEW:
+        PyErr_SetString(PyExc_RuntimeError, "this Profiler was never started");
+        return NULL;
+    case RUNNING:
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the Profiler is still running: stop() it (or leave "
+                        "its 'with' block) before asking for the report");
+        return NULL;
+    case FORKED:
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this Profiler was started in the parent process; a "
+                        "forked child has no report of its own (start a new "
+                        "Profiler in the child)");
+        return NULL;
+    }
+    if (self->report == NULL) {
+        PyObject *module = PyType_GetModule(Py_TYPE(self));
+        if (module == NULL) {
+            return NULL;
+        }
+        self->report = ap_report_to_python(ap_state(module), self->session);
+        if (self->report == NULL) {
+            return NULL;
+        }
+        /* the report holds everything now */
+        ap_session_free(self->session);
+        self->session = NULL;
+    }
+    return Py_NewRef(self->report);
+}
+
+static PyObject *
+profiler_get_running(ProfilerObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->state == RUNNING);
+}
+
+static int
+profiler_traverse(ProfilerObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->report);
+    return 0;
+}
+
+static void
+profiler_dealloc(ProfilerObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    ap_session_free(self->session);  /* also deactivates it if running */
+    Py_CLEAR(self->report);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef profiler_methods[] = {
+    {"start", (PyCFunction)profiler_start, METH_NOARGS,
+     "Start recording stages. A Profiler runs once."},
+    {"stop", (PyCFunction)profiler_stop, METH_NOARGS,
+     "Stop recording; stages still open are closed and flagged."},
+    {"report_data", (PyCFunction)profiler_report_data, METH_NOARGS,
+     "The recorded data as a dict (built once, after stop())."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef profiler_getset[] = {
+    {"running", (getter)profiler_get_running, NULL, "True between start "
+     "and stop.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot profiler_slots[] = {
+    {Py_tp_init, profiler_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_traverse, profiler_traverse},
+    {Py_tp_dealloc, profiler_dealloc},
+    {Py_tp_methods, profiler_methods},
+    {Py_tp_getset, profiler_getset},
+    {Py_tp_doc, "Profiler(*, max_spans=1000000, memory=True, "
+                "memory_interval=0.001, cpu_resolution=2e-05)\n\n"
+                "Low-level session owner; use aquaprof.Profiler."},
+    {0, NULL},
+};
+
+static PyType_Spec profiler_spec = {
+    .name = "aquaprof._core.Profiler",
+    .basicsize = sizeof(ProfilerObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = profiler_slots,
+};
+
+int
+ap_profiler_type_init(PyObject *module, ap_module_state *st)
+{
+    st->profiler_type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &profiler_spec, NULL);
+    if (st->profiler_type == NULL) {
+        return -1;
+    }
+    return PyModule_AddType(module, st->profiler_type);
+}

@@ -1,0 +1,235 @@
+/* Turns a core ap_report into Python data: a dict of plain objects and a
+ * NumPy structured array of spans that takes over the C buffer. */
+#include "module.h"
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL aquaprof_ARRAY_API
+#define NO_IMPORT_ARRAY
+#include <numpy/arrayobject.h>
+
+#include "../core/intern.h"
+#include "../core/session.h"
+
+static PyObject *
+histogram_pairs(const ap_stats *s)
+{
+    PyObject *pairs = PyList_New(0);
+    if (pairs == NULL) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < AP_HIST_BUCKETS; i++) {
+        if (s->hist[i] == 0) {
+            continue;
+        }
+        PyObject *pair = Py_BuildValue("(IK)", i,
+                                       (unsigned long long)s->hist[i]);
+        if (pair == NULL || PyList_Append(pairs, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(pairs);
+            return NULL;
+        }
+        Py_DECREF(pair);
+    }
+    return pairs;
+}
+
+static PyObject *
+stage_dict(const ap_report_stage *stage)
+{
+    size_t len = 0;
+    const char *name = ap_intern_name(stage->name, &len);
+    const ap_stats *s = &stage->stats;
+    PyObject *hist = histogram_pairs(s);
+    if (hist == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue(
+        "{s:s#,s:i,s:I,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:d,s:L,s:L,s:L,s:L,"
+        "s:N}",
+        "name", name, (Py_ssize_t)len,
+        "parent", (int)stage->parent,
+        "depth", (unsigned)stage->depth,
+        "count", (long long)s->count,
+        "raised", (long long)s->raised,
+        "unclosed", (long long)s->unclosed,
+        "total_ns", (long long)s->total_ns,
+        "self_ns", (long long)s->self_ns,
+        "min_ns", (long long)(s->count ? s->min_ns : 0),
+        "max_ns", (long long)s->max_ns,
+        "mean_ns", s->mean_ns,
+        "m2", s->m2,
+        "cpu_ns", (long long)s->cpu_ns,
+        "items", (long long)s->items,
+        "mem_peak", (long long)s->mem_peak,
+        "mem_delta", (long long)s->mem_delta,
+        "hist", hist);
+}
+
+static void
+free_spans(PyObject *capsule)
+{
+    free(PyCapsule_GetPointer(capsule, "aquaprof.spans"));
+}
+
+/* Steals r->spans. */
+static PyObject *
+span_array(ap_module_state *st, ap_report *r)
+{
+    PyObject *capsule = PyCapsule_New(r->spans, "aquaprof.spans", free_spans);
+    if (capsule == NULL) {
+        return NULL;
+    }
+    r->spans = NULL;
+    npy_intp dims[1] = {(npy_intp)r->nspans};
+    PyArray_Descr *descr = (PyArray_Descr *)st->span_dtype;
+    Py_INCREF(descr);   /* NewFromDescr steals it */
+    PyObject *array = PyArray_NewFromDescr(
+        &PyArray_Type, descr, 1, dims, NULL,
+        PyCapsule_GetPointer(capsule, "aquaprof.spans"), NPY_ARRAY_CARRAY,
+        NULL);
+    if (array == NULL) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    if (PyArray_SetBaseObject((PyArrayObject *)array, capsule) < 0) {
+        Py_DECREF(array);
+        return NULL;
+    }
+    /* the report is a record of what happened: keep it read-only */
+    PyArray_CLEARFLAGS((PyArrayObject *)array, NPY_ARRAY_WRITEABLE);
+    return array;
+}
+
+static PyObject *
+threads_list(const ap_report *r)
+{
+    PyObject *list = PyList_New(r->nthreads);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < r->nthreads; i++) {
+        const ap_report_thread *t = &r->threads[i];
+        PyObject *d = Py_BuildValue("{s:I,s:L,s:L,s:L}", "index", t->index,
+                                    "native_id", (long long)t->native_id,
+                                    "spans", (long long)t->spans,
+                                    "dropped", (long long)t->dropped);
+        if (d == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, d);
+    }
+    return list;
+}
+
+PyObject *
+ap_report_to_python(ap_module_state *st, const ap_session *session)
+{
+    ap_report *r = NULL;
+    ap_status status = ap_session_report(session, &r);
+    if (status != AP_OK) {
+        return status == AP_ERR_NOMEM
+                   ? PyErr_NoMemory()
+                   : PyErr_Format(PyExc_RuntimeError,
+                                  "cannot build the report (status %d)",
+                                  (int)status);
+    }
+    PyObject *stages = NULL, *threads = NULL, *spans = NULL, *result = NULL;
+    stages = PyList_New(r->nstages);
+    if (stages == NULL) {
+        goto error;
+    }
+    for (uint32_t i = 0; i < r->nstages; i++) {
+        PyObject *d = stage_dict(&r->stages[i]);
+        if (d == NULL) {
+            goto error;
+        }
+        PyList_SET_ITEM(stages, i, d);
+    }
+    threads = threads_list(r);
+    if (threads == NULL) {
+        goto error;
+    }
+    spans = span_array(st, r);
+    if (spans == NULL) {
+        goto error;
+    }
+    result = Py_BuildValue(
+        "{s:L,s:L,s:L,s:L,s:O,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:N}",
+        "start_ns", (long long)r->start_ns,
+        "stop_ns", (long long)r->stop_ns,
+        "pid", (long long)r->pid,
+        "max_spans", (long long)r->config.max_spans,
+        "memory", r->config.memory ? Py_True : Py_False,
+        "memory_interval_ns", (long long)r->config.memory_interval_ns,
+        "cpu_resolution_ns", (long long)r->config.cpu_resolution_ns,
+        "spans_dropped", (long long)r->dropped,
+        "unclosed", (long long)r->unclosed,
+        "lost", (long long)r->lost,
+        "stages", stages,
+        "threads", threads,
+        "spans", spans);
+    stages = threads = spans = NULL;   /* stolen by N, even on failure */
+error:
+    Py_XDECREF(stages);
+    Py_XDECREF(threads);
+    Py_XDECREF(spans);
+    ap_report_free(r);
+    return result;
+}
+
+static PyObject *
+hist_lower_bounds(void)
+{
+    npy_intp dims[1] = {AP_HIST_BUCKETS + 1};
+    PyObject *array = PyArray_SimpleNew(1, dims, NPY_INT64);
+    if (array == NULL) {
+        return NULL;
+    }
+    int64_t *data = PyArray_DATA((PyArrayObject *)array);
+    for (uint32_t i = 0; i < AP_HIST_BUCKETS; i++) {
+        data[i] = ap_hist_lower(i);
+    }
+    /* one past the last bucket: its upper bound for interpolation */
+    data[AP_HIST_BUCKETS] = ap_hist_lower(AP_HIST_BUCKETS - 1) * 2;
+    PyArray_CLEARFLAGS((PyArrayObject *)array, NPY_ARRAY_WRITEABLE);
+    return array;
+}
+
+int
+ap_report_init(PyObject *module, ap_module_state *st)
+{
+    PyObject *spec = Py_BuildValue(
+        "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)]", "stage", "<u4", "thread", "<u4",
+        "parent", "<i4", "flags", "<u4", "start_ns", "<i8", "end_ns", "<i8",
+        "cpu_ns", "<i8", "items", "<i8");
+    if (spec == NULL) {
+        return -1;
+    }
+    PyArray_Descr *descr = NULL;
+    int ok = PyArray_DescrConverter(spec, &descr);
+    Py_DECREF(spec);
+    if (!ok) {
+        return -1;
+    }
+    st->span_dtype = (PyObject *)descr;
+    if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(ap_span)) {
+        PyErr_SetString(PyExc_SystemError, "span dtype does not match ap_span");
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "SPAN_DTYPE", st->span_dtype) < 0) {
+        return -1;
+    }
+    PyObject *bounds = hist_lower_bounds();
+    if (bounds == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "HIST_LOWER_NS", bounds) < 0) {
+        Py_DECREF(bounds);
+        return -1;
+    }
+    if (PyModule_AddIntConstant(module, "SPAN_RAISED", AP_SPAN_RAISED) < 0) {
+        return -1;
+    }
+    return PyModule_AddIntConstant(module, "SPAN_UNCLOSED", AP_SPAN_UNCLOSED);
+}
