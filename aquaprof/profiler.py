@@ -19,8 +19,10 @@ class Profiler:
     then ``prof.report()``. A Profiler runs once. Profilers do not nest:
     starting one while another runs in the process raises RuntimeError.
 
-    max_spans: raw spans kept for spans() and traces (48 bytes each);
+    max_spans: most raw spans kept for spans() and traces (48 bytes each);
         beyond it spans are counted as dropped, aggregates stay exact.
+        Each thread reserves room in blocks of 4096 spans, so with several
+        threads up to 4095 per thread of the cap may stay unused.
     memory: sample the process RSS for per-stage peak and delta.
     memory_interval: seconds between RSS samples.
     cpu_resolution: the thread CPU clock is a system call (0.1-0.6 us), so

@@ -191,18 +191,15 @@ class Report:
         """All stage paths in tree order, siblings by total time, longest
         first."""
         children: Dict[Optional[str], List[StageStats]] = {}
-        for s in self._stats:
+        for s in sorted(self._stats, key=lambda s: (s.wall.total, s.path),
+                        reverse=True):
             children.setdefault(s.parent, []).append(s)
         ordered: List[StageStats] = []
-
-        def walk(parent: Optional[str]) -> None:
-            kids = sorted(children.get(parent, ()),
-                          key=lambda s: (-s.wall.total, s.path))
-            for kid in kids:
-                ordered.append(kid)
-                walk(kid.path)
-
-        walk(None)
+        todo = list(reversed(children.get(None, [])))
+        while todo:
+            stage = todo.pop()
+            ordered.append(stage)
+            todo.extend(reversed(children.get(stage.path, [])))
         return ordered
 
     def __iter__(self) -> Iterator[StageStats]:

@@ -86,13 +86,14 @@ parse_items(PyObject *obj, int64_t *items)
                      "through the stage), got %.100s", Py_TYPE(obj)->tp_name);
         return -1;
     }
-    long long v = PyLong_AsLongLong(obj);
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
     if (v == -1 && PyErr_Occurred()) {
         return -1;
     }
-    if (v < 0) {
+    if (v < 0 || overflow) {
         PyErr_Format(PyExc_ValueError,
-                     "items must be >= 0, got %lld", v);
+                     "items must be >= 0 and < 2**63, got %R", obj);
         return -1;
     }
     *items = v;

@@ -1,0 +1,45 @@
+# `make demo` and `make test` set everything up from nothing: a virtual
+# environment from requirements-dev.txt, the C extension built in place.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+DEPS := $(VENV)/.deps-stamp
+EXT := $(VENV)/.ext-stamp
+CORE_SOURCES := $(wildcard csrc/core/*.c csrc/core/*.h)
+EXT_SOURCES := $(CORE_SOURCES) $(wildcard csrc/module/*.c csrc/module/*.h)
+CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
+# CI passes -Werror to the extension; users' builds never get it.
+WERROR ?= 1
+
+.PHONY: demo test test-core test-python bench build clean
+
+$(DEPS): requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+$(EXT): $(DEPS) $(EXT_SOURCES) setup.py pyproject.toml
+	AQUAPROF_WERROR=$(WERROR) $(PY) setup.py -q build_ext --inplace
+	touch $@
+
+build: $(EXT)
+
+demo: build
+	$(PY) -m aquaprof.demo
+
+tests/core/test_core: $(CORE_SOURCES) tests/core/test_core.c
+	$(CC) $(CFLAGS_STRICT) csrc/core/*.c tests/core/test_core.c -lm -o $@
+
+test-core: tests/core/test_core
+	./tests/core/test_core
+
+test-python: build
+	$(PY) -X dev -m pytest -q
+
+test: test-core test-python
+
+bench: build
+	$(PY) benchmarks/bench_overhead.py
+
+clean:
+	rm -rf build $(VENV) tests/core/test_core aquaprof/_core*.so

@@ -1,0 +1,23 @@
+import gc
+
+import pytest
+
+import aquaprof as ap
+
+
+@pytest.fixture(autouse=True)
+def no_profiler_left_running():
+    """Every test starts and ends with no active profiler: a test that
+    leaves one running fails here instead of corrupting the next."""
+    assert not ap.active(), "a profiler was already running"
+    yield
+    if ap.active():
+        gc.collect()  # a dropped Profiler object deactivates when freed
+    assert not ap.active(), "the test left a profiler running"
+
+
+def run_profiled(fn, **options):
+    """Runs fn() under a fresh Profiler and returns its report."""
+    with ap.Profiler(**options) as prof:
+        fn()
+    return prof.report()

@@ -1,0 +1,78 @@
+"""Every bad argument is refused with an error naming it."""
+import math
+
+import pytest
+
+import aquaprof as ap
+from conftest import run_profiled
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: ap.stage(123), TypeError, "name \\(str\\) or a function"),
+    (lambda: ap.stage("x", items=-1), ValueError, "items must be >= 0"),
+    (lambda: ap.stage("x", items=-2**70), ValueError, "items must be >= 0"),
+    (lambda: ap.stage("x", items="3"), TypeError, "items must be an int"),
+    (lambda: ap.stage("x", items=True), TypeError, "items must be an int"),
+    (lambda: ap.stage("x", items=2**70), ValueError, "< 2\\*\\*63"),
+    (lambda: ap.stage("x", colour=1), TypeError, "unexpected keyword"),
+    (lambda: ap.stage("a", "b"), TypeError, "only positional"),
+    (lambda: ap.stage(""), ValueError, "must not be empty"),
+    (lambda: ap.stage(name="a/b"), ValueError, "contains '/'"),
+    (lambda: ap.stage("x")(42), TypeError, "decorates callables"),
+    (lambda: ap.stage("x")(print, extra=1), TypeError,
+     "takes the function only"),
+    (lambda: ap.Profiler(max_spans=-1), ValueError,
+     "max_spans must be between 0"),
+    (lambda: ap.Profiler(max_spans=2**31), ValueError,
+     "max_spans must be between 0"),
+    (lambda: ap.Profiler(max_spans=2**80), ValueError,
+     "max_spans must be between 0"),
+    (lambda: ap.Profiler(max_spans="10"), TypeError,
+     "max_spans must be an int"),
+    (lambda: ap.Profiler(max_spans=1.5), TypeError,
+     "max_spans must be an int"),
+    (lambda: ap.Profiler(memory_interval=0), ValueError,
+     "memory_interval must be between"),
+    (lambda: ap.Profiler(memory_interval=math.nan), ValueError,
+     "memory_interval must be between"),
+    (lambda: ap.Profiler(memory_interval="fast"), TypeError,
+     "memory_interval must be a number"),
+    (lambda: ap.Profiler(cpu_resolution=-1e-6), ValueError,
+     "cpu_resolution must be between"),
+    (lambda: ap.Profiler(cpu_resolution=math.inf), ValueError,
+     "cpu_resolution must be between"),
+    (lambda: ap.Profiler(1), TypeError, "positional"),
+    (lambda: ap.Profiler(colour=1), TypeError, "colour"),
+])
+def test_bad_arguments(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_unnamed_stage_cannot_be_entered_while_profiling():
+    unnamed = ap.stage()
+    with ap.Profiler():
+        with pytest.raises(ValueError, match="without a name"):
+            with unnamed:
+                pass
+
+
+def test_stage_type_is_made_by_the_factory_only():
+    with pytest.raises(TypeError):
+        ap.Stage("x")
+
+
+def test_bad_report_queries():
+    rep = run_profiled(lambda: None)
+    with pytest.raises(KeyError, match="no stage 'missing'"):
+        rep["missing"]
+    with pytest.raises(ValueError, match="n must be an int >= 0"):
+        rep.top(-1)
+    with pytest.raises(ValueError, match="n must be an int >= 0"):
+        rep.top(1.5)
+
+    def one():
+        with ap.stage("s"):
+            pass
+    with pytest.raises(ValueError, match="percentile q must be in"):
+        run_profiled(one)["s"].wall.percentile(101)

@@ -1,0 +1,79 @@
+"""CPU time and host memory measured per stage match what the stage did."""
+import time
+
+import numpy as np
+import pytest
+
+import aquaprof as ap
+from conftest import run_profiled
+
+
+def rss_now():
+    with open("/proc/self/statm") as f:
+        import os
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.parametrize("resolution", [0.0, 20e-6])
+def test_cpu_time_tells_busy_from_waiting(resolution):
+    def work():
+        with ap.stage("busy"):
+            spin(0.05)
+        with ap.stage("sleep"):
+            time.sleep(0.05)
+    rep = run_profiled(work, cpu_resolution=resolution)
+    busy, sleep = rep["busy"], rep["sleep"]
+    assert busy.cpu <= busy.wall.total
+    assert busy.cpu >= 0.5 * busy.wall.total
+    assert sleep.wall.total >= 0.05
+    assert sleep.cpu < 0.005
+
+
+def test_cpu_time_in_spans_matches_aggregates():
+    def work():
+        for _ in range(5):
+            with ap.stage("busy"):
+                spin(0.002)
+    rep = run_profiled(work, cpu_resolution=0.0)
+    spans = rep.spans()
+    assert spans["cpu_ns"].sum() * 1e-9 == pytest.approx(rep["busy"].cpu)
+    assert (spans["cpu_ns"] <= spans["end_ns"] - spans["start_ns"]).all()
+
+
+def test_memory_peak_sees_a_block_freed_inside_the_stage():
+    size = 64 << 20
+
+    def work():
+        with ap.stage("alloc"):
+            block = np.ones(size // 8)
+            time.sleep(0.02)
+            del block
+            time.sleep(0.02)
+        with ap.stage("keep"):
+            kept.append(np.ones(size // 8))
+            time.sleep(0.02)
+    kept = []
+    before = rss_now()
+    rep = run_profiled(work, memory_interval=0.001)
+    alloc, keep = rep["alloc"], rep["keep"]
+    assert alloc.mem_peak >= before + 0.9 * size
+    assert abs(alloc.mem_delta) < 0.5 * size   # freed before the exit
+    assert keep.mem_delta >= 0.9 * size         # still held at the exit
+    assert "MiB" in str(rep)
+
+
+def test_memory_off():
+    def work():
+        with ap.stage("x"):
+            pass
+    rep = run_profiled(work, memory=False)
+    assert rep["x"].mem_peak is None and rep["x"].mem_delta == 0
+    assert "host memory not sampled" in str(rep)
+    row = [ln for ln in str(rep).splitlines() if ln.startswith("x ")][0]
+    assert row.split()[-3:] == ["-", "-", "-"]
