@@ -65,6 +65,10 @@ class Timing:
         if self.count == 0:
             return 0.0
         rank = max(1, math.ceil(q / 100 * self.count))
+        if rank == 1:
+            return self.min   # the extremes are tracked exactly
+        if rank >= self.count:
+            return self.max
         seen = 0
         lower = _core.HIST_LOWER_NS
         for index, n in self._hist:

@@ -61,10 +61,12 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->stage_type);
     Py_VISIT(st->staged_function_type);
     Py_VISIT(st->profiler_type);
+    Py_VISIT(st->protocol_type);
     Py_VISIT(st->update_wrapper);
     Py_VISIT(st->span_dtype);
     for (int i = 0; i < AP_NAME_CACHE; i++) {
-        Py_VISIT(st->name_keys[i]);
+        Py_VISIT(st->names[i].name);
+        Py_VISIT(st->names[i].stage);
     }
     return 0;
 }
@@ -76,10 +78,12 @@ module_clear(PyObject *module)
     Py_CLEAR(st->stage_type);
     Py_CLEAR(st->staged_function_type);
     Py_CLEAR(st->profiler_type);
+    Py_CLEAR(st->protocol_type);
     Py_CLEAR(st->update_wrapper);
     Py_CLEAR(st->span_dtype);
     for (int i = 0; i < AP_NAME_CACHE; i++) {
-        Py_CLEAR(st->name_keys[i]);
+        Py_CLEAR(st->names[i].name);
+        Py_CLEAR(st->names[i].stage);
     }
     return 0;
 }

@@ -42,15 +42,21 @@ ap_getattr_optional(PyObject *obj, const char *name, PyObject **out)
 #define AP_NAME_CACHE 256
 
 typedef struct {
+    PyObject *name;      /* exact str, held so its address is not reused */
+    uint32_t id;         /* interned id of name */
+    PyObject *stage;     /* a Stage of this name for reuse, or NULL */
+} ap_name_slot;
+
+typedef struct {
     PyTypeObject *stage_type;
     PyTypeObject *staged_function_type;
     PyTypeObject *profiler_type;
     PyObject *update_wrapper;        /* functools.update_wrapper */
     PyObject *span_dtype;            /* numpy.dtype of ap_span */
-    /* Direct-mapped cache str object -> interned id. Keys are held
-     * strongly, so a cached address cannot be reused by another string. */
-    PyObject *name_keys[AP_NAME_CACHE];
-    uint32_t name_ids[AP_NAME_CACHE];
+    PyTypeObject *protocol_type;
+    /* Direct-mapped cache: str object -> interned id, and a Stage that
+     * 'with aquaprof.stage(name)' may reuse instead of allocating. */
+    ap_name_slot names[AP_NAME_CACHE];
 } ap_module_state;
 
 extern PyModuleDef ap_module_def;
@@ -65,10 +71,6 @@ ap_state(PyObject *module)
 int ap_stage_types_init(PyObject *module, ap_module_state *st);
 int ap_profiler_type_init(PyObject *module, ap_module_state *st);
 int ap_report_init(PyObject *module, ap_module_state *st);
-
-/* Interns a stage name given as str; checks it is non-empty and has no
- * '/'. Returns 0 and sets *id, or -1 with an exception set. */
-int ap_intern_object(ap_module_state *st, PyObject *name, uint32_t *id);
 
 /* The report of a stopped session as a dict of plain Python objects and a
  * NumPy span array; NULL with an exception set. */

@@ -18,11 +18,13 @@ typedef struct {
     PyObject *name;        /* str, or NULL for a decorator-only stage */
     uint32_t name_id;
     int64_t items;
+    vectorcallfunc vectorcall;
 } StageObject;
 
 typedef struct {
     PyObject_HEAD
     PyObject *func;
+    vectorcallfunc func_call;  /* func's own vectorcall, or the generic */
     PyObject *name;
     uint32_t name_id;
     int64_t items;
@@ -32,13 +34,19 @@ typedef struct {
 
 /* ------------------------------------------------------------ names */
 
-int
-ap_intern_object(ap_module_state *st, PyObject *name, uint32_t *id)
+/* Interns a stage name given as str after checking it is non-empty and has
+ * no '/'. Returns 0, sets *id and *slot (the cache slot now holding name,
+ * NULL for str subclasses), or -1 with an exception set. */
+static int
+intern_name(ap_module_state *st, PyObject *name, uint32_t *id,
+            ap_name_slot **slot)
 {
     int exact = PyUnicode_CheckExact(name);
-    uintptr_t slot = ((uintptr_t)name >> 4) % AP_NAME_CACHE;
-    if (exact && st->name_keys[slot] == name) {
-        *id = st->name_ids[slot];
+    ap_name_slot *s = &st->names[((uintptr_t)name >> 4) % AP_NAME_CACHE];
+    *slot = NULL;
+    if (exact && s->name == name) {
+        *id = s->id;
+        *slot = s;
         return 0;
     }
     if (!PyUnicode_Check(name)) {
@@ -67,8 +75,10 @@ ap_intern_object(ap_module_state *st, PyObject *name, uint32_t *id)
     }
     if (exact) {
         Py_INCREF(name);
-        Py_XSETREF(st->name_keys[slot], name);
-        st->name_ids[slot] = *id;
+        Py_XSETREF(s->name, name);
+        Py_CLEAR(s->stage);
+        s->id = *id;
+        *slot = s;
     }
     return 0;
 }
@@ -108,10 +118,10 @@ staged_call(PyObject *self, PyObject *const *args, size_t nargsf,
 {
     StagedFunctionObject *sf = (StagedFunctionObject *)self;
     if (!ap_active()) {
-        return PyObject_Vectorcall(sf->func, args, nargsf, kwnames);
+        return sf->func_call(sf->func, args, nargsf, kwnames);
     }
     int entered = ap_enter(sf->name_id, sf->items, self) == AP_OK;
-    PyObject *result = PyObject_Vectorcall(sf->func, args, nargsf, kwnames);
+    PyObject *result = sf->func_call(sf->func, args, nargsf, kwnames);
     if (entered && ap_exit(self, result == NULL) == AP_ERR_NOT_INNERMOST &&
         result != NULL) {
         Py_DECREF(result);
@@ -285,8 +295,9 @@ wrap_function(ap_module_state *st, PyObject *func, PyObject *name,
     }
     PyObject *owned_name = NULL;
     if (name == NULL) {
+        ap_name_slot *slot;
         name = owned_name = default_name(func);
-        if (name == NULL || ap_intern_object(st, name, &name_id) < 0) {
+        if (name == NULL || intern_name(st, name, &name_id, &slot) < 0) {
             Py_XDECREF(owned_name);
             return NULL;
         }
@@ -298,6 +309,10 @@ wrap_function(ap_module_state *st, PyObject *func, PyObject *name,
         return NULL;
     }
     sf->func = Py_NewRef(func);
+    sf->func_call = PyVectorcall_Function(func);
+    if (sf->func_call == NULL) {
+        sf->func_call = PyObject_Vectorcall;
+    }
     sf->name = owned_name ? owned_name : Py_NewRef(name);
     sf->name_id = name_id;
     sf->items = items;
@@ -316,10 +331,22 @@ wrap_function(ap_module_state *st, PyObject *func, PyObject *name,
 
 /* --------------------------------------------------------------- stage */
 
+/* CPython's 'with' looks __enter__ and __exit__ up on the type and binds
+ * them, allocating two method objects per block: 40 ns of a 70 ns pair.
+ * Here both resolve, through a descriptor, to the stage itself (no
+ * allocation), and calling a stage dispatches on the argument count:
+ * () enters, (exc_type, exc, tb) exits, (function) decorates. */
+
+enum { PROTOCOL_ENTER, PROTOCOL_EXIT };
+
+typedef struct {
+    PyObject_HEAD
+    int kind;
+} ProtocolObject;
+
 static PyObject *
-stage_enter(StageObject *self, PyObject *unused)
+stage_enter(StageObject *self)
 {
-    (void)unused;
     if (ap_active()) {
         if (self->name == NULL) {
             PyErr_SetString(PyExc_ValueError,
@@ -334,13 +361,10 @@ stage_enter(StageObject *self, PyObject *unused)
 }
 
 static PyObject *
-stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
+stage_exit(StageObject *self, PyObject *exc_type)
 {
-    if (!ap_active()) {
-        Py_RETURN_FALSE;
-    }
-    int raised = nargs > 0 && args[0] != Py_None;
-    if (ap_exit(self, raised) == AP_ERR_NOT_INNERMOST) {
+    if (ap_active() &&
+        ap_exit(self, exc_type != Py_None) == AP_ERR_NOT_INNERMOST) {
         PyErr_Format(PyExc_RuntimeError,
                      "stage %R exited while a stage entered after it is "
                      "still open; stages must close innermost first",
@@ -351,17 +375,8 @@ stage_exit(StageObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
-stage_decorate(StageObject *self, PyObject *args, PyObject *kwargs)
+stage_decorate(StageObject *self, PyObject *func)
 {
-    PyObject *func;
-    if (kwargs && PyDict_GET_SIZE(kwargs)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "a stage used as a decorator takes the function only");
-        return NULL;
-    }
-    if (!PyArg_UnpackTuple(args, "stage", 1, 1, &func)) {
-        return NULL;
-    }
     PyObject *module = PyType_GetModule(Py_TYPE(self));
     if (module == NULL) {
         return NULL;
@@ -369,6 +384,93 @@ stage_decorate(StageObject *self, PyObject *args, PyObject *kwargs)
     return wrap_function(ap_state(module), func, self->name, self->name_id,
                          self->items);
 }
+
+static PyObject *
+stage_call(PyObject *self, PyObject *const *args, size_t nargsf,
+           PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    StageObject *stage = (StageObject *)self;
+    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
+        switch (nargs) {
+        case 0:
+            return stage_enter(stage);
+        case 1:
+            return stage_decorate(stage, args[0]);
+        case 3:
+            return stage_exit(stage, args[0]);
+        }
+    }
+    PyErr_SetString(PyExc_TypeError,
+                    "a stage used as a decorator takes the function only");
+    return NULL;
+}
+
+static PyObject *
+protocol_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    return Py_NewRef(obj ? obj : self);
+}
+
+/* type(stage).__enter__(stage) and type(stage).__exit__(stage, t, v, tb),
+ * as contextlib.ExitStack calls them. */
+static PyObject *
+protocol_call(ProtocolObject *self, PyObject *args, PyObject *kwargs)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    int want = self->kind == PROTOCOL_ENTER ? 1 : 4;
+    if ((kwargs && PyDict_GET_SIZE(kwargs)) || n != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %d positional arguments "
+                     "(%zd given)", self->kind == PROTOCOL_ENTER
+                     ? "__enter__" : "__exit__", want, n);
+        return NULL;
+    }
+    PyObject *stage = PyTuple_GET_ITEM(args, 0);
+    PyObject *module = PyType_GetModule(Py_TYPE(self));
+    if (module == NULL) {
+        return NULL;
+    }
+    if (!Py_IS_TYPE(stage, ap_state(module)->stage_type)) {
+        PyErr_Format(PyExc_TypeError, "expected an aquaprof stage, got "
+                     "%.100s", Py_TYPE(stage)->tp_name);
+        return NULL;
+    }
+    return self->kind == PROTOCOL_ENTER
+               ? stage_enter((StageObject *)stage)
+               : stage_exit((StageObject *)stage, PyTuple_GET_ITEM(args, 1));
+}
+
+static PyObject *
+protocol_repr(ProtocolObject *self)
+{
+    return PyUnicode_FromFormat("<aquaprof stage %s>",
+                                self->kind == PROTOCOL_ENTER ? "__enter__"
+                                                             : "__exit__");
+}
+
+static void
+protocol_dealloc(ProtocolObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot protocol_slots[] = {
+    {Py_tp_descr_get, protocol_get},
+    {Py_tp_call, protocol_call},
+    {Py_tp_repr, protocol_repr},
+    {Py_tp_dealloc, protocol_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec protocol_spec = {
+    .name = "aquaprof._core.StageProtocol",
+    .basicsize = sizeof(ProtocolObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = protocol_slots,
+};
 
 static PyObject *
 stage_repr(StageObject *self)
@@ -412,11 +514,10 @@ stage_get_name(StageObject *self, void *closure)
     return Py_NewRef(self->name ? self->name : Py_None);
 }
 
-static PyMethodDef stage_methods[] = {
-    {"__enter__", (PyCFunction)stage_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)(void (*)(void))stage_exit, METH_FASTCALL,
-     NULL},
-    {NULL, NULL, 0, NULL},
+static PyMemberDef stage_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(StageObject, vectorcall),
+     READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
 };
 
 static PyGetSetDef stage_getset[] = {
@@ -427,11 +528,11 @@ static PyGetSetDef stage_getset[] = {
 };
 
 static PyType_Slot stage_slots[] = {
-    {Py_tp_call, stage_decorate},
+    {Py_tp_call, PyVectorcall_Call},
     {Py_tp_traverse, stage_traverse},
     {Py_tp_dealloc, stage_dealloc},
     {Py_tp_repr, stage_repr},
-    {Py_tp_methods, stage_methods},
+    {Py_tp_members, stage_members},
     {Py_tp_getset, stage_getset},
     {Py_tp_doc, "A named stage: 'with' it, or decorate a function with it. "
                 "Made by aquaprof.stage()."},
@@ -442,9 +543,25 @@ static PyType_Spec stage_spec = {
     .name = "aquaprof._core.Stage",
     .basicsize = sizeof(StageObject),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
-             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+             Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = stage_slots,
 };
+
+static StageObject *
+new_stage(ap_module_state *st, PyObject *name, uint32_t name_id,
+          int64_t items)
+{
+    StageObject *self = PyObject_GC_New(StageObject, st->stage_type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->name = Py_XNewRef(name);
+    self->name_id = name_id;
+    self->items = items;
+    self->vectorcall = stage_call;
+    PyObject_GC_Track(self);
+    return self;
+}
 
 PyObject *
 ap_stage_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
@@ -479,7 +596,10 @@ ap_stage_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     if (parse_items(items_obj, &items) < 0) {
         return NULL;
     }
-    if (name != NULL && name != Py_None && !PyUnicode_Check(name)) {
+    if (name == Py_None) {
+        name = NULL;
+    }
+    if (name != NULL && !PyUnicode_Check(name)) {
         if (PyCallable_Check(name)) {    /* bare @aquaprof.stage */
             return wrap_function(st, name, NULL, 0, items);
         }
@@ -488,22 +608,39 @@ ap_stage_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                      "got %.100s", Py_TYPE(name)->tp_name);
         return NULL;
     }
-    uint32_t name_id = 0;
-    if (name == Py_None) {
-        name = NULL;
+    if (name == NULL) {
+        return (PyObject *)new_stage(st, NULL, 0, items);
     }
-    if (name != NULL && ap_intern_object(st, name, &name_id) < 0) {
+    uint32_t name_id;
+    ap_name_slot *slot;
+    if (intern_name(st, name, &name_id, &slot) < 0) {
         return NULL;
     }
-    StageObject *self = PyObject_GC_New(StageObject, st->stage_type);
-    if (self == NULL) {
-        return NULL;
+    /* Reuse the slot's stage when only the cache holds it: nobody else can
+     * see it, so changing its items is invisible. */
+    if (slot && slot->stage && Py_REFCNT(slot->stage) == 1) {
+        ((StageObject *)slot->stage)->items = items;
+        return Py_NewRef(slot->stage);
     }
-    self->name = Py_XNewRef(name);
-    self->name_id = name_id;
-    self->items = items;
-    PyObject_GC_Track(self);
+    StageObject *self = new_stage(st, name, name_id, items);
+    if (self && slot) {
+        Py_XSETREF(slot->stage, Py_NewRef(self));
+    }
     return (PyObject *)self;
+}
+
+static int
+add_protocol(ap_module_state *st, const char *attr, int kind)
+{
+    ProtocolObject *p = PyObject_New(ProtocolObject, st->protocol_type);
+    if (p == NULL) {
+        return -1;
+    }
+    p->kind = kind;
+    int rc = PyObject_SetAttrString((PyObject *)st->stage_type, attr,
+                                    (PyObject *)p);
+    Py_DECREF(p);
+    return rc;
 }
 
 int
@@ -516,7 +653,13 @@ ap_stage_types_init(PyObject *module, ap_module_state *st)
     }
     st->staged_function_type = (PyTypeObject *)PyType_FromModuleAndSpec(
         module, &staged_spec, NULL);
-    if (st->staged_function_type == NULL) {
+    st->protocol_type = (PyTypeObject *)PyType_FromModuleAndSpec(
+        module, &protocol_spec, NULL);
+    if (st->staged_function_type == NULL || st->protocol_type == NULL) {
+        return -1;
+    }
+    if (add_protocol(st, "__enter__", PROTOCOL_ENTER) < 0 ||
+        add_protocol(st, "__exit__", PROTOCOL_EXIT) < 0) {
         return -1;
     }
     if (PyModule_AddType(module, st->stage_type) < 0 ||
