@@ -32,6 +32,7 @@ tests/core/test_core: $(CORE_SOURCES) tests/core/test_core.c
 
 test-core: tests/core/test_core
 	./tests/core/test_core
+	AQUAPROF_CLOCK=monotonic ./tests/core/test_core
 
 test-python: build
 	$(PY) -X dev -m pytest -q

@@ -70,8 +70,8 @@ def _header(rep: "Report") -> List[str]:
     memory = (f"host RSS sampled every "
               f"{fmt_time(meta['memory_interval_ns'] * 1e-9)}"
               if meta["memory"] else "host memory not sampled")
-    lines.append(f"{memory}; CPU clock read at most every "
-                 f"{fmt_time(meta['cpu_resolution_ns'] * 1e-9)} per thread")
+    lines.append(f"clock {meta['clock']}; {memory}; thread CPU clock read "
+                 f"at most every {fmt_time(meta['cpu_resolution_ns'] * 1e-9)}")
     return lines
 
 

@@ -29,7 +29,7 @@ _STAGE_FIELDS = {
     "items": int, "mem_peak": int, "mem_delta": int, "hist": list,
 }
 _META_FIELDS = {
-    "start_ns": int, "stop_ns": int, "pid": int, "max_spans": int,
+    "start_ns": int, "stop_ns": int, "clock": str, "pid": int, "max_spans": int,
     "memory": bool, "memory_interval_ns": int, "cpu_resolution_ns": int,
     "spans_dropped": int, "unclosed": int, "lost": int,
 }

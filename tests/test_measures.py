@@ -77,3 +77,26 @@ def test_memory_off():
     assert "host memory not sampled" in str(rep)
     row = [ln for ln in str(rep).splitlines() if ln.startswith("x ")][0]
     assert row.split()[-3:] == ["-", "-", "-"]
+
+
+def test_report_names_its_clock_and_the_fallback_works():
+    import os
+    import subprocess
+    import sys
+    code = ("import time, aquaprof as ap\n"
+            "with ap.Profiler() as p:\n"
+            "    with ap.stage('x'): time.sleep(0.01)\n"
+            "r = p.report()\n"
+            "print(r.meta['clock'], r['x'].wall.total)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for forced in ("monotonic", None):
+        env = dict(os.environ)
+        env.pop("AQUAPROF_CLOCK", None)
+        if forced:
+            env["AQUAPROF_CLOCK"] = forced
+        out = subprocess.run([sys.executable, "-c", code], cwd=root,
+                             env=env, capture_output=True, text=True,
+                             check=True).stdout.split()
+        assert out[0] == forced if forced else out[0] in ("tsc",
+                                                          "monotonic")
+        assert 0.01 <= float(out[1]) < 0.5

@@ -1,9 +1,14 @@
-/* Raw integer clocks; conversion to seconds happens only in reports. */
+/* Clocks. The hot path reads ticks: the TSC where it is invariant (about
+ * 10 ns a read here, against 25 ns for clock_gettime), else CLOCK_MONOTONIC
+ * ns. Seconds appear only in reports. */
 #ifndef AP_CLOCK_H
 #define AP_CLOCK_H
 
 #include <stdint.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 static inline int64_t
 ap_clock_ns(clockid_t id)
@@ -13,7 +18,6 @@ ap_clock_ns(clockid_t id)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* vDSO on Linux: about 25 ns, no system call. */
 static inline int64_t
 ap_now_ns(void)
 {
@@ -26,5 +30,44 @@ ap_thread_cpu_ns(void)
 {
     return ap_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
+
+/* Set once by ap_clock_init(); read-only afterwards. */
+extern int ap_clock_tsc;
+extern double ap_clock_ns_per_tick;
+
+static inline int64_t
+ap_ticks(void)
+{
+#if defined(__x86_64__)
+    if (ap_clock_tsc) {
+        return (int64_t)__rdtsc();
+    }
+#endif
+    return ap_now_ns();
+}
+
+static inline int64_t
+ap_ticks_to_ns(int64_t ticks)
+{
+    return ap_clock_tsc ? (int64_t)((double)ticks * ap_clock_ns_per_tick)
+                        : ticks;
+}
+
+/* Chooses the tick source and calibrates the TSC against CLOCK_MONOTONIC
+ * (about 5 ms, once per process). Thread-safe; later calls return at once.
+ * AQUAPROF_CLOCK=monotonic in the environment forces clock_gettime. */
+void ap_clock_init(void);
+
+/* "tsc" or "monotonic". */
+const char *ap_clock_name(void);
+
+/* A (ticks, CLOCK_MONOTONIC ns) pair read as close together as possible:
+ * anchors for mapping recorded ticks onto the monotonic clock. */
+typedef struct {
+    int64_t ticks;
+    int64_t ns;
+} ap_clock_anchor;
+
+ap_clock_anchor ap_clock_anchor_now(void);
 
 #endif

@@ -18,7 +18,7 @@ typedef struct {
     uint32_t node;
     int32_t span;          /* local span index, -1 when dropped */
     const void *owner;
-    int64_t t0;
+    int64_t t0;            /* ticks */
     int64_t cpu0;
     int64_t child_ns;      /* wall time of closed children */
     int64_t items;
@@ -49,15 +49,16 @@ typedef struct ap_thread {
     int exhausted;
     int64_t dropped;
     int64_t lost;
-    int64_t cpu_last;      /* last real thread CPU reading */
-    int64_t cpu_wall;      /* wall time of that reading */
+    int64_t cpu_last;      /* last real thread CPU reading, ns */
+    int64_t cpu_wall;      /* ticks when it was read */
 } ap_thread;
 
 struct ap_session {
     uint64_t gen;
     int64_t pid;
     ap_config config;
-    int64_t start_ns, stop_ns;
+    ap_clock_anchor start, stop;
+    int64_t cpu_resolution_ticks;
     int stopped;
     _Atomic int64_t reserved;     /* spans granted to threads */
     int64_t unclosed;
@@ -284,7 +285,10 @@ ap_session_start(const ap_config *cfg, ap_session **out)
             return st;
         }
     }
-    s->start_ns = ap_now_ns();
+    ap_clock_init();
+    s->cpu_resolution_ticks =
+        (int64_t)((double)cfg->cpu_resolution_ns / ap_clock_ns_per_tick);
+    s->start = ap_clock_anchor_now();
     ap_session *expected = NULL;
     if (!atomic_compare_exchange_strong(&ap_current_session, &expected, s)) {
         ap_rss_stop(&s->rss);
@@ -342,15 +346,15 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
         f->rss_seq0 = atomic_load_explicit(&s->rss.seq, memory_order_acquire);
         f->rss0 = atomic_load_explicit(&s->rss.current, memory_order_relaxed);
     }
-    int64_t w = ap_now_ns();
-    if (w - t->cpu_wall >= s->config.cpu_resolution_ns) {
+    int64_t w = ap_ticks();
+    if (w - t->cpu_wall >= s->cpu_resolution_ticks) {
         /* the system call goes before the start time, not inside the span */
         t->cpu_last = ap_thread_cpu_ns();
-        w = ap_now_ns();
+        w = ap_ticks();
         t->cpu_wall = w;
         f->cpu0 = t->cpu_last;
     } else {
-        f->cpu0 = t->cpu_last + (w - t->cpu_wall);
+        f->cpu0 = t->cpu_last + ap_ticks_to_ns(w - t->cpu_wall);
     }
     f->t0 = w;
     if (f->span >= 0) {
@@ -363,13 +367,14 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
     return AP_OK;
 }
 
-/* Records the innermost frame of t as closed at wall time w. */
+/* Records the innermost frame of t as closed at tick w. */
 static void
 close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
             uint32_t flags)
 {
     ap_frame *f = &t->stack[t->depth - 1];
-    int64_t wall = w - f->t0;
+    int64_t wall = ap_ticks_to_ns(w - f->t0);
+    wall = wall < 0 ? 0 : wall;
     int64_t cpu = cpu1 - f->cpu0;
     cpu = cpu < 0 ? 0 : (cpu > wall ? wall : cpu);
     ap_stats *st = &t->nodes[f->node].stats;
@@ -412,7 +417,7 @@ ap_exit(const void *owner, int raised)
     if (!t || t->depth == 0) {
         return AP_IGNORED;
     }
-    int64_t w = ap_now_ns();
+    int64_t w = ap_ticks();
     if (t->stack[t->depth - 1].owner != owner) {
         for (uint32_t d = t->depth - 1; d-- > 0;) {
             if (t->stack[d].owner == owner) {
@@ -422,11 +427,11 @@ ap_exit(const void *owner, int raised)
         return AP_IGNORED;
     }
     int64_t cpu;
-    if (w - t->cpu_wall >= s->config.cpu_resolution_ns) {
+    if (w - t->cpu_wall >= s->cpu_resolution_ticks) {
         cpu = t->cpu_last = ap_thread_cpu_ns();
         t->cpu_wall = w;
     } else {
-        cpu = t->cpu_last + (w - t->cpu_wall);
+        cpu = t->cpu_last + ap_ticks_to_ns(w - t->cpu_wall);
     }
     close_frame(s, t, w, cpu, raised ? AP_SPAN_RAISED : 0);
     return AP_OK;
@@ -449,7 +454,7 @@ ap_session_stop(ap_session *s)
                                         NULL)) {
         return AP_IGNORED;
     }
-    s->stop_ns = ap_now_ns();
+    s->stop = ap_clock_anchor_now();
     ap_thread *self = current_thread(s);
     int64_t cpu_now = self ? ap_thread_cpu_ns() : 0;
     for (ap_thread *t = s->threads; t; t = t->next) {
@@ -457,7 +462,7 @@ ap_session_stop(ap_session *s)
             /* another thread's CPU clock is not ours to read: its open
              * stages get the CPU time they had when they entered */
             int64_t cpu = t == self ? cpu_now : t->stack[t->depth - 1].cpu0;
-            close_frame(s, t, s->stop_ns, cpu, AP_SPAN_UNCLOSED);
+            close_frame(s, t, s->stop.ticks, cpu, AP_SPAN_UNCLOSED);
             s->unclosed++;
         }
     }
@@ -572,12 +577,33 @@ done:
     return st;
 }
 
+/* Maps a tick of the session onto CLOCK_MONOTONIC ns, exactly at the two
+ * anchors and linearly between them, so spans line up with other clocks
+ * whatever the error of the process-wide calibration. */
+static int64_t
+ticks_to_monotonic(const ap_session *s, int64_t t)
+{
+    if (!ap_clock_tsc) {
+        return t;
+    }
+    int64_t span_ticks = s->stop.ticks - s->start.ticks;
+    if (span_ticks <= 0) {
+        return s->start.ns;
+    }
+    __extension__ __int128 num = (__int128)(t - s->start.ticks) *
+                                 (s->stop.ns - s->start.ns);
+    return s->start.ns + (int64_t)(num / span_ticks);
+}
+
 static void
-copy_spans(ap_thread *t, const uint32_t *map, ap_span *out, int64_t offset)
+copy_spans(const ap_session *s, ap_thread *t, const uint32_t *map,
+           ap_span *out, int64_t offset)
 {
     for (int64_t i = 0; i < t->nspans; i++) {
         ap_span sp = *span_at(t, i);
         sp.stage = map[sp.stage];
+        sp.start_ns = ticks_to_monotonic(s, sp.start_ns);
+        sp.end_ns = ticks_to_monotonic(s, sp.end_ns);
         if (sp.parent >= 0) {
             sp.parent += (int32_t)offset;
         }
@@ -602,8 +628,9 @@ ap_session_report(const ap_session *s, ap_report **out)
     if (!threads || !maps || !r) {
         goto error;
     }
-    r->start_ns = s->start_ns;
-    r->stop_ns = s->stop_ns;
+    r->start_ns = ticks_to_monotonic(s, s->start.ticks);
+    r->stop_ns = ticks_to_monotonic(s, s->stop.ticks);
+    r->clock = ap_clock_name();
     r->pid = s->pid;
     r->config = s->config;
     r->unclosed = s->unclosed;
@@ -634,7 +661,7 @@ ap_session_report(const ap_session *s, ap_report **out)
     }
     int64_t offset = 0;
     for (uint32_t k = 0; k < n; k++) {
-        copy_spans(threads[k], maps[k], r->spans, offset);
+        copy_spans(s, threads[k], maps[k], r->spans, offset);
         offset += threads[k]->nspans;
     }
     *out = r;

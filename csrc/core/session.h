@@ -77,7 +77,8 @@ typedef struct {
 } ap_report_thread;
 
 typedef struct {
-    int64_t start_ns, stop_ns;
+    int64_t start_ns, stop_ns; /* CLOCK_MONOTONIC */
+    const char *clock;     /* tick source: "tsc" or "monotonic" */
     int64_t pid;
     ap_config config;
     int64_t dropped;       /* spans over max_spans: aggregates still count */

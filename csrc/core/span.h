@@ -15,7 +15,7 @@ typedef struct {
     uint32_t thread;  /* thread index within the session */
     int32_t parent;   /* index of the enclosing span, -1 for none */
     uint32_t flags;
-    int64_t start_ns; /* CLOCK_MONOTONIC */
+    int64_t start_ns; /* CLOCK_MONOTONIC in reports; ticks while recording */
     int64_t end_ns;
     int64_t cpu_ns;   /* thread CPU time while open */
     int64_t items;

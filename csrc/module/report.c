@@ -155,9 +155,10 @@ ap_report_to_python(ap_module_state *st, const ap_session *session)
         goto error;
     }
     result = Py_BuildValue(
-        "{s:L,s:L,s:L,s:L,s:O,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:N}",
+        "{s:L,s:L,s:s,s:L,s:L,s:O,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:N}",
         "start_ns", (long long)r->start_ns,
         "stop_ns", (long long)r->stop_ns,
+        "clock", r->clock,
         "pid", (long long)r->pid,
         "max_spans", (long long)r->config.max_spans,
         "memory", r->config.memory ? Py_True : Py_False,

@@ -258,6 +258,36 @@ test_threads_merge(void)
 }
 
 static void
+test_clock_agrees_with_monotonic(void)
+{
+    ap_session *s;
+    CHECK(ap_session_start(&default_config, &s) == AP_OK);
+    int owner;
+    int64_t a = ap_now_ns();
+    ap_enter(name("timed"), 0, &owner);
+    struct timespec pause = {0, 20000000};
+    nanosleep(&pause, NULL);
+    ap_exit(&owner, 0);
+    int64_t b = ap_now_ns();
+    CHECK(ap_session_stop(s) == AP_OK);
+    ap_report *r;
+    CHECK(ap_session_report(s, &r) == AP_OK);
+    const ap_report_stage *st = find_stage(r, "timed");
+    /* the span lies within what CLOCK_MONOTONIC saw around it, within the
+     * calibration error (1e-4 of 20 ms is 2 us) */
+    CHECK(st && st->stats.total_ns >= 20000000 - 2000);
+    CHECK(st && st->stats.total_ns <= b - a + 2000);
+    CHECK(r->spans[0].start_ns >= a - 2000 && r->spans[0].end_ns <= b + 2000);
+    CHECK(r->start_ns <= r->spans[0].start_ns &&
+          r->spans[0].end_ns <= r->stop_ns);
+    const char *expect = getenv("AQUAPROF_CLOCK");
+    CHECK(!expect || !strcmp(expect, r->clock));
+    printf("clock: %s, %.4f ns per tick\n", r->clock, ap_clock_ns_per_tick);
+    ap_report_free(r);
+    ap_session_free(s);
+}
+
+static void
 test_rss_peak(void)
 {
     ap_config c = default_config;
@@ -297,6 +327,7 @@ main(void)
     test_drops_keep_aggregates_exact();
     test_unclosed_at_stop();
     test_threads_merge();
+    test_clock_agrees_with_monotonic();
     test_rss_peak();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
