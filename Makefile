@@ -19,7 +19,7 @@ $(DEPS): requirements-dev.txt
 	touch $@
 
 $(EXT): $(DEPS) $(EXT_SOURCES) setup.py pyproject.toml
-	AQUAPROF_WERROR=$(WERROR) $(PY) setup.py -q build_ext --inplace
+	AQUAPROF_WERROR=$(WERROR) $(PY) setup.py -q build_ext --inplace --force
 	touch $@
 
 build: $(EXT)
@@ -40,7 +40,7 @@ test-python: build
 test: test-core test-python
 
 bench: build
-	$(PY) benchmarks/bench_overhead.py
+	$(PY) benchmarks/bench_overhead.py --runs 5
 
 clean:
 	rm -rf build $(VENV) tests/core/test_core aquaprof/_core*.so

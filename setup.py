@@ -16,6 +16,9 @@ core = Extension(
     define_macros=[("_GNU_SOURCE", None)],
     extra_compile_args=[
         "-std=c11",
+        # only PyInit__core is exported: the hot path reaches the core's
+        # flag and functions directly, not through the GOT and PLT
+        "-fvisibility=hidden",
         "-Wall",
         "-Wextra",
         "-O0" if debug else "-O2",

@@ -39,6 +39,10 @@ ap_getattr_optional(PyObject *obj, const char *name, PyObject **out)
     return -1;
 }
 
+/* Keeps rare paths out of hot functions, so these need not save
+ * registers the rare path uses. */
+#define AP_NOINLINE __attribute__((noinline))
+
 #define AP_NAME_CACHE 256
 
 typedef struct {

@@ -344,27 +344,32 @@ typedef struct {
     int kind;
 } ProtocolObject;
 
-static PyObject *
+static AP_NOINLINE PyObject *
+stage_enter_on(StageObject *self)
+{
+    if (self->name == NULL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "aquaprof.stage() without a name can only decorate "
+                        "a function; give it a name to use it with 'with'");
+        return NULL;
+    }
+    ap_enter(self->name_id, self->items, self);
+    return Py_NewRef(self);
+}
+
+static inline PyObject *
 stage_enter(StageObject *self)
 {
     if (ap_active()) {
-        if (self->name == NULL) {
-            PyErr_SetString(PyExc_ValueError,
-                            "aquaprof.stage() without a name can only "
-                            "decorate a function; give it a name to use it "
-                            "with 'with'");
-            return NULL;
-        }
-        ap_enter(self->name_id, self->items, self);
+        return stage_enter_on(self);
     }
     return Py_NewRef(self);
 }
 
-static PyObject *
-stage_exit(StageObject *self, PyObject *exc_type)
+static AP_NOINLINE PyObject *
+stage_exit_on(StageObject *self, PyObject *exc_type)
 {
-    if (ap_active() &&
-        ap_exit(self, exc_type != Py_None) == AP_ERR_NOT_INNERMOST) {
+    if (ap_exit(self, exc_type != Py_None) == AP_ERR_NOT_INNERMOST) {
         PyErr_Format(PyExc_RuntimeError,
                      "stage %R exited while a stage entered after it is "
                      "still open; stages must close innermost first",
@@ -374,15 +379,31 @@ stage_exit(StageObject *self, PyObject *exc_type)
     Py_RETURN_FALSE;
 }
 
-static PyObject *
-stage_decorate(StageObject *self, PyObject *func)
+static inline PyObject *
+stage_exit(StageObject *self, PyObject *exc_type)
 {
-    PyObject *module = PyType_GetModule(Py_TYPE(self));
-    if (module == NULL) {
-        return NULL;
+    if (ap_active()) {
+        return stage_exit_on(self, exc_type);
     }
-    return wrap_function(ap_state(module), func, self->name, self->name_id,
-                         self->items);
+    Py_RETURN_FALSE;
+}
+
+/* Decorating, and any call that is not the 'with' protocol. */
+static AP_NOINLINE PyObject *
+stage_call_rare(StageObject *self, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames)
+{
+    if (nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        PyObject *module = PyType_GetModule(Py_TYPE(self));
+        if (module == NULL) {
+            return NULL;
+        }
+        return wrap_function(ap_state(module), args[0], self->name,
+                             self->name_id, self->items);
+    }
+    PyErr_SetString(PyExc_TypeError,
+                    "a stage used as a decorator takes the function only");
+    return NULL;
 }
 
 static PyObject *
@@ -390,20 +411,15 @@ stage_call(PyObject *self, PyObject *const *args, size_t nargsf,
            PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    StageObject *stage = (StageObject *)self;
-    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
-        switch (nargs) {
-        case 0:
-            return stage_enter(stage);
-        case 1:
-            return stage_decorate(stage, args[0]);
-        case 3:
-            return stage_exit(stage, args[0]);
+    if (kwnames == NULL) {
+        if (nargs == 0) {
+            return stage_enter((StageObject *)self);
+        }
+        if (nargs == 3) {
+            return stage_exit((StageObject *)self, args[0]);
         }
     }
-    PyErr_SetString(PyExc_TypeError,
-                    "a stage used as a decorator takes the function only");
-    return NULL;
+    return stage_call_rare((StageObject *)self, args, nargs, kwnames);
 }
 
 static PyObject *
