@@ -22,6 +22,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -35,6 +36,29 @@ try:
     from torch.profiler import ProfilerActivity, profile, record_function
 except ImportError:  # the comparison is printed only where torch exists
     torch = None
+
+
+def load_floor():
+    """Compiles floor_cm.c (do-nothing context managers) into a temporary
+    folder; None where no compiler is at hand."""
+    from setuptools import Distribution, Extension
+    from setuptools.command.build_ext import build_ext
+    out = tempfile.mkdtemp(prefix="aquaprof-floor-")
+    source = Path(__file__).with_name("floor_cm.c")
+    dist = Distribution({"ext_modules": [Extension("floor_cm",
+                                                   [str(source)])]})
+    cmd = build_ext(dist)
+    cmd.build_lib = cmd.build_temp = out
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            cmd.ensure_finalized()
+            cmd.run()
+    except Exception as e:  # noqa: BLE001 - any build failure: no floor
+        print(f"floor context managers not built: {e}", file=sys.stderr)
+        return None
+    sys.path.insert(0, out)
+    import floor_cm
+    return floor_cm
 
 
 def empty():
@@ -125,16 +149,26 @@ def run(loops: int, repeats: int) -> Dict[str, float]:
     stage = ap.stage("pair")
     # (name, loop, setup, share of --loops): microsecond-scale cases need
     # fewer iterations for the same precision
+    floor = load_floor()
     cases = [
         ("plain call", plain_call_loop, None, 1),
         ("stage pair, off", make_stage_loop(stage), None, 1),
         ("stage('x') inline, off", inline_stage_loop, None, 1),
         ("decorated call, off", make_call_loop(staged), None, 1),
         ("stage pair, on", make_stage_loop(stage), profiler_on, 1),
+        ("stage pair, on, no raw spans kept", make_stage_loop(stage),
+         lambda: ap.Profiler(max_spans=0), 1),
         ("stage('x') inline, on", inline_stage_loop, profiler_on, 1),
         ("decorated call, on", make_call_loop(staged), profiler_on, 1),
         ("contextmanager + perf_counter", contextmanager_loop, None, 0.1),
     ]
+    if floor is not None:
+        cases += [
+            ("floor: do-nothing C cm, aquaprof's protocol",
+             make_stage_loop(floor.Protocol()), None, 1),
+            ("floor: do-nothing C cm, bound methods",
+             make_stage_loop(floor.Methods()), None, 1),
+        ]
     if torch is not None:
         cases += [
             ("torch record_function, off", record_function_loop, None,
@@ -168,6 +202,12 @@ def checks(r: Dict[str, float]) -> Dict[str, float]:
         "contextmanager / stage pair on":
             r["contextmanager + perf_counter"] / on,
     }
+    floor = r.get("floor: do-nothing C cm, aquaprof's protocol")
+    if floor is not None:
+        out["floor (do-nothing C cm), ns added over a plain call"] = \
+            floor - plain
+        out["stage pair off, ns added over that floor"] = \
+            r["stage pair, off"] - floor
     if "torch record_function, on" in r:
         out["torch record_function on / stage pair on"] = \
             r["torch record_function, on"] / on

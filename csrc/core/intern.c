@@ -126,3 +126,9 @@ ap_intern_count(void)
     pthread_mutex_unlock(&table_lock);
     return n;
 }
+
+void
+ap_intern_after_fork(void)
+{
+    pthread_mutex_init(&table_lock, NULL);
+}

@@ -17,4 +17,8 @@ const char *ap_intern_name(uint32_t id, size_t *len);
 
 uint32_t ap_intern_count(void);
 
+/* For a forked child: the table's lock may have been held by a thread
+ * that the child does not have. */
+void ap_intern_after_fork(void);
+
 #endif
