@@ -30,9 +30,16 @@ demo: build
 tests/core/test_core: $(CORE_SOURCES) tests/core/test_core.c
 	$(CC) $(CFLAGS_STRICT) csrc/core/*.c tests/core/test_core.c -lm -o $@
 
+# The core's tests run with both tick sources, then under valgrind's
+# memcheck where it is installed (no invalid access, no definite leak).
 test-core: tests/core/test_core
 	./tests/core/test_core
 	AQUAPROF_CLOCK=monotonic ./tests/core/test_core
+	@if command -v valgrind >/dev/null; then \
+	  echo "valgrind memcheck:"; \
+	  valgrind -q --error-exitcode=3 --leak-check=full \
+	    --errors-for-leak-kinds=definite ./tests/core/test_core; \
+	else echo "valgrind not installed: memcheck skipped"; fi
 
 test-python: build
 	$(PY) -X dev -m pytest -q

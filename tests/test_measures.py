@@ -42,7 +42,10 @@ def test_cpu_time_in_spans_matches_aggregates():
                 spin(0.002)
     rep = run_profiled(work, cpu_resolution=0.0)
     spans = rep.spans()
-    assert spans["cpu_ns"].sum() * 1e-9 == pytest.approx(rep["busy"].cpu)
+    # spans are mapped onto CLOCK_MONOTONIC by the session's anchors,
+    # aggregates use the process calibration: they agree within 1e-4
+    assert spans["cpu_ns"].sum() * 1e-9 == pytest.approx(rep["busy"].cpu,
+                                                         rel=1e-4)
     assert (spans["cpu_ns"] <= spans["end_ns"] - spans["start_ns"]).all()
 
 

@@ -639,6 +639,11 @@ copy_spans(const ap_session *s, ap_thread *t, const uint32_t *map,
         sp.stage = map[sp.stage];
         sp.start_ns = ticks_to_monotonic(s, sp.start_ns);
         sp.end_ns = ticks_to_monotonic(s, sp.end_ns);
+        /* the anchors' scale differs from the calibration that clamped
+         * cpu at exit by about 1e-6: keep cpu within the span as mapped */
+        if (sp.cpu_ns > sp.end_ns - sp.start_ns) {
+            sp.cpu_ns = sp.end_ns - sp.start_ns;
+        }
         if (sp.parent >= 0) {
             sp.parent += (int32_t)offset;
         }

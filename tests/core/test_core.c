@@ -37,6 +37,38 @@ name(const char *s)
     return id;
 }
 
+/* Session helpers: a failure to start or report ends the run, since the
+ * checks after it would all read garbage. */
+static ap_session *
+start(const ap_config *c)
+{
+    ap_session *s = NULL;
+    if (ap_session_start(c, &s) != AP_OK) {
+        fprintf(stderr, "cannot start a session\n");
+        exit(2);
+    }
+    return s;
+}
+
+static ap_report *
+stop_and_report(ap_session *s)
+{
+    ap_report *r = NULL;
+    CHECK(ap_session_stop(s) == AP_OK);
+    if (ap_session_report(s, &r) != AP_OK) {
+        fprintf(stderr, "cannot build the report\n");
+        exit(2);
+    }
+    return r;
+}
+
+static void
+finish(ap_session *s, ap_report *r)
+{
+    ap_report_free(r);
+    ap_session_free(s);
+}
+
 static const ap_report_stage *
 find_stage(const ap_report *r, const char *path)
 {
@@ -167,8 +199,7 @@ test_nesting_and_self_time(void)
     }
     CHECK(parents_ok);
     CHECK(r->spans[10].flags == AP_SPAN_RAISED);
-    ap_report_free(r);
-    ap_session_free(s);
+    finish(s, r);
 }
 
 static void
@@ -176,29 +207,24 @@ test_drops_keep_aggregates_exact(void)
 {
     ap_config c = default_config;
     c.max_spans = 5000;
-    ap_session *s;
-    CHECK(ap_session_start(&c, &s) == AP_OK);
+    ap_session *s = start(&c);
     int owner;
     uint32_t n = name("tiny");
     for (int i = 0; i < 20000; i++) {
         ap_enter(n, 1, &owner);
         ap_exit(&owner, 0);
     }
-    CHECK(ap_session_stop(s) == AP_OK);
-    ap_report *r;
-    CHECK(ap_session_report(s, &r) == AP_OK);
+    ap_report *r = stop_and_report(s);
     CHECK(r->nspans == 5000 && r->dropped == 15000);
     const ap_report_stage *st = find_stage(r, "tiny");
     CHECK(st && st->stats.count == 20000 && st->stats.items == 20000);
-    ap_report_free(r);
-    ap_session_free(s);
+    finish(s, r);
 }
 
 static void
 test_unclosed_at_stop(void)
 {
-    ap_session *s;
-    CHECK(ap_session_start(&default_config, &s) == AP_OK);
+    ap_session *s = start(&default_config);
     int a, b;
     ap_enter(name("left-open"), 0, &a);
     ap_enter(name("child"), 0, &b);
@@ -211,8 +237,7 @@ test_unclosed_at_stop(void)
     CHECK(st && st->stats.unclosed == 1 && st->stats.count == 1);
     CHECK(r->spans[1].flags == AP_SPAN_UNCLOSED &&
           r->spans[1].end_ns == r->stop_ns);
-    ap_report_free(r);
-    ap_session_free(s);
+    finish(s, r);
 }
 
 #define THREADS 8
@@ -235,8 +260,7 @@ test_threads_merge(void)
 {
     ap_config c = default_config;
     c.max_spans = 100000;
-    ap_session *s;
-    CHECK(ap_session_start(&c, &s) == AP_OK);
+    ap_session *s = start(&c);
     pthread_t th[THREADS];
     uint32_t n = name("work");
     for (int i = 0; i < THREADS; i++) {
@@ -245,23 +269,19 @@ test_threads_merge(void)
     for (int i = 0; i < THREADS; i++) {
         pthread_join(th[i], NULL);
     }
-    CHECK(ap_session_stop(s) == AP_OK);
-    ap_report *r;
-    CHECK(ap_session_report(s, &r) == AP_OK);
+    ap_report *r = stop_and_report(s);
     const ap_report_stage *st = find_stage(r, "work");
     CHECK(st && st->stats.count == THREADS * PER_THREAD);
     CHECK(r->nthreads == THREADS);
     CHECK(r->nspans == 100000 &&
           r->nspans + r->dropped == THREADS * PER_THREAD);
-    ap_report_free(r);
-    ap_session_free(s);
+    finish(s, r);
 }
 
 static void
 test_clock_agrees_with_monotonic(void)
 {
-    ap_session *s;
-    CHECK(ap_session_start(&default_config, &s) == AP_OK);
+    ap_session *s = start(&default_config);
     int owner;
     int64_t a = ap_now_ns();
     ap_enter(name("timed"), 0, &owner);
@@ -269,9 +289,7 @@ test_clock_agrees_with_monotonic(void)
     nanosleep(&pause, NULL);
     ap_exit(&owner, 0);
     int64_t b = ap_now_ns();
-    CHECK(ap_session_stop(s) == AP_OK);
-    ap_report *r;
-    CHECK(ap_session_report(s, &r) == AP_OK);
+    ap_report *r = stop_and_report(s);
     const ap_report_stage *st = find_stage(r, "timed");
     /* the span lies within what CLOCK_MONOTONIC saw around it, within the
      * calibration error (1e-4 of 20 ms is 2 us) */
@@ -283,8 +301,7 @@ test_clock_agrees_with_monotonic(void)
     const char *expect = getenv("AQUAPROF_CLOCK");
     CHECK(!expect || !strcmp(expect, r->clock));
     printf("clock: %s, %.4f ns per tick\n", r->clock, ap_clock_ns_per_tick);
-    ap_report_free(r);
-    ap_session_free(s);
+    finish(s, r);
 }
 
 static void
@@ -293,8 +310,7 @@ test_rss_peak(void)
     ap_config c = default_config;
     c.memory = 1;
     c.memory_interval_ns = 200000;
-    ap_session *s;
-    CHECK(ap_session_start(&c, &s) == AP_OK);
+    ap_session *s = start(&c);
     int owner;
     int64_t before = ap_rss_read_now();
     ap_enter(name("alloc"), 0, &owner);
@@ -307,14 +323,11 @@ test_rss_peak(void)
     free(block);
     nanosleep(&pause, NULL);
     ap_exit(&owner, 0);
-    CHECK(ap_session_stop(s) == AP_OK);
-    ap_report *r;
-    CHECK(ap_session_report(s, &r) == AP_OK);
+    ap_report *r = stop_and_report(s);
     const ap_report_stage *st = find_stage(r, "alloc");
     /* the block was freed before exit: only the sampler saw the peak */
     CHECK(st && st->stats.mem_peak >= before + (int64_t)size * 9 / 10);
-    ap_report_free(r);
-    ap_session_free(s);
+    finish(s, r);
 }
 
 int
