@@ -22,15 +22,22 @@ def spin(seconds):
 
 @pytest.mark.parametrize("resolution", [0.0, 20e-6])
 def test_cpu_time_tells_busy_from_waiting(resolution):
+    used = {}
+
     def work():
         with ap.stage("busy"):
+            t0 = time.thread_time()
             spin(0.05)
+            used["busy"] = time.thread_time() - t0
         with ap.stage("sleep"):
             time.sleep(0.05)
     rep = run_profiled(work, cpu_resolution=resolution)
     busy, sleep = rep["busy"], rep["sleep"]
+    # the thread's own CPU clock, read around the work, is the truth; a
+    # loaded machine gives the loop less than its wall time, and so must
+    # the profiler
+    assert busy.cpu == pytest.approx(used["busy"], abs=2e-3)
     assert busy.cpu <= busy.wall.total
-    assert busy.cpu >= 0.5 * busy.wall.total
     assert sleep.wall.total >= 0.05
     assert sleep.cpu < 0.005
 
