@@ -29,9 +29,10 @@ _STAGE_FIELDS = {
     "items": int, "mem_peak": int, "mem_delta": int, "hist": list,
 }
 _META_FIELDS = {
-    "start_ns": int, "stop_ns": int, "clock": str, "pid": int, "max_spans": int,
-    "memory": bool, "memory_interval_ns": int, "cpu_resolution_ns": int,
-    "spans_dropped": int, "unclosed": int, "lost": int,
+    "start_ns": int, "stop_ns": int, "clock": str, "pid": int,
+    "max_spans": int, "memory": bool, "memory_interval_ns": int,
+    "cpu_resolution_ns": int, "spans_dropped": int, "unclosed": int,
+    "lost": int,
 }
 
 
@@ -338,9 +339,11 @@ def _validate(data: Dict[str, Any]) -> None:
         if not -1 <= s["parent"] < i:
             raise ReportError(f"{where}['parent'] = {s['parent']} does not "
                               f"name an earlier stage")
+        buckets = len(_core.HIST_LOWER_NS) - 1
         for pair in s["hist"]:
-            if (not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(x, int) for x in pair)
-                    or not 0 <= pair[0] < len(_core.HIST_LOWER_NS) - 1):
+            if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                    or not all(isinstance(x, int) for x in pair)
+                    or not 0 <= pair[0] < buckets):
                 raise ReportError(f"{where}['hist'] has a bad bucket "
                                   f"{pair!r}")
     spans = data["spans"]

@@ -10,7 +10,8 @@
 #define AP_HIST_SUB_BITS 5
 #define AP_HIST_SUB (1 << AP_HIST_SUB_BITS)
 #define AP_HIST_MAX_EXP 47 /* 2^48 ns = 78 hours: larger values clamp */
-#define AP_HIST_BUCKETS ((AP_HIST_MAX_EXP - AP_HIST_SUB_BITS + 2) * AP_HIST_SUB)
+#define AP_HIST_BUCKETS \
+    ((AP_HIST_MAX_EXP - AP_HIST_SUB_BITS + 2) * AP_HIST_SUB)
 
 static inline uint32_t
 ap_hist_index(int64_t v)

@@ -1,4 +1,4 @@
-#include "session.h"
+#include "session_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -9,64 +9,6 @@
 #include "clock.h"
 #include "intern.h"
 #include "rss.h"
-
-#define CHUNK_BITS 12
-#define CHUNK (1 << CHUNK_BITS)   /* spans per buffer chunk */
-#define ROOT_NODE 0               /* per-thread tree root, not a stage */
-
-typedef struct {
-    uint32_t node;
-    int32_t span;          /* local span index, -1 when dropped */
-    const void *owner;
-    int64_t t0;            /* ticks */
-    int64_t cpu0;
-    int64_t child_ns;      /* wall time of closed children */
-    int64_t items;
-    int64_t rss0;
-    uint64_t rss_seq0;
-} ap_frame;
-
-typedef struct {
-    uint32_t name;
-    uint32_t parent;
-    ap_stats stats;
-} ap_node;
-
-typedef struct ap_thread {
-    struct ap_thread *next;
-    uint32_t index;
-    int64_t native_id;
-    ap_frame *stack;
-    uint32_t depth, stack_cap;
-    ap_node *nodes;
-    uint32_t nnodes, nodes_cap;
-    uint64_t *keys;        /* (parent << 32 | name) + 1, 0 = empty */
-    uint32_t *vals;        /* node index */
-    uint32_t keys_mask;
-    ap_span **chunks;
-    uint32_t nchunks, chunks_cap;
-    int64_t nspans, span_cap;
-    int exhausted;
-    int64_t dropped;
-    int64_t lost;
-    int64_t cpu_last;      /* last real thread CPU reading, ns */
-    int64_t cpu_wall;      /* ticks when it was read */
-} ap_thread;
-
-struct ap_session {
-    uint64_t gen;
-    int64_t pid;
-    ap_config config;
-    ap_clock_anchor start, stop;
-    int64_t cpu_resolution_ticks;
-    int stopped;
-    _Atomic int64_t reserved;     /* spans granted to threads */
-    int64_t unclosed;
-    pthread_mutex_t threads_lock; /* protects threads, nthreads */
-    ap_thread *threads;
-    uint32_t nthreads;
-    ap_rss rss;
-};
 
 _Atomic(ap_session *) ap_current_session;
 
@@ -254,7 +196,6 @@ grant_chunk(ap_session *s, ap_thread *t)
     }
     int64_t n = s->config.max_spans - got < CHUNK ? s->config.max_spans - got
                                                   : CHUNK;
-    /* every chunk is full-size, so any may go back to the pool */
     if (t->nchunks == t->chunks_cap) {
         uint32_t cap = t->chunks_cap ? t->chunks_cap * 2 : 16;
         ap_span **chunks = realloc(t->chunks, cap * sizeof(*chunks));
@@ -265,6 +206,7 @@ grant_chunk(ap_session *s, ap_thread *t)
         t->chunks = chunks;
         t->chunks_cap = cap;
     }
+    /* full-size even when n is smaller, so any chunk may go to the pool */
     ap_span *chunk = pool_take();
     if (!chunk) {
         t->exhausted = 1;
@@ -273,12 +215,6 @@ grant_chunk(ap_session *s, ap_thread *t)
     t->chunks[t->nchunks++] = chunk;
     t->span_cap += n;
     return 1;
-}
-
-static inline ap_span *
-span_at(ap_thread *t, int64_t i)
-{
-    return &t->chunks[i >> CHUNK_BITS][i & (CHUNK - 1)];
 }
 
 /* ---------------------------------------------------------------- public */
@@ -527,204 +463,4 @@ ap_session_free(ap_session *s)
     }
     pthread_mutex_destroy(&s->threads_lock);
     free(s);
-}
-
-/* --------------------------------------------------------------- report */
-
-typedef struct {
-    uint64_t *keys;        /* (parent + 1) << 32 | name, + 1; 0 = empty */
-    uint32_t *vals;
-    uint32_t mask;
-} path_map;
-
-static ap_status
-report_add_stage(ap_report *r, path_map *m, uint32_t *cap, int32_t parent,
-                 uint32_t name, uint32_t *out)
-{
-    uint64_t key = (((uint64_t)(uint32_t)(parent + 1) << 32) | name) + 1;
-    uint32_t i = (uint32_t)(key * 0x9E3779B97F4A7C15ULL >> 32) & m->mask;
-    for (; m->keys[i]; i = (i + 1) & m->mask) {
-        if (m->keys[i] == key) {
-            *out = m->vals[i];
-            return AP_OK;
-        }
-    }
-    if (r->nstages == *cap) {
-        uint32_t fresh_cap = *cap ? *cap * 2 : 16;
-        ap_report_stage *fresh = realloc(r->stages,
-                                         fresh_cap * sizeof(*fresh));
-        if (!fresh) {
-            return AP_ERR_NOMEM;
-        }
-        r->stages = fresh;
-        *cap = fresh_cap;
-    }
-    ap_report_stage *st = &r->stages[r->nstages];
-    st->name = name;
-    st->parent = parent;
-    st->depth = parent < 0 ? 0 : r->stages[parent].depth + 1;
-    ap_stats_init(&st->stats);
-    m->keys[i] = key;
-    m->vals[i] = *out = r->nstages++;
-    return AP_OK;
-}
-
-/* Merges every thread's tree into one table of paths; map[t][node] gives
- * the path id of a thread's node. */
-static ap_status
-merge_stages(const ap_session *s, ap_thread **threads, ap_report *r,
-             uint32_t **maps)
-{
-    uint32_t total = 0;
-    for (uint32_t k = 0; k < s->nthreads; k++) {
-        total += threads[k]->nnodes;
-    }
-    uint32_t size = 64;
-    while (size < 2 * total) {
-        size *= 2;
-    }
-    path_map m = {calloc(size, sizeof(uint64_t)),
-                  malloc(size * sizeof(uint32_t)), size - 1};
-    uint32_t cap = 0;
-    ap_status st = AP_ERR_NOMEM;
-    if (!m.keys || !m.vals) {
-        goto done;
-    }
-    for (uint32_t k = 0; k < s->nthreads; k++) {
-        ap_thread *t = threads[k];
-        /* parents are created before their children */
-        for (uint32_t n = 1; n < t->nnodes; n++) {
-            ap_node *node = &t->nodes[n];
-            int32_t parent = node->parent == ROOT_NODE
-                                 ? -1
-                                 : (int32_t)maps[k][node->parent];
-            if (report_add_stage(r, &m, &cap, parent, node->name,
-                                 &maps[k][n]) != AP_OK) {
-                goto done;
-            }
-            ap_stats_merge(&r->stages[maps[k][n]].stats, &node->stats);
-        }
-    }
-    st = AP_OK;
-done:
-    free(m.keys);
-    free(m.vals);
-    return st;
-}
-
-/* Maps a tick of the session onto CLOCK_MONOTONIC ns, exactly at the two
- * anchors and linearly between them, so spans line up with other clocks
- * whatever the error of the process-wide calibration. */
-static int64_t
-ticks_to_monotonic(const ap_session *s, int64_t t)
-{
-    if (!ap_clock_tsc) {
-        return t;
-    }
-    int64_t span_ticks = s->stop.ticks - s->start.ticks;
-    if (span_ticks <= 0) {
-        return s->start.ns;
-    }
-    __extension__ __int128 num = (__int128)(t - s->start.ticks) *
-                                 (s->stop.ns - s->start.ns);
-    return s->start.ns + (int64_t)(num / span_ticks);
-}
-
-static void
-copy_spans(const ap_session *s, ap_thread *t, const uint32_t *map,
-           ap_span *out, int64_t offset)
-{
-    for (int64_t i = 0; i < t->nspans; i++) {
-        ap_span sp = *span_at(t, i);
-        sp.stage = map[sp.stage];
-        sp.start_ns = ticks_to_monotonic(s, sp.start_ns);
-        sp.end_ns = ticks_to_monotonic(s, sp.end_ns);
-        /* the anchors' scale differs from the calibration that clamped
-         * cpu at exit by about 1e-6: keep cpu within the span as mapped */
-        if (sp.cpu_ns > sp.end_ns - sp.start_ns) {
-            sp.cpu_ns = sp.end_ns - sp.start_ns;
-        }
-        if (sp.parent >= 0) {
-            sp.parent += (int32_t)offset;
-        }
-        out[offset + i] = sp;
-    }
-}
-
-ap_status
-ap_session_report(const ap_session *s, ap_report **out)
-{
-    if (ap_session_is_foreign(s)) {
-        return AP_ERR_FORKED;
-    }
-    if (!s->stopped) {
-        return AP_ERR_RUNNING;
-    }
-    ap_status st = AP_ERR_NOMEM;
-    uint32_t n = s->nthreads;
-    ap_thread **threads = calloc(n ? n : 1, sizeof(*threads));
-    uint32_t **maps = calloc(n ? n : 1, sizeof(*maps));
-    ap_report *r = calloc(1, sizeof(*r));
-    if (!threads || !maps || !r) {
-        goto error;
-    }
-    r->start_ns = ticks_to_monotonic(s, s->start.ticks);
-    r->stop_ns = ticks_to_monotonic(s, s->stop.ticks);
-    r->clock = ap_clock_name();
-    r->pid = s->pid;
-    r->config = s->config;
-    r->unclosed = s->unclosed;
-    r->nthreads = n;
-    r->threads = calloc(n ? n : 1, sizeof(*r->threads));
-    if (!r->threads) {
-        goto error;
-    }
-    for (ap_thread *t = s->threads; t; t = t->next) {
-        threads[t->index] = t;
-        maps[t->index] = malloc(t->nnodes * sizeof(uint32_t));
-        if (!maps[t->index]) {
-            goto error;
-        }
-        r->threads[t->index] = (ap_report_thread){
-            t->index, t->native_id, t->nspans, t->dropped,
-        };
-        r->nspans += t->nspans;
-        r->dropped += t->dropped;
-        r->lost += t->lost;
-    }
-    if (merge_stages(s, threads, r, maps) != AP_OK) {
-        goto error;
-    }
-    r->spans = malloc((size_t)(r->nspans ? r->nspans : 1) * sizeof(ap_span));
-    if (!r->spans) {
-        goto error;
-    }
-    int64_t offset = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        copy_spans(s, threads[k], maps[k], r->spans, offset);
-        offset += threads[k]->nspans;
-    }
-    *out = r;
-    r = NULL;
-    st = AP_OK;
-error:
-    for (uint32_t k = 0; maps && k < n; k++) {
-        free(maps[k]);
-    }
-    free(maps);
-    free(threads);
-    ap_report_free(r);
-    return st;
-}
-
-void
-ap_report_free(ap_report *r)
-{
-    if (!r) {
-        return;
-    }
-    free(r->stages);
-    free(r->threads);
-    free(r->spans);
-    free(r);
 }

@@ -6,7 +6,7 @@ typedef enum {
     AP_OK = 0,
     AP_IGNORED = 1,           /* exit whose enter was never recorded */
     AP_ERR_NOMEM = -1,
-    AP_ERR_NOT_INNERMOST = -2, /* exit of a stage that is open but not on top */
+    AP_ERR_NOT_INNERMOST = -2, /* exit of a stage open below the top */
     AP_ERR_ACTIVE = -3,        /* a session is already active */
     AP_ERR_INVALID = -4,       /* bad argument */
     AP_ERR_SYSTEM = -5,        /* a libc/pthread call failed; errno kept */

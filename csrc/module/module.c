@@ -47,6 +47,7 @@ module_exec(PyObject *module)
         return -1;
     }
     if (ap_stage_types_init(module, st) < 0 ||
+        ap_staged_function_type_init(module, st) < 0 ||
         ap_profiler_type_init(module, st) < 0 ||
         ap_report_init(module, st) < 0) {
         return -1;

@@ -73,6 +73,7 @@ ap_state(PyObject *module)
 
 /* Each returns 0 on success, -1 with an exception set. */
 int ap_stage_types_init(PyObject *module, ap_module_state *st);
+int ap_staged_function_type_init(PyObject *module, ap_module_state *st);
 int ap_profiler_type_init(PyObject *module, ap_module_state *st);
 int ap_report_init(PyObject *module, ap_module_state *st);
 
@@ -81,6 +82,22 @@ int ap_report_init(PyObject *module, ap_module_state *st);
 struct ap_session;
 PyObject *ap_report_to_python(ap_module_state *st,
                               const struct ap_session *session);
+
+/* Checks a stage name (non-empty str without '/') and interns it. Returns
+ * 0, sets *id and *slot (the cache slot now holding name, NULL for str
+ * subclasses), or -1 with an exception set. */
+int ap_stage_name(ap_module_state *st, PyObject *name, uint32_t *id,
+                  ap_name_slot **slot);
+
+/* items=: None means 0, else an int in [0, 2**63). 0 or -1 with an
+ * exception set. */
+int ap_parse_items(PyObject *obj, int64_t *items);
+
+/* A StagedFunction calling func under the stage name (name NULL: func's
+ * __qualname__); refuses generators and coroutines. New reference or NULL
+ * with an exception set. */
+PyObject *ap_wrap_function(ap_module_state *st, PyObject *func,
+                           PyObject *name, uint32_t name_id, int64_t items);
 
 /* Module-level functions defined in stage.c. */
 PyObject *ap_stage_function(PyObject *module, PyObject *const *args,

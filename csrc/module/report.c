@@ -215,7 +215,8 @@ ap_report_init(PyObject *module, ap_module_state *st)
     }
     st->span_dtype = (PyObject *)descr;
     if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(ap_span)) {
-        PyErr_SetString(PyExc_SystemError, "span dtype does not match ap_span");
+        PyErr_SetString(PyExc_SystemError,
+                        "span dtype does not match ap_span");
         return -1;
     }
     if (PyModule_AddObjectRef(module, "SPAN_DTYPE", st->span_dtype) < 0) {

@@ -1,0 +1,76 @@
+/* Internals shared by session.c (recording) and session_report.c
+ * (merging into an ap_report). Not part of the core's interface. */
+#ifndef AP_SESSION_INTERNAL_H
+#define AP_SESSION_INTERNAL_H
+
+#include <pthread.h>
+
+#include "clock.h"
+#include "rss.h"
+#include "session.h"
+
+#define CHUNK_BITS 12
+#define CHUNK (1 << CHUNK_BITS)   /* spans per buffer chunk */
+#define ROOT_NODE 0               /* per-thread tree root, not a stage */
+
+typedef struct {
+    uint32_t node;
+    int32_t span;          /* local span index, -1 when dropped */
+    const void *owner;
+    int64_t t0;            /* ticks */
+    int64_t cpu0;
+    int64_t child_ns;      /* wall time of closed children */
+    int64_t items;
+    int64_t rss0;
+    uint64_t rss_seq0;
+} ap_frame;
+
+typedef struct {
+    uint32_t name;
+    uint32_t parent;
+    ap_stats stats;
+} ap_node;
+
+typedef struct ap_thread {
+    struct ap_thread *next;
+    uint32_t index;
+    int64_t native_id;
+    ap_frame *stack;
+    uint32_t depth, stack_cap;
+    ap_node *nodes;
+    uint32_t nnodes, nodes_cap;
+    uint64_t *keys;        /* (parent << 32 | name) + 1, 0 = empty */
+    uint32_t *vals;        /* node index */
+    uint32_t keys_mask;
+    ap_span **chunks;
+    uint32_t nchunks, chunks_cap;
+    int64_t nspans, span_cap;
+    int exhausted;
+    int64_t dropped;
+    int64_t lost;
+    int64_t cpu_last;      /* last real thread CPU reading, ns */
+    int64_t cpu_wall;      /* ticks when it was read */
+} ap_thread;
+
+struct ap_session {
+    uint64_t gen;
+    int64_t pid;
+    ap_config config;
+    ap_clock_anchor start, stop;
+    int64_t cpu_resolution_ticks;
+    int stopped;
+    _Atomic int64_t reserved;     /* spans granted to threads */
+    int64_t unclosed;
+    pthread_mutex_t threads_lock; /* protects threads, nthreads */
+    ap_thread *threads;
+    uint32_t nthreads;
+    ap_rss rss;
+};
+
+static inline ap_span *
+span_at(ap_thread *t, int64_t i)
+{
+    return &t->chunks[i >> CHUNK_BITS][i & (CHUNK - 1)];
+}
+
+#endif
