@@ -181,19 +181,12 @@ stage_repr(StageObject *self)
                                 (long long)self->items);
 }
 
-static int
-stage_traverse(StageObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->name);
-    return 0;
-}
-
+/* A stage holds a str and nothing else: it cannot be part of a cycle, so
+ * it is not tracked by the garbage collector. */
 static void
 stage_dealloc(StageObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
     Py_CLEAR(self->name);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -228,7 +221,6 @@ static PyGetSetDef stage_getset[] = {
 
 static PyType_Slot stage_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_traverse, stage_traverse},
     {Py_tp_dealloc, stage_dealloc},
     {Py_tp_repr, stage_repr},
     {Py_tp_members, stage_members},
@@ -241,8 +233,8 @@ static PyType_Slot stage_slots[] = {
 static PyType_Spec stage_spec = {
     .name = "aquaprof._core.Stage",
     .basicsize = sizeof(StageObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
-             Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = stage_slots,
 };
 
@@ -250,7 +242,7 @@ static StageObject *
 new_stage(ap_module_state *st, PyObject *name, uint32_t name_id,
           int64_t items)
 {
-    StageObject *self = PyObject_GC_New(StageObject, st->stage_type);
+    StageObject *self = PyObject_New(StageObject, st->stage_type);
     if (self == NULL) {
         return NULL;
     }
@@ -258,7 +250,6 @@ new_stage(ap_module_state *st, PyObject *name, uint32_t name_id,
     self->name_id = name_id;
     self->items = items;
     self->vectorcall = stage_call;
-    PyObject_GC_Track(self);
     return self;
 }
 
