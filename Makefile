@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 DEPS := $(VENV)/.deps-stamp
 EXT := $(VENV)/.ext-stamp
 CORE_SOURCES := $(wildcard csrc/core/*.c csrc/core/*.h)
-EXT_SOURCES := $(CORE_SOURCES) $(wildcard csrc/module/*.c csrc/module/*.h)
+EXT_SOURCES := $(CORE_SOURCES) $(wildcard csrc/module/*.c csrc/module/*.h \
+	csrc/module/mvs/*.c csrc/kernels/*.c csrc/kernels/*.h)
 CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 # CI passes -Werror to the extension; users' builds never get it.
 WERROR ?= 1

@@ -9,22 +9,32 @@ from setuptools import Extension, setup
 strict = ["-Werror"] if os.environ.get("AQUAPROF_WERROR") == "1" else []
 debug = os.environ.get("AQUAPROF_DEBUG") == "1"
 
-core = Extension(
-    "aquaprof._core",
-    sources=sorted(glob.glob("csrc/core/*.c") + glob.glob("csrc/module/*.c")),
-    include_dirs=[numpy.get_include()],
-    define_macros=[("_GNU_SOURCE", None)],
-    extra_compile_args=[
-        "-std=c11",
-        # only PyInit__core is exported: the hot path reaches the core's
-        # flag and functions directly, not through the GOT and PLT
-        "-fvisibility=hidden",
-        "-Wall",
-        "-Wextra",
-        "-O0" if debug else "-O2",
-        "-g" if debug else "-g0",
-    ] + strict,
-    extra_link_args=["-pthread"],
-)
+COMPILE_ARGS = [
+    "-std=c11",
+    # only PyInit_* are exported: the hot path reaches the core's flag and
+    # functions directly, not through the GOT and PLT
+    "-fvisibility=hidden",
+    "-Wall",
+    "-Wextra",
+    "-O0" if debug else "-O2",
+    "-g" if debug else "-g0",
+] + strict
 
-setup(ext_modules=[core])
+
+def extension(name, *patterns):
+    return Extension(
+        name,
+        sources=sorted(f for p in patterns for f in glob.glob(p)),
+        include_dirs=[numpy.get_include()],
+        define_macros=[("_GNU_SOURCE", None)],
+        extra_compile_args=COMPILE_ARGS,
+        extra_link_args=["-pthread"],
+    )
+
+
+setup(ext_modules=[
+    # the profiler: core and its binding
+    extension("aquaprof._core", "csrc/core/*.c", "csrc/module/*.c"),
+    # the plane-sweep kit's CPU kernels and their binding
+    extension("aquaprof._mvs", "csrc/kernels/*.c", "csrc/module/mvs/*.c"),
+])

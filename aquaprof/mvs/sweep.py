@@ -1,0 +1,169 @@
+"""Warping, cost volumes and depth extraction on NumPy arrays (the CPU C
+implementation)."""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .. import _mvs
+from .camera import Camera
+
+COSTS = {"ncc": 0, "ssim": 1, "sad": 2}
+
+
+def _refuse_gpu(*arrays: object) -> None:
+    for a in arrays:
+        if hasattr(a, "__cuda_array_interface__") or (
+                getattr(getattr(a, "device", None), "type", None) == "cuda"):
+            raise RuntimeError(
+                "GPU arrays are not supported yet: the CUDA kernels of the "
+                "plane-sweep kit are still to come; pass NumPy arrays")
+
+
+def _image(value: object, name: str) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{name} must be a NumPy float32 (H, W) array, got "
+                        f"{type(value).__name__}")
+    if value.dtype != np.float32 or value.ndim != 2:
+        raise ValueError(f"{name} must be float32 (H, W), got {value.dtype} "
+                         f"{value.shape}")
+    if value.shape[0] < 2 or value.shape[1] < 2:
+        raise ValueError(f"{name} must be at least 2 x 2, got {value.shape}")
+    if not np.isfinite(value).all():
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return value
+
+
+def _camera(value: object, name: str) -> Camera:
+    if not isinstance(value, Camera):
+        raise TypeError(f"{name} must be an aquaprof.mvs.Camera, got "
+                        f"{type(value).__name__}")
+    return value
+
+
+def _depths(value: object) -> np.ndarray:
+    d = np.asarray(value, dtype=np.float64)
+    if d.ndim == 0:
+        d = d.reshape(1)
+    if d.ndim != 1 or d.size == 0:
+        raise ValueError(f"depths must be a non-empty 1-D sequence, got "
+                         f"shape {d.shape}")
+    if not np.isfinite(d).all() or (d <= 0).any():
+        raise ValueError("depths must be finite and > 0")
+    if d.size > 1 and (np.diff(d) <= 0).any():
+        raise ValueError("depths must be strictly increasing")
+    return d
+
+
+def _threads(value: Optional[int]) -> int:
+    if value is None:
+        return max(1, len(os.sched_getaffinity(0))
+                   if hasattr(os, "sched_getaffinity") else os.cpu_count()
+                   or 1)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"threads must be an int >= 1, got {value!r}")
+    return value
+
+
+def warp(src: np.ndarray, ref_cam: Camera, src_cam: Camera,
+         depth: float) -> np.ndarray:
+    """src resampled into the reference view at one ray depth (bilinear);
+    NaN where the point is not seen by src_cam."""
+    _refuse_gpu(src)
+    src = _image(src, "src")
+    d = _depths(depth)
+    if d.size != 1:
+        raise ValueError("depth must be one number")
+    return _mvs.warp(src, _camera(ref_cam, "ref_cam").params,
+                     _camera(src_cam, "src_cam").params, float(d[0]))
+
+
+def build_cost_volume(ref: np.ndarray,
+                      srcs: Union[np.ndarray, Sequence[np.ndarray]],
+                      ref_cam: Camera, src_cams: Sequence[Camera],
+                      depths: Sequence[float], cost: str = "ncc",
+                      window: int = 11, depth_batch: Optional[int] = None,
+                      threads: Optional[int] = None) -> np.ndarray:
+    """float32 (H, W, D) matching costs, lower is better, the mean over
+    source views; the warped images are never stored.
+
+    cost: "ncc" (1 - normalized cross-correlation over a box window, in
+    [0, 2]), "ssim" (1 - SSIM with a Gaussian window, sigma 1.5, clamped to
+    [0, 1]) or "sad" (mean absolute difference). A window that sees fewer
+    than half its pixels (half its weight, for SSIM) costs 1.0, and so does
+    an NCC window without texture (variance under 1e-10).
+    depth_batch: depths computed per call of the kernel (default all).
+    threads: worker threads (default: the CPUs this process may use); the
+    result is the same for any number."""
+    _refuse_gpu(ref, srcs)
+    ref = _image(ref, "ref")
+    if isinstance(srcs, np.ndarray) and srcs.ndim == 3:
+        views = [_image(s, f"srcs[{i}]") for i, s in enumerate(srcs)]
+    else:
+        if isinstance(srcs, np.ndarray) or not isinstance(srcs, Sequence):
+            raise TypeError("srcs must be a float32 (N, H, W) array or a "
+                            "sequence of float32 (H, W) arrays")
+        views = [_image(s, f"srcs[{i}]") for i, s in enumerate(srcs)]
+    if not views:
+        raise ValueError("srcs must hold at least one source view")
+    for i, s in enumerate(views):
+        if s.shape != ref.shape:
+            raise ValueError(f"srcs[{i}] has shape {s.shape}, ref has "
+                             f"{ref.shape}")
+    if not isinstance(src_cams, Sequence) or len(src_cams) != len(views):
+        raise ValueError(f"src_cams must hold one camera per source view "
+                         f"({len(views)})")
+    cams = np.stack([_camera(c, f"src_cams[{i}]").params
+                     for i, c in enumerate(src_cams)])
+    d = _depths(depths)
+    if cost not in COSTS:
+        raise ValueError(f"cost must be one of {sorted(COSTS)}, got "
+                         f"{cost!r}")
+    if (not isinstance(window, int) or isinstance(window, bool)
+            or window < 3 or window % 2 == 0 or window > _mvs.MAX_WINDOW):
+        raise ValueError(f"window must be an odd int from 3 to "
+                         f"{_mvs.MAX_WINDOW}, got {window!r}")
+    if depth_batch is None:
+        depth_batch = d.size
+    if (not isinstance(depth_batch, int) or isinstance(depth_batch, bool)
+            or depth_batch < 1):
+        raise ValueError(f"depth_batch must be an int >= 1, got "
+                         f"{depth_batch!r}")
+    n_threads = _threads(threads)
+    stack = np.ascontiguousarray(np.stack(views))
+    parts = [
+        _mvs.cost_volume(ref, stack, _camera(ref_cam, "ref_cam").params,
+                         cams, d[i:i + depth_batch], COSTS[cost], window,
+                         n_threads)
+        for i in range(0, d.size, depth_batch)
+    ]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=2)
+
+
+def extract_depth(cost_volume: np.ndarray, depths: Sequence[float]
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+    """Winner-take-all depth (H, W) with parabola refinement (offset
+    clamped to half a step), NaN at the first and last hypothesis; and the
+    confidence sqrt((1 - clamp(best, 0, 1)) * clamp(1 - best / mean, 0,
+    1)), 0 where the depth is NaN."""
+    _refuse_gpu(cost_volume)
+    if not isinstance(cost_volume, np.ndarray) or cost_volume.ndim != 3 \
+            or cost_volume.dtype != np.float32:
+        raise ValueError("cost_volume must be a float32 (H, W, D) array")
+    d = _depths(depths)
+    if d.size != cost_volume.shape[2]:
+        raise ValueError(f"depths has {d.size} entries, cost_volume "
+                         f"{cost_volume.shape[2]} planes")
+    return _mvs.extract_depth(cost_volume, d)
+
+
+def gray_from_bgr(image: np.ndarray) -> np.ndarray:
+    """uint8 (H, W, 3) BGR (OpenCV's order) to float32 grayscale in
+    [0, 1], ITU-R BT.601 weights."""
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8 \
+            or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError("image must be uint8 (H, W, 3) in BGR order")
+    weights = np.array([0.114, 0.587, 0.299], dtype=np.float32) / 255.0
+    return image.astype(np.float32) @ weights

@@ -1,0 +1,50 @@
+/* Plane sweep on the CPU: warping, fused cost volumes, depth extraction.
+ * Images are float32, row-major (H, W), values in [0, 1]; pixel (u, v) is
+ * column u, row v, with pixel centres at integer coordinates. */
+#ifndef AP_SWEEP_H
+#define AP_SWEEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "camera.h"
+
+typedef enum { AP_COST_NCC = 0, AP_COST_SSIM = 1, AP_COST_SAD = 2 } ap_cost;
+
+#define AP_MAX_WINDOW 63
+#define AP_SSIM_SIGMA 1.5
+#define AP_SSIM_C1 (0.01 * 0.01)
+#define AP_SSIM_C2 (0.03 * 0.03)
+/* Below this variance a window has no texture to correlate: cost 1. */
+#define AP_NCC_MIN_VARIANCE 1e-10
+
+/* src resampled into the reference view at ray depth `depth`, bilinear;
+ * NaN where the point is not seen. Returns 0, or -1 out of memory. */
+int ap_warp(const float *src, int h, int w, const ap_camera *ref,
+            const ap_camera *src_cam, double depth, float *out);
+
+typedef struct {
+    const float *ref;          /* (h, w) */
+    const float *srcs;         /* (n, h, w) */
+    int h, w, n;
+    const ap_camera *ref_cam;
+    const ap_camera *src_cams; /* n */
+    const double *depths;      /* d */
+    int d;
+    ap_cost cost;
+    int window;                /* odd, 3 .. AP_MAX_WINDOW */
+    int threads;               /* >= 1 */
+} ap_sweep_args;
+
+/* Cost volume (h, w, d) into out: per pixel and depth, the mean over
+ * source views of the window cost. Each depth plane is computed by one
+ * thread from start to end, so the result does not depend on threads.
+ * Returns 0, -1 out of memory, -2 when a thread cannot start. */
+int ap_cost_volume(const ap_sweep_args *args, float *out);
+
+/* Winner-take-all with parabola refinement over a (h, w, d) volume.
+ * depth NaN and confidence 0 at the first and last hypothesis. */
+void ap_extract_depth(const float *volume, int h, int w, int d,
+                      const double *depths, float *depth, float *confidence);
+
+#endif

@@ -1,0 +1,367 @@
+/* aquaprof._mvs: NumPy entry points of the plane-sweep kernels. The
+ * Python layer (aquaprof/mvs/) gives users their error messages; this one
+ * re-checks dtypes and shapes so that no input can crash it, and releases
+ * the GIL around the work. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL aquaprof_mvs_ARRAY_API
+#include <numpy/arrayobject.h>
+
+#include "../../kernels/camera.h"
+#include "../../kernels/sweep.h"
+
+/* A C-contiguous, aligned array of type, ndim dims (and last dimension
+ * `last` when last > 0). New reference, or NULL with ValueError naming
+ * what. */
+static PyArrayObject *
+as_array(PyObject *obj, int type, int ndim, npy_intp last, const char *what)
+{
+    PyArrayObject *a = (PyArrayObject *)PyArray_FROM_OTF(
+        obj, type, NPY_ARRAY_IN_ARRAY);
+    if (a == NULL) {
+        return NULL;
+    }
+    if (PyArray_NDIM(a) != ndim ||
+        (last > 0 && PyArray_DIM(a, ndim - 1) != last)) {
+        PyErr_Format(PyExc_ValueError, "%s must be %d-D (last dimension "
+                     "%zd when not 0), got %d-D with last dimension %zd",
+                     what, ndim, (Py_ssize_t)last, PyArray_NDIM(a),
+                     (Py_ssize_t)(PyArray_NDIM(a)
+                                  ? PyArray_DIM(a, PyArray_NDIM(a) - 1)
+                                  : 0));
+        Py_DECREF(a);
+        return NULL;
+    }
+    return a;
+}
+
+static int
+camera_from(PyObject *obj, ap_camera *cam, const char *what)
+{
+    PyArrayObject *p = as_array(obj, NPY_DOUBLE, 1, AP_CAMERA_PARAMS, what);
+    if (p == NULL) {
+        return -1;
+    }
+    int rc = ap_camera_init(cam, PyArray_DATA(p));
+    Py_DECREF(p);
+    if (rc < 0) {
+        PyErr_Format(PyExc_ValueError, "%s is not a valid camera (singular "
+                     "K, R not a rotation, or a refractive camera not above "
+                     "its water surface)", what);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+check_camera(PyObject *module, PyObject *params)
+{
+    (void)module;
+    ap_camera cam;
+    if (camera_from(params, &cam, "camera") < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+cast_rays(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *params, *pixels_obj;
+    ap_camera cam;
+    if (!PyArg_ParseTuple(args, "OO:cast_rays", &params, &pixels_obj) ||
+        camera_from(params, &cam, "camera") < 0) {
+        return NULL;
+    }
+    PyArrayObject *pix = as_array(pixels_obj, NPY_DOUBLE, 2, 2, "pixels");
+    if (pix == NULL) {
+        return NULL;
+    }
+    npy_intp n = PyArray_DIM(pix, 0);
+    npy_intp dims3[2] = {n, 3};
+    PyObject *origins = PyArray_SimpleNew(2, dims3, NPY_DOUBLE);
+    PyObject *dirs = PyArray_SimpleNew(2, dims3, NPY_DOUBLE);
+    PyObject *valid = PyArray_SimpleNew(1, &n, NPY_BOOL);
+    if (origins && dirs && valid) {
+        const double *p = PyArray_DATA(pix);
+        double *o = PyArray_DATA((PyArrayObject *)origins);
+        double *d = PyArray_DATA((PyArrayObject *)dirs);
+        npy_bool *ok = PyArray_DATA((PyArrayObject *)valid);
+        Py_BEGIN_ALLOW_THREADS
+        for (npy_intp i = 0; i < n; i++) {
+            ok[i] = (npy_bool)ap_camera_cast(&cam, p[2 * i], p[2 * i + 1],
+                                             o + 3 * i, d + 3 * i);
+            if (!ok[i]) {
+                for (int k = 0; k < 3; k++) {
+                    o[3 * i + k] = d[3 * i + k] = NAN;
+                }
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    Py_DECREF(pix);
+    if (!origins || !dirs || !valid) {
+        Py_XDECREF(origins);
+        Py_XDECREF(dirs);
+        Py_XDECREF(valid);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", origins, dirs, valid);
+}
+
+static PyObject *
+project(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *params, *points_obj;
+    ap_camera cam;
+    if (!PyArg_ParseTuple(args, "OO:project", &params, &points_obj) ||
+        camera_from(params, &cam, "camera") < 0) {
+        return NULL;
+    }
+    PyArrayObject *pts = as_array(points_obj, NPY_DOUBLE, 2, 3, "points");
+    if (pts == NULL) {
+        return NULL;
+    }
+    npy_intp n = PyArray_DIM(pts, 0);
+    npy_intp dims2[2] = {n, 2};
+    PyObject *pixels = PyArray_SimpleNew(2, dims2, NPY_DOUBLE);
+    PyObject *valid = PyArray_SimpleNew(1, &n, NPY_BOOL);
+    if (pixels && valid) {
+        const double *x = PyArray_DATA(pts);
+        double *uv = PyArray_DATA((PyArrayObject *)pixels);
+        npy_bool *ok = PyArray_DATA((PyArrayObject *)valid);
+        Py_BEGIN_ALLOW_THREADS
+        for (npy_intp i = 0; i < n; i++) {
+            ok[i] = (npy_bool)ap_camera_project(&cam, x + 3 * i, &uv[2 * i],
+                                                &uv[2 * i + 1], NULL);
+            if (!ok[i]) {
+                uv[2 * i] = uv[2 * i + 1] = NAN;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    Py_DECREF(pts);
+    if (!pixels || !valid) {
+        Py_XDECREF(pixels);
+        Py_XDECREF(valid);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", pixels, valid);
+}
+
+static PyObject *
+warp(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *src_obj, *ref_params, *src_params;
+    double depth;
+    ap_camera ref, src;
+    if (!PyArg_ParseTuple(args, "OOOd:warp", &src_obj, &ref_params,
+                          &src_params, &depth) ||
+        camera_from(ref_params, &ref, "ref_cam") < 0 ||
+        camera_from(src_params, &src, "src_cam") < 0) {
+        return NULL;
+    }
+    PyArrayObject *img = as_array(src_obj, NPY_FLOAT, 2, 0, "src");
+    if (img == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyArray_SimpleNew(2, PyArray_DIMS(img), NPY_FLOAT);
+    int rc = 0;
+    if (out) {
+        int h = (int)PyArray_DIM(img, 0), w = (int)PyArray_DIM(img, 1);
+        Py_BEGIN_ALLOW_THREADS
+        rc = ap_warp(PyArray_DATA(img), h, w, &ref, &src, depth,
+                     PyArray_DATA((PyArrayObject *)out));
+        Py_END_ALLOW_THREADS
+    }
+    Py_DECREF(img);
+    if (out && rc < 0) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    return out;
+}
+
+static PyObject *
+cost_volume(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *ref_obj, *srcs_obj, *ref_params, *src_params, *depths_obj;
+    int cost, window, threads;
+    if (!PyArg_ParseTuple(args, "OOOOOiii:cost_volume", &ref_obj, &srcs_obj,
+                          &ref_params, &src_params, &depths_obj, &cost,
+                          &window, &threads)) {
+        return NULL;
+    }
+    if (cost < AP_COST_NCC || cost > AP_COST_SAD || window < 3 ||
+        window % 2 == 0 || window > AP_MAX_WINDOW || threads < 1) {
+        PyErr_SetString(PyExc_ValueError, "bad cost, window or threads");
+        return NULL;
+    }
+    ap_camera ref_cam, *src_cams = NULL;
+    PyArrayObject *ref = NULL, *srcs = NULL, *depths = NULL, *cams = NULL;
+    PyObject *out = NULL;
+    if (camera_from(ref_params, &ref_cam, "ref_cam") < 0 ||
+        !(ref = as_array(ref_obj, NPY_FLOAT, 2, 0, "ref")) ||
+        !(srcs = as_array(srcs_obj, NPY_FLOAT, 3, 0, "srcs")) ||
+        !(depths = as_array(depths_obj, NPY_DOUBLE, 1, 0, "depths")) ||
+        !(cams = as_array(src_params, NPY_DOUBLE, 2, AP_CAMERA_PARAMS,
+                          "src_cams"))) {
+        goto done;
+    }
+    int h = (int)PyArray_DIM(ref, 0), w = (int)PyArray_DIM(ref, 1);
+    int n = (int)PyArray_DIM(srcs, 0), d = (int)PyArray_DIM(depths, 0);
+    if (PyArray_DIM(srcs, 1) != h || PyArray_DIM(srcs, 2) != w ||
+        PyArray_DIM(cams, 0) != n || n < 1 || d < 1 || h < 2 || w < 2) {
+        PyErr_SetString(PyExc_ValueError, "ref, srcs, src_cams and depths "
+                        "do not agree in shape");
+        goto done;
+    }
+    src_cams = PyMem_Malloc((size_t)n * sizeof(ap_camera));
+    if (src_cams == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int v = 0; v < n; v++) {
+        double *p = (double *)PyArray_DATA(cams) + (size_t)v * AP_CAMERA_PARAMS;
+        if (ap_camera_init(&src_cams[v], p) < 0) {
+            PyErr_Format(PyExc_ValueError, "src_cams[%d] is not a valid "
+                         "camera", v);
+            goto done;
+        }
+    }
+    npy_intp dims[3] = {h, w, d};
+    out = PyArray_SimpleNew(3, dims, NPY_FLOAT);
+    if (out == NULL) {
+        goto done;
+    }
+    ap_sweep_args a = {PyArray_DATA(ref), PyArray_DATA(srcs), h, w, n,
+                       &ref_cam, src_cams, PyArray_DATA(depths), d,
+                       (ap_cost)cost, window, threads};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ap_cost_volume(&a, PyArray_DATA((PyArrayObject *)out));
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        Py_CLEAR(out);
+        if (rc == -1) {
+            PyErr_NoMemory();
+        } else {
+            PyErr_SetString(PyExc_OSError, "cannot start worker threads");
+        }
+    }
+done:
+    PyMem_Free(src_cams);
+    Py_XDECREF(ref);
+    Py_XDECREF(srcs);
+    Py_XDECREF(depths);
+    Py_XDECREF(cams);
+    return out;
+}
+
+static PyObject *
+extract_depth(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *vol_obj, *depths_obj;
+    if (!PyArg_ParseTuple(args, "OO:extract_depth", &vol_obj, &depths_obj)) {
+        return NULL;
+    }
+    PyArrayObject *vol = as_array(vol_obj, NPY_FLOAT, 3, 0, "cost_volume");
+    if (vol == NULL) {
+        return NULL;
+    }
+    PyArrayObject *depths = as_array(depths_obj, NPY_DOUBLE, 1, 0, "depths");
+    if (depths == NULL) {
+        Py_DECREF(vol);
+        return NULL;
+    }
+    PyObject *depth = NULL, *conf = NULL;
+    if (PyArray_DIM(depths, 0) != PyArray_DIM(vol, 2) ||
+        PyArray_DIM(vol, 2) < 1) {
+        PyErr_SetString(PyExc_ValueError, "depths must have one entry per "
+                        "cost-volume plane");
+        goto done;
+    }
+    depth = PyArray_SimpleNew(2, PyArray_DIMS(vol), NPY_FLOAT);
+    conf = PyArray_SimpleNew(2, PyArray_DIMS(vol), NPY_FLOAT);
+    if (depth && conf) {
+        int h = (int)PyArray_DIM(vol, 0), w = (int)PyArray_DIM(vol, 1);
+        int d = (int)PyArray_DIM(vol, 2);
+        Py_BEGIN_ALLOW_THREADS
+        ap_extract_depth(PyArray_DATA(vol), h, w, d, PyArray_DATA(depths),
+                         PyArray_DATA((PyArrayObject *)depth),
+                         PyArray_DATA((PyArrayObject *)conf));
+        Py_END_ALLOW_THREADS
+    }
+done:
+    Py_DECREF(vol);
+    Py_DECREF(depths);
+    if (!depth || !conf) {
+        Py_XDECREF(depth);
+        Py_XDECREF(conf);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", depth, conf);
+}
+
+static PyMethodDef mvs_methods[] = {
+    {"check_camera", check_camera, METH_O,
+     "Raises ValueError unless the packed parameters make a camera."},
+    {"cast_rays", cast_rays, METH_VARARGS,
+     "cast_rays(params, pixels (N, 2)) -> origins, directions, valid"},
+    {"project", project, METH_VARARGS,
+     "project(params, points (N, 3)) -> pixels (N, 2), valid"},
+    {"warp", warp, METH_VARARGS,
+     "warp(src, ref_params, src_params, depth) -> float32 (H, W)"},
+    {"cost_volume", cost_volume, METH_VARARGS,
+     "cost_volume(ref, srcs, ref_params, src_params, depths, cost, window, "
+     "threads) -> float32 (H, W, D)"},
+    {"extract_depth", extract_depth, METH_VARARGS,
+     "extract_depth(volume, depths) -> depth, confidence"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+mvs_exec(PyObject *module)
+{
+    if (PyArray_ImportNumPyAPI() < 0) {
+        return -1;
+    }
+    if (PyModule_AddIntConstant(module, "CAMERA_PARAMS",
+                                AP_CAMERA_PARAMS) < 0 ||
+        PyModule_AddIntConstant(module, "NEWTON_COLD", AP_NEWTON_COLD) < 0 ||
+        PyModule_AddIntConstant(module, "NEWTON_WARM", AP_NEWTON_WARM) < 0 ||
+        PyModule_AddIntConstant(module, "MAX_WINDOW", AP_MAX_WINDOW) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static PyModuleDef_Slot mvs_slots[] = {
+    {Py_mod_exec, mvs_exec},
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static PyModuleDef mvs_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "aquaprof._mvs",
+    .m_doc = "Plane-sweep stereo kernels (CPU).",
+    .m_size = 0,
+    .m_methods = mvs_methods,
+    .m_slots = mvs_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__mvs(void)
+{
+    return PyModuleDef_Init(&mvs_def);
+}

@@ -1,0 +1,311 @@
+"""The plane-sweep kit against a plain float64 reference (mvs_reference.py),
+torch's grid_sample, the geometry of refraction, and bad inputs."""
+import numpy as np
+import pytest
+
+import aquaprof.mvs as mvs
+import mvs_reference as ref
+from aquaprof import _mvs
+from aquaprof.mvs import scenes
+
+
+def rel_error(out, expected):
+    """||out - ref|| / ||ref|| over finite entries; NaN masks must agree."""
+    out, expected = np.asarray(out, np.float64), np.asarray(expected)
+    assert (np.isnan(out) == np.isnan(expected)).all()
+    seen = ~np.isnan(expected)
+    return np.linalg.norm(out[seen] - expected[seen]) / np.linalg.norm(
+        expected[seen])
+
+
+def random_camera(rng, refractive, width=16, height=12):
+    """A camera above the water looking down, slightly tilted."""
+    f = rng.uniform(14, 20)
+    K = np.array([[f, 0, (width - 1) / 2 + rng.uniform(-1, 1)],
+                  [0, f * rng.uniform(0.95, 1.05), (height - 1) / 2],
+                  [0, 0, 1.0]])
+    angles = rng.uniform(-0.08, 0.08, 3)
+    cx, sx = np.cos(angles[0]), np.sin(angles[0])
+    cy, sy = np.cos(angles[1]), np.sin(angles[1])
+    cz, sz = np.cos(angles[2]), np.sin(angles[2])
+    R = (np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
+         @ np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
+         @ np.array([[cz, -sz, 0], [sz, cz, 0], [0, 0, 1]]))
+    center = np.array([rng.uniform(-0.1, 0.1), rng.uniform(-0.05, 0.05),
+                       rng.uniform(-0.02, 0.02)])
+    t = -R @ center
+    if refractive:
+        return mvs.Camera.refractive(K, R, t, water_z=rng.uniform(0.15, 0.3),
+                                     n_water=rng.uniform(1.30, 1.36))
+    return mvs.Camera.pinhole(K, R, t)
+
+
+def random_views(rng, refractive, n=2, height=12, width=16):
+    cams = [random_camera(rng, refractive, width, height)
+            for _ in range(n + 1)]
+    # smooth random images: neighbours correlate, as in real ones
+    imgs = []
+    for _ in range(n + 1):
+        base = rng.random((height + 4, width + 4))
+        smooth = (base[:-4, :-4] + base[2:-2, 2:-2] + base[4:, 4:]
+                  + base[4:, :-4] + base[:-4, 4:]) / 5
+        imgs.append(smooth.astype(np.float32))
+    return cams, imgs
+
+
+@pytest.mark.parametrize("refractive", [False, True])
+def test_rays_and_projection_match_the_reference(refractive):
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        cam = random_camera(rng, refractive)
+        pixels = rng.uniform(0, 15, size=(40, 2))
+        origins, dirs, valid = cam.cast_rays(pixels)
+        assert valid.all()
+        for p, o, d in zip(pixels, origins, dirs):
+            ro, rd = ref.cast(cam, *p)
+            assert np.allclose(o, ro, atol=1e-12)
+            assert np.allclose(d, rd, atol=1e-12)
+        points = origins + rng.uniform(0.5, 1.5, (40, 1)) * dirs
+        back, ok = cam.project(points)
+        assert ok.all()
+        expected = np.array([ref.project(cam, x) for x in points])
+        # 1e-6 px is under 1e-7 m at these focal lengths and depths
+        assert np.abs(back - expected).max() < 1e-6
+        assert np.abs(back - pixels).max() < 1e-6   # round trip
+
+
+def test_refraction_obeys_snell_and_traces_back_to_the_point():
+    rng = np.random.default_rng(2)
+    cam = random_camera(rng, True)
+    pixels = rng.uniform(0, 15, size=(20, 2))
+    origins, dirs, _ = cam.cast_rays(pixels)
+    n = cam.normal / np.linalg.norm(cam.normal)
+    for (u, v), o, d in zip(pixels, origins, dirs):
+        incoming = o - cam.center
+        incoming /= np.linalg.norm(incoming)
+        sin_in = np.linalg.norm(np.cross(incoming, n))
+        sin_out = np.linalg.norm(np.cross(d, n))
+        assert cam.n_air * sin_in == pytest.approx(cam.n_water * sin_out,
+                                                   abs=1e-12)
+        assert np.dot(n, np.array([0, 0, cam.water_z]) - o) == \
+            pytest.approx(0, abs=1e-12)
+    # a point under water projects to a pixel whose ray passes through it
+    point = np.array([[0.03, -0.02, 1.1]])
+    (pixel,), (ok,) = cam.project(point)
+    assert ok
+    (o,), (d,), _ = cam.cast_rays(pixel[None])
+    s = np.dot(point[0] - o, d)
+    assert np.linalg.norm(o + s * d - point[0]) < 1e-6   # metres
+
+
+def test_invalid_points_and_rays():
+    K = np.array([[20, 0, 8], [0, 20, 6], [0, 0, 1.0]])
+    cam = mvs.Camera.refractive(K, np.eye(3), np.zeros(3), water_z=0.2)
+    px, ok = cam.project([[0, 0, 0.1], [0, 0, -1.0], [0, 0, 1.0]])
+    assert list(ok) == [False, False, True]       # above water, behind
+    assert np.isnan(px[:2]).all()
+    # a camera tilted so that a pixel looks at the sky
+    up = np.array([[1, 0, 0], [0, -1, 0], [0, 0, -1.0]])
+    sky = mvs.Camera.refractive(K, up, np.zeros(3), water_z=0.2)
+    _, d, valid = sky.cast_rays([[8, 6]])
+    assert not valid[0] and np.isnan(d).all()
+
+
+@pytest.mark.parametrize("refractive", [False, True])
+def test_warp_matches_the_reference(refractive):
+    rng = np.random.default_rng(3)
+    cams, imgs = random_views(rng, refractive, n=1)
+    for depth in (0.8, 1.2):
+        out = mvs.warp(imgs[1], cams[0], cams[1], depth)
+        assert out.dtype == np.float32
+        assert rel_error(out, ref.warp(imgs[1], cams[0], cams[1],
+                                       depth)) < 1e-6
+
+
+def test_warp_matches_torch_grid_sample_for_pinhole_cameras():
+    torch = pytest.importorskip("torch")  # installed by `make test`
+    rng = np.random.default_rng(4)
+    cams, imgs = random_views(rng, False, n=1, height=24, width=32)
+    depth = 1.0
+    out = mvs.warp(imgs[1], cams[0], cams[1], depth)
+    h, w = imgs[1].shape
+    v, u = np.mgrid[0:h, 0:w]
+    o, d, _ = cams[0].cast_rays(np.stack([u.ravel(), v.ravel()], 1))
+    px, _ = cams[1].project(o + depth * d)
+    grid = np.stack([px[:, 0] / (w - 1) * 2 - 1, px[:, 1] / (h - 1) * 2 - 1],
+                    axis=1).reshape(1, h, w, 2)
+    sampled = torch.nn.functional.grid_sample(
+        torch.from_numpy(imgs[1])[None, None],
+        torch.from_numpy(grid.astype(np.float32)), mode="bilinear",
+        padding_mode="zeros", align_corners=True)[0, 0].numpy()
+    seen = ~np.isnan(out)
+    assert seen.sum() > h * w / 2
+    assert np.abs(out[seen] - sampled[seen]).max() < 1e-5
+
+
+@pytest.mark.parametrize("cost", ["ncc", "ssim", "sad"])
+@pytest.mark.parametrize("refractive", [False, True])
+def test_cost_volume_matches_the_reference(cost, refractive):
+    rng = np.random.default_rng(5)
+    cams, imgs = random_views(rng, refractive, n=2)
+    depths = np.array([0.7, 0.9, 1.1, 1.3])
+    out = mvs.build_cost_volume(imgs[0], imgs[1:], cams[0], cams[1:],
+                                depths, cost=cost, window=5)
+    assert out.shape == (12, 16, 4) and out.dtype == np.float32
+    expected = ref.cost_volume(imgs[0], imgs[1:], cams[0], cams[1:], depths,
+                               cost, 5)
+    assert rel_error(out, expected) < 1e-5
+    top = {"ncc": 2.0, "ssim": 1.0, "sad": 1.0}[cost]
+    assert (out >= 0).all() and (out <= top).all()
+
+
+def test_results_do_not_depend_on_threads_or_depth_batches():
+    sc = scenes.make_scene("flat", views=3, height=40, width=48)
+    depths = np.linspace(*sc.depth_range(0.03), 13)
+    args = (sc.ref, sc.images[1:], sc.ref_cam, sc.cameras[1:], depths)
+    base = mvs.build_cost_volume(*args, threads=1)
+    for threads, batch in ((2, None), (3, 5), (8, 1)):
+        other = mvs.build_cost_volume(*args, threads=threads,
+                                      depth_batch=batch)
+        assert np.array_equal(base, other)
+
+
+def test_extract_depth_matches_the_reference():
+    rng = np.random.default_rng(6)
+    volume = rng.random((6, 7, 9)).astype(np.float32)
+    volume[0, 0, 0] = -1   # winner at the first plane
+    volume[0, 1, 8] = -1   # and at the last
+    depths = np.cumsum(rng.uniform(0.01, 0.03, 9)) + 0.8   # uneven steps
+    depth, conf = mvs.extract_depth(volume, depths)
+    rd, rc = ref.extract_depth(volume, depths)
+    assert np.isnan(depth[0, 0]) and np.isnan(depth[0, 1])
+    assert conf[0, 0] == 0 and conf[0, 1] == 0
+    assert rel_error(depth, rd) < 1e-6
+    assert np.abs(conf - rc).max() < 1e-6
+
+
+@pytest.mark.parametrize("model", ["refractive", "pinhole"])
+def test_flat_plane_depth_recovered_within_one_step(model):
+    sc = scenes.make_scene("flat", model, views=3, height=96, width=128)
+    depths = np.linspace(*sc.depth_range(0.03), 48)
+    step = depths[1] - depths[0]
+    volume = mvs.build_cost_volume(sc.ref, sc.images[1:], sc.ref_cam,
+                                   sc.cameras[1:], depths, "ncc", 7)
+    depth, _ = mvs.extract_depth(volume, depths)
+    m = scenes.metrics(sc, depth, tolerance=step)
+    assert m["median_abs_error"] < step
+    assert m["completeness"] > 0.8
+    # every estimated point counts, the few mismatches at borders too
+    assert m["plane_fit_rmse"] < 2 * step
+
+
+def test_wavy_surface_is_recovered():
+    sc = scenes.make_scene("wavy", views=3, height=96, width=128)
+    depths = np.linspace(*sc.depth_range(0.03), 48)
+    volume = mvs.build_cost_volume(sc.ref, sc.images[1:], sc.ref_cam,
+                                   sc.cameras[1:], depths, "ncc", 7)
+    depth, _ = mvs.extract_depth(volume, depths)
+    m = scenes.metrics(sc, depth, tolerance=depths[1] - depths[0])
+    # the undulation is 5 mm: errors far under it mean it was resolved
+    assert m["median_abs_error"] < 0.003
+    assert "plane_fit_rmse" not in m
+
+
+def test_gray_from_bgr():
+    img = np.zeros((2, 3, 3), np.uint8)
+    img[0, 0] = (255, 0, 0)          # blue
+    img[1, 2] = (255, 255, 255)
+    gray = mvs.gray_from_bgr(img)
+    assert gray.dtype == np.float32 and gray.shape == (2, 3)
+    assert gray[0, 0] == pytest.approx(0.114, abs=1e-6)
+    assert gray[1, 2] == pytest.approx(1.0, abs=1e-6)
+
+
+# ------------------------------------------------------------ bad input
+K = np.array([[20, 0, 8], [0, 20, 6], [0, 0, 1.0]])
+CAM = mvs.Camera.pinhole(K, np.eye(3), np.zeros(3))
+IMG = np.zeros((12, 16), np.float32)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: mvs.Camera.pinhole(np.eye(2), np.eye(3), np.zeros(3)),
+     ValueError, r"K must be a finite \(3, 3\)"),
+    (lambda: mvs.Camera.pinhole(K, np.eye(3), [0, 0, np.nan]), ValueError,
+     "t must be finite"),
+    (lambda: mvs.Camera.pinhole(K, np.eye(3) * 2, np.zeros(3)), ValueError,
+     "R must be a rotation"),
+    (lambda: mvs.Camera.pinhole(np.zeros((3, 3)), np.eye(3), np.zeros(3)),
+     ValueError, "K invertible"),
+    (lambda: mvs.Camera.pinhole("K", np.eye(3), np.zeros(3)), ValueError,
+     "K must be a finite"),
+    (lambda: mvs.Camera.refractive(K, np.eye(3), np.zeros(3), water_z=-0.1),
+     ValueError, "above its water surface"),
+    (lambda: mvs.Camera.refractive(K, np.eye(3), np.zeros(3), 0.2,
+                                   n_water=0), ValueError, "n_water"),
+    (lambda: mvs.Camera.refractive(K, np.eye(3), np.zeros(3), 0.2,
+                                   normal=(0, 0, 0)), ValueError, "zero"),
+    (lambda: CAM.project([[1, 2]]), ValueError, r"points must be an \(N, 3\)"),
+    (lambda: CAM.cast_rays([1, 2]), ValueError, r"pixels must be an \(N, 2\)"),
+    (lambda: mvs.warp(IMG.astype(np.float64), CAM, CAM, 1.0), ValueError,
+     "src must be float32"),
+    (lambda: mvs.warp([[0.0]], CAM, CAM, 1.0), TypeError, "NumPy float32"),
+    (lambda: mvs.warp(IMG, "cam", CAM, 1.0), TypeError, "ref_cam must be"),
+    (lambda: mvs.warp(IMG, CAM, CAM, -1.0), ValueError, "depths must be"),
+    (lambda: mvs.warp(np.full((12, 16), np.nan, np.float32), CAM, CAM, 1.0),
+     ValueError, "src must be finite"),
+    (lambda: mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], []), ValueError,
+     "depths must be a non-empty"),
+    (lambda: mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0, 0.9]),
+     ValueError, "strictly increasing"),
+    (lambda: mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0],
+                                   window=4), ValueError, "window must be"),
+    (lambda: mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0],
+                                   window=65), ValueError, "window must be"),
+    (lambda: mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0],
+                                   cost="l2"), ValueError, "cost must be"),
+    (lambda: mvs.build_cost_volume(IMG, [], CAM, [], [1.0]), ValueError,
+     "at least one source"),
+    (lambda: mvs.build_cost_volume(IMG, [IMG[:5]], CAM, [CAM], [1.0]),
+     ValueError, r"srcs\[0\] has shape"),
+    (lambda: mvs.build_cost_volume(IMG, [IMG], CAM, [CAM, CAM], [1.0]),
+     ValueError, "one camera per source view"),
+    (lambda: mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0],
+                                   depth_batch=0), ValueError, "depth_batch"),
+    (lambda: mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0],
+                                   threads=0), ValueError, "threads"),
+    (lambda: mvs.build_cost_volume(IMG, 7, CAM, [CAM], [1.0]), TypeError,
+     "srcs must be"),
+    (lambda: mvs.extract_depth(np.zeros((2, 2, 3)), [1, 2, 3]), ValueError,
+     "float32"),
+    (lambda: mvs.extract_depth(np.zeros((2, 2, 3), np.float32), [1, 2]),
+     ValueError, "depths has 2 entries"),
+    (lambda: mvs.gray_from_bgr(np.zeros((2, 2), np.uint8)), ValueError,
+     "uint8"),
+    (lambda: scenes.make_scene("cube"), ValueError, "kind must be"),
+    (lambda: scenes.make_scene(views=1), ValueError, "views must be"),
+])
+def test_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_gpu_arrays_are_refused_clearly():
+    class FakeCudaArray:
+        __cuda_array_interface__ = {}
+    with pytest.raises(RuntimeError, match="GPU arrays are not supported"):
+        mvs.warp(FakeCudaArray(), CAM, CAM, 1.0)
+
+
+def test_the_binding_rejects_what_python_would_have_caught():
+    """The C layer checks too: no input reaches the kernels unchecked."""
+    with pytest.raises(ValueError, match="ref_cam must be 1-D .last "
+                                         "dimension 28"):
+        _mvs.warp(IMG, np.zeros(5), CAM.params, 1.0)
+    with pytest.raises(ValueError, match="src_cam is not a valid camera"):
+        _mvs.warp(IMG, CAM.params, np.zeros(28), 1.0)
+    with pytest.raises(ValueError, match="do not agree"):
+        _mvs.cost_volume(IMG, IMG[None, :5], CAM.params, CAM.params[None],
+                         np.ones(1), 0, 5, 1)
+    with pytest.raises(ValueError, match="bad cost"):
+        _mvs.cost_volume(IMG, IMG[None], CAM.params, CAM.params[None],
+                         np.ones(1), 7, 5, 1)
