@@ -7,6 +7,8 @@ from pathlib import Path
 import aquaprof as ap
 
 ROOT = Path(__file__).resolve().parent.parent
+STAGES = ("load", "undistort", "build_cost_volume", "extract_depth", "fuse",
+          "evaluate")
 
 
 def run_demo(*args):
@@ -15,18 +17,24 @@ def run_demo(*args):
                           capture_output=True, text=True, env=env, cwd=ROOT)
 
 
-def test_demo_prints_the_report_and_saves_it(tmp_path):
-    out = run_demo("--pairs", "2", "--out", str(tmp_path))
+def test_demo_profiles_the_pipeline_and_saves_the_report(tmp_path):
+    out = run_demo("--height", "96", "--width", "128", "--views", "3",
+                   "--depths", "32", "--window", "7", "--out", str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "Top 3 bottlenecks by self time:" in out.stdout
-    assert "mean disparity error over 2 pairs" in out.stdout
+    assert "depth accuracy, flat scene, 3 views, 32 depths" in out.stdout
     rep = ap.Report.load(tmp_path / "report.json")
-    assert rep["frame/match/disparity"].count == 2 * 32
-    assert rep["render"].count == 2 and len(rep.threads) >= 2
+    assert [rep[s].count for s in STAGES] == [1] * 6
     assert str(rep) in out.stdout
+    median_mm = float(out.stdout.split("median |error|")[1].split()[0])
+    step_mm = float(out.stdout.split("(step ")[1].split()[0])
+    assert median_mm < step_mm     # the plane is found within a step
 
 
 def test_demo_rejects_bad_arguments():
-    out = run_demo("--pairs", "0")
-    assert out.returncode == 2
-    assert "--pairs must be at least 1" in out.stderr
+    for args, message in ((("--views", "1"), "--views must be at least 2"),
+                          (("--window", "4"), "--window must be an odd"),
+                          (("--device", "tpu"), "invalid choice")):
+        out = run_demo(*args)
+        assert out.returncode == 2
+        assert message in out.stderr

@@ -27,6 +27,9 @@ class Scene:
     depth: np.ndarray           # float32 (H, W): reference ray depth, NaN
     #: surface z at the plane's rest position (m)
     surface_z: float
+    #: radial lens distortion k1 the images were rendered with (0: none);
+    #: undistort() removes it
+    k1: float = 0.0
 
     @property
     def ref(self) -> np.ndarray:
@@ -90,10 +93,47 @@ def _intersect(kind: str, z0: float, origins: np.ndarray,
     return s
 
 
+def _radial(K: np.ndarray, pixels: np.ndarray, k1: float,
+            inverse: bool) -> np.ndarray:
+    """Applies (or with inverse, removes by fixed-point iteration) the
+    radial distortion x_d = x_u (1 + k1 |x_u|^2) in normalized coords."""
+    f = np.array([K[0, 0], K[1, 1]])
+    c = K[:2, 2]
+    x = (pixels - c) / f
+    if inverse:
+        xu = x.copy()
+        for _ in range(20):
+            xu = x / (1 + k1 * (xu ** 2).sum(axis=1, keepdims=True))
+        x = xu
+    else:
+        x = x * (1 + k1 * (x ** 2).sum(axis=1, keepdims=True))
+    return x * f + c
+
+
+def undistort(image: np.ndarray, K: np.ndarray, k1: float) -> np.ndarray:
+    """The ideal pinhole image of a frame taken through radial distortion
+    k1 (bilinear resampling; pixels that fall outside the frame get 0)."""
+    h, w = image.shape
+    v, u = np.mgrid[0:h, 0:w].astype(np.float64)
+    src = _radial(K, np.stack([u.ravel(), v.ravel()], axis=1), k1, False)
+    x, y = src[:, 0], src[:, 1]
+    inside = (x >= 0) & (y >= 0) & (x <= w - 1) & (y <= h - 1)
+    x0 = np.clip(np.floor(x).astype(int), 0, w - 2)
+    y0 = np.clip(np.floor(y).astype(int), 0, h - 2)
+    fx, fy = x - x0, y - y0
+    img = image.astype(np.float64)
+    out = ((1 - fx) * (1 - fy) * img[y0, x0] + fx * (1 - fy) * img[y0, x0 + 1]
+           + (1 - fx) * fy * img[y0 + 1, x0] + fx * fy * img[y0 + 1, x0 + 1])
+    out[~inside] = 0.0
+    return out.reshape(h, w).astype(np.float32)
+
+
 def _render(cam: Camera, kind: str, z0: float, texture: _Texture,
-            height: int, width: int):
+            height: int, width: int, k1: float):
     v, u = np.mgrid[0:height, 0:width].astype(np.float64)
     pixels = np.stack([u.ravel(), v.ravel()], axis=1)
+    if k1:
+        pixels = _radial(cam.K, pixels, k1, inverse=True)
     origins, directions, valid = cam.cast_rays(pixels)
     s = _intersect(kind, z0, origins, directions)
     s[~valid] = np.nan
@@ -108,13 +148,15 @@ def make_scene(kind: str = "flat", model: str = "refractive",
                views: int = 5, height: int = 240, width: int = 320,
                depth: float = FLAT_DEPTH, water_z: float = 0.2,
                baseline: float = 0.08, focal: Optional[float] = None,
-               seed: int = 0) -> Scene:
+               k1: float = 0.0, seed: int = 0) -> Scene:
     """Renders `views` cameras on a line along x (the reference in the
     middle) looking straight down at a textured surface.
 
     kind: "flat" (a plane at `depth`) or "wavy" (that plane plus a 5 mm
     sine of 5 cm wavelength along x). model: "refractive" (cameras in air,
-    water below z = water_z) or "pinhole" (no water)."""
+    water below z = water_z) or "pinhole" (no water). k1: radial lens
+    distortion of the rendered images; the ground truth is that of the
+    undistorted reference view."""
     if kind not in ("flat", "wavy"):
         raise ValueError(f"kind must be 'flat' or 'wavy', got {kind!r}")
     if model not in ("refractive", "pinhole"):
@@ -141,9 +183,10 @@ def make_scene(kind: str = "flat", model: str = "refractive",
                        if model == "refractive"
                        else Camera.pinhole(K, np.eye(3), t))
     texture = _Texture(seed, footprint=depth / f)
-    images, depths = zip(*(_render(c, kind, depth, texture, height, width)
-                           for c in cameras))
-    return Scene(kind, cameras, list(images), depths[0], depth)
+    images = [_render(c, kind, depth, texture, height, width, k1)[0]
+              for c in cameras]
+    truth = _render(cameras[0], kind, depth, texture, height, width, 0.0)[1]
+    return Scene(kind, cameras, images, truth, depth, k1)
 
 
 def metrics(scene: Scene, depth: np.ndarray,
