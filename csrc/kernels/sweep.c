@@ -102,40 +102,13 @@ typedef struct {
     int h, w, radius;
     ap_cost cost;
     double *gauss;      /* 2 * radius + 1 weights, 2-D sum 1 (SSIM) */
-    double *q;          /* h * w: one quantity per pixel */
-    double *tmp;        /* (h + 1) * (w + 1): summed areas or a pass */
-    double *sums[NQ];   /* h * w each: window sums */
+    /* box costs: one summed-area table of all quantities, interleaved,
+     * (h + 1) * (w + 1) * NQ; SSIM: one quantity, a pass, the sums */
+    double *sat;
+    double *q;          /* h * w */
+    double *tmp;        /* h * w */
+    double *sums[NQ];   /* h * w each */
 } window_work;
-
-/* Box sums through a summed-area table: O(1) a pixel whatever the size. */
-static void
-box_sums(window_work *k, double *out)
-{
-    int h = k->h, w = k->w, r = k->radius;
-    double *sat = k->tmp;
-    for (int x = 0; x <= w; x++) {
-        sat[x] = 0.0;
-    }
-    for (int y = 0; y < h; y++) {
-        double row = 0.0;
-        double *above = sat + (size_t)y * (w + 1), *here = above + w + 1;
-        here[0] = 0.0;
-        for (int x = 0; x < w; x++) {
-            row += k->q[(size_t)y * w + x];
-            here[x + 1] = above[x + 1] + row;
-        }
-    }
-    for (int y = 0; y < h; y++) {
-        int y1 = y - r < 0 ? 0 : y - r, y2 = y + r + 1 > h ? h : y + r + 1;
-        const double *top = sat + (size_t)y1 * (w + 1);
-        const double *bottom = sat + (size_t)y2 * (w + 1);
-        for (int x = 0; x < w; x++) {
-            int x1 = x - r < 0 ? 0 : x - r, x2 = x + r + 1 > w ? w : x + r + 1;
-            out[(size_t)y * w + x] = bottom[x2] - bottom[x1] - top[x2] +
-                                     top[x1];
-        }
-    }
-}
 
 /* Separable Gaussian-weighted sums; outside the image weighs nothing. */
 static void
@@ -187,40 +160,23 @@ quantity(ap_cost cost, int which, double r, double s)
     }
 }
 
-static void
-window_sums(window_work *k, const float *ref, const float *s)
-{
-    size_t n = (size_t)k->h * k->w;
-    int nq = k->cost == AP_COST_SAD ? 2 : NQ;
-    for (int which = 0; which < nq; which++) {
-        for (size_t i = 0; i < n; i++) {
-            k->q[i] = isnan(s[i]) ? 0.0
-                                  : quantity(k->cost, which, ref[i], s[i]);
-        }
-        if (k->cost == AP_COST_SSIM) {
-            gauss_sums(k, k->sums[which]);
-        } else {
-            box_sums(k, k->sums[which]);
-        }
-    }
-}
-
-/* Cost of one pixel from its window sums. */
+/* Cost of one pixel from its window sums (sums[Q_R] holds the absolute
+ * difference for SAD). */
 static double
-window_cost(const window_work *k, size_t i)
+window_cost(const window_work *k, const double *sums)
 {
     double full = (double)(2 * k->radius + 1) * (2 * k->radius + 1);
-    double n = k->sums[Q_COUNT][i];
+    double n = sums[Q_COUNT];
     if (k->cost == AP_COST_SAD) {
-        return n < full / 2 ? 1.0 : k->sums[Q_R][i] / n;
+        return n < full / 2 ? 1.0 : sums[Q_R] / n;
     }
     if (k->cost == AP_COST_SSIM ? n < 0.5 : n < full / 2) {
         return 1.0;
     }
-    double mr = k->sums[Q_R][i] / n, ms = k->sums[Q_S][i] / n;
-    double vr = k->sums[Q_RR][i] / n - mr * mr;
-    double vs = k->sums[Q_SS][i] / n - ms * ms;
-    double cov = k->sums[Q_RS][i] / n - mr * ms;
+    double mr = sums[Q_R] / n, ms = sums[Q_S] / n;
+    double vr = sums[Q_RR] / n - mr * mr;
+    double vs = sums[Q_SS] / n - ms * ms;
+    double cov = sums[Q_RS] / n - mr * ms;
     if (k->cost == AP_COST_SSIM) {
         double ssim = ((2 * mr * ms + AP_SSIM_C1) * (2 * cov + AP_SSIM_C2)) /
                       ((mr * mr + ms * ms + AP_SSIM_C1) *
@@ -234,6 +190,71 @@ window_cost(const window_work *k, size_t i)
     double ncc = cov / sqrt(vr * vs);
     ncc = ncc > 1 ? 1 : (ncc < -1 ? -1 : ncc);
     return 1.0 - ncc;
+}
+
+/* Box costs in two passes: one summed-area table holding every quantity,
+ * then the costs from its corners, O(1) a pixel whatever the window. */
+static void
+add_box_costs(window_work *k, const float *ref, const float *s, double *acc)
+{
+    int h = k->h, w = k->w, r = k->radius;
+    int nq = k->cost == AP_COST_SAD ? 2 : NQ;
+    size_t stride = (size_t)(w + 1) * NQ;
+    double *sat = k->sat;
+    memset(sat, 0, stride * sizeof(double));
+    for (int y = 0; y < h; y++) {
+        double row[NQ] = {0};
+        const double *above = sat + (size_t)y * stride;
+        double *here = sat + (size_t)(y + 1) * stride;
+        memset(here, 0, NQ * sizeof(double));
+        for (int x = 0; x < w; x++) {
+            size_t i = (size_t)y * w + x;
+            if (!isnan(s[i])) {
+                for (int q = 0; q < nq; q++) {
+                    row[q] += quantity(k->cost, q, ref[i], s[i]);
+                }
+            }
+            for (int q = 0; q < nq; q++) {
+                here[(x + 1) * NQ + q] = above[(x + 1) * NQ + q] + row[q];
+            }
+        }
+    }
+    for (int y = 0; y < h; y++) {
+        int y1 = y - r < 0 ? 0 : y - r, y2 = y + r + 1 > h ? h : y + r + 1;
+        const double *top = sat + (size_t)y1 * stride;
+        const double *bottom = sat + (size_t)y2 * stride;
+        for (int x = 0; x < w; x++) {
+            int x1 = x - r < 0 ? 0 : x - r, x2 = x + r + 1 > w ? w : x + r + 1;
+            double sums[NQ];
+            for (int q = 0; q < nq; q++) {
+                sums[q] = bottom[x2 * NQ + q] - bottom[x1 * NQ + q] -
+                          top[x2 * NQ + q] + top[x1 * NQ + q];
+            }
+            acc[(size_t)y * w + x] += window_cost(k, sums);
+        }
+    }
+}
+
+/* SSIM: Gaussian-weighted sums, one quantity at a time. */
+static void
+add_gauss_costs(window_work *k, const float *ref, const float *s,
+                double *acc)
+{
+    size_t n = (size_t)k->h * k->w;
+    for (int which = 0; which < NQ; which++) {
+        for (size_t i = 0; i < n; i++) {
+            k->q[i] = isnan(s[i]) ? 0.0
+                                  : quantity(k->cost, which, ref[i], s[i]);
+        }
+        gauss_sums(k, k->sums[which]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        double sums[NQ];
+        for (int q = 0; q < NQ; q++) {
+            sums[q] = k->sums[q][i];
+        }
+        acc[i] += window_cost(k, sums);
+    }
 }
 
 /* ------------------------------------------------------------ workers */
@@ -250,6 +271,7 @@ typedef struct {
 static void
 work_free(window_work *k, float *warped, double *acc)
 {
+    free(k->sat);
     free(k->q);
     free(k->tmp);
     for (int i = 0; i < NQ; i++) {
@@ -266,12 +288,18 @@ sweep_worker(void *arg)
     const ap_sweep_args *a = job->args;
     size_t n = (size_t)a->h * a->w;
     window_work k = {a->h, a->w, a->window / 2, a->cost,
-                     (double *)job->gauss, NULL, NULL, {NULL}};
-    k.q = malloc(n * sizeof(double));
-    k.tmp = malloc((size_t)(a->h + 1) * (a->w + 1) * sizeof(double));
-    int ok = k.q && k.tmp;
-    for (int i = 0; i < NQ; i++) {
-        ok = ok && (k.sums[i] = malloc(n * sizeof(double)));
+                     (double *)job->gauss, NULL, NULL, NULL, {NULL}};
+    int ok = 1;
+    if (a->cost == AP_COST_SSIM) {
+        ok = (k.q = malloc(n * sizeof(double))) &&
+             (k.tmp = malloc(n * sizeof(double)));
+        for (int i = 0; i < NQ; i++) {
+            ok = ok && (k.sums[i] = malloc(n * sizeof(double)));
+        }
+    } else {
+        k.sat = malloc((size_t)(a->h + 1) * (a->w + 1) * NQ *
+                       sizeof(double));
+        ok = k.sat != NULL;
     }
     float *warped = malloc(n * sizeof(float));
     double *acc = malloc(n * sizeof(double));
@@ -287,9 +315,10 @@ sweep_worker(void *arg)
         for (int v = 0; v < a->n; v++) {
             warp_plane(job->rays, a->srcs + (size_t)v * n, a->h, a->w,
                        &a->src_cams[v], a->depths[plane], warped);
-            window_sums(&k, a->ref, warped);
-            for (size_t i = 0; i < n; i++) {
-                acc[i] += window_cost(&k, i);
+            if (a->cost == AP_COST_SSIM) {
+                add_gauss_costs(&k, a->ref, warped, acc);
+            } else {
+                add_box_costs(&k, a->ref, warped, acc);
             }
         }
         for (size_t i = 0; i < n; i++) {

@@ -1,0 +1,218 @@
+"""Plane-sweep cost volumes on the CPU: aquaprof's C kernels against the
+way users write it today in PyTorch (per depth and view: a Newton solve for
+the refracted projection, grid_sample, conv2d window sums), in one run.
+
+    python benchmarks/bench_mvs.py [--height 480 --width 640 --views 4
+                                    --depths 64,128 --repeats 3]
+
+The same torch code in float64 is the reference of the same maths: the
+report gives our error against it. The floor beside each time comes from
+two ceilings measured here first: a float64 matrix product (arithmetic) and
+a large copy (memory). Targets (issue 3): >= 20x the torch CPU version.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from aquaprof import mvs  # noqa: E402
+from aquaprof.mvs import scenes  # noqa: E402
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+
+NEWTON = 10     # the kernels' cold-start iteration count
+# per sample (pixel, depth, view): a ray point (6), refracted projection
+# (Newton: 10 x ~30 + setup ~40), bilinear (~10), window sums (~30)
+FLOPS_PER_SAMPLE = 6 + NEWTON * 30 + 40 + 10 + 30
+
+
+def ceilings():
+    """Measured float64 arithmetic rate (matmul) and copy bandwidth."""
+    a = np.random.default_rng(0).random((1024, 1024))
+    a @ a
+    t = time.perf_counter()
+    for _ in range(3):
+        a @ a
+    flops = 3 * 2 * 1024 ** 3 / (time.perf_counter() - t)
+    big = np.ones(32 * 1024 * 1024 // 8 * 8)     # 256 MiB
+    dst = np.empty_like(big)
+    np.copyto(dst, big)
+    t = time.perf_counter()
+    for _ in range(3):
+        np.copyto(dst, big)
+    bandwidth = 3 * 2 * big.nbytes / (time.perf_counter() - t)
+    return flops, bandwidth
+
+
+# ------------------------------------------------------- torch version
+def torch_cost_volume(ref, srcs, ref_cam, src_cams, depths, window, dtype):
+    """NCC cost volume as users write it in PyTorch (same definitions as
+    aquaprof: box window, invalid samples excluded, < half seen -> 1)."""
+    h, w = ref.shape
+    v, u = np.mgrid[0:h, 0:w]
+    o, d, ok = ref_cam.cast_rays(np.stack([u.ravel(), v.ravel()], 1)
+                                 .astype(np.float64))
+    o = torch.from_numpy(o).to(dtype)
+    d = torch.from_numpy(d).to(dtype)
+    ray_ok = torch.from_numpy(ok)
+    r_img = torch.from_numpy(ref).to(dtype)[None, None]
+    box = torch.ones(6, 1, window, window, dtype=dtype)
+    pad = window // 2
+    out = torch.zeros(h, w, len(depths), dtype=dtype)
+    for k, depth in enumerate(depths):
+        x = o + float(depth) * d
+        for src, cam in zip(srcs, src_cams):
+            px, valid = torch_project(cam, x, dtype)
+            valid = valid & ray_ok & (px[:, 0] >= 0) & (px[:, 0] <= w - 1) \
+                & (px[:, 1] >= 0) & (px[:, 1] <= h - 1)
+            grid = torch.stack([px[:, 0] / (w - 1) * 2 - 1,
+                                px[:, 1] / (h - 1) * 2 - 1], 1)
+            grid = torch.nan_to_num(grid, nan=-2.0).reshape(1, h, w, 2)
+            s = F.grid_sample(torch.from_numpy(src).to(dtype)[None, None],
+                              grid, align_corners=True)
+            m = valid.reshape(1, 1, h, w).to(dtype)
+            s = s * m
+            r = r_img * m
+            stack = torch.cat([m, r, s, r * r, s * s, r * s], dim=1)
+            sums = F.conv2d(stack, box, padding=pad, groups=6)[0]
+            n = sums[0].clamp(min=1e-12)
+            mr, ms = sums[1] / n, sums[2] / n
+            vr = sums[3] / n - mr * mr
+            vs = sums[4] / n - ms * ms
+            cov = sums[5] / n - mr * ms
+            ncc = (cov / torch.sqrt((vr * vs).clamp(min=1e-30))).clamp(-1, 1)
+            cost = 1 - ncc
+            cost = torch.where((vr < 1e-10) | (vs < 1e-10), 1.0, cost)
+            cost = torch.where(sums[0] < window * window / 2, 1.0, cost)
+            out[:, :, k] += cost
+    return (out / len(srcs)).numpy()
+
+
+def torch_project(cam, x, dtype):
+    """Refracted projection, vectorised: Newton from the straight line."""
+    n = torch.tensor(cam.normal / np.linalg.norm(cam.normal), dtype=dtype)
+    plane = float(n @ torch.tensor([0, 0, cam.water_z], dtype=dtype))
+    c = torch.tensor(cam.center, dtype=dtype)
+    hc = float(n @ c) - plane
+    depth = plane - x @ n
+    foot = c - hc * n
+    hvec = x + depth[:, None] * n - foot
+    dist = torch.linalg.norm(hvec, dim=1)
+    r = dist * hc / (hc + depth)
+    for _ in range(NEWTON):
+        a2 = r * r + hc * hc
+        a = torch.sqrt(a2)
+        wv = dist - r
+        b2 = wv * wv + depth * depth
+        b = torch.sqrt(b2)
+        f = cam.n_air * r / a - cam.n_water * wv / b
+        df = cam.n_air * hc * hc / (a2 * a) + \
+            cam.n_water * depth * depth / (b2 * b)
+        r = r - f / df
+    p = foot + hvec * (r / dist.clamp(min=1e-30))[:, None]
+    R = torch.tensor(cam.R, dtype=dtype)
+    t = torch.tensor(cam.t, dtype=dtype)
+    K = torch.tensor(cam.K, dtype=dtype)
+    pc = p @ R.T + t
+    uv = pc @ K.T
+    px = uv[:, :2] / uv[:, 2:3]
+    return px, (depth > 0) & (pc[:, 2] > 0)
+
+
+def timed(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--height", type=int, default=480)
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--views", type=int, default=4,
+                        help="source views (default 4)")
+    parser.add_argument("--depths", default="64,128")
+    parser.add_argument("--window", type=int, default=11)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-torch", action="store_true",
+                        help="time our kernels only")
+    parser.add_argument("--batches", default="1,8,16,32",
+                        help="depth_batch values to sweep (first depths)")
+    args = parser.parse_args()
+    depth_counts = [int(x) for x in args.depths.split(",")]
+    flops, bandwidth = ceilings()
+    threads = len(os.sched_getaffinity(0))
+    print(f"{args.height}x{args.width}, {args.views} source views, NCC "
+          f"window {args.window}, refractive cameras, {threads} threads")
+    print(f"ceilings measured now: {flops / 1e9:.1f} GFLOP/s float64 "
+          f"(matmul), {bandwidth / 1e9:.1f} GB/s copy")
+    scene = scenes.make_scene("flat", "refractive", args.views + 1,
+                              args.height, args.width)
+    ref, srcs = scene.ref, scene.images[1:]
+    cams = scene.cameras[1:]
+    rows = []
+    for count in depth_counts:
+        depths = np.linspace(*scene.depth_range(0.03), count)
+        samples = args.views * count * args.height * args.width
+        floor = max(samples * FLOPS_PER_SAMPLE / flops,
+                    (4 * count + 4 * (args.views + 1)) * args.height
+                    * args.width / bandwidth)
+        ours_t, ours = timed(lambda: mvs.build_cost_volume(
+            ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window),
+            args.repeats)
+        line = {"depths": count, "ours": ours_t, "floor": floor,
+                "gsamples": samples / ours_t / 1e9}
+        if torch is not None and not args.skip_torch:
+            line["torch32"], _ = timed(lambda: torch_cost_volume(
+                ref, srcs, scene.ref_cam, cams, depths, args.window,
+                torch.float32), 1)
+            line["torch64"], ref64 = timed(lambda: torch_cost_volume(
+                ref, srcs, scene.ref_cam, cams, depths, args.window,
+                torch.float64), 1)
+            line["error"] = float(np.linalg.norm(ours - ref64)
+                                  / np.linalg.norm(ref64))
+        rows.append(line)
+        print(f"  {count} depths done", file=sys.stderr)
+    print()
+    print(f"{'depths':>6} {'ours s':>8} {'Gsamp/s':>8} {'floor s':>8} "
+          f"{'of floor':>8} {'torch32 s':>10} {'x torch32':>9} "
+          f"{'torch64 s':>10} {'x torch64':>9} {'rel err':>9}")
+    for r in rows:
+        extra = ""
+        if "torch32" in r:
+            extra = (f" {r['torch32']:10.2f} {r['torch32'] / r['ours']:9.1f}"
+                     f" {r['torch64']:10.2f} {r['torch64'] / r['ours']:9.1f}"
+                     f" {r['error']:9.1e}")
+        print(f"{r['depths']:6d} {r['ours']:8.2f} {r['gsamples']:8.4f} "
+              f"{r['floor']:8.3f} {r['floor'] / r['ours'] * 100:7.1f}%"
+              + extra)
+    if rows and "torch32" in rows[0]:
+        worst = min(r["torch32"] / r["ours"] for r in rows)
+        print(f"\ntarget: >= 20x torch32 on the CPU: "
+              f"{'met' if worst >= 20 else 'not met'} ({worst:.1f}x)")
+    depths = np.linspace(*scene.depth_range(0.03), depth_counts[0])
+    print(f"\ndepth_batch sweep, {depth_counts[0]} depths:")
+    for batch in [int(x) for x in args.batches.split(",")]:
+        t, _ = timed(lambda: mvs.build_cost_volume(
+            ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window,
+            depth_batch=batch), args.repeats)
+        print(f"  depth_batch {batch:3d}: {t:7.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
