@@ -66,17 +66,27 @@ check_camera(PyObject *module, PyObject *params)
     Py_RETURN_NONE;
 }
 
+/* Parses (camera params, float64 (N, width) array) for cast_rays and
+ * project. New reference to the array, or NULL with an exception set. */
+static PyArrayObject *
+camera_and_rows(PyObject *args, const char *format, ap_camera *cam,
+                int width, const char *what)
+{
+    PyObject *params, *rows;
+    if (!PyArg_ParseTuple(args, format, &params, &rows) ||
+        camera_from(params, cam, "camera") < 0) {
+        return NULL;
+    }
+    return as_array(rows, NPY_DOUBLE, 2, width, what);
+}
+
 static PyObject *
 cast_rays(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *params, *pixels_obj;
     ap_camera cam;
-    if (!PyArg_ParseTuple(args, "OO:cast_rays", &params, &pixels_obj) ||
-        camera_from(params, &cam, "camera") < 0) {
-        return NULL;
-    }
-    PyArrayObject *pix = as_array(pixels_obj, NPY_DOUBLE, 2, 2, "pixels");
+    PyArrayObject *pix = camera_and_rows(args, "OO:cast_rays", &cam, 2,
+                                         "pixels");
     if (pix == NULL) {
         return NULL;
     }
@@ -116,13 +126,9 @@ static PyObject *
 project(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *params, *points_obj;
     ap_camera cam;
-    if (!PyArg_ParseTuple(args, "OO:project", &params, &points_obj) ||
-        camera_from(params, &cam, "camera") < 0) {
-        return NULL;
-    }
-    PyArrayObject *pts = as_array(points_obj, NPY_DOUBLE, 2, 3, "points");
+    PyArrayObject *pts = camera_and_rows(args, "OO:project", &cam, 3,
+                                         "points");
     if (pts == NULL) {
         return NULL;
     }
@@ -228,7 +234,8 @@ cost_volume(PyObject *module, PyObject *args)
         goto done;
     }
     for (int v = 0; v < n; v++) {
-        double *p = (double *)PyArray_DATA(cams) + (size_t)v * AP_CAMERA_PARAMS;
+        const double *p = (const double *)PyArray_DATA(cams) +
+                          (size_t)v * AP_CAMERA_PARAMS;
         if (ap_camera_init(&src_cams[v], p) < 0) {
             PyErr_Format(PyExc_ValueError, "src_cams[%d] is not a valid "
                          "camera", v);

@@ -1,0 +1,22 @@
+"""Type stubs of the C extension aquaprof._mvs (plane-sweep kernels)."""
+from typing import Tuple
+
+import numpy as np
+
+CAMERA_PARAMS: int
+NEWTON_COLD: int
+NEWTON_WARM: int
+MAX_WINDOW: int
+
+def check_camera(params: np.ndarray) -> None: ...
+def cast_rays(params: np.ndarray, pixels: np.ndarray
+              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def project(params: np.ndarray, points: np.ndarray
+            ) -> Tuple[np.ndarray, np.ndarray]: ...
+def warp(src: np.ndarray, ref_params: np.ndarray, src_params: np.ndarray,
+         depth: float) -> np.ndarray: ...
+def cost_volume(ref: np.ndarray, srcs: np.ndarray, ref_params: np.ndarray,
+                src_params: np.ndarray, depths: np.ndarray, cost: int,
+                window: int, threads: int) -> np.ndarray: ...
+def extract_depth(volume: np.ndarray, depths: np.ndarray
+                  ) -> Tuple[np.ndarray, np.ndarray]: ...
