@@ -12,7 +12,7 @@ CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 # CI passes -Werror to the extension; users' builds never get it.
 WERROR ?= 1
 
-.PHONY: demo test test-core test-python bench build clean
+.PHONY: demo test test-core test-python bench bench-projection build clean
 
 $(DEPS): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ test: test-core test-python
 
 bench: build
 	$(PY) benchmarks/bench_overhead.py --runs 5
+
+benchmarks/bench_projection: benchmarks/bench_projection.c csrc/kernels/camera.c csrc/kernels/camera.h
+	$(CC) $(CFLAGS_STRICT) benchmarks/bench_projection.c csrc/kernels/camera.c -lm -o $@
+
+bench-projection: benchmarks/bench_projection
+	./benchmarks/bench_projection
 
 clean:
 	rm -rf build $(VENV) tests/core/test_core aquaprof/_core*.so
