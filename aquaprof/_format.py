@@ -27,12 +27,13 @@ def fmt_bytes(n: Optional[int], signed: bool = False) -> str:
         return "-"
     sign = ("+" if n > 0 else "-" if n < 0 else "") if signed else ""
     v = float(abs(n))
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if v < 1024 or unit == "GiB":
-            return f"{sign}{v:.0f} {unit}" if unit == "B" else \
-                f"{sign}{v:.1f} {unit}"
+    if v < 1024:
+        return f"{sign}{v:.0f} B"
+    for unit in ("KiB", "MiB"):
         v /= 1024
-    raise AssertionError("unreachable")
+        if v < 1024:
+            return f"{sign}{v:.1f} {unit}"
+    return f"{sign}{v / 1024:.1f} GiB"
 
 
 def fmt_rate(per_second: Optional[float]) -> str:

@@ -317,11 +317,10 @@ def _check_fields(obj: Any, fields: Dict[str, type], where: str) -> None:
         if key not in obj:
             raise ReportError(f"{where} lacks {key!r}")
         value = obj[key]
-        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-              if kind is float else isinstance(value, kind))
-        if kind is int and isinstance(value, bool):
-            ok = False
-        if not ok:
+        # a float field takes ints too; bool (an int) only a bool field
+        accepted = (int, float) if kind is float else kind
+        if not isinstance(value, accepted) or (
+                isinstance(value, bool) and kind is not bool):
             raise ReportError(f"{where}[{key!r}] must be {kind.__name__}, "
                               f"got {type(value).__name__}")
 

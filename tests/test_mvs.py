@@ -234,6 +234,8 @@ IMG = np.zeros((12, 16), np.float32)
      "t must be finite"),
     (lambda: mvs.Camera.pinhole(K, np.eye(3) * 2, np.zeros(3)), ValueError,
      "R must be a rotation"),
+    (lambda: mvs.Camera.pinhole(K, np.diag([1.0, 1.0, -1.0]), np.zeros(3)),
+     ValueError, "R must be a rotation"),
     (lambda: mvs.Camera.pinhole(np.zeros((3, 3)), np.eye(3), np.zeros(3)),
      ValueError, "K invertible"),
     (lambda: mvs.Camera.pinhole("K", np.eye(3), np.zeros(3)), ValueError,
@@ -294,6 +296,9 @@ def test_gpu_arrays_are_refused_clearly():
         __cuda_array_interface__ = {}
     with pytest.raises(RuntimeError, match="GPU arrays are not supported"):
         mvs.warp(FakeCudaArray(), CAM, CAM, 1.0)
+    with pytest.raises(RuntimeError, match="GPU arrays are not supported"):
+        mvs.build_cost_volume(IMG, [IMG, FakeCudaArray()], CAM, [CAM, CAM],
+                              [1.0])
 
 
 def test_the_binding_rejects_what_python_would_have_caught():

@@ -14,8 +14,11 @@ COSTS = {"ncc": 0, "ssim": 1, "sad": 2}
 
 
 def _refuse_gpu(*arrays: object) -> None:
+    """Refuses GPU arrays, also inside a list or tuple of arrays."""
     for a in arrays:
-        if hasattr(a, "__cuda_array_interface__") or (
+        if isinstance(a, (list, tuple)):
+            _refuse_gpu(*a)
+        elif hasattr(a, "__cuda_array_interface__") or (
                 getattr(getattr(a, "device", None), "type", None) == "cuda"):
             raise RuntimeError(
                 "GPU arrays are not supported yet: the CUDA kernels of the "
@@ -99,13 +102,12 @@ def build_cost_volume(ref: np.ndarray,
     result is the same for any number."""
     _refuse_gpu(ref, srcs)
     ref = _image(ref, "ref")
-    if isinstance(srcs, np.ndarray) and srcs.ndim == 3:
-        views = [_image(s, f"srcs[{i}]") for i, s in enumerate(srcs)]
-    else:
-        if isinstance(srcs, np.ndarray) or not isinstance(srcs, Sequence):
-            raise TypeError("srcs must be a float32 (N, H, W) array or a "
-                            "sequence of float32 (H, W) arrays")
-        views = [_image(s, f"srcs[{i}]") for i, s in enumerate(srcs)]
+    ref_params = _camera(ref_cam, "ref_cam").params
+    stacked = isinstance(srcs, np.ndarray) and srcs.ndim == 3
+    if not (stacked or isinstance(srcs, Sequence)):
+        raise TypeError("srcs must be a float32 (N, H, W) array or a "
+                        "sequence of float32 (H, W) arrays")
+    views = [_image(s, f"srcs[{i}]") for i, s in enumerate(srcs)]
     if not views:
         raise ValueError("srcs must hold at least one source view")
     for i, s in enumerate(views):
@@ -132,11 +134,12 @@ def build_cost_volume(ref: np.ndarray,
         raise ValueError(f"depth_batch must be an int >= 1, got "
                          f"{depth_batch!r}")
     n_threads = _threads(threads)
-    stack = np.ascontiguousarray(np.stack(views))
+    # a float32 (N, H, W) array goes as it is (the binding makes it
+    # contiguous if it must); a sequence is stacked once
+    stack = srcs if stacked else np.stack(views)
     parts = [
-        _mvs.cost_volume(ref, stack, _camera(ref_cam, "ref_cam").params,
-                         cams, d[i:i + depth_batch], COSTS[cost], window,
-                         n_threads)
+        _mvs.cost_volume(ref, stack, ref_params, cams, d[i:i + depth_batch],
+                         COSTS[cost], window, n_threads)
         for i in range(0, d.size, depth_batch)
     ]
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=2)

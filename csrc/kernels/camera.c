@@ -51,8 +51,9 @@ ap_camera_init(ap_camera *cam, const double *p)
             }
         }
     }
-    double Rinv[9];
-    if (invert3(cam->R, Rinv) < 0) {
+    const double *R = cam->R;   /* orthonormal; det +1, not a mirror */
+    if (R[0] * (R[4] * R[8] - R[5] * R[7]) - R[1] * (R[3] * R[8] - R[5] * R[6])
+        + R[2] * (R[3] * R[7] - R[4] * R[6]) < 0) {
         return -1;
     }
     for (int i = 0; i < 3; i++) {

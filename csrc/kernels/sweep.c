@@ -101,7 +101,7 @@ enum { Q_COUNT, Q_R, Q_S, Q_RR, Q_SS, Q_RS, NQ };
 typedef struct {
     int h, w, radius;
     ap_cost cost;
-    double *gauss;      /* 2 * radius + 1 weights, 2-D sum 1 (SSIM) */
+    const double *gauss; /* 2 * radius + 1 weights, 2-D sum 1 (SSIM) */
     /* box costs: one summed-area table of all quantities, interleaved,
      * (h + 1) * (w + 1) * NQ; SSIM: one quantity, a pass, the sums */
     double *sat;
@@ -288,7 +288,7 @@ sweep_worker(void *arg)
     const ap_sweep_args *a = job->args;
     size_t n = (size_t)a->h * a->w;
     window_work k = {a->h, a->w, a->window / 2, a->cost,
-                     (double *)job->gauss, NULL, NULL, NULL, {NULL}};
+                     job->gauss, NULL, NULL, NULL, {NULL}};
     int ok = 1;
     if (a->cost == AP_COST_SSIM) {
         ok = (k.q = malloc(n * sizeof(double))) &&
