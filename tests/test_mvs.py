@@ -308,9 +308,33 @@ def test_the_binding_rejects_what_python_would_have_caught():
         _mvs.warp(IMG, np.zeros(5), CAM.params, 1.0)
     with pytest.raises(ValueError, match="src_cam is not a valid camera"):
         _mvs.warp(IMG, CAM.params, np.zeros(28), 1.0)
+    h, w = IMG.shape
+    out = np.empty((h, w, 2), np.float32)
+    good = (IMG, IMG[None], CAM.params, CAM.params[None], np.ones(2), 0, 2,
+            0, 5, 1, out)
+
+    def call(**changes):
+        args = list(good)
+        for i, value in changes.items():
+            args[int(i[1:])] = value
+        _mvs.cost_volume(*args)
+
+    call()
     with pytest.raises(ValueError, match="do not agree"):
-        _mvs.cost_volume(IMG, IMG[None, :5], CAM.params, CAM.params[None],
-                         np.ones(1), 0, 5, 1)
+        call(a1=IMG[None, :5])
+    with pytest.raises(ValueError, match="do not agree"):
+        call(a5=1)                  # planes 1 and 2 of 2
+    with pytest.raises(ValueError, match="do not agree"):
+        call(a6=0)
     with pytest.raises(ValueError, match="bad cost"):
-        _mvs.cost_volume(IMG, IMG[None], CAM.params, CAM.params[None],
-                         np.ones(1), 7, 5, 1)
+        call(a7=7)
+    for bad_out in (out[:, :, :1], out.astype(np.float64), out[::-1],
+                    np.empty((h, w, 2), np.float32).T.copy().T):
+        with pytest.raises(ValueError, match="out must be"):
+            call(a10=bad_out)
+    frozen = out.copy()
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="out must be"):
+        call(a10=frozen)
+    with pytest.raises(TypeError):
+        call(a10=[0.0])

@@ -97,7 +97,8 @@ def build_cost_volume(ref: np.ndarray,
     [0, 1]) or "sad" (mean absolute difference). A window that sees fewer
     than half its pixels (half its weight, for SSIM) costs 1.0, and so does
     an NCC window without texture (variance under 1e-10).
-    depth_batch: depths computed per call of the kernel (default all).
+    depth_batch: depths computed per call of the kernel (default all); it
+    changes when the GIL is taken back, not the result.
     threads: worker threads (default: the CPUs this process may use); the
     result is the same for any number."""
     _refuse_gpu(ref, srcs)
@@ -137,12 +138,12 @@ def build_cost_volume(ref: np.ndarray,
     # a float32 (N, H, W) array goes as it is (the binding makes it
     # contiguous if it must); a sequence is stacked once
     stack = srcs if stacked else np.stack(views)
-    parts = [
-        _mvs.cost_volume(ref, stack, ref_params, cams, d[i:i + depth_batch],
-                         COSTS[cost], window, n_threads)
-        for i in range(0, d.size, depth_batch)
-    ]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=2)
+    out = np.empty(ref.shape + (d.size,), dtype=np.float32)
+    for first in range(0, d.size, depth_batch):
+        _mvs.cost_volume(ref, stack, ref_params, cams, d, first,
+                         min(depth_batch, d.size - first), COSTS[cost],
+                         window, n_threads, out)
+    return out
 
 
 def extract_depth(cost_volume: np.ndarray, depths: Sequence[float]

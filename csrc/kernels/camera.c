@@ -1,4 +1,5 @@
 #include "camera.h"
+#include "snell.h"
 
 #include <math.h>
 #include <string.h>
@@ -162,19 +163,11 @@ ap_camera_project(const ap_camera *cam, const double *x, double *u,
     }
     double dist = sqrt(dot3(h, h));
     double hc = cam->height, na = cam->n_air, nw = cam->n_water;
-    /* Snell in the vertical plane through centre and x: the interface
-     * point at horizontal distance r solves
-     * f(r) = na r / |(r, hc)| - nw (dist - r) / |(dist - r, depth)| = 0,
-     * f increasing, so Newton converges from the straight-line guess. */
     int warm = guess && *guess >= 0;
     double r = warm ? *guess : dist * hc / (hc + depth);
     int steps = warm ? AP_NEWTON_WARM : AP_NEWTON_COLD;
     for (int k = 0; k < steps; k++) {
-        double a2 = r * r + hc * hc, a = sqrt(a2);
-        double w = dist - r, b2 = w * w + depth * depth, b = sqrt(b2);
-        double f = na * r / a - nw * w / b;
-        double df = na * hc * hc / (a2 * a) + nw * depth * depth / (b2 * b);
-        r -= f / df;
+        r = ap_snell_step(r, dist, depth, hc, na, nw);
     }
     if (guess) {
         *guess = r;

@@ -1,4 +1,6 @@
 #include "sweep.h"
+#include "projector.h"
+#include "window_costs.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -6,79 +8,93 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ sampling */
+/* ---------------------------------------------------------------- rays */
 
-static float
-sample(const float *img, int h, int w, double u, double v)
-{
-    if (!(u >= 0 && v >= 0 && u <= w - 1 && v <= h - 1)) {
-        return NAN;
-    }
-    int x0 = (int)u, y0 = (int)v;
-    x0 = x0 > w - 2 ? w - 2 : x0;
-    y0 = y0 > h - 2 ? h - 2 : y0;
-    double fx = u - x0, fy = v - y0;
-    const float *p = img + (size_t)y0 * w + x0;
-    double top = p[0] + fx * (p[1] - p[0]);
-    double bottom = p[w] + fx * (p[w + 1] - p[w]);
-    return (float)(top + fy * (bottom - top));
-}
-
-/* Rays of every reference pixel: origin, direction; valid flag apart. */
+/* Rays of every reference pixel as six (h, w) planes: origin x, y, z,
+ * direction x, y, z; a NaN origin where the pixel has no ray. */
 typedef struct {
-    double *rays;      /* (h * w, 6) */
-    uint8_t *valid;    /* h * w */
+    double *planes;
+    int h, w;
 } ray_table;
 
 static int
 ray_table_make(ray_table *t, const ap_camera *cam, int h, int w)
 {
     size_t n = (size_t)h * w;
-    t->rays = malloc(n * 6 * sizeof(double));
-    t->valid = malloc(n);
-    if (!t->rays || !t->valid) {
-        free(t->rays);
-        free(t->valid);
+    t->h = h;
+    t->w = w;
+    t->planes = malloc(6 * n * sizeof(double));
+    if (t->planes == NULL) {
         return -1;
     }
     for (int y = 0; y < h; y++) {
         for (int x = 0; x < w; x++) {
             size_t i = (size_t)y * w + x;
-            t->valid[i] = (uint8_t)ap_camera_cast(cam, x, y, t->rays + 6 * i,
-                                                  t->rays + 6 * i + 3);
+            double o[3], d[3];
+            int ok = ap_camera_cast(cam, x, y, o, d);
+            for (int k = 0; k < 3; k++) {
+                t->planes[k * n + i] = ok ? o[k] : NAN;
+                t->planes[(3 + k) * n + i] = d[k];
+            }
         }
     }
     return 0;
 }
 
 static void
-ray_table_free(ray_table *t)
+ray_row(const ray_table *t, int y, const double *row[6])
 {
-    free(t->rays);
-    free(t->valid);
+    size_t n = (size_t)t->h * t->w;
+    for (int k = 0; k < 6; k++) {
+        row[k] = t->planes + k * n + (size_t)y * t->w;
+    }
 }
 
-/* Warm-starts each pixel's Newton solve from its left neighbour's. */
 static void
-warp_plane(const ray_table *t, const float *src, int h, int w,
-           const ap_camera *src_cam, double depth, float *out)
+projectors_free(ap_projector *proj, int n)
 {
-    for (int y = 0; y < h; y++) {
-        double guess = -1.0;
-        for (int x = 0; x < w; x++) {
-            size_t i = (size_t)y * w + x;
-            const double *o = t->rays + 6 * i, *d = o + 3;
-            double p[3] = {o[0] + depth * d[0], o[1] + depth * d[1],
-                           o[2] + depth * d[2]};
-            double u, v;
-            if (t->valid[i] && ap_camera_project(src_cam, p, &u, &v, &guess)) {
-                out[i] = sample(src, h, w, u, v);
-            } else {
-                out[i] = NAN;
-                guess = -1.0;
+    for (int v = 0; v < n; v++) {
+        ap_projector_free(&proj[v]);
+    }
+}
+
+/* Projectors for the source cameras, their tables spanning every point
+ * the rays reach between the first and the last depth: the depth below
+ * the surface is linear along a ray and the horizontal distance convex,
+ * so both end depths bound them. */
+static int
+projectors_make(ap_projector *proj, const ap_camera *cams, int n,
+                const ray_table *rays, double first, double last)
+{
+    size_t pixels = (size_t)rays->h * rays->w;
+    for (int v = 0; v < n; v++) {
+        ap_projector_init(&proj[v], &cams[v]);
+    }
+    for (int v = 0; v < n; v++) {
+        double d_max = 0.0, z_min = INFINITY, z_max = 0.0;
+        for (size_t i = 0; cams[v].refractive && i < pixels; i++) {
+            if (isnan(rays->planes[i])) {
+                continue;
+            }
+            for (int e = 0; e < 2; e++) {
+                double depth = e ? last : first, x[3], dist, under;
+                for (int k = 0; k < 3; k++) {
+                    x[k] = rays->planes[k * pixels + i] +
+                           depth * rays->planes[(3 + k) * pixels + i];
+                }
+                ap_projector_place(&proj[v], x, &dist, &under);
+                d_max = fmax(d_max, dist);
+                z_min = fmin(z_min, under);
+                z_max = fmax(z_max, under);
             }
         }
+        if (cams[v].refractive &&
+            ap_projector_tabulate(&proj[v], d_max, z_min, z_max) < 0) {
+            projectors_free(proj, n);
+            return -1;
+        }
     }
+    return 0;
 }
 
 int
@@ -86,175 +102,23 @@ ap_warp(const float *src, int h, int w, const ap_camera *ref,
         const ap_camera *src_cam, double depth, float *out)
 {
     ray_table t;
+    ap_projector proj;
     if (ray_table_make(&t, ref, h, w) < 0) {
         return -1;
     }
-    warp_plane(&t, src, h, w, src_cam, depth, out);
-    ray_table_free(&t);
+    if (projectors_make(&proj, src_cam, 1, &t, depth, depth) < 0) {
+        free(t.planes);
+        return -1;
+    }
+    for (int y = 0; y < h; y++) {
+        const double *row[6];
+        ray_row(&t, y, row);
+        ap_project_sample(&proj, row, w, depth, src, h, w,
+                          out + (size_t)y * w);
+    }
+    ap_projector_free(&proj);
+    free(t.planes);
     return 0;
-}
-
-/* ------------------------------------------------------ window sums */
-
-enum { Q_COUNT, Q_R, Q_S, Q_RR, Q_SS, Q_RS, NQ };
-
-typedef struct {
-    int h, w, radius;
-    ap_cost cost;
-    const double *gauss; /* 2 * radius + 1 weights, 2-D sum 1 (SSIM) */
-    /* box costs: one summed-area table of all quantities, interleaved,
-     * (h + 1) * (w + 1) * NQ; SSIM: one quantity, a pass, the sums */
-    double *sat;
-    double *q;          /* h * w */
-    double *tmp;        /* h * w */
-    double *sums[NQ];   /* h * w each */
-} window_work;
-
-/* Separable Gaussian-weighted sums; outside the image weighs nothing. */
-static void
-gauss_sums(window_work *k, double *out)
-{
-    int h = k->h, w = k->w, r = k->radius;
-    const double *g = k->gauss + r;  /* g[-r .. r] */
-    for (int y = 0; y < h; y++) {
-        const double *q = k->q + (size_t)y * w;
-        double *t = k->tmp + (size_t)y * w;
-        for (int x = 0; x < w; x++) {
-            double s = 0.0;
-            int lo = x - r < 0 ? -x : -r, hi = x + r >= w ? w - 1 - x : r;
-            for (int j = lo; j <= hi; j++) {
-                s += g[j] * q[x + j];
-            }
-            t[x] = s;
-        }
-    }
-    for (int y = 0; y < h; y++) {
-        int lo = y - r < 0 ? -y : -r, hi = y + r >= h ? h - 1 - y : r;
-        for (int x = 0; x < w; x++) {
-            double s = 0.0;
-            for (int j = lo; j <= hi; j++) {
-                s += g[j] * k->tmp[(size_t)(y + j) * w + x];
-            }
-            out[(size_t)y * w + x] = s;
-        }
-    }
-}
-
-/* What window sum `which` adds up at a pixel seen by the source. SAD
- * needs two: the count and the absolute difference (in the Q_R slot). */
-static inline double
-quantity(ap_cost cost, int which, double r, double s)
-{
-    if (which == Q_COUNT) {
-        return 1.0;
-    }
-    if (cost == AP_COST_SAD) {
-        return fabs(r - s);
-    }
-    switch (which) {
-    case Q_R: return r;
-    case Q_S: return s;
-    case Q_RR: return r * r;
-    case Q_SS: return s * s;
-    default: return r * s;
-    }
-}
-
-/* Cost of one pixel from its window sums (sums[Q_R] holds the absolute
- * difference for SAD). */
-static double
-window_cost(const window_work *k, const double *sums)
-{
-    double full = (double)(2 * k->radius + 1) * (2 * k->radius + 1);
-    double n = sums[Q_COUNT];
-    if (k->cost == AP_COST_SAD) {
-        return n < full / 2 ? 1.0 : sums[Q_R] / n;
-    }
-    if (k->cost == AP_COST_SSIM ? n < 0.5 : n < full / 2) {
-        return 1.0;
-    }
-    double mr = sums[Q_R] / n, ms = sums[Q_S] / n;
-    double vr = sums[Q_RR] / n - mr * mr;
-    double vs = sums[Q_SS] / n - ms * ms;
-    double cov = sums[Q_RS] / n - mr * ms;
-    if (k->cost == AP_COST_SSIM) {
-        double ssim = ((2 * mr * ms + AP_SSIM_C1) * (2 * cov + AP_SSIM_C2)) /
-                      ((mr * mr + ms * ms + AP_SSIM_C1) *
-                       (vr + vs + AP_SSIM_C2));
-        double c = 1.0 - ssim;
-        return c < 0 ? 0 : (c > 1 ? 1 : c);
-    }
-    if (vr < AP_NCC_MIN_VARIANCE || vs < AP_NCC_MIN_VARIANCE) {
-        return 1.0;
-    }
-    double ncc = cov / sqrt(vr * vs);
-    ncc = ncc > 1 ? 1 : (ncc < -1 ? -1 : ncc);
-    return 1.0 - ncc;
-}
-
-/* Box costs in two passes: one summed-area table holding every quantity,
- * then the costs from its corners, O(1) a pixel whatever the window. */
-static void
-add_box_costs(window_work *k, const float *ref, const float *s, double *acc)
-{
-    int h = k->h, w = k->w, r = k->radius;
-    int nq = k->cost == AP_COST_SAD ? 2 : NQ;
-    size_t stride = (size_t)(w + 1) * NQ;
-    double *sat = k->sat;
-    memset(sat, 0, stride * sizeof(double));
-    for (int y = 0; y < h; y++) {
-        double row[NQ] = {0};
-        const double *above = sat + (size_t)y * stride;
-        double *here = sat + (size_t)(y + 1) * stride;
-        memset(here, 0, NQ * sizeof(double));
-        for (int x = 0; x < w; x++) {
-            size_t i = (size_t)y * w + x;
-            if (!isnan(s[i])) {
-                for (int q = 0; q < nq; q++) {
-                    row[q] += quantity(k->cost, q, ref[i], s[i]);
-                }
-            }
-            for (int q = 0; q < nq; q++) {
-                here[(x + 1) * NQ + q] = above[(x + 1) * NQ + q] + row[q];
-            }
-        }
-    }
-    for (int y = 0; y < h; y++) {
-        int y1 = y - r < 0 ? 0 : y - r, y2 = y + r + 1 > h ? h : y + r + 1;
-        const double *top = sat + (size_t)y1 * stride;
-        const double *bottom = sat + (size_t)y2 * stride;
-        for (int x = 0; x < w; x++) {
-            int x1 = x - r < 0 ? 0 : x - r, x2 = x + r + 1 > w ? w : x + r + 1;
-            double sums[NQ];
-            for (int q = 0; q < nq; q++) {
-                sums[q] = bottom[x2 * NQ + q] - bottom[x1 * NQ + q] -
-                          top[x2 * NQ + q] + top[x1 * NQ + q];
-            }
-            acc[(size_t)y * w + x] += window_cost(k, sums);
-        }
-    }
-}
-
-/* SSIM: Gaussian-weighted sums, one quantity at a time. */
-static void
-add_gauss_costs(window_work *k, const float *ref, const float *s,
-                double *acc)
-{
-    size_t n = (size_t)k->h * k->w;
-    for (int which = 0; which < NQ; which++) {
-        for (size_t i = 0; i < n; i++) {
-            k->q[i] = isnan(s[i]) ? 0.0
-                                  : quantity(k->cost, which, ref[i], s[i]);
-        }
-        gauss_sums(k, k->sums[which]);
-    }
-    for (size_t i = 0; i < n; i++) {
-        double sums[NQ];
-        for (int q = 0; q < NQ; q++) {
-            sums[q] = k->sums[q][i];
-        }
-        acc[i] += window_cost(k, sums);
-    }
 }
 
 /* ------------------------------------------------------------ workers */
@@ -262,23 +126,102 @@ add_gauss_costs(window_work *k, const float *ref, const float *s,
 typedef struct {
     const ap_sweep_args *args;
     const ray_table *rays;
-    const double *gauss;
+    const ap_projector *proj;   /* one a source view */
+    const double *gauss;        /* 2 * radius + 1, 2-D weights sum to 1 */
+    int bands;
     float *out;
-    atomic_int next_plane;
+    atomic_int next_item;
     atomic_int failed;
 } sweep_job;
 
-static void
-work_free(window_work *k, float *warped, double *acc)
+/* A worker's memory: per view a ring of warped rows (2 radius + 1) and
+ * AP_NQ column sums; window sums and a cost row shared by the views. */
+typedef struct {
+    float *ring;
+    double *cols, *scratch, *acc;
+} workspace;
+
+static int
+workspace_make(workspace *ws, const ap_sweep_args *a)
 {
-    free(k->sat);
-    free(k->q);
-    free(k->tmp);
-    for (int i = 0; i < NQ; i++) {
-        free(k->sums[i]);
+    size_t w = (size_t)a->w, rows = (size_t)(a->window | 1);
+    ws->ring = malloc((size_t)a->n * rows * w * sizeof(float));
+    ws->cols = malloc((size_t)a->n * AP_NQ * w * sizeof(double));
+    ws->scratch = malloc((AP_NQ + 1) * (w + 1) * sizeof(double));
+    ws->acc = malloc(w * sizeof(double));
+    return ws->ring && ws->cols && ws->scratch && ws->acc ? 0 : -1;
+}
+
+static void
+workspace_free(workspace *ws)
+{
+    free(ws->ring);
+    free(ws->cols);
+    free(ws->scratch);
+    free(ws->acc);
+}
+
+/* Rows [y0, y1) of one depth plane. Box sums slide down the band: a row
+ * is added when it enters the window and taken out when it leaves, so
+ * the result depends on the band's first row, which is fixed: never on
+ * threads or batches. */
+static void
+sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
+{
+    const ap_sweep_args *a = job->args;
+    int w = a->w, h = a->h, r = a->window / 2, ring_rows = 2 * r + 1;
+    size_t cols_size = AP_NQ * (size_t)w;
+    double depth = a->depths[a->first + plane];
+    int box = a->cost != AP_COST_SSIM;
+    int lo = y0 - r < 0 ? 0 : y0 - r, next = lo;
+    if (box) {
+        memset(ws->cols, 0, (size_t)a->n * cols_size * sizeof(double));
     }
-    free(warped);
-    free(acc);
+    for (int yo = y0; yo < y1; yo++) {
+        int want_lo = yo - r < 0 ? 0 : yo - r;
+        int want_hi = yo + r + 1 > h ? h : yo + r + 1;
+        for (; box && lo < want_lo; lo++) {
+            for (int v = 0; v < a->n; v++) {
+                ap_add_row(ws->cols + v * cols_size, w, a->cost,
+                        a->ref + (size_t)lo * w,
+                        ws->ring + ((size_t)v * ring_rows + lo % ring_rows) *
+                                   w, -1.0);
+            }
+        }
+        for (; next < want_hi; next++) {
+            const double *rays[6];
+            ray_row(job->rays, next, rays);
+            for (int v = 0; v < a->n; v++) {
+                float *row = ws->ring +
+                             ((size_t)v * ring_rows + next % ring_rows) * w;
+                ap_project_sample(&job->proj[v], rays, w, depth,
+                                  a->srcs + (size_t)v * h * w, h, w, row);
+                if (box) {
+                    ap_add_row(ws->cols + v * cols_size, w, a->cost,
+                            a->ref + (size_t)next * w, row, 1.0);
+                }
+            }
+        }
+        memset(ws->acc, 0, (size_t)w * sizeof(double));
+        for (int v = 0; v < a->n; v++) {
+            double *cols = ws->cols + v * cols_size;
+            if (!box) {   /* Gaussian: the window's rows, weighted */
+                memset(cols, 0, cols_size * sizeof(double));
+                for (int y = want_lo; y < want_hi; y++) {
+                    ap_add_row(cols, w, a->cost, a->ref + (size_t)y * w,
+                            ws->ring + ((size_t)v * ring_rows +
+                                        y % ring_rows) * w,
+                            job->gauss[y - yo + r]);
+                }
+            }
+            ap_add_row_costs(cols, w, r, a->cost, job->gauss, ws->scratch,
+                          ws->acc);
+        }
+        float *out = job->out + (size_t)yo * w * a->d + a->first + plane;
+        for (int x = 0; x < w; x++) {
+            out[(size_t)x * a->d] = (float)(ws->acc[x] / a->n);
+        }
+    }
 }
 
 static void *
@@ -286,46 +229,21 @@ sweep_worker(void *arg)
 {
     sweep_job *job = arg;
     const ap_sweep_args *a = job->args;
-    size_t n = (size_t)a->h * a->w;
-    window_work k = {a->h, a->w, a->window / 2, a->cost,
-                     job->gauss, NULL, NULL, NULL, {NULL}};
-    int ok = 1;
-    if (a->cost == AP_COST_SSIM) {
-        ok = (k.q = malloc(n * sizeof(double))) &&
-             (k.tmp = malloc(n * sizeof(double)));
-        for (int i = 0; i < NQ; i++) {
-            ok = ok && (k.sums[i] = malloc(n * sizeof(double)));
-        }
-    } else {
-        k.sat = malloc((size_t)(a->h + 1) * (a->w + 1) * NQ *
-                       sizeof(double));
-        ok = k.sat != NULL;
-    }
-    float *warped = malloc(n * sizeof(float));
-    double *acc = malloc(n * sizeof(double));
-    if (!ok || !warped || !acc) {
+    workspace ws;
+    if (workspace_make(&ws, a) < 0) {
         atomic_store(&job->failed, 1);
-        work_free(&k, warped, acc);
+        workspace_free(&ws);
         return NULL;
     }
-    int plane;
-    while ((plane = atomic_fetch_add(&job->next_plane, 1)) < a->d &&
-           !atomic_load(&job->failed)) {
-        memset(acc, 0, n * sizeof(double));
-        for (int v = 0; v < a->n; v++) {
-            warp_plane(job->rays, a->srcs + (size_t)v * n, a->h, a->w,
-                       &a->src_cams[v], a->depths[plane], warped);
-            if (a->cost == AP_COST_SSIM) {
-                add_gauss_costs(&k, a->ref, warped, acc);
-            } else {
-                add_box_costs(&k, a->ref, warped, acc);
-            }
-        }
-        for (size_t i = 0; i < n; i++) {
-            job->out[i * a->d + plane] = (float)(acc[i] / a->n);
-        }
+    int item;
+    while ((item = atomic_fetch_add(&job->next_item, 1)) <
+           a->count * job->bands && !atomic_load(&job->failed)) {
+        int plane = item / job->bands, band = item % job->bands;
+        int y0 = band * AP_SWEEP_BAND;
+        int y1 = y0 + AP_SWEEP_BAND > a->h ? a->h : y0 + AP_SWEEP_BAND;
+        sweep_band(job, &ws, plane, y0, y1);
     }
-    work_free(&k, warped, acc);
+    workspace_free(&ws);
     return NULL;
 }
 
@@ -346,28 +264,37 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
     if (ray_table_make(&rays, a->ref_cam, a->h, a->w) < 0) {
         return -1;
     }
-    sweep_job job = {a, &rays, gauss, out, 0, 0};
-    int threads = a->threads < a->d ? a->threads : a->d;
-    pthread_t *ids = malloc((size_t)(threads > 1 ? threads : 1) *
-                            sizeof(*ids));
-    if (!ids) {
-        ray_table_free(&rays);
+    ap_projector *proj = calloc((size_t)a->n, sizeof(*proj));
+    if (proj == NULL || projectors_make(proj, a->src_cams, a->n, &rays,
+                                        a->depths[0],
+                                        a->depths[a->d - 1]) < 0) {
+        free(proj);
+        free(rays.planes);
         return -1;
     }
-    int started = 0, status = 0;
-    for (; started < threads - 1; started++) {
+    int bands = (a->h + AP_SWEEP_BAND - 1) / AP_SWEEP_BAND;
+    sweep_job job = {a, &rays, proj, gauss, bands, out, 0, 0};
+    int items = a->count * bands;
+    int threads = a->threads < items ? a->threads : items;
+    pthread_t *ids = malloc((size_t)threads * sizeof(*ids));
+    int started = 0, status = ids ? 0 : -1;
+    for (; ids && started < threads - 1; started++) {
         if (pthread_create(&ids[started], NULL, sweep_worker, &job) != 0) {
             status = -2;
             atomic_store(&job.failed, 1);
             break;
         }
     }
-    sweep_worker(&job);   /* the calling thread works too */
+    if (ids) {
+        sweep_worker(&job);   /* the calling thread works too */
+    }
     for (int i = 0; i < started; i++) {
         pthread_join(ids[i], NULL);
     }
     free(ids);
-    ray_table_free(&rays);
+    projectors_free(proj, a->n);
+    free(proj);
+    free(rays.planes);
     if (status == 0 && atomic_load(&job.failed)) {
         status = -1;
     }

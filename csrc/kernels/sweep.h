@@ -15,6 +15,9 @@ typedef enum { AP_COST_NCC = 0, AP_COST_SSIM = 1, AP_COST_SAD = 2 } ap_cost;
 #define AP_SSIM_SIGMA 1.5
 #define AP_SSIM_C1 (0.01 * 0.01)
 #define AP_SSIM_C2 (0.03 * 0.03)
+/* Rows a worker takes of one depth plane: fixed, because sliding window
+ * sums depend (in the last bits) on where they start. */
+#define AP_SWEEP_BAND 64
 /* Below this variance a window has no texture to correlate: cost 1. */
 #define AP_NCC_MIN_VARIANCE 1e-10
 
@@ -29,16 +32,19 @@ typedef struct {
     int h, w, n;
     const ap_camera *ref_cam;
     const ap_camera *src_cams; /* n */
-    const double *depths;      /* d */
+    const double *depths;      /* d, increasing */
     int d;
+    int first, count;          /* the planes this call computes */
     ap_cost cost;
     int window;                /* odd, 3 .. AP_MAX_WINDOW */
     int threads;               /* >= 1 */
 } ap_sweep_args;
 
-/* Cost volume (h, w, d) into out: per pixel and depth, the mean over
- * source views of the window cost. Each depth plane is computed by one
- * thread from start to end, so the result does not depend on threads.
+/* Planes [first, first + count) of the cost volume (h, w, d) into out: per pixel and depth, the mean over
+ * source views of the window cost. Work is split into bands of
+ * AP_SWEEP_BAND rows of one depth plane, whatever the thread count, so
+ * the result does not depend on threads, nor on how the planes are split
+ * between calls.
  * Returns 0, -1 out of memory, -2 when a thread cannot start. */
 int ap_cost_volume(const ap_sweep_args *args, float *out);
 

@@ -198,10 +198,12 @@ cost_volume(PyObject *module, PyObject *args)
 {
     (void)module;
     PyObject *ref_obj, *srcs_obj, *ref_params, *src_params, *depths_obj;
-    int cost, window, threads;
-    if (!PyArg_ParseTuple(args, "OOOOOiii:cost_volume", &ref_obj, &srcs_obj,
-                          &ref_params, &src_params, &depths_obj, &cost,
-                          &window, &threads)) {
+    PyArrayObject *out;
+    int first, count, cost, window, threads;
+    if (!PyArg_ParseTuple(args, "OOOOOiiiiiO!:cost_volume", &ref_obj,
+                          &srcs_obj, &ref_params, &src_params, &depths_obj,
+                          &first, &count, &cost, &window, &threads,
+                          &PyArray_Type, &out)) {
         return NULL;
     }
     if (cost < AP_COST_NCC || cost > AP_COST_SAD || window < 3 ||
@@ -211,7 +213,7 @@ cost_volume(PyObject *module, PyObject *args)
     }
     ap_camera ref_cam, *src_cams = NULL;
     PyArrayObject *ref = NULL, *srcs = NULL, *depths = NULL, *cams = NULL;
-    PyObject *out = NULL;
+    PyObject *result = NULL;
     if (camera_from(ref_params, &ref_cam, "ref_cam") < 0 ||
         !(ref = as_array(ref_obj, NPY_FLOAT, 2, 0, "ref")) ||
         !(srcs = as_array(srcs_obj, NPY_FLOAT, 3, 0, "srcs")) ||
@@ -223,9 +225,18 @@ cost_volume(PyObject *module, PyObject *args)
     int h = (int)PyArray_DIM(ref, 0), w = (int)PyArray_DIM(ref, 1);
     int n = (int)PyArray_DIM(srcs, 0), d = (int)PyArray_DIM(depths, 0);
     if (PyArray_DIM(srcs, 1) != h || PyArray_DIM(srcs, 2) != w ||
-        PyArray_DIM(cams, 0) != n || n < 1 || d < 1 || h < 2 || w < 2) {
-        PyErr_SetString(PyExc_ValueError, "ref, srcs, src_cams and depths "
-                        "do not agree in shape");
+        PyArray_DIM(cams, 0) != n || n < 1 || d < 1 || h < 2 || w < 2 ||
+        first < 0 || count < 1 || count > d - first) {
+        PyErr_SetString(PyExc_ValueError, "ref, srcs, src_cams, depths and "
+                        "the planes asked for do not agree");
+        goto done;
+    }
+    if (PyArray_TYPE(out) != NPY_FLOAT || PyArray_NDIM(out) != 3 ||
+        PyArray_DIM(out, 0) != h || PyArray_DIM(out, 1) != w ||
+        PyArray_DIM(out, 2) != d || !PyArray_IS_C_CONTIGUOUS(out) ||
+        !PyArray_ISWRITEABLE(out) || !PyArray_ISALIGNED(out)) {
+        PyErr_SetString(PyExc_ValueError, "out must be a writeable, "
+                        "C-contiguous float32 (H, W, D) array");
         goto done;
     }
     src_cams = PyMem_Malloc((size_t)n * sizeof(ap_camera));
@@ -242,25 +253,20 @@ cost_volume(PyObject *module, PyObject *args)
             goto done;
         }
     }
-    npy_intp dims[3] = {h, w, d};
-    out = PyArray_SimpleNew(3, dims, NPY_FLOAT);
-    if (out == NULL) {
-        goto done;
-    }
     ap_sweep_args a = {PyArray_DATA(ref), PyArray_DATA(srcs), h, w, n,
                        &ref_cam, src_cams, PyArray_DATA(depths), d,
-                       (ap_cost)cost, window, threads};
+                       first, count, (ap_cost)cost, window, threads};
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = ap_cost_volume(&a, PyArray_DATA((PyArrayObject *)out));
+    rc = ap_cost_volume(&a, PyArray_DATA(out));
     Py_END_ALLOW_THREADS
-    if (rc < 0) {
-        Py_CLEAR(out);
-        if (rc == -1) {
-            PyErr_NoMemory();
-        } else {
-            PyErr_SetString(PyExc_OSError, "cannot start worker threads");
-        }
+    if (rc == -1) {
+        PyErr_NoMemory();
+    } else if (rc < 0) {
+        PyErr_SetString(PyExc_OSError, "cannot start worker threads");
+    } else {
+        Py_INCREF(Py_None);
+        result = Py_None;
     }
 done:
     PyMem_Free(src_cams);
@@ -268,7 +274,7 @@ done:
     Py_XDECREF(srcs);
     Py_XDECREF(depths);
     Py_XDECREF(cams);
-    return out;
+    return result;
 }
 
 static PyObject *
@@ -327,8 +333,9 @@ static PyMethodDef mvs_methods[] = {
     {"warp", warp, METH_VARARGS,
      "warp(src, ref_params, src_params, depth) -> float32 (H, W)"},
     {"cost_volume", cost_volume, METH_VARARGS,
-     "cost_volume(ref, srcs, ref_params, src_params, depths, cost, window, "
-     "threads) -> float32 (H, W, D)"},
+     "cost_volume(ref, srcs, ref_params, src_params, depths, first, count, "
+     "cost, window, threads, out): planes [first, first + count) of the "
+     "float32 (H, W, D) volume into out"},
     {"extract_depth", extract_depth, METH_VARARGS,
      "extract_depth(volume, depths) -> depth, confidence"},
     {NULL, NULL, 0, NULL},

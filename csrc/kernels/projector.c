@@ -1,0 +1,348 @@
+#include "projector.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snell.h"
+#include "vectorize.h"
+
+/* Enough steps for any point from the straight-line guess. */
+#define TABLE_SOLVE_STEPS 40
+#define TABLE_MIN 33
+
+static double
+dot3(const double *a, const double *b)
+{
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+
+/* M x for 3x3 row-major M */
+static void
+mul3(const double *m, const double *x, double *out)
+{
+    for (int i = 0; i < 3; i++) {
+        out[i] = dot3(m + 3 * i, x);
+    }
+}
+
+static void
+basis_frame(ap_projector *p, const ap_camera *cam)
+{
+    const double *n = cam->normal;
+    /* e1: the world axis least aligned with n, made orthogonal to it */
+    int k = fabs(n[0]) <= fabs(n[1]) ? (fabs(n[0]) <= fabs(n[2]) ? 0 : 2)
+                                     : (fabs(n[1]) <= fabs(n[2]) ? 1 : 2);
+    double e1[3] = {-n[k] * n[0], -n[k] * n[1], -n[k] * n[2]};
+    e1[k] += 1.0;
+    double len = sqrt(dot3(e1, e1));
+    for (int i = 0; i < 3; i++) {
+        e1[i] /= len;
+    }
+    double e2[3] = {n[1] * e1[2] - n[2] * e1[1], n[2] * e1[0] - n[0] * e1[2],
+                    n[0] * e1[1] - n[1] * e1[0]};
+    memcpy(p->below, n, sizeof(e1));
+    p->below[3] = cam->plane_d;
+    memcpy(p->e1, e1, sizeof(e1));
+    memcpy(p->e2, e2, sizeof(e2));
+    p->e1[3] = -dot3(e1, cam->foot);
+    p->e2[3] = -dot3(e2, cam->foot);
+    /* foot + qx e1 + qy e2 through K [R | t] */
+    double KR[9], c[3], col[3];
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            KR[3 * i + j] = cam->K[3 * i] * cam->R[j] +
+                            cam->K[3 * i + 1] * cam->R[3 + j] +
+                            cam->K[3 * i + 2] * cam->R[6 + j];
+        }
+    }
+    mul3(cam->R, cam->foot, c);
+    for (int i = 0; i < 3; i++) {
+        c[i] += cam->t[i];
+    }
+    mul3(cam->K, c, col);
+    for (int i = 0; i < 3; i++) {
+        p->A[3 * i] = col[i];
+    }
+    mul3(KR, e1, col);
+    for (int i = 0; i < 3; i++) {
+        p->A[3 * i + 1] = col[i];
+    }
+    mul3(KR, e2, col);
+    for (int i = 0; i < 3; i++) {
+        p->A[3 * i + 2] = col[i];
+    }
+    p->Z[0] = c[2];
+    p->Z[1] = dot3(cam->R + 6, e1);
+    p->Z[2] = dot3(cam->R + 6, e2);
+}
+
+void
+ap_projector_init(ap_projector *p, const ap_camera *cam)
+{
+    memset(p, 0, sizeof(*p));
+    p->refractive = cam->refractive;
+    for (int i = 0; i < 3; i++) {
+        double row[3] = {cam->K[3 * i] * cam->R[0] +
+                         cam->K[3 * i + 1] * cam->R[3] +
+                         cam->K[3 * i + 2] * cam->R[6],
+                         cam->K[3 * i] * cam->R[1] +
+                         cam->K[3 * i + 1] * cam->R[4] +
+                         cam->K[3 * i + 2] * cam->R[7],
+                         cam->K[3 * i] * cam->R[2] +
+                         cam->K[3 * i + 1] * cam->R[5] +
+                         cam->K[3 * i + 2] * cam->R[8]};
+        memcpy(p->P + 4 * i, row, sizeof(row));
+        p->P[4 * i + 3] = dot3(cam->K + 3 * i, cam->t);
+    }
+    memcpy(p->depth, cam->R + 6, 3 * sizeof(double));
+    p->depth[3] = cam->t[2];
+    if (cam->refractive) {
+        basis_frame(p, cam);
+        p->hc = cam->height;
+        p->na = cam->n_air;
+        p->nw = cam->n_water;
+    }
+}
+
+/* r at (dist, z) from guess r, to convergence */
+static double
+solve(const ap_projector *p, double dist, double z, double r)
+{
+    if (!(z > 0)) {
+        return dist;       /* at the surface the point is its own */
+    }
+    for (int k = 0; k < TABLE_SOLVE_STEPS; k++) {
+        double next = ap_snell_step(r, dist, z, p->hc, p->na, p->nw);
+        if (fabs(next - r) < 1e-14) {
+            return next;
+        }
+        r = next;
+    }
+    return r;
+}
+
+/* Fills a table of tn points a side; returns the worst guess's error. */
+static double
+fill_table(ap_projector *p, int tn, double d_max, double z_min, double z_max)
+{
+    p->tn = tn;
+    p->t_dscale = (tn - 1) / d_max;
+    p->t_z0 = z_min;
+    p->t_zscale = (tn - 1) / (z_max - z_min);
+    for (int i = 0; i < tn; i++) {
+        double dist = i / p->t_dscale, r = 0.0;
+        for (int j = 0; j < tn; j++) {
+            double z = z_min + j / p->t_zscale;
+            /* from the straight-line guess, then from the neighbour */
+            r = solve(p, dist, z, j ? r : dist * p->hc / (p->hc + z));
+            p->table[i * tn + j] = r;
+        }
+    }
+    double worst = 0.0;
+    for (int i = 0; i + 1 < tn; i++) {
+        double dist = (i + 0.5) / p->t_dscale;
+        for (int j = 0; j + 1 < tn; j++) {
+            double z = z_min + (j + 0.5) / p->t_zscale;
+            const double *t = p->table + i * tn + j;
+            double guess = 0.25 * (t[0] + t[1] + t[tn] + t[tn + 1]);
+            worst = fmax(worst, fabs(guess - solve(p, dist, z, guess)));
+        }
+    }
+    return worst;
+}
+
+int
+ap_projector_tabulate(ap_projector *p, double d_max, double z_min,
+                      double z_max)
+{
+    /* a box that is empty or not under water still gets a valid table */
+    z_min = z_min > 0 && isfinite(z_min) ? z_min : 0.0;
+    z_max = z_max > z_min && isfinite(z_max) ? z_max : z_min + 1.0;
+    d_max = d_max > 0 && isfinite(d_max) ? d_max : 1.0;
+    for (int tn = TABLE_MIN;; tn = 2 * tn - 1) {
+        free(p->table);
+        p->table = malloc((size_t)tn * tn * sizeof(double));
+        if (p->table == NULL) {
+            return -1;
+        }
+        double worst = fill_table(p, tn, d_max, z_min, z_max);
+        p->steps = worst <= AP_TABLE_TOLERANCE ? AP_NEWTON_TABLE
+                                               : AP_NEWTON_WARM;
+        if (worst <= AP_TABLE_TOLERANCE || 2 * tn - 1 > AP_TABLE_MAX) {
+            return 0;
+        }
+    }
+}
+
+void
+ap_projector_free(ap_projector *p)
+{
+    free(p->table);
+    p->table = NULL;
+}
+
+void
+ap_projector_place(const ap_projector *p, const double *x, double *distance,
+                   double *below)
+{
+    double hx = dot3(p->e1, x) + p->e1[3], hy = dot3(p->e2, x) + p->e2[3];
+    *distance = sqrt(hx * hx + hy * hy);
+    *below = p->below[3] - dot3(p->below, x);
+}
+
+/* The loops below run over chunks of a row in passes: arithmetic passes
+ * that vectorise, and the table and image lookups apart. */
+#define CHUNK 128
+
+/* Bilinear from img at (u, v) for a chunk; NaN where u is NaN (not
+ * seen) or (u, v) lies outside the image. */
+AP_VECTOR_CLONES void
+sample_chunk(const float *restrict img, int h, int w, int n,
+             const double *restrict u, const double *restrict v,
+             float *restrict out)
+{
+    for (int i = 0; i < n; i++) {
+        int inside = (u[i] >= 0) & (v[i] >= 0) & (u[i] <= w - 1) &
+                     (v[i] <= h - 1);
+        double x = inside ? u[i] : 0.0, y = inside ? v[i] : 0.0;
+        int x0 = (int)x, y0 = (int)y;
+        x0 = x0 > w - 2 ? w - 2 : x0;
+        y0 = y0 > h - 2 ? h - 2 : y0;
+        double fx = x - x0, fy = y - y0;
+        const float *q = img + (size_t)y0 * w + x0;
+        double top = q[0] + fx * (q[1] - q[0]);
+        double bottom = q[w] + fx * (q[w + 1] - q[w]);
+        float value = (float)(top + fy * (bottom - top));
+        out[i] = inside ? value : NAN;
+    }
+}
+
+AP_VECTOR_CLONES void
+pinhole_chunk(const ap_projector *restrict p, const double *restrict ox,
+              const double *restrict oy, const double *restrict oz,
+              const double *restrict dx, const double *restrict dy,
+              const double *restrict dz, int n, double depth,
+              double *restrict u, double *restrict v)
+{
+    const double *P = p->P, *c = p->depth;
+    for (int i = 0; i < n; i++) {
+        double x = ox[i] + depth * dx[i];
+        double y = oy[i] + depth * dy[i];
+        double z = oz[i] + depth * dz[i];
+        double hu = P[0] * x + P[1] * y + P[2] * z + P[3];
+        double hv = P[4] * x + P[5] * y + P[6] * z + P[7];
+        double hw = P[8] * x + P[9] * y + P[10] * z + P[11];
+        double zc = c[0] * x + c[1] * y + c[2] * z + c[3];
+        double inv = 1.0 / hw;
+        u[i] = zc > 0 ? hu * inv : NAN;
+        v[i] = hv * inv;
+    }
+}
+
+/* The point of each ray in the interface frame: depth below the surface,
+ * horizontal offset from the foot, and its length. */
+AP_VECTOR_CLONES void
+place_chunk(const ap_projector *restrict p, const double *restrict ox,
+            const double *restrict oy, const double *restrict oz,
+            const double *restrict dx, const double *restrict dy,
+            const double *restrict dz, int n, double depth,
+            double *restrict under, double *restrict hx,
+            double *restrict hy, double *restrict dist)
+{
+    const double *b = p->below, *e1 = p->e1, *e2 = p->e2;
+    for (int i = 0; i < n; i++) {
+        double x = ox[i] + depth * dx[i];
+        double y = oy[i] + depth * dy[i];
+        double z = oz[i] + depth * dz[i];
+        double a = e1[0] * x + e1[1] * y + e1[2] * z + e1[3];
+        double c = e2[0] * x + e2[1] * y + e2[2] * z + e2[3];
+        under[i] = b[3] - (b[0] * x + b[1] * y + b[2] * z);
+        hx[i] = a;
+        hy[i] = c;
+        dist[i] = sqrt(a * a + c * c);
+    }
+}
+
+/* The table's bilinear guess; a NaN point lands on cell 0. */
+static void
+guess_chunk(const ap_projector *restrict p, int n,
+            const double *restrict under, const double *restrict dist,
+            double *restrict r)
+{
+    int tn = p->tn, last = tn - 2;
+    for (int i = 0; i < n; i++) {
+        double fi = dist[i] * p->t_dscale;
+        double fj = (under[i] - p->t_z0) * p->t_zscale;
+        fi = fi > 0 ? (fi < last + 1.0 ? fi : last + 1.0) : 0.0;
+        fj = fj > 0 ? (fj < last + 1.0 ? fj : last + 1.0) : 0.0;
+        int ti = (int)fi, tj = (int)fj;
+        ti = ti > last ? last : ti;
+        tj = tj > last ? last : tj;
+        double a = fi - ti, c = fj - tj;
+        const double *t = p->table + ti * tn + tj;
+        double near = t[0] + c * (t[1] - t[0]);
+        double far = t[tn] + c * (t[tn + 1] - t[tn]);
+        r[i] = near + a * (far - near);
+    }
+}
+
+/* Newton from the guesses, then the interface point through the pinhole. */
+AP_VECTOR_CLONES void
+refract_chunk(const ap_projector *restrict p, int n,
+              const double *restrict under, const double *restrict hx,
+              const double *restrict hy, const double *restrict dist,
+              const double *restrict guess, double *restrict u,
+              double *restrict v)
+{
+    const double *A = p->A, *Z = p->Z;
+    double hc = p->hc, na = p->na, nw = p->nw;
+    for (int i = 0; i < n; i++) {
+        double r = ap_snell_step(guess[i], dist[i], under[i], hc, na, nw);
+        /* the interface point is foot + (r / dist) (hx, hy): the pixel's
+         * homogeneous coordinates scaled by dist, which saves a division
+         * (a point right under the foot is the foot) */
+        int off = dist[i] > 0;
+        double scale = off ? dist[i] : 1.0;
+        double qx = off ? r * hx[i] : 0.0, qy = off ? r * hy[i] : 0.0;
+        double hu = A[0] * scale + qx * A[1] + qy * A[2];
+        double hv = A[3] * scale + qx * A[4] + qy * A[5];
+        double hw = A[6] * scale + qx * A[7] + qy * A[8];
+        double zc = Z[0] * scale + qx * Z[1] + qy * Z[2];
+        double inv = 1.0 / hw;
+        u[i] = (under[i] > 0) & (zc > 0) ? hu * inv : NAN;
+        v[i] = hv * inv;
+    }
+}
+
+void
+ap_project_sample(const ap_projector *p, const double *const ray[6], int n,
+                  double depth, const float *img, int h, int w, float *out)
+{
+    double u[CHUNK], v[CHUNK], under[CHUNK], hx[CHUNK], hy[CHUNK],
+        dist[CHUNK], r[CHUNK];
+    for (int start = 0; start < n; start += CHUNK) {
+        int m = n - start < CHUNK ? n - start : CHUNK;
+        const double *o[3] = {ray[0] + start, ray[1] + start,
+                              ray[2] + start};
+        const double *d[3] = {ray[3] + start, ray[4] + start,
+                              ray[5] + start};
+        if (p->refractive) {
+            place_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth,
+                        under, hx, hy, dist);
+            guess_chunk(p, m, under, dist, r);
+            /* more steps only where the table could not be made fine */
+            for (int k = 1; k < p->steps; k++) {
+                for (int i = 0; i < m; i++) {
+                    r[i] = ap_snell_step(r[i], dist[i], under[i], p->hc,
+                                         p->na, p->nw);
+                }
+            }
+            refract_chunk(p, m, under, hx, hy, dist, r, u, v);
+        } else {
+            pinhole_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth,
+                          u, v);
+        }
+        sample_chunk(img, h, w, m, u, v, out + start);
+    }
+}

@@ -1,0 +1,62 @@
+/* A source camera prepared for projecting many points of one sweep: the
+ * pinhole folded into one 3x4 matrix, and for a refractive camera the
+ * interface frame plus a table of Newton solutions over the (horizontal
+ * distance, depth below the surface) box the sweep visits. A table guess
+ * is 1e-5 m from the answer, so one Newton step reaches 1e-8 m where a
+ * cold start needs AP_NEWTON_COLD; and a sample's result depends on the
+ * point alone, never on which pixel or depth was solved before it. */
+#ifndef AP_PROJECTOR_H
+#define AP_PROJECTOR_H
+
+#include "camera.h"
+
+/* Newton steps taken from the table's guess. The table is refined until
+ * bilinear interpolation at every cell centre is within AP_TABLE_TOLERANCE
+ * (m) of the solution, up to AP_TABLE_MAX points a side; a table that
+ * cannot get there (points a hair under the surface) is followed by
+ * AP_NEWTON_WARM steps instead. */
+#define AP_NEWTON_TABLE 1
+#define AP_TABLE_TOLERANCE 1e-5
+#define AP_TABLE_MAX 257
+
+typedef struct {
+    int refractive;
+    double P[12];       /* pinhole: homogeneous pixel = P [x; 1] */
+    double depth[4];    /* pinhole: camera depth = depth . [x; 1] */
+    /* refractive: depth below the surface z = below[3] - below . x,
+     * horizontal offset from the camera's foot (hx, hy) = (e1, e2) . x +
+     * (e1[3], e2[3]); the interface point foot + qx e1 + qy e2 has the
+     * homogeneous pixel A[:, 0] + qx A[:, 1] + qy A[:, 2] and camera
+     * depth Z[0] + qx Z[1] + qy Z[2] */
+    double below[4], e1[4], e2[4], A[9], Z[3];
+    double hc, na, nw;
+    int steps;          /* Newton steps from the table's guess */
+    int tn;             /* table points a side */
+    double t_dscale, t_z0, t_zscale;   /* grid index = value * scale */
+    double *table;      /* tn * tn, index [i_distance * tn + i_depth] */
+} ap_projector;
+
+/* Prepares cam's frame; a refractive camera also needs a table. */
+void ap_projector_init(ap_projector *p, const ap_camera *cam);
+
+/* Tabulates a refractive camera's solutions for points whose horizontal
+ * distance from its foot is at most d_max and whose depth below its
+ * surface lies in [z_min, z_max] (points outside still project
+ * correctly, from a worse guess). Returns 0, or -1 out of memory. */
+int ap_projector_tabulate(ap_projector *p, double d_max, double z_min,
+                          double z_max);
+void ap_projector_free(ap_projector *p);
+
+/* Points origin + depth * direction (SoA, n of them) resampled from img
+ * (h, w) bilinearly into out; NaN where the point is not seen (a NaN
+ * origin marks a pixel without a ray). */
+void ap_project_sample(const ap_projector *p, const double *const ray[6],
+                       int n, double depth, const float *img, int h, int w,
+                       float *out);
+
+/* The horizontal distance and depth below the surface of point x for a
+ * refractive camera (for table bounds). */
+void ap_projector_place(const ap_projector *p, const double *x,
+                        double *distance, double *below);
+
+#endif

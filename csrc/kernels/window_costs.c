@@ -1,0 +1,159 @@
+#include "window_costs.h"
+
+#include <math.h>
+
+#include "vectorize.h"
+
+AP_VECTOR_CLONES void
+ap_add_quantities(int w, const float *restrict ref,
+                  const float *restrict warped, double weight,
+                  double *restrict count, double *restrict sr,
+                  double *restrict ss, double *restrict srr,
+                  double *restrict sss, double *restrict srs)
+{
+    for (int x = 0; x < w; x++) {
+        int seen = warped[x] == warped[x];
+        double r = seen ? weight * ref[x] : 0.0;
+        double s = seen ? (double)warped[x] : 0.0;
+        count[x] += seen ? weight : 0.0;
+        sr[x] += r;
+        ss[x] += weight * s;
+        srr[x] += r * ref[x];
+        sss[x] += weight * s * s;
+        srs[x] += r * s;
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_add_differences(int w, const float *restrict ref,
+                   const float *restrict warped, double weight,
+                   double *restrict count, double *restrict sad)
+{
+    for (int x = 0; x < w; x++) {
+        int seen = warped[x] == warped[x];
+        double d = seen ? fabs((double)ref[x] - warped[x]) : 0.0;
+        count[x] += seen ? weight : 0.0;
+        sad[x] += weight * d;
+    }
+}
+
+void
+ap_add_row(double *cols, int w, ap_cost cost, const float *ref,
+           const float *warped, double weight)
+{
+    double *q[AP_NQ];
+    for (int k = 0; k < AP_NQ; k++) {
+        q[k] = cols + (size_t)k * w;
+    }
+    if (cost == AP_COST_SAD) {
+        ap_add_differences(w, ref, warped, weight, q[AP_Q_COUNT],
+                           q[AP_Q_R]);
+    } else {
+        ap_add_quantities(w, ref, warped, weight, q[0], q[1], q[2], q[3],
+                          q[4], q[5]);
+    }
+}
+
+/* Box sums of one row of column sums, from its prefix sums. */
+static void
+box_sums(const double *restrict col, int w, int r, double *restrict prefix,
+         double *restrict out)
+{
+    prefix[0] = 0.0;
+    for (int x = 0; x < w; x++) {
+        prefix[x + 1] = prefix[x] + col[x];
+    }
+    for (int x = 0; x < w; x++) {
+        int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
+        out[x] = prefix[hi] - prefix[lo];
+    }
+}
+
+/* Gaussian-weighted sums; outside the image weighs nothing. */
+static void
+gauss_sums(const double *restrict col, int w, int r,
+           const double *restrict gauss, double *restrict out)
+{
+    for (int x = 0; x < w; x++) {
+        int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
+        double s = 0.0;
+        for (int j = lo; j < hi; j++) {
+            s += gauss[j - x + r] * col[j];
+        }
+        out[x] = s;
+    }
+}
+
+/* A window seeing fewer than half its pixels (half its weight) costs 1,
+ * and so does an NCC window without texture. */
+AP_VECTOR_CLONES void
+ap_ncc_costs(int w, double full, const double *restrict n,
+             const double *restrict sr, const double *restrict ss,
+             const double *restrict srr, const double *restrict sss,
+             const double *restrict srs, double *restrict acc)
+{
+    for (int x = 0; x < w; x++) {
+        double inv = 1.0 / n[x];
+        double mr = sr[x] * inv, ms = ss[x] * inv;
+        double vr = srr[x] * inv - mr * mr, vs = sss[x] * inv - ms * ms;
+        double ncc = (srs[x] * inv - mr * ms) / sqrt(vr * vs);
+        ncc = ncc > 1 ? 1 : (ncc < -1 ? -1 : ncc);
+        int flat = (n[x] < full / 2) | (vr < AP_NCC_MIN_VARIANCE) |
+                   (vs < AP_NCC_MIN_VARIANCE);
+        acc[x] += flat ? 1.0 : 1.0 - ncc;
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_ssim_costs(int w, const double *restrict n, const double *restrict sr,
+              const double *restrict ss, const double *restrict srr,
+              const double *restrict sss, const double *restrict srs,
+              double *restrict acc)
+{
+    for (int x = 0; x < w; x++) {
+        double inv = 1.0 / n[x];
+        double mr = sr[x] * inv, ms = ss[x] * inv;
+        double vr = srr[x] * inv - mr * mr, vs = sss[x] * inv - ms * ms;
+        double cov = srs[x] * inv - mr * ms;
+        double ssim = ((2 * mr * ms + AP_SSIM_C1) * (2 * cov + AP_SSIM_C2)) /
+                      ((mr * mr + ms * ms + AP_SSIM_C1) *
+                       (vr + vs + AP_SSIM_C2));
+        double c = 1.0 - ssim;
+        c = c < 0 ? 0 : (c > 1 ? 1 : c);
+        acc[x] += n[x] < 0.5 ? 1.0 : c;
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_sad_costs(int w, double full, const double *restrict n,
+             const double *restrict sad, double *restrict acc)
+{
+    for (int x = 0; x < w; x++) {
+        double c = sad[x] / n[x];
+        acc[x] += n[x] < full / 2 ? 1.0 : c;
+    }
+}
+
+void
+ap_add_row_costs(const double *cols, int w, int radius, ap_cost cost,
+                 const double *gauss, double *scratch, double *acc)
+{
+    int nq = cost == AP_COST_SAD ? 2 : AP_NQ;
+    double *prefix = scratch, *q[AP_NQ];
+    for (int k = 0; k < nq; k++) {
+        q[k] = scratch + (size_t)(k + 1) * (w + 1);
+        if (cost == AP_COST_SSIM) {
+            gauss_sums(cols + (size_t)k * w, w, radius, gauss, q[k]);
+        } else {
+            box_sums(cols + (size_t)k * w, w, radius, prefix, q[k]);
+        }
+    }
+    double full = (double)(2 * radius + 1) * (2 * radius + 1);
+    if (cost == AP_COST_NCC) {
+        ap_ncc_costs(w, full, q[0], q[1], q[2], q[3], q[4], q[5], acc);
+    } else if (cost == AP_COST_SSIM) {
+        ap_ssim_costs(w, q[0], q[1], q[2], q[3], q[4], q[5], acc);
+    } else {
+        ap_sad_costs(w, full, q[0], q[1], acc);
+    }
+}

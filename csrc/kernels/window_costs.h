@@ -1,0 +1,24 @@
+/* Window costs of a warped row against the reference, from column sums:
+ * per pixel, sums over the window of the count of seen pixels and of r,
+ * s, r^2, s^2, r s (reference and warped values), then NCC, SSIM or SAD. */
+#ifndef AP_WINDOW_COSTS_H
+#define AP_WINDOW_COSTS_H
+
+#include "sweep.h"
+
+enum { AP_Q_COUNT, AP_Q_R, AP_Q_S, AP_Q_RR, AP_Q_SS, AP_Q_RS, AP_NQ };
+
+/* Adds weight times the quantities of one warped row (NaN: not seen) to
+ * column sums cols (AP_NQ rows of w). SAD keeps the count and the
+ * absolute difference (in the AP_Q_R row) only. */
+void ap_add_row(double *cols, int w, ap_cost cost, const float *ref,
+                const float *warped, double weight);
+
+/* Adds to acc (w) the window cost of each pixel of a row whose column
+ * sums are cols: box windows of 2 radius + 1, or for SSIM the Gaussian
+ * weights gauss (2 radius + 1, summing to 1). scratch: (AP_NQ + 1) *
+ * (w + 1) doubles. */
+void ap_add_row_costs(const double *cols, int w, int radius, ap_cost cost,
+                      const double *gauss, double *scratch, double *acc);
+
+#endif
