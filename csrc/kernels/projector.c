@@ -182,15 +182,6 @@ ap_projector_free(ap_projector *p)
     p->table = NULL;
 }
 
-void
-ap_projector_place(const ap_projector *p, const double *x, double *distance,
-                   double *below)
-{
-    double hx = dot3(p->e1, x) + p->e1[3], hy = dot3(p->e2, x) + p->e2[3];
-    *distance = sqrt(hx * hx + hy * hy);
-    *below = p->below[3] - dot3(p->below, x);
-}
-
 /* The loops below run over chunks of a row in passes: arithmetic passes
  * that vectorise, and the table and image lookups apart. */
 #define CHUNK 128
@@ -344,5 +335,23 @@ ap_project_sample(const ap_projector *p, const double *const ray[6], int n,
                           u, v);
         }
         sample_chunk(img, h, w, m, u, v, out + start);
+    }
+}
+
+void
+ap_projector_extent(const ap_projector *p, const double *const ray[6],
+                    int n, double depth, double box[3])
+{
+    double under[CHUNK], hx[CHUNK], hy[CHUNK], dist[CHUNK];
+    for (int start = 0; start < n; start += CHUNK) {
+        int m = n - start < CHUNK ? n - start : CHUNK;
+        place_chunk(p, ray[0] + start, ray[1] + start, ray[2] + start,
+                    ray[3] + start, ray[4] + start, ray[5] + start, m, depth,
+                    under, hx, hy, dist);
+        for (int i = 0; i < m; i++) {   /* NaN compares false: skipped */
+            box[0] = dist[i] > box[0] ? dist[i] : box[0];
+            box[1] = under[i] < box[1] ? under[i] : box[1];
+            box[2] = under[i] > box[2] ? under[i] : box[2];
+        }
     }
 }

@@ -54,9 +54,10 @@ void ap_project_sample(const ap_projector *p, const double *const ray[6],
                        int n, double depth, const float *img, int h, int w,
                        float *out);
 
-/* The horizontal distance and depth below the surface of point x for a
- * refractive camera (for table bounds). */
-void ap_projector_place(const ap_projector *p, const double *x,
-                        double *distance, double *below);
+/* Widens box (largest horizontal distance, least and greatest depth
+ * below the surface) to hold the points origin + depth * direction of a
+ * refractive camera (NaN origins are skipped). */
+void ap_projector_extent(const ap_projector *p, const double *const ray[6],
+                         int n, double depth, double box[3]);
 
 #endif

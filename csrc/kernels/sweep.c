@@ -66,30 +66,19 @@ static int
 projectors_make(ap_projector *proj, const ap_camera *cams, int n,
                 const ray_table *rays, double first, double last)
 {
-    size_t pixels = (size_t)rays->h * rays->w;
     for (int v = 0; v < n; v++) {
         ap_projector_init(&proj[v], &cams[v]);
     }
     for (int v = 0; v < n; v++) {
-        double d_max = 0.0, z_min = INFINITY, z_max = 0.0;
-        for (size_t i = 0; cams[v].refractive && i < pixels; i++) {
-            if (isnan(rays->planes[i])) {
-                continue;
-            }
-            for (int e = 0; e < 2; e++) {
-                double depth = e ? last : first, x[3], dist, under;
-                for (int k = 0; k < 3; k++) {
-                    x[k] = rays->planes[k * pixels + i] +
-                           depth * rays->planes[(3 + k) * pixels + i];
-                }
-                ap_projector_place(&proj[v], x, &dist, &under);
-                d_max = fmax(d_max, dist);
-                z_min = fmin(z_min, under);
-                z_max = fmax(z_max, under);
-            }
+        double box[3] = {0.0, INFINITY, 0.0};
+        for (int y = 0; cams[v].refractive && y < rays->h; y++) {
+            const double *row[6];
+            ray_row(rays, y, row);
+            ap_projector_extent(&proj[v], row, rays->w, first, box);
+            ap_projector_extent(&proj[v], row, rays->w, last, box);
         }
         if (cams[v].refractive &&
-            ap_projector_tabulate(&proj[v], d_max, z_min, z_max) < 0) {
+            ap_projector_tabulate(&proj[v], box[0], box[1], box[2]) < 0) {
             projectors_free(proj, n);
             return -1;
         }
@@ -147,7 +136,7 @@ workspace_make(workspace *ws, const ap_sweep_args *a)
     size_t w = (size_t)a->w, rows = (size_t)(a->window | 1);
     ws->ring = malloc((size_t)a->n * rows * w * sizeof(float));
     ws->cols = malloc((size_t)a->n * AP_NQ * w * sizeof(double));
-    ws->scratch = malloc((AP_NQ + 1) * (w + 1) * sizeof(double));
+    ws->scratch = malloc(2 * AP_NQ * (w + 1) * sizeof(double));
     ws->acc = malloc(w * sizeof(double));
     return ws->ring && ws->cols && ws->scratch && ws->acc ? 0 : -1;
 }

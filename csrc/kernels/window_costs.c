@@ -54,18 +54,43 @@ ap_add_row(double *cols, int w, ap_cost cost, const float *ref,
     }
 }
 
-/* Box sums of one row of column sums, from its prefix sums. */
+/* Box sums of nq rows of column sums, from prefix sums (nq rows of w +
+ * 1). The prefixes run side by side: each is a chain of dependent adds,
+ * and one at a time they would wait on the adder's latency. */
 static void
-box_sums(const double *restrict col, int w, int r, double *restrict prefix,
-         double *restrict out)
+box_sums(const double *restrict cols, int nq, int w, int r,
+         double *restrict prefix, double *restrict out)
 {
-    prefix[0] = 0.0;
-    for (int x = 0; x < w; x++) {
-        prefix[x + 1] = prefix[x] + col[x];
+    size_t stride = (size_t)w + 1;
+    for (int k = 0; k < nq; k++) {
+        prefix[k * stride] = 0.0;
     }
     for (int x = 0; x < w; x++) {
-        int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
-        out[x] = prefix[hi] - prefix[lo];
+        for (int k = 0; k < nq; k++) {
+            prefix[k * stride + x + 1] = prefix[k * stride + x] +
+                                         cols[(size_t)k * w + x];
+        }
+    }
+    /* the borders clamp the window, the inside needs no clamp */
+    int left = r < w ? r : w, right = w - r > left ? w - r : left;
+    for (int k = 0; k < nq; k++) {
+        const double *p = prefix + k * stride;
+        double *o = out + k * stride;
+        for (int x = 0; x < left; x++) {
+            o[x] = p[x + r + 1 > w ? w : x + r + 1] - p[0];
+        }
+        /* offsets from base pointers, so that the loop reads two
+         * streams instead of gathering through int indices */
+        if (right > left) {     /* then left == r */
+            const double *ahead = p + 2 * r + 1;
+            double *inside = o + r;
+            for (int i = 0; i < right - left; i++) {
+                inside[i] = ahead[i] - p[i];
+            }
+        }
+        for (int x = right; x < w; x++) {
+            o[x] = p[w] - p[x - r < 0 ? 0 : x - r];
+        }
     }
 }
 
@@ -139,14 +164,16 @@ ap_add_row_costs(const double *cols, int w, int radius, ap_cost cost,
                  const double *gauss, double *scratch, double *acc)
 {
     int nq = cost == AP_COST_SAD ? 2 : AP_NQ;
-    double *prefix = scratch, *q[AP_NQ];
+    size_t stride = (size_t)w + 1;
+    double *sums = scratch + AP_NQ * stride, *q[AP_NQ];
     for (int k = 0; k < nq; k++) {
-        q[k] = scratch + (size_t)(k + 1) * (w + 1);
+        q[k] = sums + k * stride;
         if (cost == AP_COST_SSIM) {
             gauss_sums(cols + (size_t)k * w, w, radius, gauss, q[k]);
-        } else {
-            box_sums(cols + (size_t)k * w, w, radius, prefix, q[k]);
         }
+    }
+    if (cost != AP_COST_SSIM) {
+        box_sums(cols, nq, w, radius, scratch, sums);
     }
     double full = (double)(2 * radius + 1) * (2 * radius + 1);
     if (cost == AP_COST_NCC) {

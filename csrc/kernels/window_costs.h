@@ -16,8 +16,8 @@ void ap_add_row(double *cols, int w, ap_cost cost, const float *ref,
 
 /* Adds to acc (w) the window cost of each pixel of a row whose column
  * sums are cols: box windows of 2 radius + 1, or for SSIM the Gaussian
- * weights gauss (2 radius + 1, summing to 1). scratch: (AP_NQ + 1) *
- * (w + 1) doubles. */
+ * weights gauss (2 radius + 1, summing to 1). scratch: 2 AP_NQ (w + 1)
+ * doubles. */
 void ap_add_row_costs(const double *cols, int w, int radius, ap_cost cost,
                       const double *gauss, double *scratch, double *acc);
 
