@@ -122,6 +122,30 @@ def test_warp_matches_the_reference(refractive):
                                        depth)) < 1e-6
 
 
+def test_warp_just_under_the_surface_matches_the_reference():
+    """Points a hair under the water are where the sweep's table of Snell
+    solutions is coarsest: the Newton steps after it must still land."""
+    rng = np.random.default_rng(13)
+    cams, imgs = random_views(rng, True, n=1)
+    for depth in (1e-4, 1e-2):   # ray depth: metres past the surface
+        out = mvs.warp(imgs[1], cams[0], cams[1], depth)
+        expected = ref.warp(imgs[1], cams[0], cams[1], depth)
+        assert np.isfinite(out).mean() > 0.1     # some of it is seen
+        assert rel_error(out, expected) < 1e-6
+
+
+@pytest.mark.parametrize("cost", ["ncc", "ssim", "sad"])
+def test_windows_wider_than_the_image_match_the_reference(cost):
+    rng = np.random.default_rng(14)
+    cams, imgs = random_views(rng, True, n=1, height=6, width=5)
+    depths = np.array([0.9, 1.1])
+    out = mvs.build_cost_volume(imgs[0], imgs[1:], cams[0], cams[1:],
+                                depths, cost=cost, window=13)
+    expected = ref.cost_volume(imgs[0], imgs[1:], cams[0], cams[1:], depths,
+                               cost, 13)
+    assert rel_error(out, expected) < 1e-5
+
+
 def test_warp_matches_torch_grid_sample_for_pinhole_cameras():
     torch = pytest.importorskip("torch")  # installed by `make test`
     rng = np.random.default_rng(4)
