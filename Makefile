@@ -50,8 +50,9 @@ test: test-core test-python
 bench: build
 	$(PY) benchmarks/bench_overhead.py --runs 5
 
-benchmarks/bench_projection: benchmarks/bench_projection.c csrc/kernels/camera.c csrc/kernels/camera.h
-	$(CC) $(CFLAGS_STRICT) benchmarks/bench_projection.c csrc/kernels/camera.c -lm -o $@
+KERNEL_CFLAGS := $(CFLAGS_STRICT) -O3 -fno-math-errno -fno-trapping-math
+benchmarks/bench_projection: benchmarks/bench_projection.c $(wildcard csrc/kernels/*.c csrc/kernels/*.h)
+	$(CC) $(KERNEL_CFLAGS) benchmarks/bench_projection.c csrc/kernels/camera.c csrc/kernels/projector.c -lm -o $@
 
 bench-projection: benchmarks/bench_projection
 	./benchmarks/bench_projection

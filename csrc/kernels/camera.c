@@ -1,14 +1,8 @@
 #include "camera.h"
-#include "snell.h"
+#include "camera_math.h"
 
 #include <math.h>
 #include <string.h>
-
-static double
-dot3(const double *a, const double *b)
-{
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
-}
 
 static int
 invert3(const double *m, double *out)
@@ -46,7 +40,7 @@ ap_camera_init(ap_camera *cam, const double *p)
     /* R R^T = I and det R = 1 */
     for (int i = 0; i < 3; i++) {
         for (int j = 0; j < 3; j++) {
-            double d = dot3(&cam->R[3 * i], &cam->R[3 * j]) - (i == j);
+            double d = ap_dot3(&cam->R[3 * i], &cam->R[3 * j]) - (i == j);
             if (fabs(d) > 1e-6) {
                 return -1;
             }
@@ -66,7 +60,7 @@ ap_camera_init(ap_camera *cam, const double *p)
     if (!cam->refractive) {
         return 0;
     }
-    double len = sqrt(dot3(p + 23, p + 23));
+    double len = sqrt(ap_dot3(p + 23, p + 23));
     if (!(len > 0) || !(p[26] > 0) || !(p[27] > 0)) {
         return -1;
     }
@@ -74,10 +68,10 @@ ap_camera_init(ap_camera *cam, const double *p)
         cam->normal[i] = p[23 + i] / len;
     }
     double on_plane[3] = {0.0, 0.0, p[22]};
-    cam->plane_d = dot3(cam->normal, on_plane);
+    cam->plane_d = ap_dot3(cam->normal, on_plane);
     cam->n_air = p[26];
     cam->n_water = p[27];
-    cam->height = dot3(cam->normal, cam->center) - cam->plane_d;
+    cam->height = ap_dot3(cam->normal, cam->center) - cam->plane_d;
     if (!(cam->height > 0)) {
         return -1;
     }
@@ -91,91 +85,12 @@ int
 ap_camera_cast(const ap_camera *cam, double u, double v, double *origin,
                double *direction)
 {
-    double pix[3] = {u, v, 1.0}, in_cam[3], d[3];
-    for (int i = 0; i < 3; i++) {
-        in_cam[i] = dot3(&cam->Kinv[3 * i], pix);
-    }
-    for (int i = 0; i < 3; i++) {  /* R^T in_cam */
-        d[i] = cam->R[i] * in_cam[0] + cam->R[3 + i] * in_cam[1] +
-               cam->R[6 + i] * in_cam[2];
-    }
-    double len = sqrt(dot3(d, d));
-    for (int i = 0; i < 3; i++) {
-        d[i] /= len;
-    }
-    if (!cam->refractive) {
-        memcpy(origin, cam->center, sizeof(cam->center));
-        memcpy(direction, d, 3 * sizeof(double));
-        return 1;
-    }
-    double cos_in = -dot3(cam->normal, d);  /* > 0 when going down */
-    if (!(cos_in > 0)) {
-        return 0;
-    }
-    double s = cam->height / cos_in;
-    for (int i = 0; i < 3; i++) {
-        origin[i] = cam->center[i] + s * d[i];
-    }
-    /* Snell in vector form: t = eta d + (eta cos_i - cos_t) n */
-    double eta = cam->n_air / cam->n_water;
-    double k = 1.0 - eta * eta * (1.0 - cos_in * cos_in);
-    double c = eta * cos_in - sqrt(k);
-    for (int i = 0; i < 3; i++) {
-        direction[i] = eta * d[i] + c * cam->normal[i];
-    }
-    return 1;
-}
-
-static int
-pinhole(const ap_camera *cam, const double *x, double *u, double *v)
-{
-    double xc[3];
-    for (int i = 0; i < 3; i++) {
-        xc[i] = dot3(&cam->R[3 * i], x) + cam->t[i];
-    }
-    if (!(xc[2] > 0)) {
-        return 0;
-    }
-    double p[3];
-    for (int i = 0; i < 3; i++) {
-        p[i] = dot3(&cam->K[3 * i], xc);
-    }
-    *u = p[0] / p[2];
-    *v = p[1] / p[2];
-    return 1;
+    return ap_cast(cam, u, v, origin, direction);
 }
 
 int
 ap_camera_project(const ap_camera *cam, const double *x, double *u,
-                  double *v, double *guess)
+                  double *v)
 {
-    if (!cam->refractive) {
-        return pinhole(cam, x, u, v);
-    }
-    double depth = cam->plane_d - dot3(cam->normal, x);  /* below surface */
-    if (!(depth > 0)) {
-        return 0;
-    }
-    /* horizontal offset of x from the camera's foot, in the interface */
-    double h[3];
-    for (int i = 0; i < 3; i++) {
-        h[i] = x[i] + depth * cam->normal[i] - cam->foot[i];
-    }
-    double dist = sqrt(dot3(h, h));
-    double hc = cam->height, na = cam->n_air, nw = cam->n_water;
-    int warm = guess && *guess >= 0;
-    double r = warm ? *guess : dist * hc / (hc + depth);
-    int steps = warm ? AP_NEWTON_WARM : AP_NEWTON_COLD;
-    for (int k = 0; k < steps; k++) {
-        r = ap_snell_step(r, dist, depth, hc, na, nw);
-    }
-    if (guess) {
-        *guess = r;
-    }
-    double p[3];
-    double scale = dist > 0 ? r / dist : 0.0;
-    for (int i = 0; i < 3; i++) {
-        p[i] = cam->foot[i] + scale * h[i];
-    }
-    return pinhole(cam, p, u, v);
+    return ap_project(cam, x, u, v);
 }

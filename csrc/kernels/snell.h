@@ -9,7 +9,9 @@
 
 #include <math.h>
 
-static inline double
+#include "hd.h"
+
+static inline AP_HD double
 ap_snell_step(double r, double dist, double depth, double hc, double na,
               double nw)
 {

@@ -1,4 +1,5 @@
 #include "sweep.h"
+#include "extract_math.h"
 #include "projector.h"
 #include "window_costs.h"
 
@@ -298,31 +299,7 @@ ap_extract_depth(const float *volume, int h, int w, int d,
 {
     size_t n = (size_t)h * w;
     for (size_t i = 0; i < n; i++) {
-        const float *c = volume + i * d;
-        int best = 0;
-        double sum = 0.0;
-        for (int k = 0; k < d; k++) {
-            sum += c[k];
-            if (c[k] < c[best]) {
-                best = k;
-            }
-        }
-        if (best == 0 || best == d - 1) {
-            depth[i] = NAN;
-            confidence[i] = 0.0f;
-            continue;
-        }
-        double lo = c[best - 1], mid = c[best], hi = c[best + 1];
-        double curve = lo - 2 * mid + hi;
-        double offset = curve > 0 ? 0.5 * (lo - hi) / curve : 0.0;
-        offset = offset > 0.5 ? 0.5 : (offset < -0.5 ? -0.5 : offset);
-        double step = offset >= 0 ? depths[best + 1] - depths[best]
-                                  : depths[best] - depths[best - 1];
-        depth[i] = (float)(depths[best] + offset * step);
-        double mean = sum / d;
-        double a = 1.0 - (mid < 0 ? 0 : (mid > 1 ? 1 : mid));
-        double b = mean > 0 ? 1.0 - mid / mean : 0.0;
-        b = b < 0 ? 0 : (b > 1 ? 1 : b);
-        confidence[i] = (float)sqrt(a * b);
+        ap_extract_pixel(volume + i * d, d, depths, depth + i,
+                         confidence + i);
     }
 }

@@ -143,7 +143,7 @@ project(PyObject *module, PyObject *args)
         Py_BEGIN_ALLOW_THREADS
         for (npy_intp i = 0; i < n; i++) {
             ok[i] = (npy_bool)ap_camera_project(&cam, x + 3 * i, &uv[2 * i],
-                                                &uv[2 * i + 1], NULL);
+                                                &uv[2 * i + 1]);
             if (!ok[i]) {
                 uv[2 * i] = uv[2 * i + 1] = NAN;
             }

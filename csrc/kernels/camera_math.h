@@ -1,0 +1,107 @@
+/* Casting and projecting through an ap_camera, shared by the C kernels
+ * and the CUDA kernels so that both compute the same maths. */
+#ifndef AP_CAMERA_MATH_H
+#define AP_CAMERA_MATH_H
+
+#include <math.h>
+
+#include "camera.h"
+#include "hd.h"
+#include "snell.h"
+
+static inline AP_HD double
+ap_dot3(const double *a, const double *b)
+{
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+
+/* See ap_camera_cast. */
+static inline AP_HD int
+ap_cast(const ap_camera *cam, double u, double v, double *origin,
+        double *direction)
+{
+    double pix[3] = {u, v, 1.0}, in_cam[3], d[3];
+    for (int i = 0; i < 3; i++) {
+        in_cam[i] = ap_dot3(&cam->Kinv[3 * i], pix);
+    }
+    for (int i = 0; i < 3; i++) {  /* R^T in_cam */
+        d[i] = cam->R[i] * in_cam[0] + cam->R[3 + i] * in_cam[1] +
+               cam->R[6 + i] * in_cam[2];
+    }
+    double len = sqrt(ap_dot3(d, d));
+    for (int i = 0; i < 3; i++) {
+        d[i] /= len;
+    }
+    if (!cam->refractive) {
+        for (int i = 0; i < 3; i++) {
+            origin[i] = cam->center[i];
+            direction[i] = d[i];
+        }
+        return 1;
+    }
+    double cos_in = -ap_dot3(cam->normal, d);  /* > 0 when going down */
+    if (!(cos_in > 0)) {
+        return 0;
+    }
+    double s = cam->height / cos_in;
+    /* Snell in vector form: t = eta d + (eta cos_i - cos_t) n */
+    double eta = cam->n_air / cam->n_water;
+    double k = 1.0 - eta * eta * (1.0 - cos_in * cos_in);
+    double c = eta * cos_in - sqrt(k);
+    for (int i = 0; i < 3; i++) {
+        origin[i] = cam->center[i] + s * d[i];
+        direction[i] = eta * d[i] + c * cam->normal[i];
+    }
+    return 1;
+}
+
+static inline AP_HD int
+ap_pinhole(const ap_camera *cam, const double *x, double *u, double *v)
+{
+    double xc[3];
+    for (int i = 0; i < 3; i++) {
+        xc[i] = ap_dot3(&cam->R[3 * i], x) + cam->t[i];
+    }
+    if (!(xc[2] > 0)) {
+        return 0;
+    }
+    double p[3];
+    for (int i = 0; i < 3; i++) {
+        p[i] = ap_dot3(&cam->K[3 * i], xc);
+    }
+    *u = p[0] / p[2];
+    *v = p[1] / p[2];
+    return 1;
+}
+
+/* See ap_camera_project: AP_NEWTON_COLD steps from the straight line. */
+static inline AP_HD int
+ap_project(const ap_camera *cam, const double *x, double *u, double *v)
+{
+    if (!cam->refractive) {
+        return ap_pinhole(cam, x, u, v);
+    }
+    double depth = cam->plane_d - ap_dot3(cam->normal, x);  /* below */
+    if (!(depth > 0)) {
+        return 0;
+    }
+    /* horizontal offset of x from the camera's foot, in the interface */
+    double h[3];
+    for (int i = 0; i < 3; i++) {
+        h[i] = x[i] + depth * cam->normal[i] - cam->foot[i];
+    }
+    double dist = sqrt(ap_dot3(h, h));
+    double hc = cam->height;
+    double r = dist * hc / (hc + depth);
+    for (int k = 0; k < AP_NEWTON_COLD; k++) {
+        r = ap_snell_step(r, dist, depth, hc, cam->n_air, cam->n_water);
+    }
+    double p[3];
+    double scale = dist > 0 ? r / dist : 0.0;
+    for (int i = 0; i < 3; i++) {
+        p[i] = cam->foot[i] + scale * h[i];
+    }
+    return ap_pinhole(cam, p, u, v);
+}
+
+#endif
