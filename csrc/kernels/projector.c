@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost_math.h"
 #include "snell.h"
 #include "vectorize.h"
 
@@ -186,26 +187,13 @@ ap_projector_free(ap_projector *p)
  * that vectorise, and the table and image lookups apart. */
 #define CHUNK 128
 
-/* Bilinear from img at (u, v) for a chunk; NaN where u is NaN (not
- * seen) or (u, v) lies outside the image. */
-AP_VECTOR_CLONES void
+static void
 sample_chunk(const float *restrict img, int h, int w, int n,
              const double *restrict u, const double *restrict v,
              float *restrict out)
 {
     for (int i = 0; i < n; i++) {
-        int inside = (u[i] >= 0) & (v[i] >= 0) & (u[i] <= w - 1) &
-                     (v[i] <= h - 1);
-        double x = inside ? u[i] : 0.0, y = inside ? v[i] : 0.0;
-        int x0 = (int)x, y0 = (int)y;
-        x0 = x0 > w - 2 ? w - 2 : x0;
-        y0 = y0 > h - 2 ? h - 2 : y0;
-        double fx = x - x0, fy = y - y0;
-        const float *q = img + (size_t)y0 * w + x0;
-        double top = q[0] + fx * (q[1] - q[0]);
-        double bottom = q[w] + fx * (q[w + 1] - q[w]);
-        float value = (float)(top + fy * (bottom - top));
-        out[i] = inside ? value : NAN;
+        out[i] = ap_bilinear(img, h, w, u[i], v[i]);
     }
 }
 

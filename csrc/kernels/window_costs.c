@@ -2,6 +2,7 @@
 
 #include <math.h>
 
+#include "cost_math.h"
 #include "vectorize.h"
 
 AP_VECTOR_CLONES void
@@ -109,8 +110,6 @@ gauss_sums(const double *restrict col, int w, int r,
     }
 }
 
-/* A window seeing fewer than half its pixels (half its weight) costs 1,
- * and so does an NCC window without texture. */
 AP_VECTOR_CLONES void
 ap_ncc_costs(int w, double full, const double *restrict n,
              const double *restrict sr, const double *restrict ss,
@@ -118,14 +117,8 @@ ap_ncc_costs(int w, double full, const double *restrict n,
              const double *restrict srs, double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        double inv = 1.0 / n[x];
-        double mr = sr[x] * inv, ms = ss[x] * inv;
-        double vr = srr[x] * inv - mr * mr, vs = sss[x] * inv - ms * ms;
-        double ncc = (srs[x] * inv - mr * ms) / sqrt(vr * vs);
-        ncc = ncc > 1 ? 1 : (ncc < -1 ? -1 : ncc);
-        int flat = (n[x] < full / 2) | (vr < AP_NCC_MIN_VARIANCE) |
-                   (vs < AP_NCC_MIN_VARIANCE);
-        acc[x] += flat ? 1.0 : 1.0 - ncc;
+        acc[x] += ap_ncc_cost(full, n[x], sr[x], ss[x], srr[x], sss[x],
+                              srs[x]);
     }
 }
 
@@ -136,16 +129,8 @@ ap_ssim_costs(int w, const double *restrict n, const double *restrict sr,
               double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        double inv = 1.0 / n[x];
-        double mr = sr[x] * inv, ms = ss[x] * inv;
-        double vr = srr[x] * inv - mr * mr, vs = sss[x] * inv - ms * ms;
-        double cov = srs[x] * inv - mr * ms;
-        double ssim = ((2 * mr * ms + AP_SSIM_C1) * (2 * cov + AP_SSIM_C2)) /
-                      ((mr * mr + ms * ms + AP_SSIM_C1) *
-                       (vr + vs + AP_SSIM_C2));
-        double c = 1.0 - ssim;
-        c = c < 0 ? 0 : (c > 1 ? 1 : c);
-        acc[x] += n[x] < 0.5 ? 1.0 : c;
+        acc[x] += ap_ssim_cost(1.0, n[x], sr[x], ss[x], srr[x], sss[x],
+                               srs[x]);
     }
 }
 
@@ -154,8 +139,7 @@ ap_sad_costs(int w, double full, const double *restrict n,
              const double *restrict sad, double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        double c = sad[x] / n[x];
-        acc[x] += n[x] < full / 2 ? 1.0 : c;
+        acc[x] += ap_sad_cost(full, n[x], sad[x]);
     }
 }
 

@@ -1,0 +1,72 @@
+/* Per-pixel maths shared by the C and CUDA kernels: the bilinear sample
+ * and the window costs from window sums. Branch-free, so that the C loops
+ * around them vectorise. */
+#ifndef AP_COST_MATH_H
+#define AP_COST_MATH_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include "hd.h"
+#include "sweep.h"
+
+/* Bilinear from img (h, w) at (u, v), pixel centres at integers; NaN
+ * where u or v is NaN (not seen) or (u, v) lies outside the image. */
+static inline AP_HD float
+ap_bilinear(const float *img, int h, int w, double u, double v)
+{
+    int inside = (u >= 0) & (v >= 0) & (u <= w - 1) & (v <= h - 1);
+    double x = inside ? u : 0.0, y = inside ? v : 0.0;
+    int x0 = (int)x, y0 = (int)y;
+    x0 = x0 > w - 2 ? w - 2 : x0;
+    y0 = y0 > h - 2 ? h - 2 : y0;
+    double fx = x - x0, fy = y - y0;
+    const float *q = img + (size_t)y0 * w + x0;
+    double top = q[0] + fx * (q[1] - q[0]);
+    double bottom = q[w] + fx * (q[w + 1] - q[w]);
+    float value = (float)(top + fy * (bottom - top));
+    return inside ? value : NAN;
+}
+
+/* Window costs from the sums over the window of: n (seen pixels, or their
+ * Gaussian weight), r, s, r^2, s^2, r s (reference, warped). A window
+ * seeing fewer than half its pixels (full / 2) costs 1, and so does an
+ * NCC window without texture. */
+static inline AP_HD double
+ap_ncc_cost(double full, double n, double sr, double ss, double srr,
+            double sss, double srs)
+{
+    double inv = 1.0 / n;
+    double mr = sr * inv, ms = ss * inv;
+    double vr = srr * inv - mr * mr, vs = sss * inv - ms * ms;
+    double ncc = (srs * inv - mr * ms) / sqrt(vr * vs);
+    ncc = ncc > 1 ? 1 : (ncc < -1 ? -1 : ncc);
+    int flat = (n < full / 2) | (vr < AP_NCC_MIN_VARIANCE) |
+               (vs < AP_NCC_MIN_VARIANCE);
+    return flat ? 1.0 : 1.0 - ncc;
+}
+
+/* full: the window's total weight (1 for normalised Gaussian weights) */
+static inline AP_HD double
+ap_ssim_cost(double full, double n, double sr, double ss, double srr,
+             double sss, double srs)
+{
+    double inv = 1.0 / n;
+    double mr = sr * inv, ms = ss * inv;
+    double vr = srr * inv - mr * mr, vs = sss * inv - ms * ms;
+    double cov = srs * inv - mr * ms;
+    double ssim = ((2 * mr * ms + AP_SSIM_C1) * (2 * cov + AP_SSIM_C2)) /
+                  ((mr * mr + ms * ms + AP_SSIM_C1) * (vr + vs + AP_SSIM_C2));
+    double c = 1.0 - ssim;
+    c = c < 0 ? 0 : (c > 1 ? 1 : c);
+    return n < full / 2 ? 1.0 : c;
+}
+
+static inline AP_HD double
+ap_sad_cost(double full, double n, double sad)
+{
+    double c = sad / n;
+    return n < full / 2 ? 1.0 : c;
+}
+
+#endif
