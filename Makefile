@@ -7,7 +7,8 @@ DEPS := $(VENV)/.deps-stamp
 EXT := $(VENV)/.ext-stamp
 CORE_SOURCES := $(wildcard csrc/core/*.c csrc/core/*.h)
 EXT_SOURCES := $(CORE_SOURCES) $(wildcard csrc/module/*.c csrc/module/*.h \
-	csrc/module/mvs/*.c csrc/kernels/*.c csrc/kernels/*.h)
+	csrc/module/mvs/*.c csrc/module/mvs/*.h csrc/kernels/*.c \
+	csrc/kernels/*.h csrc/kernels/*.cu)
 CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 # CI passes -Werror to the extension; users' builds never get it.
 WERROR ?= 1

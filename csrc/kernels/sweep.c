@@ -237,19 +237,25 @@ sweep_worker(void *arg)
     return NULL;
 }
 
+void
+ap_gauss_weights(int radius, double *gauss)
+{
+    double total = 0.0;
+    for (int j = -radius; j <= radius; j++) {
+        gauss[j + radius] = exp(-(double)(j * j) /
+                                (2 * AP_SSIM_SIGMA * AP_SSIM_SIGMA));
+        total += gauss[j + radius];
+    }
+    for (int j = 0; j <= 2 * radius; j++) {
+        gauss[j] /= total;    /* 1-D sums to 1, so the 2-D kernel does */
+    }
+}
+
 int
 ap_cost_volume(const ap_sweep_args *a, float *out)
 {
-    int r = a->window / 2;
-    double gauss[AP_MAX_WINDOW], total = 0.0;
-    for (int j = -r; j <= r; j++) {
-        gauss[j + r] = exp(-(double)(j * j) /
-                           (2 * AP_SSIM_SIGMA * AP_SSIM_SIGMA));
-        total += gauss[j + r];
-    }
-    for (int j = 0; j <= 2 * r; j++) {
-        gauss[j] /= total;    /* 1-D sums to 1, so the 2-D kernel does */
-    }
+    double gauss[AP_MAX_WINDOW];
+    ap_gauss_weights(a->window / 2, gauss);
     ray_table rays;
     if (ray_table_make(&rays, a->ref_cam, a->h, a->w) < 0) {
         return -1;

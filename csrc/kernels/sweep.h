@@ -48,6 +48,10 @@ typedef struct {
  * Returns 0, -1 out of memory, -2 when a thread cannot start. */
 int ap_cost_volume(const ap_sweep_args *args, float *out);
 
+/* SSIM's Gaussian window: 2 radius + 1 weights whose 2-D product sums
+ * to 1. */
+void ap_gauss_weights(int radius, double *gauss);
+
 /* Winner-take-all with parabola refinement over a (h, w, d) volume.
  * depth NaN and confidence 0 at the first and last hypothesis. */
 void ap_extract_depth(const float *volume, int h, int w, int d,

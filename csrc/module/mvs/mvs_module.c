@@ -1,22 +1,15 @@
-/* aquaprof._mvs: NumPy entry points of the plane-sweep kernels. The
- * Python layer (aquaprof/mvs/) gives users their error messages; this one
- * re-checks dtypes and shapes so that no input can crash it, and releases
- * the GIL around the work. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+/* aquaprof._mvs: NumPy entry points of the plane-sweep kernels (the CUDA
+ * ones are in gpu_sweep.c). The Python layer (aquaprof/mvs/) gives users
+ * their error messages; this one re-checks dtypes and shapes so that no
+ * input can crash it, and releases the GIL around the work. */
+#define AP_MVS_IMPORTS_NUMPY
+#include "mvs_module.h"
 
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#define PY_ARRAY_UNIQUE_SYMBOL aquaprof_mvs_ARRAY_API
-#include <numpy/arrayobject.h>
-
-#include "../../kernels/camera.h"
 #include "../../kernels/sweep.h"
 
-/* A C-contiguous, aligned array of type, ndim dims (and last dimension
- * `last` when last > 0). New reference, or NULL with ValueError naming
- * what. */
-static PyArrayObject *
-as_array(PyObject *obj, int type, int ndim, npy_intp last, const char *what)
+PyArrayObject *
+ap_mvs_array(PyObject *obj, int type, int ndim, npy_intp last,
+             const char *what)
 {
     PyArrayObject *a = (PyArrayObject *)PyArray_FROM_OTF(
         obj, type, NPY_ARRAY_IN_ARRAY);
@@ -37,10 +30,10 @@ as_array(PyObject *obj, int type, int ndim, npy_intp last, const char *what)
     return a;
 }
 
-static int
-camera_from(PyObject *obj, ap_camera *cam, const char *what)
+int
+ap_mvs_camera(PyObject *obj, ap_camera *cam, const char *what)
 {
-    PyArrayObject *p = as_array(obj, NPY_DOUBLE, 1, AP_CAMERA_PARAMS, what);
+    PyArrayObject *p = ap_mvs_array(obj, NPY_DOUBLE, 1, AP_CAMERA_PARAMS, what);
     if (p == NULL) {
         return -1;
     }
@@ -60,7 +53,7 @@ check_camera(PyObject *module, PyObject *params)
 {
     (void)module;
     ap_camera cam;
-    if (camera_from(params, &cam, "camera") < 0) {
+    if (ap_mvs_camera(params, &cam, "camera") < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -74,10 +67,10 @@ camera_and_rows(PyObject *args, const char *format, ap_camera *cam,
 {
     PyObject *params, *rows;
     if (!PyArg_ParseTuple(args, format, &params, &rows) ||
-        camera_from(params, cam, "camera") < 0) {
+        ap_mvs_camera(params, cam, "camera") < 0) {
         return NULL;
     }
-    return as_array(rows, NPY_DOUBLE, 2, width, what);
+    return ap_mvs_array(rows, NPY_DOUBLE, 2, width, what);
 }
 
 static PyObject *
@@ -168,11 +161,11 @@ warp(PyObject *module, PyObject *args)
     ap_camera ref, src;
     if (!PyArg_ParseTuple(args, "OOOd:warp", &src_obj, &ref_params,
                           &src_params, &depth) ||
-        camera_from(ref_params, &ref, "ref_cam") < 0 ||
-        camera_from(src_params, &src, "src_cam") < 0) {
+        ap_mvs_camera(ref_params, &ref, "ref_cam") < 0 ||
+        ap_mvs_camera(src_params, &src, "src_cam") < 0) {
         return NULL;
     }
-    PyArrayObject *img = as_array(src_obj, NPY_FLOAT, 2, 0, "src");
+    PyArrayObject *img = ap_mvs_array(src_obj, NPY_FLOAT, 2, 0, "src");
     if (img == NULL) {
         return NULL;
     }
@@ -214,11 +207,11 @@ cost_volume(PyObject *module, PyObject *args)
     ap_camera ref_cam, *src_cams = NULL;
     PyArrayObject *ref = NULL, *srcs = NULL, *depths = NULL, *cams = NULL;
     PyObject *result = NULL;
-    if (camera_from(ref_params, &ref_cam, "ref_cam") < 0 ||
-        !(ref = as_array(ref_obj, NPY_FLOAT, 2, 0, "ref")) ||
-        !(srcs = as_array(srcs_obj, NPY_FLOAT, 3, 0, "srcs")) ||
-        !(depths = as_array(depths_obj, NPY_DOUBLE, 1, 0, "depths")) ||
-        !(cams = as_array(src_params, NPY_DOUBLE, 2, AP_CAMERA_PARAMS,
+    if (ap_mvs_camera(ref_params, &ref_cam, "ref_cam") < 0 ||
+        !(ref = ap_mvs_array(ref_obj, NPY_FLOAT, 2, 0, "ref")) ||
+        !(srcs = ap_mvs_array(srcs_obj, NPY_FLOAT, 3, 0, "srcs")) ||
+        !(depths = ap_mvs_array(depths_obj, NPY_DOUBLE, 1, 0, "depths")) ||
+        !(cams = ap_mvs_array(src_params, NPY_DOUBLE, 2, AP_CAMERA_PARAMS,
                           "src_cams"))) {
         goto done;
     }
@@ -285,11 +278,11 @@ extract_depth(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO:extract_depth", &vol_obj, &depths_obj)) {
         return NULL;
     }
-    PyArrayObject *vol = as_array(vol_obj, NPY_FLOAT, 3, 0, "cost_volume");
+    PyArrayObject *vol = ap_mvs_array(vol_obj, NPY_FLOAT, 3, 0, "cost_volume");
     if (vol == NULL) {
         return NULL;
     }
-    PyArrayObject *depths = as_array(depths_obj, NPY_DOUBLE, 1, 0, "depths");
+    PyArrayObject *depths = ap_mvs_array(depths_obj, NPY_DOUBLE, 1, 0, "depths");
     if (depths == NULL) {
         Py_DECREF(vol);
         return NULL;
@@ -338,6 +331,7 @@ static PyMethodDef mvs_methods[] = {
      "float32 (H, W, D) volume into out"},
     {"extract_depth", extract_depth, METH_VARARGS,
      "extract_depth(volume, depths) -> depth, confidence"},
+    AP_GPU_METHODS
     {NULL, NULL, 0, NULL},
 };
 
@@ -368,7 +362,7 @@ static PyModuleDef_Slot mvs_slots[] = {
 static PyModuleDef mvs_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "aquaprof._mvs",
-    .m_doc = "Plane-sweep stereo kernels (CPU).",
+    .m_doc = "Plane-sweep stereo kernels (CPU, and CUDA where built).",
     .m_size = 0,
     .m_methods = mvs_methods,
     .m_slots = mvs_slots,

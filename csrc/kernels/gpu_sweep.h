@@ -1,0 +1,45 @@
+/* What the CUDA kernels of the plane sweep take, shared by the kernels
+ * (csrc/kernels/sweep.cu) and the C code that launches them. Plain C:
+ * device pointers are integers here. */
+#ifndef AP_GPU_SWEEP_H
+#define AP_GPU_SWEEP_H
+
+#include "camera.h"
+#include "sweep.h"
+
+/* Source views per launch of the cost kernel: their cameras travel in
+ * the kernel's parameters, which must stay under 4 KiB. More views take
+ * more launches, each adding to the volume. */
+#define AP_GPU_VIEWS 8
+/* Output pixels of a block of the cost kernel. */
+#define AP_GPU_TILE_X 32
+#define AP_GPU_TILE_Y 8
+
+typedef unsigned long long ap_devptr;
+
+typedef struct {
+    ap_devptr ref;      /* float (h, w) */
+    ap_devptr srcs;     /* float (n, h, w): this launch's views */
+    ap_devptr rays;     /* double (6, h, w), from ap_rays_kernel */
+    ap_devptr depths;   /* double (d) */
+    ap_devptr out;      /* float (h, w, d) */
+    int h, w, d;
+    int first;          /* planes [first, first + gridDim.z) */
+    int views;          /* in this launch */
+    int add;            /* add to out: a later launch of the same planes */
+    float scale;        /* out = (out if add) + sum of costs, times scale */
+    int cost, radius;
+    double gauss[AP_MAX_WINDOW];        /* SSIM: 2 radius + 1 weights */
+    ap_camera cams[AP_GPU_VIEWS];
+} ap_gpu_sweep;
+
+/* Dynamic shared memory of one block of the cost kernel. */
+static inline unsigned
+ap_gpu_sweep_shared(int radius)
+{
+    unsigned tw = AP_GPU_TILE_X + 2 * radius, th = AP_GPU_TILE_Y + 2 * radius;
+    /* reference and warped tiles (float), six column sums (double) */
+    return 2 * tw * th * 4u + 6u * AP_GPU_TILE_Y * tw * 8u;
+}
+
+#endif

@@ -1,0 +1,57 @@
+/* The CUDA driver API, opened at run time with dlopen: the package builds
+ * without CUDA headers and imports where there is no driver. Only what the
+ * plane sweep uses is declared; the values are the driver's stable ABI. */
+#ifndef AP_CUDA_DRIVER_H
+#define AP_CUDA_DRIVER_H
+
+#include <stddef.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+
+#define AP_CUDA_SUCCESS 0
+#define AP_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+
+typedef struct {
+    CUresult (*Init)(unsigned flags);
+    CUresult (*DeviceGetCount)(int *count);
+    CUresult (*DeviceGet)(CUdevice *device, int ordinal);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice device);
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice device);
+    CUresult (*CtxPushCurrent)(CUcontext ctx);
+    CUresult (*CtxPopCurrent)(CUcontext *ctx);
+    CUresult (*ModuleLoadData)(CUmodule *module, const void *image);
+    CUresult (*ModuleUnload)(CUmodule module);
+    CUresult (*ModuleGetFunction)(CUfunction *f, CUmodule module,
+                                  const char *name);
+    CUresult (*FuncSetAttribute)(CUfunction f, int attribute, int value);
+    CUresult (*LaunchKernel)(CUfunction f, unsigned gx, unsigned gy,
+                             unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned shared, CUstream stream,
+                             void **params, void **extra);
+    CUresult (*GetErrorString)(CUresult error, const char **text);
+} ap_cuda_api;
+
+/* The kernels of one device, loaded on first use. */
+typedef struct {
+    CUcontext ctx;
+    CUfunction rays, warp, cost, extract;
+} ap_cuda_device;
+
+/* Opens the driver and loads the kernels onto device `ordinal` (the
+ * driver stays open, the device's primary context retained, for the
+ * process's life, as every CUDA library does). Returns the device, or
+ * NULL with a message in error: no fat binary built in, no driver, no
+ * such device, or a driver error. Not thread-safe: call with the GIL. */
+const ap_cuda_device *ap_cuda_device_get(int ordinal, const ap_cuda_api **api,
+                                         char *error, size_t size);
+
+/* Message for a failed call, e.g. "cuLaunchKernel: out of memory (2)". */
+void ap_cuda_error(const ap_cuda_api *api, const char *call, CUresult rc,
+                   char *error, size_t size);
+
+#endif

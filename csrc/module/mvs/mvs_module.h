@@ -1,0 +1,48 @@
+/* What the files of aquaprof._mvs share. */
+#ifndef AP_MVS_MODULE_H
+#define AP_MVS_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* one NumPy C-API table for the module, imported by mvs_module.c */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL aquaprof_mvs_ARRAY_API
+#ifndef AP_MVS_IMPORTS_NUMPY
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include "../../kernels/camera.h"
+
+/* A C-contiguous, aligned NumPy array of type, ndim dims (and last
+ * dimension `last` when last > 0). New reference, or NULL with ValueError
+ * naming what. */
+PyArrayObject *ap_mvs_array(PyObject *obj, int type, int ndim,
+                            npy_intp last, const char *what);
+
+/* Fills cam from a float64 (AP_CAMERA_PARAMS,) array. 0, or -1 with
+ * ValueError naming what. */
+int ap_mvs_camera(PyObject *obj, ap_camera *cam, const char *what);
+
+PyObject *ap_gpu_check(PyObject *module, PyObject *device);
+PyObject *ap_gpu_warp(PyObject *module, PyObject *args);
+PyObject *ap_gpu_cost_volume(PyObject *module, PyObject *args);
+PyObject *ap_gpu_extract_depth(PyObject *module, PyObject *args);
+
+#define AP_GPU_METHODS                                                       \
+    {"gpu_check", ap_gpu_check, METH_O,                                      \
+     "gpu_check(device): None, or RuntimeError saying why the CUDA "         \
+     "kernels cannot run there."},                                           \
+    {"gpu_warp", ap_gpu_warp, METH_VARARGS,                                  \
+     "gpu_warp(device, stream, src, h, w, ref_params, src_params, depth, "   \
+     "rays, out): device pointers as ints; rays: 6 h w doubles of "          \
+     "scratch"},                                                             \
+    {"gpu_cost_volume", ap_gpu_cost_volume, METH_VARARGS,                    \
+     "gpu_cost_volume(device, stream, ref, srcs, n, h, w, ref_params, "      \
+     "src_params, depths, d, first, count, cost, window, rays, out)"},       \
+    {"gpu_extract_depth", ap_gpu_extract_depth, METH_VARARGS,                \
+     "gpu_extract_depth(device, stream, volume, h, w, d, depths, depth, "    \
+     "confidence)"},
+
+#endif
