@@ -21,3 +21,19 @@ def cost_volume(ref: np.ndarray, srcs: np.ndarray, ref_params: np.ndarray,
                 out: np.ndarray) -> None: ...
 def extract_depth(volume: np.ndarray, depths: np.ndarray
                   ) -> Tuple[np.ndarray, np.ndarray]: ...
+
+# CUDA: device pointers as ints, launched on `stream`, never waited for
+GPU_VIEWS: int
+
+def gpu_check(device: int) -> None: ...
+def gpu_warp(device: int, stream: int, src: int, h: int, w: int,
+             ref_params: np.ndarray, src_params: np.ndarray, depth: float,
+             rays: int, out: int) -> None: ...
+def gpu_cost_volume(device: int, stream: int, ref: int, srcs: int, n: int,
+                    h: int, w: int, ref_params: np.ndarray,
+                    src_params: np.ndarray, depths: int, d: int, first: int,
+                    count: int, cost: int, window: int, rays: int,
+                    out: int) -> None: ...
+def gpu_extract_depth(device: int, stream: int, volume: int, h: int, w: int,
+                      d: int, depths: int, depth: int,
+                      confidence: int) -> None: ...

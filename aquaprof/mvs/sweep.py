@@ -1,5 +1,5 @@
-"""Warping, cost volumes and depth extraction on NumPy arrays (the CPU C
-implementation)."""
+"""Warping, cost volumes and depth extraction: NumPy arrays run the C
+kernels on the CPU, GPU arrays (torch, CuPy, DLPack) the CUDA kernels."""
 from __future__ import annotations
 
 import os
@@ -8,21 +8,10 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _mvs
+from . import _gpu
 from .camera import Camera
 
 COSTS = {"ncc": 0, "ssim": 1, "sad": 2}
-
-
-def _refuse_gpu(*arrays: object) -> None:
-    """Refuses GPU arrays, also inside a list or tuple of arrays."""
-    for a in arrays:
-        if isinstance(a, (list, tuple)):
-            _refuse_gpu(*a)
-        elif hasattr(a, "__cuda_array_interface__") or (
-                getattr(getattr(a, "device", None), "type", None) == "cuda"):
-            raise RuntimeError(
-                "GPU arrays are not supported yet: the CUDA kernels of the "
-                "plane-sweep kit are still to come; pass NumPy arrays")
 
 
 def _image(value: object, name: str) -> np.ndarray:
@@ -73,14 +62,17 @@ def _threads(value: Optional[int]) -> int:
 def warp(src: np.ndarray, ref_cam: Camera, src_cam: Camera,
          depth: float) -> np.ndarray:
     """src resampled into the reference view at one ray depth (bilinear);
-    NaN where the point is not seen by src_cam."""
-    _refuse_gpu(src)
-    src = _image(src, "src")
+    NaN where the point is not seen by src_cam. A GPU src gives a GPU
+    result of its own library."""
     d = _depths(depth)
     if d.size != 1:
         raise ValueError("depth must be one number")
-    return _mvs.warp(src, _camera(ref_cam, "ref_cam").params,
-                     _camera(src_cam, "src_cam").params, float(d[0]))
+    ref_params = _camera(ref_cam, "ref_cam").params
+    src_params = _camera(src_cam, "src_cam").params
+    if _gpu.is_gpu(src):
+        _mvs.gpu_check(-1)
+        return _gpu.warp(src, ref_params, src_params, float(d[0]))
+    return _mvs.warp(_image(src, "src"), ref_params, src_params, float(d[0]))
 
 
 def build_cost_volume(ref: np.ndarray,
@@ -100,24 +92,34 @@ def build_cost_volume(ref: np.ndarray,
     depth_batch: depths computed per call of the kernel (default all); it
     changes when the GIL is taken back, not the result.
     threads: worker threads (default: the CPUs this process may use); the
-    result is the same for any number."""
-    _refuse_gpu(ref, srcs)
-    ref = _image(ref, "ref")
+    result is the same for any number.
+
+    GPU arrays (torch, CuPy, DLPack; all on one device) run the CUDA
+    kernels and give an array of the same library on that device, queued
+    on its current stream without waiting for it. Within 1e-4 of the CPU
+    result; threads does not apply there."""
     ref_params = _camera(ref_cam, "ref_cam").params
-    stacked = isinstance(srcs, np.ndarray) and srcs.ndim == 3
-    if not (stacked or isinstance(srcs, Sequence)):
-        raise TypeError("srcs must be a float32 (N, H, W) array or a "
-                        "sequence of float32 (H, W) arrays")
-    views = [_image(s, f"srcs[{i}]") for i, s in enumerate(srcs)]
-    if not views:
-        raise ValueError("srcs must hold at least one source view")
-    for i, s in enumerate(views):
-        if s.shape != ref.shape:
-            raise ValueError(f"srcs[{i}] has shape {s.shape}, ref has "
-                             f"{ref.shape}")
-    if not isinstance(src_cams, Sequence) or len(src_cams) != len(views):
+    gpu = _gpu.is_gpu(ref) or _gpu.is_gpu(srcs)
+    if gpu:
+        _mvs.gpu_check(-1)
+        ref_view, stack, n = _gpu.images(ref, srcs)
+    else:
+        ref = _image(ref, "ref")
+        stacked = isinstance(srcs, np.ndarray) and srcs.ndim == 3
+        if not (stacked or isinstance(srcs, Sequence)):
+            raise TypeError("srcs must be a float32 (N, H, W) array or a "
+                            "sequence of float32 (H, W) arrays")
+        views = [_image(s, f"srcs[{i}]") for i, s in enumerate(srcs)]
+        if not views:
+            raise ValueError("srcs must hold at least one source view")
+        for i, s in enumerate(views):
+            if s.shape != ref.shape:
+                raise ValueError(f"srcs[{i}] has shape {s.shape}, ref has "
+                                 f"{ref.shape}")
+        n = len(views)
+    if not isinstance(src_cams, Sequence) or len(src_cams) != n:
         raise ValueError(f"src_cams must hold one camera per source view "
-                         f"({len(views)})")
+                         f"({n})")
     cams = np.stack([_camera(c, f"src_cams[{i}]").params
                      for i, c in enumerate(src_cams)])
     d = _depths(depths)
@@ -135,6 +137,9 @@ def build_cost_volume(ref: np.ndarray,
         raise ValueError(f"depth_batch must be an int >= 1, got "
                          f"{depth_batch!r}")
     n_threads = _threads(threads)
+    if gpu:
+        return _gpu.cost_volume(ref_view, stack, n, ref_params, cams, d,
+                                COSTS[cost], window, depth_batch)
     # a float32 (N, H, W) array goes as it is (the binding makes it
     # contiguous if it must); a sequence is stacked once
     stack = srcs if stacked else np.stack(views)
@@ -151,12 +156,14 @@ def extract_depth(cost_volume: np.ndarray, depths: Sequence[float]
     """Winner-take-all depth (H, W) with parabola refinement (offset
     clamped to half a step), NaN at the first and last hypothesis; and the
     confidence sqrt((1 - clamp(best, 0, 1)) * clamp(1 - best / mean, 0,
-    1)), 0 where the depth is NaN."""
-    _refuse_gpu(cost_volume)
+    1)), 0 where the depth is NaN. A GPU volume gives GPU arrays."""
+    d = _depths(depths)
+    if _gpu.is_gpu(cost_volume):
+        _mvs.gpu_check(-1)
+        return _gpu.extract_depth(cost_volume, d)
     if not isinstance(cost_volume, np.ndarray) or cost_volume.ndim != 3 \
             or cost_volume.dtype != np.float32:
         raise ValueError("cost_volume must be a float32 (H, W, D) array")
-    d = _depths(depths)
     if d.size != cost_volume.shape[2]:
         raise ValueError(f"depths has {d.size} entries, cost_volume "
                          f"{cost_volume.shape[2]} planes")

@@ -125,21 +125,34 @@ load_device(int ordinal, char *error, size_t size)
     return 0;
 }
 
-const ap_cuda_device *
-ap_cuda_device_get(int ordinal, const ap_cuda_api **out_api, char *error,
-                   size_t size)
+int
+ap_cuda_open(int *count, char *error, size_t size)
 {
     if (api_state == 0) {
         api_state = open_api() == 0 ? 1 : -1;
     }
     if (api_state < 0) {
         snprintf(error, size, "%s", api_error);
-        return NULL;
+        return -1;
     }
-    int count = 0;
-    CUresult rc = api.DeviceGetCount(&count);
+    CUresult rc = api.DeviceGetCount(count);
     if (rc != AP_CUDA_SUCCESS) {
         ap_cuda_error(&api, "cuDeviceGetCount", rc, error, size);
+        return -1;
+    }
+    if (*count < 1) {
+        snprintf(error, size, "no CUDA device found");
+        return -1;
+    }
+    return 0;
+}
+
+const ap_cuda_device *
+ap_cuda_device_get(int ordinal, const ap_cuda_api **out_api, char *error,
+                   size_t size)
+{
+    int count;
+    if (ap_cuda_open(&count, error, size) < 0) {
         return NULL;
     }
     if (ordinal < 0 || ordinal >= count || ordinal >= MAX_DEVICES) {

@@ -42,6 +42,10 @@ typedef struct {
     CUfunction rays, warp, cost, extract;
 } ap_cuda_device;
 
+/* Opens the driver (once) and counts its devices. 0, or -1 with a
+ * message in error: no fat binary built in, no driver, no device. */
+int ap_cuda_open(int *count, char *error, size_t size);
+
 /* Opens the driver and loads the kernels onto device `ordinal` (the
  * driver stays open, the device's primary context retained, for the
  * process's life, as every CUDA library does). Returns the device, or

@@ -93,11 +93,28 @@ ap_gpu_check(PyObject *module, PyObject *device)
 {
     (void)module;
     const ap_cuda_api *api;
-    int ordinal = PyLong_AsLong(device);
+    long ordinal = PyLong_AsLong(device);
     if (ordinal == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    if (device_or_raise(ordinal, &api) == NULL) {
+    if (ordinal > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "device out of range");
+        return NULL;
+    }
+    if (ordinal >= 0) {
+        if (device_or_raise((int)ordinal, &api) == NULL) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    char error[320];
+    int count;
+    pthread_mutex_lock(&load_lock);
+    int rc = ap_cuda_open(&count, error, sizeof(error));
+    pthread_mutex_unlock(&load_lock);
+    if (rc < 0) {
+        PyErr_Format(PyExc_RuntimeError, "the CUDA plane sweep cannot run: "
+                     "%s", error);
         return NULL;
     }
     Py_RETURN_NONE;

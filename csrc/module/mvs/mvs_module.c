@@ -5,6 +5,7 @@
 #define AP_MVS_IMPORTS_NUMPY
 #include "mvs_module.h"
 
+#include "../../kernels/gpu_sweep.h"
 #include "../../kernels/sweep.h"
 
 PyArrayObject *
@@ -345,7 +346,8 @@ mvs_exec(PyObject *module)
                                 AP_CAMERA_PARAMS) < 0 ||
         PyModule_AddIntConstant(module, "NEWTON_COLD", AP_NEWTON_COLD) < 0 ||
         PyModule_AddIntConstant(module, "NEWTON_WARM", AP_NEWTON_WARM) < 0 ||
-        PyModule_AddIntConstant(module, "MAX_WINDOW", AP_MAX_WINDOW) < 0) {
+        PyModule_AddIntConstant(module, "MAX_WINDOW", AP_MAX_WINDOW) < 0 ||
+        PyModule_AddIntConstant(module, "GPU_VIEWS", AP_GPU_VIEWS) < 0) {
         return -1;
     }
     return 0;

@@ -33,7 +33,7 @@ PyObject *ap_gpu_extract_depth(PyObject *module, PyObject *args);
 #define AP_GPU_METHODS                                                       \
     {"gpu_check", ap_gpu_check, METH_O,                                      \
      "gpu_check(device): None, or RuntimeError saying why the CUDA "         \
-     "kernels cannot run there."},                                           \
+     "kernels cannot run there (device -1: on any device)."},                \
     {"gpu_warp", ap_gpu_warp, METH_VARARGS,                                  \
      "gpu_warp(device, stream, src, h, w, ref_params, src_params, depth, "   \
      "rays, out): device pointers as ints; rays: 6 h w doubles of "          \

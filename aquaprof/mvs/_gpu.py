@@ -1,0 +1,207 @@
+"""The plane sweep on GPU arrays: torch tensors and CuPy arrays (read
+through ``__cuda_array_interface__``), and other DLPack producers through
+whichever of the two is installed, without copies.
+
+Outputs and scratch are allocated by the input's own library, the kernels
+are queued on that library's current stream, and nothing waits for the
+GPU: results are ready when that stream gets there, as with any torch or
+CuPy operation. Pixel values are not checked for NaN here, since that
+would mean waiting for the GPU."""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+import numpy as np
+
+from .. import _mvs
+
+DLPACK_CUDA, DLPACK_CUDA_MANAGED = 2, 13
+
+
+def is_gpu(obj: object) -> bool:
+    """Whether obj is an array on a CUDA GPU, also inside a list/tuple."""
+    if isinstance(obj, (list, tuple)):
+        return any(is_gpu(o) for o in obj)
+    if isinstance(obj, np.ndarray):
+        return False
+    if hasattr(obj, "__cuda_array_interface__"):
+        return True
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is None:
+        return False
+    try:
+        kind = device()[0]
+    except Exception:     # a producer that cannot say is not ours to take
+        return False
+    return kind in (DLPACK_CUDA, DLPACK_CUDA_MANAGED)
+
+
+def _library(obj: object) -> str:
+    return type(obj).__module__.split(".")[0]
+
+
+def _adopt(obj: object, name: str) -> object:
+    """obj as a torch tensor or CuPy array over the same memory."""
+    if _library(obj) in ("torch", "cupy"):
+        return obj
+    for lib in ("cupy", "torch"):
+        try:
+            module = __import__(lib)
+        except ImportError:
+            continue
+        if hasattr(obj, "__dlpack__"):
+            return module.from_dlpack(obj)
+        if lib == "cupy":
+            return module.asarray(obj)           # reads the interface
+        return module.as_tensor(obj, device="cuda")
+    raise RuntimeError(f"{name}: GPU arrays must be torch tensors or CuPy "
+                       f"arrays, or come with torch or CuPy installed (got "
+                       f"{type(obj).__name__})")
+
+
+class GpuArray:
+    """A C-contiguous float32 GPU array: its pointer, shape and device,
+    and the library that allocates like it."""
+
+    def __init__(self, obj: object, name: str, ndim: int):
+        if not is_gpu(obj):
+            raise ValueError(f"{name} is a {type(obj).__name__}, not a GPU "
+                             f"array: the arrays of one call must all be on "
+                             f"the GPU or all on the host")
+        self.obj = _adopt(obj, name)
+        cai = self.obj.__cuda_array_interface__
+        self.shape: Tuple[int, ...] = tuple(cai["shape"])
+        if cai["typestr"] != "<f4" or len(self.shape) != ndim:
+            raise ValueError(f"{name} must be a float32 array of {ndim} "
+                             f"dimensions, got {cai['typestr']} "
+                             f"{self.shape}")
+        contiguous = [4]
+        for extent in reversed(self.shape[1:]):
+            contiguous.insert(0, contiguous[0] * extent)
+        strides = cai.get("strides")
+        if strides is not None and any(
+                extent > 1 and stride != expected for extent, stride,
+                expected in zip(self.shape, strides, contiguous)):
+            raise ValueError(f"{name} must be C-contiguous (call "
+                             f".contiguous() or cupy.ascontiguousarray)")
+        self.ptr: int = cai["data"][0]
+        self.lib = _library(self.obj)
+        if self.lib == "torch":
+            self.device: int = self.obj.device.index or 0
+        else:
+            self.device = self.obj.device.id
+
+    def empty(self, shape: Sequence[int], dtype: str = "float32") -> object:
+        """A new array of this library on this device."""
+        if self.lib == "torch":
+            import torch
+            return torch.empty(tuple(shape), dtype=getattr(torch, dtype),
+                               device=self.obj.device)
+        import cupy
+        with cupy.cuda.Device(self.device):
+            return cupy.empty(tuple(shape), dtype=dtype)
+
+    def upload(self, values: np.ndarray) -> object:
+        """float64 values copied to this device."""
+        if self.lib == "torch":
+            import torch
+            return torch.as_tensor(values, dtype=torch.float64,
+                                   device=self.obj.device)
+        import cupy
+        with cupy.cuda.Device(self.device):
+            return cupy.asarray(values, dtype=np.float64)
+
+    def stream(self) -> int:
+        """The library's current stream on this device, as a handle."""
+        if self.lib == "torch":
+            import torch
+            return torch.cuda.current_stream(self.obj.device).cuda_stream
+        import cupy
+        with cupy.cuda.Device(self.device):
+            return cupy.cuda.get_current_stream().ptr
+
+
+def _pointer(array: object) -> int:
+    return array.__cuda_array_interface__["data"][0]
+
+
+def images(ref: object, srcs: object) -> Tuple[GpuArray, GpuArray, int]:
+    """ref (H, W) and srcs ((N, H, W) or a sequence of (H, W)) on one GPU:
+    the reference, the stacked views, and N."""
+    ref_view = GpuArray(ref, "ref", 2)
+    if isinstance(srcs, (list, tuple)):
+        if not srcs:
+            raise ValueError("srcs must hold at least one source view")
+        views: List[GpuArray] = [GpuArray(s, f"srcs[{i}]", 2)
+                                 for i, s in enumerate(srcs)]
+        stacked = ref_view.empty((len(views),) + ref_view.shape)
+        for i, view in enumerate(views):
+            _same_device(ref_view, view, f"srcs[{i}]")
+            if view.shape != ref_view.shape:
+                raise ValueError(f"srcs[{i}] has shape {view.shape}, ref "
+                                 f"has {ref_view.shape}")
+            stacked[i] = view.obj      # a device-to-device copy, queued
+        stack = GpuArray(stacked, "srcs", 3)
+    else:
+        stack = GpuArray(srcs, "srcs", 3)
+        if stack.shape[1:] != ref_view.shape or stack.shape[0] < 1:
+            raise ValueError(f"srcs has shape {stack.shape}, ref has "
+                             f"{ref_view.shape}")
+    _same_device(ref_view, stack, "srcs")
+    if min(ref_view.shape) < 2:
+        raise ValueError(f"ref must be at least 2 x 2, got {ref_view.shape}")
+    return ref_view, stack, stack.shape[0]
+
+
+def _same_device(a: GpuArray, b: GpuArray, name: str) -> None:
+    if a.device != b.device or a.lib != b.lib:
+        raise ValueError(f"{name} is on {b.lib} device {b.device}, ref on "
+                         f"{a.lib} device {a.device}")
+
+
+def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
+         depth: float) -> object:
+    image = GpuArray(src, "src", 2)
+    if min(image.shape) < 2:
+        raise ValueError(f"src must be at least 2 x 2, got {image.shape}")
+    _mvs.gpu_check(image.device)
+    h, w = image.shape
+    rays = image.empty((6, h, w), "float64")
+    out = image.empty((h, w))
+    _mvs.gpu_warp(image.device, image.stream(), image.ptr, h, w, ref_params,
+                  src_params, depth, _pointer(rays), _pointer(out))
+    return out
+
+
+def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
+                ref_params: np.ndarray, cams: np.ndarray, depths: np.ndarray,
+                cost: int, window: int, depth_batch: int) -> object:
+    _mvs.gpu_check(ref.device)
+    h, w = ref.shape
+    d = depths.size
+    on_device = ref.upload(depths)
+    rays = ref.empty((6, h, w), "float64")
+    out = ref.empty((h, w, d))
+    stream = ref.stream()
+    for first in range(0, d, depth_batch):
+        _mvs.gpu_cost_volume(ref.device, stream, ref.ptr, stack.ptr, n, h, w,
+                             ref_params, cams, _pointer(on_device), d, first,
+                             min(depth_batch, d - first), cost, window,
+                             _pointer(rays), _pointer(out))
+    return out
+
+
+def extract_depth(volume: object, depths: np.ndarray) -> Tuple[object,
+                                                               object]:
+    vol = GpuArray(volume, "cost_volume", 3)
+    h, w, d = vol.shape
+    if d != depths.size:
+        raise ValueError(f"depths has {depths.size} entries, cost_volume "
+                         f"{d} planes")
+    _mvs.gpu_check(vol.device)
+    on_device = vol.upload(depths)
+    depth, confidence = vol.empty((h, w)), vol.empty((h, w))
+    _mvs.gpu_extract_depth(vol.device, vol.stream(), vol.ptr, h, w, d,
+                           _pointer(on_device), _pointer(depth),
+                           _pointer(confidence))
+    return depth, confidence

@@ -1,0 +1,231 @@
+"""The plane sweep on GPU arrays. Tests marked gpu compare the CUDA kernels
+with the CPU path (within 1e-4) and need torch with a CUDA device; the
+others check, on any machine, how GPU arrays are recognised and read and
+what happens where the kernels cannot run."""
+import numpy as np
+import pytest
+
+import aquaprof.mvs as mvs
+from aquaprof import _mvs
+from aquaprof.mvs import _gpu, scenes
+
+try:
+    import torch
+    CUDA = torch.cuda.is_available()
+except ImportError:
+    torch, CUDA = None, False
+
+needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device for torch")
+
+
+def driver_error():
+    """Why the CUDA kernels cannot run here, or None where they can."""
+    try:
+        _mvs.gpu_check(-1)
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+class FakeTorchTensor:
+    """Just enough of a CUDA tensor for the checks that come before any
+    launch: the interface and a device."""
+    __module__ = "torch.fake"
+
+    def __init__(self, typestr="<f4", shape=(4, 6), strides=None):
+        self.__cuda_array_interface__ = {
+            "typestr": typestr, "shape": shape, "strides": strides,
+            "data": (0xdead000, False), "version": 3}
+        self.device = type("Device", (), {"index": 1})()
+
+
+class DLPackOnly:
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __dlpack_device__(self):
+        if self.kind is None:
+            raise BufferError("cannot say")
+        return (self.kind, 0)
+
+
+def test_gpu_arrays_are_told_from_host_arrays():
+    assert not _gpu.is_gpu(np.zeros((2, 2), np.float32))
+    assert _gpu.is_gpu(FakeTorchTensor())
+    assert _gpu.is_gpu([np.zeros(2), FakeTorchTensor()])
+    assert _gpu.is_gpu(DLPackOnly(2)) and _gpu.is_gpu(DLPackOnly(13))
+    assert not _gpu.is_gpu(DLPackOnly(1))        # DLPack on the CPU
+    assert not _gpu.is_gpu(DLPackOnly(None))
+    if torch is not None:
+        assert not _gpu.is_gpu(torch.zeros(2))   # a CPU tensor
+
+
+def test_gpu_arrays_are_read_and_checked():
+    a = _gpu.GpuArray(FakeTorchTensor(), "ref", 2)
+    assert (a.ptr, a.shape, a.device, a.lib) == (0xdead000, (4, 6), 1,
+                                                 "torch")
+    # explicit C-contiguous strides, and any stride on an extent of 1
+    _gpu.GpuArray(FakeTorchTensor(strides=(24, 4)), "ref", 2)
+    _gpu.GpuArray(FakeTorchTensor(shape=(1, 6), strides=(4, 4)), "ref", 2)
+    with pytest.raises(ValueError, match="ref must be a float32 array of 2"):
+        _gpu.GpuArray(FakeTorchTensor(typestr="<f8"), "ref", 2)
+    with pytest.raises(ValueError, match="ref must be a float32 array of 3"):
+        _gpu.GpuArray(FakeTorchTensor(), "ref", 3)
+    with pytest.raises(ValueError, match="ref must be C-contiguous"):
+        _gpu.GpuArray(FakeTorchTensor(strides=(4, 16)), "ref", 2)
+
+
+SCENE = scenes.make_scene("flat", views=3, height=24, width=32)
+DEPTHS = np.linspace(*SCENE.depth_range(0.03), 6)
+
+
+def test_the_gpu_binding_rejects_bad_arguments_before_any_launch():
+    cam = SCENE.ref_cam.params
+    cams = np.stack([cam, cam])
+    warp = [0, 0, 1, 24, 32, cam, cam, 1.0, 2, 3]
+    volume = [0, 0, 1, 2, 2, 24, 32, cam, cams, 3, 6, 0, 6, 0, 5, 4, 5]
+    extract = [0, 0, 1, 24, 32, 6, 2, 3, 4]
+
+    def call(f, good, **changes):
+        args = list(good)
+        for i, value in changes.items():
+            args[int(i[1:])] = value
+        f(*args)
+
+    for f, good, bad in [
+        (_mvs.gpu_warp, warp, [{"a3": 1}, {"a2": 0}, {"a9": 0}]),
+        (_mvs.gpu_cost_volume, volume,
+         [{"a13": 3}, {"a14": 4}, {"a14": 65}, {"a4": 0}, {"a12": 7},
+          {"a11": -1}, {"a15": 0}]),
+        (_mvs.gpu_extract_depth, extract, [{"a5": 0}, {"a8": 0}]),
+    ]:
+        for change in bad:
+            with pytest.raises(ValueError):
+                call(f, good, **change)
+    with pytest.raises(ValueError, match="src_cam is not a valid camera"):
+        call(_mvs.gpu_warp, warp, a6=np.zeros(28))
+    with pytest.raises(ValueError, match="src_cams must hold n cameras"):
+        call(_mvs.gpu_cost_volume, volume, a4=3)
+
+
+def test_without_a_driver_every_gpu_call_says_why():
+    why = driver_error()
+    if why is None:
+        pytest.skip("the CUDA kernels can run here: the gpu tests cover it")
+    assert "cannot run" in why
+    fake = FakeTorchTensor()
+    calls = [
+        lambda: mvs.warp(fake, SCENE.ref_cam, SCENE.cameras[1], 1.0),
+        lambda: mvs.build_cost_volume(fake, [fake], SCENE.ref_cam,
+                                      SCENE.cameras[1:2], DEPTHS),
+        lambda: mvs.build_cost_volume(SCENE.ref, [fake], SCENE.ref_cam,
+                                      SCENE.cameras[1:2], DEPTHS),
+        lambda: mvs.extract_depth(FakeTorchTensor(shape=(4, 6, 6)), DEPTHS),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="cannot run: "):
+            call()
+
+
+# ------------------------------------------------------------ on a GPU
+
+def cuda(a):
+    return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+
+
+def close(gpu_result, cpu_result, tol=1e-4):
+    got = gpu_result.cpu().numpy()
+    assert np.array_equal(np.isnan(got), np.isnan(cpu_result))
+    seen = ~np.isnan(cpu_result)
+    return np.abs(got[seen] - cpu_result[seen]).max() <= tol
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("model", ["refractive", "pinhole"])
+def test_cuda_warp_equals_the_cpu(model):
+    sc = scenes.make_scene("flat", model, views=2, height=48, width=64)
+    for depth in DEPTHS[[0, 3, 5]]:
+        out = mvs.warp(cuda(sc.images[1]), sc.ref_cam, sc.cameras[1], depth)
+        assert isinstance(out, torch.Tensor) and out.is_cuda
+        assert close(out, mvs.warp(sc.images[1], sc.ref_cam, sc.cameras[1],
+                                   depth))
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("cost,window", [("ncc", 11), ("ssim", 7),
+                                         ("sad", 5), ("ncc", 63)])
+@pytest.mark.parametrize("model", ["refractive", "pinhole"])
+def test_cuda_cost_volume_equals_the_cpu(cost, window, model):
+    sc = scenes.make_scene("wavy", model, views=3, height=40, width=56)
+    depths = np.linspace(*sc.depth_range(0.03), 9)
+    args = (sc.ref_cam, sc.cameras[1:], depths, cost, window)
+    expected = mvs.build_cost_volume(sc.ref, sc.images[1:], *args)
+    stacked = mvs.build_cost_volume(cuda(sc.ref),
+                                    cuda(np.stack(sc.images[1:])), *args)
+    listed = mvs.build_cost_volume(cuda(sc.ref),
+                                   [cuda(i) for i in sc.images[1:]], *args,
+                                   depth_batch=4)
+    for out in (stacked, listed):
+        assert out.is_cuda and out.dtype == torch.float32
+        assert close(out, expected)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_takes_more_views_than_one_launch_holds():
+    sc = scenes.make_scene("flat", views=11, height=24, width=32)
+    assert len(sc.cameras) - 1 > _mvs.GPU_VIEWS
+    args = (sc.ref_cam, sc.cameras[1:], DEPTHS)
+    expected = mvs.build_cost_volume(sc.ref, sc.images[1:], *args)
+    out = mvs.build_cost_volume(cuda(sc.ref), cuda(np.stack(sc.images[1:])),
+                                *args)
+    assert close(out, expected)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_extract_depth_equals_the_cpu():
+    rng = np.random.default_rng(6)
+    volume = rng.random((30, 40, 9)).astype(np.float32)
+    depths = np.cumsum(rng.uniform(0.01, 0.03, 9)) + 0.8
+    depth, conf = mvs.extract_depth(cuda(volume), depths)
+    expected_depth, expected_conf = mvs.extract_depth(volume, depths)
+    assert close(depth, expected_depth, 1e-6)
+    assert close(conf, expected_conf, 1e-6)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_pipeline_recovers_the_flat_plane():
+    sc = scenes.make_scene("flat", views=3, height=96, width=128)
+    depths = np.linspace(*sc.depth_range(0.03), 48)
+    volume = mvs.build_cost_volume(cuda(sc.ref),
+                                   [cuda(i) for i in sc.images[1:]],
+                                   sc.ref_cam, sc.cameras[1:], depths, "ncc",
+                                   7)
+    depth, _ = mvs.extract_depth(volume, depths)
+    m = scenes.metrics(sc, depth.cpu().numpy(), tolerance=depths[1] -
+                       depths[0])
+    assert m["completeness"] > 0.8
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_bad_inputs():
+    ref = cuda(SCENE.ref)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        mvs.build_cost_volume(ref.t(), [ref], SCENE.ref_cam,
+                              SCENE.cameras[1:2], DEPTHS)
+    with pytest.raises(ValueError, match="float32"):
+        mvs.build_cost_volume(ref.double(), [ref], SCENE.ref_cam,
+                              SCENE.cameras[1:2], DEPTHS)
+    with pytest.raises(ValueError, match="srcs\\[0\\] has shape"):
+        mvs.build_cost_volume(ref, [ref[:10]], SCENE.ref_cam,
+                              SCENE.cameras[1:2], DEPTHS)
+    with pytest.raises(ValueError, match="window"):
+        mvs.build_cost_volume(ref, [ref], SCENE.ref_cam,
+                              SCENE.cameras[1:2], DEPTHS, window=4)
+    with pytest.raises(RuntimeError, match="no CUDA device 99"):
+        _mvs.gpu_check(99)
