@@ -38,3 +38,22 @@ def test_demo_rejects_bad_arguments():
         out = run_demo(*args)
         assert out.returncode == 2
         assert message in out.stderr
+
+
+def test_demo_on_cuda_runs_where_there_is_a_gpu_and_says_why_not_elsewhere(
+        tmp_path):
+    from aquaprof.demo import cuda_problem
+    problem = cuda_problem()
+    out = run_demo("--device", "cuda", "--height", "96", "--width", "128",
+                   "--views", "3", "--depths", "32", "--window", "7",
+                   "--out", str(tmp_path))
+    if problem:
+        assert out.returncode == 2
+        assert f"--device cuda: {problem}" in out.stderr
+    else:
+        assert out.returncode == 0, out.stderr
+        rep = ap.Report.load(tmp_path / "report.json")
+        assert [rep[s].count for s in STAGES] == [1] * 6
+        median_mm = float(out.stdout.split("median |error|")[1].split()[0])
+        step_mm = float(out.stdout.split("(step ")[1].split()[0])
+        assert median_mm < step_mm
