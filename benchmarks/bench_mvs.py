@@ -1,14 +1,22 @@
-"""Plane-sweep cost volumes on the CPU: aquaprof's C kernels against the
-way users write it today in PyTorch (per depth and view: a Newton solve for
-the refracted projection, grid_sample, conv2d window sums), in one run.
+"""Plane-sweep cost volumes: aquaprof's kernels against the way users
+write it today in PyTorch (per depth and view: a Newton solve for the
+refracted projection, grid_sample, conv2d window sums), in one run.
 
     python benchmarks/bench_mvs.py [--height 480 --width 640 --views 4
                                     --depths 64,128 --repeats 3]
+    python benchmarks/bench_mvs.py --device cuda      # on a GPU
 
-The same torch code in float64 is the reference of the same maths: the
-report gives our error against it. The floor beside each time comes from
-two ceilings measured here first: a float64 matrix product (arithmetic) and
-a large copy (memory). Targets (issue 3): >= 20x the torch CPU version.
+CPU: the same torch code in float64 is the reference of the same maths:
+the report gives our error against it. The floor beside each time comes
+from two ceilings measured here first: a float64 matrix product
+(arithmetic) and a large copy (memory). Target (issue 3): >= 20x the torch
+CPU version.
+
+CUDA: both on the GPU, timed with CUDA events (3 warm-ups, median of
+--gpu-repeats), beside the bytes-moved roofline: the bytes a cost volume
+must move at least (inputs read once, the volume written once) over the
+device-to-device copy bandwidth measured in the same run. Target: >= 10x
+the torch GPU version.
 """
 from __future__ import annotations
 
@@ -31,10 +39,11 @@ try:
 except ImportError:
     torch = None
 
-NEWTON = 10     # the kernels' cold-start iteration count
-# per sample (pixel, depth, view): a ray point (6), refracted projection
-# (Newton: 10 x ~30 + setup ~40), bilinear (~10), window sums (~30)
-FLOPS_PER_SAMPLE = 6 + NEWTON * 30 + 40 + 10 + 30
+NEWTON = 10     # the torch version's cold-start iteration count
+# what our CPU path computes per sample (pixel, depth, view): the ray point
+# in the interface frame (~25), the table guess (~15), one Newton step
+# (~25), the pixel (~20), bilinear (~10), window sums and cost (~40)
+FLOPS_PER_SAMPLE = 25 + 15 + 25 + 20 + 10 + 40
 
 
 def ceilings():
@@ -56,31 +65,33 @@ def ceilings():
 
 
 # ------------------------------------------------------- torch version
-def torch_cost_volume(ref, srcs, ref_cam, src_cams, depths, window, dtype):
+def torch_cost_volume(ref, srcs, ref_cam, src_cams, depths, window, dtype,
+                      device="cpu"):
     """NCC cost volume as users write it in PyTorch (same definitions as
     aquaprof: box window, invalid samples excluded, < half seen -> 1)."""
     h, w = ref.shape
     v, u = np.mgrid[0:h, 0:w]
     o, d, ok = ref_cam.cast_rays(np.stack([u.ravel(), v.ravel()], 1)
                                  .astype(np.float64))
-    o = torch.from_numpy(o).to(dtype)
-    d = torch.from_numpy(d).to(dtype)
-    ray_ok = torch.from_numpy(ok)
-    r_img = torch.from_numpy(ref).to(dtype)[None, None]
-    box = torch.ones(6, 1, window, window, dtype=dtype)
+    o = torch.from_numpy(o).to(device, dtype)
+    d = torch.from_numpy(d).to(device, dtype)
+    ray_ok = torch.from_numpy(ok).to(device)
+    r_img = torch.from_numpy(ref).to(device, dtype)[None, None]
+    s_imgs = [torch.from_numpy(s).to(device, dtype)[None, None]
+              for s in srcs]
+    box = torch.ones(6, 1, window, window, dtype=dtype, device=device)
     pad = window // 2
-    out = torch.zeros(h, w, len(depths), dtype=dtype)
+    out = torch.zeros(h, w, len(depths), dtype=dtype, device=device)
     for k, depth in enumerate(depths):
         x = o + float(depth) * d
-        for src, cam in zip(srcs, src_cams):
-            px, valid = torch_project(cam, x, dtype)
+        for s_img, cam in zip(s_imgs, src_cams):
+            px, valid = torch_project(cam, x, dtype, device)
             valid = valid & ray_ok & (px[:, 0] >= 0) & (px[:, 0] <= w - 1) \
                 & (px[:, 1] >= 0) & (px[:, 1] <= h - 1)
             grid = torch.stack([px[:, 0] / (w - 1) * 2 - 1,
                                 px[:, 1] / (h - 1) * 2 - 1], 1)
             grid = torch.nan_to_num(grid, nan=-2.0).reshape(1, h, w, 2)
-            s = F.grid_sample(torch.from_numpy(src).to(dtype)[None, None],
-                              grid, align_corners=True)
+            s = F.grid_sample(s_img, grid, align_corners=True)
             m = valid.reshape(1, 1, h, w).to(dtype)
             s = s * m
             r = r_img * m
@@ -96,14 +107,17 @@ def torch_cost_volume(ref, srcs, ref_cam, src_cams, depths, window, dtype):
             cost = torch.where((vr < 1e-10) | (vs < 1e-10), 1.0, cost)
             cost = torch.where(sums[0] < window * window / 2, 1.0, cost)
             out[:, :, k] += cost
-    return (out / len(srcs)).numpy()
+    return out / len(srcs)
 
 
-def torch_project(cam, x, dtype):
+def torch_project(cam, x, dtype, device="cpu"):
     """Refracted projection, vectorised: Newton from the straight line."""
-    n = torch.tensor(cam.normal / np.linalg.norm(cam.normal), dtype=dtype)
-    plane = float(n @ torch.tensor([0, 0, cam.water_z], dtype=dtype))
-    c = torch.tensor(cam.center, dtype=dtype)
+    def tensor(values):
+        return torch.tensor(values, dtype=dtype, device=device)
+
+    n = tensor(cam.normal / np.linalg.norm(cam.normal))
+    plane = float(n @ tensor([0, 0, cam.water_z]))
+    c = tensor(cam.center)
     hc = float(n @ c) - plane
     depth = plane - x @ n
     foot = c - hc * n
@@ -121,9 +135,7 @@ def torch_project(cam, x, dtype):
             cam.n_water * depth * depth / (b2 * b)
         r = r - f / df
     p = foot + hvec * (r / dist.clamp(min=1e-30))[:, None]
-    R = torch.tensor(cam.R, dtype=dtype)
-    t = torch.tensor(cam.t, dtype=dtype)
-    K = torch.tensor(cam.K, dtype=dtype)
+    R, t, K = tensor(cam.R), tensor(cam.t), tensor(cam.K)
     pc = p @ R.T + t
     uv = pc @ K.T
     px = uv[:, :2] / uv[:, 2:3]
@@ -139,6 +151,77 @@ def timed(fn, repeats):
     return statistics.median(times), result
 
 
+def gpu_timed(fn, repeats):
+    """Median seconds of fn on the GPU (CUDA events, 3 warm-ups)."""
+    for _ in range(3):
+        result = fn()
+    times = []
+    for _ in range(repeats):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        result = fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times), result
+
+
+def gpu_bandwidth():
+    """Device-to-device copy bandwidth (read + write), 1 GiB."""
+    a = torch.empty(1 << 28, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+    t, _ = gpu_timed(lambda: b.copy_(a), 10)
+    return 2 * a.numel() * 4 / t
+
+
+def bench_cuda(args, scene, depth_counts) -> int:
+    if torch is None or not torch.cuda.is_available():
+        print("--device cuda needs torch with a CUDA device", file=sys.stderr)
+        return 2
+    bandwidth = gpu_bandwidth()
+    h, w, n = args.height, args.width, args.views
+    print(f"{h}x{w}, {n} source views, NCC window {args.window}, "
+          f"refractive cameras, {torch.cuda.get_device_name()}")
+    print(f"copy bandwidth measured now: {bandwidth / 1e9:.0f} GB/s")
+    ref = torch.from_numpy(scene.ref).cuda()
+    srcs = torch.from_numpy(np.stack(scene.images[1:])).cuda()
+    cams = scene.cameras[1:]
+    print(f"\n{'depths':>6} {'ours ms':>8} {'Gsamp/s':>8} {'roof ms':>8} "
+          f"{'of roof':>8} {'torch ms':>9} {'x torch':>8} {'max |diff|':>10}")
+    worst = None
+    for count in depth_counts:
+        depths = np.linspace(*scene.depth_range(0.03), count)
+        ours_t, ours = gpu_timed(lambda: mvs.build_cost_volume(
+            ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window),
+            args.gpu_repeats)
+        torch_t, theirs = gpu_timed(lambda: torch_cost_volume(
+            scene.ref, scene.images[1:], scene.ref_cam, cams, depths,
+            args.window, torch.float32, "cuda"), max(3, args.gpu_repeats // 4))
+        cpu = mvs.build_cost_volume(scene.ref, scene.images[1:],
+                                    scene.ref_cam, cams, depths, "ncc",
+                                    args.window)
+        diff = float(np.nanmax(np.abs(ours.cpu().numpy() - cpu)))
+        roof = (4 * count + 4 * (n + 1)) * h * w / bandwidth
+        samples = n * count * h * w
+        print(f"{count:6d} {ours_t * 1e3:8.2f} {samples / ours_t / 1e9:8.2f} "
+              f"{roof * 1e3:8.3f} {roof / ours_t * 100:7.1f}% "
+              f"{torch_t * 1e3:9.1f} {torch_t / ours_t:8.1f} {diff:10.1e}")
+        ratio = torch_t / ours_t
+        worst = ratio if worst is None else min(worst, ratio)
+    print(f"\ntarget: >= 10x torch on the GPU: "
+          f"{'met' if worst >= 10 else 'not met'} ({worst:.1f}x); "
+          f"CUDA equals the CPU within 1e-4: see max |diff|")
+    depths = np.linspace(*scene.depth_range(0.03), depth_counts[0])
+    print(f"\ndepth_batch sweep, {depth_counts[0]} depths:")
+    for batch in [int(x) for x in args.batches.split(",")]:
+        t, _ = gpu_timed(lambda: mvs.build_cost_volume(
+            ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window,
+            depth_batch=batch), args.gpu_repeats)
+        print(f"  depth_batch {batch:3d}: {t * 1e3:8.2f} ms")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--height", type=int, default=480)
@@ -152,8 +235,14 @@ def main() -> int:
                         help="time our kernels only")
     parser.add_argument("--batches", default="1,8,16,32",
                         help="depth_batch values to sweep (first depths)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--gpu-repeats", type=int, default=20)
     args = parser.parse_args()
     depth_counts = [int(x) for x in args.depths.split(",")]
+    if args.device == "cuda":
+        scene = scenes.make_scene("flat", "refractive", args.views + 1,
+                                  args.height, args.width)
+        return bench_cuda(args, scene, depth_counts)
     flops, bandwidth = ceilings()
     threads = len(os.sched_getaffinity(0))
     print(f"{args.height}x{args.width}, {args.views} source views, NCC "
@@ -182,7 +271,7 @@ def main() -> int:
                 torch.float32), 1)
             line["torch64"], ref64 = timed(lambda: torch_cost_volume(
                 ref, srcs, scene.ref_cam, cams, depths, args.window,
-                torch.float64), 1)
+                torch.float64).numpy(), 1)
             line["error"] = float(np.linalg.norm(ours - ref64)
                                   / np.linalg.norm(ref64))
         rows.append(line)
