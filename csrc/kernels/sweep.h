@@ -17,7 +17,7 @@ typedef enum { AP_COST_NCC = 0, AP_COST_SSIM = 1, AP_COST_SAD = 2 } ap_cost;
 #define AP_SSIM_C2 (0.03 * 0.03)
 /* Rows a worker takes of one depth plane: fixed, because sliding window
  * sums depend (in the last bits) on where they start. */
-#define AP_SWEEP_BAND 64
+#define AP_SWEEP_BAND 128
 /* Below this variance a window has no texture to correlate: cost 1. */
 #define AP_NCC_MIN_VARIANCE 1e-10
 
