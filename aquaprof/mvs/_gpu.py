@@ -102,14 +102,18 @@ class GpuArray:
             return cupy.empty(tuple(shape), dtype=dtype)
 
     def upload(self, values: np.ndarray) -> object:
-        """float64 values copied to this device."""
+        """float64 values copied to this device, queued on the current
+        stream: a pageable copy would wait for the GPU."""
         if self.lib == "torch":
             import torch
-            return torch.as_tensor(values, dtype=torch.float64,
-                                   device=self.obj.device)
+            host = torch.from_numpy(np.ascontiguousarray(values, np.float64))
+            return host.pin_memory().to(self.obj.device, non_blocking=True)
         import cupy
         with cupy.cuda.Device(self.device):
-            return cupy.asarray(values, dtype=np.float64)
+            out = cupy.empty(values.shape, dtype=np.float64)
+            out.set(np.ascontiguousarray(values, np.float64),
+                    stream=cupy.cuda.get_current_stream())
+            return out
 
     def stream(self) -> int:
         """The library's current stream on this device, as a handle."""

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "camera_math.h"
 #include "cost_math.h"
 #include "snell.h"
 #include "vectorize.h"
@@ -12,23 +13,17 @@
 #define TABLE_SOLVE_STEPS 40
 #define TABLE_MIN 33
 
+/* row . [x; w] for a row of a 3x4 matrix */
 static double
-dot3(const double *a, const double *b)
+apply(const double *row, const double *x, double w)
 {
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+    return ap_dot3(row, x) + w * row[3];
 }
 
-/* M x for 3x3 row-major M */
+/* The interface frame: e1, e2 spanning the surface, and the pixel and
+ * camera depth of foot + qx e1 + qy e2 through P (set first). */
 static void
-mul3(const double *m, const double *x, double *out)
-{
-    for (int i = 0; i < 3; i++) {
-        out[i] = dot3(m + 3 * i, x);
-    }
-}
-
-static void
-basis_frame(ap_projector *p, const ap_camera *cam)
+interface_frame(ap_projector *p, const ap_camera *cam)
 {
     const double *n = cam->normal;
     /* e1: the world axis least aligned with n, made orthogonal to it */
@@ -36,46 +31,26 @@ basis_frame(ap_projector *p, const ap_camera *cam)
                                      : (fabs(n[1]) <= fabs(n[2]) ? 1 : 2);
     double e1[3] = {-n[k] * n[0], -n[k] * n[1], -n[k] * n[2]};
     e1[k] += 1.0;
-    double len = sqrt(dot3(e1, e1));
+    double len = sqrt(ap_dot3(e1, e1));
     for (int i = 0; i < 3; i++) {
         e1[i] /= len;
     }
     double e2[3] = {n[1] * e1[2] - n[2] * e1[1], n[2] * e1[0] - n[0] * e1[2],
                     n[0] * e1[1] - n[1] * e1[0]};
-    memcpy(p->below, n, sizeof(e1));
+    for (int i = 0; i < 3; i++) {
+        p->below[i] = n[i];
+        p->e1[i] = e1[i];
+        p->e2[i] = e2[i];
+        p->A[3 * i] = apply(p->P + 4 * i, cam->foot, 1.0);
+        p->A[3 * i + 1] = apply(p->P + 4 * i, e1, 0.0);
+        p->A[3 * i + 2] = apply(p->P + 4 * i, e2, 0.0);
+    }
     p->below[3] = cam->plane_d;
-    memcpy(p->e1, e1, sizeof(e1));
-    memcpy(p->e2, e2, sizeof(e2));
-    p->e1[3] = -dot3(e1, cam->foot);
-    p->e2[3] = -dot3(e2, cam->foot);
-    /* foot + qx e1 + qy e2 through K [R | t] */
-    double KR[9], c[3], col[3];
-    for (int i = 0; i < 3; i++) {
-        for (int j = 0; j < 3; j++) {
-            KR[3 * i + j] = cam->K[3 * i] * cam->R[j] +
-                            cam->K[3 * i + 1] * cam->R[3 + j] +
-                            cam->K[3 * i + 2] * cam->R[6 + j];
-        }
-    }
-    mul3(cam->R, cam->foot, c);
-    for (int i = 0; i < 3; i++) {
-        c[i] += cam->t[i];
-    }
-    mul3(cam->K, c, col);
-    for (int i = 0; i < 3; i++) {
-        p->A[3 * i] = col[i];
-    }
-    mul3(KR, e1, col);
-    for (int i = 0; i < 3; i++) {
-        p->A[3 * i + 1] = col[i];
-    }
-    mul3(KR, e2, col);
-    for (int i = 0; i < 3; i++) {
-        p->A[3 * i + 2] = col[i];
-    }
-    p->Z[0] = c[2];
-    p->Z[1] = dot3(cam->R + 6, e1);
-    p->Z[2] = dot3(cam->R + 6, e2);
+    p->e1[3] = -ap_dot3(e1, cam->foot);
+    p->e2[3] = -ap_dot3(e2, cam->foot);
+    p->Z[0] = apply(p->depth, cam->foot, 1.0);
+    p->Z[1] = apply(p->depth, e1, 0.0);
+    p->Z[2] = apply(p->depth, e2, 0.0);
 }
 
 void
@@ -83,23 +58,18 @@ ap_projector_init(ap_projector *p, const ap_camera *cam)
 {
     memset(p, 0, sizeof(*p));
     p->refractive = cam->refractive;
-    for (int i = 0; i < 3; i++) {
-        double row[3] = {cam->K[3 * i] * cam->R[0] +
-                         cam->K[3 * i + 1] * cam->R[3] +
-                         cam->K[3 * i + 2] * cam->R[6],
-                         cam->K[3 * i] * cam->R[1] +
-                         cam->K[3 * i + 1] * cam->R[4] +
-                         cam->K[3 * i + 2] * cam->R[7],
-                         cam->K[3 * i] * cam->R[2] +
-                         cam->K[3 * i + 1] * cam->R[5] +
-                         cam->K[3 * i + 2] * cam->R[8]};
-        memcpy(p->P + 4 * i, row, sizeof(row));
-        p->P[4 * i + 3] = dot3(cam->K + 3 * i, cam->t);
+    for (int i = 0; i < 3; i++) {       /* P = K [R | t] */
+        for (int j = 0; j < 3; j++) {
+            p->P[4 * i + j] = cam->K[3 * i] * cam->R[j] +
+                              cam->K[3 * i + 1] * cam->R[3 + j] +
+                              cam->K[3 * i + 2] * cam->R[6 + j];
+        }
+        p->P[4 * i + 3] = ap_dot3(cam->K + 3 * i, cam->t);
+        p->depth[i] = cam->R[6 + i];
     }
-    memcpy(p->depth, cam->R + 6, 3 * sizeof(double));
     p->depth[3] = cam->t[2];
     if (cam->refractive) {
-        basis_frame(p, cam);
+        interface_frame(p, cam);
         p->hc = cam->height;
         p->na = cam->n_air;
         p->nw = cam->n_water;

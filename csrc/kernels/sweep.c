@@ -35,7 +35,7 @@ ray_table_make(ray_table *t, const ap_camera *cam, int h, int w)
             int ok = ap_camera_cast(cam, x, y, o, d);
             for (int k = 0; k < 3; k++) {
                 t->planes[k * n + i] = ok ? o[k] : NAN;
-                t->planes[(3 + k) * n + i] = d[k];
+                t->planes[(3 + k) * n + i] = ok ? d[k] : NAN;
             }
         }
     }
@@ -151,6 +151,13 @@ workspace_free(workspace *ws)
     free(ws->acc);
 }
 
+/* View v's slot for image row y in the ring of 2 radius + 1 rows. */
+static float *
+ring_row(const workspace *ws, int v, int y, int ring_rows, int w)
+{
+    return ws->ring + ((size_t)v * ring_rows + y % ring_rows) * w;
+}
+
 /* Rows [y0, y1) of one depth plane. Box sums slide down the band: a row
  * is added when it enters the window and taken out when it leaves, so
  * the result depends on the band's first row, which is fixed: never on
@@ -173,22 +180,20 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
         for (; box && lo < want_lo; lo++) {
             for (int v = 0; v < a->n; v++) {
                 ap_add_row(ws->cols + v * cols_size, w, a->cost,
-                        a->ref + (size_t)lo * w,
-                        ws->ring + ((size_t)v * ring_rows + lo % ring_rows) *
-                                   w, -1.0);
+                           a->ref + (size_t)lo * w,
+                           ring_row(ws, v, lo, ring_rows, w), -1.0);
             }
         }
         for (; next < want_hi; next++) {
             const double *rays[6];
             ray_row(job->rays, next, rays);
             for (int v = 0; v < a->n; v++) {
-                float *row = ws->ring +
-                             ((size_t)v * ring_rows + next % ring_rows) * w;
+                float *row = ring_row(ws, v, next, ring_rows, w);
                 ap_project_sample(&job->proj[v], rays, w, depth,
                                   a->srcs + (size_t)v * h * w, h, w, row);
                 if (box) {
                     ap_add_row(ws->cols + v * cols_size, w, a->cost,
-                            a->ref + (size_t)next * w, row, 1.0);
+                               a->ref + (size_t)next * w, row, 1.0);
                 }
             }
         }
@@ -199,13 +204,12 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
                 memset(cols, 0, cols_size * sizeof(double));
                 for (int y = want_lo; y < want_hi; y++) {
                     ap_add_row(cols, w, a->cost, a->ref + (size_t)y * w,
-                            ws->ring + ((size_t)v * ring_rows +
-                                        y % ring_rows) * w,
-                            job->gauss[y - yo + r]);
+                               ring_row(ws, v, y, ring_rows, w),
+                               job->gauss[y - yo + r]);
                 }
             }
             ap_add_row_costs(cols, w, r, a->cost, job->gauss, ws->scratch,
-                          ws->acc);
+                             ws->acc);
         }
         float *out = job->out + (size_t)yo * w * a->d + a->first + plane;
         for (int x = 0; x < w; x++) {
