@@ -17,7 +17,30 @@ from ._core import Stage, StagedFunction, active, stage
 from .profiler import Profiler
 from .report import Report, ReportError, StageStats, Timing
 
+
+def diff_flamegraph(base: Report, new: Report, path, title: str =
+                    "aquaprof differential flamegraph"):
+    """An SVG flamegraph of new, each stage coloured by its change from
+    base (red slower, blue faster). Returns the path."""
+    from .flame import write_flamegraph
+    return write_flamegraph(new, path, title, base=base)
+
+
+def merge(reports, labels=None) -> Report:
+    """One report of several processes (torch.distributed ranks, workers):
+    stages merged by path, spans and threads kept per process."""
+    from .merging import merge_reports
+    return merge_reports(reports, labels)
+
+
+def load_ipython_extension(shell) -> None:
+    """``%load_ext aquaprof``: the ``%%aquaprof`` cell magic."""
+    from .notebook import load_ipython_extension as load
+    load(shell)
+
+
 __all__ = [
     "Profiler", "Report", "ReportError", "Stage", "StageStats",
-    "StagedFunction", "Timing", "active", "stage", "__version__",
+    "StagedFunction", "Timing", "active", "diff_flamegraph", "merge",
+    "stage", "__version__",
 ]

@@ -173,6 +173,20 @@ class Report:
         return [dict(t) for t in self._data["threads"]]
 
     @property
+    def processes(self) -> List[Dict[str, Any]]:
+        """The processes whose stages this report holds: one, or one per
+        report merged into it. Each has a pid and a label; threads name
+        theirs by index ("process", 0 when absent)."""
+        merged = self._data.get("processes")
+        if merged:
+            return [dict(p) for p in merged]
+        host = self._data.get("host", {})
+        argv = host.get("argv") or ["python"]
+        where = f", {host['hostname']}" if "hostname" in host else ""
+        label = f"{Path(str(argv[0])).name} (pid {self._data['pid']}{where})"
+        return [{"pid": self._data["pid"], "label": label}]
+
+    @property
     def spans_recorded(self) -> int:
         return len(self._data["spans"])
 
@@ -254,6 +268,43 @@ class Report:
                 and np.array_equal(a["spans"], b["spans"]))
 
     __hash__ = None  # type: ignore[assignment]
+
+    # ------------------------------------------------------------ views
+    def _repr_html_(self) -> str:
+        from .notebook import report_html
+        return report_html(self)
+
+    def to_dataframe(self) -> Any:
+        """pandas DataFrame, one row per stage path (needs pandas)."""
+        from .notebook import report_dataframe
+        return report_dataframe(self)
+
+    def to_chrome_trace(self, path: Union[str, os.PathLike],
+                        max_events: int = 1_000_000) -> Path:
+        """Chrome Trace Event JSON for Perfetto and chrome://tracing: a
+        track per thread (per process after a merge), stages as complete
+        events; past max_events spans the shortest are left out, and the
+        trace says so. Returns the path."""
+        from .trace import write_chrome_trace
+        return write_chrome_trace(self, path, max_events)
+
+    def to_folded(self, path: Union[str, os.PathLike]) -> Path:
+        """Folded stacks (``a;b;c <self ns>``), for flamegraph.pl and
+        friends."""
+        from .flame import write_folded
+        return write_folded(self, path)
+
+    def to_flamegraph(self, path: Union[str, os.PathLike],
+                      title: str = "aquaprof flamegraph") -> Path:
+        """A self-contained interactive SVG flamegraph (hover, click to
+        zoom, search)."""
+        from .flame import write_flamegraph
+        return write_flamegraph(self, path, title)
+
+    def to_speedscope(self, path: Union[str, os.PathLike]) -> Path:
+        """The speedscope file format: an evented profile per thread."""
+        from .speedscope import write_speedscope
+        return write_speedscope(self, path)
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict (spans compressed, base64)."""

@@ -1,0 +1,66 @@
+"""The speedscope file format (https://www.speedscope.app): one evented
+profile per thread, frames shared, open and close events from the raw
+spans in time order."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Union
+
+from . import __version__
+from ._atomic import write_atomic
+
+if TYPE_CHECKING:
+    from .report import Report
+
+SCHEMA = "https://www.speedscope.app/file-format-schema.json"
+
+
+def speedscope(report: "Report", name: str = "aquaprof") -> Dict[str, Any]:
+    spans = report.spans()
+    names = report.stage_names
+    start, stop = report.meta["start_ns"], report.meta["stop_ns"]
+    profiles: List[Dict[str, Any]] = []
+    for t in report.threads:
+        mine = spans[spans["thread"] == t["index"]]
+        # outer before inner at equal starts: the longer span first
+        order = sorted(range(len(mine)), key=lambda i: (
+            int(mine[i]["start_ns"]), -int(mine[i]["end_ns"])))
+        events: List[Dict[str, Any]] = []
+        open_ends: List[tuple] = []        # (end_ns, frame) of open spans
+        for i in order:
+            s = mine[i]
+            begin, end = int(s["start_ns"]), int(s["end_ns"])
+            while open_ends and open_ends[-1][0] <= begin:
+                close, frame = open_ends.pop()
+                events.append({"type": "C", "frame": frame,
+                               "at": close - start})
+            # a child ends within its parent; clamp what the clock blurs
+            if open_ends:
+                end = min(end, open_ends[-1][0])
+            events.append({"type": "O", "frame": int(s["stage"]),
+                           "at": begin - start})
+            open_ends.append((end, int(s["stage"])))
+        while open_ends:
+            close, frame = open_ends.pop()
+            events.append({"type": "C", "frame": frame, "at": close - start})
+        profiles.append({
+            "type": "evented", "name": f"thread {t['index']} (tid "
+                                       f"{t['native_id']})",
+            "unit": "nanoseconds", "startValue": 0,
+            "endValue": stop - start, "events": events})
+    return {
+        "$schema": SCHEMA,
+        "shared": {"frames": [{"name": path} for path in names]},
+        "profiles": profiles,
+        "name": name,
+        "activeProfileIndex": 0,
+        "exporter": f"aquaprof {__version__}",
+    }
+
+
+def write_speedscope(report: "Report", path: Union[str, os.PathLike],
+                     name: str = "aquaprof") -> Path:
+    text = json.dumps(speedscope(report, name), separators=(",", ":"))
+    return write_atomic(path, text.encode("utf-8"))

@@ -1,0 +1,168 @@
+"""`python -m aquaprof` as a user runs it: every command, its files read
+back, exit codes, and one-line errors without tracebacks."""
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import aquaprof as ap
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "aquaprof", *map(str, args)],
+                          capture_output=True, text=True, env=env,
+                          cwd=cwd or ROOT)
+
+
+def one_line_error(out, text):
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert text in out.stderr
+    assert out.stderr.strip().count("\n") <= 2     # usage line at most
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def saved_report(path, scale):
+    with ap.Profiler() as prof:
+        for _ in range(5):
+            with ap.stage("decode"):
+                busy(0.001 * scale)
+        with ap.stage("<b>&<i>"):        # names are escaped in every view
+            busy(0.001)
+    return prof.report().save(path)
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("reports")
+    return (saved_report(folder / "base.json", 1.0),
+            saved_report(folder / "slow.json", 3.0))
+
+
+SCRIPT = """
+import sys
+import aquaprof as ap
+with ap.stage("work", items=3):
+    total = sum(range(10000))
+print("args", sys.argv[1:])
+{ending}
+"""
+
+
+def test_run_profiles_a_script_and_writes_report_and_trace(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT.format(ending="sys.exit(3)"))
+    out = cli("run", script, "--flag", "x", cwd=tmp_path)
+    assert out.returncode == 3, out.stderr           # the script's code
+    assert "args ['--flag', 'x']" in out.stdout
+    rep = ap.Report.load(tmp_path / "job.aquaprof.json")
+    assert rep["run job.py/work"].count == 1
+    assert rep["run job.py/work"].items == 3
+    assert str(rep) in out.stdout
+    trace = json.loads((tmp_path / "job.trace.json").read_text())
+    assert any(e.get("name") == "work" for e in trace["traceEvents"])
+
+
+def test_run_keeps_the_profile_of_a_script_that_fails(tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text(SCRIPT.format(ending="raise ValueError('boom')"))
+    out = cli("run", "-o", tmp_path / "out", script)
+    assert out.returncode == 1
+    assert "ValueError: boom" in out.stderr          # the script's error
+    rep = ap.Report.load(tmp_path / "out" / "bad.aquaprof.json")
+    assert rep["run bad.py/work"].count == 1
+    one_line_error(cli("run", tmp_path / "missing.py"), "no script")
+
+
+def test_show_prints_the_saved_report(reports, tmp_path):
+    out = cli("show", reports[0])
+    assert out.returncode == 0
+    assert out.stdout.strip() == str(ap.Report.load(reports[0])).strip()
+    one_line_error(cli("show", tmp_path / "none.json"),
+                   "cannot read report")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    one_line_error(cli("show", broken), "not valid JSON")
+    other = tmp_path / "other.json"
+    other.write_text('{"format": "something else"}')
+    one_line_error(cli("show", other), "not an aquaprof report")
+
+
+def test_compare_exits_1_on_a_regression(reports):
+    base, slow = reports
+    same = cli("compare", base, base)
+    assert same.returncode == 0 and "no regression" in same.stdout
+    worse = cli("compare", base, slow, "--threshold", "50%")
+    assert worse.returncode == 1
+    assert "! decode:" in worse.stdout and "1 regression(s): decode" in \
+        worse.stdout
+    better = cli("compare", slow, base)
+    assert better.returncode == 0
+    loose = cli("compare", base, slow, "--threshold", "10")
+    one_line_error(loose, "would be 1000 %: write 10% or 0.1")
+    one_line_error(cli("compare", base, slow, "--threshold", "fast"),
+                   "threshold must be like 5% or 0.05")
+
+
+def test_flamegraph_and_diff(reports, tmp_path):
+    base, slow = reports
+    out = cli("flamegraph", base, "-o", tmp_path / "f.svg")
+    assert out.returncode == 0, out.stderr
+    root = ET.parse(tmp_path / "f.svg").getroot()     # valid XML
+    paths = {g.get("data-path") for g in root.iter()
+             if g.get("class") == "f"}
+    assert paths == {"", "decode", "<b>&<i>"}
+    out = cli("flamegraph", slow, "-o", tmp_path / "d.svg", "--diff", base)
+    assert out.returncode == 0, out.stderr
+    assert "against" in ET.parse(tmp_path / "d.svg").getroot().find(
+        "{http://www.w3.org/2000/svg}text").text
+    one_line_error(cli("flamegraph", base, "-o",
+                       tmp_path / "no" / "such" / "dir" / "f.svg"),
+                   "aquaprof: error:")
+
+
+def test_trace_and_merge(reports, tmp_path):
+    base, slow = reports
+    out = cli("trace", base, "-o", tmp_path / "t.json", "--max-events", "2")
+    assert out.returncode == 0, out.stderr
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert trace["otherData"]["spans_left_out"] == 4
+    out = cli("merge", base, slow, "-o", tmp_path / "all.json", "--trace",
+              tmp_path / "all.trace.json")
+    assert out.returncode == 0, out.stderr
+    merged = ap.Report.load(tmp_path / "all.json")
+    assert merged["decode"].count == 10
+    assert [p["label"] for p in merged.processes] == ["base", "slow"]
+    trace = json.loads((tmp_path / "all.trace.json").read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("name") == "process_name"}
+    assert names == {"base", "slow"}
+    one_line_error(cli("merge", base, tmp_path / "gone.json", "-o",
+                       tmp_path / "x.json"), "cannot read report")
+
+
+def test_help_everywhere_and_demo_passes_through():
+    for command in ("run", "show", "compare", "flamegraph", "trace",
+                    "merge"):
+        out = cli(command, "--help")
+        assert out.returncode == 0 and "usage: aquaprof" in out.stdout
+    out = cli("demo", "--views", "1")
+    assert out.returncode == 2 and "--views must be at least 2" in out.stderr
+    assert "python -m aquaprof.demo" in cli("demo", "--help").stdout
+    out = cli()
+    assert out.returncode == 2 and "command" in out.stderr
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'aquaprof = "aquaprof.cli:main"' in text
