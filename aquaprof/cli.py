@@ -167,8 +167,8 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run", help="profile a Python script",
-        description="Runs SCRIPT under a Profiler, inside a stage 'run SCRIPT'; "
-        "arguments after SCRIPT are the script's own.")
+        description="Runs SCRIPT under a Profiler, inside a stage "
+        "'run SCRIPT'; arguments after SCRIPT are the script's own.")
     run.add_argument("script")
     run.add_argument("args", nargs=argparse.REMAINDER,
                      help="the script's own arguments")

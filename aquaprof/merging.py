@@ -92,8 +92,12 @@ def merge_reports(reports: Sequence[Report],
                     hist=[]))
             _merge_stage(stages[index[path]], s)
             remap.append(index[path])
-        processes.append({"pid": data["pid"], "label": str(labels[p]),
-                          "host": data.get("host", {})})
+        processes.append({
+            "pid": data["pid"], "label": str(labels[p]),
+            "host": data.get("host", {}),
+            "memory_samples": [[t + offset, rss] for t, rss in
+                               report.processes[0].get("memory_samples",
+                                                       [])]})
         thread_base = len(threads)
         threads += [dict(t, index=thread_base + t["index"], process=p)
                     for t in data["threads"]]

@@ -184,7 +184,18 @@ class Report:
         argv = host.get("argv") or ["python"]
         where = f", {host['hostname']}" if "hostname" in host else ""
         label = f"{Path(str(argv[0])).name} (pid {self._data['pid']}{where})"
-        return [{"pid": self._data["pid"], "label": label}]
+        return [{"pid": self._data["pid"], "label": label,
+                 "memory_samples": self.memory_samples}]
+
+    @property
+    def memory_samples(self) -> List[List[int]]:
+        """Host RSS over the run: [CLOCK_MONOTONIC ns, bytes] pairs, one
+        per sampling interval (evenly thinned past 4096), when memory was
+        sampled; for a merged report, those of the first process."""
+        merged = self._data.get("processes")
+        if merged:
+            return [list(p) for p in merged[0].get("memory_samples", [])]
+        return [list(p) for p in self._data.get("memory_samples", [])]
 
     @property
     def spans_recorded(self) -> int:
@@ -396,6 +407,18 @@ def _validate(data: Dict[str, Any]) -> None:
                     or not 0 <= pair[0] < buckets):
                 raise ReportError(f"{where}['hist'] has a bad bucket "
                                   f"{pair!r}")
+    samples = data.get("memory_samples", [])
+    if not isinstance(samples, list) or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2
+            and all(isinstance(x, int) for x in p) for p in samples):
+        raise ReportError("report['memory_samples'] must be a list of "
+                          "[ns, bytes] pairs")
+    processes = data.get("processes", [])
+    if not isinstance(processes, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("pid"), int)
+            and isinstance(p.get("label"), str) for p in processes):
+        raise ReportError("report['processes'] must be a list of objects "
+                          "with an int 'pid' and a str 'label'")
     spans = data["spans"]
     if not isinstance(spans, np.ndarray) or spans.dtype != _core.SPAN_DTYPE:
         raise ReportError("report['spans'] must be a span array")

@@ -123,6 +123,28 @@ def test_trace_past_its_cap_keeps_the_longest_and_says_so(report,
         report.to_chrome_trace(tmp_path / "x.json", max_events=-1)
 
 
+def test_trace_draws_host_memory_over_time(tmp_path):
+    with ap.Profiler(memory_interval=0.001) as prof:
+        with ap.stage("grow"):
+            block = np.ones(64 << 20 >> 3)       # 64 MiB, touched
+            time.sleep(0.03)
+            del block
+            time.sleep(0.01)
+    rep = prof.report()
+    samples = rep.memory_samples
+    assert len(samples) >= 10
+    times = [t for t, _ in samples]
+    assert times == sorted(times)
+    assert rep.meta["start_ns"] <= times[0] and times[-1] <= \
+        rep.meta["stop_ns"]
+    trace = json.loads(rep.to_chrome_trace(tmp_path / "m.json").read_text())
+    counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
+    assert len(counters) == len(samples)
+    peak = max(e["args"]["RSS MiB"] for e in counters)
+    assert peak - counters[0]["args"]["RSS MiB"] > 60
+    assert ap.Report.load(rep.save(tmp_path / "r.json")) == rep
+
+
 # ----------------------------------------------------------- folded
 
 def test_folded_stacks_add_up_to_the_totals(report, tmp_path):

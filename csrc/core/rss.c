@@ -57,6 +57,33 @@ push_mark_unlocked(ap_rss *r, uint64_t seq, int64_t rss)
     r->top++;
 }
 
+static int64_t
+monotonic_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+void
+ap_rss_log(ap_rss *r, int64_t t_ns, int64_t rss)
+{
+    if (r->log == NULL || r->log_seen++ % r->log_stride != 0) {
+        return;
+    }
+    if (r->log_len == AP_RSS_LOG_MAX) {
+        for (uint32_t i = 0; i < AP_RSS_LOG_MAX / 2; i++) {
+            r->log[i] = r->log[2 * i];
+        }
+        r->log_len = AP_RSS_LOG_MAX / 2;
+        r->log_stride *= 2;
+        if ((r->log_seen - 1) % r->log_stride != 0) {
+            return;     /* off the coarser grid */
+        }
+    }
+    r->log[r->log_len++] = (ap_rss_sample){t_ns, rss};
+}
+
 static void
 sample(ap_rss *r)
 {
@@ -64,6 +91,7 @@ sample(ap_rss *r)
     if (rss < 0) {
         return;
     }
+    ap_rss_log(r, monotonic_ns(), rss);
     pthread_mutex_lock(&r->lock);
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed) + 1;
     push_mark_unlocked(r, seq, rss);
@@ -103,10 +131,13 @@ ap_rss_start(ap_rss *r, int64_t interval_ns)
         goto error;
     }
     r->marks = malloc(r->cap * sizeof(*r->marks));
-    if (!r->marks) {
+    r->log = malloc(AP_RSS_LOG_MAX * sizeof(*r->log));
+    if (!r->marks || !r->log) {
         st = AP_ERR_NOMEM;
         goto error;
     }
+    r->log_stride = 1;
+    ap_rss_log(r, monotonic_ns(), rss);
     if (pthread_mutex_init(&r->lock, NULL) != 0) {
         goto error;
     }
@@ -120,18 +151,30 @@ ap_rss_start(ap_rss *r, int64_t interval_ns)
     return AP_OK;
 error:
     free(r->marks);
+    free(r->log);
     close(r->fd);
     memset(r, 0, sizeof(*r));
     return st;
 }
 
+/* Frees all but the log, which outlives the sampler for the report. */
 static void
 release(ap_rss *r)
 {
     pthread_mutex_destroy(&r->lock);
     free(r->marks);
     close(r->fd);
-    memset(r, 0, sizeof(*r));
+    r->marks = NULL;
+    r->fd = -1;
+    r->running = 0;
+}
+
+void
+ap_rss_free_log(ap_rss *r)
+{
+    free(r->log);
+    r->log = NULL;
+    r->log_len = 0;
 }
 
 void
@@ -151,6 +194,7 @@ ap_rss_forget(ap_rss *r)
     if (r->running) {
         release(r);
     }
+    ap_rss_free_log(r);
 }
 
 int64_t

@@ -454,6 +454,7 @@ ap_session_free(ap_session *s)
         ap_session *expected = s;
         atomic_compare_exchange_strong(&ap_current_session, &expected, NULL);
         ap_rss_stop(&s->rss);
+        ap_rss_free_log(&s->rss);
     }
     ap_thread *t = s->threads;
     while (t) {

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rss.h"
 #include "span.h"
 #include "stats.h"
 #include "status.h"
@@ -90,6 +91,8 @@ typedef struct {
     uint32_t nthreads;
     ap_span *spans;        /* owned; ap_report_take_spans hands it over */
     int64_t nspans;
+    ap_rss_sample *memory; /* host RSS over time (memory on), owned */
+    uint32_t nmemory;
 } ap_report;
 
 /* Builds the merged report of a stopped session. AP_ERR_RUNNING before

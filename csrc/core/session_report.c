@@ -178,6 +178,20 @@ ap_session_report(const ap_session *s, ap_report **out)
         copy_spans(s, threads[k], maps[k], r->spans, offset);
         offset += threads[k]->nspans;
     }
+    /* the run's samples: the sampler starts just before the run and may
+     * take one more between stop and its join */
+    r->memory = malloc((s->rss.log_len ? s->rss.log_len : 1) *
+                       sizeof(ap_rss_sample));
+    if (!r->memory) {
+        goto error;
+    }
+    for (uint32_t i = 0; i < s->rss.log_len; i++) {
+        ap_rss_sample m = s->rss.log[i];
+        if (m.t_ns <= r->stop_ns) {
+            m.t_ns = m.t_ns < r->start_ns ? r->start_ns : m.t_ns;
+            r->memory[r->nmemory++] = m;
+        }
+    }
     *out = r;
     r = NULL;
     st = AP_OK;
@@ -200,5 +214,6 @@ ap_report_free(ap_report *r)
     free(r->stages);
     free(r->threads);
     free(r->spans);
+    free(r->memory);
     free(r);
 }

@@ -122,6 +122,26 @@ threads_list(const ap_report *r)
     return list;
 }
 
+/* [[t_ns, rss], ...]: lists, as JSON gives them back */
+static PyObject *
+memory_list(const ap_report *r)
+{
+    PyObject *list = PyList_New(r->nmemory);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < r->nmemory; i++) {
+        PyObject *pair = Py_BuildValue("[LL]", (long long)r->memory[i].t_ns,
+                                       (long long)r->memory[i].rss);
+        if (pair == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, pair);
+    }
+    return list;
+}
+
 PyObject *
 ap_report_to_python(ap_module_state *st, const ap_session *session)
 {
@@ -134,7 +154,8 @@ ap_report_to_python(ap_module_state *st, const ap_session *session)
                                   "cannot build the report (status %d)",
                                   (int)status);
     }
-    PyObject *stages = NULL, *threads = NULL, *spans = NULL, *result = NULL;
+    PyObject *stages = NULL, *threads = NULL, *spans = NULL, *memory = NULL;
+    PyObject *result = NULL;
     stages = PyList_New(r->nstages);
     if (stages == NULL) {
         goto error;
@@ -154,8 +175,12 @@ ap_report_to_python(ap_module_state *st, const ap_session *session)
     if (spans == NULL) {
         goto error;
     }
+    memory = memory_list(r);
+    if (memory == NULL) {
+        goto error;
+    }
     result = Py_BuildValue(
-        "{s:L,s:L,s:s,s:L,s:L,s:O,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:N}",
+        "{s:L,s:L,s:s,s:L,s:L,s:O,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:N,s:N}",
         "start_ns", (long long)r->start_ns,
         "stop_ns", (long long)r->stop_ns,
         "clock", r->clock,
@@ -169,12 +194,15 @@ ap_report_to_python(ap_module_state *st, const ap_session *session)
         "lost", (long long)r->lost,
         "stages", stages,
         "threads", threads,
-        "spans", spans);
-    stages = threads = spans = NULL;   /* stolen by N, even on failure */
+        "spans", spans,
+        "memory_samples", memory);
+    /* stolen by N, even on failure */
+    stages = threads = spans = memory = NULL;
 error:
     Py_XDECREF(stages);
     Py_XDECREF(threads);
     Py_XDECREF(spans);
+    Py_XDECREF(memory);
     ap_report_free(r);
     return result;
 }

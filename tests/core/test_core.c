@@ -327,7 +327,43 @@ test_rss_peak(void)
     const ap_report_stage *st = find_stage(r, "alloc");
     /* the block was freed before exit: only the sampler saw the peak */
     CHECK(st && st->stats.mem_peak >= before + (int64_t)size * 9 / 10);
+    /* and its log holds the RSS over time, the peak among it */
+    CHECK(r->nmemory >= 20);
+    int64_t highest = 0;
+    for (uint32_t i = 0; i < r->nmemory; i++) {
+        CHECK(i == 0 || r->memory[i].t_ns >= r->memory[i - 1].t_ns);
+        CHECK(r->memory[i].t_ns >= r->start_ns &&
+              r->memory[i].t_ns <= r->stop_ns);
+        highest = r->memory[i].rss > highest ? r->memory[i].rss : highest;
+    }
+    CHECK(highest >= before + (int64_t)size * 9 / 10);
     finish(s, r);
+}
+
+/* The log keeps at most AP_RSS_LOG_MAX samples, evenly spaced over the
+ * whole run, the first one always. */
+static void
+test_rss_log_thins_evenly(void)
+{
+    ap_rss r;
+    memset(&r, 0, sizeof(r));
+    r.log = malloc(AP_RSS_LOG_MAX * sizeof(*r.log));
+    r.log_stride = 1;
+    CHECK(r.log != NULL);
+    const int64_t n = 5 * AP_RSS_LOG_MAX + 123;
+    for (int64_t i = 0; i < n; i++) {
+        ap_rss_log(&r, 1000 * i, i);
+    }
+    CHECK(r.log_len <= AP_RSS_LOG_MAX && r.log_len > AP_RSS_LOG_MAX / 4);
+    CHECK(r.log[0].t_ns == 0);
+    int64_t step = r.log[1].rss - r.log[0].rss;
+    CHECK(step == r.log_stride);
+    for (uint32_t i = 1; i < r.log_len; i++) {
+        CHECK(r.log[i].rss - r.log[i - 1].rss == step);
+    }
+    CHECK(n - 1 - r.log[r.log_len - 1].rss < step);     /* up to the end */
+    ap_rss_free_log(&r);
+    CHECK(r.log == NULL && r.log_len == 0);
 }
 
 int
@@ -342,6 +378,7 @@ main(void)
     test_threads_merge();
     test_clock_agrees_with_monotonic();
     test_rss_peak();
+    test_rss_log_thins_evenly();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
