@@ -4,9 +4,10 @@ Underwater plane-sweep stereo on a synthetic scene: views of a textured
 surface 1.178 m below cameras in air, seen through a flat water surface,
 rendered with lens distortion. Stages: load, undistort, build_cost_volume,
 extract_depth, fuse, evaluate. Prints the profile and the accuracy, and
-saves the report. `--device cuda` runs the kernels on a GPU through torch
-tensors (the CPU stages then time the launches; the wait for the GPU falls
-in `fuse`, where the depth map comes back).
+saves the report, its trace and its flamegraph. `--device cuda` runs the
+kernels on a GPU through torch tensors (the CPU stages then time the
+launches; the wait for the GPU falls in `fuse`, where the depth map comes
+back).
 """
 from __future__ import annotations
 
@@ -98,7 +99,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="where the kernels run: cpu (default), or cuda "
                              "(needs torch with a CUDA device)")
     parser.add_argument("--out", type=Path, default=Path("demo-output"),
-                        help="folder for report.json (default demo-output)")
+                        help="folder for report.json, trace.json and "
+                             "flamegraph.svg (default demo-output)")
     args = parser.parse_args(argv)
     if args.views < 2:
         parser.error("--views must be at least 2")
@@ -130,7 +132,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"  fused points    {int(result['points']):8d}")
     args.out.mkdir(parents=True, exist_ok=True)
     path = report.save(args.out / "report.json")
+    trace = report.to_chrome_trace(args.out / "trace.json")
+    flame = report.to_flamegraph(args.out / "flamegraph.svg",
+                                 title="aquaprof demo: underwater plane "
+                                       "sweep")
     print(f"\nreport saved to {path} (load with aquaprof.Report.load)")
+    print(f"trace: {trace} (open in ui.perfetto.dev)")
+    print(f"flamegraph: {flame} (open in a browser)")
     return 0
 
 

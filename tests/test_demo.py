@@ -1,6 +1,8 @@
 """`make demo` runs `python -m aquaprof.demo`: check it as a user sees it."""
+import json
 import os
 import subprocess
+import xml.etree.ElementTree as ET
 import sys
 from pathlib import Path
 
@@ -29,6 +31,12 @@ def test_demo_profiles_the_pipeline_and_saves_the_report(tmp_path):
     median_mm = float(out.stdout.split("median |error|")[1].split()[0])
     step_mm = float(out.stdout.split("(step ")[1].split()[0])
     assert median_mm < step_mm     # the plane is found within a step
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"} == \
+        set(STAGES)
+    svg = ET.parse(tmp_path / "flamegraph.svg").getroot()
+    assert {g.get("data-path") for g in svg.iter()
+            if g.get("class") == "f"} == {""} | set(STAGES)
 
 
 def test_demo_rejects_bad_arguments():
