@@ -18,10 +18,9 @@ import runpy
 import sys
 import traceback
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 from . import __version__
-from ._format import fmt_time
 from ._progress import progress
 from .report import Report, ReportError
 
@@ -91,36 +90,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def compare_lines(base: Report, new: Report, threshold: float
-                  ) -> Tuple[List[str], List[str]]:
-    """Per stage in both: mean wall per call, base and new, and the
-    change; a regression is a mean slower by more than threshold."""
-    rows, regressions = [], []
-    for s in new.stages:
-        if s.path not in base:
-            rows.append(f"  {s.path}: new stage, {fmt_time(s.wall.mean)} "
-                        f"a call")
-            continue
-        b = base[s.path].wall.mean
-        change = (s.wall.mean - b) / b if b > 0 else 0.0
-        slower = change > threshold
-        if slower:
-            regressions.append(s.path)
-        rows.append(f"{'!' if slower else ' '} {s.path}: {fmt_time(b)} -> "
-                    f"{fmt_time(s.wall.mean)} a call ({change * 100:+.1f} %)")
-    rows += [f"  {s.path}: gone" for s in base.stages if s.path not in new]
-    return rows, regressions
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     base, new = _load(args.base), _load(args.new)
-    rows, regressions = compare_lines(base, new, args.threshold)
-    print(f"mean wall time per call, {args.base} -> {args.new} "
-          f"(regression: slower by more than {args.threshold * 100:g} %)")
-    print("\n".join(rows))
-    if regressions:
-        print(f"\n{len(regressions)} regression(s): "
-              f"{', '.join(regressions)}")
+    comparison = new.compare(base, args.threshold, args.alpha)
+    print(f"{args.base} -> {args.new}")
+    print(comparison)
+    slower = comparison.regressions
+    if slower:
+        print(f"\n{len(slower)} regression(s): "
+              f"{', '.join(c.path for c in slower)}")
         return 1
     print("\nno regression")
     return 0
@@ -185,8 +163,11 @@ def parser() -> argparse.ArgumentParser:
     compare.add_argument("base")
     compare.add_argument("new")
     compare.add_argument("--threshold", type=_threshold, default=0.05,
-                         help="slowdown of a stage's mean that counts as a "
-                              "regression (default 5%%)")
+                         help="smallest change of a stage's median call "
+                              "that counts (default 5%%)")
+    compare.add_argument("--alpha", type=float, default=0.01,
+                         help="significance of the Mann-Whitney test on "
+                              "the call durations (default 0.01)")
     compare.set_defaults(func=cmd_compare)
 
     flame = sub.add_parser("flamegraph", help="interactive SVG flamegraph")

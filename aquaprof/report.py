@@ -280,6 +280,18 @@ class Report:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def compare(self, base: "Report", threshold: float = 0.05,
+                alpha: float = 0.01) -> Any:
+        """This report against base, stage by stage: a Comparison whose
+        changes say slower, faster or same, decided by a Mann-Whitney test
+        on the call durations (p < alpha) and a median change over
+        threshold; .regressions lists the slower stages."""
+        from .compare import Comparison
+        if not isinstance(base, Report):
+            raise TypeError(f"base must be a Report, got "
+                            f"{type(base).__name__}")
+        return Comparison(base, self, threshold, alpha)
+
     # ------------------------------------------------------------ views
     def _repr_html_(self) -> str:
         from .notebook import report_html
