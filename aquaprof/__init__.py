@@ -33,6 +33,14 @@ def merge(reports, labels=None) -> Report:
     return merge_reports(reports, labels)
 
 
+def __getattr__(name: str):
+    # History pulls in sqlite3: only for those who use it
+    if name == "History":
+        from .history import History
+        return History
+    raise AttributeError(f"module 'aquaprof' has no attribute {name!r}")
+
+
 def load_ipython_extension(shell) -> None:
     """``%load_ext aquaprof``: the ``%%aquaprof`` cell magic."""
     from .notebook import load_ipython_extension as load
@@ -40,7 +48,7 @@ def load_ipython_extension(shell) -> None:
 
 
 __all__ = [
-    "Profiler", "Report", "ReportError", "Stage", "StageStats",
+    "History", "Profiler", "Report", "ReportError", "Stage", "StageStats",
     "StagedFunction", "Timing", "active", "diff_flamegraph", "merge",
     "stage", "__version__",
 ]

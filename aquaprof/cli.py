@@ -6,6 +6,7 @@
     aquaprof flamegraph run.json -o flame.svg [--diff base.json]
     aquaprof trace run.json -o trace.json
     aquaprof merge rank0.json rank1.json ... -o all.json
+    aquaprof history runs.db [--add run.json] [--stage NAME]
     aquaprof demo                          the plane-sweep demo
 
 A user's mistake (a missing or broken file, a bad threshold) is one line on
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import __version__
+from ._format import fmt_time
 from ._progress import progress
 from .report import Report, ReportError
 
@@ -104,6 +106,43 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    import datetime
+    from .history import History
+    try:
+        history = History(args.db)
+    except Exception as e:     # sqlite3.Error: not a database, locked...
+        raise UserError(f"cannot open history {args.db!r}: {e}") from None
+    with history:
+        for path in args.add or []:
+            run = history.add(_load(path), label=args.label)
+            print(f"added {path} as run {run}")
+
+        def when(run):
+            return datetime.datetime.fromtimestamp(run.time).strftime(
+                "%Y-%m-%d %H:%M")
+
+        runs = history.runs()
+        print(f"{len(runs)} run(s) in {args.db}")
+        for r in runs:
+            print(f"  {r.id:4d}  {when(r)}  {(r.git_commit or '-')[:10]:10s}"
+                  f"  {r.host or '-'}  {r.label or ''}")
+        stages = [args.stage] if args.stage else history.stages()
+        if args.stage:
+            print(f"\n{args.stage}, median call:")
+            for r, value in history.trend(args.stage):
+                print(f"  run {r.id:4d}  {when(r)}  {fmt_time(value)}")
+        flagged = [(stage, run, change) for stage in stages
+                   for run, change in history.steps(stage, args.threshold)]
+        if flagged:
+            print()
+        for stage, run, change in flagged:
+            print(f"! run {run.id} ({when(run)}, "
+                  f"{(run.git_commit or '-')[:10]}): {stage} stepped up "
+                  f"{change * 100:+.0f} %")
+    return 0
+
+
 def cmd_flamegraph(args: argparse.Namespace) -> int:
     report = _load(args.report)
     from .flame import write_flamegraph
@@ -169,6 +208,20 @@ def parser() -> argparse.ArgumentParser:
                          help="significance of the Mann-Whitney test on "
                               "the call durations (default 0.01)")
     compare.set_defaults(func=cmd_compare)
+
+    hist = sub.add_parser(
+        "history", help="runs stored in a SQLite history; flags steps",
+        description="Lists the runs of a history file (aquaprof.History), "
+        "flags runs where a stage's median call stepped up against the "
+        "runs before, and adds reports with --add.")
+    hist.add_argument("db", help="the history file (created if missing)")
+    hist.add_argument("--add", nargs="+", metavar="REPORT",
+                      help="reports to store first")
+    hist.add_argument("--label", help="label of the runs added")
+    hist.add_argument("--stage", help="print this stage's trend")
+    hist.add_argument("--threshold", type=_threshold, default=0.1,
+                      help="step size that is flagged (default 10%%)")
+    hist.set_defaults(func=cmd_history)
 
     flame = sub.add_parser("flamegraph", help="interactive SVG flamegraph")
     flame.add_argument("report")

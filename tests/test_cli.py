@@ -166,3 +166,21 @@ def test_help_everywhere_and_demo_passes_through():
     assert out.returncode == 2 and "command" in out.stderr
     text = (ROOT / "pyproject.toml").read_text()
     assert 'aquaprof = "aquaprof.cli:main"' in text
+
+
+def test_history_adds_lists_and_flags_steps(reports, tmp_path):
+    base, slow = reports
+    db = tmp_path / "runs.db"
+    out = cli("history", db, "--add", base, base, base, "--label", "ci")
+    assert out.returncode == 0, out.stderr
+    assert "3 run(s)" in out.stdout and "ci" in out.stdout
+    out = cli("history", db, "--add", slow, "--stage", "decode")
+    assert out.returncode == 0, out.stderr
+    assert "4 run(s)" in out.stdout
+    assert "decode, median call:" in out.stdout
+    assert "! run 4" in out.stdout and "decode stepped up" in out.stdout
+    bad = tmp_path / "bad.db"
+    bad.write_text("not a database")
+    one_line_error(cli("history", bad), "cannot open history")
+    one_line_error(cli("history", db, "--add", tmp_path / "none.json"),
+                   "cannot read report")
