@@ -48,7 +48,13 @@ test-python: build
 
 test: test-core test-python
 
+# The pytest-benchmark suite, its tables written into docs/benchmarks.md;
+# then the overhead ratios against a C floor measured in the same run.
 bench: build
+	mkdir -p benchmarks/.results
+	$(PY) -m pytest benchmarks/ -q -p no:cacheprovider \
+	  --benchmark-json=benchmarks/.results/latest.json
+	$(PY) benchmarks/write_tables.py benchmarks/.results/latest.json
 	$(PY) benchmarks/bench_overhead.py --runs 5
 
 KERNEL_CFLAGS := $(CFLAGS_STRICT) -O3 -fno-math-errno -fno-trapping-math

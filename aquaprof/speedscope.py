@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Union
 
+import numpy as np
+
 from . import __version__
 from ._atomic import write_atomic
 
@@ -25,23 +27,22 @@ def speedscope(report: "Report", name: str = "aquaprof") -> Dict[str, Any]:
     for t in report.threads:
         mine = spans[spans["thread"] == t["index"]]
         # outer before inner at equal starts: the longer span first
-        order = sorted(range(len(mine)), key=lambda i: (
-            int(mine[i]["start_ns"]), -int(mine[i]["end_ns"])))
+        order = np.lexsort((-mine["end_ns"], mine["start_ns"]))
+        begins = mine["start_ns"][order].tolist()
+        ends = mine["end_ns"][order].tolist()
+        frames = mine["stage"][order].tolist()
         events: List[Dict[str, Any]] = []
         open_ends: List[tuple] = []        # (end_ns, frame) of open spans
-        for i in order:
-            s = mine[i]
-            begin, end = int(s["start_ns"]), int(s["end_ns"])
+        for begin, end, frame in zip(begins, ends, frames):
             while open_ends and open_ends[-1][0] <= begin:
-                close, frame = open_ends.pop()
-                events.append({"type": "C", "frame": frame,
+                close, closing = open_ends.pop()
+                events.append({"type": "C", "frame": closing,
                                "at": close - start})
             # a child ends within its parent; clamp what the clock blurs
             if open_ends:
                 end = min(end, open_ends[-1][0])
-            events.append({"type": "O", "frame": int(s["stage"]),
-                           "at": begin - start})
-            open_ends.append((end, int(s["stage"])))
+            events.append({"type": "O", "frame": frame, "at": begin - start})
+            open_ends.append((end, frame))
         while open_ends:
             close, frame = open_ends.pop()
             events.append({"type": "C", "frame": frame, "at": close - start})
