@@ -40,8 +40,10 @@ def rows(results: Dict[str, Any]) -> List[str]:
             if plain_op is not None and name != "test_plain_call":
                 note += f", {fmt(op - plain_op)} over a plain call"
         if "bytes_per_span" in extra:
-            note = (f"{extra['spans']:,} spans: {extra['bytes_per_span']:.1f}"
-                    f" bytes a span of RSS growth")
+            note = (f"{extra['spans']:,} spans, "
+                    f"{fmt(stats['median'] / extra['spans'])} a span; the "
+                    f"process grew by {extra['bytes_per_span']:.1f} bytes a "
+                    f"span")
         elif "spans" in extra:
             note = (f"{extra['spans']:,} spans, "
                     f"{fmt(stats['median'] / extra['spans'])} a span")
