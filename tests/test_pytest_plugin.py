@@ -2,6 +2,7 @@
 flags, pytest-benchmark's extra_info, and failing on a planted regression
 but not on two runs of the same code."""
 import json
+from importlib import metadata
 
 import pytest
 
@@ -9,7 +10,18 @@ import aquaprof as ap
 
 pytest_plugins = ["pytester"]
 
-PLUGIN = ("-p", "aquaprof.pytest_plugin")
+
+def installed_plugin():
+    """Whether pytest loads the plugin by itself (an installed aquaprof,
+    or a build's egg-info on the path): then -p would load it twice."""
+    try:
+        points = metadata.entry_points(group="pytest11")
+    except TypeError:                     # Python < 3.10
+        points = metadata.entry_points().get("pytest11", [])
+    return any(p.value == "aquaprof.pytest_plugin" for p in points)
+
+
+PLUGIN = () if installed_plugin() else ("-p", "aquaprof.pytest_plugin")
 
 SUITE = """
 import time
