@@ -13,7 +13,8 @@ CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 # CI passes -Werror to the extension; users' builds never get it.
 WERROR ?= 1
 
-.PHONY: demo test test-core test-python bench bench-projection build clean
+.PHONY: demo test test-core test-python asan bench bench-projection build \
+	clean
 
 $(DEPS): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +47,27 @@ test-core: tests/core/test_core
 test-python: build
 	$(PY) -X dev -m pytest -q
 
-test: test-core test-python
+# The core's tests and then the whole Python suite with the extensions
+# built under AddressSanitizer and UndefinedBehaviorSanitizer (any report
+# is fatal), and the core's thread test under ThreadSanitizer. Leaves the
+# sanitized extension in place: the next `make build` rebuilds.
+SAN_RUNTIME = $(shell $(CC) -print-file-name=libasan.so)
+asan: $(DEPS)
+	rm -f $(EXT)
+	$(CC) $(CFLAGS_STRICT) -fsanitize=address,undefined \
+	  -fno-sanitize-recover=all csrc/core/*.c tests/core/test_core.c -lm \
+	  -o tests/core/test_core_asan
+	./tests/core/test_core_asan
+	$(CC) $(CFLAGS_STRICT) -fsanitize=thread csrc/core/*.c \
+	  tests/core/test_core.c -lm -o tests/core/test_core_tsan
+	TSAN_OPTIONS=halt_on_error=1 ./tests/core/test_core_tsan
+	AQUAPROF_SANITIZE=1 AQUAPROF_WERROR=$(WERROR) $(PY) setup.py -q \
+	  build_ext --inplace --force
+	AQUAPROF_SANITIZED=1 LD_PRELOAD=$(SAN_RUNTIME) \
+	  ASAN_OPTIONS=detect_leaks=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1 $(PY) -m pytest -q -p no:cacheprovider
+
+test: asan test-core test-python
 
 # The pytest-benchmark suite, its tables written into docs/benchmarks.md;
 # then the overhead ratios against a C floor measured in the same run.
@@ -65,4 +86,5 @@ bench-projection: benchmarks/bench_projection
 	./benchmarks/bench_projection
 
 clean:
-	rm -rf build $(VENV) tests/core/test_core aquaprof/_core*.so
+	rm -rf build $(VENV) tests/core/test_core tests/core/test_core_*san \
+	  aquaprof/_*.so

@@ -13,6 +13,10 @@ from setuptools.command.build_ext import build_ext
 # -Werror only where we ask for it (CI), never in users' builds.
 strict = os.environ.get("AQUAPROF_WERROR") == "1"
 debug = os.environ.get("AQUAPROF_DEBUG") == "1"
+# `make asan`: AddressSanitizer and UndefinedBehaviorSanitizer, any UB fatal
+SANITIZE = (["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+             "-fno-omit-frame-pointer"]
+            if os.environ.get("AQUAPROF_SANITIZE") == "1" else [])
 
 COMPILE_ARGS = [
     "-std=c11",
@@ -22,8 +26,8 @@ COMPILE_ARGS = [
     "-Wall",
     "-Wextra",
     "-O0" if debug else "-O2",
-    "-g" if debug else "-g0",
-] + (["-Werror"] if strict else [])
+    "-g" if debug or SANITIZE else "-g0",
+] + (["-Werror"] if strict else []) + SANITIZE
 
 # sm_80 (A100, and by binary compatibility sm_86/sm_89), sm_90 (H100,
 # H200), and PTX that newer GPUs compile when they load it
@@ -96,7 +100,7 @@ def extension(name, *patterns, extra=(), libraries=()):
         include_dirs=[numpy.get_include()],
         define_macros=[("_GNU_SOURCE", None)],
         extra_compile_args=COMPILE_ARGS + list(extra),
-        extra_link_args=["-pthread"],
+        extra_link_args=["-pthread"] + SANITIZE,
         libraries=list(libraries),
     )
 
