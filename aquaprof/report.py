@@ -28,6 +28,11 @@ _STAGE_FIELDS = {
     "max_ns": int, "mean_ns": float, "m2": float, "cpu_ns": int,
     "items": int, "mem_peak": int, "mem_delta": int, "hist": list,
 }
+_THREAD_FIELDS = {"index": int, "native_id": int, "spans": int,
+                  "dropped": int}
+_HOST_FIELDS = {"hostname": str, "platform": str, "python": str,
+                "aquaprof": str, "argv": list, "cwd": str,
+                "started_at": float}
 _META_FIELDS = {
     "start_ns": int, "stop_ns": int, "clock": str, "pid": int,
     "max_spans": int, "memory": bool, "memory_interval_ns": int,
@@ -399,6 +404,15 @@ def _check_fields(obj: Any, fields: Dict[str, type], where: str) -> None:
                               f"got {type(value).__name__}")
 
 
+def _check_samples(samples: Any, where: str) -> None:
+    if not isinstance(samples, list) or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool)
+                    for x in p) for p in samples):
+        raise ReportError(f"{where}['memory_samples'] must be a list of "
+                          f"[ns, bytes] pairs")
+
+
 def _validate(data: Dict[str, Any]) -> None:
     _check_fields(data, _META_FIELDS, "report")
     stages, threads = data.get("stages"), data.get("threads")
@@ -412,6 +426,12 @@ def _validate(data: Dict[str, Any]) -> None:
         if not -1 <= s["parent"] < i:
             raise ReportError(f"{where}['parent'] = {s['parent']} does not "
                               f"name an earlier stage")
+        depth = stages[s["parent"]]["depth"] + 1 if s["parent"] >= 0 else 0
+        if s["depth"] != depth:
+            raise ReportError(f"{where}['depth'] = {s['depth']}, its "
+                              f"place in the tree says {depth}")
+        if s["count"] < 0:
+            raise ReportError(f"{where}['count'] is negative")
         buckets = len(_core.HIST_LOWER_NS) - 1
         for pair in s["hist"]:
             if (not isinstance(pair, (list, tuple)) or len(pair) != 2
@@ -419,23 +439,39 @@ def _validate(data: Dict[str, Any]) -> None:
                     or not 0 <= pair[0] < buckets):
                 raise ReportError(f"{where}['hist'] has a bad bucket "
                                   f"{pair!r}")
-    samples = data.get("memory_samples", [])
-    if not isinstance(samples, list) or not all(
-            isinstance(p, (list, tuple)) and len(p) == 2
-            and all(isinstance(x, int) for x in p) for p in samples):
-        raise ReportError("report['memory_samples'] must be a list of "
-                          "[ns, bytes] pairs")
+    for i, t in enumerate(threads):
+        _check_fields(t, _THREAD_FIELDS, f"threads[{i}]")
+        if t["index"] != i:
+            raise ReportError(f"threads[{i}]['index'] is {t['index']}")
+    host = data.get("host", {})
+    if not isinstance(host, dict):
+        raise ReportError("report['host'] must be an object")
+    _check_fields({k: v for k, v in host.items() if k in _HOST_FIELDS},
+                  {k: v for k, v in _HOST_FIELDS.items() if k in host},
+                  "report['host']")
+    _check_samples(data.get("memory_samples", []), "report")
     processes = data.get("processes", [])
     if not isinstance(processes, list) or not all(
             isinstance(p, dict) and isinstance(p.get("pid"), int)
             and isinstance(p.get("label"), str) for p in processes):
         raise ReportError("report['processes'] must be a list of objects "
                           "with an int 'pid' and a str 'label'")
+    for i, p in enumerate(processes):
+        _check_samples(p.get("memory_samples", []), f"processes[{i}]")
+    if any(not isinstance(t.get("process", 0), int)
+           or not 0 <= t.get("process", 0) < max(len(processes), 1)
+           for t in threads):
+        raise ReportError("a thread names a process the report lacks")
     spans = data["spans"]
     if not isinstance(spans, np.ndarray) or spans.dtype != _core.SPAN_DTYPE:
         raise ReportError("report['spans'] must be a span array")
     if len(spans) and int(spans["stage"].max()) >= len(stages):
         raise ReportError("a span names a stage id the report lacks")
+    if len(spans) and int(spans["thread"].max()) >= len(threads):
+        raise ReportError("a span names a thread the report lacks")
+    if len(spans) and not ((spans["parent"] >= -1)
+                           & (spans["parent"] < len(spans))).all():
+        raise ReportError("a span names a parent span the report lacks")
 
 
 def _encode_spans(spans: np.ndarray) -> Dict[str, Any]:
