@@ -7,6 +7,19 @@ from pathlib import Path
 from typing import Union
 
 
+def _umask() -> int:
+    """The process umask, read without setting it (os.umask would race
+    with other threads); 0o022 where /proc cannot say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
+
+
 def write_atomic(path: Union[str, os.PathLike], data: bytes) -> Path:
     """Writes data to path through a temporary file in the same folder and
     a rename, so a crash mid-write leaves the previous file intact."""
@@ -21,6 +34,8 @@ def write_atomic(path: Union[str, os.PathLike], data: bytes) -> Path:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            # mkstemp makes 0600: give the file the mode open() would
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
