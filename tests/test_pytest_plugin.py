@@ -3,6 +3,7 @@ flags, pytest-benchmark's extra_info, and failing on a planted regression
 but not on two runs of the same code."""
 import json
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -80,8 +81,11 @@ def test_every_test_profiled_into_a_folder(pytester):
                                  "*test_with_fixture: step *ms*"])
 
 
-def test_benchmark_extra_info_carries_the_breakdown(pytester):
+def test_benchmark_extra_info_carries_the_breakdown(pytester, monkeypatch):
     pytest.importorskip("pytest_benchmark")     # installed by `make test`
+    # in a subprocess: pytest-benchmark leaves its --benchmark-json file
+    # open until the interpreter exits
+    monkeypatch.setenv("PYTHONPATH", str(Path(ap.__file__).parent.parent))
     pytester.makepyfile(test_bench="""
 import aquaprof as ap
 
@@ -93,7 +97,8 @@ def test_bench(benchmark, aquaprof):
     benchmark.pedantic(work, rounds=5, iterations=1)
 """)
     saved = pytester.path / "bench.json"
-    result = pytester.runpytest(*PLUGIN, f"--benchmark-json={saved}")
+    result = pytester.runpytest_subprocess(*PLUGIN,
+                                           f"--benchmark-json={saved}")
     result.assert_outcomes(passed=1)
     info = json.loads(saved.read_text())["benchmarks"][0]["extra_info"]
     assert info["aquaprof"]["inner"]["count"] == 5
