@@ -132,4 +132,7 @@ def format_report(rep: "Report") -> str:
     if warnings:
         lines.append("")
         lines += warnings
+    if top:
+        lines.append("")
+        lines.append(str(rep.diagnose()))
     return "\n".join(lines)

@@ -285,6 +285,13 @@ class Report:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def diagnose(self, top: int = 3) -> Any:
+        """The top stages by self time classified (cpu-bound, waiting,
+        mixed; allocation-heavy on top), each with its evidence, a fix to
+        try and the command that verifies it."""
+        from .diagnose import Diagnosis
+        return Diagnosis(self, top)
+
     def compare(self, base: "Report", threshold: float = 0.05,
                 alpha: float = 0.01) -> Any:
         """This report against base, stage by stage: a Comparison whose

@@ -1,0 +1,59 @@
+"""diagnose(): planted workloads whose class is known are classified so."""
+import time
+
+import numpy as np
+import pytest
+
+import aquaprof as ap
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.fixture(scope="module")
+def report():
+    with ap.Profiler(memory_interval=0.001, cpu_resolution=0) as prof:
+        with ap.stage("sleep"):              # I/O-like wait
+            time.sleep(0.06)
+        with ap.stage("compute"):            # a busy loop
+            busy(0.05)
+        with ap.stage("allocate"):           # 400 MiB touched, kept
+            block = np.ones(400 << 20 >> 3)
+            busy(0.03)
+        with ap.stage("half"):               # computes 2/3, then waits
+            busy(0.03)
+            time.sleep(0.015)
+    del block
+    return prof.report()
+
+
+def test_planted_workloads_are_classified(report):
+    found = {f.path: f for f in report.diagnose(top=4)}
+    assert found["sleep"].kind == "waiting"
+    assert found["compute"].kind == "cpu-bound"
+    assert found["half"].kind == "mixed"
+    assert "allocation-heavy" in found["allocate"].also
+    assert "allocation-heavy" not in found["compute"].also
+    for f in found.values():
+        assert "wall" in f.evidence and f.fix and f.verify
+
+
+def test_the_printed_report_ends_with_the_diagnosis(report):
+    text = str(report)
+    assert "Diagnosis of the top stages by self time:" in text
+    assert "GPU classes" in text
+    assert text.index("Diagnosis") > text.index("bottleneck")
+
+
+def test_bad_top_is_refused(report):
+    with pytest.raises(ValueError, match="top"):
+        report.diagnose(top=0)
+
+
+def test_nothing_to_diagnose():
+    with ap.Profiler() as prof:
+        pass
+    assert "no stage" in str(prof.report().diagnose())
