@@ -38,6 +38,9 @@ def __getattr__(name: str):
     if name == "History":
         from .history import History
         return History
+    if name == "sweep":
+        from .batch_sweep import sweep
+        return sweep
     raise AttributeError(f"module 'aquaprof' has no attribute {name!r}")
 
 
@@ -50,5 +53,5 @@ def load_ipython_extension(shell) -> None:
 __all__ = [
     "History", "Profiler", "Report", "ReportError", "Stage", "StageStats",
     "StagedFunction", "Timing", "active", "diff_flamegraph", "merge",
-    "stage", "__version__",
+    "stage", "sweep", "__version__",
 ]

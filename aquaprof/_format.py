@@ -134,5 +134,5 @@ def format_report(rep: "Report") -> str:
         lines += warnings
     if top:
         lines.append("")
-        lines.append(str(rep.diagnose()))
+        lines.append(rep.diagnose().summary())
     return "\n".join(lines)

@@ -7,8 +7,9 @@ host memory it drove up:
 - waiting: it mostly does not (I/O, sleep, locks, other processes, or the
   GPU when the stage blocks on it);
 - mixed: in between;
-- allocation-heavy (added to the others): the stage raised the process's
-  RSS a lot above where the run started.
+- allocation-heavy (added to the others): while the stage was open the
+  process's RSS rose ALLOC_BYTES or more above what it was when the stage
+  was first entered (from the report's memory samples).
 GPU classes (GPU-bound, starved, synchronisation-, transfer- and
 launch-bound) need per-stage GPU activity, which reports carry once CUDA
 activity is traced (issue 4); until then diagnose() says so.
@@ -25,8 +26,7 @@ if TYPE_CHECKING:
 
 CPU_BOUND = 0.8          # CPU time / wall time above this: computing
 WAITING = 0.5            # below this: mostly not running
-ALLOC_BYTES = 256 << 20  # RSS raised this far above the run's start
-ALLOC_SHARE = 0.25       # or by this share of it
+ALLOC_BYTES = 256 << 20  # RSS raised this far above the stage's entry
 
 _FIXES = {
     "cpu-bound": (
@@ -72,9 +72,17 @@ class Finding:
                 f"    verify:   {self.verify}")
 
 
-def _start_rss(report: "Report") -> Optional[int]:
+def _entry_rss(stage: "StageStats", report: "Report") -> Optional[int]:
+    """RSS when the stage was first entered: the last memory sample at or
+    before its first span."""
     samples = report.memory_samples
-    return samples[0][1] if samples else None
+    spans = report.spans()
+    mine = spans[spans["stage"] == stage.id]
+    if not samples or not len(mine):
+        return None
+    first = int(mine["start_ns"].min())
+    before = [rss for t, rss in samples if t <= first]
+    return before[-1] if before else samples[0][1]
 
 
 def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
@@ -88,14 +96,14 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
                 f"self time {fmt_time(stage.self_time)}")
     fix, verify = _FIXES[kind]
     finding = Finding(stage.path, kind, evidence, fix, verify)
-    start = _start_rss(report)
-    if stage.mem_peak and start:
-        raised = stage.mem_peak - start
-        if raised >= ALLOC_BYTES or raised >= ALLOC_SHARE * start:
+    entry = _entry_rss(stage, report)
+    if stage.mem_peak and entry:
+        raised = stage.mem_peak - entry
+        if raised >= ALLOC_BYTES:
             finding.also.append("allocation-heavy")
             fix, verify = _FIXES["allocation-heavy"]
             finding.evidence += (f"; RSS peaked {fmt_bytes(raised)} above "
-                                 f"the run's start "
+                                 f"its value at entry "
                                  f"({fmt_bytes(stage.mem_delta, True)} "
                                  f"kept)")
             finding.fix += f"; and {fix}"
@@ -128,4 +136,15 @@ class Diagnosis:
         for i, f in enumerate(self.findings, 1):
             lines.append(f"  {i}. " + str(f).replace("\n", "\n   "))
         lines.append(f"  ({self.gpu})")
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """One line a stage, for the printed report."""
+        if not self.findings:
+            return "Diagnosis: no stage with self time to diagnose"
+        lines = ["Diagnosis (details: report.diagnose()):"]
+        for i, f in enumerate(self.findings, 1):
+            extra = f" + {', '.join(f.also)}" if f.also else ""
+            lines.append(f"  {i}. {f.path}: {f.kind}{extra}; "
+                         f"{f.evidence.split(',')[0]}")
         return "\n".join(lines)

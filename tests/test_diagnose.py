@@ -43,9 +43,11 @@ def test_planted_workloads_are_classified(report):
 
 def test_the_printed_report_ends_with_the_diagnosis(report):
     text = str(report)
-    assert "Diagnosis of the top stages by self time:" in text
-    assert "GPU classes" in text
+    assert "Diagnosis (details: report.diagnose()):" in text
+    assert "sleep: waiting; thread CPU time" in text
     assert text.index("Diagnosis") > text.index("bottleneck")
+    full = str(report.diagnose())
+    assert "GPU classes" in full and "verify:" in full
 
 
 def test_bad_top_is_refused(report):
