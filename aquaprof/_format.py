@@ -73,6 +73,14 @@ def _header(rep: "Report") -> List[str]:
               if meta["memory"] else "host memory not sampled")
     lines.append(f"clock {meta['clock']}; {memory}; thread CPU clock read "
                  f"at most every {fmt_time(meta['cpu_resolution_ns'] * 1e-9)}")
+    cost = meta.get("overhead")
+    if cost:
+        calls = sum(s.count for s in rep.stages)
+        share = calls * cost["span_ns"] * 1e-9 / rep.wall if rep.wall else 0
+        lines.append(f"profiler cost: {cost['span_ns']:.0f} ns a stage "
+                     f"call (calibrated), {calls:,} calls, about "
+                     f"{share * 100:.2f}% of the run; compensated times: "
+                     f"StageStats.compensated_total/_self")
     return lines
 
 

@@ -103,7 +103,8 @@ class StageStats:
 
     __slots__ = ("id", "path", "name", "parent", "depth", "count", "wall",
                  "self_time", "cpu", "items", "throughput", "share",
-                 "mem_peak", "mem_delta", "raised", "unclosed")
+                 "mem_peak", "mem_delta", "raised", "unclosed",
+                 "compensated_total", "compensated_self")
 
     def __init__(self, sid: int, path: str, parent: Optional[str],
                  stage: Dict[str, Any], run_wall: float):
@@ -129,6 +130,10 @@ class StageStats:
         self.mem_delta: int = stage["mem_delta"]
         self.raised: int = stage["raised"]
         self.unclosed: int = stage["unclosed"]
+        #: total and self wall time with the profiler's calibrated cost
+        #: taken out (overhead.py); None when the run was not calibrated
+        self.compensated_total: Optional[float] = None
+        self.compensated_self: Optional[float] = None
 
     def __repr__(self) -> str:
         return (f"StageStats({self.path!r}, count={self.count}, "
@@ -159,6 +164,10 @@ class Report:
             for i, s in enumerate(stages)
         ]
         self._by_path = {s.path: s for s in self._stats}
+        from .overhead import compensate
+        for path, (total, self_time) in (compensate(self) or {}).items():
+            stats = self._by_path[path]
+            stats.compensated_total, stats.compensated_self = total, self_time
 
     # ------------------------------------------------------------ access
     @property
@@ -450,6 +459,22 @@ def _validate(data: Dict[str, Any]) -> None:
         _check_fields(t, _THREAD_FIELDS, f"threads[{i}]")
         if t["index"] != i:
             raise ReportError(f"threads[{i}]['index'] is {t['index']}")
+        reads = t.get("cpu_reads", 0)
+        if not isinstance(reads, int) or isinstance(reads, bool) or \
+                reads < 0:
+            raise ReportError(f"threads[{i}]['cpu_reads'] must be an int "
+                              f">= 0")
+    overhead = data.get("overhead")
+    if overhead is not None and not (
+            isinstance(overhead, dict) and all(
+                isinstance(overhead.get(k, 0), (int, float))
+                and not isinstance(overhead.get(k, 0), bool)
+                and overhead.get(k, 0) >= 0 for k in (
+                    "span_ns", "inside_ns", "read_ns", "resolution_ns"))
+            and "span_ns" in overhead and "inside_ns" in overhead):
+        raise ReportError("report['overhead'] must hold span_ns and "
+                          "inside_ns (and may hold read_ns, resolution_ns), "
+                          "numbers >= 0")
     host = data.get("host", {})
     if not isinstance(host, dict):
         raise ReportError("report['host'] must be an object")

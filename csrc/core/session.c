@@ -321,6 +321,7 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
     if (w - t->cpu_wall >= s->cpu_resolution_ticks) {
         /* the system call goes before the start time, not inside the span */
         t->cpu_last = ap_thread_cpu_ns();
+        t->cpu_reads++;
         w = ap_ticks();
         t->cpu_wall = w;
         f->cpu0 = t->cpu_last;
@@ -400,6 +401,7 @@ ap_exit(const void *owner, int raised)
     int64_t cpu;
     if (w - t->cpu_wall >= s->cpu_resolution_ticks) {
         cpu = t->cpu_last = ap_thread_cpu_ns();
+        t->cpu_reads++;
         t->cpu_wall = w;
     } else {
         cpu = t->cpu_last + ap_ticks_to_ns(w - t->cpu_wall);

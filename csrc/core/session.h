@@ -75,6 +75,7 @@ typedef struct {
     int64_t native_id;
     int64_t spans;     /* kept */
     int64_t dropped;
+    int64_t cpu_reads; /* real thread CPU clock readings */
 } ap_report_thread;
 
 typedef struct {

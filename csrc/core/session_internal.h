@@ -50,6 +50,7 @@ typedef struct ap_thread {
     int64_t lost;
     int64_t cpu_last;      /* last real thread CPU reading, ns */
     int64_t cpu_wall;      /* ticks when it was read */
+    int64_t cpu_reads;     /* real readings taken: overhead compensation */
 } ap_thread;
 
 struct ap_session {

@@ -160,7 +160,7 @@ ap_session_report(const ap_session *s, ap_report **out)
             goto error;
         }
         r->threads[t->index] = (ap_report_thread){
-            t->index, t->native_id, t->nspans, t->dropped,
+            t->index, t->native_id, t->nspans, t->dropped, t->cpu_reads,
         };
         r->nspans += t->nspans;
         r->dropped += t->dropped;

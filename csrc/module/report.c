@@ -109,10 +109,12 @@ threads_list(const ap_report *r)
     }
     for (uint32_t i = 0; i < r->nthreads; i++) {
         const ap_report_thread *t = &r->threads[i];
-        PyObject *d = Py_BuildValue("{s:I,s:L,s:L,s:L}", "index", t->index,
+        PyObject *d = Py_BuildValue("{s:I,s:L,s:L,s:L,s:L}", "index",
+                                    t->index,
                                     "native_id", (long long)t->native_id,
                                     "spans", (long long)t->spans,
-                                    "dropped", (long long)t->dropped);
+                                    "dropped", (long long)t->dropped,
+                                    "cpu_reads", (long long)t->cpu_reads);
         if (d == NULL) {
             Py_DECREF(list);
             return NULL;
