@@ -151,6 +151,18 @@ def timed(fn, repeats):
     return statistics.median(times), result
 
 
+def depth_batch_sweep(args, scene, ref, srcs, count, timer):
+    """The same cost volume at each --batches depth_batch, timed by
+    timer(fn) -> (seconds, result)."""
+    depths = np.linspace(*scene.depth_range(0.03), count)
+    print(f"\ndepth_batch sweep, {count} depths:")
+    for batch in [int(x) for x in args.batches.split(",")]:
+        t, _ = timer(lambda: mvs.build_cost_volume(
+            ref, srcs, scene.ref_cam, scene.cameras[1:], depths, "ncc",
+            args.window, depth_batch=batch))
+        print(f"  depth_batch {batch:3d}: {t * 1e3:9.1f} ms")
+
+
 def gpu_timed(fn, repeats):
     """Median seconds of fn on the GPU (CUDA events, 3 warm-ups)."""
     for _ in range(3):
@@ -212,13 +224,8 @@ def bench_cuda(args, scene, depth_counts) -> int:
     print(f"\ntarget: >= 10x torch on the GPU: "
           f"{'met' if worst >= 10 else 'not met'} ({worst:.1f}x); "
           f"CUDA equals the CPU within 1e-4: see max |diff|")
-    depths = np.linspace(*scene.depth_range(0.03), depth_counts[0])
-    print(f"\ndepth_batch sweep, {depth_counts[0]} depths:")
-    for batch in [int(x) for x in args.batches.split(",")]:
-        t, _ = gpu_timed(lambda: mvs.build_cost_volume(
-            ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window,
-            depth_batch=batch), args.gpu_repeats)
-        print(f"  depth_batch {batch:3d}: {t * 1e3:8.2f} ms")
+    depth_batch_sweep(args, scene, ref, srcs, depth_counts[0],
+                      lambda fn: gpu_timed(fn, args.gpu_repeats))
     return 0
 
 
@@ -293,13 +300,8 @@ def main() -> int:
         worst = min(r["torch32"] / r["ours"] for r in rows)
         print(f"\ntarget: >= 20x torch32 on the CPU: "
               f"{'met' if worst >= 20 else 'not met'} ({worst:.1f}x)")
-    depths = np.linspace(*scene.depth_range(0.03), depth_counts[0])
-    print(f"\ndepth_batch sweep, {depth_counts[0]} depths:")
-    for batch in [int(x) for x in args.batches.split(",")]:
-        t, _ = timed(lambda: mvs.build_cost_volume(
-            ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window,
-            depth_batch=batch), args.repeats)
-        print(f"  depth_batch {batch:3d}: {t:7.2f} s")
+    depth_batch_sweep(args, scene, ref, srcs, depth_counts[0],
+                      lambda fn: timed(fn, args.repeats))
     return 0
 
 
