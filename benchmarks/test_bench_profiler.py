@@ -8,7 +8,7 @@ import pytest
 
 import aquaprof as ap
 
-from conftest import LOOP, profiled_report
+from conftest import LOOP
 
 
 def nothing():
