@@ -39,20 +39,11 @@ def _load(path: str) -> Report:
 
 
 def _threshold(text: str) -> float:
-    """'5%' or '0.05' as a fraction."""
+    from .compare import parse_threshold
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"threshold must be like 5% or 0.05, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(
-            f"threshold must be >= 0, got {text!r}")
-    if value > 1 and not text.endswith("%"):
-        raise argparse.ArgumentTypeError(
-            f"threshold {text} would be {value * 100:g} %: write {text}% or "
-            f"{value / 100:g}")
-    return value
+        return parse_threshold(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 # ------------------------------------------------------------ commands

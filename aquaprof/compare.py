@@ -27,6 +27,22 @@ if TYPE_CHECKING:
 MIN_SAMPLES = 5
 
 
+def parse_threshold(text: str) -> float:
+    """'5%' or '0.05' as the fraction 0.05; ValueError saying how to write
+    it otherwise (a bare 5 would be 500 %)."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError(f"threshold must be like 5% or 0.05, got "
+                         f"{text!r}") from None
+    if not value >= 0:
+        raise ValueError(f"threshold must be >= 0, got {text!r}")
+    if value > 1 and not text.endswith("%"):
+        raise ValueError(f"threshold {text} would be {value * 100:g} %: "
+                         f"write {text}% or {value / 100:g}")
+    return value
+
+
 EXACT_MAX = 12      # exact U distribution up to this many calls a side
 
 

@@ -28,15 +28,11 @@ _REPORTS = pytest.StashKey[List[Tuple[str, Report]]]()
 
 
 def _fraction(text: str) -> float:
+    from .compare import parse_threshold
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise pytest.UsageError(f"--aquaprof-fail must be like 5% or 0.05, "
-                                f"got {text!r}") from None
-    if not 0 <= value <= 1 and not text.endswith("%"):
-        raise pytest.UsageError(f"--aquaprof-fail {text} would be "
-                                f"{value * 100:g} %: write {text}%")
-    return value
+        return parse_threshold(text)
+    except ValueError as e:
+        raise pytest.UsageError(f"--aquaprof-fail: {e}") from None
 
 
 def pytest_addoption(parser: Any) -> None:
