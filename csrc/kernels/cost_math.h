@@ -32,14 +32,33 @@ ap_bilinear(const float *img, int h, int w, double u, double v)
  * Gaussian weight), r, s, r^2, s^2, r s (reference, warped). A window
  * seeing fewer than half its pixels (full / 2) costs 1, and so does an
  * NCC window without texture. */
+
+/* Means, variances and covariance of a window from its sums. */
+typedef struct {
+    double mr, ms, vr, vs, cov;
+} ap_moments;
+
+static inline AP_HD ap_moments
+ap_window_moments(double n, double sr, double ss, double srr, double sss,
+                  double srs)
+{
+    double inv = 1.0 / n;
+    ap_moments m;
+    m.mr = sr * inv;
+    m.ms = ss * inv;
+    m.vr = srr * inv - m.mr * m.mr;
+    m.vs = sss * inv - m.ms * m.ms;
+    m.cov = srs * inv - m.mr * m.ms;
+    return m;
+}
+
 static inline AP_HD double
 ap_ncc_cost(double full, double n, double sr, double ss, double srr,
             double sss, double srs)
 {
-    double inv = 1.0 / n;
-    double mr = sr * inv, ms = ss * inv;
-    double vr = srr * inv - mr * mr, vs = sss * inv - ms * ms;
-    double ncc = (srs * inv - mr * ms) / sqrt(vr * vs);
+    ap_moments m = ap_window_moments(n, sr, ss, srr, sss, srs);
+    double vr = m.vr, vs = m.vs;
+    double ncc = m.cov / sqrt(vr * vs);
     ncc = ncc > 1 ? 1 : (ncc < -1 ? -1 : ncc);
     int flat = (n < full / 2) | (vr < AP_NCC_MIN_VARIANCE) |
                (vs < AP_NCC_MIN_VARIANCE);
@@ -51,10 +70,8 @@ static inline AP_HD double
 ap_ssim_cost(double full, double n, double sr, double ss, double srr,
              double sss, double srs)
 {
-    double inv = 1.0 / n;
-    double mr = sr * inv, ms = ss * inv;
-    double vr = srr * inv - mr * mr, vs = sss * inv - ms * ms;
-    double cov = srs * inv - mr * ms;
+    ap_moments m = ap_window_moments(n, sr, ss, srr, sss, srs);
+    double mr = m.mr, ms = m.ms, vr = m.vr, vs = m.vs, cov = m.cov;
     double ssim = ((2 * mr * ms + AP_SSIM_C1) * (2 * cov + AP_SSIM_C2)) /
                   ((mr * mr + ms * ms + AP_SSIM_C1) * (vr + vs + AP_SSIM_C2));
     double c = 1.0 - ssim;
