@@ -146,7 +146,10 @@ WORDS = ["run", "show", "compare", "flamegraph", "trace", "merge", "history",
 @FUZZ
 @given(argv=st.lists(st.sampled_from(WORDS) | st.text(max_size=6),
                      max_size=6))
-def test_command_line_never_tracebacks(argv, tmp_path, capsys):
+def test_command_line_never_tracebacks(argv, tmp_path, capsys,
+                                      monkeypatch):
+    # random words become file names: they land in the temporary folder
+    monkeypatch.chdir(tmp_path)
     good = tmp_path / "good.json"
     if not good.exists():
         ap.Report.from_dict(VALID).save(good)
