@@ -301,6 +301,17 @@ class Report:
         from .diagnose import Diagnosis
         return Diagnosis(self, top)
 
+    def anomalies(self, window: int = 50, threshold: float = 6.0,
+                  min_ratio: float = 1.5, min_excess: float = 1e-5
+                  ) -> List[Any]:
+        """Calls far slower than their stage's previous `window` calls
+        (robust z-score over `threshold`, at least `min_ratio` times the
+        median and `min_excess` seconds over it), from the raw spans, in
+        time order."""
+        from .anomaly import find_anomalies
+        return find_anomalies(self, window, threshold, min_ratio,
+                              min_excess)
+
     def compare(self, base: "Report", threshold: float = 0.05,
                 alpha: float = 0.01) -> Any:
         """This report against base, stage by stage: a Comparison whose

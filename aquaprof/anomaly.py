@@ -1,0 +1,77 @@
+"""Calls far outside their stage's recent distribution: each call's
+duration against the median and the median absolute deviation (MAD) of
+the `window` calls of the same stage before it. A call is flagged when it
+is more than `threshold` robust standard deviations (1.4826 MAD) above
+that median, at least `min_ratio` times it and at least `min_excess`
+seconds longer, so that neither noise, nor a perfectly steady stage, nor
+the jitter of sub-microsecond calls raises false alarms."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, List
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .report import Report
+
+MIN_HISTORY = 10
+BLOCK = 20_000
+
+
+@dataclass
+class Anomaly:
+    path: str
+    span: int            # index into report.spans()
+    start: float         # seconds from the run's start
+    duration: float      # seconds
+    usual: float         # median of the calls before, seconds
+    score: float         # robust standard deviations above it
+
+
+def find_anomalies(report: "Report", window: int = 50,
+                   threshold: float = 6.0, min_ratio: float = 1.5,
+                   min_excess: float = 1e-5) -> List[Anomaly]:
+    if not isinstance(window, int) or isinstance(window, bool) or \
+            window < MIN_HISTORY:
+        raise ValueError(f"window must be an int >= {MIN_HISTORY}, got "
+                         f"{window!r}")
+    if not threshold > 0 or not min_ratio >= 1:
+        raise ValueError("threshold must be > 0 and min_ratio >= 1")
+    spans = report.spans()
+    origin = report.meta["start_ns"]
+    found: List[Anomaly] = []
+    for sid, path in enumerate(report.stage_names):
+        index = np.flatnonzero(spans["stage"] == sid)
+        if len(index) <= MIN_HISTORY:
+            continue
+        index = index[np.argsort(spans["start_ns"][index], kind="stable")]
+        d = (spans["end_ns"][index] - spans["start_ns"][index]).astype(
+            np.float64)
+        # the `window` calls before each call from the MIN_HISTORY-th on,
+        # in blocks so that a million calls need no 400 MB window array
+        padded = np.concatenate([np.full(window - 1, np.nan), d[:-1]])
+        windows = np.lib.stride_tricks.sliding_window_view(padded, window)
+        windows = windows[MIN_HISTORY - 1:]
+        current = d[MIN_HISTORY:]
+        median = np.empty(len(current))
+        mad = np.empty(len(current))
+        for lo in range(0, len(current), BLOCK):
+            block = windows[lo:lo + BLOCK]
+            median[lo:lo + BLOCK] = np.nanmedian(block, axis=1)
+            mad[lo:lo + BLOCK] = np.nanmedian(
+                np.abs(block - median[lo:lo + BLOCK, None]), axis=1)
+        # a floor under the spread: 1 % of the median, so that a stage
+        # with identical calls still needs a real jump
+        spread = np.maximum(1.4826 * mad, 0.01 * median)
+        score = (current - median) / np.where(spread > 0, spread, 1.0)
+        hits = np.flatnonzero((score > threshold) &
+                              (current >= min_ratio * median) &
+                              (current - median >= min_excess * 1e9))
+        for k in hits:
+            i = index[MIN_HISTORY + k]
+            found.append(Anomaly(
+                path, int(i), (int(spans["start_ns"][i]) - origin) * 1e-9,
+                float(current[k]) * 1e-9, float(median[k]) * 1e-9,
+                float(score[k])))
+    return sorted(found, key=lambda a: a.start)
