@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .report import Report
 
 MIN_SAMPLES = 5
+SLOWER = ("slower", "slower?")      # the verdicts that are regressions
 
 
 def parse_threshold(text: str) -> float:
@@ -178,15 +179,14 @@ class Comparison:
     def regressions(self) -> List[StageChange]:
         """Stages found slower by the test ("slower"; "slower?" too, where
         too few calls allowed no test)."""
-        return [c for c in self.changes if c.verdict in ("slower",
-                                                         "slower?")]
+        return [c for c in self.changes if c.verdict in SLOWER]
 
     def __str__(self) -> str:
         lines = [f"median call time per stage, base -> new (slower/faster: "
                  f"Mann-Whitney p < {self.alpha:g} and a change over "
                  f"{self.threshold * 100:g} %)"]
         for c in self.changes:
-            mark = "!" if c in self.regressions else " "
+            mark = "!" if c.verdict in SLOWER else " "
             if c.verdict in ("new", "gone"):
                 lines.append(f"{mark} {c.path}: {c.verdict}")
                 continue

@@ -35,6 +35,8 @@ CREATE TABLE IF NOT EXISTS stages (
     p95_s REAL, PRIMARY KEY (run, path));
 """
 METRICS = ("total_s", "self_s", "mean_s", "p50_s", "p95_s")
+_RUN_COLUMNS = ("r.id, r.time, r.label, r.git_commit, r.host, r.python, "
+                "r.torch, r.cuda, r.device")
 
 
 @dataclass
@@ -144,8 +146,8 @@ class History:
     def runs(self) -> List[Run]:
         """Every run, oldest first."""
         rows = self._db.execute(
-            "SELECT id, time, label, git_commit, host, python, torch, cuda, "
-            "device FROM runs ORDER BY time, id").fetchall()
+            f"SELECT {_RUN_COLUMNS} FROM runs r ORDER BY r.time, r.id"
+        ).fetchall()
         return [Run(*row) for row in rows]
 
     def report(self, run: int) -> Report:
@@ -162,12 +164,11 @@ class History:
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got "
                              f"{metric!r}")
-        by_id = {r.id: r for r in self.runs()}
         rows = self._db.execute(
-            f"SELECT s.run, s.{metric} FROM stages s JOIN runs r ON "
-            f"r.id = s.run WHERE s.path = ? ORDER BY r.time, r.id",
+            f"SELECT {_RUN_COLUMNS}, s.{metric} FROM stages s JOIN runs r "
+            f"ON r.id = s.run WHERE s.path = ? ORDER BY r.time, r.id",
             (stage,)).fetchall()
-        return [(by_id[run], value) for run, value in rows]
+        return [(Run(*row[:-1]), row[-1]) for row in rows]
 
     def stages(self) -> List[str]:
         return [row[0] for row in self._db.execute(
