@@ -1,4 +1,5 @@
 import gc
+import time
 
 import pytest
 
@@ -21,3 +22,11 @@ def run_profiled(fn, **options):
     with ap.Profiler(**options) as prof:
         fn()
     return prof.report()
+
+
+def busy(seconds):
+    """Keeps the CPU busy for `seconds` of wall time: a stage whose time
+    is known and spent computing."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass

@@ -1,16 +1,10 @@
 """Anomalies: a planted slow iteration is flagged, noise is not."""
-import time
 
 import numpy as np
 import pytest
 
 import aquaprof as ap
-
-
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+from conftest import busy
 
 
 def training(slow_step=None, steps=60, seed=0):

@@ -1,6 +1,5 @@
 """ap.sweep: the best batch size of a synthetic function with a planted
 memory cliff, out-of-memory handling, and the plane sweep's depth_batch."""
-import time
 
 import numpy as np
 import pytest
@@ -8,12 +7,7 @@ import pytest
 import aquaprof as ap
 from aquaprof import mvs
 from aquaprof.mvs import scenes
-
-
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+from conftest import busy
 
 
 def model(batch):

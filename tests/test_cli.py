@@ -4,13 +4,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 import aquaprof as ap
+from conftest import busy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,12 +27,6 @@ def one_line_error(out, text):
     assert "Traceback" not in out.stderr
     assert text in out.stderr
     assert out.stderr.strip().count("\n") <= 2     # usage line at most
-
-
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 def saved_report(path, scale):

@@ -1,11 +1,11 @@
 """Verdicts of Report.compare: a real shift is called, noise is not."""
-import time
 
 import numpy as np
 import pytest
 
 import aquaprof as ap
 from aquaprof.compare import mann_whitney_p, verdict
+from conftest import busy
 
 
 def timings(rng, n, median, spread=0.05):
@@ -60,12 +60,6 @@ def test_a_shift_under_the_threshold_is_the_same():
 def test_too_few_calls_give_a_hedged_verdict():
     word, change, p = verdict(np.array([1.0, 1.1]), np.array([1.5, 1.6]))
     assert word == "slower?" and p is None
-
-
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 def run(scale):

@@ -5,12 +5,7 @@ import numpy as np
 import pytest
 
 import aquaprof as ap
-
-
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+from conftest import busy
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,11 @@
 """History in SQLite: runs with metadata, trends, step detection, reports
 loaded back, and two processes writing at once."""
 import multiprocessing
-import time
 
 import pytest
 
 import aquaprof as ap
-
-
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+from conftest import busy
 
 
 def report(step=0.0003, calls=5):

@@ -12,14 +12,9 @@ import numpy as np
 import pytest
 
 import aquaprof as ap
+from conftest import busy
 
 SVG = "{http://www.w3.org/2000/svg}"
-
-
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 def profile_pipeline(scale=1.0):
