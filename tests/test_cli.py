@@ -105,8 +105,10 @@ def test_compare_exits_1_on_a_regression(reports):
     assert worse.returncode == 1
     assert "! decode:" in worse.stdout and "1 regression(s): decode" in \
         worse.stdout
-    better = cli("compare", slow, base)
-    assert better.returncode == 0
+    # the single "<b>&<i>" call is judged on its change alone: the wide
+    # threshold keeps a busy machine's noise on it from reading as slower
+    better = cli("compare", slow, base, "--threshold", "50%")
+    assert better.returncode == 0 and "faster" in better.stdout
     loose = cli("compare", base, slow, "--threshold", "10")
     one_line_error(loose, "would be 1000 %: write 10% or 0.1")
     one_line_error(cli("compare", base, slow, "--threshold", "fast"),
