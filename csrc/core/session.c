@@ -277,6 +277,16 @@ current_thread(ap_session *s)
     return tls_gen == s->gen ? tls_thread : NULL;
 }
 
+static uint64_t
+span_tag(uint32_t thread, uint32_t node, int32_t span)
+{
+    if (thread >> AP_TAG_THREAD_BITS || node >> AP_TAG_NODE_BITS) {
+        return 0;
+    }
+    return (uint64_t)thread << (64 - AP_TAG_THREAD_BITS) |
+           (uint64_t)node << 32 | (uint32_t)(span + 1);
+}
+
 ap_status
 ap_enter(uint32_t name, int64_t items, const void *owner)
 {
@@ -316,6 +326,9 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
     if (s->config.memory) {
         f->rss_seq0 = atomic_load_explicit(&s->rss.seq, memory_order_acquire);
         f->rss0 = atomic_load_explicit(&s->rss.current, memory_order_relaxed);
+    }
+    if (s->config.hooks) {
+        s->config.hooks->enter(span_tag(t->index, f->node, f->span), name);
     }
     int64_t w = ap_ticks();
     if (w - t->cpu_wall >= s->cpu_resolution_ticks) {
@@ -389,7 +402,6 @@ ap_exit(const void *owner, int raised)
     if (!t || t->depth == 0) {
         return AP_IGNORED;
     }
-    int64_t w = ap_ticks();
     if (t->stack[t->depth - 1].owner != owner) {
         for (uint32_t d = t->depth - 1; d-- > 0;) {
             if (t->stack[d].owner == owner) {
@@ -398,6 +410,10 @@ ap_exit(const void *owner, int raised)
         }
         return AP_IGNORED;
     }
+    if (s->config.hooks) {
+        s->config.hooks->exit();
+    }
+    int64_t w = ap_ticks();
     int64_t cpu;
     if (w - t->cpu_wall >= s->cpu_resolution_ticks) {
         cpu = t->cpu_last = ap_thread_cpu_ns();

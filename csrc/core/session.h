@@ -20,12 +20,32 @@
 
 typedef struct ap_session ap_session;
 
+/* Called on the recording thread at each stage edge, before the edge's
+ * time is read, so that their own cost stays out of the stage's time. The
+ * GPU layer uses them to tag device work with the stage that launched it
+ * (CUPTI external correlation ids), for NVTX ranges, or to synchronize the
+ * device; the core knows nothing of CUDA. enter gets the span's tag (see
+ * ap_span_tag) and the stage's interned name. */
+typedef struct {
+    void (*enter)(uint64_t tag, uint32_t name);
+    void (*exit)(void);
+} ap_stage_hooks;
+
 typedef struct {
     int64_t max_spans;          /* raw spans kept, 0..INT32_MAX */
     int memory;                 /* sample host RSS */
     int64_t memory_interval_ns;
     int64_t cpu_resolution_ns;  /* thread CPU clock read at most this often */
+    const ap_stage_hooks *hooks; /* NULL for none; must outlive the session */
 } ap_config;
+
+/* A span's tag names its thread, its thread-local stage node and its span
+ * slot (0 when the span was dropped) in 64 bits, so that work recorded
+ * elsewhere (on the GPU) can be traced back to it after the run with
+ * ap_report_resolve_tag. 0 is never a tag. Threads past 16383 and nodes
+ * past 262143 get tag 0: their work counts as outside any stage. */
+#define AP_TAG_THREAD_BITS 14
+#define AP_TAG_NODE_BITS 18
 
 extern _Atomic(ap_session *) ap_current_session;
 
@@ -76,6 +96,9 @@ typedef struct {
     int64_t spans;     /* kept */
     int64_t dropped;
     int64_t cpu_reads; /* real thread CPU clock readings */
+    uint32_t *stage_of_node; /* thread-local node -> report stage, owned */
+    uint32_t nnodes;
+    int64_t first_span;      /* its spans' offset in the report's spans */
 } ap_report_thread;
 
 typedef struct {
@@ -101,5 +124,11 @@ typedef struct {
 ap_status ap_session_report(const ap_session *s, ap_report **out);
 
 void ap_report_free(ap_report *r);
+
+/* The report stage and span index of a tag given out during the run: AP_OK
+ * with *span -1 when the span itself was dropped; AP_ERR_INVALID for a tag
+ * that names no thread or node of this report (0 among them). */
+ap_status ap_report_resolve_tag(const ap_report *r, uint64_t tag,
+                                uint32_t *stage, int64_t *span);
 
 #endif

@@ -161,6 +161,7 @@ ap_session_report(const ap_session *s, ap_report **out)
         }
         r->threads[t->index] = (ap_report_thread){
             t->index, t->native_id, t->nspans, t->dropped, t->cpu_reads,
+            NULL, t->nnodes, 0,
         };
         r->nspans += t->nspans;
         r->dropped += t->dropped;
@@ -175,6 +176,7 @@ ap_session_report(const ap_session *s, ap_report **out)
     }
     int64_t offset = 0;
     for (uint32_t k = 0; k < n; k++) {
+        r->threads[k].first_span = offset;
         copy_spans(s, threads[k], maps[k], r->spans, offset);
         offset += threads[k]->nspans;
     }
@@ -191,6 +193,10 @@ ap_session_report(const ap_session *s, ap_report **out)
             m.t_ns = m.t_ns < r->start_ns ? r->start_ns : m.t_ns;
             r->memory[r->nmemory++] = m;
         }
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        r->threads[k].stage_of_node = maps[k];   /* handed over */
+        maps[k] = NULL;
     }
     *out = r;
     r = NULL;
@@ -212,8 +218,30 @@ ap_report_free(ap_report *r)
         return;
     }
     free(r->stages);
+    for (uint32_t k = 0; r->threads && k < r->nthreads; k++) {
+        free(r->threads[k].stage_of_node);
+    }
     free(r->threads);
     free(r->spans);
     free(r->memory);
     free(r);
+}
+
+ap_status
+ap_report_resolve_tag(const ap_report *r, uint64_t tag, uint32_t *stage,
+                      int64_t *span)
+{
+    uint64_t thread = tag >> (64 - AP_TAG_THREAD_BITS);
+    uint32_t node = (uint32_t)(tag >> 32) & ((1u << AP_TAG_NODE_BITS) - 1);
+    int64_t slot = (int64_t)(uint32_t)tag - 1;
+    if (thread >= r->nthreads) {
+        return AP_ERR_INVALID;
+    }
+    const ap_report_thread *t = &r->threads[thread];
+    if (node == ROOT_NODE || node >= t->nnodes || slot >= t->spans) {
+        return AP_ERR_INVALID;
+    }
+    *stage = t->stage_of_node[node];
+    *span = slot < 0 ? -1 : t->first_span + slot;
+    return AP_OK;
 }

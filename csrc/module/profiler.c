@@ -50,7 +50,9 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "Profiler.__init__ called twice");
         return -1;
     }
-    ap_config c = {1000000, memory, 1000000, 20000};
+    ap_config c = {.max_spans = 1000000, .memory = memory,
+                   .memory_interval_ns = 1000000,
+                   .cpu_resolution_ns = 20000};
     if (max_spans) {
         if (!PyLong_Check(max_spans) || PyBool_Check(max_spans)) {
             PyErr_Format(PyExc_TypeError, "max_spans must be an int, got "

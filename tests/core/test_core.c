@@ -24,7 +24,7 @@ static int passed, failed;
         }                                                                \
     } while (0)
 
-static const ap_config default_config = {1000000, 0, 0, 0};
+static const ap_config default_config = {.max_spans = 1000000};
 
 static uint32_t
 name(const char *s)
@@ -366,6 +366,82 @@ test_rss_log_thins_evenly(void)
     CHECK(r.log == NULL && r.log_len == 0);
 }
 
+/* Hooks run at every recorded edge on the recording thread; each enter's
+ * tag resolves to its stage and span, also on a second thread and for a
+ * span dropped over the cap. */
+static uint64_t hook_tags[64];
+static uint32_t hook_names[64];
+static int hook_enters, hook_exits;
+
+static void
+hook_enter(uint64_t tag, uint32_t name)
+{
+    hook_names[hook_enters] = name;
+    hook_tags[hook_enters++] = tag;
+}
+
+static void
+hook_exit(void)
+{
+    hook_exits++;
+}
+
+static void *
+tagged_thread(void *arg)
+{
+    (void)arg;
+    int owner;
+    ap_enter(name("worker"), 0, &owner);
+    ap_exit(&owner, 0);
+    return NULL;
+}
+
+static void
+test_hooks_and_tags(void)
+{
+    static const ap_stage_hooks hooks = {hook_enter, hook_exit};
+    ap_config c = default_config;
+    c.hooks = &hooks;
+    c.max_spans = 2;
+    hook_enters = hook_exits = 0;
+    ap_session *s = start(&c);
+    int a, b, d;
+    ap_enter(name("outer"), 0, &a);
+    ap_enter(name("inner"), 0, &b);
+    CHECK(ap_exit(&a, 0) == AP_ERR_NOT_INNERMOST);   /* no hook on refusal */
+    ap_exit(&b, 0);
+    ap_enter(name("inner"), 0, &d);                  /* over the cap */
+    ap_exit(&d, 0);
+    pthread_t other;
+    CHECK(pthread_create(&other, NULL, tagged_thread, NULL) == 0);
+    pthread_join(other, NULL);
+    ap_exit(&a, 0);
+    ap_report *r = stop_and_report(s);
+    CHECK(hook_enters == 4 && hook_exits == 4);
+    CHECK(hook_names[0] == name("outer") && hook_names[3] == name("worker"));
+    const char *paths[] = {"outer", "outer/inner", "outer/inner", "worker"};
+    /* the first thread kept 2 spans (outer, inner); the worker's thread
+     * got no room: its span is dropped but its stage is known */
+    int64_t spans[] = {0, 1, -1, -1};
+    for (int i = 0; i < 4; i++) {
+        uint32_t stage;
+        int64_t span;
+        CHECK(hook_tags[i] != 0);
+        CHECK(ap_report_resolve_tag(r, hook_tags[i], &stage, &span) == AP_OK);
+        CHECK(&r->stages[stage] == find_stage(r, paths[i]));
+        CHECK(span == spans[i]);
+        CHECK(span < 0 || r->spans[span].stage == stage);
+    }
+    uint32_t stage;
+    int64_t span;
+    CHECK(ap_report_resolve_tag(r, 0, &stage, &span) == AP_ERR_INVALID);
+    CHECK(ap_report_resolve_tag(r, hook_tags[0] + ((uint64_t)7 << 50),
+                                &stage, &span) == AP_ERR_INVALID);
+    CHECK(ap_report_resolve_tag(r, hook_tags[0] + 5, &stage, &span) ==
+          AP_ERR_INVALID);
+    finish(s, r);
+}
+
 int
 main(void)
 {
@@ -379,6 +455,7 @@ main(void)
     test_clock_agrees_with_monotonic();
     test_rss_peak();
     test_rss_log_thins_evenly();
+    test_hooks_and_tags();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
