@@ -49,7 +49,8 @@ module_exec(PyObject *module)
     if (ap_stage_types_init(module, st) < 0 ||
         ap_staged_function_type_init(module, st) < 0 ||
         ap_profiler_type_init(module, st) < 0 ||
-        ap_report_init(module, st) < 0) {
+        ap_report_init(module, st) < 0 ||
+        ap_gpu_dtype_init(module, st) < 0) {
         return -1;
     }
     return 0;
@@ -65,6 +66,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->protocol_type);
     Py_VISIT(st->update_wrapper);
     Py_VISIT(st->span_dtype);
+    Py_VISIT(st->gpu_dtype);
     for (int i = 0; i < AP_NAME_CACHE; i++) {
         Py_VISIT(st->names[i].name);
         Py_VISIT(st->names[i].stage);
@@ -82,6 +84,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->protocol_type);
     Py_CLEAR(st->update_wrapper);
     Py_CLEAR(st->span_dtype);
+    Py_CLEAR(st->gpu_dtype);
     for (int i = 0; i < AP_NAME_CACHE; i++) {
         Py_CLEAR(st->names[i].name);
         Py_CLEAR(st->names[i].stage);

@@ -6,6 +6,9 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "../core/session.h"
+#include "../gpu/gpu_trace.h"
+
 /* Python 3.9 lacks these; the project supports 3.9+. */
 #if PY_VERSION_HEX < 0x030A0000
 #define Py_NewRef(o) (Py_INCREF(o), (PyObject *)(o))
@@ -57,6 +60,7 @@ typedef struct {
     PyTypeObject *profiler_type;
     PyObject *update_wrapper;        /* functools.update_wrapper */
     PyObject *span_dtype;            /* numpy.dtype of ap_span */
+    PyObject *gpu_dtype;             /* numpy.dtype of ap_gpu_event */
     PyTypeObject *protocol_type;
     /* Direct-mapped cache: str object -> interned id, and a Stage that
      * 'with aquaprof.stage(name)' may reuse instead of allocating. */
@@ -76,12 +80,18 @@ int ap_stage_types_init(PyObject *module, ap_module_state *st);
 int ap_staged_function_type_init(PyObject *module, ap_module_state *st);
 int ap_profiler_type_init(PyObject *module, ap_module_state *st);
 int ap_report_init(PyObject *module, ap_module_state *st);
+int ap_gpu_dtype_init(PyObject *module, ap_module_state *st);
 
 /* The report of a stopped session as a dict of plain Python objects and a
- * NumPy span array; NULL with an exception set. */
-struct ap_session;
+ * NumPy span array, with a "gpu" entry built from gpu when it is not
+ * NULL; NULL with an exception set. */
 PyObject *ap_report_to_python(ap_module_state *st,
-                              const struct ap_session *session);
+                              const ap_session *session, ap_gpu_trace *gpu);
+
+/* A run's GPU events (their stages and spans resolved against r), kernel
+ * names and devices as a dict; NULL with an exception set. */
+PyObject *ap_gpu_trace_to_python(ap_module_state *st, ap_gpu_trace *t,
+                                 const ap_report *r);
 
 /* Checks a stage name (non-empty str without '/') and interns it. Returns
  * 0, sets *id and *slot (the cache slot now holding name, NULL for str

@@ -2,6 +2,7 @@
 #include "module.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "../core/session.h"
 
@@ -13,7 +14,68 @@ typedef struct {
     ap_config config;
     int state;
     PyObject *report;      /* cached report data, built once */
+    ap_gpu_config gpu;
+    PyObject *gpu_strings; /* (libcuda, *cupti_paths): gpu's strings */
+    const char **cupti_paths;
+    PyObject *gpu_status;  /* str, once started */
+    ap_gpu_trace *gpu_trace;
 } ProfilerObject;
+
+static const char *
+utf8(PyObject *obj, const char *what)
+{
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be str, got %.100s", what,
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return PyUnicode_AsUTF8(obj);
+}
+
+/* cuda: AP_CUDA_*; libcuda: str; cupti_paths: a sequence of str. */
+static int
+parse_gpu(ProfilerObject *self, int cuda, int sync, PyObject *libcuda,
+          PyObject *cupti_paths)
+{
+    if (cuda < AP_CUDA_OFF || cuda > AP_CUDA_REQUIRED) {
+        PyErr_Format(PyExc_ValueError, "cuda must be 0, 1 or 2, got %d",
+                     cuda);
+        return -1;
+    }
+    PyObject *paths = cupti_paths ? PySequence_Tuple(cupti_paths)
+                                  : PyTuple_New(0);
+    if (!paths) {
+        return -1;
+    }
+    PyObject *strings = PyTuple_Pack(2, libcuda ? libcuda : Py_None, paths);
+    Py_DECREF(paths);
+    if (!strings) {
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(paths);
+    const char **array = PyMem_Calloc(n ? n : 1, sizeof(*array));
+    if (!array) {
+        Py_DECREF(strings);
+        PyErr_NoMemory();
+        return -1;
+    }
+    const char *lib = libcuda ? utf8(libcuda, "libcuda") : "libcuda.so.1";
+    for (Py_ssize_t i = 0; lib && i < n; i++) {
+        array[i] = utf8(PyTuple_GET_ITEM(paths, i), "cupti_paths items");
+        if (!array[i]) {
+            lib = NULL;
+        }
+    }
+    if (!lib) {
+        PyMem_Free(array);
+        Py_DECREF(strings);
+        return -1;
+    }
+    self->gpu = (ap_gpu_config){cuda, sync, lib, array, (size_t)n};
+    self->gpu_strings = strings;
+    self->cupti_paths = array;
+    return 0;
+}
 
 static int
 parse_seconds(PyObject *obj, const char *what, double min,
@@ -38,15 +100,18 @@ static int
 profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"max_spans", "memory", "memory_interval",
-                               "cpu_resolution", NULL};
+                               "cpu_resolution", "cuda", "cuda_sync",
+                               "libcuda", "cupti_paths", NULL};
     PyObject *max_spans = NULL, *interval = NULL, *resolution = NULL;
-    int memory = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OpOO:Profiler",
+    PyObject *libcuda = NULL, *cupti_paths = NULL;
+    int memory = 1, cuda = AP_CUDA_OFF, sync = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OpOOipOO:Profiler",
                                      keywords, &max_spans, &memory,
-                                     &interval, &resolution)) {
+                                     &interval, &resolution, &cuda, &sync,
+                                     &libcuda, &cupti_paths)) {
         return -1;
     }
-    if (self->state != NEW || self->session) {
+    if (self->state != NEW || self->session || self->gpu_strings) {
         PyErr_SetString(PyExc_RuntimeError, "Profiler.__init__ called twice");
         return -1;
     }
@@ -78,8 +143,29 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
                       &c.cpu_resolution_ns) < 0) {
         return -1;
     }
+    if (parse_gpu(self, cuda, sync, libcuda, cupti_paths) < 0) {
+        return -1;
+    }
     self->config = c;
     return 0;
+}
+
+static PyObject *
+nested(void)
+{
+    PyErr_SetString(PyExc_RuntimeError,
+                    "another aquaprof.Profiler is running in this process; "
+                    "profilers do not nest: stop it first");
+    return NULL;
+}
+
+/* Stops a GPU trace started for a session that then could not start. */
+static void
+undo_gpu(void)
+{
+    ap_gpu_trace *none;
+    ap_gpu_stop(&none);
+    ap_gpu_trace_free(none);
 }
 
 static PyObject *
@@ -92,16 +178,35 @@ profiler_start(ProfilerObject *self, PyObject *unused)
                         "once, create a new one");
         return NULL;
     }
-    ap_status st = ap_session_start(&self->config, &self->session);
+    if (ap_active()) {
+        return nested();
+    }
+    char status[2048];
+    ap_status st = ap_gpu_start(&self->gpu, &self->config.hooks, status,
+                                sizeof(status));
+    if (st == AP_ERR_ACTIVE) {
+        return nested();
+    }
+    if (st != AP_OK) {
+        PyErr_Format(PyExc_RuntimeError, "cuda=True: %s", status);
+        return NULL;
+    }
+    self->gpu_status = PyUnicode_DecodeUTF8(status, strlen(status),
+                                            "backslashreplace");
+    if (!self->gpu_status) {
+        undo_gpu();
+        return NULL;
+    }
+    st = ap_session_start(&self->config, &self->session);
+    if (st != AP_OK) {
+        undo_gpu();
+    }
     switch (st) {
     case AP_OK:
         self->state = RUNNING;
         Py_RETURN_NONE;
     case AP_ERR_ACTIVE:
-        PyErr_SetString(PyExc_RuntimeError,
-                        "another aquaprof.Profiler is running in this "
-                        "process; profilers do not nest: stop it first");
-        return NULL;
+        return nested();
     case AP_ERR_NOMEM:
         return PyErr_NoMemory();
     default:
@@ -132,6 +237,9 @@ profiler_stop(ProfilerObject *self, PyObject *unused)
         Py_RETURN_NONE;
     }
     self->state = STOPPED;
+    if (ap_gpu_stop(&self->gpu_trace) != AP_OK) {
+        return PyErr_NoMemory();
+    }
     Py_RETURN_NONE;
 }
 
@@ -163,10 +271,16 @@ profiler_report_data(ProfilerObject *self, PyObject *unused)
         if (module == NULL) {
             return NULL;
         }
-        self->report = ap_report_to_python(ap_state(module), self->session);
-        if (self->report == NULL) {
+        self->report = ap_report_to_python(ap_state(module), self->session,
+                                           self->gpu_trace);
+        if (self->report == NULL ||
+            PyDict_SetItemString(self->report, "gpu_status",
+                                 self->gpu_status) < 0) {
+            Py_CLEAR(self->report);
             return NULL;
         }
+        ap_gpu_trace_free(self->gpu_trace);
+        self->gpu_trace = NULL;
         /* the report holds everything now */
         ap_session_free(self->session);
         self->session = NULL;
@@ -186,6 +300,8 @@ profiler_traverse(ProfilerObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->report);
+    Py_VISIT(self->gpu_strings);
+    Py_VISIT(self->gpu_status);
     return 0;
 }
 
@@ -194,8 +310,15 @@ profiler_dealloc(ProfilerObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (self->state == RUNNING && !ap_session_is_foreign(self->session)) {
+        undo_gpu();
+    }
     ap_session_free(self->session);  /* also deactivates it if running */
+    ap_gpu_trace_free(self->gpu_trace);
+    PyMem_Free(self->cupti_paths);
     Py_CLEAR(self->report);
+    Py_CLEAR(self->gpu_strings);
+    Py_CLEAR(self->gpu_status);
     tp->tp_free(self);
     Py_DECREF(tp);
 }

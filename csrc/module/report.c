@@ -8,7 +8,6 @@
 #include <numpy/arrayobject.h>
 
 #include "../core/intern.h"
-#include "../core/session.h"
 
 static PyObject *
 histogram_pairs(const ap_stats *s)
@@ -145,7 +144,8 @@ memory_list(const ap_report *r)
 }
 
 PyObject *
-ap_report_to_python(ap_module_state *st, const ap_session *session)
+ap_report_to_python(ap_module_state *st, const ap_session *session,
+                    ap_gpu_trace *gpu)
 {
     ap_report *r = NULL;
     ap_status status = ap_session_report(session, &r);
@@ -157,7 +157,14 @@ ap_report_to_python(ap_module_state *st, const ap_session *session)
                                   (int)status);
     }
     PyObject *stages = NULL, *threads = NULL, *spans = NULL, *memory = NULL;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *gpu_data = NULL;
+    if (gpu) {
+        /* before span_array takes the spans the events are resolved to */
+        gpu_data = ap_gpu_trace_to_python(st, gpu, r);
+        if (gpu_data == NULL) {
+            goto error;
+        }
+    }
     stages = PyList_New(r->nstages);
     if (stages == NULL) {
         goto error;
@@ -200,11 +207,16 @@ ap_report_to_python(ap_module_state *st, const ap_session *session)
         "memory_samples", memory);
     /* stolen by N, even on failure */
     stages = threads = spans = memory = NULL;
+    if (result && gpu_data && PyDict_SetItemString(result, "gpu",
+                                                   gpu_data) < 0) {
+        Py_CLEAR(result);
+    }
 error:
     Py_XDECREF(stages);
     Py_XDECREF(threads);
     Py_XDECREF(spans);
     Py_XDECREF(memory);
+    Py_XDECREF(gpu_data);
     ap_report_free(r);
     return result;
 }

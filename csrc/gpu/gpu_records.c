@@ -1,0 +1,271 @@
+#include "gpu_records.h"
+
+#ifdef AP_HAVE_CUPTI
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUFFER_SIZE (4u << 20)
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static const ap_cupti_fns *cupti;
+static ap_gpu_trace *trace;          /* NULL when not collecting */
+static size_t events_cap, links_cap, names_cap;
+static uint32_t *name_slots;         /* hash of names: index + 1, 0 empty */
+static uint32_t name_mask;
+
+ap_status
+ap_gpu_records_begin(const ap_cupti_fns *fns)
+{
+    ap_gpu_trace *fresh = calloc(1, sizeof(*fresh));
+    if (!fresh) {
+        return AP_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&lock);
+    ap_gpu_trace *old = trace;
+    cupti = fns;
+    trace = fresh;
+    events_cap = links_cap = names_cap = 0;
+    free(name_slots);
+    name_slots = NULL;
+    name_mask = 0;
+    pthread_mutex_unlock(&lock);
+    ap_gpu_trace_free(old);
+    return AP_OK;
+}
+
+ap_gpu_trace *
+ap_gpu_records_take(void)
+{
+    pthread_mutex_lock(&lock);
+    ap_gpu_trace *t = trace;
+    trace = NULL;
+    free(name_slots);
+    name_slots = NULL;
+    name_mask = 0;
+    pthread_mutex_unlock(&lock);
+    return t;
+}
+
+/* Grows *array (of *cap items of `item` bytes) to hold one more. */
+static int
+reserve(void **array, size_t *cap, size_t used, size_t item)
+{
+    if (used < *cap) {
+        return 0;
+    }
+    size_t fresh_cap = *cap ? *cap * 2 : 1024;
+    void *fresh = realloc(*array, fresh_cap * item);
+    if (!fresh) {
+        return -1;
+    }
+    *array = fresh;
+    *cap = fresh_cap;
+    return 0;
+}
+
+static uint64_t
+hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;       /* FNV-1a */
+    for (; *s; s++) {
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    }
+    return h;
+}
+
+/* The index of a kernel name, copied the first time: CUPTI owns its
+ * strings. -1 for want of memory. */
+static int64_t
+name_index(const char *name)
+{
+    if (!name) {
+        name = "?";
+    }
+    if (2 * (trace->nnames + 1) > name_mask) {
+        uint32_t size = name_mask ? 2 * (name_mask + 1) : 256;
+        uint32_t *slots = calloc(size, sizeof(*slots));
+        if (!slots) {
+            return -1;
+        }
+        for (uint32_t i = 0; i < trace->nnames; i++) {
+            uint32_t k = (uint32_t)hash(trace->names[i]) & (size - 1);
+            while (slots[k]) {
+                k = (k + 1) & (size - 1);
+            }
+            slots[k] = i + 1;
+        }
+        free(name_slots);
+        name_slots = slots;
+        name_mask = size - 1;
+    }
+    uint32_t k = (uint32_t)hash(name) & name_mask;
+    for (; name_slots[k]; k = (k + 1) & name_mask) {
+        if (!strcmp(trace->names[name_slots[k] - 1], name)) {
+            return name_slots[k] - 1;
+        }
+    }
+    char *copy = strdup(name);
+    if (!copy || reserve((void **)&trace->names, &names_cap, trace->nnames,
+                         sizeof(char *)) != 0) {
+        free(copy);
+        return -1;
+    }
+    trace->names[trace->nnames] = copy;
+    name_slots[k] = ++trace->nnames;
+    return trace->nnames - 1;
+}
+
+static uint8_t
+copy_kind(uint8_t kind)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return AP_COPY_H2D;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return AP_COPY_D2H;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return AP_COPY_D2D;
+    default: return AP_COPY_OTHER;
+    }
+}
+
+/* One record into the trace; -1 for want of memory. */
+static int
+add(const CUpti_Activity *record)
+{
+    ap_gpu_event e;
+    memset(&e, 0, sizeof(e));
+    e.span = -1;
+    e.stage = -1;
+    switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL: {
+        const CUpti_ActivityKernel10 *k = (const void *)record;
+        int64_t name = name_index(k->name);
+        if (name < 0) {
+            return -1;
+        }
+        e = (ap_gpu_event){
+            .start_ns = (int64_t)k->start, .end_ns = (int64_t)k->end,
+            .span = -1, .stage = -1, .correlation = k->correlationId,
+            .name = (uint32_t)name, .device = k->deviceId,
+            .stream = k->streamId,
+            .grid = {(uint32_t)k->gridX, (uint32_t)k->gridY,
+                     (uint32_t)k->gridZ},
+            .block = {(uint32_t)k->blockX, (uint32_t)k->blockY,
+                      (uint32_t)k->blockZ},
+            .shared = (uint32_t)(k->staticSharedMemory +
+                                 k->dynamicSharedMemory),
+            .registers = k->registersPerThread, .kind = AP_GPU_KERNEL,
+        };
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const CUpti_ActivityMemcpy6 *m = (const void *)record;
+        e.kind = AP_GPU_MEMCPY;
+        e.start_ns = (int64_t)m->start;
+        e.end_ns = (int64_t)m->end;
+        e.bytes = (int64_t)m->bytes;
+        e.correlation = m->correlationId;
+        e.device = m->deviceId;
+        e.stream = m->streamId;
+        e.copy = copy_kind(m->copyKind);
+        e.pinned = m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED ||
+                   m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const CUpti_ActivityMemset4 *m = (const void *)record;
+        e.kind = AP_GPU_MEMSET;
+        e.start_ns = (int64_t)m->start;
+        e.end_ns = (int64_t)m->end;
+        e.bytes = (int64_t)m->bytes;
+        e.correlation = m->correlationId;
+        e.device = m->deviceId;
+        e.stream = m->streamId;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+        const CUpti_ActivityMemory4 *m = (const void *)record;
+        if (m->memoryKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
+            return 0;
+        }
+        if (m->memoryOperationType ==
+            CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) {
+            e.kind = AP_GPU_ALLOC;
+        } else if (m->memoryOperationType ==
+                   CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+            e.kind = AP_GPU_FREE;
+        } else {
+            return 0;
+        }
+        e.start_ns = e.end_ns = (int64_t)m->timestamp;
+        e.bytes = (int64_t)m->bytes;
+        e.correlation = m->correlationId;
+        e.device = m->deviceId;
+        e.stream = m->streamId;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+        const CUpti_ActivitySynchronization2 *s = (const void *)record;
+        e.kind = AP_GPU_SYNC;
+        e.start_ns = (int64_t)s->start;
+        e.end_ns = (int64_t)s->end;
+        e.correlation = s->correlationId;
+        e.stream = s->streamId;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+        const CUpti_ActivityExternalCorrelation *x = (const void *)record;
+        if (x->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
+            return 0;
+        }
+        if (reserve((void **)&trace->links, &links_cap, trace->nlinks,
+                    sizeof(ap_gpu_link)) != 0) {
+            return -1;
+        }
+        trace->links[trace->nlinks++] = (ap_gpu_link){x->externalId,
+                                                      x->correlationId};
+        return 0;
+    }
+    default:       /* API records: only needed to make the links above */
+        return 0;
+    }
+    if (reserve((void **)&trace->events, &events_cap, trace->nevents,
+                sizeof(ap_gpu_event)) != 0) {
+        return -1;
+    }
+    trace->events[trace->nevents++] = e;
+    return 0;
+}
+
+void CUPTIAPI
+ap_gpu_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = aligned_alloc(8, BUFFER_SIZE);
+    *size = *buffer ? BUFFER_SIZE : 0;
+    *max_records = 0;
+}
+
+void CUPTIAPI
+ap_gpu_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                        size_t size, size_t valid)
+{
+    (void)size;
+    pthread_mutex_lock(&lock);
+    if (trace && valid) {
+        CUpti_Activity *record = NULL;
+        while (cupti->ActivityGetNextRecord(buffer, valid, &record) ==
+               CUPTI_SUCCESS) {
+            if (add(record) != 0) {
+                trace->dropped++;
+            }
+        }
+        size_t dropped = 0;
+        if (cupti->ActivityGetNumDroppedRecords(ctx, stream, &dropped) ==
+            CUPTI_SUCCESS) {
+            trace->dropped += (int64_t)dropped;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    free(buffer);
+}
+#endif

@@ -1,0 +1,70 @@
+/* GPU activity traced with CUPTI and tied to the stages that launched it,
+ * without synchronizing the device: each stage edge pushes or pops its
+ * span's tag as CUPTI's external correlation id, CUPTI hands back records
+ * that carry the launching API call's correlation id, and after the run
+ * the two are joined (ap_gpu_trace_resolve). One trace per process at a
+ * time, as there is one session. */
+#ifndef AP_GPU_TRACE_H
+#define AP_GPU_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/session.h"
+#include "gpu_event.h"
+
+enum { AP_CUDA_OFF, AP_CUDA_AUTO, AP_CUDA_REQUIRED };
+
+typedef struct {
+    int mode;                        /* AP_CUDA_* */
+    int sync;                        /* synchronize at every stage edge */
+    const char *libcuda;             /* e.g. "libcuda.so.1" */
+    const char *const *cupti_paths;  /* tried in order */
+    size_t ncupti;
+} ap_gpu_config;
+
+typedef struct {
+    char name[128];
+    int sms, threads_per_sm, blocks_per_sm, registers_per_sm;
+    int shared_per_sm, warp_size;
+} ap_gpu_device;
+
+typedef struct {
+    uint64_t tag;                    /* the span's, see ap_span_tag */
+    uint32_t correlation;            /* CUPTI's id of an API call in it */
+} ap_gpu_link;
+
+typedef struct {
+    ap_gpu_event *events;
+    size_t nevents;
+    char **names;                    /* kernel names, by event.name */
+    uint32_t nnames;
+    int64_t dropped;                 /* records CUPTI could not keep */
+    int64_t unattributed;            /* events no stage launched */
+    ap_gpu_device *devices;          /* by CUPTI device id */
+    uint32_t ndevices;
+    ap_gpu_link *links;              /* sorted by ap_gpu_trace_resolve */
+    size_t nlinks;
+} ap_gpu_trace;
+
+/* Starts what config asks for and fills status with one line: what is
+ * traced, or exactly what was missing. *hooks gets the stage hooks for
+ * the session (NULL when none are needed). AP_OK when tracing or when
+ * mode is AUTO and something is missing; AP_ERR_SYSTEM when mode is
+ * REQUIRED (or sync is asked) and the driver or CUPTI is missing;
+ * AP_ERR_ACTIVE when a trace already runs. */
+ap_status ap_gpu_start(const ap_gpu_config *config,
+                       const ap_stage_hooks **hooks, char *status,
+                       size_t size);
+
+/* Stops tracing: one device synchronize (so that work launched during the
+ * run is measured), a forced flush, then hands the records over in *out
+ * (NULL when nothing was traced). AP_ERR_NOMEM. */
+ap_status ap_gpu_stop(ap_gpu_trace **out);
+
+/* Fills each event's stage and span from the report of the same run. */
+void ap_gpu_trace_resolve(ap_gpu_trace *t, const ap_report *r);
+
+void ap_gpu_trace_free(ap_gpu_trace *t);
+
+#endif

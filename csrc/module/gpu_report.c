@@ -1,0 +1,127 @@
+/* The GPU part of a report: events tied to stages and spans, kernel
+ * names and devices, as Python data. */
+#include "module.h"
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL aquaprof_ARRAY_API
+#define NO_IMPORT_ARRAY
+#include <numpy/arrayobject.h>
+
+#include <string.h>
+
+static PyObject *
+event_array(ap_module_state *st, const ap_gpu_trace *t)
+{
+    npy_intp dims[1] = {(npy_intp)t->nevents};
+    PyArray_Descr *descr = (PyArray_Descr *)st->gpu_dtype;
+    Py_INCREF(descr);   /* NewFromDescr steals it */
+    PyObject *array = PyArray_NewFromDescr(&PyArray_Type, descr, 1, dims,
+                                           NULL, NULL, 0, NULL);
+    if (array && t->nevents) {
+        memcpy(PyArray_DATA((PyArrayObject *)array), t->events,
+               t->nevents * sizeof(ap_gpu_event));
+    }
+    return array;
+}
+
+static PyObject *
+names_list(const ap_gpu_trace *t)
+{
+    PyObject *list = PyList_New(t->nnames);
+    for (uint32_t i = 0; list && i < t->nnames; i++) {
+        /* mangled names are ASCII; anything else is kept, escaped */
+        PyObject *name = PyUnicode_DecodeUTF8(t->names[i],
+                                              strlen(t->names[i]),
+                                              "backslashreplace");
+        if (!name) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, name);
+    }
+    return list;
+}
+
+static PyObject *
+devices_list(const ap_gpu_trace *t)
+{
+    PyObject *list = PyList_New(t->ndevices);
+    for (uint32_t i = 0; list && i < t->ndevices; i++) {
+        const ap_gpu_device *d = &t->devices[i];
+        PyObject *item = Py_BuildValue(
+            "{s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "name", d->name, "sms", d->sms,
+            "threads_per_sm", d->threads_per_sm, "blocks_per_sm",
+            d->blocks_per_sm, "registers_per_sm", d->registers_per_sm,
+            "shared_per_sm", d->shared_per_sm, "warp_size", d->warp_size);
+        if (!item) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+PyObject *
+ap_gpu_trace_to_python(ap_module_state *st, ap_gpu_trace *t,
+                       const ap_report *r)
+{
+    ap_gpu_trace_resolve(t, r);
+    PyObject *events = event_array(st, t);
+    PyObject *names = events ? names_list(t) : NULL;
+    PyObject *devices = names ? devices_list(t) : NULL;
+    if (!devices) {
+        Py_XDECREF(events);
+        Py_XDECREF(names);
+        return NULL;
+    }
+    return Py_BuildValue("{s:N,s:N,s:N,s:L,s:L}", "events", events,
+                         "kernel_names", names, "devices", devices,
+                         "dropped", (long long)t->dropped,
+                         "unattributed", (long long)t->unattributed);
+}
+
+int
+ap_gpu_dtype_init(PyObject *module, ap_module_state *st)
+{
+    PyObject *spec = Py_BuildValue(
+        "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ssi)(ssi)(ss)(ss)(ss)(ss)(ss)"
+        "(ss)]",
+        "start_ns", "<i8", "end_ns", "<i8", "bytes", "<i8", "span", "<i8",
+        "stage", "<i4", "correlation", "<u4", "name", "<u4", "device", "<u4",
+        "stream", "<u4", "grid", "<u4", 3, "block", "<u4", 3, "shared", "<u4",
+        "registers", "<u2", "kind", "u1", "copy", "u1", "pinned", "u1",
+        "pad", "V3");
+    if (!spec) {
+        return -1;
+    }
+    PyArray_Descr *descr = NULL;
+    int ok = PyArray_DescrConverter(spec, &descr);
+    Py_DECREF(spec);
+    if (!ok) {
+        return -1;
+    }
+    st->gpu_dtype = (PyObject *)descr;
+    if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(ap_gpu_event)) {
+        PyErr_SetString(PyExc_SystemError,
+                        "GPU dtype does not match ap_gpu_event");
+        return -1;
+    }
+    static const struct {
+        const char *name;
+        int value;
+    } constants[] = {
+        {"GPU_KERNEL", AP_GPU_KERNEL}, {"GPU_MEMCPY", AP_GPU_MEMCPY},
+        {"GPU_MEMSET", AP_GPU_MEMSET}, {"GPU_ALLOC", AP_GPU_ALLOC},
+        {"GPU_FREE", AP_GPU_FREE},     {"GPU_SYNC", AP_GPU_SYNC},
+        {"COPY_OTHER", AP_COPY_OTHER}, {"COPY_H2D", AP_COPY_H2D},
+        {"COPY_D2H", AP_COPY_D2H},     {"COPY_D2D", AP_COPY_D2D},
+    };
+    for (size_t i = 0; i < sizeof(constants) / sizeof(constants[0]); i++) {
+        if (PyModule_AddIntConstant(module, constants[i].name,
+                                    constants[i].value) < 0) {
+            return -1;
+        }
+    }
+    return PyModule_AddObjectRef(module, "GPU_DTYPE", st->gpu_dtype);
+}
