@@ -2,7 +2,7 @@
 bottlenecks. No optional dependency."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 if TYPE_CHECKING:
     from .report import Report, StageStats
@@ -73,6 +73,7 @@ def _header(rep: "Report") -> List[str]:
               if meta["memory"] else "host memory not sampled")
     lines.append(f"clock {meta['clock']}; {memory}; thread CPU clock read "
                  f"at most every {fmt_time(meta['cpu_resolution_ns'] * 1e-9)}")
+    lines.append(f"GPU: {rep.gpu_status}")
     cost = meta.get("overhead")
     if cost:
         calls = sum(s.count for s in rep.stages)
@@ -101,7 +102,23 @@ def _warnings(rep: "Report") -> List[str]:
     for s in rep.stages:
         if s.raised:
             out.append(f"! {s.path}: {s.raised} of {s.count} calls raised")
+    gpu = rep.gpu
+    if gpu and gpu["dropped"]:
+        out.append(f"! {gpu['dropped']:,} GPU activity records were lost "
+                   f"(CUPTI's buffers or memory ran out)")
+    if gpu and gpu["unattributed"]:
+        out.append(f"  {gpu['unattributed']:,} GPU events were launched "
+                   f"outside any stage (report.gpu_events(), stage -1)")
     return out
+
+
+def _cuda_cells(cuda: Any) -> List[str]:
+    """Kernel time, kernel count, copy time and GPU idle share."""
+    if cuda is None:
+        return ["-", "-", "-", "-"]
+    idle = "-" if cuda.idle_share is None else f"{cuda.idle_share * 100:.0f}%"
+    return [fmt_time(cuda.kernel_time), f"{cuda.kernels:,}",
+            fmt_time(cuda.memcpy_time) if cuda.memcpy else "-", idle]
 
 
 def format_report(rep: "Report") -> str:
@@ -112,14 +129,18 @@ def format_report(rep: "Report") -> str:
         lines.append("no stages were recorded (mark them with "
                      "aquaprof.stage)")
         return "\n".join(lines + _warnings(rep))
+    gpu = rep.gpu is not None
     rows = [["stage", "count", "total", "self", "mean", "p50", "p95", "max",
-             "cpu", "share", "mem peak", "mem delta", "items/s"]]
+             "cpu"] + (["cuda", "kernels", "copies", "gpu idle"] if gpu
+                       else []) +
+            ["share", "mem peak", "mem delta", "items/s"]]
     for s in stages:
         w = s.wall
         rows.append([
             _label(s), f"{s.count:,}", fmt_time(w.total),
             fmt_time(s.self_time), fmt_time(w.mean), fmt_time(w.p50),
             fmt_time(w.p95), fmt_time(w.max), fmt_time(s.cpu),
+        ] + (_cuda_cells(s.cuda) if gpu else []) + [
             f"{s.share * 100:.1f}%", fmt_bytes(s.mem_peak),
             fmt_bytes(s.mem_delta, signed=True) if s.mem_peak else "-",
             fmt_rate(s.throughput),

@@ -31,14 +31,26 @@ class Profiler:
     compensate: measure the cost of a stage pair once per process (about
         20 ms, the first time) and report stage times with it taken out
         beside the raw ones (StageStats.compensated_total/_self).
+    cuda: "auto" traces GPU activity with CUPTI when a CUDA driver, a
+        device and CUPTI can be loaded, and otherwise says in
+        report.gpu_status exactly what was missing; True makes a missing
+        piece a RuntimeError at start(); False never touches CUDA. Tracing
+        never synchronizes the device, except once at stop() so that work
+        launched during the run is measured.
+    cuda_sync: synchronize the device at every stage edge, the exact but
+        pipeline-serializing style of stage timing: each stage's wall time
+        then includes its GPU work, and the run changes its timing.
     """
 
     def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,
                  memory_interval: float = 0.001,
-                 cpu_resolution: float = 20e-6, compensate: bool = True):
+                 cpu_resolution: float = 20e-6, compensate: bool = True,
+                 cuda: Any = "auto", cuda_sync: bool = False):
+        from .gpu import profiler_args
         self._core = _core.Profiler(max_spans=max_spans, memory=memory,
                                     memory_interval=memory_interval,
-                                    cpu_resolution=cpu_resolution)
+                                    cpu_resolution=cpu_resolution,
+                                    **profiler_args(cuda, cuda_sync))
         self._settings = (cpu_resolution, memory)
         self._compensate = bool(compensate)
         self._overhead: Optional[dict] = None
@@ -65,6 +77,8 @@ class Profiler:
         """The Report of the run; built once, after stop()."""
         if self._report is None:
             data = self._core.report_data()
+            if "gpu" in data:
+                data["gpu"]["events"].flags.writeable = False
             data["host"] = _host_info(self._started_at)
             if self._overhead:
                 data["overhead"] = self._overhead

@@ -104,7 +104,7 @@ class StageStats:
     __slots__ = ("id", "path", "name", "parent", "depth", "count", "wall",
                  "self_time", "cpu", "items", "throughput", "share",
                  "mem_peak", "mem_delta", "raised", "unclosed",
-                 "compensated_total", "compensated_self")
+                 "compensated_total", "compensated_self", "cuda")
 
     def __init__(self, sid: int, path: str, parent: Optional[str],
                  stage: Dict[str, Any], run_wall: float):
@@ -134,6 +134,9 @@ class StageStats:
         #: taken out (overhead.py); None when the run was not calibrated
         self.compensated_total: Optional[float] = None
         self.compensated_self: Optional[float] = None
+        #: GPU work the stage (and its sub-stages) launched, a
+        #: gpu.CudaStats; None when the run traced none for it
+        self.cuda: Any = None
 
     def __repr__(self) -> str:
         return (f"StageStats({self.path!r}, count={self.count}, "
@@ -168,6 +171,9 @@ class Report:
         for path, (total, self_time) in (compensate(self) or {}).items():
             stats = self._by_path[path]
             stats.compensated_total, stats.compensated_self = total, self_time
+        from .gpu import stage_cuda
+        for sid, cuda in stage_cuda(self).items():
+            self._stats[sid].cuda = cuda
 
     # ------------------------------------------------------------ access
     @property
@@ -179,7 +185,40 @@ class Report:
     def meta(self) -> Dict[str, Any]:
         """Run-level figures: clock range, config, drops, host info."""
         return {k: v for k, v in self._data.items()
-                if k not in ("stages", "threads", "spans")}
+                if k not in ("stages", "threads", "spans", "gpu")}
+
+    @property
+    def gpu_status(self) -> str:
+        """What the run traced on the GPU, or exactly what was missing."""
+        return self._data.get("gpu_status", "not recorded")
+
+    @property
+    def gpu(self) -> Optional[Dict[str, Any]]:
+        """The traced GPU section (events, kernel_names, devices, dropped,
+        unattributed), None when the run traced no GPU activity."""
+        return self._data.get("gpu")
+
+    def gpu_events(self) -> Optional[np.ndarray]:
+        """Raw GPU events (read-only NumPy structured array, GPU_DTYPE):
+        kind (aquaprof.gpu.KERNEL, MEMCPY, MEMSET, ALLOC, FREE, SYNC),
+        start_ns/end_ns on the spans' clock, bytes, the stage id and span
+        index that launched it (-1: none), kernel name index, device,
+        stream, grid, block, registers, shared, copy direction, pinned.
+        None when no GPU activity was traced."""
+        gpu = self.gpu
+        return None if gpu is None else gpu["events"]
+
+    def kernels(self, limit: Optional[int] = None) -> List[Any]:
+        """Per kernel name: count, total, mean, grid/block, registers,
+        shared memory and theoretical occupancy, longest total first."""
+        from .gpu import kernel_table
+        events = self.gpu_events()
+        return [] if events is None else kernel_table(self, events, limit)
+
+    def span_gpu_time(self) -> np.ndarray:
+        """Kernel seconds each span launched, aligned with spans()."""
+        from .gpu import span_gpu_time
+        return span_gpu_time(self)
 
     @property
     def threads(self) -> List[Dict[str, int]]:
@@ -288,9 +327,17 @@ class Report:
         if not isinstance(other, Report):
             return NotImplemented
         a, b = self._data, other._data
-        return ({k: v for k, v in a.items() if k != "spans"}
-                == {k: v for k, v in b.items() if k != "spans"}
-                and np.array_equal(a["spans"], b["spans"]))
+        plain = ("spans", "gpu")
+        if {k: v for k, v in a.items() if k not in plain} != \
+                {k: v for k, v in b.items() if k not in plain} or \
+                not np.array_equal(a["spans"], b["spans"]):
+            return False
+        ga, gb = a.get("gpu"), b.get("gpu")
+        if ga is None or gb is None:
+            return ga is gb
+        return ({k: v for k, v in ga.items() if k != "events"}
+                == {k: v for k, v in gb.items() if k != "events"}
+                and np.array_equal(ga["events"], gb["events"]))
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -366,6 +413,9 @@ class Report:
         d = {"format": FORMAT, "version": VERSION}
         for key, value in self._data.items():
             d[key] = _encode_spans(value) if key == "spans" else value
+        if "gpu" in d:
+            d["gpu"] = dict(d["gpu"], events=_encode_spans(
+                d["gpu"]["events"], _core.GPU_DTYPE))
         return d
 
     def save(self, path: Union[str, os.PathLike]) -> Path:
@@ -412,6 +462,11 @@ class Report:
         if "spans" not in data:
             raise ReportError("report lacks 'spans'")
         data["spans"] = _decode_spans(data["spans"])
+        if "gpu" in data:
+            if not isinstance(data["gpu"], dict):
+                raise ReportError("report['gpu'] must be an object")
+            data["gpu"] = dict(data["gpu"], events=_decode_spans(
+                data["gpu"].get("events"), _core.GPU_DTYPE, "gpu events"))
         return cls(data)
 
 
@@ -515,40 +570,52 @@ def _validate(data: Dict[str, Any]) -> None:
     if len(spans) and not ((spans["parent"] >= -1)
                            & (spans["parent"] < len(spans))).all():
         raise ReportError("a span names a parent span the report lacks")
+    if not isinstance(data.get("gpu_status", ""), str):
+        raise ReportError("report['gpu_status'] must be a str")
+    if "gpu" in data:
+        from .gpu import validate
+        validate(data["gpu"], len(stages), len(spans))
 
 
-def _encode_spans(spans: np.ndarray) -> Dict[str, Any]:
+def _dtype_fields(dtype: np.dtype) -> List[Any]:
+    """dtype.descr as JSON gives it back (tuples become lists)."""
+    return json.loads(json.dumps(dtype.descr))
+
+
+def _encode_spans(spans: np.ndarray,
+                  dtype: np.dtype = _core.SPAN_DTYPE) -> Dict[str, Any]:
     raw = np.ascontiguousarray(spans).tobytes()
     return {
-        "dtype": [list(field) for field in _core.SPAN_DTYPE.descr],
+        "dtype": _dtype_fields(dtype),
         "count": int(len(spans)),
         "encoding": "zlib+base64",
         "data": base64.b64encode(zlib.compress(raw, 1)).decode("ascii"),
     }
 
 
-def _decode_spans(obj: Any) -> np.ndarray:
+def _decode_spans(obj: Any, dtype: np.dtype = _core.SPAN_DTYPE,
+                  what: str = "spans") -> np.ndarray:
     if not isinstance(obj, dict):
-        raise ReportError("'spans' must be an object")
-    expected = [list(field) for field in _core.SPAN_DTYPE.descr]
+        raise ReportError(f"'{what}' must be an object")
+    expected = _dtype_fields(dtype)
     if obj.get("dtype") != expected:
-        raise ReportError(f"'spans' has dtype {obj.get('dtype')!r}, "
+        raise ReportError(f"'{what}' has dtype {obj.get('dtype')!r}, "
                           f"expected {expected!r}")
     if obj.get("encoding") != "zlib+base64":
-        raise ReportError(f"'spans' encoding {obj.get('encoding')!r} is "
+        raise ReportError(f"'{what}' encoding {obj.get('encoding')!r} is "
                           f"unknown")
     count = obj.get("count")
     try:
         raw = zlib.decompress(base64.b64decode(obj.get("data", ""),
                                                validate=True))
     except (ValueError, TypeError, zlib.error) as e:
-        raise ReportError(f"'spans' data is corrupt: {e}") from None
-    spans = np.frombuffer(raw, dtype=_core.SPAN_DTYPE) \
-        if len(raw) % _core.SPAN_DTYPE.itemsize == 0 else None
-    if spans is None or len(spans) != count:
-        raise ReportError(f"'spans' holds {len(raw)} bytes, not the "
-                          f"{count!r} spans it declares")
-    return spans
+        raise ReportError(f"'{what}' data is corrupt: {e}") from None
+    records = np.frombuffer(raw, dtype=dtype) \
+        if len(raw) % dtype.itemsize == 0 else None
+    if records is None or len(records) != count:
+        raise ReportError(f"'{what}' holds {len(raw)} bytes, not the "
+                          f"{count!r} records it declares")
+    return records
 
 
 __all__ = ["Report", "ReportError", "StageStats", "Timing"]

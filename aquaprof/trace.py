@@ -1,7 +1,10 @@
 """Chrome Trace Event JSON of a Report, for Perfetto (ui.perfetto.dev) and
 chrome://tracing: a process per profiled process (a rank, after merge), a
 track per thread, stages as complete ("X") events with their arguments, and
-host memory as a counter track where the report has samples.
+host memory as a counter track where the report has samples. GPU events,
+where the run traced them, go on a process per device with a track per
+stream (and one for host waits on the device), each tied to the span that
+launched it by a flow arrow; device memory is a counter there.
 
 Large traces stay usable: past ``max_events`` spans the shortest are left
 out (a kept span's parent is never shorter, so nesting holds), and the
@@ -80,6 +83,7 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
             f'"dur":{(end - begin) / 1000:.3f},'
             f'"args":{{"path":{paths[stage]},"cpu_ms":{cpu / 1e6:.6f}'
             f'{extra}}}}}')
+    gpu_text = _gpu_events(report, origin, kept, tpids, tids, max_events)
     for p, proc in enumerate(processes):
         for t_ns, rss in proc.get("memory_samples", []):
             events.append({"ph": "C", "name": "host memory", "pid": pids[p],
@@ -99,9 +103,88 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     return "".join([
         '{"traceEvents":[',
         ",".join([json.dumps(e, separators=(",", ":")) for e in events]
-                 + span_text),
+                 + span_text + gpu_text),
         '],"displayTimeUnit":"ms","otherData":',
         json.dumps(other, separators=(",", ":")), "}"])
+
+
+GPU_PID = 0x7FFF0000        # + device: clear of real process ids
+_GPU_CATEGORY = {1: "kernel", 2: "memcpy", 3: "memset", 6: "sync"}
+
+
+def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
+                tpids: List[int], tids: List[int], max_events: int
+                ) -> List[str]:
+    """The GPU section's events as JSON texts (the longest max_events)."""
+    from .gpu import ALLOC, COPY_NAMES, FREE, KERNEL, MEMCPY, SYNC
+    ev = report.gpu_events()
+    if ev is None:
+        return []
+    gpu = report.gpu
+    names, paths = gpu["kernel_names"], report.stage_names
+    spans = report.spans()
+    out: List[Dict[str, Any]] = []
+    for d, device in enumerate(gpu["devices"] or [{"name": "GPU"}]):
+        out.append({"ph": "M", "name": "process_name", "pid": GPU_PID + d,
+                    "args": {"name": f"GPU {d}: {device['name']}"}})
+    for d, stream in sorted({(int(e["device"]), int(e["stream"]))
+                             for e in ev[ev["kind"] != SYNC]}):
+        out.append({"ph": "M", "name": "thread_name", "pid": GPU_PID + d,
+                    "tid": stream, "args": {"name": f"stream {stream}"}})
+    timed = np.flatnonzero(np.isin(ev["kind"], list(_GPU_CATEGORY)))
+    if len(timed) > max_events:
+        duration = ev["end_ns"][timed] - ev["start_ns"][timed]
+        timed = np.sort(timed[np.argsort(-duration, kind="stable")
+                              [:max_events]])
+    shown = np.zeros(len(spans), bool)
+    shown[kept] = True
+    for i in timed.tolist():
+        e = ev[i]
+        kind, stage, span = int(e["kind"]), int(e["stage"]), int(e["span"])
+        args: Dict[str, Any] = {"stage": paths[stage] if stage >= 0
+                                else None}
+        if kind == KERNEL:
+            name = names[int(e["name"])]
+            args.update(grid=e["grid"].tolist(), block=e["block"].tolist(),
+                        registers=int(e["registers"]),
+                        shared=int(e["shared"]))
+        elif kind == MEMCPY:
+            name = f"memcpy {COPY_NAMES[int(e['copy'])]}"
+            args.update(bytes=int(e["bytes"]), pinned=bool(e["pinned"]))
+        else:
+            name = _GPU_CATEGORY[kind]
+            args["bytes"] = int(e["bytes"])
+        pid = GPU_PID + int(e["device"])
+        tid = -1 if kind == SYNC else int(e["stream"])
+        ts = (int(e["start_ns"]) - origin) * _US
+        out.append({"ph": "X", "cat": _GPU_CATEGORY[kind], "name": name,
+                    "pid": pid, "tid": tid, "ts": ts,
+                    "dur": (int(e["end_ns"]) - int(e["start_ns"])) * _US,
+                    "args": args})
+        if span >= 0 and shown[span] and kind != SYNC:
+            host = spans[span]
+            out.append({"ph": "s", "cat": "launch", "name": "launch",
+                        "id": i, "pid": tpids[int(host["thread"])],
+                        "tid": tids[int(host["thread"])],
+                        "ts": (int(host["start_ns"]) - origin) * _US})
+            out.append({"ph": "f", "bp": "e", "cat": "launch",
+                        "name": "launch", "id": i, "pid": pid, "tid": tid,
+                        "ts": ts})
+    if (ev["kind"] == SYNC).any():
+        for d in range(max(len(gpu["devices"]), 1)):
+            out.append({"ph": "M", "name": "thread_name",
+                        "pid": GPU_PID + d, "tid": -1,
+                        "args": {"name": "host waits on the device"}})
+    memory = ev[np.isin(ev["kind"], (ALLOC, FREE))]
+    memory = memory[np.argsort(memory["start_ns"], kind="stable")]
+    in_use = np.cumsum(np.where(memory["kind"] == ALLOC, memory["bytes"],
+                                -memory["bytes"]))
+    for e, total in zip(memory, in_use.tolist()):
+        out.append({"ph": "C", "name": "GPU memory",
+                    "pid": GPU_PID + int(e["device"]),
+                    "ts": (int(e["start_ns"]) - origin) * _US,
+                    "args": {"allocated MiB": round(total / 2**20, 3)}})
+    return [json.dumps(e, separators=(",", ":")) for e in out]
 
 
 def write_chrome_trace(report: "Report", path: Union[str, os.PathLike],

@@ -123,5 +123,13 @@ ap_gpu_dtype_init(PyObject *module, ap_module_state *st)
             return -1;
         }
     }
+#ifdef AP_HAVE_CUPTI
+    const int have_cupti = 1;
+#else
+    const int have_cupti = 0;
+#endif
+    if (PyModule_AddIntConstant(module, "HAVE_CUPTI", have_cupti) < 0) {
+        return -1;
+    }
     return PyModule_AddObjectRef(module, "GPU_DTYPE", st->gpu_dtype);
 }
