@@ -614,7 +614,7 @@ def _decode_spans(obj: Any, dtype: np.dtype = _core.SPAN_DTYPE,
         if len(raw) % dtype.itemsize == 0 else None
     if records is None or len(records) != count:
         raise ReportError(f"'{what}' holds {len(raw)} bytes, not the "
-                          f"{count!r} records it declares")
+                          f"{count!r} {what} it declares")
     return records
 
 
