@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from .gpu import KERNEL
 from .report import Report
 
 
@@ -80,6 +81,9 @@ def merge_reports(reports: Sequence[Report],
     processes: List[Dict[str, Any]] = []
     threads: List[Dict[str, Any]] = []
     span_parts: List[np.ndarray] = []
+    gpu_parts: List[np.ndarray] = []
+    kernel_index: Dict[str, int] = {}
+    devices: List[Dict[str, Any]] = []
     spans_before = 0
     for p, (report, data, offset) in enumerate(zip(reports, datas, offsets)):
         remap = []
@@ -110,6 +114,26 @@ def merge_reports(reports: Sequence[Report],
             spans["start_ns"] += offset
             spans["end_ns"] += offset
         span_parts.append(spans)
+        events = report.gpu_events()
+        names = [kernel_index.setdefault(n, len(kernel_index))
+                 for n in (report.gpu or {}).get("kernel_names", [])]
+        if events is not None and len(events):
+            # each process's devices and kernel names follow the others'
+            events = events.copy()
+            remap_stage = np.asarray(remap + [-1], np.int32)
+            events["stage"] = remap_stage[events["stage"]]
+            events["span"] = np.where(events["span"] >= 0,
+                                      events["span"] + spans_before, -1)
+            events["start_ns"] += offset
+            events["end_ns"] += offset
+            kernel = events["kind"] == KERNEL
+            events["name"][kernel] = np.asarray(names, np.uint32)[
+                events["name"][kernel]]
+            events["device"] += len(devices)
+            gpu_parts.append(events)
+        if report.gpu is not None:
+            devices += [dict(d, name=f"{d['name']} ({labels[p]})")
+                        for d in report.gpu["devices"]]
         spans_before += len(spans)
     first = datas[0]
     merged = {
@@ -130,5 +154,15 @@ def merge_reports(reports: Sequence[Report],
         "spans": np.concatenate(span_parts),
         "host": dict(first.get("host", {}), merged=len(reports)),
         "processes": processes,
+        "gpu_status": "; ".join(f"{label}: {r.gpu_status}"
+                                for label, r in zip(labels, reports)),
     }
+    gpus = [r.gpu for r in reports if r.gpu is not None]
+    if gpus:
+        merged["gpu"] = {
+            "events": np.concatenate(gpu_parts) if gpu_parts
+            else gpus[0]["events"][:0],
+            "kernel_names": list(kernel_index), "devices": devices,
+            "dropped": sum(g["dropped"] for g in gpus),
+            "unattributed": sum(g["unattributed"] for g in gpus)}
     return Report(merged)

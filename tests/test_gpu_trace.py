@@ -372,3 +372,17 @@ def test_cuda_sync_synchronizes_at_every_edge(fakes):
                              textwrap.dedent(code), {"AQUAPROF_LIBCUDA": lib})
     assert status == "synchronizing at every stage edge"
     assert syncs == 6
+
+
+def test_merged_ranks_keep_their_gpu_work(traced):
+    rep, _, _ = traced
+    merged = ap.merge([rep, rep], ["rank 0", "rank 1"])
+    assert merged["compute"].cuda.kernels == 2 * rep["compute"].cuda.kernels
+    assert [d["name"] for d in merged.gpu["devices"]] == \
+        ["Fake GPU (rank 0)", "Fake GPU (rank 1)"]
+    ev = merged.gpu_events()
+    linked = ev[ev["span"] >= 0]
+    assert (merged.spans()["stage"][linked["span"]] == linked["stage"]).all()
+    assert len(merged.kernels()) == len(rep.kernels())
+    assert merged.gpu_status.startswith("rank 0: tracing")
+    assert ap.Report.from_dict(merged.to_dict()) == merged
