@@ -92,19 +92,8 @@ ap_gpu_dtype_init(PyObject *module, ap_module_state *st)
         "stream", "<u4", "grid", "<u4", 3, "block", "<u4", 3, "shared", "<u4",
         "registers", "<u2", "kind", "u1", "copy", "u1", "pinned", "u1",
         "pad", "V3");
-    if (!spec) {
-        return -1;
-    }
-    PyArray_Descr *descr = NULL;
-    int ok = PyArray_DescrConverter(spec, &descr);
-    Py_DECREF(spec);
-    if (!ok) {
-        return -1;
-    }
-    st->gpu_dtype = (PyObject *)descr;
-    if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(ap_gpu_event)) {
-        PyErr_SetString(PyExc_SystemError,
-                        "GPU dtype does not match ap_gpu_event");
+    if (ap_add_dtype(module, "GPU_DTYPE", spec, sizeof(ap_gpu_event),
+                     &st->gpu_dtype) < 0) {
         return -1;
     }
     static const struct {
@@ -128,8 +117,5 @@ ap_gpu_dtype_init(PyObject *module, ap_module_state *st)
 #else
     const int have_cupti = 0;
 #endif
-    if (PyModule_AddIntConstant(module, "HAVE_CUPTI", have_cupti) < 0) {
-        return -1;
-    }
-    return PyModule_AddObjectRef(module, "GPU_DTYPE", st->gpu_dtype);
+    return PyModule_AddIntConstant(module, "HAVE_CUPTI", have_cupti);
 }

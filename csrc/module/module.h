@@ -82,6 +82,12 @@ int ap_profiler_type_init(PyObject *module, ap_module_state *st);
 int ap_report_init(PyObject *module, ap_module_state *st);
 int ap_gpu_dtype_init(PyObject *module, ap_module_state *st);
 
+/* Builds a NumPy dtype from spec (a new reference, stolen; NULL passes
+ * the caller's error on), checks that it is `size` bytes like its C
+ * struct, keeps it in *out and adds it to module as name. 0 or -1. */
+int ap_add_dtype(PyObject *module, const char *name, PyObject *spec,
+                 size_t size, PyObject **out);
+
 /* The report of a stopped session as a dict of plain Python objects and a
  * NumPy span array, with a "gpu" entry built from gpu when it is not
  * NULL; NULL with an exception set. */

@@ -240,12 +240,9 @@ hist_lower_bounds(void)
 }
 
 int
-ap_report_init(PyObject *module, ap_module_state *st)
+ap_add_dtype(PyObject *module, const char *name, PyObject *spec,
+             size_t size, PyObject **out)
 {
-    PyObject *spec = Py_BuildValue(
-        "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)]", "stage", "<u4", "thread", "<u4",
-        "parent", "<i4", "flags", "<u4", "start_ns", "<i8", "end_ns", "<i8",
-        "cpu_ns", "<i8", "items", "<i8");
     if (spec == NULL) {
         return -1;
     }
@@ -255,13 +252,24 @@ ap_report_init(PyObject *module, ap_module_state *st)
     if (!ok) {
         return -1;
     }
-    st->span_dtype = (PyObject *)descr;
-    if (PyDataType_ELSIZE(descr) != (npy_intp)sizeof(ap_span)) {
-        PyErr_SetString(PyExc_SystemError,
-                        "span dtype does not match ap_span");
+    *out = (PyObject *)descr;
+    if (PyDataType_ELSIZE(descr) != (npy_intp)size) {
+        PyErr_Format(PyExc_SystemError, "%s does not match its C struct",
+                     name);
         return -1;
     }
-    if (PyModule_AddObjectRef(module, "SPAN_DTYPE", st->span_dtype) < 0) {
+    return PyModule_AddObjectRef(module, name, *out);
+}
+
+int
+ap_report_init(PyObject *module, ap_module_state *st)
+{
+    PyObject *spec = Py_BuildValue(
+        "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)]", "stage", "<u4", "thread", "<u4",
+        "parent", "<i4", "flags", "<u4", "start_ns", "<i8", "end_ns", "<i8",
+        "cpu_ns", "<i8", "items", "<i8");
+    if (ap_add_dtype(module, "SPAN_DTYPE", spec, sizeof(ap_span),
+                     &st->span_dtype) < 0) {
         return -1;
     }
     PyObject *bounds = hist_lower_bounds();
