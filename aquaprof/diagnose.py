@@ -9,15 +9,23 @@ host memory it drove up:
 - mixed: in between;
 - allocation-heavy (added to the others): while the stage was open the
   process's RSS rose ALLOC_BYTES or more above what it was when the stage
-  was first entered (from the report's memory samples).
-GPU classes (GPU-bound, starved, synchronisation-, transfer- and
-launch-bound) need per-stage GPU activity, which reports carry once CUDA
-activity is traced (issue 4); until then diagnose() says so.
+  was first entered (from the report's memory samples), or the stage
+  called cudaMalloc about once a call or more.
+GPU classes, for stages that launched traced GPU work (StageStats.cuda);
+the first that holds wins, and the host class stays in Finding.host:
+- transfer-bound: copies take most of the stage's GPU time and a fair
+  share of its wall time;
+- gpu-bound: some device was busy for nearly all the stage's time;
+- sync-bound: the host sat blocked on the device for a good part of the
+  stage while the device still idled (serialising syncs);
+- launch-bound: many tiny kernels a call, with the device mostly idle;
+- gpu-starved: the device idled most of the stage's time while the host
+  did something else.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ._format import fmt_bytes, fmt_time
 
@@ -27,6 +35,15 @@ if TYPE_CHECKING:
 CPU_BOUND = 0.8          # CPU time / wall time above this: computing
 WAITING = 0.5            # below this: mostly not running
 ALLOC_BYTES = 256 << 20  # RSS raised this far above the stage's entry
+DEVICE_ALLOCS = 10       # cudaMalloc calls (and ~one a call) to count
+TRANSFER = 0.5           # copies' share of the stage's GPU time above this
+TRANSFER_WALL = 0.2      # ... and of its wall time
+GPU_BUSY = 0.2           # GPU idle share at or below this: gpu-bound
+SYNC = 0.3               # host blocked on the device for this share
+LAUNCH_KERNEL = 10e-6    # mean kernel shorter than this (seconds)
+LAUNCH_PER_CALL = 10     # ... with this many kernels a call or more
+LAUNCH_IDLE = 0.4        # ... and the GPU idle this share or more
+STARVED = 0.5            # GPU idle this share or more
 
 _FIXES = {
     "cpu-bound": (
@@ -51,6 +68,43 @@ _FIXES = {
         "out= arguments, torch.empty once), or process in smaller batches",
         "watch mem peak and the trace's host memory counter "
         "(aquaprof trace run.json -o trace.json)"),
+    "transfer-bound": (
+        "keep tensors on the device between stages, pin host buffers "
+        "(DataLoader pin_memory=True, tensor.pin_memory()) and copy with "
+        "non_blocking=True, and batch many small copies into few",
+        "the stage's copy time, bandwidth and pageable bytes "
+        "(rep[STAGE].cuda.memcpy) before and after: aquaprof compare"),
+    "gpu-bound": (
+        "the device is the limit: make the kernels cheaper (mixed "
+        "precision with torch.autocast, fused or compiled kernels with "
+        "torch.compile, better occupancy for the top kernel), or spread "
+        "the work over more devices",
+        "rep.kernels() before and after; nsys profile and ncu on the top "
+        "kernel for its own limits"),
+    "sync-bound": (
+        "take the hidden synchronisations out of the loop: .item(), "
+        ".cpu(), .numpy(), printing a CUDA tensor, torch.cuda.synchronize"
+        "(); keep results on the device and read them once every N steps "
+        "(torch.cuda.set_sync_debug_mode('warn') points at them)",
+        "the stage's cuda.sync_time and GPU idle share before and after "
+        "(aquaprof compare)"),
+    "launch-bound": (
+        "launch fewer, larger kernels: vectorise the Python loop, batch "
+        "the small operations, torch.compile or CUDA graphs "
+        "(torch.cuda.CUDAGraph)",
+        "kernels a call and the GPU idle share in rep[STAGE].cuda before "
+        "and after"),
+    "gpu-starved": (
+        "feed the device: take host work off its path (DataLoader "
+        "workers, prefetch to the device on a side stream), or move the "
+        "host computation onto the device",
+        "the stage's GPU idle share (rep[STAGE].cuda.idle_share) before "
+        "and after"),
+    "device-allocation": (
+        "let allocations be reused: keep buffers across calls, use the "
+        "framework's caching allocator (CuPy's memory pool, torch's "
+        "default) instead of raw cudaMalloc/cudaFree a call",
+        "the stage's cuda.allocations a call before and after"),
 }
 
 
@@ -58,11 +112,12 @@ _FIXES = {
 class Finding:
     """One stage's diagnosis."""
     path: str
-    kind: str                          # cpu-bound, waiting, mixed
+    kind: str                          # the host class or a GPU class
     evidence: str
     fix: str
     verify: str
     also: List[str] = field(default_factory=list)   # allocation-heavy
+    host: str = ""                     # cpu-bound, waiting or mixed
 
     def __str__(self) -> str:
         extra = f" (also {', '.join(self.also)})" if self.also else ""
@@ -85,29 +140,96 @@ def _entry_rss(stage: "StageStats", report: "Report") -> Optional[int]:
     return before[-1] if before else samples[0][1]
 
 
+def _plural(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "es" if what[-2:] == "ch"
+                            else "s")
+
+
+def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
+    """The GPU class of a stage that launched GPU work, with its
+    evidence; None when no GPU class holds."""
+    cuda = stage.cuda
+    wall = stage.wall.total
+    if cuda is None or wall <= 0 or not (cuda.busy_time or cuda.sync_time):
+        return None
+    idle = cuda.idle_share
+    idle_text = (f"GPU idle {idle * 100:.0f} % of the stage's time"
+                 if idle is not None else "GPU idle share unknown (no spans)")
+    copies = cuda.memcpy_time
+    if cuda.busy_time > 0 and copies >= TRANSFER * cuda.busy_time and \
+            copies >= TRANSFER_WALL * wall:
+        moved = sum(c.bytes for c in cuda.memcpy.values())
+        pageable = sum(c.pageable_bytes for c in cuda.memcpy.values())
+        return "transfer-bound", (
+            f"copies took {fmt_time(copies)} of {fmt_time(cuda.busy_time)} "
+            f"GPU time ({copies / cuda.busy_time * 100:.0f} %) in "
+            f"{fmt_time(wall)} wall; {fmt_bytes(moved)} moved at "
+            f"{fmt_bytes(int(moved / copies))}/s, {fmt_bytes(pageable)} of "
+            f"it from pageable host memory")
+    if idle is not None and idle <= GPU_BUSY and cuda.kernel_time > copies:
+        top = cuda.top_kernels[0] if cuda.top_kernels else None
+        longest = (f"; top kernel {top.name}: {fmt_time(top.total)} in "
+                   f"{_plural(top.count, 'launch')}" if top else "")
+        return "gpu-bound", (
+            f"GPU busy {(1 - idle) * 100:.0f} % of the stage's time; "
+            f"{_plural(cuda.kernels, 'kernel')} took {fmt_time(cuda.kernel_time)} of "
+            f"{fmt_time(wall)} wall{longest}")
+    if cuda.sync_time >= SYNC * wall and (idle is None or idle > GPU_BUSY):
+        return "sync-bound", (
+            f"host blocked on the device {fmt_time(cuda.sync_time)} of "
+            f"{fmt_time(wall)} wall ({cuda.sync_time / wall * 100:.0f} %); "
+            f"{idle_text}")
+    if idle is None:
+        return None
+    per_call = cuda.kernels / stage.count if stage.count else 0.0
+    mean = cuda.kernel_time / cuda.kernels if cuda.kernels else 0.0
+    if cuda.kernels and mean < LAUNCH_KERNEL and \
+            per_call >= LAUNCH_PER_CALL and idle >= LAUNCH_IDLE:
+        return "launch-bound", (
+            f"{cuda.kernels} kernels ({per_call:.0f} a call) of "
+            f"{fmt_time(mean)} on average; {idle_text}")
+    if idle >= STARVED:
+        return "gpu-starved", (
+            f"{idle_text} while the host ran: thread CPU time "
+            f"{fmt_time(stage.cpu)} of {fmt_time(wall)} wall")
+    return None
+
+
+def _also(finding: Finding, what: str, evidence: str) -> None:
+    finding.also.append("allocation-heavy")
+    fix, verify = _FIXES[what]
+    finding.evidence += f"; {evidence}"
+    finding.fix += f"; and {fix}"
+    finding.verify += f"; {verify}"
+
+
 def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     wall = stage.wall.total
     busy = stage.cpu / wall if wall > 0 else 0.0
-    kind = ("cpu-bound" if busy >= CPU_BOUND else
+    host = ("cpu-bound" if busy >= CPU_BOUND else
             "waiting" if busy < WAITING else "mixed")
     evidence = (f"thread CPU time {fmt_time(stage.cpu)} of "
                 f"{fmt_time(wall)} wall ({busy * 100:.0f} %), "
-                f"{stage.count} call{'s' if stage.count != 1 else ''}, "
+                f"{_plural(stage.count, 'call')}, "
                 f"self time {fmt_time(stage.self_time)}")
+    kind = host
+    gpu = _gpu_class(stage)
+    if gpu:
+        kind, gpu_evidence = gpu
+        evidence = f"{gpu_evidence}; host {host}: {evidence}"
     fix, verify = _FIXES[kind]
-    finding = Finding(stage.path, kind, evidence, fix, verify)
+    verify = verify.replace("STAGE", repr(stage.path))
+    finding = Finding(stage.path, kind, evidence, fix, verify, host=host)
     entry = _entry_rss(stage, report)
-    if stage.mem_peak and entry:
-        raised = stage.mem_peak - entry
-        if raised >= ALLOC_BYTES:
-            finding.also.append("allocation-heavy")
-            fix, verify = _FIXES["allocation-heavy"]
-            finding.evidence += (f"; RSS peaked {fmt_bytes(raised)} above "
-                                 f"its value at entry "
-                                 f"({fmt_bytes(stage.mem_delta, True)} "
-                                 f"kept)")
-            finding.fix += f"; and {fix}"
-            finding.verify += f"; {verify}"
+    if stage.mem_peak and entry and stage.mem_peak - entry >= ALLOC_BYTES:
+        _also(finding, "allocation-heavy",
+              f"RSS peaked {fmt_bytes(stage.mem_peak - entry)} above its "
+              f"value at entry ({fmt_bytes(stage.mem_delta, True)} kept)")
+    cuda = stage.cuda
+    if cuda and cuda.allocations >= max(DEVICE_ALLOCS, stage.count * 0.9):
+        _also(finding, "device-allocation",
+              f"{cuda.allocations} device allocations in {stage.count} "
+              f"calls ({fmt_bytes(cuda.mem_allocated)})")
     return finding
 
 
@@ -119,9 +241,12 @@ class Diagnosis:
             raise ValueError(f"top must be an int >= 1, got {top!r}")
         self.findings = [diagnose_stage(s, report)
                          for s in report.top(top) if s.self_time > 0]
-        self.gpu = ("GPU classes (GPU-bound, starved, sync-, transfer-, "
-                    "launch-bound) need GPU activity in the report, which "
-                    "this one has none of")
+        #: why no GPU class could be given, None when GPU work was traced
+        self.gpu: Optional[str] = None
+        if report.gpu is None:
+            self.gpu = (f"GPU classes (gpu-bound, gpu-starved, sync-, "
+                        f"transfer-, launch-bound) need traced GPU "
+                        f"activity; GPU: {report.gpu_status}")
 
     def __iter__(self):
         return iter(self.findings)
@@ -135,7 +260,8 @@ class Diagnosis:
         lines = ["Diagnosis of the top stages by self time:"]
         for i, f in enumerate(self.findings, 1):
             lines.append(f"  {i}. " + str(f).replace("\n", "\n   "))
-        lines.append(f"  ({self.gpu})")
+        if self.gpu:
+            lines.append(f"  ({self.gpu})")
         return "\n".join(lines)
 
     def summary(self) -> str:

@@ -120,6 +120,7 @@ class CudaStats:
     #: share of the time the stage was open with no kernel, copy or
     #: memset running on any device; None when no spans were kept
     idle_share: Optional[float] = None
+    allocations: int = 0       # device allocations (cudaMalloc) made
     mem_allocated: int = 0     # device bytes the stage cudaMalloc'ed
     #: highest device memory (of allocations CUPTI saw) right after one of
     #: the stage's allocations; None when it made none
@@ -256,6 +257,7 @@ def stage_cuda(report: "Report") -> Dict[int, CudaStats]:
         st.memset_time = float(duration[mine["kind"] == MEMSET].sum())
         st.sync_time = float(duration[mine["kind"] == SYNC].sum())
         allocs = (mine["kind"] == ALLOC)
+        st.allocations = int(allocs.sum())
         st.mem_allocated = int(mine["bytes"][allocs].sum())
         if allocs.any():
             at = np.isin(memory["correlation"], mine["correlation"][allocs])

@@ -4,6 +4,7 @@ import time
 import pytest
 
 import aquaprof as ap
+from fake_gpu import build_fakes
 
 
 @pytest.fixture(autouse=True)
@@ -30,3 +31,9 @@ def busy(seconds):
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
+
+
+@pytest.fixture(scope="session")
+def fakes(tmp_path_factory):
+    """The folder of the fake libcuda.so and libcupti.so (fake_gpu.py)."""
+    return build_fakes(tmp_path_factory.mktemp("fakes"))

@@ -8,11 +8,7 @@ Each scenario runs in a fresh interpreter: the driver and CUPTI, once
 opened, stay open for the life of a process, as in every CUDA program.
 """
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,62 +16,7 @@ import pytest
 import aquaprof as ap
 from aquaprof import _core
 from aquaprof.gpu import cupti_candidates
-
-ROOT = Path(__file__).resolve().parent.parent
-FAKES = ROOT / "tests" / "fakes"
-
-
-def cupti_include():
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
-                 "/usr/local/cuda"):
-        if root and (Path(root) / "include" / "cupti.h").exists():
-            return Path(root) / "include"
-    return None
-
-
-@pytest.fixture(scope="module")
-def fakes(tmp_path_factory):
-    """Paths of the fake libcuda.so and libcupti.so."""
-    out = tmp_path_factory.mktemp("fakes")
-    cc = os.environ.get("CC", "cc")
-    flags = ["-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE", "-Wall",
-             "-Wextra", "-Werror"]
-    subprocess.run([cc, *flags, "-o", out / "libcuda.so",
-                    FAKES / "fake_cuda.c"], check=True)
-    if _core.HAVE_CUPTI:
-        include = cupti_include()
-        assert include, "aquaprof was built with cupti.h: so must the fake"
-        subprocess.run([cc, *flags, "-isystem", include, "-o",
-                        out / "libcupti.so", FAKES / "fake_cupti.c",
-                        "-pthread"], check=True)
-    return out
-
-
-def scenario(code, env=None, cupti=None):
-    """Runs code in a fresh interpreter with `ap`, `np`, `json` and, when
-    cupti names the fake, `fake` (its ctypes handle) defined, and with
-    CUPTI looked for only at `cupti` (a list of paths). Returns what the
-    code printed, parsed as JSON."""
-    prelude = textwrap.dedent(f"""
-        import ctypes, json, sys
-        import numpy as np
-        import aquaprof as ap
-        import aquaprof.gpu
-        aquaprof.gpu.cupti_candidates = lambda: {list(map(str, cupti or []))!r}
-        fake = None
-        for path in {list(map(str, cupti or []))!r}:
-            try:
-                fake = ctypes.CDLL(path)
-            except OSError:
-                pass
-    """)
-    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    out = subprocess.run([sys.executable, "-c", prelude +
-                          textwrap.dedent(code)], env=full,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
+from fake_gpu import scenario
 
 STATUS = """
     with ap.Profiler() as prof:
