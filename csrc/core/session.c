@@ -86,10 +86,16 @@ add_node(ap_thread *t, uint32_t parent, uint32_t name)
         t->nodes = nodes;
         t->nodes_cap = cap;
     }
-    ap_node *n = &t->nodes[t->nnodes++];
-    n->name = name;
-    n->parent = parent;
+    ap_node *n = &t->nodes[t->nnodes];
+    *n = (ap_node){.name = name, .parent = parent};
     ap_stats_init(&n->stats);
+    if (t->window && t->nnodes != ROOT_NODE) {
+        n->recent = malloc(t->window * sizeof(ap_span));
+        if (!n->recent) {
+            return AP_ERR_NOMEM;
+        }
+    }
+    t->nnodes++;
     return AP_OK;
 }
 
@@ -151,6 +157,9 @@ free_thread(ap_thread *t)
     }
     free(t->chunks);
     free(t->stack);
+    for (uint32_t n = 0; n < t->nnodes; n++) {
+        free(t->nodes[n].recent);
+    }
     free(t->nodes);
     free(t->keys);
     free(t->vals);
@@ -165,6 +174,7 @@ register_thread(ap_session *s, ap_thread **out)
         return AP_ERR_NOMEM;
     }
     t->stack_cap = 32;
+    t->window = s->config.window;
     t->stack = malloc(t->stack_cap * sizeof(*t->stack));
     if (!t->stack || add_node(t, ROOT_NODE, 0) != AP_OK ||
         grow_keys(t) != AP_OK) {
@@ -223,7 +233,7 @@ static int
 config_ok(const ap_config *c)
 {
     return c->max_spans >= 0 && c->max_spans <= INT32_MAX &&
-           c->cpu_resolution_ns >= 0 &&
+           c->cpu_resolution_ns >= 0 && c->window <= AP_WINDOW_MAX &&
            (!c->memory || c->memory_interval_ns > 0);
 }
 
@@ -275,6 +285,13 @@ static inline ap_thread *
 current_thread(ap_session *s)
 {
     return tls_gen == s->gen ? tls_thread : NULL;
+}
+
+int64_t
+ap_session_thread_index(ap_session *s)
+{
+    ap_thread *t = current_thread(s);
+    return t ? (int64_t)t->index : -1;
 }
 
 static uint64_t
@@ -362,8 +379,17 @@ close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
     wall = wall < 0 ? 0 : wall;
     int64_t cpu = cpu1 - f->cpu0;
     cpu = cpu < 0 ? 0 : (cpu > wall ? wall : cpu);
-    ap_stats *st = &t->nodes[f->node].stats;
+    ap_node *node = &t->nodes[f->node];
+    ap_stats *st = &node->stats;
     ap_stats_add(st, wall, wall - f->child_ns, cpu, f->items);
+    if (node->recent) {
+        node->recent[node->recent_at] = (ap_span){
+            f->node, t->index, -1, flags, f->t0, w, cpu, f->items,
+        };
+        node->recent_at = node->recent_at + 1 == t->window
+                              ? 0 : node->recent_at + 1;
+        node->nrecent += node->nrecent < t->window;
+    }
     st->raised += (flags & AP_SPAN_RAISED) != 0;
     st->unclosed += (flags & AP_SPAN_UNCLOSED) != 0;
     if (s->config.memory) {

@@ -37,7 +37,11 @@ typedef struct {
     int64_t memory_interval_ns;
     int64_t cpu_resolution_ns;  /* thread CPU clock read at most this often */
     const ap_stage_hooks *hooks; /* NULL for none; must outlive the session */
+    uint32_t window;            /* recent calls kept per stage and thread for
+                                 * ap_session_snapshot, 0..AP_WINDOW_MAX */
 } ap_config;
+
+#define AP_WINDOW_MAX (1u << 20)
 
 /* A span's tag names its thread, its thread-local stage node and its span
  * slot (0 when the span was dropped) in 64 bits, so that work recorded
@@ -124,6 +128,17 @@ typedef struct {
 ap_status ap_session_report(const ap_session *s, ap_report **out);
 
 void ap_report_free(ap_report *r);
+
+/* The figures of a running session so far, as a report: stage aggregates
+ * of the calls closed until now, no memory log but the current RSS, and as
+ * spans (parent -1) the last config.window calls closed of each stage on
+ * each thread followed by the calls open now, flagged AP_SPAN_UNCLOSED and
+ * ending now, with the CPU time of the caller's own open calls only.
+ * Same threading contract as ap_session_stop: other threads must not be
+ * inside ap_enter/ap_exit meanwhile. AP_ERR_INVALID when the session is
+ * stopped, AP_ERR_FORKED, AP_ERR_NOMEM. */
+ap_status ap_session_snapshot(ap_session *s, ap_report **out);
+
 
 /* The report stage and span index of a tag given out during the run: AP_OK
  * with *span -1 when the span itself was dropped; AP_ERR_INVALID for a tag

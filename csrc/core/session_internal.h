@@ -29,6 +29,9 @@ typedef struct {
     uint32_t name;
     uint32_t parent;
     ap_stats stats;
+    ap_span *recent;       /* ring of the last config.window calls, or NULL */
+    uint32_t recent_at;    /* next slot to write */
+    uint32_t nrecent;      /* slots filled, up to config.window */
 } ap_node;
 
 typedef struct ap_thread {
@@ -51,6 +54,7 @@ typedef struct ap_thread {
     int64_t cpu_last;      /* last real thread CPU reading, ns */
     int64_t cpu_wall;      /* ticks when it was read */
     int64_t cpu_reads;     /* real readings taken: overhead compensation */
+    uint32_t window;       /* the session's config.window */
 } ap_thread;
 
 struct ap_session {
@@ -67,6 +71,9 @@ struct ap_session {
     uint32_t nthreads;
     ap_rss rss;
 };
+
+/* The calling thread's index in s, -1 when it has recorded nothing. */
+int64_t ap_session_thread_index(ap_session *s);
 
 static inline ap_span *
 span_at(ap_thread *t, int64_t i)

@@ -1,7 +1,10 @@
-/* Merging a stopped session's per-thread trees and span buffers into one
- * ap_report. */
+/* Merging a session's per-thread trees into one ap_report: with the span
+ * buffers once it has stopped, with the recent-call rings and the open
+ * calls for a snapshot while it runs. */
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #include "session_internal.h"
 
@@ -43,11 +46,10 @@ report_add_stage(ap_report *r, path_map *m, uint32_t *cap, int32_t parent,
     return AP_OK;
 }
 
-/* Merges every thread's tree into one table of paths; map[t][node] gives
- * the path id of a thread's node. */
+/* Merges every thread's tree into one table of paths; the threads'
+ * stage_of_node give the path id of each of their nodes. */
 static ap_status
-merge_stages(const ap_session *s, ap_thread **threads, ap_report *r,
-             uint32_t **maps)
+merge_stages(const ap_session *s, ap_thread **threads, ap_report *r)
 {
     uint32_t total = 0;
     for (uint32_t k = 0; k < s->nthreads; k++) {
@@ -66,17 +68,18 @@ merge_stages(const ap_session *s, ap_thread **threads, ap_report *r,
     }
     for (uint32_t k = 0; k < s->nthreads; k++) {
         ap_thread *t = threads[k];
+        uint32_t *map = r->threads[k].stage_of_node;
         /* parents are created before their children */
         for (uint32_t n = 1; n < t->nnodes; n++) {
             ap_node *node = &t->nodes[n];
             int32_t parent = node->parent == ROOT_NODE
                                  ? -1
-                                 : (int32_t)maps[k][node->parent];
+                                 : (int32_t)map[node->parent];
             if (report_add_stage(r, &m, &cap, parent, node->name,
-                                 &maps[k][n]) != AP_OK) {
+                                 &map[n]) != AP_OK) {
                 goto done;
             }
-            ap_stats_merge(&r->stages[maps[k][n]].stats, &node->stats);
+            ap_stats_merge(&r->stages[map[n]].stats, &node->stats);
         }
     }
     st = AP_OK;
@@ -86,22 +89,41 @@ done:
     return st;
 }
 
-/* Maps a tick of the session onto CLOCK_MONOTONIC ns, exactly at the two
- * anchors and linearly between them, so spans line up with other clocks
- * whatever the error of the process-wide calibration. */
+/* Maps a tick of the session onto CLOCK_MONOTONIC ns, exactly at the
+ * session's start and at `end` (its stop, or now) and linearly between
+ * them, so spans line up with other clocks whatever the error of the
+ * process-wide calibration. */
 static int64_t
-ticks_to_monotonic(const ap_session *s, int64_t t)
+ticks_to_monotonic(const ap_session *s, const ap_clock_anchor *end,
+                   int64_t t)
 {
     if (!ap_clock_tsc) {
         return t;
     }
-    int64_t span_ticks = s->stop.ticks - s->start.ticks;
+    int64_t span_ticks = end->ticks - s->start.ticks;
     if (span_ticks <= 0) {
         return s->start.ns;
     }
     __extension__ __int128 num = (__int128)(t - s->start.ticks) *
-                                 (s->stop.ns - s->start.ns);
+                                 (end->ns - s->start.ns);
     return s->start.ns + (int64_t)(num / span_ticks);
+}
+
+/* A recorded span (ticks, thread-local node) as a report's span. */
+static ap_span
+report_span(const ap_session *s, const ap_clock_anchor *end,
+            const uint32_t *map, ap_span sp)
+{
+    sp.stage = map[sp.stage];
+    sp.start_ns = ticks_to_monotonic(s, end, sp.start_ns);
+    sp.end_ns = ticks_to_monotonic(s, end, sp.end_ns);
+    /* the anchors' scale differs from the calibration that clamped cpu
+     * at exit by about 1e-6: keep cpu within the span as mapped */
+    if (sp.cpu_ns > sp.end_ns - sp.start_ns) {
+        sp.cpu_ns = sp.end_ns - sp.start_ns;
+    }
+    sp.cpu_ns = sp.cpu_ns < 0 ? 0 : sp.cpu_ns;
+    return sp;
 }
 
 static void
@@ -109,20 +131,60 @@ copy_spans(const ap_session *s, ap_thread *t, const uint32_t *map,
            ap_span *out, int64_t offset)
 {
     for (int64_t i = 0; i < t->nspans; i++) {
-        ap_span sp = *span_at(t, i);
-        sp.stage = map[sp.stage];
-        sp.start_ns = ticks_to_monotonic(s, sp.start_ns);
-        sp.end_ns = ticks_to_monotonic(s, sp.end_ns);
-        /* the anchors' scale differs from the calibration that clamped
-         * cpu at exit by about 1e-6: keep cpu within the span as mapped */
-        if (sp.cpu_ns > sp.end_ns - sp.start_ns) {
-            sp.cpu_ns = sp.end_ns - sp.start_ns;
-        }
+        ap_span sp = report_span(s, &s->stop, map, *span_at(t, i));
         if (sp.parent >= 0) {
             sp.parent += (int32_t)offset;
         }
         out[offset + i] = sp;
     }
+}
+
+/* A report of s up to `end` with its threads (indexed in *threads, to be
+ * freed by the caller) and merged stages: everything but spans and
+ * memory. */
+static ap_status
+report_new(const ap_session *s, const ap_clock_anchor *end,
+           ap_thread ***threads, ap_report **out)
+{
+    uint32_t n = s->nthreads;
+    ap_report *r = calloc(1, sizeof(*r));
+    *threads = calloc(n ? n : 1, sizeof(**threads));
+    if (!r || !*threads) {
+        goto error;
+    }
+    r->start_ns = ticks_to_monotonic(s, end, s->start.ticks);
+    r->stop_ns = ticks_to_monotonic(s, end, end->ticks);
+    r->clock = ap_clock_name();
+    r->pid = s->pid;
+    r->config = s->config;
+    r->unclosed = s->unclosed;
+    r->nthreads = n;
+    r->threads = calloc(n ? n : 1, sizeof(*r->threads));
+    if (!r->threads) {
+        goto error;
+    }
+    for (ap_thread *t = s->threads; t; t = t->next) {
+        (*threads)[t->index] = t;
+        r->threads[t->index] = (ap_report_thread){
+            t->index, t->native_id, t->nspans, t->dropped, t->cpu_reads,
+            malloc(t->nnodes * sizeof(uint32_t)), t->nnodes, 0,
+        };
+        if (!r->threads[t->index].stage_of_node) {
+            goto error;
+        }
+        r->dropped += t->dropped;
+        r->lost += t->lost;
+    }
+    if (merge_stages(s, *threads, r) != AP_OK) {
+        goto error;
+    }
+    *out = r;
+    return AP_OK;
+error:
+    free(*threads);
+    *threads = NULL;
+    ap_report_free(r);
+    return AP_ERR_NOMEM;
 }
 
 ap_status
@@ -134,59 +196,32 @@ ap_session_report(const ap_session *s, ap_report **out)
     if (!s->stopped) {
         return AP_ERR_RUNNING;
     }
-    ap_status st = AP_ERR_NOMEM;
-    uint32_t n = s->nthreads;
-    ap_thread **threads = calloc(n ? n : 1, sizeof(*threads));
-    uint32_t **maps = calloc(n ? n : 1, sizeof(*maps));
-    ap_report *r = calloc(1, sizeof(*r));
-    if (!threads || !maps || !r) {
-        goto error;
+    ap_thread **threads;
+    ap_report *r;
+    if (report_new(s, &s->stop, &threads, &r) != AP_OK) {
+        return AP_ERR_NOMEM;
     }
-    r->start_ns = ticks_to_monotonic(s, s->start.ticks);
-    r->stop_ns = ticks_to_monotonic(s, s->stop.ticks);
-    r->clock = ap_clock_name();
-    r->pid = s->pid;
-    r->config = s->config;
-    r->unclosed = s->unclosed;
-    r->nthreads = n;
-    r->threads = calloc(n ? n : 1, sizeof(*r->threads));
-    if (!r->threads) {
-        goto error;
-    }
-    for (ap_thread *t = s->threads; t; t = t->next) {
-        threads[t->index] = t;
-        maps[t->index] = malloc(t->nnodes * sizeof(uint32_t));
-        if (!maps[t->index]) {
-            goto error;
-        }
-        r->threads[t->index] = (ap_report_thread){
-            t->index, t->native_id, t->nspans, t->dropped, t->cpu_reads,
-            NULL, t->nnodes, 0,
-        };
-        r->nspans += t->nspans;
-        r->dropped += t->dropped;
-        r->lost += t->lost;
-    }
-    if (merge_stages(s, threads, r, maps) != AP_OK) {
-        goto error;
+    for (uint32_t k = 0; k < r->nthreads; k++) {
+        r->nspans += threads[k]->nspans;
     }
     r->spans = malloc((size_t)(r->nspans ? r->nspans : 1) * sizeof(ap_span));
-    if (!r->spans) {
-        goto error;
-    }
-    int64_t offset = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        r->threads[k].first_span = offset;
-        copy_spans(s, threads[k], maps[k], r->spans, offset);
-        offset += threads[k]->nspans;
-    }
     /* the run's samples: the sampler starts just before the run and may
      * take one more between stop and its join */
     r->memory = malloc((s->rss.log_len ? s->rss.log_len : 1) *
                        sizeof(ap_rss_sample));
-    if (!r->memory) {
-        goto error;
+    if (!r->spans || !r->memory) {
+        free(threads);
+        ap_report_free(r);
+        return AP_ERR_NOMEM;
     }
+    int64_t offset = 0;
+    for (uint32_t k = 0; k < r->nthreads; k++) {
+        r->threads[k].first_span = offset;
+        copy_spans(s, threads[k], r->threads[k].stage_of_node, r->spans,
+                   offset);
+        offset += threads[k]->nspans;
+    }
+    free(threads);
     for (uint32_t i = 0; i < s->rss.log_len; i++) {
         ap_rss_sample m = s->rss.log[i];
         if (m.t_ns <= r->stop_ns) {
@@ -194,21 +229,84 @@ ap_session_report(const ap_session *s, ap_report **out)
             r->memory[r->nmemory++] = m;
         }
     }
-    for (uint32_t k = 0; k < n; k++) {
-        r->threads[k].stage_of_node = maps[k];   /* handed over */
-        maps[k] = NULL;
+    *out = r;
+    return AP_OK;
+}
+
+/* Appends thread t's recent calls, oldest first, then its open calls. */
+static int64_t
+snapshot_spans(const ap_session *s, const ap_clock_anchor *now,
+               const ap_thread *t, const uint32_t *map, int64_t cpu_now,
+               ap_span *out)
+{
+    int64_t k = 0;
+    for (uint32_t n = 1; n < t->nnodes; n++) {
+        const ap_node *node = &t->nodes[n];
+        uint32_t first = node->nrecent < t->window ? 0 : node->recent_at;
+        for (uint32_t i = 0; i < node->nrecent; i++) {
+            uint32_t at = first + i < t->window ? first + i
+                                                : first + i - t->window;
+            out[k++] = report_span(s, now, map, node->recent[at]);
+        }
+    }
+    for (uint32_t d = 0; d < t->depth; d++) {
+        const ap_frame *f = &t->stack[d];
+        /* another thread's CPU clock is not ours to read */
+        out[k++] = report_span(s, now, map, (ap_span){
+            f->node, t->index, -1, AP_SPAN_UNCLOSED, f->t0, now->ticks,
+            cpu_now >= 0 ? cpu_now - f->cpu0 : 0, f->items,
+        });
+    }
+    return k;
+}
+
+ap_status
+ap_session_snapshot(ap_session *s, ap_report **out)
+{
+    if (ap_session_is_foreign(s)) {
+        return AP_ERR_FORKED;
+    }
+    if (s->stopped) {
+        return AP_ERR_INVALID;
+    }
+    ap_clock_anchor now = ap_clock_anchor_now();
+    ap_thread **threads;
+    ap_report *r;
+    if (report_new(s, &now, &threads, &r) != AP_OK) {
+        return AP_ERR_NOMEM;
+    }
+    for (uint32_t k = 0; k < r->nthreads; k++) {
+        r->threads[k].spans = threads[k]->depth;
+        for (uint32_t n = 1; n < threads[k]->nnodes; n++) {
+            r->threads[k].spans += threads[k]->nodes[n].nrecent;
+        }
+        r->nspans += r->threads[k].spans;
+    }
+    r->spans = malloc((size_t)(r->nspans ? r->nspans : 1) * sizeof(ap_span));
+    r->memory = malloc(sizeof(ap_rss_sample));
+    if (!r->spans || !r->memory) {
+        free(threads);
+        ap_report_free(r);
+        return AP_ERR_NOMEM;
+    }
+    int64_t self = ap_session_thread_index(s);
+    int64_t offset = 0;
+    for (uint32_t k = 0; k < r->nthreads; k++) {
+        r->threads[k].first_span = offset;
+        offset += snapshot_spans(s, &now, threads[k],
+                                 r->threads[k].stage_of_node,
+                                 k == self ? ap_thread_cpu_ns() : -1,
+                                 r->spans + offset);
+    }
+    free(threads);
+    if (s->config.memory) {
+        r->memory[r->nmemory++] = (ap_rss_sample){
+            now.ns, atomic_load_explicit(&s->rss.current,
+                                         memory_order_relaxed),
+        };
     }
     *out = r;
-    r = NULL;
-    st = AP_OK;
-error:
-    for (uint32_t k = 0; maps && k < n; k++) {
-        free(maps[k]);
-    }
-    free(maps);
-    free(threads);
-    ap_report_free(r);
-    return st;
+    return AP_OK;
 }
 
 void

@@ -88,11 +88,12 @@ int ap_gpu_dtype_init(PyObject *module, ap_module_state *st);
 int ap_add_dtype(PyObject *module, const char *name, PyObject *spec,
                  size_t size, PyObject **out);
 
-/* The report of a stopped session as a dict of plain Python objects and a
- * NumPy span array, with a "gpu" entry built from gpu when it is not
- * NULL; NULL with an exception set. */
-PyObject *ap_report_to_python(ap_module_state *st,
-                              const ap_session *session, ap_gpu_trace *gpu);
+/* A core report (a stopped session's, or a running one's snapshot) as a
+ * dict of plain Python objects and a NumPy span array, with a "gpu" entry
+ * built from gpu when it is not NULL; NULL with an exception set. Frees
+ * r in all cases. */
+PyObject *ap_report_to_python(ap_module_state *st, ap_report *r,
+                              ap_gpu_trace *gpu);
 
 /* A run's GPU events (their stages and spans resolved against r), kernel
  * names and devices as a dict; NULL with an exception set. */

@@ -78,6 +78,25 @@ parse_gpu(ProfilerObject *self, int cuda, int sync, PyObject *libcuda,
 }
 
 static int
+parse_count(PyObject *obj, const char *what, long long max, int64_t *out)
+{
+    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, got %.100s", what,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(obj);
+    if ((v == -1 && PyErr_Occurred()) || v < 0 || v > max) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be between 0 and %lld, got "
+                     "%R", what, max, obj);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int
 parse_seconds(PyObject *obj, const char *what, double min,
               const char *min_text, int64_t *ns)
 {
@@ -101,14 +120,14 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"max_spans", "memory", "memory_interval",
                                "cpu_resolution", "cuda", "cuda_sync",
-                               "libcuda", "cupti_paths", NULL};
+                               "libcuda", "cupti_paths", "window", NULL};
     PyObject *max_spans = NULL, *interval = NULL, *resolution = NULL;
-    PyObject *libcuda = NULL, *cupti_paths = NULL;
+    PyObject *libcuda = NULL, *cupti_paths = NULL, *window = NULL;
     int memory = 1, cuda = AP_CUDA_OFF, sync = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OpOOipOO:Profiler",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OpOOipOOO:Profiler",
                                      keywords, &max_spans, &memory,
                                      &interval, &resolution, &cuda, &sync,
-                                     &libcuda, &cupti_paths)) {
+                                     &libcuda, &cupti_paths, &window)) {
         return -1;
     }
     if (self->state != NEW || self->session || self->gpu_strings) {
@@ -118,21 +137,14 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
     ap_config c = {.max_spans = 1000000, .memory = memory,
                    .memory_interval_ns = 1000000,
                    .cpu_resolution_ns = 20000};
-    if (max_spans) {
-        if (!PyLong_Check(max_spans) || PyBool_Check(max_spans)) {
-            PyErr_Format(PyExc_TypeError, "max_spans must be an int, got "
-                         "%.100s", Py_TYPE(max_spans)->tp_name);
-            return -1;
-        }
-        long long v = PyLong_AsLongLong(max_spans);
-        if ((v == -1 && PyErr_Occurred()) || v < 0 || v > INT32_MAX) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "max_spans must be between 0 and "
-                         "%d, got %R", INT32_MAX, max_spans);
-            return -1;
-        }
-        c.max_spans = v;
+    int64_t window_value = 0;
+    if ((max_spans && parse_count(max_spans, "max_spans", INT32_MAX,
+                                  &c.max_spans) < 0) ||
+        (window && parse_count(window, "window", AP_WINDOW_MAX,
+                               &window_value) < 0)) {
+        return -1;
     }
+    c.window = (uint32_t)window_value;
     if (interval &&
         parse_seconds(interval, "memory_interval", 1e-5, "1e-05",
                       &c.memory_interval_ns) < 0) {
@@ -244,6 +256,15 @@ profiler_stop(ProfilerObject *self, PyObject *unused)
 }
 
 static PyObject *
+report_failed(ap_status st)
+{
+    return st == AP_ERR_NOMEM
+               ? PyErr_NoMemory()
+               : PyErr_Format(PyExc_RuntimeError,
+                              "cannot build the report (status %d)", (int)st);
+}
+
+static PyObject *
 profiler_report_data(ProfilerObject *self, PyObject *unused)
 {
     (void)unused;
@@ -271,7 +292,12 @@ profiler_report_data(ProfilerObject *self, PyObject *unused)
         if (module == NULL) {
             return NULL;
         }
-        self->report = ap_report_to_python(ap_state(module), self->session,
+        ap_report *r = NULL;
+        ap_status st = ap_session_report(self->session, &r);
+        if (st != AP_OK) {
+            return report_failed(st);
+        }
+        self->report = ap_report_to_python(ap_state(module), r,
                                            self->gpu_trace);
         if (self->report == NULL ||
             PyDict_SetItemString(self->report, "gpu_status",
@@ -286,6 +312,35 @@ profiler_report_data(ProfilerObject *self, PyObject *unused)
         self->session = NULL;
     }
     return Py_NewRef(self->report);
+}
+
+static PyObject *
+profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->state != RUNNING || ap_session_is_foreign(self->session)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "snapshot() needs a running Profiler (started in "
+                        "this process); after stop(), use report()");
+        return NULL;
+    }
+    if (self->config.window == 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "snapshot() needs rolling windows: create the "
+                        "Profiler with window=N (the last N calls of each "
+                        "stage are kept)");
+        return NULL;
+    }
+    PyObject *module = PyType_GetModule(Py_TYPE(self));
+    if (module == NULL) {
+        return NULL;
+    }
+    ap_report *r = NULL;
+    ap_status st = ap_session_snapshot(self->session, &r);
+    if (st != AP_OK) {
+        return report_failed(st);
+    }
+    return ap_report_to_python(ap_state(module), r, NULL);
 }
 
 static PyObject *
@@ -330,6 +385,10 @@ static PyMethodDef profiler_methods[] = {
      "Stop recording; stages still open are closed and flagged."},
     {"report_data", (PyCFunction)profiler_report_data, METH_NOARGS,
      "The recorded data as a dict (built once, after stop())."},
+    {"snapshot_data", (PyCFunction)profiler_snapshot_data, METH_NOARGS,
+     "The data recorded so far, while running (needs window > 0): the "
+     "spans are the last `window` calls of each stage and thread, then the "
+     "calls open now."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -347,7 +406,7 @@ static PyType_Slot profiler_slots[] = {
     {Py_tp_methods, profiler_methods},
     {Py_tp_getset, profiler_getset},
     {Py_tp_doc, "Profiler(*, max_spans=1000000, memory=True, "
-                "memory_interval=0.001, cpu_resolution=2e-05)\n\n"
+                "memory_interval=0.001, cpu_resolution=2e-05, window=0)\n\n"
                 "Low-level session owner; use aquaprof.Profiler."},
     {0, NULL},
 };

@@ -144,18 +144,8 @@ memory_list(const ap_report *r)
 }
 
 PyObject *
-ap_report_to_python(ap_module_state *st, const ap_session *session,
-                    ap_gpu_trace *gpu)
+ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu)
 {
-    ap_report *r = NULL;
-    ap_status status = ap_session_report(session, &r);
-    if (status != AP_OK) {
-        return status == AP_ERR_NOMEM
-                   ? PyErr_NoMemory()
-                   : PyErr_Format(PyExc_RuntimeError,
-                                  "cannot build the report (status %d)",
-                                  (int)status);
-    }
     PyObject *stages = NULL, *threads = NULL, *spans = NULL, *memory = NULL;
     PyObject *result = NULL, *gpu_data = NULL;
     if (gpu) {

@@ -442,6 +442,52 @@ test_hooks_and_tags(void)
     finish(s, r);
 }
 
+static void
+test_snapshot_windows(void)
+{
+    ap_config c = default_config;
+    c.window = 3;
+    c.max_spans = 0;               /* rings work without span buffers */
+    c.memory = 1;
+    c.memory_interval_ns = 1000000;
+    ap_session *s = start(&c);
+    int outer, step;
+    ap_enter(name("outer"), 0, &outer);
+    for (int i = 1; i <= 5; i++) {
+        ap_enter(name("step"), i, &step);
+        ap_exit(&step, 0);
+    }
+    ap_report *r = NULL;
+    CHECK(ap_session_snapshot(s, &r) == AP_OK);
+    const ap_report_stage *st = find_stage(r, "outer/step");
+    CHECK(st && st->stats.count == 5 && find_stage(r, "outer")->stats.count
+          == 0);
+    /* the last 3 steps, oldest first, then the open outer call */
+    CHECK(r->nspans == 4 && r->nthreads == 1 && r->threads[0].spans == 4);
+    for (int i = 0; r->nspans == 4 && i < 3; i++) {
+        CHECK(&r->stages[r->spans[i].stage] == st);
+        CHECK(r->spans[i].items == i + 3 && r->spans[i].flags == 0);
+        CHECK(r->spans[i].parent == -1);
+        CHECK(r->spans[i].start_ns <= r->spans[i].end_ns);
+        CHECK(i == 0 || r->spans[i - 1].end_ns <= r->spans[i].start_ns);
+    }
+    if (r->nspans == 4) {
+        CHECK(r->spans[3].flags == AP_SPAN_UNCLOSED);
+        CHECK(r->spans[3].end_ns == r->stop_ns);
+        CHECK(r->spans[3].start_ns <= r->spans[0].start_ns);
+        CHECK(r->spans[3].cpu_ns >= 0);
+    }
+    CHECK(r->nmemory == 1 && r->memory[0].rss > 0 &&
+          r->memory[0].t_ns == r->stop_ns);
+    ap_report_free(r);
+    ap_exit(&outer, 0);
+    CHECK(ap_session_stop(s) == AP_OK);
+    CHECK(ap_session_snapshot(s, &r) == AP_ERR_INVALID);
+    ap_session_free(s);
+    c.window = AP_WINDOW_MAX + 1;
+    CHECK(ap_session_start(&c, &s) == AP_ERR_INVALID);
+}
+
 int
 main(void)
 {
@@ -456,6 +502,7 @@ main(void)
     test_rss_peak();
     test_rss_log_thins_evenly();
     test_hooks_and_tags();
+    test_snapshot_windows();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
