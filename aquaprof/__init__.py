@@ -41,6 +41,12 @@ def __getattr__(name: str):
     if name == "sweep":
         from .batch_sweep import sweep
         return sweep
+    if name in ("Monitor", "Alert"):
+        from . import monitor
+        return getattr(monitor, name)
+    if name == "Snapshot":
+        from .snapshot import Snapshot
+        return Snapshot
     raise AttributeError(f"module 'aquaprof' has no attribute {name!r}")
 
 
@@ -51,7 +57,7 @@ def load_ipython_extension(shell) -> None:
 
 
 __all__ = [
-    "History", "Profiler", "Report", "ReportError", "Stage", "StageStats",
-    "StagedFunction", "Timing", "active", "diff_flamegraph", "merge",
-    "stage", "sweep", "__version__",
+    "Alert", "History", "Monitor", "Profiler", "Report", "ReportError",
+    "Snapshot", "Stage", "StageStats", "StagedFunction", "Timing", "active",
+    "diff_flamegraph", "merge", "stage", "sweep", "__version__",
 ]

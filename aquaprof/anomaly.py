@@ -8,7 +8,7 @@ the jitter of sub-microsecond calls raises false alarms."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List
+from typing import TYPE_CHECKING, List, Tuple
 
 import numpy as np
 
@@ -27,6 +27,25 @@ class Anomaly:
     duration: float      # seconds
     usual: float         # median of the calls before, seconds
     score: float         # robust standard deviations above it
+    running: bool = False  # still open: duration is its age so far
+
+
+def check_limits(threshold: float, min_ratio: float) -> None:
+    if not threshold > 0 or not min_ratio >= 1:
+        raise ValueError("threshold must be > 0 and min_ratio >= 1")
+
+
+def outliers(current: np.ndarray, median: np.ndarray, mad: np.ndarray,
+             threshold: float, min_ratio: float, min_excess: float
+             ) -> Tuple[np.ndarray, np.ndarray]:
+    """Scores of durations (ns) against their history's median and MAD,
+    and which of them are flagged."""
+    # a floor under the spread: 1 % of the median, so that a stage with
+    # identical calls still needs a real jump
+    spread = np.maximum(1.4826 * mad, 0.01 * median)
+    score = (current - median) / np.where(spread > 0, spread, 1.0)
+    return score, ((score > threshold) & (current >= min_ratio * median) &
+                   (current - median >= min_excess * 1e9))
 
 
 def find_anomalies(report: "Report", window: int = 50,
@@ -36,8 +55,7 @@ def find_anomalies(report: "Report", window: int = 50,
             window < MIN_HISTORY:
         raise ValueError(f"window must be an int >= {MIN_HISTORY}, got "
                          f"{window!r}")
-    if not threshold > 0 or not min_ratio >= 1:
-        raise ValueError("threshold must be > 0 and min_ratio >= 1")
+    check_limits(threshold, min_ratio)
     spans = report.spans()
     origin = report.meta["start_ns"]
     found: List[Anomaly] = []
@@ -61,13 +79,9 @@ def find_anomalies(report: "Report", window: int = 50,
             median[lo:lo + BLOCK] = np.nanmedian(block, axis=1)
             mad[lo:lo + BLOCK] = np.nanmedian(
                 np.abs(block - median[lo:lo + BLOCK, None]), axis=1)
-        # a floor under the spread: 1 % of the median, so that a stage
-        # with identical calls still needs a real jump
-        spread = np.maximum(1.4826 * mad, 0.01 * median)
-        score = (current - median) / np.where(spread > 0, spread, 1.0)
-        hits = np.flatnonzero((score > threshold) &
-                              (current >= min_ratio * median) &
-                              (current - median >= min_excess * 1e9))
+        score, flagged = outliers(current, median, mad, threshold,
+                                  min_ratio, min_excess)
+        hits = np.flatnonzero(flagged)
         for k in hits:
             i = index[MIN_HISTORY + k]
             found.append(Anomaly(

@@ -6,7 +6,7 @@ import platform
 import socket
 import sys
 import time
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from . import _core
 from .report import Report
@@ -40,17 +40,24 @@ class Profiler:
     cuda_sync: synchronize the device at every stage edge, the exact but
         pipeline-serializing style of stage timing: each stage's wall time
         then includes its GPU work, and the run changes its timing.
+    window: keep each stage's last `window` calls on each thread (48
+        bytes a call, allocated with the stage) for live figures while the
+        profiler runs: snapshot() and monitor(). 0 keeps none.
     """
 
     def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,
                  memory_interval: float = 0.001,
                  cpu_resolution: float = 20e-6, compensate: bool = True,
-                 cuda: Any = "auto", cuda_sync: bool = False):
+                 cuda: Any = "auto", cuda_sync: bool = False,
+                 window: int = 0):
         from .gpu import profiler_args
         self._core = _core.Profiler(max_spans=max_spans, memory=memory,
                                     memory_interval=memory_interval,
                                     cpu_resolution=cpu_resolution,
+                                    window=window,
                                     **profiler_args(cuda, cuda_sync))
+        self.window: int = window
+        self._monitors: List[Any] = []
         self._settings = (cpu_resolution, memory)
         self._compensate = bool(compensate)
         self._overhead: Optional[dict] = None
@@ -67,7 +74,23 @@ class Profiler:
         return self
 
     def stop(self) -> None:
+        for monitor in self._monitors:
+            monitor.stop()
         self._core.stop()
+
+    def snapshot(self) -> Any:
+        """The figures so far while running (needs window=N): an
+        aquaprof.Snapshot with each stage's totals, rolling figures over
+        its last N calls, and its open calls."""
+        from .snapshot import Snapshot
+        return Snapshot(self._core.snapshot_data(), self.window)
+
+    def monitor(self, **options: Any) -> Any:
+        """Starts an aquaprof.Monitor on this profiler (see its options:
+        interval, on_alert, host_memory, gpu_memory, anomalies, rules,
+        prometheus); stop() stops it."""
+        from .monitor import Monitor
+        return Monitor(self, **options).start()
 
     @property
     def running(self) -> bool:

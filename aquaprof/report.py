@@ -41,6 +41,15 @@ _META_FIELDS = {
 }
 
 
+def stage_paths(stages: Sequence[Dict[str, Any]]) -> List[str]:
+    """The ``outer/inner`` path of each stage dict (parents come first)."""
+    paths: List[str] = []
+    for s in stages:
+        prefix = paths[s["parent"]] + "/" if s["parent"] >= 0 else ""
+        paths.append(prefix + s["name"])
+    return paths
+
+
 class ReportError(ValueError):
     """A file or dict that is not a valid aquaprof report."""
 
@@ -154,11 +163,7 @@ class Report:
         stages = [dict(s, hist=[tuple(p) for p in s["hist"]])
                   for s in data["stages"]]
         self._data = dict(data, stages=stages)
-        self._paths: List[str] = []
-        for s in stages:
-            parent = s["parent"]
-            prefix = self._paths[parent] + "/" if parent >= 0 else ""
-            self._paths.append(prefix + s["name"])
+        self._paths = stage_paths(stages)
         wall = self.wall
         self._stats = [
             StageStats(i, self._paths[i],

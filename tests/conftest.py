@@ -35,5 +35,5 @@ def busy(seconds):
 
 @pytest.fixture(scope="session")
 def fakes(tmp_path_factory):
-    """The folder of the fake libcuda.so and libcupti.so (fake_gpu.py)."""
+    """The folder of the fake GPU libraries (fake_gpu.py)."""
     return build_fakes(tmp_path_factory.mktemp("fakes"))

@@ -24,12 +24,15 @@ def cupti_include():
 
 
 def build_fakes(out):
-    """Builds the fake libcuda.so and libcupti.so into out."""
+    """Builds the fake libcuda.so, libnvidia-ml.so and (with cupti.h)
+    libcupti.so into out."""
     cc = os.environ.get("CC", "cc")
     flags = ["-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE", "-Wall",
              "-Wextra", "-Werror"]
-    subprocess.run([cc, *flags, "-o", out / "libcuda.so",
-                    FAKES / "fake_cuda.c"], check=True)
+    for lib, source in (("libcuda.so", "fake_cuda.c"),
+                        ("libnvidia-ml.so", "fake_nvml.c")):
+        subprocess.run([cc, *flags, "-o", out / lib, FAKES / source],
+                       check=True)
     if _core.HAVE_CUPTI:
         include = cupti_include()
         assert include, "aquaprof was built with cupti.h: so must the fake"

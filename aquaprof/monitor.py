@@ -1,0 +1,227 @@
+"""Monitor: watches a running Profiler(window=N) from a background thread.
+Every `interval` seconds it takes a snapshot, checks it against the limits
+and rules it was given, calls on_alert for each new alert, and keeps every
+alert in .alerts. It can publish the rolling figures to Prometheus.
+
+An alert fires when its condition becomes true and again only after it
+has been false: a memory limit crossed once gives one alert, not one per
+check; an anomalous call is reported once.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional,
+                    Sequence, Tuple)
+
+from ._format import fmt_bytes, fmt_time
+from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from .profiler import Profiler
+
+Rule = Callable[[Snapshot], Optional[str]]
+
+
+@dataclass
+class Alert:
+    kind: str                   # host_memory, gpu_memory, anomaly, rule
+    message: str
+    elapsed: float              # seconds since the profiler started
+    value: Optional[float] = None
+    limit: Optional[float] = None
+    stage: Optional[str] = None
+
+    def __str__(self) -> str:
+        return f"[aquaprof {fmt_time(self.elapsed)}] {self.kind}: " \
+               f"{self.message}"
+
+
+def _limit(value: Any, what: str) -> Optional[int]:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{what} must be a number of bytes > 0, got "
+                         f"{value!r}")
+    return value
+
+
+class Monitor:
+    """Watches prof (a running or about to run Profiler(window=N)).
+
+    interval: seconds between checks.
+    on_alert: called with each new Alert, on the monitor's thread; what it
+        raises is kept in .errors and warned about once, and never stops
+        the monitor.
+    host_memory: alert when the process RSS goes above this many bytes.
+    gpu_memory: alert when a device's memory in use (NVML, every process)
+        goes above this many bytes; RuntimeError at start when NVML cannot
+        be read, so that a limit asked for is never silently unwatched.
+    anomalies: alert on calls far outside their stage's window
+        (Snapshot.anomalies(threshold)), open calls included.
+    rules: callables taking a Snapshot and returning a message (alert) or
+        None; a rule that raises gives an alert saying so.
+    prometheus: a port to serve the figures on (prometheus_client's HTTP
+        server, all interfaces), or a prometheus_client registry to
+        register them with; None for neither.
+    """
+
+    def __init__(self, prof: "Profiler", *, interval: float = 1.0,
+                 on_alert: Optional[Callable[[Alert], Any]] = None,
+                 host_memory: Optional[int] = None,
+                 gpu_memory: Optional[int] = None, anomalies: bool = True,
+                 threshold: float = 6.0, rules: Sequence[Rule] = (),
+                 prometheus: Any = None):
+        if not prof.window:
+            raise ValueError("a Monitor needs rolling windows: create the "
+                             "Profiler with window=N")
+        if isinstance(interval, bool) or not isinstance(
+                interval, (int, float)) or not 0.001 <= interval <= 3600:
+            raise ValueError(f"interval must be between 0.001 and 3600 "
+                             f"seconds, got {interval!r}")
+        if on_alert is not None and not callable(on_alert):
+            raise ValueError("on_alert must be callable")
+        if not all(callable(r) for r in rules):
+            raise ValueError("rules must be callables taking a Snapshot")
+        if not threshold > 0:
+            raise ValueError(f"threshold must be > 0, got {threshold!r}")
+        self.prof = prof
+        self.interval = float(interval)
+        self.on_alert = on_alert
+        self.host_memory = _limit(host_memory, "host_memory")
+        self.gpu_memory = _limit(gpu_memory, "gpu_memory")
+        self.anomalies = bool(anomalies)
+        self.threshold = threshold
+        self.rules = list(rules)
+        #: every alert raised, oldest first
+        self.alerts: List[Alert] = []
+        #: (alert, exception) for each on_alert call that raised
+        self.errors: List[Tuple[Alert, BaseException]] = []
+        #: the latest snapshot taken, None before the first check
+        self.last: Optional[Snapshot] = None
+        #: device memory in use at the latest check (NVML), when watched
+        self.gpu_used: Optional[List[int]] = None
+        self._active: Dict[Any, bool] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._server: Any = None
+        self._prometheus = prometheus
+        if self.gpu_memory is not None:
+            from .nvml import memory_used
+            self._gpu = memory_used
+            memory_used()      # RuntimeError now if NVML cannot be read
+        #: the port the Prometheus figures are served on, when they are
+        self.prometheus_port: Optional[int] = None
+        if prometheus is not None:
+            from .prometheus import register
+            self._server = register(self, prometheus)
+            self.prometheus_port = getattr(self._server, "server_port", None)
+
+    # ------------------------------------------------------------ checks
+    def _edge(self, key: Any, on: bool) -> bool:
+        """True when the condition `key` has just become true."""
+        was = self._active.get(key, False)
+        self._active[key] = on
+        return on and not was
+
+    def check(self) -> List[Alert]:
+        """Takes a snapshot now, raises the alerts it calls for and returns
+        them (also kept in .alerts). Called by the monitor's thread every
+        interval; may be called directly."""
+        with self._lock:
+            snap = self.prof.snapshot()
+            self.last = snap
+            new: List[Alert] = []
+            if self.host_memory and snap.rss is not None and self._edge(
+                    "host_memory", snap.rss > self.host_memory):
+                new.append(Alert(
+                    "host_memory", f"RSS {fmt_bytes(snap.rss)} above the "
+                    f"limit of {fmt_bytes(self.host_memory)}", snap.elapsed,
+                    snap.rss, self.host_memory))
+            if self.gpu_memory:
+                self.gpu_used = self._gpu()
+                for device, used in enumerate(self.gpu_used):
+                    if self._edge(("gpu_memory", device),
+                                  used > self.gpu_memory):
+                        new.append(Alert(
+                            "gpu_memory", f"device {device} has "
+                            f"{fmt_bytes(used)} in use, above the limit of "
+                            f"{fmt_bytes(self.gpu_memory)}", snap.elapsed,
+                            used, self.gpu_memory))
+            if self.anomalies:
+                for a in snap.anomalies(self.threshold):
+                    start_ns = int(snap.spans()["start_ns"][a.span])
+                    if self._edge(("anomaly", a.path, start_ns), True):
+                        what = "still open after" if a.running else "took"
+                        new.append(Alert(
+                            "anomaly", f"{a.path}: a call {what} "
+                            f"{fmt_time(a.duration)}, usually "
+                            f"{fmt_time(a.usual)} ({a.score:.0f} robust SD "
+                            f"above)", snap.elapsed, a.duration, a.usual,
+                            a.path))
+            for i, rule in enumerate(self.rules):
+                try:
+                    message = rule(snap)
+                except Exception as e:   # a broken rule is worth an alert
+                    message = f"rule {i} ({rule!r}) raised {e!r}"
+                if self._edge(("rule", i), message is not None):
+                    new.append(Alert("rule", str(message), snap.elapsed))
+            self.alerts.extend(new)
+        for alert in new:
+            self._notify(alert)
+        return new
+
+    def _notify(self, alert: Alert) -> None:
+        if self.on_alert is None:
+            return
+        try:
+            self.on_alert(alert)
+        except Exception as e:     # the user's callback: never stop on it
+            if not self.errors:
+                warnings.warn(f"aquaprof Monitor: on_alert raised "
+                              f"{e!r}; kept in Monitor.errors",
+                              RuntimeWarning, stacklevel=2)
+            self.errors.append((alert, e))
+
+    # ----------------------------------------------------------- running
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            if not self.prof.running:
+                break
+            try:
+                self.check()
+            except RuntimeError:
+                if self.prof.running:   # stopped between the two: done
+                    raise
+
+    def start(self) -> "Monitor":
+        if self._thread is not None:
+            raise RuntimeError("this Monitor has already started")
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="aquaprof-monitor")
+        self.prof._monitors.append(self)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops the thread (and the Prometheus server it started)."""
+        self._stop.set()
+        if self._thread is not None and \
+                self._thread is not threading.current_thread():
+            self._thread.join()
+        if self._server is not None and hasattr(self._server, "shutdown"):
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> "Monitor":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return (f"<aquaprof.Monitor every {self.interval:g} s, "
+                f"{len(self.alerts)} alerts>")

@@ -1,0 +1,247 @@
+"""Live figures: Profiler(window=N).snapshot(), the Monitor's alerts and
+callbacks, GPU memory through a fake NVML, and the Prometheus exporter."""
+import ctypes
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import aquaprof as ap
+import aquaprof.nvml
+from aquaprof import _core
+from aquaprof.snapshot import Snapshot
+
+
+def test_snapshot_keeps_the_last_calls_of_every_thread():
+    def worker():
+        for i in range(3):
+            with ap.stage("step", items=100):
+                time.sleep(0.001)
+
+    with ap.Profiler(window=5) as prof:
+        for i in range(8):
+            with ap.stage("step", items=i):
+                pass
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        with ap.stage("outer"):
+            snap = prof.snapshot()
+    assert isinstance(snap, Snapshot) and snap.window == 5
+    spans = snap.spans()
+    step = snap.recent["step"]
+    assert snap.stages["step"].count == 11 and step.calls == 5
+    # the latest five of both threads: the worker's 3 and the main's last 2
+    closed = spans[(spans["flags"] == 0)]
+    kept = closed[np.argsort(closed["end_ns"])][-5:]
+    assert sorted(kept["items"].tolist()) == [6, 7, 100, 100, 100]
+    wall = (kept["end_ns"] - kept["start_ns"]) * 1e-9
+    assert step.mean == pytest.approx(wall.mean())
+    assert step.max == pytest.approx(wall.max())
+    assert step.last == pytest.approx(wall[-1])
+    assert step.throughput == pytest.approx(313 / wall.sum())
+    assert step.p95 == pytest.approx(np.sort(wall)[-1])
+    assert step.running == 0 and step.running_for is None
+    outer = snap.recent["outer"]
+    assert (outer.calls, outer.running, outer.mean) == (0, 1, None)
+    assert 0 <= outer.running_for <= snap.elapsed
+    assert snap.rss > 0 and snap.elapsed > 0
+    text = str(snap)
+    assert "last 5 calls" in text and "1 for" in text
+    row = {s["path"]: s for s in snap.to_dict()["stages"]}["step"]
+    assert row["count"] == 11 and row["calls"] == 5
+
+
+def test_snapshot_is_refused_without_a_window_or_a_run():
+    prof = ap.Profiler(window=10)
+    with pytest.raises(RuntimeError, match="needs a running Profiler"):
+        prof.snapshot()
+    with prof:
+        pass
+    with pytest.raises(RuntimeError, match="after stop"):
+        prof.snapshot()
+    with ap.Profiler() as prof:
+        with pytest.raises(RuntimeError, match=r"window=N"):
+            prof.snapshot()
+
+
+@pytest.mark.parametrize("window, error", [
+    (-1, ValueError), (True, TypeError), (1.5, TypeError),
+    ((1 << 20) + 1, ValueError)])
+def test_bad_window_is_refused(window, error):
+    with pytest.raises(error, match="window must be"):
+        ap.Profiler(window=window)
+
+
+def _with_durations(snap, durations_ms, open_ms=None):
+    """snap's data with its closed 'step' calls set to exact durations and
+    its open call (if any) to an exact age."""
+    data = dict(snap._data)
+    spans = data["spans"].copy()
+    end = data["stop_ns"]
+    for i, d in zip(np.flatnonzero(spans["flags"] == 0), durations_ms):
+        spans["start_ns"][i] = spans["end_ns"][i] - int(d * 1e6)
+    if open_ms is not None:
+        i = np.flatnonzero(spans["flags"] != 0)[-1]
+        spans["start_ns"][i] = end - int(open_ms * 1e6)
+    data["spans"] = spans
+    return Snapshot(data, snap.window)
+
+
+def test_snapshot_anomalies_flag_the_latest_call_and_a_hang():
+    with ap.Profiler(window=30) as prof:
+        for _ in range(20):
+            with ap.stage("step"):
+                pass
+        with ap.stage("step"):
+            real = prof.snapshot()
+    steady = [1.0 + 0.01 * (i % 3) for i in range(20)]
+    assert _with_durations(real, steady, open_ms=1.2).anomalies() == []
+    slow = _with_durations(real, steady[:-1] + [9.0], open_ms=0.5)
+    (a,) = slow.anomalies()
+    assert (a.path, a.running) == ("step", False)
+    assert a.duration == pytest.approx(9e-3) and \
+        a.usual == pytest.approx(1.01e-3)
+    hung = _with_durations(real, steady, open_ms=40.0)
+    (a,) = hung.anomalies()
+    assert a.running and a.duration == pytest.approx(40e-3)
+    assert hung.spans()["flags"][a.span] == _core.SPAN_UNCLOSED
+    with pytest.raises(ValueError, match="threshold"):
+        hung.anomalies(threshold=0)
+
+
+def test_monitor_alerts_once_per_crossing_and_keeps_callback_errors():
+    seen = []
+
+    def on_alert(alert):
+        seen.append(alert)
+        raise KeyError("the pager is down")
+
+    with ap.Profiler(window=10) as prof:
+        with ap.stage("load"):
+            pass
+        mon = ap.Monitor(prof, host_memory=1 << 20, on_alert=on_alert,
+                         rules=[lambda s: "three loads" if
+                                s.stages["load"].count >= 3 else None,
+                                lambda s: 1 / 0])
+        with pytest.warns(RuntimeWarning, match="on_alert raised"):
+            first = mon.check()
+        assert [a.kind for a in first] == ["host_memory", "rule"]
+        assert "above the limit of 1.0 MiB" in first[0].message
+        assert first[0].value > first[0].limit == 1 << 20
+        assert "raised ZeroDivisionError" in first[1].message
+        assert mon.check() == []                 # still above: no repeat
+        for _ in range(2):
+            with ap.stage("load"):
+                pass
+        (third,) = mon.check()
+        assert third.message == "three loads"
+        mon.host_memory = 1 << 50                # back under: re-armed
+        assert mon.check() == []
+        mon.host_memory = 1 << 20
+        assert [a.kind for a in mon.check()] == ["host_memory"]
+    assert seen == mon.alerts and len(mon.alerts) == 4
+    assert [type(e) for _, e in mon.errors] == [KeyError] * 4
+    assert mon.last.stages["load"].count == 3
+
+
+def test_monitor_thread_alerts_while_a_stage_hangs():
+    alerts = []
+    with ap.Profiler(window=50) as prof:
+        for _ in range(20):
+            with ap.stage("step"):
+                time.sleep(0.001)
+        mon = prof.monitor(interval=0.01, on_alert=alerts.append)
+        with ap.stage("step"):
+            deadline = time.monotonic() + 5
+            # (a preempted 1 ms call may be flagged too: look past it)
+            while time.monotonic() < deadline and not any(
+                    "still open" in a.message for a in alerts):
+                time.sleep(0.01)
+            hung = [a for a in alerts if "still open" in a.message]
+    assert hung, "no alert while the call hung"
+    assert hung[0].kind == "anomaly" and hung[0].stage == "step"
+    assert hung[0].message.startswith("step: a call still open after ")
+    assert len(hung) == 1                        # once per call
+    assert not mon._thread.is_alive()            # stopped with the profiler
+    assert str(hung[0]).startswith("[aquaprof ")
+
+
+def test_gpu_memory_alerts_through_nvml(fakes, monkeypatch):
+    monkeypatch.setenv("AQUAPROF_LIBNVML", str(fakes / "libnvidia-ml.so"))
+    monkeypatch.setattr(aquaprof.nvml, "_lib", None)
+    fake = ctypes.CDLL(str(fakes / "libnvidia-ml.so"))
+    fake.fake_nvml_set(2, 0, ctypes.c_ulonglong(10 << 30))
+    fake.fake_nvml_set(2, 1, ctypes.c_ulonglong(70 << 30))
+    with ap.Profiler(window=10) as prof:
+        mon = ap.Monitor(prof, gpu_memory=64 << 30, anomalies=False)
+        (alert,) = mon.check()
+        assert alert.kind == "gpu_memory" and alert.value == 70 << 30
+        assert alert.message.startswith("device 1 has 70.0 GiB in use")
+        assert mon.gpu_used == [10 << 30, 70 << 30]
+        fake.fake_nvml_set(2, 0, ctypes.c_ulonglong(65 << 30))
+        assert [a.message[:8] for a in mon.check()] == ["device 0"]
+
+
+def test_gpu_memory_limit_without_nvml_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("AQUAPROF_LIBNVML", str(tmp_path / "none.so"))
+    monkeypatch.setattr(aquaprof.nvml, "_lib", None)
+    with ap.Profiler(window=10) as prof:
+        with pytest.raises(RuntimeError, match="no NVML: cannot open"):
+            ap.Monitor(prof, gpu_memory=1 << 30)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"interval": 0}, "interval must be"),
+    ({"interval": True}, "interval must be"),
+    ({"host_memory": -1}, "host_memory must be"),
+    ({"gpu_memory": 1.5}, "gpu_memory must be"),
+    ({"on_alert": 3}, "on_alert must be callable"),
+    ({"rules": [3]}, "rules must be callables"),
+    ({"threshold": 0}, "threshold must be"),
+    ({"prometheus": "9100"}, "prometheus must be a port"),
+    ({"prometheus": 70000}, "port must be 0..65535"),
+])
+def test_bad_monitor_options_are_refused(options, message):
+    with ap.Profiler(window=10) as prof:
+        with pytest.raises(ValueError, match=message):
+            ap.Monitor(prof, **options)
+    with ap.Profiler() as prof:
+        with pytest.raises(ValueError, match="window=N"):
+            ap.Monitor(prof)
+
+
+def _metrics(text):
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and line[0] != "#"}
+
+
+def test_prometheus_registry_and_http_server():
+    prometheus_client = pytest.importorskip("prometheus_client")
+    registry = prometheus_client.CollectorRegistry()
+    with ap.Profiler(window=10) as prof:
+        for i in range(4):
+            with ap.stage("step", items=2):
+                time.sleep(0.001)
+        mon = prof.monitor(interval=60, prometheus=registry)
+        served = prof.monitor(interval=60, prometheus=0)
+        got = _metrics(prometheus_client.generate_latest(registry).decode())
+        url = f"http://127.0.0.1:{served.prometheus_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            over_http = _metrics(response.read().decode())
+        snap = prof.snapshot()
+    assert got['aquaprof_stage_calls_total{stage="step"}'] == 4
+    assert over_http['aquaprof_stage_calls_total{stage="step"}'] == 4
+    recent = snap.recent["step"]
+    assert got['aquaprof_stage_recent_mean_seconds{stage="step"}'] == \
+        pytest.approx(recent.mean)
+    assert got['aquaprof_stage_recent_items_per_second{stage="step"}'] == \
+        pytest.approx(recent.throughput)
+    assert got['aquaprof_stage_open_seconds{stage="step"}'] == 0
+    assert got["aquaprof_host_rss_bytes"] > 0
+    assert got['aquaprof_alerts_total{kind="anomaly"}'] == 0
+    assert mon._server is None and served._server is None   # shut down
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=2)
