@@ -28,7 +28,10 @@ class Collector:
         _client()
         from prometheus_client import core
         mon = self.monitor
-        snap = mon.prof.snapshot() if mon.prof.running else mon.last
+        try:
+            snap = mon.prof.snapshot()
+        except RuntimeError:          # stopped: its last figures
+            snap = mon.last
         if snap is None:
             return
         stage = ["stage"]

@@ -158,6 +158,8 @@ def run(loops: int, repeats: int) -> Dict[str, float]:
         ("stage pair, on", make_stage_loop(stage), profiler_on, 1),
         ("stage pair, on, no raw spans kept", make_stage_loop(stage),
          lambda: ap.Profiler(max_spans=0), 1),
+        ("stage pair, on, window=1000", make_stage_loop(stage),
+         lambda: ap.Profiler(max_spans=2**31 - 1, window=1000), 1),
         ("stage('x') inline, on", inline_stage_loop, profiler_on, 1),
         ("decorated call, on", make_call_loop(staged), profiler_on, 1),
         ("contextmanager + perf_counter", contextmanager_loop, None, 0.1),
@@ -201,6 +203,8 @@ def checks(r: Dict[str, float]) -> Dict[str, float]:
             r["decorated call, on"] - plain,
         "contextmanager / stage pair on":
             r["contextmanager + perf_counter"] / on,
+        "window=1000, ns added per pair":
+            r["stage pair, on, window=1000"] - on,
     }
     floor = r.get("floor: do-nothing C cm, aquaprof's protocol")
     if floor is not None:

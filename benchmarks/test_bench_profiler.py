@@ -119,3 +119,24 @@ def test_report_building(benchmark, spans):
     # what building the report adds to the process, at worst over rounds
     benchmark.extra_info["bytes_per_span"] = state["grown"] / spans
     assert state["report"].spans_recorded == spans
+
+
+def test_stage_pair_on_window(benchmark):
+    """A stage pair with window=1000: the ring write it adds."""
+    benchmark.extra_info["ops"] = LOOP
+    with ap.Profiler(max_spans=2**31 - 1, window=1000):
+        benchmark(loop_with(ap.stage("on")))
+
+
+def test_snapshot_50_stages_full_windows(benchmark):
+    """prof.snapshot() with 50 stages of 1000 kept calls each: what a
+    monitor check or a Prometheus scrape costs (under the GIL)."""
+    stages = [ap.stage(f"s{i}") for i in range(50)]
+    with ap.Profiler(window=1000, max_spans=0) as prof:
+        for stage in stages:
+            for _ in range(1000):
+                with stage:
+                    pass
+        snap = benchmark(prof.snapshot)
+    benchmark.extra_info["calls_kept"] = 50_000
+    assert sum(r.calls for r in snap.recent.values()) == 50_000

@@ -113,3 +113,28 @@ def test_plane_sweep_kernels_are_attributed():
     assert "ap_cost_kernel" in cost
     assert [k.name for k in rep["depth"].cuda.top_kernels] == \
         ["ap_extract_kernel"]
+
+
+def test_diagnose_classes_planted_on_the_device():
+    """Issue 7's GPU workloads on a real device: a Python loop of tiny
+    tensor ops is launch-bound, large pageable uploads are
+    transfer-bound, big matmuls waited on are gpu-bound."""
+    small = torch.ones(64, device="cuda")
+    host = torch.randn(64 << 20)                 # 256 MiB, pageable
+    big = torch.randn(8192, 8192, device="cuda")
+    torch.cuda.synchronize()
+    with ap.Profiler(cuda=True) as prof:
+        for _ in range(5):
+            with ap.stage("tiny"):
+                for _ in range(200):
+                    small.add_(1)
+        with ap.stage("upload"):
+            for _ in range(3):
+                host.to("cuda")
+        with ap.stage("matmul"):
+            for _ in range(10):
+                big @ big
+            torch.cuda.synchronize()
+    found = {f.path: f.kind for f in prof.report().diagnose(top=3)}
+    assert found == {"tiny": "launch-bound", "upload": "transfer-bound",
+                     "matmul": "gpu-bound"}, found
