@@ -60,10 +60,19 @@ def errors():
                  lambda: ap.stage("a/b"), lambda: ap.stage("x", items=-1),
                  lambda: ap.Profiler(max_spans=-1),
                  lambda: ap.Profiler(memory_interval=0),
+                 lambda: ap.Profiler(window=-1),
+                 lambda: ap.Profiler(window="10"),
                  lambda: ap.stage("x")(42)):
         try:
             call()
         except (TypeError, ValueError):
+            pass
+    prof = ap.Profiler()
+    for call in (prof.snapshot, prof.start, prof.snapshot, prof.stop,
+                 prof.snapshot):
+        try:
+            call()
+        except RuntimeError:
             pass
 
 
@@ -78,6 +87,20 @@ def test_profiling_cycles_allocate_nothing_that_stays():
                 pass
         prof.report()
     assert blocks_after(cycle, rounds=300) < 20
+
+
+def test_snapshots_allocate_nothing_that_stays():
+    with ap.Profiler(window=8) as prof:
+        with ap.stage("open"):
+            for _ in range(20):
+                with ap.stage("step", items=1):
+                    pass
+            raw = prof._core.snapshot_data()
+            count = sys.getrefcount(raw["spans"])   # the dict's and ours
+            assert count == 2
+            del raw
+            assert blocks_after(prof._core.snapshot_data, rounds=600) < 20
+            assert blocks_after(prof.snapshot, rounds=400) < 20
 
 
 # ------------------------------------------- aquaprof._mvs, every entry

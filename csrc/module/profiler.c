@@ -255,13 +255,25 @@ profiler_stop(ProfilerObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* A core report (or the status that kept one from being built) as
+ * Python data. */
 static PyObject *
-report_failed(ap_status st)
+report_dict(ProfilerObject *self, ap_status st, ap_report *r,
+            ap_gpu_trace *gpu)
 {
-    return st == AP_ERR_NOMEM
-               ? PyErr_NoMemory()
-               : PyErr_Format(PyExc_RuntimeError,
-                              "cannot build the report (status %d)", (int)st);
+    if (st != AP_OK) {
+        return st == AP_ERR_NOMEM
+                   ? PyErr_NoMemory()
+                   : PyErr_Format(PyExc_RuntimeError,
+                                  "cannot build the report (status %d)",
+                                  (int)st);
+    }
+    PyObject *module = PyType_GetModule(Py_TYPE(self));
+    if (module == NULL) {
+        ap_report_free(r);
+        return NULL;
+    }
+    return ap_report_to_python(ap_state(module), r, gpu);
 }
 
 static PyObject *
@@ -288,17 +300,9 @@ profiler_report_data(ProfilerObject *self, PyObject *unused)
         return NULL;
     }
     if (self->report == NULL) {
-        PyObject *module = PyType_GetModule(Py_TYPE(self));
-        if (module == NULL) {
-            return NULL;
-        }
         ap_report *r = NULL;
         ap_status st = ap_session_report(self->session, &r);
-        if (st != AP_OK) {
-            return report_failed(st);
-        }
-        self->report = ap_report_to_python(ap_state(module), r,
-                                           self->gpu_trace);
+        self->report = report_dict(self, st, r, self->gpu_trace);
         if (self->report == NULL ||
             PyDict_SetItemString(self->report, "gpu_status",
                                  self->gpu_status) < 0) {
@@ -331,16 +335,9 @@ profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
                         "stage are kept)");
         return NULL;
     }
-    PyObject *module = PyType_GetModule(Py_TYPE(self));
-    if (module == NULL) {
-        return NULL;
-    }
     ap_report *r = NULL;
     ap_status st = ap_session_snapshot(self->session, &r);
-    if (st != AP_OK) {
-        return report_failed(st);
-    }
-    return ap_report_to_python(ap_state(module), r, NULL);
+    return report_dict(self, st, r, NULL);
 }
 
 static PyObject *
