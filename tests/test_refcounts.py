@@ -100,7 +100,6 @@ def test_snapshots_allocate_nothing_that_stays():
             assert count == 2
             del raw
             assert blocks_after(prof._core.snapshot_data, rounds=600) < 20
-            assert blocks_after(prof.snapshot, rounds=400) < 20
 
 
 # ------------------------------------------- aquaprof._mvs, every entry
