@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from . import _core
-from ._format import fmt_bytes, fmt_time
+from ._format import _table, fmt_bytes, fmt_rate, fmt_time
 from .anomaly import MIN_HISTORY, Anomaly, check_limits, outliers
 from .report import StageStats, stage_paths
 
@@ -145,23 +145,18 @@ class Snapshot:
                 f"{', RSS ' + fmt_bytes(self.rss) if self.rss else ''}; "
                 f"rolling figures over each stage's last {self.window} "
                 f"calls")
+        def t(x: Optional[float]) -> str:
+            return fmt_time(x) if x is not None else "-"
+
         rows = [("stage", "calls", "total", "mean", "p95", "last",
-                 "items/s", "open")]
+                 "throughput", "open")]
         for p, r in self.recent.items():
-            t = (lambda x: fmt_time(x) if x is not None else "-")
             rows.append((p, str(self.stages[p].count),
                          fmt_time(self.stages[p].wall.total), t(r.mean),
-                         t(r.p95), t(r.last),
-                         f"{r.throughput:.4g}" if r.throughput else "-",
+                         t(r.p95), t(r.last), fmt_rate(r.throughput),
                          f"{r.running} for {fmt_time(r.running_for)}"
                          if r.running else "-"))
-        widths = [max(len(row[i]) for row in rows) for i in range(8)]
-        lines = [head]
-        for row in rows:
-            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                   for i, (c, w) in
-                                   enumerate(zip(row, widths))).rstrip())
-        return "\n".join(lines)
+        return "\n".join([head] + _table(rows))
 
     def __repr__(self) -> str:
         return (f"<aquaprof.Snapshot at {self.elapsed:.3f} s, "
