@@ -127,6 +127,13 @@ copy_kind(uint8_t kind)
     }
 }
 
+/* Fields that CUPTI's record types name alike wherever they have them. */
+#define TIMES(e, r) \
+    ((e).start_ns = (int64_t)(r)->start, (e).end_ns = (int64_t)(r)->end)
+#define ORIGIN(e, r)                                                   \
+    ((e).correlation = (r)->correlationId, (e).device = (r)->deviceId, \
+     (e).stream = (r)->streamId)
+
 /* One record into the trace; -1 for want of memory. */
 static int
 add(const CUpti_Activity *record)
@@ -143,30 +150,26 @@ add(const CUpti_Activity *record)
         if (name < 0) {
             return -1;
         }
-        e = (ap_gpu_event){
-            .start_ns = (int64_t)k->start, .end_ns = (int64_t)k->end,
-            .span = -1, .stage = -1, .correlation = k->correlationId,
-            .name = (uint32_t)name, .device = k->deviceId,
-            .stream = k->streamId,
-            .grid = {(uint32_t)k->gridX, (uint32_t)k->gridY,
-                     (uint32_t)k->gridZ},
-            .block = {(uint32_t)k->blockX, (uint32_t)k->blockY,
-                      (uint32_t)k->blockZ},
-            .shared = (uint32_t)(k->staticSharedMemory +
-                                 k->dynamicSharedMemory),
-            .registers = k->registersPerThread, .kind = AP_GPU_KERNEL,
-        };
+        e.kind = AP_GPU_KERNEL;
+        TIMES(e, k);
+        ORIGIN(e, k);
+        e.name = (uint32_t)name;
+        e.grid[0] = (uint32_t)k->gridX;
+        e.grid[1] = (uint32_t)k->gridY;
+        e.grid[2] = (uint32_t)k->gridZ;
+        e.block[0] = (uint32_t)k->blockX;
+        e.block[1] = (uint32_t)k->blockY;
+        e.block[2] = (uint32_t)k->blockZ;
+        e.shared = (uint32_t)(k->staticSharedMemory + k->dynamicSharedMemory);
+        e.registers = k->registersPerThread;
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = (const void *)record;
         e.kind = AP_GPU_MEMCPY;
-        e.start_ns = (int64_t)m->start;
-        e.end_ns = (int64_t)m->end;
+        TIMES(e, m);
+        ORIGIN(e, m);
         e.bytes = (int64_t)m->bytes;
-        e.correlation = m->correlationId;
-        e.device = m->deviceId;
-        e.stream = m->streamId;
         e.copy = copy_kind(m->copyKind);
         e.pinned = m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED ||
                    m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
@@ -175,12 +178,9 @@ add(const CUpti_Activity *record)
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const void *)record;
         e.kind = AP_GPU_MEMSET;
-        e.start_ns = (int64_t)m->start;
-        e.end_ns = (int64_t)m->end;
+        TIMES(e, m);
+        ORIGIN(e, m);
         e.bytes = (int64_t)m->bytes;
-        e.correlation = m->correlationId;
-        e.device = m->deviceId;
-        e.stream = m->streamId;
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
@@ -198,18 +198,15 @@ add(const CUpti_Activity *record)
             return 0;
         }
         e.start_ns = e.end_ns = (int64_t)m->timestamp;
+        ORIGIN(e, m);
         e.bytes = (int64_t)m->bytes;
-        e.correlation = m->correlationId;
-        e.device = m->deviceId;
-        e.stream = m->streamId;
         break;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const CUpti_ActivitySynchronization2 *s = (const void *)record;
         e.kind = AP_GPU_SYNC;
-        e.start_ns = (int64_t)s->start;
-        e.end_ns = (int64_t)s->end;
-        e.correlation = s->correlationId;
+        TIMES(e, s);
+        e.correlation = s->correlationId;   /* it names no device */
         e.stream = s->streamId;
         break;
     }
