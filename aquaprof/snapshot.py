@@ -77,7 +77,9 @@ class Snapshot:
             for i, (p, s) in enumerate(zip(paths, data["stages"]))}
         spans = data["spans"]
         is_open = (spans["flags"] & _core.SPAN_UNCLOSED) != 0
+        # per stage id: its kept closed calls, latest last, and open calls
         self._closed: Dict[int, np.ndarray] = {}
+        self._open: Dict[int, np.ndarray] = {}
         self.recent: Dict[str, Recent] = {}
         for sid, path in enumerate(paths):
             mine = spans["stage"] == sid
@@ -86,8 +88,9 @@ class Snapshot:
             closed = closed[np.argsort(spans["end_ns"][closed],
                                        kind="stable")][-window:]
             self._closed[sid] = closed
+            self._open[sid] = np.flatnonzero(mine & is_open)
             self.recent[path] = _recent(path, spans[closed],
-                                        spans[mine & is_open], now)
+                                        spans[self._open[sid]], now)
 
     def spans(self) -> np.ndarray:
         """The kept calls (SPAN_DTYPE, parent -1): each stage's last
@@ -109,12 +112,10 @@ class Snapshot:
             closed = self._closed[sid]
             d = (spans["end_ns"][closed] - spans["start_ns"][closed]).astype(
                 np.float64)
-            open_ = np.flatnonzero((spans["stage"] == sid) &
-                                   ((spans["flags"] & _core.SPAN_UNCLOSED) != 0))
             judged = [(int(closed[-1]), d[-1], d[:-1], False)] \
                 if len(d) > MIN_HISTORY else []
             judged += [(int(i), float(now - spans["start_ns"][i]), d, True)
-                       for i in open_ if len(d) >= MIN_HISTORY]
+                       for i in self._open[sid] if len(d) >= MIN_HISTORY]
             for i, current, history, running in judged:
                 median = np.median(history)
                 mad = np.median(np.abs(history - median))
