@@ -300,9 +300,11 @@ ap_session_snapshot(ap_session *s, ap_report **out)
     }
     free(threads);
     if (s->config.memory) {
+        /* stamped like the open calls' ends: with the monotonic tick
+         * source now.ns and the mapped now.ticks may differ by a tick */
         r->memory[r->nmemory++] = (ap_rss_sample){
-            now.ns, atomic_load_explicit(&s->rss.current,
-                                         memory_order_relaxed),
+            r->stop_ns, atomic_load_explicit(&s->rss.current,
+                                             memory_order_relaxed),
         };
     }
     *out = r;
