@@ -315,6 +315,23 @@ def test_bad_input(call, error, message):
         call()
 
 
+def test_images_of_more_than_2_31_pixels_are_refused_without_a_copy():
+    huge = np.broadcast_to(np.float32(0.5), (1 << 16, 1 << 15))  # 2^31
+    with pytest.raises(ValueError, match="src has 2147483648 pixels"):
+        mvs.warp(huge, CAM, CAM, 1.0)
+    with pytest.raises(ValueError, match="ref has 2147483648 pixels"):
+        mvs.build_cost_volume(huge, [huge], CAM, [CAM], [1.0])
+    with pytest.raises(ValueError, match="src has images of more than"):
+        _mvs.warp(huge, CAM.params, CAM.params, 1.0)
+    out = np.empty((2, 2, 1), np.float32)
+    with pytest.raises(ValueError, match="ref has images of more than"):
+        _mvs.cost_volume(huge, huge[None], CAM.params, CAM.params[None],
+                         np.ones(1), 0, 1, 0, 5, 1, out)
+    with pytest.raises(ValueError, match="srcs has images of more than"):
+        _mvs.cost_volume(IMG, huge[None], CAM.params, CAM.params[None],
+                         np.ones(1), 0, 1, 0, 5, 1, out)
+
+
 def test_the_binding_rejects_what_python_would_have_caught():
     """The C layer checks too: no input reaches the kernels unchecked."""
     with pytest.raises(ValueError, match="ref_cam must be 1-D .last "

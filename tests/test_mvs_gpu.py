@@ -73,6 +73,12 @@ def test_gpu_arrays_are_read_and_checked():
         _gpu.GpuArray(FakeTorchTensor(), "ref", 3)
     with pytest.raises(ValueError, match="ref must be C-contiguous"):
         _gpu.GpuArray(FakeTorchTensor(strides=(4, 16)), "ref", 2)
+    huge = FakeTorchTensor(shape=(1 << 16, 1 << 15))
+    with pytest.raises(ValueError, match="ref has 2147483648 pixels"):
+        _gpu.images(huge, [huge])
+    with pytest.raises(ValueError, match="ref must be at least 2 x 2"):
+        _gpu.images(FakeTorchTensor(shape=(1, 6)),
+                    FakeTorchTensor(shape=(1, 1, 6)))
 
 
 SCENE = scenes.make_scene("flat", views=3, height=24, width=32)
@@ -93,9 +99,10 @@ def test_the_gpu_binding_rejects_bad_arguments_before_any_launch():
         f(*args)
 
     for f, good, bad in [
-        (_mvs.gpu_warp, warp, [{"a3": 1}, {"a2": 0}, {"a9": 0}]),
+        (_mvs.gpu_warp, warp, [{"a3": 1}, {"a2": 0}, {"a9": 0},
+                               {"a3": 1 << 16, "a4": 1 << 15}]),
         (_mvs.gpu_cost_volume, volume,
-         [{"a13": 3}, {"a14": 4}, {"a14": 65}, {"a4": 0}, {"a12": 7},
+         [{"a5": 1 << 16, "a6": 1 << 15}, {"a13": 3}, {"a14": 4}, {"a14": 65}, {"a4": 0}, {"a12": 7},
           {"a11": -1}, {"a15": 0}]),
         (_mvs.gpu_extract_depth, extract, [{"a5": 0}, {"a8": 0}]),
     ]:

@@ -14,6 +14,7 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from .. import _mvs
+from ._limits import check_image_size
 
 DLPACK_CUDA, DLPACK_CUDA_MANAGED = 2, 13
 
@@ -133,6 +134,7 @@ def images(ref: object, srcs: object) -> Tuple[GpuArray, GpuArray, int]:
     """ref (H, W) and srcs ((N, H, W) or a sequence of (H, W)) on one GPU:
     the reference, the stacked views, and N."""
     ref_view = GpuArray(ref, "ref", 2)
+    check_image_size(ref_view.shape, "ref")   # before stacking the views
     if isinstance(srcs, (list, tuple)):
         if not srcs:
             raise ValueError("srcs must hold at least one source view")
@@ -152,8 +154,6 @@ def images(ref: object, srcs: object) -> Tuple[GpuArray, GpuArray, int]:
             raise ValueError(f"srcs has shape {stack.shape}, ref has "
                              f"{ref_view.shape}")
     _same_device(ref_view, stack, "srcs")
-    if min(ref_view.shape) < 2:
-        raise ValueError(f"ref must be at least 2 x 2, got {ref_view.shape}")
     return ref_view, stack, stack.shape[0]
 
 

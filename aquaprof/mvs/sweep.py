@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _mvs
 from . import _gpu
+from ._limits import check_image_size
 from .camera import Camera
 
 COSTS = {"ncc": 0, "ssim": 1, "sad": 2}
@@ -21,8 +22,7 @@ def _image(value: object, name: str) -> np.ndarray:
     if value.dtype != np.float32 or value.ndim != 2:
         raise ValueError(f"{name} must be float32 (H, W), got {value.dtype} "
                          f"{value.shape}")
-    if value.shape[0] < 2 or value.shape[1] < 2:
-        raise ValueError(f"{name} must be at least 2 x 2, got {value.shape}")
+    check_image_size(value.shape, name)
     if not np.isfinite(value).all():
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return value

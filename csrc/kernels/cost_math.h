@@ -11,7 +11,9 @@
 #include "sweep.h"
 
 /* Bilinear from img (h, w) at (u, v), pixel centres at integers; NaN
- * where u or v is NaN (not seen) or (u, v) lies outside the image. */
+ * where u or v is NaN (not seen) or (u, v) lies outside the image. The
+ * index is an int (images hold fewer than 2^31 pixels): the C loops
+ * around it become gathers. */
 static inline AP_HD float
 ap_bilinear(const float *img, int h, int w, double u, double v)
 {
@@ -21,9 +23,11 @@ ap_bilinear(const float *img, int h, int w, double u, double v)
     x0 = x0 > w - 2 ? w - 2 : x0;
     y0 = y0 > h - 2 ? h - 2 : y0;
     double fx = x - x0, fy = y - y0;
-    const float *q = img + (size_t)y0 * w + x0;
-    double top = q[0] + fx * (q[1] - q[0]);
-    double bottom = q[w] + fx * (q[w + 1] - q[w]);
+    int k = y0 * w + x0;
+    double q00 = img[k], q01 = img[k + 1];
+    double q10 = img[k + w], q11 = img[k + w + 1];
+    double top = q00 + fx * (q01 - q00);
+    double bottom = q10 + fx * (q11 - q10);
     float value = (float)(top + fy * (bottom - top));
     return inside ? value : NAN;
 }

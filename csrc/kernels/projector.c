@@ -157,7 +157,7 @@ ap_projector_free(ap_projector *p)
  * that vectorise, and the table and image lookups apart. */
 #define CHUNK 128
 
-static void
+AP_VECTOR_CLONES void
 sample_chunk(const float *restrict img, int h, int w, int n,
              const double *restrict u, const double *restrict v,
              float *restrict out)
@@ -214,24 +214,29 @@ place_chunk(const ap_projector *restrict p, const double *restrict ox,
 }
 
 /* The table's bilinear guess; a NaN point lands on cell 0. */
-static void
+AP_VECTOR_CLONES void
 guess_chunk(const ap_projector *restrict p, int n,
             const double *restrict under, const double *restrict dist,
             double *restrict r)
 {
     int tn = p->tn, last = tn - 2;
+    double dscale = p->t_dscale, z0 = p->t_z0, zscale = p->t_zscale;
+    double top = last + 1.0;
+    const double *restrict table = p->table;
     for (int i = 0; i < n; i++) {
-        double fi = dist[i] * p->t_dscale;
-        double fj = (under[i] - p->t_z0) * p->t_zscale;
-        fi = fi > 0 ? (fi < last + 1.0 ? fi : last + 1.0) : 0.0;
-        fj = fj > 0 ? (fj < last + 1.0 ? fj : last + 1.0) : 0.0;
+        double fi = dist[i] * dscale;
+        double fj = (under[i] - z0) * zscale;
+        fi = fi > 0 ? (fi < top ? fi : top) : 0.0;
+        fj = fj > 0 ? (fj < top ? fj : top) : 0.0;
         int ti = (int)fi, tj = (int)fj;
         ti = ti > last ? last : ti;
         tj = tj > last ? last : tj;
         double a = fi - ti, c = fj - tj;
-        const double *t = p->table + ti * tn + tj;
-        double near = t[0] + c * (t[1] - t[0]);
-        double far = t[tn] + c * (t[tn + 1] - t[tn]);
+        int k = ti * tn + tj;
+        double t00 = table[k], t01 = table[k + 1];
+        double t10 = table[k + tn], t11 = table[k + tn + 1];
+        double near = t00 + c * (t01 - t00);
+        double far = t10 + c * (t11 - t10);
         r[i] = near + a * (far - near);
     }
 }

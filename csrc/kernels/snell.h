@@ -15,13 +15,12 @@ static inline AP_HD double
 ap_snell_step(double r, double dist, double depth, double hc, double na,
               double nw)
 {
-    double a2 = r * r + hc * hc, a = sqrt(a2);
-    double w = dist - r, b2 = w * w + depth * depth, b = sqrt(b2);
-    /* one division for both 1/a and 1/b */
-    double inv_ab = 1.0 / (a * b), inv_a = b * inv_ab, inv_b = a * inv_ab;
-    double f = na * r * inv_a - nw * w * inv_b;
-    double df = na * hc * hc * inv_a * inv_a * inv_a +
-                nw * depth * depth * inv_b * inv_b * inv_b;
+    double a = sqrt(r * r + hc * hc);
+    double w = dist - r, b = sqrt(w * w + depth * depth);
+    /* f = na r / a - nw w / b and f' = na hc^2 / a^3 + nw depth^2 / b^3,
+     * both scaled by a^3 b^3 so that f / f' takes one division */
+    double f = a * a * b * b * (na * r * b - nw * w * a);
+    double df = na * hc * hc * b * b * b + nw * depth * depth * a * a * a;
     r -= f / df;
     r = r < 0 ? 0 : r;
     return r > dist ? dist : r;

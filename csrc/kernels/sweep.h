@@ -18,6 +18,10 @@ typedef enum { AP_COST_NCC = 0, AP_COST_SSIM = 1, AP_COST_SAD = 2 } ap_cost;
 /* Rows a worker takes of one depth plane: fixed, because sliding window
  * sums depend (in the last bits) on where they start. */
 #define AP_SWEEP_BAND 128
+/* Images hold at most this many pixels, so that a pixel's index is an
+ * int (the CPU loops gather through int indices, the kernels index
+ * with ints). */
+#define AP_MAX_PIXELS 2147483647LL
 /* Below this variance a window has no texture to correlate: cost 1. */
 #define AP_NCC_MIN_VARIANCE 1e-10
 

@@ -55,22 +55,37 @@ ap_add_row(double *cols, int w, ap_cost cost, const float *ref,
     }
 }
 
-/* Box sums of nq rows of column sums, from prefix sums (nq rows of w +
- * 1). The prefixes run side by side: each is a chain of dependent adds,
- * and one at a time they would wait on the adder's latency. */
-static void
-box_sums(const double *restrict cols, int nq, int w, int r,
-         double *restrict prefix, double *restrict out)
+/* Prefix sums of nq rows of w, side by side into nq rows of w + 1: each
+ * is a chain of dependent adds, and one at a time they would wait on the
+ * adder's latency. The running sums stay in registers once nq is a
+ * constant (the callers below pass one). */
+static inline void
+prefix_sums(const double *restrict cols, int nq, int w,
+            double *restrict prefix)
 {
     size_t stride = (size_t)w + 1;
+    double run[AP_NQ] = {0.0};
     for (int k = 0; k < nq; k++) {
         prefix[k * stride] = 0.0;
     }
     for (int x = 0; x < w; x++) {
         for (int k = 0; k < nq; k++) {
-            prefix[k * stride + x + 1] = prefix[k * stride + x] +
-                                         cols[(size_t)k * w + x];
+            run[k] += cols[(size_t)k * w + x];
+            prefix[k * stride + x + 1] = run[k];
         }
+    }
+}
+
+/* Box sums of nq rows of column sums, from their prefix sums. */
+AP_VECTOR_CLONES void
+ap_box_sums(const double *restrict cols, int nq, int w, int r,
+            double *restrict prefix, double *restrict out)
+{
+    size_t stride = (size_t)w + 1;
+    if (nq == AP_NQ) {
+        prefix_sums(cols, AP_NQ, w, prefix);
+    } else {
+        prefix_sums(cols, 2, w, prefix);
     }
     /* the borders clamp the window, the inside needs no clamp */
     int left = r < w ? r : w, right = w - r > left ? w - r : left;
@@ -157,7 +172,7 @@ ap_add_row_costs(const double *cols, int w, int radius, ap_cost cost,
         }
     }
     if (cost != AP_COST_SSIM) {
-        box_sums(cols, nq, w, radius, scratch, sums);
+        ap_box_sums(cols, nq, w, radius, scratch, sums);
     }
     double full = (double)(2 * radius + 1) * (2 * radius + 1);
     if (cost == AP_COST_NCC) {

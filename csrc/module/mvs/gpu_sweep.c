@@ -137,7 +137,8 @@ ap_gpu_warp(PyObject *module, PyObject *args)
         ap_mvs_camera(src_params, &cam, "src_cam") < 0) {
         return NULL;
     }
-    if (h < 2 || w < 2 || !src || !rays || !out) {
+    if (h < 2 || w < 2 || (long long)h * w > AP_MAX_PIXELS || !src ||
+        !rays || !out) {
         PyErr_SetString(PyExc_ValueError, "bad image size or null pointer");
         return NULL;
     }
@@ -187,7 +188,7 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
     }
     if (cost < AP_COST_NCC || cost > AP_COST_SAD || window < 3 ||
         window % 2 == 0 || window > AP_MAX_WINDOW || h < 2 || w < 2 ||
-        n < 1 || d < 1 || first < 0 || count < 1 || count > d - first ||
+        (long long)h * w > AP_MAX_PIXELS || n < 1 || d < 1 || first < 0 || count < 1 || count > d - first ||
         !ref || !srcs || !depths || !rays || !out) {
         PyErr_SetString(PyExc_ValueError, "bad sizes, planes, cost, window "
                         "or null pointer");

@@ -31,6 +31,22 @@ ap_mvs_array(PyObject *obj, int type, int ndim, npy_intp last,
     return a;
 }
 
+PyArrayObject *
+ap_mvs_images(PyObject *obj, int ndim, const char *what)
+{
+    /* checked before the conversion, which could copy a huge view */
+    if (PyArray_Check(obj) &&
+        PyArray_NDIM((PyArrayObject *)obj) == ndim &&
+        (long long)PyArray_DIM((PyArrayObject *)obj, ndim - 2) *
+                PyArray_DIM((PyArrayObject *)obj, ndim - 1) >
+            AP_MAX_PIXELS) {
+        PyErr_Format(PyExc_ValueError, "%s has images of more than "
+                     "2^31 - 1 pixels", what);
+        return NULL;
+    }
+    return ap_mvs_array(obj, NPY_FLOAT, ndim, 0, what);
+}
+
 int
 ap_mvs_camera(PyObject *obj, ap_camera *cam, const char *what)
 {
@@ -166,7 +182,7 @@ warp(PyObject *module, PyObject *args)
         ap_mvs_camera(src_params, &src, "src_cam") < 0) {
         return NULL;
     }
-    PyArrayObject *img = ap_mvs_array(src_obj, NPY_FLOAT, 2, 0, "src");
+    PyArrayObject *img = ap_mvs_images(src_obj, 2, "src");
     if (img == NULL) {
         return NULL;
     }
@@ -209,8 +225,8 @@ cost_volume(PyObject *module, PyObject *args)
     PyArrayObject *ref = NULL, *srcs = NULL, *depths = NULL, *cams = NULL;
     PyObject *result = NULL;
     if (ap_mvs_camera(ref_params, &ref_cam, "ref_cam") < 0 ||
-        !(ref = ap_mvs_array(ref_obj, NPY_FLOAT, 2, 0, "ref")) ||
-        !(srcs = ap_mvs_array(srcs_obj, NPY_FLOAT, 3, 0, "srcs")) ||
+        !(ref = ap_mvs_images(ref_obj, 2, "ref")) ||
+        !(srcs = ap_mvs_images(srcs_obj, 3, "srcs")) ||
         !(depths = ap_mvs_array(depths_obj, NPY_DOUBLE, 1, 0, "depths")) ||
         !(cams = ap_mvs_array(src_params, NPY_DOUBLE, 2, AP_CAMERA_PARAMS,
                           "src_cams"))) {

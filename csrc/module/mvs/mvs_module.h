@@ -14,12 +14,17 @@
 #include <numpy/arrayobject.h>
 
 #include "../../kernels/camera.h"
+#include "../../kernels/sweep.h"
 
 /* A C-contiguous, aligned NumPy array of type, ndim dims (and last
  * dimension `last` when last > 0). New reference, or NULL with ValueError
  * naming what. */
 PyArrayObject *ap_mvs_array(PyObject *obj, int type, int ndim,
                             npy_intp last, const char *what);
+
+/* ap_mvs_array of float32 images whose last two dimensions hold at most
+ * AP_MAX_PIXELS pixels (ValueError naming what otherwise). */
+PyArrayObject *ap_mvs_images(PyObject *obj, int ndim, const char *what);
 
 /* Fills cam from a float64 (AP_CAMERA_PARAMS,) array. 0, or -1 with
  * ValueError naming what. */
