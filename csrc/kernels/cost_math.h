@@ -60,12 +60,12 @@ static inline AP_HD double
 ap_ncc_cost(double full, double n, double sr, double ss, double srr,
             double sss, double srs)
 {
-    ap_moments m = ap_window_moments(n, sr, ss, srr, sss, srs);
-    double vr = m.vr, vs = m.vs;
-    double ncc = m.cov / sqrt(vr * vs);
+    /* the moments times n^2, which spares the division by n */
+    double vr = n * srr - sr * sr, vs = n * sss - ss * ss;
+    double ncc = (n * srs - sr * ss) / sqrt(vr * vs);
     ncc = ncc > 1 ? 1 : (ncc < -1 ? -1 : ncc);
-    int flat = (n < full / 2) | (vr < AP_NCC_MIN_VARIANCE) |
-               (vs < AP_NCC_MIN_VARIANCE);
+    double least = AP_NCC_MIN_VARIANCE * n * n;
+    int flat = (n < full / 2) | (vr < least) | (vs < least);
     return flat ? 1.0 : 1.0 - ncc;
 }
 

@@ -124,7 +124,8 @@ typedef struct {
     atomic_int failed;
 } sweep_job;
 
-/* A worker's memory: per view a ring of warped rows (2 radius + 1) and
+/* A worker's memory: per view a ring of warped rows (2 radius + 2: the
+ * window's and the one entering it) and
  * AP_NQ column sums; window sums and a cost row shared by the views. */
 typedef struct {
     float *ring;
@@ -134,7 +135,7 @@ typedef struct {
 static int
 workspace_make(workspace *ws, const ap_sweep_args *a)
 {
-    size_t w = (size_t)a->w, rows = (size_t)(a->window | 1);
+    size_t w = (size_t)a->w, rows = (size_t)(a->window | 1) + 1;
     ws->ring = malloc((size_t)a->n * rows * w * sizeof(float));
     ws->cols = malloc((size_t)a->n * AP_NQ * w * sizeof(double));
     ws->scratch = malloc(2 * AP_NQ * (w + 1) * sizeof(double));
@@ -151,7 +152,7 @@ workspace_free(workspace *ws)
     free(ws->acc);
 }
 
-/* View v's slot for image row y in the ring of 2 radius + 1 rows. */
+/* View v's slot for image row y in the ring of 2 radius + 2 rows. */
 static float *
 ring_row(const workspace *ws, int v, int y, int ring_rows, int w)
 {
@@ -166,7 +167,7 @@ static void
 sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
 {
     const ap_sweep_args *a = job->args;
-    int w = a->w, h = a->h, r = a->window / 2, ring_rows = 2 * r + 1;
+    int w = a->w, h = a->h, r = a->window / 2, ring_rows = 2 * r + 2;
     size_t cols_size = AP_NQ * (size_t)w;
     double depth = a->depths[a->first + plane];
     int box = a->cost != AP_COST_SSIM;
@@ -177,24 +178,31 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
     for (int yo = y0; yo < y1; yo++) {
         int want_lo = yo - r < 0 ? 0 : yo - r;
         int want_hi = yo + r + 1 > h ? h : yo + r + 1;
-        for (; box && lo < want_lo; lo++) {
+        for (; next < want_hi; next++) {
+            const double *rays[6];
+            ray_row(job->rays, next, rays);
+            int leaves = box && lo < want_lo;   /* one row in, one out */
+            for (int v = 0; v < a->n; v++) {
+                float *row = ring_row(ws, v, next, ring_rows, w);
+                double *cols = ws->cols + v * cols_size;
+                const float *ref = a->ref + (size_t)next * w;
+                ap_project_sample(&job->proj[v], rays, w, depth,
+                                  a->srcs + (size_t)v * h * w, h, w, row);
+                if (leaves) {
+                    ap_slide_row(cols, w, a->cost, a->ref + (size_t)lo * w,
+                                 ring_row(ws, v, lo, ring_rows, w), ref,
+                                 row, 1.0);
+                } else if (box) {
+                    ap_add_row(cols, w, a->cost, ref, row, 1.0);
+                }
+            }
+            lo += leaves;
+        }
+        for (; box && lo < want_lo; lo++) {     /* the bottom edge */
             for (int v = 0; v < a->n; v++) {
                 ap_add_row(ws->cols + v * cols_size, w, a->cost,
                            a->ref + (size_t)lo * w,
                            ring_row(ws, v, lo, ring_rows, w), -1.0);
-            }
-        }
-        for (; next < want_hi; next++) {
-            const double *rays[6];
-            ray_row(job->rays, next, rays);
-            for (int v = 0; v < a->n; v++) {
-                float *row = ring_row(ws, v, next, ring_rows, w);
-                ap_project_sample(&job->proj[v], rays, w, depth,
-                                  a->srcs + (size_t)v * h * w, h, w, row);
-                if (box) {
-                    ap_add_row(ws->cols + v * cols_size, w, a->cost,
-                               a->ref + (size_t)next * w, row, 1.0);
-                }
             }
         }
         memset(ws->acc, 0, (size_t)w * sizeof(double));

@@ -5,53 +5,102 @@
 #include "cost_math.h"
 #include "vectorize.h"
 
-AP_VECTOR_CLONES void
-ap_add_quantities(int w, const float *restrict ref,
-                  const float *restrict warped, double weight,
-                  double *restrict count, double *restrict sr,
-                  double *restrict ss, double *restrict srr,
-                  double *restrict sss, double *restrict srs)
+/* Adds weight times the quantities of a row (NaN: not seen) to the
+ * column sums; with a row `out` leaving as well (out != NULL), its
+ * quantities are taken out first, so that a window slid one row sums to
+ * the same bits as one row taken out and another put in. */
+static inline void
+slide_quantities(int w, const float *restrict ref_out,
+                 const float *restrict out, const float *restrict ref,
+                 const float *restrict warped, double weight,
+                 double *restrict count, double *restrict sr,
+                 double *restrict ss, double *restrict srr,
+                 double *restrict sss, double *restrict srs)
 {
     for (int x = 0; x < w; x++) {
+        double n0 = count[x], r0 = sr[x], s0 = ss[x], rr0 = srr[x],
+               ss0 = sss[x], rs0 = srs[x];
+        if (out != NULL) {
+            int seen = out[x] == out[x];
+            double r = seen ? -1.0 * ref_out[x] : 0.0;
+            double s = seen ? (double)out[x] : 0.0;
+            n0 += seen ? -1.0 : 0.0;
+            r0 += r;
+            s0 += -1.0 * s;
+            rr0 += r * ref_out[x];
+            ss0 += -1.0 * s * s;
+            rs0 += r * s;
+        }
         int seen = warped[x] == warped[x];
         double r = seen ? weight * ref[x] : 0.0;
         double s = seen ? (double)warped[x] : 0.0;
-        count[x] += seen ? weight : 0.0;
-        sr[x] += r;
-        ss[x] += weight * s;
-        srr[x] += r * ref[x];
-        sss[x] += weight * s * s;
-        srs[x] += r * s;
+        count[x] = n0 + (seen ? weight : 0.0);
+        sr[x] = r0 + r;
+        ss[x] = s0 + weight * s;
+        srr[x] = rr0 + r * ref[x];
+        sss[x] = ss0 + weight * s * s;
+        srs[x] = rs0 + r * s;
     }
 }
 
-AP_VECTOR_CLONES void
-ap_add_differences(int w, const float *restrict ref,
-                   const float *restrict warped, double weight,
-                   double *restrict count, double *restrict sad)
+/* SAD's two quantities: the count and the absolute difference. */
+static inline void
+slide_differences(int w, const float *restrict ref_out,
+                  const float *restrict out, const float *restrict ref,
+                  const float *restrict warped, double weight,
+                  double *restrict count, double *restrict sad)
 {
     for (int x = 0; x < w; x++) {
+        double n0 = count[x], d0 = sad[x];
+        if (out != NULL) {
+            int seen = out[x] == out[x];
+            n0 += seen ? -1.0 : 0.0;
+            d0 += -1.0 * (seen ? fabs((double)ref_out[x] - out[x]) : 0.0);
+        }
         int seen = warped[x] == warped[x];
         double d = seen ? fabs((double)ref[x] - warped[x]) : 0.0;
-        count[x] += seen ? weight : 0.0;
-        sad[x] += weight * d;
+        count[x] = n0 + (seen ? weight : 0.0);
+        sad[x] = d0 + weight * d;
     }
+}
+
+#define Q(cols, w, k) ((cols) + (size_t)(k) * (w))
+
+AP_VECTOR_CLONES void
+ap_slide_quantities(double *cols, int w, const float *ref_out,
+                    const float *out, const float *ref, const float *warped,
+                    double weight)
+{
+    slide_quantities(w, ref_out, out, ref, warped, weight, Q(cols, w, 0),
+                     Q(cols, w, 1), Q(cols, w, 2), Q(cols, w, 3),
+                     Q(cols, w, 4), Q(cols, w, 5));
+}
+
+AP_VECTOR_CLONES void
+ap_slide_differences(double *cols, int w, const float *ref_out,
+                     const float *out, const float *ref, const float *warped,
+                     double weight)
+{
+    slide_differences(w, ref_out, out, ref, warped, weight, Q(cols, w, 0),
+                      Q(cols, w, 1));
 }
 
 void
 ap_add_row(double *cols, int w, ap_cost cost, const float *ref,
            const float *warped, double weight)
 {
-    double *q[AP_NQ];
-    for (int k = 0; k < AP_NQ; k++) {
-        q[k] = cols + (size_t)k * w;
-    }
+    ap_slide_row(cols, w, cost, NULL, NULL, ref, warped, weight);
+}
+
+void
+ap_slide_row(double *cols, int w, ap_cost cost, const float *ref_out,
+             const float *out, const float *ref, const float *warped,
+             double weight)
+{
     if (cost == AP_COST_SAD) {
-        ap_add_differences(w, ref, warped, weight, q[AP_Q_COUNT],
-                           q[AP_Q_R]);
+        ap_slide_differences(cols, w, ref_out, out, ref, warped, weight);
     } else {
-        ap_add_quantities(w, ref, warped, weight, q[0], q[1], q[2], q[3],
-                          q[4], q[5]);
+        ap_slide_quantities(cols, w, ref_out, out, ref, warped, weight);
     }
 }
 

@@ -14,6 +14,12 @@ enum { AP_Q_COUNT, AP_Q_R, AP_Q_S, AP_Q_RR, AP_Q_SS, AP_Q_RS, AP_NQ };
 void ap_add_row(double *cols, int w, ap_cost cost, const float *ref,
                 const float *warped, double weight);
 
+/* ap_add_row with weight 1 after the quantities of a row leaving the
+ * window (ref_out, out) are taken out: column sums slid down one row. */
+void ap_slide_row(double *cols, int w, ap_cost cost, const float *ref_out,
+                  const float *out, const float *ref, const float *warped,
+                  double weight);
+
 /* Adds to acc (w) the window cost of each pixel of a row whose column
  * sums are cols: box windows of 2 radius + 1, or for SSIM the Gaussian
  * weights gauss (2 radius + 1, summing to 1). scratch: 2 AP_NQ (w + 1)
