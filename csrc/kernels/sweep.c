@@ -113,6 +113,11 @@ ap_warp(const float *src, int h, int w, const ap_camera *ref,
 
 /* ------------------------------------------------------------ workers */
 
+/* A work item is one band through this many consecutive planes: a
+ * pixel's costs at 16 depths share a cache line, which one thread then
+ * fills while it is still in its cache. */
+#define PLANE_GROUP 16
+
 typedef struct {
     const ap_sweep_args *args;
     const ray_table *rays;
@@ -237,13 +242,17 @@ sweep_worker(void *arg)
         workspace_free(&ws);
         return NULL;
     }
-    int item;
+    int item, groups = (a->count + PLANE_GROUP - 1) / PLANE_GROUP;
     while ((item = atomic_fetch_add(&job->next_item, 1)) <
-           a->count * job->bands && !atomic_load(&job->failed)) {
-        int plane = item / job->bands, band = item % job->bands;
+           groups * job->bands && !atomic_load(&job->failed)) {
+        int group = item / job->bands, band = item % job->bands;
         int y0 = band * AP_SWEEP_BAND;
         int y1 = y0 + AP_SWEEP_BAND > a->h ? a->h : y0 + AP_SWEEP_BAND;
-        sweep_band(job, &ws, plane, y0, y1);
+        int end = (group + 1) * PLANE_GROUP;
+        end = end < a->count ? end : a->count;
+        for (int plane = group * PLANE_GROUP; plane < end; plane++) {
+            sweep_band(job, &ws, plane, y0, y1);
+        }
     }
     workspace_free(&ws);
     return NULL;
@@ -282,7 +291,7 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
     }
     int bands = (a->h + AP_SWEEP_BAND - 1) / AP_SWEEP_BAND;
     sweep_job job = {a, &rays, proj, gauss, bands, out, 0, 0};
-    int items = a->count * bands;
+    int items = (a->count + PLANE_GROUP - 1) / PLANE_GROUP * bands;
     int threads = a->threads < items ? a->threads : items;
     pthread_t *ids = malloc((size_t)threads * sizeof(*ids));
     int started = 0, status = ids ? 0 : -1;

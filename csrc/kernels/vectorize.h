@@ -1,16 +1,18 @@
 /* Kernel loops are written without branches or calls so that the compiler
- * vectorises them; on x86-64 Linux each such function also gets an AVX2
- * clone, picked at load time by the CPU it runs on. -std=c11 keeps
- * floating-point contraction off, so every clone gives the same bits.
- * GCC 12 vectorises only the default clone of a static function: cloned
- * functions have external linkage (hidden by -fvisibility=hidden). */
+ * vectorises them; on x86-64 Linux each such function also gets AVX-512
+ * and AVX2 clones, picked at load time by the CPU it runs on. -std=c11
+ * keeps floating-point contraction off, so every clone gives the same
+ * bits. GCC 12 vectorises only the default clone of a static function:
+ * cloned functions have external linkage (hidden by -fvisibility=hidden).
+ */
 #ifndef AP_VECTORIZE_H
 #define AP_VECTORIZE_H
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     defined(__linux__)
 #define AP_VECTOR_CLONES \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3",      \
+                                 "default")))
 #else
 #define AP_VECTOR_CLONES
 #endif

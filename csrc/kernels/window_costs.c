@@ -5,10 +5,27 @@
 #include "cost_math.h"
 #include "vectorize.h"
 
-/* Adds weight times the quantities of a row (NaN: not seen) to the
- * column sums; with a row `out` leaving as well (out != NULL), its
- * quantities are taken out first, so that a window slid one row sums to
- * the same bits as one row taken out and another put in. */
+/* weight times a sample's quantities: count, r, s, r^2, s^2, r s (all 0
+ * where the warped sample is NaN: not seen) */
+typedef struct {
+    double n, r, s, rr, ss, rs;
+} quantities;
+
+static inline quantities
+sample_quantities(float ref, float warped, double weight)
+{
+    int seen = warped == warped;
+    double r = seen ? weight * ref : 0.0;
+    double s = seen ? (double)warped : 0.0;
+    quantities q = {seen ? weight : 0.0, r, weight * s, r * ref,
+                    weight * s * s, r * s};
+    return q;
+}
+
+/* Adds weight times the quantities of a row to the column sums; with a
+ * row `out` leaving as well (out != NULL), its quantities are taken out
+ * first, so that a window slid one row sums to the same bits as one row
+ * taken out and another put in. */
 static inline void
 slide_quantities(int w, const float *restrict ref_out,
                  const float *restrict out, const float *restrict ref,
@@ -18,32 +35,33 @@ slide_quantities(int w, const float *restrict ref_out,
                  double *restrict sss, double *restrict srs)
 {
     for (int x = 0; x < w; x++) {
-        double n0 = count[x], r0 = sr[x], s0 = ss[x], rr0 = srr[x],
-               ss0 = sss[x], rs0 = srs[x];
+        quantities c = {count[x], sr[x], ss[x], srr[x], sss[x], srs[x]};
         if (out != NULL) {
-            int seen = out[x] == out[x];
-            double r = seen ? -1.0 * ref_out[x] : 0.0;
-            double s = seen ? (double)out[x] : 0.0;
-            n0 += seen ? -1.0 : 0.0;
-            r0 += r;
-            s0 += -1.0 * s;
-            rr0 += r * ref_out[x];
-            ss0 += -1.0 * s * s;
-            rs0 += r * s;
+            quantities q = sample_quantities(ref_out[x], out[x], -1.0);
+            c.n += q.n;
+            c.r += q.r;
+            c.s += q.s;
+            c.rr += q.rr;
+            c.ss += q.ss;
+            c.rs += q.rs;
         }
-        int seen = warped[x] == warped[x];
-        double r = seen ? weight * ref[x] : 0.0;
-        double s = seen ? (double)warped[x] : 0.0;
-        count[x] = n0 + (seen ? weight : 0.0);
-        sr[x] = r0 + r;
-        ss[x] = s0 + weight * s;
-        srr[x] = rr0 + r * ref[x];
-        sss[x] = ss0 + weight * s * s;
-        srs[x] = rs0 + r * s;
+        quantities q = sample_quantities(ref[x], warped[x], weight);
+        count[x] = c.n + q.n;
+        sr[x] = c.r + q.r;
+        ss[x] = c.s + q.s;
+        srr[x] = c.rr + q.rr;
+        sss[x] = c.ss + q.ss;
+        srs[x] = c.rs + q.rs;
     }
 }
 
-/* SAD's two quantities: the count and the absolute difference. */
+/* SAD's two quantities, the count and the absolute difference. */
+static inline double
+sample_difference(float ref, float warped)
+{
+    return warped == warped ? fabs((double)ref - warped) : 0.0;
+}
+
 static inline void
 slide_differences(int w, const float *restrict ref_out,
                   const float *restrict out, const float *restrict ref,
@@ -51,16 +69,13 @@ slide_differences(int w, const float *restrict ref_out,
                   double *restrict count, double *restrict sad)
 {
     for (int x = 0; x < w; x++) {
-        double n0 = count[x], d0 = sad[x];
+        double n = count[x], d = sad[x];
         if (out != NULL) {
-            int seen = out[x] == out[x];
-            n0 += seen ? -1.0 : 0.0;
-            d0 += -1.0 * (seen ? fabs((double)ref_out[x] - out[x]) : 0.0);
+            n += out[x] == out[x] ? -1.0 : 0.0;
+            d += -1.0 * sample_difference(ref_out[x], out[x]);
         }
-        int seen = warped[x] == warped[x];
-        double d = seen ? fabs((double)ref[x] - warped[x]) : 0.0;
-        count[x] = n0 + (seen ? weight : 0.0);
-        sad[x] = d0 + weight * d;
+        count[x] = n + (warped[x] == warped[x] ? weight : 0.0);
+        sad[x] = d + weight * sample_difference(ref[x], warped[x]);
     }
 }
 
