@@ -1,0 +1,64 @@
+"""A/B timing of two builds of aquaprof._mvs on bench_mvs.py's scene,
+alternating calls so that both see the same machine; says whether their
+cost volumes are the same to the bit.
+
+    cp aquaprof/_mvs*.so /tmp/a.so     # build A; then rebuild B
+    python benchmarks/ab_mvs.py /tmp/a.so aquaprof/_mvs*.so [--depths 64]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from aquaprof.mvs import scenes  # noqa: E402
+
+
+def load(path: str, tag: str):
+    spec = importlib.util.spec_from_file_location(f"{tag}._mvs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("a")
+    parser.add_argument("b")
+    parser.add_argument("--depths", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--kind", choices=["refractive", "pinhole"],
+                        default="refractive")
+    args = parser.parse_args()
+    builds = [load(args.a, "a"), load(args.b, "b")]
+    scene = scenes.make_scene("flat", args.kind, 5, 480, 640)
+    depths = np.linspace(*scene.depth_range(0.03), args.depths)
+    stack = np.stack(scene.images[1:])
+    cams = np.stack([c.params for c in scene.cameras[1:]])
+    times, volumes = [[], []], [None, None]
+    for _ in range(args.rounds):
+        for i, build in enumerate(builds):
+            out = np.empty(scene.ref.shape + (args.depths,), np.float32)
+            t = time.perf_counter()
+            build.cost_volume(scene.ref, stack, scene.ref_cam.params, cams,
+                              depths, 0, args.depths, 0, 11, 2, out)
+            times[i].append(time.perf_counter() - t)
+            volumes[i] = out
+    for name, t in zip((args.a, args.b), times):
+        print(f"{name}: min {min(t):.3f} s, median "
+              f"{statistics.median(t):.3f} s")
+    same = np.array_equal(volumes[0], volumes[1], equal_nan=True)
+    print(f"B / A (medians): "
+          f"{statistics.median(times[1]) / statistics.median(times[0]):.3f}"
+          f"; volumes {'identical' if same else 'differ'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
