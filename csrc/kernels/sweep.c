@@ -130,8 +130,8 @@ typedef struct {
 } sweep_job;
 
 /* A worker's memory: per view a ring of warped rows (2 radius + 2: the
- * window's and the one entering it) and
- * AP_NQ column sums; window sums and a cost row shared by the views. */
+ * window's and the one entering it) and AP_NQ column sums; window sums
+ * and a cost row shared by the views. */
 typedef struct {
     float *ring;
     double *cols, *scratch, *acc;
