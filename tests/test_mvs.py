@@ -184,8 +184,10 @@ def test_cost_volume_matches_the_reference(cost, refractive):
 
 
 def test_results_do_not_depend_on_threads_or_depth_batches():
-    sc = scenes.make_scene("flat", views=3, height=40, width=48)
-    depths = np.linspace(*sc.depth_range(0.03), 13)
+    # several bands of rows, and a plane count that leaves a work item
+    # of fewer planes than the others
+    sc = scenes.make_scene("flat", views=3, height=300, width=48)
+    depths = np.linspace(*sc.depth_range(0.03), 37)
     args = (sc.ref, sc.images[1:], sc.ref_cam, sc.cameras[1:], depths)
     base = mvs.build_cost_volume(*args, threads=1)
     for threads, batch in ((2, None), (3, 5), (8, 1)):

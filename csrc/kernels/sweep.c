@@ -113,9 +113,9 @@ ap_warp(const float *src, int h, int w, const ap_camera *ref,
 
 /* ------------------------------------------------------------ workers */
 
-/* A work item is one band through this many consecutive planes: a
- * pixel's costs at 16 depths share a cache line, which one thread then
- * fills while it is still in its cache. */
+/* A work item is one band through this many consecutive planes: its
+ * costs are staged plane by plane and written out a pixel at a time, so
+ * that a pixel's 16 costs (one cache line) are stored together. */
 #define PLANE_GROUP 16
 
 typedef struct {
@@ -131,9 +131,10 @@ typedef struct {
 
 /* A worker's memory: per view a ring of warped rows (2 radius + 2: the
  * window's and the one entering it) and AP_NQ column sums; window sums
- * and a cost row shared by the views. */
+ * and a cost row shared by the views; and the costs of the work item's
+ * planes, plane by plane, until they are written out pixel by pixel. */
 typedef struct {
-    float *ring;
+    float *ring, *staged;
     double *cols, *scratch, *acc;
 } workspace;
 
@@ -142,16 +143,20 @@ workspace_make(workspace *ws, const ap_sweep_args *a)
 {
     size_t w = (size_t)a->w, rows = (size_t)(a->window | 1) + 1;
     ws->ring = malloc((size_t)a->n * rows * w * sizeof(float));
+    ws->staged = malloc(PLANE_GROUP * AP_SWEEP_BAND * w * sizeof(float));
     ws->cols = malloc((size_t)a->n * AP_NQ * w * sizeof(double));
     ws->scratch = malloc(2 * AP_NQ * (w + 1) * sizeof(double));
     ws->acc = malloc(w * sizeof(double));
-    return ws->ring && ws->cols && ws->scratch && ws->acc ? 0 : -1;
+    return ws->ring && ws->staged && ws->cols && ws->scratch && ws->acc
+               ? 0
+               : -1;
 }
 
 static void
 workspace_free(workspace *ws)
 {
     free(ws->ring);
+    free(ws->staged);
     free(ws->cols);
     free(ws->scratch);
     free(ws->acc);
@@ -224,9 +229,38 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
             ap_add_row_costs(cols, w, r, a->cost, job->gauss, ws->scratch,
                              ws->acc);
         }
-        float *out = job->out + (size_t)yo * w * a->d + a->first + plane;
+        float *staged = ws->staged +
+                        ((size_t)(plane % PLANE_GROUP) * AP_SWEEP_BAND +
+                         (size_t)(yo - y0)) * w;
         for (int x = 0; x < w; x++) {
-            out[(size_t)x * a->d] = (float)(ws->acc[x] / a->n);
+            staged[x] = (float)(ws->acc[x] / a->n);
+        }
+    }
+}
+
+/* The staged costs of planes [first, first + count) into the volume's
+ * rows [y0, y1): written a pixel at a time, each pixel's planes are one
+ * stretch of memory, where written a plane at a time the volume's lines
+ * would each be fetched once a plane. */
+static void
+write_planes(const sweep_job *job, const workspace *ws, int first,
+             int count, int y0, int y1)
+{
+    const ap_sweep_args *a = job->args;
+    size_t w = (size_t)a->w, plane_size = AP_SWEEP_BAND * w;
+    for (int y = y0; y < y1; y++) {
+        const float *row = ws->staged + (size_t)(y - y0) * w;
+        float *out = job->out + (size_t)y * w * a->d + a->first + first;
+        for (size_t x = 0; x < w; x++) {
+            if (count == PLANE_GROUP) {     /* a constant trip count */
+                for (int k = 0; k < PLANE_GROUP; k++) {
+                    out[x * a->d + k] = row[k * plane_size + x];
+                }
+            } else {
+                for (int k = 0; k < count; k++) {
+                    out[x * a->d + k] = row[k * plane_size + x];
+                }
+            }
         }
     }
 }
@@ -253,6 +287,8 @@ sweep_worker(void *arg)
         for (int plane = group * PLANE_GROUP; plane < end; plane++) {
             sweep_band(job, &ws, plane, y0, y1);
         }
+        write_planes(job, &ws, group * PLANE_GROUP,
+                     end - group * PLANE_GROUP, y0, y1);
     }
     workspace_free(&ws);
     return NULL;
