@@ -93,54 +93,94 @@ solve(const ap_projector *p, double dist, double z, double r)
     return r;
 }
 
-/* Fills a table of tn points a side; returns the worst guess's error. */
+/* The converged share t = r / dist at (dist^2, z); right under the foot,
+ * its limit (paraxial Snell). */
 static double
-fill_table(ap_projector *p, int tn, double d_max, double z_min, double z_max)
+solve_share(const ap_projector *p, double dist2, double z, double guess)
+{
+    double dist = sqrt(dist2);
+    if (dist > 0) {
+        return solve(p, dist, z, guess * dist) / dist;
+    }
+    z = z > 0 ? z : 0.0;
+    return p->nw * p->hc / (p->nw * p->hc + p->na * z);
+}
+
+static double
+table_guess(const ap_projector *p, double fi, double fj)
+{
+    int ti = (int)fi, tj = (int)fj;
+    const double *t = p->table + ti * p->tn + tj;
+    double a = fi - ti, c = fj - tj;
+    double near = t[0] + c * (t[1] - t[0]);
+    double far = t[p->tn] + c * (t[p->tn + 1] - t[p->tn]);
+    return near + a * (far - near);
+}
+
+static void
+fill_table(ap_projector *p, int tn, double d2_max, double z_min,
+           double z_max)
 {
     p->tn = tn;
-    p->t_dscale = (tn - 1) / d_max;
+    p->t_dscale = (tn - 1) / d2_max;
     p->t_z0 = z_min;
     p->t_zscale = (tn - 1) / (z_max - z_min);
     for (int i = 0; i < tn; i++) {
-        double dist = i / p->t_dscale, r = 0.0;
+        double dist2 = i / p->t_dscale, t = 0.0;
         for (int j = 0; j < tn; j++) {
             double z = z_min + j / p->t_zscale;
             /* from the straight-line guess, then from the neighbour */
-            r = solve(p, dist, z, j ? r : dist * p->hc / (p->hc + z));
-            p->table[i * tn + j] = r;
+            t = solve_share(p, dist2, z, j ? t : p->hc / (p->hc + z));
+            p->table[i * tn + j] = t;
         }
     }
+}
+
+/* The worst error (m) at the table's cell centres, where bilinear
+ * guesses are worst, after `steps` steps from the guess. */
+static double
+table_error(const ap_projector *p, int steps)
+{
     double worst = 0.0;
-    for (int i = 0; i + 1 < tn; i++) {
-        double dist = (i + 0.5) / p->t_dscale;
-        for (int j = 0; j + 1 < tn; j++) {
-            double z = z_min + (j + 0.5) / p->t_zscale;
-            const double *t = p->table + i * tn + j;
-            double guess = 0.25 * (t[0] + t[1] + t[tn] + t[tn + 1]);
-            worst = fmax(worst, fabs(guess - solve(p, dist, z, guess)));
+    for (int i = 0; i + 1 < p->tn; i++) {
+        double dist2 = (i + 0.5) / p->t_dscale;
+        for (int j = 0; j + 1 < p->tn; j++) {
+            double z = p->t_z0 + (j + 0.5) / p->t_zscale;
+            double t = table_guess(p, i + 0.5, j + 0.5);
+            for (int k = 0; k < steps; k++) {
+                t = ap_snell_step_share(t, dist2, z, p->hc, p->na, p->nw);
+            }
+            double error = fabs(t - solve_share(p, dist2, z, t));
+            worst = fmax(worst, error * sqrt(dist2));
         }
     }
     return worst;
 }
 
 int
-ap_projector_tabulate(ap_projector *p, double d_max, double z_min,
+ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
                       double z_max)
 {
     /* a box that is empty or not under water still gets a valid table */
     z_min = z_min > 0 && isfinite(z_min) ? z_min : 0.0;
     z_max = z_max > z_min && isfinite(z_max) ? z_max : z_min + 1.0;
-    d_max = d_max > 0 && isfinite(d_max) ? d_max : 1.0;
+    d2_max = d2_max > 0 && isfinite(d2_max) ? d2_max : 1.0;
     for (int tn = TABLE_MIN;; tn = 2 * tn - 1) {
         free(p->table);
         p->table = malloc((size_t)tn * tn * sizeof(double));
         if (p->table == NULL) {
             return -1;
         }
-        double worst = fill_table(p, tn, d_max, z_min, z_max);
-        p->steps = worst <= AP_TABLE_TOLERANCE ? AP_NEWTON_TABLE
-                                               : AP_NEWTON_WARM;
-        if (worst <= AP_TABLE_TOLERANCE || 2 * tn - 1 > AP_TABLE_MAX) {
+        fill_table(p, tn, d2_max, z_min, z_max);
+        p->steps = AP_NEWTON_TABLE;
+        if (table_error(p, p->steps) <= AP_TABLE_TOLERANCE) {
+            return 0;
+        }
+        if (2 * tn - 1 > AP_TABLE_MAX) {
+            while (p->steps < AP_NEWTON_WARM &&
+                   table_error(p, p->steps) > AP_TABLE_TOLERANCE) {
+                p->steps++;
+            }
             return 0;
         }
     }
@@ -190,14 +230,14 @@ pinhole_chunk(const ap_projector *restrict p, const double *restrict ox,
 }
 
 /* The point of each ray in the interface frame: depth below the surface,
- * horizontal offset from the foot, and its length. */
+ * horizontal offset from the foot, and its squared length. */
 AP_VECTOR_CLONES void
 place_chunk(const ap_projector *restrict p, const double *restrict ox,
             const double *restrict oy, const double *restrict oz,
             const double *restrict dx, const double *restrict dy,
             const double *restrict dz, int n, double depth,
             double *restrict under, double *restrict hx,
-            double *restrict hy, double *restrict dist)
+            double *restrict hy, double *restrict dist2)
 {
     const double *b = p->below, *e1 = p->e1, *e2 = p->e2;
     for (int i = 0; i < n; i++) {
@@ -209,22 +249,22 @@ place_chunk(const ap_projector *restrict p, const double *restrict ox,
         under[i] = b[3] - (b[0] * x + b[1] * y + b[2] * z);
         hx[i] = a;
         hy[i] = c;
-        dist[i] = sqrt(a * a + c * c);
+        dist2[i] = a * a + c * c;
     }
 }
 
 /* The table's bilinear guess; a NaN point lands on cell 0. */
 AP_VECTOR_CLONES void
 guess_chunk(const ap_projector *restrict p, int n,
-            const double *restrict under, const double *restrict dist,
-            double *restrict r)
+            const double *restrict under, const double *restrict dist2,
+            double *restrict t)
 {
     int tn = p->tn, last = tn - 2;
     double dscale = p->t_dscale, z0 = p->t_z0, zscale = p->t_zscale;
     double top = last + 1.0;
     const double *restrict table = p->table;
     for (int i = 0; i < n; i++) {
-        double fi = dist[i] * dscale;
+        double fi = dist2[i] * dscale;
         double fj = (under[i] - z0) * zscale;
         fi = fi > 0 ? (fi < top ? fi : top) : 0.0;
         fj = fj > 0 ? (fj < top ? fj : top) : 0.0;
@@ -237,7 +277,7 @@ guess_chunk(const ap_projector *restrict p, int n,
         double t10 = table[k + tn], t11 = table[k + tn + 1];
         double near = t00 + c * (t01 - t00);
         double far = t10 + c * (t11 - t10);
-        r[i] = near + a * (far - near);
+        t[i] = near + a * (far - near);
     }
 }
 
@@ -245,24 +285,21 @@ guess_chunk(const ap_projector *restrict p, int n,
 AP_VECTOR_CLONES void
 refract_chunk(const ap_projector *restrict p, int n,
               const double *restrict under, const double *restrict hx,
-              const double *restrict hy, const double *restrict dist,
+              const double *restrict hy, const double *restrict dist2,
               const double *restrict guess, double *restrict u,
               double *restrict v)
 {
     const double *A = p->A, *Z = p->Z;
     double hc = p->hc, na = p->na, nw = p->nw;
     for (int i = 0; i < n; i++) {
-        double r = ap_snell_step(guess[i], dist[i], under[i], hc, na, nw);
-        /* the interface point is foot + (r / dist) (hx, hy): the pixel's
-         * homogeneous coordinates scaled by dist, which saves a division
-         * (a point right under the foot is the foot) */
-        int off = dist[i] > 0;
-        double scale = off ? dist[i] : 1.0;
-        double qx = off ? r * hx[i] : 0.0, qy = off ? r * hy[i] : 0.0;
-        double hu = A[0] * scale + qx * A[1] + qy * A[2];
-        double hv = A[3] * scale + qx * A[4] + qy * A[5];
-        double hw = A[6] * scale + qx * A[7] + qy * A[8];
-        double zc = Z[0] * scale + qx * Z[1] + qy * Z[2];
+        /* the interface point is foot + t (hx, hy) */
+        double t = ap_snell_step_share(guess[i], dist2[i], under[i], hc, na,
+                                       nw);
+        double qx = t * hx[i], qy = t * hy[i];
+        double hu = A[0] + qx * A[1] + qy * A[2];
+        double hv = A[3] + qx * A[4] + qy * A[5];
+        double hw = A[6] + qx * A[7] + qy * A[8];
+        double zc = Z[0] + qx * Z[1] + qy * Z[2];
         double inv = 1.0 / hw;
         u[i] = (under[i] > 0) & (zc > 0) ? hu * inv : NAN;
         v[i] = hv * inv;
@@ -274,7 +311,7 @@ ap_project_sample(const ap_projector *p, const double *const ray[6], int n,
                   double depth, const float *img, int h, int w, float *out)
 {
     double u[CHUNK], v[CHUNK], under[CHUNK], hx[CHUNK], hy[CHUNK],
-        dist[CHUNK], r[CHUNK];
+        dist2[CHUNK], t[CHUNK];
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
         const double *o[3] = {ray[0] + start, ray[1] + start,
@@ -283,16 +320,16 @@ ap_project_sample(const ap_projector *p, const double *const ray[6], int n,
                               ray[5] + start};
         if (p->refractive) {
             place_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth,
-                        under, hx, hy, dist);
-            guess_chunk(p, m, under, dist, r);
+                        under, hx, hy, dist2);
+            guess_chunk(p, m, under, dist2, t);
             /* more steps only where the table could not be made fine */
             for (int k = 1; k < p->steps; k++) {
                 for (int i = 0; i < m; i++) {
-                    r[i] = ap_snell_step(r[i], dist[i], under[i], p->hc,
-                                         p->na, p->nw);
+                    t[i] = ap_snell_step_share(t[i], dist2[i], under[i],
+                                               p->hc, p->na, p->nw);
                 }
             }
-            refract_chunk(p, m, under, hx, hy, dist, r, u, v);
+            refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
         } else {
             pinhole_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth,
                           u, v);
@@ -305,14 +342,14 @@ void
 ap_projector_extent(const ap_projector *p, const double *const ray[6],
                     int n, double depth, double box[3])
 {
-    double under[CHUNK], hx[CHUNK], hy[CHUNK], dist[CHUNK];
+    double under[CHUNK], hx[CHUNK], hy[CHUNK], dist2[CHUNK];
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
         place_chunk(p, ray[0] + start, ray[1] + start, ray[2] + start,
                     ray[3] + start, ray[4] + start, ray[5] + start, m, depth,
-                    under, hx, hy, dist);
+                    under, hx, hy, dist2);
         for (int i = 0; i < m; i++) {   /* NaN compares false: skipped */
-            box[0] = dist[i] > box[0] ? dist[i] : box[0];
+            box[0] = dist2[i] > box[0] ? dist2[i] : box[0];
             box[1] = under[i] < box[1] ? under[i] : box[1];
             box[2] = under[i] > box[2] ? under[i] : box[2];
         }

@@ -1,22 +1,24 @@
 /* A source camera prepared for projecting many points of one sweep: the
  * pinhole folded into one 3x4 matrix, and for a refractive camera the
- * interface frame plus a table of Newton solutions over the (horizontal
- * distance, depth below the surface) box the sweep visits. A table guess
- * is 1e-5 m from the answer, so one Newton step reaches 1e-8 m where a
- * cold start needs AP_NEWTON_COLD; and a sample's result depends on the
- * point alone, never on which pixel or depth was solved before it. */
+ * interface frame plus a table of Newton solutions over the (squared
+ * horizontal distance, depth below the surface) box the sweep visits. A
+ * sample takes the table's guess and one Newton step on Snell's law
+ * squared (no square root; ap_snell_step_share), where a cold start needs
+ * AP_NEWTON_COLD steps; and its result depends on the point alone, never
+ * on which pixel or depth was solved before it. */
 #ifndef AP_PROJECTOR_H
 #define AP_PROJECTOR_H
 
 #include "camera.h"
 
 /* Newton steps taken from the table's guess. The table is refined until
- * bilinear interpolation at every cell centre is within AP_TABLE_TOLERANCE
- * (m) of the solution, up to AP_TABLE_MAX points a side; a table that
- * cannot get there (points a hair under the surface) is followed by
- * AP_NEWTON_WARM steps instead. */
+ * that step lands within AP_TABLE_TOLERANCE (m) of the converged solution
+ * at every cell centre (where bilinear guesses are worst), up to
+ * AP_TABLE_MAX points a side; a table that cannot get there (points a hair
+ * under the surface) is followed by as many steps as its cell centres
+ * need, up to AP_NEWTON_WARM. */
 #define AP_NEWTON_TABLE 1
-#define AP_TABLE_TOLERANCE 1e-5
+#define AP_TABLE_TOLERANCE 1e-8
 #define AP_TABLE_MAX 257
 
 typedef struct {
@@ -33,17 +35,19 @@ typedef struct {
     int steps;          /* Newton steps from the table's guess */
     int tn;             /* table points a side */
     double t_dscale, t_z0, t_zscale;   /* grid index = value * scale */
-    double *table;      /* tn * tn, index [i_distance * tn + i_depth] */
+    /* tn * tn shares t = r / dist of the way from the foot to the point
+     * where the interface is crossed, index [i_dist^2 * tn + i_depth] */
+    double *table;
 } ap_projector;
 
 /* Prepares cam's frame; a refractive camera also needs a table. */
 void ap_projector_init(ap_projector *p, const ap_camera *cam);
 
-/* Tabulates a refractive camera's solutions for points whose horizontal
- * distance from its foot is at most d_max and whose depth below its
- * surface lies in [z_min, z_max] (points outside still project
+/* Tabulates a refractive camera's solutions for points whose squared
+ * horizontal distance from its foot is at most d2_max and whose depth
+ * below its surface lies in [z_min, z_max] (points outside still project
  * correctly, from a worse guess). Returns 0, or -1 out of memory. */
-int ap_projector_tabulate(ap_projector *p, double d_max, double z_min,
+int ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
                           double z_max);
 void ap_projector_free(ap_projector *p);
 
@@ -54,9 +58,9 @@ void ap_project_sample(const ap_projector *p, const double *const ray[6],
                        int n, double depth, const float *img, int h, int w,
                        float *out);
 
-/* Widens box (largest horizontal distance, least and greatest depth
- * below the surface) to hold the points origin + depth * direction of a
- * refractive camera (NaN origins are skipped). */
+/* Widens box (largest squared horizontal distance, least and greatest
+ * depth below the surface) to hold the points origin + depth * direction
+ * of a refractive camera (NaN origins are skipped). */
 void ap_projector_extent(const ap_projector *p, const double *const ray[6],
                          int n, double depth, double box[3]);
 

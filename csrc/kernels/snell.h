@@ -26,4 +26,25 @@ ap_snell_step(double r, double dist, double depth, double hc, double na,
     return r > dist ? dist : r;
 }
 
+/* The same crossing as the share t = r / dist of the way to the point,
+ * for the sweep's hot loop: Snell's law squared,
+ *   g(t) = (na^2 - nw^2) dist^2 t^2 s^2 + na^2 depth^2 t^2
+ *          - nw^2 hc^2 s^2 = 0,   s = 1 - t,
+ * (na r b)^2 = (nw w a)^2 over dist^2) has its one root in [0, 1] where f
+ * has its, needs dist^2 alone, and takes no square root. g' > 0 at the
+ * root, so Newton converges from a close guess (not from afar: the cold
+ * solves use ap_snell_step). Kept in [0, 1]. */
+static inline AP_HD double
+ap_snell_step_share(double t, double dist2, double depth, double hc,
+                    double na, double nw)
+{
+    double s = 1.0 - t, k = (na * na - nw * nw) * dist2;
+    double A = na * na * depth * depth, B = nw * nw * hc * hc;
+    double g = t * t * (k * s * s + A) - B * s * s;
+    double dg = 2.0 * (k * t * s * (s - t) + A * t + B * s);
+    t -= g / dg;
+    t = t < 0 ? 0 : t;
+    return t > 1 ? 1 : t;
+}
+
 #endif
