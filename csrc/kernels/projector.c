@@ -1,6 +1,7 @@
 #include "projector.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,27 @@ ap_projector_init(ap_projector *p, const ap_camera *cam)
     }
 }
 
+/* Two neighbouring floats (texels, table entries) in one 8-byte load:
+ * the vectorised loops load their lookups one lane at a time, and in
+ * pairs that takes half the loads. */
+static inline void
+float_pair(const float *p, double *first, double *second)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t bits;
+    memcpy(&bits, p, sizeof(bits));
+    uint32_t lo = (uint32_t)bits, hi = (uint32_t)(bits >> 32);
+    float a, b;
+    memcpy(&a, &lo, sizeof(a));
+    memcpy(&b, &hi, sizeof(b));
+    *first = a;
+    *second = b;
+#else
+    *first = p[0];
+    *second = p[1];
+#endif
+}
+
 /* r at (dist, z) from guess r, to convergence */
 static double
 solve(const ap_projector *p, double dist, double z, double r)
@@ -106,14 +128,25 @@ solve_share(const ap_projector *p, double dist2, double z, double guess)
     return p->nw * p->hc / (p->nw * p->hc + p->na * z);
 }
 
-static double
-table_guess(const ap_projector *p, double fi, double fj)
+/* The bilinear guess at grid coordinates (fi, fj), clamped into the
+ * table (a NaN point lands on cell 0). */
+static inline double
+table_guess(const float *restrict table, int tn, double fi, double fj)
 {
+    int last = tn - 2;
+    double top = last + 1.0;
+    fi = fi > 0 ? (fi < top ? fi : top) : 0.0;
+    fj = fj > 0 ? (fj < top ? fj : top) : 0.0;
     int ti = (int)fi, tj = (int)fj;
-    const double *t = p->table + ti * p->tn + tj;
+    ti = ti > last ? last : ti;
+    tj = tj > last ? last : tj;
     double a = fi - ti, c = fj - tj;
-    double near = t[0] + c * (t[1] - t[0]);
-    double far = t[p->tn] + c * (t[p->tn + 1] - t[p->tn]);
+    int k = ti * tn + tj;
+    double t00, t01, t10, t11;
+    float_pair(table + k, &t00, &t01);
+    float_pair(table + k + tn, &t10, &t11);
+    double near = t00 + c * (t01 - t00);
+    double far = t10 + c * (t11 - t10);
     return near + a * (far - near);
 }
 
@@ -131,7 +164,7 @@ fill_table(ap_projector *p, int tn, double d2_max, double z_min,
             double z = z_min + j / p->t_zscale;
             /* from the straight-line guess, then from the neighbour */
             t = solve_share(p, dist2, z, j ? t : p->hc / (p->hc + z));
-            p->table[i * tn + j] = t;
+            p->table[i * tn + j] = (float)t;
         }
     }
 }
@@ -146,7 +179,7 @@ table_error(const ap_projector *p, int steps)
         double dist2 = (i + 0.5) / p->t_dscale;
         for (int j = 0; j + 1 < p->tn; j++) {
             double z = p->t_z0 + (j + 0.5) / p->t_zscale;
-            double t = table_guess(p, i + 0.5, j + 0.5);
+            double t = table_guess(p->table, p->tn, i + 0.5, j + 0.5);
             for (int k = 0; k < steps; k++) {
                 t = ap_snell_step_share(t, dist2, z, p->hc, p->na, p->nw);
             }
@@ -167,7 +200,7 @@ ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
     d2_max = d2_max > 0 && isfinite(d2_max) ? d2_max : 1.0;
     for (int tn = TABLE_MIN;; tn = 2 * tn - 1) {
         free(p->table);
-        p->table = malloc((size_t)tn * tn * sizeof(double));
+        p->table = malloc((size_t)tn * tn * sizeof(float));
         if (p->table == NULL) {
             return -1;
         }
@@ -197,13 +230,28 @@ ap_projector_free(ap_projector *p)
  * that vectorise, and the table and image lookups apart. */
 #define CHUNK 128
 
+/* ap_bilinear, the same arithmetic, its texels loaded in pairs */
 AP_VECTOR_CLONES void
 sample_chunk(const float *restrict img, int h, int w, int n,
              const double *restrict u, const double *restrict v,
              float *restrict out)
 {
     for (int i = 0; i < n; i++) {
-        out[i] = ap_bilinear(img, h, w, u[i], v[i]);
+        double uu = u[i], vv = v[i];
+        int inside = (uu >= 0) & (vv >= 0) & (uu <= w - 1) & (vv <= h - 1);
+        double x = inside ? uu : 0.0, y = inside ? vv : 0.0;
+        int x0 = (int)x, y0 = (int)y;
+        x0 = x0 > w - 2 ? w - 2 : x0;
+        y0 = y0 > h - 2 ? h - 2 : y0;
+        double fx = x - x0, fy = y - y0;
+        int k = y0 * w + x0;
+        double q00, q01, q10, q11;
+        float_pair(img + k, &q00, &q01);
+        float_pair(img + k + w, &q10, &q11);
+        double top = q00 + fx * (q01 - q00);
+        double bottom = q10 + fx * (q11 - q10);
+        float value = (float)(top + fy * (bottom - top));
+        out[i] = inside ? value : NAN;
     }
 }
 
@@ -253,31 +301,18 @@ place_chunk(const ap_projector *restrict p, const double *restrict ox,
     }
 }
 
-/* The table's bilinear guess; a NaN point lands on cell 0. */
+/* The table is a parameter, so that restrict tells GCC that its pair
+ * loads do not alias the guesses written. */
 AP_VECTOR_CLONES void
-guess_chunk(const ap_projector *restrict p, int n,
-            const double *restrict under, const double *restrict dist2,
-            double *restrict t)
+guess_chunk(const ap_projector *restrict p, const float *restrict table,
+            int n, const double *restrict under,
+            const double *restrict dist2, double *restrict t)
 {
-    int tn = p->tn, last = tn - 2;
+    int tn = p->tn;
     double dscale = p->t_dscale, z0 = p->t_z0, zscale = p->t_zscale;
-    double top = last + 1.0;
-    const double *restrict table = p->table;
     for (int i = 0; i < n; i++) {
-        double fi = dist2[i] * dscale;
-        double fj = (under[i] - z0) * zscale;
-        fi = fi > 0 ? (fi < top ? fi : top) : 0.0;
-        fj = fj > 0 ? (fj < top ? fj : top) : 0.0;
-        int ti = (int)fi, tj = (int)fj;
-        ti = ti > last ? last : ti;
-        tj = tj > last ? last : tj;
-        double a = fi - ti, c = fj - tj;
-        int k = ti * tn + tj;
-        double t00 = table[k], t01 = table[k + 1];
-        double t10 = table[k + tn], t11 = table[k + tn + 1];
-        double near = t00 + c * (t01 - t00);
-        double far = t10 + c * (t11 - t10);
-        t[i] = near + a * (far - near);
+        t[i] = table_guess(table, tn, dist2[i] * dscale,
+                           (under[i] - z0) * zscale);
     }
 }
 
@@ -321,7 +356,7 @@ ap_project_sample(const ap_projector *p, const double *const ray[6], int n,
         if (p->refractive) {
             place_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth,
                         under, hx, hy, dist2);
-            guess_chunk(p, m, under, dist2, t);
+            guess_chunk(p, p->table, m, under, dist2, t);
             /* more steps only where the table could not be made fine */
             for (int k = 1; k < p->steps; k++) {
                 for (int i = 0; i < m; i++) {

@@ -36,8 +36,9 @@ typedef struct {
     int tn;             /* table points a side */
     double t_dscale, t_z0, t_zscale;   /* grid index = value * scale */
     /* tn * tn shares t = r / dist of the way from the foot to the point
-     * where the interface is crossed, index [i_dist^2 * tn + i_depth] */
-    double *table;
+     * where the interface is crossed, index [i_dist^2 * tn + i_depth];
+     * floats, as a guess needs no more and they load in pairs */
+    float *table;
 } ap_projector;
 
 /* Prepares cam's frame; a refractive camera also needs a table. */
