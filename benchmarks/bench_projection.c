@@ -78,8 +78,9 @@ time_sweep_path(const ap_camera *cam, const double *planes, const float *img,
     float out[N];
     double t = now();
     for (int row = 0; row < ROWS; row++) {
-        ap_project_sample(&p, ray, N, 0.8 + 0.4 * row / ROWS, img, 480, N,
-                          out);
+        float *rows[1] = {out};
+        ap_project_sample(&p, 1, ray, N, 0.8 + 0.4 * row / ROWS, img, 480, N,
+                          rows);
         *checksum += out[row % N] == out[row % N] ? out[row % N] : 0.0;
     }
     t = (now() - t) / ((double)N * ROWS) * 1e9;

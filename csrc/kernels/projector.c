@@ -277,28 +277,54 @@ pinhole_chunk(const ap_projector *restrict p, const double *restrict ox,
     }
 }
 
-/* The point of each ray in the interface frame: depth below the surface,
- * horizontal offset from the foot, and its squared length. */
+/* The point of each ray on the interface frame's axes, before the
+ * offsets of a camera's foot and surface: the part that cameras over the
+ * same water (the same frame) share. */
 AP_VECTOR_CLONES void
-place_chunk(const ap_projector *restrict p, const double *restrict ox,
+frame_chunk(const ap_projector *restrict p, const double *restrict ox,
             const double *restrict oy, const double *restrict oz,
             const double *restrict dx, const double *restrict dy,
             const double *restrict dz, int n, double depth,
-            double *restrict under, double *restrict hx,
-            double *restrict hy, double *restrict dist2)
+            double *restrict fa, double *restrict fc, double *restrict fb)
 {
     const double *b = p->below, *e1 = p->e1, *e2 = p->e2;
     for (int i = 0; i < n; i++) {
         double x = ox[i] + depth * dx[i];
         double y = oy[i] + depth * dy[i];
         double z = oz[i] + depth * dz[i];
-        double a = e1[0] * x + e1[1] * y + e1[2] * z + e1[3];
-        double c = e2[0] * x + e2[1] * y + e2[2] * z + e2[3];
-        under[i] = b[3] - (b[0] * x + b[1] * y + b[2] * z);
+        fa[i] = e1[0] * x + e1[1] * y + e1[2] * z;
+        fc[i] = e2[0] * x + e2[1] * y + e2[2] * z;
+        fb[i] = b[0] * x + b[1] * y + b[2] * z;
+    }
+}
+
+/* The points against one camera: depth below its surface, horizontal
+ * offset from its foot, and that offset's squared length. */
+AP_VECTOR_CLONES void
+place_chunk(const ap_projector *restrict p, int n,
+            const double *restrict fa, const double *restrict fc,
+            const double *restrict fb, double *restrict under,
+            double *restrict hx, double *restrict hy,
+            double *restrict dist2)
+{
+    double a0 = p->e1[3], c0 = p->e2[3], b0 = p->below[3];
+    for (int i = 0; i < n; i++) {
+        double a = fa[i] + a0, c = fc[i] + c0;
+        under[i] = b0 - fb[i];
         hx[i] = a;
         hy[i] = c;
         dist2[i] = a * a + c * c;
     }
+}
+
+/* Whether two refractive cameras look through the same water, so that
+ * frame_chunk's result for one holds for the other. */
+static int
+same_frame(const ap_projector *a, const ap_projector *b)
+{
+    return memcmp(a->below, b->below, 3 * sizeof(double)) == 0 &&
+           memcmp(a->e1, b->e1, 3 * sizeof(double)) == 0 &&
+           memcmp(a->e2, b->e2, 3 * sizeof(double)) == 0;
 }
 
 /* The table is a parameter, so that restrict tells GCC that its pair
@@ -342,34 +368,45 @@ refract_chunk(const ap_projector *restrict p, int n,
 }
 
 void
-ap_project_sample(const ap_projector *p, const double *const ray[6], int n,
-                  double depth, const float *img, int h, int w, float *out)
+ap_project_sample(const ap_projector *proj, int views,
+                  const double *const ray[6], int n, double depth,
+                  const float *imgs, int h, int w, float *const out[])
 {
     double u[CHUNK], v[CHUNK], under[CHUNK], hx[CHUNK], hy[CHUNK],
-        dist2[CHUNK], t[CHUNK];
+        dist2[CHUNK], t[CHUNK], fa[CHUNK], fc[CHUNK], fb[CHUNK];
+    size_t img_size = (size_t)h * w;
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
         const double *o[3] = {ray[0] + start, ray[1] + start,
                               ray[2] + start};
         const double *d[3] = {ray[3] + start, ray[4] + start,
                               ray[5] + start};
-        if (p->refractive) {
-            place_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth,
-                        under, hx, hy, dist2);
-            guess_chunk(p, p->table, m, under, dist2, t);
-            /* more steps only where the table could not be made fine */
-            for (int k = 1; k < p->steps; k++) {
-                for (int i = 0; i < m; i++) {
-                    t[i] = ap_snell_step_share(t[i], dist2[i], under[i],
-                                               p->hc, p->na, p->nw);
+        const ap_projector *framed = NULL;   /* whose frame fa, fc, fb are */
+        for (int view = 0; view < views; view++) {
+            const ap_projector *p = &proj[view];
+            if (p->refractive) {
+                if (framed == NULL || !same_frame(framed, p)) {
+                    frame_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m,
+                                depth, fa, fc, fb);
+                    framed = p;
                 }
+                place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
+                guess_chunk(p, p->table, m, under, dist2, t);
+                /* more steps only where the table could not be made fine */
+                for (int k = 1; k < p->steps; k++) {
+                    for (int i = 0; i < m; i++) {
+                        t[i] = ap_snell_step_share(t[i], dist2[i], under[i],
+                                                   p->hc, p->na, p->nw);
+                    }
+                }
+                refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
+            } else {
+                pinhole_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m,
+                              depth, u, v);
             }
-            refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
-        } else {
-            pinhole_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth,
-                          u, v);
+            sample_chunk(imgs + view * img_size, h, w, m, u, v,
+                         out[view] + start);
         }
-        sample_chunk(img, h, w, m, u, v, out + start);
     }
 }
 
@@ -377,12 +414,14 @@ void
 ap_projector_extent(const ap_projector *p, const double *const ray[6],
                     int n, double depth, double box[3])
 {
-    double under[CHUNK], hx[CHUNK], hy[CHUNK], dist2[CHUNK];
+    double under[CHUNK], hx[CHUNK], hy[CHUNK], dist2[CHUNK], fa[CHUNK],
+        fc[CHUNK], fb[CHUNK];
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
-        place_chunk(p, ray[0] + start, ray[1] + start, ray[2] + start,
+        frame_chunk(p, ray[0] + start, ray[1] + start, ray[2] + start,
                     ray[3] + start, ray[4] + start, ray[5] + start, m, depth,
-                    under, hx, hy, dist2);
+                    fa, fc, fb);
+        place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
         for (int i = 0; i < m; i++) {   /* NaN compares false: skipped */
             box[0] = dist2[i] > box[0] ? dist2[i] : box[0];
             box[1] = under[i] < box[1] ? under[i] : box[1];

@@ -52,12 +52,15 @@ int ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
                           double z_max);
 void ap_projector_free(ap_projector *p);
 
-/* Points origin + depth * direction (SoA, n of them) resampled from img
- * (h, w) bilinearly into out; NaN where the point is not seen (a NaN
- * origin marks a pixel without a ray). */
-void ap_project_sample(const ap_projector *p, const double *const ray[6],
-                       int n, double depth, const float *img, int h, int w,
-                       float *out);
+/* Points origin + depth * direction (SoA, n of them) resampled
+ * bilinearly from each of `views` images imgs (views, h, w) through its
+ * projector proj[view] into out[view]; NaN where the point is not seen
+ * (a NaN origin marks a pixel without a ray). Cameras over the same
+ * water share the point's placement in their interface frame; each
+ * sample's bits are those of the camera alone. */
+void ap_project_sample(const ap_projector *proj, int views,
+                       const double *const ray[6], int n, double depth,
+                       const float *imgs, int h, int w, float *const out[]);
 
 /* Widens box (largest squared horizontal distance, least and greatest
  * depth below the surface) to hold the points origin + depth * direction

@@ -103,8 +103,8 @@ ap_warp(const float *src, int h, int w, const ap_camera *ref,
     for (int y = 0; y < h; y++) {
         const double *row[6];
         ray_row(&t, y, row);
-        ap_project_sample(&proj, row, w, depth, src, h, w,
-                          out + (size_t)y * w);
+        float *out_row = out + (size_t)y * w;
+        ap_project_sample(&proj, 1, row, w, depth, src, h, w, &out_row);
     }
     ap_projector_free(&proj);
     free(t.planes);
@@ -131,10 +131,11 @@ typedef struct {
 
 /* A worker's memory: per view a ring of warped rows (2 radius + 2: the
  * window's and the one entering it) and AP_NQ column sums; window sums
- * and a cost row shared by the views; and the costs of the work item's
- * planes, plane by plane, until they are written out pixel by pixel. */
+ * and a cost row shared by the views; the views' rows being warped; and
+ * the costs of the work item's planes, plane by plane, until they are
+ * written out pixel by pixel. */
 typedef struct {
-    float *ring, *staged;
+    float *ring, *staged, **rows;
     double *cols, *scratch, *acc;
 } workspace;
 
@@ -147,7 +148,9 @@ workspace_make(workspace *ws, const ap_sweep_args *a)
     ws->cols = malloc((size_t)a->n * AP_NQ * w * sizeof(double));
     ws->scratch = malloc(2 * AP_NQ * (w + 1) * sizeof(double));
     ws->acc = malloc(w * sizeof(double));
-    return ws->ring && ws->staged && ws->cols && ws->scratch && ws->acc
+    ws->rows = malloc((size_t)a->n * sizeof(*ws->rows));
+    return ws->ring && ws->staged && ws->cols && ws->scratch && ws->acc &&
+                   ws->rows
                ? 0
                : -1;
 }
@@ -160,6 +163,7 @@ workspace_free(workspace *ws)
     free(ws->cols);
     free(ws->scratch);
     free(ws->acc);
+    free(ws->rows);
 }
 
 /* View v's slot for image row y in the ring of 2 radius + 2 rows. */
@@ -193,17 +197,19 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
             ray_row(job->rays, next, rays);
             int leaves = box && lo < want_lo;   /* one row in, one out */
             for (int v = 0; v < a->n; v++) {
-                float *row = ring_row(ws, v, next, ring_rows, w);
+                ws->rows[v] = ring_row(ws, v, next, ring_rows, w);
+            }
+            ap_project_sample(job->proj, a->n, rays, w, depth, a->srcs, h, w,
+                              ws->rows);
+            for (int v = 0; v < a->n; v++) {
                 double *cols = ws->cols + v * cols_size;
                 const float *ref = a->ref + (size_t)next * w;
-                ap_project_sample(&job->proj[v], rays, w, depth,
-                                  a->srcs + (size_t)v * h * w, h, w, row);
                 if (leaves) {
                     ap_slide_row(cols, w, a->cost, a->ref + (size_t)lo * w,
                                  ring_row(ws, v, lo, ring_rows, w), ref,
-                                 row, 1.0);
+                                 ws->rows[v], 1.0);
                 } else if (box) {
-                    ap_add_row(cols, w, a->cost, ref, row, 1.0);
+                    ap_add_row(cols, w, a->cost, ref, ws->rows[v], 1.0);
                 }
             }
             lo += leaves;

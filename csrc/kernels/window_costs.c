@@ -1,6 +1,7 @@
 #include "window_costs.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "cost_math.h"
 #include "vectorize.h"
@@ -119,23 +120,40 @@ ap_slide_row(double *cols, int w, ap_cost cost, const float *ref_out,
     }
 }
 
-/* Prefix sums of nq rows of w, side by side into nq rows of w + 1: each
- * is a chain of dependent adds, and one at a time they would wait on the
- * adder's latency. The running sums stay in registers once nq is a
- * constant (the callers below pass one). */
+/* Four doubles: GCC and Clang lower them to whatever vectors the clone
+ * being compiled has. */
+typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
+
+/* Prefix sums of nq rows of w, side by side into nq rows of w + 1. A
+ * running sum is a chain of dependent adds, so four elements are scanned
+ * at a time in a vector (two shifted adds, then the carry from the ones
+ * before), and the nq rows advance together, their carries in registers
+ * once nq is a constant (the callers below pass one). */
 static inline void
 prefix_sums(const double *restrict cols, int nq, int w,
             double *restrict prefix)
 {
     size_t stride = (size_t)w + 1;
-    double run[AP_NQ] = {0.0};
+    v4d carry[AP_NQ] = {{0.0}};
     for (int k = 0; k < nq; k++) {
         prefix[k * stride] = 0.0;
     }
-    for (int x = 0; x < w; x++) {
+    int x = 0;
+    for (; x + 4 <= w; x += 4) {
         for (int k = 0; k < nq; k++) {
-            run[k] += cols[(size_t)k * w + x];
-            prefix[k * stride + x + 1] = run[k];
+            v4d v;
+            memcpy(&v, cols + (size_t)k * w + x, sizeof(v));
+            v += (v4d){0.0, v[0], v[1], v[2]};
+            v += (v4d){0.0, 0.0, v[0], v[1]};
+            v += carry[k];
+            carry[k] = (v4d){v[3], v[3], v[3], v[3]};
+            memcpy(prefix + k * stride + x + 1, &v, sizeof(v));
+        }
+    }
+    for (; x < w; x++) {
+        for (int k = 0; k < nq; k++) {
+            carry[k][0] += cols[(size_t)k * w + x];
+            prefix[k * stride + x + 1] = carry[k][0];
         }
     }
 }
