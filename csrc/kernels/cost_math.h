@@ -10,25 +10,45 @@
 #include "hd.h"
 #include "sweep.h"
 
-/* Bilinear from img (h, w) at (u, v), pixel centres at integers; NaN
- * where u or v is NaN (not seen) or (u, v) lies outside the image. The
- * index is an int (images hold fewer than 2^31 pixels): the C loops
- * around it become gathers. */
-static inline AP_HD float
-ap_bilinear(const float *img, int h, int w, double u, double v)
+/* The cell of a bilinear sample at (u, v) in an (h, w) image, pixel
+ * centres at integers: its top-left texel's index and the fractions
+ * across it; 0 where u or v is NaN (not seen) or (u, v) lies outside the
+ * image. The index is an int (images hold fewer than 2^31 pixels). */
+static inline AP_HD int
+ap_bilinear_cell(int h, int w, double u, double v, int *k, double *fx,
+                 double *fy)
 {
     int inside = (u >= 0) & (v >= 0) & (u <= w - 1) & (v <= h - 1);
     double x = inside ? u : 0.0, y = inside ? v : 0.0;
     int x0 = (int)x, y0 = (int)y;
     x0 = x0 > w - 2 ? w - 2 : x0;
     y0 = y0 > h - 2 ? h - 2 : y0;
-    double fx = x - x0, fy = y - y0;
-    int k = y0 * w + x0;
-    double q00 = img[k], q01 = img[k + 1];
-    double q10 = img[k + w], q11 = img[k + w + 1];
+    *fx = x - x0;
+    *fy = y - y0;
+    *k = y0 * w + x0;
+    return inside;
+}
+
+/* Bilinear mix of a cell's four values (q01 right of q00, q10 below it)
+ * at fractions fx across, fy down. */
+static inline AP_HD double
+ap_bilinear_mix(double q00, double q01, double q10, double q11, double fx,
+                double fy)
+{
     double top = q00 + fx * (q01 - q00);
     double bottom = q10 + fx * (q11 - q10);
-    float value = (float)(top + fy * (bottom - top));
+    return top + fy * (bottom - top);
+}
+
+/* Bilinear from img (h, w) at (u, v); NaN outside (ap_bilinear_cell). */
+static inline AP_HD float
+ap_bilinear(const float *img, int h, int w, double u, double v)
+{
+    int k;
+    double fx, fy;
+    int inside = ap_bilinear_cell(h, w, u, v, &k, &fx, &fy);
+    float value = (float)ap_bilinear_mix(img[k], img[k + 1], img[k + w],
+                                         img[k + w + 1], fx, fy);
     return inside ? value : NAN;
 }
 

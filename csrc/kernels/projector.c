@@ -140,14 +140,11 @@ table_guess(const float *restrict table, int tn, double fi, double fj)
     int ti = (int)fi, tj = (int)fj;
     ti = ti > last ? last : ti;
     tj = tj > last ? last : tj;
-    double a = fi - ti, c = fj - tj;
     int k = ti * tn + tj;
     double t00, t01, t10, t11;
     float_pair(table + k, &t00, &t01);
     float_pair(table + k + tn, &t10, &t11);
-    double near = t00 + c * (t01 - t00);
-    double far = t10 + c * (t11 - t10);
-    return near + a * (far - near);
+    return ap_bilinear_mix(t00, t01, t10, t11, fj - tj, fi - ti);
 }
 
 static void
@@ -237,20 +234,12 @@ sample_chunk(const float *restrict img, int h, int w, int n,
              float *restrict out)
 {
     for (int i = 0; i < n; i++) {
-        double uu = u[i], vv = v[i];
-        int inside = (uu >= 0) & (vv >= 0) & (uu <= w - 1) & (vv <= h - 1);
-        double x = inside ? uu : 0.0, y = inside ? vv : 0.0;
-        int x0 = (int)x, y0 = (int)y;
-        x0 = x0 > w - 2 ? w - 2 : x0;
-        y0 = y0 > h - 2 ? h - 2 : y0;
-        double fx = x - x0, fy = y - y0;
-        int k = y0 * w + x0;
-        double q00, q01, q10, q11;
+        int k;
+        double fx, fy, q00, q01, q10, q11;
+        int inside = ap_bilinear_cell(h, w, u[i], v[i], &k, &fx, &fy);
         float_pair(img + k, &q00, &q01);
         float_pair(img + k + w, &q10, &q11);
-        double top = q00 + fx * (q01 - q00);
-        double bottom = q10 + fx * (q11 - q10);
-        float value = (float)(top + fy * (bottom - top));
+        float value = (float)ap_bilinear_mix(q00, q01, q10, q11, fx, fy);
         out[i] = inside ? value : NAN;
     }
 }
