@@ -1,5 +1,5 @@
 /* ns per projected sample: a refracted projection solved cold (the
- * per-point API, AP_NEWTON_COLD Newton steps), the sweep's path (table
+ * per-point API, AP_NEWTON_COLD Newton steps), the sweep's path (its
  * guess, one step, vectorised, bilinear sample included), and a pinhole
  * through the sweep's path. The refracted projection dominates the plane
  * sweep's CPU time; this isolates it.
@@ -59,7 +59,7 @@ time_cold(const ap_camera *cam, const double *planes, double *checksum)
 
 static double
 time_sweep_path(const ap_camera *cam, const double *planes, const float *img,
-                double *checksum)
+                double *checksum, int *poly)
 {
     ap_projector p;
     ap_projector_init(&p, cam);
@@ -84,6 +84,7 @@ time_sweep_path(const ap_camera *cam, const double *planes, const float *img,
         *checksum += out[row % N] == out[row % N] ? out[row % N] : 0.0;
     }
     t = (now() - t) / ((double)N * ROWS) * 1e9;
+    *poly = p.poly;
     ap_projector_free(&p);
     return t;
 }
@@ -106,14 +107,17 @@ main(void)
     }
     make_rays(planes);
     double cold = time_cold(&cam, planes, &checksum);
-    double table = time_sweep_path(&cam, planes, img, &checksum);
+    int poly;
+    double guessed = time_sweep_path(&cam, planes, img, &checksum, &poly);
     p[21] = 0.0;  /* pinhole */
     ap_camera_init(&cam, p);
-    double pinhole = time_sweep_path(&cam, planes, img, &checksum);
+    int unused;
+    double pinhole = time_sweep_path(&cam, planes, img, &checksum, &unused);
     printf("refractive, cold (%d Newton steps):              %6.1f ns\n",
            AP_NEWTON_COLD, cold);
-    printf("refractive, sweep path (table + %d step, sample): %6.1f ns\n",
-           AP_NEWTON_TABLE, table);
+    printf("refractive, sweep path (%s guess + %d step, sample): "
+           "%6.1f ns\n", poly ? "polynomial" : "table", AP_NEWTON_TABLE,
+           guessed);
     printf("pinhole, sweep path (sample):                    %6.1f ns\n",
            pinhole);
     printf("(checksum %g)\n", checksum);

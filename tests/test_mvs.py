@@ -134,6 +134,33 @@ def test_warp_just_under_the_surface_matches_the_reference():
         assert rel_error(out, expected) < 1e-6
 
 
+def test_sweeps_guess_by_polynomial_or_table_and_both_land():
+    """A sweep's source camera guesses the interface point from a
+    polynomial where one Newton step from it lands within 1e-8 m over the
+    box of its points, else from a table of solutions."""
+    K = np.array([[600, 0, 320], [0, 600, 240], [0, 0, 1.0]])
+    cam = mvs.Camera.refractive(K, np.eye(3), np.zeros(3), water_z=0.2)
+    # the benchmark's box: (dist^2 up to 0.26 m^2, 0.89-1.07 m deep)
+    assert _mvs.snell_guess(cam.params, 0.26, 0.889, 1.073) == (
+        "polynomial", 0, 1)
+    kind, points, steps = _mvs.snell_guess(cam.params, 1.0, 0.1, 3.0)
+    assert kind == "table" and points > 33 and steps == 1
+    # a box reaching right under the surface: the table plus more steps
+    assert _mvs.snell_guess(cam.params, 1e5, 1e-9, 1e3)[2] > 1
+    with pytest.raises(ValueError, match="refractive"):
+        _mvs.snell_guess(mvs.Camera.pinhole(K, np.eye(3),
+                                            np.zeros(3)).params, 1, 1, 2)
+    # both guesses, in sweeps, against the reference
+    rng = np.random.default_rng(15)
+    cams, imgs = random_views(rng, True, n=1)
+    for depths in ([1.0, 1.01], [0.05, 3.0]):    # polynomial, table
+        out = mvs.build_cost_volume(imgs[0], imgs[1:], cams[0], cams[1:],
+                                    np.array(depths), cost="sad", window=3)
+        expected = ref.cost_volume(imgs[0], imgs[1:], cams[0], cams[1:],
+                                   np.array(depths), "sad", 3)
+        assert rel_error(out, expected) < 1e-5
+
+
 @pytest.mark.parametrize("cost", ["ncc", "ssim", "sad"])
 def test_windows_wider_than_the_image_match_the_reference(cost):
     rng = np.random.default_rng(14)

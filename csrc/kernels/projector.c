@@ -166,17 +166,49 @@ fill_table(ap_projector *p, int tn, double d2_max, double z_min,
     }
 }
 
-/* The worst error (m) at the table's cell centres, where bilinear
- * guesses are worst, after `steps` steps from the guess. */
+/* The guess's polynomial at normalised (x, y), clamped into [-1, 1]^2 (a
+ * NaN point lands on a corner): Horner in y for each power of x, then in
+ * x. */
+static inline double
+poly_guess(const double *restrict coef, double x, double y)
+{
+    x = x > -1 ? (x < 1 ? x : 1) : -1;
+    y = y > -1 ? (y < 1 ? y : 1) : -1;
+    double acc = 0.0;
+    for (int i = AP_GUESS_TERMS - 1; i >= 0; i--) {
+        const double *c = coef + i * AP_GUESS_TERMS;
+        double row = c[AP_GUESS_TERMS - 1];
+        for (int j = AP_GUESS_TERMS - 2; j >= 0; j--) {
+            row = row * y + c[j];
+        }
+        acc = acc * x + row;
+    }
+    return acc;
+}
+
 static double
-table_error(const ap_projector *p, int steps)
+guess_one(const ap_projector *p, double dist2, double z)
+{
+    if (p->poly) {
+        return poly_guess(p->coef, dist2 * p->g_x[0] + p->g_x[1],
+                          z * p->g_y[0] + p->g_y[1]);
+    }
+    return table_guess(p->table, p->tn, dist2 * p->t_dscale,
+                       (z - p->t_z0) * p->t_zscale);
+}
+
+/* The worst error (m), after `steps` steps from the guess, over the
+ * n x n points (dist2_0 + i dd, z_0 + j dz). */
+static double
+guess_error(const ap_projector *p, int steps, int n, double dist2_0,
+            double dd, double z_0, double dz)
 {
     double worst = 0.0;
-    for (int i = 0; i + 1 < p->tn; i++) {
-        double dist2 = (i + 0.5) / p->t_dscale;
-        for (int j = 0; j + 1 < p->tn; j++) {
-            double z = p->t_z0 + (j + 0.5) / p->t_zscale;
-            double t = table_guess(p->table, p->tn, i + 0.5, j + 0.5);
+    for (int i = 0; i < n; i++) {
+        double dist2 = dist2_0 + i * dd;
+        for (int j = 0; j < n; j++) {
+            double z = z_0 + j * dz;
+            double t = guess_one(p, dist2, z);
             for (int k = 0; k < steps; k++) {
                 t = ap_snell_step_share(t, dist2, z, p->hc, p->na, p->nw);
             }
@@ -187,14 +219,87 @@ table_error(const ap_projector *p, int steps)
     return worst;
 }
 
+/* At the table's cell centres, where bilinear guesses are worst. */
+static double
+table_error(const ap_projector *p, int steps)
+{
+    double dd = 1.0 / p->t_dscale, dz = 1.0 / p->t_zscale;
+    return guess_error(p, steps, p->tn - 1, 0.5 * dd, dd,
+                       p->t_z0 + 0.5 * dz, dz);
+}
+
+/* The polynomial of degree AP_GUESS_TERMS - 1 in each of the normalised
+ * coordinates that interpolates the solutions at the box's Chebyshev
+ * nodes, as monomials; then whether one step from it lands within
+ * AP_TABLE_TOLERANCE everywhere on a fine grid of the box. */
+static int
+fit_poly(ap_projector *p, double d2_max, double z_min, double z_max)
+{
+    enum { N = AP_GUESS_TERMS, CHECK = 65 };
+    const double pi = 3.14159265358979323846;
+    p->g_x[0] = 2.0 / d2_max;
+    p->g_x[1] = -1.0;
+    p->g_y[0] = 2.0 / (z_max - z_min);
+    p->g_y[1] = -1.0 - z_min * p->g_y[0];
+    double f[N][N], cheb[N][N] = {{0.0}}, mono[N][N] = {{0.0}};
+    for (int k = 0; k < N; k++) {
+        double dist2 = (cos(pi * (k + 0.5) / N) + 1.0) / p->g_x[0];
+        for (int l = 0; l < N; l++) {
+            double z = (cos(pi * (l + 0.5) / N) - p->g_y[1]) / p->g_y[0];
+            f[k][l] = solve_share(p, dist2, z, p->hc / (p->hc + z));
+        }
+    }
+    /* Chebyshev coefficients by discrete orthogonality */
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < N; j++) {
+            for (int k = 0; k < N; k++) {
+                for (int l = 0; l < N; l++) {
+                    cheb[i][j] += f[k][l] * cos(pi * i * (k + 0.5) / N) *
+                                  cos(pi * j * (l + 0.5) / N);
+                }
+            }
+            cheb[i][j] *= (i ? 2.0 : 1.0) * (j ? 2.0 : 1.0) / (N * N);
+        }
+    }
+    /* mono[i][m]: x^m in T_i, by T_i+1 = 2 x T_i - T_i-1 */
+    mono[0][0] = 1.0;
+    mono[1][1] = 1.0;
+    for (int i = 1; i + 1 < N; i++) {
+        for (int m = 0; m < N; m++) {
+            mono[i + 1][m] = (m ? 2.0 * mono[i][m - 1] : 0.0) -
+                             mono[i - 1][m];
+        }
+    }
+    for (int m = 0; m < N; m++) {
+        for (int q = 0; q < N; q++) {
+            double c = 0.0;
+            for (int i = 0; i < N; i++) {
+                for (int j = 0; j < N; j++) {
+                    c += cheb[i][j] * mono[i][m] * mono[j][q];
+                }
+            }
+            p->coef[m * N + q] = c;
+        }
+    }
+    p->poly = 1;
+    p->steps = AP_NEWTON_TABLE;
+    double worst = guess_error(p, p->steps, CHECK, 0.0, d2_max / (CHECK - 1),
+                               z_min, (z_max - z_min) / (CHECK - 1));
+    p->poly = worst <= AP_TABLE_TOLERANCE;
+    return p->poly;
+}
+
 int
 ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
                       double z_max)
 {
-    /* a box that is empty or not under water still gets a valid table */
+    /* a box that is empty or not under water still gets a valid guess */
     z_min = z_min > 0 && isfinite(z_min) ? z_min : 0.0;
     z_max = z_max > z_min && isfinite(z_max) ? z_max : z_min + 1.0;
     d2_max = d2_max > 0 && isfinite(d2_max) ? d2_max : 1.0;
+    if (fit_poly(p, d2_max, z_min, z_max)) {
+        return 0;
+    }
     for (int tn = TABLE_MIN;; tn = 2 * tn - 1) {
         free(p->table);
         p->table = malloc((size_t)tn * tn * sizeof(float));
@@ -319,7 +424,7 @@ same_frame(const ap_projector *a, const ap_projector *b)
 /* The table is a parameter, so that restrict tells GCC that its pair
  * loads do not alias the guesses written. */
 AP_VECTOR_CLONES void
-guess_chunk(const ap_projector *restrict p, const float *restrict table,
+table_chunk(const ap_projector *restrict p, const float *restrict table,
             int n, const double *restrict under,
             const double *restrict dist2, double *restrict t)
 {
@@ -328,6 +433,19 @@ guess_chunk(const ap_projector *restrict p, const float *restrict table,
     for (int i = 0; i < n; i++) {
         t[i] = table_guess(table, tn, dist2[i] * dscale,
                            (under[i] - z0) * zscale);
+    }
+}
+
+AP_VECTOR_CLONES void
+poly_chunk(const ap_projector *restrict p, int n,
+           const double *restrict under, const double *restrict dist2,
+           double *restrict t)
+{
+    double coef[AP_GUESS_TERMS * AP_GUESS_TERMS];
+    memcpy(coef, p->coef, sizeof(coef));
+    double sx = p->g_x[0], ox = p->g_x[1], sy = p->g_y[0], oy = p->g_y[1];
+    for (int i = 0; i < n; i++) {
+        t[i] = poly_guess(coef, dist2[i] * sx + ox, under[i] * sy + oy);
     }
 }
 
@@ -380,7 +498,11 @@ ap_project_sample(const ap_projector *proj, int views,
                     framed = p;
                 }
                 place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
-                guess_chunk(p, p->table, m, under, dist2, t);
+                if (p->poly) {
+                    poly_chunk(p, m, under, dist2, t);
+                } else {
+                    table_chunk(p, p->table, m, under, dist2, t);
+                }
                 /* more steps only where the table could not be made fine */
                 for (int k = 1; k < p->steps; k++) {
                     for (int i = 0; i < m; i++) {

@@ -18,6 +18,12 @@
  * under the surface) is followed by as many steps as its cell centres
  * need, up to AP_NEWTON_WARM. */
 #define AP_NEWTON_TABLE 1
+/* Before a table, a polynomial guess is tried: of degree
+ * AP_GUESS_TERMS - 1 in each of dist^2 and depth, interpolating the
+ * solutions at the box's Chebyshev nodes, kept when one step from it
+ * lands within AP_TABLE_TOLERANCE on a 65 x 65 grid over the box. It
+ * takes arithmetic alone where the table takes lookups. */
+#define AP_GUESS_TERMS 4
 #define AP_TABLE_TOLERANCE 1e-8
 #define AP_TABLE_MAX 257
 
@@ -32,7 +38,12 @@ typedef struct {
      * depth Z[0] + qx Z[1] + qy Z[2] */
     double below[4], e1[4], e2[4], A[9], Z[3];
     double hc, na, nw;
-    int steps;          /* Newton steps from the table's guess */
+    int steps;          /* Newton steps from the guess */
+    int poly;           /* the guess: 1 the polynomial, 0 the table */
+    /* the polynomial's coordinates x = dist^2 g_x[0] + g_x[1] and
+     * y = depth g_y[0] + g_y[1], in [-1, 1] over the box, and its
+     * monomials' coefficients, [power of x * terms + power of y] */
+    double g_x[2], g_y[2], coef[AP_GUESS_TERMS * AP_GUESS_TERMS];
     int tn;             /* table points a side */
     double t_dscale, t_z0, t_zscale;   /* grid index = value * scale */
     /* tn * tn shares t = r / dist of the way from the foot to the point

@@ -6,6 +6,7 @@
 #include "mvs_module.h"
 
 #include "../../kernels/gpu_sweep.h"
+#include "../../kernels/projector.h"
 #include "../../kernels/sweep.h"
 
 PyArrayObject *
@@ -333,6 +334,37 @@ done:
     return Py_BuildValue("(NN)", depth, conf);
 }
 
+/* Which guess of the interface point a sweep would use for a refractive
+ * source camera over a box of points: for tests and for users who want
+ * to know. */
+static PyObject *
+snell_guess(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *params;
+    double d2_max, z_min, z_max;
+    ap_camera cam;
+    if (!PyArg_ParseTuple(args, "Oddd:snell_guess", &params, &d2_max,
+                          &z_min, &z_max) ||
+        ap_mvs_camera(params, &cam, "camera") < 0) {
+        return NULL;
+    }
+    if (!cam.refractive) {
+        PyErr_SetString(PyExc_ValueError, "camera must be refractive");
+        return NULL;
+    }
+    ap_projector p;
+    ap_projector_init(&p, &cam);
+    if (ap_projector_tabulate(&p, d2_max, z_min, z_max) < 0) {
+        ap_projector_free(&p);
+        return PyErr_NoMemory();
+    }
+    PyObject *result = Py_BuildValue("(sii)", p.poly ? "polynomial" : "table",
+                                     p.poly ? 0 : p.tn, p.steps);
+    ap_projector_free(&p);
+    return result;
+}
+
 static PyMethodDef mvs_methods[] = {
     {"check_camera", check_camera, METH_O,
      "Raises ValueError unless the packed parameters make a camera."},
@@ -348,6 +380,10 @@ static PyMethodDef mvs_methods[] = {
      "float32 (H, W, D) volume into out"},
     {"extract_depth", extract_depth, METH_VARARGS,
      "extract_depth(volume, depths) -> depth, confidence"},
+    {"snell_guess", snell_guess, METH_VARARGS,
+     "snell_guess(params, dist2_max, depth_min, depth_max) -> (kind, "
+     "table points a side or 0, Newton steps): the guess a sweep takes "
+     "for a refractive camera's points in that box"},
     AP_GPU_METHODS
     {NULL, NULL, 0, NULL},
 };
