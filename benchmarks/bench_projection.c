@@ -84,7 +84,7 @@ time_sweep_path(const ap_camera *cam, const double *planes, const float *img,
         *checksum += out[row % N] == out[row % N] ? out[row % N] : 0.0;
     }
     t = (now() - t) / ((double)N * ROWS) * 1e9;
-    *poly = p.poly;
+    *poly = p.terms > 0;
     ap_projector_free(&p);
     return t;
 }

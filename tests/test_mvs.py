@@ -140,9 +140,12 @@ def test_sweeps_guess_by_polynomial_or_table_and_both_land():
     box of its points, else from a table of solutions."""
     K = np.array([[600, 0, 320], [0, 600, 240], [0, 0, 1.0]])
     cam = mvs.Camera.refractive(K, np.eye(3), np.zeros(3), water_z=0.2)
-    # the benchmark's box: (dist^2 up to 0.26 m^2, 0.89-1.07 m deep)
+    # the benchmark's box (dist^2 up to 0.26 m^2, 0.89-1.07 m deep) takes
+    # the quadratic, a deeper one the cubic
     assert _mvs.snell_guess(cam.params, 0.26, 0.889, 1.073) == (
-        "polynomial", 0, 1)
+        "polynomial", 2, 1)
+    assert _mvs.snell_guess(cam.params, 0.1, 0.3, 0.6) == (
+        "polynomial", 3, 1)
     kind, points, steps = _mvs.snell_guess(cam.params, 1.0, 0.1, 3.0)
     assert kind == "table" and points > 33 and steps == 1
     # a box reaching right under the surface: the table plus more steps
@@ -153,7 +156,8 @@ def test_sweeps_guess_by_polynomial_or_table_and_both_land():
     # both guesses, in sweeps, against the reference
     rng = np.random.default_rng(15)
     cams, imgs = random_views(rng, True, n=1)
-    for depths in ([1.0, 1.01], [0.05, 3.0]):    # polynomial, table
+    # quadratic, cubic, table (checked when written, by printing them)
+    for depths in ([1.0, 1.01], [1.0, 1.2], [0.05, 3.0]):
         out = mvs.build_cost_volume(imgs[0], imgs[1:], cams[0], cams[1:],
                                     np.array(depths), cost="sad", window=3)
         expected = ref.cost_volume(imgs[0], imgs[1:], cams[0], cams[1:],

@@ -166,19 +166,20 @@ fill_table(ap_projector *p, int tn, double d2_max, double z_min,
     }
 }
 
-/* The guess's polynomial at normalised (x, y), clamped into [-1, 1]^2 (a
- * NaN point lands on a corner): Horner in y for each power of x, then in
- * x. */
+/* The guess's polynomial of `terms` terms a side at normalised (x, y),
+ * clamped into [-1, 1]^2 (a NaN point lands on a corner): Horner in y
+ * for each power of x, then in x. Inlined where terms is a constant, so
+ * that the loops unroll. */
 static inline double
-poly_guess(const double *restrict coef, double x, double y)
+poly_guess(const double *restrict coef, int terms, double x, double y)
 {
     x = x > -1 ? (x < 1 ? x : 1) : -1;
     y = y > -1 ? (y < 1 ? y : 1) : -1;
     double acc = 0.0;
-    for (int i = AP_GUESS_TERMS - 1; i >= 0; i--) {
-        const double *c = coef + i * AP_GUESS_TERMS;
-        double row = c[AP_GUESS_TERMS - 1];
-        for (int j = AP_GUESS_TERMS - 2; j >= 0; j--) {
+    for (int i = terms - 1; i >= 0; i--) {
+        const double *c = coef + i * terms;
+        double row = c[terms - 1];
+        for (int j = terms - 2; j >= 0; j--) {
             row = row * y + c[j];
         }
         acc = acc * x + row;
@@ -189,8 +190,8 @@ poly_guess(const double *restrict coef, double x, double y)
 static double
 guess_one(const ap_projector *p, double dist2, double z)
 {
-    if (p->poly) {
-        return poly_guess(p->coef, dist2 * p->g_x[0] + p->g_x[1],
+    if (p->terms) {
+        return poly_guess(p->coef, p->terms, dist2 * p->g_x[0] + p->g_x[1],
                           z * p->g_y[0] + p->g_y[1]);
     }
     return table_guess(p->table, p->tn, dist2 * p->t_dscale,
@@ -228,20 +229,20 @@ table_error(const ap_projector *p, int steps)
                        p->t_z0 + 0.5 * dz, dz);
 }
 
-/* The polynomial of degree AP_GUESS_TERMS - 1 in each of the normalised
- * coordinates that interpolates the solutions at the box's Chebyshev
- * nodes, as monomials; then whether one step from it lands within
- * AP_TABLE_TOLERANCE everywhere on a fine grid of the box. */
+/* The polynomial of N terms in each of the normalised coordinates that
+ * interpolates the solutions at the box's Chebyshev nodes, as monomials;
+ * then whether one step from it lands within AP_TABLE_TOLERANCE
+ * everywhere on a fine grid of the box. */
 static int
-fit_poly(ap_projector *p, double d2_max, double z_min, double z_max)
+fit_poly(ap_projector *p, int N, double d2_max, double z_min, double z_max)
 {
-    enum { N = AP_GUESS_TERMS, CHECK = 65 };
+    enum { M = AP_GUESS_TERMS, CHECK = 65 };
     const double pi = 3.14159265358979323846;
     p->g_x[0] = 2.0 / d2_max;
     p->g_x[1] = -1.0;
     p->g_y[0] = 2.0 / (z_max - z_min);
     p->g_y[1] = -1.0 - z_min * p->g_y[0];
-    double f[N][N], cheb[N][N] = {{0.0}}, mono[N][N] = {{0.0}};
+    double f[M][M], cheb[M][M] = {{0.0}}, mono[M][M] = {{0.0}};
     for (int k = 0; k < N; k++) {
         double dist2 = (cos(pi * (k + 0.5) / N) + 1.0) / p->g_x[0];
         for (int l = 0; l < N; l++) {
@@ -281,12 +282,12 @@ fit_poly(ap_projector *p, double d2_max, double z_min, double z_max)
             p->coef[m * N + q] = c;
         }
     }
-    p->poly = 1;
+    p->terms = N;
     p->steps = AP_NEWTON_TABLE;
     double worst = guess_error(p, p->steps, CHECK, 0.0, d2_max / (CHECK - 1),
                                z_min, (z_max - z_min) / (CHECK - 1));
-    p->poly = worst <= AP_TABLE_TOLERANCE;
-    return p->poly;
+    p->terms = worst <= AP_TABLE_TOLERANCE ? N : 0;
+    return p->terms;
 }
 
 int
@@ -297,8 +298,11 @@ ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
     z_min = z_min > 0 && isfinite(z_min) ? z_min : 0.0;
     z_max = z_max > z_min && isfinite(z_max) ? z_max : z_min + 1.0;
     d2_max = d2_max > 0 && isfinite(d2_max) ? d2_max : 1.0;
-    if (fit_poly(p, d2_max, z_min, z_max)) {
-        return 0;
+    /* the cheapest guess that lands */
+    for (int terms = 3; terms <= AP_GUESS_TERMS; terms++) {
+        if (fit_poly(p, terms, d2_max, z_min, z_max)) {
+            return 0;
+        }
     }
     for (int tn = TABLE_MIN;; tn = 2 * tn - 1) {
         free(p->table);
@@ -436,16 +440,30 @@ table_chunk(const ap_projector *restrict p, const float *restrict table,
     }
 }
 
-AP_VECTOR_CLONES void
-poly_chunk(const ap_projector *restrict p, int n,
-           const double *restrict under, const double *restrict dist2,
-           double *restrict t)
+/* The polynomial guess, its loops unrolled for each number of terms. */
+static inline void
+poly_guesses(const ap_projector *restrict p, int terms, int n,
+             const double *restrict under, const double *restrict dist2,
+             double *restrict t)
 {
     double coef[AP_GUESS_TERMS * AP_GUESS_TERMS];
     memcpy(coef, p->coef, sizeof(coef));
     double sx = p->g_x[0], ox = p->g_x[1], sy = p->g_y[0], oy = p->g_y[1];
     for (int i = 0; i < n; i++) {
-        t[i] = poly_guess(coef, dist2[i] * sx + ox, under[i] * sy + oy);
+        t[i] = poly_guess(coef, terms, dist2[i] * sx + ox,
+                          under[i] * sy + oy);
+    }
+}
+
+AP_VECTOR_CLONES void
+poly_chunk(const ap_projector *restrict p, int n,
+           const double *restrict under, const double *restrict dist2,
+           double *restrict t)
+{
+    if (p->terms == 3) {
+        poly_guesses(p, 3, n, under, dist2, t);
+    } else {
+        poly_guesses(p, 4, n, under, dist2, t);
     }
 }
 
@@ -498,7 +516,7 @@ ap_project_sample(const ap_projector *proj, int views,
                     framed = p;
                 }
                 place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
-                if (p->poly) {
+                if (p->terms) {
                     poly_chunk(p, m, under, dist2, t);
                 } else {
                     table_chunk(p, p->table, m, under, dist2, t);

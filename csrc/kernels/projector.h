@@ -18,11 +18,12 @@
  * under the surface) is followed by as many steps as its cell centres
  * need, up to AP_NEWTON_WARM. */
 #define AP_NEWTON_TABLE 1
-/* Before a table, a polynomial guess is tried: of degree
- * AP_GUESS_TERMS - 1 in each of dist^2 and depth, interpolating the
- * solutions at the box's Chebyshev nodes, kept when one step from it
- * lands within AP_TABLE_TOLERANCE on a 65 x 65 grid over the box. It
- * takes arithmetic alone where the table takes lookups. */
+/* Before a table, polynomial guesses are tried, of 3 and then up to
+ * AP_GUESS_TERMS terms in each of dist^2 and depth (degree 2, 3),
+ * interpolating the solutions at the box's Chebyshev nodes; the first
+ * from which one step lands within AP_TABLE_TOLERANCE on a 65 x 65 grid
+ * over the box is kept. It takes arithmetic alone where the table takes
+ * lookups. */
 #define AP_GUESS_TERMS 4
 #define AP_TABLE_TOLERANCE 1e-8
 #define AP_TABLE_MAX 257
@@ -39,7 +40,8 @@ typedef struct {
     double below[4], e1[4], e2[4], A[9], Z[3];
     double hc, na, nw;
     int steps;          /* Newton steps from the guess */
-    int poly;           /* the guess: 1 the polynomial, 0 the table */
+    int terms;          /* the guess: the polynomial's terms a side, or 0:
+                         * the table */
     /* the polynomial's coordinates x = dist^2 g_x[0] + g_x[1] and
      * y = depth g_y[0] + g_y[1], in [-1, 1] over the box, and its
      * monomials' coefficients, [power of x * terms + power of y] */

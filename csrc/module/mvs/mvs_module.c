@@ -359,8 +359,9 @@ snell_guess(PyObject *module, PyObject *args)
         ap_projector_free(&p);
         return PyErr_NoMemory();
     }
-    PyObject *result = Py_BuildValue("(sii)", p.poly ? "polynomial" : "table",
-                                     p.poly ? 0 : p.tn, p.steps);
+    PyObject *result = Py_BuildValue(
+        "(sii)", p.terms ? "polynomial" : "table",
+        p.terms ? p.terms - 1 : p.tn, p.steps);
     ap_projector_free(&p);
     return result;
 }
@@ -382,8 +383,9 @@ static PyMethodDef mvs_methods[] = {
      "extract_depth(volume, depths) -> depth, confidence"},
     {"snell_guess", snell_guess, METH_VARARGS,
      "snell_guess(params, dist2_max, depth_min, depth_max) -> (kind, "
-     "table points a side or 0, Newton steps): the guess a sweep takes "
-     "for a refractive camera's points in that box"},
+     "the polynomial's degree or the table's points a side, Newton "
+     "steps): the guess a sweep takes for a refractive camera's points in "
+     "that box"},
     AP_GPU_METHODS
     {NULL, NULL, 0, NULL},
 };
