@@ -111,6 +111,7 @@ def mvs_calls():
     from aquaprof.mvs import Camera
     K = np.array([[20.0, 0, 8], [0, 20, 6], [0, 0, 1]])
     cam = Camera.refractive(K, np.eye(3), np.zeros(3), water_z=0.2).params
+    pinhole = Camera.pinhole(K, np.eye(3), np.zeros(3)).params
     cams = np.stack([cam, cam])
     img = np.random.default_rng(0).random((12, 16)).astype(np.float32)
     srcs = np.stack([img, img])
@@ -125,6 +126,8 @@ def mvs_calls():
         lambda: _mvs.cost_volume(img, srcs, cam, cams, depths, 0, 3, 0, 5, 2,
                                  out),
         lambda: _mvs.extract_depth(out, depths),
+        lambda: _mvs.snell_guess(cam, 0.3, 0.5, 1.0),      # a polynomial
+        lambda: _mvs.snell_guess(cam, 1.0, 0.01, 3.0),     # a table
     ]
     bad = [
         lambda: _mvs.check_camera(np.zeros(28)),
@@ -143,6 +146,9 @@ def mvs_calls():
                                  0, 3, 0, 5, 2, out),
         lambda: _mvs.extract_depth(out, depths[:2]),
         lambda: _mvs.extract_depth("volume", depths),
+        lambda: _mvs.snell_guess(np.zeros(28), 1.0, 0.5, 1.0),
+        lambda: _mvs.snell_guess(pinhole, 1.0, 0.5, 1.0),
+        lambda: _mvs.snell_guess(cam, "far", 0.5, 1.0),
         lambda: _mvs.gpu_check(-1),
         lambda: _mvs.gpu_check("zero"),
         lambda: _mvs.gpu_warp(0, 0, 1, 1, 16, cam, cam, 1.0, 2, 3),
@@ -165,7 +171,7 @@ def test_mvs_entry_points_keep_counts_and_memory():
                 call()
             except (TypeError, ValueError, RuntimeError):
                 pass
-    # 300 rounds of 24 calls: a block lost a call would leave 7,200
+    # 300 rounds of 29 calls: a block lost a call would leave 8,700
     assert blocks_after(run_all, rounds=300) < 100
 
 
