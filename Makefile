@@ -80,7 +80,8 @@ bench: build
 
 KERNEL_CFLAGS := $(CFLAGS_STRICT) -O3 -fno-math-errno -fno-trapping-math
 benchmarks/bench_projection: benchmarks/bench_projection.c $(wildcard csrc/kernels/*.c csrc/kernels/*.h)
-	$(CC) $(KERNEL_CFLAGS) benchmarks/bench_projection.c csrc/kernels/camera.c csrc/kernels/projector.c -lm -o $@
+	$(CC) $(KERNEL_CFLAGS) benchmarks/bench_projection.c csrc/kernels/camera.c csrc/kernels/projector.c \
+		csrc/kernels/snell_guess.c -lm -o $@
 
 bench-projection: benchmarks/bench_projection
 	./benchmarks/bench_projection
