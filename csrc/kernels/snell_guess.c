@@ -189,9 +189,10 @@ ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
             return 0;
         }
         if (2 * tn - 1 > AP_TABLE_MAX) {
-            while (p->steps < AP_NEWTON_WARM &&
+            /* one more step until they land, AP_NEWTON_WARM at most (the
+             * last count needs no check) */
+            while (++p->steps < AP_NEWTON_WARM &&
                    table_error(p, p->steps) > AP_TABLE_TOLERANCE) {
-                p->steps++;
             }
             return 0;
         }

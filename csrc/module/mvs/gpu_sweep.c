@@ -188,7 +188,8 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
     }
     if (cost < AP_COST_NCC || cost > AP_COST_SAD || window < 3 ||
         window % 2 == 0 || window > AP_MAX_WINDOW || h < 2 || w < 2 ||
-        (long long)h * w > AP_MAX_PIXELS || n < 1 || d < 1 || first < 0 || count < 1 || count > d - first ||
+        (long long)h * w > AP_MAX_PIXELS || n < 1 || d < 1 || first < 0 ||
+        count < 1 || count > d - first ||
         !ref || !srcs || !depths || !rays || !out) {
         PyErr_SetString(PyExc_ValueError, "bad sizes, planes, cost, window "
                         "or null pointer");
