@@ -28,7 +28,7 @@ $(EXT): $(DEPS) $(EXT_SOURCES) setup.py pyproject.toml
 build: $(EXT)
 
 demo: build
-	$(PY) -m aquaprof.demo
+	$(PY) -m aquaprof demo
 
 tests/core/test_core: $(CORE_SOURCES) tests/core/test_core.c
 	$(CC) $(CFLAGS_STRICT) csrc/core/*.c tests/core/test_core.c -lm -o $@

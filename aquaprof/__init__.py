@@ -11,9 +11,8 @@
         estimate(x)
     print(prof.report())
 """
-__version__ = "0.1.0"
-
 from ._core import Stage, StagedFunction, active, stage
+from ._version import __version__
 from .profiler import Profiler
 from .report import Report, ReportError, StageStats, Timing
 
@@ -22,37 +21,37 @@ def diff_flamegraph(base: Report, new: Report, path, title: str =
                     "aquaprof differential flamegraph"):
     """An SVG flamegraph of new, each stage coloured by its change from
     base (red slower, blue faster). Returns the path."""
-    from .flame import write_flamegraph
+    from .views.flamegraph import write_flamegraph
     return write_flamegraph(new, path, title, base=base)
 
 
 def merge(reports, labels=None) -> Report:
     """One report of several processes (torch.distributed ranks, workers):
     stages merged by path, spans and threads kept per process."""
-    from .merging import merge_reports
+    from .analysis.merging import merge_reports
     return merge_reports(reports, labels)
 
 
 def __getattr__(name: str):
     # History pulls in sqlite3: only for those who use it
     if name == "History":
-        from .history import History
+        from .analysis.history import History
         return History
     if name == "sweep":
-        from .batch_sweep import sweep
+        from .integrations.batch_size import sweep
         return sweep
     if name in ("Monitor", "Alert"):
-        from . import monitor
+        from .live import monitor
         return getattr(monitor, name)
     if name == "Snapshot":
-        from .snapshot import Snapshot
+        from .live.snapshot import Snapshot
         return Snapshot
     raise AttributeError(f"module 'aquaprof' has no attribute {name!r}")
 
 
 def load_ipython_extension(shell) -> None:
     """``%load_ext aquaprof``: the ``%%aquaprof`` cell magic."""
-    from .notebook import load_ipython_extension as load
+    from .integrations.notebook import load_ipython_extension as load
     load(shell)
 
 

@@ -1,6 +1,6 @@
-"""``python -m aquaprof``: the command line (aquaprof/cli.py)."""
+"""``python -m aquaprof``: the command line (aquaprof/integrations/cli.py)."""
 import sys
 
-from .cli import main
+from .integrations.cli import main
 
 sys.exit(main())

@@ -6,9 +6,10 @@ import platform
 import socket
 import sys
 import time
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from . import _core
+from ._version import __version__
 from .report import Report
 
 
@@ -50,14 +51,14 @@ class Profiler:
                  cpu_resolution: float = 20e-6, compensate: bool = True,
                  cuda: Any = "auto", cuda_sync: bool = False,
                  window: int = 0):
-        from .gpu import profiler_args
+        from .cupti import profiler_args
         self._core = _core.Profiler(max_spans=max_spans, memory=memory,
                                     memory_interval=memory_interval,
                                     cpu_resolution=cpu_resolution,
                                     window=window,
                                     **profiler_args(cuda, cuda_sync))
         self.window: int = window
-        self._monitors: List[Any] = []
+        self._on_stop: List[Callable[[], Any]] = []
         self._settings = (cpu_resolution, memory)
         self._compensate = bool(compensate)
         self._overhead: Optional[dict] = None
@@ -67,29 +68,34 @@ class Profiler:
     def start(self) -> "Profiler":
         if self._compensate and not self._core.running and \
                 not _core.active():
-            from .overhead import calibrate
+            from .calibration import calibrate
             self._overhead = calibrate(*self._settings)
         self._core.start()
         self._started_at = time.time()
         return self
 
     def stop(self) -> None:
-        for monitor in self._monitors:
-            monitor.stop()
+        for callback in self._on_stop:
+            callback()
         self._core.stop()
+
+    def on_stop(self, callback: Callable[[], Any]) -> None:
+        """Calls callback() at stop(), before the recording ends: how a
+        Monitor started on this profiler is stopped with it."""
+        self._on_stop.append(callback)
 
     def snapshot(self) -> Any:
         """The figures so far while running (needs window=N): an
         aquaprof.Snapshot with each stage's totals, rolling figures over
         its last N calls, and its open calls."""
-        from .snapshot import Snapshot
+        from .live.snapshot import Snapshot
         return Snapshot(self._core.snapshot_data(), self.window)
 
     def monitor(self, **options: Any) -> Any:
         """Starts an aquaprof.Monitor on this profiler (see its options:
         interval, on_alert, host_memory, gpu_memory, anomalies, rules,
         prometheus); stop() stops it."""
-        from .monitor import Monitor
+        from .live.monitor import Monitor
         return Monitor(self, **options).start()
 
     @property
@@ -120,7 +126,6 @@ class Profiler:
 
 
 def _host_info(started_at: Optional[float]) -> dict:
-    from . import __version__
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),

@@ -5,40 +5,19 @@ or on another machine shows the same table as a live run.
 """
 from __future__ import annotations
 
-import base64
 import json
 import math
 import os
-import zlib
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, schema
 from ._atomic import write_atomic
-
-FORMAT = "aquaprof.report"
-VERSION = 1
+from .schema import ReportError
 
 _NS = 1e-9
-_STAGE_FIELDS = {
-    "name": str, "parent": int, "depth": int, "count": int, "raised": int,
-    "unclosed": int, "total_ns": int, "self_ns": int, "min_ns": int,
-    "max_ns": int, "mean_ns": float, "m2": float, "cpu_ns": int,
-    "items": int, "mem_peak": int, "mem_delta": int, "hist": list,
-}
-_THREAD_FIELDS = {"index": int, "native_id": int, "spans": int,
-                  "dropped": int}
-_HOST_FIELDS = {"hostname": str, "platform": str, "python": str,
-                "aquaprof": str, "argv": list, "cwd": str,
-                "started_at": float}
-_META_FIELDS = {
-    "start_ns": int, "stop_ns": int, "clock": str, "pid": int,
-    "max_spans": int, "memory": bool, "memory_interval_ns": int,
-    "cpu_resolution_ns": int, "spans_dropped": int, "unclosed": int,
-    "lost": int,
-}
 
 
 def stage_paths(stages: Sequence[Dict[str, Any]]) -> List[str]:
@@ -48,10 +27,6 @@ def stage_paths(stages: Sequence[Dict[str, Any]]) -> List[str]:
         prefix = paths[s["parent"]] + "/" if s["parent"] >= 0 else ""
         paths.append(prefix + s["name"])
     return paths
-
-
-class ReportError(ValueError):
-    """A file or dict that is not a valid aquaprof report."""
 
 
 class Timing:
@@ -140,11 +115,11 @@ class StageStats:
         self.raised: int = stage["raised"]
         self.unclosed: int = stage["unclosed"]
         #: total and self wall time with the profiler's calibrated cost
-        #: taken out (overhead.py); None when the run was not calibrated
+        #: taken out (aquaprof.analysis.overhead); None when the run was not calibrated
         self.compensated_total: Optional[float] = None
         self.compensated_self: Optional[float] = None
         #: GPU work the stage (and its sub-stages) launched, a
-        #: gpu.CudaStats; None when the run traced none for it
+        #: aquaprof.analysis.gpu_stats.CudaStats; None when the run traced none for it
         self.cuda: Any = None
 
     def __repr__(self) -> str:
@@ -157,7 +132,7 @@ class Report:
     Report.load(path)."""
 
     def __init__(self, data: Dict[str, Any]):
-        _validate(data)
+        schema.validate(data)
         # JSON gives histogram pairs as lists, C as tuples: one form, so
         # that a loaded report compares equal to the one saved
         stages = [dict(s, hist=[tuple(p) for p in s["hist"]])
@@ -172,11 +147,11 @@ class Report:
             for i, s in enumerate(stages)
         ]
         self._by_path = {s.path: s for s in self._stats}
-        from .overhead import compensate
+        from .analysis.overhead import compensate
         for path, (total, self_time) in (compensate(self) or {}).items():
             stats = self._by_path[path]
             stats.compensated_total, stats.compensated_self = total, self_time
-        from .gpu import stage_cuda
+        from .analysis.gpu_stats import stage_cuda
         for sid, cuda in stage_cuda(self).items():
             self._stats[sid].cuda = cuda
 
@@ -205,7 +180,7 @@ class Report:
 
     def gpu_events(self) -> Optional[np.ndarray]:
         """Raw GPU events (read-only NumPy structured array, GPU_DTYPE):
-        kind (aquaprof.gpu.KERNEL, MEMCPY, MEMSET, ALLOC, FREE, SYNC),
+        kind (aquaprof.schema.KERNEL, MEMCPY, MEMSET, ALLOC, FREE, SYNC),
         start_ns/end_ns on the spans' clock, bytes, the stage id and span
         index that launched it (-1: none), kernel name index, device,
         stream, grid, block, registers, shared, copy direction, pinned.
@@ -213,16 +188,29 @@ class Report:
         gpu = self.gpu
         return None if gpu is None else gpu["events"]
 
+    def gpu_memory(self) -> Tuple[np.ndarray, np.ndarray]:
+        """Device allocations and frees in time order (GPU_DTYPE events),
+        and the device bytes in use right after each, of the allocations
+        CUPTI saw. Empty when no GPU activity was traced."""
+        events = self.gpu_events()
+        if events is None:
+            return np.empty(0, _core.GPU_DTYPE), np.empty(0, np.int64)
+        memory = events[np.isin(events["kind"], (schema.ALLOC, schema.FREE))]
+        memory = memory[np.argsort(memory["start_ns"], kind="stable")]
+        in_use = np.cumsum(np.where(memory["kind"] == schema.ALLOC,
+                                    memory["bytes"], -memory["bytes"]))
+        return memory, in_use
+
     def kernels(self, limit: Optional[int] = None) -> List[Any]:
         """Per kernel name: count, total, mean, grid/block, registers,
         shared memory and theoretical occupancy, longest total first."""
-        from .gpu import kernel_table
+        from .analysis.gpu_stats import kernel_table
         events = self.gpu_events()
         return [] if events is None else kernel_table(self, events, limit)
 
     def span_gpu_time(self) -> np.ndarray:
         """Kernel seconds each span launched, aligned with spans()."""
-        from .gpu import span_gpu_time
+        from .analysis.gpu_stats import span_gpu_time
         return span_gpu_time(self)
 
     @property
@@ -316,12 +304,12 @@ class Report:
     def spans(self) -> np.ndarray:
         """Raw spans as a read-only NumPy structured array (no copy):
         stage (id into stage_names), thread, parent (span index or -1),
-        flags (1 raised, 2 unclosed), start_ns, end_ns, cpu_ns, items."""
+        flags (aquaprof._core.SPAN_RAISED, SPAN_UNCLOSED), start_ns, end_ns, cpu_ns, items."""
         return self._data["spans"]
 
     # ----------------------------------------------------------- output
     def __str__(self) -> str:
-        from ._format import format_report
+        from .views.text import format_report
         return format_report(self)
 
     def __repr__(self) -> str:
@@ -350,7 +338,7 @@ class Report:
         """The top stages by self time classified (cpu-bound, waiting,
         mixed; allocation-heavy on top), each with its evidence, a fix to
         try and the command that verifies it."""
-        from .diagnose import Diagnosis
+        from .analysis.diagnose import Diagnosis
         return Diagnosis(self, top)
 
     def anomalies(self, window: int = 50, threshold: float = 6.0,
@@ -360,7 +348,7 @@ class Report:
         (robust z-score over `threshold`, at least `min_ratio` times the
         median and `min_excess` seconds over it), from the raw spans, in
         time order."""
-        from .anomaly import find_anomalies
+        from .analysis.anomaly import find_anomalies
         return find_anomalies(self, window, threshold, min_ratio,
                               min_excess)
 
@@ -370,7 +358,7 @@ class Report:
         changes say slower, faster or same, decided by a Mann-Whitney test
         on the call durations (p < alpha) and a median change over
         threshold; .regressions lists the slower stages."""
-        from .compare import Comparison
+        from .analysis.compare import Comparison
         if not isinstance(base, Report):
             raise TypeError(f"base must be a Report, got "
                             f"{type(base).__name__}")
@@ -378,12 +366,12 @@ class Report:
 
     # ------------------------------------------------------------ views
     def _repr_html_(self) -> str:
-        from .notebook import report_html
+        from .views.html import report_html
         return report_html(self)
 
     def to_dataframe(self) -> Any:
         """pandas DataFrame, one row per stage path (needs pandas)."""
-        from .notebook import report_dataframe
+        from .views.dataframe import report_dataframe
         return report_dataframe(self)
 
     def to_chrome_trace(self, path: Union[str, os.PathLike],
@@ -392,36 +380,30 @@ class Report:
         track per thread (per process after a merge), stages as complete
         events; past max_events spans the shortest are left out, and the
         trace says so. Returns the path."""
-        from .trace import write_chrome_trace
+        from .views.trace import write_chrome_trace
         return write_chrome_trace(self, path, max_events)
 
     def to_folded(self, path: Union[str, os.PathLike]) -> Path:
         """Folded stacks (``a;b;c <self ns>``), for flamegraph.pl and
         friends."""
-        from .flame import write_folded
+        from .views.flamegraph import write_folded
         return write_folded(self, path)
 
     def to_flamegraph(self, path: Union[str, os.PathLike],
                       title: str = "aquaprof flamegraph") -> Path:
         """A self-contained interactive SVG flamegraph (hover, click to
         zoom, search)."""
-        from .flame import write_flamegraph
+        from .views.flamegraph import write_flamegraph
         return write_flamegraph(self, path, title)
 
     def to_speedscope(self, path: Union[str, os.PathLike]) -> Path:
         """The speedscope file format: an evented profile per thread."""
-        from .speedscope import write_speedscope
+        from .views.speedscope import write_speedscope
         return write_speedscope(self, path)
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict (spans compressed, base64)."""
-        d = {"format": FORMAT, "version": VERSION}
-        for key, value in self._data.items():
-            d[key] = _encode_spans(value) if key == "spans" else value
-        if "gpu" in d:
-            d["gpu"] = dict(d["gpu"], events=_encode_spans(
-                d["gpu"]["events"], _core.GPU_DTYPE))
-        return d
+        return schema.encode(self._data)
 
     def save(self, path: Union[str, os.PathLike]) -> Path:
         """Writes the report as JSON, atomically; returns the path."""
@@ -450,177 +432,7 @@ class Report:
     @classmethod
     def from_dict(cls, obj: Any) -> "Report":
         """Inverse of to_dict(); ReportError naming what is wrong."""
-        if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-            raise ReportError(f"not an aquaprof report (expected "
-                              f"'format': {FORMAT!r})")
-        version = obj.get("version")
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise ReportError("report has no integer 'version'")
-        if version > VERSION:
-            raise ReportError(f"report schema version {version} is newer "
-                              f"than this aquaprof reads ({VERSION}); "
-                              f"upgrade aquaprof")
-        if version < 1:
-            raise ReportError(f"report schema version {version} is invalid")
-        data = {k: v for k, v in obj.items() if k not in ("format",
-                                                           "version")}
-        if "spans" not in data:
-            raise ReportError("report lacks 'spans'")
-        data["spans"] = _decode_spans(data["spans"])
-        if "gpu" in data:
-            if not isinstance(data["gpu"], dict):
-                raise ReportError("report['gpu'] must be an object")
-            data["gpu"] = dict(data["gpu"], events=_decode_spans(
-                data["gpu"].get("events"), _core.GPU_DTYPE, "gpu events"))
-        return cls(data)
-
-
-# ----------------------------------------------------------------- helpers
-def _check_fields(obj: Any, fields: Dict[str, type], where: str) -> None:
-    if not isinstance(obj, dict):
-        raise ReportError(f"{where} must be an object")
-    for key, kind in fields.items():
-        if key not in obj:
-            raise ReportError(f"{where} lacks {key!r}")
-        value = obj[key]
-        # a float field takes ints too; bool (an int) only a bool field
-        accepted = (int, float) if kind is float else kind
-        if not isinstance(value, accepted) or (
-                isinstance(value, bool) and kind is not bool):
-            raise ReportError(f"{where}[{key!r}] must be {kind.__name__}, "
-                              f"got {type(value).__name__}")
-
-
-def _check_samples(samples: Any, where: str) -> None:
-    if not isinstance(samples, list) or not all(
-            isinstance(p, (list, tuple)) and len(p) == 2
-            and all(isinstance(x, int) and not isinstance(x, bool)
-                    for x in p) for p in samples):
-        raise ReportError(f"{where}['memory_samples'] must be a list of "
-                          f"[ns, bytes] pairs")
-
-
-def _validate(data: Dict[str, Any]) -> None:
-    _check_fields(data, _META_FIELDS, "report")
-    stages, threads = data.get("stages"), data.get("threads")
-    if not isinstance(stages, list):
-        raise ReportError("report['stages'] must be a list")
-    if not isinstance(threads, list):
-        raise ReportError("report['threads'] must be a list")
-    for i, s in enumerate(stages):
-        where = f"stages[{i}]"
-        _check_fields(s, _STAGE_FIELDS, where)
-        if not -1 <= s["parent"] < i:
-            raise ReportError(f"{where}['parent'] = {s['parent']} does not "
-                              f"name an earlier stage")
-        depth = stages[s["parent"]]["depth"] + 1 if s["parent"] >= 0 else 0
-        if s["depth"] != depth:
-            raise ReportError(f"{where}['depth'] = {s['depth']}, its "
-                              f"place in the tree says {depth}")
-        if s["count"] < 0:
-            raise ReportError(f"{where}['count'] is negative")
-        buckets = len(_core.HIST_LOWER_NS) - 1
-        for pair in s["hist"]:
-            if (not isinstance(pair, (list, tuple)) or len(pair) != 2
-                    or not all(isinstance(x, int) for x in pair)
-                    or not 0 <= pair[0] < buckets):
-                raise ReportError(f"{where}['hist'] has a bad bucket "
-                                  f"{pair!r}")
-    for i, t in enumerate(threads):
-        _check_fields(t, _THREAD_FIELDS, f"threads[{i}]")
-        if t["index"] != i:
-            raise ReportError(f"threads[{i}]['index'] is {t['index']}")
-        reads = t.get("cpu_reads", 0)
-        if not isinstance(reads, int) or isinstance(reads, bool) or \
-                reads < 0:
-            raise ReportError(f"threads[{i}]['cpu_reads'] must be an int "
-                              f">= 0")
-    overhead = data.get("overhead")
-    if overhead is not None and not (
-            isinstance(overhead, dict) and all(
-                isinstance(overhead.get(k, 0), (int, float))
-                and not isinstance(overhead.get(k, 0), bool)
-                and overhead.get(k, 0) >= 0 for k in (
-                    "span_ns", "inside_ns", "read_ns", "resolution_ns"))
-            and "span_ns" in overhead and "inside_ns" in overhead):
-        raise ReportError("report['overhead'] must hold span_ns and "
-                          "inside_ns (and may hold read_ns, resolution_ns), "
-                          "numbers >= 0")
-    host = data.get("host", {})
-    if not isinstance(host, dict):
-        raise ReportError("report['host'] must be an object")
-    _check_fields({k: v for k, v in host.items() if k in _HOST_FIELDS},
-                  {k: v for k, v in _HOST_FIELDS.items() if k in host},
-                  "report['host']")
-    _check_samples(data.get("memory_samples", []), "report")
-    processes = data.get("processes", [])
-    if not isinstance(processes, list) or not all(
-            isinstance(p, dict) and isinstance(p.get("pid"), int)
-            and isinstance(p.get("label"), str) for p in processes):
-        raise ReportError("report['processes'] must be a list of objects "
-                          "with an int 'pid' and a str 'label'")
-    for i, p in enumerate(processes):
-        _check_samples(p.get("memory_samples", []), f"processes[{i}]")
-    if any(not isinstance(t.get("process", 0), int)
-           or not 0 <= t.get("process", 0) < max(len(processes), 1)
-           for t in threads):
-        raise ReportError("a thread names a process the report lacks")
-    spans = data["spans"]
-    if not isinstance(spans, np.ndarray) or spans.dtype != _core.SPAN_DTYPE:
-        raise ReportError("report['spans'] must be a span array")
-    if len(spans) and int(spans["stage"].max()) >= len(stages):
-        raise ReportError("a span names a stage id the report lacks")
-    if len(spans) and int(spans["thread"].max()) >= len(threads):
-        raise ReportError("a span names a thread the report lacks")
-    if len(spans) and not ((spans["parent"] >= -1)
-                           & (spans["parent"] < len(spans))).all():
-        raise ReportError("a span names a parent span the report lacks")
-    if not isinstance(data.get("gpu_status", ""), str):
-        raise ReportError("report['gpu_status'] must be a str")
-    if "gpu" in data:
-        from .gpu import validate
-        validate(data["gpu"], len(stages), len(spans))
-
-
-def _dtype_fields(dtype: np.dtype) -> List[Any]:
-    """dtype.descr as JSON gives it back (tuples become lists)."""
-    return json.loads(json.dumps(dtype.descr))
-
-
-def _encode_spans(spans: np.ndarray,
-                  dtype: np.dtype = _core.SPAN_DTYPE) -> Dict[str, Any]:
-    raw = np.ascontiguousarray(spans).tobytes()
-    return {
-        "dtype": _dtype_fields(dtype),
-        "count": int(len(spans)),
-        "encoding": "zlib+base64",
-        "data": base64.b64encode(zlib.compress(raw, 1)).decode("ascii"),
-    }
-
-
-def _decode_spans(obj: Any, dtype: np.dtype = _core.SPAN_DTYPE,
-                  what: str = "spans") -> np.ndarray:
-    if not isinstance(obj, dict):
-        raise ReportError(f"'{what}' must be an object")
-    expected = _dtype_fields(dtype)
-    if obj.get("dtype") != expected:
-        raise ReportError(f"'{what}' has dtype {obj.get('dtype')!r}, "
-                          f"expected {expected!r}")
-    if obj.get("encoding") != "zlib+base64":
-        raise ReportError(f"'{what}' encoding {obj.get('encoding')!r} is "
-                          f"unknown")
-    count = obj.get("count")
-    try:
-        raw = zlib.decompress(base64.b64decode(obj.get("data", ""),
-                                               validate=True))
-    except (ValueError, TypeError, zlib.error) as e:
-        raise ReportError(f"'{what}' data is corrupt: {e}") from None
-    records = np.frombuffer(raw, dtype=dtype) \
-        if len(raw) % dtype.itemsize == 0 else None
-    if records is None or len(records) != count:
-        raise ReportError(f"'{what}' holds {len(raw)} bytes, not the "
-                          f"{count!r} {what} it declares")
-    return records
+        return cls(schema.decode(obj))
 
 
 __all__ = ["Report", "ReportError", "StageStats", "Timing"]

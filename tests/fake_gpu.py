@@ -51,8 +51,8 @@ def scenario(code, env=None, cupti=None):
         import ctypes, json, sys
         import numpy as np
         import aquaprof as ap
-        import aquaprof.gpu
-        aquaprof.gpu.cupti_candidates = lambda: {list(map(str, cupti or []))!r}
+        import aquaprof.cupti
+        aquaprof.cupti.cupti_candidates = lambda: {list(map(str, cupti or []))!r}
         fake = None
         for path in {list(map(str, cupti or []))!r}:
             try:

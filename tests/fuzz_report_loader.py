@@ -9,6 +9,7 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
+    import aquaprof.schema  # noqa: F401
     import aquaprof.report as report
 
 

@@ -159,11 +159,11 @@ def test_help_everywhere_and_demo_passes_through():
         assert out.returncode == 0 and "usage: aquaprof" in out.stdout
     out = cli("demo", "--views", "1")
     assert out.returncode == 2 and "--views must be at least 2" in out.stderr
-    assert "python -m aquaprof.demo" in cli("demo", "--help").stdout
+    assert "python -m aquaprof demo" in cli("demo", "--help").stdout
     out = cli()
     assert out.returncode == 2 and "command" in out.stderr
     text = (ROOT / "pyproject.toml").read_text()
-    assert 'aquaprof = "aquaprof.cli:main"' in text
+    assert 'aquaprof = "aquaprof.integrations.cli:main"' in text
 
 
 def test_history_adds_lists_and_flags_steps(reports, tmp_path):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import aquaprof as ap
-from aquaprof.compare import mann_whitney_p, verdict
+from aquaprof.analysis.compare import mann_whitney_p, verdict
 from conftest import busy
 
 

@@ -1,4 +1,4 @@
-"""`make demo` runs `python -m aquaprof.demo`: check it as a user sees it."""
+"""`make demo` runs `python -m aquaprof demo`: check it as a user sees it."""
 import json
 import os
 import subprocess
@@ -15,7 +15,7 @@ STAGES = ("load", "undistort", "build_cost_volume", "extract_depth", "fuse",
 
 def run_demo(*args):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "aquaprof.demo", *args],
+    return subprocess.run([sys.executable, "-m", "aquaprof", "demo", *args],
                           capture_output=True, text=True, env=env, cwd=ROOT)
 
 
@@ -50,7 +50,7 @@ def test_demo_rejects_bad_arguments():
 
 def test_demo_on_cuda_runs_where_there_is_a_gpu_and_says_why_not_elsewhere(
         tmp_path):
-    from aquaprof.demo import cuda_problem
+    from aquaprof.integrations.demo import cuda_problem
     problem = cuda_problem()
     out = run_demo("--device", "cuda", "--height", "96", "--width", "128",
                    "--views", "3", "--depths", "32", "--window", "7",

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import aquaprof as ap
-from aquaprof import cli
+from aquaprof.integrations import cli
 from aquaprof.report import ReportError
 
 ROOT = Path(__file__).resolve().parent.parent

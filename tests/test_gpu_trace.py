@@ -15,7 +15,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof import _core
-from aquaprof.gpu import cupti_candidates
+from aquaprof.cupti import cupti_candidates
 from fake_gpu import scenario
 
 STATUS = """
@@ -212,7 +212,7 @@ def test_spans_link_to_their_gpu_work_even_past_max_spans(traced):
     # dropped spans lose the link, never the stage
     assert ((ev["span"] == -1) & (ev["stage"] >= 0)).any()
     per_span = rep.span_gpu_time()
-    kernels = linked[linked["kind"] == ap.gpu.KERNEL]
+    kernels = linked[linked["kind"] == ap.schema.KERNEL]
     assert per_span.sum() == pytest.approx(
         float((kernels["end_ns"] - kernels["start_ns"]).sum()) * 1e-9)
 
@@ -236,7 +236,7 @@ def test_idle_share_counts_the_gaps(traced):
     rep, _, _ = traced
     assert 0 <= rep["compute"].cuda.idle_share < 1
     assert rep["save"].cuda.idle_share < 1
-    from aquaprof.gpu import _covered, _merged
+    from aquaprof.analysis.gpu_stats import _covered, _merged
     busy = _merged(np.array([0, 5, 20]), np.array([10, 8, 30]))
     assert busy[0].tolist() == [0, 20] and busy[1].tolist() == [10, 30]
     assert _covered(busy, np.array([5, 0, 12]), np.array([25, 40, 18])
@@ -270,8 +270,8 @@ def test_corrupt_gpu_sections_are_refused(traced):
     def with_events(change):
         events = rep.gpu_events().copy()
         change(events)
-        return dict(good, gpu=dict(good["gpu"], events=ap.report.
-                                   _encode_spans(events, _core.GPU_DTYPE)))
+        return dict(good, gpu=dict(good["gpu"], events=ap.schema.
+                                   encode_array(events, _core.GPU_DTYPE)))
 
     def set_field(name, value):
         def change(events):

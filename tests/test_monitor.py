@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import aquaprof as ap
-import aquaprof.nvml
+import aquaprof.live.nvml
 from aquaprof import _core
-from aquaprof.snapshot import Snapshot
+from aquaprof.live.snapshot import Snapshot
 
 
 def test_snapshot_keeps_the_last_calls_of_every_thread():
@@ -171,7 +171,7 @@ def test_monitor_thread_alerts_while_a_stage_hangs():
 
 def test_gpu_memory_alerts_through_nvml(fakes, monkeypatch):
     monkeypatch.setenv("AQUAPROF_LIBNVML", str(fakes / "libnvidia-ml.so"))
-    monkeypatch.setattr(aquaprof.nvml, "_lib", None)
+    monkeypatch.setattr(aquaprof.live.nvml, "_lib", None)
     fake = ctypes.CDLL(str(fakes / "libnvidia-ml.so"))
     fake.fake_nvml_set(2, 0, ctypes.c_ulonglong(10 << 30))
     fake.fake_nvml_set(2, 1, ctypes.c_ulonglong(70 << 30))
@@ -187,7 +187,7 @@ def test_gpu_memory_alerts_through_nvml(fakes, monkeypatch):
 
 def test_gpu_memory_limit_without_nvml_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("AQUAPROF_LIBNVML", str(tmp_path / "none.so"))
-    monkeypatch.setattr(aquaprof.nvml, "_lib", None)
+    monkeypatch.setattr(aquaprof.live.nvml, "_lib", None)
     with ap.Profiler(window=10) as prof:
         with pytest.raises(RuntimeError, match="no NVML: cannot open"):
             ap.Monitor(prof, gpu_memory=1 << 30)

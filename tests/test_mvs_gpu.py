@@ -7,7 +7,7 @@ import pytest
 
 import aquaprof.mvs as mvs
 from aquaprof import _mvs
-from aquaprof.mvs import _gpu, scenes
+from aquaprof.mvs import _cuda, scenes
 
 try:
     import torch
@@ -50,34 +50,34 @@ class DLPackOnly:
 
 
 def test_gpu_arrays_are_told_from_host_arrays():
-    assert not _gpu.is_gpu(np.zeros((2, 2), np.float32))
-    assert _gpu.is_gpu(FakeTorchTensor())
-    assert _gpu.is_gpu([np.zeros(2), FakeTorchTensor()])
-    assert _gpu.is_gpu(DLPackOnly(2)) and _gpu.is_gpu(DLPackOnly(13))
-    assert not _gpu.is_gpu(DLPackOnly(1))        # DLPack on the CPU
-    assert not _gpu.is_gpu(DLPackOnly(None))
+    assert not _cuda.is_gpu(np.zeros((2, 2), np.float32))
+    assert _cuda.is_gpu(FakeTorchTensor())
+    assert _cuda.is_gpu([np.zeros(2), FakeTorchTensor()])
+    assert _cuda.is_gpu(DLPackOnly(2)) and _cuda.is_gpu(DLPackOnly(13))
+    assert not _cuda.is_gpu(DLPackOnly(1))        # DLPack on the CPU
+    assert not _cuda.is_gpu(DLPackOnly(None))
     if torch is not None:
-        assert not _gpu.is_gpu(torch.zeros(2))   # a CPU tensor
+        assert not _cuda.is_gpu(torch.zeros(2))   # a CPU tensor
 
 
 def test_gpu_arrays_are_read_and_checked():
-    a = _gpu.GpuArray(FakeTorchTensor(), "ref", 2)
+    a = _cuda.GpuArray(FakeTorchTensor(), "ref", 2)
     assert (a.ptr, a.shape, a.device, a.lib) == (0xdead000, (4, 6), 1,
                                                  "torch")
     # explicit C-contiguous strides, and any stride on an extent of 1
-    _gpu.GpuArray(FakeTorchTensor(strides=(24, 4)), "ref", 2)
-    _gpu.GpuArray(FakeTorchTensor(shape=(1, 6), strides=(4, 4)), "ref", 2)
+    _cuda.GpuArray(FakeTorchTensor(strides=(24, 4)), "ref", 2)
+    _cuda.GpuArray(FakeTorchTensor(shape=(1, 6), strides=(4, 4)), "ref", 2)
     with pytest.raises(ValueError, match="ref must be a float32 array of 2"):
-        _gpu.GpuArray(FakeTorchTensor(typestr="<f8"), "ref", 2)
+        _cuda.GpuArray(FakeTorchTensor(typestr="<f8"), "ref", 2)
     with pytest.raises(ValueError, match="ref must be a float32 array of 3"):
-        _gpu.GpuArray(FakeTorchTensor(), "ref", 3)
+        _cuda.GpuArray(FakeTorchTensor(), "ref", 3)
     with pytest.raises(ValueError, match="ref must be C-contiguous"):
-        _gpu.GpuArray(FakeTorchTensor(strides=(4, 16)), "ref", 2)
+        _cuda.GpuArray(FakeTorchTensor(strides=(4, 16)), "ref", 2)
     huge = FakeTorchTensor(shape=(1 << 16, 1 << 15))
     with pytest.raises(ValueError, match="ref has 2147483648 pixels"):
-        _gpu.images(huge, [huge])
+        _cuda.images(huge, [huge])
     with pytest.raises(ValueError, match="ref must be at least 2 x 2"):
-        _gpu.images(FakeTorchTensor(shape=(1, 6)),
+        _cuda.images(FakeTorchTensor(shape=(1, 6)),
                     FakeTorchTensor(shape=(1, 1, 6)))
 
 

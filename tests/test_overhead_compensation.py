@@ -4,7 +4,7 @@ benchmark: benchmarks/bench_compensation.py.)"""
 import pytest
 
 import aquaprof as ap
-from aquaprof.overhead import calibrate
+from aquaprof.calibration import calibrate
 
 
 def nested_run(compensate=True):

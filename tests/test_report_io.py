@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import aquaprof as ap
-from aquaprof import report as report_module
+from aquaprof import schema
 from conftest import run_profiled
 
 
@@ -64,7 +64,7 @@ def good_dict():
      "lacks 'spans'"),
     (lambda d: {k: v for k, v in d.items() if k != "stop_ns"},
      "lacks 'stop_ns'"),
-    (lambda d: dict(d, stages="x"), "'stages'] must be a list"),
+    (lambda d: dict(d, stages="x"), r"'stages'\] must be list, got str"),
     (lambda d: dict(d, stages=[{k: v for k, v in d["stages"][0].items()
                                 if k != "count"}] + d["stages"][1:]),
      r"stages\[0\] lacks 'count'"),
@@ -128,4 +128,4 @@ def test_save_into_a_missing_folder_says_so(tmp_path):
 def test_report_checks_data_it_is_built_from():
     with pytest.raises(ap.ReportError, match="lacks 'start_ns'"):
         ap.Report({"stages": [], "threads": [], "spans": None})
-    assert report_module.VERSION == 1
+    assert schema.VERSION == 1

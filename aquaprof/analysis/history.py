@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from .report import Report
+from ..report import Report
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -27,10 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
-from ._format import fmt_bytes, fmt_time
+from .._units import fmt_bytes, fmt_time
 
 if TYPE_CHECKING:
-    from .report import Report, StageStats
+    from ..report import Report, StageStats
 
 CPU_BOUND = 0.8          # CPU time / wall time above this: computing
 WAITING = 0.5            # below this: mostly not running

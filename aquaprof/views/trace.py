@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Union
 
 import numpy as np
 
-from ._atomic import write_atomic
-from ._progress import progress
+from .. import _core
+from .._atomic import write_atomic
+from .._progress import progress
+from ..schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ..report import Report
 
 MAX_EVENTS = 1_000_000
 _US = 1e-3      # trace timestamps are microseconds
@@ -71,11 +73,12 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
         "stage", "thread", "start_ns", "end_ns", "cpu_ns", "items", "flags")]
     span_text: List[str] = []
     rows = list(zip(*columns))
+    raised, unclosed = _core.SPAN_RAISED, _core.SPAN_UNCLOSED
     for stage, thread, begin, end, cpu, items, flags in progress(
             rows, "trace", every=100_000):
         extra = (f',"items":{items}' if items else "") + \
-            (',"raised":true' if flags & 1 else "") + \
-            (',"unclosed":true' if flags & 2 else "")
+            (',"raised":true' if flags & raised else "") + \
+            (',"unclosed":true' if flags & unclosed else "")
         span_text.append(
             f'{{"ph":"X","cat":"stage","name":{leaf[stage]},'
             f'"pid":{tpids[thread]},"tid":{tids[thread]},'
@@ -109,14 +112,14 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
 
 
 GPU_PID = 0x7FFF0000        # + device: clear of real process ids
-_GPU_CATEGORY = {1: "kernel", 2: "memcpy", 3: "memset", 6: "sync"}
+_GPU_CATEGORY = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset",
+                 SYNC: "sync"}
 
 
 def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
                 tpids: List[int], tids: List[int], max_events: int
                 ) -> List[str]:
     """The GPU section's events as JSON texts (the longest max_events)."""
-    from .gpu import ALLOC, COPY_NAMES, FREE, KERNEL, MEMCPY, SYNC
     ev = report.gpu_events()
     if ev is None:
         return []
@@ -175,10 +178,7 @@ def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
             out.append({"ph": "M", "name": "thread_name",
                         "pid": GPU_PID + d, "tid": -1,
                         "args": {"name": "host waits on the device"}})
-    memory = ev[np.isin(ev["kind"], (ALLOC, FREE))]
-    memory = memory[np.argsort(memory["start_ns"], kind="stable")]
-    in_use = np.cumsum(np.where(memory["kind"] == ALLOC, memory["bytes"],
-                                -memory["bytes"]))
+    memory, in_use = report.gpu_memory()
     for e, total in zip(memory, in_use.tolist()):
         out.append({"ph": "C", "name": "GPU memory",
                     "pid": GPU_PID + int(e["device"]),

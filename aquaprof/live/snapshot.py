@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from . import _core
-from ._format import _table, fmt_bytes, fmt_rate, fmt_time
-from .anomaly import MIN_HISTORY, Anomaly, check_limits, outliers
-from .report import StageStats, stage_paths
+from .. import _core
+from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time
+from ..analysis.anomaly import MIN_HISTORY, Anomaly, check_limits, outliers
+from ..report import StageStats, stage_paths
 
 _NS = 1e-9
 
@@ -157,7 +157,7 @@ class Snapshot:
                          t(r.p95), t(r.last), fmt_rate(r.throughput),
                          f"{r.running} for {fmt_time(r.running_for)}"
                          if r.running else "-"))
-        return "\n".join([head] + _table(rows))
+        return "\n".join([head] + align_columns(rows))
 
     def __repr__(self) -> str:
         return (f"<aquaprof.Snapshot at {self.elapsed:.3f} s, "

@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _mvs
-from . import _gpu
+from . import _cuda
 from ._limits import check_image_size
 from .camera import Camera
 
@@ -69,9 +69,9 @@ def warp(src: np.ndarray, ref_cam: Camera, src_cam: Camera,
         raise ValueError("depth must be one number")
     ref_params = _camera(ref_cam, "ref_cam").params
     src_params = _camera(src_cam, "src_cam").params
-    if _gpu.is_gpu(src):
+    if _cuda.is_gpu(src):
         _mvs.gpu_check(-1)
-        return _gpu.warp(src, ref_params, src_params, float(d[0]))
+        return _cuda.warp(src, ref_params, src_params, float(d[0]))
     return _mvs.warp(_image(src, "src"), ref_params, src_params, float(d[0]))
 
 
@@ -99,10 +99,10 @@ def build_cost_volume(ref: np.ndarray,
     on its current stream without waiting for it. Within 1e-4 of the CPU
     result; threads does not apply there."""
     ref_params = _camera(ref_cam, "ref_cam").params
-    gpu = _gpu.is_gpu(ref) or _gpu.is_gpu(srcs)
+    gpu = _cuda.is_gpu(ref) or _cuda.is_gpu(srcs)
     if gpu:
         _mvs.gpu_check(-1)
-        ref_view, stack, n = _gpu.images(ref, srcs)
+        ref_view, stack, n = _cuda.images(ref, srcs)
     else:
         ref = _image(ref, "ref")
         stacked = isinstance(srcs, np.ndarray) and srcs.ndim == 3
@@ -138,7 +138,7 @@ def build_cost_volume(ref: np.ndarray,
                          f"{depth_batch!r}")
     n_threads = _threads(threads)
     if gpu:
-        return _gpu.cost_volume(ref_view, stack, n, ref_params, cams, d,
+        return _cuda.cost_volume(ref_view, stack, n, ref_params, cams, d,
                                 COSTS[cost], window, depth_batch)
     # a float32 (N, H, W) array goes as it is (the binding makes it
     # contiguous if it must); a sequence is stacked once
@@ -158,9 +158,9 @@ def extract_depth(cost_volume: np.ndarray, depths: Sequence[float]
     confidence sqrt((1 - clamp(best, 0, 1)) * clamp(1 - best / mean, 0,
     1)), 0 where the depth is NaN. A GPU volume gives GPU arrays."""
     d = _depths(depths)
-    if _gpu.is_gpu(cost_volume):
+    if _cuda.is_gpu(cost_volume):
         _mvs.gpu_check(-1)
-        return _gpu.extract_depth(cost_volume, d)
+        return _cuda.extract_depth(cost_volume, d)
     if not isinstance(cost_volume, np.ndarray) or cost_volume.ndim != 3 \
             or cost_volume.dtype != np.float32:
         raise ValueError("cost_volume must be a float32 (H, W, D) array")

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ._format import fmt_time
+from .._units import fmt_time
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ..report import Report
 
 MIN_SAMPLES = 5
 SLOWER = ("slower", "slower?")      # the verdicts that are regressions

@@ -2,47 +2,14 @@
 bottlenecks. No optional dependency."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List
+
+from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time
 
 if TYPE_CHECKING:
-    from .report import Report, StageStats
+    from ..report import Report, StageStats
 
 _NAME_MAX = 40
-
-
-def fmt_time(seconds: float) -> str:
-    if seconds == 0:
-        return "0"
-    if seconds < 1e-6:
-        return f"{seconds * 1e9:.0f} ns"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} us"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
-
-
-def fmt_bytes(n: Optional[int], signed: bool = False) -> str:
-    if n is None:
-        return "-"
-    sign = ("+" if n > 0 else "-" if n < 0 else "") if signed else ""
-    v = float(abs(n))
-    if v < 1024:
-        return f"{sign}{v:.0f} B"
-    for unit in ("KiB", "MiB"):
-        v /= 1024
-        if v < 1024:
-            return f"{sign}{v:.1f} {unit}"
-    return f"{sign}{v / 1024:.1f} GiB"
-
-
-def fmt_rate(per_second: Optional[float]) -> str:
-    if per_second is None:
-        return "-"
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if per_second >= scale:
-            return f"{per_second / scale:.2f}{suffix}/s"
-    return f"{per_second:.1f}/s"
 
 
 def _label(s: "StageStats") -> str:
@@ -50,17 +17,7 @@ def _label(s: "StageStats") -> str:
     return text if len(text) <= _NAME_MAX else text[:_NAME_MAX - 1] + "~"
 
 
-def _table(rows: Sequence[Sequence[str]]) -> List[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    for r in rows:
-        cells = [r[0].ljust(widths[0])]
-        cells += [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
-        lines.append("  ".join(cells).rstrip())
-    return lines
-
-
-def _header(rep: "Report") -> List[str]:
+def header_lines(rep: "Report") -> List[str]:
     meta = rep.meta
     threads = len(rep.threads)
     lines = [
@@ -85,7 +42,7 @@ def _header(rep: "Report") -> List[str]:
     return lines
 
 
-def _warnings(rep: "Report") -> List[str]:
+def warning_lines(rep: "Report") -> List[str]:
     meta = rep.meta
     out = []
     if rep.spans_dropped:
@@ -122,13 +79,13 @@ def _cuda_cells(cuda: Any) -> List[str]:
 
 
 def format_report(rep: "Report") -> str:
-    lines = _header(rep)
+    lines = header_lines(rep)
     stages = rep.stages
     if not stages:
         lines.append("")
         lines.append("no stages were recorded (mark them with "
                      "aquaprof.stage)")
-        return "\n".join(lines + _warnings(rep))
+        return "\n".join(lines + warning_lines(rep))
     gpu = rep.gpu is not None
     rows = [["stage", "count", "total", "self", "mean", "p50", "p95", "max",
              "cpu"] + (["cuda", "kernels", "copies", "gpu idle"] if gpu
@@ -146,7 +103,7 @@ def format_report(rep: "Report") -> str:
             fmt_rate(s.throughput),
         ])
     lines.append("")
-    lines += _table(rows)
+    lines += align_columns(rows)
     top = [s for s in rep.top(3) if s.self_time > 0]
     if top:
         lines.append("")
@@ -157,7 +114,7 @@ def format_report(rep: "Report") -> str:
             share = s.self_time / rep.wall * 100 if rep.wall else 0.0
             lines.append(f"  {i}. {s.path.ljust(width)}  "
                          f"{fmt_time(s.self_time):>9}  {share:5.1f}% of run")
-    warnings = _warnings(rep)
+    warnings = warning_lines(rep)
     if warnings:
         lines.append("")
         lines += warnings

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, Union
 
 import numpy as np
 
-from . import __version__
-from ._atomic import write_atomic
+from .._version import __version__
+from .._atomic import write_atomic
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ..report import Report
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 

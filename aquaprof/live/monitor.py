@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional,
                     Sequence, Tuple)
 
-from ._format import fmt_bytes, fmt_time
+from .._units import fmt_bytes, fmt_time
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from .profiler import Profiler
+    from ..profiler import Profiler
 
 Rule = Callable[[Snapshot], Optional[str]]
 
@@ -201,7 +201,7 @@ class Monitor:
             raise RuntimeError("this Monitor has already started")
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name="aquaprof-monitor")
-        self.prof._monitors.append(self)
+        self.prof.on_stop(self.stop)
         self._thread.start()
         return self
 

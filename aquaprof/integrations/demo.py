@@ -1,4 +1,4 @@
-"""The reference workload, profiled: `python -m aquaprof.demo`.
+"""The reference workload, profiled: `python -m aquaprof demo`.
 
 Underwater plane-sweep stereo on a synthetic scene: views of a textured
 surface 1.178 m below cameras in air, seen through a flat water surface,
@@ -82,7 +82,7 @@ def cuda_problem() -> Optional[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m aquaprof.demo",
+        prog="python -m aquaprof demo",
         description="Profile underwater plane-sweep stereo on a synthetic "
                     "scene and print the report and the depth accuracy.")
     parser.add_argument("--scene", choices=["flat", "wavy"], default="flat")
@@ -92,7 +92,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--width", type=int, default=320)
     parser.add_argument("--depths", type=int, default=64,
                         help="depth hypotheses (default 64)")
-    parser.add_argument("--cost", choices=sorted(mvs.sweep.COSTS),
+    parser.add_argument("--cost", choices=sorted(mvs.plane_sweep.COSTS),
                         default="ncc")
     parser.add_argument("--window", type=int, default=11)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",

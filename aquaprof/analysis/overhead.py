@@ -1,5 +1,6 @@
 """The profiler's own cost, measured once per process and taken out of the
-figures (the idea of cProfile's calibration).
+figures (the idea of cProfile's calibration): aquaprof.calibration
+measures the cost, this module takes it out of a report's figures.
 
 A stage pair costs `span_ns` of wall time in all, without reading the
 thread CPU clock. `inside_ns` of it falls between the two timestamps, so
@@ -23,53 +24,7 @@ the report; the compensated ones sit beside them.
 """
 from __future__ import annotations
 
-import time
 from typing import Dict, Optional
-
-_CACHE: Dict[tuple, Dict[str, float]] = {}
-PAIRS = 20_000
-
-
-def _pair_cost(cpu_resolution: float, memory: bool, rounds: int):
-    """Median (ns a pair all told, ns inside the stage) over rounds of a
-    private session timing PAIRS empty stages inside one stage, against
-    the same loop without them."""
-    from . import _core, stage
-    outer, inner = stage("calibrate"), stage("pair")
-    spans, insides = [], []
-    for _ in range(rounds):
-        t = time.perf_counter_ns()
-        for _ in range(PAIRS):
-            pass
-        bare = time.perf_counter_ns() - t
-        prof = _core.Profiler(max_spans=4096, memory=memory,
-                              cpu_resolution=cpu_resolution)
-        prof.start()
-        with outer:
-            for _ in range(PAIRS):
-                with inner:
-                    pass
-        prof.stop()
-        stages = {s["name"]: s for s in prof.report_data()["stages"]}
-        insides.append(stages["pair"]["total_ns"] / PAIRS)
-        spans.append((stages["calibrate"]["total_ns"] - bare) / PAIRS)
-    return sorted(spans)[rounds // 2], sorted(insides)[rounds // 2]
-
-
-def calibrate(cpu_resolution: float = 20e-6, memory: bool = True,
-              rounds: int = 5) -> Dict[str, float]:
-    """{"span_ns", "inside_ns", "read_ns", "resolution_ns"}: a stage pair
-    timed with the CPU clock never read, and with it read at every edge.
-    Cached per process and settings (about 30 ms the first time)."""
-    key = (cpu_resolution, memory)
-    if key not in _CACHE:
-        span, inside = _pair_cost(1.0, memory, rounds)   # no clock reads
-        every, _ = _pair_cost(0.0, memory, rounds)       # two a pair
-        _CACHE[key] = {"span_ns": max(span, 0.0),
-                       "inside_ns": max(inside, 0.0),
-                       "read_ns": max((every - span) / 2, 0.0),
-                       "resolution_ns": cpu_resolution * 1e9}
-    return dict(_CACHE[key])
 
 
 def compensate(report) -> Optional[Dict[str, tuple]]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, List, Tuple
 import numpy as np
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ..report import Report
 
 MIN_HISTORY = 10
 BLOCK = 20_000

@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .gpu import KERNEL
-from .report import Report
+from ..schema import KERNEL
+from ..report import Report
 
 
 def _merge_stage(into: Dict[str, Any], s: Dict[str, Any]) -> None:

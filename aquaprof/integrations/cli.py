@@ -21,10 +21,10 @@ import traceback
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import __version__
-from ._format import fmt_time
-from ._progress import progress
-from .report import Report, ReportError
+from .._version import __version__
+from .._units import fmt_time
+from .._progress import progress
+from ..report import Report, ReportError
 
 
 class UserError(Exception):
@@ -39,7 +39,7 @@ def _load(path: str) -> Report:
 
 
 def _threshold(text: str) -> float:
-    from .compare import parse_threshold
+    from ..analysis.compare import parse_threshold
     try:
         return parse_threshold(text)
     except ValueError as e:
@@ -49,7 +49,7 @@ def _threshold(text: str) -> float:
 # ------------------------------------------------------------ commands
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import Profiler, stage
+    from .. import Profiler, stage
     script = Path(args.script)
     if not script.is_file():
         raise UserError(f"no script {str(script)!r}")
@@ -99,7 +99,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     import datetime
-    from .history import History
+    from ..analysis.history import History
     try:
         history = History(args.db)
     except Exception as e:     # sqlite3.Error: not a database, locked...
@@ -136,7 +136,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_flamegraph(args: argparse.Namespace) -> int:
     report = _load(args.report)
-    from .flame import write_flamegraph
+    from ..views.flamegraph import write_flamegraph
     base = _load(args.diff) if args.diff else None
     title = (f"aquaprof: {args.report} against {args.diff}" if base
              else f"aquaprof: {args.report}")
@@ -151,7 +151,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .merging import merge_reports
+    from ..analysis.merging import merge_reports
     reports = [_load(p) for p in progress(args.reports, "loading")]
     merged = merge_reports(reports, [Path(p).stem for p in args.reports])
     print(merged)

@@ -1,6 +1,5 @@
-"""GPU activity in reports: what Profiler(cuda=...) asks of the C layer,
-where CUPTI is looked for, and the per-stage and per-kernel figures drawn
-from the traced events (Report.gpu_events()).
+"""Per-stage and per-kernel GPU figures drawn from a report's traced
+events (Report.gpu_events()).
 
 Each event carries the stage and the span whose code launched it (CUPTI
 external correlation ids, pushed at stage entry), so attribution holds on
@@ -8,72 +7,17 @@ any stream and never synchronizes the device.
 """
 from __future__ import annotations
 
-import glob
-import os
-import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import _core
+from ..schema import ALLOC, COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ..report import Report
 
-KERNEL, MEMCPY, MEMSET = _core.GPU_KERNEL, _core.GPU_MEMCPY, _core.GPU_MEMSET
-ALLOC, FREE, SYNC = _core.GPU_ALLOC, _core.GPU_FREE, _core.GPU_SYNC
-COPY_NAMES = {_core.COPY_H2D: "H2D", _core.COPY_D2H: "D2H",
-              _core.COPY_D2D: "D2D", _core.COPY_OTHER: "other"}
-_MODES = {False: 0, "auto": 1, True: 2}
 _NS = 1e-9
-
-
-def cupti_candidates() -> List[str]:
-    """Where CUPTI is looked for, in order: $AQUAPROF_CUPTI (the library or
-    its folder), $CUDA_HOME and $CUDA_PATH, /usr/local/cuda, the nvidia-*
-    Python wheels' lib folders, then the loader's own search path. (A
-    CUPTI already loaded in the process, torch's, is used before any.)"""
-    out: List[str] = []
-
-    def folder(path: str) -> None:
-        out.extend(sorted(glob.glob(os.path.join(path, "libcupti.so*")),
-                          key=len))
-
-    given = os.environ.get("AQUAPROF_CUPTI")
-    if given:
-        if os.path.isdir(given):
-            folder(given)
-        else:
-            out.append(given)
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
-             "/usr/local/cuda"]
-    for root in filter(None, roots):
-        for sub in ("extras/CUPTI/lib64", "lib64", "lib"):
-            folder(os.path.join(root, sub))
-    for site in sys.path:
-        for lib in sorted(glob.glob(os.path.join(site, "nvidia", "*",
-                                                 "lib"))):
-            folder(lib)
-    out += ["libcupti.so.13", "libcupti.so"]
-    return list(dict.fromkeys(out))
-
-
-def profiler_args(cuda: Any, cuda_sync: Any) -> Dict[str, Any]:
-    """The _core.Profiler keywords for cuda= and cuda_sync=."""
-    if not any(cuda is mode for mode in (True, False)) and cuda != "auto":
-        raise ValueError(f"cuda must be 'auto', True or False, got {cuda!r}")
-    if not isinstance(cuda_sync, bool):
-        raise ValueError(f"cuda_sync must be True or False, got "
-                         f"{cuda_sync!r}")
-    args: Dict[str, Any] = {"cuda": _MODES[cuda], "cuda_sync": cuda_sync}
-    if cuda is not False:
-        args["cupti_paths"] = cupti_candidates()
-        # the driver to open: a test or an unusual install may name it
-        args["libcuda"] = os.environ.get("AQUAPROF_LIBCUDA", "libcuda.so.1")
-    elif cuda_sync:
-        args["libcuda"] = os.environ.get("AQUAPROF_LIBCUDA", "libcuda.so.1")
-    return args
 
 
 @dataclass
@@ -230,10 +174,7 @@ def stage_cuda(report: "Report") -> Dict[int, CudaStats]:
                 within[j].append(i)
     activity = np.isin(events["kind"], (KERNEL, MEMCPY, MEMSET))
     busy = _merged(events["start_ns"][activity], events["end_ns"][activity])
-    memory = events[np.isin(events["kind"], (ALLOC, FREE))]
-    memory = memory[np.argsort(memory["start_ns"], kind="stable")]
-    in_use = np.cumsum(np.where(memory["kind"] == ALLOC, memory["bytes"],
-                                -memory["bytes"]))
+    memory, in_use = report.gpu_memory()
     spans = report.spans()
     out: Dict[int, CudaStats] = {}
     for sid, ids in within.items():
@@ -284,48 +225,3 @@ def span_gpu_time(report: "Report") -> np.ndarray:
     np.add.at(out, kernels["span"], (kernels["end_ns"] - kernels["start_ns"])
               * _NS)
     return out
-
-
-def validate(gpu: Any, nstages: int, nspans: int) -> None:
-    """Raises ReportError unless gpu is a report's decoded GPU section."""
-    from .report import ReportError
-    if not isinstance(gpu, dict):
-        raise ReportError("report['gpu'] must be an object")
-    names, devices = gpu.get("kernel_names"), gpu.get("devices")
-    if not isinstance(names, list) or not all(isinstance(n, str)
-                                              for n in names):
-        raise ReportError("report['gpu']['kernel_names'] must be a list of "
-                          "str")
-    if not isinstance(devices, list) or not all(
-            isinstance(d, dict) and isinstance(d.get("name"), str) and all(
-                isinstance(v, int) and not isinstance(v, bool)
-                for k, v in d.items() if k != "name") for d in devices):
-        raise ReportError("report['gpu']['devices'] must be a list of "
-                          "objects with a str 'name' and int limits")
-    for key in ("dropped", "unattributed"):
-        value = gpu.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or \
-                value < 0:
-            raise ReportError(f"report['gpu'][{key!r}] must be an int >= 0")
-    ev = gpu.get("events")
-    if not isinstance(ev, np.ndarray) or ev.dtype != _core.GPU_DTYPE:
-        raise ReportError("report['gpu']['events'] must be a GPU event "
-                          "array")
-    if not len(ev):
-        return
-    problems = [
-        (~np.isin(ev["kind"], (KERNEL, MEMCPY, MEMSET, ALLOC, FREE, SYNC)),
-         "an unknown kind"),
-        ((ev["stage"] < -1) | (ev["stage"] >= nstages), "a stage id the "
-         "report lacks"),
-        ((ev["span"] < -1) | (ev["span"] >= nspans), "a span the report "
-         "lacks"),
-        ((ev["kind"] == KERNEL) & (ev["name"] >= len(names)),
-         "a kernel name the report lacks"),
-        (ev["end_ns"] < ev["start_ns"], "an end before its start"),
-        (ev["bytes"] < 0, "negative bytes"),
-        (ev["copy"] > 3, "an unknown copy direction"),
-    ]
-    for bad, what in problems:
-        if bad.any():
-            raise ReportError(f"a GPU event has {what}")

@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
-from ._atomic import write_atomic
-from ._format import fmt_time
+from .._atomic import write_atomic
+from .._units import fmt_time
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ..report import Report
 
 FRAME_HEIGHT = 18
 WIDTH = 1200

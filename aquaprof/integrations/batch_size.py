@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence
 
-from ._core import active, stage
-from ._format import fmt_bytes, fmt_rate, fmt_time
+from .._core import active, stage
+from .._units import fmt_bytes, fmt_rate, fmt_time
 
 
 @dataclass
@@ -105,7 +105,7 @@ def sweep(fn: Callable[[int], Any], batch_sizes: Sequence[int], *,
     size whose call raises MemoryError or torch's out-of-memory error, or
     whose host (RSS) or GPU memory peak goes over memory_limit bytes, is
     marked and the larger ones are not tried."""
-    from .profiler import Profiler
+    from ..profiler import Profiler
     sizes = list(batch_sizes)
     if not sizes or any(not isinstance(b, int) or isinstance(b, bool)
                         or b < 1 for b in sizes):

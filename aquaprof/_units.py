@@ -1,0 +1,53 @@
+"""Units and columns shared by every text and HTML rendering: times,
+bytes and rates in their shortest honest form, and left/right-aligned
+columns of text."""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds == 0:
+        return "0"
+    if seconds < 1e-6:
+        return f"{seconds * 1e9:.0f} ns"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def fmt_bytes(n: Optional[int], signed: bool = False) -> str:
+    if n is None:
+        return "-"
+    sign = ("+" if n > 0 else "-" if n < 0 else "") if signed else ""
+    v = float(abs(n))
+    if v < 1024:
+        return f"{sign}{v:.0f} B"
+    for unit in ("KiB", "MiB"):
+        v /= 1024
+        if v < 1024:
+            return f"{sign}{v:.1f} {unit}"
+    return f"{sign}{v / 1024:.1f} GiB"
+
+
+def fmt_rate(per_second: Optional[float]) -> str:
+    if per_second is None:
+        return "-"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_second >= scale:
+            return f"{per_second / scale:.2f}{suffix}/s"
+    return f"{per_second:.1f}/s"
+
+
+def align_columns(rows: Sequence[Sequence[str]]) -> List[str]:
+    """Rows of cells as lines: the first column left-aligned, the rest
+    right-aligned, two spaces apart."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for r in rows:
+        cells = [r[0].ljust(widths[0])]
+        cells += [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+        lines.append("  ".join(cells).rstrip())
+    return lines

@@ -1,0 +1,57 @@
+"""Where CUPTI and the CUDA driver are looked for, and what
+Profiler(cuda=..., cuda_sync=...) asks of the C layer."""
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from typing import Any, Dict, List
+
+_MODES = {False: 0, "auto": 1, True: 2}
+
+
+def cupti_candidates() -> List[str]:
+    """Where CUPTI is looked for, in order: $AQUAPROF_CUPTI (the library or
+    its folder), $CUDA_HOME and $CUDA_PATH, /usr/local/cuda, the nvidia-*
+    Python wheels' lib folders, then the loader's own search path. (A
+    CUPTI already loaded in the process, torch's, is used before any.)"""
+    out: List[str] = []
+
+    def folder(path: str) -> None:
+        out.extend(sorted(glob.glob(os.path.join(path, "libcupti.so*")),
+                          key=len))
+
+    given = os.environ.get("AQUAPROF_CUPTI")
+    if given:
+        if os.path.isdir(given):
+            folder(given)
+        else:
+            out.append(given)
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+             "/usr/local/cuda"]
+    for root in filter(None, roots):
+        for sub in ("extras/CUPTI/lib64", "lib64", "lib"):
+            folder(os.path.join(root, sub))
+    for site in sys.path:
+        for lib in sorted(glob.glob(os.path.join(site, "nvidia", "*",
+                                                 "lib"))):
+            folder(lib)
+    out += ["libcupti.so.13", "libcupti.so"]
+    return list(dict.fromkeys(out))
+
+
+def profiler_args(cuda: Any, cuda_sync: Any) -> Dict[str, Any]:
+    """The _core.Profiler keywords for cuda= and cuda_sync=."""
+    if not any(cuda is mode for mode in (True, False)) and cuda != "auto":
+        raise ValueError(f"cuda must be 'auto', True or False, got {cuda!r}")
+    if not isinstance(cuda_sync, bool):
+        raise ValueError(f"cuda_sync must be True or False, got "
+                         f"{cuda_sync!r}")
+    args: Dict[str, Any] = {"cuda": _MODES[cuda], "cuda_sync": cuda_sync}
+    if cuda is not False:
+        args["cupti_paths"] = cupti_candidates()
+        # the driver to open: a test or an unusual install may name it
+        args["libcuda"] = os.environ.get("AQUAPROF_LIBCUDA", "libcuda.so.1")
+    elif cuda_sync:
+        args["libcuda"] = os.environ.get("AQUAPROF_LIBCUDA", "libcuda.so.1")
+    return args

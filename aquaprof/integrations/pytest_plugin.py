@@ -1,0 +1,168 @@
+"""The pytest plugin (entry point ``pytest11``; without installing the
+package, ``-p aquaprof.pytest_plugin``).
+
+- The ``aquaprof`` fixture yields a running Profiler for the test; at
+  teardown its report is attached to the test item (``item.aquaprof_report``)
+  and, where the test also uses pytest-benchmark's ``benchmark`` fixture,
+  the per-stage breakdown goes into ``benchmark.extra_info["aquaprof"]``,
+  so ``--benchmark-autosave`` saves it and ``pytest-benchmark compare``
+  shows it.
+- ``--aquaprof=DIR`` profiles every test and writes one report per test to
+  DIR; ``--aquaprof-show`` prints the top stages in the terminal summary.
+- ``--aquaprof-compare=BASE_DIR`` compares each test's report with the one
+  of the same name in BASE_DIR (Report.compare); ``--aquaprof-fail=5%``
+  fails the run when a stage is slower by more than that.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+from .. import Profiler
+from ..report import Report, ReportError
+
+__all__ = ["aquaprof", "pytest_addoption", "pytest_configure",
+           "pytest_runtest_call", "pytest_sessionfinish",
+           "pytest_terminal_summary", "report_name"]
+
+_REPORTS = pytest.StashKey[List[Tuple[str, Report]]]()
+
+
+def _fraction(text: str) -> float:
+    from ..analysis.compare import parse_threshold
+    try:
+        return parse_threshold(text)
+    except ValueError as e:
+        raise pytest.UsageError(f"--aquaprof-fail: {e}") from None
+
+
+def pytest_addoption(parser: Any) -> None:
+    group = parser.getgroup("aquaprof", "aquaprof profiling")
+    group.addoption("--aquaprof", metavar="DIR", default=None,
+                    help="profile every test; write one report per test "
+                         "to DIR")
+    group.addoption("--aquaprof-show", action="store_true",
+                    help="print each profiled test's top stages at the end")
+    group.addoption("--aquaprof-compare", metavar="BASE_DIR", default=None,
+                    help="compare each test's report with BASE_DIR's")
+    group.addoption("--aquaprof-fail", metavar="THRESHOLD", default=None,
+                    help="fail the run when a stage is slower than in "
+                         "BASE_DIR by more than THRESHOLD (5%% or 0.05)")
+
+
+def pytest_configure(config: Any) -> None:
+    config.stash[_REPORTS] = []
+    config.addinivalue_line("markers", "aquaprof: profiled by aquaprof")
+    if config.getoption("aquaprof_fail") is not None:
+        _fraction(config.getoption("aquaprof_fail"))
+        if config.getoption("aquaprof_compare") is None:
+            raise pytest.UsageError("--aquaprof-fail needs "
+                                    "--aquaprof-compare=BASE_DIR")
+
+
+def report_name(nodeid: str) -> str:
+    """A file name for a test id: tests/test_x.py::test_y[1] ->
+    tests_test_x.py__test_y_1_.json"""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", nodeid.replace("::", "__")) + \
+        ".json"
+
+
+def _breakdown(report: Report) -> Dict[str, Dict[str, float]]:
+    return {s.path: {"count": s.count, "total_s": s.wall.total,
+                     "self_s": s.self_time, "mean_s": s.wall.mean,
+                     "p50_s": s.wall.p50, "p95_s": s.wall.p95}
+            for s in report.stages}
+
+
+def _finish(item: Any, report: Report) -> None:
+    item.aquaprof_report = report
+    config = item.config
+    config.stash[_REPORTS].append((item.nodeid, report))
+    folder = config.getoption("aquaprof")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        report.save(Path(folder) / report_name(item.nodeid))
+
+
+@pytest.fixture
+def aquaprof(request: Any) -> Iterator[Profiler]:
+    """A running aquaprof Profiler for this test; its report ends up on
+    the test (and in pytest-benchmark's extra_info)."""
+    prof = Profiler()
+    prof.start()
+    try:
+        yield prof
+    finally:
+        prof.stop()
+    report = prof.report()
+    if "benchmark" in request.fixturenames:
+        bench = request.getfixturevalue("benchmark")
+        bench.extra_info["aquaprof"] = _breakdown(report)
+    _finish(request.node, report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: Any) -> Iterator[None]:
+    profile = (item.config.getoption("aquaprof")
+               and "aquaprof" not in getattr(item, "fixturenames", ()))
+    prof = Profiler() if profile else None
+    if prof:
+        prof.start()
+    try:
+        yield
+    finally:
+        if prof:
+            prof.stop()
+            _finish(item, prof.report())
+
+
+def _comparisons(config: Any) -> List[Tuple[str, Any]]:
+    base_dir = config.getoption("aquaprof_compare")
+    if not base_dir:
+        return []
+    threshold = _fraction(config.getoption("aquaprof_fail") or "5%")
+    out = []
+    for nodeid, report in config.stash[_REPORTS]:
+        path = Path(base_dir) / report_name(nodeid)
+        if not path.exists():
+            continue
+        try:
+            base = Report.load(path)
+        except ReportError as e:
+            raise pytest.UsageError(f"--aquaprof-compare: {e}") from None
+        out.append((nodeid, report.compare(base, threshold)))
+    return out
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    config = session.config
+    config.aquaprof_comparisons = _comparisons(config)
+    if config.getoption("aquaprof_fail") is not None and any(
+            c.regressions for _, c in config.aquaprof_comparisons):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
+                            config: Any) -> None:
+    write = terminalreporter.write_line
+    if config.getoption("aquaprof_show") and config.stash[_REPORTS]:
+        terminalreporter.section("aquaprof: top stages by self time")
+        for nodeid, report in config.stash[_REPORTS]:
+            top = ", ".join(f"{s.path} {s.self_time * 1e3:.2f} ms"
+                            for s in report.top(3) if s.self_time > 0)
+            write(f"{nodeid}: {top or 'no stages'}")
+    comparisons: Optional[List[Tuple[str, Any]]] = getattr(
+        config, "aquaprof_comparisons", None)
+    if comparisons:
+        terminalreporter.section("aquaprof: against the base reports")
+        for nodeid, comparison in comparisons:
+            slower = comparison.regressions
+            verdict = ("REGRESSION: " + ", ".join(c.path for c in slower)
+                       if slower else "no regression")
+            write(f"{nodeid}: {verdict}")
+            if slower:
+                for line in str(comparison).splitlines()[1:]:
+                    write(f"    {line}")

@@ -1,0 +1,2 @@
+"""Figures while a Profiler runs: snapshots, the monitor and its alerts,
+Prometheus and NVML."""

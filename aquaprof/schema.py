@@ -1,0 +1,314 @@
+"""The report schema, in one place: every field a report holds, how it is
+checked, and how it is encoded to JSON and decoded back.
+
+The C binding builds the same dicts (csrc/module/report.c,
+csrc/module/gpu_report.c) and docs/report-format.md lists the same
+fields; tests/test_schema.py fails when the three disagree.
+
+A field table maps each field to its JSON type. A float field takes ints
+too; bool (an int in Python) only a bool field.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from . import _core
+
+FORMAT = "aquaprof.report"
+VERSION = 1
+ENCODING = "zlib+base64"
+
+Fields = Dict[str, type]
+
+#: run-level fields, all required
+RUN_FIELDS: Fields = {
+    "start_ns": int, "stop_ns": int, "clock": str, "pid": int,
+    "max_spans": int, "memory": bool, "memory_interval_ns": int,
+    "cpu_resolution_ns": int, "spans_dropped": int, "unclosed": int,
+    "lost": int, "stages": list, "threads": list, "spans": dict,
+}
+#: run-level fields a report may lack
+RUN_OPTIONAL: Fields = {
+    "host": dict, "memory_samples": list, "overhead": dict,
+    "processes": list, "gpu_status": str, "gpu": dict,
+}
+STAGE_FIELDS: Fields = {
+    "name": str, "parent": int, "depth": int, "count": int, "raised": int,
+    "unclosed": int, "total_ns": int, "self_ns": int, "min_ns": int,
+    "max_ns": int, "mean_ns": float, "m2": float, "cpu_ns": int,
+    "items": int, "mem_peak": int, "mem_delta": int, "hist": list,
+}
+THREAD_FIELDS: Fields = {"index": int, "native_id": int, "spans": int,
+                         "dropped": int}
+THREAD_OPTIONAL: Fields = {"cpu_reads": int, "process": int}
+#: all optional: a host field, where present, has this type
+HOST_OPTIONAL: Fields = {
+    "hostname": str, "platform": str, "python": str, "aquaprof": str,
+    "argv": list, "cwd": str, "started_at": float,
+}
+OVERHEAD_FIELDS: Fields = {"span_ns": float, "inside_ns": float}
+OVERHEAD_OPTIONAL: Fields = {"read_ns": float, "resolution_ns": float}
+PROCESS_FIELDS: Fields = {"pid": int, "label": str}
+PROCESS_OPTIONAL: Fields = {"host": dict, "memory_samples": list}
+GPU_FIELDS: Fields = {"events": dict, "kernel_names": list,
+                      "devices": list, "dropped": int, "unattributed": int}
+DEVICE_FIELDS: Fields = {
+    "name": str, "sms": int, "threads_per_sm": int, "blocks_per_sm": int,
+    "registers_per_sm": int, "shared_per_sm": int, "warp_size": int,
+}
+
+# GPU event kinds and copy directions, as the C layer writes them
+KERNEL, MEMCPY, MEMSET = _core.GPU_KERNEL, _core.GPU_MEMCPY, _core.GPU_MEMSET
+ALLOC, FREE, SYNC = _core.GPU_ALLOC, _core.GPU_FREE, _core.GPU_SYNC
+GPU_KINDS = (KERNEL, MEMCPY, MEMSET, ALLOC, FREE, SYNC)
+COPY_NAMES = {_core.COPY_H2D: "H2D", _core.COPY_D2H: "D2H",
+              _core.COPY_D2D: "D2D", _core.COPY_OTHER: "other"}
+
+
+class ReportError(ValueError):
+    """A file or dict that is not a valid aquaprof report."""
+
+
+# ------------------------------------------------------------ encoding
+def encode(data: Dict[str, Any]) -> Dict[str, Any]:
+    """A report's data as a JSON-ready dict (arrays compressed, base64)."""
+    d: Dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    d.update(data)
+    d["spans"] = encode_array(data["spans"], _core.SPAN_DTYPE)
+    if "gpu" in d:
+        d["gpu"] = dict(d["gpu"], events=encode_array(
+            d["gpu"]["events"], _core.GPU_DTYPE))
+    return d
+
+
+def decode(obj: Any) -> Dict[str, Any]:
+    """Inverse of encode(): a report's data, its arrays decoded (Report()
+    validates the rest); ReportError naming what is wrong."""
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise ReportError(f"not an aquaprof report (expected "
+                          f"'format': {FORMAT!r})")
+    version = obj.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ReportError("report has no integer 'version'")
+    if version > VERSION:
+        raise ReportError(f"report schema version {version} is newer "
+                          f"than this aquaprof reads ({VERSION}); "
+                          f"upgrade aquaprof")
+    if version < 1:
+        raise ReportError(f"report schema version {version} is invalid")
+    data = {k: v for k, v in obj.items() if k not in ("format", "version")}
+    if "spans" not in data:
+        raise ReportError("report lacks 'spans'")
+    data["spans"] = decode_array(data["spans"], _core.SPAN_DTYPE, "spans")
+    if "gpu" in data:
+        if not isinstance(data["gpu"], dict):
+            raise ReportError("report['gpu'] must be an object")
+        data["gpu"] = dict(data["gpu"], events=decode_array(
+            data["gpu"].get("events"), _core.GPU_DTYPE, "gpu events"))
+    return data
+
+
+def _dtype_fields(dtype: np.dtype) -> List[Any]:
+    """dtype.descr as JSON gives it back (tuples become lists)."""
+    return json.loads(json.dumps(dtype.descr))
+
+
+def encode_array(records: np.ndarray, dtype: np.dtype) -> Dict[str, Any]:
+    """A record array as {dtype, count, encoding, data}."""
+    raw = np.ascontiguousarray(records).tobytes()
+    return {
+        "dtype": _dtype_fields(dtype),
+        "count": int(len(records)),
+        "encoding": ENCODING,
+        "data": base64.b64encode(zlib.compress(raw, 1)).decode("ascii"),
+    }
+
+
+def decode_array(obj: Any, dtype: np.dtype, what: str) -> np.ndarray:
+    """Inverse of encode_array(); ReportError naming `what` otherwise."""
+    if not isinstance(obj, dict):
+        raise ReportError(f"'{what}' must be an object")
+    expected = _dtype_fields(dtype)
+    if obj.get("dtype") != expected:
+        raise ReportError(f"'{what}' has dtype {obj.get('dtype')!r}, "
+                          f"expected {expected!r}")
+    if obj.get("encoding") != ENCODING:
+        raise ReportError(f"'{what}' encoding {obj.get('encoding')!r} is "
+                          f"unknown")
+    count = obj.get("count")
+    try:
+        raw = zlib.decompress(base64.b64decode(obj.get("data", ""),
+                                               validate=True))
+    except (ValueError, TypeError, zlib.error) as e:
+        raise ReportError(f"'{what}' data is corrupt: {e}") from None
+    records = np.frombuffer(raw, dtype=dtype) \
+        if len(raw) % dtype.itemsize == 0 else None
+    if records is None or len(records) != count:
+        raise ReportError(f"'{what}' holds {len(raw)} bytes, not the "
+                          f"{count!r} {what} it declares")
+    return records
+
+
+# ---------------------------------------------------------- validation
+def _is(value: Any, kind: type) -> bool:
+    accepted = (int, float) if kind is float else kind
+    return isinstance(value, accepted) and (
+        kind is bool or not isinstance(value, bool))
+
+
+def check_fields(obj: Any, fields: Fields, where: str,
+                 optional: Optional[Fields] = None) -> None:
+    """ReportError unless obj is a dict holding every one of `fields`
+    and any of `optional`, each of its type."""
+    if not isinstance(obj, dict):
+        raise ReportError(f"{where} must be an object")
+    for key, kind in fields.items():
+        if key not in obj:
+            raise ReportError(f"{where} lacks {key!r}")
+    for key, kind in {**fields, **(optional or {})}.items():
+        if key in obj and not _is(obj[key], kind):
+            raise ReportError(f"{where}[{key!r}] must be {kind.__name__}, "
+                              f"got {type(obj[key]).__name__}")
+
+
+def _check_samples(samples: Any, where: str) -> None:
+    if not isinstance(samples, list) or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2
+            and all(_is(x, int) for x in p) for p in samples):
+        raise ReportError(f"{where}['memory_samples'] must be a list of "
+                          f"[ns, bytes] pairs")
+
+
+def validate(data: Dict[str, Any]) -> None:
+    """ReportError unless data is a report's decoded data (its spans and
+    GPU events arrays, everything else plain JSON values)."""
+    if not isinstance(data, dict):
+        raise ReportError("report must be an object")
+    # the arrays are checked once decoded, below
+    check_fields({k: v for k, v in data.items() if k not in ("spans", "gpu")},
+                 _without(RUN_FIELDS, "spans"), "report",
+                 _without(RUN_OPTIONAL, "gpu"))
+    stages, threads = data["stages"], data["threads"]
+    for i, s in enumerate(stages):
+        _check_stage(stages, i, s)
+    _check_threads(threads)
+    _check_overhead(data.get("overhead"))
+    check_fields(data.get("host", {}), {}, "report['host']", HOST_OPTIONAL)
+    _check_samples(data.get("memory_samples", []), "report")
+    processes = data.get("processes", [])
+    for i, p in enumerate(processes):
+        check_fields(p, PROCESS_FIELDS, f"processes[{i}]", PROCESS_OPTIONAL)
+        _check_samples(p.get("memory_samples", []), f"processes[{i}]")
+    if any(not 0 <= t.get("process", 0) < max(len(processes), 1)
+           for t in threads):
+        raise ReportError("a thread names a process the report lacks")
+    spans = _check_spans(data["spans"], len(stages), len(threads))
+    if "gpu" in data:
+        _check_gpu(data["gpu"], len(stages), len(spans))
+
+
+def _without(fields: Fields, key: str) -> Fields:
+    return {k: v for k, v in fields.items() if k != key}
+
+
+def _check_stage(stages: List[Any], i: int, s: Any) -> None:
+    where = f"stages[{i}]"
+    check_fields(s, STAGE_FIELDS, where)
+    if not -1 <= s["parent"] < i:
+        raise ReportError(f"{where}['parent'] = {s['parent']} does not "
+                          f"name an earlier stage")
+    depth = stages[s["parent"]]["depth"] + 1 if s["parent"] >= 0 else 0
+    if s["depth"] != depth:
+        raise ReportError(f"{where}['depth'] = {s['depth']}, its "
+                          f"place in the tree says {depth}")
+    if s["count"] < 0:
+        raise ReportError(f"{where}['count'] is negative")
+    buckets = len(_core.HIST_LOWER_NS) - 1
+    for pair in s["hist"]:
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                or not all(isinstance(x, int) for x in pair)
+                or not 0 <= pair[0] < buckets):
+            raise ReportError(f"{where}['hist'] has a bad bucket {pair!r}")
+
+
+def _check_threads(threads: List[Any]) -> None:
+    for i, t in enumerate(threads):
+        check_fields(t, THREAD_FIELDS, f"threads[{i}]", THREAD_OPTIONAL)
+        if t["index"] != i:
+            raise ReportError(f"threads[{i}]['index'] is {t['index']}")
+        if t.get("cpu_reads", 0) < 0:
+            raise ReportError(f"threads[{i}]['cpu_reads'] must be an int "
+                              f">= 0")
+
+
+def _check_overhead(overhead: Any) -> None:
+    if overhead is None:
+        return
+    try:
+        check_fields(overhead, OVERHEAD_FIELDS, "report['overhead']",
+                     OVERHEAD_OPTIONAL)
+        negative = any(overhead.get(k, 0) < 0 for k in
+                       {**OVERHEAD_FIELDS, **OVERHEAD_OPTIONAL})
+    except ReportError:
+        negative = True
+    if negative:
+        raise ReportError("report['overhead'] must hold span_ns and "
+                          "inside_ns (and may hold read_ns, resolution_ns), "
+                          "numbers >= 0")
+
+
+def _check_spans(spans: Any, nstages: int, nthreads: int) -> np.ndarray:
+    if not isinstance(spans, np.ndarray) or spans.dtype != _core.SPAN_DTYPE:
+        raise ReportError("report['spans'] must be a span array")
+    if len(spans) and int(spans["stage"].max()) >= nstages:
+        raise ReportError("a span names a stage id the report lacks")
+    if len(spans) and int(spans["thread"].max()) >= nthreads:
+        raise ReportError("a span names a thread the report lacks")
+    if len(spans) and not ((spans["parent"] >= -1)
+                           & (spans["parent"] < len(spans))).all():
+        raise ReportError("a span names a parent span the report lacks")
+    return spans
+
+
+def _check_gpu(gpu: Any, nstages: int, nspans: int) -> None:
+    if not isinstance(gpu, dict):
+        raise ReportError("report['gpu'] must be an object")
+    check_fields({k: v for k, v in gpu.items() if k != "events"},
+                 _without(GPU_FIELDS, "events"), "report['gpu']")
+    if not all(isinstance(n, str) for n in gpu["kernel_names"]):
+        raise ReportError("report['gpu']['kernel_names'] must be a list of "
+                          "str")
+    for i, device in enumerate(gpu["devices"]):
+        where = f"report['gpu']['devices'][{i}]"
+        check_fields(device, {"name": str}, where)
+        check_fields(device, {}, where, {k: int for k in device
+                                         if k != "name"})
+    for key in ("dropped", "unattributed"):
+        if gpu[key] < 0:
+            raise ReportError(f"report['gpu'][{key!r}] must be an int >= 0")
+    ev = gpu["events"]
+    if not isinstance(ev, np.ndarray) or ev.dtype != _core.GPU_DTYPE:
+        raise ReportError("report['gpu']['events'] must be a GPU event "
+                          "array")
+    if not len(ev):
+        return
+    problems = [
+        (~np.isin(ev["kind"], GPU_KINDS), "an unknown kind"),
+        ((ev["stage"] < -1) | (ev["stage"] >= nstages), "a stage id the "
+         "report lacks"),
+        ((ev["span"] < -1) | (ev["span"] >= nspans), "a span the report "
+         "lacks"),
+        ((ev["kind"] == KERNEL) & (ev["name"] >= len(gpu["kernel_names"])),
+         "a kernel name the report lacks"),
+        (ev["end_ns"] < ev["start_ns"], "an end before its start"),
+        (ev["bytes"] < 0, "negative bytes"),
+        (ev["copy"] > max(COPY_NAMES), "an unknown copy direction"),
+    ]
+    for bad, what in problems:
+        if bad.any():
+            raise ReportError(f"a GPU event has {what}")

@@ -1,0 +1,63 @@
+"""The report as an HTML page fragment for Jupyter: the stage table with a
+bar per stage for its share of the run, the top bottlenecks and the
+report's warnings."""
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from .._units import fmt_bytes, fmt_rate, fmt_time
+from .text import header_lines, warning_lines
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+_STYLE = """<style>
+.aquaprof table { border-collapse: collapse; font-size: 12px; }
+.aquaprof th, .aquaprof td { padding: 2px 8px; text-align: right;
+  white-space: nowrap; }
+.aquaprof th { border-bottom: 1px solid #888; }
+.aquaprof td.stage { text-align: left; font-family: monospace; }
+.aquaprof .bar { display: inline-block; height: 9px; background: #e4572e;
+  vertical-align: middle; margin-right: 4px; }
+.aquaprof .warn { color: #b00; }
+</style>"""
+
+
+def report_html(report: "Report") -> str:
+    """The stage table (a bar per stage for its share of the run), the
+    top bottlenecks and the report's warnings."""
+    e = html.escape
+    parts = [_STYLE, '<div class="aquaprof">']
+    parts += [f"<div>{e(line)}</div>" for line in header_lines(report)]
+    columns = ["stage", "share", "count", "total", "self", "mean", "p50",
+               "p95", "max", "cpu", "mem peak", "items/s"]
+    parts.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in columns)
+                 + "</tr>")
+    for s in report.stages:
+        w = s.wall
+        bar = max(0.0, min(s.share, 1.0)) * 120
+        cells = [
+            f'<td class="stage">{"&nbsp;" * 2 * s.depth}{e(s.name)}</td>',
+            f'<td><span class="bar" style="width:{bar:.1f}px"></span>'
+            f'{s.share * 100:.1f}%</td>',
+        ] + [f"<td>{e(v)}</td>" for v in (
+            f"{s.count:,}", fmt_time(w.total), fmt_time(s.self_time),
+            fmt_time(w.mean), fmt_time(w.p50), fmt_time(w.p95),
+            fmt_time(w.max), fmt_time(s.cpu), fmt_bytes(s.mem_peak),
+            fmt_rate(s.throughput))]
+        parts.append("<tr>" + "".join(cells) + "</tr>")
+    parts.append("</table>")
+    if not report.stages:
+        parts.append("<div>no stages were recorded (mark them with "
+                     "aquaprof.stage)</div>")
+    top = [s for s in report.top(3) if s.self_time > 0]
+    if top:
+        parts.append("<div><b>Top bottlenecks by self time:</b><ol>")
+        parts += [f"<li>{e(s.path)}: {fmt_time(s.self_time)}</li>"
+                  for s in top]
+        parts.append("</ol></div>")
+    parts += [f'<div class="warn">{e(line)}</div>'
+              for line in warning_lines(report)]
+    parts.append("</div>")
+    return "\n".join(parts)
