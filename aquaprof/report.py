@@ -127,6 +127,17 @@ class StageStats:
                 f"total={self.wall.total:.6g}, self={self.self_time:.6g})")
 
 
+def stage_stats(stages: Sequence[Dict[str, Any]],
+                run_wall: float) -> List[StageStats]:
+    """A StageStats per stage dict, with its path and its parent's path;
+    run_wall is the time shares are taken of."""
+    paths = stage_paths(stages)
+    return [StageStats(i, paths[i],
+                       paths[s["parent"]] if s["parent"] >= 0 else None,
+                       s, run_wall)
+            for i, s in enumerate(stages)]
+
+
 class Report:
     """The outcome of one profiled run. Build with Profiler.report() or
     Report.load(path)."""
@@ -138,14 +149,8 @@ class Report:
         stages = [dict(s, hist=[tuple(p) for p in s["hist"]])
                   for s in data["stages"]]
         self._data = dict(data, stages=stages)
-        self._paths = stage_paths(stages)
-        wall = self.wall
-        self._stats = [
-            StageStats(i, self._paths[i],
-                       self._paths[s["parent"]] if s["parent"] >= 0 else None,
-                       s, wall)
-            for i, s in enumerate(stages)
-        ]
+        self._stats = stage_stats(stages, self.wall)
+        self._paths = [s.path for s in self._stats]
         self._by_path = {s.path: s for s in self._stats}
         from .analysis.overhead import compensate
         for path, (total, self_time) in (compensate(self) or {}).items():

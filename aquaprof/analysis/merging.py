@@ -76,67 +76,34 @@ def merge_reports(reports: Sequence[Report],
         raise ValueError(f"{len(labels)} labels for {len(reports)} reports")
     datas = [r.to_dict() for r in reports]     # plain copies, spans aside
     offsets = _offsets(datas)
-    stages: List[Dict[str, Any]] = []
-    index: Dict[str, int] = {}
-    processes: List[Dict[str, Any]] = []
-    threads: List[Dict[str, Any]] = []
-    span_parts: List[np.ndarray] = []
-    gpu_parts: List[np.ndarray] = []
-    kernel_index: Dict[str, int] = {}
-    devices: List[Dict[str, Any]] = []
-    spans_before = 0
+    merger = _Merger()
     for p, (report, data, offset) in enumerate(zip(reports, datas, offsets)):
-        remap = []
-        for path, s in zip(report.stage_names, data["stages"]):
-            if path not in index:
-                parent = path.rsplit("/", 1)[0] if "/" in path else None
-                index[path] = len(stages)
-                stages.append(dict(
-                    s, parent=index[parent] if parent else -1, count=0,
-                    hist=[]))
-            _merge_stage(stages[index[path]], s)
-            remap.append(index[path])
-        processes.append({
-            "pid": data["pid"], "label": str(labels[p]),
-            "host": data.get("host", {}),
-            "memory_samples": [[t + offset, rss] for t, rss in
-                               report.processes[0].get("memory_samples",
-                                                       [])]})
-        thread_base = len(threads)
-        threads += [dict(t, index=thread_base + t["index"], process=p)
-                    for t in data["threads"]]
-        spans = report.spans().copy()
-        if len(spans):
-            spans["stage"] = np.asarray(remap, np.int32)[spans["stage"]]
-            spans["thread"] += thread_base
-            spans["parent"] = np.where(spans["parent"] >= 0,
-                                       spans["parent"] + spans_before, -1)
-            spans["start_ns"] += offset
-            spans["end_ns"] += offset
-        span_parts.append(spans)
-        events = report.gpu_events()
-        names = [kernel_index.setdefault(n, len(kernel_index))
-                 for n in (report.gpu or {}).get("kernel_names", [])]
-        if events is not None and len(events):
-            # each process's devices and kernel names follow the others'
-            events = events.copy()
-            remap_stage = np.asarray(remap + [-1], np.int32)
-            events["stage"] = remap_stage[events["stage"]]
-            events["span"] = np.where(events["span"] >= 0,
-                                      events["span"] + spans_before, -1)
-            events["start_ns"] += offset
-            events["end_ns"] += offset
-            kernel = events["kind"] == KERNEL
-            events["name"][kernel] = np.asarray(names, np.uint32)[
-                events["name"][kernel]]
-            events["device"] += len(devices)
-            gpu_parts.append(events)
-        if report.gpu is not None:
-            devices += [dict(d, name=f"{d['name']} ({labels[p]})")
-                        for d in report.gpu["devices"]]
-        spans_before += len(spans)
+        merger.add(p, report, data, offset, str(labels[p]))
+    merged = _run_fields(datas, offsets)
+    merged.update(
+        stages=merger.stages, threads=merger.threads,
+        spans=np.concatenate(merger.span_parts),
+        host=dict(datas[0].get("host", {}), merged=len(reports)),
+        processes=merger.processes,
+        gpu_status="; ".join(f"{label}: {r.gpu_status}"
+                             for label, r in zip(labels, reports)))
+    gpus = [r.gpu for r in reports if r.gpu is not None]
+    if gpus:
+        merged["gpu"] = {
+            "events": np.concatenate(merger.gpu_parts) if merger.gpu_parts
+            else gpus[0]["events"][:0],
+            "kernel_names": list(merger.kernel_index),
+            "devices": merger.devices,
+            "dropped": sum(g["dropped"] for g in gpus),
+            "unattributed": sum(g["unattributed"] for g in gpus)}
+    return Report(merged)
+
+
+def _run_fields(datas: Sequence[Dict[str, Any]],
+                offsets: Sequence[int]) -> Dict[str, Any]:
+    """The merged run's clock range, settings and counts."""
     first = datas[0]
-    merged = {
+    return {
         "start_ns": min(d["start_ns"] + o for d, o in zip(datas, offsets)),
         "stop_ns": max(d["stop_ns"] + o for d, o in zip(datas, offsets)),
         "clock": first["clock"] if len({d["clock"] for d in datas}) == 1
@@ -149,20 +116,82 @@ def merge_reports(reports: Sequence[Report],
         "spans_dropped": sum(d["spans_dropped"] for d in datas),
         "unclosed": sum(d["unclosed"] for d in datas),
         "lost": sum(d["lost"] for d in datas),
-        "stages": stages,
-        "threads": threads,
-        "spans": np.concatenate(span_parts),
-        "host": dict(first.get("host", {}), merged=len(reports)),
-        "processes": processes,
-        "gpu_status": "; ".join(f"{label}: {r.gpu_status}"
-                                for label, r in zip(labels, reports)),
     }
-    gpus = [r.gpu for r in reports if r.gpu is not None]
-    if gpus:
-        merged["gpu"] = {
-            "events": np.concatenate(gpu_parts) if gpu_parts
-            else gpus[0]["events"][:0],
-            "kernel_names": list(kernel_index), "devices": devices,
-            "dropped": sum(g["dropped"] for g in gpus),
-            "unattributed": sum(g["unattributed"] for g in gpus)}
-    return Report(merged)
+
+
+class _Merger:
+    """The merged report's stages, processes, threads, spans and GPU
+    events, one process added at a time: each process's ids (stages,
+    threads, spans, kernel names, devices) follow the others'."""
+
+    def __init__(self) -> None:
+        self.stages: List[Dict[str, Any]] = []
+        self.index: Dict[str, int] = {}
+        self.processes: List[Dict[str, Any]] = []
+        self.threads: List[Dict[str, Any]] = []
+        self.span_parts: List[np.ndarray] = []
+        self.gpu_parts: List[np.ndarray] = []
+        self.kernel_index: Dict[str, int] = {}
+        self.devices: List[Dict[str, Any]] = []
+        self.spans_before = 0
+
+    def add(self, p: int, report: Report, data: Dict[str, Any], offset: int,
+            label: str) -> None:
+        remap = self._stages(report, data)
+        self.processes.append({
+            "pid": data["pid"], "label": label,
+            "host": data.get("host", {}),
+            "memory_samples": [[t + offset, rss] for t, rss in
+                               report.processes[0].get("memory_samples",
+                                                       [])]})
+        thread_base = len(self.threads)
+        self.threads += [dict(t, index=thread_base + t["index"], process=p)
+                         for t in data["threads"]]
+        spans = report.spans().copy()
+        if len(spans):
+            spans["stage"] = np.asarray(remap, np.int32)[spans["stage"]]
+            spans["thread"] += thread_base
+            spans["parent"] = np.where(spans["parent"] >= 0,
+                                       spans["parent"] + self.spans_before,
+                                       -1)
+            spans["start_ns"] += offset
+            spans["end_ns"] += offset
+        self.span_parts.append(spans)
+        self._gpu(report, remap, offset, label)
+        self.spans_before += len(spans)
+
+    def _stages(self, report: Report, data: Dict[str, Any]) -> List[int]:
+        """Merges the report's stages by path; each one's merged id."""
+        remap = []
+        for path, s in zip(report.stage_names, data["stages"]):
+            if path not in self.index:
+                parent = path.rsplit("/", 1)[0] if "/" in path else None
+                self.index[path] = len(self.stages)
+                self.stages.append(dict(
+                    s, parent=self.index[parent] if parent else -1, count=0,
+                    hist=[]))
+            _merge_stage(self.stages[self.index[path]], s)
+            remap.append(self.index[path])
+        return remap
+
+    def _gpu(self, report: Report, remap: List[int], offset: int,
+             label: str) -> None:
+        events = report.gpu_events()
+        names = [self.kernel_index.setdefault(n, len(self.kernel_index))
+                 for n in (report.gpu or {}).get("kernel_names", [])]
+        if events is not None and len(events):
+            events = events.copy()
+            remap_stage = np.asarray(remap + [-1], np.int32)
+            events["stage"] = remap_stage[events["stage"]]
+            events["span"] = np.where(events["span"] >= 0,
+                                      events["span"] + self.spans_before, -1)
+            events["start_ns"] += offset
+            events["end_ns"] += offset
+            kernel = events["kind"] == KERNEL
+            events["name"][kernel] = np.asarray(names, np.uint32)[
+                events["name"][kernel]]
+            events["device"] += len(self.devices)
+            self.gpu_parts.append(events)
+        if report.gpu is not None:
+            self.devices += [dict(d, name=f"{d['name']} ({label})")
+                             for d in report.gpu["devices"]]

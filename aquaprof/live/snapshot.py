@@ -15,7 +15,7 @@ import numpy as np
 from .. import _core
 from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time
 from ..analysis.anomaly import MIN_HISTORY, Anomaly, check_limits, outliers
-from ..report import StageStats, stage_paths
+from ..report import StageStats, stage_stats
 
 _NS = 1e-9
 
@@ -69,12 +69,10 @@ class Snapshot:
         #: process RSS now, bytes (None with memory=False)
         self.rss: Optional[int] = (data["memory_samples"][-1][1]
                                    if data["memory_samples"] else None)
-        paths = stage_paths(data["stages"])
+        stats = stage_stats(data["stages"], self.elapsed)
+        paths = [s.path for s in stats]
         #: aggregates of every call closed so far, as in a Report
-        self.stages: Dict[str, StageStats] = {
-            p: StageStats(i, p, paths[s["parent"]] if s["parent"] >= 0
-                          else None, s, self.elapsed)
-            for i, (p, s) in enumerate(zip(paths, data["stages"]))}
+        self.stages: Dict[str, StageStats] = {s.path: s for s in stats}
         spans = data["spans"]
         is_open = (spans["flags"] & _core.SPAN_UNCLOSED) != 0
         # per stage id: its kept closed calls, latest last, and open calls
@@ -155,7 +153,7 @@ class Snapshot:
             rows.append((p, str(self.stages[p].count),
                          fmt_time(self.stages[p].wall.total), t(r.mean),
                          t(r.p95), t(r.last), fmt_rate(r.throughput),
-                         f"{r.running} for {fmt_time(r.running_for)}"
+                         f"{r.running} for {t(r.running_for)}"
                          if r.running else "-"))
         return "\n".join([head] + align_columns(rows))
 

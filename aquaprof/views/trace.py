@@ -39,24 +39,14 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
                          f"{max_events!r}")
     spans = report.spans()
     origin = report.meta["start_ns"]
-    names = report.stage_names
     processes = report.processes
     pids = [p["pid"] for p in processes]
     if len(set(pids)) < len(pids):      # e.g. the same pid on two hosts
         pids = list(range(1, len(processes) + 1))
     threads = report.threads
-    events: List[Dict[str, Any]] = []
-    for p, proc in enumerate(processes):
-        events.append({"ph": "M", "name": "process_name", "pid": pids[p],
-                       "args": {"name": proc["label"]}})
-        events.append({"ph": "M", "name": "process_sort_index",
-                       "pid": pids[p], "args": {"sort_index": p}})
-    for t in threads:
-        pid = pids[t.get("process", 0)]
-        events.append({"ph": "M", "name": "thread_name", "pid": pid,
-                       "tid": t["native_id"],
-                       "args": {"name": f"thread {t['index']} "
-                                        f"(tid {t['native_id']})"}})
+    tids = [t["native_id"] for t in threads]
+    tpids = [pids[t.get("process", 0)] for t in threads]
+    events = _track_names(processes, threads, pids)
     kept = np.arange(len(spans))
     left_out = 0
     if len(spans) > max_events:
@@ -64,28 +54,7 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
         # stable: equal durations keep the earlier (outer) span
         kept = np.sort(np.argsort(-duration, kind="stable")[:max_events])
         left_out = len(spans) - max_events
-    # spans are written as JSON text directly: dicts per span cost 10x
-    leaf = [json.dumps(n.rsplit("/", 1)[-1]) for n in names]
-    paths = [json.dumps(n) for n in names]
-    tids = [t["native_id"] for t in threads]
-    tpids = [pids[t.get("process", 0)] for t in threads]
-    columns = [spans[k][kept].tolist() for k in (
-        "stage", "thread", "start_ns", "end_ns", "cpu_ns", "items", "flags")]
-    span_text: List[str] = []
-    rows = list(zip(*columns))
-    raised, unclosed = _core.SPAN_RAISED, _core.SPAN_UNCLOSED
-    for stage, thread, begin, end, cpu, items, flags in progress(
-            rows, "trace", every=100_000):
-        extra = (f',"items":{items}' if items else "") + \
-            (',"raised":true' if flags & raised else "") + \
-            (',"unclosed":true' if flags & unclosed else "")
-        span_text.append(
-            f'{{"ph":"X","cat":"stage","name":{leaf[stage]},'
-            f'"pid":{tpids[thread]},"tid":{tids[thread]},'
-            f'"ts":{(begin - origin) / 1000:.3f},'
-            f'"dur":{(end - begin) / 1000:.3f},'
-            f'"args":{{"path":{paths[stage]},"cpu_ms":{cpu / 1e6:.6f}'
-            f'{extra}}}}}')
+    span_text = _span_events(report, kept, tpids, tids, origin)
     gpu_text = _gpu_events(report, origin, kept, tpids, tids, max_events)
     for p, proc in enumerate(processes):
         for t_ns, rss in proc.get("memory_samples", []):
@@ -111,6 +80,53 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
         json.dumps(other, separators=(",", ":")), "}"])
 
 
+def _track_names(processes: List[Dict[str, Any]],
+                 threads: List[Dict[str, int]],
+                 pids: List[int]) -> List[Dict[str, Any]]:
+    """Metadata events naming and ordering each process and thread."""
+    events: List[Dict[str, Any]] = []
+    for p, proc in enumerate(processes):
+        events.append({"ph": "M", "name": "process_name", "pid": pids[p],
+                       "args": {"name": proc["label"]}})
+        events.append({"ph": "M", "name": "process_sort_index",
+                       "pid": pids[p], "args": {"sort_index": p}})
+    for t in threads:
+        pid = pids[t.get("process", 0)]
+        events.append({"ph": "M", "name": "thread_name", "pid": pid,
+                       "tid": t["native_id"],
+                       "args": {"name": f"thread {t['index']} "
+                                        f"(tid {t['native_id']})"}})
+    return events
+
+
+def _span_events(report: "Report", kept: np.ndarray, tpids: List[int],
+                 tids: List[int], origin: int) -> List[str]:
+    """The kept spans as complete events, written as JSON text directly
+    (a dict per span costs 10x)."""
+    names = report.stage_names
+    leaf = [json.dumps(n.rsplit("/", 1)[-1]) for n in names]
+    paths = [json.dumps(n) for n in names]
+    spans = report.spans()
+    columns = [spans[k][kept].tolist() for k in (
+        "stage", "thread", "start_ns", "end_ns", "cpu_ns", "items", "flags")]
+    span_text: List[str] = []
+    rows = list(zip(*columns))
+    raised, unclosed = _core.SPAN_RAISED, _core.SPAN_UNCLOSED
+    for stage, thread, begin, end, cpu, items, flags in progress(
+            rows, "trace", every=100_000):
+        extra = (f',"items":{items}' if items else "") + \
+            (',"raised":true' if flags & raised else "") + \
+            (',"unclosed":true' if flags & unclosed else "")
+        span_text.append(
+            f'{{"ph":"X","cat":"stage","name":{leaf[stage]},'
+            f'"pid":{tpids[thread]},"tid":{tids[thread]},'
+            f'"ts":{(begin - origin) / 1000:.3f},'
+            f'"dur":{(end - begin) / 1000:.3f},'
+            f'"args":{{"path":{paths[stage]},"cpu_ms":{cpu / 1e6:.6f}'
+            f'{extra}}}}}')
+    return span_text
+
+
 GPU_PID = 0x7FFF0000        # + device: clear of real process ids
 _GPU_CATEGORY = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset",
                  SYNC: "sync"}
@@ -120,10 +136,10 @@ def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
                 tpids: List[int], tids: List[int], max_events: int
                 ) -> List[str]:
     """The GPU section's events as JSON texts (the longest max_events)."""
-    ev = report.gpu_events()
-    if ev is None:
-        return []
     gpu = report.gpu
+    if gpu is None:
+        return []
+    ev = gpu["events"]
     names, paths = gpu["kernel_names"], report.stage_names
     spans = report.spans()
     out: List[Dict[str, Any]] = []
