@@ -1,4 +1,4 @@
-"""The API as a user writes it (issue 2's example), and what it shows."""
+"""The API as a user writes it (the README's example), and what it shows."""
 import time
 
 import numpy as np
@@ -33,7 +33,7 @@ class Model:
         return v
 
 
-def test_example_from_the_issue():
+def test_readme_example():
     with ap.Profiler() as prof:
         with ap.stage("load", items=16):
             time.sleep(0.002)

@@ -1,4 +1,5 @@
-"""Defined behaviours of issue 2, each pinned by a test."""
+"""The profiler's defined behaviours (docs/profiler.md), each pinned by
+a test."""
 import os
 import sys
 import threading

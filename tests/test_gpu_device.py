@@ -116,7 +116,7 @@ def test_plane_sweep_kernels_are_attributed():
 
 
 def test_diagnose_classes_planted_on_the_device():
-    """Issue 7's GPU workloads on a real device: a Python loop of tiny
+    """diagnose()'s GPU classes on a real device: a Python loop of tiny
     tensor ops is launch-bound, large pageable uploads are
     transfer-bound, big matmuls waited on are gpu-bound."""
     small = torch.ones(64, device="cuda")

@@ -13,7 +13,7 @@ import numpy as np
 
 from .camera import Camera
 
-FLAT_DEPTH = 1.178          # m below the cameras (issue 3)
+FLAT_DEPTH = 1.178          # m below the cameras: the default scene
 WAVE_AMPLITUDE = 0.005      # m
 WAVE_LENGTH = 0.05          # m
 
