@@ -14,7 +14,7 @@ CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 WERROR ?= 1
 
 .PHONY: demo test test-core test-python asan bench bench-projection build \
-	clean
+	clean typecheck
 
 $(DEPS): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -67,7 +67,11 @@ asan: $(DEPS)
 	  ASAN_OPTIONS=detect_leaks=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 $(PY) -m pytest -q -p no:cacheprovider
 
-test: asan test-core test-python
+# mypy over aquaprof/, with the settings in pyproject.toml
+typecheck: $(DEPS)
+	$(PY) -m mypy
+
+test: typecheck asan test-core test-python
 
 # The pytest-benchmark suite, its tables written into docs/benchmarks.md;
 # then the overhead ratios against a C floor measured in the same run.

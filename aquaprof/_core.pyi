@@ -11,6 +11,22 @@ HIST_LOWER_NS: np.ndarray
 SPAN_RAISED: int
 SPAN_UNCLOSED: int
 
+# GPU events (Profiler(cuda=...)): their record, their kinds, and the
+# direction of a copy
+GPU_DTYPE: np.dtype
+GPU_KERNEL: int
+GPU_MEMCPY: int
+GPU_MEMSET: int
+GPU_ALLOC: int
+GPU_FREE: int
+GPU_SYNC: int
+COPY_OTHER: int
+COPY_H2D: int
+COPY_D2H: int
+COPY_D2D: int
+# 1 where the extension was built with CUPTI tracing, else 0
+HAVE_CUPTI: int
+
 class Stage:
     @property
     def name(self) -> Optional[str]: ...
@@ -21,9 +37,12 @@ class Stage:
     def __call__(self, func: _F) -> _F: ...
 
 class StagedFunction:
-    stage_name: str
+    @property
+    def stage_name(self) -> str: ...
     __wrapped__: Callable[..., Any]
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    # A method when looked up on an instance, as a plain function is
+    def __get__(self, obj: Any, objtype: Any = ...) -> Any: ...
 
 @overload
 def stage(name: _F, *, items: Optional[int] = ...) -> _F: ...

@@ -21,6 +21,9 @@ def cost_volume(ref: np.ndarray, srcs: np.ndarray, ref_params: np.ndarray,
                 out: np.ndarray) -> None: ...
 def extract_depth(volume: np.ndarray, depths: np.ndarray
                   ) -> Tuple[np.ndarray, np.ndarray]: ...
+# ("polynomial", degree, Newton steps) or ("table", points a side, steps)
+def snell_guess(params: np.ndarray, dist2_max: float, depth_min: float,
+                depth_max: float) -> Tuple[str, int, int]: ...
 
 # CUDA: device pointers as ints, launched on `stream`, never waited for
 GPU_VIEWS: int

@@ -1,7 +1,7 @@
 """Overhead compensation against the truth: a deeply nested synthetic
 pipeline timed unprofiled, then profiled; the root stage's raw and
 compensated totals against the unprofiled wall time, in the same run.
-Target (issue 7): compensated within 2 %.
+Target: compensated within 2 %.
 
     python benchmarks/bench_compensation.py [--runs 7]
 """

@@ -1,4 +1,4 @@
-"""What GPU tracing costs (issue 4), measured in one run on a CUDA device:
+"""What GPU tracing costs, measured in one run on a CUDA device:
 
 1. a stage pair (enter + exit, nothing inside) with cuda=False and with
    CUPTI tracing on (its external correlation push and pop);

@@ -10,8 +10,8 @@ CPU: ours and torch float32 are each the median of --repeats runs (torch
 warmed up first); the same torch code in float64, run once, is the
 reference of the same maths: the report gives our error against it. The
 floor beside each time comes from two ceilings measured here first: a
-float64 matrix product (arithmetic) and a large copy (memory). Target (issue 3): >= 20x the torch
-CPU version.
+float64 matrix product (arithmetic) and a large copy (memory). Target:
+>= 20x the torch CPU version.
 
 CUDA: both on the GPU, timed with CUDA events (3 warm-ups, median of
 --gpu-repeats), beside the bytes-moved roofline: the bytes a cost volume

@@ -9,9 +9,9 @@ construct - time of N iterations of an empty loop) / N, in ns; every round
 measures every construct once, in turn. With --runs P the whole measurement
 runs in P fresh processes (new address layout, new hash seed: the main
 source of run-to-run spread) and each figure is the median over them, with
-its range. Targets
-(issue 2): off adds <= 15 ns over a plain call; on costs <= 120 ns per pair
-and is >= 10x cheaper than a contextmanager timing with perf_counter.
+its range. Targets: off adds <= 15 ns over a plain call; on costs
+<= 120 ns per pair and is >= 10x cheaper than a contextmanager timing
+with perf_counter.
 """
 from __future__ import annotations
 

@@ -187,7 +187,8 @@ class Comparison:
                  f"{self.threshold * 100:g} %)"]
         for c in self.changes:
             mark = "!" if c.verdict in SLOWER else " "
-            if c.verdict in ("new", "gone"):
+            if (c.change is None or c.base_median is None
+                    or c.new_median is None):    # "new" or "gone"
                 lines.append(f"{mark} {c.path}: {c.verdict}")
                 continue
             p = "" if c.p_value is None else f", p={c.p_value:.2g}"

@@ -101,12 +101,17 @@ def occupancy(device: Dict[str, int], block: int, registers: int,
     return min(blocks * warps * warp / max_threads, 1.0)
 
 
+def _dim3(v: np.ndarray) -> Tuple[int, int, int]:
+    """A launch's grid or block (3 x u4 in GPU_DTYPE) as ints."""
+    return int(v[0]), int(v[1]), int(v[2])
+
+
 def kernel_table(report: "Report", events: np.ndarray,
                  limit: Optional[int] = None) -> List[KernelStats]:
     """Kernels among events grouped by name, longest total first."""
     gpu = report.gpu
     kernels = events[events["kind"] == KERNEL]
-    if not len(kernels):
+    if gpu is None or not len(kernels):     # no GPU section: no kernels
         return []
     duration = (kernels["end_ns"] - kernels["start_ns"]).astype(np.int64)
     names, index = np.unique(kernels["name"], return_inverse=True)
@@ -117,12 +122,12 @@ def kernel_table(report: "Report", events: np.ndarray,
     for k in order:
         mine = np.flatnonzero(index == k)
         longest = kernels[mine[np.argmax(duration[mine])]]
-        block = tuple(int(x) for x in longest["block"])
+        block = _dim3(longest["block"])
         device = gpu["devices"][int(longest["device"])] \
             if int(longest["device"]) < len(gpu["devices"]) else {}
         out.append(KernelStats(
             gpu["kernel_names"][int(names[k])], int(counts[k]),
-            float(totals[k]) * _NS, tuple(int(x) for x in longest["grid"]),
+            float(totals[k]) * _NS, _dim3(longest["grid"]),
             block, int(longest["registers"]), int(longest["shared"]),
             occupancy(device, block[0] * block[1] * block[2],
                       int(longest["registers"]), int(longest["shared"]))))

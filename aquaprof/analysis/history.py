@@ -19,7 +19,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
 from ..report import Report
 
@@ -131,7 +131,9 @@ class History:
                 (started, label, info["git_commit"], info["host"],
                  info["python"], info["torch"], info["cuda"],
                  info["device"], blob))
-            run = cursor.lastrowid
+            # an INSERT just ran on this cursor: lastrowid is its row id,
+            # not None
+            run = cast(int, cursor.lastrowid)
             self._db.executemany(
                 "INSERT INTO stages VALUES (?,?,?,?,?,?,?,?)",
                 [(run, s.path, s.count, s.wall.total, s.self_time,

@@ -71,7 +71,9 @@ class SweepResult:
         """The batch size with the highest throughput among those that ran
         within memory."""
         ok = [r for r in self.rows if r.status == "ok" and r.throughput]
-        return max(ok, key=lambda r: r.throughput).batch if ok else None
+        # (`or 0.0` for the type checker: ok holds no None throughput)
+        return max(ok, key=lambda r: r.throughput or 0.0).batch if ok \
+            else None
 
     @property
     def pressure_point(self) -> Optional[int]:

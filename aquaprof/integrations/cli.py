@@ -106,8 +106,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise UserError(f"cannot open history {args.db!r}: {e}") from None
     with history:
         for path in args.add or []:
-            run = history.add(_load(path), label=args.label)
-            print(f"added {path} as run {run}")
+            run_id = history.add(_load(path), label=args.label)
+            print(f"added {path} as run {run_id}")
 
         def when(run):
             return datetime.datetime.fromtimestamp(run.time).strftime(
@@ -235,8 +235,8 @@ def parser() -> argparse.ArgumentParser:
     merge.set_defaults(func=cmd_merge)
 
     # handled in main(): the demo parses its own arguments
-    sub.add_parser("demo", help="the plane-sweep demo (python -m "
-                   "aquaprof.demo; see aquaprof demo --help)")
+    sub.add_parser("demo", help="the plane-sweep demo (see aquaprof demo "
+                   "--help)")
     return p
 
 
@@ -255,7 +255,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (OSError, ValueError) as e:
         # files that cannot be written, bad values: the user's to fix
         text = e.strerror if isinstance(e, OSError) and e.strerror else e
-        name = f" {e.filename!r}" if getattr(e, "filename", None) else ""
+        filename = getattr(e, "filename", None)
+        name = f" {filename!r}" if filename else ""
         print(f"aquaprof: error:{name} {text}", file=sys.stderr)
         return 2
 

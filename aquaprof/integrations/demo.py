@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, cast
 
 import numpy as np
 
@@ -36,12 +36,15 @@ def run(args: argparse.Namespace) -> Dict[str, float]:
         frames = [np.repeat((img * 255).round().astype(np.uint8)[..., None],
                             3, axis=2) for img in scene.images]
     with ap.stage("undistort", items=views):
-        gray = [scenes.undistort(mvs.gray_from_bgr(f), cam.K, scene.k1)
-                for f, cam in zip(frames, scene.cameras)]
+        # host arrays; torch tensors on the GPU with --device cuda
+        gray: List[Any] = [
+            scenes.undistort(mvs.gray_from_bgr(f), cam.K, scene.k1)
+            for f, cam in zip(frames, scene.cameras)]
         if args.device == "cuda":
             import torch
             gray = [torch.from_numpy(g).cuda() for g in gray]
-    depths = np.linspace(*scene.depth_range(0.03), args.depths)
+    low, high = scene.depth_range(0.03)
+    depths = np.linspace(low, high, args.depths)
     with ap.stage("build_cost_volume", items=h * w * args.depths
                   * (views - 1)):
         volume = mvs.build_cost_volume(gray[0], gray[1:], scene.ref_cam,
@@ -51,7 +54,10 @@ def run(args: argparse.Namespace) -> Dict[str, float]:
         depth, confidence = mvs.extract_depth(volume, depths)
     with ap.stage("fuse", items=h * w):
         if args.device == "cuda":    # waits here for the GPU's queue
-            depth, confidence = depth.cpu().numpy(), confidence.cpu().numpy()
+            # torch tensors: mvs gives back arrays of its input's library,
+            # which its signatures, written for NumPy, cannot say
+            depth = cast(Any, depth).cpu().numpy()
+            confidence = cast(Any, confidence).cpu().numpy()
         kept = np.where(confidence >= MIN_CONFIDENCE, depth, np.nan)
         v, u = np.nonzero(np.isfinite(kept))
         origins, dirs, _ = scene.ref_cam.cast_rays(

@@ -9,7 +9,7 @@ CuPy operation. Pixel values are not checked for NaN here, since that
 would mean waiting for the GPU."""
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
@@ -17,6 +17,11 @@ from .. import _mvs
 from ._limits import check_image_size
 
 DLPACK_CUDA, DLPACK_CUDA_MANAGED = 2, 13
+
+#: a torch tensor or a CuPy array, used through the attributes both have
+#: (``__cuda_array_interface__``, ``device``); both libraries are optional,
+#: so the type checker cannot name them
+GpuObject = Any
 
 
 def is_gpu(obj: object) -> bool:
@@ -41,7 +46,7 @@ def _library(obj: object) -> str:
     return type(obj).__module__.split(".")[0]
 
 
-def _adopt(obj: object, name: str) -> object:
+def _adopt(obj: object, name: str) -> GpuObject:
     """obj as a torch tensor or CuPy array over the same memory."""
     if _library(obj) in ("torch", "cupy"):
         return obj
@@ -92,7 +97,8 @@ class GpuArray:
         else:
             self.device = self.obj.device.id
 
-    def empty(self, shape: Sequence[int], dtype: str = "float32") -> object:
+    def empty(self, shape: Sequence[int], dtype: str = "float32"
+              ) -> GpuObject:
         """A new array of this library on this device."""
         if self.lib == "torch":
             import torch
@@ -102,7 +108,7 @@ class GpuArray:
         with cupy.cuda.Device(self.device):
             return cupy.empty(tuple(shape), dtype=dtype)
 
-    def upload(self, values: np.ndarray) -> object:
+    def upload(self, values: np.ndarray) -> GpuObject:
         """float64 values copied to this device, queued on the current
         stream: a pageable copy would wait for the GPU."""
         if self.lib == "torch":
@@ -126,7 +132,7 @@ class GpuArray:
             return cupy.cuda.get_current_stream().ptr
 
 
-def _pointer(array: object) -> int:
+def _pointer(array: GpuObject) -> int:
     return array.__cuda_array_interface__["data"][0]
 
 
@@ -164,7 +170,7 @@ def _same_device(a: GpuArray, b: GpuArray, name: str) -> None:
 
 
 def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
-         depth: float) -> object:
+         depth: float) -> GpuObject:
     image = GpuArray(src, "src", 2)
     if min(image.shape) < 2:
         raise ValueError(f"src must be at least 2 x 2, got {image.shape}")
@@ -179,7 +185,7 @@ def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
 
 def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
                 ref_params: np.ndarray, cams: np.ndarray, depths: np.ndarray,
-                cost: int, window: int, depth_batch: int) -> object:
+                cost: int, window: int, depth_batch: int) -> GpuObject:
     _mvs.gpu_check(ref.device)
     h, w = ref.shape
     d = depths.size
@@ -195,8 +201,8 @@ def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
     return out
 
 
-def extract_depth(volume: object, depths: np.ndarray) -> Tuple[object,
-                                                               object]:
+def extract_depth(volume: object, depths: np.ndarray) -> Tuple[GpuObject,
+                                                               GpuObject]:
     vol = GpuArray(volume, "cost_volume", 3)
     h, w, d = vol.shape
     if d != depths.size:

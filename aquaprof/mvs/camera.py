@@ -11,7 +11,8 @@ from .. import _mvs
 ArrayLike = Union[np.ndarray, Sequence]
 
 
-def _matrix(value: ArrayLike, name: str, shape: Tuple[int, ...]) -> np.ndarray:
+def _matrix(value: Union[ArrayLike, float], name: str,
+            shape: Tuple[int, ...]) -> np.ndarray:
     try:
         a = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):

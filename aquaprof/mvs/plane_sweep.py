@@ -78,7 +78,8 @@ def warp(src: np.ndarray, ref_cam: Camera, src_cam: Camera,
 def build_cost_volume(ref: np.ndarray,
                       srcs: Union[np.ndarray, Sequence[np.ndarray]],
                       ref_cam: Camera, src_cams: Sequence[Camera],
-                      depths: Sequence[float], cost: str = "ncc",
+                      depths: Union[np.ndarray, Sequence[float]],
+                      cost: str = "ncc",
                       window: int = 11, depth_batch: Optional[int] = None,
                       threads: Optional[int] = None) -> np.ndarray:
     """float32 (H, W, D) matching costs, lower is better, the mean over
@@ -142,16 +143,18 @@ def build_cost_volume(ref: np.ndarray,
                                 COSTS[cost], window, depth_batch)
     # a float32 (N, H, W) array goes as it is (the binding makes it
     # contiguous if it must); a sequence is stacked once
-    stack = srcs if stacked else np.stack(views)
+    host_stack = srcs if stacked and isinstance(srcs, np.ndarray) \
+        else np.stack(views)
     out = np.empty(ref.shape + (d.size,), dtype=np.float32)
     for first in range(0, d.size, depth_batch):
-        _mvs.cost_volume(ref, stack, ref_params, cams, d, first,
+        _mvs.cost_volume(ref, host_stack, ref_params, cams, d, first,
                          min(depth_batch, d.size - first), COSTS[cost],
                          window, n_threads, out)
     return out
 
 
-def extract_depth(cost_volume: np.ndarray, depths: Sequence[float]
+def extract_depth(cost_volume: np.ndarray,
+                  depths: Union[np.ndarray, Sequence[float]]
                   ) -> Tuple[np.ndarray, np.ndarray]:
     """Winner-take-all depth (H, W) with parabola refinement (offset
     clamped to half a step), NaN at the first and last hypothesis; and the

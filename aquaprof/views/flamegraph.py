@@ -131,7 +131,7 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
     as in report, coloured by the change from base."""
     root, frames = _frames(report)
     diff = base is not None
-    if diff:
+    if base is not None:
         before = {s.path: s.wall.total for s in base.stages}
         for frame in frames:
             frame.base = before.get(frame.path) if frame.path else sum(
