@@ -170,7 +170,7 @@ def check_fields(obj: Any, fields: Fields, where: str,
     and any of `optional`, each of its type."""
     if not isinstance(obj, dict):
         raise ReportError(f"{where} must be an object")
-    for key, kind in fields.items():
+    for key in fields:
         if key not in obj:
             raise ReportError(f"{where} lacks {key!r}")
     for key, kind in {**fields, **(optional or {})}.items():
