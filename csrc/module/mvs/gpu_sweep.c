@@ -110,7 +110,7 @@ ap_gpu_check(PyObject *module, PyObject *device)
     char error[320];
     int count;
     pthread_mutex_lock(&load_lock);
-    int rc = ap_cuda_open(&count, error, sizeof(error));
+    int rc = ap_cuda_device_count(&count, error, sizeof(error));
     pthread_mutex_unlock(&load_lock);
     if (rc < 0) {
         PyErr_Format(PyExc_RuntimeError, "the CUDA plane sweep cannot run: "
