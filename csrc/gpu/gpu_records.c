@@ -10,9 +10,7 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const ap_cupti_fns *cupti;
 static ap_gpu_trace *trace;          /* NULL when not collecting */
-static size_t events_cap, links_cap, names_cap;
-static uint32_t *name_slots;         /* hash of names: index + 1, 0 empty */
-static uint32_t name_mask;
+static size_t events_cap, links_cap;
 
 ap_status
 ap_gpu_records_begin(const ap_cupti_fns *fns)
@@ -25,10 +23,7 @@ ap_gpu_records_begin(const ap_cupti_fns *fns)
     ap_gpu_trace *old = trace;
     cupti = fns;
     trace = fresh;
-    events_cap = links_cap = names_cap = 0;
-    free(name_slots);
-    name_slots = NULL;
-    name_mask = 0;
+    events_cap = links_cap = 0;
     pthread_mutex_unlock(&lock);
     ap_gpu_trace_free(old);
     return AP_OK;
@@ -40,9 +35,6 @@ ap_gpu_records_take(void)
     pthread_mutex_lock(&lock);
     ap_gpu_trace *t = trace;
     trace = NULL;
-    free(name_slots);
-    name_slots = NULL;
-    name_mask = 0;
     pthread_mutex_unlock(&lock);
     return t;
 }
@@ -64,16 +56,6 @@ reserve(void **array, size_t *cap, size_t used, size_t item)
     return 0;
 }
 
-static uint64_t
-hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;       /* FNV-1a */
-    for (; *s; s++) {
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    }
-    return h;
-}
-
 /* The index of a kernel name, copied the first time: CUPTI owns its
  * strings. -1 for want of memory. */
 static int64_t
@@ -82,38 +64,12 @@ name_index(const char *name)
     if (!name) {
         name = "?";
     }
-    if (2 * (trace->nnames + 1) > name_mask) {
-        uint32_t size = name_mask ? 2 * (name_mask + 1) : 256;
-        uint32_t *slots = calloc(size, sizeof(*slots));
-        if (!slots) {
-            return -1;
-        }
-        for (uint32_t i = 0; i < trace->nnames; i++) {
-            uint32_t k = (uint32_t)hash(trace->names[i]) & (size - 1);
-            while (slots[k]) {
-                k = (k + 1) & (size - 1);
-            }
-            slots[k] = i + 1;
-        }
-        free(name_slots);
-        name_slots = slots;
-        name_mask = size - 1;
-    }
-    uint32_t k = (uint32_t)hash(name) & name_mask;
-    for (; name_slots[k]; k = (k + 1) & name_mask) {
-        if (!strcmp(trace->names[name_slots[k] - 1], name)) {
-            return name_slots[k] - 1;
-        }
-    }
-    char *copy = strdup(name);
-    if (!copy || reserve((void **)&trace->names, &names_cap, trace->nnames,
-                         sizeof(char *)) != 0) {
-        free(copy);
+    uint32_t id;
+    if (ap_intern_table_add(&trace->names, name, strlen(name), &id) !=
+        AP_OK) {
         return -1;
     }
-    trace->names[trace->nnames] = copy;
-    name_slots[k] = ++trace->nnames;
-    return trace->nnames - 1;
+    return id;
 }
 
 static uint8_t

@@ -327,10 +327,7 @@ ap_gpu_trace_free(ap_gpu_trace *t)
     if (!t) {
         return;
     }
-    for (uint32_t i = 0; i < t->nnames; i++) {
-        free(t->names[i]);
-    }
-    free(t->names);
+    ap_intern_table_free(&t->names);
     free(t->events);
     free(t->links);
     free(t->devices);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/intern.h"
 #include "../core/session.h"
 #include "gpu_event.h"
 
@@ -37,8 +38,7 @@ typedef struct {
 typedef struct {
     ap_gpu_event *events;
     size_t nevents;
-    char **names;                    /* kernel names, by event.name */
-    uint32_t nnames;
+    ap_intern_table names;           /* kernel names, by event.name */
     int64_t dropped;                 /* records CUPTI could not keep */
     int64_t unattributed;            /* events no stage launched */
     ap_gpu_device *devices;          /* by CUPTI device id */
