@@ -8,6 +8,7 @@
 
 #include "../../csrc/core/clock.h"
 #include "../../csrc/core/intern.h"
+#include "../../csrc/core/path_map.h"
 #include "../../csrc/core/rss.h"
 #include "../../csrc/core/session.h"
 
@@ -142,6 +143,29 @@ test_intern_table(void)
     ap_intern_table_free(&t);
     CHECK(t.count == 0 && t.entries == NULL && t.slots == NULL);
     CHECK(ap_intern_table_text(&t, 0, NULL) == NULL);
+}
+
+/* Growing keeps every key; (parent, name) and (name, parent) differ. */
+static void
+test_path_map(void)
+{
+    ap_path_map m;
+    CHECK(ap_path_map_init(&m, 0) == AP_OK);
+    int kept = 1;
+    for (uint32_t i = 0; i < 5000; i++) {
+        kept &= ap_path_map_reserve(&m) == AP_OK;
+        ap_path_map_put(&m, i / 7, i, i * 3);
+    }
+    uint32_t val = 0;
+    for (uint32_t i = 0; i < 5000; i++) {
+        kept &= ap_path_map_find(&m, i / 7, i, &val) && val == i * 3;
+    }
+    CHECK(kept && m.count == 5000);
+    CHECK(!ap_path_map_find(&m, 7, 1, &val));
+    CHECK(!ap_path_map_find(&m, 0, 5000, &val));
+    ap_path_map_free(&m);
+    CHECK(ap_path_map_init(&m, 1000) == AP_OK && m.mask + 1 >= 2002);
+    ap_path_map_free(&m);
 }
 
 static void
@@ -522,6 +546,7 @@ main(void)
 {
     test_intern();
     test_intern_table();
+    test_path_map();
     test_hist();
     test_stats_merge();
     test_nesting_and_self_time();
