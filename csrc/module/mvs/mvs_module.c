@@ -1,11 +1,11 @@
 /* aquaprof._mvs: NumPy entry points of the plane-sweep kernels (the CUDA
- * ones are in gpu_sweep.c). The Python layer (aquaprof/mvs/) gives users
+ * ones are in cuda_sweep.c). The Python layer (aquaprof/mvs/) gives users
  * their error messages; this one re-checks dtypes and shapes so that no
  * input can crash it, and releases the GIL around the work. */
 #define AP_MVS_IMPORTS_NUMPY
 #include "mvs_module.h"
 
-#include "../../kernels/gpu_sweep.h"
+#include "../../kernels/cuda_sweep.h"
 #include "../../kernels/projector.h"
 #include "../../kernels/sweep.h"
 
