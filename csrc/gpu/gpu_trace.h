@@ -31,7 +31,7 @@ typedef struct {
 } ap_gpu_device;
 
 typedef struct {
-    uint64_t tag;                    /* the span's, see ap_span_tag */
+    uint64_t tag;                    /* the span's: AP_TAG_THREAD_BITS */
     uint32_t correlation;            /* CUPTI's id of an API call in it */
 } ap_gpu_link;
 

@@ -1,7 +1,7 @@
 /* The plane sweep's CUDA kernels: the same maths as the C kernels (the
  * camera, sampling, cost and extraction headers are shared), launched
- * through the driver API by csrc/module/mvs/gpu.c. Compiled by nvcc into
- * a fat binary that the extension embeds.
+ * through the driver API by csrc/module/mvs/cuda_sweep.c. Compiled by
+ * nvcc into a fat binary that the extension embeds.
  *
  * The cost kernel is fused: a block owns a tile of output pixels of one
  * depth plane, warps each source view over the tile and its window halo

@@ -106,7 +106,7 @@ static PyModuleDef_Slot module_slots[] = {
 #endif
 #ifdef Py_mod_gil
     /* per-thread buffers need no GIL, but stop() closing other threads'
-     * stages does (csrc/core/session.h); issue 8 lifts this */
+     * stages does (csrc/core/session.h) */
     {Py_mod_gil, Py_MOD_GIL_USED},
 #endif
     {0, NULL},
