@@ -6,9 +6,9 @@ PY := $(VENV)/bin/python
 DEPS := $(VENV)/.deps-stamp
 EXT := $(VENV)/.ext-stamp
 CORE_SOURCES := $(wildcard csrc/core/*.c csrc/core/*.h)
-EXT_SOURCES := $(CORE_SOURCES) $(wildcard csrc/module/*.c csrc/module/*.h \
-	csrc/module/mvs/*.c csrc/module/mvs/*.h csrc/kernels/*.c \
-	csrc/kernels/*.h csrc/kernels/*.cu)
+# every C, header and CUDA file under csrc/, whatever its folder: a folder
+# left off this list would leave a stale extension to test
+EXT_SOURCES := $(shell find csrc -name '*.[ch]' -o -name '*.cu')
 CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 # CI passes -Werror to the extension; users' builds never get it.
 WERROR ?= 1

@@ -135,7 +135,6 @@ if CUPTI_INCLUDE:
 setup(
     cmdclass={"build_ext": BuildWithKernels},
     ext_modules=[
-        # the profiler: core and its binding
         # the profiler: core, GPU tracing (libcuda and CUPTI opened at run
         # time through libdl) and their binding
         extension("aquaprof._core", "csrc/core/*.c", "csrc/gpu/*.c",
@@ -143,8 +142,10 @@ setup(
         # the plane-sweep kit's CPU kernels and their binding; the kernels'
         # loops vectorise at -O3 once sqrt need not set errno and
         # comparisons need not keep FP exceptions (nothing here reads
-        # either); libdl opens the CUDA driver
+        # either); libdl opens the CUDA driver, with the loader the
+        # profiler uses
         extension("aquaprof._mvs", "csrc/kernels/*.c", "csrc/module/mvs/*.c",
+                  "csrc/gpu/cuda_loader.c",
                   extra=[] if debug else ["-O3", "-fno-math-errno",
                                           "-fno-trapping-math"],
                   libraries=["dl"]),

@@ -8,6 +8,7 @@ import pytest
 import aquaprof.mvs as mvs
 from aquaprof import _mvs
 from aquaprof.mvs import _cuda, scenes
+from fake_gpu import scenario
 
 try:
     import torch
@@ -132,6 +133,33 @@ def test_without_a_driver_every_gpu_call_says_why():
     for call in calls:
         with pytest.raises(RuntimeError, match="cannot run: "):
             call()
+
+
+def fresh_driver_error(env):
+    """What gpu_check(-1) says in a fresh interpreter run with env: the
+    driver, once opened (or not), stays so for the process's life."""
+    return scenario("""
+        from aquaprof import _mvs
+        try:
+            _mvs.gpu_check(-1)
+            print(json.dumps(None))
+        except RuntimeError as e:
+            print(json.dumps(str(e)))
+    """, env)
+
+
+def test_the_plane_sweep_opens_the_driver_aquaprof_libcuda_names(
+        fakes, tmp_path):
+    missing = tmp_path / "nowhere" / "libcuda.so.1"
+    why = fresh_driver_error({"AQUAPROF_LIBCUDA": str(missing)})
+    if why and "built without its CUDA kernels" in why:
+        pytest.skip("built without nvcc: the driver is never opened")
+    assert why.startswith("the CUDA plane sweep cannot run: no CUDA "
+                          f"driver: cannot open {missing} ("), why
+    # the fake driver opens, and lacks what the sweep calls
+    why = fresh_driver_error({"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so")})
+    assert why == ("the CUDA plane sweep cannot run: the CUDA driver lacks "
+                   "cuDevicePrimaryCtxRetain: too old")
 
 
 # ------------------------------------------------------------ on a GPU

@@ -14,35 +14,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..schema import KERNEL
+from .. import _core
 from ..report import Report
-
-
-def _merge_stage(into: Dict[str, Any], s: Dict[str, Any]) -> None:
-    """Adds the aggregates of s into `into` (Chan's parallel variance)."""
-    if s["count"] == 0:
-        return
-    n_a, n_b = into["count"], s["count"]
-    if n_a == 0:
-        into.update({k: v for k, v in s.items() if k not in ("name",
-                                                             "parent")})
-        into["hist"] = list(s["hist"])
-        return
-    n = n_a + n_b
-    delta = s["mean_ns"] - into["mean_ns"]
-    into["mean_ns"] += delta * n_b / n
-    into["m2"] += s["m2"] + delta * delta * n_a * n_b / n
-    into["count"] = n
-    for key in ("raised", "unclosed", "total_ns", "self_ns", "cpu_ns",
-                "items", "mem_delta"):
-        into[key] += s[key]
-    into["min_ns"] = min(into["min_ns"], s["min_ns"])
-    into["max_ns"] = max(into["max_ns"], s["max_ns"])
-    into["mem_peak"] = max(into["mem_peak"], s["mem_peak"])
-    buckets: Dict[int, int] = dict(into["hist"])
-    for index, count in s["hist"]:
-        buckets[index] = buckets.get(index, 0) + count
-    into["hist"] = sorted(buckets.items())
+from ..schema import KERNEL
 
 
 def _offsets(datas: Sequence[Dict[str, Any]]) -> List[int]:
@@ -170,8 +144,11 @@ class _Merger:
                 self.stages.append(dict(
                     s, parent=self.index[parent] if parent else -1, count=0,
                     hist=[]))
-            _merge_stage(self.stages[self.index[path]], s)
-            remap.append(self.index[path])
+            at = self.index[path]
+            # the core's merge: Chan's formula for mean and m2, histograms
+            # added, extremes kept
+            self.stages[at] = _core.merge_stage(self.stages[at], s)
+            remap.append(at)
         return remap
 
     def _gpu(self, report: Report, remap: List[int], offset: int,

@@ -4,19 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char *text;
-    size_t len;
-    uint64_t hash;
-} ap_name;
-
-/* All fields below are protected by table_lock. */
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static ap_name *names;          /* indexed by id */
-static uint32_t names_len, names_cap;
-static uint32_t *slots;         /* open addressing: id + 1, 0 = empty */
-static uint32_t slots_mask;
-
 static uint64_t
 fnv1a(const char *s, size_t len)
 {
@@ -28,48 +15,102 @@ fnv1a(const char *s, size_t len)
 }
 
 static ap_status
-grow_slots_unlocked(void)
+grow_slots(ap_intern_table *t)
 {
-    uint32_t cap = slots ? (slots_mask + 1) * 2 : 64;
+    uint32_t cap = t->slots ? (t->mask + 1) * 2 : 64;
     uint32_t *fresh = calloc(cap, sizeof(*fresh));
     if (!fresh) {
         return AP_ERR_NOMEM;
     }
-    for (uint32_t id = 0; id < names_len; id++) {
-        uint32_t i = (uint32_t)names[id].hash & (cap - 1);
+    for (uint32_t id = 0; id < t->count; id++) {
+        uint32_t i = (uint32_t)t->entries[id].hash & (cap - 1);
         while (fresh[i]) {
             i = (i + 1) & (cap - 1);
         }
         fresh[i] = id + 1;
     }
-    free(slots);
-    slots = fresh;
-    slots_mask = cap - 1;
+    free(t->slots);
+    t->slots = fresh;
+    t->mask = cap - 1;
     return AP_OK;
 }
 
 static ap_status
-append_unlocked(const char *name, size_t len, uint64_t hash, uint32_t *id)
+append(ap_intern_table *t, const char *text, size_t len, uint64_t hash,
+       uint32_t *id)
 {
-    if (names_len == names_cap) {
-        uint32_t cap = names_cap ? names_cap * 2 : 64;
-        ap_name *fresh = realloc(names, cap * sizeof(*fresh));
+    if (t->count == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 64;
+        ap_interned *fresh = realloc(t->entries, cap * sizeof(*fresh));
         if (!fresh) {
             return AP_ERR_NOMEM;
         }
-        names = fresh;
-        names_cap = cap;
+        t->entries = fresh;
+        t->cap = cap;
     }
-    char *text = malloc(len + 1);
-    if (!text) {
+    char *copy = malloc(len + 1);
+    if (!copy) {
         return AP_ERR_NOMEM;
     }
-    memcpy(text, name, len);
-    text[len] = '\0';
-    names[names_len] = (ap_name){text, len, hash};
-    *id = names_len++;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    t->entries[t->count] = (ap_interned){copy, len, hash};
+    *id = t->count++;
     return AP_OK;
 }
+
+ap_status
+ap_intern_table_add(ap_intern_table *t, const char *text, size_t len,
+                    uint32_t *id)
+{
+    uint64_t hash = fnv1a(text, len);
+    if (!t->slots || (t->count + 1) * 2 > t->mask + 1) {
+        ap_status st = grow_slots(t);
+        if (st != AP_OK) {
+            return st;
+        }
+    }
+    uint32_t i = (uint32_t)hash & t->mask;
+    for (; t->slots[i]; i = (i + 1) & t->mask) {
+        const ap_interned *e = &t->entries[t->slots[i] - 1];
+        if (e->hash == hash && e->len == len && !memcmp(e->text, text, len)) {
+            *id = t->slots[i] - 1;
+            return AP_OK;
+        }
+    }
+    ap_status st = append(t, text, len, hash, id);
+    if (st == AP_OK) {
+        t->slots[i] = *id + 1;
+    }
+    return st;
+}
+
+const char *
+ap_intern_table_text(const ap_intern_table *t, uint32_t id, size_t *len)
+{
+    if (id >= t->count) {
+        return NULL;
+    }
+    if (len) {
+        *len = t->entries[id].len;
+    }
+    return t->entries[id].text;
+}
+
+void
+ap_intern_table_free(ap_intern_table *t)
+{
+    for (uint32_t id = 0; id < t->count; id++) {
+        free(t->entries[id].text);
+    }
+    free(t->entries);
+    free(t->slots);
+    *t = (ap_intern_table)AP_INTERN_TABLE_INIT;
+}
+
+/* The process-wide stage names; never freed, as callers cache their ids. */
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static ap_intern_table names = AP_INTERN_TABLE_INIT; /* names_lock */
 
 ap_status
 ap_intern(const char *name, size_t len, uint32_t *id)
@@ -77,58 +118,33 @@ ap_intern(const char *name, size_t len, uint32_t *id)
     if (!name || len == 0) {
         return AP_ERR_INVALID;
     }
-    uint64_t hash = fnv1a(name, len);
-    ap_status st = AP_OK;
-    pthread_mutex_lock(&table_lock);
-    if (!slots || (names_len + 1) * 2 > slots_mask + 1) {
-        st = grow_slots_unlocked();
-        if (st != AP_OK) {
-            goto done;
-        }
-    }
-    uint32_t i = (uint32_t)hash & slots_mask;
-    for (; slots[i]; i = (i + 1) & slots_mask) {
-        ap_name *n = &names[slots[i] - 1];
-        if (n->hash == hash && n->len == len && !memcmp(n->text, name, len)) {
-            *id = slots[i] - 1;
-            goto done;
-        }
-    }
-    st = append_unlocked(name, len, hash, id);
-    if (st == AP_OK) {
-        slots[i] = *id + 1;
-    }
-done:
-    pthread_mutex_unlock(&table_lock);
+    pthread_mutex_lock(&names_lock);
+    ap_status st = ap_intern_table_add(&names, name, len, id);
+    pthread_mutex_unlock(&names_lock);
     return st;
 }
 
 const char *
 ap_intern_name(uint32_t id, size_t *len)
 {
-    const char *text = NULL;
-    pthread_mutex_lock(&table_lock);
-    if (id < names_len) {
-        text = names[id].text;
-        if (len) {
-            *len = names[id].len;
-        }
-    }
-    pthread_mutex_unlock(&table_lock);
+    /* the lock keeps entries from moving under the read */
+    pthread_mutex_lock(&names_lock);
+    const char *text = ap_intern_table_text(&names, id, len);
+    pthread_mutex_unlock(&names_lock);
     return text;
 }
 
 uint32_t
 ap_intern_count(void)
 {
-    pthread_mutex_lock(&table_lock);
-    uint32_t n = names_len;
-    pthread_mutex_unlock(&table_lock);
+    pthread_mutex_lock(&names_lock);
+    uint32_t n = names.count;
+    pthread_mutex_unlock(&names_lock);
     return n;
 }
 
 void
 ap_intern_after_fork(void)
 {
-    pthread_mutex_init(&table_lock, NULL);
+    pthread_mutex_init(&names_lock, NULL);
 }

@@ -1,5 +1,8 @@
-/* Process-wide stage-name table: a name gets one id for the life of the
- * process, so ids cached by callers stay valid across sessions. */
+/* Interning: each distinct string gets a dense id, in order of first
+ * sight. ap_intern_table is the table itself, for a caller that locks it
+ * and frees it (the GPU layer's kernel names, one table a trace); ap_intern
+ * is the process-wide stage-name table: a name gets one id for the life of
+ * the process, so ids cached by callers stay valid across sessions. */
 #ifndef AP_INTERN_H
 #define AP_INTERN_H
 
@@ -7,8 +10,39 @@
 #include <stdint.h>
 #include "status.h"
 
-/* Looks up or adds name[0:len] (UTF-8, len > 0). Thread-safe. Returns
- * AP_OK and sets *id, AP_ERR_INVALID for an empty name, AP_ERR_NOMEM. */
+typedef struct {
+    char *text;            /* NUL-terminated copy, owned */
+    size_t len;
+    uint64_t hash;         /* kept so that growing rehashes nothing */
+} ap_interned;
+
+typedef struct {
+    ap_interned *entries;  /* by id */
+    uint32_t count, cap;
+    uint32_t *slots;       /* open addressing: id + 1, 0 = empty */
+    uint32_t mask;
+} ap_intern_table;
+
+/* An empty table; all zeros is one too. */
+#define AP_INTERN_TABLE_INIT {NULL, 0, 0, NULL, 0}
+
+/* Looks up or adds text[0:len] (len may be 0) in t. Not thread-safe.
+ * Returns AP_OK and sets *id, or AP_ERR_NOMEM with t holding what it
+ * held. */
+ap_status ap_intern_table_add(ap_intern_table *t, const char *text,
+                              size_t len, uint32_t *id);
+
+/* The text for id, NUL-terminated, or NULL if t has no such id. The
+ * pointer stays valid until t is freed, whatever is added meanwhile. */
+const char *ap_intern_table_text(const ap_intern_table *t, uint32_t id,
+                                 size_t *len);
+
+/* Frees every text and the table's arrays, leaving t empty. */
+void ap_intern_table_free(ap_intern_table *t);
+
+/* Looks up or adds name[0:len] (UTF-8, len > 0) in the process-wide
+ * table. Thread-safe. Returns AP_OK and sets *id, AP_ERR_INVALID for an
+ * empty name, AP_ERR_NOMEM. */
 ap_status ap_intern(const char *name, size_t len, uint32_t *id);
 
 /* The name for id, NUL-terminated, or NULL if id was never given out.

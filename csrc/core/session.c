@@ -46,35 +46,6 @@ install_fork_handler(void)
 /* ------------------------------------------------------------- threads */
 
 static ap_status
-grow_keys(ap_thread *t)
-{
-    uint32_t cap = t->keys ? (t->keys_mask + 1) * 2 : 64;
-    uint64_t *keys = calloc(cap, sizeof(*keys));
-    uint32_t *vals = malloc(cap * sizeof(*vals));
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
-        return AP_ERR_NOMEM;
-    }
-    for (uint32_t n = 1; n < t->nnodes; n++) {
-        uint64_t key = ((uint64_t)t->nodes[n].parent << 32 | t->nodes[n].name)
-                       + 1;
-        uint32_t i = (uint32_t)(key * 0x9E3779B97F4A7C15ULL >> 32) & (cap - 1);
-        while (keys[i]) {
-            i = (i + 1) & (cap - 1);
-        }
-        keys[i] = key;
-        vals[i] = n;
-    }
-    free(t->keys);
-    free(t->vals);
-    t->keys = keys;
-    t->vals = vals;
-    t->keys_mask = cap - 1;
-    return AP_OK;
-}
-
-static ap_status
 add_node(ap_thread *t, uint32_t parent, uint32_t name)
 {
     if (t->nnodes == t->nodes_cap) {
@@ -103,25 +74,17 @@ add_node(ap_thread *t, uint32_t parent, uint32_t name)
 static ap_status
 child_node(ap_thread *t, uint32_t parent, uint32_t name, uint32_t *node)
 {
-    uint64_t key = ((uint64_t)parent << 32 | name) + 1;
-    uint32_t i = (uint32_t)(key * 0x9E3779B97F4A7C15ULL >> 32) & t->keys_mask;
-    for (; t->keys[i]; i = (i + 1) & t->keys_mask) {
-        if (t->keys[i] == key) {
-            *node = t->vals[i];
-            return AP_OK;
-        }
+    if (ap_path_map_find(&t->children, parent, name, node)) {
+        return AP_OK;
     }
-    if ((t->nnodes + 1) * 2 > t->keys_mask + 1) {
-        if (grow_keys(t) != AP_OK) {
-            return AP_ERR_NOMEM;
-        }
-        return child_node(t, parent, name, node);
-    }
-    if (add_node(t, parent, name) != AP_OK) {
+    /* the key's room first: a node left without its key would be made
+     * again at the next entry */
+    if (ap_path_map_reserve(&t->children) != AP_OK ||
+        add_node(t, parent, name) != AP_OK) {
         return AP_ERR_NOMEM;
     }
-    t->keys[i] = key;
-    t->vals[i] = *node = t->nnodes - 1;
+    *node = t->nnodes - 1;
+    ap_path_map_put(&t->children, parent, name, *node);
     return AP_OK;
 }
 
@@ -161,8 +124,7 @@ free_thread(ap_thread *t)
         free(t->nodes[n].recent);
     }
     free(t->nodes);
-    free(t->keys);
-    free(t->vals);
+    ap_path_map_free(&t->children);
     free(t);
 }
 
@@ -177,7 +139,7 @@ register_thread(ap_session *s, ap_thread **out)
     t->window = s->config.window;
     t->stack = malloc(t->stack_cap * sizeof(*t->stack));
     if (!t->stack || add_node(t, ROOT_NODE, 0) != AP_OK ||
-        grow_keys(t) != AP_OK) {
+        ap_path_map_init(&t->children, 0) != AP_OK) {
         free_thread(t);
         return AP_ERR_NOMEM;
     }

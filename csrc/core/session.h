@@ -25,7 +25,7 @@ typedef struct ap_session ap_session;
  * GPU layer uses them to tag device work with the stage that launched it
  * (CUPTI external correlation ids), for NVTX ranges, or to synchronize the
  * device; the core knows nothing of CUDA. enter gets the span's tag (see
- * ap_span_tag) and the stage's interned name. */
+ * AP_TAG_THREAD_BITS below) and the stage's interned name. */
 typedef struct {
     void (*enter)(uint64_t tag, uint32_t name);
     void (*exit)(void);
@@ -117,7 +117,7 @@ typedef struct {
     uint32_t nstages;
     ap_report_thread *threads;
     uint32_t nthreads;
-    ap_span *spans;        /* owned; ap_report_take_spans hands it over */
+    ap_span *spans;        /* owned; a caller may take it, leaving NULL */
     int64_t nspans;
     ap_rss_sample *memory; /* host RSS over time (memory on), owned */
     uint32_t nmemory;

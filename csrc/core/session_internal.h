@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "clock.h"
+#include "path_map.h"
 #include "rss.h"
 #include "session.h"
 
@@ -42,9 +43,7 @@ typedef struct ap_thread {
     uint32_t depth, stack_cap;
     ap_node *nodes;
     uint32_t nnodes, nodes_cap;
-    uint64_t *keys;        /* (parent << 32 | name) + 1, 0 = empty */
-    uint32_t *vals;        /* node index */
-    uint32_t keys_mask;
+    ap_path_map children;  /* (parent node, name) -> node */
     ap_span **chunks;
     uint32_t nchunks, chunks_cap;
     int64_t nspans, span_cap;

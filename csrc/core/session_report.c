@@ -8,23 +8,16 @@
 
 #include "session_internal.h"
 
-typedef struct {
-    uint64_t *keys;        /* (parent + 1) << 32 | name, + 1; 0 = empty */
-    uint32_t *vals;
-    uint32_t mask;
-} path_map;
-
 static ap_status
-report_add_stage(ap_report *r, path_map *m, uint32_t *cap, int32_t parent,
+report_add_stage(ap_report *r, ap_path_map *m, uint32_t *cap, int32_t parent,
                  uint32_t name, uint32_t *out)
 {
-    uint64_t key = (((uint64_t)(uint32_t)(parent + 1) << 32) | name) + 1;
-    uint32_t i = (uint32_t)(key * 0x9E3779B97F4A7C15ULL >> 32) & m->mask;
-    for (; m->keys[i]; i = (i + 1) & m->mask) {
-        if (m->keys[i] == key) {
-            *out = m->vals[i];
-            return AP_OK;
-        }
+    uint32_t above = (uint32_t)(parent + 1);   /* 0: the top level */
+    if (ap_path_map_find(m, above, name, out)) {
+        return AP_OK;
+    }
+    if (ap_path_map_reserve(m) != AP_OK) {
+        return AP_ERR_NOMEM;
     }
     if (r->nstages == *cap) {
         uint32_t fresh_cap = *cap ? *cap * 2 : 16;
@@ -41,8 +34,8 @@ report_add_stage(ap_report *r, path_map *m, uint32_t *cap, int32_t parent,
     st->parent = parent;
     st->depth = parent < 0 ? 0 : r->stages[parent].depth + 1;
     ap_stats_init(&st->stats);
-    m->keys[i] = key;
-    m->vals[i] = *out = r->nstages++;
+    ap_path_map_put(m, above, name, r->nstages);
+    *out = r->nstages++;
     return AP_OK;
 }
 
@@ -55,17 +48,12 @@ merge_stages(const ap_session *s, ap_thread **threads, ap_report *r)
     for (uint32_t k = 0; k < s->nthreads; k++) {
         total += threads[k]->nnodes;
     }
-    uint32_t size = 64;
-    while (size < 2 * total) {
-        size *= 2;
+    ap_path_map m;
+    if (ap_path_map_init(&m, total) != AP_OK) {
+        return AP_ERR_NOMEM;
     }
-    path_map m = {calloc(size, sizeof(uint64_t)),
-                  malloc(size * sizeof(uint32_t)), size - 1};
     uint32_t cap = 0;
     ap_status st = AP_ERR_NOMEM;
-    if (!m.keys || !m.vals) {
-        goto done;
-    }
     for (uint32_t k = 0; k < s->nthreads; k++) {
         ap_thread *t = threads[k];
         uint32_t *map = r->threads[k].stage_of_node;
@@ -84,8 +72,7 @@ merge_stages(const ap_session *s, ap_thread **threads, ap_report *r)
     }
     st = AP_OK;
 done:
-    free(m.keys);
-    free(m.vals);
+    ap_path_map_free(&m);
     return st;
 }
 

@@ -4,27 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-    void **slot;
-    const char *name;
-} symbol;
-
-/* Fills every slot from lib; on a missing one says which and fails. */
-static int
-bind(void *lib, const symbol *symbols, size_t n, const char *what,
-     char *why, size_t size)
-{
-    for (size_t i = 0; i < n; i++) {
-        *symbols[i].slot = dlsym(lib, symbols[i].name);
-        if (!*symbols[i].slot) {
-            snprintf(why, size, "%s lacks %s: too old", what,
-                     symbols[i].name);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* Successes are kept for the process's life, as every CUDA library keeps
  * its driver; failures are retried at the next start (cheap, and the user
  * may have fixed the path meanwhile). */
@@ -40,13 +19,7 @@ ap_cuda_open(const char *path, const ap_cuda_fns **fns, int *devices,
         *devices = cuda_devices;
         return AP_OK;
     }
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(why, size, "no CUDA driver: cannot open %s (%s)", path,
-                 dlerror());
-        return AP_ERR_SYSTEM;
-    }
-    const symbol symbols[] = {
+    const ap_dl_symbol symbols[] = {
         {(void **)&cuda.Init, "cuInit"},
         {(void **)&cuda.DriverGetVersion, "cuDriverGetVersion"},
         {(void **)&cuda.DeviceGetCount, "cuDeviceGetCount"},
@@ -56,9 +29,9 @@ ap_cuda_open(const char *path, const ap_cuda_fns **fns, int *devices,
         {(void **)&cuda.CtxSynchronize, "cuCtxSynchronize"},
         {(void **)&cuda.GetErrorName, "cuGetErrorName"},
     };
-    if (bind(lib, symbols, sizeof(symbols) / sizeof(symbols[0]),
-             "the CUDA driver", why, size) != 0) {
-        dlclose(lib);
+    void *lib;
+    if (ap_cuda_load(path, symbols, sizeof(symbols) / sizeof(symbols[0]),
+                     &lib, why, size) != AP_OK) {
         return AP_ERR_SYSTEM;
     }
     int rc = cuda.Init(0);
@@ -105,7 +78,7 @@ note(char *why, size_t size, const char *path, const char *reason)
 static ap_status
 adopt(void *lib, const char *path, char *why, size_t size)
 {
-    const symbol symbols[] = {
+    const ap_dl_symbol symbols[] = {
         {(void **)&cupti.GetVersion, "cuptiGetVersion"},
         {(void **)&cupti.GetResultString, "cuptiGetResultString"},
         {(void **)&cupti.ActivityRegisterCallbacks,
@@ -126,8 +99,8 @@ adopt(void *lib, const char *path, char *why, size_t size)
     };
     char what[600];
     snprintf(what, sizeof(what), "CUPTI at %s", path);
-    if (bind(lib, symbols, sizeof(symbols) / sizeof(symbols[0]), what, why,
-             size) != 0) {
+    if (ap_dl_bind(lib, symbols, sizeof(symbols) / sizeof(symbols[0]), what,
+                   why, size) != AP_OK) {
         return AP_ERR_SYSTEM;
     }
     /* records are read with this build's struct layouts, which hold

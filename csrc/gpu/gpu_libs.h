@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../core/status.h"
+#include "cuda_loader.h"
 
 #ifdef AP_HAVE_CUPTI
 #include <cupti.h>

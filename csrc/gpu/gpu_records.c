@@ -10,9 +10,7 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const ap_cupti_fns *cupti;
 static ap_gpu_trace *trace;          /* NULL when not collecting */
-static size_t events_cap, links_cap, names_cap;
-static uint32_t *name_slots;         /* hash of names: index + 1, 0 empty */
-static uint32_t name_mask;
+static size_t events_cap, links_cap;
 
 ap_status
 ap_gpu_records_begin(const ap_cupti_fns *fns)
@@ -25,10 +23,7 @@ ap_gpu_records_begin(const ap_cupti_fns *fns)
     ap_gpu_trace *old = trace;
     cupti = fns;
     trace = fresh;
-    events_cap = links_cap = names_cap = 0;
-    free(name_slots);
-    name_slots = NULL;
-    name_mask = 0;
+    events_cap = links_cap = 0;
     pthread_mutex_unlock(&lock);
     ap_gpu_trace_free(old);
     return AP_OK;
@@ -40,9 +35,6 @@ ap_gpu_records_take(void)
     pthread_mutex_lock(&lock);
     ap_gpu_trace *t = trace;
     trace = NULL;
-    free(name_slots);
-    name_slots = NULL;
-    name_mask = 0;
     pthread_mutex_unlock(&lock);
     return t;
 }
@@ -64,16 +56,6 @@ reserve(void **array, size_t *cap, size_t used, size_t item)
     return 0;
 }
 
-static uint64_t
-hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;       /* FNV-1a */
-    for (; *s; s++) {
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    }
-    return h;
-}
-
 /* The index of a kernel name, copied the first time: CUPTI owns its
  * strings. -1 for want of memory. */
 static int64_t
@@ -82,38 +64,12 @@ name_index(const char *name)
     if (!name) {
         name = "?";
     }
-    if (2 * (trace->nnames + 1) > name_mask) {
-        uint32_t size = name_mask ? 2 * (name_mask + 1) : 256;
-        uint32_t *slots = calloc(size, sizeof(*slots));
-        if (!slots) {
-            return -1;
-        }
-        for (uint32_t i = 0; i < trace->nnames; i++) {
-            uint32_t k = (uint32_t)hash(trace->names[i]) & (size - 1);
-            while (slots[k]) {
-                k = (k + 1) & (size - 1);
-            }
-            slots[k] = i + 1;
-        }
-        free(name_slots);
-        name_slots = slots;
-        name_mask = size - 1;
-    }
-    uint32_t k = (uint32_t)hash(name) & name_mask;
-    for (; name_slots[k]; k = (k + 1) & name_mask) {
-        if (!strcmp(trace->names[name_slots[k] - 1], name)) {
-            return name_slots[k] - 1;
-        }
-    }
-    char *copy = strdup(name);
-    if (!copy || reserve((void **)&trace->names, &names_cap, trace->nnames,
-                         sizeof(char *)) != 0) {
-        free(copy);
+    uint32_t id;
+    if (ap_intern_table_add(&trace->names, name, strlen(name), &id) !=
+        AP_OK) {
         return -1;
     }
-    trace->names[trace->nnames] = copy;
-    name_slots[k] = ++trace->nnames;
-    return trace->nnames - 1;
+    return id;
 }
 
 static uint8_t
@@ -134,97 +90,148 @@ copy_kind(uint8_t kind)
     ((e).correlation = (r)->correlationId, (e).device = (r)->deviceId, \
      (e).stream = (r)->streamId)
 
+/* One handler per CUPTI record kind: each fills e from its record and
+ * returns 1 to keep e, 0 to keep nothing, -1 for want of memory. */
+typedef int (*record_handler)(const CUpti_Activity *record, ap_gpu_event *e);
+
+static int
+on_kernel(const CUpti_Activity *record, ap_gpu_event *e)
+{
+    const CUpti_ActivityKernel10 *k = (const void *)record;
+    int64_t name = name_index(k->name);
+    if (name < 0) {
+        return -1;
+    }
+    e->kind = AP_GPU_KERNEL;
+    TIMES(*e, k);
+    ORIGIN(*e, k);
+    e->name = (uint32_t)name;
+    e->grid[0] = (uint32_t)k->gridX;
+    e->grid[1] = (uint32_t)k->gridY;
+    e->grid[2] = (uint32_t)k->gridZ;
+    e->block[0] = (uint32_t)k->blockX;
+    e->block[1] = (uint32_t)k->blockY;
+    e->block[2] = (uint32_t)k->blockZ;
+    e->shared = (uint32_t)(k->staticSharedMemory + k->dynamicSharedMemory);
+    e->registers = k->registersPerThread;
+    return 1;
+}
+
+static int
+on_memcpy(const CUpti_Activity *record, ap_gpu_event *e)
+{
+    const CUpti_ActivityMemcpy6 *m = (const void *)record;
+    e->kind = AP_GPU_MEMCPY;
+    TIMES(*e, m);
+    ORIGIN(*e, m);
+    e->bytes = (int64_t)m->bytes;
+    e->copy = copy_kind(m->copyKind);
+    e->pinned = m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED ||
+                m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+    return 1;
+}
+
+static int
+on_memset(const CUpti_Activity *record, ap_gpu_event *e)
+{
+    const CUpti_ActivityMemset4 *m = (const void *)record;
+    e->kind = AP_GPU_MEMSET;
+    TIMES(*e, m);
+    ORIGIN(*e, m);
+    e->bytes = (int64_t)m->bytes;
+    return 1;
+}
+
+/* Device memory allocated or released; host-side memory is the host
+ * sampler's. */
+static int
+on_memory(const CUpti_Activity *record, ap_gpu_event *e)
+{
+    const CUpti_ActivityMemory4 *m = (const void *)record;
+    if (m->memoryKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
+        return 0;
+    }
+    if (m->memoryOperationType ==
+        CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) {
+        e->kind = AP_GPU_ALLOC;
+    } else if (m->memoryOperationType ==
+               CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+        e->kind = AP_GPU_FREE;
+    } else {
+        return 0;
+    }
+    e->start_ns = e->end_ns = (int64_t)m->timestamp;
+    ORIGIN(*e, m);
+    e->bytes = (int64_t)m->bytes;
+    return 1;
+}
+
+static int
+on_sync(const CUpti_Activity *record, ap_gpu_event *e)
+{
+    const CUpti_ActivitySynchronization2 *s = (const void *)record;
+    e->kind = AP_GPU_SYNC;
+    TIMES(*e, s);
+    e->correlation = s->correlationId;   /* it names no device */
+    e->stream = s->streamId;
+    return 1;
+}
+
+/* A stage's tag tied to an API call: kept as a link, not as an event. */
+static int
+on_external_correlation(const CUpti_Activity *record, ap_gpu_event *e)
+{
+    (void)e;
+    const CUpti_ActivityExternalCorrelation *x = (const void *)record;
+    if (x->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
+        return 0;
+    }
+    if (reserve((void **)&trace->links, &links_cap, trace->nlinks,
+                sizeof(ap_gpu_link)) != 0) {
+        return -1;
+    }
+    trace->links[trace->nlinks++] = (ap_gpu_link){x->externalId,
+                                                  x->correlationId};
+    return 0;
+}
+
+static record_handler
+handler_for(CUpti_ActivityKind kind)
+{
+    switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+        return on_kernel;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+        return on_memcpy;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+        return on_memset;
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+        return on_memory;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+        return on_sync;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+        return on_external_correlation;
+    default:       /* API records: only needed to make the links above */
+        return NULL;
+    }
+}
+
 /* One record into the trace; -1 for want of memory. */
 static int
 add(const CUpti_Activity *record)
 {
+    record_handler handle = handler_for(record->kind);
+    if (!handle) {
+        return 0;
+    }
     ap_gpu_event e;
     memset(&e, 0, sizeof(e));
     e.span = -1;
     e.stage = -1;
-    switch (record->kind) {
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-    case CUPTI_ACTIVITY_KIND_KERNEL: {
-        const CUpti_ActivityKernel10 *k = (const void *)record;
-        int64_t name = name_index(k->name);
-        if (name < 0) {
-            return -1;
-        }
-        e.kind = AP_GPU_KERNEL;
-        TIMES(e, k);
-        ORIGIN(e, k);
-        e.name = (uint32_t)name;
-        e.grid[0] = (uint32_t)k->gridX;
-        e.grid[1] = (uint32_t)k->gridY;
-        e.grid[2] = (uint32_t)k->gridZ;
-        e.block[0] = (uint32_t)k->blockX;
-        e.block[1] = (uint32_t)k->blockY;
-        e.block[2] = (uint32_t)k->blockZ;
-        e.shared = (uint32_t)(k->staticSharedMemory + k->dynamicSharedMemory);
-        e.registers = k->registersPerThread;
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const CUpti_ActivityMemcpy6 *m = (const void *)record;
-        e.kind = AP_GPU_MEMCPY;
-        TIMES(e, m);
-        ORIGIN(e, m);
-        e.bytes = (int64_t)m->bytes;
-        e.copy = copy_kind(m->copyKind);
-        e.pinned = m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED ||
-                   m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-        const CUpti_ActivityMemset4 *m = (const void *)record;
-        e.kind = AP_GPU_MEMSET;
-        TIMES(e, m);
-        ORIGIN(e, m);
-        e.bytes = (int64_t)m->bytes;
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMORY2: {
-        const CUpti_ActivityMemory4 *m = (const void *)record;
-        if (m->memoryKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
-            return 0;
-        }
-        if (m->memoryOperationType ==
-            CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) {
-            e.kind = AP_GPU_ALLOC;
-        } else if (m->memoryOperationType ==
-                   CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
-            e.kind = AP_GPU_FREE;
-        } else {
-            return 0;
-        }
-        e.start_ns = e.end_ns = (int64_t)m->timestamp;
-        ORIGIN(e, m);
-        e.bytes = (int64_t)m->bytes;
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-        const CUpti_ActivitySynchronization2 *s = (const void *)record;
-        e.kind = AP_GPU_SYNC;
-        TIMES(e, s);
-        e.correlation = s->correlationId;   /* it names no device */
-        e.stream = s->streamId;
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-        const CUpti_ActivityExternalCorrelation *x = (const void *)record;
-        if (x->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
-            return 0;
-        }
-        if (reserve((void **)&trace->links, &links_cap, trace->nlinks,
-                    sizeof(ap_gpu_link)) != 0) {
-            return -1;
-        }
-        trace->links[trace->nlinks++] = (ap_gpu_link){x->externalId,
-                                                      x->correlationId};
-        return 0;
-    }
-    default:       /* API records: only needed to make the links above */
-        return 0;
+    int keep = handle(record, &e);
+    if (keep <= 0) {
+        return keep;
     }
     if (reserve((void **)&trace->events, &events_cap, trace->nevents,
                 sizeof(ap_gpu_event)) != 0) {

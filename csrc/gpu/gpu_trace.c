@@ -144,6 +144,66 @@ start_cupti(char *why, size_t size)
 }
 #endif
 
+/* Starts CUPTI's activity tracing: AP_OK with traced saying what is
+ * traced, or with status saying what was missing and traced left empty;
+ * AP_ERR_SYSTEM (status filled) when tracing is required. */
+static ap_status
+start_activity(const ap_gpu_config *c, int devices, int required,
+               char *traced, size_t traced_size, char *status, size_t size)
+{
+#ifdef AP_HAVE_CUPTI
+    char why[2048], where[512];
+    ap_status st = ap_cupti_open(c->cupti_paths, c->ncupti, &cupti, where,
+                                 sizeof(where), why, sizeof(why));
+    if (st == AP_OK) {
+        st = start_cupti(why, sizeof(why));
+    }
+    if (st != AP_OK) {
+        snprintf(status, size, "%s", why);
+        return required ? AP_ERR_SYSTEM : AP_OK;
+    }
+    hook_cupti = 1;
+    snprintf(traced, traced_size, "tracing %d device%s with CUPTI (%s)",
+             devices, devices == 1 ? "" : "s", where);
+    return AP_OK;
+#else
+    (void)c;
+    (void)devices;
+    (void)traced;
+    (void)traced_size;
+    snprintf(status, size, "aquaprof was built without the CUPTI "
+             "headers: GPU activity cannot be traced (rebuild with "
+             "CUDA_HOME set)");
+    return required ? AP_ERR_SYSTEM : AP_OK;
+#endif
+}
+
+/* The status line of a started trace: what is traced (or what was
+ * missing, already in status), and whether stage edges synchronize. */
+static void
+started_status(const char *traced, char *status, size_t size)
+{
+    if (traced[0]) {
+        snprintf(status, size, "%s%s", traced,
+                 hook_sync ? "; synchronizing at every stage edge" : "");
+    } else if (hook_sync) {
+        size_t used = strlen(status);
+        snprintf(status + used, size - used, "%ssynchronizing at every "
+                 "stage edge", used ? "; " : "");
+    }
+}
+
+/* The session needs hooks only when one of them has work to do. */
+static const ap_stage_hooks *
+needed_hooks(void)
+{
+    int any = hook_sync || hook_nvtx;
+#ifdef AP_HAVE_CUPTI
+    any = any || hook_cupti;
+#endif
+    return any ? &hooks : NULL;
+}
+
 ap_status
 ap_gpu_start(const ap_gpu_config *c, const ap_stage_hooks **out,
              char *status, size_t size)
@@ -174,49 +234,15 @@ ap_gpu_start(const ap_gpu_config *c, const ap_stage_hooks **out,
     /* NVTX ranges only when a tool (Nsight) injected itself: free else */
     hook_nvtx = getenv("NVTX_INJECTION64_PATH") != NULL;
     char traced[1024] = "";
-    if (c->mode != AP_CUDA_OFF) {
-#ifdef AP_HAVE_CUPTI
-        char where[512];
-        ap_status st = ap_cupti_open(c->cupti_paths, c->ncupti, &cupti,
-                                     where, sizeof(where), why, sizeof(why));
-        if (st == AP_OK) {
-            st = start_cupti(why, sizeof(why));
-        }
-        if (st != AP_OK) {
-            snprintf(status, size, "%s", why);
-            if (required) {
-                hook_sync = hook_nvtx = 0;
-                return AP_ERR_SYSTEM;
-            }
-        } else {
-            hook_cupti = 1;
-            snprintf(traced, sizeof(traced), "tracing %d device%s with "
-                     "CUPTI (%s)", devices, devices == 1 ? "" : "s", where);
-        }
-#else
-        snprintf(status, size, "aquaprof was built without the CUPTI "
-                 "headers: GPU activity cannot be traced (rebuild with "
-                 "CUDA_HOME set)");
-        if (required) {
-            hook_sync = hook_nvtx = 0;
-            return AP_ERR_SYSTEM;
-        }
-#endif
+    if (c->mode != AP_CUDA_OFF &&
+        start_activity(c, devices, required, traced, sizeof(traced), status,
+                       size) != AP_OK) {
+        hook_sync = hook_nvtx = 0;
+        return AP_ERR_SYSTEM;
     }
-    if (traced[0]) {
-        snprintf(status, size, "%s%s", traced,
-                 hook_sync ? "; synchronizing at every stage edge" : "");
-    } else if (hook_sync) {
-        size_t used = strlen(status);
-        snprintf(status + used, size - used, "%ssynchronizing at every "
-                 "stage edge", used ? "; " : "");
-    }
+    started_status(traced, status, size);
     running = 1;
-    int any = hook_sync || hook_nvtx;
-#ifdef AP_HAVE_CUPTI
-    any = any || hook_cupti;
-#endif
-    *out = any ? &hooks : NULL;
+    *out = needed_hooks();
     return AP_OK;
 }
 
@@ -327,10 +353,7 @@ ap_gpu_trace_free(ap_gpu_trace *t)
     if (!t) {
         return;
     }
-    for (uint32_t i = 0; i < t->nnames; i++) {
-        free(t->names[i]);
-    }
-    free(t->names);
+    ap_intern_table_free(&t->names);
     free(t->events);
     free(t->links);
     free(t->devices);

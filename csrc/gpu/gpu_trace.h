@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/intern.h"
 #include "../core/session.h"
 #include "gpu_event.h"
 
@@ -30,15 +31,14 @@ typedef struct {
 } ap_gpu_device;
 
 typedef struct {
-    uint64_t tag;                    /* the span's, see ap_span_tag */
+    uint64_t tag;                    /* the span's: AP_TAG_THREAD_BITS */
     uint32_t correlation;            /* CUPTI's id of an API call in it */
 } ap_gpu_link;
 
 typedef struct {
     ap_gpu_event *events;
     size_t nevents;
-    char **names;                    /* kernel names, by event.name */
-    uint32_t nnames;
+    ap_intern_table names;           /* kernel names, by event.name */
     int64_t dropped;                 /* records CUPTI could not keep */
     int64_t unattributed;            /* events no stage launched */
     ap_gpu_device *devices;          /* by CUPTI device id */

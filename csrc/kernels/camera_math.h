@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "camera.h"
-#include "hd.h"
+#include "host_device.h"
 #include "snell.h"
 
 static inline AP_HD double

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "hd.h"
+#include "host_device.h"
 #include "sweep.h"
 
 /* The cell of a bilinear sample at (u, v) in an (h, w) image, pixel

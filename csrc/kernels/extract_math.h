@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-#include "hd.h"
+#include "host_device.h"
 
 /* c: the pixel's d costs. Parabola refinement clamped to half a step;
  * NaN depth and confidence 0 at the first and last hypothesis. */

@@ -9,7 +9,7 @@
 
 #include <math.h>
 
-#include "hd.h"
+#include "host_device.h"
 
 static inline AP_HD double
 ap_snell_step(double r, double dist, double depth, double hc, double na,

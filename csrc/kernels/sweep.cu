@@ -1,7 +1,7 @@
 /* The plane sweep's CUDA kernels: the same maths as the C kernels (the
  * camera, sampling, cost and extraction headers are shared), launched
- * through the driver API by csrc/module/mvs/gpu.c. Compiled by nvcc into
- * a fat binary that the extension embeds.
+ * through the driver API by csrc/module/mvs/cuda_sweep.c. Compiled by
+ * nvcc into a fat binary that the extension embeds.
  *
  * The cost kernel is fused: a block owns a tile of output pixels of one
  * depth plane, warps each source view over the tile and its window halo
@@ -12,8 +12,8 @@
  * arithmetic is cheap on the GPU and the result is the converged one. */
 #include "camera_math.h"
 #include "cost_math.h"
+#include "cuda_sweep.h"
 #include "extract_math.h"
-#include "gpu_sweep.h"
 
 #define NQ 6
 
@@ -66,7 +66,7 @@ ap_warp_kernel(const double *rays, int h, int w, ap_camera src,
 
 extern "C" __global__ void
 __launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y)
-ap_cost_kernel(ap_gpu_sweep p)
+ap_cost_kernel(ap_cuda_sweep p)
 {
     extern __shared__ double shared[];
     const int r = p.radius, tw = AP_GPU_TILE_X + 2 * r;

@@ -44,11 +44,11 @@ typedef struct {
     int threads;               /* >= 1 */
 } ap_sweep_args;
 
-/* Planes [first, first + count) of the cost volume (h, w, d) into out: per pixel and depth, the mean over
- * source views of the window cost. Work is split into bands of
- * AP_SWEEP_BAND rows of one depth plane, whatever the thread count, so
- * the result does not depend on threads, nor on how the planes are split
- * between calls.
+/* Planes [first, first + count) of the cost volume (h, w, d) into out:
+ * per pixel and depth, the mean over source views of the window cost.
+ * Work is split into bands of AP_SWEEP_BAND rows of one depth plane,
+ * whatever the thread count, so the result does not depend on threads,
+ * nor on how the planes are split between calls.
  * Returns 0, -1 out of memory, -2 when a thread cannot start. */
 int ap_cost_volume(const ap_sweep_args *args, float *out);
 

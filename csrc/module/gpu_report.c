@@ -27,11 +27,12 @@ event_array(ap_module_state *st, const ap_gpu_trace *t)
 static PyObject *
 names_list(const ap_gpu_trace *t)
 {
-    PyObject *list = PyList_New(t->nnames);
-    for (uint32_t i = 0; list && i < t->nnames; i++) {
+    PyObject *list = PyList_New(t->names.count);
+    for (uint32_t i = 0; list && i < t->names.count; i++) {
+        size_t len;
+        const char *text = ap_intern_table_text(&t->names, i, &len);
         /* mangled names are ASCII; anything else is kept, escaped */
-        PyObject *name = PyUnicode_DecodeUTF8(t->names[i],
-                                              strlen(t->names[i]),
+        PyObject *name = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len,
                                               "backslashreplace");
         if (!name) {
             Py_CLEAR(list);

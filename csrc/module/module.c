@@ -23,10 +23,23 @@ PyDoc_STRVAR(stage_doc,
 "pass processes, for throughput. Costs one flag test when no profiler\n"
 "is running.");
 
+PyDoc_STRVAR(merge_stage_doc,
+"merge_stage(into, other)\n--\n\n"
+"A new stage dict: into's aggregates merged with other's by the core's\n"
+"merge (count, Chan's parallel mean and m2, sums, min, max, mem_peak,\n"
+"histogram), as report_data() merges a session's threads. Both are\n"
+"stage dicts as report_data() gives them; the result keeps into's keys\n"
+"(name, parent, depth and any other) and order. A stage of count 0\n"
+"contributes nothing; into of count 0 takes other's figures as they\n"
+"are. TypeError or ValueError names a missing or ill-typed key;\n"
+"OverflowError, a sum past 64 bits.");
+
 static PyMethodDef module_methods[] = {
     {"stage", (PyCFunction)(void (*)(void))ap_stage_function,
      METH_FASTCALL | METH_KEYWORDS, stage_doc},
     {"active", active, METH_NOARGS, "True while a Profiler is running."},
+    {"merge_stage", (PyCFunction)(void (*)(void))ap_merge_stage,
+     METH_FASTCALL, merge_stage_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -106,7 +119,7 @@ static PyModuleDef_Slot module_slots[] = {
 #endif
 #ifdef Py_mod_gil
     /* per-thread buffers need no GIL, but stop() closing other threads'
-     * stages does (csrc/core/session.h); issue 8 lifts this */
+     * stages does (csrc/core/session.h) */
     {Py_mod_gil, Py_MOD_GIL_USED},
 #endif
     {0, NULL},

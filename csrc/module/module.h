@@ -95,6 +95,15 @@ int ap_add_dtype(PyObject *module, const char *name, PyObject *spec,
 PyObject *ap_report_to_python(ap_module_state *st, ap_report *r,
                               ap_gpu_trace *gpu);
 
+/* A stage's histogram as report_data() gives it: a list of (bucket,
+ * count) pairs, buckets in order, empty ones left out. New reference, or
+ * NULL with an exception set. */
+PyObject *ap_hist_pairs(const ap_stats *s);
+
+/* _core.merge_stage(into, other) (merge_stage.c). */
+PyObject *ap_merge_stage(PyObject *module, PyObject *const *args,
+                         Py_ssize_t nargs);
+
 /* A run's GPU events (their stages and spans resolved against r), kernel
  * names and devices as a dict; NULL with an exception set. */
 PyObject *ap_gpu_trace_to_python(ap_module_state *st, ap_gpu_trace *t,

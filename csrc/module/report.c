@@ -9,8 +9,8 @@
 
 #include "../core/intern.h"
 
-static PyObject *
-histogram_pairs(const ap_stats *s)
+PyObject *
+ap_hist_pairs(const ap_stats *s)
 {
     PyObject *pairs = PyList_New(0);
     if (pairs == NULL) {
@@ -38,7 +38,7 @@ stage_dict(const ap_report_stage *stage)
     size_t len = 0;
     const char *name = ap_intern_name(stage->name, &len);
     const ap_stats *s = &stage->stats;
-    PyObject *hist = histogram_pairs(s);
+    PyObject *hist = ap_hist_pairs(s);
     if (hist == NULL) {
         return NULL;
     }

@@ -8,6 +8,7 @@
 
 #include "../../csrc/core/clock.h"
 #include "../../csrc/core/intern.h"
+#include "../../csrc/core/path_map.h"
 #include "../../csrc/core/rss.h"
 #include "../../csrc/core/session.h"
 
@@ -113,6 +114,58 @@ test_intern(void)
     }
     CHECK(name("alpha") == a);
     CHECK(name("name-4321") == name("name-4321"));
+}
+
+/* A table of its own, as the GPU layer keeps kernel names: empty text
+ * allowed, ids dense in order of first sight, everything freed. */
+static void
+test_intern_table(void)
+{
+    ap_intern_table t = AP_INTERN_TABLE_INIT;
+    uint32_t empty, k, again;
+    CHECK(ap_intern_table_add(&t, "", 0, &empty) == AP_OK && empty == 0);
+    CHECK(ap_intern_table_add(&t, "kernel", 6, &k) == AP_OK && k == 1);
+    char buf[32];
+    int dense = 1;
+    for (uint32_t i = 0; i < 3000; i++) {
+        uint32_t id;
+        int n = snprintf(buf, sizeof(buf), "k%u", i);
+        dense &= ap_intern_table_add(&t, buf, (size_t)n, &id) == AP_OK &&
+                 id == i + 2;
+    }
+    CHECK(dense);
+    CHECK(ap_intern_table_add(&t, "kernel", 6, &again) == AP_OK &&
+          again == k && t.count == 3002);
+    size_t len = 9;
+    CHECK(!strcmp(ap_intern_table_text(&t, empty, &len), "") && len == 0);
+    CHECK(!strcmp(ap_intern_table_text(&t, 2001, NULL), "k1999"));
+    CHECK(ap_intern_table_text(&t, 3002, NULL) == NULL);
+    ap_intern_table_free(&t);
+    CHECK(t.count == 0 && t.entries == NULL && t.slots == NULL);
+    CHECK(ap_intern_table_text(&t, 0, NULL) == NULL);
+}
+
+/* Growing keeps every key; (parent, name) and (name, parent) differ. */
+static void
+test_path_map(void)
+{
+    ap_path_map m;
+    CHECK(ap_path_map_init(&m, 0) == AP_OK);
+    int kept = 1;
+    for (uint32_t i = 0; i < 5000; i++) {
+        kept &= ap_path_map_reserve(&m) == AP_OK;
+        ap_path_map_put(&m, i / 7, i, i * 3);
+    }
+    uint32_t val = 0;
+    for (uint32_t i = 0; i < 5000; i++) {
+        kept &= ap_path_map_find(&m, i / 7, i, &val) && val == i * 3;
+    }
+    CHECK(kept && m.count == 5000);
+    CHECK(!ap_path_map_find(&m, 7, 1, &val));
+    CHECK(!ap_path_map_find(&m, 0, 5000, &val));
+    ap_path_map_free(&m);
+    CHECK(ap_path_map_init(&m, 1000) == AP_OK && m.mask + 1 >= 2002);
+    ap_path_map_free(&m);
 }
 
 static void
@@ -492,6 +545,8 @@ int
 main(void)
 {
     test_intern();
+    test_intern_table();
+    test_path_map();
     test_hist();
     test_stats_merge();
     test_nesting_and_self_time();

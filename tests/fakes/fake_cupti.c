@@ -234,9 +234,9 @@ void fake_malloc(int64_t bytes)
     memset(&m, 0, sizeof(m));
     m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
     m.correlationId = api_call();
-    m.memoryOperationType = bytes > 0
-                                ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
-                                : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+    m.memoryOperationType =
+        bytes > 0 ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+                  : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
     m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     m.bytes = (uint64_t)(bytes > 0 ? bytes : -bytes);
     m.timestamp = now();

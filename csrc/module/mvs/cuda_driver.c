@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
+#include "../../gpu/cuda_loader.h"
+
 /* ap_fatbin, ap_fatbin_size: generated at build time (setup.py) from
  * csrc/kernels/sweep.cu, empty where nvcc was not found */
 #include "ap_fatbin.h"
@@ -35,16 +37,7 @@ open_api(void)
                  "its CUDA kernels (nvcc was not found at build time)");
         return -1;
     }
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(api_error, sizeof(api_error), "no CUDA driver: cannot "
-                 "open libcuda.so.1 (%s)", dlerror());
-        return -1;
-    }
-    struct {
-        void **slot;
-        const char *name;
-    } symbols[] = {
+    const ap_dl_symbol symbols[] = {
         {(void **)&api.Init, "cuInit"},
         {(void **)&api.DeviceGetCount, "cuDeviceGetCount"},
         {(void **)&api.DeviceGet, "cuDeviceGet"},
@@ -60,14 +53,11 @@ open_api(void)
         {(void **)&api.LaunchKernel, "cuLaunchKernel"},
         {(void **)&api.GetErrorString, "cuGetErrorString"},
     };
-    for (size_t i = 0; i < sizeof(symbols) / sizeof(symbols[0]); i++) {
-        *symbols[i].slot = dlsym(lib, symbols[i].name);
-        if (*symbols[i].slot == NULL) {
-            snprintf(api_error, sizeof(api_error), "the CUDA driver lacks "
-                     "%s: too old", symbols[i].name);
-            dlclose(lib);
-            return -1;
-        }
+    void *lib;
+    if (ap_cuda_load(ap_cuda_driver_path(), symbols,
+                     sizeof(symbols) / sizeof(symbols[0]), &lib, api_error,
+                     sizeof(api_error)) != AP_OK) {
+        return -1;
     }
     CUresult rc = api.Init(0);
     if (rc != AP_CUDA_SUCCESS) {
@@ -126,7 +116,7 @@ load_device(int ordinal, char *error, size_t size)
 }
 
 int
-ap_cuda_open(int *count, char *error, size_t size)
+ap_cuda_device_count(int *count, char *error, size_t size)
 {
     if (api_state == 0) {
         api_state = open_api() == 0 ? 1 : -1;
@@ -152,7 +142,7 @@ ap_cuda_device_get(int ordinal, const ap_cuda_api **out_api, char *error,
                    size_t size)
 {
     int count;
-    if (ap_cuda_open(&count, error, size) < 0) {
+    if (ap_cuda_device_count(&count, error, size) < 0) {
         return NULL;
     }
     if (ordinal < 0 || ordinal >= count || ordinal >= MAX_DEVICES) {

@@ -1,6 +1,7 @@
-/* The CUDA driver API, opened at run time with dlopen: the package builds
- * without CUDA headers and imports where there is no driver. Only what the
- * plane sweep uses is declared; the values are the driver's stable ABI. */
+/* The CUDA driver API, opened at run time (csrc/gpu/cuda_loader.h): the
+ * package builds without CUDA headers and imports where there is no
+ * driver. Only what the plane sweep uses is declared; the values are the
+ * driver's stable ABI. */
 #ifndef AP_CUDA_DRIVER_H
 #define AP_CUDA_DRIVER_H
 
@@ -42,9 +43,10 @@ typedef struct {
     CUfunction rays, warp, cost, extract;
 } ap_cuda_device;
 
-/* Opens the driver (once) and counts its devices. 0, or -1 with a
- * message in error: no fat binary built in, no driver, no device. */
-int ap_cuda_open(int *count, char *error, size_t size);
+/* Opens the driver (once: $AQUAPROF_LIBCUDA, else libcuda.so.1) and
+ * counts its devices. 0, or -1 with a message in error: no fat binary
+ * built in, no driver, no device. */
+int ap_cuda_device_count(int *count, char *error, size_t size);
 
 /* Opens the driver and loads the kernels onto device `ordinal` (the
  * driver stays open, the device's primary context retained, for the

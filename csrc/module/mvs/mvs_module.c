@@ -1,11 +1,11 @@
 /* aquaprof._mvs: NumPy entry points of the plane-sweep kernels (the CUDA
- * ones are in gpu_sweep.c). The Python layer (aquaprof/mvs/) gives users
+ * ones are in cuda_sweep.c). The Python layer (aquaprof/mvs/) gives users
  * their error messages; this one re-checks dtypes and shapes so that no
  * input can crash it, and releases the GIL around the work. */
 #define AP_MVS_IMPORTS_NUMPY
 #include "mvs_module.h"
 
-#include "../../kernels/gpu_sweep.h"
+#include "../../kernels/cuda_sweep.h"
 #include "../../kernels/projector.h"
 #include "../../kernels/sweep.h"
 
@@ -51,7 +51,8 @@ ap_mvs_images(PyObject *obj, int ndim, const char *what)
 int
 ap_mvs_camera(PyObject *obj, ap_camera *cam, const char *what)
 {
-    PyArrayObject *p = ap_mvs_array(obj, NPY_DOUBLE, 1, AP_CAMERA_PARAMS, what);
+    PyArrayObject *p = ap_mvs_array(obj, NPY_DOUBLE, 1, AP_CAMERA_PARAMS,
+                                    what);
     if (p == NULL) {
         return -1;
     }
@@ -204,6 +205,65 @@ warp(PyObject *module, PyObject *args)
     return out;
 }
 
+/* 0 when out is a writeable, C-contiguous float32 (h, w, d) array; -1
+ * with ValueError otherwise. */
+static int
+check_volume_out(PyArrayObject *out, int h, int w, int d)
+{
+    if (PyArray_TYPE(out) != NPY_FLOAT || PyArray_NDIM(out) != 3 ||
+        PyArray_DIM(out, 0) != h || PyArray_DIM(out, 1) != w ||
+        PyArray_DIM(out, 2) != d || !PyArray_IS_C_CONTIGUOUS(out) ||
+        !PyArray_ISWRITEABLE(out) || !PyArray_ISALIGNED(out)) {
+        PyErr_SetString(PyExc_ValueError, "out must be a writeable, "
+                        "C-contiguous float32 (H, W, D) array");
+        return -1;
+    }
+    return 0;
+}
+
+/* The n cameras of a float64 (n, AP_CAMERA_PARAMS) array, in a block to
+ * PyMem_Free; NULL with ValueError naming the first bad one, or
+ * MemoryError. */
+static ap_camera *
+source_cameras(PyArrayObject *cams, int n)
+{
+    ap_camera *src_cams = PyMem_Malloc((size_t)n * sizeof(ap_camera));
+    if (src_cams == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (int v = 0; v < n; v++) {
+        const double *p = (const double *)PyArray_DATA(cams) +
+                          (size_t)v * AP_CAMERA_PARAMS;
+        if (ap_camera_init(&src_cams[v], p) < 0) {
+            PyErr_Format(PyExc_ValueError, "src_cams[%d] is not a valid "
+                         "camera", v);
+            PyMem_Free(src_cams);
+            return NULL;
+        }
+    }
+    return src_cams;
+}
+
+/* Runs the sweep without the GIL. None, or NULL with MemoryError or
+ * OSError. */
+static PyObject *
+run_cost_volume(const ap_sweep_args *a, float *out)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ap_cost_volume(a, out);
+    Py_END_ALLOW_THREADS
+    if (rc == -1) {
+        return PyErr_NoMemory();
+    }
+    if (rc < 0) {
+        PyErr_SetString(PyExc_OSError, "cannot start worker threads");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 cost_volume(PyObject *module, PyObject *args)
 {
@@ -242,43 +302,14 @@ cost_volume(PyObject *module, PyObject *args)
                         "the planes asked for do not agree");
         goto done;
     }
-    if (PyArray_TYPE(out) != NPY_FLOAT || PyArray_NDIM(out) != 3 ||
-        PyArray_DIM(out, 0) != h || PyArray_DIM(out, 1) != w ||
-        PyArray_DIM(out, 2) != d || !PyArray_IS_C_CONTIGUOUS(out) ||
-        !PyArray_ISWRITEABLE(out) || !PyArray_ISALIGNED(out)) {
-        PyErr_SetString(PyExc_ValueError, "out must be a writeable, "
-                        "C-contiguous float32 (H, W, D) array");
+    if (check_volume_out(out, h, w, d) < 0 ||
+        !(src_cams = source_cameras(cams, n))) {
         goto done;
-    }
-    src_cams = PyMem_Malloc((size_t)n * sizeof(ap_camera));
-    if (src_cams == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (int v = 0; v < n; v++) {
-        const double *p = (const double *)PyArray_DATA(cams) +
-                          (size_t)v * AP_CAMERA_PARAMS;
-        if (ap_camera_init(&src_cams[v], p) < 0) {
-            PyErr_Format(PyExc_ValueError, "src_cams[%d] is not a valid "
-                         "camera", v);
-            goto done;
-        }
     }
     ap_sweep_args a = {PyArray_DATA(ref), PyArray_DATA(srcs), h, w, n,
                        &ref_cam, src_cams, PyArray_DATA(depths), d,
                        first, count, (ap_cost)cost, window, threads};
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ap_cost_volume(&a, PyArray_DATA(out));
-    Py_END_ALLOW_THREADS
-    if (rc == -1) {
-        PyErr_NoMemory();
-    } else if (rc < 0) {
-        PyErr_SetString(PyExc_OSError, "cannot start worker threads");
-    } else {
-        Py_INCREF(Py_None);
-        result = Py_None;
-    }
+    result = run_cost_volume(&a, PyArray_DATA(out));
 done:
     PyMem_Free(src_cams);
     Py_XDECREF(ref);
@@ -296,11 +327,13 @@ extract_depth(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO:extract_depth", &vol_obj, &depths_obj)) {
         return NULL;
     }
-    PyArrayObject *vol = ap_mvs_array(vol_obj, NPY_FLOAT, 3, 0, "cost_volume");
+    PyArrayObject *vol = ap_mvs_array(vol_obj, NPY_FLOAT, 3, 0,
+                                      "cost_volume");
     if (vol == NULL) {
         return NULL;
     }
-    PyArrayObject *depths = ap_mvs_array(depths_obj, NPY_DOUBLE, 1, 0, "depths");
+    PyArrayObject *depths = ap_mvs_array(depths_obj, NPY_DOUBLE, 1, 0,
+                                         "depths");
     if (depths == NULL) {
         Py_DECREF(vol);
         return NULL;

@@ -1,8 +1,8 @@
 /* What the CUDA kernels of the plane sweep take, shared by the kernels
  * (csrc/kernels/sweep.cu) and the C code that launches them. Plain C:
  * device pointers are integers here. */
-#ifndef AP_GPU_SWEEP_H
-#define AP_GPU_SWEEP_H
+#ifndef AP_CUDA_SWEEP_H
+#define AP_CUDA_SWEEP_H
 
 #include "camera.h"
 #include "sweep.h"
@@ -31,11 +31,11 @@ typedef struct {
     int cost, radius;
     double gauss[AP_MAX_WINDOW];        /* SSIM: 2 radius + 1 weights */
     ap_camera cams[AP_GPU_VIEWS];
-} ap_gpu_sweep;
+} ap_cuda_sweep;
 
 /* Dynamic shared memory of one block of the cost kernel. */
 static inline unsigned
-ap_gpu_sweep_shared(int radius)
+ap_cuda_sweep_shared(int radius)
 {
     unsigned tw = AP_GPU_TILE_X + 2 * radius, th = AP_GPU_TILE_Y + 2 * radius;
     /* reference and warped tiles (float), six column sums (double) */

@@ -9,7 +9,7 @@
 
 #include "mvs_module.h"
 
-#include "../../kernels/gpu_sweep.h"
+#include "../../kernels/cuda_sweep.h"
 #include "cuda_driver.h"
 
 #define BLOCK_X 32
@@ -17,7 +17,7 @@
 #define MAX_GRID_Z 65535
 #define DEFAULT_SHARED (48 * 1024)
 
-_Static_assert(sizeof(ap_gpu_sweep) <= 4096,
+_Static_assert(sizeof(ap_cuda_sweep) <= 4096,
                "the cost kernel's parameters exceed 4 KiB");
 
 /* The driver's state is the process's: one caller at a time loads it. */
@@ -110,7 +110,7 @@ ap_gpu_check(PyObject *module, PyObject *device)
     char error[320];
     int count;
     pthread_mutex_lock(&load_lock);
-    int rc = ap_cuda_open(&count, error, sizeof(error));
+    int rc = ap_cuda_device_count(&count, error, sizeof(error));
     pthread_mutex_unlock(&load_lock);
     if (rc < 0) {
         PyErr_Format(PyExc_RuntimeError, "the CUDA plane sweep cannot run: "
@@ -156,7 +156,7 @@ ap_gpu_warp(PyObject *module, PyObject *args)
 
 /* Fills p's cameras from rows [first, first + views) of cams. */
 static int
-sweep_cameras(ap_gpu_sweep *p, PyArrayObject *cams, int first, int views)
+sweep_cameras(ap_cuda_sweep *p, PyArrayObject *cams, int first, int views)
 {
     for (int v = 0; v < views; v++) {
         const double *row = (const double *)PyArray_DATA(cams) +
@@ -201,7 +201,7 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
         return NULL;
     }
     PyObject *result = NULL;
-    ap_gpu_sweep *p = PyMem_Calloc(1, sizeof(*p));
+    ap_cuda_sweep *p = PyMem_Calloc(1, sizeof(*p));
     const ap_cuda_device *dev = NULL;
     if (p == NULL) {
         PyErr_NoMemory();
@@ -216,11 +216,11 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
         launch_rays(api, dev, stream, &ref_cam, h, w, rays) < 0) {
         goto done;
     }
-    *p = (ap_gpu_sweep){.ref = ref, .rays = rays, .depths = depths,
-                        .out = out, .h = h, .w = w, .d = d, .cost = cost,
-                        .radius = window / 2};
+    *p = (ap_cuda_sweep){.ref = ref, .rays = rays, .depths = depths,
+                         .out = out, .h = h, .w = w, .d = d, .cost = cost,
+                         .radius = window / 2};
     ap_gauss_weights(p->radius, p->gauss);
-    unsigned shared = ap_gpu_sweep_shared(p->radius);
+    unsigned shared = ap_cuda_sweep_shared(p->radius);
     void *params[] = {p};
     /* views in groups that fit the parameters; planes in grid slices */
     for (int v = 0; v < n; v += AP_GPU_VIEWS) {

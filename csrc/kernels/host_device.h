@@ -1,7 +1,7 @@
 /* Functions written once for the CPU and the GPU: host and device under
  * nvcc, plain static inline under a C compiler. */
-#ifndef AP_HD_H
-#define AP_HD_H
+#ifndef AP_HOST_DEVICE_H
+#define AP_HOST_DEVICE_H
 
 #ifdef __CUDACC__
 #define AP_HD __host__ __device__

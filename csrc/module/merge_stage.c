@@ -1,0 +1,300 @@
+/* _core.merge_stage: the core's merge of one stage's aggregates
+ * (ap_stats_merge: Chan's parallel mean and variance, sums, extremes,
+ * histogram) over stage dicts as report_data() gives them, so that the
+ * reports of several processes merge with the arithmetic that merges a
+ * session's threads, and Python keeps no second copy of it. */
+#include "module.h"
+
+#include <stddef.h>
+
+#include "../core/stats.h"
+
+/* The int64 fields of a stage dict, where ap_stats keeps them. */
+typedef struct {
+    const char *key;
+    size_t offset;
+    int summed;            /* merged by addition: may overflow */
+} int_field;
+
+static const int_field int_fields[] = {
+    {"count", offsetof(ap_stats, count), 1},
+    {"raised", offsetof(ap_stats, raised), 1},
+    {"unclosed", offsetof(ap_stats, unclosed), 1},
+    {"total_ns", offsetof(ap_stats, total_ns), 1},
+    {"self_ns", offsetof(ap_stats, self_ns), 1},
+    {"min_ns", offsetof(ap_stats, min_ns), 0},
+    {"max_ns", offsetof(ap_stats, max_ns), 0},
+    {"cpu_ns", offsetof(ap_stats, cpu_ns), 1},
+    {"items", offsetof(ap_stats, items), 1},
+    {"mem_peak", offsetof(ap_stats, mem_peak), 0},
+    {"mem_delta", offsetof(ap_stats, mem_delta), 1},
+};
+#define NINT (sizeof(int_fields) / sizeof(int_fields[0]))
+
+static int64_t *
+int_slot(ap_stats *s, size_t i)
+{
+    return (int64_t *)((char *)s + int_fields[i].offset);
+}
+
+static int64_t
+int_value(const ap_stats *s, size_t i)
+{
+    return *(const int64_t *)((const char *)s + int_fields[i].offset);
+}
+
+/* d[key], borrowed; NULL with ValueError naming the key when absent. */
+static PyObject *
+item(PyObject *d, const char *which, const char *key)
+{
+    PyObject *k = PyUnicode_FromString(key);
+    if (k == NULL) {
+        return NULL;
+    }
+    PyObject *v = PyDict_GetItemWithError(d, k);
+    Py_DECREF(k);
+    if (v == NULL && !PyErr_Occurred()) {
+        PyErr_Format(PyExc_ValueError, "merge_stage: %s has no '%s': not "
+                     "a stage dict", which, key);
+    }
+    return v;
+}
+
+/* 0 with *out from an int, or -1 with TypeError or ValueError naming it. */
+static int
+int64_of(PyObject *v, const char *which, const char *key, int64_t *out)
+{
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "merge_stage: %s['%s'] must be int, "
+                     "not %.100s", which, key, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow) {
+        PyErr_Format(PyExc_ValueError, "merge_stage: %s['%s'] does not "
+                     "fit in 64 bits", which, key);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int
+double_of(PyObject *v, const char *which, const char *key, double *out)
+{
+    if (!PyFloat_Check(v) && !PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "merge_stage: %s['%s'] must be "
+                     "float, not %.100s", which, key, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    double x = PyFloat_AsDouble(v);
+    if (x == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "merge_stage: %s['%s'] does not "
+                     "fit in a float", which, key);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* One (bucket, count) pair into hist; duplicates refused, since a
+ * report's histogram names each bucket once. */
+static int
+hist_pair(PyObject *pair, const char *which, uint64_t *hist)
+{
+    if ((!PyTuple_Check(pair) && !PyList_Check(pair)) ||
+        PySequence_Fast_GET_SIZE(pair) != 2) {
+        PyErr_Format(PyExc_TypeError, "merge_stage: %s['hist'] must hold "
+                     "(bucket, count) pairs, not %.100s", which,
+                     Py_TYPE(pair)->tp_name);
+        return -1;
+    }
+    int64_t bucket, count;
+    if (int64_of(PySequence_Fast_GET_ITEM(pair, 0), which, "hist",
+                 &bucket) < 0 ||
+        int64_of(PySequence_Fast_GET_ITEM(pair, 1), which, "hist",
+                 &count) < 0) {
+        return -1;
+    }
+    if (bucket < 0 || bucket >= AP_HIST_BUCKETS || count < 0) {
+        PyErr_Format(PyExc_ValueError, "merge_stage: %s['hist'] holds "
+                     "(%lld, %lld): buckets run 0 to %d, counts from 0",
+                     which, (long long)bucket, (long long)count,
+                     AP_HIST_BUCKETS - 1);
+        return -1;
+    }
+    if (hist[bucket] != 0) {
+        PyErr_Format(PyExc_ValueError, "merge_stage: %s['hist'] names "
+                     "bucket %lld twice", which, (long long)bucket);
+        return -1;
+    }
+    hist[bucket] = (uint64_t)count;
+    return 0;
+}
+
+static int
+hist_of(PyObject *v, const char *which, uint64_t *hist)
+{
+    if (!PyList_Check(v) && !PyTuple_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "merge_stage: %s['hist'] must be a "
+                     "list of (bucket, count) pairs, not %.100s", which,
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
+        if (hist_pair(PySequence_Fast_GET_ITEM(v, i), which, hist) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Checks every key of a stage dict and reads its aggregates into s. 0, or
+ * -1 with TypeError or ValueError naming the key. */
+static int
+stats_of(PyObject *d, const char *which, ap_stats *s)
+{
+    if (!PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "merge_stage: %s must be a stage "
+                     "dict, not %.100s", which, Py_TYPE(d)->tp_name);
+        return -1;
+    }
+    ap_stats_init(s);
+    PyObject *v = item(d, which, "name");
+    if (v == NULL) {
+        return -1;
+    }
+    if (!PyUnicode_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "merge_stage: %s['name'] must be "
+                     "str, not %.100s", which, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    int64_t unused;
+    if (!(v = item(d, which, "parent")) ||
+        int64_of(v, which, "parent", &unused) < 0 ||
+        !(v = item(d, which, "depth")) ||
+        int64_of(v, which, "depth", &unused) < 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < NINT; i++) {
+        const char *key = int_fields[i].key;
+        if (!(v = item(d, which, key)) ||
+            int64_of(v, which, key, int_slot(s, i)) < 0) {
+            return -1;
+        }
+    }
+    if (s->count < 0) {
+        PyErr_Format(PyExc_ValueError, "merge_stage: %s['count'] must be "
+                     ">= 0, got %lld", which, (long long)s->count);
+        return -1;
+    }
+    if (!(v = item(d, which, "mean_ns")) ||
+        double_of(v, which, "mean_ns", &s->mean_ns) < 0 ||
+        !(v = item(d, which, "m2")) ||
+        double_of(v, which, "m2", &s->m2) < 0 ||
+        !(v = item(d, which, "hist")) || hist_of(v, which, s->hist) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 when every sum of the merge fits in 64 bits; -1 with OverflowError
+ * naming the first that does not (the core's sums would wrap). Histogram
+ * counts, read as int64 and summed as uint64, always fit. */
+static int
+check_sums(const ap_stats *a, const ap_stats *b)
+{
+    int64_t sum;
+    for (size_t i = 0; i < NINT; i++) {
+        if (int_fields[i].summed &&
+            __builtin_add_overflow(int_value(a, i), int_value(b, i),
+                                   &sum)) {
+            PyErr_Format(PyExc_OverflowError, "merge_stage: the merged "
+                         "'%s' exceeds 64 bits", int_fields[i].key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+set_item(PyObject *d, const char *key, PyObject *value)
+{
+    if (value == NULL) {
+        return -1;
+    }
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* into's dict with the aggregates replaced by s's: into's keys, in into's
+ * order, as merging in place would leave them. */
+static PyObject *
+merged_dict(PyObject *into, const ap_stats *s)
+{
+    PyObject *d = PyDict_Copy(into);
+    if (d == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < NINT; i++) {
+        if (set_item(d, int_fields[i].key,
+                     PyLong_FromLongLong(int_value(s, i))) < 0) {
+            goto error;
+        }
+    }
+    if (set_item(d, "mean_ns", PyFloat_FromDouble(s->mean_ns)) < 0 ||
+        set_item(d, "m2", PyFloat_FromDouble(s->m2)) < 0 ||
+        set_item(d, "hist", ap_hist_pairs(s)) < 0) {
+        goto error;
+    }
+    return d;
+error:
+    Py_DECREF(d);
+    return NULL;
+}
+
+PyObject *
+ap_merge_stage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "merge_stage() takes 2 arguments "
+                     "(into, other), %zd given", nargs);
+        return NULL;
+    }
+    /* 2 x 11 KiB: off the stack, which a deep caller may need */
+    ap_stats *a = PyMem_Malloc(2 * sizeof(ap_stats));
+    if (a == NULL) {
+        return PyErr_NoMemory();
+    }
+    ap_stats *b = a + 1;
+    PyObject *result = NULL;
+    if (stats_of(args[0], "into", a) < 0 ||
+        stats_of(args[1], "other", b) < 0) {
+        goto done;
+    }
+    if (b->count == 0) {
+        result = PyDict_Copy(args[0]);   /* it contributes nothing */
+        goto done;
+    }
+    if (a->count == 0) {
+        /* nothing to weigh against: other's figures as they are, which
+         * a merge into zeros would round (mean * n / n) */
+        *a = *b;
+    } else {
+        if (check_sums(a, b) < 0) {
+            goto done;
+        }
+        ap_stats_merge(a, b);
+    }
+    result = merged_dict(args[0], a);
+done:
+    PyMem_Free(a);
+    return result;
+}
