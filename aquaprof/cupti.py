@@ -50,8 +50,6 @@ def profiler_args(cuda: Any, cuda_sync: Any) -> Dict[str, Any]:
     args: Dict[str, Any] = {"cuda": _MODES[cuda], "cuda_sync": cuda_sync}
     if cuda is not False:
         args["cupti_paths"] = cupti_candidates()
-        # the driver to open: a test or an unusual install may name it
-        args["libcuda"] = os.environ.get("AQUAPROF_LIBCUDA", "libcuda.so.1")
-    elif cuda_sync:
-        args["libcuda"] = os.environ.get("AQUAPROF_LIBCUDA", "libcuda.so.1")
+    # the driver ($AQUAPROF_LIBCUDA, else libcuda.so.1) is the C loader's
+    # to name, for the profiler and the plane-sweep kit alike
     return args

@@ -115,11 +115,13 @@ class StageStats:
         self.raised: int = stage["raised"]
         self.unclosed: int = stage["unclosed"]
         #: total and self wall time with the profiler's calibrated cost
-        #: taken out (aquaprof.analysis.overhead); None when the run was not calibrated
+        #: taken out (aquaprof.analysis.overhead); None when the run was
+        #: not calibrated
         self.compensated_total: Optional[float] = None
         self.compensated_self: Optional[float] = None
-        #: GPU work the stage (and its sub-stages) launched, a
-        #: aquaprof.analysis.gpu_stats.CudaStats; None when the run traced none for it
+        #: GPU work the stage (and its sub-stages) launched, an
+        #: aquaprof.analysis.gpu_stats.CudaStats; None when the run traced
+        #: none for it
         self.cuda: Any = None
 
     def __repr__(self) -> str:
@@ -309,7 +311,8 @@ class Report:
     def spans(self) -> np.ndarray:
         """Raw spans as a read-only NumPy structured array (no copy):
         stage (id into stage_names), thread, parent (span index or -1),
-        flags (aquaprof._core.SPAN_RAISED, SPAN_UNCLOSED), start_ns, end_ns, cpu_ns, items."""
+        flags (aquaprof._core.SPAN_RAISED, SPAN_UNCLOSED), start_ns, end_ns,
+        cpu_ns, items."""
         return self._data["spans"]
 
     # ----------------------------------------------------------- output

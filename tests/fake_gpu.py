@@ -52,7 +52,8 @@ def scenario(code, env=None, cupti=None):
         import numpy as np
         import aquaprof as ap
         import aquaprof.cupti
-        aquaprof.cupti.cupti_candidates = lambda: {list(map(str, cupti or []))!r}
+        aquaprof.cupti.cupti_candidates = (
+            lambda: {list(map(str, cupti or []))!r})
         fake = None
         for path in {list(map(str, cupti or []))!r}:
             try:

@@ -19,7 +19,8 @@ typedef struct {
 } ap_dl_symbol;
 
 /* The driver to open: $AQUAPROF_LIBCUDA where it is set, else
- * libcuda.so.1; the rule aquaprof/gpu.py follows for the profiler. */
+ * libcuda.so.1: for the plane-sweep kit and, unless told otherwise, for
+ * the profiler. */
 const char *ap_cuda_driver_path(void);
 
 /* Fills every slot from lib. AP_OK, or AP_ERR_SYSTEM with why "<what>

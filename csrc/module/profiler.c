@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../core/session.h"
+#include "../gpu/cuda_loader.h"
 
 enum { NEW, RUNNING, STOPPED, FORKED };
 
@@ -32,7 +33,10 @@ utf8(PyObject *obj, const char *what)
     return PyUnicode_AsUTF8(obj);
 }
 
-/* cuda: AP_CUDA_*; libcuda: str; cupti_paths: a sequence of str. */
+/* cuda: AP_CUDA_*; libcuda: str, or NULL for the driver the loader names
+ * ($AQUAPROF_LIBCUDA, else libcuda.so.1), read now and kept, so that the
+ * environment changing later cannot move it; cupti_paths: a sequence of
+ * str. */
 static int
 parse_gpu(ProfilerObject *self, int cuda, int sync, PyObject *libcuda,
           PyObject *cupti_paths)
@@ -47,8 +51,14 @@ parse_gpu(ProfilerObject *self, int cuda, int sync, PyObject *libcuda,
     if (!paths) {
         return -1;
     }
-    PyObject *strings = PyTuple_Pack(2, libcuda ? libcuda : Py_None, paths);
+    PyObject *driver = libcuda ? libcuda
+                               : PyUnicode_DecodeFSDefault(
+                                     ap_cuda_driver_path());
+    PyObject *strings = driver ? PyTuple_Pack(2, driver, paths) : NULL;
     Py_DECREF(paths);
+    if (driver != libcuda) {
+        Py_XDECREF(driver);
+    }
     if (!strings) {
         return -1;
     }
@@ -59,7 +69,7 @@ parse_gpu(ProfilerObject *self, int cuda, int sync, PyObject *libcuda,
         PyErr_NoMemory();
         return -1;
     }
-    const char *lib = libcuda ? utf8(libcuda, "libcuda") : "libcuda.so.1";
+    const char *lib = utf8(PyTuple_GET_ITEM(strings, 0), "libcuda");
     for (Py_ssize_t i = 0; lib && i < n; i++) {
         array[i] = utf8(PyTuple_GET_ITEM(paths, i), "cupti_paths items");
         if (!array[i]) {
