@@ -5,43 +5,7 @@
  * session's threads, and Python keeps no second copy of it. */
 #include "module.h"
 
-#include <stddef.h>
-
 #include "../core/stats.h"
-
-/* The int64 fields of a stage dict, where ap_stats keeps them. */
-typedef struct {
-    const char *key;
-    size_t offset;
-    int summed;            /* merged by addition: may overflow */
-} int_field;
-
-static const int_field int_fields[] = {
-    {"count", offsetof(ap_stats, count), 1},
-    {"raised", offsetof(ap_stats, raised), 1},
-    {"unclosed", offsetof(ap_stats, unclosed), 1},
-    {"total_ns", offsetof(ap_stats, total_ns), 1},
-    {"self_ns", offsetof(ap_stats, self_ns), 1},
-    {"min_ns", offsetof(ap_stats, min_ns), 0},
-    {"max_ns", offsetof(ap_stats, max_ns), 0},
-    {"cpu_ns", offsetof(ap_stats, cpu_ns), 1},
-    {"items", offsetof(ap_stats, items), 1},
-    {"mem_peak", offsetof(ap_stats, mem_peak), 0},
-    {"mem_delta", offsetof(ap_stats, mem_delta), 1},
-};
-#define NINT (sizeof(int_fields) / sizeof(int_fields[0]))
-
-static int64_t *
-int_slot(ap_stats *s, size_t i)
-{
-    return (int64_t *)((char *)s + int_fields[i].offset);
-}
-
-static int64_t
-int_value(const ap_stats *s, size_t i)
-{
-    return *(const int64_t *)((const char *)s + int_fields[i].offset);
-}
 
 /* d[key], borrowed; NULL with ValueError naming the key when absent. */
 static PyObject *
@@ -181,10 +145,13 @@ stats_of(PyObject *d, const char *which, ap_stats *s)
         int64_of(v, which, "depth", &unused) < 0) {
         return -1;
     }
-    for (size_t i = 0; i < NINT; i++) {
-        const char *key = int_fields[i].key;
-        if (!(v = item(d, which, key)) ||
-            int64_of(v, which, key, int_slot(s, i)) < 0) {
+    for (size_t i = 0; i < ap_stage_nfields; i++) {
+        const ap_stage_field *f = &ap_stage_fields[i];
+        char *at = (char *)s + f->offset;
+        if (!(v = item(d, which, f->key)) ||
+            (f->kind == AP_FIELD_DOUBLE
+                 ? double_of(v, which, f->key, (double *)at)
+                 : int64_of(v, which, f->key, (int64_t *)at)) < 0) {
             return -1;
         }
     }
@@ -193,11 +160,7 @@ stats_of(PyObject *d, const char *which, ap_stats *s)
                      ">= 0, got %lld", which, (long long)s->count);
         return -1;
     }
-    if (!(v = item(d, which, "mean_ns")) ||
-        double_of(v, which, "mean_ns", &s->mean_ns) < 0 ||
-        !(v = item(d, which, "m2")) ||
-        double_of(v, which, "m2", &s->m2) < 0 ||
-        !(v = item(d, which, "hist")) || hist_of(v, which, s->hist) < 0) {
+    if (!(v = item(d, which, "hist")) || hist_of(v, which, s->hist) < 0) {
         return -1;
     }
     return 0;
@@ -210,27 +173,18 @@ static int
 check_sums(const ap_stats *a, const ap_stats *b)
 {
     int64_t sum;
-    for (size_t i = 0; i < NINT; i++) {
-        if (int_fields[i].summed &&
-            __builtin_add_overflow(int_value(a, i), int_value(b, i),
-                                   &sum)) {
+    for (size_t i = 0; i < ap_stage_nfields; i++) {
+        const ap_stage_field *f = &ap_stage_fields[i];
+        if (f->kind == AP_FIELD_SUM &&
+            __builtin_add_overflow(
+                *(const int64_t *)((const char *)a + f->offset),
+                *(const int64_t *)((const char *)b + f->offset), &sum)) {
             PyErr_Format(PyExc_OverflowError, "merge_stage: the merged "
-                         "'%s' exceeds 64 bits", int_fields[i].key);
+                         "'%s' exceeds 64 bits", f->key);
             return -1;
         }
     }
     return 0;
-}
-
-static int
-set_item(PyObject *d, const char *key, PyObject *value)
-{
-    if (value == NULL) {
-        return -1;
-    }
-    int rc = PyDict_SetItemString(d, key, value);
-    Py_DECREF(value);
-    return rc;
 }
 
 /* into's dict with the aggregates replaced by s's: into's keys, in into's
@@ -239,24 +193,10 @@ static PyObject *
 merged_dict(PyObject *into, const ap_stats *s)
 {
     PyObject *d = PyDict_Copy(into);
-    if (d == NULL) {
-        return NULL;
-    }
-    for (size_t i = 0; i < NINT; i++) {
-        if (set_item(d, int_fields[i].key,
-                     PyLong_FromLongLong(int_value(s, i))) < 0) {
-            goto error;
-        }
-    }
-    if (set_item(d, "mean_ns", PyFloat_FromDouble(s->mean_ns)) < 0 ||
-        set_item(d, "m2", PyFloat_FromDouble(s->m2)) < 0 ||
-        set_item(d, "hist", ap_hist_pairs(s)) < 0) {
-        goto error;
+    if (d != NULL && ap_stats_set_items(d, s) < 0) {
+        Py_CLEAR(d);
     }
     return d;
-error:
-    Py_DECREF(d);
-    return NULL;
 }
 
 PyObject *

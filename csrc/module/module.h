@@ -95,10 +95,29 @@ int ap_add_dtype(PyObject *module, const char *name, PyObject *spec,
 PyObject *ap_report_to_python(ap_module_state *st, ap_report *r,
                               ap_gpu_trace *gpu);
 
-/* A stage's histogram as report_data() gives it: a list of (bucket,
- * count) pairs, buckets in order, empty ones left out. New reference, or
- * NULL with an exception set. */
-PyObject *ap_hist_pairs(const ap_stats *s);
+/* The aggregates of a stage dict besides its histogram, in the order
+ * report_data() writes them: where ap_stats keeps each and how a merge
+ * combines it. One table, so that the report and merge_stage cannot
+ * disagree on a field. */
+typedef enum {
+    AP_FIELD_SUM,          /* int64, merged by addition */
+    AP_FIELD_EXTREME,      /* int64, merged by min or max */
+    AP_FIELD_DOUBLE        /* double, merged by Chan's formula */
+} ap_field_kind;
+
+typedef struct {
+    const char *key;
+    size_t offset;         /* in ap_stats */
+    ap_field_kind kind;
+} ap_stage_field;
+
+extern const ap_stage_field ap_stage_fields[];
+extern const size_t ap_stage_nfields;
+
+/* Sets every aggregate of a stage dict, histogram included (a list of
+ * (bucket, count) pairs, buckets in order, empty ones left out), from s;
+ * min_ns is 0 for a stage never closed. 0, or -1 with an exception set. */
+int ap_stats_set_items(PyObject *d, const ap_stats *s);
 
 /* _core.merge_stage(into, other) (merge_stage.c). */
 PyObject *ap_merge_stage(PyObject *module, PyObject *const *args,

@@ -7,10 +7,30 @@
 #define NO_IMPORT_ARRAY
 #include <numpy/arrayobject.h>
 
+#include <stddef.h>
+
 #include "../core/intern.h"
 
-PyObject *
-ap_hist_pairs(const ap_stats *s)
+const ap_stage_field ap_stage_fields[] = {
+    {"count", offsetof(ap_stats, count), AP_FIELD_SUM},
+    {"raised", offsetof(ap_stats, raised), AP_FIELD_SUM},
+    {"unclosed", offsetof(ap_stats, unclosed), AP_FIELD_SUM},
+    {"total_ns", offsetof(ap_stats, total_ns), AP_FIELD_SUM},
+    {"self_ns", offsetof(ap_stats, self_ns), AP_FIELD_SUM},
+    {"min_ns", offsetof(ap_stats, min_ns), AP_FIELD_EXTREME},
+    {"max_ns", offsetof(ap_stats, max_ns), AP_FIELD_EXTREME},
+    {"mean_ns", offsetof(ap_stats, mean_ns), AP_FIELD_DOUBLE},
+    {"m2", offsetof(ap_stats, m2), AP_FIELD_DOUBLE},
+    {"cpu_ns", offsetof(ap_stats, cpu_ns), AP_FIELD_SUM},
+    {"items", offsetof(ap_stats, items), AP_FIELD_SUM},
+    {"mem_peak", offsetof(ap_stats, mem_peak), AP_FIELD_EXTREME},
+    {"mem_delta", offsetof(ap_stats, mem_delta), AP_FIELD_SUM},
+};
+const size_t ap_stage_nfields =
+    sizeof(ap_stage_fields) / sizeof(ap_stage_fields[0]);
+
+static PyObject *
+hist_pairs(const ap_stats *s)
 {
     PyObject *pairs = PyList_New(0);
     if (pairs == NULL) {
@@ -32,36 +52,55 @@ ap_hist_pairs(const ap_stats *s)
     return pairs;
 }
 
+/* Steals value; -1 where it is NULL (its error already set). */
+static int
+set_item(PyObject *d, const char *key, PyObject *value)
+{
+    if (value == NULL) {
+        return -1;
+    }
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+int
+ap_stats_set_items(PyObject *d, const ap_stats *s)
+{
+    for (size_t i = 0; i < ap_stage_nfields; i++) {
+        const ap_stage_field *f = &ap_stage_fields[i];
+        const char *at = (const char *)s + f->offset;
+        PyObject *value;
+        if (f->kind == AP_FIELD_DOUBLE) {
+            value = PyFloat_FromDouble(*(const double *)at);
+        } else {
+            int64_t x = *(const int64_t *)at;
+            if (f->offset == offsetof(ap_stats, min_ns) && s->count == 0) {
+                x = 0;     /* the running minimum starts at INT64_MAX */
+            }
+            value = PyLong_FromLongLong(x);
+        }
+        if (set_item(d, f->key, value) < 0) {
+            return -1;
+        }
+    }
+    return set_item(d, "hist", hist_pairs(s));
+}
+
 static PyObject *
 stage_dict(const ap_report_stage *stage)
 {
     size_t len = 0;
     const char *name = ap_intern_name(stage->name, &len);
-    const ap_stats *s = &stage->stats;
-    PyObject *hist = ap_hist_pairs(s);
-    if (hist == NULL) {
+    PyObject *d = Py_BuildValue("{s:s#,s:i,s:I}", "name", name,
+                                (Py_ssize_t)len, "parent",
+                                (int)stage->parent, "depth",
+                                (unsigned)stage->depth);
+    if (d == NULL || ap_stats_set_items(d, &stage->stats) < 0) {
+        Py_XDECREF(d);
         return NULL;
     }
-    return Py_BuildValue(
-        "{s:s#,s:i,s:I,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:d,s:L,s:L,s:L,s:L,"
-        "s:N}",
-        "name", name, (Py_ssize_t)len,
-        "parent", (int)stage->parent,
-        "depth", (unsigned)stage->depth,
-        "count", (long long)s->count,
-        "raised", (long long)s->raised,
-        "unclosed", (long long)s->unclosed,
-        "total_ns", (long long)s->total_ns,
-        "self_ns", (long long)s->self_ns,
-        "min_ns", (long long)(s->count ? s->min_ns : 0),
-        "max_ns", (long long)s->max_ns,
-        "mean_ns", s->mean_ns,
-        "m2", s->m2,
-        "cpu_ns", (long long)s->cpu_ns,
-        "items", (long long)s->items,
-        "mem_peak", (long long)s->mem_peak,
-        "mem_delta", (long long)s->mem_delta,
-        "hist", hist);
+    return d;
 }
 
 static void
