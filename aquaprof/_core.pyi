@@ -10,6 +10,7 @@ SPAN_DTYPE: np.dtype
 HIST_LOWER_NS: np.ndarray
 SPAN_RAISED: int
 SPAN_UNCLOSED: int
+SPAN_SUSPENDED: int
 
 # GPU events (Profiler(cuda=...)): their record, their kinds, and the
 # direction of a copy
@@ -49,6 +50,7 @@ def stage(name: _F, *, items: Optional[int] = ...) -> _F: ...
 @overload
 def stage(name: Optional[str] = ..., *, items: Optional[int] = ...) -> Stage: ...
 def active() -> bool: ...
+def _restage(func: _F, name: str, items: int) -> _F: ...
 def merge_stage(into: Dict[str, Any],
                 other: Dict[str, Any]) -> Dict[str, Any]:
     """A new stage dict: into's aggregates merged with other's by the

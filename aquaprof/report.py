@@ -87,7 +87,7 @@ class StageStats:
 
     __slots__ = ("id", "path", "name", "parent", "depth", "count", "wall",
                  "self_time", "cpu", "items", "throughput", "share",
-                 "mem_peak", "mem_delta", "raised", "unclosed",
+                 "mem_peak", "mem_delta", "raised", "unclosed", "suspended",
                  "compensated_total", "compensated_self", "cuda")
 
     def __init__(self, sid: int, path: str, parent: Optional[str],
@@ -114,6 +114,9 @@ class StageStats:
         self.mem_delta: int = stage["mem_delta"]
         self.raised: int = stage["raised"]
         self.unclosed: int = stage["unclosed"]
+        #: calls suspended at an await (asyncio): the thread ran other
+        #: tasks meanwhile, so their CPU time is unknown and not in cpu
+        self.suspended: int = stage.get("suspended", 0)
         #: total and self wall time with the profiler's calibrated cost
         #: taken out (aquaprof.analysis.overhead); None when the run was
         #: not calibrated

@@ -46,6 +46,8 @@ STAGE_FIELDS: Fields = {
     "max_ns": int, "mean_ns": float, "m2": float, "cpu_ns": int,
     "items": int, "mem_peak": int, "mem_delta": int, "hist": list,
 }
+#: stage fields that reports written by earlier versions lack
+STAGE_OPTIONAL: Fields = {"suspended": int}
 THREAD_FIELDS: Fields = {"index": int, "native_id": int, "spans": int,
                          "dropped": int}
 THREAD_OPTIONAL: Fields = {"cpu_reads": int, "process": int}
@@ -221,7 +223,7 @@ def _without(fields: Fields, key: str) -> Fields:
 
 def _check_stage(stages: List[Any], i: int, s: Any) -> None:
     where = f"stages[{i}]"
-    check_fields(s, STAGE_FIELDS, where)
+    check_fields(s, STAGE_FIELDS, where, STAGE_OPTIONAL)
     if not -1 <= s["parent"] < i:
         raise ReportError(f"{where}['parent'] = {s['parent']} does not "
                           f"name an earlier stage")

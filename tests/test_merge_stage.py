@@ -15,7 +15,7 @@ from test_refcounts import blocks_after
 
 BUCKETS = len(_core.HIST_LOWER_NS) - 1   # the bounds: one past the last
 KEYS = ["name", "parent", "depth", "count", "raised", "unclosed",
-        "total_ns", "self_ns", "min_ns", "max_ns", "mean_ns", "m2",
+        "suspended", "total_ns", "self_ns", "min_ns", "max_ns", "mean_ns", "m2",
         "cpu_ns", "items", "mem_peak", "mem_delta", "hist"]
 
 
@@ -36,8 +36,8 @@ def reference(into, other):
     into["mean_ns"] += delta * n_b / n
     into["m2"] += other["m2"] + delta * delta * n_a * n_b / n
     into["count"] = n
-    for key in ("raised", "unclosed", "total_ns", "self_ns", "cpu_ns",
-                "items", "mem_delta"):
+    for key in ("raised", "unclosed", "suspended", "total_ns", "self_ns",
+                "cpu_ns", "items", "mem_delta"):
         into[key] += other[key]
     into["min_ns"] = min(into["min_ns"], other["min_ns"])
     into["max_ns"] = max(into["max_ns"], other["max_ns"])
@@ -64,6 +64,7 @@ def random_stage(rng, name="load", count=None):
         "depth": rng.randrange(0, 4), "count": count,
         "raised": rng.randrange(0, count + 1) if count < 1000 else 7,
         "unclosed": rng.randrange(0, 3),
+        "suspended": rng.randrange(0, count + 1) if count < 1000 else 3,
         "total_ns": rng.randrange(0, top), "self_ns": rng.randrange(0, top),
         "min_ns": lo, "max_ns": hi,
         "mean_ns": rng.uniform(lo, hi) if count else 0.0,
@@ -142,7 +143,7 @@ def good_pair():
     return random_stage(rng, count=4), random_stage(rng, count=5)
 
 
-@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("key", [k for k in KEYS if k != "suspended"])
 @pytest.mark.parametrize("which", [0, 1])
 def test_a_missing_key_is_named(key, which):
     pair = list(good_pair())
@@ -150,6 +151,13 @@ def test_a_missing_key_is_named(key, which):
     with pytest.raises(ValueError, match=f"{['into', 'other'][which]} has "
                                          f"no '{key}'"):
         _core.merge_stage(*pair)
+
+
+def test_a_stage_written_before_suspended_existed_merges_as_none():
+    into, other = good_pair()
+    del into["suspended"], other["suspended"]
+    got = _core.merge_stage(into, other)
+    assert got["suspended"] == 0 and set(got) == set(KEYS)
 
 
 @pytest.mark.parametrize("key,value,error", [

@@ -19,7 +19,7 @@ TYPE_NAMES = {int: "int", float: "float", str: "str", bool: "bool",
 DOC_TABLES = {
     "Run": ({**schema.ENVELOPE_FIELDS, **schema.RUN_FIELDS},
             schema.RUN_OPTIONAL),
-    "Stage": (schema.STAGE_FIELDS, {}),
+    "Stage": (schema.STAGE_FIELDS, schema.STAGE_OPTIONAL),
     "Thread": (schema.THREAD_FIELDS, schema.THREAD_OPTIONAL),
     "Host": ({}, schema.HOST_OPTIONAL),
     "Overhead": (schema.OVERHEAD_FIELDS, schema.OVERHEAD_OPTIONAL),
@@ -77,8 +77,8 @@ def test_the_c_binding_builds_what_the_schema_says():
            if k not in schema.ENVELOPE_FIELDS}
     check_object(run, schema.RUN_FIELDS, schema.RUN_OPTIONAL, "report")
     for s in encoded["stages"]:
-        check_object(s, schema.STAGE_FIELDS, {}, "stage")
-        assert set(s) == set(schema.STAGE_FIELDS)
+        check_object(s, schema.STAGE_FIELDS, schema.STAGE_OPTIONAL, "stage")
+        assert set(s) == set(schema.STAGE_FIELDS) | set(schema.STAGE_OPTIONAL)
     for t in encoded["threads"]:
         check_object(t, schema.THREAD_FIELDS, schema.THREAD_OPTIONAL,
                      "thread")

@@ -7,6 +7,9 @@ host memory it drove up:
 - waiting: it mostly does not (I/O, sleep, locks, other processes, or the
   GPU when the stage blocks on it);
 - mixed: in between;
+- awaiting: most of its calls were suspended at an await (asyncio), so
+  their CPU time is unknown and the wall time is mostly waiting on I/O or
+  on other tasks of the event loop;
 - allocation-heavy (added to the others): while the stage was open the
   process's RSS rose ALLOC_BYTES or more above what it was when the stage
   was first entered (from the report's memory samples), or the stage
@@ -58,6 +61,12 @@ _FIXES = {
         "compare the stage's CPU and wall time again after the change "
         "(aquaprof compare); strace -c -p PID shows which system calls "
         "wait"),
+    "awaiting": (
+        "find what the task awaits: slow I/O, a semaphore or pool limit, "
+        "or CPU-heavy tasks on the same event loop holding it (their "
+        "stages' CPU time)",
+        "PYTHONASYNCIODEBUG=1 logs callbacks slower than 100 ms; compare "
+        "the stage's wall time again after the change (aquaprof compare)"),
     "mixed": (
         "split the stage into finer stages to separate computing from "
         "waiting, then treat each part",
@@ -117,7 +126,7 @@ class Finding:
     fix: str
     verify: str
     also: List[str] = field(default_factory=list)   # allocation-heavy
-    host: str = ""                     # cpu-bound, waiting or mixed
+    host: str = ""          # cpu-bound, waiting, mixed or awaiting
 
     def __str__(self) -> str:
         extra = f" (also {', '.join(self.also)})" if self.also else ""
@@ -212,6 +221,12 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
                 f"{fmt_time(wall)} wall ({busy * 100:.0f} %), "
                 f"{_plural(stage.count, 'call')}, "
                 f"self time {fmt_time(stage.self_time)}")
+    if stage.suspended * 2 >= stage.count > 0:
+        host = "awaiting"
+        evidence = (f"{stage.suspended} of {_plural(stage.count, 'call')} "
+                    f"suspended at an await, {fmt_time(wall)} wall, self "
+                    f"time {fmt_time(stage.self_time)}; their CPU time is "
+                    f"unknown (the event loop ran other tasks meanwhile)")
     kind = host
     gpu = _gpu_class(stage)
     if gpu:

@@ -51,8 +51,17 @@ def warning_lines(rep: "Report") -> List[str]:
                    f"table still counts them")
     if rep.unclosed:
         open_ones = ", ".join(s.path for s in rep.stages if s.unclosed)
-        out.append(f"! {rep.unclosed} stage(s) still open at stop() were "
-                   f"closed there: {open_ones}")
+        out.append(f"! {rep.unclosed} stage call(s) were not closed by their "
+                   f"own exit (still open at stop(), or left open inside a "
+                   f"stage that exited): {open_ones}")
+    suspended = [s for s in rep.stages if s.suspended]
+    if suspended:
+        listed = ", ".join(f"{s.path} ({s.suspended} of {s.count})"
+                           for s in suspended[:5])
+        more = f" and {len(suspended) - 5} more" if len(suspended) > 5 else ""
+        out.append(f"  calls suspended at an await have no CPU time of "
+                   f"their own (their thread ran other tasks meanwhile); "
+                   f"cpu counts the others: {listed}{more}")
     if meta["lost"]:
         out.append(f"! {meta['lost']:,} stage entries were not recorded: "
                    f"out of memory")

@@ -1,6 +1,8 @@
 """Chrome Trace Event JSON of a Report, for Perfetto (ui.perfetto.dev) and
 chrome://tracing: a process per profiled process (a rank, after merge), a
 track per thread, stages as complete ("X") events with their arguments, and
+where asyncio tasks interleaved on a thread a track per concurrent task
+("lane") beside the thread's, so that every track nests properly; and
 host memory as a counter track where the report has samples. GPU events,
 where the run traced them, go on a process per device with a track per
 stream (and one for host waits on the device), each tied to the span that
@@ -54,8 +56,11 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
         # stable: equal durations keep the earlier (outer) span
         kept = np.sort(np.argsort(-duration, kind="stable")[:max_events])
         left_out = len(spans) - max_events
-    span_text = _span_events(report, kept, tpids, tids, origin)
-    gpu_text = _gpu_events(report, origin, kept, tpids, tids, max_events)
+    span_tids = _lane_tids(spans, kept, tids)
+    events += _lane_names(spans, kept, span_tids, tids, tpids)
+    span_text = _span_events(report, kept, tpids, span_tids, origin)
+    gpu_text = _gpu_events(report, origin, kept, tpids, span_tids,
+                           max_events)
     for p, proc in enumerate(processes):
         for t_ns, rss in proc.get("memory_samples", []):
             events.append({"ph": "C", "name": "host memory", "pid": pids[p],
@@ -99,27 +104,85 @@ def _track_names(processes: List[Dict[str, Any]],
     return events
 
 
+_LANE_TID = 1 << 40     # + thread tid * 4096 + lane: clear of real tids
+
+
+def _lane_tids(spans: np.ndarray, kept: np.ndarray,
+               tids: List[int]) -> Dict[int, int]:
+    """The track (tid) of each kept span: its thread's, unless it overlaps
+    a span of its thread without nesting in it (asyncio tasks interleaved
+    at their awaits), then a lane of the thread where it nests. Only spans
+    suspended or left open can overlap so: without any, all is one lane."""
+    out = {int(k): tids[int(spans["thread"][k])] for k in kept}
+    flags = spans["flags"][kept]
+    if not (flags & (_core.SPAN_SUSPENDED | _core.SPAN_UNCLOSED)).any():
+        return out
+    order = kept[np.lexsort((-spans["end_ns"][kept], spans["start_ns"][kept],
+                             spans["thread"][kept]))]
+    lane_of: Dict[int, int] = {}
+    lanes: Dict[int, List[List[Any]]] = {}   # thread: lane: open (end, span)
+    for k, thread, start, end, parent in zip(
+            order.tolist(), spans["thread"][order].tolist(),
+            spans["start_ns"][order].tolist(),
+            spans["end_ns"][order].tolist(),
+            spans["parent"][order].tolist()):
+        stacks = lanes.setdefault(thread, [])
+        for stack in stacks:
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+        lane = lane_of.get(parent, -1)
+        if lane < 0 or not stacks[lane] or stacks[lane][-1][1] != parent:
+            lane = next((i for i, st in enumerate(stacks) if not st),
+                        len(stacks))
+            if lane == len(stacks):
+                stacks.append([])
+        stacks[lane].append((end, k))
+        lane_of[k] = lane
+        if lane:
+            out[k] = _LANE_TID + tids[thread] * 4096 + lane
+    return out
+
+
+def _lane_names(spans: np.ndarray, kept: np.ndarray,
+                span_tids: Dict[int, int], tids: List[int],
+                tpids: List[int]) -> List[Dict[str, Any]]:
+    """Metadata naming each extra lane after its thread."""
+    events = []
+    for k, tid in sorted({(int(spans["thread"][k]), span_tids[int(k)])
+                          for k in kept if span_tids[int(k)] >= _LANE_TID}):
+        lane = (tid - _LANE_TID) % 4096
+        events.append({"ph": "M", "name": "thread_name", "pid": tpids[k],
+                       "tid": tid, "args": {"name": f"thread {k} (tid "
+                                            f"{tids[k]}), task lane {lane}"}})
+        events.append({"ph": "M", "name": "thread_sort_index",
+                       "pid": tpids[k], "tid": tid,
+                       "args": {"sort_index": tids[k] + lane}})
+    return events
+
+
 def _span_events(report: "Report", kept: np.ndarray, tpids: List[int],
-                 tids: List[int], origin: int) -> List[str]:
+                 span_tids: Dict[int, int], origin: int) -> List[str]:
     """The kept spans as complete events, written as JSON text directly
     (a dict per span costs 10x)."""
     names = report.stage_names
     leaf = [json.dumps(n.rsplit("/", 1)[-1]) for n in names]
     paths = [json.dumps(n) for n in names]
     spans = report.spans()
-    columns = [spans[k][kept].tolist() for k in (
+    columns = [kept.tolist()] + [spans[k][kept].tolist() for k in (
         "stage", "thread", "start_ns", "end_ns", "cpu_ns", "items", "flags")]
     span_text: List[str] = []
     rows = list(zip(*columns))
     raised, unclosed = _core.SPAN_RAISED, _core.SPAN_UNCLOSED
-    for stage, thread, begin, end, cpu, items, flags in progress(
+    suspended = _core.SPAN_SUSPENDED
+    for k, stage, thread, begin, end, cpu, items, flags in progress(
             rows, "trace", every=100_000):
         extra = (f',"items":{items}' if items else "") + \
             (',"raised":true' if flags & raised else "") + \
-            (',"unclosed":true' if flags & unclosed else "")
+            (',"unclosed":true' if flags & unclosed else "") + \
+            (',"suspended":true' if flags & suspended else "")
         span_text.append(
             f'{{"ph":"X","cat":"stage","name":{leaf[stage]},'
-            f'"pid":{tpids[thread]},"tid":{tids[thread]},'
+            f'"pid":{tpids[thread]},"tid":{span_tids[k]},'
             f'"ts":{(begin - origin) / 1000:.3f},'
             f'"dur":{(end - begin) / 1000:.3f},'
             f'"args":{{"path":{paths[stage]},"cpu_ms":{cpu / 1e6:.6f}'
@@ -133,7 +196,7 @@ _GPU_CATEGORY = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset",
 
 
 def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
-                tpids: List[int], tids: List[int], max_events: int
+                tpids: List[int], span_tids: Dict[int, int], max_events: int
                 ) -> List[str]:
     """The GPU section's events as JSON texts (the longest max_events)."""
     gpu = report.gpu
@@ -184,7 +247,7 @@ def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
             host = spans[span]
             out.append({"ph": "s", "cat": "launch", "name": "launch",
                         "id": i, "pid": tpids[int(host["thread"])],
-                        "tid": tids[int(host["thread"])],
+                        "tid": span_tids[span],
                         "ts": (int(host["start_ns"]) - origin) * _US})
             out.append({"ph": "f", "bp": "e", "cat": "launch",
                         "name": "launch", "id": i, "pid": pid, "tid": tid,

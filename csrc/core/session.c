@@ -119,13 +119,51 @@ free_thread(ap_thread *t)
         pool_give(t->chunks[c]);
     }
     free(t->chunks);
-    free(t->stack);
+    ap_stack *k = t->stacks;
+    while (k) {
+        ap_stack *next = k->next;
+        free(k->frames);
+        free(k);
+        k = next;
+    }
     for (uint32_t n = 0; n < t->nnodes; n++) {
         free(t->nodes[n].recent);
     }
     free(t->nodes);
     ap_path_map_free(&t->children);
     free(t);
+}
+
+/* A stack of t, reused or new, nesting under (node, span); linked into
+ * t->stacks. */
+static ap_status
+new_stack(ap_thread *t, uint32_t node, int32_t span, ap_stack **out)
+{
+    ap_stack *k = t->spare;
+    if (k) {
+        t->spare = k->next_spare;
+    } else {
+        k = calloc(1, sizeof(*k));
+        if (!k) {
+            return AP_ERR_NOMEM;
+        }
+        k->cap = 8;
+        k->frames = malloc(k->cap * sizeof(*k->frames));
+        if (!k->frames) {
+            free(k);
+            return AP_ERR_NOMEM;
+        }
+        k->thread = t;
+        k->next = t->stacks;
+        t->stacks = k;
+    }
+    k->next_spare = NULL;
+    k->released = 0;
+    k->base_node = node;
+    k->base_span = span;
+    k->suspendable = 0;
+    *out = k;
+    return AP_OK;
 }
 
 static ap_status
@@ -135,14 +173,15 @@ register_thread(ap_session *s, ap_thread **out)
     if (!t) {
         return AP_ERR_NOMEM;
     }
-    t->stack_cap = 32;
     t->window = s->config.window;
-    t->stack = malloc(t->stack_cap * sizeof(*t->stack));
-    if (!t->stack || add_node(t, ROOT_NODE, 0) != AP_OK ||
-        ap_path_map_init(&t->children, 0) != AP_OK) {
+    if (add_node(t, ROOT_NODE, 0) != AP_OK ||
+        ap_path_map_init(&t->children, 0) != AP_OK ||
+        new_stack(t, ROOT_NODE, -1, &t->home) != AP_OK) {
         free_thread(t);
         return AP_ERR_NOMEM;
     }
+    t->cur = t->home;
+    t->cur_key = AP_NO_KEY;
     t->native_id = (int64_t)syscall(SYS_gettid);
     t->cpu_wall = INT64_MIN / 2;
     pthread_mutex_lock(&s->threads_lock);
@@ -266,34 +305,28 @@ span_tag(uint32_t thread, uint32_t node, int32_t span)
            (uint64_t)node << 32 | (uint32_t)(span + 1);
 }
 
-ap_status
-ap_enter(uint32_t name, int64_t items, const void *owner)
+/* Opens stage name on stack k of thread t. */
+static ap_status
+enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
+         int64_t items, const void *owner)
 {
-    ap_session *s = atomic_load_explicit(&ap_current_session,
-                                         memory_order_acquire);
-    if (!s) {
-        return AP_IGNORED;
-    }
-    ap_thread *t = current_thread(s);
-    if (!t && register_thread(s, &t) != AP_OK) {
-        return AP_ERR_NOMEM;  /* uncounted: no thread state to count in */
-    }
-    if (t->depth == t->stack_cap) {
-        ap_frame *stack = realloc(t->stack, 2 * t->stack_cap * sizeof(*stack));
-        if (!stack) {
+    if (k->depth == k->cap) {
+        ap_frame *frames = realloc(k->frames, 2 * k->cap * sizeof(*frames));
+        if (!frames) {
             t->lost++;
             return AP_ERR_NOMEM;
         }
-        t->stack = stack;
-        t->stack_cap *= 2;
+        k->frames = frames;
+        k->cap *= 2;
     }
-    uint32_t parent = t->depth ? t->stack[t->depth - 1].node : ROOT_NODE;
-    ap_frame *f = &t->stack[t->depth];
+    uint32_t parent = k->depth ? k->frames[k->depth - 1].node : k->base_node;
+    ap_frame *f = &k->frames[k->depth];
     if (child_node(t, parent, name, &f->node) != AP_OK) {
         t->lost++;
         return AP_ERR_NOMEM;
     }
     f->owner = owner;
+    f->key0 = t->cur_key;
     f->items = items;
     f->child_ns = 0;
     if (t->nspans < t->span_cap || (!t->exhausted && grant_chunk(s, t))) {
@@ -322,25 +355,62 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
     }
     f->t0 = w;
     if (f->span >= 0) {
-        int32_t up = t->depth ? t->stack[t->depth - 1].span : -1;
+        int32_t up = k->depth ? k->frames[k->depth - 1].span : k->base_span;
         *span_at(t, f->span) = (ap_span){
             f->node, t->index, up, 0, w, w, 0, items,
         };
     }
-    t->depth++;
+    k->depth++;
     return AP_OK;
 }
 
-/* Records the innermost frame of t as closed at tick w. */
-static void
-close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
-            uint32_t flags)
+static inline ap_session *
+active_session(void)
 {
-    ap_frame *f = &t->stack[t->depth - 1];
+    return atomic_load_explicit(&ap_current_session, memory_order_acquire);
+}
+
+ap_status
+ap_enter(uint32_t name, int64_t items, const void *owner)
+{
+    ap_session *s = active_session();
+    if (!s) {
+        return AP_IGNORED;
+    }
+    ap_thread *t = current_thread(s);
+    if (!t && register_thread(s, &t) != AP_OK) {
+        return AP_ERR_NOMEM;  /* uncounted: no thread state to count in */
+    }
+    return enter_on(s, t, t->cur, name, items, owner);
+}
+
+ap_status
+ap_enter_in(uint64_t key, uint32_t name, int64_t items, const void *owner)
+{
+    ap_session *s = active_session();
+    if (!s) {
+        return AP_IGNORED;
+    }
+    ap_thread *t = current_thread(s);
+    if (!t || key != t->cur_key) {
+        return AP_NEED_STACK;
+    }
+    return enter_on(s, t, t->cur, name, items, owner);
+}
+
+/* Records the innermost frame of stack k of thread t as closed at tick w. */
+static void
+close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
+            int64_t cpu1, uint32_t flags)
+{
+    ap_frame *f = &k->frames[k->depth - 1];
     int64_t wall = ap_ticks_to_ns(w - f->t0);
     wall = wall < 0 ? 0 : wall;
     int64_t cpu = cpu1 - f->cpu0;
     cpu = cpu < 0 ? 0 : (cpu > wall ? wall : cpu);
+    if (flags & AP_SPAN_SUSPENDED) {
+        cpu = 0;   /* the thread's, not the call's: unknown */
+    }
     ap_node *node = &t->nodes[f->node];
     ap_stats *st = &node->stats;
     ap_stats_add(st, wall, wall - f->child_ns, cpu, f->items);
@@ -354,6 +424,7 @@ close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
     }
     st->raised += (flags & AP_SPAN_RAISED) != 0;
     st->unclosed += (flags & AP_SPAN_UNCLOSED) != 0;
+    st->suspended += (flags & AP_SPAN_SUSPENDED) != 0;
     if (s->config.memory) {
         uint64_t seq = atomic_load_explicit(&s->rss.seq, memory_order_acquire);
         int64_t rss = atomic_load_explicit(&s->rss.current,
@@ -372,46 +443,186 @@ close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
         sp->cpu_ns = cpu;
         sp->flags = flags;
     }
-    t->depth--;
-    if (t->depth) {
-        t->stack[t->depth - 1].child_ns += wall;
+    k->depth--;
+    if (k->depth) {
+        k->frames[k->depth - 1].child_ns += wall;
     }
 }
 
-ap_status
-ap_exit(const void *owner, int raised)
+/* The thread CPU clock now, read for real at most every
+ * cpu_resolution_ticks and interpolated from the wall clock between. */
+static int64_t
+cpu_at(ap_session *s, ap_thread *t, int64_t w)
 {
-    ap_session *s = atomic_load_explicit(&ap_current_session,
-                                         memory_order_acquire);
-    if (!s) {
-        return AP_IGNORED;
+    if (w - t->cpu_wall >= s->cpu_resolution_ticks) {
+        t->cpu_last = ap_thread_cpu_ns();
+        t->cpu_reads++;
+        t->cpu_wall = w;
+        return t->cpu_last;
     }
-    ap_thread *t = current_thread(s);
-    if (!t || t->depth == 0) {
-        return AP_IGNORED;
+    return t->cpu_last + ap_ticks_to_ns(w - t->cpu_wall);
+}
+
+/* Closes owner's frame on stack k: AP_IGNORED when k holds none. Frames
+ * opened above it and left open (a generator abandoned inside it) are
+ * closed with it, flagged unclosed: AP_MISNESTED. */
+static ap_status
+exit_on(ap_session *s, ap_thread *t, ap_stack *k, uint64_t key,
+        const void *owner, int raised)
+{
+    uint32_t d = k->depth;
+    while (d > 0 && k->frames[d - 1].owner != owner) {
+        d--;
     }
-    if (t->stack[t->depth - 1].owner != owner) {
-        for (uint32_t d = t->depth - 1; d-- > 0;) {
-            if (t->stack[d].owner == owner) {
-                return AP_ERR_NOT_INNERMOST;
-            }
-        }
+    if (d == 0) {
         return AP_IGNORED;
     }
     if (s->config.hooks) {
         s->config.hooks->exit();
     }
     int64_t w = ap_ticks();
-    int64_t cpu;
-    if (w - t->cpu_wall >= s->cpu_resolution_ticks) {
-        cpu = t->cpu_last = ap_thread_cpu_ns();
-        t->cpu_reads++;
-        t->cpu_wall = w;
-    } else {
-        cpu = t->cpu_last + ap_ticks_to_ns(w - t->cpu_wall);
+    int64_t cpu = cpu_at(s, t, w);
+    ap_status st = AP_OK;
+    while (k->depth > d) {
+        close_frame(s, t, k, w, cpu, AP_SPAN_UNCLOSED);
+        s->unclosed++;
+        st = AP_MISNESTED;
+        if (s->config.hooks) {
+            s->config.hooks->exit();
+        }
     }
-    close_frame(s, t, w, cpu, raised ? AP_SPAN_RAISED : 0);
-    return AP_OK;
+    uint32_t flags = raised ? AP_SPAN_RAISED : 0;
+    if (k->suspendable && k->frames[k->depth - 1].key0 != key) {
+        flags |= AP_SPAN_SUSPENDED;
+    }
+    close_frame(s, t, k, w, cpu, flags);
+    return st;
+}
+
+/* An exit in another context than its entry's (an async generator
+ * stepped by several tasks): owner's frame is looked for on every stack
+ * of the thread. */
+static ap_status
+exit_elsewhere(ap_session *s, ap_thread *t, uint64_t key, const void *owner,
+               int raised)
+{
+    for (ap_stack *k = t->stacks; k; k = k->next) {
+        if (k != t->cur && k->depth &&
+            exit_on(s, t, k, key, owner, raised) != AP_IGNORED) {
+            return AP_OK;
+        }
+    }
+    return AP_IGNORED;
+}
+
+ap_status
+ap_exit(const void *owner, int raised)
+{
+    ap_session *s = active_session();
+    if (!s) {
+        return AP_IGNORED;
+    }
+    ap_thread *t = current_thread(s);
+    if (!t) {
+        return AP_IGNORED;
+    }
+    ap_status st = exit_on(s, t, t->cur, t->cur_key, owner, raised);
+    return st == AP_IGNORED ? exit_elsewhere(s, t, t->cur_key, owner, raised)
+                            : st;
+}
+
+ap_status
+ap_exit_in(uint64_t key, const void *owner, int raised)
+{
+    ap_session *s = active_session();
+    if (!s) {
+        return AP_IGNORED;
+    }
+    ap_thread *t = current_thread(s);
+    if (!t) {
+        return AP_IGNORED;
+    }
+    if (key != t->cur_key) {
+        return AP_NEED_STACK;
+    }
+    ap_status st = exit_on(s, t, t->cur, key, owner, raised);
+    return st == AP_IGNORED ? exit_elsewhere(s, t, key, owner, raised) : st;
+}
+
+/* ------------------------------------------------------------ contexts */
+
+uint64_t
+ap_session_gen(void)
+{
+    ap_session *s = active_session();
+    return s ? s->gen : 0;
+}
+
+int64_t
+ap_thread_index_now(void)
+{
+    ap_session *s = active_session();
+    return s ? ap_session_thread_index(s) : -1;
+}
+
+ap_status
+ap_stack_open(ap_stack *under, int suspendable, ap_stack **out)
+{
+    ap_session *s = active_session();
+    if (!s) {
+        return AP_IGNORED;
+    }
+    ap_thread *t = current_thread(s);
+    if (!t && register_thread(s, &t) != AP_OK) {
+        return AP_ERR_NOMEM;
+    }
+    uint32_t node = ROOT_NODE;
+    int32_t span = -1;
+    if (under && under->thread == t) {
+        if (under->depth) {
+            node = under->frames[under->depth - 1].node;
+            span = under->frames[under->depth - 1].span;
+        } else {
+            node = under->base_node;
+            span = under->base_span;
+        }
+    }
+    ap_status st = new_stack(t, node, span, out);
+    if (st == AP_OK) {
+        (*out)->suspendable = suspendable;
+    }
+    return st;
+}
+
+void
+ap_stack_use(uint64_t key, ap_stack *k)
+{
+    ap_session *s = active_session();
+    ap_thread *t = s ? current_thread(s) : NULL;
+    if (t) {
+        t->cur = k && k->thread == t ? k : t->home;
+        t->cur_key = key;
+    }
+}
+
+void
+ap_stack_release(uint64_t gen, ap_stack *k)
+{
+    ap_session *s = active_session();
+    if (!s || s->gen != gen || k->released) {
+        return;
+    }
+    ap_thread *t = k->thread;
+    k->released = 1;
+    if (t->cur == k) {
+        t->cur = t->home;
+        t->cur_key = AP_NO_KEY;
+    }
+    /* a stack left with open stages keeps them for stop() to close */
+    if (k->depth == 0 && k != t->home) {
+        k->next_spare = t->spare;
+        t->spare = k;
+    }
 }
 
 int
@@ -435,12 +646,16 @@ ap_session_stop(ap_session *s)
     ap_thread *self = current_thread(s);
     int64_t cpu_now = self ? ap_thread_cpu_ns() : 0;
     for (ap_thread *t = s->threads; t; t = t->next) {
-        while (t->depth) {
-            /* another thread's CPU clock is not ours to read: its open
-             * stages get the CPU time they had when they entered */
-            int64_t cpu = t == self ? cpu_now : t->stack[t->depth - 1].cpu0;
-            close_frame(s, t, s->stop.ticks, cpu, AP_SPAN_UNCLOSED);
-            s->unclosed++;
+        for (ap_stack *k = t->stacks; k; k = k->next) {
+            while (k->depth) {
+                /* another thread's CPU clock is not ours to read: its
+                 * open stages get the CPU time they had when they
+                 * entered */
+                int64_t cpu = t == self ? cpu_now
+                                        : k->frames[k->depth - 1].cpu0;
+                close_frame(s, t, k, s->stop.ticks, cpu, AP_SPAN_UNCLOSED);
+                s->unclosed++;
+            }
         }
     }
     ap_rss_stop(&s->rss);

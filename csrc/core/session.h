@@ -66,17 +66,61 @@ ap_active(void)
  * memory sampler cannot start. */
 ap_status ap_session_start(const ap_config *cfg, ap_session **out);
 
-/* Opens stage `name` on the calling thread. owner identifies the caller's
- * object so that ap_exit can match it. AP_IGNORED when no session is
- * active; AP_ERR_NOMEM when it could not be recorded (counted in the
- * report, never fatal). */
+/* Opens stage `name` on the calling thread's current stack. owner
+ * identifies the caller's object so that ap_exit can match it. AP_IGNORED
+ * when no session is active; AP_ERR_NOMEM when it could not be recorded
+ * (counted in the report, never fatal). */
 ap_status ap_enter(uint32_t name, int64_t items, const void *owner);
 
-/* Closes the innermost stage of the calling thread if it belongs to owner.
- * AP_ERR_NOT_INNERMOST (nothing changes) when owner's stage is open deeper
- * in the stack; AP_IGNORED when owner has no open stage on this thread in
+/* Closes owner's stage on the calling thread. Stages opened inside it and
+ * still open are closed with it, flagged AP_SPAN_UNCLOSED and counted:
+ * AP_MISNESTED. AP_IGNORED when owner has no open stage on this thread in
  * the active session (entered while off, or before this session). */
 ap_status ap_exit(const void *owner, int raised);
+
+/* Execution contexts. A thread may run several interleaved contexts (the
+ * tasks of an asyncio event loop), each needing its own stage stack. The
+ * caller names the context current at each edge by a key that changes
+ * whenever the thread switches context (CPython's context version);
+ * while the key stays the thread's current one, ap_enter_in/ap_exit_in
+ * cost what ap_enter/ap_exit do. Otherwise they answer AP_NEED_STACK and
+ * the caller chooses the context's stack (ap_stack_use), opening one the
+ * first time a context records (ap_stack_open), and tries again. A call
+ * on a suspendable stack whose exit comes under another key than its
+ * entry's was suspended: flagged AP_SPAN_SUSPENDED, its CPU time (the
+ * thread's, which ran other contexts meanwhile) left out. */
+typedef struct ap_stack ap_stack;
+
+#define AP_NO_KEY UINT64_MAX
+
+ap_status ap_enter_in(uint64_t key, uint32_t name, int64_t items,
+                      const void *owner);
+ap_status ap_exit_in(uint64_t key, const void *owner, int raised);
+
+/* A new stack on the calling thread whose outermost stages nest under the
+ * innermost stage open on `under` now (under NULL, or of another thread:
+ * at the top level). suspendable: its context may be left while its
+ * stages are open (an asyncio task's, entered at each step), so a key
+ * change under an open stage means it was suspended; otherwise key
+ * changes come from contexts run inside its stages, whose work is
+ * theirs. AP_IGNORED when no session is active. Stacks live as long as
+ * their session. */
+ap_status ap_stack_open(ap_stack *under, int suspendable, ap_stack **out);
+
+/* Makes k (NULL: the thread's own) the calling thread's current stack,
+ * under key. */
+void ap_stack_use(uint64_t key, ap_stack *k);
+
+/* k's context is gone: its stack may be reused once empty. Ignored unless
+ * the active session is the one of generation gen, so a stack of a
+ * session already stopped or freed is never touched. */
+void ap_stack_release(uint64_t gen, ap_stack *k);
+
+/* The active session's generation (0: none), and the calling thread's
+ * index in it (-1: none yet): what a stack's owner keeps to tell whether
+ * the stack is still usable on this thread. */
+uint64_t ap_session_gen(void);
+int64_t ap_thread_index_now(void);
 
 /* Deactivates s and closes stages still open, flagged AP_SPAN_UNCLOSED.
  * AP_IGNORED if already stopped, AP_ERR_FORKED in a forked child. */

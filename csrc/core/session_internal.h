@@ -24,7 +24,25 @@ typedef struct {
     int64_t items;
     int64_t rss0;
     uint64_t rss_seq0;
+    uint64_t key0;         /* the context key at entry: a call whose exit
+                            * comes under another key was suspended */
 } ap_frame;
+
+/* The stage stack of one execution context on one thread: a thread's own
+ * code has one, each asyncio task running on it another, so that tasks
+ * interleaved at their awaits never nest into each other. */
+struct ap_stack {
+    struct ap_stack *next;       /* in the thread's list of all stacks */
+    struct ap_stack *next_spare; /* in the thread's reusable ones */
+    struct ap_thread *thread;
+    ap_frame *frames;
+    uint32_t depth, cap;
+    uint32_t base_node;          /* node its outermost stages nest under */
+    int32_t base_span;           /* their parent span, -1 for none */
+    int released;                /* its context is gone */
+    int suspendable;             /* its context can be left while its
+                                  * stages are open (an asyncio task) */
+};
 
 typedef struct {
     uint32_t name;
@@ -39,8 +57,11 @@ typedef struct ap_thread {
     struct ap_thread *next;
     uint32_t index;
     int64_t native_id;
-    ap_frame *stack;
-    uint32_t depth, stack_cap;
+    ap_stack *stacks;      /* all of them, the thread's own first made */
+    ap_stack *home;        /* the thread's own: ap_enter's */
+    ap_stack *spare;       /* released and empty: reused by new contexts */
+    ap_stack *cur;         /* the current context's */
+    uint64_t cur_key;      /* its key (AP_NO_KEY: none chosen yet) */
     ap_node *nodes;
     uint32_t nnodes, nodes_cap;
     ap_path_map children;  /* (parent node, name) -> node */

@@ -220,6 +220,16 @@ ap_session_report(const ap_session *s, ap_report **out)
     return AP_OK;
 }
 
+static int64_t
+open_calls(const ap_thread *t)
+{
+    int64_t n = 0;
+    for (const ap_stack *k = t->stacks; k; k = k->next) {
+        n += k->depth;
+    }
+    return n;
+}
+
 /* Appends thread t's recent calls, oldest first, then its open calls. */
 static int64_t
 snapshot_spans(const ap_session *s, const ap_clock_anchor *now,
@@ -236,13 +246,15 @@ snapshot_spans(const ap_session *s, const ap_clock_anchor *now,
             out[k++] = report_span(s, now, map, node->recent[at]);
         }
     }
-    for (uint32_t d = 0; d < t->depth; d++) {
-        const ap_frame *f = &t->stack[d];
-        /* another thread's CPU clock is not ours to read */
-        out[k++] = report_span(s, now, map, (ap_span){
-            f->node, t->index, -1, AP_SPAN_UNCLOSED, f->t0, now->ticks,
-            cpu_now >= 0 ? cpu_now - f->cpu0 : 0, f->items,
-        });
+    for (const ap_stack *st = t->stacks; st; st = st->next) {
+        for (uint32_t d = 0; d < st->depth; d++) {
+            const ap_frame *f = &st->frames[d];
+            /* another thread's CPU clock is not ours to read */
+            out[k++] = report_span(s, now, map, (ap_span){
+                f->node, t->index, -1, AP_SPAN_UNCLOSED, f->t0, now->ticks,
+                cpu_now >= 0 ? cpu_now - f->cpu0 : 0, f->items,
+            });
+        }
     }
     return k;
 }
@@ -263,7 +275,7 @@ ap_session_snapshot(ap_session *s, ap_report **out)
         return AP_ERR_NOMEM;
     }
     for (uint32_t k = 0; k < r->nthreads; k++) {
-        r->threads[k].spans = threads[k]->depth;
+        r->threads[k].spans = open_calls(threads[k]);
         for (uint32_t n = 1; n < threads[k]->nnodes; n++) {
             r->threads[k].spans += threads[k]->nodes[n].nrecent;
         }

@@ -7,7 +7,11 @@
 
 enum {
     AP_SPAN_RAISED = 1,   /* left by an exception */
-    AP_SPAN_UNCLOSED = 2  /* still open at stop(); ends at the stop time */
+    AP_SPAN_UNCLOSED = 2, /* closed by stop() or by an enclosing stage's
+                           * exit, not by its own */
+    AP_SPAN_SUSPENDED = 4 /* its context was left while it was open (an
+                           * await): its CPU time is the thread's, which
+                           * ran other contexts meanwhile */
 };
 
 typedef struct {

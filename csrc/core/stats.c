@@ -44,6 +44,7 @@ ap_stats_merge(ap_stats *dst, const ap_stats *src)
     dst->count = n;
     dst->raised += src->raised;
     dst->unclosed += src->unclosed;
+    dst->suspended += src->suspended;
     dst->total_ns += src->total_ns;
     dst->self_ns += src->self_ns;
     dst->cpu_ns += src->cpu_ns;

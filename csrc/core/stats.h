@@ -8,7 +8,9 @@
 typedef struct {
     int64_t count;
     int64_t raised;      /* spans closed by an exception */
-    int64_t unclosed;    /* spans still open at stop(), closed there */
+    int64_t unclosed;    /* spans not closed by their own exit */
+    int64_t suspended;   /* spans whose context was left while open: their
+                          * CPU time includes other contexts' */
     int64_t total_ns;
     int64_t self_ns;
     int64_t min_ns;

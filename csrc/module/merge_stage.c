@@ -148,6 +148,9 @@ stats_of(PyObject *d, const char *which, ap_stats *s)
     for (size_t i = 0; i < ap_stage_nfields; i++) {
         const ap_stage_field *f = &ap_stage_fields[i];
         char *at = (char *)s + f->offset;
+        if (f->optional && PyDict_GetItemString(d, f->key) == NULL) {
+            continue;   /* ap_stats_init made it 0 */
+        }
         if (!(v = item(d, which, f->key)) ||
             (f->kind == AP_FIELD_DOUBLE
                  ? double_of(v, which, f->key, (double *)at)

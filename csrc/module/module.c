@@ -38,6 +38,8 @@ static PyMethodDef module_methods[] = {
     {"stage", (PyCFunction)(void (*)(void))ap_stage_function,
      METH_FASTCALL | METH_KEYWORDS, stage_doc},
     {"active", active, METH_NOARGS, "True while a Profiler is running."},
+    {"_restage", ap_restage, METH_VARARGS,
+     "_restage(func, name, items): rebuilds an unpickled staged function."},
     {"merge_stage", (PyCFunction)(void (*)(void))ap_merge_stage,
      METH_FASTCALL, merge_stage_doc},
     {NULL, NULL, 0, NULL},
@@ -63,7 +65,8 @@ module_exec(PyObject *module)
         ap_staged_function_type_init(module, st) < 0 ||
         ap_profiler_type_init(module, st) < 0 ||
         ap_report_init(module, st) < 0 ||
-        ap_gpu_dtype_init(module, st) < 0) {
+        ap_gpu_dtype_init(module, st) < 0 ||
+        ap_contexts_init(module, st) < 0) {
         return -1;
     }
     return 0;
@@ -77,6 +80,9 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->staged_function_type);
     Py_VISIT(st->profiler_type);
     Py_VISIT(st->protocol_type);
+    Py_VISIT(st->context_stack_type);
+    Py_VISIT(st->stack_var);
+    Py_VISIT(st->wrap_suspendable);
     Py_VISIT(st->update_wrapper);
     Py_VISIT(st->span_dtype);
     Py_VISIT(st->gpu_dtype);
@@ -95,6 +101,9 @@ module_clear(PyObject *module)
     Py_CLEAR(st->staged_function_type);
     Py_CLEAR(st->profiler_type);
     Py_CLEAR(st->protocol_type);
+    Py_CLEAR(st->context_stack_type);
+    Py_CLEAR(st->stack_var);
+    Py_CLEAR(st->wrap_suspendable);
     Py_CLEAR(st->update_wrapper);
     Py_CLEAR(st->span_dtype);
     Py_CLEAR(st->gpu_dtype);

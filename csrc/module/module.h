@@ -62,6 +62,10 @@ typedef struct {
     PyObject *span_dtype;            /* numpy.dtype of ap_span */
     PyObject *gpu_dtype;             /* numpy.dtype of ap_gpu_event */
     PyTypeObject *protocol_type;
+    PyTypeObject *context_stack_type;
+    PyObject *stack_var;             /* ContextVar: the context's stack */
+    PyObject *wrap_suspendable;      /* aquaprof._suspendable.wrap, loaded
+                                      * at the first such decoration */
     /* Direct-mapped cache: str object -> interned id, and a Stage that
      * 'with aquaprof.stage(name)' may reuse instead of allocating. */
     ap_name_slot names[AP_NAME_CACHE];
@@ -81,6 +85,53 @@ int ap_staged_function_type_init(PyObject *module, ap_module_state *st);
 int ap_profiler_type_init(PyObject *module, ap_module_state *st);
 int ap_report_init(PyObject *module, ap_module_state *st);
 int ap_gpu_dtype_init(PyObject *module, ap_module_state *st);
+int ap_contexts_init(PyObject *module, ap_module_state *st);
+
+/* The current execution context's key for ap_enter_in/ap_exit_in:
+ * CPython's context version, which changes at every switch of context
+ * (an asyncio task's step entering its context, and leaving it). */
+static inline uint64_t
+ap_context_key(void)
+{
+    return PyThreadState_Get()->context_ver;
+}
+
+/* Chooses the current context's stage stack after ap_enter_in or
+ * ap_exit_in answered AP_NEED_STACK: the one it made before, or a new
+ * one. owner is a stage or staged function, whose type names the module.
+ * Never fails: without memory the thread's own stack is used. Leaves the
+ * caller's pending exception, if any, as it was. */
+void ap_choose_stack(PyObject *owner);
+
+/* A RuntimeWarning, once per run, that stage name's exit closed stages
+ * left open inside it; never raises (warnings as errors are cleared) and
+ * leaves a pending exception as it was. */
+void ap_warn_misnested(PyObject *name);
+
+/* Opens or closes owner's stage on the current context's stack:
+ * ap_enter_in or ap_exit_in, choosing the stack first when the context
+ * changed. */
+static inline ap_status
+ap_context_enter(PyObject *owner, uint32_t name, int64_t items)
+{
+    ap_status r = ap_enter_in(ap_context_key(), name, items, owner);
+    if (r != AP_NEED_STACK) {
+        return r;
+    }
+    ap_choose_stack(owner);
+    return ap_enter_in(ap_context_key(), name, items, owner);
+}
+
+static inline ap_status
+ap_context_exit(PyObject *owner, int raised)
+{
+    ap_status r = ap_exit_in(ap_context_key(), owner, raised);
+    if (r != AP_NEED_STACK) {
+        return r;
+    }
+    ap_choose_stack(owner);
+    return ap_exit_in(ap_context_key(), owner, raised);
+}
 
 /* Builds a NumPy dtype from spec (a new reference, stolen; NULL passes
  * the caller's error on), checks that it is `size` bytes like its C
@@ -109,6 +160,8 @@ typedef struct {
     const char *key;
     size_t offset;         /* in ap_stats */
     ap_field_kind kind;
+    int optional;          /* reports written before it existed lack it:
+                            * read as 0 */
 } ap_stage_field;
 
 extern const ap_stage_field ap_stage_fields[];
@@ -139,10 +192,15 @@ int ap_stage_name(ap_module_state *st, PyObject *name, uint32_t *id,
 int ap_parse_items(PyObject *obj, int64_t *items);
 
 /* A StagedFunction calling func under the stage name (name NULL: func's
- * __qualname__); refuses generators and coroutines. New reference or NULL
- * with an exception set. */
+ * __qualname__); for coroutine and generator functions a wrapper from
+ * aquaprof._suspendable that times their awaited run or their steps. New
+ * reference or NULL with an exception set. */
 PyObject *ap_wrap_function(ap_module_state *st, PyObject *func,
                            PyObject *name, uint32_t name_id, int64_t items);
+
+/* _core._restage(func, name, items): func staged again, as an unpickled
+ * staged function is rebuilt (staged_function.c). */
+PyObject *ap_restage(PyObject *module, PyObject *args);
 
 /* Module-level functions defined in stage.c. */
 PyObject *ap_stage_function(PyObject *module, PyObject *const *args,

@@ -12,19 +12,20 @@
 #include "../core/intern.h"
 
 const ap_stage_field ap_stage_fields[] = {
-    {"count", offsetof(ap_stats, count), AP_FIELD_SUM},
-    {"raised", offsetof(ap_stats, raised), AP_FIELD_SUM},
-    {"unclosed", offsetof(ap_stats, unclosed), AP_FIELD_SUM},
-    {"total_ns", offsetof(ap_stats, total_ns), AP_FIELD_SUM},
-    {"self_ns", offsetof(ap_stats, self_ns), AP_FIELD_SUM},
-    {"min_ns", offsetof(ap_stats, min_ns), AP_FIELD_EXTREME},
-    {"max_ns", offsetof(ap_stats, max_ns), AP_FIELD_EXTREME},
-    {"mean_ns", offsetof(ap_stats, mean_ns), AP_FIELD_DOUBLE},
-    {"m2", offsetof(ap_stats, m2), AP_FIELD_DOUBLE},
-    {"cpu_ns", offsetof(ap_stats, cpu_ns), AP_FIELD_SUM},
-    {"items", offsetof(ap_stats, items), AP_FIELD_SUM},
-    {"mem_peak", offsetof(ap_stats, mem_peak), AP_FIELD_EXTREME},
-    {"mem_delta", offsetof(ap_stats, mem_delta), AP_FIELD_SUM},
+    {"count", offsetof(ap_stats, count), AP_FIELD_SUM, 0},
+    {"raised", offsetof(ap_stats, raised), AP_FIELD_SUM, 0},
+    {"unclosed", offsetof(ap_stats, unclosed), AP_FIELD_SUM, 0},
+    {"suspended", offsetof(ap_stats, suspended), AP_FIELD_SUM, 1},
+    {"total_ns", offsetof(ap_stats, total_ns), AP_FIELD_SUM, 0},
+    {"self_ns", offsetof(ap_stats, self_ns), AP_FIELD_SUM, 0},
+    {"min_ns", offsetof(ap_stats, min_ns), AP_FIELD_EXTREME, 0},
+    {"max_ns", offsetof(ap_stats, max_ns), AP_FIELD_EXTREME, 0},
+    {"mean_ns", offsetof(ap_stats, mean_ns), AP_FIELD_DOUBLE, 0},
+    {"m2", offsetof(ap_stats, m2), AP_FIELD_DOUBLE, 0},
+    {"cpu_ns", offsetof(ap_stats, cpu_ns), AP_FIELD_SUM, 0},
+    {"items", offsetof(ap_stats, items), AP_FIELD_SUM, 0},
+    {"mem_peak", offsetof(ap_stats, mem_peak), AP_FIELD_EXTREME, 0},
+    {"mem_delta", offsetof(ap_stats, mem_delta), AP_FIELD_SUM, 0},
 };
 const size_t ap_stage_nfields =
     sizeof(ap_stage_fields) / sizeof(ap_stage_fields[0]);
@@ -312,5 +313,10 @@ ap_report_init(PyObject *module, ap_module_state *st)
     if (PyModule_AddIntConstant(module, "SPAN_RAISED", AP_SPAN_RAISED) < 0) {
         return -1;
     }
-    return PyModule_AddIntConstant(module, "SPAN_UNCLOSED", AP_SPAN_UNCLOSED);
+    if (PyModule_AddIntConstant(module, "SPAN_UNCLOSED",
+                                AP_SPAN_UNCLOSED) < 0) {
+        return -1;
+    }
+    return PyModule_AddIntConstant(module, "SPAN_SUSPENDED",
+                                   AP_SPAN_SUSPENDED);
 }

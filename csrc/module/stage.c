@@ -36,7 +36,7 @@ stage_enter_on(StageObject *self)
                         "a function; give it a name to use it with 'with'");
         return NULL;
     }
-    ap_enter(self->name_id, self->items, self);
+    ap_context_enter((PyObject *)self, self->name_id, self->items);
     return Py_NewRef(self);
 }
 
@@ -52,12 +52,9 @@ stage_enter(StageObject *self)
 static AP_NOINLINE PyObject *
 stage_exit_on(StageObject *self, PyObject *exc_type)
 {
-    if (ap_exit(self, exc_type != Py_None) == AP_ERR_NOT_INNERMOST) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "stage %R exited while a stage entered after it is "
-                     "still open; stages must close innermost first",
-                     self->name);
-        return NULL;
+    if (ap_context_exit((PyObject *)self, exc_type != Py_None) ==
+        AP_MISNESTED) {
+        ap_warn_misnested(self->name);
     }
     Py_RETURN_FALSE;
 }

@@ -2,6 +2,7 @@
  * profiler running a call costs one flag test over calling func. */
 #include "module.h"
 
+#include <string.h>
 #include <structmember.h>
 
 #include "../core/session.h"
@@ -31,15 +32,10 @@ staged_call(PyObject *self, PyObject *const *args, size_t nargsf,
     if (!ap_active()) {
         return sf->func_call(sf->func, args, nargsf, kwnames);
     }
-    int entered = ap_enter(sf->name_id, sf->items, self) == AP_OK;
+    int entered = ap_context_enter(self, sf->name_id, sf->items) == AP_OK;
     PyObject *result = sf->func_call(sf->func, args, nargsf, kwnames);
-    if (entered && ap_exit(self, result == NULL) == AP_ERR_NOT_INNERMOST &&
-        result != NULL) {
-        Py_DECREF(result);
-        PyErr_Format(PyExc_RuntimeError,
-                     "%R returned while a stage it entered is still open; "
-                     "close inner stages first (use 'with')", sf->name);
-        return NULL;
+    if (entered && ap_context_exit(self, result == NULL) == AP_MISNESTED) {
+        ap_warn_misnested(sf->name);
     }
     return result;
 }
@@ -90,6 +86,85 @@ staged_repr(StagedFunctionObject *self)
                                 self->name, self->func);
 }
 
+/* The object module.qualname names, or NULL (no error) when there is
+ * none. */
+static PyObject *
+lookup_global(PyObject *modname, PyObject *qualname)
+{
+    PyObject *obj = PyImport_Import(modname);
+    PyObject *parts = obj ? PyObject_CallMethod(qualname, "split", "s", ".")
+                          : NULL;
+    for (Py_ssize_t i = 0; parts && obj && i < PyList_GET_SIZE(parts); i++) {
+        Py_SETREF(obj, PyObject_GetAttr(obj, PyList_GET_ITEM(parts, i)));
+    }
+    Py_XDECREF(parts);
+    if (obj == NULL) {
+        PyErr_Clear();
+    }
+    return obj;
+}
+
+/* Pickled by reference, like a functools.wraps wrapper, when its module
+ * holds it under its qualified name (a decorated module-level function
+ * or method): process pools and spawned workers import it. Otherwise as
+ * the function it wraps, staged again on loading. */
+static PyObject *
+staged_reduce(StagedFunctionObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *modname = NULL, *qualname = NULL;
+    if (ap_getattr_optional((PyObject *)self, "__module__", &modname) < 0 ||
+        ap_getattr_optional((PyObject *)self, "__qualname__", &qualname) < 0) {
+        Py_XDECREF(modname);
+        return NULL;
+    }
+    if (modname && qualname && PyUnicode_Check(modname) &&
+        PyUnicode_Check(qualname)) {
+        PyObject *found = lookup_global(modname, qualname);
+        Py_XDECREF(found);
+        if (found == (PyObject *)self) {
+            Py_DECREF(modname);
+            return qualname;
+        }
+    }
+    Py_XDECREF(modname);
+    Py_XDECREF(qualname);
+    PyObject *module = PyType_GetModule(Py_TYPE(self));
+    PyObject *restage = module ? PyObject_GetAttrString(module, "_restage")
+                               : NULL;
+    if (restage == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("N(OOL)", restage, self->func, self->name,
+                         (long long)self->items);
+}
+
+PyObject *
+ap_restage(PyObject *module, PyObject *args)
+{
+    PyObject *func, *name;
+    long long items;
+    if (!PyArg_ParseTuple(args, "OUL:_restage", &func, &name, &items)) {
+        return NULL;
+    }
+    ap_module_state *st = ap_state(module);
+    uint32_t name_id;
+    ap_name_slot *slot;
+    if (items < 0 || ap_stage_name(st, name, &name_id, &slot) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "_restage: items < 0");
+        }
+        return NULL;
+    }
+    return ap_wrap_function(st, func, name, name_id, items);
+}
+
+static PyMethodDef staged_methods[] = {
+    {"__reduce__", (PyCFunction)staged_reduce, METH_NOARGS,
+     "Pickles by reference when the function's module holds it."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMemberDef staged_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET,
      offsetof(StagedFunctionObject, vectorcall), READONLY, NULL},
@@ -115,6 +190,7 @@ static PyType_Slot staged_slots[] = {
     {Py_tp_dealloc, staged_dealloc},
     {Py_tp_repr, staged_repr},
     {Py_tp_members, staged_members},
+    {Py_tp_methods, staged_methods},
     {Py_tp_doc, "A function whose calls are recorded as an aquaprof stage."},
     {0, NULL},
 };
@@ -127,10 +203,15 @@ static PyType_Spec staged_spec = {
     .slots = staged_slots,
 };
 
-/* Refuses what a stage cannot time as one call: generators and
- * coroutines return at their first suspension. */
+/* What func returns when called, as aquaprof._suspendable numbers it: 0
+ * for a plain result, else a coroutine, an async generator or a
+ * generator, which a stage must follow through its steps. Looks through
+ * bound methods and functools.partial, as inspect does. -1 with an
+ * exception set. */
+enum { PLAIN = 0, COROUTINE = 1, ASYNC_GENERATOR = 2, GENERATOR = 3 };
+
 static int
-check_wrappable(PyObject *func)
+suspension_kind(PyObject *func)
 {
     if (!PyCallable_Check(func)) {
         PyErr_Format(PyExc_TypeError,
@@ -138,41 +219,67 @@ check_wrappable(PyObject *func)
                      Py_TYPE(func)->tp_name);
         return -1;
     }
-    PyObject *code = NULL;
-    if (ap_getattr_optional(func, "__code__", &code) < 0) {
+    Py_INCREF(func);
+    for (int hops = 0; hops < 32; hops++) {
+        PyObject *inner = NULL;
+        if (PyMethod_Check(func)) {
+            inner = Py_NewRef(PyMethod_GET_FUNCTION(func));
+        } else if (!PyFunction_Check(func) &&
+                   strcmp(Py_TYPE(func)->tp_name, "functools.partial") == 0 &&
+                   ap_getattr_optional(func, "func", &inner) < 0) {
+            Py_DECREF(func);
+            return -1;
+        }
+        if (inner == NULL) {
+            break;
+        }
+        Py_SETREF(func, inner);
+    }
+    PyObject *code = NULL, *co_flags = NULL;
+    int rc = ap_getattr_optional(func, "__code__", &code);
+    Py_DECREF(func);
+    if (rc < 0) {
         return -1;
     }
-    if (code == NULL) {
-        return 0;
-    }
-    long flags = 0;
-    PyObject *co_flags = NULL;
-    if (ap_getattr_optional(code, "co_flags", &co_flags) < 0) {
+    if (code && ap_getattr_optional(code, "co_flags", &co_flags) < 0) {
         Py_DECREF(code);
         return -1;
     }
-    Py_DECREF(code);
-    if (co_flags && PyLong_Check(co_flags)) {
-        flags = PyLong_AsLong(co_flags);
-    }
+    Py_XDECREF(code);
+    long flags = co_flags && PyLong_Check(co_flags) ? PyLong_AsLong(co_flags)
+                                                    : 0;
     Py_XDECREF(co_flags);
-    const char *kind = NULL;
-    if (flags & (AP_CO_GENERATOR | AP_CO_ITERABLE_COROUTINE)) {
-        kind = "a generator function";
-    } else if (flags & AP_CO_ASYNC_GENERATOR) {
-        kind = "an async generator function";
-    } else if (flags & AP_CO_COROUTINE) {
-        kind = "a coroutine function";
+    if (flags == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        flags = 0;
     }
-    if (kind) {
-        PyErr_Format(PyExc_TypeError,
-                     "aquaprof.stage cannot decorate %R: it is %s, which "
-                     "returns at its first suspension, so the stage would "
-                     "not cover its work; use 'with aquaprof.stage(...):' "
-                     "inside it instead", func, kind);
-        return -1;
+    if (flags & AP_CO_ASYNC_GENERATOR) {
+        return ASYNC_GENERATOR;
     }
-    return 0;
+    if (flags & (AP_CO_COROUTINE | AP_CO_ITERABLE_COROUTINE)) {
+        return COROUTINE;
+    }
+    return flags & AP_CO_GENERATOR ? GENERATOR : PLAIN;
+}
+
+/* func wrapped by aquaprof._suspendable.wrap, imported at its first use. */
+static PyObject *
+wrap_suspendable(ap_module_state *st, PyObject *func, PyObject *name,
+                 int64_t items, int kind)
+{
+    if (st->wrap_suspendable == NULL) {
+        PyObject *mod = PyImport_ImportModule("aquaprof._suspendable");
+        if (mod == NULL) {
+            return NULL;
+        }
+        st->wrap_suspendable = PyObject_GetAttrString(mod, "wrap");
+        Py_DECREF(mod);
+        if (st->wrap_suspendable == NULL) {
+            return NULL;
+        }
+    }
+    return PyObject_CallFunction(st->wrap_suspendable, "OOLi", func, name,
+                                 (long long)items, kind);
 }
 
 static PyObject *
@@ -201,7 +308,8 @@ PyObject *
 ap_wrap_function(ap_module_state *st, PyObject *func, PyObject *name,
               uint32_t name_id, int64_t items)
 {
-    if (check_wrappable(func) < 0) {
+    int kind = suspension_kind(func);
+    if (kind < 0) {
         return NULL;
     }
     PyObject *owned_name = NULL;
@@ -212,6 +320,11 @@ ap_wrap_function(ap_module_state *st, PyObject *func, PyObject *name,
             Py_XDECREF(owned_name);
             return NULL;
         }
+    }
+    if (kind != PLAIN) {
+        PyObject *wrapped = wrap_suspendable(st, func, name, items, kind);
+        Py_XDECREF(owned_name);
+        return wrapped;
     }
     StagedFunctionObject *sf = PyObject_GC_New(StagedFunctionObject,
                                                st->staged_function_type);

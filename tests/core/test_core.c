@@ -222,7 +222,6 @@ test_nesting_and_self_time(void)
         CHECK(ap_enter(in, 0, &inner) == AP_OK);
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
-        CHECK(ap_exit(&outer, 0) == AP_ERR_NOT_INNERMOST);
         CHECK(ap_exit(&inner, i == 9) == AP_OK);
     }
     CHECK(ap_exit(&inner, 0) == AP_IGNORED);
@@ -290,6 +289,80 @@ test_unclosed_at_stop(void)
     CHECK(st && st->stats.unclosed == 1 && st->stats.count == 1);
     CHECK(r->spans[1].flags == AP_SPAN_UNCLOSED &&
           r->spans[1].end_ns == r->stop_ns);
+    finish(s, r);
+}
+
+/* An outer stage's exit with an inner one still open (a generator
+ * abandoned inside it) closes both: the inner flagged unclosed and
+ * counted, never an error; the inner's late exit is then ignored. */
+static void
+test_misnested_exit_closes_inner(void)
+{
+    ap_session *s = start(&default_config);
+    int a, b;
+    ap_enter(name("outer"), 0, &a);
+    ap_enter(name("abandoned"), 0, &b);
+    CHECK(ap_exit(&a, 0) == AP_MISNESTED);
+    CHECK(ap_exit(&b, 0) == AP_IGNORED);
+    ap_report *r = stop_and_report(s);
+    CHECK(r->unclosed == 1);
+    const ap_report_stage *in = find_stage(r, "outer/abandoned");
+    const ap_report_stage *out = find_stage(r, "outer");
+    CHECK(in && in->stats.unclosed == 1 && in->stats.count == 1);
+    CHECK(out && out->stats.unclosed == 0 && out->stats.count == 1);
+    CHECK(r->spans[1].flags == AP_SPAN_UNCLOSED &&
+          r->spans[1].end_ns == r->spans[0].end_ns);
+    finish(s, r);
+}
+
+/* Two contexts interleaved on one thread, as asyncio tasks are: each
+ * stack nests only its own stages, under the stage open where the
+ * context began, and a call left across a switch is flagged suspended. */
+static void
+test_contexts_interleave(void)
+{
+    ap_session *s = start(&default_config);
+    int serve, ta, tb, inner;
+    CHECK(ap_enter_in(7, name("serve"), 0, &serve) == AP_NEED_STACK);
+    ap_stack *home, *a, *b;
+    CHECK(ap_stack_open(NULL, 0, &home) == AP_OK);
+    ap_stack_use(7, home);
+    CHECK(ap_enter_in(7, name("serve"), 0, &serve) == AP_OK);
+    CHECK(ap_stack_open(home, 1, &a) == AP_OK);
+    CHECK(ap_stack_open(home, 1, &b) == AP_OK);
+    ap_stack_use(8, a);
+    CHECK(ap_enter_in(8, name("task"), 0, &ta) == AP_OK);
+    CHECK(ap_enter_in(9, name("task"), 0, &tb) == AP_NEED_STACK);
+    ap_stack_use(9, b);
+    CHECK(ap_enter_in(9, name("task"), 0, &tb) == AP_OK);
+    ap_stack_use(10, a);
+    CHECK(ap_enter_in(10, name("step"), 0, &inner) == AP_OK);
+    CHECK(ap_exit_in(10, &inner, 0) == AP_OK);  /* no switch: not flagged */
+    CHECK(ap_exit_in(10, &ta, 0) == AP_OK);     /* entered under 8 */
+    ap_stack_use(11, b);
+    CHECK(ap_exit_in(11, &tb, 0) == AP_OK);
+    uint64_t gen = ap_session_gen();
+    CHECK(gen != 0 && ap_thread_index_now() == 0);
+    ap_stack_release(gen, a);
+    ap_stack_release(gen, b);
+    ap_stack *reused;
+    CHECK(ap_stack_open(NULL, 1, &reused) == AP_OK && (reused == a ||
+                                                   reused == b));
+    ap_stack_use(12, home);
+    CHECK(ap_exit_in(12, &serve, 0) == AP_OK);  /* not suspendable */
+    ap_report *r = stop_and_report(s);
+    CHECK(find_stage(r, "serve")->stats.suspended == 0);
+    ap_stack_release(gen, a);                    /* stopped: ignored */
+    const ap_report_stage *task = find_stage(r, "serve/task");
+    const ap_report_stage *step = find_stage(r, "serve/task/step");
+    CHECK(task && task->stats.count == 2 && task->stats.suspended == 2);
+    CHECK(task && task->stats.cpu_ns == 0);     /* the thread's: left out */
+    CHECK(step && step->stats.count == 1 && step->stats.suspended == 0);
+    CHECK(find_stage(r, "serve/task/task") == NULL);
+    CHECK(r->unclosed == 0 && r->nspans == 4);
+    /* both tasks' spans point at serve's, step's at its own task's */
+    CHECK(r->spans[1].parent == 0 && r->spans[2].parent == 0 &&
+          r->spans[3].parent == 1);
     finish(s, r);
 }
 
@@ -461,7 +534,7 @@ test_hooks_and_tags(void)
     int a, b, d;
     ap_enter(name("outer"), 0, &a);
     ap_enter(name("inner"), 0, &b);
-    CHECK(ap_exit(&a, 0) == AP_ERR_NOT_INNERMOST);   /* no hook on refusal */
+    CHECK(ap_exit(&hook_enters, 0) == AP_IGNORED);  /* no hook: not open */
     ap_exit(&b, 0);
     ap_enter(name("inner"), 0, &d);                  /* over the cap */
     ap_exit(&d, 0);
@@ -552,6 +625,8 @@ main(void)
     test_nesting_and_self_time();
     test_drops_keep_aggregates_exact();
     test_unclosed_at_stop();
+    test_misnested_exit_closes_inner();
+    test_contexts_interleave();
     test_threads_merge();
     test_clock_agrees_with_monotonic();
     test_rss_peak();
