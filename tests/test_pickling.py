@@ -67,3 +67,24 @@ def test_process_pools_run_staged_functions(method):
     with ProcessPoolExecutor(2, mp_context=context) as pool:
         assert list(pool.map(square, range(5))) == [0, 1, 4, 9, 16]
         assert list(pool.map(restaged, range(2))) == [100, 101]
+
+
+class Squares:
+    """A dataset whose item is a staged method."""
+
+    def __len__(self):
+        return 6
+
+    @ap.stage("getitem")
+    def __getitem__(self, i):
+        return i * i
+
+
+def test_a_spawned_dataloader_worker_runs_a_staged_dataset():
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(Squares(), batch_size=3, num_workers=1,
+                        multiprocessing_context="spawn")
+    batches = [b.tolist() for b in loader]
+    assert batches == [[0, 1, 4], [9, 16, 25]]
