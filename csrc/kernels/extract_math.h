@@ -7,20 +7,24 @@
 #include "host_device.h"
 
 /* c: the pixel's d costs. Parabola refinement clamped to half a step;
- * NaN depth and confidence 0 at the first and last hypothesis. */
+ * NaN depth and confidence 0 at the first and last hypothesis, and where
+ * a cost is NaN or infinite: a NaN never compares less, so it would hide
+ * the best cost behind it, and an infinite one would make the parabola's
+ * offset NaN while the confidence stayed above 0. */
 static inline AP_HD void
 ap_extract_pixel(const float *c, int d, const double *depths, float *depth,
                  float *confidence)
 {
-    int best = 0;
+    int best = 0, finite = 1;
     double sum = 0.0;
     for (int k = 0; k < d; k++) {
         sum += c[k];
+        finite &= isfinite(c[k]) != 0;
         if (c[k] < c[best]) {
             best = k;
         }
     }
-    if (best == 0 || best == d - 1) {
+    if (!finite || best == 0 || best == d - 1) {
         *depth = NAN;
         *confidence = 0.0f;
         return;
