@@ -59,7 +59,8 @@ int ap_cost_volume(const ap_sweep_args *args, float *out);
 void ap_gauss_weights(int radius, double *gauss);
 
 /* Winner-take-all with parabola refinement over a (h, w, d) volume.
- * depth NaN and confidence 0 at the first and last hypothesis. */
+ * depth NaN and confidence 0 at the first and last hypothesis, and where
+ * a pixel's costs are not all finite (ap_extract_pixel). */
 void ap_extract_depth(const float *volume, int h, int w, int d,
                       const double *depths, float *depth, float *confidence);
 
