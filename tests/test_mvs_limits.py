@@ -9,6 +9,7 @@ import pytest
 
 import aquaprof.mvs as mvs
 from aquaprof import _mvs
+from aquaprof.mvs import scenes
 
 K = np.array([[20, 0, 8], [0, 20, 6], [0, 0, 1.0]])
 CAM = mvs.Camera.pinhole(K, np.eye(3), np.zeros(3))
@@ -41,6 +42,8 @@ DEEP_VOLUME = np.broadcast_to(np.float32(0.5), (2, 2, 1 << 31))
      "cost_volume has 2147483648 planes, " + LIMIT),
     (lambda: mvs.extract_depth(DEEP_VOLUME, MANY_DEPTHS),
      "depths has 2147483648 entries, " + LIMIT),
+    (lambda: scenes.make_scene(height=1 << 16, width=1 << 15),
+     "the scene has " + TOO_MANY),
 ])
 def test_the_python_layer_refuses_sizes_the_kernels_cannot_index(call,
                                                                  message):

@@ -15,16 +15,17 @@ static inline AP_HD void
 ap_extract_pixel(const float *c, int d, const double *depths, float *depth,
                  float *confidence)
 {
-    int best = 0, finite = 1;
+    int best = 0;
     double sum = 0.0;
     for (int k = 0; k < d; k++) {
         sum += c[k];
-        finite &= isfinite(c[k]) != 0;
         if (c[k] < c[best]) {
             best = k;
         }
     }
-    if (!finite || best == 0 || best == d - 1) {
+    /* finite floats cannot add up past a double's range (2^31 of
+     * FLT_MAX is 7e47): the sum is finite just when every cost is */
+    if (!isfinite(sum) || best == 0 || best == d - 1) {
         *depth = NAN;
         *confidence = 0.0f;
         return;
