@@ -52,6 +52,8 @@ def refractive(**changes):
     (dict(t=None), r"t must be a \(3,\) array, got shape \(\)"),
     (dict(water_z="deep"), "water_z must be a number, got str"),
     (dict(water_z=[0.2]), "water_z must be a number, got list"),
+    (dict(water_z=np.array([0.2])), "water_z must be a number, got ndarray"),
+    (dict(n_water=np.ones((1, 1))), "n_water must be a number, got ndarray"),
     (dict(water_z=np.nan), "water_z is nan: it must be finite"),
     (dict(water_z=-np.inf), "water_z is -inf: it must be finite"),
     (dict(normal=(0, 0, 0)), "normal is the zero vector: it must point "

@@ -34,6 +34,8 @@ def _matrix(value: Union[ArrayLike, float], name: str,
 
 def _number(value: float, name: str) -> float:
     try:
+        if np.ndim(value) != 0:     # float() takes a 1-element array
+            raise TypeError
         v = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number, got "

@@ -1,4 +1,4 @@
-/* CUDA entry points of aquaprof._mvs. aquaprof/mvs/_gpu.py checks the GPU
+/* CUDA entry points of aquaprof._mvs. aquaprof/mvs/_cuda.py checks the GPU
  * arrays, allocates outputs and scratch with the caller's own library
  * (torch, CuPy) and passes raw device pointers; these launch the kernels
  * on the caller's stream and return at once: nothing here synchronises
