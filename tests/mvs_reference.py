@@ -31,6 +31,8 @@ def cast(cam, u, v):
     origin = c + d * height / cos_in
     sin_in = np.sqrt(1 - cos_in ** 2)
     sin_out = cam.n_air / cam.n_water * sin_in
+    if sin_out >= 1:
+        return None     # past the critical angle: reflected whole
     horizontal = d + cos_in * n
     if np.linalg.norm(horizontal) > 0:
         horizontal /= np.linalg.norm(horizontal)
@@ -144,6 +146,8 @@ def extract_depth(volume, depths):
     for y in range(h):
         for x in range(w):
             c = volume[y, x].astype(np.float64)
+            if not np.isfinite(c).all():
+                continue
             k = int(np.argmin(c))
             if k in (0, d - 1):
                 continue

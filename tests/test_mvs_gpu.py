@@ -74,12 +74,37 @@ def test_gpu_arrays_are_read_and_checked():
         _cuda.GpuArray(FakeTorchTensor(), "ref", 3)
     with pytest.raises(ValueError, match="ref must be C-contiguous"):
         _cuda.GpuArray(FakeTorchTensor(strides=(4, 16)), "ref", 2)
-    huge = FakeTorchTensor(shape=(1 << 16, 1 << 15))
-    with pytest.raises(ValueError, match="ref has 2147483648 pixels"):
-        _cuda.images(huge, [huge])
     with pytest.raises(ValueError, match="ref must be at least 2 x 2"):
         _cuda.images(FakeTorchTensor(shape=(1, 6)),
                     FakeTorchTensor(shape=(1, 1, 6)))
+
+
+LIMIT = r"more than the 2147483647 \(2\^31 - 1\) the kernels index"
+TOO_MANY = r"65536 x 32768 = 2147483648 pixels, " + LIMIT
+
+
+def test_gpu_arrays_beyond_the_kernels_int_indices_are_refused():
+    """Checked from the shapes alone, before the device is asked: these
+    fakes hold no memory."""
+    huge = FakeTorchTensor(shape=(1 << 16, 1 << 15))
+    small = FakeTorchTensor(shape=(4, 6))
+    depths = np.array([1.0, 2.0, 3.0])
+    for call, message in [
+        (lambda: _cuda.images(huge, [huge]), "ref has " + TOO_MANY),
+        (lambda: _cuda.images(small, FakeTorchTensor(shape=(1 << 31, 4, 6))),
+         "srcs has 2147483648 views, " + LIMIT),
+        (lambda: _cuda.warp(huge, SCENE.ref_cam.params,
+                            SCENE.ref_cam.params, 1.0),
+         "src has " + TOO_MANY),
+        (lambda: _cuda.extract_depth(
+            FakeTorchTensor(shape=(1 << 16, 1 << 15, 3)), depths),
+         "cost_volume has " + TOO_MANY),
+        (lambda: _cuda.extract_depth(FakeTorchTensor(shape=(2, 2, 1 << 31)),
+                                     depths),
+         "cost_volume has 2147483648 planes, " + LIMIT),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            call()
 
 
 SCENE = scenes.make_scene("flat", views=3, height=24, width=32)
@@ -100,19 +125,49 @@ def test_the_gpu_binding_rejects_bad_arguments_before_any_launch():
         f(*args)
 
     for f, good, bad in [
-        (_mvs.gpu_warp, warp, [{"a3": 1}, {"a2": 0}, {"a9": 0},
-                               {"a3": 1 << 16, "a4": 1 << 15}]),
-        (_mvs.gpu_cost_volume, volume,
-         [{"a5": 1 << 16, "a6": 1 << 15}, {"a13": 3}, {"a14": 4}, {"a14": 65}, {"a4": 0}, {"a12": 7},
-          {"a11": -1}, {"a15": 0}]),
-        (_mvs.gpu_extract_depth, extract, [{"a5": 0}, {"a8": 0}]),
+        (_mvs.gpu_warp, warp, [
+            ({"a3": 1}, r"src must be at least 2 x 2 pixels, got 1 x 32"),
+            ({"a4": -5}, r"got 24 x -5"),
+            ({"a2": 0}, "src is a null device pointer"),
+            ({"a8": 0}, "rays is a null device pointer"),
+            ({"a9": 0}, "out is a null device pointer"),
+            ({"a3": 1 << 16, "a4": 1 << 15}, "src has " + TOO_MANY),
+            # sizes that do not fit in a C int, nor their product in 64 bits
+            ({"a3": 1 << 40, "a4": 1 << 40},
+             "src has 1099511627776 x 1099511627776 = "
+             "1208925819614629174706176 pixels, " + LIMIT)]),
+        (_mvs.gpu_cost_volume, volume, [
+            ({"a5": 1 << 16, "a6": 1 << 15}, "ref has " + TOO_MANY),
+            ({"a5": 1}, "ref must be at least 2 x 2 pixels, got 1 x 32"),
+            ({"a4": 1 << 31}, "srcs has 2147483648 views, " + LIMIT),
+            ({"a10": 1 << 31}, "depths has 2147483648 entries, " + LIMIT),
+            ({"a4": 0}, "a sweep needs a source view and a depth, got 0 "
+                        "views"),
+            ({"a12": 7}, "planes 0 to 6 are not among the 6 depths"),
+            ({"a11": -1}, "planes -1 to 4 are not among the 6 depths"),
+            ({"a11": 1 << 40}, "planes 1099511627776 to"),
+            ({"a13": 3}, r"cost must be 0 \(ncc\), 1 \(ssim\) or 2 "
+                         r"\(sad\), got 3"),
+            ({"a14": 4}, "window must be odd, from 3 to 63, got 4"),
+            ({"a14": 65}, "window must be odd, from 3 to 63, got 65"),
+            ({"a15": 0}, "rays is a null device pointer"),
+            ({"a2": 0}, "ref is a null device pointer")]),
+        (_mvs.gpu_extract_depth, extract, [
+            ({"a5": 0}, "cost_volume must have a plane or more, got 0"),
+            ({"a3": 0}, r"cost_volume must be at least 1 x 1 pixels, got "
+                        r"0 x 32"),
+            ({"a3": 1 << 16, "a4": 1 << 15}, "cost_volume has " + TOO_MANY),
+            ({"a5": 1 << 31}, "cost_volume has 2147483648 planes, " + LIMIT),
+            ({"a8": 0}, "confidence is a null device pointer")]),
     ]:
-        for change in bad:
-            with pytest.raises(ValueError):
+        for change, message in bad:
+            with pytest.raises(ValueError, match=message):
                 call(f, good, **change)
-    with pytest.raises(ValueError, match="src_cam is not a valid camera"):
+    with pytest.raises(ValueError, match="src_cam is not a valid camera: "
+                                         "K's last row is"):
         call(_mvs.gpu_warp, warp, a6=np.zeros(28))
-    with pytest.raises(ValueError, match="src_cams must hold n cameras"):
+    with pytest.raises(ValueError, match=r"src_cams must hold n cameras "
+                                         r"\(3\), got 2"):
         call(_mvs.gpu_cost_volume, volume, a4=3)
 
 
@@ -264,3 +319,67 @@ def test_cuda_bad_inputs():
                               SCENE.cameras[1:2], DEPTHS, window=4)
     with pytest.raises(RuntimeError, match="no CUDA device 99"):
         _mvs.gpu_check(99)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_extract_depth_gives_no_depth_where_a_cost_is_not_finite():
+    volume = np.tile(np.array([0.9, 0.5, 0.2, 0.6, 0.8], np.float32),
+                     (2, 3, 1))
+    volume[0, 0, 0], volume[0, 1, 2], volume[0, 2, 3] = np.nan, np.inf, \
+        -np.inf
+    depths = np.linspace(1.0, 1.4, 5)
+    depth, conf = mvs.extract_depth(cuda(volume), depths)
+    expected_depth, expected_conf = mvs.extract_depth(volume, depths)
+    assert np.isnan(expected_depth[0]).all()
+    assert close(depth, expected_depth, 1e-6)
+    assert close(conf, expected_conf, 1e-6)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_rays_past_the_critical_angle_see_nothing():
+    """A camera over a surface with less index below (n_water < n_air)
+    whose corners look past the critical angle: those pixels have no ray
+    on the GPU either, and no cost is NaN."""
+    K = np.array([[12.0, 0, 15.5], [0, 12.0, 11.5], [0, 0, 1]])
+    cams = [mvs.Camera.refractive(K, np.eye(3), [-x, 0, 0], 0.2, n_air=1.5,
+                                  n_water=1.0) for x in (0.0, 0.02, -0.03)]
+    imgs = scenes.make_scene("flat", views=3, height=24, width=32).images
+    for depth in (0.3, 1.0):
+        out = mvs.warp(cuda(imgs[1]), cams[0], cams[1], depth)
+        expected = mvs.warp(imgs[1], cams[0], cams[1], depth)
+        assert np.isnan(expected).any() and close(out, expected)
+    depths = np.array([0.3, 0.6, 1.0, 1.6])
+    out = mvs.build_cost_volume(cuda(imgs[0]), cuda(np.stack(imgs[1:])),
+                                cams[0], cams[1:], depths, "ncc", 5)
+    expected = mvs.build_cost_volume(imgs[0], imgs[1:], cams[0], cams[1:],
+                                     depths, "ncc", 5)
+    assert np.isfinite(expected).all() and close(out, expected)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_images_taller_than_one_grid_are_covered():
+    """A grid holds 65535 blocks down: 524,280 rows of 8. Taller images
+    (within the 2^31 - 1 pixels) take more launches, and every row is
+    computed."""
+    h, w = 530_000, 4
+    K = np.array([[1e5, 0, 1.5], [0, 1e5, 527_000.0], [0, 0, 1]])
+    ref_cam = mvs.Camera.pinhole(K, np.eye(3), np.zeros(3))
+    src_cam = mvs.Camera.pinhole(K, np.eye(3), [0, -0.001, 0])
+    rng = np.random.default_rng(9)
+    ref_img = rng.random((h, w)).astype(np.float32)
+    src_img = np.roll(ref_img, 100, axis=0)
+    depths = np.array([0.9, 1.0, 1.1])
+    warped = mvs.warp(cuda(src_img), ref_cam, src_cam, 1.0)
+    expected = mvs.warp(src_img, ref_cam, src_cam, 1.0)
+    assert np.isfinite(expected[524_280:]).mean() > 0.5   # seen past it
+    assert close(warped, expected)
+    volume = mvs.build_cost_volume(cuda(ref_img), cuda(src_img[None]),
+                                   ref_cam, [src_cam], depths, "sad", 3)
+    expected = mvs.build_cost_volume(ref_img, src_img[None], ref_cam,
+                                     [src_cam], depths, "sad", 3)
+    assert close(volume, expected)
+    depth, _ = mvs.extract_depth(volume, depths)
+    assert close(depth, mvs.extract_depth(expected, depths)[0], 1e-6)

@@ -14,7 +14,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from .. import _mvs
-from ._limits import check_image_size
+from ._limits import check_count, check_image_size, check_pixels
 
 DLPACK_CUDA, DLPACK_CUDA_MANAGED = 2, 13
 
@@ -144,6 +144,7 @@ def images(ref: object, srcs: object) -> Tuple[GpuArray, GpuArray, int]:
     if isinstance(srcs, (list, tuple)):
         if not srcs:
             raise ValueError("srcs must hold at least one source view")
+        check_count(len(srcs), "srcs", "views")
         views: List[GpuArray] = [GpuArray(s, f"srcs[{i}]", 2)
                                  for i, s in enumerate(srcs)]
         stacked = ref_view.empty((len(views),) + ref_view.shape)
@@ -156,6 +157,7 @@ def images(ref: object, srcs: object) -> Tuple[GpuArray, GpuArray, int]:
         stack = GpuArray(stacked, "srcs", 3)
     else:
         stack = GpuArray(srcs, "srcs", 3)
+        check_count(stack.shape[0], "srcs", "views")
         if stack.shape[1:] != ref_view.shape or stack.shape[0] < 1:
             raise ValueError(f"srcs has shape {stack.shape}, ref has "
                              f"{ref_view.shape}")
@@ -172,8 +174,7 @@ def _same_device(a: GpuArray, b: GpuArray, name: str) -> None:
 def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
          depth: float) -> GpuObject:
     image = GpuArray(src, "src", 2)
-    if min(image.shape) < 2:
-        raise ValueError(f"src must be at least 2 x 2, got {image.shape}")
+    check_image_size(image.shape, "src")
     _mvs.gpu_check(image.device)
     h, w = image.shape
     rays = image.empty((6, h, w), "float64")
@@ -205,6 +206,8 @@ def extract_depth(volume: object, depths: np.ndarray) -> Tuple[GpuObject,
                                                                GpuObject]:
     vol = GpuArray(volume, "cost_volume", 3)
     h, w, d = vol.shape
+    check_pixels(h, w, "cost_volume")
+    check_count(d, "cost_volume", "planes")
     if d != depths.size:
         raise ValueError(f"depths has {depths.size} entries, cost_volume "
                          f"{d} planes")

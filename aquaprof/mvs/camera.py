@@ -13,27 +13,42 @@ ArrayLike = Union[np.ndarray, Sequence]
 
 def _matrix(value: Union[ArrayLike, float], name: str,
             shape: Tuple[int, ...]) -> np.ndarray:
+    """value as a read-only float64 array of `shape`, every entry finite;
+    ValueError naming `name` and what is wrong otherwise."""
     try:
-        a = np.asarray(value, dtype=np.float64)
+        a = np.array(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite {shape} array of numbers, "
-                         f"got {type(value).__name__}") from None
+        raise ValueError(f"{name} must be a {shape} array of numbers, got "
+                         f"{type(value).__name__}") from None
     if a.shape != shape:
-        raise ValueError(f"{name} must be a finite {shape} array, got shape "
+        raise ValueError(f"{name} must be a {shape} array, got shape "
                          f"{a.shape}")
-    if not np.isfinite(a).all():
-        raise ValueError(f"{name} must be finite, got {a.tolist()}")
+    bad = np.argwhere(~np.isfinite(a))
+    if bad.size:
+        where = "".join(f"[{i}]" for i in bad[0])
+        raise ValueError(f"{name}{where} is {a[tuple(bad[0])]}: {name} "
+                         f"must be finite")
+    a.flags.writeable = False
     return a
 
 
-def _positive(value: float, name: str) -> float:
+def _number(value: float, name: str) -> float:
     try:
+        if np.ndim(value) != 0:     # float() takes a 1-element array
+            raise TypeError
         v = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number, got "
                          f"{type(value).__name__}") from None
-    if not (np.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    if not np.isfinite(v):
+        raise ValueError(f"{name} is {v}: it must be finite")
+    return v
+
+
+def _positive(value: float, name: str) -> float:
+    v = _number(value, name)
+    if not v > 0:
+        raise ValueError(f"{name} is {v}: a refractive index must be > 0")
     return v
 
 
@@ -45,7 +60,12 @@ class Camera:
 
     Rays cast from a refractive camera start on the interface and point
     into the water; a point on a ray at depth d is origin + d * direction
-    (direction of unit length), for either model."""
+    (direction of unit length), for either model. With n_water < n_air,
+    rays past the critical angle are reflected whole: they are invalid.
+
+    Every argument is checked, and a ValueError names the one that is
+    wrong and why. A camera cannot be changed once made (its arrays are
+    read-only): its packed `params` are what the kernels use."""
 
     __slots__ = ("K", "R", "t", "is_refractive", "water_z", "normal", "n_air",
                  "n_water", "params")
@@ -58,24 +78,35 @@ class Camera:
         self.R = _matrix(R, "R", (3, 3))
         self.t = _matrix(t, "t", (3,))
         self.is_refractive = bool(refractive)
-        self.water_z = float(_matrix(water_z, "water_z", ()))
+        self.water_z = _number(water_z, "water_z")
         self.normal = _matrix(normal, "normal", (3,))
         if not np.any(self.normal):
-            raise ValueError("normal must not be the zero vector")
+            raise ValueError("normal is the zero vector: it must point "
+                             "from the water into the air, with any "
+                             "non-zero length")
         self.n_air = _positive(n_air, "n_air")
         self.n_water = _positive(n_water, "n_water")
-        self.params = np.concatenate([
+        params = np.concatenate([
             self.K.ravel(), self.R.ravel(), self.t,
             [1.0 if self.is_refractive else 0.0, self.water_z], self.normal,
             [self.n_air, self.n_water]])
-        try:
-            _mvs.check_camera(self.params)
-        except ValueError:
-            why = ("R must be a rotation (orthonormal, det 1) and K "
-                   "invertible")
-            if self.is_refractive:
-                why += "; the camera must be above its water surface"
-            raise ValueError(f"not a valid camera: {why}") from None
+        # K's last row, singular K, R not a rotation, a camera not above
+        # its water: checked by the kernels' own camera setup, which says
+        # which and why
+        _mvs.check_camera(params)
+        params.flags.writeable = False
+        self.params = params    # last: the camera is made
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if hasattr(self, "params"):
+            raise AttributeError(f"a Camera cannot be changed once made "
+                                 f"(setting {name}): make a new one")
+        object.__setattr__(self, name, value)
+
+    def __reduce__(self) -> Tuple[object, Tuple[object, ...]]:
+        return (_rebuild, (self.K, self.R, self.t, self.is_refractive,
+                           self.water_z, self.normal, self.n_air,
+                           self.n_water))
 
     @classmethod
     def pinhole(cls, K: ArrayLike, R: ArrayLike, t: ArrayLike) -> "Camera":
@@ -96,14 +127,16 @@ class Camera:
     def cast_rays(self, pixels: ArrayLike
                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rays of pixels (N, 2) as (u, v) = (column, row): origins (N, 3),
-        unit directions (N, 3) and a validity mask (N,); NaN where invalid
-        (a refractive ray that never reaches the water)."""
+        unit directions (N, 3) and a validity mask (N,); NaN where invalid:
+        a pixel that is not finite, or a refractive ray that never reaches
+        the water or that the surface reflects whole (past the critical
+        angle, where n_water < n_air)."""
         return _mvs.cast_rays(self.params, _points(pixels, "pixels", 2))
 
     def project(self, points: ArrayLike) -> Tuple[np.ndarray, np.ndarray]:
         """Pixels (N, 2) of world points (N, 3) and a validity mask: points
-        behind the camera, or above the water for a refractive camera, are
-        invalid (NaN pixels)."""
+        that are not finite, behind the camera, or above the water for a
+        refractive camera, are invalid (NaN pixels)."""
         return _mvs.project(self.params, _points(points, "points", 3))
 
     def __repr__(self) -> str:
@@ -112,8 +145,19 @@ class Camera:
         return f"<aquaprof.mvs.Camera {kind}, center={self.center.round(4)}>"
 
 
+def _rebuild(K: np.ndarray, R: np.ndarray, t: np.ndarray, refractive: bool,
+             water_z: float, normal: np.ndarray, n_air: float,
+             n_water: float) -> Camera:
+    return Camera(K, R, t, refractive=refractive, water_z=water_z,
+                  normal=normal, n_air=n_air, n_water=n_water)
+
+
 def _points(value: ArrayLike, name: str, width: int) -> np.ndarray:
-    a = np.asarray(value, dtype=np.float64)
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an (N, {width}) array of numbers, "
+                         f"got {type(value).__name__}") from None
     if a.ndim != 2 or a.shape[1] != width:
         raise ValueError(f"{name} must be an (N, {width}) array, got shape "
                          f"{a.shape}")

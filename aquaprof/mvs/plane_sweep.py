@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _mvs
 from . import _cuda
-from ._limits import check_image_size
+from ._limits import MAX_COUNT, check_count, check_image_size, check_pixels
 from .camera import Camera
 
 COSTS = {"ncc": 0, "ssim": 1, "sad": 2}
@@ -36,7 +36,10 @@ def _camera(value: object, name: str) -> Camera:
 
 
 def _depths(value: object) -> np.ndarray:
+    if isinstance(value, np.ndarray):   # before a copy to float64
+        check_count(value.size, "depths", "entries")
     d = np.asarray(value, dtype=np.float64)
+    check_count(d.size, "depths", "entries")
     if d.ndim == 0:
         d = d.reshape(1)
     if d.ndim != 1 or d.size == 0:
@@ -54,8 +57,10 @@ def _threads(value: Optional[int]) -> int:
         return max(1, len(os.sched_getaffinity(0))
                    if hasattr(os, "sched_getaffinity") else os.cpu_count()
                    or 1)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"threads must be an int >= 1, got {value!r}")
+    if (not isinstance(value, int) or isinstance(value, bool) or value < 1
+            or value > MAX_COUNT):
+        raise ValueError(f"threads must be an int from 1 to {MAX_COUNT}, "
+                         f"got {value!r}")
     return value
 
 
@@ -110,6 +115,7 @@ def build_cost_volume(ref: np.ndarray,
         if not (stacked or isinstance(srcs, Sequence)):
             raise TypeError("srcs must be a float32 (N, H, W) array or a "
                             "sequence of float32 (H, W) arrays")
+        check_count(len(srcs), "srcs", "views")    # before reading them
         views = [_image(s, f"srcs[{i}]") for i, s in enumerate(srcs)]
         if not views:
             raise ValueError("srcs must hold at least one source view")
@@ -157,16 +163,25 @@ def extract_depth(cost_volume: np.ndarray,
                   depths: Union[np.ndarray, Sequence[float]]
                   ) -> Tuple[np.ndarray, np.ndarray]:
     """Winner-take-all depth (H, W) with parabola refinement (offset
-    clamped to half a step), NaN at the first and last hypothesis; and the
-    confidence sqrt((1 - clamp(best, 0, 1)) * clamp(1 - best / mean, 0,
-    1)), 0 where the depth is NaN. A GPU volume gives GPU arrays."""
+    clamped to half a step), NaN at the first and last hypothesis and
+    where a pixel's costs are not all finite; and the confidence
+    sqrt((1 - clamp(best, 0, 1)) * clamp(1 - best / mean, 0, 1)), 0 where
+    the depth is NaN. H x W is at most 2^31 - 1 pixels. A GPU volume
+    gives GPU arrays."""
     d = _depths(depths)
     if _cuda.is_gpu(cost_volume):
         _mvs.gpu_check(-1)
         return _cuda.extract_depth(cost_volume, d)
     if not isinstance(cost_volume, np.ndarray) or cost_volume.ndim != 3 \
             or cost_volume.dtype != np.float32:
-        raise ValueError("cost_volume must be a float32 (H, W, D) array")
+        got = (f"{cost_volume.dtype} {cost_volume.shape}"
+               if isinstance(cost_volume, np.ndarray)
+               else type(cost_volume).__name__)
+        raise ValueError(f"cost_volume must be a float32 (H, W, D) array, "
+                         f"got {got}")
+    h, w, planes = cost_volume.shape
+    check_pixels(h, w, "cost_volume")
+    check_count(planes, "cost_volume", "planes")
     if d.size != cost_volume.shape[2]:
         raise ValueError(f"depths has {d.size} entries, cost_volume "
                          f"{cost_volume.shape[2]} planes")

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from ._limits import check_pixels
 from .camera import Camera
 
 FLAT_DEPTH = 1.178          # m below the cameras: the default scene
@@ -166,6 +167,7 @@ def make_scene(kind: str = "flat", model: str = "refractive",
         raise ValueError(f"views must be an int >= 2, got {views!r}")
     if height < 16 or width < 16:
         raise ValueError("height and width must be at least 16")
+    check_pixels(height, width, "the scene")    # before rendering it
     if not 0 < water_z < depth:
         raise ValueError("water_z must lie between the cameras (z = 0) and "
                          "the surface")

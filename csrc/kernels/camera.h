@@ -4,6 +4,7 @@
 #ifndef AP_CAMERA_H
 #define AP_CAMERA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Packed parameters as the binding passes them: K (9, row-major), R (9),
@@ -28,19 +29,43 @@ typedef struct {
     double foot[3];             /* centre projected onto the interface */
 } ap_camera;
 
-/* Fills cam from packed params. Returns 0, or -1 when K is singular, R is
- * not a rotation (1e-6), the normal is zero, indices are not positive, or
- * a refractive camera is not above its interface. */
+/* Why packed parameters make no camera: ap_camera_init's result, checked
+ * in this order. */
+enum {
+    AP_CAMERA_OK = 0,
+    AP_CAMERA_NOT_FINITE = -1,      /* a parameter is NaN or infinite */
+    AP_CAMERA_NOT_A_FLAG = -2,      /* refractive is neither 0 nor 1 */
+    AP_CAMERA_K_LAST_ROW = -3,      /* K's last row is not (0, 0, 1) */
+    AP_CAMERA_K_SINGULAR = -4,
+    AP_CAMERA_R_NOT_ORTHONORMAL = -5,   /* R R^T off I by more than 1e-6 */
+    AP_CAMERA_R_REFLECTION = -6,    /* det R = -1 */
+    AP_CAMERA_NORMAL_ZERO = -7,     /* refractive only, as are the rest */
+    AP_CAMERA_N_AIR = -8,           /* not > 0 */
+    AP_CAMERA_N_WATER = -9,
+    AP_CAMERA_NOT_ABOVE_WATER = -10,
+};
+
+/* Fills cam from packed params. Returns AP_CAMERA_OK (0), or the first
+ * AP_CAMERA_* problem found (< 0). */
 int ap_camera_init(ap_camera *cam, const double *params);
 
+/* A sentence saying what is wrong with params, given ap_camera_init's
+ * status: which parameter, its value, and what it must be. Always
+ * NUL-terminated (truncated to size). */
+void ap_camera_explain(const double *params, int status, char *buf,
+                       size_t size);
+
 /* The ray of pixel (u, v) (pixel centres at integers): origin and unit
- * direction, in water for a refractive camera. Returns 0 when the ray
- * does not reach the water (refractive only). */
+ * direction, in water for a refractive camera. Returns 0 when there is
+ * none: u or v not finite, or for a refractive camera a ray that does not
+ * reach the water or that the surface reflects whole (past the critical
+ * angle, where n_water < n_air). */
 int ap_camera_cast(const ap_camera *cam, double u, double v, double *origin,
                    double *direction);
 
 /* Pixel of world point x. Returns 0 when x is behind the camera, or for a
- * refractive camera when x is not under the water. */
+ * refractive camera when x is not under the water, or when the pixel is
+ * not finite (x is not). */
 int ap_camera_project(const ap_camera *cam, const double *x, double *u,
                       double *v);
 

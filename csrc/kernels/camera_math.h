@@ -29,6 +29,9 @@ ap_cast(const ap_camera *cam, double u, double v, double *origin,
                cam->R[6 + i] * in_cam[2];
     }
     double len = sqrt(ap_dot3(d, d));
+    if (!(len > 0) || !isfinite(len)) {
+        return 0;   /* u or v not finite */
+    }
     for (int i = 0; i < 3; i++) {
         d[i] /= len;
     }
@@ -47,6 +50,11 @@ ap_cast(const ap_camera *cam, double u, double v, double *origin,
     /* Snell in vector form: t = eta d + (eta cos_i - cos_t) n */
     double eta = cam->n_air / cam->n_water;
     double k = 1.0 - eta * eta * (1.0 - cos_in * cos_in);
+    if (!(k > 0)) {
+        /* past the critical angle (n_water < n_air): the surface
+         * reflects the ray whole, none of it enters the water */
+        return 0;
+    }
     double c = eta * cos_in - sqrt(k);
     for (int i = 0; i < 3; i++) {
         origin[i] = cam->center[i] + s * d[i];
@@ -71,7 +79,7 @@ ap_pinhole(const ap_camera *cam, const double *x, double *u, double *v)
     }
     *u = p[0] / p[2];
     *v = p[1] / p[2];
-    return 1;
+    return isfinite(*u) && isfinite(*v);
 }
 
 /* See ap_camera_project: AP_NEWTON_COLD steps from the straight line. */

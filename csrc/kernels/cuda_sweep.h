@@ -25,6 +25,8 @@ typedef struct {
     ap_devptr out;      /* float (h, w, d) */
     int h, w, d;
     int first;          /* planes [first, first + gridDim.z) */
+    int row0;           /* tiles from this row down (a multiple of
+                         * AP_GPU_TILE_Y): grids hold 65535 blocks down */
     int views;          /* in this launch */
     int add;            /* add to out: a later launch of the same planes */
     float scale;        /* out = (out if add) + sum of costs, times scale */

@@ -7,7 +7,10 @@
 #include "host_device.h"
 
 /* c: the pixel's d costs. Parabola refinement clamped to half a step;
- * NaN depth and confidence 0 at the first and last hypothesis. */
+ * NaN depth and confidence 0 at the first and last hypothesis, and where
+ * a cost is NaN or infinite: a NaN never compares less, so it would hide
+ * the best cost behind it, and an infinite one would make the parabola's
+ * offset NaN while the confidence stayed above 0. */
 static inline AP_HD void
 ap_extract_pixel(const float *c, int d, const double *depths, float *depth,
                  float *confidence)
@@ -20,7 +23,9 @@ ap_extract_pixel(const float *c, int d, const double *depths, float *depth,
             best = k;
         }
     }
-    if (best == 0 || best == d - 1) {
+    /* finite floats cannot add up past a double's range (2^31 of
+     * FLT_MAX is 7e47): the sum is finite just when every cost is */
+    if (!isfinite(sum) || best == 0 || best == d - 1) {
         *depth = NAN;
         *confidence = 0.0f;
         return;

@@ -125,7 +125,9 @@ typedef struct {
     const double *gauss;        /* 2 * radius + 1, 2-D weights sum to 1 */
     int bands;
     float *out;
-    atomic_int next_item;
+    /* items are (plane group, band) pairs: as many as planes / 16 times
+     * rows / 128, which an int need not hold */
+    atomic_llong next_item;
     atomic_int failed;
 } sweep_job;
 
@@ -282,19 +284,22 @@ sweep_worker(void *arg)
         workspace_free(&ws);
         return NULL;
     }
-    int item, groups = (a->count + PLANE_GROUP - 1) / PLANE_GROUP;
+    long long item;
+    long long groups = ((long long)a->count + PLANE_GROUP - 1) /
+                       PLANE_GROUP;
     while ((item = atomic_fetch_add(&job->next_item, 1)) <
            groups * job->bands && !atomic_load(&job->failed)) {
-        int group = item / job->bands, band = item % job->bands;
+        int group = (int)(item / job->bands);
+        int band = (int)(item % job->bands);
         int y0 = band * AP_SWEEP_BAND;
         int y1 = y0 + AP_SWEEP_BAND > a->h ? a->h : y0 + AP_SWEEP_BAND;
-        int end = (group + 1) * PLANE_GROUP;
-        end = end < a->count ? end : a->count;
-        for (int plane = group * PLANE_GROUP; plane < end; plane++) {
+        int start = group * PLANE_GROUP;   /* below count: an int */
+        int planes = a->count - start < PLANE_GROUP ? a->count - start
+                                                    : PLANE_GROUP;
+        for (int plane = start; plane < start + planes; plane++) {
             sweep_band(job, &ws, plane, y0, y1);
         }
-        write_planes(job, &ws, group * PLANE_GROUP,
-                     end - group * PLANE_GROUP, y0, y1);
+        write_planes(job, &ws, start, planes, y0, y1);
     }
     workspace_free(&ws);
     return NULL;
@@ -333,8 +338,9 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
     }
     int bands = (a->h + AP_SWEEP_BAND - 1) / AP_SWEEP_BAND;
     sweep_job job = {a, &rays, proj, gauss, bands, out, 0, 0};
-    int items = (a->count + PLANE_GROUP - 1) / PLANE_GROUP * bands;
-    int threads = a->threads < items ? a->threads : items;
+    long long items = ((long long)a->count + PLANE_GROUP - 1) /
+                      PLANE_GROUP * bands;
+    int threads = a->threads < items ? a->threads : (int)items;
     pthread_t *ids = malloc((size_t)threads * sizeof(*ids));
     int started = 0, status = ids ? 0 : -1;
     for (; ids && started < threads - 1; started++) {

@@ -18,12 +18,13 @@
 #define NQ 6
 
 /* The ray table: six (h, w) planes, origin then direction, NaN origin
- * where the pixel has no ray. */
+ * where the pixel has no ray. Rows from row0: a grid holds at most 65535
+ * blocks down, so tall images take several launches. */
 extern "C" __global__ void
-ap_rays_kernel(ap_camera ref, int h, int w, double *rays)
+ap_rays_kernel(ap_camera ref, int h, int w, int row0, double *rays)
 {
     int x = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int y = row0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
     if (x >= w || y >= h) {
         return;
     }
@@ -52,11 +53,11 @@ warp_sample(const double *rays, size_t n, size_t i, const ap_camera *cam,
 }
 
 extern "C" __global__ void
-ap_warp_kernel(const double *rays, int h, int w, ap_camera src,
+ap_warp_kernel(const double *rays, int h, int w, int row0, ap_camera src,
                double depth, const float *img, float *out)
 {
     int x = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int y = row0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
     if (x >= w || y >= h) {
         return;
     }
@@ -76,8 +77,8 @@ ap_cost_kernel(ap_cuda_sweep p)
     float *src_tile = ref_tile + tile;
     const int tid = threadIdx.y * AP_GPU_TILE_X + threadIdx.x;
     const int threads = AP_GPU_TILE_X * AP_GPU_TILE_Y;
-    const int x0 = blockIdx.x * AP_GPU_TILE_X - r;
-    const int y0 = blockIdx.y * AP_GPU_TILE_Y - r;
+    const int x0 = (int)blockIdx.x * AP_GPU_TILE_X - r;
+    const int y0 = p.row0 + (int)blockIdx.y * AP_GPU_TILE_Y - r;
     const int plane = p.first + blockIdx.z;
     const double depth = ((const double *)p.depths)[plane];
     const size_t n = (size_t)p.h * p.w;

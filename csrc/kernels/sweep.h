@@ -22,6 +22,8 @@ typedef enum { AP_COST_NCC = 0, AP_COST_SSIM = 1, AP_COST_SAD = 2 } ap_cost;
  * int (the CPU loops gather through int indices, the kernels index
  * with ints). */
 #define AP_MAX_PIXELS 2147483647LL
+/* Depth planes and source views are C ints too. */
+#define AP_MAX_COUNT 2147483647LL
 /* Below this variance a window has no texture to correlate: cost 1. */
 #define AP_NCC_MIN_VARIANCE 1e-10
 
@@ -57,7 +59,8 @@ int ap_cost_volume(const ap_sweep_args *args, float *out);
 void ap_gauss_weights(int radius, double *gauss);
 
 /* Winner-take-all with parabola refinement over a (h, w, d) volume.
- * depth NaN and confidence 0 at the first and last hypothesis. */
+ * depth NaN and confidence 0 at the first and last hypothesis, and where
+ * a pixel's costs are not all finite (ap_extract_pixel). */
 void ap_extract_depth(const float *volume, int h, int w, int d,
                       const double *depths, float *depth, float *confidence);
 

@@ -1,4 +1,4 @@
-/* CUDA entry points of aquaprof._mvs. aquaprof/mvs/_gpu.py checks the GPU
+/* CUDA entry points of aquaprof._mvs. aquaprof/mvs/_cuda.py checks the GPU
  * arrays, allocates outputs and scratch with the caller's own library
  * (torch, CuPy) and passes raw device pointers; these launch the kernels
  * on the caller's stream and return at once: nothing here synchronises
@@ -14,6 +14,9 @@
 
 #define BLOCK_X 32
 #define BLOCK_Y 8
+/* A grid holds at most 65535 blocks down and deep: taller images and
+ * more planes take more launches. */
+#define MAX_GRID_Y 65535
 #define MAX_GRID_Z 65535
 #define DEFAULT_SHARED (48 * 1024)
 
@@ -73,9 +76,17 @@ launch(const ap_cuda_api *api, const ap_cuda_device *d, CUfunction f,
 }
 
 static unsigned
-blocks(int n, int per)
+blocks(long long n, int per)
 {
     return (unsigned)((n + per - 1) / per);
+}
+
+/* The rows, from row0, of one launch of blocks `per` rows high. */
+static int
+slice_rows(int h, int row0, int per)
+{
+    long long most = (long long)MAX_GRID_Y * per;
+    return h - row0 < most ? h - row0 : (int)most;
 }
 
 static int
@@ -83,9 +94,42 @@ launch_rays(const ap_cuda_api *api, const ap_cuda_device *d,
             unsigned long long stream, ap_camera *ref, int h, int w,
             ap_devptr rays)
 {
-    void *params[] = {ref, &h, &w, &rays};
-    return launch(api, d, d->rays, blocks(w, BLOCK_X), blocks(h, BLOCK_Y), 1,
-                  BLOCK_X, BLOCK_Y, 0, stream, params);
+    for (int row0 = 0; row0 < h; row0 += MAX_GRID_Y * BLOCK_Y) {
+        void *params[] = {ref, &h, &w, &row0, &rays};
+        if (launch(api, d, d->rays, blocks(w, BLOCK_X),
+                   blocks(slice_rows(h, row0, BLOCK_Y), BLOCK_Y), 1,
+                   BLOCK_X, BLOCK_Y, 0, stream, params) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* h x w images of at least `least` pixels a side, at most AP_MAX_PIXELS
+ * in all: 0, or -1 with ValueError naming what. */
+static int
+image_size(Py_ssize_t h, Py_ssize_t w, Py_ssize_t least, const char *what)
+{
+    if (h < least || w < least) {
+        PyErr_Format(PyExc_ValueError, "%s must be at least %zd x %zd "
+                     "pixels, got %zd x %zd", what, least, least, h, w);
+        return -1;
+    }
+    return ap_mvs_check_pixels(h, w, what);
+}
+
+/* 0 when no pointer is NULL, else -1 with ValueError naming it. */
+static int
+no_null(int n, const unsigned long long *ptrs, const char *const *names)
+{
+    for (int i = 0; i < n; i++) {
+        if (ptrs[i] == 0) {
+            PyErr_Format(PyExc_ValueError, "%s is a null device pointer",
+                         names[i]);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 PyObject *
@@ -124,32 +168,36 @@ PyObject *
 ap_gpu_warp(PyObject *module, PyObject *args)
 {
     (void)module;
-    int ordinal, h, w;
-    unsigned long long stream, src, rays, out;
+    int ordinal;
+    Py_ssize_t h_size, w_size;
+    unsigned long long stream, ptrs[3];
     PyObject *ref_params, *src_params;
     double depth;
     ap_camera ref, cam;
     const ap_cuda_api *api;
-    if (!PyArg_ParseTuple(args, "iKKiiOOdKK:gpu_warp", &ordinal, &stream,
-                          &src, &h, &w, &ref_params, &src_params, &depth,
-                          &rays, &out) ||
+    static const char *const names[] = {"src", "rays", "out"};
+    if (!PyArg_ParseTuple(args, "iKKnnOOdKK:gpu_warp", &ordinal, &stream,
+                          &ptrs[0], &h_size, &w_size, &ref_params,
+                          &src_params, &depth, &ptrs[1], &ptrs[2]) ||
         ap_mvs_camera(ref_params, &ref, "ref_cam") < 0 ||
-        ap_mvs_camera(src_params, &cam, "src_cam") < 0) {
+        ap_mvs_camera(src_params, &cam, "src_cam") < 0 ||
+        image_size(h_size, w_size, 2, "src") < 0 ||
+        no_null(3, ptrs, names) < 0) {
         return NULL;
     }
-    if (h < 2 || w < 2 || (long long)h * w > AP_MAX_PIXELS || !src ||
-        !rays || !out) {
-        PyErr_SetString(PyExc_ValueError, "bad image size or null pointer");
-        return NULL;
-    }
+    int h = (int)h_size, w = (int)w_size;
     const ap_cuda_device *d = device_or_raise(ordinal, &api);
-    if (d == NULL || launch_rays(api, d, stream, &ref, h, w, rays) < 0) {
+    if (d == NULL || launch_rays(api, d, stream, &ref, h, w, ptrs[1]) < 0) {
         return NULL;
     }
-    void *params[] = {&rays, &h, &w, &cam, &depth, &src, &out};
-    if (launch(api, d, d->warp, blocks(w, BLOCK_X), blocks(h, BLOCK_Y), 1,
-               BLOCK_X, BLOCK_Y, 0, stream, params) < 0) {
-        return NULL;
+    for (int row0 = 0; row0 < h; row0 += MAX_GRID_Y * BLOCK_Y) {
+        void *params[] = {&ptrs[1], &h, &w, &row0, &cam, &depth, &ptrs[0],
+                          &ptrs[2]};
+        if (launch(api, d, d->warp, blocks(w, BLOCK_X),
+                   blocks(slice_rows(h, row0, BLOCK_Y), BLOCK_Y), 1,
+                   BLOCK_X, BLOCK_Y, 0, stream, params) < 0) {
+            return NULL;
+        }
     }
     Py_RETURN_NONE;
 }
@@ -161,10 +209,83 @@ sweep_cameras(ap_cuda_sweep *p, PyArrayObject *cams, int first, int views)
     for (int v = 0; v < views; v++) {
         const double *row = (const double *)PyArray_DATA(cams) +
                             (size_t)(first + v) * AP_CAMERA_PARAMS;
-        if (ap_camera_init(&p->cams[v], row) < 0) {
-            PyErr_Format(PyExc_ValueError, "src_cams[%d] is not a valid "
-                         "camera", first + v);
+        int rc = ap_camera_init(&p->cams[v], row);
+        if (rc != AP_CAMERA_OK) {
+            char what[32];
+            snprintf(what, sizeof(what), "src_cams[%d]", first + v);
+            ap_mvs_camera_error(row, rc, what);
             return -1;
+        }
+    }
+    return 0;
+}
+
+/* The launch's sizes: 0, or -1 with ValueError saying which is wrong. */
+static int
+sweep_sizes(Py_ssize_t n, Py_ssize_t h, Py_ssize_t w, Py_ssize_t d,
+            Py_ssize_t first, Py_ssize_t count, int cost, int window)
+{
+    if (image_size(h, w, 2, "ref") < 0 ||
+        ap_mvs_check_count(n, "srcs", "views") < 0 ||
+        ap_mvs_check_count(d, "depths", "entries") < 0) {
+        return -1;
+    }
+    if (n < 1 || d < 1) {
+        PyErr_Format(PyExc_ValueError, "a sweep needs a source view and a "
+                     "depth, got %zd views and %zd depths", n, d);
+        return -1;
+    }
+    if (first < 0 || count < 1 || count > d - first) {
+        PyErr_Format(PyExc_ValueError, "planes %zd to %zd are not among "
+                     "the %zd depths", first, first + count - 1, d);
+        return -1;
+    }
+    if (cost < AP_COST_NCC || cost > AP_COST_SAD) {
+        PyErr_Format(PyExc_ValueError, "cost must be 0 (ncc), 1 (ssim) or "
+                     "2 (sad), got %d", cost);
+        return -1;
+    }
+    if (window < 3 || window % 2 == 0 || window > AP_MAX_WINDOW) {
+        PyErr_Format(PyExc_ValueError, "window must be odd, from 3 to %d, "
+                     "got %d", AP_MAX_WINDOW, window);
+        return -1;
+    }
+    return 0;
+}
+
+/* The cost kernel over planes [first, first + count), for views in
+ * groups that fit the parameters, planes in grid slices, rows in grid
+ * slices. p holds everything else. 0, or -1 with an exception. */
+static int
+launch_sweep(const ap_cuda_api *api, const ap_cuda_device *dev,
+             unsigned long long stream, ap_cuda_sweep *p,
+             PyArrayObject *cams, int n, ap_devptr srcs, int first,
+             int count)
+{
+    unsigned shared = ap_cuda_sweep_shared(p->radius);
+    void *params[] = {p};
+    int h = p->h, w = p->w;
+    for (int v = 0; v < n; v += AP_GPU_VIEWS) {
+        p->views = n - v < AP_GPU_VIEWS ? n - v : AP_GPU_VIEWS;
+        p->srcs = srcs + (ap_devptr)v * h * w * sizeof(float);
+        p->add = v > 0;
+        p->scale = v + p->views == n ? (float)(1.0 / n) : 1.0f;
+        if (sweep_cameras(p, cams, v, p->views) < 0) {
+            return -1;
+        }
+        for (int z = 0; z < count; z += MAX_GRID_Z) {
+            int slice = count - z < MAX_GRID_Z ? count - z : MAX_GRID_Z;
+            p->first = first + z;
+            for (p->row0 = 0; p->row0 < h;
+                 p->row0 += MAX_GRID_Y * AP_GPU_TILE_Y) {
+                int rows = slice_rows(h, p->row0, AP_GPU_TILE_Y);
+                if (launch(api, dev, dev->cost, blocks(w, AP_GPU_TILE_X),
+                           blocks(rows, AP_GPU_TILE_Y), (unsigned)slice,
+                           AP_GPU_TILE_X, AP_GPU_TILE_Y, shared, stream,
+                           params) < 0) {
+                    return -1;
+                }
+            }
         }
     }
     return 0;
@@ -174,25 +295,21 @@ PyObject *
 ap_gpu_cost_volume(PyObject *module, PyObject *args)
 {
     (void)module;
-    int ordinal, n, h, w, d, first, count, cost, window;
-    unsigned long long stream, ref, srcs, depths, rays, out;
+    int ordinal, cost, window;
+    Py_ssize_t n, h, w, d, first, count;
+    unsigned long long stream, ptrs[5];
+    static const char *const names[] = {"ref", "srcs", "depths", "rays",
+                                        "out"};
     PyObject *ref_params, *src_params;
     ap_camera ref_cam;
     const ap_cuda_api *api;
-    if (!PyArg_ParseTuple(args, "iKKKiiiOOKiiiiiKK:gpu_cost_volume",
-                          &ordinal, &stream, &ref, &srcs, &n, &h, &w,
-                          &ref_params, &src_params, &depths, &d, &first,
-                          &count, &cost, &window, &rays, &out) ||
-        ap_mvs_camera(ref_params, &ref_cam, "ref_cam") < 0) {
-        return NULL;
-    }
-    if (cost < AP_COST_NCC || cost > AP_COST_SAD || window < 3 ||
-        window % 2 == 0 || window > AP_MAX_WINDOW || h < 2 || w < 2 ||
-        (long long)h * w > AP_MAX_PIXELS || n < 1 || d < 1 || first < 0 ||
-        count < 1 || count > d - first ||
-        !ref || !srcs || !depths || !rays || !out) {
-        PyErr_SetString(PyExc_ValueError, "bad sizes, planes, cost, window "
-                        "or null pointer");
+    if (!PyArg_ParseTuple(args, "iKKKnnnOOKnnniiKK:gpu_cost_volume",
+                          &ordinal, &stream, &ptrs[0], &ptrs[1], &n, &h, &w,
+                          &ref_params, &src_params, &ptrs[2], &d, &first,
+                          &count, &cost, &window, &ptrs[3], &ptrs[4]) ||
+        ap_mvs_camera(ref_params, &ref_cam, "ref_cam") < 0 ||
+        sweep_sizes(n, h, w, d, first, count, cost, window) < 0 ||
+        no_null(5, ptrs, names) < 0) {
         return NULL;
     }
     PyArrayObject *cams = ap_mvs_array(src_params, NPY_DOUBLE, 2,
@@ -208,39 +325,24 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
         goto done;
     }
     if (PyArray_DIM(cams, 0) != n) {
-        PyErr_SetString(PyExc_ValueError, "src_cams must hold n cameras");
+        PyErr_Format(PyExc_ValueError, "src_cams must hold n cameras "
+                     "(%zd), got %zd", n, (Py_ssize_t)PyArray_DIM(cams, 0));
         goto done;
     }
     dev = device_or_raise(ordinal, &api);
     if (dev == NULL ||
-        launch_rays(api, dev, stream, &ref_cam, h, w, rays) < 0) {
+        launch_rays(api, dev, stream, &ref_cam, (int)h, (int)w, ptrs[3]) <
+            0) {
         goto done;
     }
-    *p = (ap_cuda_sweep){.ref = ref, .rays = rays, .depths = depths,
-                         .out = out, .h = h, .w = w, .d = d, .cost = cost,
+    *p = (ap_cuda_sweep){.ref = ptrs[0], .rays = ptrs[3],
+                         .depths = ptrs[2], .out = ptrs[4], .h = (int)h,
+                         .w = (int)w, .d = (int)d, .cost = cost,
                          .radius = window / 2};
     ap_gauss_weights(p->radius, p->gauss);
-    unsigned shared = ap_cuda_sweep_shared(p->radius);
-    void *params[] = {p};
-    /* views in groups that fit the parameters; planes in grid slices */
-    for (int v = 0; v < n; v += AP_GPU_VIEWS) {
-        p->views = n - v < AP_GPU_VIEWS ? n - v : AP_GPU_VIEWS;
-        p->srcs = srcs + (ap_devptr)v * h * w * sizeof(float);
-        p->add = v > 0;
-        p->scale = v + p->views == n ? (float)(1.0 / n) : 1.0f;
-        if (sweep_cameras(p, cams, v, p->views) < 0) {
-            goto done;
-        }
-        for (int z = 0; z < count; z += MAX_GRID_Z) {
-            int slice = count - z < MAX_GRID_Z ? count - z : MAX_GRID_Z;
-            p->first = first + z;
-            if (launch(api, dev, dev->cost, blocks(w, AP_GPU_TILE_X),
-                       blocks(h, AP_GPU_TILE_Y), (unsigned)slice,
-                       AP_GPU_TILE_X, AP_GPU_TILE_Y, shared, stream,
-                       params) < 0) {
-                goto done;
-            }
-        }
+    if (launch_sweep(api, dev, stream, p, cams, (int)n, ptrs[1], (int)first,
+                     (int)count) < 0) {
+        goto done;
     }
     Py_INCREF(Py_None);
     result = Py_None;
@@ -254,26 +356,33 @@ PyObject *
 ap_gpu_extract_depth(PyObject *module, PyObject *args)
 {
     (void)module;
-    int ordinal, h, w, d;
-    unsigned long long stream, volume, depths, depth, confidence;
+    int ordinal;
+    Py_ssize_t h_size, w_size, d_size;
+    unsigned long long stream, ptrs[4];
+    static const char *const names[] = {"cost_volume", "depths", "depth",
+                                        "confidence"};
     const ap_cuda_api *api;
-    if (!PyArg_ParseTuple(args, "iKKiiiKKK:gpu_extract_depth", &ordinal,
-                          &stream, &volume, &h, &w, &d, &depths, &depth,
-                          &confidence)) {
+    if (!PyArg_ParseTuple(args, "iKKnnnKKK:gpu_extract_depth", &ordinal,
+                          &stream, &ptrs[0], &h_size, &w_size, &d_size,
+                          &ptrs[1], &ptrs[2], &ptrs[3]) ||
+        image_size(h_size, w_size, 1, "cost_volume") < 0 ||
+        ap_mvs_check_count(d_size, "cost_volume", "planes") < 0 ||
+        no_null(4, ptrs, names) < 0) {
         return NULL;
     }
-    if (h < 1 || w < 1 || d < 1 || !volume || !depths || !depth ||
-        !confidence) {
-        PyErr_SetString(PyExc_ValueError, "bad sizes or null pointer");
+    if (d_size < 1) {
+        PyErr_Format(PyExc_ValueError, "cost_volume must have a plane or "
+                     "more, got %zd", d_size);
         return NULL;
     }
+    int h = (int)h_size, w = (int)w_size, d = (int)d_size;
     const ap_cuda_device *dev = device_or_raise(ordinal, &api);
     if (dev == NULL) {
         return NULL;
     }
-    void *params[] = {&volume, &h, &w, &d, &depths, &depth, &confidence};
-    if (launch(api, dev, dev->extract, blocks(h * w, 256), 1, 1, 256, 1, 0,
-               stream, params) < 0) {
+    void *params[] = {&ptrs[0], &h, &w, &d, &ptrs[1], &ptrs[2], &ptrs[3]};
+    if (launch(api, dev, dev->extract, blocks((long long)h * w, 256), 1, 1,
+               256, 1, 0, stream, params) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;

@@ -13,9 +13,12 @@ PyArrayObject *
 ap_mvs_array(PyObject *obj, int type, int ndim, npy_intp last,
              const char *what)
 {
-    PyArrayObject *a = (PyArrayObject *)PyArray_FROM_OTF(
-        obj, type, NPY_ARRAY_IN_ARRAY);
-    if (a == NULL) {
+    /* a NumPy array of the wrong shape is refused before it is
+     * converted, which could copy a huge view */
+    PyArrayObject *a = PyArray_Check(obj) ? (PyArrayObject *)obj : NULL;
+    if (a != NULL) {
+        Py_INCREF(a);
+    } else if (!(a = (PyArrayObject *)PyArray_FROM_OTF(obj, type, 0))) {
         return NULL;
     }
     if (PyArray_NDIM(a) != ndim ||
@@ -29,42 +32,130 @@ ap_mvs_array(PyObject *obj, int type, int ndim, npy_intp last,
         Py_DECREF(a);
         return NULL;
     }
+    PyArrayObject *c = (PyArrayObject *)PyArray_FROM_OTF(
+        (PyObject *)a, type, NPY_ARRAY_IN_ARRAY);
+    Py_DECREF(a);
+    return c;
+}
+
+int
+ap_mvs_check_pixels(Py_ssize_t h, Py_ssize_t w, const char *what)
+{
+    if (w == 0 || h <= AP_MAX_PIXELS / w) {
+        return 0;
+    }
+    char pixels[48];   /* the product may not fit in any integer type */
+    snprintf(pixels, sizeof(pixels), "%.0f", (double)h * (double)w);
+    PyErr_Format(PyExc_ValueError, "%s has %zd x %zd = %s pixels, more "
+                 "than the %lld (2^31 - 1) the kernels index", what, h, w,
+                 pixels, AP_MAX_PIXELS);
+    return -1;
+}
+
+int
+ap_mvs_check_count(Py_ssize_t n, const char *what, const char *things)
+{
+    if (n <= AP_MAX_COUNT) {
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "%s has %zd %s, more than the %lld "
+                 "(2^31 - 1) the kernels index", what, n, things,
+                 AP_MAX_COUNT);
+    return -1;
+}
+
+/* The size checks of the arrays the kernels take, by their dimensions:
+ * 0, or -1 with ValueError naming what. */
+typedef int (*dims_check)(const npy_intp *dims, int ndim, const char *what);
+
+/* (H, W) or (N, H, W): images of 2 x 2 pixels or more */
+static int
+image_dims(const npy_intp *dims, int ndim, const char *what)
+{
+    npy_intp h = dims[ndim - 2], w = dims[ndim - 1];
+    if (ndim == 3 && ap_mvs_check_count(dims[0], what, "views") < 0) {
+        return -1;
+    }
+    if (h < 2 || w < 2) {
+        PyErr_Format(PyExc_ValueError, "%s must have images of at least "
+                     "2 x 2 pixels, got %zd x %zd", what, (Py_ssize_t)h,
+                     (Py_ssize_t)w);
+        return -1;
+    }
+    return ap_mvs_check_pixels(h, w, what);
+}
+
+/* (H, W, D) cost volumes */
+static int
+volume_dims(const npy_intp *dims, int ndim, const char *what)
+{
+    (void)ndim;
+    return ap_mvs_check_pixels(dims[0], dims[1], what) < 0 ||
+                   ap_mvs_check_count(dims[2], what, "planes") < 0
+               ? -1
+               : 0;
+}
+
+/* (D,) depths */
+static int
+list_dims(const npy_intp *dims, int ndim, const char *what)
+{
+    (void)ndim;
+    return ap_mvs_check_count(dims[0], what, "entries");
+}
+
+/* ap_mvs_array whose dimensions pass check, checked before a NumPy
+ * array is converted (which could copy a huge view) and after (for
+ * other sequences). */
+static PyArrayObject *
+checked_array(PyObject *obj, int type, int ndim, dims_check check,
+              const char *what)
+{
+    if (PyArray_Check(obj) && PyArray_NDIM((PyArrayObject *)obj) == ndim &&
+        check(PyArray_DIMS((PyArrayObject *)obj), ndim, what) < 0) {
+        return NULL;
+    }
+    PyArrayObject *a = ap_mvs_array(obj, type, ndim, 0, what);
+    if (a != NULL && check(PyArray_DIMS(a), ndim, what) < 0) {
+        Py_DECREF(a);
+        return NULL;
+    }
     return a;
 }
 
 PyArrayObject *
 ap_mvs_images(PyObject *obj, int ndim, const char *what)
 {
-    /* checked before the conversion, which could copy a huge view */
-    if (PyArray_Check(obj) &&
-        PyArray_NDIM((PyArrayObject *)obj) == ndim &&
-        (long long)PyArray_DIM((PyArrayObject *)obj, ndim - 2) *
-                PyArray_DIM((PyArrayObject *)obj, ndim - 1) >
-            AP_MAX_PIXELS) {
-        PyErr_Format(PyExc_ValueError, "%s has images of more than "
-                     "2^31 - 1 pixels", what);
-        return NULL;
+    return checked_array(obj, NPY_FLOAT, ndim, image_dims, what);
+}
+
+void
+ap_mvs_camera_error(const double *params, int status, const char *what)
+{
+    char why[512];
+    ap_camera_explain(params, status, why, sizeof(why));
+    if (what == NULL) {
+        PyErr_Format(PyExc_ValueError, "not a valid camera: %s", why);
+    } else {
+        PyErr_Format(PyExc_ValueError, "%s is not a valid camera: %s",
+                     what, why);
     }
-    return ap_mvs_array(obj, NPY_FLOAT, ndim, 0, what);
 }
 
 int
 ap_mvs_camera(PyObject *obj, ap_camera *cam, const char *what)
 {
     PyArrayObject *p = ap_mvs_array(obj, NPY_DOUBLE, 1, AP_CAMERA_PARAMS,
-                                    what);
+                                    what ? what : "camera");
     if (p == NULL) {
         return -1;
     }
     int rc = ap_camera_init(cam, PyArray_DATA(p));
-    Py_DECREF(p);
-    if (rc < 0) {
-        PyErr_Format(PyExc_ValueError, "%s is not a valid camera (singular "
-                     "K, R not a rotation, or a refractive camera not above "
-                     "its water surface)", what);
-        return -1;
+    if (rc != AP_CAMERA_OK) {
+        ap_mvs_camera_error(PyArray_DATA(p), rc, what);
     }
-    return 0;
+    Py_DECREF(p);
+    return rc == AP_CAMERA_OK ? 0 : -1;
 }
 
 static PyObject *
@@ -72,7 +163,7 @@ check_camera(PyObject *module, PyObject *params)
 {
     (void)module;
     ap_camera cam;
-    if (ap_mvs_camera(params, &cam, "camera") < 0) {
+    if (ap_mvs_camera(params, &cam, NULL) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -86,7 +177,7 @@ camera_and_rows(PyObject *args, const char *format, ap_camera *cam,
 {
     PyObject *params, *rows;
     if (!PyArg_ParseTuple(args, format, &params, &rows) ||
-        ap_mvs_camera(params, cam, "camera") < 0) {
+        ap_mvs_camera(params, cam, NULL) < 0) {
         return NULL;
     }
     return ap_mvs_array(rows, NPY_DOUBLE, 2, width, what);
@@ -235,9 +326,11 @@ source_cameras(PyArrayObject *cams, int n)
     for (int v = 0; v < n; v++) {
         const double *p = (const double *)PyArray_DATA(cams) +
                           (size_t)v * AP_CAMERA_PARAMS;
-        if (ap_camera_init(&src_cams[v], p) < 0) {
-            PyErr_Format(PyExc_ValueError, "src_cams[%d] is not a valid "
-                         "camera", v);
+        int rc = ap_camera_init(&src_cams[v], p);
+        if (rc != AP_CAMERA_OK) {
+            char what[32];
+            snprintf(what, sizeof(what), "src_cams[%d]", v);
+            ap_mvs_camera_error(p, rc, what);
             PyMem_Free(src_cams);
             return NULL;
         }
@@ -288,7 +381,8 @@ cost_volume(PyObject *module, PyObject *args)
     if (ap_mvs_camera(ref_params, &ref_cam, "ref_cam") < 0 ||
         !(ref = ap_mvs_images(ref_obj, 2, "ref")) ||
         !(srcs = ap_mvs_images(srcs_obj, 3, "srcs")) ||
-        !(depths = ap_mvs_array(depths_obj, NPY_DOUBLE, 1, 0, "depths")) ||
+        !(depths = checked_array(depths_obj, NPY_DOUBLE, 1, list_dims,
+                                 "depths")) ||
         !(cams = ap_mvs_array(src_params, NPY_DOUBLE, 2, AP_CAMERA_PARAMS,
                           "src_cams"))) {
         goto done;
@@ -327,13 +421,13 @@ extract_depth(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO:extract_depth", &vol_obj, &depths_obj)) {
         return NULL;
     }
-    PyArrayObject *vol = ap_mvs_array(vol_obj, NPY_FLOAT, 3, 0,
-                                      "cost_volume");
+    PyArrayObject *vol = checked_array(vol_obj, NPY_FLOAT, 3, volume_dims,
+                                       "cost_volume");
     if (vol == NULL) {
         return NULL;
     }
-    PyArrayObject *depths = ap_mvs_array(depths_obj, NPY_DOUBLE, 1, 0,
-                                         "depths");
+    PyArrayObject *depths = checked_array(depths_obj, NPY_DOUBLE, 1,
+                                          list_dims, "depths");
     if (depths == NULL) {
         Py_DECREF(vol);
         return NULL;
@@ -379,7 +473,7 @@ snell_guess(PyObject *module, PyObject *args)
     ap_camera cam;
     if (!PyArg_ParseTuple(args, "Oddd:snell_guess", &params, &d2_max,
                           &z_min, &z_max) ||
-        ap_mvs_camera(params, &cam, "camera") < 0) {
+        ap_mvs_camera(params, &cam, NULL) < 0) {
         return NULL;
     }
     if (!cam.refractive) {

@@ -22,13 +22,29 @@
 PyArrayObject *ap_mvs_array(PyObject *obj, int type, int ndim,
                             npy_intp last, const char *what);
 
-/* ap_mvs_array of float32 images whose last two dimensions hold at most
- * AP_MAX_PIXELS pixels (ValueError naming what otherwise). */
+/* ap_mvs_array of float32 images (H, W), or (N, H, W) for N views, of
+ * at least 2 x 2 and at most AP_MAX_PIXELS pixels, N at most
+ * AP_MAX_COUNT; ValueError naming what and the sizes otherwise. A NumPy
+ * array is checked before it is converted, which could copy a huge
+ * view. */
 PyArrayObject *ap_mvs_images(PyObject *obj, int ndim, const char *what);
 
+/* 0 when h x w pixels are at most AP_MAX_PIXELS (h, w >= 0); -1 with
+ * ValueError naming what, the sizes and the limit. */
+int ap_mvs_check_pixels(Py_ssize_t h, Py_ssize_t w, const char *what);
+
+/* 0 when n (of `things`: "planes", "views") is at most AP_MAX_COUNT; -1
+ * with ValueError naming what, n and the limit. */
+int ap_mvs_check_count(Py_ssize_t n, const char *what, const char *things);
+
 /* Fills cam from a float64 (AP_CAMERA_PARAMS,) array. 0, or -1 with
- * ValueError naming what. */
+ * ValueError naming what (NULL: "not a valid camera: ...") and what is
+ * wrong with it. */
 int ap_mvs_camera(PyObject *obj, ap_camera *cam, const char *what);
+
+/* ValueError for params that ap_camera_init refused with status. */
+void ap_mvs_camera_error(const double *params, int status,
+                         const char *what);
 
 PyObject *ap_gpu_check(PyObject *module, PyObject *device);
 PyObject *ap_gpu_warp(PyObject *module, PyObject *args);
