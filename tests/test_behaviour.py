@@ -77,18 +77,6 @@ def test_decorated_function_leaving_a_stage_open_is_an_error():
     assert rep["caller/caller/leak"].unclosed == 1
 
 
-def test_profilers_do_not_nest():
-    with ap.Profiler() as outer:
-        inner = ap.Profiler()
-        with pytest.raises(RuntimeError, match="do not nest"):
-            inner.start()
-        with pytest.raises(RuntimeError, match="never started"):
-            inner.report()
-        with ap.stage("kept"):
-            pass
-    assert outer.report()["kept"].count == 1
-
-
 def test_a_profiler_runs_once_and_reports_after_stop():
     prof = ap.Profiler()
     with pytest.raises(RuntimeError, match="never started"):
