@@ -250,7 +250,8 @@ def test_the_outer_dropped_while_an_inner_runs_ends_the_inner():
 
 def test_an_inner_uses_the_outers_settings_and_says_so():
     with ap.Profiler(max_spans=3, memory=False, compensate=False):
-        with ap.Profiler(max_spans=100, memory=True, window=5) as inner:
+        with ap.Profiler(max_spans=100, memory=True, window=5,
+                         compensate=False) as inner:
             work("a", 4)
     rep = inner.report()
     assert rep.meta["max_spans"] == 3 and rep.meta["memory"] is False
