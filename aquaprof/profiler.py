@@ -15,7 +15,9 @@ from .report import Report
 
 # Held while a Profiler calibrates and starts: a Profiler started on
 # another thread meanwhile would otherwise nest in a calibration session.
-_STARTING = threading.Lock()
+# Reentrant: a finalizer that the collector runs meanwhile, on this
+# thread, may start one too.
+_STARTING = threading.RLock()
 
 
 class Profiler:
