@@ -5,7 +5,7 @@ compensated with it."""
 from __future__ import annotations
 
 import time
-from typing import Dict
+from typing import Dict, Optional
 
 from . import _core
 from ._core import stage
@@ -27,12 +27,18 @@ def _pair_cost(cpu_resolution: float, memory: bool, rounds: int):
         bare = time.perf_counter_ns() - t
         prof = _core.Profiler(max_spans=4096, memory=memory,
                               cpu_resolution=cpu_resolution)
-        prof.start()
-        with outer:
-            for _ in range(PAIRS):
-                with inner:
-                    pass
-        prof.stop()
+        try:
+            # never nested: its figures must be its own alone
+            prof.start(nest=False)
+            with outer:
+                for _ in range(PAIRS):
+                    with inner:
+                        pass
+        finally:
+            # an exception (a KeyboardInterrupt) must not leave the private
+            # session running, held by the traceback's frames
+            if prof.running:
+                prof.stop()
         stages = {s["name"]: s for s in prof.report_data()["stages"]}
         insides.append(stages["pair"]["total_ns"] / PAIRS)
         spans.append((stages["calibrate"]["total_ns"] - bare) / PAIRS)
@@ -43,7 +49,8 @@ def calibrate(cpu_resolution: float = 20e-6, memory: bool = True,
               rounds: int = 5) -> Dict[str, float]:
     """{"span_ns", "inside_ns", "read_ns", "resolution_ns"}: a stage pair
     timed with the CPU clock never read, and with it read at every edge.
-    Cached per process and settings (about 30 ms the first time)."""
+    Cached per process and settings (about 30 ms the first time). Needs
+    no Profiler running: RuntimeError otherwise."""
     key = (cpu_resolution, memory)
     if key not in _CACHE:
         span, inside = _pair_cost(1.0, memory, rounds)   # no clock reads
@@ -53,3 +60,13 @@ def calibrate(cpu_resolution: float = 20e-6, memory: bool = True,
                        "read_ns": max((every - span) / 2, 0.0),
                        "resolution_ns": cpu_resolution * 1e9}
     return dict(_CACHE[key])
+
+
+def cached(cpu_resolution_ns: int, memory: bool) -> Optional[Dict[str, float]]:
+    """The calibration made for these settings (cpu_resolution in ns, as
+    a report gives it), None when none was: what a Profiler nested in
+    another's session uses, as it cannot calibrate while that one runs."""
+    for (resolution, mem), figures in _CACHE.items():
+        if mem == memory and round(resolution * 1e9) == cpu_resolution_ns:
+            return dict(figures)
+    return None

@@ -5,6 +5,7 @@ import os
 import platform
 import socket
 import sys
+import threading
 import time
 from typing import Any, Callable, List, Optional
 
@@ -12,13 +13,35 @@ from . import _core
 from ._version import __version__
 from .report import Report
 
+# Held while a Profiler calibrates and starts: a Profiler started on
+# another thread meanwhile would otherwise nest in a calibration session.
+# Reentrant: a finalizer that the collector runs meanwhile, on this
+# thread, may start one too.
+_STARTING = threading.RLock()
+
 
 class Profiler:
     """Records every aquaprof.stage entered while it runs, on any thread.
 
     ``with Profiler() as prof: ...`` or ``prof.start() ... prof.stop()``;
-    then ``prof.report()``. A Profiler runs once. Profilers do not nest:
-    starting one while another runs in the process raises RuntimeError.
+    then ``prof.report()``. A Profiler runs once.
+
+    Profilers nest: one started while another runs (a script run by
+    ``aquaprof run``, a test under ``pytest --aquaprof``, a library that
+    profiles itself) shares the running one's session, which records on
+    unchanged. Its report holds the calls closed while it ran and those
+    entered while it ran and still open at its stop (closed there, as
+    unclosed), with the paths it would record alone: the stages open on
+    its thread when it started come off the front of the paths below
+    them. Its figures are the outer's recording, under the outer's
+    settings: its own max_spans, memory, memory_interval, cpu_resolution,
+    cuda, cuda_sync and window do not apply (its report's run fields give
+    the outer's, and ``nested: true``); it traces no GPU activity (its
+    gpu_status says so). Inner ones may nest in turn and run one after
+    another; the outer stopping first ends those still running there:
+    their reports stop at that moment, and their own stop() does nothing
+    more. aquaprof.nesting says how each figure is derived: counts, sums
+    and histograms exactly, min, max and memory peak exactly or bounded.
 
     max_spans: most raw spans kept for spans() and traces (48 bytes each);
         beyond it spans are counted as dropped, aggregates stay exact.
@@ -66,18 +89,36 @@ class Profiler:
         self._started_at: Optional[float] = None
 
     def start(self) -> "Profiler":
-        if self._compensate and not self._core.running and \
-                not _core.active():
-            from .calibration import calibrate
-            self._overhead = calibrate(*self._settings)
-        self._core.start()
-        self._started_at = time.time()
+        """Starts recording (nested in the running Profiler, if any).
+        An exception on the way, KeyboardInterrupt included, leaves no
+        session running."""
+        if self._started_at is not None:
+            raise RuntimeError("this Profiler has already run; a Profiler "
+                               "runs once, create a new one")
+        try:
+            with _STARTING:
+                self._started_at = time.time()
+                if self._compensate and not _core.active():
+                    self._overhead = _calibration(*self._settings)
+                self._core.start()
+        except BaseException:
+            # inline C calls, no Python call: a second interrupt cannot
+            # land in between
+            if self._core.running:
+                self._core.stop()
+            else:
+                self._started_at = None   # never started: may retry
+            raise
         return self
 
     def stop(self) -> None:
-        for callback in self._on_stop:
-            callback()
-        self._core.stop()
+        """Stops recording (after calling the on_stop callbacks); the
+        recording stops even when a callback raises."""
+        try:
+            for callback in self._on_stop:
+                callback()
+        finally:
+            self._core.stop()
 
     def on_stop(self, callback: Callable[[], Any]) -> None:
         """Calls callback() at stop(), before the recording ends: how a
@@ -89,7 +130,7 @@ class Profiler:
         aquaprof.Snapshot with each stage's totals, rolling figures over
         its last N calls, and its open calls."""
         from .live.snapshot import Snapshot
-        return Snapshot(self._core.snapshot_data(), self.window)
+        return Snapshot(self._own(self._core.snapshot_data()), self.window)
 
     def monitor(self, **options: Any) -> Any:
         """Starts an aquaprof.Monitor on this profiler (see its options:
@@ -102,10 +143,17 @@ class Profiler:
     def running(self) -> bool:
         return self._core.running
 
+    @property
+    def nested(self) -> bool:
+        """True when it started inside another Profiler's session."""
+        return self._core.nested
+
     def report(self) -> Report:
         """The Report of the run; built once, after stop()."""
         if self._report is None:
-            data = self._core.report_data()
+            data = self._own(self._core.report_data())
+            if self._core.nested:
+                self._overhead = self._nested_overhead(data)
             if "gpu" in data:
                 data["gpu"]["events"].flags.writeable = False
             data["host"] = _host_info(self._started_at)
@@ -114,15 +162,54 @@ class Profiler:
             self._report = Report(data)
         return self._report
 
+    def _own(self, figures: dict) -> dict:
+        """The core's figures as this Profiler's: for a nested one, the
+        difference with the session's figures at its start."""
+        base = self._core.nest_base
+        if base is None:
+            return figures
+        from .nesting import nested_data
+        return nested_data(base, figures)
+
+    def _nested_overhead(self, data: dict) -> Optional[dict]:
+        """The calibration of the session's settings, where one was made
+        (a nested Profiler cannot run its own: the session is busy)."""
+        if not self._compensate:
+            return None
+        from .calibration import cached
+        return cached(data["cpu_resolution_ns"], data["memory"])
+
     def __enter__(self) -> "Profiler":
-        return self.start()
+        fresh = self._started_at is None
+        try:
+            return self.start()
+        except BaseException:
+            # an interrupt just after start() returned: `with` binds
+            # nothing and will not call __exit__
+            if fresh and self._core.running:
+                self._core.stop()
+            raise
 
     def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            if self._core.running:   # stop() interrupted before it began
+                self._core.stop()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"
         return f"<aquaprof.Profiler {state}>"
+
+
+def _calibration(cpu_resolution: float, memory: bool) -> Optional[dict]:
+    from .calibration import calibrate
+    try:
+        return calibrate(cpu_resolution, memory)
+    except RuntimeError:
+        # a session started meanwhile by other means than a Profiler (on
+        # another thread): this run goes uncompensated
+        return None
 
 
 def _host_info(started_at: Optional[float]) -> dict:

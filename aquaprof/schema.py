@@ -38,7 +38,7 @@ RUN_FIELDS: Fields = {
 #: run-level fields a report may lack
 RUN_OPTIONAL: Fields = {
     "host": dict, "memory_samples": list, "overhead": dict,
-    "processes": list, "gpu_status": str, "gpu": dict,
+    "processes": list, "gpu_status": str, "gpu": dict, "nested": bool,
 }
 STAGE_FIELDS: Fields = {
     "name": str, "parent": int, "depth": int, "count": int, "raised": int,

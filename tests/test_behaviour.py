@@ -84,18 +84,6 @@ def test_misnesting_never_raises_even_with_warnings_as_errors():
     assert rep.unclosed == 2
 
 
-def test_profilers_do_not_nest():
-    with ap.Profiler() as outer:
-        inner = ap.Profiler()
-        with pytest.raises(RuntimeError, match="do not nest"):
-            inner.start()
-        with pytest.raises(RuntimeError, match="never started"):
-            inner.report()
-        with ap.stage("kept"):
-            pass
-    assert outer.report()["kept"].count == 1
-
-
 def test_a_profiler_runs_once_and_reports_after_stop():
     prof = ap.Profiler()
     with pytest.raises(RuntimeError, match="never started"):

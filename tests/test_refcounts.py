@@ -189,3 +189,34 @@ def test_mvs_results_and_arguments_are_not_over_referenced():
     assert all(sys.getrefcount(results[i]) == 2 for i in range(100))
     rays = _mvs.cast_rays(cam, np.zeros((3, 2)))
     assert all(sys.getrefcount(rays[i]) == 2 for i in range(3))
+
+
+def test_nested_profilers_leave_nothing_behind():
+    from aquaprof import _core
+
+    def nest():
+        inner = _core.Profiler(memory=False)
+        inner.start()
+        with ap.stage("nested-ref"):
+            pass
+        inner.stop()
+        inner.report_data()
+
+    def outlived():
+        # the session's owner ends an inner still running, then both go
+        owner, inner = _core.Profiler(memory=False), _core.Profiler()
+        owner.start()
+        inner.start()
+        owner.stop()
+        inner.stop()
+        inner.report_data()
+
+    def dropped():
+        inner = _core.Profiler()
+        inner.start()
+        del inner
+
+    with ap.Profiler(memory=False, compensate=False):
+        assert blocks_after(nest, 1000) < 100
+        assert blocks_after(dropped, 1000) < 100
+    assert blocks_after(outlived, 600) < 100

@@ -30,6 +30,9 @@ def header_lines(rep: "Report") -> List[str]:
               if meta["memory"] else "host memory not sampled")
     lines.append(f"clock {meta['clock']}; {memory}; thread CPU clock read "
                  f"at most every {fmt_time(meta['cpu_resolution_ns'] * 1e-9)}")
+    if meta.get("nested"):
+        lines.append("nested in another Profiler: what ran while this one "
+                     "did, recorded by that one under its settings")
     lines.append(f"GPU: {rep.gpu_status}")
     cost = meta.get("overhead")
     if cost:

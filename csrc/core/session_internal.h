@@ -101,4 +101,21 @@ span_at(ap_thread *t, int64_t i)
     return &t->chunks[i >> CHUNK_BITS][i & (CHUNK - 1)];
 }
 
+/* Shared by the builders of reports (session_report.c, session_since.c),
+ * defined in session_report.c. */
+
+/* A tick of s on CLOCK_MONOTONIC, anchored at s's start and at end. */
+int64_t ticks_to_monotonic(const ap_session *s, const ap_clock_anchor *end,
+                           int64_t t);
+
+/* A recorded span (ticks, thread-local node) as a report's span. */
+ap_span report_span(const ap_session *s, const ap_clock_anchor *end,
+                    const uint32_t *map, ap_span sp);
+
+/* A report of s up to end, its threads and merged stages but no spans or
+ * memory; *threads (by index, freed by the caller) lists s's threads.
+ * AP_ERR_NOMEM, leaving nothing allocated. */
+ap_status report_new(const ap_session *s, const ap_clock_anchor *end,
+                     ap_thread ***threads, ap_report **out);
+
 #endif

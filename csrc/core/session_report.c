@@ -80,7 +80,7 @@ done:
  * session's start and at `end` (its stop, or now) and linearly between
  * them, so spans line up with other clocks whatever the error of the
  * process-wide calibration. */
-static int64_t
+int64_t
 ticks_to_monotonic(const ap_session *s, const ap_clock_anchor *end,
                    int64_t t)
 {
@@ -97,7 +97,7 @@ ticks_to_monotonic(const ap_session *s, const ap_clock_anchor *end,
 }
 
 /* A recorded span (ticks, thread-local node) as a report's span. */
-static ap_span
+ap_span
 report_span(const ap_session *s, const ap_clock_anchor *end,
             const uint32_t *map, ap_span sp)
 {
@@ -129,7 +129,7 @@ copy_spans(const ap_session *s, ap_thread *t, const uint32_t *map,
 /* A report of s up to `end` with its threads (indexed in *threads, to be
  * freed by the caller) and merged stages: everything but spans and
  * memory. */
-static ap_status
+ap_status
 report_new(const ap_session *s, const ap_clock_anchor *end,
            ap_thread ***threads, ap_report **out)
 {

@@ -1,11 +1,14 @@
-/* aquaprof._core.Profiler: owns one core session from start to report. */
+/* aquaprof._core.Profiler: owns one core session from start to report,
+ * or, started while another runs, a nest in that one's session (nest.h). */
 #include "module.h"
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/session.h"
 #include "../gpu/cuda_loader.h"
+#include "nest.h"
 
 enum { NEW, RUNNING, STOPPED, FORKED };
 
@@ -20,6 +23,9 @@ typedef struct {
     const char **cupti_paths;
     PyObject *gpu_status;  /* str, once started */
     ap_gpu_trace *gpu_trace;
+    int nested;            /* started in another's session: nest, not
+                            * session, gpu_*, report */
+    ap_nest nest;
 } ProfilerObject;
 
 static const char *
@@ -173,12 +179,44 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
 }
 
 static PyObject *
-nested(void)
+busy(void)
 {
     PyErr_SetString(PyExc_RuntimeError,
-                    "another aquaprof.Profiler is running in this process; "
-                    "profilers do not nest: stop it first");
+                    "another aquaprof.Profiler is running in this process "
+                    "and this one was started with nest=False");
     return NULL;
+}
+
+static ap_module_state *
+profiler_state(ProfilerObject *self)
+{
+    PyObject *module = PyType_GetModule(Py_TYPE(self));
+    return module ? ap_state(module) : NULL;
+}
+
+/* A nested Profiler records nothing of its own: the running session's
+ * figures at its start and stop make its report. */
+static PyObject *
+start_nested(ProfilerObject *self)
+{
+    ap_module_state *st = profiler_state(self);
+    if (st == NULL || ap_nest_start(st, &self->nest, (PyObject *)self) < 0) {
+        return NULL;
+    }
+    self->nested = 1;
+    self->state = RUNNING;
+    Py_RETURN_NONE;
+}
+
+/* RUNNING, made STOPPED where the session's owner ended the nest. */
+static int
+is_running(ProfilerObject *self)
+{
+    if (self->state == RUNNING && self->nested &&
+        self->nest.session == NULL && self->nest.pid == (int64_t)getpid()) {
+        self->state = STOPPED;
+    }
+    return self->state == RUNNING;
 }
 
 /* Stops a GPU trace started for a session that then could not start. */
@@ -191,9 +229,14 @@ undo_gpu(void)
 }
 
 static PyObject *
-profiler_start(ProfilerObject *self, PyObject *unused)
+profiler_start(ProfilerObject *self, PyObject *args, PyObject *kwargs)
 {
-    (void)unused;
+    static char *keywords[] = {"nest", NULL};
+    int nest = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$p:start", keywords,
+                                     &nest)) {
+        return NULL;
+    }
     if (self->state != NEW) {
         PyErr_SetString(PyExc_RuntimeError,
                         "this Profiler has already run; a Profiler runs "
@@ -201,13 +244,13 @@ profiler_start(ProfilerObject *self, PyObject *unused)
         return NULL;
     }
     if (ap_active()) {
-        return nested();
+        return nest ? start_nested(self) : busy();
     }
     char status[2048];
     ap_status st = ap_gpu_start(&self->gpu, &self->config.hooks, status,
                                 sizeof(status));
     if (st == AP_ERR_ACTIVE) {
-        return nested();
+        return busy();
     }
     if (st != AP_OK) {
         PyErr_Format(PyExc_RuntimeError, "cuda=True: %s", status);
@@ -228,7 +271,7 @@ profiler_start(ProfilerObject *self, PyObject *unused)
         self->state = RUNNING;
         Py_RETURN_NONE;
     case AP_ERR_ACTIVE:
-        return nested();
+        return busy();
     case AP_ERR_NOMEM:
         return PyErr_NoMemory();
     default:
@@ -248,8 +291,20 @@ profiler_stop(ProfilerObject *self, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "this Profiler was never started");
         return NULL;
     }
-    if (self->state != RUNNING) {
+    if (!is_running(self)) {
         Py_RETURN_NONE;
+    }
+    ap_module_state *mst = profiler_state(self);
+    if (mst == NULL) {
+        return NULL;
+    }
+    if (self->nested) {
+        int rc = ap_nest_stop(mst, &self->nest);
+        self->state = rc == 1 ? FORKED : STOPPED;
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    if (!ap_session_is_foreign(self->session)) {
+        ap_nests_end(mst, self->session);
     }
     if (ap_session_stop(self->session) == AP_ERR_FORKED) {
         /* a forked child's copy of the parent's data: discard it */
@@ -290,9 +345,16 @@ static PyObject *
 profiler_report_data(ProfilerObject *self, PyObject *unused)
 {
     (void)unused;
-    if (self->state == RUNNING && ap_session_is_foreign(self->session)) {
-        profiler_stop(self, NULL);
+    if (self->state == RUNNING &&
+        (self->nested ? self->nest.pid != (int64_t)getpid()
+                      : ap_session_is_foreign(self->session))) {
+        PyObject *none = profiler_stop(self, NULL);
+        if (none == NULL) {
+            return NULL;
+        }
+        Py_DECREF(none);
     }
+    is_running(self);
     switch (self->state) {
     case NEW:
         PyErr_SetString(PyExc_RuntimeError, "this Profiler was never started");
@@ -308,6 +370,15 @@ profiler_report_data(ProfilerObject *self, PyObject *unused)
                         "forked child has no report of its own (start a new "
                         "Profiler in the child)");
         return NULL;
+    }
+    if (self->nested) {
+        if (self->nest.end == NULL) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "this nested Profiler's figures at its stop "
+                            "could not be taken (out of memory)");
+            return NULL;
+        }
+        return Py_NewRef(self->nest.end);
     }
     if (self->report == NULL) {
         ap_report *r = NULL;
@@ -332,7 +403,9 @@ static PyObject *
 profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
 {
     (void)unused;
-    if (self->state != RUNNING || ap_session_is_foreign(self->session)) {
+    if (!is_running(self) ||
+        (self->nested ? !ap_nest_running(&self->nest)
+                      : ap_session_is_foreign(self->session))) {
         PyErr_SetString(PyExc_RuntimeError,
                         "snapshot() needs a running Profiler (started in "
                         "this process); after stop(), use report()");
@@ -345,6 +418,11 @@ profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
                         "stage are kept)");
         return NULL;
     }
+    if (self->nested) {
+        ap_module_state *st = profiler_state(self);
+        return st ? ap_nest_snapshot(st, &self->nest, self->config.window)
+                  : NULL;
+    }
     ap_report *r = NULL;
     ap_status st = ap_session_snapshot(self->session, &r);
     return report_dict(self, st, r, NULL);
@@ -354,7 +432,21 @@ static PyObject *
 profiler_get_running(ProfilerObject *self, void *closure)
 {
     (void)closure;
-    return PyBool_FromLong(self->state == RUNNING);
+    return PyBool_FromLong(is_running(self));
+}
+
+static PyObject *
+profiler_get_nested(ProfilerObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->nested);
+}
+
+static PyObject *
+profiler_get_nest_base(ProfilerObject *self, void *closure)
+{
+    (void)closure;
+    return Py_NewRef(self->nest.base ? self->nest.base : Py_None);
 }
 
 static int
@@ -364,6 +456,8 @@ profiler_traverse(ProfilerObject *self, visitproc visit, void *arg)
     Py_VISIT(self->report);
     Py_VISIT(self->gpu_strings);
     Py_VISIT(self->gpu_status);
+    Py_VISIT(self->nest.base);
+    Py_VISIT(self->nest.end);
     return 0;
 }
 
@@ -372,9 +466,15 @@ profiler_dealloc(ProfilerObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    if (self->state == RUNNING && !ap_session_is_foreign(self->session)) {
+    ap_module_state *st = profiler_state(self);
+    if (self->state == RUNNING && !self->nested &&
+        !ap_session_is_foreign(self->session)) {
+        if (st) {
+            ap_nests_end(st, self->session);
+        }
         undo_gpu();
     }
+    ap_nest_clear(&self->nest);
     ap_session_free(self->session);  /* also deactivates it if running */
     ap_gpu_trace_free(self->gpu_trace);
     PyMem_Free(self->cupti_paths);
@@ -386,12 +486,17 @@ profiler_dealloc(ProfilerObject *self)
 }
 
 static PyMethodDef profiler_methods[] = {
-    {"start", (PyCFunction)profiler_start, METH_NOARGS,
-     "Start recording stages. A Profiler runs once."},
+    {"start", (PyCFunction)(void (*)(void))profiler_start,
+     METH_VARARGS | METH_KEYWORDS,
+     "start(*, nest=True)\n\nStart recording stages. A Profiler runs "
+     "once. While another runs, it nests in that one's session (nest=False "
+     "raises RuntimeError instead)."},
     {"stop", (PyCFunction)profiler_stop, METH_NOARGS,
      "Stop recording; stages still open are closed and flagged."},
     {"report_data", (PyCFunction)profiler_report_data, METH_NOARGS,
-     "The recorded data as a dict (built once, after stop())."},
+     "The recorded data as a dict (built once, after stop()); for a "
+     "nested Profiler, the session's figures at its stop (see "
+     "nest_base)."},
     {"snapshot_data", (PyCFunction)profiler_snapshot_data, METH_NOARGS,
      "The data recorded so far, while running (needs window > 0): the "
      "spans are the last `window` calls of each stage and thread, then the "
@@ -401,7 +506,11 @@ static PyMethodDef profiler_methods[] = {
 
 static PyGetSetDef profiler_getset[] = {
     {"running", (getter)profiler_get_running, NULL, "True between start "
-     "and stop.", NULL},
+     "and stop (a nested one's stop, or its session's end).", NULL},
+    {"nested", (getter)profiler_get_nested, NULL, "True when started "
+     "inside another Profiler's session.", NULL},
+    {"nest_base", (getter)profiler_get_nest_base, NULL, "A nested "
+     "Profiler's figures of the session at its start, else None.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -11,6 +11,7 @@
 #include "../../csrc/core/path_map.h"
 #include "../../csrc/core/rss.h"
 #include "../../csrc/core/session.h"
+#include "../../csrc/core/session_since.h"
 
 static int passed, failed;
 
@@ -614,6 +615,106 @@ test_snapshot_windows(void)
     CHECK(ap_session_start(&c, &s) == AP_ERR_INVALID);
 }
 
+static void
+test_since_a_mark(void)
+{
+    ap_config c = default_config;
+    c.memory = 1;
+    c.memory_interval_ns = 1000000;
+    ap_session *s = start(&c);
+    int before, early, a, b;
+    ap_enter(name("early"), 0, &early);
+    ap_exit(&early, 0);
+    ap_enter(name("before"), 0, &before);
+    ap_mark m = ap_session_mark(s);
+    for (int i = 0; i < 2; i++) {
+        ap_enter(name("a"), 2, &a);
+        ap_enter(name("b"), 0, &b);
+        if (i == 0) {
+            ap_exit(&b, 0);
+            ap_exit(&a, 0);
+        }
+    }
+    ap_since got;
+    CHECK(ap_session_since(s, &m, 0, &got) == AP_OK);
+    ap_report *r = got.report;
+    const ap_report_stage *sa = find_stage(r, "before/a");
+    const ap_report_stage *sb = find_stage(r, "before/a/b");
+    /* the aggregates hold every call closed so far, and the calls opened
+     * since the mark, closed now as stop() would: the caller's prefix
+     * ("before", open since before the mark) stays open */
+    CHECK(find_stage(r, "early")->stats.count == 1);
+    CHECK(find_stage(r, "before")->stats.count == 0);
+    CHECK(sa && sb && sa->stats.count == 2 && sb->stats.count == 2);
+    CHECK(sa && sa->stats.unclosed == 1 && sa->stats.items == 4);
+    CHECK(sa && sb && sa->stats.total_ns - sa->stats.self_ns ==
+                          sb->stats.total_ns);
+    CHECK(r->unclosed == 2);
+    CHECK(got.caller_stage >= 0 &&
+          &r->stages[got.caller_stage] == find_stage(r, "before"));
+    /* the spans entered since the mark, parents among them */
+    CHECK(r->nspans == 4 && r->threads[0].spans == 4);
+    if (r->nspans == 4) {
+        CHECK(r->spans[0].parent == -1 && r->spans[1].parent == 0);
+        CHECK(r->spans[2].parent == -1 && r->spans[3].parent == 2);
+        CHECK(r->spans[0].flags == 0 && r->spans[1].flags == 0);
+        CHECK(r->spans[2].flags == AP_SPAN_UNCLOSED &&
+              r->spans[3].flags == AP_SPAN_UNCLOSED);
+        CHECK(r->spans[3].end_ns == r->stop_ns);
+        CHECK(got.since_ns <= r->spans[0].start_ns);
+        CHECK(&r->stages[r->spans[3].stage] == sb);
+    }
+    CHECK(got.rss_peak > 0 && r->nmemory == 1);
+    ap_report_free(r);
+    /* the session itself is untouched: the calls close as usual */
+    ap_exit(&b, 0);
+    ap_exit(&a, 0);
+    CHECK(ap_session_since(s, &m, 0, &got) == AP_OK);
+    CHECK(got.report->unclosed == 0 && got.caller_stage >= 0);
+    ap_report_free(got.report);
+    ap_exit(&before, 0);
+    r = stop_and_report(s);
+    sa = find_stage(r, "before/a");
+    CHECK(sa && sa->stats.count == 2 && sa->stats.unclosed == 0);
+    CHECK(r->unclosed == 0);
+    CHECK(ap_session_since(s, &m, 0, &got) == AP_ERR_INVALID);
+    finish(s, r);
+}
+
+static void
+test_since_a_mark_as_a_snapshot(void)
+{
+    ap_config c = default_config;
+    c.window = 8;
+    ap_session *s = start(&c);
+    int step, open;
+    for (int i = 0; i < 3; i++) {
+        ap_enter(name("step"), 100, &step);
+        ap_exit(&step, 0);
+    }
+    ap_mark m = ap_session_mark(s);
+    for (int i = 1; i <= 4; i++) {
+        ap_enter(name("step"), i, &step);
+        ap_exit(&step, 0);
+    }
+    ap_enter(name("open"), 0, &open);
+    ap_since got;
+    CHECK(ap_session_since(s, &m, 3, &got) == AP_OK);
+    ap_report *r = got.report;
+    /* of the window, the latest 3 steps entered since the mark, then the
+     * call open now */
+    CHECK(r->nspans == 4 && got.caller_stage == -1);
+    for (int i = 0; r->nspans == 4 && i < 3; i++) {
+        CHECK(r->spans[i].items == i + 2 && r->spans[i].parent == -1);
+    }
+    CHECK(r->nspans == 4 && r->spans[3].flags == AP_SPAN_UNCLOSED);
+    CHECK(find_stage(r, "step")->stats.count == 7);
+    CHECK(find_stage(r, "open")->stats.unclosed == 1);
+    ap_report_free(r);
+    ap_exit(&open, 0);
+    finish(s, stop_and_report(s));
+}
+
 int
 main(void)
 {
@@ -633,6 +734,8 @@ main(void)
     test_rss_log_thins_evenly();
     test_hooks_and_tags();
     test_snapshot_windows();
+    test_since_a_mark();
+    test_since_a_mark_as_a_snapshot();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

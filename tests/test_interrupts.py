@@ -1,0 +1,238 @@
+"""Ctrl-C (KeyboardInterrupt) anywhere in start(), stop() or the first
+start()'s calibration leaves no session running out of the user's reach,
+and the next Profiler starts and works.
+
+The interpreter handles a pending signal where a Python function begins
+and where a C call returns. sys.setprofile sees exactly those moments
+(its 'call' and 'c_return' events) and a profile function
+that raises there raises into the profiled code, so interrupt_at(n)
+plays a Ctrl-C at the n-th of them; each test walks n through every
+moment of the operation, until one runs through. The exception is kept
+alive while the test looks, as a REPL keeps sys.last_traceback: a session
+held only by a traceback's frames would stay active.
+
+Two moments are left out: the entry of stop() and of __exit__, before any
+of their code runs. An interrupt there leaves the Profiler running, as
+stop() was never begun; with `with ... as prof` or `prof.stop()` the user
+holds it and can stop it again. A real signal test (setitimer) covers the
+rest at random moments, C code included."""
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+import aquaprof as ap
+from aquaprof import calibration
+from aquaprof.profiler import Profiler
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+BEGUN = {Profiler.stop.__code__, Profiler.__exit__.__code__}
+# the code under test: aquaprof's and this file's (not, say, a collector
+# callback another library installed, which cannot raise into it)
+WHERE = (str(Path(ap.__file__).parent), __file__)
+
+
+class Interrupter:
+    """A profile function raising KeyboardInterrupt at the n-th moment a
+    signal could be handled (CPython unsets it once it has raised)."""
+
+    def __init__(self, n):
+        self.n, self.seen, self.fired = n, 0, False
+
+    def __call__(self, frame, event, arg):
+        if event not in ("call", "c_return") or \
+                not frame.f_code.co_filename.startswith(WHERE):
+            return
+        if event == "call" and frame.f_code in BEGUN:
+            return
+        if self.seen == self.n:
+            self.fired = True
+            code = frame.f_code
+            raise KeyboardInterrupt(
+                f"interrupted at moment {self.n}: {event} of "
+                f"{getattr(arg, '__qualname__', '')} in {code.co_name} "
+                f"({code.co_filename}:{frame.f_lineno})")
+        self.seen += 1
+
+
+def interrupted(n, action):
+    """Runs action() with a Ctrl-C at moment n: (fired, the exception)."""
+    hook = Interrupter(n)
+    caught = None
+    sys.setprofile(hook)
+    try:
+        action()
+    except KeyboardInterrupt as e:
+        caught = e
+    finally:
+        sys.setprofile(None)
+    assert hook.fired == (caught is not None)
+    return hook.fired, caught
+
+
+def raised_in(exc, function):
+    """Whether function's frame is on exc's traceback."""
+    tb = exc.__traceback__ if exc is not None else None
+    while tb is not None:
+        if tb.tb_frame.f_code is function.__code__:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def work():
+    for _ in range(3):
+        with ap.stage("step"):
+            pass
+
+
+def fresh_profiler_works():
+    with ap.Profiler(compensate=False) as prof:
+        work()
+    assert not prof.nested and prof.report()["step"].count == 3
+
+
+@pytest.fixture
+def first_start(monkeypatch):
+    """Every start() calibrates, as the first one in a process does (in
+    fewer pairs, so that each moment can be tried)."""
+    monkeypatch.setattr(calibration, "PAIRS", 20)
+
+    def fresh():
+        monkeypatch.setattr(calibration, "_CACHE", {})
+    return fresh
+
+
+def every_moment(action, check, limit=3000):
+    for n in range(limit):
+        fired, kept = interrupted(n, action)
+        check(kept)
+        del kept
+        if not fired:
+            return n
+    raise AssertionError(f"still interrupted after {limit} moments")
+
+
+def test_ctrl_c_in_a_with_block_start_or_stop_leaves_no_session(first_start):
+    def action():
+        first_start()
+        with ap.Profiler():
+            work()
+
+    def check(kept):
+        assert not ap.active(), kept
+        fresh_profiler_works()
+
+    moments = every_moment(action, check)
+    assert moments > 50       # calibration's moments among them
+
+
+def test_ctrl_c_in_start_and_stop_calls_leaves_no_hidden_session(
+        first_start):
+    held = []
+
+    def action():
+        first_start()
+        prof = ap.Profiler()
+        held.append(prof)
+        prof.start()
+        work()
+        prof.stop()
+
+    def check(kept):
+        prof = held.pop() if held else None
+        # an interrupt out of start() leaves nothing running; after it,
+        # the Profiler the user holds may run on, and says so
+        assert not (ap.active() and raised_in(kept, Profiler.start)), kept
+        assert not ap.active() or (prof and prof.running), kept
+        if prof and prof.running:
+            prof.stop()
+        assert not ap.active()
+        if kept is None:
+            assert prof.report()["step"].count == 3
+        fresh_profiler_works()
+
+    every_moment(action, check)
+
+
+def test_ctrl_c_in_a_nested_start_or_stop_leaves_the_outer_recording():
+    with ap.Profiler(compensate=False) as outer:
+        def action():
+            with ap.Profiler():
+                work()
+
+        def check(kept):
+            assert ap.active() and outer.running, kept
+
+        runs = every_moment(action, check)
+    assert not ap.active() and runs > 10
+    whole = outer.report()
+    # the run that went through, and what the interrupted ones got to
+    assert 3 <= whole["step"].count <= 3 * (runs + 1)
+    assert whole.unclosed == 0
+
+
+def test_an_on_stop_callback_that_raises_still_stops_the_recording():
+    prof = ap.Profiler(compensate=False)
+
+    def callback():
+        raise KeyboardInterrupt("in a callback")
+
+    prof.on_stop(callback)
+    prof.start()
+    work()
+    with pytest.raises(KeyboardInterrupt, match="in a callback"):
+        prof.stop()
+    assert not ap.active() and not prof.running
+    assert prof.report()["step"].count == 3
+    # and through `with`
+    with pytest.raises(KeyboardInterrupt, match="in a callback"):
+        with ap.Profiler(compensate=False) as again:
+            again.on_stop(callback)
+    assert not ap.active() and not again.running
+
+
+def test_ctrl_c_during_calibration_leaves_no_private_session(first_start):
+    def action():
+        first_start()
+        calibration.calibrate(rounds=1)
+
+    def check(kept):
+        assert not ap.active(), kept
+
+    every_moment(action, check)
+    assert calibration.calibrate(rounds=1)["span_ns"] >= 0
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"),
+                    reason="needs signal.setitimer")
+def test_real_signals_at_random_moments_leave_no_hidden_session(first_start):
+    import random
+    rng = random.Random(7)
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt("SIGALRM")
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    interrupts = 0
+    try:
+        for i in range(150):
+            first_start()
+            prof = None
+            signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-5, 0.02))
+            try:
+                with ap.Profiler() as prof:
+                    work()
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            except KeyboardInterrupt:
+                interrupts += 1
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            assert not ap.active() or (prof is not None and prof.running)
+            if prof is not None and prof.running:
+                prof.stop()
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert interrupts > 0
+    fresh_profiler_works()
