@@ -301,3 +301,18 @@ def test_a_synchronous_run_keeps_one_track_per_thread():
     events = json.loads(chrome_trace(prof.report()))["traceEvents"]
     assert len({e["tid"] for e in events if e["ph"] == "X"}) == 1
     assert _core.SPAN_SUSPENDED not in set(prof.report().spans()["flags"])
+
+
+def test_a_profiler_nested_inside_a_task_reports_that_tasks_work():
+    async def main():
+        with ap.Profiler() as inner:
+            await asyncio.gather(*(task_holding_a_stage_across_awaits(i)
+                                   for i in range(10)))
+        return inner.report()
+
+    with ap.Profiler() as outer:
+        with ap.stage("serve"):
+            inner = asyncio.run(main())
+    assert inner["task"].count == 10 and inner["task/work"].count == 10
+    assert inner.unclosed == 0
+    assert outer.report()["serve/task"].count == 10
