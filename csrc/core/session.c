@@ -3,17 +3,18 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "clock.h"
 #include "intern.h"
 #include "rss.h"
 
 _Atomic(ap_session *) ap_current_session;
 
-/* Full span chunks kept from finished sessions: fresh memory costs a page
- * fault per 85 spans (about 20 ns a span in a VM), reused memory none. */
+/* Full span chunks kept from finished sessions and exited threads: fresh
+ * memory costs a page fault per 85 spans (about 20 ns a span in a VM),
+ * reused memory none. */
 #define POOL_MAX 85       /* chunks, about 16 MiB */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static ap_span *pool[POOL_MAX]; /* protected by pool_lock */
@@ -34,7 +35,9 @@ fork_child(void)
      * thread held at the fork stays held in the child: start afresh. */
     atomic_store(&ap_current_session, NULL);
     pthread_mutex_init(&pool_lock, NULL);
+    pthread_mutex_init(&ap_link_lock, NULL);
     ap_intern_after_fork();
+    ap_alloc_after_fork();
 }
 
 static void
@@ -46,46 +49,85 @@ install_fork_handler(void)
 /* ------------------------------------------------------------- threads */
 
 static ap_status
-add_node(ap_thread *t, uint32_t parent, uint32_t name)
+add_node(ap_thread *t, uint32_t parent, uint32_t name, uint32_t path)
 {
     if (t->nnodes == t->nodes_cap) {
         uint32_t cap = t->nodes_cap ? t->nodes_cap * 2 : 8;
-        ap_node *nodes = realloc(t->nodes, cap * sizeof(*nodes));
+        ap_node *nodes = ap_realloc(t->nodes, cap * sizeof(*nodes));
         if (!nodes) {
             return AP_ERR_NOMEM;
         }
         t->nodes = nodes;
+        uint32_t *paths = ap_realloc(t->paths, cap * sizeof(*paths));
+        if (!paths) {
+            return AP_ERR_NOMEM;    /* nodes stays larger: harmless */
+        }
+        t->paths = paths;
         t->nodes_cap = cap;
     }
     ap_node *n = &t->nodes[t->nnodes];
     *n = (ap_node){.name = name, .parent = parent};
     ap_stats_init(&n->stats);
     if (t->window && t->nnodes != ROOT_NODE) {
-        n->recent = malloc(t->window * sizeof(ap_span));
+        n->recent = ap_malloc(t->window * sizeof(ap_span));
         if (!n->recent) {
             return AP_ERR_NOMEM;
         }
     }
+    t->paths[t->nnodes] = path;
     t->nnodes++;
     return AP_OK;
 }
 
-/* Finds or creates the child of parent named name. */
-static ap_status
-child_node(ap_thread *t, uint32_t parent, uint32_t name, uint32_t *node)
+ap_status
+ap_thread_add_root(ap_thread *t)
 {
-    if (ap_path_map_find(&t->children, parent, name, node)) {
-        return AP_OK;
+    return add_node(t, ROOT_NODE, 0, NO_PATH);
+}
+
+/* A node new to t: the session's path for it first (folded past
+ * max_stages), then t's node, filed under the name the session gave. */
+static AP_CORE_COLD ap_status
+new_child(ap_session *s, ap_thread *t, uint32_t parent, uint32_t name,
+          uint32_t *node)
+{
+    uint32_t path, filed;
+    pthread_mutex_lock(&s->lock);
+    ap_status st = ap_path_resolve_locked(s, t->paths[parent], name, &path,
+                                          &filed);
+    pthread_mutex_unlock(&s->lock);
+    if (st != AP_OK) {
+        return st;
+    }
+    if (filed != name) {
+        if (path == t->paths[parent]) {
+            *node = parent;     /* inside an overflow path: itself */
+            return AP_OK;
+        }
+        if (ap_path_map_find(&t->children, parent, filed, node)) {
+            return AP_OK;
+        }
     }
     /* the key's room first: a node left without its key would be made
      * again at the next entry */
     if (ap_path_map_reserve(&t->children) != AP_OK ||
-        add_node(t, parent, name) != AP_OK) {
+        add_node(t, parent, filed, path) != AP_OK) {
         return AP_ERR_NOMEM;
     }
     *node = t->nnodes - 1;
-    ap_path_map_put(&t->children, parent, name, *node);
+    ap_path_map_put(&t->children, parent, filed, *node);
     return AP_OK;
+}
+
+/* Finds or creates the child of parent named name. */
+static inline ap_status
+child_node(ap_session *s, ap_thread *t, uint32_t parent, uint32_t name,
+           uint32_t *node)
+{
+    if (ap_path_map_find(&t->children, parent, name, node)) {
+        return AP_OK;
+    }
+    return new_child(s, t, parent, name, node);
 }
 
 static ap_span *
@@ -97,11 +139,11 @@ pool_take(void)
         chunk = pool[--pool_len];
     }
     pthread_mutex_unlock(&pool_lock);
-    return chunk ? chunk : malloc(CHUNK * sizeof(ap_span));
+    return chunk ? chunk : ap_malloc(CHUNK * sizeof(ap_span));
 }
 
-static void
-pool_give(ap_span *chunk)
+void
+ap_pool_give(ap_span *chunk)
 {
     pthread_mutex_lock(&pool_lock);
     if (pool_len < POOL_MAX) {
@@ -112,68 +154,37 @@ pool_give(ap_span *chunk)
     free(chunk);
 }
 
-static void
-free_thread(ap_thread *t)
+void
+ap_pool_trim(void)
 {
-    for (uint32_t c = 0; c < t->nchunks; c++) {
-        pool_give(t->chunks[c]);
+    pthread_mutex_lock(&pool_lock);
+    while (pool_len) {
+        free(pool[--pool_len]);
     }
-    free(t->chunks);
-    free(t->stack);
-    for (uint32_t n = 0; n < t->nnodes; n++) {
-        free(t->nodes[n].recent);
-    }
-    free(t->nodes);
-    ap_path_map_free(&t->children);
-    free(t);
-}
-
-static ap_status
-register_thread(ap_session *s, ap_thread **out)
-{
-    ap_thread *t = calloc(1, sizeof(*t));
-    if (!t) {
-        return AP_ERR_NOMEM;
-    }
-    t->stack_cap = 32;
-    t->window = s->config.window;
-    t->stack = malloc(t->stack_cap * sizeof(*t->stack));
-    if (!t->stack || add_node(t, ROOT_NODE, 0) != AP_OK ||
-        ap_path_map_init(&t->children, 0) != AP_OK) {
-        free_thread(t);
-        return AP_ERR_NOMEM;
-    }
-    t->native_id = (int64_t)syscall(SYS_gettid);
-    t->cpu_wall = INT64_MIN / 2;
-    pthread_mutex_lock(&s->threads_lock);
-    t->index = s->nthreads++;
-    t->next = s->threads;
-    s->threads = t;
-    pthread_mutex_unlock(&s->threads_lock);
-    tls_thread = t;
-    tls_gen = s->gen;
-    *out = t;
-    return AP_OK;
+    pthread_mutex_unlock(&pool_lock);
 }
 
 /* ---------------------------------------------------------------- spans */
 
+/* Room for up to CHUNK more spans from the session's max_spans; 0 when
+ * there is none (t is then exhausted: it drops spans from now on). */
 static int
 grant_chunk(ap_session *s, ap_thread *t)
 {
-    int64_t got = atomic_fetch_add(&s->reserved, CHUNK);
-    if (got >= s->config.max_spans) {
-        t->exhausted = 1;
-        return 0;
-    }
-    int64_t n = s->config.max_spans - got < CHUNK ? s->config.max_spans - got
-                                                  : CHUNK;
-    if (t->nchunks == t->chunks_cap) {
-        uint32_t cap = t->chunks_cap ? t->chunks_cap * 2 : 16;
-        ap_span **chunks = realloc(t->chunks, cap * sizeof(*chunks));
-        if (!chunks) {
+    int64_t got = atomic_load(&s->reserved), n;
+    do {
+        if (got >= s->config.max_spans) {
             t->exhausted = 1;
             return 0;
+        }
+        n = s->config.max_spans - got < CHUNK ? s->config.max_spans - got
+                                              : CHUNK;
+    } while (!atomic_compare_exchange_weak(&s->reserved, &got, got + n));
+    if (t->nchunks == t->chunks_cap) {
+        uint32_t cap = t->chunks_cap ? t->chunks_cap * 2 : 16;
+        ap_span **chunks = ap_realloc(t->chunks, cap * sizeof(*chunks));
+        if (!chunks) {
+            goto none;
         }
         t->chunks = chunks;
         t->chunks_cap = cap;
@@ -181,12 +192,15 @@ grant_chunk(ap_session *s, ap_thread *t)
     /* full-size even when n is smaller, so any chunk may go to the pool */
     ap_span *chunk = pool_take();
     if (!chunk) {
-        t->exhausted = 1;
-        return 0;
+        goto none;
     }
     t->chunks[t->nchunks++] = chunk;
     t->span_cap += n;
     return 1;
+none:
+    atomic_fetch_sub(&s->reserved, n);
+    t->exhausted = 1;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- public */
@@ -196,7 +210,31 @@ config_ok(const ap_config *c)
 {
     return c->max_spans >= 0 && c->max_spans <= INT32_MAX &&
            c->cpu_resolution_ns >= 0 && c->window <= AP_WINDOW_MAX &&
+           c->max_stages <= AP_MAX_STAGES &&
            (!c->memory || c->memory_interval_ns > 0);
+}
+
+/* The memory sampler's cue to poll fast: a stage is open somewhere. */
+static int
+session_busy(void *arg)
+{
+    ap_session *s = arg;
+    int busy = 0;
+    pthread_mutex_lock(&s->lock);
+    for (ap_thread *t = s->threads; t && !busy; t = t->next) {
+        busy = atomic_load_explicit(&t->open, memory_order_relaxed) != 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return busy;
+}
+
+static void
+session_release(ap_session *s)
+{
+    ap_path_map_free(&s->path_ids);
+    ap_report_free(s->report);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
 }
 
 ap_status
@@ -209,22 +247,30 @@ ap_session_start(const ap_config *cfg, ap_session **out)
     if (atomic_load(&ap_current_session)) {
         return AP_ERR_ACTIVE;
     }
-    ap_session *s = calloc(1, sizeof(*s));
+    ap_session *s = ap_calloc(1, sizeof(*s));
     if (!s) {
         return AP_ERR_NOMEM;
     }
     s->config = *cfg;
     s->gen = atomic_fetch_add(&next_gen, 1);
     s->pid = (int64_t)getpid();
-    if (pthread_mutex_init(&s->threads_lock, NULL) != 0) {
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
         free(s);
         return AP_ERR_SYSTEM;
     }
+    s->report = ap_calloc(1, sizeof(*s->report));
+    if (!s->report ||
+        ap_path_map_init(&s->path_ids, 0) != AP_OK ||
+        ap_intern(AP_OVERFLOW_NAME, strlen(AP_OVERFLOW_NAME),
+                  &s->overflow_name) != AP_OK) {
+        session_release(s);
+        return AP_ERR_NOMEM;
+    }
     if (cfg->memory) {
-        ap_status st = ap_rss_start(&s->rss, cfg->memory_interval_ns);
+        ap_status st = ap_rss_start(&s->rss, cfg->memory_interval_ns,
+                                    session_busy, s);
         if (st != AP_OK) {
-            pthread_mutex_destroy(&s->threads_lock);
-            free(s);
+            session_release(s);
             return st;
         }
     }
@@ -235,8 +281,8 @@ ap_session_start(const ap_config *cfg, ap_session **out)
     ap_session *expected = NULL;
     if (!atomic_compare_exchange_strong(&ap_current_session, &expected, s)) {
         ap_rss_stop(&s->rss);
-        pthread_mutex_destroy(&s->threads_lock);
-        free(s);
+        ap_rss_free_log(&s->rss);
+        session_release(s);
         return AP_ERR_ACTIVE;
     }
     *out = s;
@@ -254,6 +300,20 @@ ap_session_thread_index(ap_session *s)
 {
     ap_thread *t = current_thread(s);
     return t ? (int64_t)t->index : -1;
+}
+
+static AP_CORE_COLD ap_thread *
+register_thread(ap_session *s)
+{
+    ap_thread *t;
+    if (ap_thread_register(s, &t) != AP_OK) {
+        /* no record to count it in: the session counts it */
+        atomic_fetch_add(&s->lost, 1);
+        return NULL;
+    }
+    tls_thread = t;
+    tls_gen = s->gen;
+    return t;
 }
 
 static uint64_t
@@ -275,11 +335,12 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
         return AP_IGNORED;
     }
     ap_thread *t = current_thread(s);
-    if (!t && register_thread(s, &t) != AP_OK) {
-        return AP_ERR_NOMEM;  /* uncounted: no thread state to count in */
+    if (!t && !(t = register_thread(s))) {
+        return AP_ERR_NOMEM;
     }
     if (t->depth == t->stack_cap) {
-        ap_frame *stack = realloc(t->stack, 2 * t->stack_cap * sizeof(*stack));
+        ap_frame *stack = ap_realloc(t->stack,
+                                     2 * t->stack_cap * sizeof(*stack));
         if (!stack) {
             t->lost++;
             return AP_ERR_NOMEM;
@@ -289,7 +350,7 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
     }
     uint32_t parent = t->depth ? t->stack[t->depth - 1].node : ROOT_NODE;
     ap_frame *f = &t->stack[t->depth];
-    if (child_node(t, parent, name, &f->node) != AP_OK) {
+    if (child_node(s, t, parent, name, &f->node) != AP_OK) {
         t->lost++;
         return AP_ERR_NOMEM;
     }
@@ -303,6 +364,7 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
         t->dropped++;
     }
     if (s->config.memory) {
+        ap_rss_wake_if_idle(&s->rss);
         f->rss_seq0 = atomic_load_explicit(&s->rss.seq, memory_order_acquire);
         f->rss0 = atomic_load_explicit(&s->rss.current, memory_order_relaxed);
     }
@@ -328,13 +390,13 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
         };
     }
     t->depth++;
+    atomic_store_explicit(&t->open, t->open + 1, memory_order_relaxed);
     return AP_OK;
 }
 
-/* Records the innermost frame of t as closed at tick w. */
-static void
-close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
-            uint32_t flags)
+void
+ap_close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
+               uint32_t flags)
 {
     ap_frame *f = &t->stack[t->depth - 1];
     int64_t wall = ap_ticks_to_ns(w - f->t0);
@@ -343,7 +405,9 @@ close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
     cpu = cpu < 0 ? 0 : (cpu > wall ? wall : cpu);
     ap_node *node = &t->nodes[f->node];
     ap_stats *st = &node->stats;
-    ap_stats_add(st, wall, wall - f->child_ns, cpu, f->items);
+    if (ap_stats_add(st, wall, wall - f->child_ns, cpu, f->items) != AP_OK) {
+        t->lost++;
+    }
     if (node->recent) {
         node->recent[node->recent_at] = (ap_span){
             f->node, t->index, -1, flags, f->t0, w, cpu, f->items,
@@ -373,6 +437,7 @@ close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
         sp->flags = flags;
     }
     t->depth--;
+    atomic_store_explicit(&t->open, t->open - 1, memory_order_relaxed);
     if (t->depth) {
         t->stack[t->depth - 1].child_ns += wall;
     }
@@ -410,7 +475,7 @@ ap_exit(const void *owner, int raised)
     } else {
         cpu = t->cpu_last + ap_ticks_to_ns(w - t->cpu_wall);
     }
-    close_frame(s, t, w, cpu, raised ? AP_SPAN_RAISED : 0);
+    ap_close_frame(s, t, w, cpu, raised ? AP_SPAN_RAISED : 0);
     return AP_OK;
 }
 
@@ -434,17 +499,20 @@ ap_session_stop(ap_session *s)
     s->stop = ap_clock_anchor_now();
     ap_thread *self = current_thread(s);
     int64_t cpu_now = self ? ap_thread_cpu_ns() : 0;
+    pthread_mutex_lock(&s->lock);
     for (ap_thread *t = s->threads; t; t = t->next) {
         while (t->depth) {
             /* another thread's CPU clock is not ours to read: its open
              * stages get the CPU time they had when they entered */
             int64_t cpu = t == self ? cpu_now : t->stack[t->depth - 1].cpu0;
-            close_frame(s, t, s->stop.ticks, cpu, AP_SPAN_UNCLOSED);
+            ap_close_frame(s, t, s->stop.ticks, cpu, AP_SPAN_UNCLOSED);
             s->unclosed++;
         }
     }
-    ap_rss_stop(&s->rss);
     s->stopped = 1;
+    pthread_mutex_unlock(&s->lock);
+    /* after the lock: the sampler takes it to see whether stages are open */
+    ap_rss_stop(&s->rss);
     return AP_OK;
 }
 
@@ -462,12 +530,7 @@ ap_session_free(ap_session *s)
         ap_rss_stop(&s->rss);
         ap_rss_free_log(&s->rss);
     }
-    ap_thread *t = s->threads;
-    while (t) {
-        ap_thread *next = t->next;
-        free_thread(t);
-        t = next;
-    }
-    pthread_mutex_destroy(&s->threads_lock);
-    free(s);
+    ap_thread_free_all(s);
+    ap_paths_free(s);
+    session_release(s);
 }

@@ -1,5 +1,12 @@
-/* Internals shared by session.c (recording) and session_report.c
- * (merging into an ap_report). Not part of the core's interface. */
+/* Internals shared by session.c (recording), session_thread.c (thread
+ * records: registration, exit, freeing) and session_report.c (reports).
+ * Not part of the core's interface.
+ *
+ * Locks, always taken in this order: ap_link_lock (process-wide: which
+ * thread record a thread's exit hook merges), then a session's lock (its
+ * thread lists, its paths, the aggregates of exited threads), then the
+ * sampler's. The hot path takes none of them; a thread takes its
+ * session's lock only to record a path it has not recorded before. */
 #ifndef AP_SESSION_INTERNAL_H
 #define AP_SESSION_INTERNAL_H
 
@@ -13,6 +20,10 @@
 #define CHUNK_BITS 12
 #define CHUNK (1 << CHUNK_BITS)   /* spans per buffer chunk */
 #define ROOT_NODE 0               /* per-thread tree root, not a stage */
+#define NO_PATH UINT32_MAX        /* the root node's path */
+
+/* Rare paths out of the hot functions, so that they stay small. */
+#define AP_CORE_COLD __attribute__((noinline, cold))
 
 typedef struct {
     uint32_t node;
@@ -36,16 +47,25 @@ typedef struct {
 } ap_node;
 
 typedef struct ap_thread {
-    struct ap_thread *next;
+    struct ap_thread *next;      /* the session's live threads */
+    struct ap_thread *next_all;  /* all its threads, newest first */
+    ap_session *session;
+    /* The recording thread's link to this record, which its exit hook
+     * follows; NULL once unlinked. ap_link_lock. */
+    struct ap_thread **owner;
     uint32_t index;
     int64_t native_id;
+    _Atomic uint32_t open;       /* stages open: the memory sampler's cue */
+    int retired;                 /* its thread exited; merged, trimmed */
     ap_frame *stack;
     uint32_t depth, stack_cap;
     ap_node *nodes;
+    uint32_t *paths;             /* node -> session path; stage_of_node */
     uint32_t nnodes, nodes_cap;
     ap_path_map children;  /* (parent node, name) -> node */
     ap_span **chunks;
     uint32_t nchunks, chunks_cap;
+    int last_chunk_exact;  /* the last chunk was trimmed to its spans */
     int64_t nspans, span_cap;
     int exhausted;
     int64_t dropped;
@@ -64,15 +84,68 @@ struct ap_session {
     int64_t cpu_resolution_ticks;
     int stopped;
     _Atomic int64_t reserved;     /* spans granted to threads */
+    _Atomic int64_t lost;         /* entries of threads left unregistered */
+    pthread_mutex_t lock;         /* everything below but rss */
     int64_t unclosed;
-    pthread_mutex_t threads_lock; /* protects threads, nthreads */
-    ap_thread *threads;
+    ap_thread *threads;           /* live: their thread may still record */
+    ap_thread *all;               /* every record, retired ones too */
     uint32_t nthreads;
+    /* Every distinct path recorded on any thread, parents first: the
+     * report's stages. Their stats hold what exited threads recorded. */
+    ap_report_stage *paths;
+    uint32_t npaths, paths_cap;
+    ap_path_map path_ids;         /* (parent path + 1, name) -> path */
+    uint32_t overflow_name;
+    int64_t overflowed;           /* entries folded past max_stages */
+    /* Made at start (its threads array grown as threads register) and
+     * handed out by ap_session_report, so that building it needs no
+     * memory but the span array's, which may shrink. */
+    ap_report *report;
+    uint32_t report_threads_cap;
+    int reported;                 /* the report took paths and spans */
     ap_rss rss;
 };
 
+extern pthread_mutex_t ap_link_lock;
+
 /* The calling thread's index in s, -1 when it has recorded nothing. */
 int64_t ap_session_thread_index(ap_session *s);
+
+/* session_thread.c: a record for the calling thread in s, linked so that
+ * its exit merges it into s. AP_ERR_NOMEM leaves nothing behind. */
+ap_status ap_thread_register(ap_session *s, ap_thread **out);
+
+/* Adds t's root node (session.c). */
+ap_status ap_thread_add_root(ap_thread *t);
+
+/* Unlinks every record of s from its thread and frees them all. */
+void ap_thread_free_all(ap_session *s);
+
+/* Closes t's innermost frame at tick w (session.c). */
+void ap_close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
+                    uint32_t flags);
+
+/* Gives a span chunk back to the pool kept across sessions. */
+void ap_pool_give(ap_span *chunk);
+
+/* Frees the pool's chunks, when memory is short. */
+void ap_pool_trim(void);
+
+/* Frees one record whatever its state; it must be unlinked. */
+void ap_thread_free(ap_thread *t);
+
+/* session_paths.c: the path an entry of `name` under path `parent`
+ * (NO_PATH: the top level) is recorded in, added when new. Past
+ * config.max_stages paths, the entry folds into the parent's overflow path
+ * and is counted in s->overflowed; *filed is the name the thread files it
+ * under (name, or the overflow path's). AP_ERR_NOMEM when a new path could
+ * not be added. Under s->lock. */
+ap_status ap_path_resolve_locked(ap_session *s, uint32_t parent,
+                                 uint32_t name, uint32_t *path,
+                                 uint32_t *filed);
+
+/* Frees every path's aggregates and the paths table. */
+void ap_paths_free(ap_session *s);
 
 static inline ap_span *
 span_at(ap_thread *t, int64_t i)
