@@ -242,13 +242,18 @@ error:
     return st;
 }
 
-/* Frees all but the log, which outlives the sampler for the report. */
+/* Frees all but the log, which outlives the sampler for the report. In a
+ * forked child the locks and the condition are left as they are: the
+ * sampler may have held or waited on them at the fork, and destroying a
+ * condition with a waiter that no longer exists blocks for ever. */
 static void
-release(ap_rss *r)
+release(ap_rss *r, int joined)
 {
-    pthread_mutex_destroy(&r->lock);
-    pthread_mutex_destroy(&r->wait_lock);
-    pthread_cond_destroy(&r->wake);
+    if (joined) {
+        pthread_mutex_destroy(&r->lock);
+        pthread_mutex_destroy(&r->wait_lock);
+        pthread_cond_destroy(&r->wake);
+    }
     free(r->marks);
     close(r->fd);
     r->marks = NULL;
@@ -275,14 +280,14 @@ ap_rss_stop(ap_rss *r)
     pthread_cond_signal(&r->wake);
     pthread_mutex_unlock(&r->wait_lock);
     pthread_join(r->thread, NULL);
-    release(r);
+    release(r, 1);
 }
 
 void
 ap_rss_forget(ap_rss *r)
 {
     if (r->running) {
-        release(r);
+        release(r, 0);
     }
     ap_rss_free_log(r);
 }

@@ -394,9 +394,10 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
     return AP_OK;
 }
 
-void
-ap_close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
-               uint32_t flags)
+/* Records the innermost frame of t as closed at tick w. */
+static void
+close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
+            uint32_t flags)
 {
     ap_frame *f = &t->stack[t->depth - 1];
     int64_t wall = ap_ticks_to_ns(w - f->t0);
@@ -443,6 +444,15 @@ ap_close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
     }
 }
 
+/* close_frame for the thread records' code; ap_exit keeps its own copy
+ * inlined. */
+void
+ap_close_frame(ap_session *s, ap_thread *t, int64_t w, int64_t cpu1,
+               uint32_t flags)
+{
+    close_frame(s, t, w, cpu1, flags);
+}
+
 ap_status
 ap_exit(const void *owner, int raised)
 {
@@ -475,7 +485,7 @@ ap_exit(const void *owner, int raised)
     } else {
         cpu = t->cpu_last + ap_ticks_to_ns(w - t->cpu_wall);
     }
-    ap_close_frame(s, t, w, cpu, raised ? AP_SPAN_RAISED : 0);
+    close_frame(s, t, w, cpu, raised ? AP_SPAN_RAISED : 0);
     return AP_OK;
 }
 
@@ -505,7 +515,7 @@ ap_session_stop(ap_session *s)
             /* another thread's CPU clock is not ours to read: its open
              * stages get the CPU time they had when they entered */
             int64_t cpu = t == self ? cpu_now : t->stack[t->depth - 1].cpu0;
-            ap_close_frame(s, t, s->stop.ticks, cpu, AP_SPAN_UNCLOSED);
+            close_frame(s, t, s->stop.ticks, cpu, AP_SPAN_UNCLOSED);
             s->unclosed++;
         }
     }

@@ -46,6 +46,11 @@ typedef struct {
     uint32_t nrecent;      /* slots filled, up to config.window */
 } ap_node;
 
+typedef struct {
+    ap_span *calls;        /* oldest first; NULL before any */
+    uint32_t n;
+} ap_recent;
+
 typedef struct ap_thread {
     struct ap_thread *next;      /* the session's live threads */
     struct ap_thread *next_all;  /* all its threads, newest first */
@@ -95,6 +100,11 @@ struct ap_session {
     ap_report_stage *paths;
     uint32_t npaths, paths_cap;
     ap_path_map path_ids;         /* (parent path + 1, name) -> path */
+    /* With config.window: by path, the latest calls of threads that
+     * exited (window at most, by end time, stage holding the path), so
+     * that a snapshot's rolling figures still see them. */
+    ap_recent *ended_recent;
+    uint32_t ended_recent_cap;
     uint32_t overflow_name;
     int64_t overflowed;           /* entries folded past max_stages */
     /* Made at start (its threads array grown as threads register) and

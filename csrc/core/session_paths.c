@@ -71,6 +71,12 @@ ap_path_resolve_locked(ap_session *s, uint32_t parent, uint32_t name,
 void
 ap_paths_free(ap_session *s)
 {
+    for (uint32_t i = 0; i < s->ended_recent_cap; i++) {
+        free(s->ended_recent[i].calls);
+    }
+    free(s->ended_recent);
+    s->ended_recent = NULL;
+    s->ended_recent_cap = 0;
     for (uint32_t i = 0; s->paths && i < s->npaths; i++) {
         ap_stats_free(&s->paths[i].stats);
     }

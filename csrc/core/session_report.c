@@ -31,12 +31,13 @@ ticks_to_monotonic(const ap_session *s, const ap_clock_anchor *end,
     return s->start.ns + (int64_t)(num / span_ticks);
 }
 
-/* A recorded span (ticks, thread-local node) as a report's span. */
+/* A recorded span (ticks, thread-local node; with no map, the stage's
+ * path already) as a report's span. */
 static ap_span
 report_span(const ap_session *s, const ap_clock_anchor *end,
             const uint32_t *map, ap_span sp)
 {
-    sp.stage = map[sp.stage];
+    sp.stage = map ? map[sp.stage] : sp.stage;
     sp.start_ns = ticks_to_monotonic(s, end, sp.start_ns);
     sp.end_ns = ticks_to_monotonic(s, end, sp.end_ns);
     /* the anchors' scale differs from the calibration that clamped cpu
@@ -276,6 +277,38 @@ snapshot_stages(const ap_session *s, ap_report *r)
     return AP_OK;
 }
 
+/* The recent calls of threads that exited, after the others' (each
+ * counted in its own thread's spans). */
+static ap_status
+snapshot_ended_recent(const ap_session *s, const ap_clock_anchor *now,
+                      ap_report *r)
+{
+    int64_t n = 0;
+    for (uint32_t p = 0; p < s->ended_recent_cap; p++) {
+        n += s->ended_recent[p].n;
+    }
+    if (n == 0) {
+        return AP_OK;
+    }
+    ap_span *spans = ap_realloc(r->spans,
+                                (size_t)(r->nspans + n) * sizeof(ap_span));
+    if (!spans) {
+        return AP_ERR_NOMEM;
+    }
+    r->spans = spans;
+    /* their stage is a path already: an identity map for report_span */
+    for (uint32_t p = 0; p < s->ended_recent_cap; p++) {
+        const ap_recent *rec = &s->ended_recent[p];
+        for (uint32_t i = 0; i < rec->n; i++) {
+            ap_span sp = report_span(s, now, NULL, rec->calls[i]);
+            r->threads[sp.thread].spans++;
+            r->threads[sp.thread].recorded++;
+            r->spans[r->nspans++] = sp;
+        }
+    }
+    return AP_OK;
+}
+
 static ap_status
 snapshot_locked(ap_session *s, const ap_clock_anchor *now, ap_report *r)
 {
@@ -313,7 +346,7 @@ snapshot_locked(ap_session *s, const ap_clock_anchor *now, ap_report *r)
                            r->spans + after);
         }
     }
-    return AP_OK;
+    return snapshot_ended_recent(s, now, r);
 }
 
 ap_status

@@ -169,6 +169,72 @@ trim_spans(ap_session *s, ap_thread *t)
     ap_pool_give(last);
 }
 
+/* The calls of ring node (oldest first) and of into->calls merged by end
+ * time into out, keeping the latest `window`; their stage becomes path. */
+static uint32_t
+merge_recent(const ap_node *node, uint32_t window, uint32_t path,
+             const ap_recent *into, ap_span *out)
+{
+    uint32_t first = node->nrecent < window ? 0 : node->recent_at;
+    uint32_t i = node->nrecent, j = into->n, k = window;
+    /* from the newest down, so that the oldest are the ones left out */
+    while (k && (i || j)) {
+        const ap_span *a = NULL;
+        if (i) {
+            uint32_t at = first + i - 1;
+            a = &node->recent[at < window ? at : at - window];
+        }
+        const ap_span *b = j ? &into->calls[j - 1] : NULL;
+        if (a && (!b || a->end_ns >= b->end_ns)) {
+            out[--k] = *a;
+            out[k].stage = path;
+            i--;
+        } else {
+            out[--k] = *b;
+            j--;
+        }
+    }
+    uint32_t n = window - k;
+    memmove(out, out + k, n * sizeof(*out));
+    return n;
+}
+
+/* Keeps the recent calls of an exiting thread for snapshots, merged by
+ * path. Out of memory, they are let go: only live figures lose them. */
+static void
+keep_recent_locked(ap_session *s, ap_thread *t)
+{
+    if (s->ended_recent_cap < s->npaths) {
+        ap_recent *fresh = ap_realloc(s->ended_recent,
+                                      s->npaths * sizeof(*fresh));
+        if (!fresh) {
+            return;
+        }
+        memset(fresh + s->ended_recent_cap, 0,
+               (s->npaths - s->ended_recent_cap) * sizeof(*fresh));
+        s->ended_recent = fresh;
+        s->ended_recent_cap = s->npaths;
+    }
+    ap_span *spare = NULL;
+    for (uint32_t n = 1; n < t->nnodes; n++) {
+        if (!t->nodes[n].nrecent) {
+            continue;
+        }
+        spare = spare ? spare : ap_malloc(t->window * sizeof(ap_span));
+        if (!spare) {
+            return;
+        }
+        ap_recent *into = &s->ended_recent[t->paths[n]];
+        uint32_t kept = merge_recent(&t->nodes[n], t->window, t->paths[n],
+                                     into, spare);
+        ap_span *old = into->calls;
+        into->calls = spare;
+        into->n = kept;
+        spare = old;
+    }
+    free(spare);
+}
+
 /* Merges an exited thread's record into s and trims it. Under s->lock. */
 static void
 retire_locked(ap_session *s, ap_thread *t)
@@ -186,6 +252,9 @@ retire_locked(ap_session *s, ap_thread *t)
                             &t->nodes[n].stats) != AP_OK) {
             t->lost++;
         }
+    }
+    if (t->window) {
+        keep_recent_locked(s, t);
     }
     free_tree(t);
     trim_spans(s, t);
@@ -279,6 +348,12 @@ ap_session_footprint(ap_session *s)
                 map_bytes(&s->path_ids);
     for (uint32_t i = 0; s->paths && i < s->npaths; i++) {
         b += s->paths[i].stats.hist_n * (int64_t)sizeof(uint64_t);
+    }
+    b += (int64_t)s->ended_recent_cap * sizeof(ap_recent);
+    for (uint32_t i = 0; i < s->ended_recent_cap; i++) {
+        b += s->ended_recent[i].calls ? s->config.window *
+                                            (int64_t)sizeof(ap_span)
+                                      : 0;
     }
     for (const ap_thread *t = s->all; t; t = t->next_all) {
         b += record_bytes(t);

@@ -1060,6 +1060,49 @@ test_thread_exit_races_stop_report_free(void)
     CHECK(consistent);
 }
 
+static void *
+three_requests(void *arg)
+{
+    int n = *(int *)arg, r = 0;
+    for (int i = 0; i < n; i++) {
+        ap_enter(id_request, i, &r);
+        ap_exit(&r, 0);
+    }
+    return NULL;
+}
+
+/* With windows, the last calls of threads that ended stay for snapshots,
+ * merged by path: the latest `window` of them by end time. */
+static void
+test_snapshot_keeps_ended_threads_latest_calls(void)
+{
+    ap_config c = default_config;
+    c.window = 4;
+    ap_session *s = start(&c);
+    int five = 5, two = 2;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, three_requests, &five) == 0);
+    pthread_join(th, NULL);
+    CHECK(pthread_create(&th, NULL, three_requests, &two) == 0);
+    pthread_join(th, NULL);
+    ap_report *r = NULL;
+    CHECK(ap_session_snapshot(s, &r) == AP_OK);
+    const ap_report_stage *req = find_stage(r, "request");
+    CHECK(req && req->stats.count == 7);
+    /* the first thread's items 3, 4, then the second's 0, 1 */
+    CHECK(r->nspans == 4);
+    int64_t want[] = {3, 4, 0, 1};
+    uint32_t thread_of[] = {0, 0, 1, 1};
+    for (int i = 0; r->nspans == 4 && i < 4; i++) {
+        CHECK(r->spans[i].items == want[i]);
+        CHECK(r->spans[i].thread == thread_of[i]);
+        CHECK(&r->stages[r->spans[i].stage] == req);
+    }
+    CHECK(r->threads[0].spans == 2 && r->threads[1].spans == 2);
+    ap_report_free(r);
+    ap_session_free(s);
+}
+
 int
 main(void)
 {
@@ -1088,6 +1131,7 @@ main(void)
     test_out_of_memory_while_recording_is_counted();
     test_sampler_rests_when_no_stage_is_open();
     test_thread_exit_races_stop_report_free();
+    test_snapshot_keeps_ended_threads_latest_calls();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
