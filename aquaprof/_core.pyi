@@ -57,6 +57,11 @@ def merge_stage(into: Dict[str, Any],
     core's merge (Chan's parallel mean and m2, sums, extremes, histogram);
     into's keys and order kept, a stage of count 0 contributes nothing."""
     ...
+def _fail_allocations(skip: int, count: int) -> int:
+    """For tests: after `skip` more allocations of the C core succeed,
+    the next `count` fail (-1: all until the next call; (0, 0): none).
+    Returns how many were made to fail so far."""
+    ...
 
 class Profiler:
     def __init__(self, *, max_spans: int = ..., memory: bool = ...,
@@ -64,7 +69,7 @@ class Profiler:
                  cpu_resolution: float = ..., cuda: int = ...,
                  cuda_sync: bool = ..., libcuda: str = ...,
                  cupti_paths: Sequence[str] = ...,
-                 window: int = ...) -> None: ...
+                 window: int = ..., max_stages: int = ...) -> None: ...
     @property
     def running(self) -> bool: ...
     @property

@@ -45,10 +45,20 @@ class Profiler:
 
     max_spans: most raw spans kept for spans() and traces (48 bytes each);
         beyond it spans are counted as dropped, aggregates stay exact.
-        Each thread reserves room in blocks of 4096 spans, so with several
-        threads up to 4095 per thread of the cap may stay unused.
+        Each running thread reserves room in blocks of 4096 spans, so with
+        several threads up to 4095 per thread of the cap may stay unused
+        until the thread ends.
+    max_stages: most distinct stage paths recorded (100,000 by default;
+        each costs about 1 KB per thread that enters it). An entry of a
+        new path past it is counted under a stage named
+        "(over max_stages)" beneath the same parent (one per parent, its
+        own children counted in it too), and report.meta
+        ["stages_overflowed"] and the printed report say how many.
     memory: sample the process RSS for per-stage peak and delta.
-    memory_interval: seconds between RSS samples.
+    memory_interval: seconds between RSS samples while a stage is open;
+        after 100 ms with none open, the sampler slows to one sample in
+        250 ms until the next stage begins (which takes a fresh sample),
+        so a profiler left on costs next to nothing between stages.
     cpu_resolution: the thread CPU clock is a system call (0.1-0.6 us), so
         each thread reads it at most this often (seconds) and counts the
         time in between as on-CPU; 0 reads it at every stage edge.
@@ -73,12 +83,12 @@ class Profiler:
                  memory_interval: float = 0.001,
                  cpu_resolution: float = 20e-6, compensate: bool = True,
                  cuda: Any = "auto", cuda_sync: bool = False,
-                 window: int = 0):
+                 window: int = 0, max_stages: int = 100_000):
         from .cupti import profiler_args
         self._core = _core.Profiler(max_spans=max_spans, memory=memory,
                                     memory_interval=memory_interval,
                                     cpu_resolution=cpu_resolution,
-                                    window=window,
+                                    window=window, max_stages=max_stages,
                                     **profiler_args(cuda, cuda_sync))
         self.window: int = window
         self._on_stop: List[Callable[[], Any]] = []

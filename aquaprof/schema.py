@@ -39,6 +39,7 @@ RUN_FIELDS: Fields = {
 RUN_OPTIONAL: Fields = {
     "host": dict, "memory_samples": list, "overhead": dict,
     "processes": list, "gpu_status": str, "gpu": dict, "nested": bool,
+    "max_stages": int, "stages_overflowed": int, "spans_shed": int,
 }
 STAGE_FIELDS: Fields = {
     "name": str, "parent": int, "depth": int, "count": int, "raised": int,

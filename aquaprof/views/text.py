@@ -66,8 +66,16 @@ def warning_lines(rep: "Report") -> List[str]:
                    f"their own (their thread ran other tasks meanwhile); "
                    f"cpu counts the others: {listed}{more}")
     if meta["lost"]:
-        out.append(f"! {meta['lost']:,} stage entries were not recorded: "
-                   f"out of memory")
+        out.append(f"! {meta['lost']:,} stage calls were not recorded in "
+                   f"full: out of memory")
+    if meta.get("stages_overflowed"):
+        out.append(f"! {meta['stages_overflowed']:,} entries of stage paths "
+                   f"past max_stages={meta.get('max_stages', 0):,} were "
+                   f"counted under '(over max_stages)'")
+    if meta.get("spans_shed"):
+        out.append(f"! {meta['spans_shed']:,} raw spans were left out of "
+                   f"the report: out of memory at report(); the table "
+                   f"still counts them")
     for s in rep.stages:
         if s.raised:
             out.append(f"! {s.path}: {s.raised} of {s.count} calls raised")

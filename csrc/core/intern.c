@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+
 static uint64_t
 fnv1a(const char *s, size_t len)
 {
@@ -18,7 +20,7 @@ static ap_status
 grow_slots(ap_intern_table *t)
 {
     uint32_t cap = t->slots ? (t->mask + 1) * 2 : 64;
-    uint32_t *fresh = calloc(cap, sizeof(*fresh));
+    uint32_t *fresh = ap_calloc(cap, sizeof(*fresh));
     if (!fresh) {
         return AP_ERR_NOMEM;
     }
@@ -41,14 +43,15 @@ append(ap_intern_table *t, const char *text, size_t len, uint64_t hash,
 {
     if (t->count == t->cap) {
         uint32_t cap = t->cap ? t->cap * 2 : 64;
-        ap_interned *fresh = realloc(t->entries, cap * sizeof(*fresh));
+        ap_interned *fresh = ap_realloc(t->entries,
+                                        cap * sizeof(*fresh));
         if (!fresh) {
             return AP_ERR_NOMEM;
         }
         t->entries = fresh;
         t->cap = cap;
     }
-    char *copy = malloc(len + 1);
+    char *copy = ap_malloc(len + 1);
     if (!copy) {
         return AP_ERR_NOMEM;
     }

@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "alloc.h"
+
 /* Keeps at least half the slots empty, so probes stay short. */
 static int
 full(uint32_t count, uint32_t mask)
@@ -24,8 +26,8 @@ place(uint64_t *keys, uint32_t *vals, uint32_t mask, uint64_t key,
 static ap_status
 resize(ap_path_map *m, uint32_t cap)
 {
-    uint64_t *keys = calloc(cap, sizeof(*keys));
-    uint32_t *vals = malloc(cap * sizeof(*vals));
+    uint64_t *keys = ap_calloc(cap, sizeof(*keys));
+    uint32_t *vals = ap_malloc(cap * sizeof(*vals));
     if (!keys || !vals) {
         free(keys);
         free(vals);

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "clock.h"
 
 #define AP_RSS_MARKS 16384
@@ -84,6 +85,7 @@ ap_rss_log(ap_rss *r, int64_t t_ns, int64_t rss)
     r->log[r->log_len++] = (ap_rss_sample){t_ns, rss};
 }
 
+/* The sampler's, and a waking stage's: both may sample at once. */
 static void
 sample(ap_rss *r)
 {
@@ -91,35 +93,112 @@ sample(ap_rss *r)
     if (rss < 0) {
         return;
     }
-    ap_rss_log(r, monotonic_ns(), rss);
     pthread_mutex_lock(&r->lock);
+    ap_rss_log(r, monotonic_ns(), rss);   /* stamped in order */
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed) + 1;
     push_mark_unlocked(r, seq, rss);
-    pthread_mutex_unlock(&r->lock);
     atomic_store_explicit(&r->current, rss, memory_order_relaxed);
     atomic_store_explicit(&r->seq, seq, memory_order_release);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static struct timespec
+deadline_after(int64_t ns)
+{
+    int64_t t = monotonic_ns() + ns;
+    return (struct timespec){(time_t)(t / 1000000000),
+                             (long)(t % 1000000000)};
+}
+
+/* Waits out one pause, under wait_lock: until the deadline, stop, or
+ * (when idle) a stage's wake. */
+static void
+pause_locked(ap_rss *r, int idle)
+{
+    int64_t ns = r->interval_ns;
+    if (idle && ns < AP_RSS_IDLE_NS) {
+        ns = AP_RSS_IDLE_NS;
+    }
+    struct timespec until = deadline_after(ns);
+    while (!r->stopping && !(idle && !atomic_load(&r->idle))) {
+        if (pthread_cond_timedwait(&r->wake, &r->wait_lock, &until) ==
+            ETIMEDOUT) {
+            break;
+        }
+    }
 }
 
 static void *
 sampler_main(void *arg)
 {
     ap_rss *r = arg;
-    struct timespec pause = {
-        (time_t)(r->interval_ns / 1000000000),
-        (long)(r->interval_ns % 1000000000),
-    };
-    while (!atomic_load_explicit(&r->stop, memory_order_acquire)) {
-        nanosleep(&pause, NULL);
+    int64_t quiet_ns = 0;
+    pthread_mutex_lock(&r->wait_lock);
+    for (;;) {
+        pause_locked(r, atomic_load(&r->idle));
+        if (r->stopping) {
+            break;
+        }
+        pthread_mutex_unlock(&r->wait_lock);
         sample(r);
+        if (!r->busy || r->busy(r->busy_arg)) {
+            quiet_ns = 0;
+            if (atomic_load_explicit(&r->idle, memory_order_relaxed)) {
+                atomic_store(&r->idle, 0);
+            }
+        } else if (!atomic_load(&r->idle) &&
+                   (quiet_ns += r->interval_ns) >= AP_RSS_QUIET_NS) {
+            atomic_store(&r->idle, 1);
+        }
+        pthread_mutex_lock(&r->wait_lock);
     }
+    pthread_mutex_unlock(&r->wait_lock);
     return NULL;
 }
 
+void
+ap_rss_wake(ap_rss *r)
+{
+    int expected = 1;
+    if (!atomic_compare_exchange_strong(&r->idle, &expected, 0)) {
+        return;     /* another stage woke it */
+    }
+    sample(r);
+    pthread_mutex_lock(&r->wait_lock);
+    pthread_cond_signal(&r->wake);
+    pthread_mutex_unlock(&r->wait_lock);
+}
+
+/* The sampler's wait: a condition on the monotonic clock, so that
+ * setting the wall clock moves no deadline. 0 or -1 (nothing left). */
+static int
+init_wait(ap_rss *r)
+{
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) != 0) {
+        return -1;
+    }
+    int ok = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
+             pthread_cond_init(&r->wake, &attr) == 0;
+    pthread_condattr_destroy(&attr);
+    if (!ok) {
+        return -1;
+    }
+    if (pthread_mutex_init(&r->wait_lock, NULL) != 0) {
+        pthread_cond_destroy(&r->wake);
+        return -1;
+    }
+    return 0;
+}
+
 ap_status
-ap_rss_start(ap_rss *r, int64_t interval_ns)
+ap_rss_start(ap_rss *r, int64_t interval_ns, int (*busy)(void *),
+             void *busy_arg)
 {
     memset(r, 0, sizeof(*r));
     r->interval_ns = interval_ns;
+    r->busy = busy;
+    r->busy_arg = busy_arg;
     r->cap = AP_RSS_MARKS;
     r->fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
     if (r->fd < 0) {
@@ -130,8 +209,8 @@ ap_rss_start(ap_rss *r, int64_t interval_ns)
     if (rss < 0) {
         goto error;
     }
-    r->marks = malloc(r->cap * sizeof(*r->marks));
-    r->log = malloc(AP_RSS_LOG_MAX * sizeof(*r->log));
+    r->marks = ap_malloc(r->cap * sizeof(*r->marks));
+    r->log = ap_malloc(AP_RSS_LOG_MAX * sizeof(*r->log));
     if (!r->marks || !r->log) {
         st = AP_ERR_NOMEM;
         goto error;
@@ -141,10 +220,16 @@ ap_rss_start(ap_rss *r, int64_t interval_ns)
     if (pthread_mutex_init(&r->lock, NULL) != 0) {
         goto error;
     }
+    if (init_wait(r) != 0) {
+        pthread_mutex_destroy(&r->lock);
+        goto error;
+    }
     atomic_store(&r->current, rss);
     push_mark_unlocked(r, 0, rss);
     if (pthread_create(&r->thread, NULL, sampler_main, r) != 0) {
         pthread_mutex_destroy(&r->lock);
+        pthread_mutex_destroy(&r->wait_lock);
+        pthread_cond_destroy(&r->wake);
         goto error;
     }
     r->running = 1;
@@ -157,11 +242,18 @@ error:
     return st;
 }
 
-/* Frees all but the log, which outlives the sampler for the report. */
+/* Frees all but the log, which outlives the sampler for the report. In a
+ * forked child the locks and the condition are left as they are: the
+ * sampler may have held or waited on them at the fork, and destroying a
+ * condition with a waiter that no longer exists blocks for ever. */
 static void
-release(ap_rss *r)
+release(ap_rss *r, int joined)
 {
-    pthread_mutex_destroy(&r->lock);
+    if (joined) {
+        pthread_mutex_destroy(&r->lock);
+        pthread_mutex_destroy(&r->wait_lock);
+        pthread_cond_destroy(&r->wake);
+    }
     free(r->marks);
     close(r->fd);
     r->marks = NULL;
@@ -183,16 +275,19 @@ ap_rss_stop(ap_rss *r)
     if (!r->running) {
         return;
     }
-    atomic_store_explicit(&r->stop, 1, memory_order_release);
+    pthread_mutex_lock(&r->wait_lock);
+    r->stopping = 1;
+    pthread_cond_signal(&r->wake);
+    pthread_mutex_unlock(&r->wait_lock);
     pthread_join(r->thread, NULL);
-    release(r);
+    release(r, 1);
 }
 
 void
 ap_rss_forget(ap_rss *r)
 {
     if (r->running) {
-        release(r);
+        release(r, 0);
     }
     ap_rss_free_log(r);
 }

@@ -1,6 +1,13 @@
 /* Host memory: a sampler thread reads the process RSS every interval and
  * keeps, for any past sample, the highest RSS seen since then, so a stage
- * exit learns its peak without a system call. */
+ * exit learns its peak without a system call.
+ *
+ * The sampler polls at its interval only while stages are open: when its
+ * busy() callback has said no for AP_RSS_QUIET_NS, it goes idle and reads
+ * RSS every AP_RSS_IDLE_NS, so that a profiler left on costs next to
+ * nothing between stages. The first stage entered after that wakes it and
+ * takes a fresh sample itself (ap_rss_wake_if_idle), so that its entry
+ * reading is as recent as ever. */
 #ifndef AP_RSS_H
 #define AP_RSS_H
 
@@ -8,6 +15,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include "status.h"
+
+#define AP_RSS_QUIET_NS 100000000   /* 100 ms without open stages */
+#define AP_RSS_IDLE_NS 250000000    /* then a sample every 250 ms */
 
 typedef struct {
     uint64_t seq;
@@ -25,22 +35,31 @@ typedef struct {
 } ap_rss_sample;
 
 typedef struct {
+    /* read at every stage edge: one cache line, written once a sample */
     _Atomic int64_t current;   /* bytes, last sample */
     _Atomic uint64_t seq;      /* samples taken so far */
+    atomic_int idle;           /* the sampler is in its slow pace */
     int64_t interval_ns;
     int fd;
     int running;
-    atomic_int stop;
+    int (*busy)(void *);       /* nonzero while stages are open */
+    void *busy_arg;
     pthread_t thread;
+    /* The sampler waits on wake: for its next sample, for stop, or when
+     * idle for a stage to begin. */
+    pthread_mutex_t wait_lock;
+    pthread_cond_t wake;
+    int stopping;              /* wait_lock */
     /* A stack of samples with strictly decreasing RSS from bottom to top:
      * the first mark after sequence s holds the peak since s. Protected by
-     * lock; only spans that saw a new sample read it. */
+     * lock, as are seq's increments and the log; only spans that saw a
+     * new sample read the marks. */
     pthread_mutex_t lock;
     ap_rss_mark *marks;
     uint64_t bottom, top; /* ever-growing; index marks modulo cap */
     uint32_t cap;
     int64_t evicted_peak;      /* highest RSS among marks evicted for room */
-    /* written by the sampler thread only, read once it is joined */
+    /* read once the sampler is joined */
     ap_rss_sample *log;
     uint32_t log_len, log_stride;
     uint64_t log_seen;
@@ -49,9 +68,12 @@ typedef struct {
 /* Reads RSS once now, in bytes; -1 if /proc/self/statm is unreadable. */
 int64_t ap_rss_read_now(void);
 
-/* Starts the sampler thread. AP_ERR_SYSTEM when RSS cannot be read or the
- * thread cannot start (nothing is left allocated then). */
-ap_status ap_rss_start(ap_rss *r, int64_t interval_ns);
+/* Starts the sampler thread; busy (NULL: always busy) tells it whether
+ * stages are open, called from the sampler thread with no lock of r's
+ * held. AP_ERR_SYSTEM when RSS cannot be read or the thread cannot start,
+ * AP_ERR_NOMEM (nothing is left allocated then). */
+ap_status ap_rss_start(ap_rss *r, int64_t interval_ns, int (*busy)(void *),
+                       void *busy_arg);
 
 /* Stops and joins the sampler, frees its memory but the log. Safe if
  * never started. */
@@ -70,5 +92,18 @@ void ap_rss_log(ap_rss *r, int64_t t_ns, int64_t rss);
 
 /* Highest RSS sampled after sequence number since_seq. */
 int64_t ap_rss_peak_since(ap_rss *r, uint64_t since_seq);
+
+/* Takes a sample now and puts an idle sampler back to its interval. */
+void ap_rss_wake(ap_rss *r);
+
+/* At a stage's entry, before its RSS is read: one load when the sampler
+ * is polling. */
+static inline void
+ap_rss_wake_if_idle(ap_rss *r)
+{
+    if (atomic_load_explicit(&r->idle, memory_order_relaxed)) {
+        ap_rss_wake(r);
+    }
+}
 
 #endif

@@ -3,17 +3,18 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "clock.h"
 #include "intern.h"
 #include "rss.h"
 
 _Atomic(ap_session *) ap_current_session;
 
-/* Full span chunks kept from finished sessions: fresh memory costs a page
- * fault per 85 spans (about 20 ns a span in a VM), reused memory none. */
+/* Full span chunks kept from finished sessions and exited threads: fresh
+ * memory costs a page fault per 85 spans (about 20 ns a span in a VM),
+ * reused memory none. */
 #define POOL_MAX 85       /* chunks, about 16 MiB */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static ap_span *pool[POOL_MAX]; /* protected by pool_lock */
@@ -34,7 +35,9 @@ fork_child(void)
      * thread held at the fork stays held in the child: start afresh. */
     atomic_store(&ap_current_session, NULL);
     pthread_mutex_init(&pool_lock, NULL);
+    pthread_mutex_init(&ap_link_lock, NULL);
     ap_intern_after_fork();
+    ap_alloc_after_fork();
 }
 
 static void
@@ -46,46 +49,85 @@ install_fork_handler(void)
 /* ------------------------------------------------------------- threads */
 
 static ap_status
-add_node(ap_thread *t, uint32_t parent, uint32_t name)
+add_node(ap_thread *t, uint32_t parent, uint32_t name, uint32_t path)
 {
     if (t->nnodes == t->nodes_cap) {
         uint32_t cap = t->nodes_cap ? t->nodes_cap * 2 : 8;
-        ap_node *nodes = realloc(t->nodes, cap * sizeof(*nodes));
+        ap_node *nodes = ap_realloc(t->nodes, cap * sizeof(*nodes));
         if (!nodes) {
             return AP_ERR_NOMEM;
         }
         t->nodes = nodes;
+        uint32_t *paths = ap_realloc(t->paths, cap * sizeof(*paths));
+        if (!paths) {
+            return AP_ERR_NOMEM;    /* nodes stays larger: harmless */
+        }
+        t->paths = paths;
         t->nodes_cap = cap;
     }
     ap_node *n = &t->nodes[t->nnodes];
     *n = (ap_node){.name = name, .parent = parent};
     ap_stats_init(&n->stats);
     if (t->window && t->nnodes != ROOT_NODE) {
-        n->recent = malloc(t->window * sizeof(ap_span));
+        n->recent = ap_malloc(t->window * sizeof(ap_span));
         if (!n->recent) {
             return AP_ERR_NOMEM;
         }
     }
+    t->paths[t->nnodes] = path;
     t->nnodes++;
     return AP_OK;
 }
 
-/* Finds or creates the child of parent named name. */
-static ap_status
-child_node(ap_thread *t, uint32_t parent, uint32_t name, uint32_t *node)
+ap_status
+ap_thread_add_root(ap_thread *t)
 {
-    if (ap_path_map_find(&t->children, parent, name, node)) {
-        return AP_OK;
+    return add_node(t, ROOT_NODE, 0, NO_PATH);
+}
+
+/* A node new to t: the session's path for it first (folded past
+ * max_stages), then t's node, filed under the name the session gave. */
+static AP_CORE_COLD ap_status
+new_child(ap_session *s, ap_thread *t, uint32_t parent, uint32_t name,
+          uint32_t *node)
+{
+    uint32_t path, filed;
+    pthread_mutex_lock(&s->lock);
+    ap_status st = ap_path_resolve_locked(s, t->paths[parent], name, &path,
+                                          &filed);
+    pthread_mutex_unlock(&s->lock);
+    if (st != AP_OK) {
+        return st;
+    }
+    if (filed != name) {
+        if (path == t->paths[parent]) {
+            *node = parent;     /* inside an overflow path: itself */
+            return AP_OK;
+        }
+        if (ap_path_map_find(&t->children, parent, filed, node)) {
+            return AP_OK;
+        }
     }
     /* the key's room first: a node left without its key would be made
      * again at the next entry */
     if (ap_path_map_reserve(&t->children) != AP_OK ||
-        add_node(t, parent, name) != AP_OK) {
+        add_node(t, parent, filed, path) != AP_OK) {
         return AP_ERR_NOMEM;
     }
     *node = t->nnodes - 1;
-    ap_path_map_put(&t->children, parent, name, *node);
+    ap_path_map_put(&t->children, parent, filed, *node);
     return AP_OK;
+}
+
+/* Finds or creates the child of parent named name. */
+static inline ap_status
+child_node(ap_session *s, ap_thread *t, uint32_t parent, uint32_t name,
+           uint32_t *node)
+{
+    if (ap_path_map_find(&t->children, parent, name, node)) {
+        return AP_OK;
+    }
+    return new_child(s, t, parent, name, node);
 }
 
 static ap_span *
@@ -97,11 +139,11 @@ pool_take(void)
         chunk = pool[--pool_len];
     }
     pthread_mutex_unlock(&pool_lock);
-    return chunk ? chunk : malloc(CHUNK * sizeof(ap_span));
+    return chunk ? chunk : ap_malloc(CHUNK * sizeof(ap_span));
 }
 
-static void
-pool_give(ap_span *chunk)
+void
+ap_pool_give(ap_span *chunk)
 {
     pthread_mutex_lock(&pool_lock);
     if (pool_len < POOL_MAX) {
@@ -112,43 +154,31 @@ pool_give(ap_span *chunk)
     free(chunk);
 }
 
-static void
-free_thread(ap_thread *t)
+void
+ap_pool_trim(void)
 {
-    for (uint32_t c = 0; c < t->nchunks; c++) {
-        pool_give(t->chunks[c]);
+    pthread_mutex_lock(&pool_lock);
+    while (pool_len) {
+        free(pool[--pool_len]);
     }
-    free(t->chunks);
-    ap_stack *k = t->stacks;
-    while (k) {
-        ap_stack *next = k->next;
-        free(k->frames);
-        free(k);
-        k = next;
-    }
-    for (uint32_t n = 0; n < t->nnodes; n++) {
-        free(t->nodes[n].recent);
-    }
-    free(t->nodes);
-    ap_path_map_free(&t->children);
-    free(t);
+    pthread_mutex_unlock(&pool_lock);
 }
 
-/* A stack of t, reused or new, nesting under (node, span); linked into
- * t->stacks. */
-static ap_status
-new_stack(ap_thread *t, uint32_t node, int32_t span, ap_stack **out)
+/* ------------------------------------------------------------- stacks */
+
+ap_status
+ap_stack_new(ap_thread *t, uint32_t node, int32_t span, ap_stack **out)
 {
     ap_stack *k = t->spare;
     if (k) {
         t->spare = k->next_spare;
     } else {
-        k = calloc(1, sizeof(*k));
+        k = ap_calloc(1, sizeof(*k));
         if (!k) {
             return AP_ERR_NOMEM;
         }
         k->cap = 8;
-        k->frames = malloc(k->cap * sizeof(*k->frames));
+        k->frames = ap_malloc(k->cap * sizeof(*k->frames));
         if (!k->frames) {
             free(k);
             return AP_ERR_NOMEM;
@@ -166,53 +196,50 @@ new_stack(ap_thread *t, uint32_t node, int32_t span, ap_stack **out)
     return AP_OK;
 }
 
-static ap_status
-register_thread(ap_session *s, ap_thread **out)
+void
+ap_stacks_trim(ap_thread *t)
 {
-    ap_thread *t = calloc(1, sizeof(*t));
-    if (!t) {
-        return AP_ERR_NOMEM;
+    for (ap_stack *k = t->stacks; k; k = k->next) {
+        free(k->frames);
+        k->frames = NULL;
+        k->depth = k->cap = 0;
     }
-    t->window = s->config.window;
-    if (add_node(t, ROOT_NODE, 0) != AP_OK ||
-        ap_path_map_init(&t->children, 0) != AP_OK ||
-        new_stack(t, ROOT_NODE, -1, &t->home) != AP_OK) {
-        free_thread(t);
-        return AP_ERR_NOMEM;
+}
+
+void
+ap_stacks_free(ap_thread *t)
+{
+    ap_stack *k = t->stacks;
+    while (k) {
+        ap_stack *next = k->next;
+        free(k->frames);
+        free(k);
+        k = next;
     }
-    t->cur = t->home;
-    t->cur_key = AP_NO_KEY;
-    t->native_id = (int64_t)syscall(SYS_gettid);
-    t->cpu_wall = INT64_MIN / 2;
-    pthread_mutex_lock(&s->threads_lock);
-    t->index = s->nthreads++;
-    t->next = s->threads;
-    s->threads = t;
-    pthread_mutex_unlock(&s->threads_lock);
-    tls_thread = t;
-    tls_gen = s->gen;
-    *out = t;
-    return AP_OK;
+    t->stacks = t->home = t->cur = t->spare = NULL;
 }
 
 /* ---------------------------------------------------------------- spans */
 
+/* Room for up to CHUNK more spans from the session's max_spans; 0 when
+ * there is none (t is then exhausted: it drops spans from now on). */
 static int
 grant_chunk(ap_session *s, ap_thread *t)
 {
-    int64_t got = atomic_fetch_add(&s->reserved, CHUNK);
-    if (got >= s->config.max_spans) {
-        t->exhausted = 1;
-        return 0;
-    }
-    int64_t n = s->config.max_spans - got < CHUNK ? s->config.max_spans - got
-                                                  : CHUNK;
-    if (t->nchunks == t->chunks_cap) {
-        uint32_t cap = t->chunks_cap ? t->chunks_cap * 2 : 16;
-        ap_span **chunks = realloc(t->chunks, cap * sizeof(*chunks));
-        if (!chunks) {
+    int64_t got = atomic_load(&s->reserved), n;
+    do {
+        if (got >= s->config.max_spans) {
             t->exhausted = 1;
             return 0;
+        }
+        n = s->config.max_spans - got < CHUNK ? s->config.max_spans - got
+                                              : CHUNK;
+    } while (!atomic_compare_exchange_weak(&s->reserved, &got, got + n));
+    if (t->nchunks == t->chunks_cap) {
+        uint32_t cap = t->chunks_cap ? t->chunks_cap * 2 : 16;
+        ap_span **chunks = ap_realloc(t->chunks, cap * sizeof(*chunks));
+        if (!chunks) {
+            goto none;
         }
         t->chunks = chunks;
         t->chunks_cap = cap;
@@ -220,12 +247,15 @@ grant_chunk(ap_session *s, ap_thread *t)
     /* full-size even when n is smaller, so any chunk may go to the pool */
     ap_span *chunk = pool_take();
     if (!chunk) {
-        t->exhausted = 1;
-        return 0;
+        goto none;
     }
     t->chunks[t->nchunks++] = chunk;
     t->span_cap += n;
     return 1;
+none:
+    atomic_fetch_sub(&s->reserved, n);
+    t->exhausted = 1;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- public */
@@ -235,7 +265,31 @@ config_ok(const ap_config *c)
 {
     return c->max_spans >= 0 && c->max_spans <= INT32_MAX &&
            c->cpu_resolution_ns >= 0 && c->window <= AP_WINDOW_MAX &&
+           c->max_stages <= AP_MAX_STAGES &&
            (!c->memory || c->memory_interval_ns > 0);
+}
+
+/* The memory sampler's cue to poll fast: a stage is open somewhere. */
+static int
+session_busy(void *arg)
+{
+    ap_session *s = arg;
+    int busy = 0;
+    pthread_mutex_lock(&s->lock);
+    for (ap_thread *t = s->threads; t && !busy; t = t->next) {
+        busy = atomic_load_explicit(&t->open, memory_order_relaxed) != 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return busy;
+}
+
+static void
+session_release(ap_session *s)
+{
+    ap_path_map_free(&s->path_ids);
+    ap_report_free(s->report);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
 }
 
 ap_status
@@ -248,22 +302,30 @@ ap_session_start(const ap_config *cfg, ap_session **out)
     if (atomic_load(&ap_current_session)) {
         return AP_ERR_ACTIVE;
     }
-    ap_session *s = calloc(1, sizeof(*s));
+    ap_session *s = ap_calloc(1, sizeof(*s));
     if (!s) {
         return AP_ERR_NOMEM;
     }
     s->config = *cfg;
     s->gen = atomic_fetch_add(&next_gen, 1);
     s->pid = (int64_t)getpid();
-    if (pthread_mutex_init(&s->threads_lock, NULL) != 0) {
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
         free(s);
         return AP_ERR_SYSTEM;
     }
+    s->report = ap_calloc(1, sizeof(*s->report));
+    if (!s->report ||
+        ap_path_map_init(&s->path_ids, 0) != AP_OK ||
+        ap_intern(AP_OVERFLOW_NAME, strlen(AP_OVERFLOW_NAME),
+                  &s->overflow_name) != AP_OK) {
+        session_release(s);
+        return AP_ERR_NOMEM;
+    }
     if (cfg->memory) {
-        ap_status st = ap_rss_start(&s->rss, cfg->memory_interval_ns);
+        ap_status st = ap_rss_start(&s->rss, cfg->memory_interval_ns,
+                                    session_busy, s);
         if (st != AP_OK) {
-            pthread_mutex_destroy(&s->threads_lock);
-            free(s);
+            session_release(s);
             return st;
         }
     }
@@ -274,8 +336,8 @@ ap_session_start(const ap_config *cfg, ap_session **out)
     ap_session *expected = NULL;
     if (!atomic_compare_exchange_strong(&ap_current_session, &expected, s)) {
         ap_rss_stop(&s->rss);
-        pthread_mutex_destroy(&s->threads_lock);
-        free(s);
+        ap_rss_free_log(&s->rss);
+        session_release(s);
         return AP_ERR_ACTIVE;
     }
     *out = s;
@@ -295,6 +357,20 @@ ap_session_thread_index(ap_session *s)
     return t ? (int64_t)t->index : -1;
 }
 
+static AP_CORE_COLD ap_thread *
+register_thread(ap_session *s)
+{
+    ap_thread *t;
+    if (ap_thread_register(s, &t) != AP_OK) {
+        /* no record to count it in: the session counts it */
+        atomic_fetch_add(&s->lost, 1);
+        return NULL;
+    }
+    tls_thread = t;
+    tls_gen = s->gen;
+    return t;
+}
+
 static uint64_t
 span_tag(uint32_t thread, uint32_t node, int32_t span)
 {
@@ -311,7 +387,8 @@ enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
          int64_t items, const void *owner)
 {
     if (k->depth == k->cap) {
-        ap_frame *frames = realloc(k->frames, 2 * k->cap * sizeof(*frames));
+        ap_frame *frames = ap_realloc(k->frames,
+                                      2 * k->cap * sizeof(*frames));
         if (!frames) {
             t->lost++;
             return AP_ERR_NOMEM;
@@ -321,7 +398,7 @@ enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
     }
     uint32_t parent = k->depth ? k->frames[k->depth - 1].node : k->base_node;
     ap_frame *f = &k->frames[k->depth];
-    if (child_node(t, parent, name, &f->node) != AP_OK) {
+    if (child_node(s, t, parent, name, &f->node) != AP_OK) {
         t->lost++;
         return AP_ERR_NOMEM;
     }
@@ -336,6 +413,7 @@ enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
         t->dropped++;
     }
     if (s->config.memory) {
+        ap_rss_wake_if_idle(&s->rss);
         f->rss_seq0 = atomic_load_explicit(&s->rss.seq, memory_order_acquire);
         f->rss0 = atomic_load_explicit(&s->rss.current, memory_order_relaxed);
     }
@@ -361,6 +439,7 @@ enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
         };
     }
     k->depth++;
+    atomic_store_explicit(&t->open, t->open + 1, memory_order_relaxed);
     return AP_OK;
 }
 
@@ -378,8 +457,8 @@ ap_enter(uint32_t name, int64_t items, const void *owner)
         return AP_IGNORED;
     }
     ap_thread *t = current_thread(s);
-    if (!t && register_thread(s, &t) != AP_OK) {
-        return AP_ERR_NOMEM;  /* uncounted: no thread state to count in */
+    if (!t && !(t = register_thread(s))) {
+        return AP_ERR_NOMEM;
     }
     return enter_on(s, t, t->cur, name, items, owner);
 }
@@ -413,7 +492,9 @@ close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
     }
     ap_node *node = &t->nodes[f->node];
     ap_stats *st = &node->stats;
-    ap_stats_add(st, wall, wall - f->child_ns, cpu, f->items);
+    if (ap_stats_add(st, wall, wall - f->child_ns, cpu, f->items) != AP_OK) {
+        t->lost++;
+    }
     if (node->recent) {
         node->recent[node->recent_at] = (ap_span){
             f->node, t->index, -1, flags, f->t0, w, cpu, f->items,
@@ -444,9 +525,19 @@ close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
         sp->flags = flags;
     }
     k->depth--;
+    atomic_store_explicit(&t->open, t->open - 1, memory_order_relaxed);
     if (k->depth) {
         k->frames[k->depth - 1].child_ns += wall;
     }
+}
+
+/* close_frame for the thread records' code; ap_exit keeps its own copy
+ * inlined. */
+void
+ap_close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
+               int64_t cpu1, uint32_t flags)
+{
+    close_frame(s, t, k, w, cpu1, flags);
 }
 
 /* The thread CPU clock now, read for real at most every
@@ -573,7 +664,7 @@ ap_stack_open(ap_stack *under, int suspendable, ap_stack **out)
         return AP_IGNORED;
     }
     ap_thread *t = current_thread(s);
-    if (!t && register_thread(s, &t) != AP_OK) {
+    if (!t && !(t = register_thread(s))) {
         return AP_ERR_NOMEM;
     }
     uint32_t node = ROOT_NODE;
@@ -587,7 +678,7 @@ ap_stack_open(ap_stack *under, int suspendable, ap_stack **out)
             span = under->base_span;
         }
     }
-    ap_status st = new_stack(t, node, span, out);
+    ap_status st = ap_stack_new(t, node, span, out);
     if (st == AP_OK) {
         (*out)->suspendable = suspendable;
     }
@@ -609,20 +700,25 @@ void
 ap_stack_release(uint64_t gen, ap_stack *k)
 {
     ap_session *s = active_session();
-    if (!s || s->gen != gen || k->released) {
+    if (!s || s->gen != gen) {
         return;
     }
+    /* a thread's exit trims its stacks (on that thread, without the GIL) */
+    pthread_mutex_lock(&s->lock);
     ap_thread *t = k->thread;
-    k->released = 1;
-    if (t->cur == k) {
-        t->cur = t->home;
-        t->cur_key = AP_NO_KEY;
+    if (!k->released && !t->retired) {
+        k->released = 1;
+        if (t->cur == k) {
+            t->cur = t->home;
+            t->cur_key = AP_NO_KEY;
+        }
+        /* a stack left with open stages keeps them for stop() to close */
+        if (k->depth == 0 && k != t->home) {
+            k->next_spare = t->spare;
+            t->spare = k;
+        }
     }
-    /* a stack left with open stages keeps them for stop() to close */
-    if (k->depth == 0 && k != t->home) {
-        k->next_spare = t->spare;
-        t->spare = k;
-    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 int
@@ -645,6 +741,7 @@ ap_session_stop(ap_session *s)
     s->stop = ap_clock_anchor_now();
     ap_thread *self = current_thread(s);
     int64_t cpu_now = self ? ap_thread_cpu_ns() : 0;
+    pthread_mutex_lock(&s->lock);
     for (ap_thread *t = s->threads; t; t = t->next) {
         for (ap_stack *k = t->stacks; k; k = k->next) {
             while (k->depth) {
@@ -658,8 +755,10 @@ ap_session_stop(ap_session *s)
             }
         }
     }
-    ap_rss_stop(&s->rss);
     s->stopped = 1;
+    pthread_mutex_unlock(&s->lock);
+    /* after the lock: the sampler takes it to see whether stages are open */
+    ap_rss_stop(&s->rss);
     return AP_OK;
 }
 
@@ -677,12 +776,7 @@ ap_session_free(ap_session *s)
         ap_rss_stop(&s->rss);
         ap_rss_free_log(&s->rss);
     }
-    ap_thread *t = s->threads;
-    while (t) {
-        ap_thread *next = t->next;
-        free_thread(t);
-        t = next;
-    }
-    pthread_mutex_destroy(&s->threads_lock);
-    free(s);
+    ap_thread_free_all(s);
+    ap_paths_free(s);
+    session_release(s);
 }

@@ -5,7 +5,14 @@
  * Threading contract: ap_enter/ap_exit may run on any thread at any time.
  * ap_session_stop closes other threads' open stages, so it must not run
  * while another thread is inside ap_enter/ap_exit; the Python binding
- * guarantees this by holding the GIL around all of them. */
+ * guarantees this by holding the GIL around all of them.
+ *
+ * When a thread that recorded exits, its record is merged into its
+ * session and trimmed to its spans and counters (stages it left open are
+ * closed then, flagged AP_SPAN_UNCLOSED): a thread per request costs
+ * little once it is gone. That runs on the exiting thread, without the
+ * GIL, at any time; it locks out stop, snapshot, report and free, which
+ * need no more care from their callers than before. */
 #ifndef AP_SESSION_H
 #define AP_SESSION_H
 
@@ -39,9 +46,19 @@ typedef struct {
     const ap_stage_hooks *hooks; /* NULL for none; must outlive the session */
     uint32_t window;            /* recent calls kept per stage and thread for
                                  * ap_session_snapshot, 0..AP_WINDOW_MAX */
+    uint32_t max_stages;        /* distinct stage paths recorded,
+                                 * 0..AP_MAX_STAGES (0: AP_MAX_STAGES);
+                                 * entries of new paths past it fold into
+                                 * their parent's AP_OVERFLOW_NAME path */
 } ap_config;
 
 #define AP_WINDOW_MAX (1u << 20)
+#define AP_MAX_STAGES (1u << 30)
+#define AP_DEFAULT_MAX_STAGES 100000u   /* the binding's default */
+
+/* The path that entries of new paths past config.max_stages fold into,
+ * one under each parent that has them; its own children fold into it. */
+#define AP_OVERFLOW_NAME "(over max_stages)"
 
 /* A span's tag names its thread, its thread-local stage node and its span
  * slot (0 when the span was dropped) in 64 bits, so that work recorded
@@ -69,7 +86,7 @@ ap_status ap_session_start(const ap_config *cfg, ap_session **out);
 /* Opens stage `name` on the calling thread's current stack. owner
  * identifies the caller's object so that ap_exit can match it. AP_IGNORED
  * when no session is active; AP_ERR_NOMEM when it could not be recorded
- * (counted in the report, never fatal). */
+ * (counted in the report's `lost`, never fatal). */
 ap_status ap_enter(uint32_t name, int64_t items, const void *owner);
 
 /* Closes owner's stage on the calling thread. Stages opened inside it and
@@ -131,6 +148,12 @@ void ap_session_free(ap_session *s);
 
 int ap_session_is_foreign(const ap_session *s);
 
+/* Bytes s holds, as allocated, for its threads' records (stacks, trees,
+ * histograms, span buffers) and its table of paths: what the memory
+ * bounds speak of, for tests and benchmarks. Not the sampler's nor the
+ * report's. Same threading contract as ap_session_snapshot. */
+int64_t ap_session_footprint(ap_session *s);
+
 typedef struct {
     uint32_t name;     /* interned name id */
     int32_t parent;    /* index of the parent path, -1 for top level */
@@ -141,10 +164,12 @@ typedef struct {
 typedef struct {
     uint32_t index;
     int64_t native_id;
-    int64_t spans;     /* kept */
+    int64_t spans;     /* kept in the report */
+    int64_t recorded;  /* recorded: more than kept when spans were shed */
     int64_t dropped;
     int64_t cpu_reads; /* real thread CPU clock readings */
-    uint32_t *stage_of_node; /* thread-local node -> report stage, owned */
+    uint32_t *stage_of_node; /* thread-local node -> report stage, owned;
+                              * node 0, the root, maps to no stage */
     uint32_t nnodes;
     int64_t first_span;      /* its spans' offset in the report's spans */
 } ap_report_thread;
@@ -155,8 +180,13 @@ typedef struct {
     int64_t pid;
     ap_config config;
     int64_t dropped;       /* spans over max_spans: aggregates still count */
-    int64_t unclosed;      /* stages closed by stop() */
-    int64_t lost;          /* stage entries not recorded: out of memory */
+    int64_t unclosed;      /* stages closed by stop() or their thread's end */
+    int64_t lost;          /* calls not recorded in full for want of
+                            * memory: entries, or histogram samples filed
+                            * in the nearest bucket held */
+    int64_t overflowed;    /* entries folded past config.max_stages */
+    int64_t shed;          /* spans recorded but left out of the report
+                            * for want of memory: aggregates count them */
     ap_report_stage *stages;
     uint32_t nstages;
     ap_report_thread *threads;
@@ -167,17 +197,21 @@ typedef struct {
     uint32_t nmemory;
 } ap_report;
 
-/* Builds the merged report of a stopped session. AP_ERR_RUNNING before
- * stop, AP_ERR_FORKED in a forked child, AP_ERR_NOMEM. */
-ap_status ap_session_report(const ap_session *s, ap_report **out);
+/* The merged report of a stopped session, built once: it takes the
+ * session's aggregates and spans, and a second call gives AP_ERR_INVALID.
+ * Needs no memory but the span array's: when that cannot be had, as many
+ * spans as fit are kept and the rest counted in `shed`. AP_ERR_RUNNING
+ * before stop, AP_ERR_FORKED in a forked child. */
+ap_status ap_session_report(ap_session *s, ap_report **out);
 
 void ap_report_free(ap_report *r);
 
 /* The figures of a running session so far, as a report: stage aggregates
  * of the calls closed until now, no memory log but the current RSS, and as
  * spans (parent -1) the last config.window calls closed of each stage on
- * each thread followed by the calls open now, flagged AP_SPAN_UNCLOSED and
- * ending now, with the CPU time of the caller's own open calls only.
+ * each thread still running followed by the calls open now, flagged
+ * AP_SPAN_UNCLOSED and ending now, with the CPU time of the caller's own
+ * open calls only.
  * Same threading contract as ap_session_stop: other threads must not be
  * inside ap_enter/ap_exit meanwhile. AP_ERR_INVALID when the session is
  * stopped, AP_ERR_FORKED, AP_ERR_NOMEM. */
@@ -185,8 +219,8 @@ ap_status ap_session_snapshot(ap_session *s, ap_report **out);
 
 
 /* The report stage and span index of a tag given out during the run: AP_OK
- * with *span -1 when the span itself was dropped; AP_ERR_INVALID for a tag
- * that names no thread or node of this report (0 among them). */
+ * with *span -1 when the span itself was dropped or shed; AP_ERR_INVALID
+ * for a tag that names no thread or node of this report (0 among them). */
 ap_status ap_report_resolve_tag(const ap_report *r, uint64_t tag,
                                 uint32_t *stage, int64_t *span);
 

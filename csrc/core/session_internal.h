@@ -1,5 +1,12 @@
-/* Internals shared by session.c (recording) and session_report.c
- * (merging into an ap_report). Not part of the core's interface. */
+/* Internals shared by session.c (recording), session_thread.c (thread
+ * records: registration, exit, freeing) and session_report.c (reports).
+ * Not part of the core's interface.
+ *
+ * Locks, always taken in this order: ap_link_lock (process-wide: which
+ * thread record a thread's exit hook merges), then a session's lock (its
+ * thread lists, its paths, the aggregates of exited threads), then the
+ * sampler's. The hot path takes none of them; a thread takes its
+ * session's lock only to record a path it has not recorded before. */
 #ifndef AP_SESSION_INTERNAL_H
 #define AP_SESSION_INTERNAL_H
 
@@ -13,6 +20,10 @@
 #define CHUNK_BITS 12
 #define CHUNK (1 << CHUNK_BITS)   /* spans per buffer chunk */
 #define ROOT_NODE 0               /* per-thread tree root, not a stage */
+#define NO_PATH UINT32_MAX        /* the root node's path */
+
+/* Rare paths out of the hot functions, so that they stay small. */
+#define AP_CORE_COLD __attribute__((noinline, cold))
 
 typedef struct {
     uint32_t node;
@@ -53,20 +64,34 @@ typedef struct {
     uint32_t nrecent;      /* slots filled, up to config.window */
 } ap_node;
 
+typedef struct {
+    ap_span *calls;        /* oldest first; NULL before any */
+    uint32_t n;
+} ap_recent;
+
 typedef struct ap_thread {
-    struct ap_thread *next;
+    struct ap_thread *next;      /* the session's live threads */
+    struct ap_thread *next_all;  /* all its threads, newest first */
+    ap_session *session;
+    /* The recording thread's link to this record, which its exit hook
+     * follows; NULL once unlinked. ap_link_lock. */
+    struct ap_thread **owner;
     uint32_t index;
     int64_t native_id;
+    _Atomic uint32_t open;       /* stages open: the memory sampler's cue */
+    int retired;                 /* its thread exited; merged, trimmed */
     ap_stack *stacks;      /* all of them, the thread's own first made */
     ap_stack *home;        /* the thread's own: ap_enter's */
     ap_stack *spare;       /* released and empty: reused by new contexts */
     ap_stack *cur;         /* the current context's */
     uint64_t cur_key;      /* its key (AP_NO_KEY: none chosen yet) */
     ap_node *nodes;
+    uint32_t *paths;             /* node -> session path; stage_of_node */
     uint32_t nnodes, nodes_cap;
     ap_path_map children;  /* (parent node, name) -> node */
     ap_span **chunks;
     uint32_t nchunks, chunks_cap;
+    int last_chunk_exact;  /* the last chunk was trimmed to its spans */
     int64_t nspans, span_cap;
     int exhausted;
     int64_t dropped;
@@ -85,15 +110,84 @@ struct ap_session {
     int64_t cpu_resolution_ticks;
     int stopped;
     _Atomic int64_t reserved;     /* spans granted to threads */
+    _Atomic int64_t lost;         /* entries of threads left unregistered */
+    pthread_mutex_t lock;         /* everything below but rss */
     int64_t unclosed;
-    pthread_mutex_t threads_lock; /* protects threads, nthreads */
-    ap_thread *threads;
+    ap_thread *threads;           /* live: their thread may still record */
+    ap_thread *all;               /* every record, retired ones too */
     uint32_t nthreads;
+    /* Every distinct path recorded on any thread, parents first: the
+     * report's stages. Their stats hold what exited threads recorded. */
+    ap_report_stage *paths;
+    uint32_t npaths, paths_cap;
+    ap_path_map path_ids;         /* (parent path + 1, name) -> path */
+    /* With config.window: by path, the latest calls of threads that
+     * exited (window at most, by end time, stage holding the path), so
+     * that a snapshot's rolling figures still see them. */
+    ap_recent *ended_recent;
+    uint32_t ended_recent_cap;
+    uint32_t overflow_name;
+    int64_t overflowed;           /* entries folded past max_stages */
+    /* Made at start (its threads array grown as threads register) and
+     * handed out by ap_session_report, so that building it needs no
+     * memory but the span array's, which may shrink. */
+    ap_report *report;
+    uint32_t report_threads_cap;
+    int reported;                 /* the report took paths and spans */
     ap_rss rss;
 };
 
+extern pthread_mutex_t ap_link_lock;
+
 /* The calling thread's index in s, -1 when it has recorded nothing. */
 int64_t ap_session_thread_index(ap_session *s);
+
+/* session_thread.c: a record for the calling thread in s, linked so that
+ * its exit merges it into s. AP_ERR_NOMEM leaves nothing behind. */
+ap_status ap_thread_register(ap_session *s, ap_thread **out);
+
+/* Adds t's root node (session.c). */
+ap_status ap_thread_add_root(ap_thread *t);
+
+/* Unlinks every record of s from its thread and frees them all. */
+void ap_thread_free_all(ap_session *s);
+
+/* Closes the innermost frame of t's stack k at tick w (session.c). */
+void ap_close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
+                    int64_t cpu1, uint32_t flags);
+
+/* A stack of t, reused or new, nesting under (node, span); linked into
+ * t->stacks (session.c). */
+ap_status ap_stack_new(ap_thread *t, uint32_t node, int32_t span,
+                       ap_stack **out);
+
+/* Frees the frames of t's stacks, all closed, keeping the stacks
+ * themselves: a context's handle may still name one (its thread exited).
+ * ap_stacks_free frees them all, with the session. */
+void ap_stacks_trim(ap_thread *t);
+void ap_stacks_free(ap_thread *t);
+
+/* Gives a span chunk back to the pool kept across sessions. */
+void ap_pool_give(ap_span *chunk);
+
+/* Frees the pool's chunks, when memory is short. */
+void ap_pool_trim(void);
+
+/* Frees one record whatever its state; it must be unlinked. */
+void ap_thread_free(ap_thread *t);
+
+/* session_paths.c: the path an entry of `name` under path `parent`
+ * (NO_PATH: the top level) is recorded in, added when new. Past
+ * config.max_stages paths, the entry folds into the parent's overflow path
+ * and is counted in s->overflowed; *filed is the name the thread files it
+ * under (name, or the overflow path's). AP_ERR_NOMEM when a new path could
+ * not be added. Under s->lock. */
+ap_status ap_path_resolve_locked(ap_session *s, uint32_t parent,
+                                 uint32_t name, uint32_t *path,
+                                 uint32_t *filed);
+
+/* Frees every path's aggregates and the paths table. */
+void ap_paths_free(ap_session *s);
 
 static inline ap_span *
 span_at(ap_thread *t, int64_t i)
@@ -108,14 +202,16 @@ span_at(ap_thread *t, int64_t i)
 int64_t ticks_to_monotonic(const ap_session *s, const ap_clock_anchor *end,
                            int64_t t);
 
-/* A recorded span (ticks, thread-local node) as a report's span. */
+/* A recorded span (ticks, thread-local node; with no map, the stage's
+ * path already) as a report's span. */
 ap_span report_span(const ap_session *s, const ap_clock_anchor *end,
                     const uint32_t *map, ap_span sp);
 
-/* A report of s up to end, its threads and merged stages but no spans or
- * memory; *threads (by index, freed by the caller) lists s's threads.
- * AP_ERR_NOMEM, leaving nothing allocated. */
-ap_status report_new(const ap_session *s, const ap_clock_anchor *end,
-                     ap_thread ***threads, ap_report **out);
+/* The head of a snapshot of s at now: run figures, threads (but their
+ * spans) with their node -> stage tables, and the stages merged from the
+ * paths and the live threads' aggregates. AP_ERR_NOMEM leaves what it
+ * made in r, for ap_report_free. Under s->lock. */
+ap_status ap_snapshot_base_locked(ap_session *s, const ap_clock_anchor *now,
+                                  ap_report *r);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "clock.h"
 #include "session_internal.h"
 
@@ -77,8 +78,10 @@ close_open_calls(ap_session *s, const ap_thread *t, const uint32_t *map,
             }
             int64_t wall = open_wall(f, now);
             ap_stats *st = &r->stages[map[f->node]].stats;
-            ap_stats_add(st, wall, wall - f->child_ns - above,
-                         open_cpu(f, wall, cpu_now), f->items);
+            if (ap_stats_add(st, wall, wall - f->child_ns - above,
+                             open_cpu(f, wall, cpu_now), f->items) != AP_OK) {
+                r->lost++;
+            }
             st->unclosed++;
             if (s->config.memory) {
                 int64_t peak = rss > f->rss0 ? rss : f->rss0;
@@ -165,7 +168,7 @@ snapshot_since(const ap_session *s, const ap_clock_anchor *now,
                uint32_t keep, int64_t cpu_now, ap_span *out)
 {
     int64_t k = 0;
-    for (uint32_t n = 1; t->window && n < t->nnodes; n++) {
+    for (uint32_t n = 1; t->window && t->nodes && n < t->nnodes; n++) {
         k += recent_since(s, now, t, &t->nodes[n], map, since, keep,
                           out ? out + k : NULL);
     }
@@ -213,16 +216,23 @@ ap_session_since(ap_session *s, const ap_mark *m, uint32_t keep,
         return AP_ERR_INVALID;
     }
     ap_clock_anchor now = ap_clock_anchor_now();
-    ap_thread **threads;
-    ap_report *r;
-    if (report_new(s, &now, &threads, &r) != AP_OK) {
+    ap_report *r = ap_calloc(1, sizeof(*r));
+    if (!r) {
         return AP_ERR_NOMEM;
     }
+    /* a thread's exit merges and trims its record under this lock */
+    pthread_mutex_lock(&s->lock);
     int64_t self = ap_session_thread_index(s);
     int64_t cpu_now = self >= 0 ? ap_thread_cpu_ns() : -1;
-    int64_t *first = calloc(r->nthreads ? r->nthreads : 1, sizeof(*first));
-    if (!first) {
+    ap_thread **threads = ap_calloc(s->nthreads ? s->nthreads : 1,
+                                    sizeof(*threads));
+    int64_t *first = ap_calloc(s->nthreads ? s->nthreads : 1,
+                               sizeof(*first));
+    if (!threads || !first || ap_snapshot_base_locked(s, &now, r) != AP_OK) {
         goto nomem;
+    }
+    for (ap_thread *t = s->all; t; t = t->next_all) {
+        threads[t->index] = t;
     }
     for (uint32_t k = 0; k < r->nthreads; k++) {
         ap_thread *t = threads[k];
@@ -233,10 +243,12 @@ ap_session_since(ap_session *s, const ap_mark *m, uint32_t keep,
         r->threads[k].spans =
             keep ? snapshot_since(s, &now, t, map, m->ticks, keep, cpu, NULL)
                  : t->nspans - first[k];
+        r->threads[k].recorded = r->threads[k].spans;
         r->nspans += r->threads[k].spans;
     }
-    r->spans = malloc((size_t)(r->nspans ? r->nspans : 1) * sizeof(ap_span));
-    r->memory = malloc(sizeof(ap_rss_sample));
+    r->spans = ap_malloc((size_t)(r->nspans ? r->nspans : 1) *
+                         sizeof(ap_span));
+    r->memory = ap_malloc(sizeof(ap_rss_sample));
     if (!r->spans || !r->memory) {
         goto nomem;
     }
@@ -261,6 +273,7 @@ ap_session_since(ap_session *s, const ap_mark *m, uint32_t keep,
                                                m->ticks)
                                 : -1,
                       0};
+    pthread_mutex_unlock(&s->lock);
     if (s->config.memory) {
         int64_t rss = atomic_load_explicit(&s->rss.current,
                                            memory_order_relaxed);
@@ -273,6 +286,7 @@ ap_session_since(ap_session *s, const ap_mark *m, uint32_t keep,
     free(threads);
     return AP_OK;
 nomem:
+    pthread_mutex_unlock(&s->lock);
     free(first);
     free(threads);
     ap_report_free(r);

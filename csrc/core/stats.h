@@ -1,9 +1,18 @@
-/* Streaming aggregates of one stage path: exact whatever the span cap. */
+/* Streaming aggregates of one stage path: exact whatever the span cap.
+ *
+ * The duration histogram holds only the run of buckets its calls fell in,
+ * grown in blocks of AP_HIST_BLOCK buckets as calls land outside it: a
+ * path called once costs one block (64 bytes), not the 11 KiB of all
+ * AP_HIST_BUCKETS, and a call inside the run costs a compare more than a
+ * flat array. */
 #ifndef AP_STATS_H
 #define AP_STATS_H
 
 #include <stdint.h>
 #include "hist.h"
+#include "status.h"
+
+#define AP_HIST_BLOCK 8
 
 typedef struct {
     int64_t count;
@@ -21,15 +30,48 @@ typedef struct {
     int64_t items;
     int64_t mem_peak;    /* highest RSS seen while open, bytes */
     int64_t mem_delta;   /* sum of RSS(exit) - RSS(enter), bytes */
-    uint64_t hist[AP_HIST_BUCKETS];
+    uint64_t *hist;      /* counts of buckets hist_lo .. hist_lo + hist_n
+                          * - 1, owned; NULL (hist_n 0) before any call */
+    uint16_t hist_lo, hist_n;
 } ap_stats;
 
+/* An empty s, owning nothing. */
 void ap_stats_init(ap_stats *s);
 
-void ap_stats_add(ap_stats *s, int64_t wall_ns, int64_t self_ns,
-                  int64_t cpu_ns, int64_t items);
+/* Frees s's histogram and leaves s empty. */
+void ap_stats_free(ap_stats *s);
 
-/* Folds src into dst as if dst had seen src's samples too. */
-void ap_stats_merge(ap_stats *dst, const ap_stats *src);
+/* Adds one call. AP_OK, or AP_ERR_NOMEM when the histogram could not grow
+ * to the call's bucket: the call then counts in the nearest bucket held
+ * (in none when none is held yet); every other aggregate stays exact. */
+ap_status ap_stats_add(ap_stats *s, int64_t wall_ns, int64_t self_ns,
+                       int64_t cpu_ns, int64_t items);
+
+/* Folds src into dst as if dst had seen src's calls too. AP_OK, or
+ * AP_ERR_NOMEM when dst's histogram could not grow to src's buckets:
+ * those counts then go to dst's nearest bucket (nowhere when it holds
+ * none); every other aggregate stays exact. */
+ap_status ap_stats_merge(ap_stats *dst, const ap_stats *src);
+
+/* ap_stats_merge, then src is freed. A dst without a histogram takes
+ * src's without allocating, so that merging into an empty dst (one
+ * thread's path into the report) cannot fail. */
+ap_status ap_stats_absorb(ap_stats *dst, ap_stats *src);
+
+/* dst becomes a copy of src (dst's old content is not freed). AP_OK, or
+ * AP_ERR_NOMEM with dst empty. */
+ap_status ap_stats_copy(ap_stats *dst, const ap_stats *src);
+
+/* The count of bucket i: 0 outside the run held. */
+static inline uint64_t
+ap_stats_hist_at(const ap_stats *s, uint32_t i)
+{
+    uint32_t at = i - s->hist_lo;
+    return at < s->hist_n ? s->hist[at] : 0;
+}
+
+/* Adds count calls to bucket i (< AP_HIST_BUCKETS), growing the run held.
+ * AP_OK, or AP_ERR_NOMEM with s unchanged. */
+ap_status ap_stats_hist_add(ap_stats *s, uint32_t i, uint64_t count);
 
 #endif

@@ -66,10 +66,10 @@ double_of(PyObject *v, const char *which, const char *key, double *out)
     return 0;
 }
 
-/* One (bucket, count) pair into hist; duplicates refused, since a
- * report's histogram names each bucket once. */
+/* One (bucket, count) pair into s's histogram; duplicates refused, since
+ * a report's histogram names each bucket once. */
 static int
-hist_pair(PyObject *pair, const char *which, uint64_t *hist)
+hist_pair(PyObject *pair, const char *which, ap_stats *s)
 {
     if ((!PyTuple_Check(pair) && !PyList_Check(pair)) ||
         PySequence_Fast_GET_SIZE(pair) != 2) {
@@ -92,17 +92,21 @@ hist_pair(PyObject *pair, const char *which, uint64_t *hist)
                      AP_HIST_BUCKETS - 1);
         return -1;
     }
-    if (hist[bucket] != 0) {
+    if (ap_stats_hist_at(s, (uint32_t)bucket) != 0) {
         PyErr_Format(PyExc_ValueError, "merge_stage: %s['hist'] names "
                      "bucket %lld twice", which, (long long)bucket);
         return -1;
     }
-    hist[bucket] = (uint64_t)count;
+    if (count && ap_stats_hist_add(s, (uint32_t)bucket, (uint64_t)count) !=
+                     AP_OK) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return 0;
 }
 
 static int
-hist_of(PyObject *v, const char *which, uint64_t *hist)
+hist_of(PyObject *v, const char *which, ap_stats *s)
 {
     if (!PyList_Check(v) && !PyTuple_Check(v)) {
         PyErr_Format(PyExc_TypeError, "merge_stage: %s['hist'] must be a "
@@ -111,15 +115,16 @@ hist_of(PyObject *v, const char *which, uint64_t *hist)
         return -1;
     }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
-        if (hist_pair(PySequence_Fast_GET_ITEM(v, i), which, hist) < 0) {
+        if (hist_pair(PySequence_Fast_GET_ITEM(v, i), which, s) < 0) {
             return -1;
         }
     }
     return 0;
 }
 
-/* Checks every key of a stage dict and reads its aggregates into s. 0, or
- * -1 with TypeError or ValueError naming the key. */
+/* Checks every key of a stage dict and reads its aggregates into s, an
+ * empty ap_stats (the caller frees it, whatever the outcome). 0, or -1
+ * with TypeError or ValueError naming the key, or MemoryError. */
 static int
 stats_of(PyObject *d, const char *which, ap_stats *s)
 {
@@ -128,7 +133,6 @@ stats_of(PyObject *d, const char *which, ap_stats *s)
                      "dict, not %.100s", which, Py_TYPE(d)->tp_name);
         return -1;
     }
-    ap_stats_init(s);
     PyObject *v = item(d, which, "name");
     if (v == NULL) {
         return -1;
@@ -163,7 +167,7 @@ stats_of(PyObject *d, const char *which, ap_stats *s)
                      ">= 0, got %lld", which, (long long)s->count);
         return -1;
     }
-    if (!(v = item(d, which, "hist")) || hist_of(v, which, s->hist) < 0) {
+    if (!(v = item(d, which, "hist")) || hist_of(v, which, s) < 0) {
         return -1;
     }
     return 0;
@@ -211,33 +215,36 @@ ap_merge_stage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                      "(into, other), %zd given", nargs);
         return NULL;
     }
-    /* 2 x 11 KiB: off the stack, which a deep caller may need */
-    ap_stats *a = PyMem_Malloc(2 * sizeof(ap_stats));
-    if (a == NULL) {
-        return PyErr_NoMemory();
-    }
-    ap_stats *b = a + 1;
+    ap_stats a, b;
+    ap_stats_init(&a);
+    ap_stats_init(&b);
     PyObject *result = NULL;
-    if (stats_of(args[0], "into", a) < 0 ||
-        stats_of(args[1], "other", b) < 0) {
+    if (stats_of(args[0], "into", &a) < 0 ||
+        stats_of(args[1], "other", &b) < 0) {
         goto done;
     }
-    if (b->count == 0) {
+    if (b.count == 0) {
         result = PyDict_Copy(args[0]);   /* it contributes nothing */
         goto done;
     }
-    if (a->count == 0) {
+    if (a.count == 0) {
         /* nothing to weigh against: other's figures as they are, which
          * a merge into zeros would round (mean * n / n) */
-        *a = *b;
+        ap_stats_free(&a);
+        a = b;
+        ap_stats_init(&b);
     } else {
-        if (check_sums(a, b) < 0) {
+        if (check_sums(&a, &b) < 0) {
             goto done;
         }
-        ap_stats_merge(a, b);
+        if (ap_stats_merge(&a, &b) != AP_OK) {
+            PyErr_NoMemory();
+            goto done;
+        }
     }
-    result = merged_dict(args[0], a);
+    result = merged_dict(args[0], &a);
 done:
-    PyMem_Free(a);
+    ap_stats_free(&a);
+    ap_stats_free(&b);
     return result;
 }

@@ -5,6 +5,7 @@
 #define PY_ARRAY_UNIQUE_SYMBOL aquaprof_ARRAY_API
 #include <numpy/arrayobject.h>
 
+#include "../core/alloc.h"
 #include "../core/session.h"
 
 static PyObject *
@@ -34,6 +35,30 @@ PyDoc_STRVAR(merge_stage_doc,
 "are. TypeError or ValueError names a missing or ill-typed key;\n"
 "OverflowError, a sum past 64 bits.");
 
+PyDoc_STRVAR(fail_allocations_doc,
+"_fail_allocations(skip, count)\n--\n\n"
+"For tests of running out of memory: after `skip` more allocations of\n"
+"the C core succeed (on any thread), the next `count` fail; count -1\n"
+"fails all of them until the next call, and (0, 0) turns failures off.\n"
+"Returns how many allocations were made to fail so far.");
+
+static PyObject *
+fail_allocations(PyObject *module, PyObject *args)
+{
+    (void)module;
+    long long skip, count;
+    if (!PyArg_ParseTuple(args, "LL:_fail_allocations", &skip, &count)) {
+        return NULL;
+    }
+    if (skip < 0 || count < -1) {
+        PyErr_SetString(PyExc_ValueError, "_fail_allocations: skip must be "
+                        ">= 0 and count >= -1");
+        return NULL;
+    }
+    ap_alloc_fail(skip, count);
+    return PyLong_FromLongLong(ap_alloc_failed());
+}
+
 static PyMethodDef module_methods[] = {
     {"stage", (PyCFunction)(void (*)(void))ap_stage_function,
      METH_FASTCALL | METH_KEYWORDS, stage_doc},
@@ -42,6 +67,8 @@ static PyMethodDef module_methods[] = {
      "_restage(func, name, items): rebuilds an unpickled staged function."},
     {"merge_stage", (PyCFunction)(void (*)(void))ap_merge_stage,
      METH_FASTCALL, merge_stage_doc},
+    {"_fail_allocations", fail_allocations, METH_VARARGS,
+     fail_allocations_doc},
     {NULL, NULL, 0, NULL},
 };
 

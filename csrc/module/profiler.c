@@ -18,6 +18,7 @@ typedef struct {
     ap_config config;
     int state;
     PyObject *report;      /* cached report data, built once */
+    ap_report *core_report; /* the session's, until report holds it */
     ap_gpu_config gpu;
     PyObject *gpu_strings; /* (libcuda, *cupti_paths): gpu's strings */
     const char **cupti_paths;
@@ -94,7 +95,8 @@ parse_gpu(ProfilerObject *self, int cuda, int sync, PyObject *libcuda,
 }
 
 static int
-parse_count(PyObject *obj, const char *what, long long max, int64_t *out)
+parse_between(PyObject *obj, const char *what, long long min, long long max,
+              int64_t *out)
 {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s must be an int, got %.100s", what,
@@ -102,14 +104,20 @@ parse_count(PyObject *obj, const char *what, long long max, int64_t *out)
         return -1;
     }
     long long v = PyLong_AsLongLong(obj);
-    if ((v == -1 && PyErr_Occurred()) || v < 0 || v > max) {
+    if ((v == -1 && PyErr_Occurred()) || v < min || v > max) {
         PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s must be between 0 and %lld, got "
-                     "%R", what, max, obj);
+        PyErr_Format(PyExc_ValueError, "%s must be between %lld and %lld, "
+                     "got %R", what, min, max, obj);
         return -1;
     }
     *out = v;
     return 0;
+}
+
+static int
+parse_count(PyObject *obj, const char *what, long long max, int64_t *out)
+{
+    return parse_between(obj, what, 0, max, out);
 }
 
 static int
@@ -136,14 +144,17 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"max_spans", "memory", "memory_interval",
                                "cpu_resolution", "cuda", "cuda_sync",
-                               "libcuda", "cupti_paths", "window", NULL};
+                               "libcuda", "cupti_paths", "window",
+                               "max_stages", NULL};
     PyObject *max_spans = NULL, *interval = NULL, *resolution = NULL;
     PyObject *libcuda = NULL, *cupti_paths = NULL, *window = NULL;
+    PyObject *max_stages = NULL;
     int memory = 1, cuda = AP_CUDA_OFF, sync = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OpOOipOOO:Profiler",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OpOOipOOOO:Profiler",
                                      keywords, &max_spans, &memory,
                                      &interval, &resolution, &cuda, &sync,
-                                     &libcuda, &cupti_paths, &window)) {
+                                     &libcuda, &cupti_paths, &window,
+                                     &max_stages)) {
         return -1;
     }
     if (self->state != NEW || self->session || self->gpu_strings) {
@@ -152,15 +163,19 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
     }
     ap_config c = {.max_spans = 1000000, .memory = memory,
                    .memory_interval_ns = 1000000,
-                   .cpu_resolution_ns = 20000};
-    int64_t window_value = 0;
+                   .cpu_resolution_ns = 20000,
+                   .max_stages = AP_DEFAULT_MAX_STAGES};
+    int64_t window_value = 0, stages_value = c.max_stages;
     if ((max_spans && parse_count(max_spans, "max_spans", INT32_MAX,
                                   &c.max_spans) < 0) ||
         (window && parse_count(window, "window", AP_WINDOW_MAX,
-                               &window_value) < 0)) {
+                               &window_value) < 0) ||
+        (max_stages && parse_between(max_stages, "max_stages", 1,
+                                     AP_MAX_STAGES, &stages_value) < 0)) {
         return -1;
     }
     c.window = (uint32_t)window_value;
+    c.max_stages = (uint32_t)stages_value;
     if (interval &&
         parse_seconds(interval, "memory_interval", 1e-5, "1e-05",
                       &c.memory_interval_ns) < 0) {
@@ -320,25 +335,26 @@ profiler_stop(ProfilerObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* A core report (or the status that kept one from being built) as
- * Python data. */
+/* A core report as Python data (r freed), or NULL with an exception set
+ * and r left to the caller. */
 static PyObject *
-report_dict(ProfilerObject *self, ap_status st, ap_report *r,
-            ap_gpu_trace *gpu)
+report_dict(ProfilerObject *self, ap_report *r, ap_gpu_trace *gpu)
 {
-    if (st != AP_OK) {
-        return st == AP_ERR_NOMEM
-                   ? PyErr_NoMemory()
-                   : PyErr_Format(PyExc_RuntimeError,
-                                  "cannot build the report (status %d)",
-                                  (int)st);
-    }
     PyObject *module = PyType_GetModule(Py_TYPE(self));
     if (module == NULL) {
-        ap_report_free(r);
         return NULL;
     }
     return ap_report_to_python(ap_state(module), r, gpu);
+}
+
+static PyObject *
+status_error(ap_status st)
+{
+    return st == AP_ERR_NOMEM
+               ? PyErr_NoMemory()
+               : PyErr_Format(PyExc_RuntimeError,
+                              "cannot build the report (status %d)",
+                              (int)st);
 }
 
 static PyObject *
@@ -381,20 +397,31 @@ profiler_report_data(ProfilerObject *self, PyObject *unused)
         return Py_NewRef(self->nest.end);
     }
     if (self->report == NULL) {
-        ap_report *r = NULL;
-        ap_status st = ap_session_report(self->session, &r);
-        self->report = report_dict(self, st, r, self->gpu_trace);
-        if (self->report == NULL ||
-            PyDict_SetItemString(self->report, "gpu_status",
-                                 self->gpu_status) < 0) {
-            Py_CLEAR(self->report);
+        if (self->core_report == NULL) {
+            /* needs no memory but the spans', which it sheds if it must */
+            ap_status st = ap_session_report(self->session,
+                                             &self->core_report);
+            if (st != AP_OK) {
+                return status_error(st);
+            }
+        }
+        /* out of memory here keeps the core's report for another try:
+         * the run is not lost */
+        self->report = report_dict(self, self->core_report,
+                                   self->gpu_trace);
+        if (self->report == NULL) {
             return NULL;
         }
+        self->core_report = NULL;
         ap_gpu_trace_free(self->gpu_trace);
         self->gpu_trace = NULL;
         /* the report holds everything now */
         ap_session_free(self->session);
         self->session = NULL;
+    }
+    if (PyDict_SetItemString(self->report, "gpu_status",
+                             self->gpu_status) < 0) {
+        return NULL;
     }
     return Py_NewRef(self->report);
 }
@@ -425,7 +452,14 @@ profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
     }
     ap_report *r = NULL;
     ap_status st = ap_session_snapshot(self->session, &r);
-    return report_dict(self, st, r, NULL);
+    if (st != AP_OK) {
+        return status_error(st);
+    }
+    PyObject *d = report_dict(self, r, NULL);
+    if (d == NULL) {
+        ap_report_free(r);
+    }
+    return d;
 }
 
 static PyObject *
@@ -475,6 +509,7 @@ profiler_dealloc(ProfilerObject *self)
         undo_gpu();
     }
     ap_nest_clear(&self->nest);
+    ap_report_free(self->core_report);
     ap_session_free(self->session);  /* also deactivates it if running */
     ap_gpu_trace_free(self->gpu_trace);
     PyMem_Free(self->cupti_paths);
@@ -522,7 +557,8 @@ static PyType_Slot profiler_slots[] = {
     {Py_tp_methods, profiler_methods},
     {Py_tp_getset, profiler_getset},
     {Py_tp_doc, "Profiler(*, max_spans=1000000, memory=True, "
-                "memory_interval=0.001, cpu_resolution=2e-05, window=0)\n\n"
+                "memory_interval=0.001, cpu_resolution=2e-05, window=0, "
+                "max_stages=100000)\n\n"
                 "Low-level session owner; use aquaprof.Profiler."},
     {0, NULL},
 };

@@ -37,12 +37,12 @@ hist_pairs(const ap_stats *s)
     if (pairs == NULL) {
         return NULL;
     }
-    for (uint32_t i = 0; i < AP_HIST_BUCKETS; i++) {
-        if (s->hist[i] == 0) {
+    for (uint32_t k = 0; k < s->hist_n; k++) {
+        if (s->hist[k] == 0) {
             continue;
         }
-        PyObject *pair = Py_BuildValue("(IK)", i,
-                                       (unsigned long long)s->hist[i]);
+        PyObject *pair = Py_BuildValue("(IK)", s->hist_lo + k,
+                                       (unsigned long long)s->hist[k]);
         if (pair == NULL || PyList_Append(pairs, pair) < 0) {
             Py_XDECREF(pair);
             Py_DECREF(pairs);
@@ -110,30 +110,42 @@ free_spans(PyObject *capsule)
     free(PyCapsule_GetPointer(capsule, "aquaprof.spans"));
 }
 
-/* Steals r->spans. */
+/* The span array over r->spans, which it takes; on failure r->spans is
+ * left to r. A report whose spans were all shed gets an empty array. */
 static PyObject *
 span_array(ap_module_state *st, ap_report *r)
 {
-    PyObject *capsule = PyCapsule_New(r->spans, "aquaprof.spans", free_spans);
-    if (capsule == NULL) {
-        return NULL;
-    }
-    r->spans = NULL;
     npy_intp dims[1] = {(npy_intp)r->nspans};
     PyArray_Descr *descr = (PyArray_Descr *)st->span_dtype;
     Py_INCREF(descr);   /* NewFromDescr steals it */
+    if (r->spans == NULL) {
+        dims[0] = 0;
+        return PyArray_NewFromDescr(&PyArray_Type, descr, 1, dims, NULL,
+                                    NULL, 0, NULL);
+    }
+    /* no destructor until the array holds it: a failure leaves r whole */
+    PyObject *capsule = PyCapsule_New(r->spans, "aquaprof.spans", NULL);
+    if (capsule == NULL) {
+        Py_DECREF(descr);
+        return NULL;
+    }
     PyObject *array = PyArray_NewFromDescr(
-        &PyArray_Type, descr, 1, dims, NULL,
-        PyCapsule_GetPointer(capsule, "aquaprof.spans"), NPY_ARRAY_CARRAY,
+        &PyArray_Type, descr, 1, dims, NULL, r->spans, NPY_ARRAY_CARRAY,
         NULL);
     if (array == NULL) {
         Py_DECREF(capsule);
         return NULL;
     }
+    /* steals capsule, even on failure */
     if (PyArray_SetBaseObject((PyArrayObject *)array, capsule) < 0) {
         Py_DECREF(array);
         return NULL;
     }
+    if (PyCapsule_SetDestructor(capsule, free_spans) < 0) {
+        Py_DECREF(array);
+        return NULL;
+    }
+    r->spans = NULL;
     /* the report is a record of what happened: keep it read-only */
     PyArray_CLEARFLAGS((PyArrayObject *)array, NPY_ARRAY_WRITEABLE);
     return array;
@@ -183,6 +195,18 @@ memory_list(const ap_report *r)
     return list;
 }
 
+/* Forgets r's spans after the array that took them went away: a report
+ * built from r again says they were shed. */
+static void
+shed_all_spans(ap_report *r)
+{
+    r->shed += r->nspans;
+    r->nspans = 0;
+    for (uint32_t i = 0; i < r->nthreads; i++) {
+        r->threads[i].spans = 0;
+    }
+}
+
 PyObject *
 ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu)
 {
@@ -210,45 +234,60 @@ ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu)
     if (threads == NULL) {
         goto error;
     }
-    spans = span_array(st, r);
-    if (spans == NULL) {
-        goto error;
-    }
     memory = memory_list(r);
     if (memory == NULL) {
         goto error;
     }
+    uint32_t max_stages = r->config.max_stages ? r->config.max_stages
+                                               : AP_MAX_STAGES;
     result = Py_BuildValue(
-        "{s:L,s:L,s:s,s:L,s:L,s:O,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:N,s:N}",
+        "{s:L,s:L,s:s,s:L,s:L,s:I,s:O,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:N,s:N,"
+        "s:O,s:N}",
         "start_ns", (long long)r->start_ns,
         "stop_ns", (long long)r->stop_ns,
         "clock", r->clock,
         "pid", (long long)r->pid,
         "max_spans", (long long)r->config.max_spans,
+        "max_stages", (unsigned)max_stages,
         "memory", r->config.memory ? Py_True : Py_False,
         "memory_interval_ns", (long long)r->config.memory_interval_ns,
         "cpu_resolution_ns", (long long)r->config.cpu_resolution_ns,
         "spans_dropped", (long long)r->dropped,
         "unclosed", (long long)r->unclosed,
         "lost", (long long)r->lost,
+        "stages_overflowed", (long long)r->overflowed,
+        "spans_shed", (long long)r->shed,
         "stages", stages,
         "threads", threads,
-        "spans", spans,
+        "spans", Py_None,   /* its place, for the array made last */
         "memory_samples", memory);
     /* stolen by N, even on failure */
-    stages = threads = spans = memory = NULL;
-    if (result && gpu_data && PyDict_SetItemString(result, "gpu",
-                                                   gpu_data) < 0) {
-        Py_CLEAR(result);
+    stages = threads = memory = NULL;
+    if (result == NULL ||
+        (gpu_data && PyDict_SetItemString(result, "gpu", gpu_data) < 0)) {
+        goto error;
     }
-error:
-    Py_XDECREF(stages);
-    Py_XDECREF(threads);
-    Py_XDECREF(spans);
-    Py_XDECREF(memory);
+    /* last, as it takes r's spans: any failure before leaves r whole */
+    spans = span_array(st, r);
+    if (spans == NULL) {
+        goto error;
+    }
+    if (PyDict_SetItemString(result, "spans", spans) < 0) {
+        Py_CLEAR(spans);
+        shed_all_spans(r);
+        goto error;
+    }
+    Py_DECREF(spans);
     Py_XDECREF(gpu_data);
     ap_report_free(r);
     return result;
+error:
+    Py_XDECREF(result);
+    Py_XDECREF(stages);
+    Py_XDECREF(threads);
+    Py_XDECREF(memory);
+    Py_XDECREF(gpu_data);
+    return NULL;
 }
 
 static PyObject *

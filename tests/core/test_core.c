@@ -1,11 +1,13 @@
 /* Unit tests of csrc/core without Python. Prints "N passed, N failed". */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../../csrc/core/alloc.h"
 #include "../../csrc/core/clock.h"
 #include "../../csrc/core/intern.h"
 #include "../../csrc/core/path_map.h"
@@ -27,6 +29,9 @@ static int passed, failed;
     } while (0)
 
 static const ap_config default_config = {.max_spans = 1000000};
+
+/* spans per buffer chunk, as the core grants them */
+#define CHUNK_SPANS 4096
 
 static uint32_t
 name(const char *s)
@@ -206,7 +211,14 @@ test_stats_merge(void)
     CHECK(a.min_ns == all.min_ns && a.max_ns == all.max_ns);
     CHECK(fabs(a.mean_ns - all.mean_ns) < 1e-9 * all.mean_ns);
     CHECK(fabs(a.m2 - all.m2) < 1e-9 * all.m2);
-    CHECK(!memcmp(a.hist, all.hist, sizeof(a.hist)));
+    int same = 1;
+    for (uint32_t i = 0; i < AP_HIST_BUCKETS; i++) {
+        same &= ap_stats_hist_at(&a, i) == ap_stats_hist_at(&all, i);
+    }
+    CHECK(same);
+    ap_stats_free(&all);
+    ap_stats_free(&a);
+    ap_stats_free(&b);
 }
 
 static void
@@ -715,6 +727,555 @@ test_since_a_mark_as_a_snapshot(void)
     finish(s, stop_and_report(s));
 }
 
+/* ------------------------------------------------------ memory bounds */
+
+/* The histogram holds only the blocks its calls fell in: a path called
+ * once costs one block, and calls spread over the range grow it. */
+static void
+test_hist_holds_only_its_buckets(void)
+{
+    ap_stats s;
+    ap_stats_init(&s);
+    CHECK(ap_stats_add(&s, 1500, 1500, 0, 0) == AP_OK);
+    CHECK(s.hist_n == AP_HIST_BLOCK && s.hist != NULL);
+    CHECK(ap_stats_hist_at(&s, ap_hist_index(1500)) == 1);
+    CHECK(ap_stats_add(&s, 1501, 1501, 0, 0) == AP_OK);
+    CHECK(s.hist_n == AP_HIST_BLOCK);
+    CHECK(ap_stats_add(&s, 3, 3, 0, 0) == AP_OK);          /* below */
+    CHECK(ap_stats_add(&s, 1LL << 50, 0, 0, 0) == AP_OK);  /* the top */
+    CHECK(s.hist_lo == 0 && s.hist_n == AP_HIST_BUCKETS);
+    CHECK(ap_stats_hist_at(&s, 3) == 1 &&
+          ap_stats_hist_at(&s, AP_HIST_BUCKETS - 1) == 1 &&
+          ap_stats_hist_at(&s, ap_hist_index(1500)) == 2);
+    /* a merge into an empty stats takes the other's histogram whole */
+    ap_stats into;
+    ap_stats_init(&into);
+    uint64_t *held = s.hist;
+    CHECK(ap_stats_absorb(&into, &s) == AP_OK);
+    CHECK(into.hist == held && into.count == 4 && s.hist == NULL &&
+          s.count == 0);
+    ap_stats copy;
+    CHECK(ap_stats_copy(&copy, &into) == AP_OK && copy.hist != into.hist &&
+          ap_stats_hist_at(&copy, 3) == 1 && copy.count == 4);
+    ap_stats_free(&copy);
+    ap_stats_free(&into);
+    CHECK(into.hist == NULL && into.hist_n == 0 && into.count == 0);
+}
+
+/* Out of memory, a call still counts in every aggregate; its duration
+ * goes to the nearest bucket held, and the caller hears of it. */
+static void
+test_hist_out_of_memory_folds(void)
+{
+    ap_stats s, other;
+    ap_stats_init(&s);
+    ap_stats_init(&other);
+    ap_alloc_fail(0, -1);
+    CHECK(ap_stats_add(&s, 1000, 1000, 0, 0) == AP_ERR_NOMEM);
+    CHECK(s.count == 1 && s.hist_n == 0 && s.total_ns == 1000);
+    ap_alloc_fail(0, 0);
+    CHECK(ap_stats_add(&s, 1000, 1000, 0, 0) == AP_OK);
+    ap_alloc_fail(0, -1);
+    CHECK(ap_stats_add(&s, 50000000, 0, 0, 0) == AP_ERR_NOMEM);
+    CHECK(s.count == 3 && s.max_ns == 50000000);
+    CHECK(ap_stats_hist_at(&s, s.hist_lo + s.hist_n - 1) == 1);
+    CHECK(ap_stats_hist_add(&other, 5, 2) == AP_ERR_NOMEM &&
+          other.hist_n == 0);
+    ap_alloc_fail(0, 0);
+    CHECK(ap_stats_hist_add(&other, 5, 2) == AP_OK);
+    other.count = 2;
+    ap_alloc_fail(0, -1);
+    CHECK(ap_stats_merge(&s, &other) == AP_ERR_NOMEM && s.count == 5);
+    CHECK(ap_stats_hist_at(&s, s.hist_lo) == 2);   /* nearest: the lowest */
+    ap_alloc_fail(0, 0);
+    ap_stats_free(&s);
+    ap_stats_free(&other);
+}
+
+/* 10,000 distinct paths in one thread: well under 1 KiB each, as the
+ * core counts its own memory (each was about 11 KiB with a full
+ * histogram a path). */
+static void
+test_many_paths_cost_little(void)
+{
+    ap_session *s = start(&default_config);
+    int owner;
+    ap_enter(name("warm"), 0, &owner);
+    ap_exit(&owner, 0);
+    int64_t before = ap_session_footprint(s);
+    char buf[32];
+    const int n = 10000;
+    for (int i = 0; i < n; i++) {
+        snprintf(buf, sizeof(buf), "path-%d", i);
+        ap_enter(name(buf), 0, &owner);
+        ap_exit(&owner, 0);
+    }
+    int64_t per_path = (ap_session_footprint(s) - before) / n;
+    printf("footprint: %lld bytes a path\n", (long long)per_path);
+    CHECK(per_path > 0 && per_path < 1024);
+    ap_report *r = stop_and_report(s);
+    CHECK(r->nstages == (uint32_t)n + 1 && r->overflowed == 0);
+    CHECK(find_stage(r, "path-9999") &&
+          find_stage(r, "path-9999")->stats.count == 1);
+    finish(s, r);
+}
+
+/* Past max_stages, entries of new paths fold into one overflow path under
+ * their parent; the overflow path's children fold into it; paths known
+ * before stay exact. */
+static void
+test_max_stages_folds_and_counts(void)
+{
+    ap_config c = default_config;
+    c.max_stages = 3;
+    ap_session *s = start(&c);
+    int a, b, x, y, z;
+    uint32_t na = name("a"), nb = name("b");
+    ap_enter(na, 0, &a);
+    ap_enter(nb, 0, &b);          /* a/b */
+    ap_exit(&b, 0);
+    ap_exit(&a, 0);
+    ap_enter(nb, 0, &b);          /* b: the third path */
+    ap_exit(&b, 0);
+    for (int i = 0; i < 4; i++) {
+        char buf[16];
+        snprintf(buf, sizeof(buf), "new-%d", i);
+        ap_enter(name(buf), 0, &x);            /* a fourth path: folded */
+        ap_enter(name("inner"), 0, &y);        /* its child: folded too */
+        ap_exit(&y, 0);
+        ap_exit(&x, 0);
+    }
+    ap_enter(na, 0, &a);
+    ap_enter(name("c"), 0, &z);                 /* a/c: folded under a */
+    ap_exit(&z, 0);
+    ap_enter(nb, 0, &b);                        /* a/b: known, exact */
+    ap_exit(&b, 0);
+    ap_exit(&a, 0);
+    ap_report *r = stop_and_report(s);
+    CHECK(r->overflowed == 9 && r->config.max_stages == 3);
+    const ap_report_stage *top = find_stage(r, AP_OVERFLOW_NAME);
+    const ap_report_stage *under_a = find_stage(r, "a/" AP_OVERFLOW_NAME);
+    CHECK(top && top->stats.count == 8 && top->parent == -1);
+    CHECK(under_a && under_a->stats.count == 1);
+    CHECK(find_stage(r, "a/b")->stats.count == 2);
+    CHECK(find_stage(r, "a")->stats.count == 2);
+    CHECK(r->nstages == 5);
+    /* the outer folded entry's self time leaves out its folded child */
+    CHECK(top && top->stats.self_ns <= top->stats.total_ns);
+    finish(s, r);
+    c.max_stages = AP_MAX_STAGES + 1;
+    CHECK(ap_session_start(&c, &s) == AP_ERR_INVALID);
+}
+
+/* Interned before any test makes allocations fail, as interning needs
+ * memory. */
+static uint32_t id_request, id_parse, id_left_open;
+
+static void
+request_names(void)
+{
+    id_request = name("request");
+    id_parse = name("parse");
+    id_left_open = name("left open");
+}
+
+static void *
+request_thread(void *arg)
+{
+    int open_at_exit = *(int *)arg;
+    int r = 0, p = 0, left = 0;     /* owners: only their addresses count */
+    ap_enter(id_request, 1, &r);
+    ap_enter(id_parse, 0, &p);
+    ap_exit(&p, 0);
+    ap_exit(&r, 0);
+    if (open_at_exit) {
+        ap_enter(id_left_open, 0, &left);
+    }
+    return NULL;
+}
+
+/* A thread per request: once each has ended, the session keeps its
+ * aggregates, spans and a few hundred bytes, not its buffers (a 196 KiB
+ * span chunk, its tree); the span room it held goes back to max_spans. */
+static void
+test_ended_threads_are_merged_and_trimmed(void)
+{
+    ap_config c = default_config;
+    c.max_spans = 3 * CHUNK_SPANS;
+    ap_session *s = start(&c);
+    int zero = 0, one = 1;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, request_thread, &zero) == 0);
+    pthread_join(th, NULL);
+    int64_t before = ap_session_footprint(s);
+    const int n = 300;
+    for (int i = 0; i < n; i++) {
+        CHECK(pthread_create(&th, NULL, request_thread,
+                             i == 7 ? &one : &zero) == 0);
+        pthread_join(th, NULL);
+    }
+    int64_t per_thread = (ap_session_footprint(s) - before) / n;
+    printf("footprint: %lld bytes a thread that ended\n",
+           (long long)per_thread);
+    CHECK(per_thread > 0 && per_thread < 1024);
+    ap_report *r = stop_and_report(s);
+    /* every thread got span room: 301 threads x 2 spans, over 3 chunks
+     * of cap, which threads holding their chunks to the end would not */
+    CHECK(r->nthreads == (uint32_t)n + 1 && r->dropped == 0);
+    CHECK(r->nspans == 2 * (n + 1) + 1 && r->shed == 0);
+    const ap_report_stage *req = find_stage(r, "request");
+    CHECK(req && req->stats.count == n + 1 && req->stats.items == n + 1);
+    CHECK(find_stage(r, "request/parse")->stats.count == n + 1);
+    /* the stage left open closed with its thread, flagged */
+    const ap_report_stage *left = find_stage(r, "left open");
+    CHECK(left && left->stats.unclosed == 1 && r->unclosed == 1);
+    int ordered = 1;
+    for (uint32_t k = 0; k < r->nthreads; k++) {
+        const ap_report_thread *t = &r->threads[k];
+        ordered &= t->index == k && t->spans == t->recorded &&
+                   t->first_span == (k <= 8 ? 2 * (int64_t)k
+                                            : 2 * (int64_t)k + 1);
+        for (int64_t i = 0; i < t->spans; i++) {
+            const ap_span *sp = &r->spans[t->first_span + i];
+            ordered &= sp->thread == k;
+            ordered &= i == 0 ? sp->parent == -1
+                              : sp->parent == -1 ||
+                                    sp->parent == t->first_span;
+        }
+    }
+    CHECK(ordered);
+    finish(s, r);
+}
+
+/* The report needs no memory but the span array's: with every
+ * allocation failing it is still built, aggregates whole, the spans shed
+ * and counted; a tag of a shed span still names its stage. */
+static uint64_t last_tag;
+
+static void
+keep_tag(uint64_t tag, uint32_t unused)
+{
+    (void)unused;
+    last_tag = tag;
+}
+
+static void
+no_exit_hook(void)
+{
+}
+
+static void
+test_report_needs_no_memory(void)
+{
+    static const ap_stage_hooks hooks = {keep_tag, no_exit_hook};
+    ap_config c = default_config;
+    c.memory = 1;
+    c.memory_interval_ns = 1000000;
+    c.hooks = &hooks;
+    ap_session *s = start(&c);
+    int owner;
+    for (int i = 0; i < 100; i++) {
+        ap_enter(name("kept"), 0, &owner);
+        ap_exit(&owner, 0);
+    }
+    pthread_t th;
+    int zero = 0;
+    CHECK(pthread_create(&th, NULL, request_thread, &zero) == 0);
+    pthread_join(th, NULL);
+    uint64_t tag = last_tag;        /* the other thread's parse span */
+    CHECK(ap_session_stop(s) == AP_OK);
+    ap_alloc_fail(0, -1);
+    ap_report *r = NULL;
+    CHECK(ap_session_report(s, &r) == AP_OK);
+    ap_alloc_fail(0, 0);
+    CHECK(r && r->nspans == 0 && r->shed == 102 && r->spans == NULL);
+    CHECK(find_stage(r, "kept")->stats.count == 100);
+    CHECK(find_stage(r, "request/parse")->stats.count == 1);
+    CHECK(r->nmemory >= 1);
+    uint32_t stage;
+    int64_t span;
+    CHECK(ap_report_resolve_tag(r, tag, &stage, &span) == AP_OK &&
+          span == -1 && &r->stages[stage] == find_stage(r, "request/parse"));
+    CHECK(ap_session_report(s, &r) == AP_ERR_INVALID);   /* once */
+    finish(s, r);
+}
+
+/* When the span array cannot be had whole, as many spans as fit are kept,
+ * a prefix in thread order (parents before their children). */
+static void
+test_report_keeps_what_fits(void)
+{
+    ap_session *s = start(&default_config);
+    int outer, inner;
+    for (int i = 0; i < 1000; i++) {
+        ap_enter(name("outer"), 0, &outer);
+        ap_enter(name("inner"), 0, &inner);
+        ap_exit(&inner, 0);
+        ap_exit(&outer, 0);
+    }
+    CHECK(ap_session_stop(s) == AP_OK);
+    ap_alloc_fail(0, 2);        /* the whole array, twice: half fits */
+    ap_report *r = NULL;
+    CHECK(ap_session_report(s, &r) == AP_OK);
+    ap_alloc_fail(0, 0);
+    CHECK(r->nspans == 1000 && r->shed == 1000);
+    CHECK(r->threads[0].spans == 1000 && r->threads[0].recorded == 2000);
+    int parents_ok = 1;
+    for (int64_t i = 0; i < r->nspans; i++) {
+        parents_ok &= r->spans[i].parent < i &&
+                      (i % 2 == 0 ? r->spans[i].parent == -1
+                                  : r->spans[i].parent == i - 1);
+    }
+    CHECK(parents_ok);
+    CHECK(find_stage(r, "outer/inner")->stats.count == 1000);
+    finish(s, r);
+}
+
+/* Allocation failing while recording: nothing fails the caller beyond
+ * AP_ERR_NOMEM, and every entry not recorded is counted, a thread that
+ * could not even register included. */
+static void *
+unregistered_thread(void *arg)
+{
+    ap_status *st = arg;     /* the checks are the main thread's */
+    int owner;
+    ap_alloc_fail(0, -1);
+    st[0] = ap_enter(id_request, 0, &owner);
+    st[1] = ap_enter(id_request, 0, &owner);
+    st[2] = ap_exit(&owner, 0);
+    ap_alloc_fail(0, 0);
+    return NULL;
+}
+
+static void
+test_out_of_memory_while_recording_is_counted(void)
+{
+    ap_session *s = start(&default_config);
+    ap_status st[3];
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, unregistered_thread, st) == 0);
+    pthread_join(th, NULL);
+    CHECK(st[0] == AP_ERR_NOMEM && st[1] == AP_ERR_NOMEM &&
+          st[2] == AP_IGNORED);
+    int owner;
+    uint32_t fresh = name("fresh path");
+    ap_alloc_fail(0, -1);
+    CHECK(ap_enter(fresh, 0, &owner) == AP_ERR_NOMEM);   /* a new node */
+    CHECK(ap_exit(&owner, 0) == AP_IGNORED);
+    ap_alloc_fail(0, 0);
+    CHECK(ap_enter(fresh, 0, &owner) == AP_OK);
+    ap_alloc_fail(0, -1);
+    CHECK(ap_exit(&owner, 0) == AP_OK);      /* its histogram: none yet */
+    ap_alloc_fail(0, 0);
+    ap_report *r = stop_and_report(s);
+    CHECK(r->lost == 4);    /* 2 unregistered, a node, a histogram */
+    const ap_report_stage *st2 = find_stage(r, "fresh path");
+    CHECK(st2 && st2->stats.count == 1);
+    finish(s, r);
+    /* every allocation of a whole run failing in turn: never a crash,
+     * never a leak (ASan, valgrind), the report always built */
+    int built = 1;
+    uint32_t outer = name("outer"), inner = name("inner");
+    uint32_t first = name("first");
+    static int left_open = 1;
+    for (int64_t skip = 0; skip < 40; skip++) {
+        ap_session *t = start(&default_config);
+        ap_alloc_fail(skip, 1);
+        int a, b;
+        for (int i = 0; i < 3; i++) {
+            ap_enter(outer, 0, &a);
+            ap_enter(i ? inner : first, 0, &b);
+            ap_exit(&b, 0);
+            ap_exit(&a, 0);
+        }
+        CHECK(pthread_create(&th, NULL, request_thread, &left_open) == 0);
+        pthread_join(th, NULL);
+        ap_session_stop(t);
+        ap_report *rt = NULL;
+        built &= ap_session_report(t, &rt) == AP_OK;
+        ap_alloc_fail(0, 0);
+        finish(t, rt);
+    }
+    CHECK(built);
+}
+
+/* The memory sampler polls at its interval while stages are open, slows
+ * down when none has been for a while, and a stage's wake takes a fresh
+ * sample at once. */
+static atomic_int sampler_busy;
+
+static int
+busy_flag(void *unused)
+{
+    (void)unused;
+    return atomic_load(&sampler_busy);
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&t, NULL);
+}
+
+static void
+test_sampler_rests_when_no_stage_is_open(void)
+{
+    ap_rss r;
+    atomic_store(&sampler_busy, 1);
+    CHECK(ap_rss_start(&r, 1000000, busy_flag, NULL) == AP_OK);
+    sleep_ms(50);
+    uint64_t a = atomic_load(&r.seq);
+    sleep_ms(200);
+    uint64_t busy_samples = atomic_load(&r.seq) - a;
+    CHECK(busy_samples >= 20);          /* 200 at 1 kHz; a loaded VM less */
+    CHECK(!atomic_load(&r.idle));
+    atomic_store(&sampler_busy, 0);
+    sleep_ms(400);                     /* quiet for 100 ms, then idle */
+    CHECK(atomic_load(&r.idle));
+    uint64_t b = atomic_load(&r.seq);
+    sleep_ms(600);
+    uint64_t idle_samples = atomic_load(&r.seq) - b;
+    CHECK(idle_samples <= 4);           /* one in 250 ms */
+    atomic_store(&sampler_busy, 1);
+    uint64_t c = atomic_load(&r.seq);
+    ap_rss_wake_if_idle(&r);
+    CHECK(atomic_load(&r.seq) == c + 1);   /* sampled by the caller */
+    CHECK(!atomic_load(&r.idle));
+    sleep_ms(100);
+    CHECK(atomic_load(&r.seq) - c >= 10);  /* the sampler back at pace */
+    ap_rss_stop(&r);
+    ap_rss_free_log(&r);
+    printf("sampler: %llu samples in 200 ms busy, %llu in 600 ms idle\n",
+           (unsigned long long)busy_samples,
+           (unsigned long long)idle_samples);
+}
+
+/* Threads ending, and so merging into their session, while the main
+ * thread stops it, snapshots it, reports it and frees it: ThreadSanitizer
+ * watches this one. */
+#define RACERS 6
+static atomic_int racers_done;
+
+typedef struct {
+    int rounds;
+    int open_at_exit;
+} racer_args;
+
+static void *
+racer(void *arg)
+{
+    racer_args *a = arg;
+    int o, in;
+    for (int i = 0; i < a->rounds; i++) {
+        ap_enter(name("race"), 0, &o);
+        ap_enter(name(i % 2 ? "odd" : "even"), 0, &in);
+        ap_exit(&in, 0);
+        ap_exit(&o, 0);
+    }
+    if (a->open_at_exit) {
+        ap_enter(name("race"), 0, &o);
+    }
+    atomic_fetch_add(&racers_done, 1);
+    return NULL;     /* its exit hook runs now, racing the main thread */
+}
+
+static void
+test_thread_exit_races_stop_report_free(void)
+{
+    int consistent = 1;
+    for (int round = 0; round < 60; round++) {
+        ap_config c = default_config;
+        c.window = round % 3 == 0 ? 4 : 0;
+        c.memory = round % 2;
+        c.memory_interval_ns = 100000;
+        ap_session *s = start(&c);
+        atomic_store(&racers_done, 0);
+        pthread_t th[RACERS];
+        racer_args args[RACERS];
+        for (int i = 0; i < RACERS; i++) {
+            args[i] = (racer_args){50 + i, i == 0};
+            CHECK(pthread_create(&th[i], NULL, racer, &args[i]) == 0);
+        }
+        while (atomic_load(&racers_done) < RACERS) {
+            sched_yield();
+        }
+        ap_report *r = NULL;
+        if (c.window) {
+            CHECK(ap_session_snapshot(s, &r) == AP_OK);
+            ap_report_free(r);
+            r = NULL;
+        }
+        switch (round % 4) {
+        case 0:             /* free, with no report at all */
+            ap_session_free(s);
+            break;
+        case 1:             /* stop, then free */
+            CHECK(ap_session_stop(s) == AP_OK);
+            ap_session_free(s);
+            break;
+        default:            /* the whole report */
+            CHECK(ap_session_stop(s) == AP_OK);
+            CHECK(ap_session_report(s, &r) == AP_OK);
+            const ap_report_stage *st = find_stage(r, "race");
+            int64_t calls = 0;
+            for (int i = 0; i < RACERS; i++) {
+                calls += args[i].rounds;
+            }
+            consistent &= st && st->stats.count == calls + 1 &&
+                          st->stats.unclosed == 1 && r->nthreads == RACERS;
+            finish(s, r);
+        }
+        for (int i = 0; i < RACERS; i++) {
+            pthread_join(th[i], NULL);
+        }
+    }
+    CHECK(consistent);
+}
+
+static void *
+three_requests(void *arg)
+{
+    int n = *(int *)arg, r = 0;
+    for (int i = 0; i < n; i++) {
+        ap_enter(id_request, i, &r);
+        ap_exit(&r, 0);
+    }
+    return NULL;
+}
+
+/* With windows, the last calls of threads that ended stay for snapshots,
+ * merged by path: the latest `window` of them by end time. */
+static void
+test_snapshot_keeps_ended_threads_latest_calls(void)
+{
+    ap_config c = default_config;
+    c.window = 4;
+    ap_session *s = start(&c);
+    int five = 5, two = 2;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, three_requests, &five) == 0);
+    pthread_join(th, NULL);
+    CHECK(pthread_create(&th, NULL, three_requests, &two) == 0);
+    pthread_join(th, NULL);
+    ap_report *r = NULL;
+    CHECK(ap_session_snapshot(s, &r) == AP_OK);
+    const ap_report_stage *req = find_stage(r, "request");
+    CHECK(req && req->stats.count == 7);
+    /* the first thread's items 3, 4, then the second's 0, 1 */
+    CHECK(r->nspans == 4);
+    int64_t want[] = {3, 4, 0, 1};
+    uint32_t thread_of[] = {0, 0, 1, 1};
+    for (int i = 0; r->nspans == 4 && i < 4; i++) {
+        CHECK(r->spans[i].items == want[i]);
+        CHECK(r->spans[i].thread == thread_of[i]);
+        CHECK(&r->stages[r->spans[i].stage] == req);
+    }
+    CHECK(r->threads[0].spans == 2 && r->threads[1].spans == 2);
+    ap_report_free(r);
+    ap_session_free(s);
+}
+
 int
 main(void)
 {
@@ -736,6 +1297,18 @@ main(void)
     test_snapshot_windows();
     test_since_a_mark();
     test_since_a_mark_as_a_snapshot();
+    request_names();
+    test_hist_holds_only_its_buckets();
+    test_hist_out_of_memory_folds();
+    test_many_paths_cost_little();
+    test_max_stages_folds_and_counts();
+    test_ended_threads_are_merged_and_trimmed();
+    test_report_needs_no_memory();
+    test_report_keeps_what_fits();
+    test_out_of_memory_while_recording_is_counted();
+    test_sampler_rests_when_no_stage_is_open();
+    test_thread_exit_races_stop_report_free();
+    test_snapshot_keeps_ended_threads_latest_calls();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -1,0 +1,213 @@
+"""What a running profiler costs in memory and in idle CPU time, each case
+in a fresh process:
+
+    python benchmarks/bench_memory.py [--paths 100000] [--threads 4000]
+                                      [--idle 5] [--limit-mib M]
+                                      [--root DIR] [--only CASE ...]
+
+- paths: one thread enters N distinct stage paths once each. Prints the
+  RSS the recording added (bytes a path), the peak RSS of the whole run
+  (report() included) and how the run ended (a report, or the error).
+  The names are made before the first reading: Python's strings are not
+  the profiler's. With --limit-mib the process runs under that
+  address-space limit (RLIMIT_AS), to show what happens when memory runs
+  out.
+- threads: a new thread per "request", N of them one after the other,
+  each entering two stages. Prints the RSS they added while recording
+  (MiB, KiB a thread ever created) and after report().
+- idle: a running profiler (memory=True, the default) while the process
+  sleeps, and with one stage held open, against no profiler at all:
+  CPU time of the whole process over wall time, in % of one core.
+
+--root runs the cases against the aquaprof tree at DIR (built in place),
+so that two builds can be compared with one script. Targets: at most
+about 1 KB a path; threads cost little once they exit; idle under 0.1 %
+of a core.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_COMMON = r"""
+import json, os, resource, sys, time
+import aquaprof as ap
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+def peak():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+def quiet_profiler(**kw):
+    return ap.Profiler(compensate=False, cuda=False, **kw)
+"""
+
+_PATHS = _COMMON + r"""
+n, limit = int(sys.argv[1]), int(sys.argv[2])
+names = [f"path-{i:07d}" for i in range(n)]
+out = {"paths": n}
+if limit:
+    lim = limit << 20
+    resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+prof = quiet_profiler()
+prof.start()
+with ap.stage("warm-up"):
+    pass
+base = rss()
+stage = ap.stage
+where = "recording"
+try:
+    for name in names:
+        with stage(name):
+            pass
+    out["recording_bytes"] = rss() - base
+    where = "report()"
+    prof.stop()
+    rep = prof.report()
+    out["stages"] = len(rep.stages)
+    out["overflowed"] = rep.meta.get("stages_overflowed", 0)
+    out["lost"] = rep.meta["lost"]
+    out["spans_shed"] = rep.meta.get("spans_shed", 0)
+    out["ended"] = "report"
+except MemoryError:
+    out["ended"] = f"MemoryError in {where}"
+out["peak_bytes"] = peak()
+print(json.dumps(out))
+"""
+
+_THREADS = _COMMON + r"""
+import threading
+n = int(sys.argv[1])
+def request():
+    with ap.stage("request"):
+        with ap.stage("parse"):
+            pass
+prof = quiet_profiler()
+prof.start()
+for _ in range(8):          # warm-up: thread stacks, the span pool
+    t = threading.Thread(target=request); t.start(); t.join()
+base = rss()
+for _ in range(n):
+    t = threading.Thread(target=request)
+    t.start()
+    t.join()
+recording = rss() - base
+prof.stop()
+rep = prof.report()
+print(json.dumps({
+    "threads": n, "recording_bytes": recording,
+    "after_report_bytes": rss() - base,
+    "requests": rep["request"].count, "report_threads": len(rep.threads),
+}))
+"""
+
+_IDLE = _COMMON + r"""
+seconds = float(sys.argv[1])
+
+def cpu_share(seconds):
+    c0, w0 = time.process_time(), time.monotonic()
+    time.sleep(seconds)
+    return (time.process_time() - c0) / (time.monotonic() - w0) * 100
+
+out = {"seconds": seconds, "none": cpu_share(seconds)}
+prof = quiet_profiler()
+prof.start()
+with ap.stage("warm-up"):
+    pass
+time.sleep(0.5)             # a sampler may settle after the last stage
+out["idle"] = cpu_share(seconds)
+with ap.stage("held open"):
+    out["stage_open"] = cpu_share(seconds)
+prof.stop()
+print(json.dumps(out))
+"""
+
+
+def run_case(code: str, args: List[str], root: Path) -> Dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, "-c", code, *args], env=env,
+                          cwd=str(root), capture_output=True, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {proc.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def mib(b: float) -> str:
+    return f"{b / 2**20:,.1f} MiB"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--paths", type=int, default=100_000)
+    p.add_argument("--threads", type=int, default=4000)
+    p.add_argument("--idle", type=float, default=5.0,
+                   help="seconds of each idle measurement")
+    p.add_argument("--limit-mib", type=int, default=0,
+                   help="address-space limit of the paths case, MiB")
+    p.add_argument("--root", type=Path, default=ROOT)
+    p.add_argument("--only", nargs="+", choices=["paths", "threads", "idle"],
+                   default=["paths", "threads", "idle"])
+    a = p.parse_args(argv)
+    print(f"aquaprof tree: {a.root.resolve()}; Python "
+          f"{platform.python_version()}, {os.cpu_count()} CPUs")
+    if "paths" in a.only:
+        r = run_case(_PATHS, [str(a.paths), str(a.limit_mib)], a.root)
+        limit = f", RLIMIT_AS {a.limit_mib:,} MiB" if a.limit_mib else ""
+        print(f"paths: {a.paths:,} distinct stage paths{limit}")
+        if "error" in r:
+            print(f"  failed: {r['error']}")
+        else:
+            if "recording_bytes" in r:
+                print(f"  recording: +{mib(r['recording_bytes'])}, "
+                      f"{r['recording_bytes'] / a.paths:,.0f} bytes a path")
+            print(f"  peak RSS of the run: {mib(r['peak_bytes'])}")
+            print(f"  ended with: {r['ended']}")
+            if r["ended"] == "report":
+                print(f"  report: {r['stages']:,} stages, "
+                      f"{r['overflowed']:,} entries over max_stages, "
+                      f"{r['lost']:,} lost, {r['spans_shed']:,} spans "
+                      f"shed")
+    if "threads" in a.only:
+        r = run_case(_THREADS, [str(a.threads)], a.root)
+        print(f"threads: {a.threads:,} short-lived threads, one after "
+              f"the other")
+        if "error" in r:
+            print(f"  failed: {r['error']}")
+        else:
+            print(f"  recording: +{mib(r['recording_bytes'])}, "
+                  f"{r['recording_bytes'] / a.threads / 1024:,.1f} KiB "
+                  f"a thread")
+            print(f"  after report(): +{mib(r['after_report_bytes'])}")
+            print(f"  report: {r['requests']:,} requests on "
+                  f"{r['report_threads']:,} threads")
+    if "idle" in a.only:
+        r = run_case(_IDLE, [str(a.idle)], a.root)
+        print(f"idle: CPU of the process over {a.idle:g} s of sleep, % of "
+              f"one core")
+        if "error" in r:
+            print(f"  failed: {r['error']}")
+        else:
+            print(f"  no profiler:                  {r['none']:.3f} %")
+            print(f"  profiler running, no stage:   {r['idle']:.3f} %")
+            print(f"  profiler running, stage open: {r['stage_open']:.3f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

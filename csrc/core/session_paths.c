@@ -1,0 +1,87 @@
+/* A session's table of distinct stage paths, shared by its threads: each
+ * thread files its calls in its own tree, whose nodes name a path here,
+ * so that the report's stages are this table (no merge by name at the
+ * end), a thread's exit merges into it, and config.max_stages bounds it. */
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "session_internal.h"
+
+/* Adds the path (parent, name). AP_ERR_NOMEM leaves s unchanged. */
+static ap_status
+add_path(ap_session *s, uint32_t parent, uint32_t name, uint32_t *path)
+{
+    if (ap_path_map_reserve(&s->path_ids) != AP_OK) {
+        return AP_ERR_NOMEM;
+    }
+    if (s->npaths == s->paths_cap) {
+        uint32_t cap = s->paths_cap ? s->paths_cap * 2 : 16;
+        ap_report_stage *paths = ap_realloc(s->paths, cap * sizeof(*paths));
+        if (!paths) {
+            return AP_ERR_NOMEM;
+        }
+        s->paths = paths;
+        s->paths_cap = cap;
+    }
+    ap_report_stage *p = &s->paths[s->npaths];
+    p->name = name;
+    p->parent = parent == NO_PATH ? -1 : (int32_t)parent;
+    p->depth = parent == NO_PATH ? 0 : s->paths[parent].depth + 1;
+    ap_stats_init(&p->stats);
+    ap_path_map_put(&s->path_ids, parent + 1, name, s->npaths);
+    *path = s->npaths++;
+    return AP_OK;
+}
+
+static int
+find_path(const ap_session *s, uint32_t parent, uint32_t name,
+          uint32_t *path)
+{
+    return ap_path_map_find(&s->path_ids, parent + 1, name, path);
+}
+
+ap_status
+ap_path_resolve_locked(ap_session *s, uint32_t parent, uint32_t name,
+                       uint32_t *path, uint32_t *filed)
+{
+    *filed = name;
+    if (find_path(s, parent, name, path)) {
+        return AP_OK;
+    }
+    uint32_t cap = s->config.max_stages ? s->config.max_stages
+                                        : AP_MAX_STAGES;
+    if (s->npaths < cap) {
+        return add_path(s, parent, name, path);
+    }
+    /* Past the cap, an entry folds into an overflow path under the same
+     * parent, so that the parent's self time stays right; an overflow
+     * path's own children fold into it. Each parent gets at most one:
+     * the table holds at most 2 * max_stages + 1 paths. */
+    *filed = s->overflow_name;
+    ap_status st = AP_OK;
+    if (parent != NO_PATH && s->paths[parent].name == s->overflow_name) {
+        *path = parent;
+    } else if (!find_path(s, parent, s->overflow_name, path)) {
+        st = add_path(s, parent, s->overflow_name, path);
+    }
+    s->overflowed += st == AP_OK;
+    return st;
+}
+
+void
+ap_paths_free(ap_session *s)
+{
+    for (uint32_t i = 0; i < s->ended_recent_cap; i++) {
+        free(s->ended_recent[i].calls);
+    }
+    free(s->ended_recent);
+    s->ended_recent = NULL;
+    s->ended_recent_cap = 0;
+    for (uint32_t i = 0; s->paths && i < s->npaths; i++) {
+        ap_stats_free(&s->paths[i].stats);
+    }
+    free(s->paths);
+    s->paths = NULL;
+    s->npaths = s->paths_cap = 0;
+    ap_path_map_free(&s->path_ids);
+}

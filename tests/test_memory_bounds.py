@@ -1,0 +1,231 @@
+"""A profiler left on costs bounded memory and next to no idle CPU, and
+running out of memory never raises into the profiled program nor loses
+the run: many distinct stage paths, a thread per request, the max_stages
+cap, allocation failures while recording and at report(), the memory
+sampler at rest. Memory is read as RSS with wide margins (tracemalloc
+does not see the C core); the precise figures are the core's own
+(tests/core) and benchmarks/bench_memory.py's."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import aquaprof as ap
+from aquaprof import _core
+
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+@pytest.fixture
+def failing():
+    """_core._fail_allocations, turned off again whatever the test does."""
+    yield _core._fail_allocations
+    _core._fail_allocations(0, 0)
+
+
+def quiet(**options):
+    return ap.Profiler(compensate=False, cuda=False, **options)
+
+
+def test_many_distinct_paths_cost_little_memory():
+    # a full histogram a path made this 11 KiB a path, 330 MB here
+    n = 30_000
+    names = [f"path-{i}" for i in range(n)]
+    stage = ap.stage
+    with quiet(memory=False) as prof:
+        with stage("warm-up"):
+            pass
+        before = rss()
+        for name in names:
+            with stage(name):
+                pass
+        grown = rss() - before
+    assert grown < n * 2048, f"{grown / n:.0f} bytes a path"
+    rep = prof.report()
+    assert len(rep.stages) == n + 1
+    assert rep["path-29999"].count == 1
+
+
+def test_ended_threads_cost_little_memory():
+    # each thread kept its buffers (a full histogram a path and more,
+    # about 40 KiB) until report() before
+    def request():
+        with ap.stage("request"):
+            with ap.stage("parse"):
+                pass
+
+    def run_threads(n):
+        for _ in range(n):
+            t = threading.Thread(target=request)
+            t.start()
+            t.join()
+
+    with quiet(memory=False) as prof:
+        run_threads(20)                 # thread stacks, the span pool
+        before = rss()
+        run_threads(1000)
+        grown = rss() - before
+    assert grown < 8 << 20, f"{grown / 1000:.0f} bytes a thread"
+    rep = prof.report()
+    assert rep["request"].count == rep["request/parse"].count == 1020
+    assert len(rep.threads) == 1020
+    assert len(rep.spans()) == 2040 and rep.spans_dropped == 0
+
+
+def test_a_thread_ending_with_a_stage_open_closes_it():
+    def leave_open():
+        ap.stage("left open").__enter__()
+
+    with quiet() as prof:
+        t = threading.Thread(target=leave_open)
+        t.start()
+        t.join()
+    rep = prof.report()
+    assert rep["left open"].count == 1 and rep["left open"].unclosed == 1
+    assert rep.unclosed == 1
+
+
+def test_max_stages_folds_new_paths_and_says_so():
+    with quiet(max_stages=3) as prof:
+        for name in ("a", "b", "c", "d", "e"):
+            with ap.stage(name):
+                with ap.stage("child"):
+                    pass
+    rep = prof.report()
+    paths = {s.path: s.count for s in rep.stages}
+    # a, a/child and b fit; the rest fold under their parents
+    assert paths == {"a": 1, "a/child": 1, "b": 1,
+                     "b/(over max_stages)": 1, "(over max_stages)": 6}
+    assert rep.meta["stages_overflowed"] == 7
+    assert rep.meta["max_stages"] == 3
+    assert "7 entries of stage paths past max_stages=3" in str(rep)
+    loaded = ap.Report.from_dict(rep.to_dict())
+    assert loaded.meta["stages_overflowed"] == 7
+    merged = ap.merge([rep, rep])
+    assert merged.meta["stages_overflowed"] == 14
+
+
+def test_max_stages_defaults_to_100000():
+    with quiet() as prof:
+        with ap.stage("x"):
+            pass
+    rep = prof.report()
+    assert rep.meta["max_stages"] == 100_000
+    assert rep.meta["stages_overflowed"] == 0
+    assert "max_stages" not in str(rep)
+
+
+@pytest.mark.parametrize("bad, error", [
+    (0, ValueError), (-1, ValueError), (2**30 + 1, ValueError),
+    (True, TypeError), ("10", TypeError), (1.5, TypeError),
+])
+def test_bad_max_stages_is_refused(bad, error):
+    with pytest.raises(error, match="max_stages"):
+        ap.Profiler(max_stages=bad)
+
+
+def test_a_thread_that_cannot_register_is_counted(failing):
+    stage = ap.stage("in a thread")
+    outcome = []
+
+    def run():
+        failing(0, -1)
+        try:
+            with stage:
+                pass
+            outcome.append("ran")
+        finally:
+            failing(0, 0)
+
+    with quiet() as prof:
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+    assert outcome == ["ran"]           # nothing raised into the thread
+    rep = prof.report()
+    assert rep.meta["lost"] == 1
+    assert "1 stage calls were not recorded in full" in str(rep)
+
+
+def test_out_of_memory_while_recording_never_raises(failing):
+    stages = [ap.stage(f"s{i}") for i in range(50)]
+
+    @ap.stage("decorated")
+    def work(x):
+        return x + 1
+
+    with quiet() as prof:
+        with stages[0]:
+            pass
+        failing(0, -1)
+        total = 0
+        for s in stages:
+            with s:
+                total = work(total)
+        failing(0, 0)
+        with stages[49]:                # recording goes on as memory does
+            pass
+    assert total == 50
+    rep = prof.report()
+    assert rep["s0"].count == 2         # a path known before needs nothing
+    assert rep.meta["lost"] >= 49       # what needed memory, counted
+    assert rep["s49"].count >= 1
+
+
+def test_report_needs_no_memory_but_the_spans(failing):
+    with quiet() as prof:
+        for _ in range(200):
+            with ap.stage("kept"):
+                pass
+    failing(0, -1)
+    try:
+        rep = prof.report()
+    finally:
+        failing(0, 0)
+    assert rep["kept"].count == 200             # aggregates whole
+    assert len(rep.spans()) == 0 and rep.meta["spans_shed"] == 200
+    assert "200 raw spans were left out of the report" in str(rep)
+    assert ap.Report.from_dict(rep.to_dict()).meta["spans_shed"] == 200
+
+
+def test_an_idle_profiler_samples_memory_rarely():
+    # the sampler read RSS every millisecond all along before: about 1000
+    # samples over this run; now 100 ms at that pace, then 4 a second
+    with quiet(memory_interval=0.001) as prof:
+        with ap.stage("start"):
+            pass
+        time.sleep(1.0)
+    samples = prof.report().memory_samples
+    assert len(samples) < 250, len(samples)
+
+
+def test_a_stage_open_keeps_the_sampler_at_its_pace():
+    with quiet(memory_interval=0.001) as prof:
+        time.sleep(0.3)                 # at rest
+        with ap.stage("open"):
+            time.sleep(0.3)
+    rep = prof.report()
+    start = rep.spans()[0]
+    inside = [t for t, _ in rep.memory_samples
+              if start["start_ns"] <= t <= start["end_ns"]]
+    assert len(inside) >= 30, len(inside)   # about 300 at 1 kHz
+
+
+def test_a_stage_after_a_rest_reads_fresh_memory():
+    # the first stage after the sampler rested takes its own sample: what
+    # was allocated before it is not its memory
+    with quiet(memory_interval=0.001) as prof:
+        with ap.stage("first"):
+            pass
+        time.sleep(0.3)
+        block = np.ones(64 << 20 >> 3)          # 64 MiB, outside stages
+        with ap.stage("after the rest"):
+            pass
+        del block
+    rep = prof.report()
+    assert abs(rep["after the rest"].mem_delta) < 16 << 20
+    assert rep["after the rest"].mem_peak > 64 << 20
