@@ -3,9 +3,9 @@ crafted (huge, compressed a thousandfold, nested without end), stays
 within them in time and memory and answers with a ReportError that names
 the bound; docs/report-format.md lists them.
 
-Each is far above what a profiled run writes (a run with the default
-max_spans=1,000,000 writes a file of about 20 MB) and is read at call
-time, so a program that must read larger files may raise one:
+Each is far above what a run with the default max_spans=1,000,000 writes
+(48 bytes a span before compression, 48 MB of spans at most) and is read
+at call time, so a program that must read larger files may raise one:
 ``aquaprof.limits.MAX_FILE_BYTES = 4 << 30``.
 """
 

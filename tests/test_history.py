@@ -15,7 +15,6 @@ import pytest
 
 import aquaprof as ap
 import crafted
-from aquaprof.analysis.history import HistoryError
 from conftest import busy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,17 +100,17 @@ def test_other_files_are_refused_and_left_as_they_were(tmp_path):
     db.commit()
     db.close()
     before = other.read_bytes()
-    with pytest.raises(HistoryError, match="not an aquaprof history: its "
+    with pytest.raises(ap.HistoryError, match="not an aquaprof history: its "
                        "tables are notes"):
         ap.History(other)
     assert other.read_bytes() == before      # no table added to it
     text = tmp_path / "text.db"
     text.write_text("not a database at all, " * 100)
-    with pytest.raises(HistoryError, match="not a SQLite database"):
+    with pytest.raises(ap.HistoryError, match="not a SQLite database"):
         ap.History(text)
-    with pytest.raises(HistoryError, match="a directory"):
+    with pytest.raises(ap.HistoryError, match="a directory"):
         ap.History(tmp_path)
-    with pytest.raises(HistoryError, match="not a regular file"):
+    with pytest.raises(ap.HistoryError, match="not a regular file"):
         ap.History("/dev/zero")
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
@@ -135,9 +134,9 @@ def test_malformed_rows_and_stored_bombs_are_errors_not_crashes(tmp_path):
     db.commit()
     db.close()
     with ap.History(path) as history:
-        with pytest.raises(HistoryError, match="malformed"):
+        with pytest.raises(ap.HistoryError, match="malformed"):
             history.runs()
-        with pytest.raises(HistoryError, match="malformed p50_s"):
+        with pytest.raises(ap.HistoryError, match="malformed p50_s"):
             history.trend("step")
 
 
@@ -162,7 +161,7 @@ def test_a_full_disk_reports_its_own_error_and_keeps_the_runs(tmp_path):
     history = ap.History(path)
     first = history.add(report(), label="kept")
     history._db = FullDisk(history._db)
-    with pytest.raises(HistoryError, match="cannot add to history .*: "
+    with pytest.raises(ap.HistoryError, match="cannot add to history .*: "
                        "database or disk is full$"):
         history.add(report())
     history._db = history._db.db
@@ -192,7 +191,6 @@ IN_NAMESPACE = """
 import json, subprocess, sys
 sys.path.insert(0, {root!r})
 import aquaprof as ap
-from aquaprof.analysis.history import HistoryError
 from aquaprof.integrations import cli
 folder = {folder!r}
 def mount(*options):
@@ -239,7 +237,7 @@ def test_a_history_on_a_read_only_filesystem_can_be_read(tmp_path):
         out["count"] = history.report(2)["stage 0"].count
         try:
             history.add(rep)
-        except HistoryError as e:
+        except ap.HistoryError as e:
             out["add"] = str(e)
         out["cli"] = cli.main(["history", path, "--stage", "stage 0"])
         out["cli_add"] = cli.main(["history", path, "--add",
@@ -263,7 +261,7 @@ def test_a_full_disk_during_add_says_so_and_loses_nothing(tmp_path):
             while added < 1000:
                 history.add(rep)
                 added += 1
-        except HistoryError as e:
+        except ap.HistoryError as e:
             out["error"] = str(e)
         out["added"] = added
         out["runs"] = len(history.runs())
@@ -291,7 +289,7 @@ def test_a_read_only_history_file_can_be_read(tmp_path):
     try:
         history = ap.History(path)
         assert len(history.runs()) == 1
-        with pytest.raises(HistoryError, match="readonly"):
+        with pytest.raises(ap.HistoryError, match="readonly"):
             history.add(report())
         history.close()
     finally:

@@ -9,8 +9,10 @@
     aquaprof history runs.db [--add run.json] [--stage NAME]
     aquaprof demo                          the plane-sweep demo
 
-A user's mistake (a missing or broken file, a bad threshold) is one line on
-stderr and exit code 2, never a traceback.
+A user's mistake (a missing or broken file, a bad threshold), and any file
+that is not a report or a history, however crafted, is one line on stderr
+and exit code 2, never a traceback; 1 is only compare's "slower" (and, for
+run, the script's own code); 130 is Ctrl-C.
 """
 from __future__ import annotations
 
