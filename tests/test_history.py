@@ -118,6 +118,17 @@ def test_other_files_are_refused_and_left_as_they_were(tmp_path):
         assert history.runs() == []
 
 
+def test_file_names_with_uri_characters_work(tmp_path):
+    """The file is opened by a SQLite URI: '?', '#', '%' and spaces in its
+    name are the file's, not the URI's."""
+    path = tmp_path / "runs ?mode=ro#x%20.db"
+    with ap.History(path) as history:
+        history.add(report())
+    with ap.History(path) as history:
+        assert len(history.runs()) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
 def test_malformed_rows_and_stored_bombs_are_errors_not_crashes(tmp_path):
     path = tmp_path / "h.db"
     with ap.History(path) as history:
