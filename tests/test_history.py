@@ -288,20 +288,55 @@ def test_a_full_disk_during_add_says_so_and_loses_nothing(tmp_path):
     assert out["last"] == 1 and out["check"] == ["ok"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes "
-                    "whatever the file modes say: the read-only "
-                    "filesystem test covers root")
+READ_ONLY_FILE = """
+import json, sys
+sys.path.insert(0, {root!r})
+import aquaprof as ap
+path = {path!r}
+out = {{}}
+with ap.History(path) as history:
+    out["runs"] = len(history.runs())
+    out["trend"] = len(history.trend("step"))
+    try:
+        history.add(history.report(1))
+    except ap.HistoryError as e:
+        out["add"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def as_a_user():
+    """How to run a command as a user that file modes bind: as it is, or,
+    for root (whom they do not bind), in a user namespace as uid 1000;
+    None where neither can be had."""
+    if os.geteuid() != 0:
+        return []
+    command = ["unshare", "--user", "--map-user=1000", "--map-group=1000"]
+    if shutil.which("unshare") and subprocess.run(
+            command + ["true"], capture_output=True).returncode == 0:
+        return command
+    return None
+
+
+@pytest.mark.skipif(as_a_user() is None, reason="run as root with no user "
+                    "namespace: root ignores file modes, and the read-only "
+                    "filesystem test covers it")
 def test_a_read_only_history_file_can_be_read(tmp_path):
+    """Mode 0444 in a 0555 folder: SQLite can neither write the file nor
+    make its WAL files beside it."""
     path = tmp_path / "h.db"
     with ap.History(path) as history:
         history.add(report())
     path.chmod(0o444)
     tmp_path.chmod(0o555)
+    code = READ_ONLY_FILE.format(root=str(ROOT), path=str(path))
     try:
-        history = ap.History(path)
-        assert len(history.runs()) == 1
-        with pytest.raises(ap.HistoryError, match="readonly"):
-            history.add(report())
-        history.close()
+        result = subprocess.run(as_a_user() + [sys.executable, "-c", code],
+                                capture_output=True, text=True, timeout=120)
     finally:
         tmp_path.chmod(0o755)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["runs"] == 1 and out["trend"] == 1
+    assert "cannot add to history" in out["add"] and \
+        "readonly database" in out["add"]
