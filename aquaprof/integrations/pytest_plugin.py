@@ -77,7 +77,7 @@ def report_name(nodeid: str) -> str:
     digits, '_', '.' and '-' as '_', cut to NAME_CHARS) and a hash of the
     whole id, so that ids that read alike ("a/b", "a b", "a_b") or share
     a long prefix get files of their own: tests/test_x.py::test_y[1] ->
-    tests_test_x.py__test_y_1_-3f2a9c41d07be5e2.json"""
+    tests_test_x.py__test_y_1_-4ba58ada332a8219.json"""
     readable = re.sub(r"[^A-Za-z0-9_.-]", "_", nodeid.replace("::", "__"))
     digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass"))
     return f"{readable[:NAME_CHARS]}-{digest.hexdigest()[:16]}.json"
