@@ -34,9 +34,9 @@ def merge(reports, labels=None) -> Report:
 
 def __getattr__(name: str):
     # History pulls in sqlite3: only for those who use it
-    if name == "History":
-        from .analysis.history import History
-        return History
+    if name in ("History", "HistoryError"):
+        from .analysis import history
+        return getattr(history, name)
     if name == "sweep":
         from .integrations.batch_size import sweep
         return sweep
@@ -56,7 +56,8 @@ def load_ipython_extension(shell) -> None:
 
 
 __all__ = [
-    "Alert", "History", "Monitor", "Profiler", "Report", "ReportError",
-    "Snapshot", "Stage", "StageStats", "StagedFunction", "Timing", "active",
-    "diff_flamegraph", "merge", "stage", "sweep", "__version__",
+    "Alert", "History", "HistoryError", "Monitor", "Profiler", "Report",
+    "ReportError", "Snapshot", "Stage", "StageStats", "StagedFunction",
+    "Timing", "active", "diff_flamegraph", "merge", "stage", "sweep",
+    "__version__",
 ]

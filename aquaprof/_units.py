@@ -41,6 +41,16 @@ def fmt_rate(per_second: Optional[float]) -> str:
     return f"{per_second:.1f}/s"
 
 
+def printable(name: str) -> str:
+    """A stage name or path as it is safe to show: characters that are not
+    printable (newlines, terminal escapes, NUL, direction overrides) as
+    Python writes them in a string literal (\\n, \\x1b, \\u202e), so a
+    name cannot break a table's lines, a terminal or an XML file."""
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
 def align_columns(rows: Sequence[Sequence[str]]) -> List[str]:
     """Rows of cells as lines: the first column left-aligned, the rest
     right-aligned, two spaces apart."""

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _core, schema
+from . import _core, limits, schema
 from ._atomic import write_atomic
 from .schema import ReportError
 
@@ -423,20 +424,13 @@ class Report:
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> "Report":
-        """Reads a file written by save(); ReportError if it is not one."""
+        """Reads a file written by save(); ReportError if it is not one.
+        Bounded in time and memory whatever the file holds
+        (aquaprof.limits)."""
         path = Path(path)
         try:
-            raw = path.read_bytes()
-        except OSError as e:
-            raise ReportError(f"cannot read report {str(path)!r}: "
-                              f"{e.strerror}") from None
-        try:
-            obj = json.loads(raw)
-        except (UnicodeDecodeError, ValueError) as e:
-            raise ReportError(f"{str(path)!r} is not an aquaprof report: not "
-                              f"valid JSON ({e})") from None
-        try:
-            return cls.from_dict(obj)
+            raw = _read_report_file(path)
+            return cls.from_dict(schema.parse_json(raw))
         except ReportError as e:
             raise ReportError(f"{str(path)!r}: {e}") from None
 
@@ -444,6 +438,39 @@ class Report:
     def from_dict(cls, obj: Any) -> "Report":
         """Inverse of to_dict(); ReportError naming what is wrong."""
         return cls(schema.decode(obj))
+
+
+def _read_report_file(path: Path) -> bytes:
+    """The bytes of a regular file of at most limits.MAX_FILE_BYTES;
+    ReportError otherwise. Opened without blocking, so a FIFO or a device
+    is refused instead of waited on or read without end."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ReportError(f"cannot read report: {e.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(info.st_mode)
+                    else "not a regular file")
+            raise ReportError(f"cannot read report: {kind}")
+        limit = limits.MAX_FILE_BYTES
+        if info.st_size > limit:
+            raise ReportError(f"cannot read report: larger than {limit} "
+                              f"bytes (aquaprof.limits.MAX_FILE_BYTES)")
+        with open(fd, "rb", closefd=False) as f:
+            # the size stat() gave, and then what the file grew by since,
+            # up to one byte past the limit (read() of n bytes allocates n)
+            parts = [f.read(info.st_size + 1)]
+            held = len(parts[0])
+            while held <= limit and parts[-1]:
+                parts.append(f.read(min(1 << 20, limit + 1 - held)))
+                held += len(parts[-1])
+        return b"".join(parts)
+    except OSError as e:
+        raise ReportError(f"cannot read report: {e.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 __all__ = ["Report", "ReportError", "StageStats", "Timing"]

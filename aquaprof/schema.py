@@ -11,13 +11,15 @@ too; bool (an int in Python) only a bool field.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import math
 import zlib
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from . import _core
+from . import _core, limits
 
 FORMAT = "aquaprof.report"
 VERSION = 1
@@ -147,17 +149,92 @@ def decode_array(obj: Any, dtype: np.dtype, what: str) -> np.ndarray:
         raise ReportError(f"'{what}' encoding {obj.get('encoding')!r} is "
                           f"unknown")
     count = obj.get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ReportError(f"'{what}' count must be an int >= 0, got "
+                          f"{count!r}")
+    size = count * dtype.itemsize
+    if size > limits.MAX_ARRAY_BYTES:
+        raise ReportError(f"'{what}' declares {count} records "
+                          f"({size} bytes), over the limit of "
+                          f"{limits.MAX_ARRAY_BYTES} bytes "
+                          f"(aquaprof.limits.MAX_ARRAY_BYTES)")
+    data = obj.get("data", "")
+    if not isinstance(data, str):
+        raise ReportError(f"'{what}' data must be a base64 string")
     try:
-        raw = zlib.decompress(base64.b64decode(obj.get("data", ""),
-                                               validate=True))
-    except (ValueError, TypeError, zlib.error) as e:
+        packed = base64.b64decode(data, validate=True)
+    except (ValueError, binascii.Error) as e:
         raise ReportError(f"'{what}' data is corrupt: {e}") from None
-    records = np.frombuffer(raw, dtype=dtype) \
-        if len(raw) % dtype.itemsize == 0 else None
-    if records is None or len(records) != count:
-        raise ReportError(f"'{what}' holds {len(raw)} bytes, not the "
-                          f"{count!r} {what} it declares")
-    return records
+    raw = _inflate_upto(packed, size, f"'{what}' data")
+    if len(raw) != size:
+        held = (f"more than {size}" if len(raw) > size else str(len(raw)))
+        raise ReportError(f"'{what}' holds {held} bytes, not the "
+                          f"{count} {what} it declares")
+    return np.frombuffer(raw, dtype=dtype)
+
+
+def _inflate_upto(packed: bytes, limit: int, what: str) -> bytes:
+    """zlib-compressed bytes inflated, never past limit + 1 bytes however
+    much they would inflate to; ReportError naming `what` when they are
+    not a zlib stream, or one cut short."""
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(packed, limit + 1)
+    except zlib.error as e:
+        raise ReportError(f"{what} is corrupt: {e}") from None
+    if len(raw) <= limit and not inflater.eof:
+        raise ReportError(f"{what} is corrupt: the compressed stream is "
+                          f"cut short")
+    return raw
+
+
+def inflate(packed: bytes, limit: int, what: str) -> bytes:
+    """zlib-compressed bytes inflated, never past limit + 1 bytes however
+    much they would inflate to (a zlib bomb costs no more); ReportError
+    naming `what` when they hold more than limit bytes or are not a
+    complete zlib stream."""
+    raw = _inflate_upto(packed, limit, what)
+    if len(raw) > limit:
+        raise ReportError(f"{what} inflates past {limit} bytes")
+    return raw
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ReportError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ReportError(f"{name} is not a number a report may hold")
+
+
+def parse_json(raw: bytes) -> Any:
+    """A report's JSON text parsed within aquaprof.limits (size, items,
+    nesting); NaN, Infinity and numbers out of a float's range refused.
+    ReportError naming what is wrong."""
+    if len(raw) > limits.MAX_FILE_BYTES:
+        raise ReportError(f"larger than {limits.MAX_FILE_BYTES} bytes "
+                          f"(aquaprof.limits.MAX_FILE_BYTES)")
+    # base64 holds none of these: they count the JSON values that parsing
+    # turns into objects, before any is made
+    items = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+    if items > limits.MAX_JSON_ITEMS:
+        raise ReportError(f"holds {items} JSON values, over the limit of "
+                          f"{limits.MAX_JSON_ITEMS} "
+                          f"(aquaprof.limits.MAX_JSON_ITEMS)")
+    try:
+        return json.loads(raw, parse_float=_finite_float,
+                          parse_constant=_no_constant)
+    except RecursionError:
+        raise ReportError("not an aquaprof report: JSON nested too "
+                          "deeply") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        if isinstance(e, ReportError):
+            raise
+        raise ReportError(f"not an aquaprof report: not valid JSON "
+                          f"({e})") from None
 
 
 # ---------------------------------------------------------- validation
@@ -167,27 +244,59 @@ def _is(value: Any, kind: type) -> bool:
         kind is bool or not isinstance(value, bool))
 
 
+#: the number fields that may be negative; every other int or float field
+#: of a report is a count, a duration, a size or an id, and is >= 0
+SIGNED = frozenset({"start_ns", "stop_ns", "parent", "mem_delta"})
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _number_problem(key: str, value: Any) -> Optional[str]:
+    """What is wrong with a field's number (already of its type), or
+    None: ints fit 64 bits, floats are finite, none is negative unless
+    the field is SIGNED."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        return "does not fit in 64 bits"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"is {value}"
+    if value < 0 and key not in SIGNED:
+        return "is negative"
+    return None
+
+
 def check_fields(obj: Any, fields: Fields, where: str,
                  optional: Optional[Fields] = None) -> None:
     """ReportError unless obj is a dict holding every one of `fields`
-    and any of `optional`, each of its type."""
+    and any of `optional`, each of its type, each number in range
+    (_number_problem)."""
     if not isinstance(obj, dict):
         raise ReportError(f"{where} must be an object")
     for key in fields:
         if key not in obj:
             raise ReportError(f"{where} lacks {key!r}")
     for key, kind in {**fields, **(optional or {})}.items():
-        if key in obj and not _is(obj[key], kind):
+        if key not in obj:
+            continue
+        if not _is(obj[key], kind):
             raise ReportError(f"{where}[{key!r}] must be {kind.__name__}, "
                               f"got {type(obj[key]).__name__}")
+        problem = _number_problem(key, obj[key])
+        if problem:
+            raise ReportError(f"{where}[{key!r}] {problem}")
+
+
+def _is_pair(p: Any) -> bool:
+    """[int, int], both fitting 64 bits, the second >= 0."""
+    return (isinstance(p, (list, tuple)) and len(p) == 2
+            and all(_is(x, int) and INT64_MIN <= x <= INT64_MAX for x in p)
+            and p[1] >= 0)
 
 
 def _check_samples(samples: Any, where: str) -> None:
-    if not isinstance(samples, list) or not all(
-            isinstance(p, (list, tuple)) and len(p) == 2
-            and all(_is(x, int) for x in p) for p in samples):
+    if not isinstance(samples, list) or not all(map(_is_pair, samples)):
         raise ReportError(f"{where}['memory_samples'] must be a list of "
-                          f"[ns, bytes] pairs")
+                          f"[ns, bytes] pairs, bytes >= 0")
 
 
 def validate(data: Dict[str, Any]) -> None:
@@ -200,8 +309,11 @@ def validate(data: Dict[str, Any]) -> None:
                  _without(RUN_FIELDS, "spans"), "report",
                  _without(RUN_OPTIONAL, "gpu"))
     stages, threads = data["stages"], data["threads"]
+    if data["stop_ns"] < data["start_ns"]:
+        raise ReportError("report['stop_ns'] is before its 'start_ns'")
     for i, s in enumerate(stages):
         _check_stage(stages, i, s)
+    _check_tree(stages)
     _check_threads(threads)
     _check_overhead(data.get("overhead"))
     check_fields(data.get("host", {}), {}, "report['host']", HOST_OPTIONAL)
@@ -232,14 +344,54 @@ def _check_stage(stages: List[Any], i: int, s: Any) -> None:
     if s["depth"] != depth:
         raise ReportError(f"{where}['depth'] = {s['depth']}, its "
                           f"place in the tree says {depth}")
-    if s["count"] < 0:
-        raise ReportError(f"{where}['count'] is negative")
+    if depth > limits.MAX_DEPTH:
+        raise ReportError(f"{where} is nested {depth} deep, deeper than "
+                          f"the limit of {limits.MAX_DEPTH} "
+                          f"(aquaprof.limits.MAX_DEPTH)")
+    # the rules aquaprof.stage() applies to a name
+    if not s["name"]:
+        raise ReportError(f"{where} has an empty name")
+    if "/" in s["name"]:
+        raise ReportError(f"{where}['name'] {s['name'][:80]!r} contains "
+                          f"'/', which separates nested stages in paths")
+    try:
+        s["name"].encode("utf-8")
+    except UnicodeEncodeError:
+        raise ReportError(f"{where}['name'] {s['name'][:80]!r} is not "
+                          f"valid Unicode (a lone surrogate)") from None
     buckets = len(_core.HIST_LOWER_NS) - 1
+    last = -1
     for pair in s["hist"]:
-        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
-                or not all(isinstance(x, int) for x in pair)
-                or not 0 <= pair[0] < buckets):
-            raise ReportError(f"{where}['hist'] has a bad bucket {pair!r}")
+        # ascending buckets: percentiles walk them in order
+        if not _is_pair(pair) or not last < pair[0] < buckets:
+            raise ReportError(f"{where}['hist'] has a bad bucket "
+                              f"{pair!r:.80}: [bucket, count] pairs in "
+                              f"ascending bucket order, count >= 0")
+        last = pair[0]
+
+
+def _check_tree(stages: List[Any]) -> None:
+    """Each (parent, name) once, so that each path names one stage; all
+    paths together within limits.MAX_PATH_CHARS. Linear in the stages,
+    whatever their depth: path lengths are summed, not built."""
+    seen: Dict[Any, int] = {}
+    lengths: List[int] = []
+    total = 0
+    for i, s in enumerate(stages):
+        key = (s["parent"], s["name"])
+        if key in seen:
+            raise ReportError(f"stages[{i}] repeats stages[{seen[key]}]: "
+                              f"the same name {s['name'][:80]!r} under the "
+                              f"same parent")
+        seen[key] = i
+        length = len(s["name"]) + (lengths[s["parent"]] + 1
+                                   if s["parent"] >= 0 else 0)
+        lengths.append(length)
+        total += length
+    if total > limits.MAX_PATH_CHARS:
+        raise ReportError(f"the stage paths hold {total} characters, over "
+                          f"the limit of {limits.MAX_PATH_CHARS} "
+                          f"(aquaprof.limits.MAX_PATH_CHARS)")
 
 
 def _check_threads(threads: List[Any]) -> None:
@@ -247,9 +399,6 @@ def _check_threads(threads: List[Any]) -> None:
         check_fields(t, THREAD_FIELDS, f"threads[{i}]", THREAD_OPTIONAL)
         if t["index"] != i:
             raise ReportError(f"threads[{i}]['index'] is {t['index']}")
-        if t.get("cpu_reads", 0) < 0:
-            raise ReportError(f"threads[{i}]['cpu_reads'] must be an int "
-                              f">= 0")
 
 
 def _check_overhead(overhead: Any) -> None:
@@ -257,9 +406,6 @@ def _check_overhead(overhead: Any) -> None:
         return
     check_fields(overhead, OVERHEAD_FIELDS, "report['overhead']",
                  OVERHEAD_OPTIONAL)
-    for key in {**OVERHEAD_FIELDS, **OVERHEAD_OPTIONAL}:
-        if overhead.get(key, 0) < 0:
-            raise ReportError(f"report['overhead'][{key!r}] is negative")
 
 
 def _check_spans(spans: Any, nstages: int, nthreads: int) -> np.ndarray:
@@ -272,6 +418,10 @@ def _check_spans(spans: Any, nstages: int, nthreads: int) -> np.ndarray:
     if len(spans) and not ((spans["parent"] >= -1)
                            & (spans["parent"] < len(spans))).all():
         raise ReportError("a span names a parent span the report lacks")
+    if len(spans) and (spans["end_ns"] < spans["start_ns"]).any():
+        raise ReportError("a span ends before it starts")
+    if len(spans) and ((spans["cpu_ns"] < 0) | (spans["items"] < 0)).any():
+        raise ReportError("a span has negative CPU time or items")
     return spans
 
 
@@ -288,9 +438,6 @@ def _check_gpu(gpu: Any, nstages: int, nspans: int) -> None:
         check_fields(device, {"name": str}, where)
         check_fields(device, {}, where, {k: int for k in device
                                          if k != "name"})
-    for key in ("dropped", "unattributed"):
-        if gpu[key] < 0:
-            raise ReportError(f"report['gpu'][{key!r}] must be an int >= 0")
     ev = gpu["events"]
     if not isinstance(ev, np.ndarray) or ev.dtype != _core.GPU_DTYPE:
         raise ReportError("report['gpu']['events'] must be a GPU event "

@@ -1,27 +1,24 @@
-"""libFuzzer (atheris) harness for the report loader: any bytes, as JSON,
-into Report.from_dict. Only ReportError (or the JSON decoder's error) may
-come out. Run by tests/test_fuzz.py; by hand:
+"""libFuzzer (atheris) harness for the report loader: any bytes through
+what Report.load does with a file's bytes (the bounded JSON parser, then
+Report.from_dict). Only ReportError may come out, and whatever loads
+must print. Run by tests/test_fuzz.py; by hand:
     PYTHONPATH=. python tests/fuzz_report_loader.py -runs=100000 CORPUS_DIR
 """
-import json
 import sys
 
 import atheris
 
 with atheris.instrument_imports():
-    import aquaprof.schema  # noqa: F401
+    import aquaprof.schema as schema
     import aquaprof.report as report
 
 
 def one_input(data: bytes) -> None:
     try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError):
-        return
-    try:
-        report.Report.from_dict(doc)
+        loaded = report.Report.from_dict(schema.parse_json(data))
     except report.ReportError:
-        pass
+        return
+    str(loaded)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 back, exit codes, and one-line errors without tracebacks."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -182,3 +183,80 @@ def test_history_adds_lists_and_flags_steps(reports, tmp_path):
     one_line_error(cli("history", bad), "cannot open history")
     one_line_error(cli("history", db, "--add", tmp_path / "none.json"),
                    "cannot read report")
+
+
+LOOP = """
+import time
+import aquaprof as ap
+with ap.stage("setup"):
+    pass
+def serve():
+    with ap.stage("serve"):
+        print("serving", flush=True)
+        while True:
+            time.sleep(0.01)
+serve()
+"""
+
+
+def test_ctrl_c_keeps_prints_and_saves_the_profile(tmp_path):
+    """SIGINT to `aquaprof run`: the script's traceback as Python prints
+    it (its own frames only), then the report, the files, and exit 130."""
+    script = tmp_path / "server.py"
+    script.write_text(LOOP)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aquaprof", "run", "-o", tmp_path / "out",
+         script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, cwd=tmp_path)
+    try:
+        assert proc.stdout.readline().strip() == "serving"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.startswith("Traceback (most recent call last):\n"
+                          f'  File "{script}", line 11, in <module>')
+    assert err.rstrip().endswith("KeyboardInterrupt")
+    assert "runpy" not in err and "aquaprof" not in err
+    rep = ap.Report.load(tmp_path / "out" / "server.aquaprof.json")
+    assert rep["run server.py/serve"].raised == 1
+    assert rep["run server.py/setup"].count == 1
+    assert "run server.py/serve" in out and "report: " in out
+    assert (tmp_path / "out" / "server.trace.json").exists()
+
+
+@pytest.mark.parametrize("ending, code, stderr", [
+    ("sys.exit(7)", 7, ""),
+    ("sys.exit()", 0, ""),
+    ("sys.exit('bye now')", 1, "bye now\n"),
+    ("raise KeyboardInterrupt", 130, "KeyboardInterrupt\n"),
+    ("raise ValueError('boom')", 1, "ValueError: boom\n"),
+])
+def test_run_exits_with_the_scripts_code_and_keeps_its_profile(
+        tmp_path, ending, code, stderr):
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT.format(ending=ending))
+    out = cli("run", script, cwd=tmp_path)
+    assert out.returncode == code, out.stderr
+    assert out.stderr.endswith(stderr)
+    if "raise" in ending:
+        assert out.stderr.startswith("Traceback (most recent call last):\n"
+                                     f'  File "{script}"')
+        assert "cli.py" not in out.stderr and "runpy" not in out.stderr
+    rep = ap.Report.load(tmp_path / "job.aquaprof.json")
+    assert rep["run job.py/work"].count == 1
+
+
+def test_history_of_a_missing_file_is_an_error_not_a_new_file(tmp_path):
+    missing = tmp_path / "typo.db"
+    one_line_error(cli("history", missing), "no history")
+    assert not missing.exists()
+    other = tmp_path / "notes.sqlite"
+    import sqlite3
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE notes (body TEXT)")
+    db.commit()
+    db.close()
+    one_line_error(cli("history", other), "not an aquaprof history")

@@ -12,11 +12,15 @@ import threading
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import aquaprof as ap
+import crafted
+from aquaprof import _core, schema
+from aquaprof.analysis import gpu_stats
 from aquaprof.integrations import cli
 from aquaprof.report import ReportError
 
@@ -80,8 +84,9 @@ _DELETE = object()
 
 
 def views_work(report, folder):
-    """Everything a user can do with a report that loaded."""
-    str(report)
+    """Everything a user can do with a report that loaded; what it prints
+    is printable, line by line, whatever the names hold."""
+    assert all(line.isprintable() for line in str(report).splitlines())
     report._repr_html_()
     report.to_chrome_trace(folder / "t.json")
     report.to_folded(folder / "f.txt")
@@ -140,7 +145,34 @@ WORDS = ["run", "show", "compare", "flamegraph", "trace", "merge", "history",
          "-o", "--out", "--threshold", "--alpha", "--diff", "--max-events",
          "--add", "--label", "--stage", "--trace", "5%", "0.05", "-1", "x",
          "10", "1e9", "nan", "--help", "--version", "GOOD", "BAD", "NONE",
-         "OUT", "DB"]
+         "OUT", "DB", "HOSTILE", "DEEP", "ZERO", "SQLITE", "DIR", "BOMB"]
+
+
+def hostile_files(folder):
+    """The files the command-line fuzzing picks from, besides good ones:
+    a report with a NaN, JSON nested without end, a device, another
+    program's database, a folder, a small zlib bomb."""
+    doc = copy.deepcopy(VALID)
+    doc["stages"][0]["mean_ns"] = float("nan")
+    (folder / "hostile.json").write_text(json.dumps(doc))
+    (folder / "deep.json").write_text("[" * 50_000 + "]" * 50_000)
+    import sqlite3
+    db = sqlite3.connect(folder / "other.sqlite")
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    (folder / "dir").mkdir()
+    bomb = copy.deepcopy(VALID)
+    bomb["spans"]["data"] = base64.b64encode(zlib.compress(
+        bytes(64 << 20), 9)).decode()
+    (folder / "bomb.json").write_text(json.dumps(bomb))
+    return hostile_table(folder)
+
+
+def hostile_table(folder):
+    return {"HOSTILE": folder / "hostile.json", "DEEP": folder / "deep.json",
+            "ZERO": "/dev/zero", "SQLITE": folder / "other.sqlite",
+            "DIR": folder / "dir", "BOMB": folder / "bomb.json"}
 
 
 @FUZZ
@@ -154,23 +186,30 @@ def test_command_line_never_tracebacks(argv, tmp_path, capsys,
     if not good.exists():
         ap.Report.from_dict(VALID).save(good)
         (tmp_path / "bad.json").write_text("{")
+        hostile_files(tmp_path)
     table = {"GOOD": good, "BAD": tmp_path / "bad.json",
              "NONE": tmp_path / "none.json", "OUT": tmp_path / "o" / "x",
-             "DB": tmp_path / "h.db"}
+             "DB": tmp_path / "h.db", **hostile_table(tmp_path)}
     args = [str(table.get(a, a)) for a in argv]
     if args[:1] in (["run"], ["demo"]):
         return          # they run user code: covered by their own tests
+    capsys.readouterr()
     try:
         code = cli.main(args)
     except SystemExit as e:            # argparse: --help, usage errors
         assert e.code in (0, 2)
         return
+    err = capsys.readouterr().err
     assert code in (0, 1, 2)
+    assert code != 1 or args[0] == "compare"     # 1 is only "slower"
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith("aquaprof: error: ")
+    assert "Traceback" not in err and "internal error" not in err, err
 
 
 def test_atheris_drives_the_loader(tmp_path):
-    """Coverage-guided fuzzing of Report.from_dict(json.loads(...)) with
-    libFuzzer, for a bounded number of inputs."""
+    """Coverage-guided fuzzing (libFuzzer) of what Report.load does with
+    a file's bytes, for a bounded number of inputs."""
     pytest.importorskip("atheris")         # installed by `make test`
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -246,3 +285,132 @@ def test_random_programs_keep_the_invariants(per_thread, cap):
             child_path = rep.stage_names[s["stage"]]
             assert child_path.rsplit("/", 1)[0] == \
                 rep.stage_names[parent["stage"]]
+
+
+# ------------------------------------------------- random stage tables
+
+NAMES = st.sampled_from(["a", "b", "a b", "a_b", "", "x/y", "\x1b[2J",
+                         "\n", "\x00", "\u202e", "\ud800", "é", "a;b"])
+
+
+@st.composite
+def stage_tables(draw):
+    """Stage tables of any shape, some invalid: random parents (earlier
+    stages mostly, sometimes not), names from a hostile alphabet,
+    duplicates, one span per stage."""
+    n = draw(st.integers(1, 12))
+    stages, spans = [], []
+    for i in range(n):
+        parent = draw(st.integers(-1, i - 1) | st.integers(-3, n + 2))
+        depth = (stages[parent]["depth"] + 1
+                 if 0 <= parent < i else 0)
+        stages.append(crafted.stage(draw(NAMES), parent, depth,
+                                    count=draw(st.integers(0, 3))))
+    return crafted.report(stages)
+
+
+@FUZZ
+@given(doc=stage_tables())
+def test_random_stage_tables_load_or_say_why(doc, tmp_path):
+    try:
+        report = ap.Report.from_dict(doc)
+    except ReportError:
+        return
+    paths = report.stage_names
+    assert len(set(paths)) == len(paths)          # a path names one stage
+    assert all(s.name and "/" not in s.name for s in report.stages)
+    views_work(report, tmp_path)
+
+
+# ------------------------------------- GPU figures, against the definition
+
+def reference_stage_cuda(report):
+    """Each stage's GPU figures by their definition: its subtree's events
+    picked one stage at a time (quadratic, and clearly right)."""
+    events = report.gpu_events()
+    names = report.stage_names
+    within = {i: [i] for i in range(len(names))}
+    for i, path in enumerate(names):
+        for j in range(len(names)):
+            if j != i and path.startswith(names[j] + "/"):
+                within[j].append(i)
+    memory, in_use = report.gpu_memory()
+    out = {}
+    for sid, ids in within.items():
+        mine = events[np.isin(events["stage"], ids)]
+        if not len(mine):
+            continue
+        duration = (mine["end_ns"] - mine["start_ns"]) * 1e-9
+        kernel = mine["kind"] == schema.KERNEL
+        allocs = mine["kind"] == schema.ALLOC
+        peak = None
+        if allocs.any():
+            at = np.isin(memory["correlation"], mine["correlation"][allocs])
+            peak = int(in_use[at].max())
+        copies = {}
+        for code, label in schema.COPY_NAMES.items():
+            chosen = (mine["kind"] == schema.MEMCPY) & (mine["copy"] == code)
+            if chosen.any():
+                copies[label] = (int(chosen.sum()),
+                                 pytest.approx(float(duration[chosen].sum())),
+                                 int(mine["bytes"][chosen].sum()))
+        out[sid] = {
+            "kernels": int(kernel.sum()),
+            "kernel_time": pytest.approx(float(duration[kernel].sum())),
+            "self": pytest.approx(float(duration[
+                kernel & (mine["stage"] == sid)].sum())),
+            "copies": copies,
+            "allocations": int(allocs.sum()),
+            "peak": peak,
+            "top": [k.name for k in gpu_stats.kernel_table(report, mine, 3)],
+        }
+    return out
+
+
+@st.composite
+def gpu_reports(draw):
+    """A random stage tree with random GPU events launched from it."""
+    n = draw(st.integers(1, 8))
+    stages = []
+    for i in range(n):
+        parent = draw(st.integers(-1, i - 1))
+        depth = stages[parent]["depth"] + 1 if parent >= 0 else 0
+        stages.append(crafted.stage(f"s{i}", parent, depth))
+    m = draw(st.integers(0, 40))
+    events = np.zeros(m, _core.GPU_DTYPE)
+    events["stage"] = draw(st.lists(st.integers(-1, n - 1), min_size=m,
+                                    max_size=m)) if m else []
+    events["span"] = -1
+    events["kind"] = draw(st.lists(st.sampled_from(
+        [schema.KERNEL, schema.MEMCPY, schema.ALLOC, schema.FREE]),
+        min_size=m, max_size=m)) if m else []
+    events["start_ns"] = crafted.START + np.arange(m) * 10
+    events["end_ns"] = events["start_ns"] + draw(st.lists(
+        st.integers(0, 30), min_size=m, max_size=m)) if m else []
+    events["bytes"] = draw(st.lists(st.integers(0, 1000), min_size=m,
+                                    max_size=m)) if m else []
+    events["name"] = np.arange(m) % 3
+    events["correlation"] = np.arange(m) // 2
+    events["copy"] = np.arange(m) % 4
+    gpu = {"events": events, "kernel_names": ["k0", "k1", "k2"],
+           "devices": [], "dropped": 0, "unattributed": 0}
+    return crafted.report(stages, gpu=gpu)
+
+
+@FUZZ
+@given(doc=gpu_reports())
+def test_gpu_figures_per_stage_match_their_definition(doc):
+    report = ap.Report.from_dict(doc)
+    expected = reference_stage_cuda(report)
+    got = {s.id: s.cuda for s in report.stages if s.cuda is not None}
+    assert set(got) == set(expected)
+    for sid, cuda in got.items():
+        want = expected[sid]
+        assert cuda.kernels == want["kernels"]
+        assert cuda.kernel_time == want["kernel_time"]
+        assert cuda.self_kernel_time == want["self"]
+        assert {label: (c.count, c.time, c.bytes)
+                for label, c in cuda.memcpy.items()} == want["copies"]
+        assert cuda.allocations == want["allocations"]
+        assert cuda.mem_peak == want["peak"]
+        assert [k.name for k in cuda.top_kernels] == want["top"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import aquaprof as ap
+from aquaprof.integrations.pytest_plugin import report_name
 
 pytest_plugins = ["pytester"]
 
@@ -72,11 +73,12 @@ def test_every_test_profiled_into_a_folder(pytester):
     result = pytester.runpytest(*PLUGIN, f"--aquaprof={out}",
                                 "--aquaprof-show")
     result.assert_outcomes(passed=2)
-    files = sorted(p.name for p in out.iterdir())
-    assert files == ["test_suite.py__test_plain.json",
-                     "test_suite.py__test_with_fixture.json"]
-    assert ap.Report.load(out / files[0])["plain"].count == 1
-    assert ap.Report.load(out / files[1])["step"].count == 20
+    plain = report_name("test_suite.py::test_plain")
+    fixture = report_name("test_suite.py::test_with_fixture")
+    assert plain.startswith("test_suite.py__test_plain-")
+    assert sorted(p.name for p in out.iterdir()) == sorted([plain, fixture])
+    assert ap.Report.load(out / plain)["plain"].count == 1
+    assert ap.Report.load(out / fixture)["step"].count == 20
     result.stdout.fnmatch_lines(["*aquaprof: top stages by self time*",
                                  "*test_with_fixture: step *ms*"])
 
@@ -135,3 +137,77 @@ def test_bad_plugin_options_are_usage_errors(pytester):
                                 "--aquaprof-fail=lots")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*must be like 5% or 0.05*"])
+
+
+ALIKE = """
+import pytest
+import aquaprof as ap
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4],
+                         ids=["a/b", "a b", "a_b", "x" * 300])
+def test_alike(n):
+    for _ in range(n):
+        with ap.stage("call"):
+            pass
+"""
+
+
+def test_ids_that_read_alike_or_run_long_get_files_of_their_own(pytester):
+    """"a/b", "a b" and "a_b" made one file name (each report overwrote
+    the last), and an id of 300 characters made a passing test fail with
+    "File name too long"."""
+    pytester.makepyfile(test_alike=ALIKE)
+    out = pytester.path / "profiles"
+    result = pytester.runpytest(*PLUGIN, f"--aquaprof={out}")
+    result.assert_outcomes(passed=4)
+    ids = ["a/b", "a b", "a_b", "x" * 300]
+    names = [report_name(f"test_alike.py::test_alike[{i}]") for i in ids]
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    for n, name in enumerate(names, 1):
+        assert len(name) <= 122
+        assert ap.Report.load(out / name)["call"].count == n
+
+
+def test_report_names_are_unique_and_bounded_for_any_id():
+    """Seeded random ids, from an alphabet of the characters that the
+    readable part turns to '_' and of long runs: distinct ids give
+    distinct names of at most 122 safe characters."""
+    import random
+    import re
+    rng = random.Random(1234)
+    alphabet = "ab_/ :[]-.\x00\u00e9\u202e"
+    ids = {"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
+           for _ in range(3000)}
+    names = {report_name(i) for i in ids}
+    assert len(names) == len(ids)
+    assert all(len(n) <= 122 and re.fullmatch(r"[A-Za-z0-9_.-]+", n)
+               for n in names)
+
+
+def test_aquaprof_failing_to_save_is_a_warning_not_a_failed_test(pytester):
+    """--aquaprof=DIR where DIR cannot be made (a file is in the way): the
+    tests pass, and a warning says what aquaprof could not do."""
+    write_suite(pytester)
+    blocker = pytester.path / "taken"
+    blocker.write_text("a file, not a folder")
+    result = pytester.runpytest(*PLUGIN, f"--aquaprof={blocker}")
+    result.assert_outcomes(passed=2, warnings=2)
+    result.stdout.fnmatch_lines(["*AquaprofWarning: aquaprof: cannot save "
+                                 "in*the report of test_suite.py::*"])
+    assert result.ret == 0
+
+
+def test_an_unreadable_base_report_is_a_warning(pytester):
+    write_suite(pytester)
+    base = pytester.path / "base"
+    pytester.runpytest(*PLUGIN, f"--aquaprof={base}").assert_outcomes(
+        passed=2)
+    (base / report_name("test_suite.py::test_plain")).write_text("{")
+    result = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'n'}",
+                                f"--aquaprof-compare={base}",
+                                "--aquaprof-fail=500%")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*aquaprof: warnings*",
+        "*--aquaprof-compare: test_suite.py::test_plain:*not valid JSON*",
+        "*test_with_fixture: no regression*"])

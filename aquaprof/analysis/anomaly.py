@@ -59,11 +59,14 @@ def find_anomalies(report: "Report", window: int = 50,
     spans = report.spans()
     origin = report.meta["start_ns"]
     found: List[Anomaly] = []
+    # each stage's spans in time order, grouped in one sort
+    by_stage = np.lexsort((spans["start_ns"], spans["stage"]))
+    bounds = np.searchsorted(spans["stage"][by_stage],
+                             np.arange(len(report.stage_names) + 1)).tolist()
     for sid, path in enumerate(report.stage_names):
-        index = np.flatnonzero(spans["stage"] == sid)
+        index = by_stage[bounds[sid]:bounds[sid + 1]]
         if len(index) <= MIN_HISTORY:
             continue
-        index = index[np.argsort(spans["start_ns"][index], kind="stable")]
         d = (spans["end_ns"][index] - spans["start_ns"][index]).astype(
             np.float64)
         # the `window` calls before each call from the MIN_HISTORY-th on,

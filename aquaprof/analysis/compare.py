@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .._units import fmt_time
+from .._units import fmt_time, printable
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -137,9 +137,13 @@ def _durations(report: "Report") -> Dict[str, np.ndarray]:
     spans = report.spans()
     names = report.stage_names
     out: Dict[str, np.ndarray] = {}
-    seconds = (spans["end_ns"] - spans["start_ns"]) * 1e-9
+    # grouped by stage once: one pass over the spans, not one a stage
+    order = np.argsort(spans["stage"], kind="stable")
+    seconds = (spans["end_ns"][order] - spans["start_ns"][order]) * 1e-9
+    bounds = np.searchsorted(spans["stage"][order],
+                             np.arange(len(names) + 1)).tolist()
     for sid, path in enumerate(names):
-        mine = seconds[spans["stage"] == sid]
+        mine = seconds[bounds[sid]:bounds[sid + 1]]
         out[path] = mine if len(mine) else np.array(
             [report[path].wall.mean])
     return out
@@ -189,11 +193,11 @@ class Comparison:
             mark = "!" if c.verdict in SLOWER else " "
             if (c.change is None or c.base_median is None
                     or c.new_median is None):    # "new" or "gone"
-                lines.append(f"{mark} {c.path}: {c.verdict}")
+                lines.append(f"{mark} {printable(c.path)}: {c.verdict}")
                 continue
             p = "" if c.p_value is None else f", p={c.p_value:.2g}"
             lines.append(
-                f"{mark} {c.path}: {fmt_time(c.base_median)} -> "
+                f"{mark} {printable(c.path)}: {fmt_time(c.base_median)} -> "
                 f"{fmt_time(c.new_median)} ({c.change * 100:+.1f} %, "
                 f"{c.base_calls} vs {c.new_calls} calls{p}): {c.verdict}")
         return "\n".join(lines)

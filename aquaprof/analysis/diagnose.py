@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
-from .._units import fmt_bytes, fmt_time
+from .._units import fmt_bytes, fmt_time, printable
 
 if TYPE_CHECKING:
     from ..report import Report, StageStats
@@ -130,7 +130,7 @@ class Finding:
 
     def __str__(self) -> str:
         extra = f" (also {', '.join(self.also)})" if self.also else ""
-        return (f"{self.path}: {self.kind}{extra}\n"
+        return (f"{printable(self.path)}: {self.kind}{extra}\n"
                 f"    evidence: {self.evidence}\n"
                 f"    try:      {self.fix}\n"
                 f"    verify:   {self.verify}")
@@ -177,7 +177,8 @@ def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
             f"it from pageable host memory")
     if idle is not None and idle <= GPU_BUSY and cuda.kernel_time > copies:
         top = cuda.top_kernels[0] if cuda.top_kernels else None
-        longest = (f"; top kernel {top.name}: {fmt_time(top.total)} in "
+        longest = (f"; top kernel {printable(top.name)}: "
+                   f"{fmt_time(top.total)} in "
                    f"{_plural(top.count, 'launch')}" if top else "")
         return "gpu-bound", (
             f"GPU busy {(1 - idle) * 100:.0f} % of the stage's time; "
@@ -286,6 +287,6 @@ class Diagnosis:
         lines = ["Diagnosis (details: report.diagnose()):"]
         for i, f in enumerate(self.findings, 1):
             extra = f" + {', '.join(f.also)}" if f.also else ""
-            lines.append(f"  {i}. {f.path}: {f.kind}{extra}; "
+            lines.append(f"  {i}. {printable(f.path)}: {f.kind}{extra}; "
                          f"{f.evidence.split(',')[0]}")
         return "\n".join(lines)

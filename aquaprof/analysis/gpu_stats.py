@@ -8,7 +8,7 @@ any stream and never synchronizes the device.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..report import Report
 
 _NS = 1e-9
+_NONE = np.iinfo(np.int64).min      # no allocation, in an int64 array
 
 
 @dataclass
@@ -69,7 +70,16 @@ class CudaStats:
     #: highest device memory (of allocations CUPTI saw) right after one of
     #: the stage's allocations; None when it made none
     mem_peak: Optional[int] = None
-    top_kernels: List[KernelStats] = field(default_factory=list)
+    #: the kernels, or a function that lists them when first asked
+    _kernels: Any = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def top_kernels(self) -> List[KernelStats]:
+        """The stage's three kernel names with the longest total (its
+        sub-stages' included), longest first."""
+        if callable(self._kernels):
+            self._kernels = self._kernels()
+        return self._kernels
 
     @property
     def memcpy_time(self) -> float:
@@ -117,11 +127,14 @@ def kernel_table(report: "Report", events: np.ndarray,
     names, index = np.unique(kernels["name"], return_inverse=True)
     totals = np.bincount(index, weights=duration)
     counts = np.bincount(index)
+    # each name's longest launch (the first of equals): the last of its
+    # group once sorted by name, duration and launch order reversed
+    by_length = np.lexsort((-np.arange(len(kernels)), duration, index))
+    longest_of = by_length[np.cumsum(counts) - 1]
     order = np.argsort(-totals, kind="stable")[:limit]
     out = []
     for k in order:
-        mine = np.flatnonzero(index == k)
-        longest = kernels[mine[np.argmax(duration[mine])]]
+        longest = kernels[longest_of[k]]
         block = _dim3(longest["block"])
         device = gpu["devices"][int(longest["device"])] \
             if int(longest["device"]) < len(gpu["devices"]) else {}
@@ -164,58 +177,158 @@ def _covered(busy: Tuple[np.ndarray, np.ndarray], a: np.ndarray,
     return upto(b) - upto(a)
 
 
+def _tree_order(names: List[str]) -> Tuple[np.ndarray, np.ndarray,
+                                             np.ndarray]:
+    """Each stage's parent id (-1 at top), its place in a depth-first
+    order, and the number of stages in its subtree (itself included): a
+    stage's subtree holds the places [place, place + size). Linear in the
+    stages: names hold no '/', so a path's parent is what precedes its
+    last '/', and parents come before their children."""
+    ids = {path: i for i, path in enumerate(names)}
+    parent = np.array([ids[p.rsplit("/", 1)[0]] if "/" in p else -1
+                       for p in names], np.int64)
+    size = np.ones(len(names), np.int64)
+    for i in range(len(names) - 1, -1, -1):
+        if parent[i] >= 0:
+            size[parent[i]] += size[i]
+    place = np.zeros(len(names), np.int64)
+    # a stage's first child sits right after it; each next child after
+    # the subtree of the one before
+    following = np.zeros(len(names) + 1, np.int64)   # by parent id + 1
+    for i in range(len(names)):
+        p = parent[i]
+        if p < 0:
+            place[i] = following[0]
+            following[0] += size[i]
+        else:
+            place[i] = following[p + 1]
+            following[p + 1] += size[i]
+        following[i + 1] = place[i] + 1
+    return parent, place, size
+
+
+def _sums(values: np.ndarray, lo: np.ndarray, hi: np.ndarray
+          ) -> np.ndarray:
+    """values summed over each [lo, hi) range."""
+    before = np.concatenate([[0], np.cumsum(values)])
+    return before[hi] - before[lo]
+
+
 def stage_cuda(report: "Report") -> Dict[int, CudaStats]:
     """CudaStats for every stage id that launched GPU work or holds a
-    sub-stage that did."""
+    sub-stage that did. Events sorted by their stage's place in the tree
+    make each subtree's events one slice, so the figures are prefix sums:
+    the cost grows with the events and the stages, not with their
+    product or the tree's depth."""
     events = report.gpu_events()
     if events is None:
         return {}
     names = report.stage_names
-    # each stage with its sub-stages: ids whose path extends it
-    within: Dict[int, List[int]] = {i: [i] for i in range(len(names))}
-    for i, path in enumerate(names):
-        for j in range(len(names)):
-            if j != i and path.startswith(names[j] + "/"):
-                within[j].append(i)
+    parent, place, size = _tree_order(names)
+    staged = events[events["stage"] >= 0]
+    at = place[staged["stage"]]
+    order = np.argsort(at, kind="stable")
+    mine, at = staged[order], at[order]
+    lo = np.searchsorted(at, place, "left")
+    hi = np.searchsorted(at, place + size, "left")
+    own_hi = np.searchsorted(at, place, "right")
+    duration = (mine["end_ns"] - mine["start_ns"]) * _NS
+    kind = mine["kind"]
+    kernel = kind == KERNEL
+
+    def total(mask: np.ndarray, values: Any = None) -> np.ndarray:
+        chosen = mask if values is None else np.where(mask, values, 0)
+        return _sums(chosen, lo, hi)
+
+    kernels, kernel_time = total(kernel), total(kernel, duration)
+    self_kernel_time = _sums(np.where(kernel, duration, 0.0), lo, own_hi)
+    copies = {}
+    for code, label in COPY_NAMES.items():
+        copy = (kind == MEMCPY) & (mine["copy"] == code)
+        copies[label] = (total(copy), total(copy, duration),
+                         total(copy, mine["bytes"]),
+                         total(copy & (mine["pinned"] == 0), mine["bytes"]))
+    memset_time = total(kind == MEMSET, duration)
+    sync_time = total(kind == SYNC, duration)
+    allocs = kind == ALLOC
+    allocations, allocated = total(allocs), total(allocs, mine["bytes"])
+    peak = _subtree_peaks(report, mine, allocs, parent, lo, own_hi)
+    idle = _idle_shares(report, events, np.flatnonzero(hi > lo))
+
+    out: Dict[int, CudaStats] = {}
+    for sid in np.flatnonzero(hi > lo).tolist():
+        st = CudaStats()
+        st.kernels = int(kernels[sid])
+        st.kernel_time = float(kernel_time[sid])
+        st.self_kernel_time = float(self_kernel_time[sid])
+        for label, (count, time, moved, pageable) in copies.items():
+            if count[sid]:
+                st.memcpy[label] = CopyStats(
+                    int(count[sid]), float(time[sid]), int(moved[sid]),
+                    int(pageable[sid]))
+        st.memset_time = float(memset_time[sid])
+        st.sync_time = float(sync_time[sid])
+        st.allocations = int(allocations[sid])
+        st.mem_allocated = int(allocated[sid])
+        if st.allocations:
+            st.mem_peak = int(peak[sid])
+        st.idle_share = idle.get(sid)
+        # in launch order, as kernel_table breaks ties by it
+        st._kernels = (lambda a=int(lo[sid]), b=int(hi[sid]):
+                       kernel_table(report, staged[np.sort(order[a:b])],
+                                    limit=3))
+        out[sid] = st
+    return out
+
+
+def _subtree_peaks(report: "Report", mine: np.ndarray, allocs: np.ndarray,
+                   parent: np.ndarray, lo: np.ndarray, own_hi: np.ndarray
+                   ) -> np.ndarray:
+    """Per stage, the most device memory in use right after one of the
+    allocations of its subtree (NONE when it has none; frees CUPTI saw
+    without their allocation can make it negative): each stage's own,
+    then carried up to its parents."""
+    memory, in_use = report.gpu_memory()
+    peak = np.full(len(parent), _NONE, np.int64)
+    if not allocs.any() or not len(memory):
+        return peak
+    # the highest in-use figure of each correlation id
+    ids, where = np.unique(memory["correlation"], return_inverse=True)
+    highest = np.full(len(ids), _NONE, np.int64)
+    np.maximum.at(highest, where, in_use)
+    found = np.searchsorted(ids, mine["correlation"])
+    found = np.minimum(found, len(ids) - 1)
+    value = np.where(allocs & (ids[found] == mine["correlation"]),
+                     highest[found], _NONE)
+    for sid in np.flatnonzero(own_hi > lo).tolist():
+        peak[sid] = value[lo[sid]:own_hi[sid]].max()
+    for sid in range(len(parent) - 1, -1, -1):
+        if parent[sid] >= 0 and peak[sid] > peak[parent[sid]]:
+            peak[parent[sid]] = peak[sid]
+    return peak
+
+
+def _idle_shares(report: "Report", events: np.ndarray,
+                 stages: np.ndarray) -> Dict[int, float]:
+    """For each of stages, the share of the time its own spans were open
+    with no kernel, copy or memset running on any device."""
     activity = np.isin(events["kind"], (KERNEL, MEMCPY, MEMSET))
     busy = _merged(events["start_ns"][activity], events["end_ns"][activity])
-    memory, in_use = report.gpu_memory()
     spans = report.spans()
-    out: Dict[int, CudaStats] = {}
-    for sid, ids in within.items():
-        mine = events[np.isin(events["stage"], ids)]
-        if not len(mine):
+    order = np.argsort(spans["stage"], kind="stable")
+    by_stage = spans[order]
+    first = np.searchsorted(by_stage["stage"], stages, "left")
+    last = np.searchsorted(by_stage["stage"], stages, "right")
+    out = {}
+    for sid, a_at, b_at in zip(stages.tolist(), first.tolist(),
+                               last.tolist()):
+        if a_at == b_at:
             continue
-        st = CudaStats()
-        duration = (mine["end_ns"] - mine["start_ns"]) * _NS
-        kernel = mine["kind"] == KERNEL
-        st.kernels = int(kernel.sum())
-        st.kernel_time = float(duration[kernel].sum())
-        st.self_kernel_time = float(duration[kernel & (mine["stage"] == sid)]
-                                    .sum())
-        for code, label in COPY_NAMES.items():
-            copies = (mine["kind"] == MEMCPY) & (mine["copy"] == code)
-            if copies.any():
-                st.memcpy[label] = CopyStats(
-                    int(copies.sum()), float(duration[copies].sum()),
-                    int(mine["bytes"][copies].sum()),
-                    int(mine["bytes"][copies & (mine["pinned"] == 0)].sum()))
-        st.memset_time = float(duration[mine["kind"] == MEMSET].sum())
-        st.sync_time = float(duration[mine["kind"] == SYNC].sum())
-        allocs = (mine["kind"] == ALLOC)
-        st.allocations = int(allocs.sum())
-        st.mem_allocated = int(mine["bytes"][allocs].sum())
-        if allocs.any():
-            at = np.isin(memory["correlation"], mine["correlation"][allocs])
-            st.mem_peak = int(in_use[at].max())
-        opened = spans[np.isin(spans["stage"], [sid])]
-        if len(opened):
-            a, b = _merged(opened["start_ns"], opened["end_ns"])
-            total = float((b - a).sum())
-            if total > 0:
-                st.idle_share = 1.0 - float(_covered(busy, a, b).sum()) / total
-        st.top_kernels = kernel_table(report, mine, limit=3)
-        out[sid] = st
+        opened = by_stage[a_at:b_at]
+        a, b = _merged(opened["start_ns"], opened["end_ns"])
+        length = float((b - a).sum())
+        if length > 0:
+            out[sid] = 1.0 - float(_covered(busy, a, b).sum()) / length
     return out
 
 

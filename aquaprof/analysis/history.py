@@ -5,22 +5,31 @@ figures for trends, and the whole report to load back.
 Writers take SQLite's write lock for the whole insertion (``BEGIN
 IMMEDIATE``) in WAL mode and wait up to ``timeout`` seconds for it, so
 concurrent writers (pytest workers, ranks) each add their runs whole.
+
+Opening a history writes nothing unless the file is new, so a history on
+a read-only file or filesystem can still be read. A run that cannot be
+added (a full disk, a read-only file) is rolled back whole and the error
+says why, in a HistoryError; the runs already there stay as they were.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import sqlite3
+import stat
 import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
+from .. import limits, schema
 from ..report import Report
 
 _SCHEMA = """
@@ -34,6 +43,14 @@ CREATE TABLE IF NOT EXISTS stages (
     count INTEGER, total_s REAL, self_s REAL, mean_s REAL, p50_s REAL,
     p95_s REAL, PRIMARY KEY (run, path));
 """
+#: the columns of each table, as _SCHEMA makes them: what tells a
+#: history from another program's SQLite file
+_TABLES = {
+    "runs": ["id", "time", "label", "git_commit", "host", "python", "torch",
+             "cuda", "device", "report"],
+    "stages": ["run", "path", "count", "total_s", "self_s", "mean_s",
+               "p50_s", "p95_s"],
+}
 METRICS = ("total_s", "self_s", "mean_s", "p50_s", "p95_s")
 _RUN_COLUMNS = ("r.id, r.time, r.label, r.git_commit, r.host, r.python, "
                 "r.torch, r.cuda, r.device")
@@ -81,23 +98,104 @@ def run_metadata(report: Report) -> Dict[str, Optional[str]]:
             "cuda": cuda, "device": device}
 
 
+class HistoryError(Exception):
+    """A history file that cannot be opened, read or added to; the message
+    names the file and the cause (SQLite's own words)."""
+
+
+def _uri(path: Path, **options: str) -> str:
+    query = urllib.parse.urlencode(options)
+    return f"file:{urllib.parse.quote(str(path.absolute()))}?{query}"
+
+
 class History:
     """``History(path)``: the runs stored in the SQLite file at path
-    (created if missing)."""
+    (created if missing). HistoryError when path is not a history (another
+    program's database, a directory, a device) or cannot be opened; a
+    history that cannot be written is opened to read."""
 
     def __init__(self, path: Union[str, os.PathLike], timeout: float = 60.0):
         self.path = Path(path)
-        self._db = sqlite3.connect(str(self.path), timeout=timeout,
-                                   isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("BEGIN IMMEDIATE")
+        self._timeout = timeout
+        self._db = self._open()
+
+    def _fail(self, doing: str, e: object) -> HistoryError:
+        return HistoryError(f"cannot {doing} history {str(self.path)!r}: "
+                            f"{e}")
+
+    def _open(self) -> sqlite3.Connection:
         try:
+            info: Optional[os.stat_result] = os.stat(self.path)
+        except FileNotFoundError:
+            info = None
+        except OSError as e:
+            raise self._fail("open", e.strerror or e) from None
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else \
+                "not a regular file"
+            raise self._fail("open", kind)
+        # read-write where the file allows it; else, read-only, and on a
+        # read-only filesystem (where SQLite cannot make the WAL's shared
+        # memory file) as an immutable file
+        tries = [{"mode": "rwc" if info is None else "rw"}]
+        if info is not None:
+            tries += [{"mode": "ro"}, {"mode": "ro", "immutable": "1"}]
+        error: Optional[sqlite3.Error] = None
+        for options in tries:
+            db = None
+            try:
+                db = sqlite3.connect(_uri(self.path, **options), uri=True,
+                                     timeout=self._timeout,
+                                     isolation_level=None)
+                tables = self._tables(db)
+                break
+            except sqlite3.DatabaseError as e:
+                if db is not None:
+                    db.close()
+                if "not a database" in str(e):
+                    raise self._fail("open", "not an aquaprof history: "
+                                     "not a SQLite database") from None
+                error = e
+        else:
+            raise self._fail("open", error) from None
+        try:
+            if not tables:
+                self._create(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _tables(self, db: sqlite3.Connection) -> Dict[str, List[str]]:
+        """The tables of db with their columns; HistoryError when they
+        are not a history's (sqlite_sequence is SQLite's own)."""
+        names = [row[0] for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND "
+            "name NOT LIKE 'sqlite_%' ORDER BY name")]
+        tables = {name: [row[1] for row in db.execute(
+            "SELECT * FROM pragma_table_info(?)", (name,))]
+            for name in names}
+        if tables and tables != _TABLES:
+            listed = ", ".join(names[:5]) + (", ..." if len(names) > 5
+                                             else "")
+            db.close()
+            raise self._fail("open", f"not an aquaprof history: its "
+                             f"tables are {listed}")
+        return tables
+
+    def _create(self, db: sqlite3.Connection) -> None:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("BEGIN IMMEDIATE")
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
-                    self._db.execute(statement)
-            self._db.execute("COMMIT")
+                    db.execute(statement)
+            db.execute("COMMIT")
+        except sqlite3.Error as e:
+            _rollback(db)
+            raise self._fail("create", e) from None
         except BaseException:
-            self._db.execute("ROLLBACK")
+            _rollback(db)
             raise
 
     def close(self) -> None:
@@ -112,7 +210,9 @@ class History:
     def add(self, report: Report, label: Optional[str] = None,
             **meta: Optional[str]) -> int:
         """Stores report; meta overrides what run_metadata finds (git_commit,
-        host, python, torch, cuda, device). Returns the run's id."""
+        host, python, torch, cuda, device). Returns the run's id.
+        HistoryError when it cannot be stored (read-only file, full
+        disk): nothing of it is then kept."""
         if not isinstance(report, Report):
             raise TypeError(f"report must be an aquaprof Report, got "
                             f"{type(report).__name__}")
@@ -123,8 +223,8 @@ class History:
         info = dict(run_metadata(report), **meta)
         started = report.meta.get("host", {}).get("started_at", time.time())
         blob = zlib.compress(json.dumps(report.to_dict()).encode(), 6)
-        self._db.execute("BEGIN IMMEDIATE")
         try:
+            self._db.execute("BEGIN IMMEDIATE")
             cursor = self._db.execute(
                 "INSERT INTO runs (time, label, git_commit, host, python, "
                 "torch, cuda, device, report) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -140,24 +240,52 @@ class History:
                   s.wall.mean, s.wall.p50, s.wall.p95)
                  for s in report.stages])
             self._db.execute("COMMIT")
+        except sqlite3.Error as e:
+            # SQLite may have rolled back already (a full disk does): the
+            # error to report is the first one, not the rollback's
+            _rollback(self._db)
+            raise self._fail("add to", e) from None
         except BaseException:
-            self._db.execute("ROLLBACK")
+            _rollback(self._db)
             raise
         return int(run)
 
+    def _rows(self, sql: str, args: Tuple[Any, ...] = ()) -> List[Any]:
+        try:
+            return self._db.execute(sql, args).fetchall()
+        except sqlite3.Error as e:
+            raise self._fail("read", e) from None
+
+    def _run(self, row: Tuple[Any, ...]) -> Run:
+        """A runs row as a Run; HistoryError when it is not one that add()
+        writes (a file edited by hand or by another program)."""
+        number, when, texts = row[0], row[1], row[2:]
+        if (not isinstance(number, int) or not _is_number(when)
+                or not all(t is None or isinstance(t, str) for t in texts)):
+            raise self._fail("read", f"a malformed run ({number!r})")
+        return Run(number, float(when), *texts)
+
     def runs(self) -> List[Run]:
         """Every run, oldest first."""
-        rows = self._db.execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs r ORDER BY r.time, r.id"
-        ).fetchall()
-        return [Run(*row) for row in rows]
+        return [self._run(row) for row in self._rows(
+            f"SELECT {_RUN_COLUMNS} FROM runs r ORDER BY r.time, r.id")]
 
     def report(self, run: int) -> Report:
-        row = self._db.execute("SELECT report FROM runs WHERE id = ?",
-                               (run,)).fetchone()
+        rows = self._rows("SELECT report FROM runs WHERE id = ?", (run,))
+        row = rows[0] if rows else None
         if row is None:
             raise KeyError(f"no run {run} in {self.path}")
-        return Report.from_dict(json.loads(zlib.decompress(row[0])))
+        if not isinstance(row[0], bytes):
+            raise schema.ReportError(f"run {run} of {str(self.path)!r} "
+                                     f"holds no stored report")
+        try:
+            # bounded as a report file is: a stored zlib bomb costs no more
+            raw = schema.inflate(row[0], limits.MAX_FILE_BYTES,
+                                 "the stored report")
+            return Report.from_dict(schema.parse_json(raw))
+        except schema.ReportError as e:
+            raise schema.ReportError(f"run {run} of {str(self.path)!r}: "
+                                     f"{e}") from None
 
     def trend(self, stage: str, metric: str = "p50_s"
               ) -> List[Tuple[Run, float]]:
@@ -166,15 +294,22 @@ class History:
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got "
                              f"{metric!r}")
-        rows = self._db.execute(
+        rows = self._rows(
             f"SELECT {_RUN_COLUMNS}, s.{metric} FROM stages s JOIN runs r "
             f"ON r.id = s.run WHERE s.path = ? ORDER BY r.time, r.id",
-            (stage,)).fetchall()
-        return [(Run(*row[:-1]), row[-1]) for row in rows]
+            (stage,))
+        out = []
+        for row in rows:
+            if not _is_number(row[-1]) or row[-1] < 0:
+                raise self._fail("read", f"run {row[0]!r} holds a "
+                                 f"malformed {metric} for {stage!r}")
+            out.append((self._run(row[:-1]), float(row[-1])))
+        return out
 
     def stages(self) -> List[str]:
-        return [row[0] for row in self._db.execute(
-            "SELECT DISTINCT path FROM stages ORDER BY path")]
+        return [row[0] for row in self._rows(
+            "SELECT DISTINCT path FROM stages ORDER BY path")
+            if isinstance(row[0], str)]
 
     def steps(self, stage: str, threshold: float = 0.1, window: int = 5,
               metric: str = "p50_s") -> List[Tuple[Run, float]]:
@@ -192,3 +327,18 @@ class History:
                 out.append((series[i][0], change))
                 level = i
         return out
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    """Ends the transaction if one is still open, never raising: the
+    error that made us roll back is the one to report."""
+    if db.in_transaction:
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass

@@ -40,11 +40,11 @@ def compensate(report) -> Optional[Dict[str, tuple]]:
     readings = sum(t.get("cpu_reads", 0) for t in report.threads)
     rate = readings / inside_stages if inside_stages > 0 else 0.0
     below: Dict[str, int] = {s.path: 0 for s in stages}
-    for s in stages:                    # every ancestor counts s's calls
-        parent = s.parent
-        while parent is not None:
-            below[parent] += s.count
-            parent = report[parent].parent
+    # children before parents (tree order reversed): each stage hands its
+    # calls and those below it to its parent, once, whatever the depth
+    for s in reversed(stages):
+        if s.parent is not None:
+            below[s.parent] += s.count + below[s.path]
 
     def reads(s) -> float:
         return min(2 * below[s.path], rate * s.wall.total)

@@ -9,20 +9,21 @@
     aquaprof history runs.db [--add run.json] [--stage NAME]
     aquaprof demo                          the plane-sweep demo
 
-A user's mistake (a missing or broken file, a bad threshold) is one line on
-stderr and exit code 2, never a traceback.
+A user's mistake (a missing or broken file, a bad threshold), and any file
+that is not a report or a history, however crafted, is one line on stderr
+and exit code 2, never a traceback; 1 is only compare's "slower" (and, for
+run, the script's own code); 130 is Ctrl-C.
 """
 from __future__ import annotations
 
 import argparse
 import runpy
 import sys
-import traceback
 from pathlib import Path
 from typing import Optional, Sequence
 
 from .._version import __version__
-from .._units import fmt_time
+from .._units import fmt_time, printable
 from .._progress import progress
 from ..report import Report, ReportError
 
@@ -57,25 +58,59 @@ def cmd_run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     sys.argv = [str(script)] + list(args.args)
     sys.path.insert(0, str(script.resolve().parent))
-    code = 0
     with Profiler() as prof:
         with stage(f"run {script.name}"):
-            try:
-                runpy.run_path(str(script), run_name="__main__")
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (
-                    0 if e.code is None else 1)
-            except Exception:
-                # the script's own error: its traceback, then the profile
-                # of what ran up to it
-                traceback.print_exc()
-                code = 1
-    report = prof.report()
-    print(report)
-    saved = report.save(out / f"{script.stem}.aquaprof.json")
-    trace = report.to_chrome_trace(out / f"{script.stem}.trace.json")
-    print(f"\nreport: {saved}\ntrace:  {trace} (open in ui.perfetto.dev)")
+            code = _run_script(script)
+    try:
+        report = prof.report()
+        print(report)
+        saved = report.save(out / f"{script.stem}.aquaprof.json")
+        trace = report.to_chrome_trace(out / f"{script.stem}.trace.json")
+        print(f"\nreport: {saved}\ntrace:  {trace} (open in "
+              f"ui.perfetto.dev)")
+    except KeyboardInterrupt:
+        # a second Ctrl-C while saving: files are written atomically, so
+        # each is whole or absent
+        return _error("interrupted while saving the report", 130)
+    sys.stdout.flush()
     return code
+
+
+def _run_script(script: Path) -> int:
+    """Runs script as __main__ and returns the exit code Python would
+    give it: the SystemExit code, 1 after an exception, 130 after Ctrl-C,
+    with the traceback Python would print, aquaprof's frames left out.
+    Whatever happens, the caller then keeps the profile."""
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)     # sys.exit("message")
+        return 1
+    except KeyboardInterrupt as e:
+        _print_script_error(e, script)
+        return 130
+    except BaseException as e:             # noqa: BLE001 -- the script's
+        _print_script_error(e, script)
+        return 1
+    return 0
+
+
+def _print_script_error(error: BaseException, script: Path) -> None:
+    """The script's traceback from its own first frame on, through
+    sys.excepthook as Python would (a hook the script set included)."""
+    tb = error.__traceback__
+    target = str(script.resolve())
+    while tb is not None and \
+            str(Path(tb.tb_frame.f_code.co_filename).resolve()) != target:
+        tb = tb.tb_next
+    if tb is not None:
+        # the hook prints the traceback the exception holds
+        error = error.with_traceback(tb)
+    sys.stdout.flush()
+    sys.excepthook(type(error), error, error.__traceback__)
+    sys.stderr.flush()
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -91,47 +126,66 @@ def cmd_compare(args: argparse.Namespace) -> int:
     slower = comparison.regressions
     if slower:
         print(f"\n{len(slower)} regression(s): "
-              f"{', '.join(c.path for c in slower)}")
+              f"{', '.join(printable(c.path) for c in slower)}")
         return 1
     print("\nno regression")
     return 0
 
 
-def cmd_history(args: argparse.Namespace) -> int:
+def _when(run) -> str:
     import datetime
-    from ..analysis.history import History
+    try:
+        return datetime.datetime.fromtimestamp(run.time).strftime(
+            "%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):   # a time out of range
+        return "????-??-?? ??:??"
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from ..analysis.history import History, HistoryError
+    if not args.add and not Path(args.db).exists():
+        # only --add makes a new history: a mistyped name is not one
+        raise UserError(f"no history {args.db!r} (--add REPORT makes one)")
+    # every report first: a broken one adds nothing
+    reports = [(path, _load(path)) for path in args.add or []]
     try:
         history = History(args.db)
-    except Exception as e:     # sqlite3.Error: not a database, locked...
-        raise UserError(f"cannot open history {args.db!r}: {e}") from None
+    except HistoryError as e:
+        raise UserError(str(e)) from None
     with history:
-        for path in args.add or []:
-            run_id = history.add(_load(path), label=args.label)
+        for path, report in reports:
+            try:
+                run_id = history.add(report, label=args.label)
+            except HistoryError as e:
+                raise UserError(str(e)) from None
             print(f"added {path} as run {run_id}")
-
-        def when(run):
-            return datetime.datetime.fromtimestamp(run.time).strftime(
-                "%Y-%m-%d %H:%M")
-
-        runs = history.runs()
-        print(f"{len(runs)} run(s) in {args.db}")
-        for r in runs:
-            print(f"  {r.id:4d}  {when(r)}  {(r.git_commit or '-')[:10]:10s}"
-                  f"  {r.host or '-'}  {r.label or ''}")
-        stages = [args.stage] if args.stage else history.stages()
-        if args.stage:
-            print(f"\n{args.stage}, median call:")
-            for r, value in history.trend(args.stage):
-                print(f"  run {r.id:4d}  {when(r)}  {fmt_time(value)}")
-        flagged = [(stage, run, change) for stage in stages
-                   for run, change in history.steps(stage, args.threshold)]
-        if flagged:
-            print()
-        for stage, run, change in flagged:
-            print(f"! run {run.id} ({when(run)}, "
-                  f"{(run.git_commit or '-')[:10]}): {stage} stepped up "
-                  f"{change * 100:+.0f} %")
+        try:
+            _print_history(history, args)
+        except HistoryError as e:
+            raise UserError(str(e)) from None
     return 0
+
+
+def _print_history(history, args: argparse.Namespace) -> None:
+    runs = history.runs()
+    print(f"{len(runs)} run(s) in {args.db}")
+    for r in runs:
+        print(f"  {r.id:4d}  {_when(r)}  "
+              f"{printable((r.git_commit or '-')[:10]):10s}  "
+              f"{printable(r.host or '-')}  {printable(r.label or '')}")
+    stages = [args.stage] if args.stage else history.stages()
+    if args.stage:
+        print(f"\n{printable(args.stage)}, median call:")
+        for r, value in history.trend(args.stage):
+            print(f"  run {r.id:4d}  {_when(r)}  {fmt_time(value)}")
+    flagged = [(stage, run, change) for stage in stages
+               for run, change in history.steps(stage, args.threshold)]
+    if flagged:
+        print()
+    for stage, run, change in flagged:
+        print(f"! run {run.id} ({_when(run)}, "
+              f"{printable((run.git_commit or '-')[:10])}): "
+              f"{printable(stage)} stepped up {change * 100:+.0f} %")
 
 
 def cmd_flamegraph(args: argparse.Namespace) -> int:
@@ -250,15 +304,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return args.func(args)
     except UserError as e:
-        print(f"aquaprof: error: {e}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as e:
+        return _error(str(e))
+    except (OSError, ValueError, ArithmeticError) as e:
         # files that cannot be written, bad values: the user's to fix
         text = e.strerror if isinstance(e, OSError) and e.strerror else e
         filename = getattr(e, "filename", None)
-        name = f" {filename!r}" if filename else ""
-        print(f"aquaprof: error:{name} {text}", file=sys.stderr)
-        return 2
+        name = f"{filename!r}: " if filename else ""
+        return _error(f"{name}{text}")
+    except MemoryError:
+        return _error("out of memory")
+    except KeyboardInterrupt:
+        return _error("interrupted", 130)
+    except Exception as e:      # noqa: BLE001 -- the contract: no traceback
+        # a bug of ours, which some input reached: still one line, and
+        # words that say it is not the user's mistake
+        return _error(f"internal error ({type(e).__name__}: {e}); please "
+                      f"report it with the file that caused it")
+
+
+def _error(text: str, code: int = 2) -> int:
+    """One line on stderr, whatever the text holds; code 2: the input or
+    the command line was wrong (1 is compare's "slower")."""
+    line = printable(" ".join(str(text).split()))
+    print(f"aquaprof: error: {line}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ package, ``-p aquaprof.pytest_plugin``).
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -24,11 +25,13 @@ import pytest
 from .. import Profiler
 from ..report import Report, ReportError
 
-__all__ = ["aquaprof", "pytest_addoption", "pytest_configure",
-           "pytest_runtest_call", "pytest_sessionfinish",
+__all__ = ["AquaprofWarning", "aquaprof", "pytest_addoption",
+           "pytest_configure", "pytest_runtest_call", "pytest_sessionfinish",
            "pytest_terminal_summary", "report_name"]
 
 _REPORTS = pytest.StashKey[List[Tuple[str, Report]]]()
+#: what aquaprof could not do in the session, printed at the end
+_PROBLEMS = pytest.StashKey[List[str]]()
 
 
 def _fraction(text: str) -> float:
@@ -55,6 +58,7 @@ def pytest_addoption(parser: Any) -> None:
 
 def pytest_configure(config: Any) -> None:
     config.stash[_REPORTS] = []
+    config.stash[_PROBLEMS] = []
     config.addinivalue_line("markers", "aquaprof: profiled by aquaprof")
     if config.getoption("aquaprof_fail") is not None:
         _fraction(config.getoption("aquaprof_fail"))
@@ -63,11 +67,25 @@ def pytest_configure(config: Any) -> None:
                                     "--aquaprof-compare=BASE_DIR")
 
 
+#: most characters of a test id kept readable in its report's file name
+NAME_CHARS = 100
+
+
 def report_name(nodeid: str) -> str:
-    """A file name for a test id: tests/test_x.py::test_y[1] ->
-    tests_test_x.py__test_y_1_.json"""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", nodeid.replace("::", "__")) + \
-        ".json"
+    """A file name for a test id, unique and at most 122 characters
+    whatever the id: the id made safe (other characters than letters,
+    digits, '_', '.' and '-' as '_', cut to NAME_CHARS) and a hash of the
+    whole id, so that ids that read alike ("a/b", "a b", "a_b") or share
+    a long prefix get files of their own: tests/test_x.py::test_y[1] ->
+    tests_test_x.py__test_y_1_-4ba58ada332a8219.json"""
+    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", nodeid.replace("::", "__"))
+    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass"))
+    return f"{readable[:NAME_CHARS]}-{digest.hexdigest()[:16]}.json"
+
+
+class AquaprofWarning(pytest.PytestWarning):
+    """aquaprof could not profile a test or keep its report: the test's
+    own outcome stands."""
 
 
 def _breakdown(report: Report) -> Dict[str, Dict[str, float]]:
@@ -83,8 +101,12 @@ def _finish(item: Any, report: Report) -> None:
     config.stash[_REPORTS].append((item.nodeid, report))
     folder = config.getoption("aquaprof")
     if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        report.save(Path(folder) / report_name(item.nodeid))
+        try:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            report.save(Path(folder) / report_name(item.nodeid))
+        except OSError as e:
+            # the profiler's trouble, not the test's: a warning
+            _warn(item, f"cannot save in {folder} the report of", e)
 
 
 @pytest.fixture
@@ -108,15 +130,28 @@ def aquaprof(request: Any) -> Iterator[Profiler]:
 def pytest_runtest_call(item: Any) -> Iterator[None]:
     profile = (item.config.getoption("aquaprof")
                and "aquaprof" not in getattr(item, "fixturenames", ()))
-    prof = Profiler() if profile else None
-    if prof:
-        prof.start()
+    prof = None
+    if profile:
+        try:
+            prof = Profiler().start()
+        except Exception as e:       # noqa: BLE001 -- never the test's
+            _warn(item, "cannot profile", e)
     try:
         yield
     finally:
         if prof:
-            prof.stop()
-            _finish(item, prof.report())
+            try:
+                prof.stop()
+                report = prof.report()
+            except Exception as e:   # noqa: BLE001 -- never the test's
+                _warn(item, "no report for", e)
+            else:
+                _finish(item, report)
+
+
+def _warn(item: Any, what: str, error: BaseException) -> None:
+    item.warn(AquaprofWarning(f"aquaprof: {what} {item.nodeid}: "
+                              f"{type(error).__name__}: {error}"))
 
 
 def _comparisons(config: Any) -> List[Tuple[str, Any]]:
@@ -132,7 +167,10 @@ def _comparisons(config: Any) -> List[Tuple[str, Any]]:
         try:
             base = Report.load(path)
         except ReportError as e:
-            raise pytest.UsageError(f"--aquaprof-compare: {e}") from None
+            # one unreadable base report loses one comparison, said so
+            config.stash[_PROBLEMS].append(
+                f"--aquaprof-compare: {nodeid}: {e}")
+            continue
         out.append((nodeid, report.compare(base, threshold)))
     return out
 
@@ -148,6 +186,10 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                             config: Any) -> None:
     write = terminalreporter.write_line
+    if config.stash[_PROBLEMS]:
+        terminalreporter.section("aquaprof: warnings")
+        for problem in config.stash[_PROBLEMS]:
+            write(problem)
     if config.getoption("aquaprof_show") and config.stash[_REPORTS]:
         terminalreporter.section("aquaprof: top stages by self time")
         for nodeid, report in config.stash[_REPORTS]:

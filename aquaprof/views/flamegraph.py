@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
 from .._atomic import write_atomic
-from .._units import fmt_time
+from .._units import fmt_time, printable
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -27,12 +27,13 @@ _TOP = 60          # title, search and details lines
 def folded_lines(report: "Report") -> List[str]:
     """``a;b;c <self ns>`` per stage path with self time; the values of a
     path and everything under it add up to its total. Frames are stage
-    names, ';' in a name written as ':'."""
+    names, ';' in a name written as ':', characters that are not printable
+    escaped (_units.printable)."""
     lines = []
     for stage in report.stages:
         self_ns = round(stage.self_time * 1e9)
         if self_ns > 0:
-            frames = [part.replace(";", ":")
+            frames = [printable(part).replace(";", ":")
                       for part in stage.path.split("/")]
             lines.append(f"{';'.join(frames)} {self_ns}")
     return lines
@@ -51,7 +52,10 @@ class _Frame:
 
     def __init__(self, path: str, name: str, depth: int, total: float,
                  self_time: float):
-        self.path, self.name, self.depth = path, name, depth
+        # shown as text and kept in XML attributes: escaped, since XML
+        # allows no control character
+        self.path, self.name = printable(path), printable(name)
+        self.depth = depth
         self.total, self.self_time = total, self_time
         self.x = 0.0
         self.children: List["_Frame"] = []
@@ -63,7 +67,7 @@ def _frames(report: "Report") -> Tuple[_Frame, List[_Frame]]:
     left edge."""
     by_path: Dict[str, _Frame] = {}
     roots: List[_Frame] = []
-    for s in sorted(report.stages, key=lambda s: s.path):
+    for s in report.stages:                 # tree order: parents first
         frame = _Frame(s.path, s.name, s.depth + 1, s.wall.total,
                        s.self_time)
         by_path[s.path] = frame
@@ -132,7 +136,7 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
     root, frames = _frames(report)
     diff = base is not None
     if base is not None:
-        before = {s.path: s.wall.total for s in base.stages}
+        before = {printable(s.path): s.wall.total for s in base.stages}
         for frame in frames:
             frame.base = before.get(frame.path) if frame.path else sum(
                 s.wall.total for s in base.stages if s.parent is None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from .._units import fmt_bytes, fmt_rate, fmt_time
+from .._units import fmt_bytes, fmt_rate, fmt_time, printable
 from .text import header_lines, warning_lines
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ def report_html(report: "Report") -> str:
         w = s.wall
         bar = max(0.0, min(s.share, 1.0)) * 120
         cells = [
-            f'<td class="stage">{"&nbsp;" * 2 * s.depth}{e(s.name)}</td>',
+            f'<td class="stage">{"&nbsp;" * 2 * s.depth}'
+            f'{e(printable(s.name))}</td>',
             f'<td><span class="bar" style="width:{bar:.1f}px"></span>'
             f'{s.share * 100:.1f}%</td>',
         ] + [f"<td>{e(v)}</td>" for v in (
@@ -54,7 +55,7 @@ def report_html(report: "Report") -> str:
     top = [s for s in report.top(3) if s.self_time > 0]
     if top:
         parts.append("<div><b>Top bottlenecks by self time:</b><ol>")
-        parts += [f"<li>{e(s.path)}: {fmt_time(s.self_time)}</li>"
+        parts += [f"<li>{e(printable(s.path))}: {fmt_time(s.self_time)}</li>"
                   for s in top]
         parts.append("</ol></div>")
     parts += [f'<div class="warn">{e(line)}</div>'

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List
 
-from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time
+from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time, \
+    printable
 
 if TYPE_CHECKING:
     from ..report import Report, StageStats
@@ -13,7 +14,8 @@ _NAME_MAX = 40
 
 
 def _label(s: "StageStats") -> str:
-    text = "  " * s.depth + s.name
+    indent = "  " * min(s.depth, _NAME_MAX)    # the rest is cut anyway
+    text = indent + printable(s.name[:_NAME_MAX])
     return text if len(text) <= _NAME_MAX else text[:_NAME_MAX - 1] + "~"
 
 
@@ -28,12 +30,13 @@ def header_lines(rep: "Report") -> List[str]:
     memory = (f"host RSS sampled every "
               f"{fmt_time(meta['memory_interval_ns'] * 1e-9)}"
               if meta["memory"] else "host memory not sampled")
-    lines.append(f"clock {meta['clock']}; {memory}; thread CPU clock read "
-                 f"at most every {fmt_time(meta['cpu_resolution_ns'] * 1e-9)}")
+    every = fmt_time(meta["cpu_resolution_ns"] * 1e-9)
+    lines.append(f"clock {printable(meta['clock'])}; {memory}; thread CPU "
+                 f"clock read at most every {every}")
     if meta.get("nested"):
         lines.append("nested in another Profiler: what ran while this one "
                      "did, recorded by that one under its settings")
-    lines.append(f"GPU: {rep.gpu_status}")
+    lines.append(f"GPU: {printable(rep.gpu_status)}")
     cost = meta.get("overhead")
     if cost:
         calls = sum(s.count for s in rep.stages)
@@ -53,13 +56,14 @@ def warning_lines(rep: "Report") -> List[str]:
                    f"{meta['max_spans']:,} were not kept as raw spans; the "
                    f"table still counts them")
     if rep.unclosed:
-        open_ones = ", ".join(s.path for s in rep.stages if s.unclosed)
+        open_ones = ", ".join(printable(s.path) for s in rep.stages
+                              if s.unclosed)
         out.append(f"! {rep.unclosed} stage call(s) were not closed by their "
                    f"own exit (still open at stop(), or left open inside a "
                    f"stage that exited): {open_ones}")
     suspended = [s for s in rep.stages if s.suspended]
     if suspended:
-        listed = ", ".join(f"{s.path} ({s.suspended} of {s.count})"
+        listed = ", ".join(f"{printable(s.path)} ({s.suspended} of {s.count})"
                            for s in suspended[:5])
         more = f" and {len(suspended) - 5} more" if len(suspended) > 5 else ""
         out.append(f"  calls suspended at an await have no CPU time of "
@@ -78,7 +82,8 @@ def warning_lines(rep: "Report") -> List[str]:
                    f"still counts them")
     for s in rep.stages:
         if s.raised:
-            out.append(f"! {s.path}: {s.raised} of {s.count} calls raised")
+            out.append(f"! {printable(s.path)}: {s.raised} of {s.count} "
+                       f"calls raised")
     gpu = rep.gpu
     if gpu and gpu["dropped"]:
         out.append(f"! {gpu['dropped']:,} GPU activity records were lost "
@@ -129,10 +134,11 @@ def format_report(rep: "Report") -> str:
         lines.append("")
         lines.append(f"Top {len(top)} bottleneck{'s' if len(top) > 1 else ''}"
                      f" by self time:")
-        width = max(len(s.path) for s in top)
-        for i, s in enumerate(top, 1):
+        paths = [printable(s.path) for s in top]
+        width = max(len(p) for p in paths)
+        for i, (s, path) in enumerate(zip(top, paths), 1):
             share = s.self_time / rep.wall * 100 if rep.wall else 0.0
-            lines.append(f"  {i}. {s.path.ljust(width)}  "
+            lines.append(f"  {i}. {path.ljust(width)}  "
                          f"{fmt_time(s.self_time):>9}  {share:5.1f}% of run")
     warnings = warning_lines(rep)
     if warnings:
