@@ -169,7 +169,7 @@ class Profiler:
             data["host"] = _host_info(self._started_at)
             if self._overhead:
                 data["overhead"] = self._overhead
-            self._report = Report(data)
+            self._report = Report(data, _checked=True)
         return self._report
 
     def _own(self, figures: dict) -> dict:
