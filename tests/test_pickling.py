@@ -88,3 +88,15 @@ def test_a_spawned_dataloader_worker_runs_a_staged_dataset():
                         multiprocessing_context="spawn")
     batches = [b.tolist() for b in loader]
     assert batches == [[0, 1, 4], [9, 16, 25]]
+
+
+@pytest.mark.parametrize("args,error", [
+    ((_plain, 3, 0), TypeError),             # name not a str
+    ((_plain, "a/b", 0), ValueError),        # a name stage() refuses
+    ((_plain, "x", -1), ValueError),         # negative items
+    ((42, "x", 0), TypeError),               # nothing to call
+])
+def test_restaging_refuses_what_stage_refuses(args, error):
+    from aquaprof import _core
+    with pytest.raises(error):
+        _core._restage(*args)
