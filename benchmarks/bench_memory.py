@@ -65,13 +65,13 @@ if limit:
     resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
 prof = quiet_profiler()
 prof.start()
-with ap.stage("warm-up"):
+with ap.stage(names[0]):    # warm-up: the thread's record, its first path
     pass
 base = rss()
 stage = ap.stage
 where = "recording"
 try:
-    for name in names:
+    for name in names[1:]:
         with stage(name):
             pass
     out["recording_bytes"] = rss() - base
@@ -123,6 +123,7 @@ def cpu_share(seconds):
     time.sleep(seconds)
     return (time.process_time() - c0) / (time.monotonic() - w0) * 100
 
+time.sleep(1.0)             # numpy's thread pool may spin after import
 out = {"seconds": seconds, "none": cpu_share(seconds)}
 prof = quiet_profiler()
 prof.start()
@@ -154,7 +155,8 @@ def mib(b: float) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--paths", type=int, default=100_000)
+    p.add_argument("--paths", type=int, default=100_000,
+                   help="distinct paths (>= 2), the first one a warm-up")
     p.add_argument("--threads", type=int, default=4000)
     p.add_argument("--idle", type=float, default=5.0,
                    help="seconds of each idle measurement")
@@ -164,6 +166,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="+", choices=["paths", "threads", "idle"],
                    default=["paths", "threads", "idle"])
     a = p.parse_args(argv)
+    if a.paths < 2:
+        p.error("--paths must be at least 2")
     print(f"aquaprof tree: {a.root.resolve()}; Python "
           f"{platform.python_version()}, {os.cpu_count()} CPUs")
     if "paths" in a.only:
@@ -175,7 +179,8 @@ def main(argv=None) -> int:
         else:
             if "recording_bytes" in r:
                 print(f"  recording: +{mib(r['recording_bytes'])}, "
-                      f"{r['recording_bytes'] / a.paths:,.0f} bytes a path")
+                      f"{r['recording_bytes'] / (a.paths - 1):,.0f} bytes "
+                      f"a path")
             print(f"  peak RSS of the run: {mib(r['peak_bytes'])}")
             print(f"  ended with: {r['ended']}")
             if r["ended"] == "report":

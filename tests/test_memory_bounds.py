@@ -229,3 +229,38 @@ def test_a_stage_after_a_rest_reads_fresh_memory():
     rep = prof.report()
     assert abs(rep["after the rest"].mem_delta) < 16 << 20
     assert rep["after the rest"].mem_peak > 64 << 20
+
+
+def test_a_memory_error_while_the_report_is_built_keeps_the_run():
+    # Python's own allocations failing from the n-th on, for growing n:
+    # each report_data() that fails must leave the run whole for the next
+    # (the binding's part; Python's import machinery, which Report() may
+    # reach, does not survive such failures itself)
+    _testcapi = pytest.importorskip("_testcapi")
+    core = _core.Profiler(max_spans=1000)
+    core.start()
+    for i in range(300):
+        with ap.stage(f"s{i % 30}"):
+            pass
+    core.stop()
+
+    def attempt(start):
+        # nothing here allocates while the hooks are on but the call
+        _testcapi.set_nomemory(start, 0)
+        try:
+            return core.report_data()
+        except MemoryError:
+            return None
+        finally:
+            _testcapi.remove_mem_hooks()
+
+    failures, data = 0, None
+    for start in range(0, 20_000):
+        data = attempt(start)
+        if data is not None:
+            break
+        failures += 1
+    assert failures > 100 and data is not None
+    assert len(data["spans"]) == 300 and data["spans_shed"] == 0
+    assert sum(s["count"] for s in data["stages"]) == 300
+    assert core.report_data() is data

@@ -439,7 +439,9 @@ enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
         };
     }
     k->depth++;
-    atomic_store_explicit(&t->open, t->open + 1, memory_order_relaxed);
+    atomic_store_explicit(
+        &t->open, atomic_load_explicit(&t->open, memory_order_relaxed) + 1,
+        memory_order_relaxed);
     return AP_OK;
 }
 
@@ -477,8 +479,9 @@ ap_enter_in(uint64_t key, uint32_t name, int64_t items, const void *owner)
     return enter_on(s, t, t->cur, name, items, owner);
 }
 
-/* Records the innermost frame of stack k of thread t as closed at tick w. */
-static void
+/* Records the innermost frame of stack k of thread t as closed at tick w.
+ * Inlined into the exit: a call less at every stage exit. */
+static inline __attribute__((always_inline)) void
 close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
             int64_t cpu1, uint32_t flags)
 {
@@ -525,7 +528,9 @@ close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
         sp->flags = flags;
     }
     k->depth--;
-    atomic_store_explicit(&t->open, t->open - 1, memory_order_relaxed);
+    atomic_store_explicit(
+        &t->open, atomic_load_explicit(&t->open, memory_order_relaxed) - 1,
+        memory_order_relaxed);
     if (k->depth) {
         k->frames[k->depth - 1].child_ns += wall;
     }

@@ -70,28 +70,22 @@ typedef struct {
 } ap_recent;
 
 typedef struct ap_thread {
+    /* what a stage edge touches first, in the order it touches it */
     struct ap_thread *next;      /* the session's live threads */
-    struct ap_thread *next_all;  /* all its threads, newest first */
-    ap_session *session;
-    /* The recording thread's link to this record, which its exit hook
-     * follows; NULL once unlinked. ap_link_lock. */
-    struct ap_thread **owner;
     uint32_t index;
+    _Atomic uint32_t open;       /* stages open on all its stacks: the
+                                  * memory sampler's cue */
     int64_t native_id;
-    _Atomic uint32_t open;       /* stages open: the memory sampler's cue */
-    int retired;                 /* its thread exited; merged, trimmed */
+    ap_stack *cur;         /* the current context's stack */
+    uint64_t cur_key;      /* its key (AP_NO_KEY: none chosen yet) */
     ap_stack *stacks;      /* all of them, the thread's own first made */
     ap_stack *home;        /* the thread's own: ap_enter's */
     ap_stack *spare;       /* released and empty: reused by new contexts */
-    ap_stack *cur;         /* the current context's */
-    uint64_t cur_key;      /* its key (AP_NO_KEY: none chosen yet) */
     ap_node *nodes;
-    uint32_t *paths;             /* node -> session path; stage_of_node */
     uint32_t nnodes, nodes_cap;
     ap_path_map children;  /* (parent node, name) -> node */
     ap_span **chunks;
     uint32_t nchunks, chunks_cap;
-    int last_chunk_exact;  /* the last chunk was trimmed to its spans */
     int64_t nspans, span_cap;
     int exhausted;
     int64_t dropped;
@@ -100,6 +94,15 @@ typedef struct ap_thread {
     int64_t cpu_wall;      /* ticks when it was read */
     int64_t cpu_reads;     /* real readings taken: overhead compensation */
     uint32_t window;       /* the session's config.window */
+    /* then what new paths and the thread's end need */
+    uint32_t *paths;             /* node -> session path; stage_of_node */
+    struct ap_thread *next_all;  /* all its threads, newest first */
+    ap_session *session;
+    /* The recording thread's link to this record, which its exit hook
+     * follows; NULL once unlinked. ap_link_lock. */
+    struct ap_thread **owner;
+    int retired;                 /* its thread exited; merged, trimmed */
+    int last_chunk_exact;  /* the last chunk was trimmed to its spans */
 } ap_thread;
 
 struct ap_session {

@@ -74,29 +74,8 @@ ap_stats_hist_add(ap_stats *s, uint32_t i, uint64_t count)
 }
 
 ap_status
-ap_stats_add(ap_stats *s, int64_t wall_ns, int64_t self_ns, int64_t cpu_ns,
-             int64_t items)
+ap_stats_hist_miss(ap_stats *s, uint32_t i)
 {
-    s->count++;
-    s->total_ns += wall_ns;
-    s->self_ns += self_ns;
-    s->cpu_ns += cpu_ns;
-    s->items += items;
-    if (wall_ns < s->min_ns) {
-        s->min_ns = wall_ns;
-    }
-    if (wall_ns > s->max_ns) {
-        s->max_ns = wall_ns;
-    }
-    double delta = (double)wall_ns - s->mean_ns;
-    s->mean_ns += delta / (double)s->count;
-    s->m2 += delta * ((double)wall_ns - s->mean_ns);
-    uint32_t i = ap_hist_index(wall_ns);
-    uint32_t at = i - s->hist_lo;       /* wraps when i < hist_lo */
-    if (__builtin_expect(at < s->hist_n, 1)) {
-        s->hist[at]++;
-        return AP_OK;
-    }
     return hist_add_or_fold(s, i, 1);
 }
 

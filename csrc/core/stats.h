@@ -41,11 +41,41 @@ void ap_stats_init(ap_stats *s);
 /* Frees s's histogram and leaves s empty. */
 void ap_stats_free(ap_stats *s);
 
+/* Counts a call of bucket i outside the run held: grows the run, or when
+ * it cannot, counts the call in the nearest bucket held. AP_OK or
+ * AP_ERR_NOMEM. */
+ap_status ap_stats_hist_miss(ap_stats *s, uint32_t i);
+
 /* Adds one call. AP_OK, or AP_ERR_NOMEM when the histogram could not grow
  * to the call's bucket: the call then counts in the nearest bucket held
- * (in none when none is held yet); every other aggregate stays exact. */
-ap_status ap_stats_add(ap_stats *s, int64_t wall_ns, int64_t self_ns,
-                       int64_t cpu_ns, int64_t items);
+ * (in none when none is held yet); every other aggregate stays exact.
+ * Inline: every stage exit calls it. */
+static inline ap_status
+ap_stats_add(ap_stats *s, int64_t wall_ns, int64_t self_ns, int64_t cpu_ns,
+             int64_t items)
+{
+    s->count++;
+    s->total_ns += wall_ns;
+    s->self_ns += self_ns;
+    s->cpu_ns += cpu_ns;
+    s->items += items;
+    if (wall_ns < s->min_ns) {
+        s->min_ns = wall_ns;
+    }
+    if (wall_ns > s->max_ns) {
+        s->max_ns = wall_ns;
+    }
+    double delta = (double)wall_ns - s->mean_ns;
+    s->mean_ns += delta / (double)s->count;
+    s->m2 += delta * ((double)wall_ns - s->mean_ns);
+    uint32_t i = ap_hist_index(wall_ns);
+    uint32_t at = i - s->hist_lo;       /* wraps when i < hist_lo */
+    if (__builtin_expect(at < s->hist_n, 1)) {
+        s->hist[at]++;
+        return AP_OK;
+    }
+    return ap_stats_hist_miss(s, i);
+}
 
 /* Folds src into dst as if dst had seen src's calls too. AP_OK, or
  * AP_ERR_NOMEM when dst's histogram could not grow to src's buckets:

@@ -211,7 +211,7 @@ PyObject *
 ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu)
 {
     PyObject *stages = NULL, *threads = NULL, *spans = NULL, *memory = NULL;
-    PyObject *result = NULL, *gpu_data = NULL;
+    PyObject *result = NULL, *gpu_data = NULL, *spans_key = NULL;
     if (gpu) {
         /* before span_array takes the spans the events are resolved to */
         gpu_data = ap_gpu_trace_to_python(st, gpu, r);
@@ -267,21 +267,29 @@ ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu)
         (gpu_data && PyDict_SetItemString(result, "gpu", gpu_data) < 0)) {
         goto error;
     }
-    /* last, as it takes r's spans: any failure before leaves r whole */
+    /* last, as it takes r's spans: any failure before leaves r whole; the
+     * key is made first, so that replacing the placeholder allocates
+     * nothing */
+    spans_key = PyUnicode_InternFromString("spans");
+    if (spans_key == NULL) {
+        goto error;
+    }
     spans = span_array(st, r);
     if (spans == NULL) {
         goto error;
     }
-    if (PyDict_SetItemString(result, "spans", spans) < 0) {
+    if (PyDict_SetItem(result, spans_key, spans) < 0) {
         Py_CLEAR(spans);
         shed_all_spans(r);
         goto error;
     }
     Py_DECREF(spans);
+    Py_DECREF(spans_key);
     Py_XDECREF(gpu_data);
     ap_report_free(r);
     return result;
 error:
+    Py_XDECREF(spans_key);
     Py_XDECREF(result);
     Py_XDECREF(stages);
     Py_XDECREF(threads);
