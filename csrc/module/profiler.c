@@ -385,6 +385,18 @@ profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
 }
 
 static PyObject *
+profiler_footprint(ProfilerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->session == NULL || ap_session_is_foreign(self->session)) {
+        PyErr_SetString(PyExc_RuntimeError, "_footprint() needs a session "
+                        "started in this process and not yet reported");
+        return NULL;
+    }
+    return PyLong_FromLongLong(ap_session_footprint(self->session));
+}
+
+static PyObject *
 profiler_get_running(ProfilerObject *self, void *closure)
 {
     (void)closure;
@@ -427,6 +439,9 @@ static PyMethodDef profiler_methods[] = {
      "Stop recording; stages still open are closed and flagged."},
     {"report_data", (PyCFunction)profiler_report_data, METH_NOARGS,
      "The recorded data as a dict (built once, after stop())."},
+    {"_footprint", (PyCFunction)profiler_footprint, METH_NOARGS,
+     "Bytes the session holds for its threads and paths, as the core "
+     "counts them (for tests and benchmarks of the memory bounds)."},
     {"snapshot_data", (PyCFunction)profiler_snapshot_data, METH_NOARGS,
      "The data recorded so far, while running (needs window > 0): the "
      "spans are the last `window` calls of each stage and thread, then the "
