@@ -2,9 +2,9 @@
 running out of memory never raises into the profiled program nor loses
 the run: many distinct stage paths, a thread per request, the max_stages
 cap, allocation failures while recording and at report(), the memory
-sampler at rest. Memory is read as RSS with wide margins (tracemalloc
-does not see the C core); the precise figures are the core's own
-(tests/core) and benchmarks/bench_memory.py's."""
+sampler at rest. Memory is read as the core counts its own
+(Profiler._footprint(); tracemalloc does not see the C core) and as RSS
+with wide margins; benchmarks/bench_memory.py prints the figures."""
 import threading
 import time
 
@@ -39,20 +39,22 @@ def test_many_distinct_paths_cost_little_memory():
     with quiet(memory=False) as prof:
         with stage("warm-up"):
             pass
-        before = rss()
+        before, held = rss(), prof._core._footprint()
         for name in names:
             with stage(name):
                 pass
         grown = rss() - before
+        per_path = (prof._core._footprint() - held) / n
     assert grown < n * 2048, f"{grown / n:.0f} bytes a path"
+    assert per_path < 1024, per_path
     rep = prof.report()
     assert len(rep.stages) == n + 1
     assert rep["path-29999"].count == 1
 
 
 def test_ended_threads_cost_little_memory():
-    # each thread kept its buffers (a full histogram a path and more,
-    # about 40 KiB) until report() before
+    # each thread kept its buffers until report() before: a 196 KiB span
+    # chunk, a full-size histogram a path and more
     def request():
         with ap.stage("request"):
             with ap.stage("parse"):
@@ -66,10 +68,10 @@ def test_ended_threads_cost_little_memory():
 
     with quiet(memory=False) as prof:
         run_threads(20)                 # thread stacks, the span pool
-        before = rss()
+        before = prof._core._footprint()
         run_threads(1000)
-        grown = rss() - before
-    assert grown < 8 << 20, f"{grown / 1000:.0f} bytes a thread"
+        per_thread = (prof._core._footprint() - before) / 1000
+    assert per_thread < 1024, per_thread
     rep = prof.report()
     assert rep["request"].count == rep["request/parse"].count == 1020
     assert len(rep.threads) == 1020
@@ -264,3 +266,16 @@ def test_a_memory_error_while_the_report_is_built_keeps_the_run():
     assert len(data["spans"]) == 300 and data["spans_shed"] == 0
     assert sum(s["count"] for s in data["stages"]) == 300
     assert core.report_data() is data
+
+
+def test_footprint_needs_a_session_of_this_process():
+    prof = _core.Profiler()
+    with pytest.raises(RuntimeError, match="_footprint"):
+        prof._footprint()
+    prof.start()
+    prof.stop()
+    assert prof._footprint() > 0
+    prof.report_data()
+    with pytest.raises(RuntimeError, match="not yet reported"):
+        prof._footprint()
+

@@ -463,6 +463,18 @@ profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
 }
 
 static PyObject *
+profiler_footprint(ProfilerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->session == NULL || ap_session_is_foreign(self->session)) {
+        PyErr_SetString(PyExc_RuntimeError, "_footprint() needs a session "
+                        "started in this process and not yet reported");
+        return NULL;
+    }
+    return PyLong_FromLongLong(ap_session_footprint(self->session));
+}
+
+static PyObject *
 profiler_get_running(ProfilerObject *self, void *closure)
 {
     (void)closure;
@@ -532,6 +544,9 @@ static PyMethodDef profiler_methods[] = {
      "The recorded data as a dict (built once, after stop()); for a "
      "nested Profiler, the session's figures at its stop (see "
      "nest_base)."},
+    {"_footprint", (PyCFunction)profiler_footprint, METH_NOARGS,
+     "Bytes the session holds for its threads and paths, as the core "
+     "counts them (for tests and benchmarks of the memory bounds)."},
     {"snapshot_data", (PyCFunction)profiler_snapshot_data, METH_NOARGS,
      "The data recorded so far, while running (needs window > 0): the "
      "spans are the last `window` calls of each stage and thread, then the "
