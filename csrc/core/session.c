@@ -382,7 +382,7 @@ span_tag(uint32_t thread, uint32_t node, int32_t span)
 }
 
 /* Opens stage name on stack k of thread t. */
-static ap_status
+static inline __attribute__((always_inline)) ap_status
 enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
          int64_t items, const void *owner)
 {
@@ -547,7 +547,7 @@ ap_close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
 
 /* The thread CPU clock now, read for real at most every
  * cpu_resolution_ticks and interpolated from the wall clock between. */
-static int64_t
+static inline int64_t
 cpu_at(ap_session *s, ap_thread *t, int64_t w)
 {
     if (w - t->cpu_wall >= s->cpu_resolution_ticks) {
@@ -559,12 +559,23 @@ cpu_at(ap_session *s, ap_thread *t, int64_t w)
     return t->cpu_last + ap_ticks_to_ns(w - t->cpu_wall);
 }
 
-/* Closes owner's frame on stack k: AP_IGNORED when k holds none. Frames
- * opened above it and left open (a generator abandoned inside it) are
- * closed with it, flagged unclosed: AP_MISNESTED. */
-static ap_status
-exit_on(ap_session *s, ap_thread *t, ap_stack *k, uint64_t key,
-        const void *owner, int raised)
+/* The flags of a call closed by its own exit under key. */
+static inline uint32_t
+exit_flags(const ap_stack *k, uint64_t key, int raised)
+{
+    uint32_t flags = raised ? AP_SPAN_RAISED : 0;
+    if (k->suspendable && k->frames[k->depth - 1].key0 != key) {
+        flags |= AP_SPAN_SUSPENDED;
+    }
+    return flags;
+}
+
+/* exit_on when owner's frame is not k's innermost: AP_IGNORED when k
+ * holds none; else the frames opened above it and left open (a generator
+ * abandoned inside it) close with it, flagged unclosed: AP_MISNESTED. */
+static AP_CORE_COLD ap_status
+exit_below(ap_session *s, ap_thread *t, ap_stack *k, uint64_t key,
+           const void *owner, int raised)
 {
     uint32_t d = k->depth;
     while (d > 0 && k->frames[d - 1].owner != owner) {
@@ -573,26 +584,38 @@ exit_on(ap_session *s, ap_thread *t, ap_stack *k, uint64_t key,
     if (d == 0) {
         return AP_IGNORED;
     }
+    int64_t w = ap_ticks();
+    int64_t cpu = cpu_at(s, t, w);
+    while (k->depth > d) {
+        if (s->config.hooks) {
+            s->config.hooks->exit();
+        }
+        ap_close_frame(s, t, k, w, cpu, AP_SPAN_UNCLOSED);
+        s->unclosed++;
+    }
+    if (s->config.hooks) {
+        s->config.hooks->exit();
+    }
+    ap_close_frame(s, t, k, w, cpu, exit_flags(k, key, raised));
+    return AP_MISNESTED;
+}
+
+/* Closes owner's frame on stack k (see exit_below when it is not the
+ * innermost). */
+static inline __attribute__((always_inline)) ap_status
+exit_on(ap_session *s, ap_thread *t, ap_stack *k, uint64_t key,
+        const void *owner, int raised)
+{
+    uint32_t d = k->depth;
+    if (d == 0 || k->frames[d - 1].owner != owner) {
+        return exit_below(s, t, k, key, owner, raised);
+    }
     if (s->config.hooks) {
         s->config.hooks->exit();
     }
     int64_t w = ap_ticks();
-    int64_t cpu = cpu_at(s, t, w);
-    ap_status st = AP_OK;
-    while (k->depth > d) {
-        close_frame(s, t, k, w, cpu, AP_SPAN_UNCLOSED);
-        s->unclosed++;
-        st = AP_MISNESTED;
-        if (s->config.hooks) {
-            s->config.hooks->exit();
-        }
-    }
-    uint32_t flags = raised ? AP_SPAN_RAISED : 0;
-    if (k->suspendable && k->frames[k->depth - 1].key0 != key) {
-        flags |= AP_SPAN_SUSPENDED;
-    }
-    close_frame(s, t, k, w, cpu, flags);
-    return st;
+    close_frame(s, t, k, w, cpu_at(s, t, w), exit_flags(k, key, raised));
+    return AP_OK;
 }
 
 /* An exit in another context than its entry's (an async generator
