@@ -269,16 +269,21 @@ config_ok(const ap_config *c)
            (!c->memory || c->memory_interval_ns > 0);
 }
 
-/* The memory sampler's cue to poll fast: a stage is open somewhere. */
+/* The memory sampler's cue to poll fast: a stage was entered since its
+ * last look. A stage held open while nothing else happens (a server's
+ * `serve`, the script `aquaprof run` wraps) lets it rest; the next entry
+ * wakes it (ap_rss_wake_if_idle). */
 static int
 session_busy(void *arg)
 {
     ap_session *s = arg;
-    int busy = 0;
+    uint64_t entries = 0;
     pthread_mutex_lock(&s->lock);
-    for (ap_thread *t = s->threads; t && !busy; t = t->next) {
-        busy = atomic_load_explicit(&t->open, memory_order_relaxed) != 0;
+    for (ap_thread *t = s->threads; t; t = t->next) {
+        entries += atomic_load_explicit(&t->entries, memory_order_relaxed);
     }
+    int busy = entries != s->entries_seen;
+    s->entries_seen = entries;
     pthread_mutex_unlock(&s->lock);
     return busy;
 }
@@ -441,6 +446,10 @@ enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
     k->depth++;
     atomic_store_explicit(
         &t->open, atomic_load_explicit(&t->open, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+    atomic_store_explicit(
+        &t->entries,
+        atomic_load_explicit(&t->entries, memory_order_relaxed) + 1,
         memory_order_relaxed);
     return AP_OK;
 }

@@ -73,8 +73,9 @@ typedef struct ap_thread {
     /* what a stage edge touches first, in the order it touches it */
     struct ap_thread *next;      /* the session's live threads */
     uint32_t index;
-    _Atomic uint32_t open;       /* stages open on all its stacks: the
-                                  * memory sampler's cue */
+    _Atomic uint32_t open;       /* stages open on all its stacks */
+    _Atomic uint32_t entries;    /* stages entered: the memory sampler's
+                                  * cue that the thread is active */
     int64_t native_id;
     ap_stack *cur;         /* the current context's stack */
     uint64_t cur_key;      /* its key (AP_NO_KEY: none chosen yet) */
@@ -131,6 +132,8 @@ struct ap_session {
     uint32_t ended_recent_cap;
     uint32_t overflow_name;
     int64_t overflowed;           /* entries folded past max_stages */
+    uint64_t entries_seen;        /* the threads' entries at the memory
+                                   * sampler's last look */
     /* Made at start (its threads array grown as threads register) and
      * handed out by ap_session_report, so that building it needs no
      * memory but the span array's, which may shrink. */

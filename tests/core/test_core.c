@@ -1151,6 +1151,27 @@ test_sampler_rests_when_no_stage_is_open(void)
            (unsigned long long)idle_samples);
 }
 
+/* A stage held open while nothing else is entered (a server's serve
+ * loop) lets the sampler rest: a second of it logs about 100 samples (the
+ * first 100 ms at 1 kHz, then one in 250 ms), not 1,000. */
+static void
+test_sampler_rests_while_a_stage_is_held_quietly(void)
+{
+    ap_config c = default_config;
+    c.memory = 1;
+    c.memory_interval_ns = 1000000;
+    ap_session *s = start(&c);
+    int serve;
+    ap_enter(name("serve"), 0, &serve);
+    sleep_ms(1000);
+    ap_exit(&serve, 0);
+    ap_report *r = stop_and_report(s);
+    CHECK(r->nmemory < 300);
+    printf("sampler: %u samples in 1 s with one stage held open\n",
+           r->nmemory);
+    finish(s, r);
+}
+
 /* Threads ending, and so merging into their session, while the main
  * thread stops it, snapshots it, reports it and frees it: ThreadSanitizer
  * watches this one. */
@@ -1307,6 +1328,7 @@ main(void)
     test_report_keeps_what_fits();
     test_out_of_memory_while_recording_is_counted();
     test_sampler_rests_when_no_stage_is_open();
+    test_sampler_rests_while_a_stage_is_held_quietly();
     test_thread_exit_races_stop_report_free();
     test_snapshot_keeps_ended_threads_latest_calls();
     printf("%d passed, %d failed\n", passed, failed);
