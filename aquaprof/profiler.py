@@ -56,10 +56,11 @@ class Profiler:
         ["stages_overflowed"] and the printed report say how many.
     memory: sample the process RSS for per-stage peak and delta.
     memory_interval: seconds between RSS samples while stages are being
-        entered; after 100 ms with no stage entered (none open, or one
-        held open by a serve loop or `aquaprof run`), the sampler slows
-        to one sample in 250 ms until the next stage begins (which takes
-        a fresh sample), so a profiler left on costs next to nothing.
+        entered or memory moves; after 100 ms with neither (no stage
+        open, or one held open by a serve loop or `aquaprof run`), the
+        sampler slows to one sample in 250 ms until a stage begins (which
+        takes a fresh sample) or RSS moves, so a profiler left on costs
+        next to nothing.
     cpu_resolution: the thread CPU clock is a system call (0.1-0.6 us), so
         each thread reads it at most this often (seconds) and counts the
         time in between as on-CPU; 0 reads it at every stage edge.

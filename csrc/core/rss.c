@@ -140,8 +140,14 @@ sampler_main(void *arg)
             break;
         }
         pthread_mutex_unlock(&r->wait_lock);
+        int64_t was = atomic_load_explicit(&r->current, memory_order_relaxed);
         sample(r);
-        if (!r->busy || r->busy(r->busy_arg)) {
+        int64_t moved = atomic_load_explicit(&r->current,
+                                             memory_order_relaxed) - was;
+        /* the process allocating or freeing is activity too: a stage that
+         * allocates for long with no stage entered inside keeps its pace */
+        if (moved >= AP_RSS_MOVED || moved <= -AP_RSS_MOVED ||
+            !r->busy || r->busy(r->busy_arg)) {
             quiet_ns = 0;
             if (atomic_load_explicit(&r->idle, memory_order_relaxed)) {
                 atomic_store(&r->idle, 0);

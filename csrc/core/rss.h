@@ -2,10 +2,11 @@
  * keeps, for any past sample, the highest RSS seen since then, so a stage
  * exit learns its peak without a system call.
  *
- * The sampler polls at its interval only while stages are open: when its
- * busy() callback has said no for AP_RSS_QUIET_NS, it goes idle and reads
- * RSS every AP_RSS_IDLE_NS, so that a profiler left on costs next to
- * nothing between stages. The first stage entered after that wakes it and
+ * The sampler polls at its interval while the program is active: when
+ * its busy() callback (stages being entered) has said no, and RSS has
+ * moved less than AP_RSS_MOVED a sample, for AP_RSS_QUIET_NS, it goes
+ * idle and reads RSS every AP_RSS_IDLE_NS, so that a profiler left on
+ * costs next to nothing between stages or inside one held open quietly. The first stage entered after that wakes it and
  * takes a fresh sample itself (ap_rss_wake_if_idle), so that its entry
  * reading is as recent as ever. */
 #ifndef AP_RSS_H
@@ -16,7 +17,8 @@
 #include <stdint.h>
 #include "status.h"
 
-#define AP_RSS_QUIET_NS 100000000   /* 100 ms without open stages */
+#define AP_RSS_QUIET_NS 100000000   /* 100 ms without activity */
+#define AP_RSS_MOVED (64 << 10)     /* bytes of RSS a sample: activity */
 #define AP_RSS_IDLE_NS 250000000    /* then a sample every 250 ms */
 
 typedef struct {

@@ -1172,6 +1172,35 @@ test_sampler_rests_while_a_stage_is_held_quietly(void)
     finish(s, r);
 }
 
+/* A stage held open while the program allocates keeps the sampler at
+ * its pace, so that the stage's peak is seen as before. */
+static void
+test_sampler_keeps_pace_while_memory_moves(void)
+{
+    ap_config c = default_config;
+    c.memory = 1;
+    c.memory_interval_ns = 1000000;
+    ap_session *s = start(&c);
+    int grow;
+    enum { STEPS = 30, STEP = 2 << 20 };
+    char *blocks[STEPS];
+    ap_enter(name("grow"), 0, &grow);
+    for (int i = 0; i < STEPS; i++) {
+        blocks[i] = malloc(STEP);
+        if (blocks[i]) {
+            memset(blocks[i], 1, STEP);
+        }
+        sleep_ms(10);
+    }
+    ap_exit(&grow, 0);
+    for (int i = 0; i < STEPS; i++) {
+        free(blocks[i]);
+    }
+    ap_report *r = stop_and_report(s);
+    CHECK(r->nmemory > 200);          /* about 300 at 1 kHz; a VM less */
+    finish(s, r);
+}
+
 /* Threads ending, and so merging into their session, while the main
  * thread stops it, snapshots it, reports it and frees it: ThreadSanitizer
  * watches this one. */
@@ -1329,6 +1358,7 @@ main(void)
     test_out_of_memory_while_recording_is_counted();
     test_sampler_rests_when_no_stage_is_open();
     test_sampler_rests_while_a_stage_is_held_quietly();
+    test_sampler_keeps_pace_while_memory_moves();
     test_thread_exit_races_stop_report_free();
     test_snapshot_keeps_ended_threads_latest_calls();
     printf("%d passed, %d failed\n", passed, failed);
