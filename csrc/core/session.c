@@ -460,18 +460,30 @@ active_session(void)
     return atomic_load_explicit(&ap_current_session, memory_order_acquire);
 }
 
+/* The active session and the calling thread's record in it, made at its
+ * first entry: AP_IGNORED when no session is active, AP_ERR_NOMEM when
+ * the record could not be made (counted by register_thread). */
+static inline ap_status
+recording_thread(ap_session **s, ap_thread **t)
+{
+    *s = active_session();
+    if (!*s) {
+        return AP_IGNORED;
+    }
+    *t = current_thread(*s);
+    if (!*t && !(*t = register_thread(*s))) {
+        return AP_ERR_NOMEM;
+    }
+    return AP_OK;
+}
+
 ap_status
 ap_enter(uint32_t name, int64_t items, const void *owner)
 {
-    ap_session *s = active_session();
-    if (!s) {
-        return AP_IGNORED;
-    }
-    ap_thread *t = current_thread(s);
-    if (!t && !(t = register_thread(s))) {
-        return AP_ERR_NOMEM;
-    }
-    return enter_on(s, t, t->cur, name, items, owner);
+    ap_session *s;
+    ap_thread *t;
+    ap_status st = recording_thread(&s, &t);
+    return st == AP_OK ? enter_on(s, t, t->cur, name, items, owner) : st;
 }
 
 ap_status
@@ -522,13 +534,7 @@ close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
         uint64_t seq = atomic_load_explicit(&s->rss.seq, memory_order_acquire);
         int64_t rss = atomic_load_explicit(&s->rss.current,
                                            memory_order_relaxed);
-        int64_t peak = rss > f->rss0 ? rss : f->rss0;
-        if (seq != f->rss_seq0) {
-            int64_t seen = ap_rss_peak_since(&s->rss, f->rss_seq0);
-            peak = seen > peak ? seen : peak;
-        }
-        st->mem_peak = peak > st->mem_peak ? peak : st->mem_peak;
-        st->mem_delta += rss - f->rss0;
+        frame_memory(s, f, seq, rss, st);
     }
     if (f->span >= 0) {
         ap_span *sp = span_at(t, f->span);
@@ -696,13 +702,11 @@ ap_thread_index_now(void)
 ap_status
 ap_stack_open(ap_stack *under, int suspendable, ap_stack **out)
 {
-    ap_session *s = active_session();
-    if (!s) {
-        return AP_IGNORED;
-    }
-    ap_thread *t = current_thread(s);
-    if (!t && !(t = register_thread(s))) {
-        return AP_ERR_NOMEM;
+    ap_session *s;
+    ap_thread *t;
+    ap_status st = recording_thread(&s, &t);
+    if (st != AP_OK) {
+        return st;
     }
     uint32_t node = ROOT_NODE;
     int32_t span = -1;
@@ -715,7 +719,7 @@ ap_stack_open(ap_stack *under, int suspendable, ap_stack **out)
             span = under->base_span;
         }
     }
-    ap_status st = ap_stack_new(t, node, span, out);
+    st = ap_stack_new(t, node, span, out);
     if (st == AP_OK) {
         (*out)->suspendable = suspendable;
     }

@@ -195,6 +195,21 @@ ap_status ap_path_resolve_locked(ap_session *s, uint32_t parent,
 /* Frees every path's aggregates and the paths table. */
 void ap_paths_free(ap_session *s);
 
+/* Folds into st the host memory of frame f closing now, when RSS reads
+ * rss after seq samples: the peak it saw while open, and its change. */
+static inline void
+frame_memory(ap_session *s, const ap_frame *f, uint64_t seq, int64_t rss,
+             ap_stats *st)
+{
+    int64_t peak = rss > f->rss0 ? rss : f->rss0;
+    if (seq != f->rss_seq0) {
+        int64_t seen = ap_rss_peak_since(&s->rss, f->rss_seq0);
+        peak = seen > peak ? seen : peak;
+    }
+    st->mem_peak = peak > st->mem_peak ? peak : st->mem_peak;
+    st->mem_delta += rss - f->rss0;
+}
+
 static inline ap_span *
 span_at(ap_thread *t, int64_t i)
 {

@@ -84,13 +84,7 @@ close_open_calls(ap_session *s, const ap_thread *t, const uint32_t *map,
             }
             st->unclosed++;
             if (s->config.memory) {
-                int64_t peak = rss > f->rss0 ? rss : f->rss0;
-                if (seq != f->rss_seq0) {
-                    int64_t seen = ap_rss_peak_since(&s->rss, f->rss_seq0);
-                    peak = seen > peak ? seen : peak;
-                }
-                st->mem_peak = peak > st->mem_peak ? peak : st->mem_peak;
-                st->mem_delta += rss - f->rss0;
+                frame_memory(s, f, seq, rss, st);
             }
             r->unclosed++;
             above = wall;
