@@ -62,7 +62,8 @@ HOST_OPTIONAL: Fields = {
 OVERHEAD_FIELDS: Fields = {"span_ns": float, "inside_ns": float}
 OVERHEAD_OPTIONAL: Fields = {"read_ns": float, "resolution_ns": float}
 PROCESS_FIELDS: Fields = {"pid": int, "label": str}
-PROCESS_OPTIONAL: Fields = {"host": dict, "memory_samples": list}
+PROCESS_OPTIONAL: Fields = {"host": dict, "memory_samples": list,
+                             "stages": list}
 GPU_FIELDS: Fields = {"events": dict, "kernel_names": list,
                       "devices": list, "dropped": int, "unattributed": int}
 DEVICE_FIELDS: Fields = {
@@ -322,12 +323,30 @@ def validate(data: Dict[str, Any]) -> None:
     for i, p in enumerate(processes):
         check_fields(p, PROCESS_FIELDS, f"processes[{i}]", PROCESS_OPTIONAL)
         _check_samples(p.get("memory_samples", []), f"processes[{i}]")
+        _check_process_stages(p.get("stages", []), len(stages),
+                              f"processes[{i}]")
     if any(not 0 <= t.get("process", 0) < max(len(processes), 1)
            for t in threads):
         raise ReportError("a thread names a process the report lacks")
     spans = _check_spans(data["spans"], len(stages), len(threads))
     if "gpu" in data:
         _check_gpu(data["gpu"], len(stages), len(spans))
+
+
+def _check_process_stages(rows: Any, nstages: int, where: str) -> None:
+    """A process's own figures: [stage, count, total_ns, self_ns, cpu_ns]
+    rows, each naming a stage of the report, at most one per stage."""
+    seen = set()
+    for row in rows:
+        if (not isinstance(row, list) or len(row) != 5
+                or not all(_is(x, int) and 0 <= x <= INT64_MAX
+                           for x in row)):
+            raise ReportError(f"{where}['stages'] rows must be 5 "
+                              f"non-negative integers")
+        if row[0] >= nstages or row[0] in seen:
+            raise ReportError(f"{where}['stages'] names stage {row[0]} "
+                              f"twice or that the report lacks")
+        seen.add(row[0])
 
 
 def _without(fields: Fields, key: str) -> Fields:

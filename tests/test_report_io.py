@@ -129,3 +129,28 @@ def test_report_checks_data_it_is_built_from():
     with pytest.raises(ap.ReportError, match="lacks 'start_ns'"):
         ap.Report({"stages": [], "threads": [], "spans": None})
     assert schema.VERSION == 1
+
+
+def test_a_merged_report_keeps_each_process_figures(tmp_path):
+    """Per-process counts and times survive the merge and a round trip
+    through a file, and a row naming a stage the report lacks is
+    refused."""
+    from aquaprof.report import ReportError
+    reps = []
+    for calls in (2, 5):
+        with ap.Profiler(memory=False, compensate=False) as prof:
+            for _ in range(calls):
+                with ap.stage("step"):
+                    pass
+        reps.append(prof.report())
+    merged = ap.Report.load(ap.merge(reps).save(tmp_path / "m.json"))
+    step = merged.stage_names.index("step")
+    rows = [{r[0]: r[1:] for r in p["stages"]} for p in merged.processes]
+    assert [r[step][0] for r in rows] == [2, 5]
+    assert [r[step][1] for r in rows] == [
+        r.to_dict()["stages"][r.stage_names.index("step")]["total_ns"]
+        for r in reps]
+    data = merged.to_dict()
+    data["processes"][1]["stages"][0][0] = 99
+    with pytest.raises(ReportError, match="lacks"):
+        ap.Report.from_dict(data)

@@ -1,7 +1,9 @@
 """Reports of several processes (torch.distributed ranks, data-loader
 workers, a fleet of jobs) as one: stages merged by path with exact
 aggregates, raw spans and threads kept per process, so that the trace has
-a process track per report.
+a process track per report, and each process's own count, total, self and
+CPU time per stage kept in its entry (``processes[i]["stages"]``), so
+that per-process figures survive dropped spans.
 
 Timelines: processes on one host share CLOCK_MONOTONIC and keep their
 times. Reports from different hosts are aligned on the wall-clock time at
@@ -119,6 +121,9 @@ class _Merger:
         self.processes.append({
             "pid": data["pid"], "label": label,
             "host": data.get("host", {}),
+            "stages": [[remap[i], s["count"], s["total_ns"], s["self_ns"],
+                        s["cpu_ns"]]
+                       for i, s in enumerate(data["stages"]) if s["count"]],
             "memory_samples": [[t + offset, rss] for t, rss in
                                report.processes[0].get("memory_samples",
                                                        [])]})
