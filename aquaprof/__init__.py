@@ -11,10 +11,14 @@
         estimate(x)
     print(prof.report())
 """
+from . import children as _children
 from ._core import Stage, StagedFunction, active, stage
 from ._version import __version__
 from .profiler import Profiler
 from .report import Report, ReportError, StageStats, Timing
+
+# a process started by a profiling parent records from its start
+_children.register_hook()
 
 
 def diff_flamegraph(base: Report, new: Report, path, title: str =

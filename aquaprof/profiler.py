@@ -79,14 +79,34 @@ class Profiler:
     window: keep each stage's last `window` calls on each thread (48
         bytes a call, allocated with the stage) for live figures while the
         profiler runs: snapshot() and monitor(). 0 keeps none.
+    children: processes started through multiprocessing while it runs
+        (Process, Pool, ProcessPoolExecutor, torch DataLoader workers; any
+        start method) record their own stages, with this profiler's
+        settings but no GPU tracing, and deliver them when they exit: the
+        report holds each as a process of its own, and counts in
+        meta["children"] those that never reported (killed, or still
+        running at stop()). docs/processes.md says how and what it costs.
+    max_children: most child reports merged into the report; the others
+        are counted as lost with the reason.
     """
 
     def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,
                  memory_interval: float = 0.001,
                  cpu_resolution: float = 20e-6, compensate: bool = True,
                  cuda: Any = "auto", cuda_sync: bool = False,
-                 window: int = 0, max_stages: int = 100_000):
+                 window: int = 0, max_stages: int = 100_000,
+                 children: bool = True, max_children: int = 1000):
         from .cupti import profiler_args
+        if not isinstance(children, bool):
+            raise TypeError(f"children must be True or False, got "
+                            f"{children!r}")
+        if isinstance(max_children, bool) or not isinstance(max_children,
+                                                            int):
+            raise TypeError(f"max_children must be an int, got "
+                            f"{max_children!r}")
+        if max_children < 0:
+            raise ValueError(f"max_children must be >= 0, got "
+                             f"{max_children}")
         self._core = _core.Profiler(max_spans=max_spans, memory=memory,
                                     memory_interval=memory_interval,
                                     cpu_resolution=cpu_resolution,
@@ -99,6 +119,29 @@ class Profiler:
         self._overhead: Optional[dict] = None
         self._report: Optional[Report] = None
         self._started_at: Optional[float] = None
+        # what children capture needs: the settings a child records with,
+        # then its folder, then what the children delivered
+        self._child_settings: Optional[dict] = None
+        if children:
+            self._child_settings = dict(
+                max_spans=max_spans, memory=memory,
+                memory_interval=memory_interval,
+                cpu_resolution=cpu_resolution, max_stages=max_stages)
+        self._max_children = max_children
+        self._children_dir: Optional[str] = None
+        self._children: Optional[tuple] = None
+
+    @classmethod
+    def _for_child(cls, settings: dict, overhead: Optional[dict]
+                   ) -> "Profiler":
+        """A child process's own Profiler: the parent's settings and
+        calibration (same machine: no 20 ms calibration at every worker
+        start), no GPU tracing (a forked child cannot use CUDA, and
+        workers must not initialise it), no capture of its own children
+        (they report to the parent's folder directly)."""
+        prof = cls(**settings, compensate=False, cuda=False, children=False)
+        prof._overhead = overhead
+        return prof
 
     def start(self) -> "Profiler":
         """Starts recording (nested in the running Profiler, if any).
@@ -113,11 +156,13 @@ class Profiler:
                 if self._compensate and not _core.active():
                     self._overhead = _calibration(*self._settings)
                 self._core.start()
+                self._capture_children()
         except BaseException:
             # inline C calls, no Python call: a second interrupt cannot
             # land in between
             if self._core.running:
                 self._core.stop()
+                self._collect_children()
             else:
                 self._started_at = None   # never started: may retry
             raise
@@ -131,6 +176,40 @@ class Profiler:
                 callback()
         finally:
             self._core.stop()
+            self._collect_children()
+
+    def _capture_children(self) -> None:
+        """Names a fresh folder to the child processes created from now
+        on (aquaprof.children)."""
+        if self._child_settings is None:
+            return
+        import tempfile
+        import weakref
+        from . import children
+        folder = self._children_dir = tempfile.mkdtemp(
+            prefix="aquaprof-children-")
+        owner = weakref.ref(self)
+
+        def live() -> bool:
+            prof = owner()
+            return prof is not None and prof._children_dir == folder
+
+        children.publish({"dir": folder, "settings": self._child_settings,
+                          "overhead": self._overhead}, live)
+
+    def _collect_children(self) -> None:
+        """Reads what the children delivered, once, and removes the
+        folder; children that report later find it gone."""
+        folder, self._children_dir = self._children_dir, None
+        if folder is None:
+            return
+        import shutil
+        from . import children
+        try:
+            children.withdraw()
+            self._children = children.collect(folder, self._max_children)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def on_stop(self, callback: Callable[[], Any]) -> None:
         """Calls callback() at stop(), before the recording ends: how a
@@ -172,7 +251,26 @@ class Profiler:
             if self._overhead:
                 data["overhead"] = self._overhead
             self._report = Report(data, _checked=True)
+            if self._children and self._children[1]["started"]:
+                self._report = self._with_children(self._report)
         return self._report
+
+    def _with_children(self, own: Report) -> Report:
+        """One report: this process's, then each child's as a process of
+        its own, stages merged by path; the run's settings, calibration
+        and GPU status are this process's."""
+        from .analysis.merging import merged_data
+        assert self._children is not None
+        reports, account = self._children
+        data = merged_data([own, *reports],
+                           [r.processes[0]["label"] for r in
+                            (own, *reports)])
+        data.update(gpu_status=own.gpu_status, children=account,
+                    host=own.meta["host"])
+        for key in ("overhead", "nested"):
+            if key in own.meta:
+                data[key] = own.meta[key]
+        return Report(data, _checked=True)
 
     def _own(self, figures: dict) -> dict:
         """The core's figures as this Profiler's: for a nested one, the
@@ -212,6 +310,17 @@ class Profiler:
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"
         return f"<aquaprof.Profiler {state}>"
+
+
+def _reset_starting() -> None:
+    # a lock another thread held at a fork stays held in the child: a
+    # child starting its own Profiler would wait on it for ever
+    global _STARTING
+    _STARTING = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_starting)
 
 
 def _calibration(cpu_resolution: float, memory: bool) -> Optional[dict]:

@@ -244,7 +244,8 @@ class Report:
         host = self._data.get("host", {})
         argv = host.get("argv") or ["python"]
         where = f", {host['hostname']}" if "hostname" in host else ""
-        label = f"{Path(str(argv[0])).name} (pid {self._data['pid']}{where})"
+        label = self._data.get("label") or \
+            f"{Path(str(argv[0])).name} (pid {self._data['pid']}{where})"
         return [{"pid": self._data["pid"], "label": label,
                  "memory_samples": self.memory_samples}]
 

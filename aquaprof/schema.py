@@ -42,6 +42,7 @@ RUN_OPTIONAL: Fields = {
     "host": dict, "memory_samples": list, "overhead": dict,
     "processes": list, "gpu_status": str, "gpu": dict, "nested": bool,
     "max_stages": int, "stages_overflowed": int, "spans_shed": int,
+    "label": str, "children": dict,
 }
 STAGE_FIELDS: Fields = {
     "name": str, "parent": int, "depth": int, "count": int, "raised": int,
@@ -62,6 +63,8 @@ HOST_OPTIONAL: Fields = {
 OVERHEAD_FIELDS: Fields = {"span_ns": float, "inside_ns": float}
 OVERHEAD_OPTIONAL: Fields = {"read_ns": float, "resolution_ns": float}
 PROCESS_FIELDS: Fields = {"pid": int, "label": str}
+CHILDREN_FIELDS: Fields = {"started": int, "reported": int, "lost": list}
+LOST_CHILD_FIELDS: Fields = {"pid": int, "label": str, "reason": str}
 PROCESS_OPTIONAL: Fields = {"host": dict, "memory_samples": list,
                              "stages": list}
 GPU_FIELDS: Fields = {"events": dict, "kernel_names": list,
@@ -319,6 +322,7 @@ def validate(data: Dict[str, Any]) -> None:
     _check_overhead(data.get("overhead"))
     check_fields(data.get("host", {}), {}, "report['host']", HOST_OPTIONAL)
     _check_samples(data.get("memory_samples", []), "report")
+    _check_children(data.get("children"))
     processes = data.get("processes", [])
     for i, p in enumerate(processes):
         check_fields(p, PROCESS_FIELDS, f"processes[{i}]", PROCESS_OPTIONAL)
@@ -331,6 +335,19 @@ def validate(data: Dict[str, Any]) -> None:
     spans = _check_spans(data["spans"], len(stages), len(threads))
     if "gpu" in data:
         _check_gpu(data["gpu"], len(stages), len(spans))
+
+
+def _check_children(children: Any) -> None:
+    if children is None:
+        return
+    check_fields(children, CHILDREN_FIELDS, "report['children']")
+    for i, lost in enumerate(children["lost"]):
+        check_fields(lost, LOST_CHILD_FIELDS,
+                     f"report['children']['lost'][{i}]")
+    if not children["reported"] + len(children["lost"]) \
+            >= children["started"]:
+        raise ReportError("report['children'] accounts for fewer children "
+                          "than started")
 
 
 def _check_process_stages(rows: Any, nstages: int, where: str) -> None:

@@ -43,6 +43,12 @@ def merge_reports(reports: Sequence[Report],
                   labels: Optional[Sequence[str]] = None) -> Report:
     """One Report holding every process of `reports`; `labels` name the
     process tracks (default "rank 0", "rank 1", ...)."""
+    return Report(merged_data(reports, labels))
+
+
+def merged_data(reports: Sequence[Report],
+                labels: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """merge_reports' data, before it becomes a Report."""
     reports = list(reports)
     if not reports or not all(isinstance(r, Report) for r in reports):
         raise ValueError("merge needs one or more aquaprof Reports")
@@ -72,7 +78,7 @@ def merge_reports(reports: Sequence[Report],
             "devices": merger.devices,
             "dropped": sum(g["dropped"] for g in gpus),
             "unattributed": sum(g["unattributed"] for g in gpus)}
-    return Report(merged)
+    return merged
 
 
 def _run_fields(datas: Sequence[Dict[str, Any]],

@@ -2,7 +2,7 @@
 bottlenecks. No optional dependency."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time, \
     printable
@@ -48,6 +48,25 @@ def header_lines(rep: "Report") -> List[str]:
     return lines
 
 
+def _children_lines(children: Optional[Dict[str, Any]]) -> List[str]:
+    """The child processes' account: those whose stages are missing, and
+    why, so that no total is read as complete when it is not."""
+    if not children:
+        return []
+    lost = children["lost"]
+    line = (f"  child processes: {children['started']:,} started, "
+            f"{children['reported']:,} reported")
+    if not lost:
+        return [line]
+    out = [f"! {line.strip()}, {len(lost):,} lost: their stages are "
+           f"missing from every figure"]
+    for child in lost[:5]:
+        out.append(f"!   {printable(child['label'])}: {child['reason']}")
+    if len(lost) > 5:
+        out.append(f"!   and {len(lost) - 5:,} more")
+    return out
+
+
 def warning_lines(rep: "Report") -> List[str]:
     meta = rep.meta
     out = []
@@ -69,6 +88,7 @@ def warning_lines(rep: "Report") -> List[str]:
         out.append(f"  calls suspended at an await have no CPU time of "
                    f"their own (their thread ran other tasks meanwhile); "
                    f"cpu counts the others: {listed}{more}")
+    out += _children_lines(meta.get("children"))
     if meta["lost"]:
         out.append(f"! {meta['lost']:,} stage calls were not recorded in "
                    f"full: out of memory")

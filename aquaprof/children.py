@@ -1,0 +1,365 @@
+"""Child processes' stages, delivered to the Profiler that started them.
+
+A Profiler running with ``children=True`` makes a folder and names it in
+its process's multiprocessing config (``current_process()._config``),
+which every ``multiprocessing.Process`` created from then on copies and
+carries into its child, whatever the start method: the fork copies it,
+spawn and forkserver pickle it with the process object. That covers
+``multiprocessing`` Processes and Pools, ``ProcessPoolExecutor`` and torch
+DataLoader workers, which are all built on it.
+
+In the child, multiprocessing's after-fork hooks (run by every start
+method just before the target) start a Profiler of the child's own, with
+the parent's settings and calibration. multiprocessing's exit finalizers
+(run before its ``os._exit``) and a SIGTERM handler (``Pool.terminate``)
+stop it and write its report into the folder: a rename, so the parent
+reads whole files only. A marker written at the start lets the parent
+count the children that never report (killed, crashed, still running).
+
+Nothing here raises into the child's program: a child that cannot record
+or deliver runs on unprofiled and is counted lost by the parent.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .report import Report, ReportError
+
+# the multiprocessing config key: a tuple of capturing Profilers' entries,
+# outermost first, each {"dir": str, "settings": dict, "overhead": dict}
+CONFIG_KEY = "aquaprof_children"
+# how long a parent's stop() waits for a child caught writing its report
+EXIT_WAIT_S = 2.0
+
+_child: Optional[Dict[str, Any]] = None    # this process's capture, if any
+_hooked = False
+_delivering = False
+# this process's capturing Profilers: folder -> (entry, still capturing?)
+_published: Dict[str, Tuple[Dict[str, Any], Callable[[], bool]]] = {}
+_pending_signal = 0     # a SIGTERM that came while delivering
+
+
+# ------------------------------------------------------------ parent side
+
+def publish(entry: Dict[str, Any], live: Callable[[], bool]) -> None:
+    """Names a capturing Profiler's folder to the processes created from
+    now on, for as long as live() says."""
+    import multiprocessing.util  # noqa: F401 - the hook needs it loaded
+    register_hook()
+    _published[entry["dir"]] = (entry, live)
+    _refresh()
+
+
+def withdraw() -> None:
+    """Processes created from now on no longer report to the folders of
+    Profilers that stopped."""
+    if "multiprocessing" in sys.modules:
+        _refresh()
+
+
+def _refresh() -> None:
+    """The config's value: the entries this process inherited, then those
+    of its Profilers still capturing. Recomputed whole and replaced, never
+    changed in place (each Process copies the config shallowly), and
+    forgotten only once replaced: a Ctrl-C anywhere in here leaves
+    nothing stale for good."""
+    config = _config()
+    ended = [folder for folder, (_, live) in _published.items()
+             if not live()]
+    kept = [e for e in config.get(CONFIG_KEY, ())
+            if e["dir"] not in _published]
+    kept += [entry for folder, (entry, _) in _published.items()
+             if folder not in ended]
+    if kept:
+        config[CONFIG_KEY] = _Entries(kept)
+    else:
+        config.pop(CONFIG_KEY, None)
+    for folder in ended:
+        _published.pop(folder, None)
+
+
+def _config() -> Dict[str, Any]:
+    """What each Process copies from the process creating it (the
+    authkey lives there too); private to multiprocessing but the same
+    since Python 3.4."""
+    import multiprocessing
+    config: Dict[str, Any] = getattr(multiprocessing.current_process(),
+                                     "_config")
+    return config
+
+
+def collect(folder: str, max_children: int
+            ) -> Tuple[List[Report], Dict[str, Any]]:
+    """The reports delivered to `folder`, oldest start first (at most
+    max_children), and the account of the children: how many started,
+    reported, and which were lost or left out and why."""
+    path = Path(folder)
+    deadline = time.monotonic() + EXIT_WAIT_S
+    started = _markers(path)
+    while time.monotonic() < deadline and any(
+            _state(path, token) == "exiting" and _alive(marker["pid"])
+            for token, marker in started.items()):
+        time.sleep(0.01)
+    reports: List[Report] = []
+    lost: List[Dict[str, Any]] = []
+    for token, marker in started.items():
+        state = _state(path, token)
+        if state == "reported":
+            try:
+                reports.append(Report.load(path / f"{token}.json"))
+                continue
+            except ReportError as e:
+                reason = f"its report could not be read: {e}"
+        elif state == "exiting" and _alive(marker["pid"]):
+            reason = f"still writing its report {EXIT_WAIT_S:g} s after " \
+                     f"the profiler stopped"
+        elif state == "exiting":
+            reason = "ended while writing its report"
+        elif _alive(marker["pid"]):
+            reason = "still running when the profiler stopped"
+        else:
+            reason = "ended without reporting (killed, or exited " \
+                     "outside multiprocessing)"
+        lost.append({"pid": marker["pid"], "label": marker["label"],
+                     "reason": reason})
+    reports.sort(key=lambda r: r.meta["start_ns"])
+    over = reports[max_children:]
+    lost += [{"pid": r.meta["pid"], "label": r.processes[0]["label"],
+              "reason": f"over max_children ({max_children})"} for r in over]
+    account = {"started": len(started), "reported": len(reports) - len(over),
+               "lost": lost}
+    return reports[:max_children], account
+
+
+def _markers(path: Path) -> Dict[str, Dict[str, Any]]:
+    found = {}
+    for item in path.glob("*.started"):
+        try:
+            marker = json.loads(item.read_text())
+            found[item.stem] = {"pid": int(marker["pid"]),
+                                "label": str(marker["label"])}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue      # written by no child of ours: not counted
+    return found
+
+
+def _state(path: Path, token: str) -> str:
+    if (path / f"{token}.json").exists():
+        return "reported"
+    if (path / f"{token}.exiting").exists():
+        return "exiting"
+    return "silent"
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, ended but not yet waited for, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+# ------------------------------------------------------------- child side
+
+def register_hook() -> None:
+    """Has multiprocessing start a child's capture before its target runs
+    (and starts it now, when this process is such a child already
+    running: aquaprof imported from inside the target)."""
+    global _hooked
+    if "multiprocessing" not in sys.modules or _hooked:
+        return     # the parent's publish() registers it
+    import multiprocessing.util as util
+    _hooked = True
+    util.register_after_fork(_HOOK_OWNER, _after_fork)
+    process = sys.modules["multiprocessing.process"]
+    if process.parent_process() is not None:
+        _start_capture()
+
+
+class _Entries(tuple):
+    """The config's value. Unpickled in a child that spawn or forkserver
+    starts, it starts the child's capture: a spawned child runs no
+    after-fork hooks, and the entries come with the process object, before
+    the target runs."""
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_arrive, (tuple(self),))
+
+
+def _arrive(entries: Tuple[Dict[str, Any], ...]) -> "_Entries":
+    found = _Entries(entries)
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None and \
+            getattr(process.current_process(), "_inheriting", False):
+        register_hook()
+        _start_capture(found)
+    return found
+
+
+class _HookOwner:
+    """register_after_fork keeps its callbacks by a weak reference to an
+    owner: this one lives as long as the module."""
+
+
+_HOOK_OWNER = _HookOwner()
+
+
+def _after_fork(_owner: Any) -> None:
+    global _child
+    if _child is not None and _child["pid"] == os.getpid():
+        # started as the process object arrived (forkserver, and spawn
+        # before Python 3.11): the exit finalizers were cleared since
+        _finalize_at_exit()
+        return
+    _child = None     # a fork of a capturing child is a child of its own
+    _start_capture()
+
+
+def _start_capture(entries: Optional[Tuple[Dict[str, Any], ...]] = None
+                   ) -> None:
+    global _child
+    if entries is None:
+        entries = _config().get(CONFIG_KEY)
+    if not entries or _child is not None:
+        return
+    try:
+        from .profiler import Profiler
+        prof = Profiler._for_child(entries[0]["settings"],
+                                   entries[0].get("overhead"))
+        prof.start()
+    except Exception:    # noqa: BLE001 - never break the child
+        return
+    token = f"{os.getpid()}-{os.urandom(4).hex()}"
+    _child = {"profiler": prof, "token": token, "entries": entries,
+              "pid": os.getpid()}
+    _finalize_at_exit()
+    _catch_sigterm()
+    # last: a child counted as started can deliver from here on
+    marker = json.dumps({"pid": os.getpid(), "label": _label()})
+    try:
+        for entry in entries:
+            _write(Path(entry["dir"]) / f"{token}.started", marker)
+    except OSError:
+        _child = None     # the parent is gone: run on unprofiled
+        prof.stop()
+
+
+def _finalize_at_exit() -> None:
+    """multiprocessing runs its finalizers as the child's target returns
+    or raises, before its os._exit: after everything the child did, and
+    after it joined its own children."""
+    import multiprocessing.util
+    multiprocessing.util.Finalize(None, deliver, exitpriority=-100)
+
+
+def _label() -> str:
+    """`worker N` for a torch DataLoader worker, else the process's name
+    (ForkPoolWorker-1, SpawnProcess-2, ...); then the pid."""
+    import multiprocessing
+    process = multiprocessing.current_process()
+    worker = _dataloader_worker_id(process)
+    name = process.name if worker is None else f"worker {worker}"
+    if getattr(process, "_inheriting", False):
+        name = "child"    # its process object has not arrived yet
+    return f"{name} (pid {os.getpid()})"
+
+
+def _dataloader_worker_id(process: Any) -> Optional[int]:
+    """The worker id torch's DataLoader gave this process: an argument
+    of its target, known before the worker loop starts."""
+    target = getattr(process, "_target", None)
+    if callable(target) and \
+            getattr(target, "__module__", "").startswith("torch.utils.data") \
+            and getattr(target, "__name__", "") == "_worker_loop":
+        import inspect
+        try:
+            bound = inspect.signature(target).bind(
+                *process._args, **process._kwargs)
+            return int(bound.arguments["worker_id"])
+        except (TypeError, ValueError, KeyError):
+            return None
+    return None
+
+
+def deliver() -> None:
+    """Stops this child's capture and writes its report for each parent
+    Profiler; once, and only in the process that started it."""
+    global _child, _delivering
+    child = _child
+    if child is None or _delivering or child["pid"] != os.getpid():
+        return
+    _delivering = True
+    try:
+        _deliver(child)
+    finally:
+        _child = None
+        if _pending_signal:
+            _die_by(_pending_signal)
+
+
+def _deliver(child: Dict[str, Any]) -> None:
+    token, entries = child["token"], child["entries"]
+    try:
+        for entry in entries:
+            _write(Path(entry["dir"]) / f"{token}.exiting", "")
+        prof = child["profiler"]
+        prof.stop()
+        data = prof.report().to_dict()
+        data["label"] = _label()
+        text = json.dumps(data, separators=(",", ":"))
+        for entry in entries:
+            _write(Path(entry["dir"]) / f"{token}.json", text)
+    except Exception:    # noqa: BLE001 - the parent counts it lost
+        return
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: a temporary name, then a rename. No fsync:
+    the files live as long as the parent's run."""
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    part.write_text(text)
+    os.replace(part, path)
+
+
+def _catch_sigterm() -> None:
+    """Pool.terminate() and DataLoader shutdowns end workers with SIGTERM:
+    deliver, then die by it as the program expected. Only where nobody
+    handles SIGTERM already, and only from the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):
+        return
+
+
+def _on_sigterm(signum: int, _frame: Any) -> None:
+    global _pending_signal
+    if _delivering:
+        # the exit's own delivery, interrupted (a Pool worker ending on
+        # its sentinel as terminate() signals it): die once it is done
+        _pending_signal = signum
+        return
+    deliver()
+    _die_by(signum)
+
+
+def _die_by(signum: int) -> None:
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)

@@ -1,0 +1,55 @@
+"""Targets for the child-process tests: importable by name, so that
+spawn and forkserver children, which pickle their target, can run them."""
+import os
+import signal
+import time
+
+import aquaprof as ap
+
+
+@ap.stage("work")
+def work(x):
+    return x * 2
+
+
+def calls(n):
+    for i in range(n):
+        work(i)
+
+
+def calls_then_wait(n, seconds):
+    calls(n)
+    time.sleep(seconds)
+
+
+def calls_then_exit_at_once(n):
+    """Ends the way multiprocessing never does: no exit finalizers."""
+    calls(n)
+    os._exit(0)
+
+
+def calls_with_own_sigterm_handler(n, ready):
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(7))
+    calls(n)
+    ready.set()
+    time.sleep(60)
+
+
+def calls_and_a_grandchild(n):
+    import multiprocessing
+    calls(n)
+    grandchild = multiprocessing.get_context("fork").Process(
+        target=calls, args=(n,))
+    grandchild.start()
+    grandchild.join()
+
+
+class Squares:
+    """A map-style dataset whose items are a stage."""
+
+    def __len__(self):
+        return 32
+
+    @ap.stage("getitem")
+    def __getitem__(self, i):
+        return float(i * i)

@@ -1,0 +1,259 @@
+"""Child processes started while a Profiler runs (multiprocessing with
+each start method, Pool, ProcessPoolExecutor, torch DataLoader workers)
+record their own stages and deliver them to the parent's report; those
+that never report are counted, never waited on without end."""
+import concurrent.futures
+import copy
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+
+import aquaprof as ap
+import child_work
+from child_work import calls
+
+METHODS = [m for m in ("fork", "spawn", "forkserver")
+           if m in multiprocessing.get_all_start_methods()]
+
+
+def profiled(fn, **options):
+    options.setdefault("memory", False)
+    with ap.Profiler(**options) as prof:
+        fn()
+    return prof.report()
+
+
+def run_processes(method, target, args, n=2):
+    ctx = multiprocessing.get_context(method)
+    procs = [ctx.Process(target=target, args=args) for _ in range(n)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    return procs
+
+
+def own_stages(rep, i):
+    """Process i's own {path: count}."""
+    return {rep.stage_names[row[0]]: row[1]
+            for row in rep.processes[i]["stages"]}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_start_method_delivers_every_call(method):
+    rep = profiled(lambda: run_processes(method, calls, (5,)))
+    assert rep["work"].count == 10
+    assert rep.meta["children"] == {"started": 2, "reported": 2, "lost": []}
+    labels = [p["label"] for p in rep.processes]
+    assert len(labels) == 3
+    assert all(f"(pid {p['pid']})" in p["label"]
+               for p in rep.processes[1:])
+    assert [own_stages(rep, i) for i in (1, 2)] == [{"work": 5}] * 2
+    # one trace track per process: each child's thread is its own
+    assert sorted(t.get("process", 0) for t in rep.threads) == [1, 2]
+
+
+def test_a_child_never_reports_the_parents_stages():
+    def parent():
+        with ap.stage("outer"):
+            run_processes("fork", calls, (3,), n=1)
+
+    rep = profiled(parent)
+    assert own_stages(rep, 0) == {"outer": 1}
+    # the child's calls sit at the root, not under the parent's open stage
+    assert own_stages(rep, 1) == {"work": 3}
+    assert "outer/work" not in rep
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_pool_ended_by_terminate_still_delivers(method):
+    def parent():
+        # `with Pool` ends in terminate(): workers die by SIGTERM
+        with multiprocessing.get_context(method).Pool(2) as pool:
+            pool.map(child_work.work, range(20))
+
+    rep = profiled(parent)
+    assert rep["work"].count == 20
+    children = rep.meta["children"]
+    assert children["lost"] == []
+    assert children["reported"] == children["started"] >= 1
+
+
+def test_a_process_pool_executor_delivers():
+    def parent():
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as ex:
+            list(ex.map(child_work.work, range(12)))
+
+    rep = profiled(parent)
+    assert rep["work"].count == 12
+    assert rep.meta["children"]["lost"] == []
+
+
+def test_terminate_delivers_then_the_child_dies_by_sigterm():
+    ctx = multiprocessing.get_context("fork")
+
+    def parent():
+        p = ctx.Process(target=child_work.calls_then_wait, args=(4, 60))
+        p.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not ap.active():
+            time.sleep(0.01)
+        time.sleep(0.3)
+        p.terminate()
+        p.join(20)
+        assert p.exitcode == -signal.SIGTERM
+
+    rep = profiled(parent)
+    assert rep["work"].count == 4
+    assert rep.meta["children"]["reported"] == 1
+
+
+def test_a_users_own_sigterm_handler_is_left_alone():
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+
+    def parent():
+        p = ctx.Process(target=child_work.calls_with_own_sigterm_handler,
+                        args=(2, ready))
+        p.start()
+        assert ready.wait(20)
+        p.terminate()
+        p.join(20)
+        assert p.exitcode == 7     # the child's handler ran, not ours
+
+    rep = profiled(parent)
+    lost = rep.meta["children"]["lost"]
+    assert len(lost) == 1 and "without reporting" in lost[0]["reason"]
+
+
+def test_a_killed_child_is_counted_lost_and_the_rest_kept():
+    ctx = multiprocessing.get_context("fork")
+
+    def parent():
+        calls(2)
+        p = ctx.Process(target=child_work.calls_then_wait, args=(3, 60))
+        p.start()
+        time.sleep(0.5)
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(20)
+
+    start = time.monotonic()
+    rep = profiled(parent)
+    assert time.monotonic() - start < 10
+    assert rep["work"].count == 2        # the parent's own, nothing more
+    children = rep.meta["children"]
+    assert children["started"] == 1 and children["reported"] == 0
+    assert children["lost"][0]["reason"].startswith(
+        "ended without reporting")
+    assert "lost" in str(rep) and "killed" in str(rep)
+
+
+def test_a_child_still_running_at_stop_is_counted_without_waiting():
+    ctx = multiprocessing.get_context("fork")
+    with ap.Profiler(memory=False) as prof:
+        p = ctx.Process(target=child_work.calls_then_wait, args=(1, 60))
+        p.start()
+        time.sleep(0.5)
+    start = time.monotonic()
+    rep = prof.report()
+    p.kill()
+    p.join()
+    assert time.monotonic() - start < 1
+    assert rep.meta["children"]["lost"][0]["reason"] == \
+        "still running when the profiler stopped"
+
+
+def test_a_child_ending_by_its_own_os_exit_is_counted_lost():
+    rep = profiled(lambda: run_processes(
+        "fork", child_work.calls_then_exit_at_once, (2,), n=1))
+    assert rep.meta["children"]["reported"] == 0
+    assert len(rep.meta["children"]["lost"]) == 1
+
+
+def test_grandchildren_report_to_the_profiling_process():
+    rep = profiled(lambda: run_processes(
+        "fork", child_work.calls_and_a_grandchild, (3,), n=1))
+    assert rep["work"].count == 6
+    assert rep.meta["children"] == {"started": 2, "reported": 2, "lost": []}
+
+
+def test_a_nested_profiler_gets_the_children_it_saw_start():
+    with ap.Profiler(memory=False) as outer:
+        with ap.Profiler(memory=False) as inner:
+            run_processes("fork", calls, (2,), n=1)
+        run_processes("fork", calls, (3,), n=1)
+    assert inner.report()["work"].count == 2
+    assert outer.report()["work"].count == 5
+
+
+def test_children_false_records_no_child():
+    rep = profiled(lambda: run_processes("fork", calls, (3,), n=1),
+                   children=False)
+    assert "work" not in rep and "children" not in rep.meta
+    assert len(rep.processes) == 1
+
+
+def test_max_children_counts_the_rest_as_lost():
+    rep = profiled(lambda: run_processes("fork", calls, (1,), n=3),
+                   max_children=1)
+    assert rep["work"].count == 1
+    children = rep.meta["children"]
+    assert children["reported"] == 1
+    assert [c["reason"] for c in children["lost"]] == \
+        ["over max_children (1)"] * 2
+
+
+def test_processes_started_after_stop_record_nothing(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    with ap.Profiler(memory=False) as prof:
+        made = ctx.Process(target=calls, args=(2,))
+    made.start()            # created while running, started after stop
+    made.join(20)
+    assert made.exitcode == 0
+    assert "children" not in prof.report().meta
+
+
+def test_a_report_with_children_survives_a_file(tmp_path):
+    rep = profiled(lambda: run_processes("fork", calls, (2,), n=1))
+    back = ap.Report.load(rep.save(tmp_path / "r.json"))
+    assert back == rep
+    assert back.meta["children"] == rep.meta["children"]
+    data = copy.deepcopy(rep.to_dict())
+    data["children"]["reported"] = -1
+    with pytest.raises(ap.ReportError, match="children"):
+        ap.Report.from_dict(data)
+    data = copy.deepcopy(rep.to_dict())
+    data["children"]["lost"] = [{"pid": 1}]
+    with pytest.raises(ap.ReportError, match="lacks 'label'"):
+        ap.Report.from_dict(data)
+
+
+@pytest.mark.parametrize("bad, error", [
+    (dict(children="yes"), TypeError), (dict(children=None), TypeError),
+    (dict(max_children=-1), ValueError), (dict(max_children=1.5), TypeError),
+    (dict(max_children=True), TypeError)])
+def test_bad_settings_are_refused(bad, error):
+    with pytest.raises(error, match=next(iter(bad))):
+        ap.Profiler(**bad)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_dataloader_workers_deliver_every_item(method):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    def parent():
+        loader = DataLoader(child_work.Squares(), batch_size=4,
+                            num_workers=2, multiprocessing_context=method)
+        for batch in loader:
+            torch.as_tensor(batch).sum()
+
+    rep = profiled(parent)
+    assert rep["getitem"].count == 32
+    assert rep.meta["children"] == {"started": 2, "reported": 2, "lost": []}
+    labels = sorted(p["label"].split(" (")[0] for p in rep.processes[1:])
+    assert labels == ["worker 0", "worker 1"]
