@@ -168,8 +168,8 @@ def _entry_rss(stage: "StageStats", report: "Report") -> Optional[int]:
 
 
 def _plural(n: int, what: str) -> str:
-    return f"{n} {what}" + ("" if n == 1 else "es" if what[-2:] == "ch"
-                            else "s")
+    return f"{n} {what}" + ("" if n == 1 else "es" if what.endswith(
+        ("ch", "s")) else "s")
 
 
 def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
