@@ -1,6 +1,7 @@
 """next() on a real torch DataLoader iterator recorded as the stage
 next(DataLoader) while watch_dataloaders() is in effect, and put back as
 it was after."""
+import os
 import subprocess
 import sys
 import time
@@ -271,3 +272,27 @@ def test_diagnose_names_the_stage_loaded_in_the_loop():
     assert "num_workers=N" in found[0].fix
     assert "getitem/decode cheaper" in found[0].fix
     assert LOADER_STAGE == "next(DataLoader)"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_the_lock_is_held_can_watch():
+    """A DataLoader worker forked while another thread started or stopped
+    a profiler: the child's own profiler can still watch."""
+    with dataloader._LOCK:
+        pid = os.fork()
+        if pid == 0:                                  # the child
+            unwatch = watch_dataloaders()
+            ok = dataloader._watchers == 1
+            unwatch()
+            os._exit(0 if ok and dataloader._watchers == 0 else 1)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the lock")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -26,6 +26,7 @@ then passes straight through.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 from typing import Any, Callable, Optional
@@ -39,6 +40,17 @@ _MODULE = "torch.utils.data.dataloader"
 _LOCK = threading.Lock()
 _watchers = 0
 _patch: Optional["_Patch"] = None
+
+
+def _unlock_in_child() -> None:
+    # a fork (a DataLoader worker) while another thread held the lock
+    # would leave it held forever in the child, whose profiler watches too
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unlock_in_child)
 
 
 class _Patch:
