@@ -71,11 +71,11 @@ def _refresh() -> None:
     forgotten only once replaced: a Ctrl-C anywhere in here leaves
     nothing stale for good."""
     config = _config()
-    ended = [folder for folder, (_, live) in _published.items()
-             if not live()]
+    published = list(_published.items())   # other threads may publish
+    ended = [folder for folder, (_, live) in published if not live()]
     kept = [e for e in config.get(CONFIG_KEY, ())
             if e["dir"] not in _published]
-    kept += [entry for folder, (entry, _) in _published.items()
+    kept += [entry for folder, (entry, _) in published
              if folder not in ended]
     if kept:
         config[CONFIG_KEY] = _Entries(kept)
