@@ -88,6 +88,11 @@ class Profiler:
         running at stop()). docs/processes.md says how and what it costs.
     max_children: most child reports merged into the report; the others
         are counted as lost with the reason.
+    dataloaders: record each next() on a torch DataLoader iterator as the
+        stage "next(DataLoader)" under the stage open around the loop: the
+        time the loop waits for its data, which diagnose() reads
+        (data-loading-bound). Only when torch.utils.data was imported
+        before start(); docs/processes.md.
     """
 
     def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,
@@ -95,11 +100,14 @@ class Profiler:
                  cpu_resolution: float = 20e-6, compensate: bool = True,
                  cuda: Any = "auto", cuda_sync: bool = False,
                  window: int = 0, max_stages: int = 100_000,
-                 children: bool = True, max_children: int = 1000):
+                 children: bool = True, max_children: int = 1000,
+                 dataloaders: bool = True):
         from .cupti import profiler_args
-        if not isinstance(children, bool):
-            raise TypeError(f"children must be True or False, got "
-                            f"{children!r}")
+        for name, flag in (("children", children),
+                           ("dataloaders", dataloaders)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False, got "
+                                f"{flag!r}")
         if isinstance(max_children, bool) or not isinstance(max_children,
                                                             int):
             raise TypeError(f"max_children must be an int, got "
@@ -126,8 +134,11 @@ class Profiler:
             self._child_settings = dict(
                 max_spans=max_spans, memory=memory,
                 memory_interval=memory_interval,
-                cpu_resolution=cpu_resolution, max_stages=max_stages)
+                cpu_resolution=cpu_resolution, max_stages=max_stages,
+                dataloaders=dataloaders)
         self._max_children = max_children
+        self._dataloaders = dataloaders
+        self._unwatch: Optional[Callable[[], None]] = None
         self._children_dir: Optional[str] = None
         self._children: Optional[tuple] = None
 
@@ -157,12 +168,13 @@ class Profiler:
                     self._overhead = _calibration(*self._settings)
                 self._core.start()
                 self._capture_children()
+                self._watch_dataloaders()
         except BaseException:
             # inline C calls, no Python call: a second interrupt cannot
             # land in between
             if self._core.running:
                 self._core.stop()
-                self._collect_children()
+                self._end_watches()
             else:
                 self._started_at = None   # never started: may retry
             raise
@@ -176,7 +188,21 @@ class Profiler:
                 callback()
         finally:
             self._core.stop()
+            self._end_watches()
+
+    def _end_watches(self) -> None:
+        """What the run watched besides stages: loaders, then children."""
+        unwatch, self._unwatch = self._unwatch, None
+        try:
+            if unwatch is not None:
+                unwatch()
+        finally:
             self._collect_children()
+
+    def _watch_dataloaders(self) -> None:
+        if self._dataloaders:
+            from .integrations.dataloader import watch_dataloaders
+            self._unwatch = watch_dataloaders()
 
     def _capture_children(self) -> None:
         """Names a fresh folder to the child processes created from now

@@ -235,7 +235,8 @@ def test_a_report_with_children_survives_a_file(tmp_path):
 @pytest.mark.parametrize("bad, error", [
     (dict(children="yes"), TypeError), (dict(children=None), TypeError),
     (dict(max_children=-1), ValueError), (dict(max_children=1.5), TypeError),
-    (dict(max_children=True), TypeError)])
+    (dict(max_children=True), TypeError),
+    (dict(dataloaders=1), TypeError)])
 def test_bad_settings_are_refused(bad, error):
     with pytest.raises(error, match=next(iter(bad))):
         ap.Profiler(**bad)
@@ -257,3 +258,18 @@ def test_dataloader_workers_deliver_every_item(method):
     assert rep.meta["children"] == {"started": 2, "reported": 2, "lost": []}
     labels = sorted(p["label"].split(" (")[0] for p in rep.processes[1:])
     assert labels == ["worker 0", "worker 1"]
+    # the loop's waits, in the parent only: 8 batches and the epoch's end
+    assert rep["next(DataLoader)"].count == 9
+    assert "next(DataLoader)" not in own_stages(rep, 1)
+
+
+def test_dataloaders_false_leaves_the_loader_alone():
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+    original = _BaseDataLoaderIter.__next__
+    with ap.Profiler(memory=False, dataloaders=False) as prof:
+        assert _BaseDataLoaderIter.__next__ is original
+        list(DataLoader(child_work.Squares(), batch_size=4))
+    rep = prof.report()
+    assert rep["getitem"].count == 32 and "next(DataLoader)" not in rep

@@ -1,6 +1,7 @@
 """next() on a real torch DataLoader iterator recorded as the stage
 next(DataLoader) while watch_dataloaders() is in effect, and put back as
-it was after."""
+it was after. Profilers here leave the watching to the tests
+(dataloaders=False), which the Profiler otherwise does itself."""
 import os
 import subprocess
 import sys
@@ -61,7 +62,7 @@ def epoch(loader=None, name="train"):
     batches seen."""
     loader = loader or DataLoader(Numbers(), batch_size=BATCH)
     seen = []
-    with ap.Profiler(cpu_resolution=0) as prof:
+    with ap.Profiler(cpu_resolution=0, dataloaders=False) as prof:
         with ap.stage(name):
             for batch in loader:
                 seen.append(batch)
@@ -101,7 +102,7 @@ def test_two_epochs_count_a_final_call_each():
     loader = DataLoader(Numbers(), batch_size=BATCH)
     unwatch = watch_dataloaders()
     try:
-        with ap.Profiler() as prof:
+        with ap.Profiler(dataloaders=False) as prof:
             for _ in range(2):
                 with ap.stage("epoch"):
                     assert len(list(loader)) == BATCHES
@@ -113,7 +114,7 @@ def test_two_epochs_count_a_final_call_each():
 def test_an_error_in_the_dataset_counts_as_raised_and_reaches_the_loop():
     unwatch = watch_dataloaders()
     try:
-        with ap.Profiler() as prof:
+        with ap.Profiler(dataloaders=False) as prof:
             with pytest.raises(ValueError, match="item 4 is corrupt"):
                 for _ in DataLoader(Numbers(fail_at=4), batch_size=BATCH):
                     pass
@@ -251,7 +252,7 @@ def test_diagnose_names_the_stage_loaded_in_the_loop():
     heavy part, the loop's own work light."""
     unwatch = watch_dataloaders()
     try:
-        with ap.Profiler() as prof:
+        with ap.Profiler(dataloaders=False) as prof:
             with ap.stage("train"):
                 for _ in DataLoader(Numbers(work=0.004), batch_size=BATCH):
                     busy(0.001)
@@ -296,3 +297,14 @@ def test_a_child_forked_while_the_lock_is_held_can_watch():
             pytest.fail("the forked child hung on the lock")
         time.sleep(0.01)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_profiler_watches_while_it_runs_and_puts_next_back():
+    loader = DataLoader(Numbers(), batch_size=BATCH)
+    with ap.Profiler() as prof:
+        assert vars(_BaseDataLoaderIter)["__next__"] is not ORIGINAL
+        with ap.stage("train"):
+            for _ in loader:
+                pass
+    assert vars(_BaseDataLoaderIter)["__next__"] is ORIGINAL
+    assert prof.report()[f"train/{LOADER_STAGE}"].count == BATCHES + 1
