@@ -207,26 +207,51 @@ def test_reports_travel_as_json_bytes_not_pickled_objects(one_rank,
     assert Report.from_dict(json.loads(sent[0])) == rep
 
 
-def test_a_group_without_a_cpu_side_sends_through_gloo():
-    """A backend that serves only CUDA (as NCCL does): torch's object
-    collectives would copy through a GPU (this torch has none, so a direct
-    gather_object fails); gather sends the reports through a gloo group
-    made for the call instead."""
+def test_a_group_without_a_cpu_side_sends_through_gloo(monkeypatch):
+    """A backend that serves only CUDA, as NCCL does: torch's object
+    collectives would copy through the current GPU, so gather sends the
+    reports through a gloo group made for the call, and destroys it."""
     def make(store, rank, size, timeout):
         return dist.ProcessGroupGloo(store, rank, size, timeout)
 
     if "cudaonly" not in dist.Backend.backend_list:
         dist.Backend.register_backend("cudaonly", make, devices=["cuda"])
+    assert dist.Backend.backend_capability["cudaonly"] == ["cuda"]
+    used = []
+    real = dist.gather_object
+
+    def spy(obj, out, dst, group):
+        used.append((group, dist.get_backend(group)))
+        if used[-1][1] == "gloo":
+            return real(obj, out, dst=dst, group=group)
+        out[0] = obj    # one rank: what a gather over CUDA would give
+        return None
+
+    monkeypatch.setattr(dist, "gather_object", spy)
     dist.init_process_group("cudaonly", store=dist.HashStore(), rank=0,
                             world_size=1)
     try:
-        if not torch.cuda.is_available():
-            with pytest.raises((AssertionError, RuntimeError)):
-                dist.gather_object(b"x", [None], dst=0)
         merged = ap.distributed.gather(small_report())
         assert merged["step"].count == 1
+        (group, backend), = used
+        assert group is not None and backend == "gloo"
+        with pytest.raises(ValueError, match="not initialized"):
+            dist.get_backend(group)         # destroyed after the call
+        # a group passed in is used as it is
+        used.clear()
+        ap.distributed.gather(small_report(), group=dist.group.WORLD)
+        assert used[0][1] == "cudaonly"
     finally:
         dist.destroy_process_group()
+
+
+def test_which_backends_run_object_collectives_on_the_cpu():
+    from aquaprof.integrations.distributed import _on_cpu
+    assert _on_cpu(dist, "gloo")
+    assert _on_cpu(dist, "cpu:gloo,cuda:nccl")
+    assert not _on_cpu(dist, "nccl")
+    assert not _on_cpu(dist, "cuda:nccl")
+    assert not _on_cpu(dist, "no-such-backend")
 
 
 def test_importing_aquaprof_distributed_imports_no_torch():
