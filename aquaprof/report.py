@@ -9,15 +9,19 @@ import json
 import math
 import os
 import stat
-from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, \
+    Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _core, limits, schema
 from ._atomic import write_atomic
 from .schema import ReportError
+
+if TYPE_CHECKING:
+    from .analysis.stragglers import Straggler
 
 _NS = 1e-9
 
@@ -158,6 +162,19 @@ def process_stats(process: int, info: Dict[str, Any], count: int,
     return ProcessStats(process, info["label"], info["pid"], count,
                         total_ns * _NS, self_ns * _NS, cpu_ns * _NS,
                         total_ns * _NS / count if count else 0.0)
+
+
+def rows_by_stage(processes: Sequence[Dict[str, Any]]
+                  ) -> Dict[int, List[ProcessStats]]:
+    """{stage id: a ProcessStats per process that ran it, in process
+    order} from a merged report's process entries, in one pass."""
+    rows: Dict[int, List[ProcessStats]] = {}
+    for p, info in enumerate(processes):
+        for sid, count, total, self_ns, cpu in info.get("stages", []):
+            if count:
+                rows.setdefault(sid, []).append(
+                    process_stats(p, info, count, total, self_ns, cpu))
+    return rows
 
 
 def stage_stats(stages: Sequence[Dict[str, Any]],
@@ -349,25 +366,21 @@ class Report:
         ran it, in process order. A report of one process gives one row,
         the stage's own; a merged report gives the figures each process
         kept (``processes[i]["stages"]``), exact even where raw spans were
-        dropped. KeyError when no process ran a stage of that path."""
+        dropped. KeyError, listing the paths, for a path the report
+        lacks."""
         stats = self[path]
-        processes = self.processes
         merged = self._data.get("processes")
-        if not merged:
-            stage = self._data["stages"][stats.id]
-            return [process_stats(0, processes[0], stage["count"],
-                                  stage["total_ns"], stage["self_ns"],
-                                  stage["cpu_ns"])] if stage["count"] else []
-        rows = []
-        for p, info in enumerate(merged):
-            for sid, count, total, self_ns, cpu in info.get("stages", []):
-                if sid == stats.id and count:
-                    rows.append(process_stats(p, info, count, total,
-                                              self_ns, cpu))
-        return rows
+        if merged:
+            return rows_by_stage(merged).get(stats.id, [])
+        stage = self._data["stages"][stats.id]
+        if not stage["count"]:
+            return []
+        return [process_stats(0, self.processes[0], stage["count"],
+                              stage["total_ns"], stage["self_ns"],
+                              stage["cpu_ns"])]
 
     def stragglers(self, top: Optional[int] = None, by: str = "total"
-                   ) -> List[Any]:
+                   ) -> List["Straggler"]:
         """Per stage run by two processes or more: its slowest and its
         fastest process (ProcessStats), the ratio of their times and the
         time the slowest lost to the fastest, most time lost first; `top`

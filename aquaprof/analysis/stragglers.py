@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
-from ..report import ProcessStats, process_stats
+from ..report import ProcessStats, rows_by_stage
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -50,19 +50,6 @@ def _value(row: ProcessStats, by: str) -> float:
     return row.total if by == "total" else row.mean
 
 
-def rows_by_stage(report: "Report") -> Dict[int, List[ProcessStats]]:
-    """{stage id: each process's figures} of a merged report, in one pass
-    over its processes."""
-    rows: Dict[int, List[ProcessStats]] = {}
-    merged = report.meta.get("processes") or []
-    for p, info in enumerate(merged):
-        for sid, count, total, self_ns, cpu in info.get("stages", []):
-            if count:
-                rows.setdefault(sid, []).append(
-                    process_stats(p, info, count, total, self_ns, cpu))
-    return rows
-
-
 def find_stragglers(report: "Report", top: Optional[int] = None,
                     by: str = "total") -> List[Straggler]:
     """Every stage run by two processes or more, most time lost first;
@@ -73,8 +60,9 @@ def find_stragglers(report: "Report", top: Optional[int] = None,
     if by not in BY:
         raise ValueError(f"by must be 'total' or 'mean', got {by!r}")
     names = report.stage_names
+    processes = report.meta.get("processes") or []
     found = []
-    for sid, rows in rows_by_stage(report).items():
+    for sid, rows in rows_by_stage(processes).items():
         if len(rows) < 2:
             continue
         ordered = sorted(rows, key=lambda r: (_value(r, by), r.process))

@@ -1,7 +1,9 @@
 """Plain-ASCII rendering of a Report: the stage tree table, then the top
-bottlenecks. No optional dependency."""
+bottlenecks and, for several processes, the stragglers. No optional
+dependency."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, List
 
 from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time, \
@@ -122,7 +124,7 @@ def straggler_lines(rep: "Report", top: int = 3) -> List[str]:
     width = max(len(p) for p in paths)
     for i, (s, path) in enumerate(zip(found, paths), 1):
         slow, fast = s.slowest, s.fastest
-        ratio = "inf" if s.ratio == float("inf") else f"{s.ratio:.2f}x"
+        ratio = "inf" if math.isinf(s.ratio) else f"{s.ratio:.2f}x"
         calls = (f"; {slow.count:,} vs {fast.count:,} calls"
                  if slow.count != fast.count else "")
         lines.append(f"  {i}. {path.ljust(width)}  slowest "
