@@ -15,7 +15,7 @@ from . import children as _children
 from ._core import Stage, StagedFunction, active, stage
 from ._version import __version__
 from .profiler import Profiler
-from .report import Report, ReportError, StageStats, Timing
+from .report import ProcessStats, Report, ReportError, StageStats, Timing
 
 # a process started by a profiling parent records from its start
 _children.register_hook()
@@ -31,7 +31,9 @@ def diff_flamegraph(base: Report, new: Report, path, title: str =
 
 def merge(reports, labels=None) -> Report:
     """One report of several processes (torch.distributed ranks, workers):
-    stages merged by path, spans and threads kept per process."""
+    stages merged by path, spans and threads kept per process. In a
+    running torch.distributed job, aquaprof.distributed.gather gathers
+    and merges the ranks' reports."""
     from .analysis.merging import merge_reports
     return merge_reports(reports, labels)
 
@@ -41,6 +43,11 @@ def __getattr__(name: str):
     if name in ("History", "HistoryError"):
         from .analysis import history
         return getattr(history, name)
+    if name == "distributed":
+        # a module whose gather() imports torch only when called;
+        # `from . import` would ask this __getattr__ again
+        import importlib
+        return importlib.import_module(f"{__name__}.distributed")
     if name == "sweep":
         from .integrations.batch_size import sweep
         return sweep
@@ -60,8 +67,9 @@ def load_ipython_extension(shell) -> None:
 
 
 __all__ = [
-    "Alert", "History", "HistoryError", "Monitor", "Profiler", "Report",
-    "ReportError", "Snapshot", "Stage", "StageStats", "StagedFunction",
-    "Timing", "active", "diff_flamegraph", "merge", "stage", "sweep",
+    "Alert", "History", "HistoryError", "Monitor", "ProcessStats",
+    "Profiler", "Report", "ReportError", "Snapshot", "Stage", "StageStats",
+    "StagedFunction", "Timing", "active", "diff_flamegraph", "distributed",
+    "merge", "stage", "sweep",
     "__version__",
 ]

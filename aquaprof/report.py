@@ -9,14 +9,19 @@ import json
 import math
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, \
+    Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _core, limits, schema
 from ._atomic import write_atomic
 from .schema import ReportError
+
+if TYPE_CHECKING:
+    from .analysis.stragglers import Straggler
 
 _NS = 1e-9
 
@@ -131,6 +136,45 @@ class StageStats:
     def __repr__(self) -> str:
         return (f"StageStats({self.path!r}, count={self.count}, "
                 f"total={self.wall.total:.6g}, self={self.self_time:.6g})")
+
+
+@dataclass(frozen=True)
+class ProcessStats:
+    """One process's own figures for one stage (Report.by_process).
+
+    Times are seconds, like StageStats: total and self wall time, CPU
+    time and the mean wall time of a call.
+    """
+
+    process: int        #: index into Report.processes
+    label: str          #: the process's label ("rank 2 (node3)")
+    pid: int
+    count: int
+    total: float
+    self_time: float
+    cpu: float
+    mean: float
+
+
+def process_stats(process: int, info: Dict[str, Any], count: int,
+                  total_ns: int, self_ns: int, cpu_ns: int) -> ProcessStats:
+    """A ProcessStats from a process entry and its figures in ns."""
+    return ProcessStats(process, info["label"], info["pid"], count,
+                        total_ns * _NS, self_ns * _NS, cpu_ns * _NS,
+                        total_ns * _NS / count if count else 0.0)
+
+
+def rows_by_stage(processes: Sequence[Dict[str, Any]]
+                  ) -> Dict[int, List[ProcessStats]]:
+    """{stage id: a ProcessStats per process that ran it, in process
+    order} from a merged report's process entries, in one pass."""
+    rows: Dict[int, List[ProcessStats]] = {}
+    for p, info in enumerate(processes):
+        for sid, count, total, self_ns, cpu in info.get("stages", []):
+            if count:
+                rows.setdefault(sid, []).append(
+                    process_stats(p, info, count, total, self_ns, cpu))
+    return rows
 
 
 def stage_stats(stages: Sequence[Dict[str, Any]],
@@ -317,6 +361,37 @@ class Report:
             raise ValueError(f"n must be an int >= 0, got {n!r}")
         return sorted(self._stats, key=lambda s: (-s.self_time, s.path))[:n]
 
+    def by_process(self, path: str) -> List[ProcessStats]:
+        """Each process's own figures for stage `path` (ProcessStats: count,
+        total, self_time, cpu, mean, in seconds), one row per process that
+        ran it, in process order. A report of one process gives one row,
+        the stage's own; a merged report gives the figures each process
+        kept (``processes[i]["stages"]``), exact even where raw spans were
+        dropped. KeyError, listing the paths, for a path the report
+        lacks."""
+        stats = self[path]
+        merged = self._data.get("processes")
+        if merged:
+            return rows_by_stage(merged).get(stats.id, [])
+        stage = self._data["stages"][stats.id]
+        if not stage["count"]:
+            return []
+        return [process_stats(0, self.processes[0], stage["count"],
+                              stage["total_ns"], stage["self_ns"],
+                              stage["cpu_ns"])]
+
+    def stragglers(self, top: Optional[int] = None, by: str = "total"
+                   ) -> List["Straggler"]:
+        """Per stage run by two processes or more: its slowest and its
+        fastest process (ProcessStats), the ratio of their times and the
+        time the slowest lost to the fastest, most time lost first; `top`
+        keeps that many. `by` is "total" (the time each process spent in
+        the stage, what the others wait for at the next synchronisation)
+        or "mean" (a call's mean, for processes that ran different
+        numbers of calls by design). A report of one process has none."""
+        from .analysis.stragglers import find_stragglers
+        return find_stragglers(self, top, by)
+
     def spans(self) -> np.ndarray:
         """Raw spans as a read-only NumPy structured array (no copy):
         stage (id into stage_names), thread, parent (span index or -1),
@@ -478,4 +553,4 @@ def _read_report_file(path: Path) -> bytes:
         os.close(fd)
 
 
-__all__ = ["Report", "ReportError", "StageStats", "Timing"]
+__all__ = ["ProcessStats", "Report", "ReportError", "StageStats", "Timing"]

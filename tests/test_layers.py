@@ -21,7 +21,8 @@ MAY_IMPORT = {
 FRONT = {"aquaprof", "aquaprof.report", "aquaprof.profiler"}
 # entry points kept under their documented names: they belong to the
 # integrations room though they sit at the top
-ENTRY_POINTS = {"aquaprof.__main__", "aquaprof.pytest_plugin"}
+ENTRY_POINTS = {"aquaprof.__main__", "aquaprof.pytest_plugin",
+                "aquaprof.distributed"}
 
 
 def module_name(path):

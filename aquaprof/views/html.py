@@ -7,7 +7,7 @@ import html
 from typing import TYPE_CHECKING
 
 from .._units import fmt_bytes, fmt_rate, fmt_time, printable
-from .text import header_lines, warning_lines
+from .text import header_lines, straggler_lines, warning_lines
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -58,6 +58,11 @@ def report_html(report: "Report") -> str:
         parts += [f"<li>{e(printable(s.path))}: {fmt_time(s.self_time)}</li>"
                   for s in top]
         parts.append("</ol></div>")
+    stragglers = straggler_lines(report)
+    if stragglers:
+        parts.append(f"<div><b>{e(stragglers[0])}</b><ul>")
+        parts += [f"<li>{e(line.strip())}</li>" for line in stragglers[1:]]
+        parts.append("</ul></div>")
     parts += [f'<div class="warn">{e(line)}</div>'
               for line in warning_lines(report)]
     parts.append("</div>")

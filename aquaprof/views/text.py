@@ -1,7 +1,9 @@
 """Plain-ASCII rendering of a Report: the stage tree table, then the top
-bottlenecks. No optional dependency."""
+bottlenecks and, for several processes, the stragglers. No optional
+dependency."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time, \
@@ -123,6 +125,36 @@ def _cuda_cells(cuda: Any) -> List[str]:
             fmt_time(cuda.memcpy_time) if cuda.memcpy else "-", idle]
 
 
+def _process_label(label: str) -> str:
+    text = printable(label)
+    return text if len(text) <= _NAME_MAX else text[:_NAME_MAX - 1] + "~"
+
+
+def straggler_lines(rep: "Report", top: int = 3) -> List[str]:
+    """The stages whose slowest process lost the most time to their
+    fastest, when the report holds several processes; none otherwise."""
+    if len(rep.processes) < 2:
+        return []
+    found = [s for s in rep.stragglers(top=top) if s.lost > 0]
+    if not found:
+        return []
+    lines = ["Stragglers (per stage, the slowest and the fastest process "
+             "by total time):"]
+    paths = [printable(s.path) for s in found]
+    width = max(len(p) for p in paths)
+    for i, (s, path) in enumerate(zip(found, paths), 1):
+        slow, fast = s.slowest, s.fastest
+        ratio = "inf" if math.isinf(s.ratio) else f"{s.ratio:.2f}x"
+        calls = (f"; {slow.count:,} vs {fast.count:,} calls"
+                 if slow.count != fast.count else "")
+        lines.append(f"  {i}. {path.ljust(width)}  slowest "
+                     f"{_process_label(slow.label)} {fmt_time(slow.total)}, "
+                     f"fastest {_process_label(fast.label)} "
+                     f"{fmt_time(fast.total)}: {ratio}, "
+                     f"{fmt_time(s.lost)} lost{calls}")
+    return lines
+
+
 def format_report(rep: "Report") -> str:
     lines = header_lines(rep)
     stages = rep.stages
@@ -160,6 +192,10 @@ def format_report(rep: "Report") -> str:
             share = s.self_time / rep.wall * 100 if rep.wall else 0.0
             lines.append(f"  {i}. {path.ljust(width)}  "
                          f"{fmt_time(s.self_time):>9}  {share:5.1f}% of run")
+    stragglers = straggler_lines(rep)
+    if stragglers:
+        lines.append("")
+        lines += stragglers
     warnings = warning_lines(rep)
     if warnings:
         lines.append("")

@@ -1,0 +1,189 @@
+"""Per-process figures (Report.by_process) and stragglers
+(Report.stragglers) of merged reports, built with aquaprof.merge from
+reports whose figures are known to the nanosecond; and the report's
+section on them, in text and HTML. No torch."""
+import math
+from dataclasses import astuple
+
+import pytest
+
+import aquaprof as ap
+from aquaprof import Report
+from crafted import report as crafted_report, stage
+
+MS = 1_000_000
+
+
+def rank_report(pid, compute_ms, loads, step_ms=10):
+    """A rank's report: 4 steps of `step_ms` each holding a `compute` of
+    `compute_ms`, and `loads` calls of `load`, 1 ms each."""
+    step = stage("step", count=4, ns=step_ms * MS)
+    compute = stage("compute", parent=0, depth=1, count=4,
+                    ns=compute_ms * MS)
+    step["self_ns"] -= compute["total_ns"]
+    step["cpu_ns"] = 0
+    compute["cpu_ns"] = compute["total_ns"] // 2
+    return Report.from_dict(crafted_report(
+        [step, compute, stage("load", count=loads, ns=MS)], pid=pid))
+
+
+@pytest.fixture
+def ranks():
+    return [rank_report(100, 2, 1), rank_report(101, 3, 2),
+            rank_report(102, 8, 3)]
+
+
+@pytest.fixture
+def merged(ranks):
+    return ap.merge(ranks, [f"rank {r}" for r in range(3)])
+
+
+def test_by_process_gives_each_process_its_own_figures(merged, ranks):
+    rows = merged.by_process("step/compute")
+    assert [(r.process, r.label, r.pid) for r in rows] == [
+        (0, "rank 0", 100), (1, "rank 1", 101), (2, "rank 2", 102)]
+    for row, rep in zip(rows, ranks):
+        own = rep["step/compute"]
+        assert (row.count, row.total, row.self_time, row.cpu) == \
+            (own.count, own.wall.total, own.self_time, own.cpu)
+        assert row.mean == pytest.approx(own.wall.total / own.count)
+    assert [r.count for r in merged.by_process("load")] == [1, 2, 3]
+    assert [r.self_time for r in merged.by_process("step")] == \
+        pytest.approx([0.032, 0.028, 0.008])
+
+
+def test_by_process_lists_only_the_processes_that_ran_the_stage(ranks):
+    only_first = Report.from_dict(crafted_report(
+        [stage("eval", count=2, ns=MS)], pid=7))
+    merged = ap.merge([ranks[0], only_first], ["a", "b"])
+    assert [r.label for r in merged.by_process("load")] == ["a"]
+    assert [r.label for r in merged.by_process("eval")] == ["b"]
+    assert merged.stragglers() == []
+
+
+def test_by_process_of_one_process_is_the_stage_itself(ranks):
+    rep = ranks[1]
+    (row,) = rep.by_process("step/compute")
+    s = rep["step/compute"]
+    assert astuple(row) == (0, rep.processes[0]["label"], 101, s.count,
+                            s.wall.total, s.self_time, s.cpu, s.wall.mean)
+    assert rep.stragglers() == []
+
+
+def test_by_process_of_an_unknown_stage_names_the_known_ones(merged):
+    with pytest.raises(KeyError, match="no stage 'nope'.*step/compute"):
+        merged.by_process("nope")
+
+
+def test_a_stage_nobody_ran_has_no_rows():
+    rep = Report.from_dict(crafted_report([stage("idle", count=0)]))
+    assert rep.by_process("idle") == []
+
+
+def test_by_process_is_exact_where_raw_spans_were_dropped():
+    reps = []
+    for calls in (30, 50):
+        with ap.Profiler(max_spans=10, memory=False, compensate=False) \
+                as prof:
+            for _ in range(calls):
+                with ap.stage("step"):
+                    pass
+        reps.append(prof.report())
+    merged = ap.merge(reps)
+    assert merged.spans_dropped > 0
+    assert [r.count for r in merged.by_process("step")] == [30, 50]
+    assert [r.total for r in merged.by_process("step")] == \
+        [r["step"].wall.total for r in reps]
+
+
+def test_stragglers_compare_total_time_most_time_lost_first(merged):
+    found = merged.stragglers()
+    assert [s.path for s in found] == ["step/compute", "load", "step"]
+    compute, load, step = found
+    assert (compute.slowest.label, compute.fastest.label) == \
+        ("rank 2", "rank 0")
+    assert compute.ratio == pytest.approx(4.0)
+    assert compute.lost == pytest.approx(0.032 - 0.008)
+    assert compute.processes == 3 and compute.by == "total"
+    # load: rank 2 ran three calls of the same length: it lost time all
+    # the same, by total
+    assert (load.slowest.label, load.fastest.label) == ("rank 2", "rank 0")
+    assert load.ratio == pytest.approx(3.0)
+    assert (step.ratio, step.lost) == (1.0, 0.0)
+    assert step.slowest.process != step.fastest.process
+    assert [s.path for s in merged.stragglers(top=2)] == \
+        ["step/compute", "load"]
+    assert merged.stragglers(top=0) == []
+
+
+def test_stragglers_by_mean_tell_a_slow_process_from_a_busy_one(merged):
+    found = {s.path: s for s in merged.stragglers(by="mean")}
+    assert found["load"].ratio == pytest.approx(1.0)
+    assert found["load"].lost == pytest.approx(0.0)
+    compute = found["step/compute"]
+    assert compute.by == "mean"
+    assert compute.ratio == pytest.approx(4.0)
+    # the slowest's calls times the difference of means
+    assert compute.lost == pytest.approx(4 * (0.008 - 0.002))
+
+
+def test_a_fastest_process_of_no_time_gives_an_infinite_ratio():
+    reps = [Report.from_dict(crafted_report([stage("s", ns=ns)], pid=pid))
+            for pid, ns in ((1, 0), (2, 5 * MS))]
+    (s,) = ap.merge(reps).stragglers()
+    assert s.ratio == math.inf and s.lost == pytest.approx(0.005)
+    assert "inf, 5.0 ms lost" in str(ap.merge(reps))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"top": -1}, "top must be None or an int >= 0"),
+    ({"top": 1.5}, "top must be None or an int >= 0"),
+    ({"top": True}, "top must be None or an int >= 0"),
+    ({"by": "max"}, "by must be 'total' or 'mean', got 'max'"),
+])
+def test_stragglers_refuse_bad_arguments(merged, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        merged.stragglers(**kwargs)
+
+
+def test_the_text_report_lists_the_stragglers(merged):
+    lines = str(merged).splitlines()
+    at = lines.index("Stragglers (per stage, the slowest and the fastest "
+                     "process by total time):")
+    assert lines[at + 1:at + 3] == [
+        "  1. step/compute  slowest rank 2 32.0 ms, fastest rank 0 8.0 ms:"
+        " 4.00x, 24.0 ms lost",
+        "  2. load          slowest rank 2 3.0 ms, fastest rank 0 1.0 ms:"
+        " 3.00x, 2.0 ms lost; 3 vs 1 calls"]
+    # a stage whose processes took the same time is no straggler
+    assert lines[at + 3] == ""
+
+
+def test_the_text_report_of_one_process_has_no_straggler_section(ranks):
+    assert "Stragglers" not in str(ranks[0])
+
+
+def test_processes_without_their_own_figures_give_none(merged):
+    """A merged file from before processes kept their own figures."""
+    data = merged.to_dict()
+    for p in data["processes"]:
+        del p["stages"]
+    old = Report.from_dict(data)
+    assert old.by_process("step") == []
+    assert old.stragglers() == []
+    assert "Stragglers" not in str(old)
+
+
+def test_labels_in_the_section_are_printable_and_cut(ranks):
+    long = "rank 0 \x1b[31m" + "x" * 80
+    text = str(ap.merge(ranks, [long, "rank 1", "rank 2"]))
+    line = next(ln for ln in text.splitlines() if " lost" in ln)
+    assert "\x1b" not in line and "\\x1b" in line
+    assert "x" * 40 not in line and "~" in line
+
+
+def test_the_html_report_lists_the_stragglers(merged, ranks):
+    page = merged._repr_html_()
+    assert "Stragglers" in page
+    assert "1. step/compute  slowest rank 2 32.0 ms" in page
+    assert "Stragglers" not in ranks[0]._repr_html_()
