@@ -273,3 +273,19 @@ def test_dataloaders_false_leaves_the_loader_alone():
         list(DataLoader(child_work.Squares(), batch_size=4))
     rep = prof.report()
     assert rep["getitem"].count == 32 and "next(DataLoader)" not in rep
+
+
+def test_merging_reports_with_children_keeps_every_process_apart():
+    """A rank's workers stay processes of their own when ranks merge, and
+    the children's accounts add up."""
+    with_children = profiled(lambda: (calls(1), run_processes(
+        "fork", calls, (2,), n=2)))
+    alone = profiled(lambda: calls(4))
+    merged = ap.merge([with_children, alone], ["rank 0", "rank 1"])
+    # multiprocessing numbers its processes over the whole session
+    assert [p["label"].split("-")[0] for p in merged.processes] == [
+        "rank 0", "rank 0 / ForkProcess", "rank 0 / ForkProcess", "rank 1"]
+    assert [own_stages(merged, i)["work"] for i in range(4)] == [1, 2, 2, 4]
+    assert sorted(t["process"] for t in merged.threads) == [0, 1, 2, 3]
+    assert merged.meta["children"]["reported"] == 2
+    assert merged["work"].count == 9

@@ -59,8 +59,8 @@ def merged_data(reports: Sequence[Report],
     datas = [r.to_dict() for r in reports]     # plain copies, spans aside
     offsets = _offsets(datas)
     merger = _Merger()
-    for p, (report, data, offset) in enumerate(zip(reports, datas, offsets)):
-        merger.add(p, report, data, offset, str(labels[p]))
+    for report, data, offset, label in zip(reports, datas, offsets, labels):
+        merger.add(report, data, offset, str(label))
     merged = _run_fields(datas, offsets)
     merged.update(
         stages=merger.stages, threads=merger.threads,
@@ -69,6 +69,8 @@ def merged_data(reports: Sequence[Report],
         processes=merger.processes,
         gpu_status="; ".join(f"{label}: {r.gpu_status}"
                              for label, r in zip(labels, reports)))
+    if merger.children is not None:
+        merged["children"] = merger.children
     gpus = [r.gpu for r in reports if r.gpu is not None]
     if gpus:
         merged["gpu"] = {
@@ -120,21 +122,47 @@ class _Merger:
         self.kernel_index: Dict[str, int] = {}
         self.devices: List[Dict[str, Any]] = []
         self.spans_before = 0
+        self.children: Optional[Dict[str, Any]] = None
 
-    def add(self, p: int, report: Report, data: Dict[str, Any], offset: int,
+    def _children(self, account: Optional[Dict[str, Any]],
+                  label: str) -> None:
+        """The child processes' accounts, added up; each lost one named
+        under its report's label."""
+        if account is None:
+            return
+        if self.children is None:
+            self.children = {"started": 0, "reported": 0, "lost": []}
+        self.children["started"] += account["started"]
+        self.children["reported"] += account["reported"]
+        self.children["lost"] += [dict(c, label=f"{label} / {c['label']}")
+                                  for c in account["lost"]]
+
+    def add(self, report: Report, data: Dict[str, Any], offset: int,
             label: str) -> None:
+        """Adds a report's processes: one, or those a merged report holds
+        (a rank's DataLoader workers), each still a process of its own,
+        named under `label`."""
         remap = self._stages(report, data)
-        self.processes.append({
-            "pid": data["pid"], "label": label,
-            "host": data.get("host", {}),
-            "stages": [[remap[i], s["count"], s["total_ns"], s["self_ns"],
-                        s["cpu_ns"]]
-                       for i, s in enumerate(data["stages"]) if s["count"]],
-            "memory_samples": [[t + offset, rss] for t, rss in
-                               report.processes[0].get("memory_samples",
-                                                       [])]})
+        process_base = len(self.processes)
+        for i, sub in enumerate(report.processes):
+            if "processes" in data:
+                rows = sub.get("stages", [])
+            else:
+                rows = [[sid, s["count"], s["total_ns"], s["self_ns"],
+                         s["cpu_ns"]]
+                        for sid, s in enumerate(data["stages"])
+                        if s["count"]]
+            self.processes.append({
+                "pid": sub["pid"],
+                "label": label if i == 0 else f"{label} / {sub['label']}",
+                "host": sub.get("host", data.get("host", {})),
+                "stages": [[remap[r[0]], *r[1:]] for r in rows],
+                "memory_samples": [[t + offset, rss] for t, rss in
+                                   sub.get("memory_samples", [])]})
+        self._children(data.get("children"), label)
         thread_base = len(self.threads)
-        self.threads += [dict(t, index=thread_base + t["index"], process=p)
+        self.threads += [dict(t, index=thread_base + t["index"],
+                              process=process_base + t.get("process", 0))
                          for t in data["threads"]]
         spans = report.spans().copy()
         if len(spans):
