@@ -91,8 +91,8 @@ class Profiler:
     dataloaders: record each next() on a torch DataLoader iterator as the
         stage "next(DataLoader)" under the stage open around the loop: the
         time the loop waits for its data, which diagnose() reads
-        (data-loading-bound). Only when torch.utils.data was imported
-        before start(); docs/processes.md.
+        (data-loading-bound); torch imported after start() is watched
+        from its import on. docs/processes.md.
     """
 
     def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,
@@ -201,8 +201,10 @@ class Profiler:
 
     def _watch_dataloaders(self) -> None:
         if self._dataloaders:
+            import weakref
             from .integrations.dataloader import watch_dataloaders
-            self._unwatch = watch_dataloaders()
+            # also ended when a Profiler is dropped without stop()
+            self._unwatch = weakref.finalize(self, watch_dataloaders())
 
     def _capture_children(self) -> None:
         """Names a fresh folder to the child processes created from now
@@ -214,6 +216,8 @@ class Profiler:
         from . import children
         folder = self._children_dir = tempfile.mkdtemp(
             prefix="aquaprof-children-")
+        # a Profiler dropped without stop() leaves no folder behind
+        weakref.finalize(self, _remove_folder, folder, os.getpid())
         owner = weakref.ref(self)
 
         def live() -> bool:
@@ -229,13 +233,12 @@ class Profiler:
         folder, self._children_dir = self._children_dir, None
         if folder is None:
             return
-        import shutil
         from . import children
         try:
             children.withdraw()
             self._children = children.collect(folder, self._max_children)
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            _remove_folder(folder, os.getpid())
 
     def on_stop(self, callback: Callable[[], Any]) -> None:
         """Calls callback() at stop(), before the recording ends: how a
@@ -336,6 +339,14 @@ class Profiler:
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"
         return f"<aquaprof.Profiler {state}>"
+
+
+def _remove_folder(folder: str, pid: int) -> None:
+    # only by its owner: a forked child that exits normally runs the
+    # parent's exit handlers too
+    if os.getpid() == pid:
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _reset_starting() -> None:

@@ -289,3 +289,49 @@ def test_merging_reports_with_children_keeps_every_process_apart():
     assert sorted(t["process"] for t in merged.threads) == [0, 1, 2, 3]
     assert merged.meta["children"]["reported"] == 2
     assert merged["work"].count == 9
+
+
+def test_a_profiler_dropped_while_running_leaves_no_folder_or_watch():
+    import gc
+    import glob
+    import tempfile
+    pattern = f"{tempfile.gettempdir()}/aquaprof-children-*"
+    before = set(glob.glob(pattern))
+    prof = ap.Profiler(memory=False, compensate=False).start()
+    assert set(glob.glob(pattern)) - before
+    from aquaprof.integrations import dataloader
+    watching = dataloader._watchers
+    del prof
+    gc.collect()
+    assert set(glob.glob(pattern)) == before
+    assert dataloader._watchers == max(watching - 1, 0)
+
+
+def test_aquaprof_run_gathers_a_scripts_workers_and_its_waits(tmp_path):
+    """A script with no Profiler of its own, run by the CLI, which starts
+    profiling before the script imports torch: the workers' stages and
+    the loop's waits are in the report."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "import child_work\n"
+        "if __name__ == '__main__':\n"
+        "    for batch in DataLoader(child_work.Squares(), batch_size=4,\n"
+        "                            num_workers=2):\n"
+        "        pass\n")
+    tests = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=f"{tests.parent}{os.pathsep}{tests}")
+    done = subprocess.run([sys.executable, "-m", "aquaprof", "run", script],
+                          capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rep = ap.Report.load(tmp_path / "train.aquaprof.json")
+    assert rep["getitem"].count == 32        # the workers', at their root
+    assert "run train.py/getitem" not in rep
+    assert rep["run train.py/next(DataLoader)"].count == 9
+    assert rep.meta["children"]["reported"] == 2

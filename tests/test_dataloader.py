@@ -203,12 +203,51 @@ def test_our_wrapper_put_back_by_another_is_reused():
     assert vars(_BaseDataLoaderIter)["__next__"] is ORIGINAL
 
 
-def test_without_torch_imported_nothing_is_watched(monkeypatch):
-    monkeypatch.delitem(sys.modules, "torch.utils.data.dataloader")
+def test_a_watch_made_before_torch_is_imported_begins_at_its_import(
+        monkeypatch):
+    """As under `aquaprof run`: the profiler starts, then the script
+    imports torch. Played here by taking the module out of sys.modules
+    and importing it again (a fresh module, with its own iterator
+    class)."""
+    for name in [m for m in sys.modules
+                 if m == "torch.utils.data.dataloader"]:
+        monkeypatch.delitem(sys.modules, name)
     unwatch = watch_dataloaders()
+    assert dataloader._watchers == 0 and dataloader._FINDER in sys.meta_path
+    import importlib
+    fresh = importlib.import_module("torch.utils.data.dataloader")
+    try:
+        assert fresh._BaseDataLoaderIter is not _BaseDataLoaderIter
+        assert dataloader._watchers == 1
+        assert getattr(vars(fresh._BaseDataLoaderIter)["__next__"],
+                       "__aquaprof_patch__", None) is not None
+        loader = fresh.DataLoader(Numbers(), batch_size=BATCH)
+        with ap.Profiler(dataloaders=False) as prof:
+            list(loader)
+        assert prof.report()[LOADER_STAGE].count == BATCHES + 1
+    finally:
+        unwatch()
     assert dataloader._watchers == 0
-    unwatch()
-    assert vars(_BaseDataLoaderIter)["__next__"] is ORIGINAL
+    assert dataloader._FINDER not in sys.meta_path
+    assert getattr(vars(fresh._BaseDataLoaderIter)["__next__"],
+                   "__aquaprof_patch__", None) is None
+
+
+def test_a_watch_ended_before_torch_is_imported_leaves_no_trace():
+    code = ("import sys\n"
+            "import aquaprof as ap\n"
+            "with ap.Profiler():\n"
+            "    pass\n"
+            "assert not any(type(f).__module__.startswith('aquaprof') "
+            "for f in sys.meta_path), sys.meta_path\n"
+            "from torch.utils.data import dataloader\n"
+            "assert not hasattr(dataloader._BaseDataLoaderIter.__next__, "
+            "'__aquaprof_patch__')\n"
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
 
 
 def test_watching_never_imports_torch():

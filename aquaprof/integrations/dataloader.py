@@ -9,8 +9,10 @@ itself, and the dataset's own stages nest under it. diagnose() reads it
 
 How: ``_BaseDataLoaderIter.__next__``, which every DataLoader iterator
 inherits, is replaced by a wrapper while some profiler watches, and put
-back when the last one stops. torch is never imported here: a process
-that has not imported ``torch.utils.data`` has no DataLoader to watch.
+back when the last one stops. torch is never imported here: while it is
+not, a finder on ``sys.meta_path`` waits for its DataLoader module and
+puts the wrapper in once the module has run (a profiler started before
+the program imports torch, as ``aquaprof run`` does).
 
 The last ``next()`` of an epoch raises StopIteration; it is recorded as
 a normal call, not as raised (it is how iteration ends, not a failure):
@@ -29,7 +31,7 @@ import functools
 import os
 import sys
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from .. import _core
 from ..analysis.diagnose import LOADER_STAGE
@@ -103,7 +105,7 @@ def watch_dataloaders() -> Callable[[], None]:
     global _watchers, _patch
     owner = _iterator_class()
     if owner is None:
-        return _nothing
+        return _watch_on_import()
     with _LOCK:
         if _watchers == 0 or _patch is None:
             current = vars(owner)["__next__"]
@@ -117,10 +119,6 @@ def watch_dataloaders() -> Callable[[], None]:
                 setattr(owner, "__next__", _patch.wrapper)
         _watchers += 1
         return _Unwatch(_patch)
-
-
-def _nothing() -> None:
-    """What watch_dataloaders() returns when there is nothing to watch."""
 
 
 class _Unwatch:
@@ -142,3 +140,94 @@ class _Unwatch:
             patch.on = False
             if vars(patch.owner).get("__next__") is patch.wrapper:
                 setattr(patch.owner, "__next__", patch.original)
+
+
+# ------------------------------------------------- torch imported later
+
+class _Deferred:
+    """One watch_dataloaders() made before torch's DataLoader was
+    imported: it begins when the module is (aquaprof run starts its
+    profiler before the script imports torch)."""
+
+    def __init__(self) -> None:
+        self.unwatch: Optional[Callable[[], None]] = None
+        self.done = False
+
+    def __call__(self) -> None:
+        with _LOCK:
+            if self.done:
+                return
+            self.done = True
+            _pending.remove(self)
+            unwatch, self.unwatch = self.unwatch, None
+            if not _pending and _FINDER in sys.meta_path:
+                sys.meta_path.remove(_FINDER)
+        if unwatch is not None:
+            unwatch()
+
+
+_pending: List[_Deferred] = []
+
+
+def _watch_on_import() -> Callable[[], None]:
+    deferred = _Deferred()
+    with _LOCK:
+        _pending.append(deferred)
+        if _FINDER not in sys.meta_path:
+            sys.meta_path.insert(0, _FINDER)
+    return deferred
+
+
+def _imported() -> None:
+    """torch's DataLoader module has just run: the deferred watches
+    begin."""
+    with _LOCK:
+        waiting = [d for d in _pending if d.unwatch is None]
+    for deferred in waiting:
+        deferred.unwatch = watch_dataloaders()
+
+
+class _ImportFinder:
+    """On sys.meta_path while a watch waits: finds nothing itself, but
+    hands the import system torch's own spec for the DataLoader module
+    with a loader that calls _imported() once the module has run. One
+    string comparison for any other import."""
+
+    def __init__(self) -> None:
+        self._finding = threading.local()
+
+    def find_spec(self, name: str, path: Any = None,
+                  target: Any = None) -> Any:
+        if name != _MODULE or getattr(self._finding, "on", False):
+            return None
+        import importlib.util
+        self._finding.on = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._finding.on = False
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _ThenWatch(spec.loader)
+        return spec
+
+
+class _ThenWatch:
+    """A module loader, and then _imported()."""
+
+    def __init__(self, loader: Any):
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        _imported()
+
+    def __getattr__(self, name: str) -> Any:
+        # get_source, is_package, ...: the wrapped loader's
+        return getattr(self._loader, name)
+
+
+_FINDER = _ImportFinder()
