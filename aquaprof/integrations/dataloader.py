@@ -28,6 +28,7 @@ then passes straight through.
 from __future__ import annotations
 
 import functools
+import importlib.abc
 import os
 import sys
 import threading
@@ -212,7 +213,7 @@ class _ImportFinder:
         return spec
 
 
-class _ThenWatch:
+class _ThenWatch(importlib.abc.Loader):
     """A module loader, and then _imported()."""
 
     def __init__(self, loader: Any):
