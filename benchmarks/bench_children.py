@@ -3,9 +3,9 @@ the parent unprofiled, profiled with children=False, and profiled with
 children=True (the child starts its own session, and at exit writes its
 report), for each start method; the same for a child that records
 `calls` stage calls (its report grows with them); and the parent's
-stop() and report() gathering N children's reports. The parent's own
-stage pairs take no extra step (nothing on the stage path changes):
-bench_overhead.py measures them.
+stop() and report() gathering N children's reports; and the parent's own
+stage pair with capture on and off, interleaved (nothing on the stage
+path changes; bench_overhead.py has the finer measure).
 
     python benchmarks/bench_children.py [--repeats 7]
 """
@@ -72,6 +72,15 @@ def gathering(children: int, calls: int) -> tuple:
     return t1 - t0, t2 - t1
 
 
+def stage_pair_ns(children: bool, pairs: int = 200_000) -> float:
+    with ap.Profiler(memory=False, compensate=False, children=children,
+                     max_spans=0):
+        t0 = time.perf_counter_ns()
+        record(pairs)
+        took = time.perf_counter_ns() - t0
+    return took / pairs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -89,6 +98,13 @@ def main() -> None:
             print(f"{method:>10} {calls:>7} {row['off']:>11.1f} "
                   f"{row['parent only']:>15.1f} {row['children']:>14.1f} "
                   f"{row['children'] - row['parent only']:>+8.1f}")
+    pairs: dict = {False: [], True: []}
+    for _ in range(args.repeats):
+        for flag in (False, True):
+            pairs[flag].append(stage_pair_ns(flag))
+    print(f"\nthe parent's stage pair (loop included), median of "
+          f"{args.repeats}: children=False {med(pairs[False]):.1f} ns, "
+          f"children=True {med(pairs[True]):.1f} ns")
     print(f"\nparent stop() and report() with N children's reports, "
           f"median of {args.repeats}, ms")
     print(f"{'children':>9} {'calls each':>11} {'stop':>8} {'report':>8}")

@@ -25,7 +25,7 @@ def epoch_ns(loader, watch: bool) -> float:
     from aquaprof.integrations.dataloader import watch_dataloaders
     unwatch = watch_dataloaders() if watch else None
     try:
-        with ap.Profiler(max_spans=0, compensate=False):
+        with ap.Profiler(max_spans=0, compensate=False, dataloaders=False):
             start = time.perf_counter_ns()
             calls = 0
             for _ in loader:
