@@ -8,9 +8,11 @@ spawn and forkserver pickle it with the process object. That covers
 ``multiprocessing`` Processes and Pools, ``ProcessPoolExecutor`` and torch
 DataLoader workers, which are all built on it.
 
-In the child, multiprocessing's after-fork hooks (run by every start
-method just before the target) start a Profiler of the child's own, with
-the parent's settings and calibration. multiprocessing's exit finalizers
+In the child, a Profiler of its own starts before the target runs, with
+the parent's settings and calibration: from multiprocessing's after-fork
+hooks in a forked child, and as the config arrives (unpickled with the
+process object) in a spawned or forkserver one, which runs no such hook
+on Python 3.11 and later. multiprocessing's exit finalizers
 (run before its ``os._exit``) and a SIGTERM handler (``Pool.terminate``)
 stop it and write its report into the folder: a rename, so the parent
 reads whole files only. A marker written at the start lets the parent

@@ -140,6 +140,7 @@ class Profiler:
         self._dataloaders = dataloaders
         self._unwatch: Optional[Callable[[], None]] = None
         self._children_dir: Optional[str] = None
+        self._children_pid = 0
         self._children: Optional[tuple] = None
 
     @classmethod
@@ -214,6 +215,7 @@ class Profiler:
         import tempfile
         import weakref
         from . import children
+        self._children_pid = os.getpid()
         folder = self._children_dir = tempfile.mkdtemp(
             prefix="aquaprof-children-")
         # a Profiler dropped without stop() leaves no folder behind
@@ -231,14 +233,14 @@ class Profiler:
         """Reads what the children delivered, once, and removes the
         folder; children that report later find it gone."""
         folder, self._children_dir = self._children_dir, None
-        if folder is None:
-            return
+        if folder is None or os.getpid() != self._children_pid:
+            return      # a forked child's copy: the folder is the parent's
         from . import children
         try:
             children.withdraw()
             self._children = children.collect(folder, self._max_children)
         finally:
-            _remove_folder(folder, os.getpid())
+            _remove_folder(folder, self._children_pid)
 
     def on_stop(self, callback: Callable[[], Any]) -> None:
         """Calls callback() at stop(), before the recording ends: how a

@@ -335,3 +335,21 @@ def test_aquaprof_run_gathers_a_scripts_workers_and_its_waits(tmp_path):
     assert "run train.py/getitem" not in rep
     assert rep["run train.py/next(DataLoader)"].count == 9
     assert rep.meta["children"]["reported"] == 2
+
+
+def test_a_forked_copy_stopping_the_profiler_leaves_the_parents_folder():
+    import warnings
+    with ap.Profiler(memory=False) as prof:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            try:
+                prof.stop()     # the child's copy of the parent's Profiler
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        run_processes("fork", calls, (2,), n=1)
+    rep = prof.report()
+    assert rep["work"].count == 2
+    assert rep.meta["children"]["reported"] == 1
