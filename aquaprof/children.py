@@ -39,6 +39,8 @@ from .report import Report, ReportError
 CONFIG_KEY = "aquaprof_children"
 # how long a parent's stop() waits for a child caught writing its report
 EXIT_WAIT_S = 2.0
+# how often a child looks whether its parent's Profiler still runs
+FOLDER_CHECK_S = 1.0
 
 _child: Optional[Dict[str, Any]] = None    # this process's capture, if any
 _hooked = False
@@ -258,6 +260,26 @@ def _start_capture(entries: Optional[Tuple[Dict[str, Any], ...]] = None
     except OSError:
         _child = None     # the parent is gone: run on unprofiled
         prof.stop()
+        return
+    threading.Thread(target=_end_with_the_parent, args=(_child,),
+                     name="aquaprof-child", daemon=True).start()
+
+
+def _end_with_the_parent(child: Dict[str, Any]) -> None:
+    """Stops the capture of a child that outlives its parent's Profiler
+    (a pool or persistent DataLoader worker still running at stop()):
+    once every parent's folder is gone, nobody will read its report, and
+    recording on would only hold memory and a sampler thread."""
+    global _child
+    folders = [Path(entry["dir"]) for entry in child["entries"]]
+    while _child is child:
+        time.sleep(FOLDER_CHECK_S)
+        if any(folder.is_dir() for folder in folders):
+            continue
+        if _child is child and not _delivering:
+            _child = None
+            child["profiler"].stop()
+        return
 
 
 def _finalize_at_exit() -> None:

@@ -134,8 +134,7 @@ class Profiler:
             self._child_settings = dict(
                 max_spans=max_spans, memory=memory,
                 memory_interval=memory_interval,
-                cpu_resolution=cpu_resolution, max_stages=max_stages,
-                dataloaders=dataloaders)
+                cpu_resolution=cpu_resolution, max_stages=max_stages)
         self._max_children = max_children
         self._dataloaders = dataloaders
         self._unwatch: Optional[Callable[[], None]] = None
@@ -150,8 +149,10 @@ class Profiler:
         calibration (same machine: no 20 ms calibration at every worker
         start), no GPU tracing (a forked child cannot use CUDA, and
         workers must not initialise it), no capture of its own children
-        (they report to the parent's folder directly)."""
-        prof = cls(**settings, compensate=False, cuda=False, children=False)
+        (they report to the parent's folder directly), no DataLoader watch
+        (its lock would be taken in the SIGTERM handler's stop)."""
+        prof = cls(**settings, compensate=False, cuda=False, children=False,
+                   dataloaders=False)
         prof._overhead = overhead
         return prof
 
@@ -171,8 +172,9 @@ class Profiler:
                 self._capture_children()
                 self._watch_dataloaders()
         except BaseException:
-            # inline C calls, no Python call: a second interrupt cannot
-            # land in between
+            # the stop is one C call; an interrupt in _end_watches() after
+            # it can leave a folder or a watch to the collector, never a
+            # session running
             if self._core.running:
                 self._core.stop()
                 self._end_watches()
@@ -216,8 +218,16 @@ class Profiler:
         import weakref
         from . import children
         self._children_pid = os.getpid()
-        folder = self._children_dir = tempfile.mkdtemp(
-            prefix="aquaprof-children-")
+        try:
+            folder = tempfile.mkdtemp(prefix="aquaprof-children-")
+        except OSError as e:
+            # no temporary folder (read-only disk, a bad TMPDIR): profile
+            # this process alone and say why in the report
+            self._children = ([], {"started": 0, "reported": 0, "lost": [],
+                                   "error": f"no folder for child processes' "
+                                            f"reports: {e}"})
+            return
+        self._children_dir = folder
         # a Profiler dropped without stop() leaves no folder behind
         weakref.finalize(self, _remove_folder, folder, os.getpid())
         owner = weakref.ref(self)
@@ -282,7 +292,8 @@ class Profiler:
             if self._overhead:
                 data["overhead"] = self._overhead
             self._report = Report(data, _checked=True)
-            if self._children and self._children[1]["started"]:
+            if self._children and (self._children[1]["started"]
+                                   or "error" in self._children[1]):
                 self._report = self._with_children(self._report)
         return self._report
 
@@ -329,6 +340,7 @@ class Profiler:
             # nothing and will not call __exit__
             if fresh and self._core.running:
                 self._core.stop()
+                self._end_watches()
             raise
 
     def __exit__(self, *exc: Any) -> None:
@@ -337,6 +349,7 @@ class Profiler:
         finally:
             if self._core.running:   # stop() interrupted before it began
                 self._core.stop()
+                self._end_watches()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"

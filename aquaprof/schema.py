@@ -64,6 +64,7 @@ OVERHEAD_FIELDS: Fields = {"span_ns": float, "inside_ns": float}
 OVERHEAD_OPTIONAL: Fields = {"read_ns": float, "resolution_ns": float}
 PROCESS_FIELDS: Fields = {"pid": int, "label": str}
 CHILDREN_FIELDS: Fields = {"started": int, "reported": int, "lost": list}
+CHILDREN_OPTIONAL: Fields = {"error": str}
 LOST_CHILD_FIELDS: Fields = {"pid": int, "label": str, "reason": str}
 PROCESS_OPTIONAL: Fields = {"host": dict, "memory_samples": list,
                              "stages": list}
@@ -340,7 +341,8 @@ def validate(data: Dict[str, Any]) -> None:
 def _check_children(children: Any) -> None:
     if children is None:
         return
-    check_fields(children, CHILDREN_FIELDS, "report['children']")
+    check_fields(children, CHILDREN_FIELDS, "report['children']",
+                 CHILDREN_OPTIONAL)
     for i, lost in enumerate(children["lost"]):
         check_fields(lost, LOST_CHILD_FIELDS,
                      f"report['children']['lost'][{i}]")

@@ -53,3 +53,12 @@ class Squares:
     @ap.stage("getitem")
     def __getitem__(self, i):
         return float(i * i)
+
+
+def says_whether_recording_after(seconds, answer):
+    """Waits past its parent's stop, then answers whether this process
+    still records."""
+    calls(1)
+    answer.put("started")
+    time.sleep(seconds)
+    answer.put(ap.active())

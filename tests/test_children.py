@@ -353,3 +353,28 @@ def test_a_forked_copy_stopping_the_profiler_leaves_the_parents_folder():
     rep = prof.report()
     assert rep["work"].count == 2
     assert rep.meta["children"]["reported"] == 1
+
+
+def test_no_temporary_folder_profiles_the_process_alone(monkeypatch, tmp_path):
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    rep = profiled(lambda: (calls(2), run_processes("fork", calls, (3,),
+                                                     n=1)))
+    assert rep["work"].count == 2          # the parent's; the child's not
+    assert "no folder for child processes" in rep.meta["children"]["error"]
+    assert "child processes were not profiled" in str(rep)
+
+
+def test_a_child_outliving_the_profiler_stops_recording():
+    """A worker still running at stop() cannot deliver any more: it stops
+    its capture instead of holding memory for nobody."""
+    ctx = multiprocessing.get_context("fork")
+    answer = ctx.Queue()
+    with ap.Profiler(memory=False):
+        p = ctx.Process(target=child_work.says_whether_recording_after,
+                        args=(3.0, answer))
+        p.start()
+        assert answer.get(timeout=20) == "started"
+    assert answer.get(timeout=20) is False
+    p.join(20)
+    assert p.exitcode == 0

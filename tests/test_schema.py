@@ -24,7 +24,7 @@ DOC_TABLES = {
     "Host": ({}, schema.HOST_OPTIONAL),
     "Overhead": (schema.OVERHEAD_FIELDS, schema.OVERHEAD_OPTIONAL),
     "Process": (schema.PROCESS_FIELDS, schema.PROCESS_OPTIONAL),
-    "Children": (schema.CHILDREN_FIELDS, {}),
+    "Children": (schema.CHILDREN_FIELDS, schema.CHILDREN_OPTIONAL),
     "GPU section": (schema.GPU_FIELDS, {}),
     "Device": (schema.DEVICE_FIELDS, {}),
 }

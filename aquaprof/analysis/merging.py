@@ -136,6 +136,8 @@ class _Merger:
         self.children["reported"] += account["reported"]
         self.children["lost"] += [dict(c, label=f"{label} / {c['label']}")
                                   for c in account["lost"]]
+        if "error" in account:
+            self.children.setdefault("error", f"{label}: {account['error']}")
 
     def add(self, report: Report, data: Dict[str, Any], offset: int,
             label: str) -> None:

@@ -55,6 +55,9 @@ def _children_lines(children: Optional[Dict[str, Any]]) -> List[str]:
     why, so that no total is read as complete when it is not."""
     if not children:
         return []
+    if "error" in children:
+        return [f"! child processes were not profiled: "
+                f"{printable(children['error'])}"]
     lost = children["lost"]
     line = (f"  child processes: {children['started']:,} started, "
             f"{children['reported']:,} reported")
