@@ -290,11 +290,15 @@ def _finalize_at_exit() -> None:
     multiprocessing.util.Finalize(None, deliver, exitpriority=-100)
 
 
+def _current_process() -> Any:
+    import multiprocessing
+    return multiprocessing.current_process()
+
+
 def _label() -> str:
     """`worker N` for a torch DataLoader worker, else the process's name
     (ForkPoolWorker-1, SpawnProcess-2, ...); then the pid."""
-    import multiprocessing
-    process = multiprocessing.current_process()
+    process = _current_process()
     worker = _dataloader_worker_id(process)
     name = process.name if worker is None else f"worker {worker}"
     if getattr(process, "_inheriting", False):
@@ -344,6 +348,9 @@ def _deliver(child: Dict[str, Any]) -> None:
         prof.stop()
         data = prof.report().to_dict()
         data["label"] = _label()
+        worker = _dataloader_worker_id(_current_process())
+        if worker is not None:
+            data["worker"] = worker
         text = json.dumps(data, separators=(",", ":"))
         for entry in entries:
             _write(Path(entry["dir"]) / f"{token}.json", text)

@@ -290,8 +290,11 @@ class Report:
         where = f", {host['hostname']}" if "hostname" in host else ""
         label = self._data.get("label") or \
             f"{Path(str(argv[0])).name} (pid {self._data['pid']}{where})"
-        return [{"pid": self._data["pid"], "label": label,
-                 "memory_samples": self.memory_samples}]
+        process = {"pid": self._data["pid"], "label": label,
+                   "memory_samples": self.memory_samples}
+        if "worker" in self._data:
+            process["worker"] = self._data["worker"]
+        return [process]
 
     @property
     def memory_samples(self) -> List[List[int]]:

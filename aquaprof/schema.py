@@ -42,7 +42,7 @@ RUN_OPTIONAL: Fields = {
     "host": dict, "memory_samples": list, "overhead": dict,
     "processes": list, "gpu_status": str, "gpu": dict, "nested": bool,
     "max_stages": int, "stages_overflowed": int, "spans_shed": int,
-    "label": str, "children": dict,
+    "label": str, "children": dict, "worker": int,
 }
 STAGE_FIELDS: Fields = {
     "name": str, "parent": int, "depth": int, "count": int, "raised": int,
@@ -67,7 +67,7 @@ CHILDREN_FIELDS: Fields = {"started": int, "reported": int, "lost": list}
 CHILDREN_OPTIONAL: Fields = {"error": str}
 LOST_CHILD_FIELDS: Fields = {"pid": int, "label": str, "reason": str}
 PROCESS_OPTIONAL: Fields = {"host": dict, "memory_samples": list,
-                             "stages": list}
+                             "stages": list, "worker": int}
 GPU_FIELDS: Fields = {"events": dict, "kernel_names": list,
                       "devices": list, "dropped": int, "unattributed": int}
 DEVICE_FIELDS: Fields = {

@@ -62,3 +62,12 @@ def says_whether_recording_after(seconds, answer):
     answer.put("started")
     time.sleep(seconds)
     answer.put(ap.active())
+
+
+class Slow(Squares):
+    """Items that take 20 ms each: loading is what the loop waits on."""
+
+    @ap.stage("getitem")
+    def __getitem__(self, i):
+        time.sleep(0.02)
+        return float(i)

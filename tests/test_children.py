@@ -378,3 +378,28 @@ def test_a_child_outliving_the_profiler_stops_recording():
     assert answer.get(timeout=20) is False
     p.join(20)
     assert p.exitcode == 0
+
+
+def test_diagnose_counts_only_dataloader_workers_as_workers():
+    """A process pool beside the DataLoader is no worker of it: the
+    data-loading evidence names the workers' stage and their number."""
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    def parent():
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(2) as pool:
+            pool.map(child_work.work, range(200))
+        with ap.stage("train"):
+            for _ in DataLoader(child_work.Slow(), batch_size=2,
+                                num_workers=2):
+                pass
+
+    rep = profiled(parent)
+    workers = [p for p in rep.processes if "worker" in p]
+    assert sorted(p["worker"] for p in workers) == [0, 1]
+    finding = next(f for f in rep.diagnose().findings
+                   if f.kind == "data-loading-bound")
+    assert "whose getitem took" in finding.evidence
+    assert "2 worker processes" in finding.evidence
+    assert "num_workers, 2 in this report" in finding.fix

@@ -31,14 +31,17 @@ next(DataLoader) stage that holds, among the top stages or not:
   dataloader.py) took DATA_BOUND or more of its parent stage's wall time
   (the step), or of the run's at the root. The evidence names where the
   batches were made: the worker processes' hottest stage by self time, as
-  a share of their time in stages (the processes of a merged report that
-  recorded no next(DataLoader)), or, with no workers (num_workers=0), the
+  a share of their time in stages (the processes captured as DataLoader
+  workers, or in reports merged by hand, those that recorded no
+  next(DataLoader)), or, with no workers (num_workers=0), the
   hottest stage nested in next(DataLoader) itself.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+import numpy as np
 
 from .._units import fmt_bytes, fmt_time, printable
 
@@ -155,11 +158,16 @@ class Finding:
 
 
 def _entry_rss(stage: "StageStats", report: "Report") -> Optional[int]:
-    """RSS when the stage was first entered: the last memory sample at or
-    before its first span."""
-    samples = report.memory_samples
+    """RSS when the stage was first entered in the process whose memory
+    samples the report holds: the last sample at or before its first span
+    there; None when that process never entered it (a worker's stage is
+    not judged against another process's memory)."""
+    samples = report.memory_samples     # the first process's
     spans = report.spans()
-    mine = spans[spans["stage"] == stage.id]
+    first_process = [t["index"] for t in report.threads
+                     if t.get("process", 0) == 0]
+    mine = spans[(spans["stage"] == stage.id)
+                 & np.isin(spans["thread"], first_process)]
     if not samples or not len(mine):
         return None
     first = int(mine["start_ns"].min())
@@ -257,8 +265,11 @@ def _loader_class(stage: "StageStats",
     verify = (f"profile again and aquaprof compare BEFORE.json AFTER.json: "
               f"{ratio} (now {_share(wait, whole)}) should fall under "
               f"{DATA_BOUND * 100:.0f} %")
-    inline = _inline_hottest(stage, report)
-    workers = None if inline else _workers_hottest(report)
+    workers = _workers_hottest(report)
+    tagged = any("worker" in p for p in report.processes)
+    # DataLoader workers known as such decide: a sampler staged inside
+    # next(DataLoader) does not mean the loading ran in the loop
+    inline = None if tagged and workers else _inline_hottest(stage, report)
     if inline:
         name, took = inline
         return (f"the loop spent {_share(wait, whole)} of {of} loading its "
@@ -315,20 +326,24 @@ def _inline_hottest(stage: "StageStats",
 
 def _workers_hottest(report: "Report") -> Optional[
         Tuple[str, float, float, int]]:
-    """Over the processes of a merged report that recorded no
-    next(DataLoader) (the workers): the stage with the most self time,
-    that time, their time in stages (their own outermost stages' totals)
-    and how many they are; None when no such process recorded a stage."""
+    """Over the workers of a merged report: the stage with the most self
+    time, that time, their time in stages (their own outermost stages'
+    totals) and how many they are; None when no worker recorded a stage.
+    The workers are the processes captured as DataLoader workers, or in
+    reports that do not say (merged by hand), the processes that recorded
+    no next(DataLoader)."""
     stats = report.stages
     parent = {s.id: report[s.parent].id if s.parent else -1 for s in stats}
     loaders = {s.id for s in stats if s.name == LOADER_STAGE}
     own: Dict[int, float] = {}
     staged = 0.0
     processes = 0
+    tagged = any("worker" in p for p in report.processes)
     for process in report.processes:
         entries = process.get("stages", [])
         ids = {e[0] for e in entries}
-        if not entries or ids & loaders:
+        if not entries or ids & loaders or (tagged and
+                                            "worker" not in process):
             continue
         processes += 1
         for sid, _count, total_ns, self_ns, _cpu in entries:

@@ -161,6 +161,8 @@ class _Merger:
                 "stages": [[remap[r[0]], *r[1:]] for r in rows],
                 "memory_samples": [[t + offset, rss] for t, rss in
                                    sub.get("memory_samples", [])]})
+            if "worker" in sub:
+                self.processes[-1]["worker"] = sub["worker"]
         self._children(data.get("children"), label)
         thread_base = len(self.threads)
         self.threads += [dict(t, index=thread_base + t["index"],
