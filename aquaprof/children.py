@@ -362,8 +362,12 @@ def _write(path: Path, text: str) -> None:
     """Whole or not at all: a temporary name, then a rename. No fsync:
     the files live as long as the parent's run."""
     part = path.with_name(f".{path.name}.{os.getpid()}.part")
-    part.write_text(text)
-    os.replace(part, path)
+    try:
+        part.write_text(text)
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
 
 
 def _catch_sigterm() -> None:

@@ -361,7 +361,12 @@ def _remove_folder(folder: str, pid: int) -> None:
     # parent's exit handlers too
     if os.getpid() == pid:
         import shutil
-        shutil.rmtree(folder, ignore_errors=True)
+        # twice: a child still running may write a marker between the
+        # first pass's listing and its rmdir
+        for _ in range(2):
+            shutil.rmtree(folder, ignore_errors=True)
+            if not os.path.isdir(folder):
+                return
 
 
 def _reset_starting() -> None:

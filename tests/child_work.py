@@ -17,8 +17,11 @@ def calls(n):
         work(i)
 
 
-def calls_then_wait(n, seconds):
+def calls_then_wait(n, seconds, ready=None):
+    """Records n calls, says so on `ready` (an Event), then waits."""
     calls(n)
+    if ready is not None:
+        ready.set()
     time.sleep(seconds)
 
 

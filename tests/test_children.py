@@ -13,6 +13,7 @@ import pytest
 
 import aquaprof as ap
 import child_work
+from aquaprof import children
 from child_work import calls
 
 METHODS = [m for m in ("fork", "spawn", "forkserver")
@@ -96,13 +97,13 @@ def test_a_process_pool_executor_delivers():
 def test_terminate_delivers_then_the_child_dies_by_sigterm():
     ctx = multiprocessing.get_context("fork")
 
+    ready = ctx.Event()
+
     def parent():
-        p = ctx.Process(target=child_work.calls_then_wait, args=(4, 60))
+        p = ctx.Process(target=child_work.calls_then_wait,
+                        args=(4, 60, ready))
         p.start()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not ap.active():
-            time.sleep(0.01)
-        time.sleep(0.3)
+        assert ready.wait(20)
         p.terminate()
         p.join(20)
         assert p.exitcode == -signal.SIGTERM
@@ -132,12 +133,14 @@ def test_a_users_own_sigterm_handler_is_left_alone():
 
 def test_a_killed_child_is_counted_lost_and_the_rest_kept():
     ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
 
     def parent():
         calls(2)
-        p = ctx.Process(target=child_work.calls_then_wait, args=(3, 60))
+        p = ctx.Process(target=child_work.calls_then_wait,
+                        args=(3, 60, ready))
         p.start()
-        time.sleep(0.5)
+        assert ready.wait(20)
         os.kill(p.pid, signal.SIGKILL)
         p.join(20)
 
@@ -154,15 +157,19 @@ def test_a_killed_child_is_counted_lost_and_the_rest_kept():
 
 def test_a_child_still_running_at_stop_is_counted_without_waiting():
     ctx = multiprocessing.get_context("fork")
-    with ap.Profiler(memory=False) as prof:
-        p = ctx.Process(target=child_work.calls_then_wait, args=(1, 60))
-        p.start()
-        time.sleep(0.5)
+    ready = ctx.Event()
+    prof = ap.Profiler(memory=False).start()
+    p = ctx.Process(target=child_work.calls_then_wait, args=(1, 60, ready))
+    p.start()
+    assert ready.wait(20)
     start = time.monotonic()
+    prof.stop()
+    stopping = time.monotonic() - start
     rep = prof.report()
     p.kill()
     p.join()
-    assert time.monotonic() - start < 1
+    # bounded by the wait for children caught writing, which it is not
+    assert stopping < children.EXIT_WAIT_S
     assert rep.meta["children"]["lost"][0]["reason"] == \
         "still running when the profiler stopped"
 

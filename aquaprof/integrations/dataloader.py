@@ -101,25 +101,29 @@ def watch_dataloaders() -> Callable[[], None]:
 
     Calls nest: the wrapper goes in at the first and comes out when the
     last one's function is called (each such function acts once). When
-    torch's DataLoader is not imported the function returned does
-    nothing."""
-    global _watchers, _patch
+    torch's DataLoader is not imported yet, the watch begins when it is
+    (and the function returned ends it either way)."""
     owner = _iterator_class()
     if owner is None:
         return _watch_on_import()
     with _LOCK:
-        if _watchers == 0 or _patch is None:
-            current = vars(owner)["__next__"]
-            # our own wrapper put back by someone else's restore: reuse it
-            # rather than record each call twice
-            mine = getattr(current, "__aquaprof_patch__", None)
-            _patch = mine if isinstance(mine, _Patch) else \
-                _Patch(owner, current)
-            _patch.on = True
-            if current is not _patch.wrapper:
-                setattr(owner, "__next__", _patch.wrapper)
-        _watchers += 1
-        return _Unwatch(_patch)
+        return _watch_locked(owner)
+
+
+def _watch_locked(owner: type) -> Callable[[], None]:
+    """watch_dataloaders() with _LOCK held."""
+    global _watchers, _patch
+    if _watchers == 0 or _patch is None:
+        current = vars(owner)["__next__"]
+        # our own wrapper put back by someone else's restore: reuse it
+        # rather than record each call twice
+        mine = getattr(current, "__aquaprof_patch__", None)
+        _patch = mine if isinstance(mine, _Patch) else _Patch(owner, current)
+        _patch.on = True
+        if current is not _patch.wrapper:
+            setattr(owner, "__next__", _patch.wrapper)
+    _watchers += 1
+    return _Unwatch(_patch)
 
 
 class _Unwatch:
@@ -183,9 +187,13 @@ def _imported() -> None:
     """torch's DataLoader module has just run: the deferred watches
     begin."""
     with _LOCK:
-        waiting = [d for d in _pending if d.unwatch is None]
-    for deferred in waiting:
-        deferred.unwatch = watch_dataloaders()
+        # under the lock: a deferred watch ended meanwhile by another
+        # thread must not begin
+        owner = _iterator_class()
+        for deferred in _pending:
+            if owner is not None and deferred.unwatch is None \
+                    and not deferred.done:
+                deferred.unwatch = _watch_locked(owner)
 
 
 class _ImportFinder:
