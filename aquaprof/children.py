@@ -307,20 +307,25 @@ def _label() -> str:
 
 
 def _dataloader_worker_id(process: Any) -> Optional[int]:
-    """The worker id torch's DataLoader gave this process: an argument
-    of its target, known before the worker loop starts."""
+    """The worker id torch's DataLoader gave this process: its target's
+    argument `worker_id`, known before the worker loop starts. Read from
+    the code object (no inspect: this runs as the child starts, where
+    every moment is one a Ctrl-C can land in)."""
     target = getattr(process, "_target", None)
-    if callable(target) and \
-            getattr(target, "__module__", "").startswith("torch.utils.data") \
-            and getattr(target, "__name__", "") == "_worker_loop":
-        import inspect
-        try:
-            bound = inspect.signature(target).bind(
-                *process._args, **process._kwargs)
-            return int(bound.arguments["worker_id"])
-        except (TypeError, ValueError, KeyError):
-            return None
-    return None
+    code = getattr(target, "__code__", None)
+    if code is None or getattr(target, "__name__", "") != "_worker_loop" \
+            or not getattr(target, "__module__", "").startswith(
+                "torch.utils.data"):
+        return None
+    names = code.co_varnames[:code.co_argcount]
+    args = getattr(process, "_args", ())
+    if "worker_id" in getattr(process, "_kwargs", {}):
+        worker = process._kwargs["worker_id"]
+    elif "worker_id" in names and names.index("worker_id") < len(args):
+        worker = args[names.index("worker_id")]
+    else:
+        return None
+    return worker if isinstance(worker, int) else None
 
 
 def deliver() -> None:

@@ -1,6 +1,7 @@
 """aquaprof.Profiler: starts and stops one recording session."""
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
@@ -233,11 +234,17 @@ class Profiler:
         owner = weakref.ref(self)
 
         def live() -> bool:
+            # a nested Profiler its outer's stop() ended captures no more
             prof = owner()
-            return prof is not None and prof._children_dir == folder
+            return prof is not None and prof._children_dir == folder \
+                and prof._core.running
 
         children.publish({"dir": folder, "settings": self._child_settings,
                           "overhead": self._overhead}, live)
+        # what a child's report() needs, loaded and computed here once, so
+        # that forked children do not each load it at their exit
+        from .analysis import gpu_stats, overhead  # noqa: F401
+        _static_host()
 
     def _collect_children(self) -> None:
         """Reads what the children delivered, once, and removes the
@@ -390,10 +397,17 @@ def _calibration(cpu_resolution: float, memory: bool) -> Optional[dict]:
         return None
 
 
+@functools.lru_cache(maxsize=None)
+def _static_host() -> tuple:
+    # platform.platform() reads files and runs uname: a few ms, once
+    return socket.gethostname(), platform.platform()
+
+
 def _host_info(started_at: Optional[float]) -> dict:
+    hostname, system = _static_host()
     return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
+        "hostname": hostname,
+        "platform": system,
         "python": sys.version.split()[0],
         "aquaprof": __version__,
         "argv": list(sys.argv),

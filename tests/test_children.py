@@ -410,3 +410,13 @@ def test_diagnose_counts_only_dataloader_workers_as_workers():
     assert "whose getitem took" in finding.evidence
     assert "2 worker processes" in finding.evidence
     assert "num_workers, 2 in this report" in finding.fix
+
+
+def test_a_nested_profiler_ended_by_its_outer_captures_no_more_children():
+    outer = ap.Profiler(memory=False).start()
+    inner = ap.Profiler(memory=False).start()
+    outer.stop()                     # ends the inner's recording too
+    run_processes("fork", calls, (2,), n=1)
+    inner.stop()
+    assert "work" not in inner.report()
+    assert "children" not in inner.report().meta
