@@ -207,8 +207,15 @@ class Profiler:
         if self._dataloaders:
             import weakref
             from .integrations.dataloader import watch_dataloaders
+            owner = weakref.ref(self)
+
+            def live() -> bool:
+                # a watch a Ctrl-C kept from ending ends with its run
+                prof = owner()
+                return prof is not None and prof._core.running
+
             # also ended when a Profiler is dropped without stop()
-            self._unwatch = weakref.finalize(self, watch_dataloaders())
+            self._unwatch = weakref.finalize(self, watch_dataloaders(live))
 
     def _capture_children(self) -> None:
         """Names a fresh folder to the child processes created from now
@@ -220,15 +227,20 @@ class Profiler:
         from . import children
         self._children_pid = os.getpid()
         try:
-            folder = tempfile.mkdtemp(prefix="aquaprof-children-")
+            # named before it exists: a Ctrl-C just after the mkdir still
+            # finds it to remove (start() ends with _end_watches())
+            folder = self._children_dir = os.path.join(
+                tempfile.gettempdir(),
+                f"aquaprof-children-{os.getpid()}-{os.urandom(6).hex()}")
+            os.mkdir(folder, 0o700)
         except OSError as e:
+            self._children_dir = None
             # no temporary folder (read-only disk, a bad TMPDIR): profile
             # this process alone and say why in the report
             self._children = ([], {"started": 0, "reported": 0, "lost": [],
                                    "error": f"no folder for child processes' "
                                             f"reports: {e}"})
             return
-        self._children_dir = folder
         # a Profiler dropped without stop() leaves no folder behind
         weakref.finalize(self, _remove_folder, folder, os.getpid())
         owner = weakref.ref(self)

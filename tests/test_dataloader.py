@@ -35,6 +35,7 @@ def next_left_as_it_was():
     left = vars(_BaseDataLoaderIter)["__next__"]
     watchers = dataloader._watchers
     _BaseDataLoaderIter.__next__ = ORIGINAL
+    dataloader._watches.clear()
     dataloader._watchers = 0
     assert left is ORIGINAL and watchers == 0
 
@@ -350,3 +351,15 @@ def test_a_profiler_watches_while_it_runs_and_puts_next_back():
                 pass
     assert vars(_BaseDataLoaderIter)["__next__"] is ORIGINAL
     assert prof.report()[f"train/{LOADER_STAGE}"].count == BATCHES + 1
+
+
+def test_a_watch_whose_owner_stopped_is_dropped_at_the_next_change():
+    """A watch never ended (a Ctrl-C between a profiler's stop and its
+    unwatch) is dropped once its owner says it is done."""
+    running = [True]
+    watch_dataloaders(lambda: running[0])          # never ended
+    assert vars(_BaseDataLoaderIter)["__next__"] is not ORIGINAL
+    running[0] = False
+    watch_dataloaders()()                          # any later change
+    assert vars(_BaseDataLoaderIter)["__next__"] is ORIGINAL
+    assert dataloader._watchers == 0

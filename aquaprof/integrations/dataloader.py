@@ -29,19 +29,25 @@ from __future__ import annotations
 
 import functools
 import importlib.abc
+import itertools
 import os
 import sys
 import threading
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .. import _core
 from ..analysis.diagnose import LOADER_STAGE
 
 _MODULE = "torch.utils.data.dataloader"
 
-# Guards _watchers and _patch: profilers start and stop on any thread.
+# Guards the watches and _patch: profilers start and stop on any thread.
 _LOCK = threading.Lock()
-_watchers = 0
+# each watch: token -> still wanted? A watch whose owner stopped without
+# ending it (a Ctrl-C between two of its steps) is dropped at the next
+# watch or unwatch, so none is left on for good.
+_watches: Dict[int, Callable[[], bool]] = {}
+_tokens = itertools.count(1)
+_watchers = 0                   # the watches kept at the last change
 _patch: Optional["_Patch"] = None
 
 
@@ -95,25 +101,46 @@ def _iterator_class() -> Optional[type]:
     return None
 
 
-def watch_dataloaders() -> Callable[[], None]:
+def watch_dataloaders(live: Optional[Callable[[], bool]] = None
+                      ) -> Callable[[], None]:
     """Records every ``next()`` on a torch DataLoader iterator as the
-    stage ``next(DataLoader)`` until the returned function is called.
+    stage ``next(DataLoader)`` until the returned function is called, or
+    until live() (when given) says False.
 
     Calls nest: the wrapper goes in at the first and comes out when the
-    last one's function is called (each such function acts once). When
-    torch's DataLoader is not imported yet, the watch begins when it is
-    (and the function returned ends it either way)."""
+    last one ends (each returned function acts once). When torch's
+    DataLoader is not imported yet, the watch begins when it is (and the
+    function returned ends it either way)."""
     owner = _iterator_class()
     if owner is None:
-        return _watch_on_import()
+        return _watch_on_import(live)
     with _LOCK:
-        return _watch_locked(owner)
+        return _watch_locked(owner, live)
 
 
-def _watch_locked(owner: type) -> Callable[[], None]:
+def _watch_locked(owner: type, live: Optional[Callable[[], bool]]
+                  ) -> Callable[[], None]:
     """watch_dataloaders() with _LOCK held."""
+    token = next(_tokens)
+    _watches[token] = live or _always
+    _sync(owner)
+    return _Unwatch(token)
+
+
+def _always() -> bool:
+    return True
+
+
+def _sync(owner: Optional[type] = None) -> None:
+    """With _LOCK held: drops the watches no longer wanted, then puts the
+    wrapper in (on `owner`) or takes it out as watches remain or not."""
     global _watchers, _patch
-    if _watchers == 0 or _patch is None:
+    for token, live in list(_watches.items()):
+        if not live():
+            del _watches[token]
+    _watchers = len(_watches)
+    if _watchers and owner is not None and (_patch is None
+                                            or not _patch.on):
         current = vars(owner)["__next__"]
         # our own wrapper put back by someone else's restore: reuse it
         # rather than record each call twice
@@ -122,29 +149,22 @@ def _watch_locked(owner: type) -> Callable[[], None]:
         _patch.on = True
         if current is not _patch.wrapper:
             setattr(owner, "__next__", _patch.wrapper)
-    _watchers += 1
-    return _Unwatch(_patch)
+    elif not _watchers and _patch is not None and _patch.on:
+        _patch.on = False
+        if vars(_patch.owner).get("__next__") is _patch.wrapper:
+            setattr(_patch.owner, "__next__", _patch.original)
 
 
 class _Unwatch:
-    """Ends one watch_dataloaders() call; acts once, however often
-    called."""
+    """Ends one watch; acts once, however often called."""
 
-    def __init__(self, patch: "_Patch"):
-        self._patch: Optional[_Patch] = patch
+    def __init__(self, token: int):
+        self._token = token
 
     def __call__(self) -> None:
-        global _watchers
         with _LOCK:
-            patch, self._patch = self._patch, None
-            if patch is None:
-                return
-            _watchers -= 1
-            if _watchers:
-                return
-            patch.on = False
-            if vars(patch.owner).get("__next__") is patch.wrapper:
-                setattr(patch.owner, "__next__", patch.original)
+            _watches.pop(self._token, None)
+            _sync()
 
 
 # ------------------------------------------------- torch imported later
@@ -154,7 +174,8 @@ class _Deferred:
     imported: it begins when the module is (aquaprof run starts its
     profiler before the script imports torch)."""
 
-    def __init__(self) -> None:
+    def __init__(self, live: Optional[Callable[[], bool]]) -> None:
+        self.live = live or _always
         self.unwatch: Optional[Callable[[], None]] = None
         self.done = False
 
@@ -163,7 +184,8 @@ class _Deferred:
             if self.done:
                 return
             self.done = True
-            _pending.remove(self)
+            if self in _pending:
+                _pending.remove(self)
             unwatch, self.unwatch = self.unwatch, None
             if not _pending and _FINDER in sys.meta_path:
                 sys.meta_path.remove(_FINDER)
@@ -174,9 +196,11 @@ class _Deferred:
 _pending: List[_Deferred] = []
 
 
-def _watch_on_import() -> Callable[[], None]:
-    deferred = _Deferred()
+def _watch_on_import(live: Optional[Callable[[], bool]]
+                     ) -> Callable[[], None]:
+    deferred = _Deferred(live)
     with _LOCK:
+        _pending[:] = [d for d in _pending if d.live()]
         _pending.append(deferred)
         if _FINDER not in sys.meta_path:
             sys.meta_path.insert(0, _FINDER)
@@ -192,8 +216,8 @@ def _imported() -> None:
         owner = _iterator_class()
         for deferred in _pending:
             if owner is not None and deferred.unwatch is None \
-                    and not deferred.done:
-                deferred.unwatch = _watch_locked(owner)
+                    and not deferred.done and deferred.live():
+                deferred.unwatch = _watch_locked(owner, deferred.live)
 
 
 class _ImportFinder:
