@@ -143,12 +143,18 @@ def collect(folder: str, max_children: int
 
 
 def _markers(path: Path) -> Dict[str, Dict[str, Any]]:
-    found = {}
-    for item in path.glob("*.started"):
+    found: Dict[str, Dict[str, Any]] = {}
+    try:
+        names = os.listdir(path)    # a list, not an iterator to leave open
+    except OSError:
+        return found
+    for name in names:
+        if not name.endswith(".started"):
+            continue
         try:
-            marker = json.loads(item.read_text())
-            found[item.stem] = {"pid": int(marker["pid"]),
-                                "label": str(marker["label"])}
+            marker = json.loads((path / name).read_text())
+            found[name[:-len(".started")]] = {
+                "pid": int(marker["pid"]), "label": str(marker["label"])}
         except (OSError, ValueError, KeyError, TypeError):
             continue      # written by no child of ours: not counted
     return found

@@ -376,16 +376,28 @@ class Profiler:
 
 
 def _remove_folder(folder: str, pid: int) -> None:
-    # only by its owner: a forked child that exits normally runs the
-    # parent's exit handlers too
-    if os.getpid() == pid:
-        import shutil
-        # twice: a child still running may write a marker between the
-        # first pass's listing and its rmdir
-        for _ in range(2):
-            shutil.rmtree(folder, ignore_errors=True)
-            if not os.path.isdir(folder):
-                return
+    """Removes a children folder (files only), by its owner alone: a
+    forked child that exits normally runs the parent's exit handlers
+    too. Not shutil.rmtree: a Ctrl-C between its close() and its
+    cleanup's turns into an OSError."""
+    if os.getpid() != pid:
+        return
+    # twice: a child still running may write a marker meanwhile
+    for _ in range(2):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return
+        for name in names:
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
+        try:
+            os.rmdir(folder)
+            return
+        except OSError:
+            pass
 
 
 def _reset_starting() -> None:
