@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .report import Report, ReportError
 
@@ -47,10 +47,91 @@ _hooked = False
 _delivering = False
 # this process's capturing Profilers: folder -> (entry, still capturing?)
 _published: Dict[str, Tuple[Dict[str, Any], Callable[[], bool]]] = {}
+_ended: Set[str] = set()    # their folders, until the config drops them
 _pending_signal = 0     # a SIGTERM that came while delivering
 
 
 # ------------------------------------------------------------ parent side
+
+class Capture:
+    """One Profiler's capture of its children: a folder named to the
+    processes created while `running()` holds, read once by end(). After
+    end(), `result` is (the reports, the account), or None when there was
+    nothing to read."""
+
+    def __init__(self, settings: Dict[str, Any],
+                 overhead: Optional[Dict[str, Any]],
+                 running: Callable[[], bool]):
+        import tempfile
+        import weakref
+        self.pid = os.getpid()
+        self.result: Optional[Tuple[List[Report], Dict[str, Any]]] = None
+        self.folder: Optional[str] = None
+        try:
+            folder = self.folder = os.path.join(
+                tempfile.gettempdir(),
+                f"aquaprof-children-{os.getpid()}-{os.urandom(6).hex()}")
+            # before the folder exists: a Ctrl-C anywhere after still
+            # leaves it to be removed when this object goes
+            weakref.finalize(self, remove_folder, folder, self.pid)
+            os.mkdir(folder, 0o700)
+        except OSError as e:
+            # no temporary folder (read-only disk, a bad TMPDIR): the
+            # process is profiled alone, and the report says why
+            self.folder = None
+            self.result = ([], {"started": 0, "reported": 0, "lost": [],
+                                "error": f"no folder for child processes' "
+                                         f"reports: {e}"})
+            return
+        me = weakref.ref(self)
+
+        def live() -> bool:
+            # a nested Profiler its outer's stop() ended captures no more
+            capture = me()
+            return capture is not None and capture.folder == folder \
+                and running()
+
+        publish({"dir": folder, "settings": settings, "overhead": overhead},
+                live)
+
+    def end(self, max_children: int) -> None:
+        """Reads what the children delivered and removes the folder;
+        children that report later find it gone. Nothing in a forked
+        child's copy: the folder is the parent's."""
+        folder, self.folder = self.folder, None
+        if folder is None or os.getpid() != self.pid:
+            return
+        try:
+            withdraw()
+            self.result = collect(folder, max_children)
+        finally:
+            remove_folder(folder, self.pid)
+
+
+def remove_folder(folder: str, pid: int) -> None:
+    """Removes a children folder (files only), by its owner alone: a
+    forked child that exits normally runs the parent's exit handlers
+    too. Not shutil.rmtree: a Ctrl-C between its close() and its
+    cleanup's turns into an OSError."""
+    if os.getpid() != pid:
+        return
+    # twice: a child still running may write a marker meanwhile
+    for _ in range(2):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return
+        for name in names:
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
+        try:
+            os.rmdir(folder)
+            return
+        except OSError:
+            pass
+
 
 def publish(entry: Dict[str, Any], live: Callable[[], bool]) -> None:
     """Names a capturing Profiler's folder to the processes created from
@@ -71,22 +152,23 @@ def withdraw() -> None:
 def _refresh() -> None:
     """The config's value: the entries this process inherited, then those
     of its Profilers still capturing. Recomputed whole and replaced, never
-    changed in place (each Process copies the config shallowly), and
-    forgotten only once replaced: a Ctrl-C anywhere in here leaves
-    nothing stale for good."""
+    changed in place (each Process copies the config shallowly). An ended
+    Profiler's folder is kept in _ended until the config no longer holds
+    it, and each is dropped as soon as found: a Ctrl-C anywhere in here
+    leaves nothing stale for good, and the next call goes on from there."""
+    for folder, (_, live) in list(_published.items()):
+        if not live():
+            _ended.add(folder)
+            _published.pop(folder, None)
     config = _config()
-    published = list(_published.items())   # other threads may publish
-    ended = [folder for folder, (_, live) in published if not live()]
-    kept = [e for e in config.get(CONFIG_KEY, ())
-            if e["dir"] not in _published]
-    kept += [entry for folder, (entry, _) in published
-             if folder not in ended]
+    ours = set(_published) | _ended
+    kept = [e for e in config.get(CONFIG_KEY, ()) if e["dir"] not in ours]
+    kept += [entry for entry, _ in list(_published.values())]
     if kept:
         config[CONFIG_KEY] = _Entries(kept)
     else:
         config.pop(CONFIG_KEY, None)
-    for folder in ended:
-        _published.pop(folder, None)
+    _ended.clear()
 
 
 def _config() -> Dict[str, Any]:
@@ -346,6 +428,7 @@ def deliver() -> None:
         _deliver(child)
     finally:
         _child = None
+        _delivering = False
         if _pending_signal:
             _die_by(_pending_signal)
 
@@ -402,8 +485,10 @@ def _on_sigterm(signum: int, _frame: Any) -> None:
         # its sentinel as terminate() signals it): die once it is done
         _pending_signal = signum
         return
-    deliver()
-    _die_by(signum)
+    try:
+        deliver()
+    finally:
+        _die_by(signum)     # whatever happened: the signal's own end
 
 
 def _die_by(signum: int) -> None:

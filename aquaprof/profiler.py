@@ -139,8 +139,7 @@ class Profiler:
         self._max_children = max_children
         self._dataloaders = dataloaders
         self._unwatch: Optional[Callable[[], None]] = None
-        self._children_dir: Optional[str] = None
-        self._children_pid = 0
+        self._capture: Any = None      # an aquaprof.children.Capture
         self._children: Optional[tuple] = None
 
     @classmethod
@@ -207,69 +206,41 @@ class Profiler:
         if self._dataloaders:
             import weakref
             from .integrations.dataloader import watch_dataloaders
-            owner = weakref.ref(self)
+            # a watch a Ctrl-C kept from ending ends with its run; and
+            # when a Profiler is dropped without stop()
+            self._unwatch = weakref.finalize(
+                self, watch_dataloaders(self._running_while_alive()))
 
-            def live() -> bool:
-                # a watch a Ctrl-C kept from ending ends with its run
-                prof = owner()
-                return prof is not None and prof._core.running
+    def _running_while_alive(self) -> Callable[[], bool]:
+        """Whether this Profiler still records, without keeping it (or
+        its session) alive: a dropped Profiler's session ends when it is
+        freed."""
+        import weakref
+        owner = weakref.ref(self)
 
-            # also ended when a Profiler is dropped without stop()
-            self._unwatch = weakref.finalize(self, watch_dataloaders(live))
+        def running() -> bool:
+            prof = owner()
+            return prof is not None and prof._core.running
+        return running
 
     def _capture_children(self) -> None:
         """Names a fresh folder to the child processes created from now
         on (aquaprof.children)."""
         if self._child_settings is None:
             return
-        import tempfile
-        import weakref
-        from . import children
-        self._children_pid = os.getpid()
-        try:
-            # named before it exists: a Ctrl-C just after the mkdir still
-            # finds it to remove (start() ends with _end_watches())
-            folder = self._children_dir = os.path.join(
-                tempfile.gettempdir(),
-                f"aquaprof-children-{os.getpid()}-{os.urandom(6).hex()}")
-            os.mkdir(folder, 0o700)
-        except OSError as e:
-            self._children_dir = None
-            # no temporary folder (read-only disk, a bad TMPDIR): profile
-            # this process alone and say why in the report
-            self._children = ([], {"started": 0, "reported": 0, "lost": [],
-                                   "error": f"no folder for child processes' "
-                                            f"reports: {e}"})
-            return
-        # a Profiler dropped without stop() leaves no folder behind
-        weakref.finalize(self, _remove_folder, folder, os.getpid())
-        owner = weakref.ref(self)
-
-        def live() -> bool:
-            # a nested Profiler its outer's stop() ended captures no more
-            prof = owner()
-            return prof is not None and prof._children_dir == folder \
-                and prof._core.running
-
-        children.publish({"dir": folder, "settings": self._child_settings,
-                          "overhead": self._overhead}, live)
+        from .children import Capture
+        self._capture = Capture(self._child_settings, self._overhead,
+                                self._running_while_alive())
         # what a child's report() needs, loaded and computed here once, so
         # that forked children do not each load it at their exit
         from .analysis import gpu_stats, overhead  # noqa: F401
         _static_host()
 
     def _collect_children(self) -> None:
-        """Reads what the children delivered, once, and removes the
-        folder; children that report later find it gone."""
-        folder, self._children_dir = self._children_dir, None
-        if folder is None or os.getpid() != self._children_pid:
-            return      # a forked child's copy: the folder is the parent's
-        from . import children
-        try:
-            children.withdraw()
-            self._children = children.collect(folder, self._max_children)
-        finally:
-            _remove_folder(folder, self._children_pid)
+        """What the children delivered, read once."""
+        if self._capture is not None:
+            self._capture.end(self._max_children)
+            self._children = self._capture.result
 
     def on_stop(self, callback: Callable[[], Any]) -> None:
         """Calls callback() at stop(), before the recording ends: how a
@@ -373,31 +344,6 @@ class Profiler:
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"
         return f"<aquaprof.Profiler {state}>"
-
-
-def _remove_folder(folder: str, pid: int) -> None:
-    """Removes a children folder (files only), by its owner alone: a
-    forked child that exits normally runs the parent's exit handlers
-    too. Not shutil.rmtree: a Ctrl-C between its close() and its
-    cleanup's turns into an OSError."""
-    if os.getpid() != pid:
-        return
-    # twice: a child still running may write a marker meanwhile
-    for _ in range(2):
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            return
-        for name in names:
-            try:
-                os.unlink(os.path.join(folder, name))
-            except OSError:
-                pass
-        try:
-            os.rmdir(folder)
-            return
-        except OSError:
-            pass
 
 
 def _reset_starting() -> None:

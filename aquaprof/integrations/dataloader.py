@@ -41,7 +41,9 @@ from ..analysis.diagnose import LOADER_STAGE
 _MODULE = "torch.utils.data.dataloader"
 
 # Guards the watches and _patch: profilers start and stop on any thread.
-_LOCK = threading.Lock()
+# Reentrant: the collector may run a dropped Profiler's unwatch (a
+# weakref finalizer) on a thread that holds it.
+_LOCK = threading.RLock()
 # each watch: token -> still wanted? A watch whose owner stopped without
 # ending it (a Ctrl-C between two of its steps) is dropped at the next
 # watch or unwatch, so none is left on for good.
@@ -55,7 +57,7 @@ def _unlock_in_child() -> None:
     # a fork (a DataLoader worker) while another thread held the lock
     # would leave it held forever in the child, whose profiler watches too
     global _LOCK
-    _LOCK = threading.Lock()
+    _LOCK = threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -137,7 +139,7 @@ def _sync(owner: Optional[type] = None) -> None:
     global _watchers, _patch
     for token, live in list(_watches.items()):
         if not live():
-            del _watches[token]
+            _watches.pop(token, None)
     _watchers = len(_watches)
     if _watchers and owner is not None and (_patch is None
                                             or not _patch.on):
