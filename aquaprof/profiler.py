@@ -227,16 +227,14 @@ class Profiler:
         signum = _sampling.free_signal()
         sampler = _core.Sampler(interval_ns, max_samples, signum or 0,
                                 threading.main_thread().native_id or 0)
+        # first: a Profiler dropped without stop(), the interpreter
+        # exiting or a Ctrl-C from here on ends the thread, which would
+        # otherwise sample for ever, and gives the signal back
+        self._stop_sampler = weakref.finalize(self, _sampling.end, sampler,
+                                              signum)
         if signum:
             _sampling.handle(signum, sampler.take)
-        try:
-            sampler.start()
-        finally:
-            # a Profiler dropped without stop(), or the interpreter
-            # exiting, ends the thread, which would otherwise sample for
-            # ever
-            self._stop_sampler = weakref.finalize(
-                self, _sampling.end, sampler, signum)
+        sampler.start()
         self._sampler = sampler
 
     def _end_sampler(self) -> None:
