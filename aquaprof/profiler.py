@@ -234,7 +234,15 @@ class Profiler:
                                               signum)
         if signum:
             _sampling.handle(signum, sampler.take)
-        sampler.start()
+        try:
+            sampler.start()
+        except (OSError, RuntimeError) as e:
+            # no thread to spare, or a Python without a GIL: the run goes
+            # on with stages only, and says why
+            import warnings
+            warnings.warn(f"aquaprof: call stacks are not sampled in this "
+                          f"run: {e}", RuntimeWarning, stacklevel=4)
+            return
         self._sampler = sampler
 
     def _end_sampler(self) -> None:

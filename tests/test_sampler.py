@@ -358,3 +358,28 @@ def test_ctrl_c_in_the_program_stops_sampling_and_keeps_the_profile():
                 raise KeyboardInterrupt
     assert not prof.running
     assert by_leaf(prof.report())[("work", "busy")][0] > 0
+
+
+def test_a_sampler_that_cannot_start_leaves_the_run_going(monkeypatch):
+    real = _core.Sampler
+
+    class NoThread:
+        def __init__(self, *args):
+            self.real = real(*args)
+
+        def start(self):
+            raise OSError(11, "Resource temporarily unavailable")
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+    monkeypatch.setattr(_core, "Sampler", NoThread)
+    with pytest.warns(RuntimeWarning, match="not sampled.*unavailable"):
+        prof = aquaprof.Profiler(sample=0.001).start()
+    with aquaprof.stage("s"):
+        busy(0.01)
+    prof.stop()
+    rep = prof.report()
+    assert rep["s"].count == 1 and "samples" not in rep._data
+    assert all(signal.getsignal(n) is signal.SIG_DFL
+               for n in range(signal.SIGRTMIN + 2, signal.SIGRTMAX))
