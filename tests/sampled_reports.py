@@ -25,16 +25,19 @@ FRAMES = [
 
 
 def profile_stages():
-    """A real run: decode (with a nested decode/nms) and load, on the
-    main thread, with sleeps long enough to plant samples in."""
+    """A real run: load, then decode (with a nested decode/nms), on the
+    main thread, each part and the gaps between the stages long enough
+    (4 ms) to plant samples in."""
     with ap.Profiler(compensate=False) as prof:
         with ap.stage("load"):
             time.sleep(0.004)
+        time.sleep(0.004)
         with ap.stage("decode"):
             time.sleep(0.004)
             with ap.stage("nms"):
                 time.sleep(0.004)
             time.sleep(0.004)
+        time.sleep(0.004)
     return prof.report()
 
 

@@ -69,7 +69,8 @@ def weights(report: "Report") -> Dict[int, Dict[Chain, int]]:
     split over its stacks in proportion to their sampled wall time (a
     stack of no frame keeps its part in the stage), so that the stage's
     figures stay the spans'; outside any stage, the sampled wall time.
-    Chains of equal frames are one."""
+    Chains of equal frames are one; the split rounds down cumulatively,
+    chains in the order of their labels (the empty chain first)."""
     samples = report.samples
     if not samples:
         return {}

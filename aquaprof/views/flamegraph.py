@@ -91,7 +91,9 @@ def _add_code(parent: _Frame, chains: Dict[Chain, int],
         for i, f in enumerate(chain):
             frame = made.get(chain[:i + 1])
             if frame is None:
-                frame = _Frame(f"{under.path}/{names[f]}", names[f],
+                path = f"{under.path}/{names[f]}" if under.path \
+                    else names[f]
+                frame = _Frame(path, names[f],
                                under.depth + 1, 0.0, 0.0, code=True)
                 made[chain[:i + 1]] = frame
                 under.children.append(frame)

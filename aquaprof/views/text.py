@@ -55,10 +55,10 @@ def header_lines(rep: "Report") -> List[str]:
 
 def sampling_line(sampling: Any) -> str:
     """How the code was sampled, in one line (a Sampling)."""
-    extra = [f"{n:,} {what}" for n, what in (
-        (sampling.late, "rounds late"), (sampling.lost, "samples lost"),
-        (sampling.timeline_dropped, "past max_samples left out of the "
-                                    "timeline")) if n]
+    extra = [f"{what}: {n:,}" for what, n in (
+        ("late rounds", sampling.late), ("samples lost", sampling.lost),
+        ("left out of the timeline past max_samples",
+         sampling.timeline_dropped)) if n]
     return (f"code sampled every {fmt_time(sampling.interval)}: "
             f"{sampling.samples:,} samples in {sampling.rounds:,} rounds"
             + (f" ({', '.join(extra)})" if extra else "")
