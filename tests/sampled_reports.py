@@ -69,7 +69,10 @@ def with_samples(report, stacks, frames=FRAMES, timeline=None, **kw):
 
 
 def main_tid(report):
-    return report.threads[0]["native_id"]
+    """The native id of this thread, which ran the report's profile."""
+    tid = threading.get_native_id()
+    assert tid in [t["native_id"] for t in report.threads]
+    return tid
 
 
 def span_of(report, path, nth=0):

@@ -115,6 +115,23 @@ def test_folded_code_names_keep_to_one_frame_each(base, tmp_path):
     assert any(line.startswith("load;f:g (b:c.py:3) ") for line in lines)
 
 
+def test_a_deep_stack_is_drawn_to_a_bounded_depth(base, tmp_path):
+    """A recursion 2000 frames deep: the views draw its outermost
+    MAX_DEPTH frames, the deepest holding the time of those below."""
+    from aquaprof.views.code import MAX_DEPTH
+    tid = main_tid(base)
+    deep = [(0, tid, "load", [0] + [3] * 2000, 1, MS, MS),
+            (0, tid, "load", [0, 6], 1, MS, MS)]
+    rep = with_samples(base, deep)
+    lines = rep.to_folded(tmp_path / "f.txt").read_text().splitlines()
+    frames = [line.rsplit(" ", 1)[0].split(";") for line in lines]
+    assert max(len(f) for f in frames) == 1 + MAX_DEPTH
+    assert ["load", "<module> (main.py:1)"] + [NMS] * (MAX_DEPTH - 1) \
+        in frames
+    svg = frames_of(rep.to_flamegraph(tmp_path / "f.svg"))
+    assert max(int(g.get("data-d")) for g in svg.values()) == 1 + MAX_DEPTH
+
+
 # -------------------------------------------------------- flamegraph
 
 def frames_of(path):
@@ -299,3 +316,40 @@ def test_speedscope_opens_code_frames_inside_their_stage(rep, tmp_path):
         ev("C", PARSE, t.ne + 2 * MS), ev("C", RUN_DECODE, t.ne + 2 * MS),
         ev("C", "decode", t.de),
     ]
+
+
+def test_speedscope_keeps_the_longest_code_slices(rep, tmp_path,
+                                                  monkeypatch):
+    from aquaprof.views import speedscope
+    monkeypatch.setattr(speedscope, "MAX_SLICES", 3)
+    doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
+    first = len(rep.stage_names)
+    names = [doc["shared"]["frames"][e["frame"]]["name"]
+             for e in doc["profiles"][0]["events"]
+             if e["type"] == "O" and e["frame"] >= first]
+    # the two 3 ms slices, then the first of the 2 ms ones, outermost
+    assert sorted(names) == [IDLE, NMS, RUN_DECODE]
+
+
+def test_code_slices_go_on_their_own_thread(tmp_path):
+    from sampled_reports import other_thread_report
+    base = other_thread_report()
+    worker = [t for t in base.threads if t["native_id"] != main_tid(base)]
+    assert len(worker) == 1
+    tid = worker[0]["native_id"]
+    start, end = span_of(base, "worker")
+    rep = with_samples(base, [(0, tid, "worker", [5], 2, 2 * MS, 0)],
+                       timeline=[(start + MS, 0), (start + 2 * MS, 0)])
+    trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json").read_text())
+    check_nesting(trace["traceEvents"])
+    code = [e for e in trace["traceEvents"] if e.get("cat") == "code"]
+    assert [(e["name"], e["tid"], e["dur"]) for e in code] == [
+        (PARSE, tid, 2000.0)]
+    doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
+    index = worker[0]["index"]
+    opened = [doc["shared"]["frames"][e["frame"]]["name"]
+              for p in doc["profiles"] for e in p["events"]
+              if e["type"] == "O"]
+    assert PARSE in [doc["shared"]["frames"][e["frame"]]["name"]
+                     for e in doc["profiles"][index]["events"]]
+    assert opened.count(PARSE) == 1

@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from ..report import Report
 
 Chain = Tuple[int, ...]         # frame indices, outermost first
+#: the code slices a timeline view draws, at most: the longest
+MAX_SLICES = 1_000_000
+#: the code frames drawn under a stage, at most: deeper ones add to the
+#: deepest drawn, so that a view's size stays within a constant of the
+#: samples' however deep a (recursive, or crafted) stack goes
+MAX_DEPTH = 512
 
 
 def labels(samples: Dict[str, Any]) -> List[str]:
@@ -30,25 +36,30 @@ def labels(samples: Dict[str, Any]) -> List[str]:
 
 
 def _shared(chains: Sequence[Chain]) -> int:
-    """How many leading frames all of chains hold."""
+    """How many leading frames all of chains hold (time linear in the
+    frames)."""
     first = chains[0]
     size = min(len(c) for c in chains)
     for chain in chains[1:]:
-        while size and chain[:size] != first[:size]:
-            size -= 1
+        i = 0
+        while i < size and chain[i] == first[i]:
+            i += 1
+        size = i
     return size
 
 
 def trimmed(samples: Dict[str, Any]) -> List[Chain]:
     """Each stack's frames, without the leading frames that every stack
-    of its stage holds, the deepest of them kept."""
+    of its stage holds, the deepest of them kept; at most MAX_DEPTH of
+    them, the outermost (deeper ones count as the last one's own)."""
     by_stage: Dict[int, List[Chain]] = {}
     for s in samples["stacks"]:
         if s[3]:
             by_stage.setdefault(s[2], []).append(tuple(s[3]))
     cut = {stage: max(_shared(chains) - 1, 0)
            for stage, chains in by_stage.items()}
-    return [tuple(s[3])[cut.get(s[2], 0):] for s in samples["stacks"]]
+    return [tuple(s[3][cut.get(s[2], 0):][:MAX_DEPTH])
+            for s in samples["stacks"]]
 
 
 def _split(total: int, parts: Sequence[int]) -> List[int]:
@@ -149,6 +160,18 @@ def _spans_by_thread(report: "Report") -> Dict[Tuple[int, int],
     return {key: np.concatenate(p) for key, p in parts.items()}
 
 
+def longest(cuts: List[CodeSlice], limit: int) -> List[CodeSlice]:
+    """At most `limit` slices, the longest, in their order; outer before
+    inner at equal lengths, so that a kept slice's parent is kept."""
+    if len(cuts) <= limit:
+        return cuts
+    length = np.fromiter((c.end_ns - c.start_ns for c in cuts), np.int64,
+                         len(cuts))
+    depth = np.fromiter((c.depth for c in cuts), np.int64, len(cuts))
+    ranked = np.sort(np.lexsort((depth, -length))[:limit])
+    return [cuts[i] for i in ranked.tolist()]
+
+
 class _Places(NamedTuple):
     """Per sample of one thread: its span (-1: none, -2: not found) and
     the interval around it free of any span boundary of the thread."""
@@ -191,20 +214,33 @@ class _Open:
         self.key, self.out = key, out
         self.frames: List[Tuple[int, int]] = []     # (frame, start)
         self.span = -1
+        self.stack = -1             # the stack whose frames are open
         self.end = 0
 
     def close(self, keep: int = 0) -> None:
+        """Close the frames past the first `keep`, at the end so far."""
+        self.stack = -1
         while len(self.frames) > keep:
             f, start = self.frames.pop()
             self.out.append(CodeSlice(self.span, self.key[0], self.key[1],
                                       f, len(self.frames), start, self.end))
 
-    def extend(self, chain: Chain, span: int, start: int, end: int) -> None:
-        """Open the frames of chain past those already open (which the
-        caller left open only where they are chain's own)."""
-        self.span = span
-        self.frames += [(f, start) for f in chain[len(self.frames):]]
-        self.end = end
+    def add(self, stack: int, chain: Chain, span: int, start: int,
+            end: int) -> None:
+        """A sample of `stack` (frames `chain`) over [start, end] in
+        `span`: the frames open stay open where it goes on from them."""
+        if span != self.span or start != self.end:
+            self.close()
+        elif stack == self.stack:
+            self.end = end
+            return
+        shared = 0
+        while shared < min(len(self.frames), len(chain)) and \
+                self.frames[shared][0] == chain[shared]:
+            shared += 1
+        self.close(shared)
+        self.frames += [(f, start) for f in chain[shared:]]
+        self.span, self.stack, self.end = span, stack, end
 
 
 def _walk(key: Tuple[int, int], mine: np.ndarray, places: _Places,
@@ -223,16 +259,7 @@ def _walk(key: Tuple[int, int], mine: np.ndarray, places: _Places,
         previous = t
         if span < -1 or end <= start:
             state.close()
-            continue
-        if span != state.span or start != state.end:
-            state.close()
-        chain = chains[k]
-        held = [f for f, _ in state.frames]
-        shared = 0
-        while shared < min(len(held), len(chain)) and \
-                held[shared] == chain[shared]:
-            shared += 1
-        state.close(shared)
-        state.extend(chain, span, start, end)
+        else:
+            state.add(k, chains[k], span, start, end)
     state.close()
     return out

@@ -85,17 +85,18 @@ class _Frame:
 def _add_code(parent: _Frame, chains: Dict[Chain, int],
               names: Sequence[str]) -> None:
     """The sampled code stacks (ns each) as frames above parent."""
-    made: Dict[Tuple[int, ...], _Frame] = {}
+    # by label: code objects that read the same are one frame
+    made: Dict[Tuple[int, str], _Frame] = {}
     for chain, ns in chains.items():
         under = parent
-        for i, f in enumerate(chain):
-            frame = made.get(chain[:i + 1])
+        for f in chain:
+            frame = made.get((id(under), names[f]))
             if frame is None:
                 path = f"{under.path}/{names[f]}" if under.path \
                     else names[f]
-                frame = _Frame(path, names[f],
-                               under.depth + 1, 0.0, 0.0, code=True)
-                made[chain[:i + 1]] = frame
+                frame = _Frame(path, names[f], under.depth + 1, 0.0, 0.0,
+                               code=True)
+                made[(id(under), names[f])] = frame
                 under.children.append(frame)
             frame.total += ns * 1e-9
             under = frame

@@ -2,8 +2,8 @@
 profile per thread, frames shared, open and close events from the raw
 spans in time order. Where the run was sampled with a timeline, the code
 frames (``function (file.py:line)``) open and close inside their stage's
-events (views/code.py), and a thread sampled without spans of its own
-gets a profile of its code."""
+events (views/code.py), the longest code.MAX_SLICES of them, and a thread
+sampled without spans of its own gets a profile of its code."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ import numpy as np
 
 from .._version import __version__
 from .._atomic import write_atomic
-from .code import CodeSlice, labels, slices
+from .code import MAX_SLICES, CodeSlice, labels, longest, slices
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -82,7 +82,7 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
     for t in report.threads:
         thread_of.setdefault((t.get("process", 0), t["native_id"]),
                              t["index"])
-    for c in slices(report):
+    for c in longest(slices(report), MAX_SLICES):
         track = _track_of(c, spans, thread_of, tracks, titles)
         begins, ends, frames, levels = tracks[track]
         begins.append(c.start_ns)

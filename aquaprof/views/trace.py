@@ -28,7 +28,7 @@ from .. import _core
 from .._atomic import write_atomic
 from .._progress import progress
 from ..schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
-from .code import CodeSlice, labels, slices
+from .code import CodeSlice, labels, longest, slices
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -212,7 +212,7 @@ def _code_events(report: "Report", kept: np.ndarray, pids: List[int],
     spans = report.spans()
     shown = np.zeros(len(spans), bool)
     shown[kept] = True
-    shown_cuts = [c for c in _longest(cuts, max_events)
+    shown_cuts = [c for c in longest(cuts, max_events)
                   if c.span < 0 or shown[c.span]]
     names = [json.dumps(n) for n in labels(samples)]
     files = [json.dumps(f[1]) for f in samples["frames"]]
@@ -231,16 +231,6 @@ def _code_events(report: "Report", kept: np.ndarray, pids: List[int],
             f'"args":{{"file":{files[c.frame]},'
             f'"line":{samples["frames"][c.frame][2]},"stage":{stage}}}}}')
     return out, len(cuts) - len(shown_cuts)
-
-
-def _longest(cuts: List[CodeSlice], max_events: int) -> List[CodeSlice]:
-    """At most max_events slices, the longest, outer before inner at
-    equal lengths (so that a kept slice's parent is kept)."""
-    if len(cuts) <= max_events:
-        return cuts
-    ranked = sorted(range(len(cuts)), key=lambda i: (
-        cuts[i].start_ns - cuts[i].end_ns, cuts[i].depth))[:max_events]
-    return [cuts[i] for i in sorted(ranked)]
 
 
 def _sampled_threads(report: "Report", cuts: List[CodeSlice],
