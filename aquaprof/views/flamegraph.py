@@ -200,8 +200,9 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
         y = height - _PAD - (f.depth + 1) * FRAME_HEIGHT
         details = html.escape(_details(f, root.total, diff), quote=True)
         label = html.escape(_fit(f.name, w))
+        kind = "f c" if f.code else "f"       # c: sampled code
         rects.append(
-            f'<g class="{"f c" if f.code else "f"}" data-x="{f.x!r}" data-w="{f.total!r}" '
+            f'<g class="{kind}" data-x="{f.x!r}" data-w="{f.total!r}" '
             f'data-d="{f.depth}" data-path="{html.escape(f.path, True)}" '
             f'data-details="{details}">'
             f'<title>{details}</title>'
