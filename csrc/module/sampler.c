@@ -247,12 +247,12 @@ main_thread_busy(SamplerObject *self)
 #endif
 }
 
-static void
+/* Asks the main thread for the round when it runs; 1 when asked. */
+static int
 ask_main_thread(SamplerObject *self)
 {
-    if (self->signum && main_thread_busy(self)) {
-        ap_wake_main_thread(self->signum);
-    }
+    return self->signum && main_thread_busy(self) &&
+           ap_wake_main_thread(self->signum) == 0;
 }
 
 /* Sleeps until deadline (CLOCK_MONOTONIC ns), or until round `round` is
@@ -303,8 +303,16 @@ sampler_main(void *arg)
             atomic_fetch_add(&self->unseen_ns, overslept);
         }
         atomic_store(&self->want, ++round);
-        ask_main_thread(self);
-        if (wait_until(self, now_ns() + patience, round)) {
+        /* asked again when it started running meanwhile: else the GIL
+         * it now holds would be waited for until its next wait */
+        int quit = 0;
+        for (int ask = 0; ask < 2 && !quit &&
+                          atomic_load(&self->want) == round; ask++) {
+            if (ask_main_thread(self)) {
+                quit = wait_until(self, now_ns() + patience, round);
+            }
+        }
+        if (quit) {
             break;
         }
         if (atomic_load(&self->want) == round) {
