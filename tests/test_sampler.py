@@ -59,9 +59,10 @@ def test_planted_shares_are_found_within_ten_points():
         with aquaprof.stage("decode"):
             busy(0.3)
             wait(0.1)
-    rep = prof.report()
-    assert abs(share(rep, "decode", "busy") - 0.75) < 0.10
-    assert abs(share(rep, "decode", "wait") - 0.25) < 0.10
+    hot = {h.function: h for h in prof.report()["decode"].hot(5)}
+    assert abs(hot["busy"].own - 0.75) < 0.10
+    assert abs(hot["wait"].own - 0.25) < 0.10
+    assert hot["wait"].cpu_s < 0.2 * hot["wait"].own_s   # it slept
 
 
 def test_a_waiting_thread_is_sampled_with_the_frame_it_waits_in():
