@@ -131,9 +131,9 @@ def test_interleaved_asyncio_tasks_keep_their_own_stages():
     for _p, _t, stage, ids, *_ in stacks["stacks"]:
         functions = {frames[i][0] for i in ids}
         if "step_one" in functions:
-            assert names[stage] == "one"
+            assert stage >= 0 and names[stage] == "one"
         if "step_two" in functions:
-            assert names[stage] == "two"
+            assert stage >= 0 and names[stage] == "two"
 
 
 def test_code_outside_any_stage_is_filed_under_none():
@@ -389,3 +389,23 @@ def test_a_sampler_that_cannot_start_leaves_the_run_going(monkeypatch):
     assert rep["s"].count == 1 and "samples" not in rep._data
     assert all(signal.getsignal(n) is signal.SIG_DFL
                for n in range(signal.SIGRTMIN + 2, signal.SIGRTMAX))
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_child_process_samples_its_own_stages_into_the_report(method):
+    import multiprocessing
+
+    import child_work
+    context = multiprocessing.get_context(method)
+    with aquaprof.Profiler(sample=0.001) as prof:
+        child = context.Process(target=child_work.spins_in_a_stage,
+                                args=(0.1,))
+        child.start()
+        child.join()
+    rep = prof.report()
+    assert rep.meta["children"]["reported"] == 1
+    hot = {h.function: h for h in rep["child"].hot(3)}
+    assert hot["spin"].own > 0.8
+    samples = rep._data["samples"]
+    child = rep.stage_names.index("child")
+    assert {s[0] for s in samples["stacks"] if s[2] == child} == {1}
