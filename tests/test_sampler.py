@@ -409,3 +409,25 @@ def test_a_child_process_samples_its_own_stages_into_the_report(method):
     samples = rep._data["samples"]
     child = rep.stage_names.index("child")
     assert {s[0] for s in samples["stacks"] if s[2] == child} == {1}
+
+
+def test_idle_threads_are_sampled_where_they_wait_at_little_cost():
+    gate = threading.Event()
+    idle = [threading.Thread(target=gate.wait) for _ in range(50)]
+    for t in idle:
+        t.start()
+    try:
+        with aquaprof.Profiler(sample=0.001) as prof:
+            busy(0.1)
+    finally:
+        gate.set()
+        for t in idle:
+            t.join()
+    samples = prof.report()._data["samples"]
+    ids = {t.native_id for t in idle}
+    frames = samples["frames"]
+    waiting = [s for s in samples["stacks"] if s[1] in ids]
+    # one stack each: a thread that has not run is counted again unwalked
+    assert len(waiting) == 50
+    assert all(frames[s[3][-1]][0] == "Condition.wait" for s in waiting)
+    assert all(s[4] >= samples["rounds"] - 2 for s in waiting)

@@ -161,23 +161,10 @@ tick_room(ap_sample_store *s)
     return 1;
 }
 
-ap_status
-ap_sample_add(ap_sample_store *s, int64_t t_ns, int64_t tid, int64_t stage,
-              const uint32_t *frames, uint32_t n, int64_t wall_ns,
-              int64_t cpu_ns)
+void
+ap_sample_again(ap_sample_store *s, int64_t t_ns, uint32_t stack,
+                int64_t wall_ns, int64_t cpu_ns)
 {
-    uint32_t node = 0, stack;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t caller = i ? node + 1 : 0;
-        if (node_of(s, caller, frames[i], &node) != AP_OK) {
-            s->lost++;
-            return AP_ERR_NOMEM;
-        }
-    }
-    if (n == 0 || stack_of(s, tid, stage, node, &stack) != AP_OK) {
-        s->lost++;
-        return AP_ERR_NOMEM;
-    }
     ap_sample_stack *k = &s->stacks[stack];
     k->count++;
     k->wall_ns += wall_ns;
@@ -188,6 +175,26 @@ ap_sample_add(ap_sample_store *s, int64_t t_ns, int64_t tid, int64_t stage,
     } else {
         s->timeline_dropped++;
     }
+}
+
+ap_status
+ap_sample_add(ap_sample_store *s, int64_t t_ns, int64_t tid, int64_t stage,
+              const uint32_t *frames, uint32_t n, int64_t wall_ns,
+              int64_t cpu_ns, uint32_t *stack)
+{
+    uint32_t node = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t caller = i ? node + 1 : 0;
+        if (node_of(s, caller, frames[i], &node) != AP_OK) {
+            s->lost++;
+            return AP_ERR_NOMEM;
+        }
+    }
+    if (n == 0 || stack_of(s, tid, stage, node, stack) != AP_OK) {
+        s->lost++;
+        return AP_ERR_NOMEM;
+    }
+    ap_sample_again(s, t_ns, *stack, wall_ns, cpu_ns);
     return AP_OK;
 }
 

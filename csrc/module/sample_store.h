@@ -13,8 +13,8 @@
 /* Bounds on what distinct stacks can cost; samples past them are lost
  * (counted), never a reason to grow without end. */
 #define AP_SAMPLE_MAX_FRAMES (1u << 20)
-#define AP_SAMPLE_MAX_NODES (1u << 22)
-#define AP_SAMPLE_MAX_STACKS (1u << 22)
+#define AP_SAMPLE_MAX_NODES (1u << 20)
+#define AP_SAMPLE_MAX_STACKS (1u << 20)
 
 typedef struct {
     uint32_t caller;   /* node + 1, 0 for an outermost frame */
@@ -60,11 +60,16 @@ ap_status ap_sample_frame(ap_sample_store *s, const void *code,
                           uint32_t *id, int *added);
 
 /* Records one sample: thread tid in stage, its frame ids outermost
- * first (n > 0), standing for wall_ns of wall and cpu_ns of CPU time.
- * AP_ERR_NOMEM (or a bound reached): counted in lost. */
+ * first (n > 0), standing for wall_ns of wall and cpu_ns of CPU time;
+ * *stack is its aggregate, for ap_sample_again. AP_ERR_NOMEM (or a bound
+ * reached): counted in lost. */
 ap_status ap_sample_add(ap_sample_store *s, int64_t t_ns, int64_t tid,
                         int64_t stage, const uint32_t *frames, uint32_t n,
-                        int64_t wall_ns, int64_t cpu_ns);
+                        int64_t wall_ns, int64_t cpu_ns, uint32_t *stack);
+
+/* Records one more sample of an aggregate ap_sample_add gave. */
+void ap_sample_again(ap_sample_store *s, int64_t t_ns, uint32_t stack,
+                     int64_t wall_ns, int64_t cpu_ns);
 
 /* The frame ids of stack k's frames, outermost first, into out (room for
  * depth): its depth. */

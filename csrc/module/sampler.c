@@ -41,10 +41,16 @@
  * outermost frames (a runaway recursion costs no more than this). */
 #define AP_SAMPLE_DEPTH 256
 
+/* What the sampler last saw of a thread: a thread that has not run since
+ * (its CPU clock has not moved) still has the same stack, so it is
+ * counted again without a walk; a server's idle threads cost little. */
 typedef struct {
     int64_t tid;
-    int64_t cpu_ns;
-} cpu_seen;
+    int64_t cpu_ns;         /* its CPU clock then */
+    const void *top;        /* its innermost frame then (identity only) */
+    int64_t stack;          /* the aggregate it was filed in, -1: none */
+    int64_t round;          /* the last round that saw it */
+} thread_seen;
 
 typedef struct SamplerObject {
     PyObject_HEAD
@@ -67,8 +73,9 @@ typedef struct SamplerObject {
     int64_t rounds, late, last_ns;
     int64_t unseen_total;   /* unseen_ns, summed */
     uint64_t served;        /* lock: the last round taken */
-    cpu_seen *cpu;          /* CPU clock of each thread at its last sample */
-    uint32_t ncpu, cpu_cap;
+    thread_seen *seen;      /* each thread at its last sample */
+    uint32_t nseen, seen_cap;
+    _Atomic int64_t round_ns;  /* what the last round took, GIL held */
 } SamplerObject;
 
 static int64_t
@@ -79,52 +86,70 @@ now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The CPU time thread tid used since its last sample, 0 the first time or
- * where it cannot be read. A clock made from a thread id fails cleanly
- * for a thread gone, unlike pthread_getcpuclockid on a stale handle. */
+/* The thread's CPU clock in ns, -1 when it cannot be read. A clock made
+ * from a thread id fails cleanly for a thread gone, unlike
+ * pthread_getcpuclockid on a stale handle. */
 static int64_t
-cpu_since(SamplerObject *self, int64_t tid)
+thread_cpu_ns(int64_t tid)
 {
 #ifdef __linux__
     struct timespec ts;
     clockid_t clock = (clockid_t)((~(unsigned)tid << 3) | 6);
-    if (tid <= 0 || clock_gettime(clock, &ts) != 0) {
-        return 0;
+    if (tid > 0 && clock_gettime(clock, &ts) == 0) {
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     }
-    int64_t cpu = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    for (uint32_t i = 0; i < self->ncpu; i++) {
-        if (self->cpu[i].tid == tid) {
-            int64_t used = cpu - self->cpu[i].cpu_ns;
-            self->cpu[i].cpu_ns = cpu;
-            return used > 0 ? used : 0;
-        }
-    }
-    if (self->ncpu == self->cpu_cap) {
-        uint32_t cap = self->cpu_cap ? self->cpu_cap * 2 : 16;
-        cpu_seen *grown = PyMem_RawRealloc(self->cpu, cap * sizeof(*grown));
-        if (!grown) {
-            return 0;
-        }
-        self->cpu = grown;
-        self->cpu_cap = cap;
-    }
-    self->cpu[self->ncpu++] = (cpu_seen){tid, cpu};
 #else
-    (void)self;
     (void)tid;
 #endif
-    return 0;
+    return -1;
 }
 
-/* The frame ids of ts's Python stack, outermost first; 0 when it runs no
- * Python code, or when a frame could not be added (counted as lost).
- * Keeps a reference to each code object the store adds. */
+/* tid's entry, added when new; NULL for want of memory. */
+static thread_seen *
+seen_of(SamplerObject *self, int64_t tid)
+{
+    for (uint32_t i = 0; i < self->nseen; i++) {
+        if (self->seen[i].tid == tid) {
+            return &self->seen[i];
+        }
+    }
+    if (self->nseen == self->seen_cap) {
+        uint32_t cap = self->seen_cap ? self->seen_cap * 2 : 16;
+        thread_seen *grown = PyMem_RawRealloc(self->seen,
+                                              cap * sizeof(*grown));
+        if (!grown) {
+            return NULL;
+        }
+        self->seen = grown;
+        self->seen_cap = cap;
+    }
+    thread_seen *t = &self->seen[self->nseen++];
+    *t = (thread_seen){tid, thread_cpu_ns(tid), NULL, -1, 0};
+    return t;
+}
+
+/* Forgets the threads this round did not see (they ended), so that a
+ * thread per request costs nothing once gone. */
+static void
+forget_ended(SamplerObject *self)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < self->nseen; i++) {
+        if (self->seen[i].round == self->rounds) {
+            self->seen[kept++] = self->seen[i];
+        }
+    }
+    self->nseen = kept;
+}
+
+/* The frame ids of the stack whose innermost frame is f (a reference,
+ * taken), outermost first; 0 when a frame could not be added (counted as
+ * lost). Keeps a reference to each code object the store adds. */
 static uint32_t
-stack_of(SamplerObject *self, PyThreadState *ts, uint32_t *ids)
+stack_from(SamplerObject *self, PyFrameObject *f, uint32_t *ids)
 {
     uint32_t n = 0;
     int failed = 0;
-    PyFrameObject *f = PyThreadState_GetFrame(ts);
     while (f && n < AP_SAMPLE_DEPTH && !failed) {
         PyCodeObject *code = PyFrame_GetCode(f);
         int added = 0;
@@ -151,6 +176,49 @@ stack_of(SamplerObject *self, PyThreadState *ts, uint32_t *ids)
     return n;
 }
 
+/* Samples thread ts at t, standing for wall ns. */
+static void
+sample_thread(SamplerObject *self, PyThreadState *ts, int64_t t,
+              int64_t wall, uint32_t *ids)
+{
+    PyFrameObject *top = PyThreadState_GetFrame(ts);
+    if (top == NULL) {
+        return;   /* runs no Python code: the sampler among them */
+    }
+    int64_t tid = -1;
+#if PY_VERSION_HEX >= 0x030B0000
+    tid = (int64_t)ts->native_thread_id;
+#endif
+    thread_seen *seen = tid > 0 ? seen_of(self, tid) : NULL;
+    int64_t cpu = -1;
+    if (seen) {
+        seen->round = self->rounds;
+        int64_t now = thread_cpu_ns(tid);
+        cpu = now >= 0 && seen->cpu_ns >= 0 ? now - seen->cpu_ns : -1;
+        seen->cpu_ns = now;
+        if (cpu == 0 && seen->top == (const void *)top && seen->stack >= 0) {
+            Py_DECREF(top);   /* it has not run: same stack, same stage */
+            ap_sample_again(&self->store, t, (uint32_t)seen->stack, wall, 0);
+            return;
+        }
+        seen->top = top;
+        seen->stack = -1;
+    }
+    int64_t stage = ap_stage_now(
+        (uint64_t)ts->thread_id, ts->context_ver,
+        ap_context_stack_in(self->module, ts->context), &tid);
+    if (tid < 0) {
+        tid = (int64_t)ts->thread_id;   /* 3.9/3.10, never recorded */
+    }
+    uint32_t n = stack_from(self, top, ids);
+    cpu = cpu < 0 ? 0 : cpu < wall ? cpu : wall;
+    uint32_t stack;
+    if (n && ap_sample_add(&self->store, t, tid, stage, ids, n, wall, cpu,
+                           &stack) == AP_OK && seen) {
+        seen->stack = stack;
+    }
+}
+
 static void
 sample_round(SamplerObject *self)
 {
@@ -175,25 +243,11 @@ sample_round(SamplerObject *self)
         PyThreadState_GetInterpreter(PyThreadState_Get());
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts;
          ts = PyThreadState_Next(ts)) {
-        uint32_t n = stack_of(self, ts, ids);
-        if (n == 0) {
-            continue;   /* runs no Python code: the sampler among them */
-        }
-        int64_t tid = -1;
-        int64_t stage = ap_stage_now(
-            (uint64_t)ts->thread_id, ts->context_ver,
-            ap_context_stack_in(self->module, ts->context), &tid);
-#if PY_VERSION_HEX >= 0x030B0000
-        tid = (int64_t)ts->native_thread_id;
-#endif
-        int64_t cpu = cpu_since(self, tid);
-        if (tid < 0) {
-            tid = (int64_t)ts->thread_id;   /* 3.9/3.10, never recorded */
-        }
-        ap_sample_add(&self->store, t, tid, stage, ids, n, wall,
-                      cpu < wall ? cpu : wall);
+        sample_thread(self, ts, t, wall, ids);
     }
     PyErr_Restore(exc_type, exc, tb);
+    forget_ended(self);
+    atomic_store(&self->round_ns, now_ns() - t);
 }
 
 /* Takes round `round` unless the other side has (GIL held). */
@@ -324,6 +378,12 @@ sampler_main(void *arg)
         next += self->interval_ns;
         if (next <= t) {
             next = t + self->interval_ns;   /* missed ticks are not owed */
+        }
+        /* a round holds the GIL: with many threads to walk, rounds are
+         * spaced so that they hold it at most a tenth of the time */
+        int64_t took = atomic_load(&self->round_ns);
+        if (next < t + 9 * took) {
+            next = t + 9 * took;
         }
     }
     if (self->main_stat >= 0) {
@@ -578,7 +638,7 @@ sampler_dealloc(SamplerObject *self)
         Py_DECREF((PyObject *)self->store.codes[i]);
     }
     ap_sample_store_free(&self->store);
-    PyMem_RawFree(self->cpu);
+    PyMem_RawFree(self->seen);
     Py_XDECREF(self->module);
     tp->tp_free(self);
     Py_DECREF(tp);
