@@ -76,6 +76,7 @@ typedef struct SamplerObject {
     thread_seen *seen;      /* each thread at its last sample */
     uint32_t nseen, seen_cap;
     _Atomic int64_t round_ns;  /* what the last round took, GIL held */
+    int64_t held_ns;        /* what all rounds took */
 } SamplerObject;
 
 static int64_t
@@ -247,7 +248,9 @@ sample_round(SamplerObject *self)
     }
     PyErr_Restore(exc_type, exc, tb);
     forget_ended(self);
-    atomic_store(&self->round_ns, now_ns() - t);
+    int64_t took = now_ns() - t;
+    self->held_ns += took;
+    atomic_store(&self->round_ns, took);
 }
 
 /* Takes round `round` unless the other side has (GIL held). */
@@ -605,10 +608,10 @@ sampler_data(SamplerObject *self, PyObject *unused)
         return NULL;
     }
     return Py_BuildValue(
-        "{sLsLsLsLsLsNsNsy#sy#sL}", "interval_ns",
+        "{sLsLsLsLsLsLsNsNsy#sy#sL}", "interval_ns",
         (long long)self->interval_ns, "rounds", (long long)self->rounds,
         "late", (long long)self->late, "unseen_ns",
-        (long long)self->unseen_total,
+        (long long)self->unseen_total, "held_ns", (long long)self->held_ns,
         "lost", (long long)s->lost, "frames", frames, "stacks", stacks,
         "timeline_t", (const char *)s->tick_t,
         (Py_ssize_t)(s->nticks * (int64_t)sizeof(int64_t)),
