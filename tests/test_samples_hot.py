@@ -159,6 +159,14 @@ def test_diagnose_quotes_the_hottest_code_of_each_stage(rep, base):
     assert "hottest code: nms (postproc.py:40), 100 %" in \
         evidence["decode/nms"]
     assert all("hottest code" not in f.evidence for f in base.diagnose(3))
+    assert [f.code for f in base.diagnose(3)] == ["", "", ""]
+
+
+def test_the_printed_diagnosis_names_the_hottest_code(rep, base):
+    lines = rep.diagnose(top=3).summary().splitlines()
+    line = [t for t in lines if t.startswith("  ") and ". decode:" in t]
+    assert line[0].endswith("; hottest code: nms (postproc.py:40)")
+    assert "hottest code" not in base.diagnose(top=3).summary()
 
 
 def test_a_sampled_report_pickles_with_its_hot_functions(rep):

@@ -151,6 +151,8 @@ class Finding:
     verify: str
     also: List[str] = field(default_factory=list)   # allocation-heavy
     host: str = ""          # cpu-bound, waiting, mixed or awaiting
+    #: the stage's hottest sampled code and its share, "" unsampled
+    code: str = ""
 
     def __str__(self) -> str:
         extra = f" (also {', '.join(self.also)})" if self.also else ""
@@ -361,13 +363,13 @@ def _workers_hottest(report: "Report") -> Optional[
 
 
 def _hottest_code(stage: "StageStats") -> str:
-    """'; hottest code: f (file.py:40), 71 % of its sampled self time',
-    from the samples taken at the stage itself; '' without any."""
+    """'f (file.py:40), 71 % of its sampled self time', from the samples
+    taken at the stage itself; '' without any."""
     hot = stage.hot(1, sub_stages=False)
     if not hot:
         return ""
-    return (f"; hottest code: {printable(hot[0].label)}, "
-            f"{hot[0].own * 100:.0f} % of its sampled self time")
+    return (f"{printable(hot[0].label)}, {hot[0].own * 100:.0f} % of its "
+            f"sampled self time")
 
 
 def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
@@ -398,8 +400,11 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
             evidence = f"{gpu_evidence}; host {host}: {evidence}"
         fix, verify = _FIXES[kind]
         verify = verify.replace("STAGE", repr(stage.path))
-    finding = Finding(stage.path, kind, evidence + _hottest_code(stage),
-                      fix, verify, host=host)
+    code = _hottest_code(stage)
+    if code:
+        evidence += f"; hottest code: {code}"
+    finding = Finding(stage.path, kind, evidence, fix, verify, host=host,
+                      code=code)
     entry = _entry_rss(stage, report)
     if stage.mem_peak and entry and stage.mem_peak - entry >= ALLOC_BYTES:
         _also(finding, "allocation-heavy",
@@ -460,6 +465,8 @@ class Diagnosis:
         lines = ["Diagnosis (details: report.diagnose()):"]
         for i, f in enumerate(self.findings, 1):
             extra = f" + {', '.join(f.also)}" if f.also else ""
+            code = f"; hottest code: {f.code.split(',')[0]}" \
+                if f.code else ""
             lines.append(f"  {i}. {printable(f.path)}: {f.kind}{extra}; "
-                         f"{f.evidence.split(',')[0]}")
+                         f"{f.evidence.split(',')[0]}{code}")
         return "\n".join(lines)
