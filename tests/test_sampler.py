@@ -431,3 +431,10 @@ def test_idle_threads_are_sampled_where_they_wait_at_little_cost():
     assert len(waiting) == 50
     assert all(frames[s[3][-1]][0] == "Condition.wait" for s in waiting)
     assert all(s[4] >= samples["rounds"] - 2 for s in waiting)
+
+
+def test_a_run_too_short_for_any_sample_has_an_empty_section():
+    with aquaprof.Profiler(sample=60) as prof:
+        pass
+    samples = prof.report().samples
+    assert samples["stacks"] == [] and len(samples["timeline"]) == 0

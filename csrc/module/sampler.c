@@ -613,9 +613,10 @@ sampler_data(SamplerObject *self, PyObject *unused)
         "late", (long long)self->late, "unseen_ns",
         (long long)self->unseen_total, "held_ns", (long long)self->held_ns,
         "lost", (long long)s->lost, "frames", frames, "stacks", stacks,
-        "timeline_t", (const char *)s->tick_t,
+        /* y# gives None for NULL: an empty timeline is b"" */
+        "timeline_t", s->tick_t ? (const char *)s->tick_t : "",
         (Py_ssize_t)(s->nticks * (int64_t)sizeof(int64_t)),
-        "timeline_stack", (const char *)s->tick_stack,
+        "timeline_stack", s->tick_stack ? (const char *)s->tick_stack : "",
         (Py_ssize_t)(s->nticks * (int64_t)sizeof(uint32_t)),
         "timeline_dropped", (long long)s->timeline_dropped);
 }
