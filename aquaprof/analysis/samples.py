@@ -118,7 +118,7 @@ def _check_n(n: Any) -> None:
         raise ValueError(f"n must be an int >= 0, got {n!r}")
 
 
-def _subtree(parents: Sequence[int], root: int) -> Set[int]:
+def subtree(parents: Sequence[int], root: int) -> Set[int]:
     """root and every stage below it (parents come before children)."""
     inside = {root}
     for sid in range(root + 1, len(parents)):
@@ -138,7 +138,7 @@ def stage_hot(sampled: Optional[Tuple[Dict[str, Any], Sequence[int]]],
     if sampled is None:
         return []
     samples, parents = sampled
-    wanted = _subtree(parents, stage) if sub_stages else {stage}
+    wanted = subtree(parents, stage) if sub_stages else {stage}
     mine = [s for s in samples["stacks"] if s[2] in wanted]
     if not mine:
         return []

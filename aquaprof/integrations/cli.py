@@ -94,18 +94,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _print_call_tree(report: Any, run_stage: str, script: str) -> None:
     """The script's sampled call tree, from its own first frame down."""
     from ..views.calltree import call_tree
-    data = report._data
-    if run_stage not in report.stage_names:
+    sampling = report.sampling
+    if run_stage not in report or sampling is None:
         return
-    lines = call_tree(data, report.stage_names.index(run_stage),
-                      start_file=script)
+    lines = call_tree(report, run_stage, start_file=script)
     if lines:
-        samples = data["samples"]
-        count = sum(row[4] for row in samples["stacks"])
-        every = samples["interval_ns"] / 1e6
         print(f"\ncall tree of {run_stage!r}: share of its sampled time "
-              f"with and without callees ({count} samples, every "
-              f"{every:g} ms)")
+              f"with and without callees ({sampling.samples} samples, "
+              f"every {sampling.interval * 1e3:g} ms)")
         print("\n".join(lines))
 
 

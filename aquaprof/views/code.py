@@ -35,7 +35,7 @@ def labels(samples: Dict[str, Any]) -> List[str]:
     return [printable(CodeFrame(*f).label) for f in samples["frames"]]
 
 
-def _shared(chains: Sequence[Chain]) -> int:
+def shared(chains: Sequence[Chain]) -> int:
     """How many leading frames all of chains hold (time linear in the
     frames)."""
     first = chains[0]
@@ -56,7 +56,7 @@ def trimmed(samples: Dict[str, Any]) -> List[Chain]:
     for s in samples["stacks"]:
         if s[3]:
             by_stage.setdefault(s[2], []).append(tuple(s[3]))
-    cut = {stage: max(_shared(chains) - 1, 0)
+    cut = {stage: max(shared(chains) - 1, 0)
            for stage, chains in by_stage.items()}
     return [tuple(s[3][cut.get(s[2], 0):][:MAX_DEPTH])
             for s in samples["stacks"]]
