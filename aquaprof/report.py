@@ -12,7 +12,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, \
-    Optional, Sequence, Tuple, Union
+    Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -25,6 +25,16 @@ if TYPE_CHECKING:
     from .analysis.stragglers import Straggler
 
 _NS = 1e-9
+
+
+def subtree(parents: Sequence[int], root: int) -> Set[int]:
+    """Stage id root and every stage below it, from each stage's parent
+    id (-1: none; parents come before children)."""
+    inside = {root}
+    for sid in range(root + 1, len(parents)):
+        if parents[sid] in inside:
+            inside.add(sid)
+    return inside
 
 
 def stage_paths(stages: Sequence[Dict[str, Any]]) -> List[str]:

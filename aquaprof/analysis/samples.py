@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, \
     Sequence, Set, Tuple
 
 from .._units import fmt_time
-from ..report import CodeFrame
+from ..report import CodeFrame, subtree
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -116,15 +116,6 @@ def hot(report: "Report", stage_path: str, n: int = 10) -> List[HotFunction]:
 def _check_n(n: Any) -> None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be an int >= 0, got {n!r}")
-
-
-def subtree(parents: Sequence[int], root: int) -> Set[int]:
-    """root and every stage below it (parents come before children)."""
-    inside = {root}
-    for sid in range(root + 1, len(parents)):
-        if parents[sid] in inside:
-            inside.add(sid)
-    return inside
 
 
 def stage_hot(sampled: Optional[Tuple[Dict[str, Any], Sequence[int]]],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-from ..analysis.samples import subtree
+from ..report import subtree
 from .code import Chain, labels, shared
 
 if TYPE_CHECKING:
