@@ -14,7 +14,7 @@ time, so it reads the same whatever the sampling interval:
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, \
-    Sequence, Set, Tuple
+    Sequence, Tuple
 
 from .._units import fmt_time
 from ..report import CodeFrame, subtree
