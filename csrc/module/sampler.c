@@ -72,7 +72,6 @@ typedef struct SamplerObject {
     pthread_t thread;
     int64_t rounds, late, last_ns;
     int64_t unseen_total;   /* unseen_ns, summed */
-    uint64_t served;        /* lock: the last round taken */
     thread_seen *seen;      /* each thread at its last sample */
     uint32_t nseen, seen_cap;
     _Atomic int64_t round_ns;  /* what the last round took, GIL held */
@@ -258,15 +257,10 @@ static void
 take_round(SamplerObject *self, uint64_t round)
 {
     uint64_t expected = round;
-    if (!round ||
-        !atomic_compare_exchange_strong(&self->want, &expected, 0)) {
-        return;
+    if (round &&
+        atomic_compare_exchange_strong(&self->want, &expected, 0)) {
+        sample_round(self);
     }
-    sample_round(self);
-    pthread_mutex_lock(&self->lock);
-    self->served = round;
-    pthread_cond_signal(&self->wake);
-    pthread_mutex_unlock(&self->lock);
 }
 
 /* Whether the main thread is running now (Linux: its state in /proc),
@@ -312,20 +306,28 @@ ask_main_thread(SamplerObject *self)
            ap_wake_main_thread(self->signum) == 0;
 }
 
-/* Sleeps until deadline (CLOCK_MONOTONIC ns), or until round `round` is
- * served when round > 0; 1 when stop() asked. */
+/* Sleeps until deadline (CLOCK_MONOTONIC ns); 1 when stop() asked. */
 static int
-wait_until(SamplerObject *self, int64_t deadline, uint64_t round)
+wait_until(SamplerObject *self, int64_t deadline)
 {
     struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
     pthread_mutex_lock(&self->lock);
-    while (!self->quit && (!round || self->served < round) &&
+    while (!self->quit &&
            pthread_cond_timedwait(&self->wake, &self->lock, &ts) !=
                ETIMEDOUT) {
     }
     int quit = self->quit;
     pthread_mutex_unlock(&self->lock);
     return quit;
+}
+
+/* Takes the round asked for, if still wanted, with the GIL. */
+static void
+take_directly(SamplerObject *self, PyThreadState **saved)
+{
+    PyEval_RestoreThread(*saved);
+    take_round(self, atomic_load(&self->want));
+    *saved = PyEval_SaveThread();
 }
 
 static int
@@ -347,35 +349,23 @@ sampler_main(void *arg)
     SamplerObject *self = arg;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyThreadState *saved = PyEval_SaveThread();
-    /* how long the main thread has to take a round before the sampler
-     * takes the GIL: it runs the handler within microseconds when it
-     * runs Python at all */
-    int64_t patience = self->interval_ns / 4;
     self->main_stat = open_main_stat(self->main_tid);
     uint64_t round = 0;
     int64_t next = now_ns() + self->interval_ns;
-    while (!wait_until(self, next, 0)) {
+    /* one wake-up a round: a round asked of the main thread is taken by
+     * it within microseconds, or found still wanted at the next tick
+     * (it ran C code or blocked meanwhile) and taken then */
+    while (!wait_until(self, next)) {
         int64_t overslept = now_ns() - next;
         if (overslept > self->interval_ns / 2) {
             atomic_fetch_add(&self->unseen_ns, overslept);
         }
+        if (atomic_load(&self->want)) {
+            take_directly(self, &saved);
+        }
         atomic_store(&self->want, ++round);
-        /* asked again when it started running meanwhile: else the GIL
-         * it now holds would be waited for until its next wait */
-        int quit = 0;
-        for (int ask = 0; ask < 2 && !quit &&
-                          atomic_load(&self->want) == round; ask++) {
-            if (ask_main_thread(self)) {
-                quit = wait_until(self, now_ns() + patience, round);
-            }
-        }
-        if (quit) {
-            break;
-        }
-        if (atomic_load(&self->want) == round) {
-            PyEval_RestoreThread(saved);
-            take_round(self, round);
-            saved = PyEval_SaveThread();
+        if (!ask_main_thread(self)) {
+            take_directly(self, &saved);
         }
         int64_t t = now_ns();
         next += self->interval_ns;
