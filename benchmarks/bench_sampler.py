@@ -1,0 +1,469 @@
+"""What sampling call stacks costs, and whether the shares it reports are
+right: aquaprof's sampler next to pyinstrument and py-spy, the same run.
+
+Cost: the 200-frame pipeline of pipeline_workload.py (load, preprocess,
+a small CNN, Python-heavy postprocess), run bare; under pyinstrument at
+1 ms; under py-spy record at 1000 Hz (another process that stops this
+one to read its stacks); under aquaprof with stages only; under aquaprof
+sampling every 1 ms. Each run is a fresh process that builds its inputs
+and model, warms up, then times the pipeline alone (what it prints is
+that time, not the process's startup nor py-spy's). The configurations
+are interleaved, their order rotated each repeat; a configuration's
+slowdown is the median over repeats of its time over the same repeat's
+bare time. Target: aquaprof at 1 kHz at most 3 % slower than bare.
+
+Shares: a stage whose body calls a() (a pure-Python loop, 75 % of the
+stage) then b() (25 %: time.sleep in one case, a NumPy sort in the
+other). Each call is timed in the run, so the shares a tool should
+report are the measured ones (a tracing profiler slows a() and moves
+them); aquaprof's hot() and pyinstrument's samples give theirs, as each
+function's total share of the stage's sampled wall time. Target: within
+10 points.
+
+    python benchmarks/bench_sampler.py [--repeats 5] [--frames 200]
+        [--planted-seconds 1.5] [--skip pipeline|planted]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+import aquaprof as ap  # noqa: E402
+import pipeline_workload as workload  # noqa: E402
+
+INTERVAL = 0.001              # seconds: 1 kHz, the target's rate
+TARGET_SLOWDOWN = 3.0         # percent
+TARGET_POINTS = 10.0          # share error allowed, percentage points
+MIN_REPEATS_JUDGED = 5        # fewer repeats: figures only, no verdict
+MARK = "BENCH "               # a child's result line on its stdout
+
+# name shown, child mode (None: py-spy around a bare child)
+CONFIGS: Tuple[Tuple[str, Optional[str]], ...] = (
+    ("bare", "bare"),
+    ("pyinstrument 1 ms", "pyinstrument"),
+    ("py-spy 1000 Hz", None),
+    ("aquaprof stages", "stages"),
+    ("aquaprof sample 1 ms", "sample"),
+)
+PIPELINE_CHILDREN = ("bare", "pyinstrument", "stages", "sample")
+PLANTED_TOOLS = ("aquaprof", "pyinstrument")
+PLANTED_KINDS = ("sleep", "numpy")
+SHARE_A = 0.75
+
+
+# ---------------------------------------------------------------- children
+
+def child_pipeline(mode: str, frames: int) -> dict:
+    """One pipeline run under `mode`, in this process; what it measured."""
+    inputs = workload.make_frames(frames)
+    model = workload.build_model()
+    workload.run(inputs[:2], model)                  # torch's first call
+    out: dict = {"mode": mode}
+    if mode == "bare":
+        out["seconds"], out["counts"] = workload.timed_run(inputs, model)
+    elif mode == "pyinstrument":
+        from pyinstrument import Profiler as PyinstrumentProfiler
+        prof = PyinstrumentProfiler(interval=INTERVAL)
+        prof.start()
+        out["seconds"], out["counts"] = workload.timed_run(inputs, model)
+        session = prof.stop()
+        out["samples"] = session.sample_count
+    else:
+        kwargs = {"sample": INTERVAL} if mode == "sample" else {}
+        try:
+            prof = ap.Profiler(**kwargs)
+        except (TypeError, ValueError) as err:
+            return {"mode": mode, "error": f"Profiler({kwargs}) refused: "
+                                           f"{type(err).__name__}: {err}"}
+        with prof:
+            out["seconds"], out["counts"] = workload.timed_run(inputs,
+                                                               model)
+        if mode == "sample":
+            out.update(aquaprof_samples(prof.report()))
+    return out
+
+
+def aquaprof_samples(rep: ap.Report) -> dict:
+    """Sample counts of a report, and the postprocess stage's hottest
+    functions (evidence that the samples land where the time goes)."""
+    samples = rep.to_dict().get("samples")
+    if not samples:
+        return {"error": "the report has no samples"}
+    out = {"samples": sum(s[4] for s in samples["stacks"]),
+           "rounds": samples["rounds"], "late": samples["late"],
+           "lost": samples["lost"]}
+    out["hot"] = [[h.function, round(h.own, 3)]
+                  for h in rep["postprocess"].hot(3)]
+    return out
+
+
+def a(loops: int) -> int:
+    """The planted pure-Python function."""
+    total = 0
+    for i in range(loops):
+        total += i * i % 7
+    return total
+
+
+def b(kind: str, arg) -> None:
+    """The planted other function: a sleep, or one NumPy call."""
+    if kind == "sleep":
+        time.sleep(arg)
+    else:
+        np.sort(arg)
+
+
+def calibrate(kind: str, a_seconds: float) -> Tuple[int, object]:
+    """Arguments that make a() take `a_seconds` and b() a third of it."""
+    loops = 20_000
+    while True:
+        t0 = time.perf_counter()
+        a(loops)
+        took = time.perf_counter() - t0
+        if took > 0.002:
+            break
+        loops *= 2
+    loops = max(1, int(loops * a_seconds / took))
+    b_seconds = a_seconds * (1 - SHARE_A) / SHARE_A
+    if kind == "sleep":
+        return loops, b_seconds
+    size = 100_000
+    x = np.random.default_rng(0).random(size)
+    for _ in range(3):                           # sort is about n log n
+        np.sort(x)
+        t0 = time.perf_counter()
+        np.sort(x)
+        took = time.perf_counter() - t0
+        size = max(1000, int(size * b_seconds / took))
+        x = np.random.default_rng(0).random(size)
+    return loops, x
+
+
+def stage_body(kind: str, rounds: int, loops: int, arg) -> Tuple[float,
+                                                                  float]:
+    """The planted stage's work; seconds spent in a() and in b()."""
+    in_a = in_b = 0.0
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        a(loops)
+        t1 = time.perf_counter()
+        b(kind, arg)
+        t2 = time.perf_counter()
+        in_a += t1 - t0
+        in_b += t2 - t1
+    return in_a, in_b
+
+
+def child_planted(tool: str, kind: str, seconds: float) -> dict:
+    """The planted stage under `tool`; its measured shares and the
+    tool's."""
+    a_seconds = 0.0075
+    loops, arg = calibrate(kind, a_seconds)
+    rounds = max(1, int(seconds / (a_seconds / SHARE_A)))
+    stage_body(kind, 2, loops, arg)                  # warm up
+    out: dict = {"tool": tool, "kind": kind, "rounds": rounds}
+    if tool == "aquaprof":
+        try:
+            prof = ap.Profiler(sample=INTERVAL)
+        except (TypeError, ValueError) as err:
+            return {**out, "error": f"Profiler(sample={INTERVAL}) refused: "
+                                    f"{type(err).__name__}: {err}"}
+        with prof:
+            t0 = time.perf_counter()
+            with ap.stage("planted"):
+                in_a, in_b = stage_body(kind, rounds, loops, arg)
+            wall = time.perf_counter() - t0
+        rep = prof.report()
+        mine = {h.function: h for h in rep["planted"].hot(50)
+                if h.file == __file__ and h.function in ("a", "b")}
+        out["reported"] = {f: (mine[f].total if f in mine else 0.0)
+                           for f in ("a", "b")}
+        out["samples"] = sum(s[4] for s in
+                             rep.to_dict()["samples"]["stacks"])
+    else:
+        from pyinstrument import Profiler as PyinstrumentProfiler
+        prof = PyinstrumentProfiler(interval=INTERVAL)
+        prof.start()
+        t0 = time.perf_counter()
+        with ap.stage("planted"):
+            in_a, in_b = stage_body(kind, rounds, loops, arg)
+        wall = time.perf_counter() - t0
+        session = prof.stop()
+        out["reported"] = pyinstrument_shares(session.frame_records)
+        out["samples"] = session.sample_count
+    out["measured"] = {"a": in_a / wall, "b": in_b / wall}
+    return out
+
+
+def pyinstrument_shares(records) -> Dict[str, float]:
+    """Total shares of a() and b() in the sampled time of stage_body()."""
+    def functions(stack) -> List[Tuple[str, str]]:
+        return [tuple(f.split("\x00")[:2]) for f in stack]
+    stage = in_a = in_b = 0.0
+    for stack, seconds in records:
+        names = functions(stack)
+        if ("stage_body", __file__) not in names:
+            continue
+        stage += seconds
+        in_a += seconds if ("a", __file__) in names else 0.0
+        in_b += seconds if ("b", __file__) in names else 0.0
+    if stage == 0.0:
+        return {"a": 0.0, "b": 0.0}
+    return {"a": in_a / stage, "b": in_b / stage}
+
+
+# ------------------------------------------------------------------ parent
+
+def py_spy() -> Optional[str]:
+    """The py-spy next to this interpreter, else on PATH."""
+    near = Path(sys.executable).parent / "py-spy"
+    return str(near) if near.exists() else shutil.which("py-spy")
+
+
+def parse_child(stdout: str) -> Optional[dict]:
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    return None
+
+
+def pyspy_window_samples(raw: str) -> int:
+    """Samples of py-spy's raw output taken inside the timed pipeline
+    (stacks through pipeline_workload's run())."""
+    count = 0
+    for line in raw.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if "run (pipeline_workload.py" in stack and n.isdigit():
+            count += int(n)
+    return count
+
+
+def run_child(args: Sequence[str], spy: bool = False,
+              timeout: float = 600) -> dict:
+    """A child of this script in a fresh interpreter; under py-spy record
+    at 1000 Hz with `spy`. Never raises: failures come back as 'error'."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
+    raw_path = None
+    if spy:
+        exe = py_spy()
+        if exe is None:
+            return {"error": "py-spy is not installed"}
+        fd, raw_path = tempfile.mkstemp(suffix=".txt")
+        os.close(fd)
+        cmd = [exe, "record", "-r", "1000", "-o", raw_path, "-f", "raw",
+               "--", *cmd]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True,
+                              timeout=timeout)
+        result = parse_child(done.stdout)
+        if result is None:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            return {"error": f"exit {done.returncode}: " + " | ".join(tail)}
+        if spy and raw_path is not None:
+            result["samples"] = pyspy_window_samples(
+                Path(raw_path).read_text())
+        return result
+    except subprocess.TimeoutExpired:
+        return {"error": f"no result within {timeout:.0f} s"}
+    finally:
+        if raw_path is not None:
+            os.unlink(raw_path)
+
+
+def percent(ratio: float) -> str:
+    return f"{100 * (ratio - 1):+.1f} %"
+
+
+def pipeline_table(results: Dict[str, List[dict]], repeats: int) -> bool:
+    """Prints the cost table; True when aquaprof's sampler met the
+    target (judged only with MIN_REPEATS_JUDGED repeats or more)."""
+    bare = [r.get("seconds") for r in results["bare"]]
+    print(f"{'configuration':22} {'median s':>9} {'slowdown':>9} "
+          f"{'spread':>17} {'samples':>8} {'expected':>8}")
+    for name, _ in CONFIGS:
+        runs = results[name]
+        errors = [r["error"] for r in runs if "error" in r]
+        ratios = [r["seconds"] / b0 for r, b0 in zip(runs, bare)
+                  if "seconds" in r and b0]
+        if not ratios:
+            print(f"{name:22} not measured: "
+                  f"{errors[0] if errors else 'no runs'}")
+            continue
+        secs = statistics.median(r["seconds"] for r in runs
+                                 if "seconds" in r)
+        med = statistics.median(ratios)
+        samples = [r["samples"] for r in runs if "samples" in r]
+        expect = secs / INTERVAL
+        spread = f"{percent(min(ratios))}..{percent(max(ratios))}"
+        if name == "bare":
+            mid = statistics.median(bare)
+            spread = f"{percent(min(bare) / mid)}..{percent(max(bare) / mid)}"
+        print(f"{name:22} {secs:9.3f} "
+              f"{'-' if name == 'bare' else percent(med):>9} {spread:>17} "
+              f"{statistics.median(samples) if samples else '-':>8} "
+              f"{'-' if name == 'bare' else f'{expect:.0f}':>8}")
+        if errors:
+            print(f"{'':22} {len(errors)} of {len(runs)} runs failed: "
+                  f"{errors[0]}")
+        if name == "aquaprof sample 1 ms":
+            extra = runs[-1]
+            if "rounds" in extra:
+                print(f"{'':22} last run: {extra['rounds']} rounds, "
+                      f"{extra['late']} late, {extra['lost']} lost; "
+                      f"postprocess hot (own share): {extra.get('hot')}")
+    print("spread: per-repeat slowdowns, min..max (bare: its times against "
+          "their median); samples: median count inside the timed "
+          "pipeline")
+    sample_runs = [r for r in results["aquaprof sample 1 ms"]
+                   if "seconds" in r]
+    if not sample_runs:
+        print("aquaprof sampler at 1 kHz: NOT MEASURED (see above)")
+        return False
+    med = statistics.median(r["seconds"] / b0 for r, b0 in
+                            zip(results["aquaprof sample 1 ms"], bare)
+                            if "seconds" in r and b0)
+    if repeats < MIN_REPEATS_JUDGED:
+        print(f"aquaprof sampler at 1 kHz: {percent(med)}: not judged "
+              f"(fewer than {MIN_REPEATS_JUDGED} repeats)")
+        return False
+    verdict = 100 * (med - 1) <= TARGET_SLOWDOWN
+    print(f"aquaprof sampler at 1 kHz: {percent(med)} vs bare, target "
+          f"<= {TARGET_SLOWDOWN:.0f} %: {'PASS' if verdict else 'FAIL'}")
+    return verdict
+
+
+def measure_pipeline(repeats: int, frames: int) -> bool:
+    print(f"pipeline: {frames} frames, {repeats} repeats interleaved, each "
+          f"run a fresh process")
+    if py_spy() is None:
+        print("py-spy: not installed, its row is skipped")
+    results: Dict[str, List[dict]] = {name: [] for name, _ in CONFIGS}
+    for rep in range(repeats):
+        order = CONFIGS[rep % len(CONFIGS):] + CONFIGS[:rep % len(CONFIGS)]
+        for name, mode in order:
+            if mode is None:
+                got = run_child(["--child", "bare", "--frames", str(frames)],
+                                spy=True)
+            else:
+                got = run_child(["--child", mode, "--frames", str(frames)])
+            results[name].append(got)
+        print(f"  repeat {rep + 1}/{repeats} done", flush=True)
+    counts = {json.dumps(r["counts"]) for runs in results.values()
+              for r in runs if "counts" in r}
+    if len(counts) > 1:
+        print(f"the pipeline's results differ between runs: {counts}")
+    spy_errors = [r["error"] for r in results["py-spy 1000 Hz"]
+                  if "error" in r]
+    if spy_errors:
+        print(f"py-spy could not profile the child: {spy_errors[0]} "
+              f"(it needs ptrace: CAP_SYS_PTRACE, or ptrace_scope 0)")
+    return pipeline_table(results, repeats)
+
+
+def measure_planted(seconds: float) -> bool:
+    print(f"\nplanted stage: a() {SHARE_A:.0%} pure Python, b() "
+          f"{1 - SHARE_A:.0%} (sleep / NumPy sort), {seconds:g} s each, "
+          f"shares = total share of the stage's sampled wall time")
+    print(f"{'tool':14} {'b() is':7} {'a measured':>10} {'a reported':>10} "
+          f"{'b measured':>10} {'b reported':>10} {'samples':>8}  verdict")
+    ok = True
+    for kind in PLANTED_KINDS:
+        for tool in PLANTED_TOOLS:
+            got = run_child(["--child", "planted", "--tool", tool,
+                             "--kind", kind,
+                             "--planted-seconds", str(seconds)])
+            if "error" in got:
+                print(f"{tool:14} {kind:7} not measured: {got['error']}")
+                if tool == "aquaprof":
+                    ok = False
+                continue
+            m, r = got["measured"], got["reported"]
+            worst = 100 * max(abs(m[f] - r[f]) for f in ("a", "b"))
+            passed = worst <= TARGET_POINTS
+            if tool == "aquaprof":
+                ok = ok and passed
+            print(f"{tool:14} {kind:7} {m['a']:10.1%} {r['a']:10.1%} "
+                  f"{m['b']:10.1%} {r['b']:10.1%} {got['samples']:8}  "
+                  f"{'PASS' if passed else 'FAIL'} (off by "
+                  f"{worst:.1f} points)")
+    print(f"aquaprof shares within {TARGET_POINTS:.0f} points: "
+          f"{'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got "
+                                         f"{text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got "
+                                         f"{text!r}") from None
+    if not value > 0 or value > 600:
+        raise argparse.ArgumentTypeError(f"must be in (0, 600], got "
+                                         f"{text}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=positive_int, default=5,
+                   help="runs of each configuration (verdict from 5)")
+    p.add_argument("--frames", type=positive_int, default=200)
+    p.add_argument("--planted-seconds", type=positive_seconds, default=1.5,
+                   help="length of each planted stage run")
+    p.add_argument("--skip", choices=("pipeline", "planted"),
+                   help="leave one of the two measures out")
+    # internal: one measured configuration, run in a fresh interpreter
+    p.add_argument("--child", choices=PIPELINE_CHILDREN + ("planted",),
+                   help=argparse.SUPPRESS)
+    p.add_argument("--tool", choices=PLANTED_TOOLS, help=argparse.SUPPRESS)
+    p.add_argument("--kind", choices=PLANTED_KINDS, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if args.child == "planted":
+        if args.tool is None or args.kind is None:
+            p.error("--child planted needs --tool and --kind")
+        out = child_planted(args.tool, args.kind, args.planted_seconds)
+    elif args.child is not None:
+        out = child_pipeline(args.child, args.frames)
+    else:
+        ok = True
+        if args.skip != "pipeline":
+            ok = measure_pipeline(args.repeats, args.frames) and ok
+        if args.skip != "planted":
+            ok = measure_planted(args.planted_seconds) and ok
+        return 0 if ok else 1
+    print(MARK + json.dumps(out), flush=True)
+    return 3 if "error" in out else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
