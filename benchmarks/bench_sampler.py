@@ -68,32 +68,36 @@ SHARE_A = 0.75
 # ---------------------------------------------------------------- children
 
 def child_pipeline(mode: str, frames: int) -> dict:
-    """One pipeline run under `mode`, in this process; what it measured."""
+    """One pipeline run under `mode`, in this process; what it measured:
+    wall seconds of the pipeline, and this process's CPU seconds meanwhile
+    (all its threads: a sampler thread's work counts; another process's,
+    py-spy's, does not)."""
     inputs = workload.make_frames(frames)
     model = workload.build_model()
     workload.run(inputs[:2], model)                  # torch's first call
     out: dict = {"mode": mode}
-    if mode == "bare":
-        out["seconds"], out["counts"] = workload.timed_run(inputs, model)
-    elif mode == "pyinstrument":
+    prof = session = None
+    if mode == "pyinstrument":
         from pyinstrument import Profiler as PyinstrumentProfiler
         prof = PyinstrumentProfiler(interval=INTERVAL)
-        prof.start()
-        out["seconds"], out["counts"] = workload.timed_run(inputs, model)
-        session = prof.stop()
-        out["samples"] = session.sample_count
-    else:
+    elif mode != "bare":
         kwargs = {"sample": INTERVAL} if mode == "sample" else {}
         try:
             prof = ap.Profiler(**kwargs)
         except (TypeError, ValueError) as err:
             return {"mode": mode, "error": f"Profiler({kwargs}) refused: "
                                            f"{type(err).__name__}: {err}"}
-        with prof:
-            out["seconds"], out["counts"] = workload.timed_run(inputs,
-                                                               model)
-        if mode == "sample":
-            out.update(aquaprof_samples(prof.report()))
+    if prof is not None:
+        prof.start()
+    cpu0 = time.process_time()
+    out["seconds"], out["counts"] = workload.timed_run(inputs, model)
+    out["cpu"] = time.process_time() - cpu0
+    if prof is not None:
+        session = prof.stop()
+    if mode == "pyinstrument":
+        out["samples"] = session.sample_count
+    elif mode == "sample":
+        out.update(aquaprof_samples(prof.report()))
     return out
 
 
@@ -288,62 +292,82 @@ def percent(ratio: float) -> str:
     return f"{100 * (ratio - 1):+.1f} %"
 
 
-def pipeline_table(results: Dict[str, List[dict]], repeats: int) -> bool:
-    """Prints the cost table; True when aquaprof's sampler met the
-    target (judged only with MIN_REPEATS_JUDGED repeats or more)."""
-    bare = [r.get("seconds") for r in results["bare"]]
-    print(f"{'configuration':22} {'median s':>9} {'slowdown':>9} "
-          f"{'spread':>17} {'samples':>8} {'expected':>8}")
+def paired(runs: List[dict], bare: List[dict], key: str) -> List[float]:
+    """Each repeat's figure over the same repeat's bare one."""
+    return [r[key] / b0[key] for r, b0 in zip(runs, bare)
+            if key in r and key in b0 and b0[key] > 0]
+
+
+def slowdown(results: Dict[str, List[dict]], name: str) -> Optional[float]:
+    ratios = paired(results[name], results["bare"], "seconds")
+    return statistics.median(ratios) if ratios else None
+
+
+def pipeline_table(results: Dict[str, List[dict]]) -> None:
+    """Prints the cost table, one row per configuration."""
+    bare = results["bare"]
+    print(f"{'configuration':21} {'median s':>8} {'slowdown':>9} "
+          f"{'spread':>17} {'min/min':>8} {'CPU':>8} {'samples':>7} "
+          f"{'expected':>8}")
     for name, _ in CONFIGS:
         runs = results[name]
         errors = [r["error"] for r in runs if "error" in r]
-        ratios = [r["seconds"] / b0 for r, b0 in zip(runs, bare)
-                  if "seconds" in r and b0]
-        if not ratios:
-            print(f"{name:22} not measured: "
+        ok = [r for r in runs if "seconds" in r]
+        if not ok:
+            print(f"{name:21} not measured: "
                   f"{errors[0] if errors else 'no runs'}")
             continue
-        secs = statistics.median(r["seconds"] for r in runs
-                                 if "seconds" in r)
-        med = statistics.median(ratios)
-        samples = [r["samples"] for r in runs if "samples" in r]
-        expect = secs / INTERVAL
-        spread = f"{percent(min(ratios))}..{percent(max(ratios))}"
+        secs = statistics.median(r["seconds"] for r in ok)
+        samples = [r["samples"] for r in ok if "samples" in r]
         if name == "bare":
-            mid = statistics.median(bare)
-            spread = f"{percent(min(bare) / mid)}..{percent(max(bare) / mid)}"
-        print(f"{name:22} {secs:9.3f} "
-              f"{'-' if name == 'bare' else percent(med):>9} {spread:>17} "
-              f"{statistics.median(samples) if samples else '-':>8} "
-              f"{'-' if name == 'bare' else f'{expect:.0f}':>8}")
+            times = [r["seconds"] for r in ok]
+            spread = (f"{percent(min(times) / secs)}.."
+                      f"{percent(max(times) / secs)}")
+            cells = ["-", spread, "-", "-"]
+        else:
+            ratios = paired(runs, bare, "seconds")
+            cpu = paired(runs, bare, "cpu")
+            best = min(r["seconds"] for r in ok) / min(
+                r["seconds"] for r in bare if "seconds" in r)
+            cells = [percent(statistics.median(ratios)),
+                     f"{percent(min(ratios))}..{percent(max(ratios))}",
+                     percent(best),
+                     percent(statistics.median(cpu)) if cpu else "-"]
+        print(f"{name:21} {secs:8.3f} {cells[0]:>9} {cells[1]:>17} "
+              f"{cells[2]:>8} {cells[3]:>8} "
+              f"{statistics.median_low(samples) if samples else '-':>7} "
+              f"{'-' if name == 'bare' else f'{secs / INTERVAL:.0f}':>8}")
         if errors:
-            print(f"{'':22} {len(errors)} of {len(runs)} runs failed: "
+            print(f"{'':21} {len(errors)} of {len(runs)} runs failed: "
                   f"{errors[0]}")
-        if name == "aquaprof sample 1 ms":
-            extra = runs[-1]
-            if "rounds" in extra:
-                print(f"{'':22} last run: {extra['rounds']} rounds, "
-                      f"{extra['late']} late, {extra['lost']} lost; "
-                      f"postprocess hot (own share): {extra.get('hot')}")
-    print("spread: per-repeat slowdowns, min..max (bare: its times against "
-          "their median); samples: median count inside the timed "
-          "pipeline")
-    sample_runs = [r for r in results["aquaprof sample 1 ms"]
-                   if "seconds" in r]
-    if not sample_runs:
+        last = ok[-1]
+        if "rounds" in last:
+            print(f"{'':21} last run: {last['rounds']} rounds, "
+                  f"{last['late']} late, {last['lost']} lost; postprocess's "
+                  f"hottest (own share): {last.get('hot')}")
+    print("slowdown: median over repeats of time / the same repeat's bare "
+          "time; spread: their min..max (bare: its times against their "
+          "median); min/min: fastest run over fastest bare run; CPU: "
+          "median ratio of the process's CPU seconds (py-spy's own process "
+          "not counted); samples: median count inside the timed pipeline; "
+          "expected: its median seconds at 1 kHz")
+
+
+def verdict(results: Dict[str, List[dict]], repeats: int) -> bool:
+    """The target's line; True when aquaprof's sampler met it (judged
+    only with MIN_REPEATS_JUDGED repeats or more)."""
+    med = slowdown(results, "aquaprof sample 1 ms")
+    if med is None:
         print("aquaprof sampler at 1 kHz: NOT MEASURED (see above)")
         return False
-    med = statistics.median(r["seconds"] / b0 for r, b0 in
-                            zip(results["aquaprof sample 1 ms"], bare)
-                            if "seconds" in r and b0)
     if repeats < MIN_REPEATS_JUDGED:
         print(f"aquaprof sampler at 1 kHz: {percent(med)}: not judged "
               f"(fewer than {MIN_REPEATS_JUDGED} repeats)")
         return False
-    verdict = 100 * (med - 1) <= TARGET_SLOWDOWN
+    ok = 100 * (med - 1) <= TARGET_SLOWDOWN
     print(f"aquaprof sampler at 1 kHz: {percent(med)} vs bare, target "
-          f"<= {TARGET_SLOWDOWN:.0f} %: {'PASS' if verdict else 'FAIL'}")
-    return verdict
+          f"<= {TARGET_SLOWDOWN:.0f} %: {'PASS' if ok else 'FAIL'}")
+    return ok
 
 
 def measure_pipeline(repeats: int, frames: int) -> bool:
@@ -371,7 +395,15 @@ def measure_pipeline(repeats: int, frames: int) -> bool:
     if spy_errors:
         print(f"py-spy could not profile the child: {spy_errors[0]} "
               f"(it needs ptrace: CAP_SYS_PTRACE, or ptrace_scope 0)")
-    return pipeline_table(results, repeats)
+    pipeline_table(results)
+    bare = [r["seconds"] for r in results["bare"] if "seconds" in r]
+    if len(bare) > 1 and 100 * (max(bare) / min(bare) - 1) > 2 * \
+            TARGET_SLOWDOWN:
+        print(f"noise: bare runs spread {percent(max(bare) / min(bare))} "
+              f"(load average {os.getloadavg()[0]:.2f} at the end): more "
+              f"than the target; other work on this machine moves wall "
+              f"times, more --repeats steady the medians")
+    return verdict(results, repeats)
 
 
 def measure_planted(seconds: float) -> bool:
