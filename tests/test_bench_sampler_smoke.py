@@ -137,3 +137,35 @@ def test_parse_child_finds_the_marked_line():
     text = "py-spy> Sampling\nBENCH {\"seconds\": 1.5}\nother\n"
     assert bench_sampler.parse_child(text) == {"seconds": 1.5}
     assert bench_sampler.parse_child("no result\n") is None
+
+
+class FakeReport:
+    """What aquaprof_shares reads of a report with samples, where the
+    stage's statistics have no hot(): the samples data alone."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __getitem__(self, path):
+        return object()
+
+    def to_dict(self):
+        return self.data
+
+
+def test_aquaprof_shares_from_samples_data_count_only_the_stage():
+    me = bench_sampler.__file__
+    frames = [["<module>", me, 1], ["a", me, 2], ["b", me, 3],
+              ["sort", "np.py", 4], ["a", "other.py", 5]]
+    stacks = [                   # process tid stage frames count wall cpu
+        [0, 7, 1, [0, 1], 3, 3_000, 3_000],
+        [0, 7, 1, [0, 2, 3], 1, 1_000, 1_000],
+        [0, 7, 1, [0, 4], 1, 1_000, 1_000],
+        [0, 7, 0, [0, 1], 50, 50_000, 50_000],      # another stage
+        [0, 7, -1, [0, 2], 50, 50_000, 0],          # no stage open
+    ]
+    rep = FakeReport({"stages": [{"name": "load"}, {"name": "planted"}],
+                      "samples": {"frames": frames, "stacks": stacks}})
+    shares, source = bench_sampler.aquaprof_shares(rep)
+    assert source == "samples data"
+    assert shares == pytest.approx({"a": 0.6, "b": 0.2})
