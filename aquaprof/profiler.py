@@ -94,6 +94,14 @@ class Profiler:
         time the loop waits for its data, which diagnose() reads
         (data-loading-bound); torch imported after start() is watched
         from its import on. docs/processes.md.
+    sample: seconds between samples of every thread's Python call stack
+        (0.001: 1 kHz), each filed under the stage open in that thread or
+        asyncio task; None (the default) takes none. rep["stage"].hot()
+        names the code a stage spends its time in, and the flamegraph,
+        speedscope and trace show it under the stage. A nested Profiler
+        takes none of its own. docs/sampling.md.
+    max_samples: most samples kept in time order for the trace's code
+        slices; past it samples still count in hot() and the flamegraph.
     """
 
     def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,
@@ -102,20 +110,17 @@ class Profiler:
                  cuda: Any = "auto", cuda_sync: bool = False,
                  window: int = 0, max_stages: int = 100_000,
                  children: bool = True, max_children: int = 1000,
-                 dataloaders: bool = True):
+                 dataloaders: bool = True, sample: Optional[float] = None,
+                 max_samples: int = 1_000_000):
         from .cupti import profiler_args
+        interval_ns = _sample_interval_ns(sample)
+        _check_count("max_samples", max_samples)
         for name, flag in (("children", children),
                            ("dataloaders", dataloaders)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be True or False, got "
                                 f"{flag!r}")
-        if isinstance(max_children, bool) or not isinstance(max_children,
-                                                            int):
-            raise TypeError(f"max_children must be an int, got "
-                            f"{max_children!r}")
-        if max_children < 0:
-            raise ValueError(f"max_children must be >= 0, got "
-                             f"{max_children}")
+        _check_count("max_children", max_children)
         self._core = _core.Profiler(max_spans=max_spans, memory=memory,
                                     memory_interval=memory_interval,
                                     cpu_resolution=cpu_resolution,
@@ -135,12 +140,16 @@ class Profiler:
             self._child_settings = dict(
                 max_spans=max_spans, memory=memory,
                 memory_interval=memory_interval,
-                cpu_resolution=cpu_resolution, max_stages=max_stages)
+                cpu_resolution=cpu_resolution, max_stages=max_stages,
+                sample=sample, max_samples=max_samples)
         self._max_children = max_children
         self._dataloaders = dataloaders
         self._unwatch: Optional[Callable[[], None]] = None
         self._capture: Any = None      # an aquaprof.children.Capture
         self._children: Optional[tuple] = None
+        self._sampling = (interval_ns, max_samples)
+        self._sampler: Any = None       # an _core.Sampler while sampling
+        self._stop_sampler: Optional[Callable[[], None]] = None
 
     @classmethod
     def _for_child(cls, settings: dict, overhead: Optional[dict]
@@ -171,6 +180,8 @@ class Profiler:
                 self._core.start()
                 self._capture_children()
                 self._watch_dataloaders()
+                # last: the profiler's own start is no part of the program
+                self._start_sampler()
         except BaseException:
             # the stop is one C call; an interrupt in _end_watches() after
             # it can leave a folder or a watch to the collector, never a
@@ -190,17 +201,54 @@ class Profiler:
             for callback in self._on_stop:
                 callback()
         finally:
+            self._end_sampler()
             self._core.stop()
             self._end_watches()
 
     def _end_watches(self) -> None:
-        """What the run watched besides stages: loaders, then children."""
+        """What the run watched besides stages: samples, loaders, then
+        children."""
         unwatch, self._unwatch = self._unwatch, None
         try:
+            self._end_sampler()
             if unwatch is not None:
                 unwatch()
         finally:
             self._collect_children()
+
+    def _start_sampler(self) -> None:
+        """Starts sampling call stacks, unless off or nested (the outer
+        Profiler's sampler sees the same threads)."""
+        interval_ns, max_samples = self._sampling
+        if not interval_ns or self._core.nested:
+            return
+        import weakref
+        from . import _sampling
+        signum = _sampling.free_signal()
+        sampler = _core.Sampler(interval_ns, max_samples, signum or 0,
+                                threading.main_thread().native_id or 0)
+        # first: a Profiler dropped without stop(), the interpreter
+        # exiting or a Ctrl-C from here on ends the thread, which would
+        # otherwise sample for ever, and gives the signal back
+        self._stop_sampler = weakref.finalize(self, _sampling.end, sampler,
+                                              signum)
+        if signum:
+            _sampling.handle(signum, sampler.take)
+        try:
+            sampler.start()
+        except (OSError, RuntimeError) as e:
+            # no thread to spare, or a Python without a GIL: the run goes
+            # on with stages only, and says why
+            import warnings
+            warnings.warn(f"aquaprof: call stacks are not sampled in this "
+                          f"run: {e}", RuntimeWarning, stacklevel=4)
+            return
+        self._sampler = sampler
+
+    def _end_sampler(self) -> None:
+        stop, self._stop_sampler = self._stop_sampler, None
+        if stop is not None:
+            stop()
 
     def _watch_dataloaders(self) -> None:
         if self._dataloaders:
@@ -279,6 +327,8 @@ class Profiler:
             if "gpu" in data:
                 data["gpu"]["events"].flags.writeable = False
             data["host"] = _host_info(self._started_at)
+            if self._sampler is not None:
+                data["samples"] = _samples(self._sampler.data())
             if self._overhead:
                 data["overhead"] = self._overhead
             self._report = Report(data, _checked=True)
@@ -365,6 +415,42 @@ def _calibration(cpu_resolution: float, memory: bool) -> Optional[dict]:
         # a session started meanwhile by other means than a Profiler (on
         # another thread): this run goes uncompensated
         return None
+
+
+def _check_count(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+def _sample_interval_ns(sample: Any) -> int:
+    """The sampler's interval in ns, 0 when off."""
+    if sample is None:
+        return 0
+    if isinstance(sample, bool) or not isinstance(sample, (int, float)):
+        raise TypeError(f"sample must be seconds between samples (0.001 "
+                        f"for 1 kHz) or None, got {sample!r}")
+    if sample == 0:
+        return 0
+    if not 1e-5 <= sample <= 60:
+        raise ValueError(f"sample must be between 1e-05 and 60 seconds "
+                         f"(or None, for no sampling), got {sample!r}")
+    return round(sample * 1e9)
+
+
+def _samples(raw: dict) -> dict:
+    """The sampler's data as the report holds it: the timeline as one
+    structured array (aquaprof.schema.TIMELINE_DTYPE)."""
+    import numpy as np
+    times = np.frombuffer(raw.pop("timeline_t"), dtype="<i8")
+    stacks = np.frombuffer(raw.pop("timeline_stack"), dtype="<u4")
+    timeline = np.empty(len(times), dtype=[("t_ns", "<i8"),
+                                           ("stack", "<u4")])
+    timeline["t_ns"] = times
+    timeline["stack"] = stacks
+    raw["timeline"] = timeline
+    return raw
 
 
 @functools.lru_cache(maxsize=None)

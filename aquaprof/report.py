@@ -11,8 +11,8 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, \
-    Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, \
+    Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from ._atomic import write_atomic
 from .schema import ReportError
 
 if TYPE_CHECKING:
+    from .analysis.samples import HotFunction, Sampling
     from .analysis.stragglers import Straggler
 
 _NS = 1e-9
@@ -33,6 +34,21 @@ def stage_paths(stages: Sequence[Dict[str, Any]]) -> List[str]:
         prefix = paths[s["parent"]] + "/" if s["parent"] >= 0 else ""
         paths.append(prefix + s["name"])
     return paths
+
+
+class CodeFrame(NamedTuple):
+    """A code object the sampler saw (Report.samples["frames"][i]): its
+    qualified name, file and first line."""
+
+    function: str
+    file: str
+    line: int
+
+    @property
+    def label(self) -> str:
+        """``function (file.py:line)``, the file cut to its base name."""
+        base = self.file.replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{self.function} ({base}:{self.line})"
 
 
 class Timing:
@@ -94,7 +110,8 @@ class StageStats:
     __slots__ = ("id", "path", "name", "parent", "depth", "count", "wall",
                  "self_time", "cpu", "items", "throughput", "share",
                  "mem_peak", "mem_delta", "raised", "unclosed", "suspended",
-                 "compensated_total", "compensated_self", "cuda")
+                 "compensated_total", "compensated_self", "cuda",
+                 "_sampled")
 
     def __init__(self, sid: int, path: str, parent: Optional[str],
                  stage: Dict[str, Any], run_wall: float):
@@ -132,6 +149,19 @@ class StageStats:
         #: aquaprof.analysis.gpu_stats.CudaStats; None when the run traced
         #: none for it
         self.cuda: Any = None
+        # the report's samples section and its stages' parents, set only
+        # when the run was sampled: hot() reads them, no report needed
+        self._sampled: Optional[Tuple[Dict[str, Any], List[int]]] = None
+
+    def hot(self, n: int = 10,
+            sub_stages: bool = True) -> List["HotFunction"]:
+        """The n hottest functions of the stage and its sub-stages (of the
+        stage alone with sub_stages=False), from the sampled call stacks
+        (docs/sampling.md): HotFunction(function, file, line, own, total,
+        own_s, total_s, cpu_s), most own time first; [] when the run took
+        no samples of it. ValueError unless n is an int >= 0."""
+        from .analysis.samples import stage_hot
+        return stage_hot(self._sampled, self.id, n, sub_stages)
 
     def __repr__(self) -> str:
         return (f"StageStats({self.path!r}, count={self.count}, "
@@ -213,6 +243,20 @@ class Report:
         from .analysis.gpu_stats import stage_cuda
         for sid, cuda in stage_cuda(self).items():
             self._stats[sid].cuda = cuda
+        if "samples" in data:
+            self._attach_samples(data["samples"])
+
+    def _attach_samples(self, samples: Dict[str, Any]) -> None:
+        """The samples section in one form, lists as JSON gives them
+        (a loaded report compares equal to the one saved), shared with
+        every StageStats for hot()."""
+        samples = dict(samples, frames=[list(f) for f in samples["frames"]],
+                       stacks=[[*s[:3], list(s[3]), *s[4:]]
+                               for s in samples["stacks"]])
+        self._data["samples"] = samples
+        parents = [s["parent"] for s in self._data["stages"]]
+        for stats in self._stats:
+            stats._sampled = (samples, parents)
 
     # ------------------------------------------------------------ access
     @property
@@ -223,8 +267,8 @@ class Report:
     @property
     def meta(self) -> Dict[str, Any]:
         """Run-level figures: clock range, config, drops, host info."""
-        return {k: v for k, v in self._data.items()
-                if k not in ("stages", "threads", "spans", "gpu")}
+        sections = ("stages", "threads", "spans", "gpu", "samples")
+        return {k: v for k, v in self._data.items() if k not in sections}
 
     @property
     def gpu_status(self) -> str:
@@ -236,6 +280,20 @@ class Report:
         """The traced GPU section (events, kernel_names, devices, dropped,
         unattributed), None when the run traced no GPU activity."""
         return self._data.get("gpu")
+
+    @property
+    def samples(self) -> Optional[Dict[str, Any]]:
+        """The sampler's section (docs/report-format.md): interval_ns,
+        rounds, late, lost, frames, stacks and the timeline; None when the
+        run was not sampled. aquaprof.analysis.samples reads it."""
+        return self._data.get("samples")
+
+    @property
+    def sampling(self) -> Optional["Sampling"]:
+        """How the run was sampled: interval (seconds), rounds, samples,
+        late, lost, timeline and timeline_dropped; None when it was not."""
+        from .analysis.samples import summary
+        return summary(self)
 
     def gpu_events(self) -> Optional[np.ndarray]:
         """Raw GPU events (read-only NumPy structured array, GPU_DTYPE):
@@ -415,17 +473,14 @@ class Report:
         if not isinstance(other, Report):
             return NotImplemented
         a, b = self._data, other._data
-        plain = ("spans", "gpu")
+        plain = ("spans", "gpu", "samples")
         if {k: v for k, v in a.items() if k not in plain} != \
                 {k: v for k, v in b.items() if k not in plain} or \
                 not np.array_equal(a["spans"], b["spans"]):
             return False
-        ga, gb = a.get("gpu"), b.get("gpu")
-        if ga is None or gb is None:
-            return ga is gb
-        return ({k: v for k, v in ga.items() if k != "events"}
-                == {k: v for k, v in gb.items() if k != "events"}
-                and np.array_equal(ga["events"], gb["events"]))
+        return (_equal_with_array(a.get("gpu"), b.get("gpu"), "events")
+                and _equal_with_array(a.get("samples"), b.get("samples"),
+                                      "timeline"))
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -523,6 +578,19 @@ class Report:
         return cls(schema.decode(obj))
 
 
+def _equal_with_array(a: Optional[Dict[str, Any]],
+                      b: Optional[Dict[str, Any]], key: str) -> bool:
+    """Two optional sections equal, their array under `key` (where
+    present) compared by value."""
+    if a is None or b is None:
+        return a is b
+    if (key in a) != (key in b):
+        return False
+    return ({k: v for k, v in a.items() if k != key}
+            == {k: v for k, v in b.items() if k != key}
+            and (key not in a or np.array_equal(a[key], b[key])))
+
+
 def _read_report_file(path: Path) -> bytes:
     """The bytes of a regular file of at most limits.MAX_FILE_BYTES;
     ReportError otherwise. Opened without blocking, so a FIFO or a device
@@ -556,4 +624,5 @@ def _read_report_file(path: Path) -> bytes:
         os.close(fd)
 
 
-__all__ = ["ProcessStats", "Report", "ReportError", "StageStats", "Timing"]
+__all__ = ["CodeFrame", "ProcessStats", "Report", "ReportError",
+           "StageStats", "Timing"]

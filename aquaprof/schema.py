@@ -15,7 +15,7 @@ import binascii
 import json
 import math
 import zlib
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -42,7 +42,7 @@ RUN_OPTIONAL: Fields = {
     "host": dict, "memory_samples": list, "overhead": dict,
     "processes": list, "gpu_status": str, "gpu": dict, "nested": bool,
     "max_stages": int, "stages_overflowed": int, "spans_shed": int,
-    "label": str, "children": dict, "worker": int,
+    "label": str, "children": dict, "worker": int, "samples": dict,
 }
 STAGE_FIELDS: Fields = {
     "name": str, "parent": int, "depth": int, "count": int, "raised": int,
@@ -70,6 +70,13 @@ PROCESS_OPTIONAL: Fields = {"host": dict, "memory_samples": list,
                              "stages": list, "worker": int}
 GPU_FIELDS: Fields = {"events": dict, "kernel_names": list,
                       "devices": list, "dropped": int, "unattributed": int}
+#: the sampler's section (docs/sampling.md); its "timeline" is an
+#: encoded array in JSON, a TIMELINE_DTYPE array in memory
+SAMPLES_FIELDS: Fields = {"interval_ns": int, "rounds": int, "late": int,
+                          "lost": int, "frames": list, "stacks": list}
+SAMPLES_OPTIONAL: Fields = {"timeline": dict, "timeline_dropped": int}
+#: each sample in time order: when it was taken, and its stack's index
+TIMELINE_DTYPE = np.dtype([("t_ns", "<i8"), ("stack", "<u4")])
 DEVICE_FIELDS: Fields = {
     "name": str, "sms": int, "threads_per_sm": int, "blocks_per_sm": int,
     "registers_per_sm": int, "shared_per_sm": int, "warp_size": int,
@@ -96,6 +103,9 @@ def encode(data: Dict[str, Any]) -> Dict[str, Any]:
     if "gpu" in d:
         d["gpu"] = dict(d["gpu"], events=encode_array(
             d["gpu"]["events"], _core.GPU_DTYPE))
+    if "timeline" in d.get("samples", {}):
+        d["samples"] = dict(d["samples"], timeline=encode_array(
+            d["samples"]["timeline"], TIMELINE_DTYPE))
     return d
 
 
@@ -123,6 +133,10 @@ def decode(obj: Any) -> Dict[str, Any]:
             raise ReportError("report['gpu'] must be an object")
         data["gpu"] = dict(data["gpu"], events=decode_array(
             data["gpu"].get("events"), _core.GPU_DTYPE, "gpu events"))
+    samples = data.get("samples")
+    if isinstance(samples, dict) and "timeline" in samples:
+        data["samples"] = dict(samples, timeline=decode_array(
+            samples["timeline"], TIMELINE_DTYPE, "samples timeline"))
     return data
 
 
@@ -310,9 +324,10 @@ def validate(data: Dict[str, Any]) -> None:
     if not isinstance(data, dict):
         raise ReportError("report must be an object")
     # the arrays are checked once decoded, below
-    check_fields({k: v for k, v in data.items() if k not in ("spans", "gpu")},
+    arrays = ("spans", "gpu", "samples")
+    check_fields({k: v for k, v in data.items() if k not in arrays},
                  _without(RUN_FIELDS, "spans"), "report",
-                 _without(RUN_OPTIONAL, "gpu"))
+                 _without(_without(RUN_OPTIONAL, "gpu"), "samples"))
     stages, threads = data["stages"], data["threads"]
     if data["stop_ns"] < data["start_ns"]:
         raise ReportError("report['stop_ns'] is before its 'start_ns'")
@@ -336,6 +351,8 @@ def validate(data: Dict[str, Any]) -> None:
     spans = _check_spans(data["spans"], len(stages), len(threads))
     if "gpu" in data:
         _check_gpu(data["gpu"], len(stages), len(spans))
+    if "samples" in data:
+        check_samples(data["samples"], len(stages), len(processes))
 
 
 def _check_children(children: Any) -> None:
@@ -497,3 +514,68 @@ def _check_gpu(gpu: Any, nstages: int, nspans: int) -> None:
     for bad, what in problems:
         if bad.any():
             raise ReportError(f"a GPU event has {what}")
+
+
+# ------------------------------------------------------------- samples
+def check_samples(samples: Any, nstages: int, nprocesses: int) -> None:
+    """ReportError unless `samples` is a sampler's section (decoded) whose
+    every index names something the report holds: a stack's process,
+    stage and frames, a timeline sample's stack."""
+    where = "report['samples']"
+    if not isinstance(samples, dict):
+        raise ReportError(f"{where} must be an object")
+    check_fields({k: v for k, v in samples.items() if k != "timeline"},
+                 SAMPLES_FIELDS, where,
+                 _without(SAMPLES_OPTIONAL, "timeline"))
+    for i, frame in enumerate(samples["frames"]):
+        _check_code_frame(frame, f"{where}['frames'][{i}]")
+    bounds = (max(nprocesses, 1), nstages, len(samples["frames"]))
+    for i, stack in enumerate(samples["stacks"]):
+        _check_stack(stack, bounds, f"{where}['stacks'][{i}]")
+    if "timeline" in samples:
+        _check_timeline(samples["timeline"], len(samples["stacks"]))
+
+
+def _is_count(x: Any) -> bool:
+    return _is(x, int) and 0 <= x <= INT64_MAX
+
+
+def _check_code_frame(frame: Any, where: str) -> None:
+    if (not isinstance(frame, (list, tuple)) or len(frame) != 3
+            or not isinstance(frame[0], str)
+            or not isinstance(frame[1], str) or not _is_count(frame[2])):
+        raise ReportError(f"{where} must be [function, file, line]: two "
+                          f"str and an int >= 0")
+
+
+def _check_stack(stack: Any, bounds: Tuple[int, int, int],
+                 where: str) -> None:
+    """[process, tid, stage, frames, count, wall_ns, cpu_ns], each index
+    within `bounds` (processes, stages, frames)."""
+    nprocesses, nstages, nframes = bounds
+    if (not isinstance(stack, (list, tuple)) or len(stack) != 7
+            or not isinstance(stack[3], (list, tuple))
+            or not all(map(_is_count, [*stack[:2], *stack[4:]]))
+            or not _is(stack[2], int)):
+        raise ReportError(f"{where} must be [process, tid, stage, frames, "
+                          f"count, wall_ns, cpu_ns]: frames a list, the "
+                          f"rest ints >= 0 but stage")
+    if stack[0] >= nprocesses:
+        raise ReportError(f"{where} names process {stack[0]}, which the "
+                          f"report lacks")
+    if not -1 <= stack[2] < nstages:
+        raise ReportError(f"{where} names stage {stack[2]}, which the "
+                          f"report lacks (-1: no stage)")
+    if not all(_is(f, int) and 0 <= f < nframes for f in stack[3]):
+        raise ReportError(f"{where} names a frame the report lacks")
+
+
+def _check_timeline(timeline: Any, nstacks: int) -> None:
+    where = "report['samples']['timeline']"
+    if not isinstance(timeline, np.ndarray) or \
+            timeline.dtype != TIMELINE_DTYPE:
+        raise ReportError(f"{where} must be a timeline array")
+    if len(timeline) and int(timeline["stack"].max()) >= nstacks:
+        raise ReportError(f"{where} names a stack the report lacks")
+    if (np.diff(timeline["t_ns"]) < 0).any():
+        raise ReportError(f"{where} is not in time order")

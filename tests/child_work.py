@@ -74,3 +74,15 @@ class Slow(Squares):
     def __getitem__(self, i):
         time.sleep(0.02)
         return float(i)
+
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def spins_in_a_stage(seconds):
+    """A child's own sampled work: `spin` inside the stage "child"."""
+    with ap.stage("child"):
+        spin(seconds)

@@ -16,6 +16,8 @@ of their code runs. An interrupt there leaves the Profiler running, as
 stop() was never begun; with `with ... as prof` or `prof.stop()` the user
 holds it and can stop it again. A real signal test (setitimer) covers the
 rest at random moments, C code included."""
+import gc
+import os
 import signal
 import sys
 import weakref
@@ -145,6 +147,26 @@ def test_ctrl_c_in_a_with_block_start_or_stop_leaves_no_session(first_start):
     assert moments > 50       # calibration's moments among them
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
+                    reason="counts threads through /proc")
+def test_ctrl_c_anywhere_in_a_sampling_run_leaves_no_sampling_thread(
+        first_start):
+    before = len(os.listdir("/proc/self/task"))
+
+    def action():
+        first_start()
+        with ap.Profiler(sample=0.001):
+            work()
+
+    def check(kept):
+        assert not ap.active(), kept
+        gc.collect()     # a Profiler a Ctrl-C kept from stopping its sampler
+        assert len(os.listdir("/proc/self/task")) == before, kept
+        fresh_profiler_works()
+
+    assert every_moment(action, check) > 50
+
+
 def test_ctrl_c_in_start_and_stop_calls_leaves_no_hidden_session(
         first_start):
     held = []
@@ -233,13 +255,17 @@ def test_real_signals_at_random_moments_leave_no_hidden_session(first_start):
 
     previous = signal.signal(signal.SIGALRM, handler)
     interrupts = 0
+    threads = len(os.listdir("/proc/self/task")) \
+        if os.path.isdir("/proc/self/task") else 0
     try:
         for i in range(150):
             first_start()
             prof = None
             signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-5, 0.02))
             try:
-                with ap.Profiler() as prof:
+                # every other run samples call stacks: its thread and the
+                # signal it borrows must come back too
+                with ap.Profiler(sample=0.001 if i % 2 else None) as prof:
                     work()
                 signal.setitimer(signal.ITIMER_REAL, 0)
             except KeyboardInterrupt:
@@ -253,3 +279,7 @@ def test_real_signals_at_random_moments_leave_no_hidden_session(first_start):
         signal.signal(signal.SIGALRM, previous)
     assert interrupts > 0
     fresh_profiler_works()
+    del prof
+    gc.collect()
+    if os.path.isdir("/proc/self/task"):
+        assert len(os.listdir("/proc/self/task")) == threads

@@ -25,6 +25,7 @@ DOC_TABLES = {
     "Overhead": (schema.OVERHEAD_FIELDS, schema.OVERHEAD_OPTIONAL),
     "Process": (schema.PROCESS_FIELDS, schema.PROCESS_OPTIONAL),
     "Children": (schema.CHILDREN_FIELDS, schema.CHILDREN_OPTIONAL),
+    "Samples": (schema.SAMPLES_FIELDS, schema.SAMPLES_OPTIONAL),
     "GPU section": (schema.GPU_FIELDS, {}),
     "Device": (schema.DEVICE_FIELDS, {}),
 }

@@ -24,6 +24,9 @@ the first that holds wins, and the host class stays in Finding.host:
 - launch-bound: many tiny kernels a call, with the device mostly idle;
 - gpu-starved: the device idled most of the stage's time while the host
   did something else.
+Where the run was sampled, the evidence names the stage's hottest code:
+the function most often innermost in the samples taken at the stage
+itself (its sub-stages have their own rows), with its share of them.
 The loop's wait for its data, which wins over every class above for that
 stage (the host class stays in Finding.host); given for each
 next(DataLoader) stage that holds, among the top stages or not:
@@ -357,6 +360,16 @@ def _workers_hottest(report: "Report") -> Optional[
     return printable(names[top]), own[top], staged, processes
 
 
+def _hottest_code(stage: "StageStats") -> str:
+    """'; hottest code: f (file.py:40), 71 % of its sampled self time',
+    from the samples taken at the stage itself; '' without any."""
+    hot = stage.hot(1, sub_stages=False)
+    if not hot:
+        return ""
+    return (f"; hottest code: {printable(hot[0].label)}, "
+            f"{hot[0].own * 100:.0f} % of its sampled self time")
+
+
 def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     wall = stage.wall.total
     busy = stage.cpu / wall if wall > 0 else 0.0
@@ -385,7 +398,8 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
             evidence = f"{gpu_evidence}; host {host}: {evidence}"
         fix, verify = _FIXES[kind]
         verify = verify.replace("STAGE", repr(stage.path))
-    finding = Finding(stage.path, kind, evidence, fix, verify, host=host)
+    finding = Finding(stage.path, kind, evidence + _hottest_code(stage),
+                      fix, verify, host=host)
     entry = _entry_rss(stage, report)
     if stage.mem_peak and entry and stage.mem_peak - entry >= ALLOC_BYTES:
         _also(finding, "allocation-heavy",

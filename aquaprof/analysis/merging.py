@@ -3,7 +3,9 @@ workers, a fleet of jobs) as one: stages merged by path with exact
 aggregates, raw spans and threads kept per process, so that the trace has
 a process track per report, and each process's own count, total, self and
 CPU time per stage kept in its entry (``processes[i]["stages"]``), so
-that per-process figures survive dropped spans.
+that per-process figures survive dropped spans. Sampled call stacks are
+kept too: their code frames deduplicated, each stack's process and stage
+moved like its thread's and spans', its timeline on the merged clock.
 
 Timelines: processes on one host share CLOCK_MONOTONIC and keep their
 times. Reports from different hosts are aligned on the wall-clock time at
@@ -12,13 +14,13 @@ clock synchronisation.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import _core
 from ..report import Report
-from ..schema import KERNEL
+from ..schema import KERNEL, TIMELINE_DTYPE
 
 
 def _offsets(datas: Sequence[Dict[str, Any]]) -> List[int]:
@@ -71,6 +73,9 @@ def merged_data(reports: Sequence[Report],
                              for label, r in zip(labels, reports)))
     if merger.children is not None:
         merged["children"] = merger.children
+    samples = merger.samples.section()
+    if samples is not None:
+        merged["samples"] = samples
     gpus = [r.gpu for r in reports if r.gpu is not None]
     if gpus:
         merged["gpu"] = {
@@ -123,6 +128,7 @@ class _Merger:
         self.devices: List[Dict[str, Any]] = []
         self.spans_before = 0
         self.children: Optional[Dict[str, Any]] = None
+        self.samples = _Samples()
 
     def _children(self, account: Optional[Dict[str, Any]],
                   label: str) -> None:
@@ -178,6 +184,8 @@ class _Merger:
             spans["start_ns"] += offset
             spans["end_ns"] += offset
         self.span_parts.append(spans)
+        if report.samples is not None:
+            self.samples.add(report.samples, remap, process_base, offset)
         self._gpu(report, remap, offset, label)
         self.spans_before += len(spans)
 
@@ -219,3 +227,72 @@ class _Merger:
         if report.gpu is not None:
             self.devices += [dict(d, name=f"{d['name']} ({label})")
                              for d in report.gpu["devices"]]
+
+
+class _Samples:
+    """The merged samples section, one report's section added at a time:
+    frames deduplicated, equal stacks (after their moves) one, timelines
+    on the merged clock and in time order. The counts add up; the
+    interval is the first's."""
+
+    def __init__(self) -> None:
+        self.frames: Dict[Tuple[Any, ...], int] = {}
+        self.index: Dict[Tuple[Any, ...], int] = {}
+        self.stacks: List[List[Any]] = []
+        self.timelines: List[np.ndarray] = []
+        self.counts = {"rounds": 0, "late": 0, "lost": 0,
+                       "timeline_dropped": 0}
+        self.untimed = 0            # samples of sections with no timeline
+        self.interval: Optional[int] = None
+
+    def add(self, samples: Dict[str, Any], remap: List[int],
+            process_base: int, offset: int) -> None:
+        if self.interval is None:
+            self.interval = samples["interval_ns"]
+        for key in self.counts:
+            self.counts[key] += samples.get(key, 0)
+        frames = [self.frames.setdefault(tuple(f), len(self.frames))
+                  for f in samples["frames"]]
+        moved = [self._stack((process_base + p, tid,
+                              remap[stage] if stage >= 0 else -1,
+                              tuple(frames[f] for f in chain)),
+                             count, wall, cpu)
+                 for p, tid, stage, chain, count, wall, cpu
+                 in samples["stacks"]]
+        timeline = samples.get("timeline")
+        if timeline is None:
+            self.untimed += sum(s[4] for s in samples["stacks"])
+            return
+        timeline = timeline.copy()
+        timeline["t_ns"] += offset
+        timeline["stack"] = np.asarray(moved, np.uint32)[timeline["stack"]]
+        self.timelines.append(timeline)
+
+    def _stack(self, key: Tuple[Any, ...], count: int, wall: int,
+               cpu: int) -> int:
+        """The merged index of the stack `key` (process, tid, stage,
+        frames), its figures added."""
+        at = self.index.setdefault(key, len(self.stacks))
+        if at == len(self.stacks):
+            self.stacks.append([*key[:3], list(key[3]), 0, 0, 0])
+        row = self.stacks[at]
+        row[4] += count
+        row[5] += wall
+        row[6] += cpu
+        return at
+
+    def section(self) -> Optional[Dict[str, Any]]:
+        """The merged section; None when no report was sampled. Samples
+        of a section that kept no timeline count as left out of the
+        merged one."""
+        if self.interval is None:
+            return None
+        section: Dict[str, Any] = dict(
+            self.counts, interval_ns=self.interval,
+            frames=[list(f) for f in self.frames], stacks=self.stacks)
+        if self.timelines:
+            timeline = np.concatenate(self.timelines).astype(TIMELINE_DTYPE)
+            section["timeline"] = timeline[np.argsort(timeline["t_ns"],
+                                                      kind="stable")]
+            section["timeline_dropped"] += self.untimed
+        return section

@@ -17,10 +17,11 @@ run, the script's own code); 130 is Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import math
 import runpy
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from .._version import __version__
 from .._units import fmt_time, printable
@@ -47,6 +48,18 @@ def _threshold(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 1e-5 <= value <= 60:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a sampling interval: seconds between 1e-05 "
+            f"and 60, like 0.001")
+    return value
+
+
 # ------------------------------------------------------------ commands
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -58,12 +71,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     sys.argv = [str(script)] + list(args.args)
     sys.path.insert(0, str(script.resolve().parent))
-    with Profiler() as prof:
-        with stage(f"run {script.name}"):
+    run_stage = f"run {script.name}"
+    with Profiler(sample=None if args.no_sample else args.sample) as prof:
+        with stage(run_stage):
             code = _run_script(script)
     try:
         report = prof.report()
         print(report)
+        _print_call_tree(report, run_stage, str(script))
         saved = report.save(out / f"{script.stem}.aquaprof.json")
         trace = report.to_chrome_trace(out / f"{script.stem}.trace.json")
         print(f"\nreport: {saved}\ntrace:  {trace} (open in "
@@ -74,6 +89,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _error("interrupted while saving the report", 130)
     sys.stdout.flush()
     return code
+
+
+def _print_call_tree(report: Any, run_stage: str, script: str) -> None:
+    """The script's sampled call tree, from its own first frame down."""
+    from ..views.calltree import call_tree
+    data = report._data
+    if run_stage not in report.stage_names:
+        return
+    lines = call_tree(data, report.stage_names.index(run_stage),
+                      start_file=script)
+    if lines:
+        samples = data["samples"]
+        count = sum(row[4] for row in samples["stacks"])
+        every = samples["interval_ns"] / 1e6
+        print(f"\ncall tree of {run_stage!r}: share of its sampled time "
+              f"with and without callees ({count} samples, every "
+              f"{every:g} ms)")
+        print("\n".join(lines))
 
 
 def _run_script(script: Path) -> int:
@@ -236,6 +269,11 @@ def parser() -> argparse.ArgumentParser:
                      help="the script's own arguments")
     run.add_argument("-o", "--out", help="folder for SCRIPT.aquaprof.json "
                      "and SCRIPT.trace.json (default: the script's)")
+    run.add_argument("--sample", type=_interval, default=0.001,
+                     metavar="SECONDS", help="seconds between samples of "
+                     "the call stacks (default 0.001)")
+    run.add_argument("--no-sample", action="store_true",
+                     help="record stages only, no call stacks")
     run.set_defaults(func=cmd_run)
 
     show = sub.add_parser("show", help="print a saved report")

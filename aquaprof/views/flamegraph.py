@@ -4,16 +4,22 @@ zoom; search), plain or differential.
 
 A frame is a stage path, as wide as its total wall time; its children sit
 on it, left to right by name, and the gap beside them is its self time.
+Where the run was sampled, code frames (``function (file.py:line)``, in
+cool colours) share out a stage's self time in proportion to the sampled
+time of each call stack (views/code.py), and code sampled outside any
+stage sits on the root, as wide as its sampled time.
 """
 from __future__ import annotations
 
 import html
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, \
+    Union
 
 from .._atomic import write_atomic
 from .._units import fmt_time, printable
+from .code import Chain, labels, weights
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -25,18 +31,31 @@ _TOP = 60          # title, search and details lines
 
 
 def folded_lines(report: "Report") -> List[str]:
-    """``a;b;c <self ns>`` per stage path with self time; the values of a
-    path and everything under it add up to its total. Frames are stage
-    names, ';' in a name written as ':', characters that are not printable
-    escaped (_units.printable)."""
+    """``a;b;c <self ns>`` per stage path with self time, then a line per
+    sampled code stack under it, its share of that self time; the values
+    of a path and everything under it add up to its total. Code sampled
+    outside any stage comes last, at its sampled time. Frames are stage
+    names and code labels, ';' in a name written as ':', characters that
+    are not printable escaped (_units.printable)."""
+    code = weights(report)
+    names = [n.replace(";", ":") for n in
+             (labels(report.samples) if report.samples else [])]
     lines = []
     for stage in report.stages:
-        self_ns = round(stage.self_time * 1e9)
+        frames = [printable(part).replace(";", ":")
+                  for part in stage.path.split("/")]
+        mine = code.get(stage.id, {})
+        self_ns = round(stage.self_time * 1e9) - sum(mine.values())
         if self_ns > 0:
-            frames = [printable(part).replace(";", ":")
-                      for part in stage.path.split("/")]
             lines.append(f"{';'.join(frames)} {self_ns}")
-    return lines
+        lines += _code_lines(frames, mine, names)
+    return lines + _code_lines([], code.get(-1, {}), names)
+
+
+def _code_lines(frames: List[str], chains: Dict[Chain, int],
+                names: Sequence[str]) -> List[str]:
+    return [f"{';'.join(frames + [names[f] for f in chain])} {ns}"
+            for chain, ns in chains.items()]
 
 
 def write_folded(report: "Report", path: Union[str, os.PathLike]) -> Path:
@@ -48,10 +67,10 @@ def write_folded(report: "Report", path: Union[str, os.PathLike]) -> Path:
 
 class _Frame:
     __slots__ = ("path", "name", "depth", "total", "self_time", "x",
-                 "children", "base")
+                 "children", "base", "code")
 
     def __init__(self, path: str, name: str, depth: int, total: float,
-                 self_time: float):
+                 self_time: float, code: bool = False):
         # shown as text and kept in XML attributes: escaped, since XML
         # allows no control character
         self.path, self.name = printable(path), printable(name)
@@ -60,20 +79,47 @@ class _Frame:
         self.x = 0.0
         self.children: List["_Frame"] = []
         self.base: Optional[float] = None     # total in the base report
+        self.code = code                      # sampled code, not a stage
+
+
+def _add_code(parent: _Frame, chains: Dict[Chain, int],
+              names: Sequence[str]) -> None:
+    """The sampled code stacks (ns each) as frames above parent."""
+    # by label: code objects that read the same are one frame
+    made: Dict[Tuple[int, str], _Frame] = {}
+    for chain, ns in chains.items():
+        under = parent
+        for f in chain:
+            frame = made.get((id(under), names[f]))
+            if frame is None:
+                path = f"{under.path}/{names[f]}" if under.path \
+                    else names[f]
+                frame = _Frame(path, names[f], under.depth + 1, 0.0, 0.0,
+                               code=True)
+                made[(id(under), names[f])] = frame
+                under.children.append(frame)
+            frame.total += ns * 1e-9
+            under = frame
+        under.self_time += ns * 1e-9
 
 
 def _frames(report: "Report") -> Tuple[_Frame, List[_Frame]]:
     """The root ("all") and every frame, laid out: x in seconds from the
     left edge."""
     by_path: Dict[str, _Frame] = {}
-    roots: List[_Frame] = []
+    root = _Frame("", "all", 0, 0.0, 0.0)
     for s in report.stages:                 # tree order: parents first
         frame = _Frame(s.path, s.name, s.depth + 1, s.wall.total,
                        s.self_time)
         by_path[s.path] = frame
-        (by_path[s.parent].children if s.parent else roots).append(frame)
-    root = _Frame("", "all", 0, sum(f.total for f in roots), 0.0)
-    root.children = roots
+        (by_path[s.parent] if s.parent else root).children.append(frame)
+    code = weights(report)
+    names = labels(report.samples) if report.samples else []
+    for s in report.stages:
+        if s.id in code:
+            _add_code(by_path[s.path], code[s.id], names)
+    _add_code(root, code.get(-1, {}), names)
+    root.total = sum(f.total for f in root.children)
     ordered: List[_Frame] = []
     todo = [root]
     while todo:
@@ -97,10 +143,14 @@ def _fit(name: str, width: float) -> str:
 
 
 def _colour(frame: _Frame, diff: bool) -> str:
-    """Warm hues by name for a plain graph; for a diff, red where the
-    stage got slower, blue where faster, by how much."""
+    """Warm hues by name for a plain graph's stages, cool ones for its
+    code; for a diff, red where the frame got slower, blue where faster,
+    by how much."""
     if not diff:
         h = sum(ord(c) for c in frame.name)
+        if frame.code:
+            return (f"rgb({40 + h % 60},{150 + (h * 7) % 80},"
+                    f"{170 + (h * 3) % 60})")
         return f"rgb({205 + h % 50},{80 + (h * 7) % 120},{40 + (h * 3) % 50})"
     if frame.base is None:              # new in this report
         return "rgb(220,40,40)"
@@ -116,7 +166,8 @@ def _colour(frame: _Frame, diff: bool) -> str:
 def _details(frame: _Frame, root_total: float, diff: bool) -> str:
     share = frame.total / root_total * 100 if root_total else 0.0
     text = (f"{frame.path or 'all'}: {fmt_time(frame.total)} "
-            f"({share:.1f} %), self {fmt_time(frame.self_time)}")
+            f"({share:.1f} %), self {fmt_time(frame.self_time)}"
+            + ("; sampled code" if frame.code else ""))
     if diff:
         if frame.base is None:
             text += "; not in the base report"
@@ -136,10 +187,9 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
     root, frames = _frames(report)
     diff = base is not None
     if base is not None:
-        before = {printable(s.path): s.wall.total for s in base.stages}
+        before = {f.path: f.total for f in _frames(base)[1]}
         for frame in frames:
-            frame.base = before.get(frame.path) if frame.path else sum(
-                s.wall.total for s in base.stages if s.parent is None)
+            frame.base = before.get(frame.path)
     depth = max(f.depth for f in frames) + 1
     height = _TOP + depth * FRAME_HEIGHT + _PAD
     scale = (WIDTH - 2 * _PAD) / root.total if root.total > 0 else 0.0
@@ -150,8 +200,9 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
         y = height - _PAD - (f.depth + 1) * FRAME_HEIGHT
         details = html.escape(_details(f, root.total, diff), quote=True)
         label = html.escape(_fit(f.name, w))
+        kind = "f c" if f.code else "f"       # c: sampled code
         rects.append(
-            f'<g class="f" data-x="{f.x!r}" data-w="{f.total!r}" '
+            f'<g class="{kind}" data-x="{f.x!r}" data-w="{f.total!r}" '
             f'data-d="{f.depth}" data-path="{html.escape(f.path, True)}" '
             f'data-details="{details}">'
             f'<title>{details}</title>'
@@ -182,6 +233,7 @@ height="{height}" viewBox="0 0 {width} {height}" onload="init(evt)">
 <style>
 text {{ font: 12px Verdana, sans-serif; fill: #000; pointer-events: none; }}
 .f {{ cursor: pointer; }}
+.c text {{ font-style: italic; }}
 .f:hover rect {{ stroke: #000; stroke-width: 0.5; }}
 .hit rect {{ fill: rgb(230,0,230) !important; }}
 #title {{ font-size: 17px; }}

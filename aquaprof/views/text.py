@@ -35,6 +35,9 @@ def header_lines(rep: "Report") -> List[str]:
     every = fmt_time(meta["cpu_resolution_ns"] * 1e-9)
     lines.append(f"clock {printable(meta['clock'])}; {memory}; thread CPU "
                  f"clock read at most every {every}")
+    sampling = rep.sampling
+    if sampling is not None:
+        lines.append(sampling_line(sampling))
     if meta.get("nested"):
         lines.append("nested in another Profiler: what ran while this one "
                      "did, recorded by that one under its settings")
@@ -48,6 +51,18 @@ def header_lines(rep: "Report") -> List[str]:
                      f"{share * 100:.2f}% of the run; compensated times: "
                      f"StageStats.compensated_total/_self")
     return lines
+
+
+def sampling_line(sampling: Any) -> str:
+    """How the code was sampled, in one line (a Sampling)."""
+    extra = [f"{what}: {n:,}" for what, n in (
+        ("late rounds", sampling.late), ("samples lost", sampling.lost),
+        ("left out of the timeline past max_samples",
+         sampling.timeline_dropped)) if n]
+    return (f"code sampled every {fmt_time(sampling.interval)}: "
+            f"{sampling.samples:,} samples in {sampling.rounds:,} rounds"
+            + (f" ({', '.join(extra)})" if extra else "")
+            + "; report[STAGE].hot() names the hot functions")
 
 
 def _children_lines(children: Optional[Dict[str, Any]]) -> List[str]:

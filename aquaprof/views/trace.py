@@ -6,18 +6,21 @@ where asyncio tasks interleaved on a thread a track per concurrent task
 host memory as a counter track where the report has samples. GPU events,
 where the run traced them, go on a process per device with a track per
 stream (and one for host waits on the device), each tied to the span that
-launched it by a flow arrow; device memory is a counter there.
+launched it by a flow arrow; device memory is a counter there. Where the
+run was sampled with a timeline, code frames (``function (file.py:line)``,
+category "code") nest in their stage's slices (views/code.py).
 
 Large traces stay usable: past ``max_events`` spans the shortest are left
 out (a kept span's parent is never shorter, so nesting holds), and the
-trace says how many in its metadata and in an instant event at the start.
+trace says how many in its metadata and in an instant event at the start;
+so are code slices past ``max_events``, and those of a span left out.
 """
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple, Union
 
 import numpy as np
 
@@ -25,6 +28,7 @@ from .. import _core
 from .._atomic import write_atomic
 from .._progress import progress
 from ..schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
+from .code import CodeSlice, labels, longest, slices
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -61,6 +65,8 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     span_text = _span_events(report, kept, tpids, span_tids, origin)
     gpu_text = _gpu_events(report, origin, kept, tpids, span_tids,
                            max_events)
+    code_text, code_left_out = _code_events(report, kept, pids, span_tids,
+                                            origin, max_events)
     for p, proc in enumerate(processes):
         for t_ns, rss in proc.get("memory_samples", []):
             events.append({"ph": "C", "name": "host memory", "pid": pids[p],
@@ -77,10 +83,12 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     other = {"producer": "aquaprof", "spans_in_report": int(len(spans)),
              "spans_left_out": int(left_out),
              "spans_never_recorded": int(dropped), "max_events": max_events}
+    if report.samples is not None:
+        other["code_slices_left_out"] = code_left_out
     return "".join([
         '{"traceEvents":[',
         ",".join([json.dumps(e, separators=(",", ":")) for e in events]
-                 + span_text + gpu_text),
+                 + span_text + code_text + gpu_text),
         '],"displayTimeUnit":"ms","otherData":',
         json.dumps(other, separators=(",", ":")), "}"])
 
@@ -188,6 +196,51 @@ def _span_events(report: "Report", kept: np.ndarray, tpids: List[int],
             f'"args":{{"path":{paths[stage]},"cpu_ms":{cpu / 1e6:.6f}'
             f'{extra}}}}}')
     return span_text
+
+
+def _code_events(report: "Report", kept: np.ndarray, pids: List[int],
+                 span_tids: Dict[int, int], origin: int, max_events: int
+                 ) -> Tuple[List[str], int]:
+    """The timeline's code slices as complete events (JSON texts) on
+    their span's track, or outside any stage their thread's, named where
+    that thread recorded no span; and how many were left out: past
+    max_events the shortest, and those of a span left out."""
+    cuts = slices(report)
+    samples = report.samples
+    if not cuts or samples is None:
+        return [], 0
+    spans = report.spans()
+    shown = np.zeros(len(spans), bool)
+    shown[kept] = True
+    shown_cuts = [c for c in longest(cuts, max_events)
+                  if c.span < 0 or shown[c.span]]
+    names = [json.dumps(n) for n in labels(samples)]
+    files = [json.dumps(f[1]) for f in samples["frames"]]
+    paths = [json.dumps(p) for p in report.stage_names]
+    out = [json.dumps(e, separators=(",", ":"))
+           for e in _sampled_threads(report, shown_cuts, pids)]
+    for c in shown_cuts:
+        stage = paths[int(spans["stage"][c.span])] if c.span >= 0 \
+            else "null"
+        tid = span_tids[c.span] if c.span >= 0 else c.tid
+        out.append(
+            f'{{"ph":"X","cat":"code","name":{names[c.frame]},'
+            f'"pid":{pids[c.process]},"tid":{tid},'
+            f'"ts":{(c.start_ns - origin) / 1000:.3f},'
+            f'"dur":{(c.end_ns - c.start_ns) / 1000:.3f},'
+            f'"args":{{"file":{files[c.frame]},'
+            f'"line":{samples["frames"][c.frame][2]},"stage":{stage}}}}}')
+    return out, len(cuts) - len(shown_cuts)
+
+
+def _sampled_threads(report: "Report", cuts: List[CodeSlice],
+                     pids: List[int]) -> List[Dict[str, Any]]:
+    """Track names for the threads sampled that recorded no span."""
+    known = {(t.get("process", 0), t["native_id"]) for t in report.threads}
+    return [{"ph": "M", "name": "thread_name", "pid": pids[process],
+             "tid": tid, "args": {"name": f"tid {tid}, sampled code"}}
+            for process, tid in sorted({(c.process, c.tid) for c in cuts}
+                                       - known)]
 
 
 GPU_PID = 0x7FFF0000        # + device: clear of real process ids

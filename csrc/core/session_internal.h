@@ -77,6 +77,7 @@ typedef struct ap_thread {
     _Atomic uint32_t entries;    /* stages entered: the memory sampler's
                                   * cue that the thread is active */
     int64_t native_id;
+    uint64_t pthread;      /* pthread_self(): how a sampler names it */
     ap_stack *cur;         /* the current context's stack */
     uint64_t cur_key;      /* its key (AP_NO_KEY: none chosen yet) */
     ap_stack *stacks;      /* all of them, the thread's own first made */

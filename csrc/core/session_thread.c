@@ -119,6 +119,7 @@ ap_thread_register(ap_session *s, ap_thread **out)
     t->cur = t->home;
     t->cur_key = AP_NO_KEY;
     t->native_id = (int64_t)syscall(SYS_gettid);
+    t->pthread = (uint64_t)pthread_self();
     t->cpu_wall = INT64_MIN / 2;
     pthread_mutex_lock(&s->lock);
     ap_status st = reserve_report_thread(s);

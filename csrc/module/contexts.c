@@ -159,3 +159,26 @@ ap_contexts_init(PyObject *module, ap_module_state *st)
     st->stack_var = PyContextVar_New("aquaprof.stage_stack", NULL);
     return st->stack_var == NULL ? -1 : 0;
 }
+
+const ap_stack *
+ap_context_stack_in(PyObject *module, PyObject *context)
+{
+    if (context == NULL || !PyContext_CheckExact(context)) {
+        return NULL;
+    }
+    ap_module_state *st = ap_state(module);
+    PyObject *value = PyObject_GetItem(context, st->stack_var);
+    if (value == NULL) {
+        PyErr_Clear();   /* KeyError: the context never recorded */
+        return NULL;
+    }
+    const ap_stack *k = NULL;
+    if (Py_IS_TYPE(value, st->context_stack_type)) {
+        ContextStackObject *cs = (ContextStackObject *)value;
+        if (cs->gen == ap_session_gen()) {
+            k = cs->stack;   /* stacks live as long as their session */
+        }
+    }
+    Py_DECREF(value);   /* the context holds it */
+    return k;
+}

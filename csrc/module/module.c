@@ -93,7 +93,8 @@ module_exec(PyObject *module)
         ap_profiler_type_init(module, st) < 0 ||
         ap_report_init(module, st) < 0 ||
         ap_gpu_dtype_init(module, st) < 0 ||
-        ap_contexts_init(module, st) < 0) {
+        ap_contexts_init(module, st) < 0 ||
+        ap_sampler_type_init(module) < 0) {
         return -1;
     }
     return 0;

@@ -86,6 +86,7 @@ int ap_profiler_type_init(PyObject *module, ap_module_state *st);
 int ap_report_init(PyObject *module, ap_module_state *st);
 int ap_gpu_dtype_init(PyObject *module, ap_module_state *st);
 int ap_contexts_init(PyObject *module, ap_module_state *st);
+int ap_sampler_type_init(PyObject *module);
 
 /* The current execution context's key for ap_enter_in/ap_exit_in:
  * CPython's context version, which changes at every switch of context
@@ -107,6 +108,11 @@ void ap_choose_stack(PyObject *owner);
  * left open inside it; never raises (warnings as errors are cleared) and
  * leaves a pending exception as it was. */
 void ap_warn_misnested(PyObject *name);
+
+/* The stage stack that a context (another thread's, for a sampler) has
+ * recorded on in the active session, NULL for none. Needs the GIL; never
+ * raises. */
+const ap_stack *ap_context_stack_in(PyObject *module, PyObject *context);
 
 /* Opens or closes owner's stage on the current context's stack:
  * ap_enter_in or ap_exit_in, choosing the stack first when the context

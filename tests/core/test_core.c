@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../csrc/core/alloc.h"
 #include "../../csrc/core/clock.h"
@@ -13,6 +15,7 @@
 #include "../../csrc/core/path_map.h"
 #include "../../csrc/core/rss.h"
 #include "../../csrc/core/session.h"
+#include "../../csrc/core/where.h"
 #include "../../csrc/core/session_since.h"
 
 static int passed, failed;
@@ -376,6 +379,45 @@ test_contexts_interleave(void)
     /* both tasks' spans point at serve's, step's at its own task's */
     CHECK(r->spans[1].parent == 0 && r->spans[2].parent == 0 &&
           r->spans[3].parent == 1);
+    finish(s, r);
+}
+
+/* A sampler on another thread asks where a thread is: the innermost stage
+ * of the stack its current context key chose, else of the stack its
+ * context names, else none. */
+static void
+test_stage_now_follows_contexts(void)
+{
+    uint64_t me = (uint64_t)pthread_self();
+    int64_t tid = -1;
+    CHECK(ap_stage_now(me, 7, NULL, &tid) == -1);     /* no session */
+    ap_session *s = start(&default_config);
+    CHECK(ap_stage_now(me, 7, NULL, &tid) == -1 && tid == -1);
+    int serve, task;
+    ap_stack *home, *a;
+    CHECK(ap_stack_open(NULL, 0, &home) == AP_OK);
+    ap_stack_use(7, home);
+    CHECK(ap_enter_in(7, name("serve"), 0, &serve) == AP_OK);
+    CHECK(ap_stack_open(home, 1, &a) == AP_OK);
+    int64_t at_serve = ap_stage_now(me, 7, NULL, &tid);
+    CHECK(tid == (int64_t)syscall(SYS_gettid));
+    CHECK(ap_stage_now(me, 8, a, &tid) == at_serve);  /* a nests there */
+    CHECK(ap_stage_now(me, 8, NULL, &tid) == -1);     /* a context unseen */
+    CHECK(ap_stage_now(me + 1, 7, NULL, &tid) == -1); /* another thread */
+    ap_stack_use(8, a);
+    CHECK(ap_enter_in(8, name("task"), 0, &task) == AP_OK);
+    int64_t at_task = ap_stage_now(me, 8, NULL, &tid);
+    CHECK(ap_stage_now(me, 9, home, &tid) == at_serve);
+    ap_stack_use(9, home);
+    CHECK(ap_stage_now(me, 9, a, &tid) == at_serve);  /* key wins */
+    ap_stack_use(10, a);
+    CHECK(ap_exit_in(10, &task, 0) == AP_OK);
+    ap_stack_use(11, home);
+    CHECK(ap_exit_in(11, &serve, 0) == AP_OK);
+    CHECK(ap_stage_now(me, 11, NULL, &tid) == -1);
+    ap_report *r = stop_and_report(s);
+    CHECK(at_serve == find_stage(r, "serve") - r->stages);
+    CHECK(at_task == find_stage(r, "serve/task") - r->stages);
     finish(s, r);
 }
 
@@ -1339,6 +1381,7 @@ main(void)
     test_unclosed_at_stop();
     test_misnested_exit_closes_inner();
     test_contexts_interleave();
+    test_stage_now_follows_contexts();
     test_threads_merge();
     test_clock_agrees_with_monotonic();
     test_rss_peak();

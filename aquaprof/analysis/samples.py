@@ -1,0 +1,171 @@
+"""What the sampler saw inside the stages (docs/sampling.md).
+
+The report keeps the sampled call stacks aggregated: one entry per
+distinct (process, thread, stage, call stack) with its number of samples
+and the wall and CPU time they stand for (each sample stands for the wall
+time since the sampler's previous round, and the CPU time its thread used
+meanwhile). A function's share of a stage is a share of that sampled
+time, so it reads the same whatever the sampling interval:
+- own: the samples where the function is the innermost frame (its own
+  code, or C code it called);
+- total: those where it is anywhere on the stack, counted once per
+  sample however often it recurses.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, \
+    Sequence, Set, Tuple
+
+from .._units import fmt_time
+from ..report import CodeFrame
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+_NS = 1e-9
+
+__all__ = ["CodeFrame", "HotFunction", "SampleStack", "Sampling", "frame",
+           "hot", "stacks", "stage_hot", "summary"]
+
+
+class SampleStack(NamedTuple):
+    """One entry of Report.samples["stacks"]: the samples of one call
+    stack of one thread under one stage."""
+
+    process: int                #: index into Report.processes
+    tid: int                    #: the thread's native id
+    stage: int                  #: index into Report.stage_names, -1: none
+    frames: Tuple[int, ...]     #: frame indices (frame()), outermost first
+    count: int  # type: ignore[assignment]   # samples (shadows tuple's)
+    wall_ns: int                #: wall time they stand for
+    cpu_ns: int                 #: CPU time their thread used meanwhile
+
+
+class HotFunction(NamedTuple):
+    """A function's part of a stage's sampled time: own and total are
+    shares (0..1), the rest seconds."""
+
+    function: str
+    file: str
+    line: int
+    own: float          #: share of samples with it innermost
+    total: float        #: share of samples with it on the stack
+    own_s: float        #: wall seconds of its own samples
+    total_s: float      #: wall seconds of the samples with it on the stack
+    cpu_s: float        #: CPU seconds of its own samples
+
+    @property
+    def label(self) -> str:
+        """``function (file.py:line)``."""
+        return CodeFrame(self.function, self.file, self.line).label
+
+    def __repr__(self) -> str:
+        return (f"HotFunction({self.label}: own {self.own * 100:.1f} % "
+                f"{fmt_time(self.own_s)}, total {self.total * 100:.1f} % "
+                f"{fmt_time(self.total_s)}, cpu {fmt_time(self.cpu_s)})")
+
+
+class Sampling(NamedTuple):
+    """How a run was sampled (Report.sampling)."""
+
+    interval: float         #: seconds between rounds, as asked
+    rounds: int             #: sampling rounds taken
+    samples: int            #: samples recorded (threads x rounds)
+    late: int               #: rounds over 2 intervals after the last
+    lost: int               #: samples not recorded (memory, limits)
+    timeline: int           #: samples kept in time order
+    timeline_dropped: int   #: samples past max_samples, in stacks only
+
+
+def summary(report: "Report") -> Optional[Sampling]:
+    """The run's Sampling; None when it was not sampled."""
+    samples = report.samples
+    if samples is None:
+        return None
+    timeline = samples.get("timeline")
+    return Sampling(samples["interval_ns"] * _NS, samples["rounds"],
+                    sum(s[4] for s in samples["stacks"]), samples["late"],
+                    samples["lost"], 0 if timeline is None else len(timeline),
+                    samples.get("timeline_dropped", 0))
+
+
+def stacks(report: "Report") -> List[SampleStack]:
+    """Every sampled stack of the run ([] when it was not sampled)."""
+    samples = report.samples or {"stacks": []}
+    return [SampleStack(p, tid, stage, tuple(frames), count, wall, cpu)
+            for p, tid, stage, frames, count, wall, cpu in samples["stacks"]]
+
+
+def frame(report: "Report", i: int) -> CodeFrame:
+    """The code object that SampleStack.frames index `i` names;
+    IndexError when the report holds no such frame."""
+    frames = (report.samples or {"frames": []})["frames"]
+    if not isinstance(i, int) or isinstance(i, bool) or \
+            not 0 <= i < len(frames):
+        raise IndexError(f"no frame {i!r}: the report holds "
+                         f"{len(frames)} sampled frames")
+    return CodeFrame(*frames[i])
+
+
+def hot(report: "Report", stage_path: str, n: int = 10) -> List[HotFunction]:
+    """StageStats.hot(n) of the stage at `stage_path` (KeyError, listing
+    the paths, for one the report lacks)."""
+    return report[stage_path].hot(n)
+
+
+def _check_n(n: Any) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be an int >= 0, got {n!r}")
+
+
+def _subtree(parents: Sequence[int], root: int) -> Set[int]:
+    """root and every stage below it (parents come before children)."""
+    inside = {root}
+    for sid in range(root + 1, len(parents)):
+        if parents[sid] in inside:
+            inside.add(sid)
+    return inside
+
+
+def stage_hot(sampled: Optional[Tuple[Dict[str, Any], Sequence[int]]],
+              stage: int, n: int = 10,
+              sub_stages: bool = True) -> List[HotFunction]:
+    """The n hottest functions of stage id `stage` (and of its sub-stages
+    unless sub_stages is False) from `sampled`, the samples section and
+    the stages' parents; [] when sampled is None or holds no sample of
+    them. ValueError for an n that is not an int >= 0."""
+    _check_n(n)
+    if sampled is None:
+        return []
+    samples, parents = sampled
+    wanted = _subtree(parents, stage) if sub_stages else {stage}
+    mine = [s for s in samples["stacks"] if s[2] in wanted]
+    if not mine:
+        return []
+    return _rank(mine, samples["frames"])[:n]
+
+
+def _rank(mine: List[List[Any]],
+          frames: Sequence[Sequence[Any]]) -> List[HotFunction]:
+    """HotFunctions of the given stacks, most own time first."""
+    own: Dict[Tuple[Any, ...], List[int]] = {}      # key: [wall, cpu]
+    total: Dict[Tuple[Any, ...], int] = {}
+    whole = 0
+    for _p, _tid, _stage, chain, _count, wall, cpu in mine:
+        whole += wall
+        keys = [tuple(frames[f]) for f in chain]
+        for key in set(keys):
+            total[key] = total.get(key, 0) + wall
+        if keys:
+            slot = own.setdefault(keys[-1], [0, 0])
+            slot[0] += wall
+            slot[1] += cpu
+    found = []
+    for key, on_stack in total.items():
+        own_ns, cpu_ns = own.get(key, (0, 0))
+        found.append(HotFunction(
+            key[0], key[1], key[2], own_ns / whole if whole else 0.0,
+            on_stack / whole if whole else 0.0, own_ns * _NS,
+            on_stack * _NS, cpu_ns * _NS))
+    found.sort(key=lambda h: (-h.own_s, -h.total_s, h.label))
+    return found

@@ -1,0 +1,44 @@
+/* Where a thread is now, for a call-stack sampler running on another
+ * thread: the innermost stage open in the execution context it runs. */
+#include "session_internal.h"
+#include "where.h"
+
+/* The path of the innermost stage open on stack k, NO_PATH for none. */
+static uint32_t
+stack_path(const ap_stack *k)
+{
+    const ap_thread *t = k->thread;
+    uint32_t node = k->depth ? k->frames[k->depth - 1].node : k->base_node;
+    if (node == ROOT_NODE || !t->paths || node >= t->nnodes) {
+        return NO_PATH;
+    }
+    return t->paths[node];
+}
+
+int64_t
+ap_stage_now(uint64_t pthread, uint64_t key, const ap_stack *context_stack,
+             int64_t *native_id)
+{
+    ap_session *s = atomic_load(&ap_current_session);
+    if (!s) {
+        return -1;
+    }
+    uint32_t path = NO_PATH;
+    pthread_mutex_lock(&s->lock);   /* exiting threads leave s->threads */
+    for (ap_thread *t = s->threads; t; t = t->next) {
+        if (t->pthread != pthread || t->retired) {
+            continue;
+        }
+        *native_id = t->native_id;
+        if (key == t->cur_key && t->cur) {
+            path = stack_path(t->cur);
+            context_stack = NULL;
+        }
+        break;
+    }
+    if (context_stack && context_stack->thread && !context_stack->released) {
+        path = stack_path(context_stack);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return path == NO_PATH ? -1 : (int64_t)path;
+}

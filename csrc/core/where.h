@@ -1,0 +1,19 @@
+/* For a call-stack sampler: where another thread is in its stages. */
+#ifndef AP_WHERE_H
+#define AP_WHERE_H
+
+#include <stdint.h>
+
+#include "session.h"
+
+/* The report stage (path index) of the innermost stage open now in the
+ * execution context that the thread pthread runs, -1 for none:
+ * its own stack when key is the context key of its last stage edge,
+ * else context_stack (the stack its current context's variable names,
+ * NULL for none), whose stages are then the open ones. Sets *native_id
+ * when the thread has recorded in the active session. The caller keeps
+ * ap_enter/ap_exit from running meanwhile (the binding holds the GIL). */
+int64_t ap_stage_now(uint64_t pthread, uint64_t key,
+                     const ap_stack *context_stack, int64_t *native_id);
+
+#endif

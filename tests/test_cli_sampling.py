@@ -1,0 +1,75 @@
+"""`aquaprof run` samples call stacks by default: a script with no
+stages of its own still shows where its time went."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import aquaprof
+
+SCRIPT = '''
+import time
+
+def parse(n):
+    return [str(i) * 3 for i in range(n)]
+
+def crunch(rows):
+    total = 0
+    for row in rows:
+        for c in row:
+            total += ord(c)
+    return total
+
+def main():
+    for _ in range(4):
+        crunch(parse(50000))
+        time.sleep(0.01)
+
+main()
+'''
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "aquaprof", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=120)
+
+
+def test_run_prints_the_call_tree_of_a_script_without_stages(tmp_path):
+    script = tmp_path / "nostage.py"
+    script.write_text(SCRIPT)
+    proc = run("run", script, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    tree = proc.stdout.split("call tree of 'run nostage.py'")[1]
+    lines = tree.splitlines()[2:]
+    # the script's own frames, outermost first, aquaprof's and runpy's not
+    assert "main (nostage.py:14)" in lines[0]
+    assert any("crunch (nostage.py:7)" in line for line in lines)
+    assert "runpy" not in tree and "cli.py" not in tree
+    saved = aquaprof.Report.load(tmp_path / "nostage.aquaprof.json")
+    assert saved.to_dict()["samples"]["stacks"]
+
+
+def test_run_without_sampling_prints_no_call_tree(tmp_path):
+    script = tmp_path / "nostage.py"
+    script.write_text(SCRIPT)
+    proc = run("run", "--no-sample", script, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "call tree" not in proc.stdout
+    saved = aquaprof.Report.load(tmp_path / "nostage.aquaprof.json")
+    assert "samples" not in saved.to_dict()
+
+
+def test_run_refuses_a_bad_sampling_interval(tmp_path):
+    script = tmp_path / "nostage.py"
+    script.write_text(SCRIPT)
+    for bad in ("0", "fast", "-1", "100"):
+        proc = run("run", "--sample", bad, script, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert "sampling interval" in proc.stderr

@@ -1,0 +1,355 @@
+"""Planted samples drawn in every view: code frames under their stage's
+frame in the folded stacks and the flamegraph (as wide as their share of
+the stage's self time), and in the trace and speedscope (from the
+timeline, nested in their stage's spans)."""
+import json
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+import pytest
+
+import aquaprof as ap
+from sampled_reports import MS, main_tid, profile_stages, span_of, \
+    with_samples
+
+SVG = "{http://www.w3.org/2000/svg}"
+RUN_DECODE = "run_decode (pipeline.py:20)"
+NMS = "nms (postproc.py:40)"
+IOU = "iou (postproc.py:60)"
+PARSE = "parse (pipeline.py:80)"
+IDLE = "idle (main.py:90)"
+MAIN = "main (main.py:10)"
+
+
+def planted(tid):
+    """Frames 0 <module>, 1 main, 2 run_decode, 3 nms, 4 iou, 5 parse,
+    6 idle. decode's stacks share <module>, main and run_decode: trimmed
+    to run_decode; decode/nms's and load's single stacks to their
+    innermost frame."""
+    return [
+        (0, tid, "decode", [0, 1, 2, 3], 5, 5 * MS, 4 * MS),        # 0
+        (0, tid, "decode", [0, 1, 2, 3, 4], 3, 3 * MS, 3 * MS),     # 1
+        (0, tid, "decode", [0, 1, 2, 5], 2, 2 * MS, 1 * MS),        # 2
+        (0, tid, "decode", [], 1, 1 * MS, 0),                       # 3
+        (0, tid, "decode/nms", [0, 1, 2, 3, 3], 2, 2 * MS, 2 * MS),  # 4
+        (0, tid, "load", [0, 1, 6], 4, 4 * MS, 0),                  # 5
+        (0, tid, None, [0, 1], 1, 1 * MS, 0),                       # 6
+    ]
+
+
+class Times:
+    """The spans' edges of a profile_stages() report, ns."""
+
+    def __init__(self, rep):
+        self.ls, self.le = span_of(rep, "load")
+        self.ds, self.de = span_of(rep, "decode")
+        self.ns, self.ne = span_of(rep, "decode/nms")
+
+
+def timeline(t):
+    """Samples at known times, each a ms after the last on the thread or
+    its stage's edge (interval 1 ms)."""
+    return [(t.ls + MS, 5), (t.ls + 2 * MS, 5),
+            (t.le + 2 * MS, 6),
+            (t.ds + MS, 0), (t.ds + 2 * MS, 0), (t.ds + 3 * MS, 1),
+            (t.ns + MS, 4), (t.ns + 2 * MS, 4),
+            (t.ne + MS, 2), (t.ne + 2 * MS, 2)]
+
+
+@pytest.fixture(scope="module")
+def base():
+    return profile_stages()
+
+
+@pytest.fixture(scope="module")
+def rep(base):
+    return with_samples(base, planted(main_tid(base)),
+                        timeline=timeline(Times(base)))
+
+
+def self_ns(rep, path):
+    return round(rep[path].self_time * 1e9)
+
+
+# ------------------------------------------------------------ folded
+
+def test_folded_stacks_put_code_under_its_stage(rep, tmp_path):
+    lines = rep.to_folded(tmp_path / "f.txt").read_text().splitlines()
+    # decode's self time split 1 : 5 : 3 : 2 over its frameless stack
+    # (left in decode) and its three stacks, rounded down cumulatively
+    own = self_ns(rep, "decode")
+    cut = [own * k // 11 for k in (1, 6, 9, 11)]
+    assert lines == [
+        f"decode {cut[0]}",
+        f"decode;{RUN_DECODE};{NMS} {cut[1] - cut[0]}",
+        f"decode;{RUN_DECODE};{NMS};{IOU} {cut[2] - cut[1]}",
+        f"decode;{RUN_DECODE};{PARSE} {cut[3] - cut[2]}",
+        f"decode;nms;{NMS} {self_ns(rep, 'decode/nms')}",
+        f"load;{IDLE} {self_ns(rep, 'load')}",
+        f"{MAIN} {MS}",
+    ]
+
+
+def test_folded_stacks_still_add_up_to_each_stage_total(rep, tmp_path):
+    values = {}
+    for line in rep.to_folded(tmp_path / "f.txt").read_text().splitlines():
+        stack, value = line.rsplit(" ", 1)
+        values[tuple(stack.split(";"))] = int(value)
+    for stage in rep.stages:
+        frames = tuple(stage.path.split("/"))
+        under = sum(v for k, v in values.items() if k[:len(frames)] == frames)
+        assert under == pytest.approx(stage.wall.total * 1e9, abs=3)
+
+
+def test_folded_code_names_keep_to_one_frame_each(base, tmp_path):
+    """A ';' in a code name would split its frame: written as ':'."""
+    odd = [("f;g", "/a/b;c.py", 3), ("h", "/a/x.py", 4)]
+    rep = with_samples(base, [(0, main_tid(base), "load", [0, 1], 1, MS,
+                               MS)], frames=odd)
+    lines = rep.to_folded(tmp_path / "f.txt").read_text().splitlines()
+    assert f"load;h (x.py:4) {self_ns(rep, 'load')}" in lines
+    other = [(0, main_tid(base), "load", [0], 1, MS, MS),
+             (0, main_tid(base), "load", [1], 1, MS, MS)]
+    rep = with_samples(base, other, frames=odd)
+    lines = rep.to_folded(tmp_path / "g.txt").read_text().splitlines()
+    assert any(line.startswith("load;f:g (b:c.py:3) ") for line in lines)
+
+
+def test_a_deep_stack_is_drawn_to_a_bounded_depth(base, tmp_path):
+    """A recursion 2000 frames deep: the views draw its outermost
+    MAX_DEPTH frames, the deepest holding the time of those below."""
+    from aquaprof.views.code import MAX_DEPTH
+    tid = main_tid(base)
+    deep = [(0, tid, "load", [0] + [3] * 2000, 1, MS, MS),
+            (0, tid, "load", [0, 6], 1, MS, MS)]
+    rep = with_samples(base, deep)
+    lines = rep.to_folded(tmp_path / "f.txt").read_text().splitlines()
+    frames = [line.rsplit(" ", 1)[0].split(";") for line in lines]
+    assert max(len(f) for f in frames) == 1 + MAX_DEPTH
+    assert ["load", "<module> (main.py:1)"] + [NMS] * (MAX_DEPTH - 1) \
+        in frames
+    svg = frames_of(rep.to_flamegraph(tmp_path / "f.svg"))
+    assert max(int(g.get("data-d")) for g in svg.values()) == 1 + MAX_DEPTH
+
+
+# -------------------------------------------------------- flamegraph
+
+def frames_of(path):
+    root = ET.parse(path).getroot()
+    return {g.get("data-path"): g for g in root.iter(f"{SVG}g")
+            if g.get("class") in ("f", "f c")}
+
+
+def test_flamegraph_draws_code_frames_on_their_stage(rep, tmp_path):
+    frames = frames_of(rep.to_flamegraph(tmp_path / "f.svg"))
+    own = self_ns(rep, "decode")
+    code = {
+        f"decode/{RUN_DECODE}": own - own // 11,
+        f"decode/{RUN_DECODE}/{NMS}": own * 9 // 11 - own // 11,
+        f"decode/{RUN_DECODE}/{NMS}/{IOU}": own * 9 // 11 - own * 6 // 11,
+        f"decode/{RUN_DECODE}/{PARSE}": own - own * 9 // 11,
+        f"decode/nms/{NMS}": self_ns(rep, "decode/nms"),
+        f"load/{IDLE}": self_ns(rep, "load"),
+        MAIN: MS,
+    }
+    assert set(frames) == {""} | {s.path for s in rep.stages} | set(code)
+    for path, ns in code.items():
+        g = frames[path]
+        assert g.get("class") == "f c"
+        assert float(g.get("data-w")) == pytest.approx(ns * 1e-9)
+        assert g.find(f"{SVG}title").text.startswith(f"{path}: ")
+        assert "sampled code" in g.get("data-details")
+        r, _, b = (int(v) for v in g.find(f"{SVG}rect").get("fill")[4:-1]
+                   .split(","))
+        assert b > r                      # cool: code
+    for s in rep.stages:
+        assert frames[s.path].get("class") == "f"
+        r, _, b = (int(v) for v in frames[s.path].find(f"{SVG}rect")
+                   .get("fill")[4:-1].split(","))
+        assert r > b                      # warm: stages
+    # the root holds the stages and the code sampled outside them
+    total = sum(s.wall.total for s in rep.stages if s.depth == 0) + 1e-3
+    assert float(frames[""].get("data-w")) == pytest.approx(total)
+    # a code frame sits within its parent, one row up
+    child = frames[f"decode/{RUN_DECODE}/{NMS}"].find(f"{SVG}rect")
+    parent = frames[f"decode/{RUN_DECODE}"].find(f"{SVG}rect")
+    assert float(parent.get("x")) - 1e-3 <= float(child.get("x"))
+    assert float(child.get("x")) + float(child.get("width")) <= \
+        float(parent.get("x")) + float(parent.get("width")) + 1e-3
+    assert float(child.get("y")) < float(parent.get("y"))
+    texts = "".join(g.find(f"{SVG}text").text or "" for g in frames.values())
+    assert "run_decode (pipeline.py:20)" in texts
+
+
+def test_a_differential_flamegraph_compares_code_frames_too(rep, base,
+                                                            tmp_path):
+    frames = frames_of(ap.diff_flamegraph(rep, rep, tmp_path / "d.svg"))
+    details = frames[f"load/{IDLE}"].get("data-details")
+    assert "change +0 (+0.0 %)" in details       # the same code frame
+    frames = frames_of(ap.diff_flamegraph(base, rep, tmp_path / "e.svg"))
+    assert "not in the base report" in frames[f"load/{IDLE}"].get(
+        "data-details")
+
+
+# ------------------------------------------------------------- trace
+
+def expected_slices(t):
+    """(name, stage path or None, start ns, end ns) of each code slice."""
+    return sorted([
+        (IDLE, "load", t.ls, t.ls + 2 * MS),
+        (MAIN, None, t.le, t.le + 2 * MS),
+        (RUN_DECODE, "decode", t.ds, t.ds + 3 * MS),
+        (NMS, "decode", t.ds, t.ds + 3 * MS),
+        (IOU, "decode", t.ds + 2 * MS, t.ds + 3 * MS),
+        (NMS, "decode/nms", t.ns, t.ns + 2 * MS),
+        (RUN_DECODE, "decode", t.ne, t.ne + 2 * MS),
+        (PARSE, "decode", t.ne, t.ne + 2 * MS),
+    ])
+
+
+def check_nesting(events):
+    """Complete events nest per track: each begins and ends within the
+    one open below it."""
+    tracks = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            tracks[(e["pid"], e["tid"])].append(e)
+    for track in tracks.values():
+        stack = []
+        for e in sorted(track, key=lambda e: (e["ts"], -e["dur"])):
+            while stack and stack[-1] <= e["ts"]:
+                stack.pop()
+            if stack:
+                assert e["ts"] + e["dur"] <= stack[-1] + 1e-3
+            stack.append(e["ts"] + e["dur"])
+
+
+def test_trace_nests_code_slices_in_their_stage(rep, tmp_path):
+    trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json").read_text())
+    events = trace["traceEvents"]
+    check_nesting(events)
+    origin, t = rep.meta["start_ns"], Times(rep)
+    code = [e for e in events if e.get("cat") == "code"]
+    got = sorted((e["name"], e["args"]["stage"],
+                  round(e["ts"] * 1000) + origin,
+                  round((e["ts"] + e["dur"]) * 1000) + origin)
+                 for e in code)
+    assert got == expected_slices(t)
+    spans = {e["args"]["path"]: e for e in events if e.get("cat") == "stage"}
+    for e in code:
+        assert (e["pid"], e["tid"]) == (spans["load"]["pid"],
+                                        spans["load"]["tid"])
+        if e["args"]["stage"]:
+            span = spans[e["args"]["stage"]]
+            assert span["ts"] <= e["ts"] and \
+                e["ts"] + e["dur"] <= span["ts"] + span["dur"] + 1e-3
+    nms = [e for e in code if e["name"] == NMS][0]
+    assert nms["args"]["file"] == "/app/postproc.py"
+    assert nms["args"]["line"] == 40
+    assert trace["otherData"]["code_slices_left_out"] == 0
+
+
+def test_trace_past_its_cap_keeps_the_longest_code_slices(rep, tmp_path):
+    trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json",
+                                           max_events=3).read_text())
+    code = [e for e in trace["traceEvents"] if e.get("cat") == "code"]
+    assert len(code) == 3
+    assert trace["otherData"]["code_slices_left_out"] == 5
+    # the two 3 ms slices, then the first of the 2 ms ones, outermost
+    assert sorted((e["name"], e["dur"]) for e in code) == [
+        (IDLE, 2000.0), (NMS, 3000.0), (RUN_DECODE, 3000.0)]
+    check_nesting(trace["traceEvents"])
+
+
+def test_without_a_timeline_the_trace_has_no_code(base, tmp_path):
+    rep = with_samples(base, planted(main_tid(base)))
+    trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json").read_text())
+    assert not [e for e in trace["traceEvents"] if e.get("cat") == "code"]
+    doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
+    opened = {e["frame"] for p in doc["profiles"] for e in p["events"]}
+    assert opened <= set(range(len(rep.stage_names)))
+
+
+def test_a_thread_sampled_without_spans_gets_a_track(base, tmp_path):
+    t = Times(base)
+    stacks = planted(main_tid(base)) + [(0, 4242424, None, [5], 1, MS, 0)]
+    rep = with_samples(base, stacks, timeline=[(t.le + MS, 7)])
+    trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json").read_text())
+    names = [e for e in trace["traceEvents"]
+             if e["ph"] == "M" and e.get("tid") == 4242424]
+    assert names[0]["args"]["name"] == "tid 4242424, sampled code"
+    code = [e for e in trace["traceEvents"] if e.get("cat") == "code"]
+    assert [(e["name"], e["tid"], e["dur"]) for e in code] == [
+        (PARSE, 4242424, 1000.0)]
+    doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
+    assert doc["profiles"][-1]["name"] == ("tid 4242424 (process 0), "
+                                           "sampled code")
+    assert len(doc["profiles"]) == len(rep.threads) + 1
+
+
+# -------------------------------------------------------- speedscope
+
+def test_speedscope_opens_code_frames_inside_their_stage(rep, tmp_path):
+    doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
+    names = rep.stage_names
+    frames = doc["shared"]["frames"]
+    assert [f["name"] for f in frames[:len(names)]] == names
+    code = frames[len(names):]
+    assert code[3] == {"name": NMS, "file": "/app/postproc.py", "line": 40}
+    index = {f["name"]: i for i, f in enumerate(frames)}
+    t, start = Times(rep), rep.meta["start_ns"]
+
+    def ev(kind, name, at):
+        return {"type": kind, "frame": index[name], "at": at - start}
+
+    assert doc["profiles"][0]["events"] == [
+        ev("O", "load", t.ls), ev("O", IDLE, t.ls),
+        ev("C", IDLE, t.ls + 2 * MS), ev("C", "load", t.le),
+        ev("O", MAIN, t.le), ev("C", MAIN, t.le + 2 * MS),
+        ev("O", "decode", t.ds), ev("O", RUN_DECODE, t.ds),
+        ev("O", NMS, t.ds), ev("O", IOU, t.ds + 2 * MS),
+        ev("C", IOU, t.ds + 3 * MS), ev("C", NMS, t.ds + 3 * MS),
+        ev("C", RUN_DECODE, t.ds + 3 * MS),
+        ev("O", "decode/nms", t.ns), ev("O", NMS, t.ns),
+        ev("C", NMS, t.ns + 2 * MS), ev("C", "decode/nms", t.ne),
+        ev("O", RUN_DECODE, t.ne), ev("O", PARSE, t.ne),
+        ev("C", PARSE, t.ne + 2 * MS), ev("C", RUN_DECODE, t.ne + 2 * MS),
+        ev("C", "decode", t.de),
+    ]
+
+
+def test_speedscope_keeps_the_longest_code_slices(rep, tmp_path,
+                                                  monkeypatch):
+    from aquaprof.views import speedscope
+    monkeypatch.setattr(speedscope, "MAX_SLICES", 3)
+    doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
+    first = len(rep.stage_names)
+    names = [doc["shared"]["frames"][e["frame"]]["name"]
+             for e in doc["profiles"][0]["events"]
+             if e["type"] == "O" and e["frame"] >= first]
+    # the two 3 ms slices, then the first of the 2 ms ones, outermost
+    assert sorted(names) == [IDLE, NMS, RUN_DECODE]
+
+
+def test_code_slices_go_on_their_own_thread(tmp_path):
+    from sampled_reports import other_thread_report
+    base = other_thread_report()
+    worker = [t for t in base.threads if t["native_id"] != main_tid(base)]
+    assert len(worker) == 1
+    tid = worker[0]["native_id"]
+    start, end = span_of(base, "worker")
+    rep = with_samples(base, [(0, tid, "worker", [5], 2, 2 * MS, 0)],
+                       timeline=[(start + MS, 0), (start + 2 * MS, 0)])
+    trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json").read_text())
+    check_nesting(trace["traceEvents"])
+    code = [e for e in trace["traceEvents"] if e.get("cat") == "code"]
+    assert [(e["name"], e["tid"], e["dur"]) for e in code] == [
+        (PARSE, tid, 2000.0)]
+    doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
+    index = worker[0]["index"]
+    opened = [doc["shared"]["frames"][e["frame"]]["name"]
+              for p in doc["profiles"] for e in p["events"]
+              if e["type"] == "O"]
+    assert PARSE in [doc["shared"]["frames"][e["frame"]]["name"]
+                     for e in doc["profiles"][index]["events"]]
+    assert opened.count(PARSE) == 1
