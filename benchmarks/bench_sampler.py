@@ -21,7 +21,8 @@ function's total share of the stage's sampled wall time. Target: within
 10 points.
 
     python benchmarks/bench_sampler.py [--repeats 5] [--frames 200]
-        [--planted-seconds 1.5] [--skip pipeline|planted]
+        [--planted-seconds 1.5] [--planted-period 0.01]
+        [--skip pipeline|planted]
 """
 from __future__ import annotations
 
@@ -131,30 +132,34 @@ def b(kind: str, arg) -> None:
         np.sort(arg)
 
 
-def calibrate(kind: str, a_seconds: float) -> Tuple[int, object]:
-    """Arguments that make a() take `a_seconds` and b() a third of it."""
-    loops = 20_000
-    while True:
+def median_seconds(fn, *args, calls: int = 5) -> float:
+    took = []
+    for _ in range(calls):
         t0 = time.perf_counter()
-        a(loops)
-        took = time.perf_counter() - t0
-        if took > 0.002:
-            break
-        loops *= 2
-    loops = max(1, int(loops * a_seconds / took))
+        fn(*args)
+        took.append(time.perf_counter() - t0)
+    return statistics.median(took)
+
+
+def calibrate(kind: str, a_seconds: float) -> Tuple[int, object]:
+    """Arguments that make a() take `a_seconds` and b() a third of it,
+    each timed warm (the interpreter specialises a()'s loop after its
+    first calls; a sleep overshoots what it is asked)."""
+    loops = 20_000
+    for _ in range(3):
+        loops = max(1, int(loops * a_seconds / median_seconds(a, loops)))
     b_seconds = a_seconds * (1 - SHARE_A) / SHARE_A
     if kind == "sleep":
-        return loops, b_seconds
+        asked = b_seconds
+        for _ in range(2):
+            over = median_seconds(time.sleep, asked) - asked
+            asked = max(1e-4, b_seconds - over)
+        return loops, asked
     size = 100_000
-    x = np.random.default_rng(0).random(size)
     for _ in range(3):                           # sort is about n log n
-        np.sort(x)
-        t0 = time.perf_counter()
-        np.sort(x)
-        took = time.perf_counter() - t0
-        size = max(1000, int(size * b_seconds / took))
         x = np.random.default_rng(0).random(size)
-    return loops, x
+        size = max(1000, int(size * b_seconds / median_seconds(np.sort, x)))
+    return loops, np.random.default_rng(0).random(size)
 
 
 def stage_body(kind: str, rounds: int, loops: int, arg) -> Tuple[float,
@@ -172,12 +177,13 @@ def stage_body(kind: str, rounds: int, loops: int, arg) -> Tuple[float,
     return in_a, in_b
 
 
-def child_planted(tool: str, kind: str, seconds: float) -> dict:
-    """The planted stage under `tool`; its measured shares and the
-    tool's."""
-    a_seconds = 0.0075
+def child_planted(tool: str, kind: str, seconds: float,
+                  period: float) -> dict:
+    """The planted stage under `tool`, a() then b() every `period`
+    seconds; its measured shares and the tool's."""
+    a_seconds = period * SHARE_A
     loops, arg = calibrate(kind, a_seconds)
-    rounds = max(1, int(seconds / (a_seconds / SHARE_A)))
+    rounds = max(1, int(seconds / period))
     stage_body(kind, 2, loops, arg)                  # warm up
     out: dict = {"tool": tool, "kind": kind, "rounds": rounds}
     if tool == "aquaprof":
@@ -431,10 +437,12 @@ def measure_pipeline(repeats: int, frames: int) -> bool:
     return verdict(results, repeats)
 
 
-def measure_planted(seconds: float) -> bool:
+def measure_planted(seconds: float, period: float) -> bool:
     print(f"\nplanted stage: a() {SHARE_A:.0%} pure Python, b() "
-          f"{1 - SHARE_A:.0%} (sleep / NumPy sort), {seconds:g} s each, "
-          f"shares = total share of the stage's sampled wall time")
+          f"{1 - SHARE_A:.0%} (sleep / NumPy sort), one of each every "
+          f"{1000 * period:g} ms for {seconds:g} s; shares: total share of "
+          f"the stage's sampled wall time (measured: each call timed in "
+          f"the run)")
     print(f"{'tool':14} {'b() is':7} {'a measured':>10} {'a reported':>10} "
           f"{'b measured':>10} {'b reported':>10} {'samples':>8}  verdict")
     ok = True
@@ -442,7 +450,8 @@ def measure_planted(seconds: float) -> bool:
         for tool in PLANTED_TOOLS:
             got = run_child(["--child", "planted", "--tool", tool,
                              "--kind", kind,
-                             "--planted-seconds", str(seconds)])
+                             "--planted-seconds", str(seconds),
+                             "--planted-period", str(period)])
             if "error" in got:
                 print(f"{tool:14} {kind:7} not measured: {got['error']}")
                 if tool == "aquaprof":
@@ -493,6 +502,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=positive_int, default=200)
     p.add_argument("--planted-seconds", type=positive_seconds, default=1.5,
                    help="length of each planted stage run")
+    p.add_argument("--planted-period", type=positive_seconds, default=0.01,
+                   help="seconds of one a() and one b() call together")
     p.add_argument("--skip", choices=("pipeline", "planted"),
                    help="leave one of the two measures out")
     # internal: one measured configuration, run in a fresh interpreter
@@ -506,10 +517,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    if args.planted_period > args.planted_seconds:
+        p.error(f"--planted-period ({args.planted_period:g} s) is longer "
+                f"than --planted-seconds ({args.planted_seconds:g} s)")
     if args.child == "planted":
         if args.tool is None or args.kind is None:
             p.error("--child planted needs --tool and --kind")
-        out = child_planted(args.tool, args.kind, args.planted_seconds)
+        out = child_planted(args.tool, args.kind, args.planted_seconds,
+                            args.planted_period)
     elif args.child is not None:
         out = child_pipeline(args.child, args.frames)
     else:
@@ -517,7 +532,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.skip != "pipeline":
             ok = measure_pipeline(args.repeats, args.frames) and ok
         if args.skip != "planted":
-            ok = measure_planted(args.planted_seconds) and ok
+            ok = measure_planted(args.planted_seconds,
+                                 args.planted_period) and ok
         return 0 if ok else 1
     print(MARK + json.dumps(out), flush=True)
     return 3 if "error" in out else 0
