@@ -70,9 +70,11 @@ SHARE_A = 0.75
 
 def child_pipeline(mode: str, frames: int) -> dict:
     """One pipeline run under `mode`, in this process; what it measured:
-    wall seconds of the pipeline, and this process's CPU seconds meanwhile
-    (all its threads: a sampler thread's work counts; another process's,
-    py-spy's, does not)."""
+    wall seconds of the pipeline, and the CPU seconds meanwhile of the
+    thread that runs it and of the whole process (all its threads: a
+    sampler thread's work counts; another process's, py-spy's, does
+    not). CPU seconds move less than wall time when other programs share
+    the machine."""
     inputs = workload.make_frames(frames)
     model = workload.build_model()
     workload.run(inputs[:2], model)                  # torch's first call
@@ -90,8 +92,9 @@ def child_pipeline(mode: str, frames: int) -> dict:
                                            f"{type(err).__name__}: {err}"}
     if prof is not None:
         prof.start()
-    cpu0 = time.process_time()
+    cpu0, main0 = time.process_time(), time.thread_time()
     out["seconds"], out["counts"] = workload.timed_run(inputs, model)
+    out["main_cpu"] = time.thread_time() - main0
     out["cpu"] = time.process_time() - cpu0
     if prof is not None:
         session = prof.stop()
@@ -338,7 +341,8 @@ def pipeline_table(results: Dict[str, List[dict]]) -> None:
     """Prints the cost table, one row per configuration."""
     bare = results["bare"]
     print(f"{'configuration':21} {'median s':>8} {'slowdown':>9} "
-          f"{'spread':>17} {'min/min':>8} {'CPU':>8} {'samples':>7} "
+          f"{'spread':>17} {'min/min':>8} {'main CPU':>8} {'CPU':>7} "
+          f"{'samples':>7} "
           f"{'expected':>8}")
     for name, _ in CONFIGS:
         runs = results[name]
@@ -354,18 +358,20 @@ def pipeline_table(results: Dict[str, List[dict]]) -> None:
             times = [r["seconds"] for r in ok]
             spread = (f"{percent(min(times) / secs)}.."
                       f"{percent(max(times) / secs)}")
-            cells = ["-", spread, "-", "-"]
+            cells = ["-", spread, "-", "-", "-"]
         else:
             ratios = paired(runs, bare, "seconds")
             cpu = paired(runs, bare, "cpu")
+            main = paired(runs, bare, "main_cpu")
             best = min(r["seconds"] for r in ok) / min(
                 r["seconds"] for r in bare if "seconds" in r)
             cells = [percent(statistics.median(ratios)),
                      f"{percent(min(ratios))}..{percent(max(ratios))}",
                      percent(best),
+                     percent(statistics.median(main)) if main else "-",
                      percent(statistics.median(cpu)) if cpu else "-"]
         print(f"{name:21} {secs:8.3f} {cells[0]:>9} {cells[1]:>17} "
-              f"{cells[2]:>8} {cells[3]:>8} "
+              f"{cells[2]:>8} {cells[3]:>8} {cells[4]:>7} "
               f"{statistics.median_low(samples) if samples else '-':>7} "
               f"{'-' if name == 'bare' else f'{secs / INTERVAL:.0f}':>8}")
         if errors:
@@ -378,10 +384,11 @@ def pipeline_table(results: Dict[str, List[dict]]) -> None:
                   f"hottest (own share): {last.get('hot')}")
     print("slowdown: median over repeats of time / the same repeat's bare "
           "time; spread: their min..max (bare: its times against their "
-          "median); min/min: fastest run over fastest bare run; CPU: "
-          "median ratio of the process's CPU seconds (py-spy's own process "
-          "not counted); samples: median count inside the timed pipeline; "
-          "expected: its median seconds at 1 kHz")
+          "median); min/min: fastest run over fastest bare run; main CPU, "
+          "CPU: the same median ratio of the CPU seconds of the thread "
+          "running the pipeline, of the whole process (py-spy's own "
+          "process not counted); samples: median count inside the timed "
+          "pipeline; expected: its median seconds at 1 kHz")
 
 
 def verdict(results: Dict[str, List[dict]], repeats: int) -> bool:
