@@ -223,17 +223,11 @@ class Profiler:
         if not interval_ns or self._core.nested:
             return
         import weakref
-        from . import _sampling
-        signum = _sampling.free_signal()
-        sampler = _core.Sampler(interval_ns, max_samples, signum or 0,
-                                threading.main_thread().native_id or 0)
+        sampler = _core.Sampler(interval_ns, max_samples)
         # first: a Profiler dropped without stop(), the interpreter
         # exiting or a Ctrl-C from here on ends the thread, which would
-        # otherwise sample for ever, and gives the signal back
-        self._stop_sampler = weakref.finalize(self, _sampling.end, sampler,
-                                              signum)
-        if signum:
-            _sampling.handle(signum, sampler.take)
+        # otherwise sample for ever
+        self._stop_sampler = weakref.finalize(self, sampler.stop)
         try:
             sampler.start()
         except (OSError, RuntimeError) as e:
@@ -246,9 +240,11 @@ class Profiler:
         self._sampler = sampler
 
     def _end_sampler(self) -> None:
-        stop, self._stop_sampler = self._stop_sampler, None
-        if stop is not None:
-            stop()
+        # called before it is dropped: a Ctrl-C between the two leaves it
+        # to call again (a finalize runs once)
+        if self._stop_sampler is not None:
+            self._stop_sampler()
+        self._stop_sampler = None
 
     def _watch_dataloaders(self) -> None:
         if self._dataloaders:
@@ -433,8 +429,8 @@ def _sample_interval_ns(sample: Any) -> int:
                         f"for 1 kHz) or None, got {sample!r}")
     if sample == 0:
         return 0
-    if not 1e-5 <= sample <= 60:
-        raise ValueError(f"sample must be between 1e-05 and 60 seconds "
+    if not 1e-4 <= sample <= 60:
+        raise ValueError(f"sample must be between 0.0001 and 60 seconds "
                          f"(or None, for no sampling), got {sample!r}")
     return round(sample * 1e9)
 

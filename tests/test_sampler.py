@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import signal
 import sys
 import threading
 import time
@@ -251,7 +250,7 @@ def test_a_child_forked_while_sampling_can_sample_on_its_own():
 
 @pytest.mark.parametrize("value, error", [
     (True, TypeError), ("0.001", TypeError), (-0.001, ValueError),
-    (1e-7, ValueError), (61, ValueError), (float("nan"), ValueError),
+    (1e-5, ValueError), (61, ValueError), (float("nan"), ValueError),
 ])
 def test_a_bad_interval_is_refused(value, error):
     with pytest.raises(error, match="sample"):
@@ -268,7 +267,7 @@ def test_a_bad_max_samples_is_refused(value, error):
 
 def test_the_sampler_type_refuses_bad_arguments_and_misuse():
     with pytest.raises(ValueError, match="interval_ns"):
-        _core.Sampler(10, 100)
+        _core.Sampler(10_000, 100)
     with pytest.raises(ValueError, match="max_samples"):
         _core.Sampler(1_000_000, -1)
     sampler = _core.Sampler(1_000_000, 100)
@@ -321,26 +320,6 @@ def test_the_main_thread_is_sampled_at_the_interval_while_it_computes():
     assert max(rounds) > 60, rounds
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGRTMAX")
-                    or sys.version_info < (3, 10),
-                    reason="asks the main thread through a real-time signal")
-def test_the_signal_it_borrows_is_one_nobody_handles_and_is_given_back():
-    taken = signal.SIGRTMAX - 1
-    mine = signal.signal(taken, lambda *_: None)
-    try:
-        with aquaprof.Profiler(sample=0.001) as prof:
-            used = [n for n in range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
-                    if signal.getsignal(n) not in (signal.SIG_DFL, None)
-                    and n != taken]
-            busy(0.05)
-        assert len(used) == 1 and signal.getsignal(taken) is not mine
-        assert signal.getsignal(used[0]) is signal.SIG_DFL
-    finally:
-        signal.signal(taken, mine if callable(mine) else signal.SIG_DFL)
-        signal.signal(taken, signal.SIG_DFL)
-    assert by_leaf(prof.report())[(None, "busy")][0] > 0
-
-
 def test_a_profiler_started_off_the_main_thread_still_samples():
     result = {}
 
@@ -387,8 +366,6 @@ def test_a_sampler_that_cannot_start_leaves_the_run_going(monkeypatch):
     prof.stop()
     rep = prof.report()
     assert rep["s"].count == 1 and "samples" not in rep._data
-    assert all(signal.getsignal(n) is signal.SIG_DFL
-               for n in range(signal.SIGRTMIN + 2, signal.SIGRTMAX))
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])

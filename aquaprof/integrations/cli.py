@@ -53,9 +53,9 @@ def _interval(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 1e-5 <= value <= 60:
+    if not 1e-4 <= value <= 60:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a sampling interval: seconds between 1e-05 "
+            f"{text!r} is not a sampling interval: seconds between 0.0001 "
             f"and 60, like 0.001")
     return value
 
@@ -100,8 +100,8 @@ def _print_call_tree(report: Any, run_stage: str, script: str) -> None:
     lines = call_tree(report, run_stage, start_file=script)
     if lines:
         print(f"\ncall tree of {run_stage!r}: share of its sampled time "
-              f"with and without callees ({sampling.samples} samples, "
-              f"every {sampling.interval * 1e3:g} ms)")
+              f"with and without callees (sampled every "
+              f"{sampling.interval * 1e3:g} ms)")
         print("\n".join(lines))
 
 

@@ -1,82 +1,33 @@
-/* aquaprof._core.Sampler: a thread that, every interval, has the Python
- * call stack of every thread of the interpreter recorded, each filed under
- * the innermost stage open in the context that thread runs
- * (csrc/core/where.h).
+/* aquaprof._core.Sampler: every interval, the Python call stack of every
+ * thread of the interpreter is recorded, each filed under the innermost
+ * stage open in the context that thread runs (csrc/core/where.h; a
+ * round: sample_round.c).
  *
  * Frames can only be walked safely while their threads cannot change
  * them, that is with the GIL; a sampler must never crash the program it
  * watches, so no signal handler walks frames and no raw memory is read.
  * Waiting for the GIL would make the samples lie: a thread running Python
- * hands the GIL over only after its switch interval (5 ms), or at its
- * next blocking call, so short bursts of Python would go unseen and the
- * waits after them be over-counted; forcing a switch every round costs
- * two context switches (about 100 us on a VM). So while the main thread
- * is on the CPU, a round is asked of it the way CPython delivers a
- * signal: PyErr_SetInterruptEx trips a signal number nobody handles
- * (the Python layer installs take() as its handler), and the main thread
- * runs take() between two bytecodes, within microseconds, with no real
- * signal sent and no system call interrupted. Otherwise, or when it does
- * not answer in a quarter of an interval (it runs C code), the sampler
- * takes the GIL itself, which is then free or soon is. A round is taken
- * once, by whichever side claims it first. Each sample stands for the
- * wall time since the previous round, so shares stay right when a round
- * comes late. */
-#include "module.h"
+ * hands it over only after its switch interval (5 ms), or at its next
+ * blocking call, so short bursts of Python would go unseen and the waits
+ * after them be over-counted; forcing a switch every round costs two
+ * context switches (about 100 us on a VM). So two threads:
+ * - the ticker, which holds no GIL and never waits for it, asks each
+ *   round of the main thread, which runs it between two bytecodes within
+ *   microseconds while it runs Python (sampler_cpython.c), at no switch;
+ * - the taker, which the ticker wakes when the main thread left a round
+ *   unanswered (it waited, or ran C code without the GIL), takes the
+ *   round with the GIL, which is then free or soon is. While it waits
+ *   for the GIL, the ticker ticks on.
+ * A round is taken once, by whichever side claims it first; each sample
+ * stands for the wall time since the previous round, so shares stay
+ * right when a round comes late. */
+#include "sampler.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <unistd.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include "../core/where.h"
-#include "sample_store.h"
-#include "sampler_wake.h"
-
-/* Frames kept per sample, innermost first: deeper stacks lose their
- * outermost frames (a runaway recursion costs no more than this). */
-#define AP_SAMPLE_DEPTH 256
-
-/* What the sampler last saw of a thread: a thread that has not run since
- * (its CPU clock has not moved) still has the same stack, so it is
- * counted again without a walk; a server's idle threads cost little. */
-typedef struct {
-    int64_t tid;
-    int64_t cpu_ns;         /* its CPU clock then */
-    const void *top;        /* its innermost frame then (identity only) */
-    int64_t stack;          /* the aggregate it was filed in, -1: none */
-    int64_t round;          /* the last round that saw it */
-} thread_seen;
-
-typedef struct SamplerObject {
-    PyObject_HEAD
-    PyObject *module;
-    _Atomic uint64_t want;  /* the round asked for, 0 when none */
-    _Atomic int64_t unseen_ns;  /* time the sampler thread itself was
-                                 * kept off the CPU past its tick */
-    int signum;             /* tripped to ask the main thread, 0: never */
-    int64_t main_tid;       /* the main thread's native id */
-    int64_t main_cpu_ns, main_seen_ns;  /* its CPU clock when last read */
-    int main_stat;          /* its /proc stat file, -1 when not open */
-    int64_t interval_ns;
-    ap_sample_store store;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    int quit;               /* lock: stop() asks the thread to end */
-    int state;              /* 0 new, 1 running, 2 stopped */
-    pid_t pid;              /* the process that started the thread */
-    pthread_t thread;
-    int64_t rounds, late, last_ns;
-    int64_t unseen_total;   /* unseen_ns, summed */
-    thread_seen *seen;      /* each thread at its last sample */
-    uint32_t nseen, seen_cap;
-    _Atomic int64_t round_ns;  /* what the last round took, GIL held */
-    int64_t held_ns;        /* what all rounds took */
-} SamplerObject;
+#include <unistd.h>
 
 static int64_t
 now_ns(void)
@@ -86,229 +37,46 @@ now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The thread's CPU clock in ns, -1 when it cannot be read. A clock made
- * from a thread id fails cleanly for a thread gone, unlike
- * pthread_getcpuclockid on a stale handle. */
-static int64_t
-thread_cpu_ns(int64_t tid)
-{
-#ifdef __linux__
-    struct timespec ts;
-    clockid_t clock = (clockid_t)((~(unsigned)tid << 3) | 6);
-    if (tid > 0 && clock_gettime(clock, &ts) == 0) {
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    }
-#else
-    (void)tid;
-#endif
-    return -1;
-}
-
-/* tid's entry, added when new; NULL for want of memory. */
-static thread_seen *
-seen_of(SamplerObject *self, int64_t tid)
-{
-    for (uint32_t i = 0; i < self->nseen; i++) {
-        if (self->seen[i].tid == tid) {
-            return &self->seen[i];
-        }
-    }
-    if (self->nseen == self->seen_cap) {
-        uint32_t cap = self->seen_cap ? self->seen_cap * 2 : 16;
-        thread_seen *grown = PyMem_RawRealloc(self->seen,
-                                              cap * sizeof(*grown));
-        if (!grown) {
-            return NULL;
-        }
-        self->seen = grown;
-        self->seen_cap = cap;
-    }
-    thread_seen *t = &self->seen[self->nseen++];
-    *t = (thread_seen){tid, thread_cpu_ns(tid), NULL, -1, 0};
-    return t;
-}
-
-/* Forgets the threads this round did not see (they ended), so that a
- * thread per request costs nothing once gone. */
 static void
-forget_ended(SamplerObject *self)
+box_release(ap_mailbox *box)
 {
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < self->nseen; i++) {
-        if (self->seen[i].round == self->rounds) {
-            self->seen[kept++] = self->seen[i];
-        }
-    }
-    self->nseen = kept;
-}
-
-/* The frame ids of the stack whose innermost frame is f (a reference,
- * taken), outermost first; 0 when a frame could not be added (counted as
- * lost). Keeps a reference to each code object the store adds. */
-static uint32_t
-stack_from(SamplerObject *self, PyFrameObject *f, uint32_t *ids)
-{
-    uint32_t n = 0;
-    int failed = 0;
-    while (f && n < AP_SAMPLE_DEPTH && !failed) {
-        PyCodeObject *code = PyFrame_GetCode(f);
-        int added = 0;
-        failed = ap_sample_frame(&self->store, code, &ids[n], &added) !=
-                 AP_OK;
-        n += !failed;
-        if (!added) {
-            Py_DECREF(code);   /* else the store's now */
-        }
-        PyFrameObject *back = PyFrame_GetBack(f);
-        Py_DECREF(f);
-        f = back;
-    }
-    Py_XDECREF(f);
-    if (failed) {
-        self->store.lost++;
-        return 0;
-    }
-    for (uint32_t i = 0; i < n / 2; i++) {
-        uint32_t id = ids[i];
-        ids[i] = ids[n - 1 - i];
-        ids[n - 1 - i] = id;
-    }
-    return n;
-}
-
-/* Samples thread ts at t, standing for wall ns. */
-static void
-sample_thread(SamplerObject *self, PyThreadState *ts, int64_t t,
-              int64_t wall, uint32_t *ids)
-{
-    PyFrameObject *top = PyThreadState_GetFrame(ts);
-    if (top == NULL) {
-        return;   /* runs no Python code: the sampler among them */
-    }
-    int64_t tid = -1;
-#if PY_VERSION_HEX >= 0x030B0000
-    tid = (int64_t)ts->native_thread_id;
-#endif
-    thread_seen *seen = tid > 0 ? seen_of(self, tid) : NULL;
-    int64_t cpu = -1;
-    if (seen) {
-        seen->round = self->rounds;
-        int64_t now = thread_cpu_ns(tid);
-        cpu = now >= 0 && seen->cpu_ns >= 0 ? now - seen->cpu_ns : -1;
-        seen->cpu_ns = now;
-        if (cpu == 0 && seen->top == (const void *)top && seen->stack >= 0) {
-            Py_DECREF(top);   /* it has not run: same stack, same stage */
-            ap_sample_again(&self->store, t, (uint32_t)seen->stack, wall, 0);
-            return;
-        }
-        seen->top = top;
-        seen->stack = -1;
-    }
-    int64_t stage = ap_stage_now(
-        (uint64_t)ts->thread_id, ts->context_ver,
-        ap_context_stack_in(self->module, ts->context), &tid);
-    if (tid < 0) {
-        tid = (int64_t)ts->thread_id;   /* 3.9/3.10, never recorded */
-    }
-    uint32_t n = stack_from(self, top, ids);
-    cpu = cpu < 0 ? 0 : cpu < wall ? cpu : wall;
-    uint32_t stack;
-    if (n && ap_sample_add(&self->store, t, tid, stage, ids, n, wall, cpu,
-                           &stack) == AP_OK && seen) {
-        seen->stack = stack;
+    if (atomic_fetch_sub(&box->refs, 1) == 1) {
+        free(box);
     }
 }
 
-static void
-sample_round(SamplerObject *self)
-{
-    int64_t t = now_ns();
-    int64_t wall = self->rounds ? t - self->last_ns : self->interval_ns;
-    if (self->rounds && wall > 2 * self->interval_ns) {
-        self->late++;
-    }
-    /* A sampler woken late by a busy machine wakes when a CPU frees,
-     * often because the program just blocked: what ran meanwhile is
-     * unknown and is not charged to what runs now. */
-    int64_t unseen = atomic_exchange(&self->unseen_ns, 0);
-    self->unseen_total += unseen;
-    wall = wall - unseen > self->interval_ns / 2 ? wall - unseen
-                                                  : self->interval_ns / 2;
-    self->rounds++;
-    self->last_ns = t;
-    uint32_t ids[AP_SAMPLE_DEPTH];
-    PyObject *exc_type, *exc, *tb;
-    PyErr_Fetch(&exc_type, &exc, &tb);   /* the interrupted code's */
-    PyInterpreterState *interp =
-        PyThreadState_GetInterpreter(PyThreadState_Get());
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts;
-         ts = PyThreadState_Next(ts)) {
-        sample_thread(self, ts, t, wall, ids);
-    }
-    PyErr_Restore(exc_type, exc, tb);
-    forget_ended(self);
-    int64_t took = now_ns() - t;
-    self->held_ns += took;
-    atomic_store(&self->round_ns, took);
-}
-
-/* Takes round `round` unless the other side has (GIL held). */
-static void
-take_round(SamplerObject *self, uint64_t round)
-{
-    uint64_t expected = round;
-    if (round &&
-        atomic_compare_exchange_strong(&self->want, &expected, 0)) {
-        sample_round(self);
-    }
-}
-
-/* Whether the main thread is running now (Linux: its state in /proc),
- * or was mostly on the CPU since the last look: then it runs Python, or C
- * code, and is best asked. Else it waits with the GIL released, which the
- * sampler can take at once, and tripping a signal would only wake an
- * event loop that waits on signal.set_wakeup_fd. */
+/* Runs on the main thread between two bytecodes, with the GIL. */
 static int
-main_thread_busy(SamplerObject *self)
+on_main_thread(void *arg)
 {
-#ifdef __linux__
-    if (self->main_stat >= 0) {
-        char buf[512];
-        ssize_t n = pread(self->main_stat, buf, sizeof(buf) - 1, 0);
-        if (n > 0) {
-            buf[n] = 0;
-            char *end = strrchr(buf, ')');   /* the name may hold one */
-            return end && end[1] == ' ' && end[2] == 'R';
-        }
+    ap_mailbox *box = arg;
+    atomic_store(&box->queued, 0);
+    ap_sampler *self = box->sampler;
+    if (self && ap_take_round(self, atomic_load(&self->want))) {
+        atomic_store(&self->main_idle, 0);
     }
-    struct timespec ts;
-    clockid_t clock = (clockid_t)((~(unsigned)self->main_tid << 3) | 6);
-    if (self->main_tid <= 0 || clock_gettime(clock, &ts) != 0) {
-        return 0;
-    }
-    int64_t cpu = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    int64_t now = now_ns();
-    int busy = 2 * (cpu - self->main_cpu_ns) > now - self->main_seen_ns;
-    self->main_cpu_ns = cpu;
-    self->main_seen_ns = now;
-    return busy;
-#else
-    (void)self;
-    return 0;
-#endif
+    box_release(box);
+    return 0;   /* never an error: it would raise in the program */
 }
 
-/* Asks the main thread for the round when it runs; 1 when asked. */
-static int
-ask_main_thread(SamplerObject *self)
+/* Asks the main thread for the round wanted; a call still queued takes
+ * it when it runs. */
+static void
+ask_main_thread(ap_mailbox *box)
 {
-    return self->signum && main_thread_busy(self) &&
-           ap_wake_main_thread(self->signum) == 0;
+    if (atomic_exchange(&box->queued, 1)) {
+        return;
+    }
+    atomic_fetch_add(&box->refs, 1);
+    if (ap_ask_main_thread(on_main_thread, box) != 0) {   /* queue full */
+        atomic_store(&box->queued, 0);
+        box_release(box);
+    }
 }
 
 /* Sleeps until deadline (CLOCK_MONOTONIC ns); 1 when stop() asked. */
 static int
-wait_until(SamplerObject *self, int64_t deadline)
+wait_until(ap_sampler *self, int64_t deadline)
 {
     struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
     pthread_mutex_lock(&self->lock);
@@ -321,66 +89,73 @@ wait_until(SamplerObject *self, int64_t deadline)
     return quit;
 }
 
-/* Takes the round asked for, if still wanted, with the GIL. */
-static void
-take_directly(SamplerObject *self, PyThreadState **saved)
+/* The tick after one at t: an interval on, missed ticks not owed, and
+ * far enough that rounds hold the GIL at most a tenth of the time (many
+ * threads to walk make long rounds). */
+static int64_t
+next_tick(ap_sampler *self, int64_t next, int64_t t)
 {
-    PyEval_RestoreThread(*saved);
-    take_round(self, atomic_load(&self->want));
-    *saved = PyEval_SaveThread();
+    next += self->interval_ns;
+    if (next <= t) {
+        next = t + self->interval_ns;
+    }
+    int64_t took = atomic_load(&self->round_ns);
+    return next < t + 9 * took ? t + 9 * took : next;
 }
 
-static int
-open_main_stat(int64_t tid)
-{
-#ifdef __linux__
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/task/%lld/stat", (long long)tid);
-    return tid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-#else
-    (void)tid;
-    return -1;
-#endif
-}
-
+/* The ticker: no Python thread state, never the GIL. */
 static void *
-sampler_main(void *arg)
+ticker_main(void *arg)
 {
-    SamplerObject *self = arg;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyThreadState *saved = PyEval_SaveThread();
-    self->main_stat = open_main_stat(self->main_tid);
+    ap_sampler *self = arg;
     uint64_t round = 0;
     int64_t next = now_ns() + self->interval_ns;
-    /* one wake-up a round: a round asked of the main thread is taken by
-     * it within microseconds, or found still wanted at the next tick
-     * (it ran C code or blocked meanwhile) and taken then */
     while (!wait_until(self, next)) {
         int64_t overslept = now_ns() - next;
         if (overslept > self->interval_ns / 2) {
             atomic_fetch_add(&self->unseen_ns, overslept);
         }
-        if (atomic_load(&self->want)) {
-            take_directly(self, &saved);
+        /* a round still wanted is replaced: one sample a tick */
+        uint64_t unanswered = atomic_exchange(&self->want, ++round);
+        ask_main_thread(self->box);
+        if (unanswered || atomic_load(&self->main_idle)) {
+            pthread_mutex_lock(&self->lock);
+            self->take_asked = 1;
+            pthread_cond_signal(&self->take);
+            pthread_mutex_unlock(&self->lock);
         }
-        atomic_store(&self->want, ++round);
-        if (!ask_main_thread(self)) {
-            take_directly(self, &saved);
-        }
-        int64_t t = now_ns();
-        next += self->interval_ns;
-        if (next <= t) {
-            next = t + self->interval_ns;   /* missed ticks are not owed */
-        }
-        /* a round holds the GIL: with many threads to walk, rounds are
-         * spaced so that they hold it at most a tenth of the time */
-        int64_t took = atomic_load(&self->round_ns);
-        if (next < t + 9 * took) {
-            next = t + 9 * took;
-        }
+        next = next_tick(self, next, now_ns());
     }
-    if (self->main_stat >= 0) {
-        close(self->main_stat);
+    return NULL;
+}
+
+/* Waits for the ticker's word; 1 when stop() asked. */
+static int
+wait_for_word(ap_sampler *self)
+{
+    pthread_mutex_lock(&self->lock);
+    while (!self->quit && !self->take_asked) {
+        pthread_cond_wait(&self->take, &self->lock);
+    }
+    self->take_asked = 0;
+    int quit = self->quit;
+    pthread_mutex_unlock(&self->lock);
+    return quit;
+}
+
+/* The taker: the GIL, for the rounds the main thread leaves. */
+static void *
+taker_main(void *arg)
+{
+    ap_sampler *self = arg;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyThreadState *saved = PyEval_SaveThread();
+    while (!wait_for_word(self)) {
+        PyEval_RestoreThread(saved);
+        if (ap_take_round(self, atomic_load(&self->want))) {
+            atomic_store(&self->main_idle, 1);
+        }
+        saved = PyEval_SaveThread();
     }
     PyEval_RestoreThread(saved);
     PyGILState_Release(gil);
@@ -388,23 +163,20 @@ sampler_main(void *arg)
 }
 
 static int
-sampler_init(SamplerObject *self, PyObject *args, PyObject *kwargs)
+sampler_init(ap_sampler *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"interval_ns", "max_samples", "signum",
-                               "main_tid", NULL};
-    long long interval, max_samples, main_tid = 0;
-    int signum = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LL|iL:Sampler",
-                                     keywords, &interval, &max_samples,
-                                     &signum, &main_tid)) {
+    static char *keywords[] = {"interval_ns", "max_samples", NULL};
+    long long interval, max_samples;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LL:Sampler", keywords,
+                                     &interval, &max_samples)) {
         return -1;
     }
-    if (self->state != 0 || self->module != NULL) {
+    if (self->module != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a Sampler is made once");
         return -1;
     }
-    if (interval < 10000 || interval > 60LL * 1000000000) {
-        PyErr_Format(PyExc_ValueError, "interval_ns must be between 10 us "
+    if (interval < 100000 || interval > 60LL * 1000000000) {
+        PyErr_Format(PyExc_ValueError, "interval_ns must be between 100 us "
                      "and 60 s, got %lld", interval);
         return -1;
     }
@@ -413,24 +185,33 @@ sampler_init(SamplerObject *self, PyObject *args, PyObject *kwargs)
                      "%u, got %lld", UINT32_MAX, max_samples);
         return -1;
     }
-    if (signum < 0 || signum >= 65) {
-        PyErr_Format(PyExc_ValueError, "signum must be 0 (none) or a signal "
-                     "number, got %d", signum);
+#if PY_VERSION_HEX < 0x030A0000
+    PyObject *gc = PyImport_ImportModule("gc");
+    self->gc_switches = gc ? Py_BuildValue(
+        "(NNN)", PyObject_GetAttrString(gc, "isenabled"),
+        PyObject_GetAttrString(gc, "disable"),
+        PyObject_GetAttrString(gc, "enable")) : NULL;
+    Py_XDECREF(gc);
+    if (self->gc_switches == NULL) {
         return -1;
     }
-    if (ap_sample_store_init(&self->store, max_samples) != AP_OK) {
+#endif
+    self->box = calloc(1, sizeof(*self->box));
+    if (self->box == NULL ||
+        ap_sample_store_init(&self->store, max_samples) != AP_OK) {
+        free(self->box);
+        self->box = NULL;
         PyErr_NoMemory();
         return -1;
     }
-    self->signum = signum;
-    self->main_tid = main_tid;
+    self->box->refs = 1;
     self->interval_ns = interval;
     self->module = Py_NewRef(PyType_GetModule(Py_TYPE(self)));
     return 0;
 }
 
 static PyObject *
-sampler_start(SamplerObject *self, PyObject *unused)
+sampler_start(ap_sampler *self, PyObject *unused)
 {
     (void)unused;
 #ifdef Py_GIL_DISABLED
@@ -451,6 +232,9 @@ sampler_start(SamplerObject *self, PyObject *unused)
         }
         pthread_condattr_destroy(&attr);
     }
+    if (!err && (err = pthread_cond_init(&self->take, NULL)) != 0) {
+        pthread_cond_destroy(&self->wake);
+    }
     if (err) {
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -458,131 +242,79 @@ sampler_start(SamplerObject *self, PyObject *unused)
     pthread_mutex_init(&self->lock, NULL);
     self->quit = 0;
     self->pid = getpid();
-    err = pthread_create(&self->thread, NULL, sampler_main, self);
+    err = pthread_create(&self->taker, NULL, taker_main, self);
+    if (!err) {
+        err = pthread_create(&self->ticker, NULL, ticker_main, self);
+        if (err) {
+            pthread_mutex_lock(&self->lock);
+            self->quit = 1;
+            pthread_cond_signal(&self->take);
+            pthread_mutex_unlock(&self->lock);
+            Py_BEGIN_ALLOW_THREADS
+            pthread_join(self->taker, NULL);
+            Py_END_ALLOW_THREADS
+        }
+    }
     if (err) {
         pthread_cond_destroy(&self->wake);
+        pthread_cond_destroy(&self->take);
         pthread_mutex_destroy(&self->lock);
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    Py_INCREF(self);   /* the thread's, until stop() joins it */
+    Py_INCREF(self);   /* the threads', until stop() joins them */
+    self->box->sampler = self;
     self->state = 1;
     Py_RETURN_NONE;
 }
 
-/* Ends the thread and waits for it, without the GIL it needs to end. In
- * a forked child there is no thread: only the state changes. */
+/* Ends the threads and waits for them, without the GIL the taker needs to
+ * end. In a forked child there are none: only the state changes. On the
+ * taker itself (a finalizer run in a round) they are only asked to end:
+ * stop() cannot wait for its own thread. */
 static void
-end_thread(SamplerObject *self)
+end_threads(ap_sampler *self)
 {
     if (self->state != 1) {
         return;
     }
-    self->state = 2;
-    if (self->pid != getpid()) {
+    int own = self->pid == getpid();
+    int taker = own && pthread_equal(pthread_self(), self->taker);
+    if (own) {
+        pthread_mutex_lock(&self->lock);
+        self->quit = 1;
+        pthread_cond_signal(&self->wake);
+        pthread_cond_signal(&self->take);
+        pthread_mutex_unlock(&self->lock);
+    }
+    if (taker) {
         return;
     }
-    pthread_mutex_lock(&self->lock);
-    self->quit = 1;
-    pthread_cond_signal(&self->wake);
-    pthread_mutex_unlock(&self->lock);
+    self->state = 2;
+    self->box->sampler = NULL;   /* a call still queued finds no one */
+    if (!own) {
+        return;
+    }
     Py_BEGIN_ALLOW_THREADS
-    pthread_join(self->thread, NULL);
+    pthread_join(self->ticker, NULL);
+    pthread_join(self->taker, NULL);
     Py_END_ALLOW_THREADS
     pthread_cond_destroy(&self->wake);
+    pthread_cond_destroy(&self->take);
     pthread_mutex_destroy(&self->lock);
     Py_DECREF(self);
 }
 
 static PyObject *
-sampler_stop(SamplerObject *self, PyObject *unused)
+sampler_stop(ap_sampler *self, PyObject *unused)
 {
     (void)unused;
-    end_thread(self);
+    end_threads(self);
     Py_RETURN_NONE;
 }
 
-/* [function, file, line] of a code object. */
 static PyObject *
-frame_entry(PyObject *code)
-{
-    PyObject *name = NULL, *file = NULL, *line = NULL;
-    if (ap_getattr_optional(code, "co_qualname", &name) == 0) {
-        name = PyObject_GetAttrString(code, "co_name");
-    }
-    if (name) {
-        file = PyObject_GetAttrString(code, "co_filename");
-    }
-    if (file) {
-        line = PyObject_GetAttrString(code, "co_firstlineno");
-    }
-    PyObject *entry = line ? PyList_New(3) : NULL;
-    if (entry == NULL) {
-        Py_XDECREF(name);
-        Py_XDECREF(file);
-        Py_XDECREF(line);
-        return NULL;
-    }
-    PyList_SET_ITEM(entry, 0, name);
-    PyList_SET_ITEM(entry, 1, file);
-    PyList_SET_ITEM(entry, 2, line);
-    return entry;
-}
-
-static PyObject *
-frames_list(const ap_sample_store *s)
-{
-    PyObject *frames = PyList_New(s->ncodes);
-    for (uint32_t i = 0; frames && i < s->ncodes; i++) {
-        PyObject *entry = frame_entry((PyObject *)s->codes[i]);
-        if (entry == NULL) {
-            Py_CLEAR(frames);
-            break;
-        }
-        PyList_SET_ITEM(frames, i, entry);
-    }
-    return frames;
-}
-
-static PyObject *
-stack_entry(const ap_sample_store *s, const ap_sample_stack *k)
-{
-    uint32_t ids[AP_SAMPLE_DEPTH];
-    uint32_t n = ap_sample_frames_of(s, k->leaf, ids, AP_SAMPLE_DEPTH);
-    PyObject *frames = PyList_New(n);
-    for (uint32_t i = 0; frames && i < n; i++) {
-        PyObject *id = PyLong_FromUnsignedLong(ids[i]);
-        if (id == NULL) {
-            Py_CLEAR(frames);
-            break;
-        }
-        PyList_SET_ITEM(frames, i, id);
-    }
-    if (frames == NULL) {
-        return NULL;
-    }
-    return Py_BuildValue("[iLLNLLL]", 0, (long long)k->tid,
-                         (long long)k->stage, frames, (long long)k->count,
-                         (long long)k->wall_ns, (long long)k->cpu_ns);
-}
-
-static PyObject *
-stacks_list(const ap_sample_store *s)
-{
-    PyObject *stacks = PyList_New(s->nstacks);
-    for (uint32_t i = 0; stacks && i < s->nstacks; i++) {
-        PyObject *entry = stack_entry(s, &s->stacks[i]);
-        if (entry == NULL) {
-            Py_CLEAR(stacks);
-            break;
-        }
-        PyList_SET_ITEM(stacks, i, entry);
-    }
-    return stacks;
-}
-
-static PyObject *
-sampler_data(SamplerObject *self, PyObject *unused)
+sampler_data(ap_sampler *self, PyObject *unused)
 {
     (void)unused;
     if (self->state != 2) {
@@ -590,41 +322,11 @@ sampler_data(SamplerObject *self, PyObject *unused)
                         "stopped sampler");
         return NULL;
     }
-    const ap_sample_store *s = &self->store;
-    PyObject *frames = frames_list(s);
-    PyObject *stacks = frames ? stacks_list(s) : NULL;
-    if (stacks == NULL) {
-        Py_XDECREF(frames);
-        return NULL;
-    }
-    return Py_BuildValue(
-        "{sLsLsLsLsLsLsNsNsy#sy#sL}", "interval_ns",
-        (long long)self->interval_ns, "rounds", (long long)self->rounds,
-        "late", (long long)self->late, "unseen_ns",
-        (long long)self->unseen_total, "held_ns", (long long)self->held_ns,
-        "lost", (long long)s->lost, "frames", frames, "stacks", stacks,
-        /* y# gives None for NULL: an empty timeline is b"" */
-        "timeline_t", s->tick_t ? (const char *)s->tick_t : "",
-        (Py_ssize_t)(s->nticks * (int64_t)sizeof(int64_t)),
-        "timeline_stack", s->tick_stack ? (const char *)s->tick_stack : "",
-        (Py_ssize_t)(s->nticks * (int64_t)sizeof(uint32_t)),
-        "timeline_dropped", (long long)s->timeline_dropped);
-}
-
-/* The handler of the signal number tripped to ask the main thread for a
- * round: signal.signal(signum, sampler.take). */
-static PyObject *
-sampler_take(SamplerObject *self, PyObject *args)
-{
-    (void)args;   /* (signum, frame) */
-    if (self->state == 1 && self->pid == getpid()) {
-        take_round(self, atomic_load(&self->want));
-    }
-    Py_RETURN_NONE;
+    return ap_sample_data(self);
 }
 
 static void
-sampler_dealloc(SamplerObject *self)
+sampler_dealloc(ap_sampler *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     /* a running thread holds a reference: state is never 1 here */
@@ -633,6 +335,11 @@ sampler_dealloc(SamplerObject *self)
     }
     ap_sample_store_free(&self->store);
     PyMem_RawFree(self->seen);
+    PyMem_RawFree(self->threads);
+    if (self->box) {
+        box_release(self->box);
+    }
+    Py_XDECREF(self->gc_switches);
     Py_XDECREF(self->module);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -643,11 +350,8 @@ static PyMethodDef sampler_methods[] = {
      "Starts the sampling thread (once)."},
     {"stop", (PyCFunction)sampler_stop, METH_NOARGS,
      "Ends the sampling thread and waits for it; idempotent."},
-    {"take", (PyCFunction)sampler_take, METH_VARARGS,
-     "take(signum, frame): takes the round asked for, if any; the handler "
-     "of the signal number given as signum."},
     {"data", (PyCFunction)sampler_data, METH_NOARGS,
-     "What was sampled, as a dict (see docs/sampling.md), once stopped."},
+     "What was sampled, as a dict (docs/report-format.md), once stopped."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -656,15 +360,14 @@ static PyType_Slot sampler_slots[] = {
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, sampler_dealloc},
     {Py_tp_methods, sampler_methods},
-    {Py_tp_doc, "Sampler(interval_ns, max_samples, signum=0, main_tid=0): "
-                "samples every thread's Python call stack by stage "
-                "(internal)."},
+    {Py_tp_doc, "Sampler(interval_ns, max_samples): samples every "
+                "thread's Python call stack by stage (internal)."},
     {0, NULL},
 };
 
 static PyType_Spec sampler_spec = {
     .name = "aquaprof._core.Sampler",
-    .basicsize = sizeof(SamplerObject),
+    .basicsize = sizeof(ap_sampler),
     .flags = Py_TPFLAGS_DEFAULT,
     .slots = sampler_slots,
 };

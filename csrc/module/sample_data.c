@@ -1,0 +1,108 @@
+/* What a stopped sampler recorded, as the report's samples section
+ * (docs/report-format.md): code frames, aggregate stacks, the timeline
+ * as bytes that the Python layer views as an array. */
+#include "sampler.h"
+
+/* [function, file, line] of a code object. */
+static PyObject *
+frame_entry(PyObject *code)
+{
+    PyObject *name = NULL, *file = NULL, *line = NULL;
+    if (ap_getattr_optional(code, "co_qualname", &name) == 0) {
+        name = PyObject_GetAttrString(code, "co_name");   /* before 3.11 */
+    }
+    if (name) {
+        file = PyObject_GetAttrString(code, "co_filename");
+    }
+    if (file) {
+        line = PyObject_GetAttrString(code, "co_firstlineno");
+    }
+    PyObject *entry = line ? PyList_New(3) : NULL;
+    if (entry == NULL) {
+        Py_XDECREF(name);
+        Py_XDECREF(file);
+        Py_XDECREF(line);
+        return NULL;
+    }
+    PyList_SET_ITEM(entry, 0, name);
+    PyList_SET_ITEM(entry, 1, file);
+    PyList_SET_ITEM(entry, 2, line);
+    return entry;
+}
+
+static PyObject *
+frames_list(const ap_sample_store *s)
+{
+    PyObject *frames = PyList_New(s->ncodes);
+    for (uint32_t i = 0; frames && i < s->ncodes; i++) {
+        PyObject *entry = frame_entry((PyObject *)s->codes[i]);
+        if (entry == NULL) {
+            Py_CLEAR(frames);
+            break;
+        }
+        PyList_SET_ITEM(frames, i, entry);
+    }
+    return frames;
+}
+
+/* [process, tid, stage, frames, count, wall_ns, cpu_ns] */
+static PyObject *
+stack_entry(const ap_sample_store *s, const ap_sample_stack *k)
+{
+    uint32_t ids[AP_SAMPLE_DEPTH];
+    uint32_t n = ap_sample_frames_of(s, k->leaf, ids, AP_SAMPLE_DEPTH);
+    PyObject *frames = PyList_New(n);
+    for (uint32_t i = 0; frames && i < n; i++) {
+        PyObject *id = PyLong_FromUnsignedLong(ids[i]);
+        if (id == NULL) {
+            Py_CLEAR(frames);
+            break;
+        }
+        PyList_SET_ITEM(frames, i, id);
+    }
+    if (frames == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("[iLLNLLL]", 0, (long long)k->tid,
+                         (long long)k->stage, frames, (long long)k->count,
+                         (long long)k->wall_ns, (long long)k->cpu_ns);
+}
+
+static PyObject *
+stacks_list(const ap_sample_store *s)
+{
+    PyObject *stacks = PyList_New(s->nstacks);
+    for (uint32_t i = 0; stacks && i < s->nstacks; i++) {
+        PyObject *entry = stack_entry(s, &s->stacks[i]);
+        if (entry == NULL) {
+            Py_CLEAR(stacks);
+            break;
+        }
+        PyList_SET_ITEM(stacks, i, entry);
+    }
+    return stacks;
+}
+
+PyObject *
+ap_sample_data(ap_sampler *self)
+{
+    const ap_sample_store *s = &self->store;
+    PyObject *frames = frames_list(s);
+    PyObject *stacks = frames ? stacks_list(s) : NULL;
+    if (stacks == NULL) {
+        Py_XDECREF(frames);
+        return NULL;
+    }
+    return Py_BuildValue(
+        "{sLsLsLsLsLsLsNsNsy#sy#sL}", "interval_ns",
+        (long long)self->interval_ns, "rounds", (long long)self->rounds,
+        "late", (long long)self->late, "unseen_ns",
+        (long long)self->unseen_total, "held_ns", (long long)self->held_ns,
+        "lost", (long long)s->lost, "frames", frames, "stacks", stacks,
+        /* y# gives None for NULL: an empty timeline is b"" */
+        "timeline_t", s->tick_t ? (const char *)s->tick_t : "",
+        (Py_ssize_t)(s->nticks * (int64_t)sizeof(int64_t)),
+        "timeline_stack", s->tick_stack ? (const char *)s->tick_stack : "",
+        (Py_ssize_t)(s->nticks * (int64_t)sizeof(uint32_t)),
+        "timeline_dropped", (long long)s->timeline_dropped);
+}

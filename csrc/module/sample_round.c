@@ -1,0 +1,282 @@
+/* One sampling round, with the GIL held: every thread's Python stack,
+ * filed under the innermost stage open in the context it runs.
+ *
+ * The thread states are read under the lock of the interpreter's thread
+ * list (a thread joining from C is put on it before the GIL is its), and
+ * only what the round needs is kept of them: after the lock, a C thread
+ * may free its state. The collector is off for the round: an allocation
+ * in it (a frame object) could otherwise run a finalizer, which may
+ * release the GIL and let the frames being walked go. */
+#include "sampler.h"
+
+#include <time.h>
+
+#if PY_VERSION_HEX < 0x030B0000
+#include <frameobject.h>   /* PyFrame_GetBack */
+#endif
+
+#include "../core/where.h"
+
+/* A thread as the round found it under the lock: references to its
+ * innermost frame and its context, and its ids. */
+typedef struct {
+    PyFrameObject *top;
+    PyObject *context;
+    uint64_t context_ver;
+    uint64_t thread_id;      /* PyThread_get_thread_ident's */
+    int64_t tid;             /* native, -1 where Python does not keep it */
+} thread_now;
+
+static int64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The thread's CPU clock in ns, -1 when it cannot be read. A clock made
+ * from a thread id fails cleanly for a thread gone, unlike
+ * pthread_getcpuclockid on a stale handle. */
+static int64_t
+thread_cpu_ns(int64_t tid)
+{
+#ifdef __linux__
+    struct timespec ts;
+    clockid_t clock = (clockid_t)((~(unsigned)tid << 3) | 6);
+    if (tid > 0 && clock_gettime(clock, &ts) == 0) {
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    }
+#else
+    (void)tid;
+#endif
+    return -1;
+}
+
+/* tid's entry, added when new; NULL for want of memory. */
+static ap_thread_seen *
+seen_of(ap_sampler *self, int64_t tid)
+{
+    for (uint32_t i = 0; i < self->nseen; i++) {
+        if (self->seen[i].tid == tid) {
+            return &self->seen[i];
+        }
+    }
+    if (self->nseen == self->seen_cap) {
+        uint32_t cap = self->seen_cap ? self->seen_cap * 2 : 16;
+        ap_thread_seen *grown = PyMem_RawRealloc(self->seen,
+                                                 cap * sizeof(*grown));
+        if (!grown) {
+            return NULL;
+        }
+        self->seen = grown;
+        self->seen_cap = cap;
+    }
+    ap_thread_seen *t = &self->seen[self->nseen++];
+    *t = (ap_thread_seen){tid, thread_cpu_ns(tid), NULL, -1, 0};
+    return t;
+}
+
+/* Forgets the threads this round did not see (they ended), so that a
+ * thread per request costs nothing once gone. */
+static void
+forget_ended(ap_sampler *self)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < self->nseen; i++) {
+        if (self->seen[i].round == self->rounds) {
+            self->seen[kept++] = self->seen[i];
+        }
+    }
+    self->nseen = kept;
+}
+
+/* The threads running Python code now, into *out (PyMem_Raw, which runs
+ * no collection); their number, those that did not fit counted as lost. */
+static uint32_t
+threads_now(ap_sampler *self, thread_now **out, uint32_t *cap)
+{
+    uint32_t n = 0;
+    PyInterpreterState *interp =
+        PyThreadState_GetInterpreter(PyThreadState_Get());
+    ap_threads_lock();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        PyFrameObject *top = PyThreadState_GetFrame(ts);
+        if (top == NULL) {
+            continue;   /* runs no Python code: the sampler among them */
+        }
+        if (n == *cap) {
+            uint32_t more = *cap ? *cap * 2 : 64;
+            thread_now *grown = PyMem_RawRealloc(*out, more * sizeof(**out));
+            if (grown == NULL) {
+                Py_DECREF(top);
+                self->store.lost++;
+                continue;
+            }
+            *out = grown;
+            *cap = more;
+        }
+        int64_t tid = -1;
+#if PY_VERSION_HEX >= 0x030B0000
+        tid = (int64_t)ts->native_thread_id;
+#endif
+        (*out)[n++] = (thread_now){top, Py_XNewRef(ts->context),
+                                   ts->context_ver, ts->thread_id, tid};
+    }
+    ap_threads_unlock();
+    return n;
+}
+
+/* The frame ids of the stack whose innermost frame is f (a reference,
+ * taken), outermost first; 0 when a frame could not be added (counted as
+ * lost). Keeps a reference to each code object the store adds. */
+static uint32_t
+stack_from(ap_sampler *self, PyFrameObject *f, uint32_t *ids)
+{
+    uint32_t n = 0;
+    int failed = 0;
+    while (f && n < AP_SAMPLE_DEPTH && !failed) {
+        PyCodeObject *code = PyFrame_GetCode(f);
+        int added = 0;
+        failed = ap_sample_frame(&self->store, code, &ids[n], &added) !=
+                 AP_OK;
+        n += !failed;
+        if (!added) {
+            Py_DECREF(code);   /* else the store's now */
+        }
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    Py_XDECREF(f);
+    if (failed) {
+        self->store.lost++;
+        return 0;
+    }
+    for (uint32_t i = 0; i < n / 2; i++) {
+        uint32_t id = ids[i];
+        ids[i] = ids[n - 1 - i];
+        ids[n - 1 - i] = id;
+    }
+    return n;
+}
+
+/* Samples thread th at t, standing for wall ns; takes its references. */
+static void
+sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
+              uint32_t *ids)
+{
+    ap_thread_seen *seen = th->tid > 0 ? seen_of(self, th->tid) : NULL;
+    int64_t cpu = -1;
+    if (seen) {
+        seen->round = self->rounds;
+        int64_t now = thread_cpu_ns(th->tid);
+        cpu = now >= 0 && seen->cpu_ns >= 0 ? now - seen->cpu_ns : -1;
+        seen->cpu_ns = now;
+        if (cpu == 0 && seen->top == (const void *)th->top &&
+            seen->stack >= 0) {
+            /* it has not run: same stack, same stage */
+            ap_sample_again(&self->store, t, (uint32_t)seen->stack, wall, 0);
+            Py_DECREF(th->top);
+            Py_XDECREF(th->context);
+            return;
+        }
+        seen->top = th->top;
+        seen->stack = -1;
+    }
+    int64_t tid = th->tid;
+    int64_t stage = ap_stage_now(th->thread_id, th->context_ver,
+                                 ap_context_stack_in(self->module,
+                                                     th->context), &tid);
+    Py_XDECREF(th->context);
+    if (tid < 0) {
+        tid = (int64_t)th->thread_id;   /* 3.9/3.10, never recorded */
+    }
+    uint32_t n = stack_from(self, th->top, ids);
+    cpu = cpu < 0 ? 0 : cpu < wall ? cpu : wall;
+    uint32_t stack;
+    if (n && ap_sample_add(&self->store, t, tid, stage, ids, n, wall, cpu,
+                           &stack) == AP_OK && seen) {
+        seen->stack = stack;
+    }
+}
+
+/* Turns the collector off for the round; whether it was on. */
+static int
+collector_off(ap_sampler *self)
+{
+#if PY_VERSION_HEX >= 0x030A0000
+    (void)self;
+    return PyGC_Disable();
+#else
+    PyObject *on = PyObject_CallNoArgs(PyTuple_GET_ITEM(self->gc_switches,
+                                                        0));
+    int was = on ? PyObject_IsTrue(on) == 1 : 0;
+    Py_XDECREF(on);
+    Py_XDECREF(PyObject_CallNoArgs(PyTuple_GET_ITEM(self->gc_switches, 1)));
+    PyErr_Clear();
+    return was;
+#endif
+}
+
+static void
+collector_on(ap_sampler *self)
+{
+#if PY_VERSION_HEX >= 0x030A0000
+    (void)self;
+    PyGC_Enable();
+#else
+    Py_XDECREF(PyObject_CallNoArgs(PyTuple_GET_ITEM(self->gc_switches, 2)));
+    PyErr_Clear();
+#endif
+}
+
+static void
+sample_round(ap_sampler *self)
+{
+    int64_t t = now_ns();
+    int64_t wall = self->rounds ? t - self->last_ns : self->interval_ns;
+    if (self->rounds && wall > 2 * self->interval_ns) {
+        self->late++;
+    }
+    /* A sampler woken late by a busy machine wakes when a CPU frees,
+     * often because the program just blocked: what ran meanwhile is
+     * unknown and is not charged to what runs now. */
+    int64_t unseen = atomic_exchange(&self->unseen_ns, 0);
+    self->unseen_total += unseen;
+    wall = wall - unseen > self->interval_ns / 2 ? wall - unseen
+                                                  : self->interval_ns / 2;
+    self->rounds++;
+    self->last_ns = t;
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);   /* the interrupted code's */
+    int collecting = collector_off(self);
+    thread_now *threads = self->threads;   /* kept between rounds */
+    uint32_t n = threads_now(self, &threads, &self->threads_cap);
+    self->threads = threads;
+    uint32_t ids[AP_SAMPLE_DEPTH];
+    for (uint32_t i = 0; i < n; i++) {
+        sample_thread(self, &threads[i], t, wall, ids);
+    }
+    if (collecting) {
+        collector_on(self);
+    }
+    PyErr_Restore(exc_type, exc, tb);
+    forget_ended(self);
+    int64_t took = now_ns() - t;
+    self->held_ns += took;
+    atomic_store(&self->round_ns, took);
+}
+
+int
+ap_take_round(ap_sampler *self, uint64_t round)
+{
+    uint64_t expected = round;
+    if (!round ||
+        !atomic_compare_exchange_strong(&self->want, &expected, 0)) {
+        return 0;
+    }
+    sample_round(self);
+    return 1;
+}

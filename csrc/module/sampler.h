@@ -1,0 +1,96 @@
+/* The call-stack sampler (aquaprof._core.Sampler), shared by its files:
+ * sampler.c (the type and its thread), sample_round.c (one round: every
+ * thread's stack, filed by stage), sample_data.c (what was sampled, as
+ * Python objects) and sampler_cpython.c (what it needs of CPython's
+ * internals). docs/sampling.md says how it samples and why. */
+#ifndef AP_SAMPLER_H
+#define AP_SAMPLER_H
+
+#include "module.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "sample_store.h"
+
+/* Frames kept per sample, innermost first: deeper stacks lose their
+ * outermost frames (a runaway recursion costs no more than this). */
+#define AP_SAMPLE_DEPTH 256
+
+/* What the sampler last saw of a thread: a thread that has not run since
+ * (its CPU clock has not moved) still has the same stack, so it is
+ * counted again without a walk; a server's idle threads cost little. */
+typedef struct {
+    int64_t tid;
+    int64_t cpu_ns;         /* its CPU clock then */
+    const void *top;        /* its innermost frame then (identity only) */
+    int64_t stack;          /* the aggregate it was filed in, -1: none */
+    int64_t round;          /* the last round that saw it */
+} ap_thread_seen;
+
+struct ap_sampler;
+
+/* What a round asked of the main thread reaches: the call may run after
+ * the Sampler is gone, so this is freed by the last of its owners (the
+ * Sampler, and the call queued). sampler is set and cleared with the
+ * GIL held. */
+typedef struct {
+    _Atomic int refs;
+    _Atomic int queued;      /* a call is waiting for the main thread */
+    struct ap_sampler *sampler;
+} ap_mailbox;
+
+typedef struct ap_sampler {
+    PyObject_HEAD
+    PyObject *module;
+    ap_mailbox *box;
+    _Atomic uint64_t want;   /* the round asked for, 0 when none */
+    _Atomic int64_t unseen_ns;   /* time the sampler thread was kept off
+                                  * the CPU past its ticks, not charged */
+    _Atomic int64_t round_ns;    /* what the last round took */
+    int64_t interval_ns;
+    ap_sample_store store;
+    _Atomic int main_idle;   /* the main thread left the last round
+                              * to the taker: the next is its too */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;     /* the ticker's, stop() signals it */
+    pthread_cond_t take;     /* the taker's */
+    int quit;                /* lock: stop() asks the threads to end */
+    int take_asked;          /* lock: the ticker asks the taker */
+    int state;               /* 0 new, 1 running, 2 stopped */
+    pid_t pid;               /* the process that started the threads */
+    pthread_t ticker, taker;
+    /* with the GIL: */
+    int64_t rounds, late, last_ns;
+    int64_t unseen_total;    /* unseen_ns, summed */
+    int64_t held_ns;         /* what all rounds took */
+    ap_thread_seen *seen;    /* each thread at its last sample */
+    uint32_t nseen, seen_cap;
+    void *threads;           /* a round's threads (sample_round.c) */
+    uint32_t threads_cap;
+    PyObject *gc_switches;   /* 3.9: (isenabled, disable, enable) */
+} ap_sampler;
+
+/* Takes round `round` unless taken already (GIL held); 1 when taken. */
+int ap_take_round(ap_sampler *self, uint64_t round);
+
+/* The sampler's figures as a dict (docs/report-format.md, samples). */
+PyObject *ap_sample_data(ap_sampler *self);
+
+/* sampler_cpython.c. Queues func(arg) for the main thread to run at its
+ * next bytecode boundary, from any thread, without the GIL: 0, or -1
+ * when the queue is full. */
+int ap_ask_main_thread(int (*func)(void *), void *arg);
+
+/* Has the main thread look for its queued calls again soon. */
+void ap_wake_main_thread(void);
+
+/* Holds the lock under which threads join and leave the interpreter's
+ * list (what sys._current_frames holds): a thread state seen under it is
+ * whole. Nothing that may take it again (a new thread) may run while it
+ * is held. */
+void ap_threads_lock(void);
+void ap_threads_unlock(void);
+
+#endif
