@@ -94,6 +94,12 @@ class Profiler:
         time the loop waits for its data, which diagnose() reads
         (data-loading-bound); torch imported after start() is watched
         from its import on. docs/processes.md.
+    torch_ops: record each torch call as a stage under the open one
+        (``model/aten::conv2d``); "shapes" keeps its input shapes in the
+        name (``aten::conv2d (1×3×32×32, 8×3×3×3, 8)``). torch_modules:
+        record each nn.Module call as a stage named by its attribute path
+        (``SmallCNN/features/features.0``), and its backward. Either one
+        imports torch at start(). docs/torch.md.
     """
 
     def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,
@@ -102,7 +108,8 @@ class Profiler:
                  cuda: Any = "auto", cuda_sync: bool = False,
                  window: int = 0, max_stages: int = 100_000,
                  children: bool = True, max_children: int = 1000,
-                 dataloaders: bool = True):
+                 dataloaders: bool = True,
+                 torch_ops: Any = False, torch_modules: bool = False):
         from .cupti import profiler_args
         for name, flag in (("children", children),
                            ("dataloaders", dataloaders)):
@@ -138,6 +145,9 @@ class Profiler:
                 cpu_resolution=cpu_resolution, max_stages=max_stages)
         self._max_children = max_children
         self._dataloaders = dataloaders
+        from .integrations.torch_hooks import check_options
+        self._torch = check_options(torch_ops, torch_modules)
+        self._unwatch_torch: Optional[Callable[[], None]] = None
         self._unwatch: Optional[Callable[[], None]] = None
         self._capture: Any = None      # an aquaprof.children.Capture
         self._children: Optional[tuple] = None
@@ -171,6 +181,7 @@ class Profiler:
                 self._core.start()
                 self._capture_children()
                 self._watch_dataloaders()
+                self._watch_torch()
         except BaseException:
             # the stop is one C call; an interrupt in _end_watches() after
             # it can leave a folder or a watch to the collector, never a
@@ -194,13 +205,19 @@ class Profiler:
             self._end_watches()
 
     def _end_watches(self) -> None:
-        """What the run watched besides stages: loaders, then children."""
+        """What the run watched besides stages: loaders and torch, then
+        children."""
         unwatch, self._unwatch = self._unwatch, None
+        torch, self._unwatch_torch = self._unwatch_torch, None
         try:
             if unwatch is not None:
                 unwatch()
         finally:
-            self._collect_children()
+            try:
+                if torch is not None:
+                    torch()
+            finally:
+                self._collect_children()
 
     def _watch_dataloaders(self) -> None:
         if self._dataloaders:
@@ -210,6 +227,13 @@ class Profiler:
             # when a Profiler is dropped without stop()
             self._unwatch = weakref.finalize(
                 self, watch_dataloaders(self._running_while_alive()))
+
+    def _watch_torch(self) -> None:
+        if self._torch is not None:
+            import weakref
+            from .integrations.torch_hooks import watch_torch
+            self._unwatch_torch = weakref.finalize(self, watch_torch(
+                *self._torch, self._running_while_alive()))
 
     def _running_while_alive(self) -> Callable[[], bool]:
         """Whether this Profiler still records, without keeping it (or
