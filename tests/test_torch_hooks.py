@@ -361,6 +361,59 @@ def test_errors_stay_inside_even_as_warnings_are_errors(model, x,
         profiled(lambda: model(x), torch_ops=True)
 
 
+def test_errors_in_backward_hooks_never_reach_the_program(x, monkeypatch):
+    def grads(profile):
+        torch.manual_seed(0)
+        net = SmallCNN()
+        if profile:
+            profiled(lambda: net(x).sum().backward(), torch_modules=True)
+        else:
+            net(x).sum().backward()
+        return [p.grad for p in net.parameters()]
+
+    def broken(*args):
+        raise KeyError("boom")
+    expected = grads(False)
+    monkeypatch.setattr(torch_hooks, "_to_chain", broken)
+    before = torch_hooks.errors()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = grads(True)
+    assert all(torch.equal(a, b) for a, b in zip(expected, got))
+    assert torch_hooks.errors() > before
+
+
+def test_tensor_subclasses_still_dispatch():
+    class Logged(torch.Tensor):
+        calls = []
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            cls.calls.append(func.__name__)
+            return super().__torch_function__(func, types, args,
+                                              kwargs or {})
+
+    t = torch.ones(3).as_subclass(Logged)
+    out = []
+    rep = profiled(lambda: out.append(torch.add(t, 1)), torch_ops=True)
+    assert type(out[0]) is Logged and torch.equal(out[0], torch.full((3,), 2.))
+    assert "add" in Logged.calls
+    assert rep["aten::add"].count == 1
+
+
+def test_torch_is_imported_at_start_only():
+    imported = scenario("""
+        p = ap.Profiler(torch_ops=True, torch_modules=True)
+        before = "torch" in sys.modules
+        p.start()
+        import torch
+        torch.relu(torch.ones(2))
+        p.stop()
+        print(json.dumps([before, sorted(s.path for s in p.report())]))
+    """)
+    assert imported == [False, ["aten::ones", "aten::relu"]]
+
+
 def test_hooks_are_removed_at_stop(model, x):
     with ap.Profiler(compensate=False, torch_ops=True, torch_modules=True):
         assert hooks_left() == (1, 1, 1, 1, 1)

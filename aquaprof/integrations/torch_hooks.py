@@ -496,10 +496,15 @@ def _pre(module: Any, args: Any) -> None:
 def _enter_module(module: Any, on: _Settings) -> None:
     st = _thread_state()
     frames = st.frames
+    if not on.modules:            # only carrying the mode to this thread
+        pushed = not frames and on.ops and not st.mode_here and \
+            _ensure_mode(st)
+        frames.append(_Frame(module, "", "", None, pushed, -1))
+        return
     sub = None
     if not frames:
         if st.chain and torch._C._current_graph_task_id() == -1:
-            _end_chain(st)        # a backward pass that raised
+            _end_chain(st)        # a pass that ended on another thread
     else:
         parent = frames[-1]
         sub = _sub_name(parent.module, module)
@@ -507,17 +512,16 @@ def _enter_module(module: Any, on: _Settings) -> None:
             sub = f"{parent.rel}.{sub}"
     rel = sub or ""
     name = sub or type(module).__name__.replace("/", "\u2215")
-    stage = _stage(name) if on.modules else None
+    stage = _stage(name)
     seq = -1
-    if stage is not None and torch.is_grad_enabled():
+    if torch.is_grad_enabled():
         seq = torch._C._autograd._get_sequence_nr()
     # last, so that nothing can fail between putting the mode on and
     # keeping the frame that takes it off
     pushed = not frames and on.ops and not st.mode_here and \
         _ensure_mode(st)
     frames.append(_Frame(module, rel, name, stage, pushed, seq))
-    if stage is not None:
-        stage.__enter__()
+    stage.__enter__()
 
 
 # module -> {id(descendant): (weakref to it, its attribute path or None)}
