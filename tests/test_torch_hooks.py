@@ -171,6 +171,33 @@ def test_backward_stages_count_each_pass(model, x):
     assert rep.unclosed == 0
 
 
+def test_backward_of_branching_modules_stays_nested():
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+
+        def forward(self, t):
+            return t + self.body(t)
+
+    net = nn.Sequential(nn.Linear(4, 8), Residual(), Residual())
+    t = torch.randn(3, 4)
+
+    def run():
+        for _ in range(N):
+            with ap.stage("step"):
+                net(t).sum().backward()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # no stage closed out of order
+        rep = profiled(run, torch_modules=True)
+    bw = "step/Sequential (backward)"
+    for path in (bw, f"{bw}/0 (backward)", f"{bw}/1 (backward)",
+                 f"{bw}/2 (backward)/2.body (backward)/2.body.0 (backward)"):
+        assert rep[path].count == N, path
+    assert rep.unclosed == 0 and rep["step"].count == N
+
+
 def test_backward_leaves_outputs_and_gradients_unchanged(x):
     def grads(profile):
         torch.manual_seed(0)

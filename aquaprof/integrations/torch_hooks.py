@@ -101,6 +101,7 @@ from .. import _core
 
 SHAPES = "shapes"
 BACKWARD = " (backward)"
+_CLAIMED = "aquaprof"        # key of a claimed autograd node's metadata
 
 # not worth a stage: metadata reads, attribute access, printing, switches
 _NOISE = frozenset((
@@ -474,7 +475,7 @@ def _stage(name: str) -> Any:
 class _Frame:
     """One module call open on a thread."""
 
-    __slots__ = ("module", "rel", "name", "stage", "pushed", "seq")
+    __slots__ = ("module", "rel", "name", "stage", "pushed", "seq", "chain")
 
     def __init__(self, module: Any, rel: str, name: str, stage: Any,
                  pushed: bool, seq: int):
@@ -484,6 +485,7 @@ class _Frame:
         self.stage = stage        # None when modules are not recorded
         self.pushed = pushed      # it put our mode on this thread's stack
         self.seq = seq            # autograd's sequence number before, or -1
+        self.chain: Optional[Tuple[Any, ...]] = None   # backward stages
 
 
 def _pre(module: Any, args: Any) -> None:
@@ -608,7 +610,7 @@ def _claim_backward(frames: List[_Frame], output: Any) -> None:
     high = torch._C._autograd._get_sequence_nr()
     if high <= low:
         return
-    chain = tuple(_stage(f.name + BACKWARD) for f in frames)
+    chain = _chain(frames)
     gen = _on.gen
     hook = _chain_hooks.get((gen, chain))
     if hook is None:
@@ -618,18 +620,36 @@ def _claim_backward(frames: List[_Frame], output: Any) -> None:
     with torch._C.DisableTorchFunction():
         todo = [t.grad_fn for t in _tensors(output, [], 0)]
         seen = set()
+        # where this walk stops: the nodes made before the call. Each node
+        # it claims keeps the list, so that an enclosing module's walk
+        # goes from a sub-module's node straight on to them.
+        stops: List[Any] = []
         while todo:
             node = todo.pop()
             if node is None or node in seen:
                 continue
             seen.add(node)
             if not low <= node._sequence_nr() < high:
-                continue          # made before the call: an input's
+                stops.append(node)
+                continue
             meta = node.metadata
-            if "aquaprof" not in meta:
-                meta["aquaprof"] = True
+            theirs = meta.get(_CLAIMED)
+            if theirs is None:
+                meta[_CLAIMED] = stops
                 node.register_prehook(hook)
-            todo.extend(n for n, _ in node.next_functions)
+                todo.extend(n for n, _ in node.next_functions)
+            else:
+                todo.extend(theirs)
+
+
+def _chain(frames: List[_Frame]) -> Tuple[Any, ...]:
+    """The backward stages of the calls open, outermost first."""
+    above: Tuple[Any, ...] = ()
+    for frame in frames:
+        if frame.chain is None:
+            frame.chain = above + (_stage(frame.name + BACKWARD),)
+        above = frame.chain
+    return above
 
 
 def _tensors(value: Any, out: List[Any], depth: int) -> List[Any]:
