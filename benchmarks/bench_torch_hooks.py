@@ -17,15 +17,17 @@ medians over --runs repeats.
   record_function range entered and left in global module hooks).
 - train: --iters / 4 forward and backward passes of the same CNN
   (batch 8): what torch_modules adds per module call, backward stages
-  included, and the dispatch mode's cost on a training step.
+  included, and the dispatch mode's cost on a training step. Measured
+  first: once torch.profiler has run, torch's own calls in the process
+  can be slower for a while, which would blur the figures.
 
 torch runs on one thread (torch.set_num_threads(1)) so that the
 figures do not move with its thread pool.
 
 Needs torch; says so and exits 2 without it.
 
-    python benchmarks/bench_torch_hooks.py [--runs 9] [--ops 20000]
-        [--iters 400]
+    python benchmarks/bench_torch_hooks.py [--runs 31] [--ops 10000]
+        [--iters 200]
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import aquaprof as ap  # noqa: E402
@@ -136,21 +138,21 @@ def quiet_stderr():
 
 
 def measure(work: Callable[[], None], names: List[str],
-            make: Dict[str, Callable[[], Any]], runs: int
+            make: Dict[str, Callable[[], Any]], runs: int,
+            other_work: Optional[Dict[str, Callable[[], None]]] = None
             ) -> Dict[str, float]:
-    """Median seconds of work() under each setting, settings interleaved
-    within each repeat."""
+    """Median seconds of work() (or other_work[name]()) under each
+    setting, the settings interleaved within each repeat."""
+    other_work = other_work or {}
     times: Dict[str, List[float]] = {n: [] for n in names}
-    for n in names:                       # warm up: first calls, caches
-        with make[n]():
-            work()
-    for _ in range(runs):
+    for _ in range(runs + 1):             # the first round warms up
         for n in names:
+            run = other_work.get(n, work)
             with make[n]():
                 start = time.perf_counter()
-                work()
+                run()
                 times[n].append(time.perf_counter() - start)
-    return {n: statistics.median(t) for n, t in times.items()}
+    return {n: statistics.median(t[1:]) for n, t in times.items()}
 
 
 def table(title: str, medians: Dict[str, float], per: Dict[str, int],
@@ -166,9 +168,9 @@ def table(title: str, medians: Dict[str, float], per: Dict[str, int],
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=9)
-    parser.add_argument("--ops", type=int, default=20_000)
-    parser.add_argument("--iters", type=int, default=400)
+    parser.add_argument("--runs", type=int, default=31)
+    parser.add_argument("--ops", type=int, default=10_000)
+    parser.add_argument("--iters", type=int, default=200)
     args = parser.parse_args()
     try:
         import torch
@@ -190,58 +192,12 @@ def main() -> int:
         def forward(self, x):
             return self.head(torch.flatten(self.features(x), 1))
 
+    ops, modules = 8, 9
     print(f"torch {torch.__version__}, Python {platform.python_version()}, "
           f"{platform.machine()}, torch threads 1; medians of {args.runs}")
 
-    a, b = torch.ones(4), torch.ones(4)
-
-    def adds():
-        for _ in range(args.ops):
-            torch.add(a, b)
-
-    def ranged_adds():
-        from torch.autograd.profiler import record_function
-        for _ in range(args.ops):
-            with record_function("add"):
-                torch.add(a, b)
-
-    make["record_function per add"] = contextlib.nullcontext
-    names = ["no profiling", "aquaprof, torch options off",
-             "torch_ops=True", 'torch_ops="shapes"',
-             "TorchDispatchMode stages", "torch.profiler.profile()"]
-    medians = measure(adds, names, make, args.runs)
-    medians["record_function per add"] = measure(
-        ranged_adds, ["record_function per add"], make, args.runs)[
-        "record_function per add"]
-    table(f"adds: {args.ops} torch.add of 4 floats per run", medians,
-          {n: args.ops for n in medians}, "add",
-          medians["no profiling"])
-
     torch.manual_seed(0)
-    model = SmallCNN().eval()
-    x = torch.randn(1, 3, 32, 32)
-
-    def forwards():
-        with torch.no_grad():
-            for _ in range(args.iters):
-                model(x)
-
-    ops, modules = 8, 9
-    names = ["no profiling", "aquaprof, torch options off",
-             "torch_ops=True", 'torch_ops="shapes"', "torch_modules=True",
-             "both", "TorchDispatchMode stages",
-             "record_function per module", "torch.profiler.profile()"]
-    medians = measure(forwards, names, make, args.runs)
-    per = {n: args.iters * ops for n in names}
-    per.update({n: args.iters * modules for n in
-                ("torch_modules=True", "record_function per module")})
-    per["both"] = args.iters * (ops + modules)
-    table(f"cnn: {args.iters} forwards (no_grad), {ops} ops and {modules} "
-          f"module calls each; per op, per module call, per both for "
-          f"'both'", medians, per, "op or module call",
-          medians["no profiling"])
-
-    model.train()
+    model = SmallCNN()
     xb = torch.randn(8, 3, 32, 32)
     steps = max(1, args.iters // 4)
 
@@ -260,6 +216,52 @@ def main() -> int:
           medians, per, "module call", medians["no profiling"])
     print(f"\ntrain, per step: " + ", ".join(
         f"{n} {t / steps * 1e3:.2f} ms" for n, t in medians.items()))
+
+    a, b = torch.ones(4), torch.ones(4)
+
+    def adds():
+        for _ in range(args.ops):
+            torch.add(a, b)
+
+    def ranged_adds():
+        from torch.autograd.profiler import record_function
+        for _ in range(args.ops):
+            with record_function("add"):
+                torch.add(a, b)
+
+    make["record_function per add"] = contextlib.nullcontext
+    names = ["no profiling", "aquaprof, torch options off",
+             "torch_ops=True", 'torch_ops="shapes"',
+             "TorchDispatchMode stages", "torch.profiler.profile()",
+             "record_function per add"]
+    medians = measure(adds, names, make, args.runs,
+                      {"record_function per add": ranged_adds})
+    table(f"adds: {args.ops} torch.add of 4 floats per run", medians,
+          {n: args.ops for n in medians}, "add",
+          medians["no profiling"])
+
+    model.eval()
+    x = torch.randn(1, 3, 32, 32)
+
+    def forwards():
+        with torch.no_grad():
+            for _ in range(args.iters):
+                model(x)
+
+    names = ["no profiling", "aquaprof, torch options off",
+             "torch_ops=True", 'torch_ops="shapes"', "torch_modules=True",
+             "both", "TorchDispatchMode stages",
+             "record_function per module", "torch.profiler.profile()"]
+    medians = measure(forwards, names, make, args.runs)
+    per = {n: args.iters * ops for n in names}
+    per.update({n: args.iters * modules for n in
+                ("torch_modules=True", "record_function per module")})
+    per["both"] = args.iters * (ops + modules)
+    table(f"cnn: {args.iters} forwards (no_grad), {ops} ops and {modules} "
+          f"module calls each; per op, per module call, per both for "
+          f"'both'", medians, per, "op or module call",
+          medians["no profiling"])
+
     return 0
 
 

@@ -466,12 +466,24 @@ def test_hooks_are_removed_when_stop_is_interrupted(model, x, monkeypatch):
 
 def test_a_dropped_profiler_takes_its_hooks_with_it(model, x):
     import gc
-    ap.Profiler(compensate=False, torch_modules=True).start()
+    ap.Profiler(compensate=False, torch_modules=True,
+                torch_ops=True).start()
     gc.collect()
     assert not ap.active()
-    # torch's hooks go at the next watch or unwatch; this run's own end
-    with ap.Profiler(compensate=False, torch_modules=True):
-        model(x)
+    assert hooks_left() == (0, 0, 0, 0, 0)
+
+
+def test_hooks_whose_owner_stopped_without_unwatching_are_dropped(model, x):
+    # a Profiler whose stop was cut short before its unwatch: the next
+    # watch drops its watch, the last unwatch takes the hooks out
+    prof = ap.Profiler(compensate=False, torch_modules=True)
+    prof.start()
+    prof._unwatch_torch.detach()        # as if the interrupt came first
+    prof._unwatch_torch = None
+    prof.stop()
+    assert hooks_left()[:3] == (1, 1, 1)
+    rep = profiled(forwards(model, x, n=1), torch_ops=True)
+    assert "model/aten::conv2d" in rep and "model/SmallCNN" not in rep
     assert hooks_left() == (0, 0, 0, 0, 0)
 
 
