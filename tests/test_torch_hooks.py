@@ -4,6 +4,7 @@ counts, backward stages, input shapes in names, hooks gone after stop,
 errors in the hooks kept from the program, forwards that raise, threads,
 nested profilers, the mode stack shared with the program's own modes,
 and kernels attributed to an op or a module through the fake CUPTI."""
+import os
 import textwrap
 import threading
 import warnings
@@ -23,6 +24,13 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 
 N = 4
 CONVS = ("features.0", "features.3")
+# An exception thrown in torch's C++ aborts a process that preloads ASan's
+# runtime (`make asan`: its __cxa_throw interceptor has no libstdc++ to
+# call); the normal run of the suite runs these.
+throws_in_cxx = pytest.mark.skipif(
+    os.environ.get("AQUAPROF_SANITIZED") == "1",
+    reason="torch throws a C++ exception, which aborts under ASan's "
+           "preloaded runtime; the normal run checks this")
 
 
 class SmallCNN(nn.Module):
@@ -221,6 +229,7 @@ def test_backward_leaves_outputs_and_gradients_unchanged(x):
     assert all(torch.equal(a, b) for a, b in zip(g0, g1))
 
 
+@throws_in_cxx
 def test_a_backward_that_raises_leaves_the_next_pass_whole(model, x):
     class Fails(torch.autograd.Function):
         @staticmethod
@@ -327,6 +336,7 @@ def test_shapes_in_names(model, x):
                                      "aten::sum (2×2)", "aten::add (scalar)"}
 
 
+@throws_in_cxx
 def test_ops_that_raise_are_counted_and_reach_the_program():
     def run():
         with pytest.raises(RuntimeError):
@@ -476,12 +486,13 @@ def test_a_dropped_profiler_takes_its_hooks_with_it(model, x):
 def test_hooks_whose_owner_stopped_without_unwatching_are_dropped(model, x):
     # a Profiler whose stop was cut short before its unwatch: the next
     # watch drops its watch, the last unwatch takes the hooks out
-    prof = ap.Profiler(compensate=False, torch_modules=True)
+    prof = ap.Profiler(compensate=False, torch_modules=True,
+                       torch_ops=True)
     prof.start()
     prof._unwatch_torch.detach()        # as if the interrupt came first
     prof._unwatch_torch = None
     prof.stop()
-    assert hooks_left()[:3] == (1, 1, 1)
+    assert hooks_left()[:4] == (1, 1, 1, 1)
     rep = profiled(forwards(model, x, n=1), torch_ops=True)
     assert "model/aten::conv2d" in rep and "model/SmallCNN" not in rep
     assert hooks_left() == (0, 0, 0, 0, 0)

@@ -152,8 +152,10 @@ _on = _Settings()
 # any thread. Reentrant: the collector may run a dropped Profiler's
 # unwatch (a weakref finalizer) on a thread that holds it.
 _LOCK = threading.RLock()
-# token -> (still wanted?, ops, shapes, modules)
-_watches: Dict[int, Tuple[Callable[[], bool], bool, bool, bool]] = {}
+# token -> (still wanted?, ops, shapes, modules, the state of the thread
+# whose stack it put the mode on, if it has ops)
+_watches: Dict[int, Tuple[Callable[[], bool], bool, bool, bool,
+                          Optional["_ThreadState"]]] = {}
 _tokens = itertools.count(1)
 _gens = itertools.count(1)
 _handles: List[Any] = []           # torch's RemovableHandles of our hooks
@@ -231,13 +233,14 @@ def watch_torch(ops: bool, shapes: bool, modules: bool,
     torch = _torch
     with _LOCK:
         token = next(_tokens)
-        _watches[token] = (live or _always, ops, shapes, modules)
-        _sync()
-        here = _thread_state() if ops else None
+        here = _thread_state(False) if ops else None
+        _watches[token] = (live or _always, ops, shapes, modules, here)
         if here is not None:
             here.mode_users += 1
+        _sync()
+        if here is not None:
             _ensure_mode(here)
-    return _Unwatch(token, here)
+    return _Unwatch(token)
 
 
 def _always() -> bool:
@@ -245,23 +248,27 @@ def _always() -> bool:
 
 
 class _Unwatch:
-    """Ends one watch; acts once, however often called."""
+    """Ends one watch; acts once, however often called (a watch whose
+    owner stopped may have been dropped already by another's _sync)."""
 
-    def __init__(self, token: int, here: Optional["_ThreadState"]):
+    def __init__(self, token: int):
         self._token = token
-        self._here = here        # the starting thread's, when it has ops
 
     def __call__(self) -> None:
         with _LOCK:
-            if _watches.pop(self._token, None) is None:
-                return
-            here, self._here = self._here, None
+            _drop(self._token)
             _sync()
-            if here is not None:
-                here.mode_users -= 1
-                # only the thread itself can take the mode off its stack
-                if here.mode_users <= 0 and here is _thread_state(False):
-                    _remove_mode(here)
+            # only the thread itself can take the mode off its stack
+            st = _thread_state(False)
+            if st.mode_here and st.mode_users <= 0:
+                _remove_mode(st)
+
+
+def _drop(token: int) -> None:
+    """With _LOCK held: the watch ends; its thread's mode loses a user."""
+    watch = _watches.pop(token, None)
+    if watch is not None and watch[4] is not None:
+        watch[4].mode_users -= 1
 
 
 def _sync() -> None:
@@ -270,7 +277,7 @@ def _sync() -> None:
     global _on
     for token, watch in list(_watches.items()):
         if not watch[0]():
-            _watches.pop(token, None)
+            _drop(token)
     wanted = list(_watches.values())
     ops = any(w[1] for w in wanted)
     shapes = any(w[2] for w in wanted)
