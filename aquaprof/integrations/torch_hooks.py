@@ -237,6 +237,7 @@ def watch_torch(ops: bool, shapes: bool, modules: bool,
         _watches[token] = (live or _always, ops, shapes, modules, here)
         if here is not None:
             here.mode_users += 1
+            _mode()       # made here, before a hook on another thread can
         _sync()
         if here is not None:
             _ensure_mode(here)
