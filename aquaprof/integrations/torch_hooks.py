@@ -13,12 +13,13 @@ are attributed to it (the stage pushes its CUPTI correlation id).
 
 Ops: a ``TorchFunctionMode``, measured against the alternatives
 (``benchmarks/bench_torch_hooks.py``, docs/benchmarks.md). Per torch
-call on this project's 2-vCPU VM, with the stage recorded: about 1.3 us
-for the function mode against 3.2 us for a ``TorchDispatchMode``, which
-also slowed a CNN's backward 2x (every autograd op goes through Python),
-and 4.9 us for one ``torch.profiler.record_function`` range; torch's
-RecordFunction callbacks, which torch.profiler uses, can be added from
-C++ only. The function mode also sees what the program called:
+call on this project's 2-vCPU VM, with the stage recorded: 1.2 us for
+the function mode against 3.0 us for a ``TorchDispatchMode``, which also
+made a CNN's training step 1.34x slower (autograd's ops go through
+Python), and 4.8 us for one ``torch.profiler.record_function`` range;
+torch's RecordFunction callbacks, which torch.profiler uses (0.2 us an
+op, in C++), can be added from C++ only, and torch.profiler's results
+come after its run, not as stages. The function mode also sees what the program called:
 ``aten::conv2d`` and ``aten::linear``, where the dispatch mode sees what
 autograd decomposed them into (``aten::convolution``, ``aten::t`` and
 ``aten::addmm``). The name is ``aten::`` and the function's name (a
