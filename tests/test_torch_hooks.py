@@ -594,6 +594,25 @@ def test_stop_on_another_thread_leaves_the_mode_inert(x):
     assert {s.path for s in rep} == {"aten::tanh"}
 
 
+def _hooks_in_child(queue):
+    torch.relu(torch.ones(2))
+    queue.put(hooks_left()[:4])
+
+
+def test_a_forked_child_keeps_none_of_the_hooks(model, x):
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    with ap.Profiler(compensate=False, torch_ops=True, torch_modules=True,
+                     children=False):
+        child = ctx.Process(target=_hooks_in_child, args=(queue,))
+        child.start()
+        in_child = queue.get(timeout=60)
+        child.join(60)
+        assert hooks_left()[:4] == (1, 1, 1, 1)      # the parent's, on
+    assert in_child == (0, 0, 0, 0) and child.exitcode == 0
+
+
 # ------------------------------------------------------------------ options
 
 @pytest.mark.parametrize("options, error, text", [

@@ -92,6 +92,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+import os
 import sys
 import threading
 import warnings
@@ -298,6 +299,31 @@ def _sync() -> None:
         while _handles:
             _handles.pop().remove()
     _engine_watch(modules)
+
+
+def _forked() -> None:
+    """In a forked child: nothing of ours left. The child is not the
+    parent's run (a child records its own stages, without these: a
+    DataLoader worker forked inside a forward must not record ops), and
+    the lock may have been held by another thread at the fork."""
+    global _LOCK
+    _LOCK = threading.RLock()
+    if torch is None or not (_watches or _handles):
+        return
+    try:
+        _watches.clear()
+        _sync()
+        st = _thread_state(False)
+        st.mode_users = 0
+        if st.mode_here:
+            _remove_mode(st)
+        _tls.state = None
+    except Exception as error:
+        _swallowed(error)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 # ------------------------------------------------------------- threads
