@@ -102,6 +102,12 @@ class Profiler:
         takes none of its own. docs/sampling.md.
     max_samples: most samples kept in time order for the trace's code
         slices; past it samples still count in hot() and the flamegraph.
+    torch_ops: record each torch call as a stage under the open one
+        (``model/aten::conv2d``); "shapes" keeps its input shapes in the
+        name (``aten::conv2d (1×3×32×32, 8×3×3×3, 8)``). torch_modules:
+        record each nn.Module call as a stage named by its attribute path
+        (``SmallCNN/features/features.0``), and its backward. Either one
+        imports torch at start(). docs/torch.md.
     """
 
     def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,
@@ -111,7 +117,8 @@ class Profiler:
                  window: int = 0, max_stages: int = 100_000,
                  children: bool = True, max_children: int = 1000,
                  dataloaders: bool = True, sample: Optional[float] = None,
-                 max_samples: int = 1_000_000):
+                 max_samples: int = 1_000_000, torch_ops: Any = False,
+                 torch_modules: bool = False):
         from .cupti import profiler_args
         interval_ns = _sample_interval_ns(sample)
         _check_count("max_samples", max_samples)
@@ -144,6 +151,9 @@ class Profiler:
                 sample=sample, max_samples=max_samples)
         self._max_children = max_children
         self._dataloaders = dataloaders
+        from .integrations.torch_hooks import check_options
+        self._torch = check_options(torch_ops, torch_modules)
+        self._unwatch_torch: Optional[Callable[[], None]] = None
         self._unwatch: Optional[Callable[[], None]] = None
         self._capture: Any = None      # an aquaprof.children.Capture
         self._children: Optional[tuple] = None
@@ -180,6 +190,7 @@ class Profiler:
                 self._core.start()
                 self._capture_children()
                 self._watch_dataloaders()
+                self._watch_torch()
                 # last: the profiler's own start is no part of the program
                 self._start_sampler()
         except BaseException:
@@ -206,15 +217,20 @@ class Profiler:
             self._end_watches()
 
     def _end_watches(self) -> None:
-        """What the run watched besides stages: samples, loaders, then
-        children."""
+        """What the run watched besides stages: samples, loaders and torch,
+        then children."""
         unwatch, self._unwatch = self._unwatch, None
+        torch, self._unwatch_torch = self._unwatch_torch, None
         try:
             self._end_sampler()
             if unwatch is not None:
                 unwatch()
         finally:
-            self._collect_children()
+            try:
+                if torch is not None:
+                    torch()
+            finally:
+                self._collect_children()
 
     def _start_sampler(self) -> None:
         """Starts sampling call stacks, unless off or nested (the outer
@@ -254,6 +270,13 @@ class Profiler:
             # when a Profiler is dropped without stop()
             self._unwatch = weakref.finalize(
                 self, watch_dataloaders(self._running_while_alive()))
+
+    def _watch_torch(self) -> None:
+        if self._torch is not None:
+            import weakref
+            from .integrations.torch_hooks import watch_torch
+            self._unwatch_torch = weakref.finalize(self, watch_torch(
+                *self._torch, self._running_while_alive()))
 
     def _running_while_alive(self) -> Callable[[], bool]:
         """Whether this Profiler still records, without keeping it (or

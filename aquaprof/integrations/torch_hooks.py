@@ -1,0 +1,787 @@
+"""torch ops and nn.Module calls as stages: ``Profiler(torch_ops=True)``
+records each torch call of the program as a stage under the open stage
+(``model/aten::conv2d``), ``torch_ops="shapes"`` with its input shapes in
+the name (``aten::conv2d (1×3×32×32, 8×3×3×3, 8)``), and
+``Profiler(torch_modules=True)`` each ``nn.Module`` call as a stage named
+by its attribute path (``SmallCNN/features/features.0``) and, where
+autograd runs it, its backward (``SmallCNN (backward)/...``).
+
+They are ordinary stages (``aquaprof.stage``), entered and left from the
+hooks below: they nest with the program's own, count and time like
+them, and with GPU tracing on, the kernels an op or a module launched
+are attributed to it (the stage pushes its CUPTI correlation id).
+
+Ops: a ``TorchFunctionMode``, measured against the alternatives
+(``benchmarks/bench_torch_hooks.py``, docs/benchmarks.md). Per torch
+call on this project's 2-vCPU VM, with the stage recorded: 1.2 us for
+the function mode against 3.0 us for a ``TorchDispatchMode``, which also
+made a CNN's training step 1.34x slower (autograd's ops go through
+Python), and 4.8 us for one ``torch.profiler.record_function`` range;
+torch's RecordFunction callbacks, which torch.profiler uses (0.2 us an
+op, in C++), can be added from C++ only, and torch.profiler's results
+come after its run, not as stages. The function mode also sees what the program called:
+``aten::conv2d`` and ``aten::linear``, where the dispatch mode sees what
+autograd decomposed them into (``aten::convolution``, ``aten::t`` and
+``aten::addmm``). The name is ``aten::`` and the function's name (a
+Tensor method's or operator's: ``x + y`` is ``aten::add``, ``x[0]`` is
+``aten::__getitem__``); a ``torch.ops`` op keeps its own (``myns::op``).
+
+- An op's stage is the whole call, inner ops included: torch takes the
+  mode off its stack while the mode handles a call, so what the op calls
+  inside (``F.relu`` calling ``torch.relu``, ``conv2d``'s convolution) is
+  its own time, as the top-level rows of torch.profiler.
+- Not recorded (one Python call each all the same): attribute getters
+  and setters (``x.shape``), ``size``, ``dim`` and the like, ``repr``,
+  ``torch.no_grad``'s switch.
+- The backward of ``loss.backward()`` is one op (``aten::backward``):
+  autograd calls no Python; module backward stages nest in it.
+- torch's mode stack belongs to each thread. The mode goes on the stack
+  of the thread that starts the Profiler, at its bottom (so that a mode
+  the program enters and leaves meanwhile is never taken off in ours'
+  place; above a default-device mode, which must stay at the bottom),
+  and comes off at stop(). On other threads it goes on for the duration
+  of each outermost nn.Module call (module hooks carry it there, even
+  with torch_modules off): their ops outside any module are not seen.
+  stop() on another thread than start() cannot reach the first one's
+  stack: the mode stays there, passing calls through (about 0.8 us a
+  call) until a Profiler started on that thread takes it back.
+
+Modules: torch's global forward pre- and post-hooks (``always_call``, so
+that a forward raising an Exception closes its stage, counted raised).
+The outermost module call on a thread is named by its class
+(``SmallCNN``); a module called inside another by its attribute path
+from that outermost one (``features.0``), looked up in the enclosing
+module's ``named_modules()`` (cached per module, weakly); a module that
+is none of the enclosing one's is named by its class, and its own
+sub-modules from it. A forward interrupted by a BaseException that is
+not an Exception (KeyboardInterrupt) skips torch's post-hooks: its
+stages stay open until the enclosing stage closes or the run stops.
+
+Backward, without touching the module's outputs (full backward hooks
+wrap them in an identity Function, which breaks in-place use): the
+autograd nodes a forward created are those numbered, on its thread, from
+the sequence number before it to the one after it; its post-hook walks
+the graph back from its outputs through them and puts a pre-hook on each
+node its sub-modules did not claim first. When autograd runs a node,
+its hook makes the open backward stages those of the node's module and
+its enclosing ones (closing the others): consecutive nodes of one module
+are one call of ``<name> (backward)``. The last ones close when the
+backward pass ends, returned or raised, before any stage of the
+program's around it: on the thread that ran it, which reaches torch's
+engine through a stand-in while modules are recorded
+(``Variable._execution_engine``, put back at stop()), and on the thread
+the pass ends on (an autograd final callback). On a GPU, autograd runs a
+device's nodes on a thread of its own, where these stages are recorded
+(at that thread's top level); a device thread the pass does not end on
+closes its own at its next backward node, so they last too long there.
+Nested backward passes (reentrant checkpointing) close the outer one's
+stages while they run: its next nodes open them again, one more call.
+Modules that autograd runs in an order other than the reverse of their
+forward calls show as more calls. Hooks put on a graph during a run do
+nothing after it.
+
+Nothing here raises into the program: an error inside a hook is
+swallowed and counted (``errors()``), and said once per run as a
+RuntimeWarning. torch is imported at start() by the Profiler that asks
+for these (not by aquaprof otherwise). Several Profilers may ask at once
+(nested ones): the hooks go in with the first and come out with the
+last, recording what any of them asks (shapes if one does).
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import itertools
+import os
+import sys
+import threading
+import warnings
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .. import _core
+
+SHAPES = "shapes"
+BACKWARD = " (backward)"
+_CLAIMED = "aquaprof"        # key of a claimed autograd node's metadata
+
+# not worth a stage: metadata reads, attribute access, printing, switches
+_NOISE = frozenset((
+    "__get__", "__set__", "__delete__", "__repr__", "__str__", "__format__",
+    "__hash__", "__len__", "__dir__", "__reduce_ex__", "__reduce__",
+    "__getstate__", "__setstate__", "__deepcopy__", "__copy__",
+    "__torch_function__", "_set_grad_enabled", "size", "dim", "stride",
+    "numel", "nelement", "ndimension", "element_size", "is_contiguous",
+    "is_floating_point", "is_complex", "is_signed", "data_ptr",
+    "storage_offset", "get_device", "requires_grad_", "retain_grad",
+    "register_hook", "_is_view", "is_leaf", "untyped_storage",
+))
+# Tensor operators as the functions they run
+_OPERATORS = {
+    "__add__": "add", "__radd__": "add", "__iadd__": "add_",
+    "__sub__": "sub", "__rsub__": "rsub", "__isub__": "sub_",
+    "__mul__": "mul", "__rmul__": "mul", "__imul__": "mul_",
+    "__truediv__": "div", "__rtruediv__": "div", "__itruediv__": "div_",
+    "__div__": "div", "__rdiv__": "div", "__idiv__": "div_",
+    "__floordiv__": "floor_divide", "__rfloordiv__": "floor_divide",
+    "__matmul__": "matmul", "__rmatmul__": "matmul",
+    "__pow__": "pow", "__rpow__": "pow", "__ipow__": "pow_",
+    "__mod__": "remainder", "__rmod__": "remainder",
+    "__neg__": "neg", "__abs__": "abs", "__invert__": "bitwise_not",
+    "__and__": "bitwise_and", "__or__": "bitwise_or",
+    "__xor__": "bitwise_xor", "__eq__": "eq", "__ne__": "ne",
+    "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge",
+}
+# caches of names and stages, cleared when this large
+_CACHE_MAX = 1 << 16
+
+torch: Any = None                  # the module, from the first watch on
+
+
+class _Settings:
+    """What the hooks do now; replaced whole, read without the lock."""
+
+    __slots__ = ("ops", "shapes", "modules", "gen")
+
+    def __init__(self, ops: bool = False, shapes: bool = False,
+                 modules: bool = False, gen: int = 0):
+        self.ops, self.shapes, self.modules, self.gen = (ops, shapes,
+                                                         modules, gen)
+
+
+_on = _Settings()
+# Guards the watches and the hooks' handles: profilers start and stop on
+# any thread. Reentrant: the collector may run a dropped Profiler's
+# unwatch (a weakref finalizer) on a thread that holds it.
+_LOCK = threading.RLock()
+# token -> (still wanted?, ops, shapes, modules, the state of the thread
+# whose stack it put the mode on, if it has ops)
+_watches: Dict[int, Tuple[Callable[[], bool], bool, bool, bool,
+                          Optional["_ThreadState"]]] = {}
+_tokens = itertools.count(1)
+_gens = itertools.count(1)
+_handles: List[Any] = []           # torch's RemovableHandles of our hooks
+_errors = 0
+_warned_gen = -1
+
+
+def check_options(torch_ops: Any, torch_modules: Any
+                  ) -> Optional[Tuple[bool, bool, bool]]:
+    """(ops, shapes, modules) from Profiler's torch_ops and torch_modules,
+    None when both are off. TypeError or ValueError for a value that is
+    none of those documented, RuntimeError when one is on and torch
+    cannot be found."""
+    if not isinstance(torch_modules, bool):
+        raise TypeError(f"torch_modules must be True or False, got "
+                        f"{torch_modules!r}")
+    if isinstance(torch_ops, str):
+        if torch_ops != SHAPES:
+            raise ValueError(f"torch_ops must be False, True or "
+                             f"{SHAPES!r}, got {torch_ops!r}")
+    elif not isinstance(torch_ops, bool):
+        raise TypeError(f"torch_ops must be False, True or {SHAPES!r}, "
+                        f"got {torch_ops!r}")
+    if not torch_ops and not torch_modules:
+        return None
+    if not torch_available():
+        which = "torch_ops" if torch_ops else "torch_modules"
+        raise RuntimeError(f"{which} records torch calls, but torch cannot "
+                           f"be imported here")
+    return bool(torch_ops), torch_ops == SHAPES, torch_modules
+
+
+def torch_available() -> bool:
+    """Whether torch is imported or can be (without importing it)."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"] is not None
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def errors() -> int:
+    """Errors swallowed inside the hooks in this process so far."""
+    return _errors
+
+
+def _swallowed(error: BaseException) -> None:
+    """An error inside a hook: counted, said once per run, never
+    raised."""
+    global _errors, _warned_gen
+    _errors += 1
+    if _warned_gen == _on.gen:
+        return
+    _warned_gen = _on.gen
+    try:
+        warnings.warn(f"aquaprof: an error inside its torch hooks was "
+                      f"ignored ({type(error).__name__}: {error}); the "
+                      f"program runs on, the torch stages may miss calls. "
+                      f"Said once per run.", RuntimeWarning, stacklevel=2)
+    except Exception:
+        pass   # warnings as errors must not fail the program
+
+
+# -------------------------------------------------------------- watches
+
+def watch_torch(ops: bool, shapes: bool, modules: bool,
+                live: Optional[Callable[[], bool]] = None
+                ) -> Callable[[], None]:
+    """Records torch ops (shapes in their names if asked) and module calls
+    as stages until the returned function is called (once, on any
+    thread), or until live() (when given) says False. Imports torch."""
+    global torch
+    import torch as _torch
+    torch = _torch
+    with _LOCK:
+        token = next(_tokens)
+        here = _thread_state(False) if ops else None
+        _watches[token] = (live or _always, ops, shapes, modules, here)
+        if here is not None:
+            here.mode_users += 1
+            _mode()       # made here, before a hook on another thread can
+        _sync()
+        if here is not None:
+            _ensure_mode(here)
+    return _Unwatch(token)
+
+
+def _always() -> bool:
+    return True
+
+
+class _Unwatch:
+    """Ends one watch; acts once, however often called (a watch whose
+    owner stopped may have been dropped already by another's _sync)."""
+
+    def __init__(self, token: int):
+        self._token = token
+
+    def __call__(self) -> None:
+        with _LOCK:
+            _drop(self._token)
+            _sync()
+            # only the thread itself can take the mode off its stack
+            st = _thread_state(False)
+            if st.mode_here and st.mode_users <= 0:
+                _remove_mode(st)
+
+
+def _drop(token: int) -> None:
+    """With _LOCK held: the watch ends; its thread's mode loses a user."""
+    watch = _watches.pop(token, None)
+    if watch is not None and watch[4] is not None:
+        watch[4].mode_users -= 1
+
+
+def _sync() -> None:
+    """With _LOCK held: drops the watches no longer wanted, then sets what
+    the hooks do and puts them in or takes them out."""
+    global _on
+    for token, watch in list(_watches.items()):
+        if not watch[0]():
+            _drop(token)
+    wanted = list(_watches.values())
+    ops = any(w[1] for w in wanted)
+    shapes = any(w[2] for w in wanted)
+    modules = any(w[3] for w in wanted)
+    fresh = not _handles
+    gen = next(_gens) if fresh else _on.gen
+    # first what the hooks do, so that hooks an interrupt leaves in do
+    # nothing; a later watch or unwatch takes them out
+    _on = _Settings(ops, shapes, modules, gen)
+    if (ops or modules) and fresh:
+        from torch.nn.modules import module as nn_module
+        _handles.append(nn_module.register_module_forward_pre_hook(_pre))
+        _handles.append(nn_module.register_module_forward_hook(
+            _post, always_call=True))
+    elif not (ops or modules):
+        while _handles:
+            _handles.pop().remove()
+    _engine_watch(modules)
+
+
+def _forked() -> None:
+    """In a forked child: nothing of ours left. The child is not the
+    parent's run (a child records its own stages, without these: a
+    DataLoader worker forked inside a forward must not record ops), and
+    the lock may have been held by another thread at the fork."""
+    global _LOCK
+    _LOCK = threading.RLock()
+    if torch is None or not (_watches or _handles):
+        return
+    try:
+        _watches.clear()
+        _sync()
+        st = _thread_state(False)
+        st.mode_users = 0
+        if st.mode_here:
+            _remove_mode(st)
+        _tls.state = None
+    except Exception as error:
+        _swallowed(error)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
+# ------------------------------------------------------------- threads
+
+class _ThreadState:
+    """One thread's: the module calls open (innermost last), the backward
+    stages open and the autograd graph task they belong to, and our mode
+    on its stack."""
+
+    __slots__ = ("gen", "frames", "chain", "task", "mode_here",
+                 "mode_users", "__weakref__")
+
+    def __init__(self) -> None:
+        self.gen = -1
+        self.frames: List[_Frame] = []
+        self.chain: Tuple[Any, ...] = ()
+        self.task: Optional[int] = None
+        self.mode_here = False
+        self.mode_users = 0
+
+
+_tls = threading.local()
+
+
+def _thread_state(current: bool = True) -> _ThreadState:
+    """This thread's state; with current, reset if an earlier run left
+    it (its open stages ended with that run)."""
+    st = getattr(_tls, "state", None)
+    if st is None:
+        st = _tls.state = _ThreadState()
+    if current and st.gen != _on.gen:
+        st.gen = _on.gen
+        st.frames = []
+        st.chain = ()
+        st.task = None
+    return st
+
+
+# ----------------------------------------------------------------- ops
+
+def _ensure_mode(st: _ThreadState) -> bool:
+    """Puts our mode on this thread's stack, at its bottom (above a
+    default-device mode), unless it is there. True if it put it."""
+    mode = _mode()
+    stack = [torch._C._get_function_stack_at(i)
+             for i in range(torch._C._len_torch_function_stack())]
+    if any(m is mode for m in stack):
+        st.mode_here = True
+        return False
+    keep = 1 if stack and _is_device_mode(stack[0]) else 0
+    if len(stack) == keep:
+        torch._C._push_on_torch_function_stack(mode)
+    else:
+        _rebuild(stack[:keep] + [mode] + stack[keep:])
+    st.mode_here = True
+    return True
+
+
+def _remove_mode(st: _ThreadState) -> None:
+    """Takes our mode off this thread's stack, wherever it is."""
+    st.mode_here = False
+    mode = _mode()
+    n = torch._C._len_torch_function_stack()
+    if n == 1 and torch._C._get_function_stack_at(0) is mode:
+        torch._C._pop_torch_function_stack()
+        return
+    stack = [torch._C._get_function_stack_at(i) for i in range(n)]
+    if any(m is mode for m in stack):
+        _rebuild([m for m in stack if m is not mode])
+
+
+def _rebuild(stack: List[Any]) -> None:
+    """This thread's mode stack made `stack` (bottom first)."""
+    for _ in range(torch._C._len_torch_function_stack()):
+        torch._C._pop_torch_function_stack()
+    for m in stack:
+        torch._C._push_on_torch_function_stack(m)
+
+
+def _is_device_mode(mode: Any) -> bool:
+    device = sys.modules.get("torch.utils._device")
+    kind = getattr(device, "DeviceContext", None)
+    return isinstance(kind, type) and isinstance(mode, kind)
+
+
+@functools.lru_cache(maxsize=None)
+def _mode() -> Any:
+    """The one mode object, on every stack it is on."""
+    from torch.overrides import TorchFunctionMode
+
+    class AquaprofOps(TorchFunctionMode):
+        """aquaprof's: each torch call a stage (torch_ops)."""
+
+        def __torch_function__(self, func: Any, types: Any,
+                               args: Any = (), kwargs: Any = None) -> Any:
+            if kwargs is None:
+                kwargs = {}
+            on = _on
+            if not on.ops:
+                return func(*args, **kwargs)
+            try:
+                stage = _op_stage(func, args, kwargs, on.shapes)
+            except Exception as error:
+                _swallowed(error)
+                stage = None
+            if stage is None:
+                return func(*args, **kwargs)
+            stage.__enter__()
+            try:
+                result = func(*args, **kwargs)
+            except BaseException as error:
+                stage.__exit__(type(error), error, error.__traceback__)
+                raise
+            stage.__exit__(None, None, None)
+            return result
+
+    return AquaprofOps()
+
+
+_names: Dict[Any, Optional[str]] = {}
+_stages: Dict[str, Any] = {}
+
+
+def _op_stage(func: Any, args: Any, kwargs: Any, shapes: bool) -> Any:
+    """The stage of a call of func, None for one not recorded."""
+    try:
+        name = _names[func]
+    except KeyError:
+        if len(_names) >= _CACHE_MAX:
+            _names.clear()
+        name = _names[func] = _op_name(func)
+    except TypeError:             # unhashable: named every time
+        name = _op_name(func)
+    if name is None:
+        return None
+    if shapes:
+        name += _shapes(args, kwargs)
+    return _stage(name)
+
+
+def _op_name(func: Any) -> Optional[str]:
+    qualified = getattr(func, "_qualified_op_name", None)     # torch.ops
+    if qualified is None:
+        qualified = getattr(getattr(func, "_schema", None), "name", None)
+    if isinstance(qualified, str) and qualified:
+        return qualified.replace("/", "\u2215")
+    name = getattr(func, "__name__", None)
+    if not isinstance(name, str) or not name or name in _NOISE:
+        return None
+    return "aten::" + _OPERATORS.get(name, name).replace("/", "\u2215")
+
+
+def _shapes(args: Any, kwargs: Any) -> str:
+    """ (1×3×32×32, 8×3×3×3) for the tensors among the arguments, lists
+    of them in brackets; empty when there is none."""
+    parts = []
+    for value in (*args, *kwargs.values()):
+        text = _shape_text(value)
+        if text is not None:
+            parts.append(text)
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _shape_text(value: Any) -> Optional[str]:
+    if isinstance(value, torch.Tensor):
+        return "×".join(map(str, value.shape)) or "scalar"
+    if isinstance(value, (list, tuple)) and value and \
+            isinstance(value[0], torch.Tensor):
+        return "[" + ", ".join(filter(None, map(_shape_text, value))) + "]"
+    return None
+
+
+def _stage(name: str) -> Any:
+    stage = _stages.get(name)
+    if stage is None:
+        if len(_stages) >= _CACHE_MAX:
+            _stages.clear()
+        stage = _stages[name] = _core.stage(name)
+    return stage
+
+
+# ------------------------------------------------------------- modules
+
+class _Frame:
+    """One module call open on a thread."""
+
+    __slots__ = ("module", "rel", "name", "stage", "pushed", "seq", "chain")
+
+    def __init__(self, module: Any, rel: str, name: str, stage: Any,
+                 pushed: bool, seq: int):
+        self.module = module
+        self.rel = rel            # attribute path from the outermost, or ""
+        self.name = name          # the stage's name
+        self.stage = stage        # None when modules are not recorded
+        self.pushed = pushed      # it put our mode on this thread's stack
+        self.seq = seq            # autograd's sequence number before, or -1
+        self.chain: Optional[Tuple[Any, ...]] = None   # backward stages
+
+
+def _pre(module: Any, args: Any) -> None:
+    try:
+        _enter_module(module, _on)
+    except Exception as error:
+        _swallowed(error)
+
+
+def _enter_module(module: Any, on: _Settings) -> None:
+    st = _thread_state()
+    frames = st.frames
+    if not on.modules:            # only carrying the mode to this thread
+        pushed = not frames and on.ops and not st.mode_here and \
+            _ensure_mode(st)
+        frames.append(_Frame(module, "", "", None, pushed, -1))
+        return
+    sub = None
+    if not frames:
+        if st.chain and torch._C._current_graph_task_id() == -1:
+            _end_chain(st)        # a pass that ended on another thread
+    else:
+        parent = frames[-1]
+        sub = _sub_name(parent.module, module)
+        if sub is not None and parent.rel:
+            sub = f"{parent.rel}.{sub}"
+    rel = sub or ""
+    name = sub or type(module).__name__.replace("/", "\u2215")
+    stage = _stage(name)
+    seq = -1
+    if torch.is_grad_enabled():
+        seq = torch._C._autograd._get_sequence_nr()
+    # last, so that nothing can fail between putting the mode on and
+    # keeping the frame that takes it off
+    pushed = not frames and on.ops and not st.mode_here and \
+        _ensure_mode(st)
+    frames.append(_Frame(module, rel, name, stage, pushed, seq))
+    stage.__enter__()
+
+
+# module -> {id(descendant): (weakref to it, its attribute path or None)}
+_paths: "weakref.WeakKeyDictionary[Any, Dict[int, Tuple[Any, Optional[str]]]]" \
+    = weakref.WeakKeyDictionary()
+
+
+def _sub_name(parent: Any, module: Any) -> Optional[str]:
+    """module's attribute path in parent ("0", "layers.3.attn"), None
+    when it is not one of parent's modules."""
+    known = _paths.get(parent)
+    hit = known.get(id(module)) if known is not None else None
+    if hit is not None and hit[0]() is module:
+        return hit[1]
+    # a module added since, or the first look: read parent's modules again
+    known = {id(m): (weakref.ref(m), path)
+             for path, m in parent.named_modules() if path}
+    if id(module) not in known or known[id(module)][0]() is not module:
+        known[id(module)] = (weakref.ref(module), None)
+    _paths[parent] = known
+    return known[id(module)][1]
+
+
+def _post(module: Any, args: Any, output: Any) -> None:
+    try:
+        _leave_module(module, output)
+    except Exception as error:
+        _swallowed(error)
+
+
+def _leave_module(module: Any, output: Any) -> None:
+    st = _thread_state()
+    frames = st.frames
+    i = len(frames) - 1
+    while i >= 0 and frames[i].module is not module:
+        i -= 1
+    if i < 0:
+        return        # its pre-hook did not run (another pre-hook raised)
+    raised = _raised_in_forward()
+    while len(frames) > i + 1:      # calls whose post-hooks never ran
+        _leave_frame(st, frames.pop(), RuntimeError)
+    frame = frames[i]
+    if frame.seq >= 0 and raised is None and _on.modules:
+        try:
+            _claim_backward(frames, output)
+        except Exception as error:      # the call's stage closes all the same
+            _swallowed(error)
+    frames.pop()
+    _leave_frame(st, frame, raised)
+
+
+def _raised_in_forward() -> Optional[type]:
+    """The type of the exception the forward raised, None if it returned.
+    torch calls our post-hook for a forward that raised inside the except
+    clause of Module._call_impl, our caller."""
+    error = sys.exc_info()[1]
+    if error is None:
+        return None
+    tb = error.__traceback__
+    if tb is not None and tb.tb_frame is sys._getframe(3):
+        return type(error)
+    return None
+
+
+def _leave_frame(st: _ThreadState, frame: _Frame,
+                 raised: Optional[type]) -> None:
+    if frame.stage is not None:
+        frame.stage.__exit__(raised, None, None)
+    # a Profiler started inside the call may rely on it: then it stays
+    if frame.pushed and st.mode_users <= 0:
+        _remove_mode(st)
+
+
+# ------------------------------------------------------------ backward
+
+# (run, chain) -> the node pre-hook that opens chain's stages
+_chain_hooks: Dict[Tuple[int, Tuple[Any, ...]], Callable[[Any], None]] = {}
+
+
+def _claim_backward(frames: List[_Frame], output: Any) -> None:
+    """Hooks the autograd nodes the innermost call of frames created and
+    its sub-modules did not claim, reached back from its output."""
+    low = frames[-1].seq
+    high = torch._C._autograd._get_sequence_nr()
+    if high <= low:
+        return
+    chain = _chain(frames)
+    gen = _on.gen
+    hook = _chain_hooks.get((gen, chain))
+    if hook is None:
+        if len(_chain_hooks) >= _CACHE_MAX:
+            _chain_hooks.clear()
+        hook = _chain_hooks[gen, chain] = _node_hook(chain, gen)
+    with torch._C.DisableTorchFunction():
+        todo = [t.grad_fn for t in _tensors(output, [], 0)]
+        seen = set()
+        # where this walk stops: the nodes made before the call. Each node
+        # it claims keeps the list, so that an enclosing module's walk
+        # goes from a sub-module's node straight on to them.
+        stops: List[Any] = []
+        while todo:
+            node = todo.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            if not low <= node._sequence_nr() < high:
+                stops.append(node)
+                continue
+            meta = node.metadata
+            theirs = meta.get(_CLAIMED)
+            if theirs is None:
+                meta[_CLAIMED] = stops
+                node.register_prehook(hook)
+                todo.extend(n for n, _ in node.next_functions)
+            else:
+                todo.extend(theirs)
+
+
+def _chain(frames: List[_Frame]) -> Tuple[Any, ...]:
+    """The backward stages of the calls open, outermost first."""
+    above: Tuple[Any, ...] = ()
+    for frame in frames:
+        if frame.chain is None:
+            frame.chain = above + (_stage(frame.name + BACKWARD),)
+        above = frame.chain
+    return above
+
+
+def _tensors(value: Any, out: List[Any], depth: int) -> List[Any]:
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif depth < 4 and isinstance(value, (list, tuple)):
+        for v in value:
+            _tensors(v, out, depth + 1)
+    elif depth < 4 and isinstance(value, dict):
+        for v in value.values():
+            _tensors(v, out, depth + 1)
+    return out
+
+
+def _node_hook(chain: Tuple[Any, ...], gen: int) -> Callable[[Any], None]:
+    def before_node(grad_outputs: Any) -> None:
+        if _on.gen == gen and _on.modules:
+            try:
+                _to_chain(chain)
+            except Exception as error:
+                _swallowed(error)
+        return None
+    return before_node
+
+
+def _to_chain(chain: Tuple[Any, ...]) -> None:
+    """The backward stages open on this thread made chain's."""
+    st = _thread_state()
+    task = torch._C._current_graph_task_id()
+    if st.task != task:
+        _end_chain(st)        # another pass's: ended, raised or nested
+        st.task = task
+        torch.autograd.Variable._execution_engine.queue_callback(
+            functools.partial(_pass_ended, task))
+    now = st.chain
+    if now == chain:
+        return
+    common = 0
+    for a, b in zip(now, chain):
+        if a is not b:
+            break
+        common += 1
+    for stage in reversed(now[common:]):
+        stage.__exit__(None, None, None)
+    st.chain = now[:common]
+    for stage in chain[common:]:
+        stage.__enter__()
+    st.chain = chain
+
+
+def _pass_ended(task: int) -> None:
+    try:
+        st = _thread_state()
+        if st.task == task:
+            _end_chain(st)
+    except Exception as error:
+        _swallowed(error)
+
+
+def _end_chain(st: _ThreadState) -> None:
+    chain, st.chain, st.task = st.chain, (), None
+    for stage in reversed(chain):
+        stage.__exit__(None, None, None)
+
+
+class _Engine:
+    """torch's autograd engine, as Python code reaches it
+    (``Variable._execution_engine``), and the end of each backward pass
+    it runs, returned or raised: there the thread's backward stages
+    close, before any stage of the program's can close around them."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+
+    def run_backward(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.engine.run_backward(*args, **kwargs)
+        finally:
+            try:
+                if _on.modules:
+                    st = _thread_state()
+                    if st.chain:
+                        _end_chain(st)
+            except Exception as error:
+                _swallowed(error)
+
+    def __getattr__(self, name: str) -> Any:
+        # queue_callback, is_checkpoint_valid, ...: the engine's
+        return getattr(self.engine, name)
+
+
+def _engine_watch(on: bool) -> None:
+    """With _LOCK held: our _Engine in torch's place, or out of it (when
+    nobody replaced it since)."""
+    owner = torch.autograd.variable.Variable
+    current = owner.__dict__.get("_execution_engine")
+    if on and current is not None and not isinstance(current, _Engine):
+        owner._execution_engine = _Engine(current)
+    elif not on and isinstance(current, _Engine):
+        owner._execution_engine = current.engine
