@@ -415,3 +415,16 @@ def test_a_run_too_short_for_any_sample_has_an_empty_section():
         pass
     samples = prof.report().samples
     assert samples["stacks"] == [] and len(samples["timeline"]) == 0
+
+
+@pytest.mark.parametrize("program", ["native-threads", "finalizers"])
+def test_programs_that_once_crashed_the_sampler_run_through(program):
+    import subprocess
+    from pathlib import Path
+    here = Path(__file__).parent
+    proc = subprocess.run(
+        [sys.executable, str(here / "sampler_hostile.py"), program, "3"],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(here.parent)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert int(proc.stdout.split()[-1]) > 100
