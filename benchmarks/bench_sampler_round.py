@@ -28,26 +28,29 @@ def loop(n: int) -> int:
 
 
 def timed(n: int, sample) -> tuple:
-    """(seconds of the loop, rounds the sampler took)."""
+    """(seconds of the loop, rounds the sampler took, ns they held the
+    GIL)."""
     with ap.Profiler(sample=sample, compensate=False, memory=False,
                      children=False, dataloaders=False) as prof:
         start = time.perf_counter()
         loop(n)
         elapsed = time.perf_counter() - start
     samples = prof.report().samples if sample else None
-    return elapsed, (samples["rounds"] if samples else 0)
+    if samples is None:
+        return elapsed, 0, 0
+    return elapsed, samples["rounds"], samples["held_ns"]
 
 
 def measure(n: int, runs: int, interval: float) -> tuple:
-    bare, sampled, rounds = [], [], []
+    bare, sampled, rounds, held = [], [], [], []
     for _ in range(runs):
         bare.append(timed(n, None)[0])
-        seconds, taken = timed(n, interval)
+        seconds, taken, ns = timed(n, interval)
         sampled.append(seconds)
         rounds.append(taken)
-    b, s = statistics.median(bare), statistics.median(sampled)
-    r = statistics.median(rounds)
-    return b, s, r
+        held.append(ns / max(taken, 1))
+    return (statistics.median(bare), statistics.median(sampled),
+            statistics.median(rounds), statistics.median(held))
 
 
 def main() -> int:
@@ -66,7 +69,7 @@ def main() -> int:
         for t in threads:
             t.start()
         try:
-            b, s, r = measure(args.loop, args.runs, args.interval)
+            b, s, r, h = measure(args.loop, args.runs, args.interval)
         finally:
             gate.set()
             for t in threads:
@@ -75,7 +78,8 @@ def main() -> int:
         print(f"  {idle:3d} idle threads: bare {b * 1e3:7.1f} ms, sampled "
               f"{s * 1e3:7.1f} ms ({(s / b - 1) * 100:+.1f} %), "
               f"{r:.0f} rounds: {per_round:.1f} us a round; at 1 kHz "
-              f"{per_round / 10:.2f} % of the main thread")
+              f"{per_round / 10:.2f} % of the main thread; a round held "
+              f"the GIL {h / 1e3:.1f} us")
     return 0
 
 
