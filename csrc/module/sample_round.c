@@ -27,14 +27,6 @@ typedef struct {
     int64_t tid;             /* native, -1 where Python does not keep it */
 } thread_now;
 
-static int64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* The thread's CPU clock in ns, -1 when it cannot be read. A clock made
  * from a thread id fails cleanly for a thread gone, unlike
  * pthread_getcpuclockid on a stale handle. */
@@ -235,7 +227,7 @@ collector_on(ap_sampler *self)
 static void
 sample_round(ap_sampler *self)
 {
-    int64_t t = now_ns();
+    int64_t t = ap_now_ns();
     int64_t wall = self->rounds ? t - self->last_ns : self->interval_ns;
     if (self->rounds && wall > 2 * self->interval_ns) {
         self->late++;
@@ -264,7 +256,7 @@ sample_round(ap_sampler *self)
     }
     PyErr_Restore(exc_type, exc, tb);
     forget_ended(self);
-    int64_t took = now_ns() - t;
+    int64_t took = ap_now_ns() - t;
     self->held_ns += took;
     atomic_store(&self->round_ns, took);
 }

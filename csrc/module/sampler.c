@@ -29,14 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void
 box_release(ap_mailbox *box)
 {
@@ -109,9 +101,9 @@ ticker_main(void *arg)
 {
     ap_sampler *self = arg;
     uint64_t round = 0;
-    int64_t next = now_ns() + self->interval_ns;
+    int64_t next = ap_now_ns() + self->interval_ns;
     while (!wait_until(self, next)) {
-        int64_t overslept = now_ns() - next;
+        int64_t overslept = ap_now_ns() - next;
         if (overslept > self->interval_ns / 2) {
             atomic_fetch_add(&self->unseen_ns, overslept);
         }
@@ -124,7 +116,7 @@ ticker_main(void *arg)
             pthread_cond_signal(&self->take);
             pthread_mutex_unlock(&self->lock);
         }
-        next = next_tick(self, next, now_ns());
+        next = next_tick(self, next, ap_now_ns());
     }
     return NULL;
 }

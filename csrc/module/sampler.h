@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "sample_store.h"
 
@@ -30,6 +31,14 @@ typedef struct {
 } ap_thread_seen;
 
 struct ap_sampler;
+
+static inline int64_t
+ap_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* What a round asked of the main thread reaches: the call may run after
  * the Sampler is gone, so this is freed by the last of its owners (the
