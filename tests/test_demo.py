@@ -32,11 +32,17 @@ def test_demo_profiles_the_pipeline_and_saves_the_report(tmp_path):
     step_mm = float(out.stdout.split("(step ")[1].split()[0])
     assert median_mm < step_mm     # the plane is found within a step
     trace = json.loads((tmp_path / "trace.json").read_text())
-    assert {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"} == \
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["name"] for e in slices if e["cat"] == "stage"} == \
         set(STAGES)
+    # the demo samples call stacks: code inside the stages, by name
+    code = {e["name"] for e in slices if e["cat"] == "code"}
+    assert any(name.startswith("build_cost_volume (") for name in code)
+    assert "hottest code:" in out.stdout
     svg = ET.parse(tmp_path / "flamegraph.svg").getroot()
     assert {g.get("data-path") for g in svg.iter()
             if g.get("class") == "f"} == {""} | set(STAGES)
+    assert any(g.get("class") == "f c" for g in svg.iter())
 
 
 def test_demo_rejects_bad_arguments():

@@ -121,7 +121,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if problem:
             parser.error(f"--device cuda: {problem}")
 
-    with ap.Profiler() as prof:
+    # call stacks sampled too: the diagnosis and the flamegraph name the
+    # code inside each stage
+    with ap.Profiler(sample=0.001) as prof:
         result = run(args)
     report = prof.report()
     print(report)
