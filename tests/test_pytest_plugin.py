@@ -211,3 +211,40 @@ def test_an_unreadable_base_report_is_a_warning(pytester):
         "*aquaprof: warnings*",
         "*--aquaprof-compare: test_suite.py::test_plain:*not valid JSON*",
         "*test_with_fixture: no regression*"])
+
+
+def test_a_gate_with_no_base_folder_is_a_usage_error(pytester):
+    write_suite(pytester)
+    result = pytester.runpytest(*PLUGIN, "--aquaprof-compare=nonexistent",
+                                "--aquaprof-fail=5%")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--aquaprof-compare: no folder "
+                                 "'nonexistent'*allow-missing-base*"])
+
+
+def test_a_gate_that_compares_nothing_fails_and_says_why(pytester):
+    write_suite(pytester)
+    empty = pytester.path / "empty"
+    empty.mkdir()
+    result = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'p'}",
+                                f"--aquaprof-compare={empty}",
+                                "--aquaprof-fail=5%")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*2 profiled test(s) have no report in*"])
+    # profiling forgotten: nothing compared is no pass either
+    result = pytester.runpytest(*PLUGIN, f"--aquaprof-compare={empty}",
+                                "--aquaprof-fail=5%", "-k", "plain")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*no test was profiled, nothing was "
+                                 "compared*"])
+
+
+def test_a_first_run_says_it_has_no_base_and_passes(pytester):
+    write_suite(pytester)
+    result = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'p'}",
+                                "--aquaprof-compare=not-yet",
+                                "--aquaprof-fail=5%",
+                                "--aquaprof-allow-missing-base")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*no base report for 2 profiled test(s), "
+                                 "not compared*"])

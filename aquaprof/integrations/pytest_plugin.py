@@ -11,7 +11,11 @@ package, ``-p aquaprof.pytest_plugin``).
   DIR; ``--aquaprof-show`` prints the top stages in the terminal summary.
 - ``--aquaprof-compare=BASE_DIR`` compares each test's report with the one
   of the same name in BASE_DIR (Report.compare); ``--aquaprof-fail=5%``
-  fails the run when a stage is slower by more than that.
+  fails the run when a stage is slower by more than that. A gate never
+  switches itself off: a BASE_DIR that is no folder is a usage error, and
+  a profiled test with no base report (a typo, a renamed test, a first
+  run) fails a gated run, named, unless ``--aquaprof-allow-missing-base``
+  says that is expected; a gated run that profiled no test fails too.
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ __all__ = ["AquaprofWarning", "aquaprof", "pytest_addoption",
 _REPORTS = pytest.StashKey[List[Tuple[str, Report]]]()
 #: what aquaprof could not do in the session, printed at the end
 _PROBLEMS = pytest.StashKey[List[str]]()
+#: profiled tests whose report has no base to compare with
+_UNCOMPARED = pytest.StashKey[List[str]]()
 
 
 def _fraction(text: str) -> float:
@@ -54,17 +60,28 @@ def pytest_addoption(parser: Any) -> None:
     group.addoption("--aquaprof-fail", metavar="THRESHOLD", default=None,
                     help="fail the run when a stage is slower than in "
                          "BASE_DIR by more than THRESHOLD (5%% or 0.05)")
+    group.addoption("--aquaprof-allow-missing-base", action="store_true",
+                    help="tests with no report in BASE_DIR (or no "
+                         "BASE_DIR yet: a first run) are listed, not "
+                         "failed")
 
 
 def pytest_configure(config: Any) -> None:
     config.stash[_REPORTS] = []
     config.stash[_PROBLEMS] = []
+    config.stash[_UNCOMPARED] = []
     config.addinivalue_line("markers", "aquaprof: profiled by aquaprof")
     if config.getoption("aquaprof_fail") is not None:
         _fraction(config.getoption("aquaprof_fail"))
         if config.getoption("aquaprof_compare") is None:
             raise pytest.UsageError("--aquaprof-fail needs "
                                     "--aquaprof-compare=BASE_DIR")
+    base_dir = config.getoption("aquaprof_compare")
+    if base_dir is not None and not Path(base_dir).is_dir() and \
+            not config.getoption("aquaprof_allow_missing_base"):
+        raise pytest.UsageError(
+            f"--aquaprof-compare: no folder {base_dir!r} (a first run "
+            f"with no base yet: add --aquaprof-allow-missing-base)")
 
 
 #: most characters of a test id kept readable in its report's file name
@@ -163,6 +180,7 @@ def _comparisons(config: Any) -> List[Tuple[str, Any]]:
     for nodeid, report in config.stash[_REPORTS]:
         path = Path(base_dir) / report_name(nodeid)
         if not path.exists():
+            config.stash[_UNCOMPARED].append(nodeid)
             continue
         try:
             base = Report.load(path)
@@ -175,11 +193,33 @@ def _comparisons(config: Any) -> List[Tuple[str, Any]]:
     return out
 
 
+def _gate_holes(config: Any) -> List[str]:
+    """Why a gated run (--aquaprof-fail) compared less than it should:
+    each reason fails the run, in one line."""
+    if config.getoption("aquaprof_fail") is None:
+        return []
+    base_dir = config.getoption("aquaprof_compare")
+    if not config.stash[_REPORTS]:
+        return [f"--aquaprof-fail: no test was profiled, nothing was "
+                f"compared with {base_dir} (profile them: --aquaprof=DIR "
+                f"or the aquaprof fixture)"]
+    missing = config.stash[_UNCOMPARED]
+    if missing and not config.getoption("aquaprof_allow_missing_base"):
+        return [f"--aquaprof-fail: {len(missing)} profiled test(s) have no "
+                f"report in {base_dir} to compare with (a renamed test, a "
+                f"wrong folder; --aquaprof-allow-missing-base if expected): "
+                f"{', '.join(missing[:5])}"
+                f"{', ...' if len(missing) > 5 else ''}"]
+    return []
+
+
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     config = session.config
     config.aquaprof_comparisons = _comparisons(config)
-    if config.getoption("aquaprof_fail") is not None and any(
-            c.regressions for _, c in config.aquaprof_comparisons):
+    config.aquaprof_gate_holes = _gate_holes(config)
+    if config.getoption("aquaprof_fail") is not None and (
+            config.aquaprof_gate_holes or
+            any(c.regressions for _, c in config.aquaprof_comparisons)):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -196,6 +236,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
             top = ", ".join(f"{s.path} {s.self_time * 1e3:.2f} ms"
                             for s in report.top(3) if s.self_time > 0)
             write(f"{nodeid}: {top or 'no stages'}")
+    holes: List[str] = getattr(config, "aquaprof_gate_holes", [])
+    missing = config.stash[_UNCOMPARED]
+    if holes or missing:
+        terminalreporter.section("aquaprof: the regression gate")
+        for line in holes:
+            write(line, red=True, bold=True)
+        if missing and not holes:
+            write(f"no base report for {len(missing)} profiled test(s), "
+                  f"not compared: {', '.join(missing[:5])}"
+                  f"{', ...' if len(missing) > 5 else ''}")
     comparisons: Optional[List[Tuple[str, Any]]] = getattr(
         config, "aquaprof_comparisons", None)
     if comparisons:
