@@ -284,6 +284,23 @@ def test_cell_magic_profiles_the_cell(tmp_path):
         shell.run_cell_magic("aquaprof", "--bad", "pass")
 
 
+def test_cell_magic_shows_the_report_once(monkeypatch):
+    pytest.importorskip("IPython")
+    import IPython.display
+    from IPython.testing.globalipapp import get_ipython
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "aquaprof")
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    # the returned report is the cell's output: not displayed as well
+    rep = shell.run_cell_magic("aquaprof", "", "x = 1\n")
+    assert isinstance(rep, ap.Report) and shown == []
+    # a cell that raised: its report is shown, then its error
+    with pytest.raises(ZeroDivisionError):
+        shell.run_cell_magic("aquaprof", "", "1 / 0\n")
+    assert len(shown) == 1 and isinstance(shown[0], ap.Report)
+
+
 # ---------------------------------------------------------- merge
 
 def test_merge_keeps_processes_and_sums_aggregates(report, tmp_path):

@@ -11,7 +11,9 @@ if TYPE_CHECKING:
 
 def aquaprof_magic(line: str, cell: str, shell: Any) -> "Report":
     """``%%aquaprof [-o report.json]``: runs the cell under a Profiler,
-    inside a stage named ``cell``, displays the report and returns it."""
+    inside a stage named ``cell``, and returns the report, which IPython
+    shows as the cell's output (once: it is not displayed as well). A
+    cell that raised shows its report, then its error."""
     from .. import Profiler, stage
     args = shlex.split(line)
     save = None
@@ -26,9 +28,9 @@ def aquaprof_magic(line: str, cell: str, shell: Any) -> "Report":
     report = prof.report()
     if save:
         report.save(save)
-    from IPython.display import display
-    display(report)
     if result is not None and not result.success:
+        from IPython.display import display
+        display(report)
         result.raise_error()
     return report
 
