@@ -61,3 +61,10 @@ def align_columns(rows: Sequence[Sequence[str]]) -> List[str]:
         cells += [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def text_html(text: str) -> str:
+    """A text view as HTML that Jupyter shows as the text reads: the
+    _repr_html_ of the result objects whose str() is a table."""
+    import html
+    return f"<pre>{html.escape(text)}</pre>"

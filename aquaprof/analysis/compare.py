@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .._units import fmt_time, printable
+from .._units import fmt_time, printable, text_html
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -184,6 +184,12 @@ class Comparison:
         """Stages found slower by the test ("slower"; "slower?" too, where
         too few calls allowed no test)."""
         return [c for c in self.changes if c.verdict in SLOWER]
+
+    def __repr__(self) -> str:
+        return str(self)       # what a REPL should show: the verdicts
+
+    def _repr_html_(self) -> str:
+        return text_html(str(self))
 
     def __str__(self) -> str:
         lines = [f"median call time per stage, base -> new (slower/faster: "

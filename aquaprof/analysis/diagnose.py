@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .._units import fmt_bytes, fmt_time, printable
+from .._units import fmt_bytes, fmt_time, printable, text_html
 
 if TYPE_CHECKING:
     from ..report import Report, StageStats
@@ -445,6 +445,12 @@ class Diagnosis:
 
     def __len__(self) -> int:
         return len(self.findings)
+
+    def __repr__(self) -> str:
+        return str(self)       # what a REPL should show: the findings
+
+    def _repr_html_(self) -> str:
+        return text_html(str(self))
 
     def __str__(self) -> str:
         if not self.findings:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence
 
 from .._core import active, stage
-from .._units import fmt_bytes, fmt_rate, fmt_time
+from .._units import fmt_bytes, fmt_rate, fmt_time, text_html
 
 
 @dataclass
@@ -81,6 +81,12 @@ class SweepResult:
         limit."""
         bad = [r for r in self.rows if r.status != "ok"]
         return bad[0].batch if bad else None
+
+    def __repr__(self) -> str:
+        return str(self)       # what a REPL should show: the table
+
+    def _repr_html_(self) -> str:
+        return text_html(str(self))
 
     def __str__(self) -> str:
         lines = [f"{'batch':>6} {'latency':>10} {'items/s':>10} "
