@@ -45,14 +45,27 @@ thread_cpu_ns(int64_t tid)
     return -1;
 }
 
-/* tid's entry, added when new; NULL for want of memory. */
+/* The key of a native thread id in a path map. */
+static void
+tid_key(int64_t tid, uint32_t *high, uint32_t *low)
+{
+    *high = (uint32_t)((uint64_t)tid >> 32);
+    *low = (uint32_t)tid;
+}
+
+/* tid's entry, added when new; NULL for want of memory (the thread is
+ * then walked every round). A lookup, not a scan: a round looks up every
+ * thread, and a server may run thousands. */
 static ap_thread_seen *
 seen_of(ap_sampler *self, int64_t tid)
 {
-    for (uint32_t i = 0; i < self->nseen; i++) {
-        if (self->seen[i].tid == tid) {
-            return &self->seen[i];
-        }
+    uint32_t high, low, i;
+    tid_key(tid, &high, &low);
+    if (!self->seen_index_ok) {
+        return NULL;
+    }
+    if (ap_path_map_find(&self->seen_index, high, low, &i)) {
+        return &self->seen[i];
     }
     if (self->nseen == self->seen_cap) {
         uint32_t cap = self->seen_cap ? self->seen_cap * 2 : 16;
@@ -64,13 +77,18 @@ seen_of(ap_sampler *self, int64_t tid)
         self->seen = grown;
         self->seen_cap = cap;
     }
+    if (ap_path_map_reserve(&self->seen_index) != AP_OK) {
+        return NULL;
+    }
+    ap_path_map_put(&self->seen_index, high, low, self->nseen);
     ap_thread_seen *t = &self->seen[self->nseen++];
     *t = (ap_thread_seen){tid, thread_cpu_ns(tid), NULL, -1, 0};
     return t;
 }
 
 /* Forgets the threads this round did not see (they ended), so that a
- * thread per request costs nothing once gone. */
+ * thread per request costs nothing once gone; the index is made again
+ * when one went (for want of memory, the cache is off from then on). */
 static void
 forget_ended(ap_sampler *self)
 {
@@ -80,7 +98,17 @@ forget_ended(ap_sampler *self)
             self->seen[kept++] = self->seen[i];
         }
     }
+    if (kept == self->nseen || !self->seen_index_ok) {
+        return;
+    }
     self->nseen = kept;
+    ap_path_map_free(&self->seen_index);
+    self->seen_index_ok = ap_path_map_init(&self->seen_index, kept) == AP_OK;
+    for (uint32_t i = 0; self->seen_index_ok && i < kept; i++) {
+        uint32_t high, low;
+        tid_key(self->seen[i].tid, &high, &low);
+        ap_path_map_put(&self->seen_index, high, low, i);
+    }
 }
 
 /* The threads running Python code now, into *out (PyMem_Raw, which runs

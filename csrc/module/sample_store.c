@@ -35,6 +35,7 @@ ap_sample_store_init(ap_sample_store *s, int64_t max_ticks)
     memset(s, 0, sizeof(*s));
     s->max_ticks = max_ticks;
     if (ap_path_map_init(&s->code_ids, 0) != AP_OK ||
+        ap_path_map_init(&s->tid_slots, 0) != AP_OK ||
         ap_path_map_init(&s->node_ids, 0) != AP_OK ||
         ap_path_map_init(&s->where_ids, 0) != AP_OK ||
         ap_path_map_init(&s->stack_ids, 0) != AP_OK) {
@@ -88,16 +89,16 @@ node_of(ap_sample_store *s, uint32_t caller, uint32_t frame, uint32_t *node)
 static ap_status
 where_of(ap_sample_store *s, int64_t tid, int64_t stage, uint32_t *where)
 {
-    uint32_t slot = 0;
-    while (slot < s->ntids && s->tids[slot] != tid) {
-        slot++;
-    }
-    if (slot == s->ntids) {
-        if (grow((void **)&s->tids, s->ntids, &s->tids_cap,
-                 sizeof(*s->tids), AP_SAMPLE_MAX_STACKS) != AP_OK) {
+    /* a thread per request makes many: a lookup, not a scan */
+    uint32_t high = (uint32_t)((uint64_t)tid >> 32), low = (uint32_t)tid;
+    uint32_t slot;
+    if (!ap_path_map_find(&s->tid_slots, high, low, &slot)) {
+        if (s->ntids >= AP_SAMPLE_MAX_STACKS ||
+            ap_path_map_reserve(&s->tid_slots) != AP_OK) {
             return AP_ERR_NOMEM;
         }
-        s->tids[s->ntids++] = tid;
+        slot = s->ntids++;
+        ap_path_map_put(&s->tid_slots, high, low, slot);
     }
     uint32_t st = (uint32_t)(stage + 1);
     if (ap_path_map_find(&s->where_ids, slot, st, where)) {
@@ -219,11 +220,11 @@ ap_sample_store_free(ap_sample_store *s)
 {
     free(s->codes);
     free(s->nodes);
-    free(s->tids);
     free(s->stacks);
     free(s->tick_t);
     free(s->tick_stack);
     ap_path_map_free(&s->code_ids);
+    ap_path_map_free(&s->tid_slots);
     ap_path_map_free(&s->node_ids);
     ap_path_map_free(&s->where_ids);
     ap_path_map_free(&s->stack_ids);

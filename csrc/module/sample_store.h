@@ -35,8 +35,8 @@ typedef struct {
     ap_sample_node *nodes;
     uint32_t nnodes, nodes_cap;
     ap_path_map node_ids;       /* (caller + 1, frame) -> node */
-    int64_t *tids;              /* thread slot -> native id */
-    uint32_t ntids, tids_cap;
+    ap_path_map tid_slots;      /* native id (high, low) -> thread slot */
+    uint32_t ntids;
     ap_path_map where_ids;      /* (thread slot, stage + 1) -> where id */
     uint32_t nwhere;
     ap_sample_stack *stacks;

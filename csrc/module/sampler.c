@@ -196,6 +196,7 @@ sampler_init(ap_sampler *self, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         return -1;
     }
+    self->seen_index_ok = ap_path_map_init(&self->seen_index, 0) == AP_OK;
     self->box->refs = 1;
     self->interval_ns = interval;
     self->module = Py_NewRef(PyType_GetModule(Py_TYPE(self)));
@@ -327,6 +328,7 @@ sampler_dealloc(ap_sampler *self)
     }
     ap_sample_store_free(&self->store);
     PyMem_RawFree(self->seen);
+    ap_path_map_free(&self->seen_index);
     PyMem_RawFree(self->threads);
     if (self->box) {
         box_release(self->box);

@@ -76,6 +76,8 @@ typedef struct ap_sampler {
     int64_t held_ns;         /* what all rounds took */
     ap_thread_seen *seen;    /* each thread at its last sample */
     uint32_t nseen, seen_cap;
+    ap_path_map seen_index;  /* native id (high, low) -> its seen entry */
+    int seen_index_ok;       /* the index could be made */
     void *threads;           /* a round's threads (sample_round.c) */
     uint32_t threads_cap;
     PyObject *gc_switches;   /* 3.9: (isenabled, disable, enable) */
