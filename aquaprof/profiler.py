@@ -120,7 +120,7 @@ class Profiler:
                  max_samples: int = 1_000_000, torch_ops: Any = False,
                  torch_modules: bool = False):
         from .cupti import profiler_args
-        interval_ns = _sample_interval_ns(sample)
+        interval_ns = sample_interval_ns(sample)
         _check_count("max_samples", max_samples)
         for name, flag in (("children", children),
                            ("dataloaders", dataloaders)):
@@ -443,8 +443,9 @@ def _check_count(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be >= 0, got {value}")
 
 
-def _sample_interval_ns(sample: Any) -> int:
-    """The sampler's interval in ns, 0 when off."""
+def sample_interval_ns(sample: Any) -> int:
+    """The sampler's interval in ns, 0 when off (None or 0); TypeError or
+    ValueError, naming the bounds, for any other value."""
     if sample is None:
         return 0
     if isinstance(sample, bool) or not isinstance(sample, (int, float)):

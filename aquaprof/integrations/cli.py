@@ -17,7 +17,6 @@ run, the script's own code); 130 is Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import math
 import runpy
 import sys
 from pathlib import Path
@@ -49,14 +48,17 @@ def _threshold(text: str) -> float:
 
 
 def _interval(text: str) -> float:
+    """--sample's seconds, within the Profiler's bounds (0, which turns
+    sampling off there, is --no-sample's to say)."""
+    from ..profiler import sample_interval_ns
     try:
         value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 1e-4 <= value <= 60:
+        if value == 0:
+            raise ValueError("0 takes no samples: use --no-sample")
+        sample_interval_ns(value)
+    except ValueError as e:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a sampling interval: seconds between 0.0001 "
-            f"and 60, like 0.001")
+            f"{text!r} is not a sampling interval ({e})") from None
     return value
 
 
