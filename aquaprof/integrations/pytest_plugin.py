@@ -193,6 +193,11 @@ def _comparisons(config: Any) -> List[Tuple[str, Any]]:
     return out
 
 
+def _some(nodeids: List[str]) -> str:
+    """The first few test ids, for a one-line message."""
+    return ", ".join(nodeids[:5]) + (", ..." if len(nodeids) > 5 else "")
+
+
 def _gate_holes(config: Any) -> List[str]:
     """Why a gated run (--aquaprof-fail) compared less than it should:
     each reason fails the run, in one line."""
@@ -208,8 +213,7 @@ def _gate_holes(config: Any) -> List[str]:
         return [f"--aquaprof-fail: {len(missing)} profiled test(s) have no "
                 f"report in {base_dir} to compare with (a renamed test, a "
                 f"wrong folder; --aquaprof-allow-missing-base if expected): "
-                f"{', '.join(missing[:5])}"
-                f"{', ...' if len(missing) > 5 else ''}"]
+                f"{_some(missing)}"]
     return []
 
 
@@ -244,8 +248,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
             write(line, red=True, bold=True)
         if missing and not holes:
             write(f"no base report for {len(missing)} profiled test(s), "
-                  f"not compared: {', '.join(missing[:5])}"
-                  f"{', ...' if len(missing) > 5 else ''}")
+                  f"not compared: {_some(missing)}")
     comparisons: Optional[List[Tuple[str, Any]]] = getattr(
         config, "aquaprof_comparisons", None)
     if comparisons:
