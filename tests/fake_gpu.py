@@ -29,16 +29,20 @@ def build_fakes(out):
     cc = os.environ.get("CC", "cc")
     flags = ["-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE", "-Wall",
              "-Wextra", "-Werror"]
-    for lib, source in (("libcuda.so", "fake_cuda.c"),
-                        ("libnvidia-ml.so", "fake_nvml.c")):
-        subprocess.run([cc, *flags, "-o", out / lib, FAKES / source],
-                       check=True)
+    # the driver in two files: its device and context calls, and its
+    # memory calls (what the plane sweep asks of device pointers)
+    for lib, sources in (("libcuda.so", ("fake_cuda.c",
+                                         "fake_cuda_memory.c")),
+                         ("libnvidia-ml.so", ("fake_nvml.c",))):
+        subprocess.run([cc, *flags, "-o", out / lib,
+                        *(FAKES / s for s in sources)], check=True)
     if _core.HAVE_CUPTI:
         include = cupti_include()
         assert include, "aquaprof was built with cupti.h: so must the fake"
         subprocess.run([cc, *flags, "-isystem", include, "-o",
                         out / "libcupti.so", FAKES / "fake_cupti.c",
-                        "-pthread"], check=True)
+                        FAKES / "fake_cupti_records.c", "-pthread"],
+                       check=True)
     return out
 
 

@@ -6,6 +6,8 @@
  * cuptiActivityFlushAll, as CUPTI does at the latest.
  * FAKE_CUPTI_BUSY=1: cuptiActivityEnable refuses as when another
  * profiler holds CUPTI. FAKE_CUPTI_VERSION: the version reported. */
+#include "fake_cupti.h"
+
 #include <cupti.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -138,8 +140,8 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag)
 
 /* One API call: its correlation id, and the external correlation record
  * that ties it to the pushed id. */
-static uint32_t
-api_call(void)
+uint32_t
+fake_api_call(void)
 {
     pthread_mutex_lock(&lock);
     if (!pending) {
@@ -160,8 +162,8 @@ api_call(void)
     return id;
 }
 
-static void
-emit(CUpti_ActivityKind kind, const void *record, size_t size)
+void
+fake_emit(CUpti_ActivityKind kind, const void *record, size_t size)
 {
     pthread_mutex_lock(&lock);
     if (enabled[kind] && npending < MAX_PENDING) {
@@ -170,87 +172,8 @@ emit(CUpti_ActivityKind kind, const void *record, size_t size)
     pthread_mutex_unlock(&lock);
 }
 
-/* A kernel that ran for `ns` on `stream`, starting `delay` ns after its
- * launch (GPU work runs after the host has moved on). */
-void fake_kernel(const char *name, uint64_t delay, uint64_t ns,
-                 uint32_t stream, int grid, int block, uint16_t registers,
-                 int shared)
+uint64_t
+fake_now(void)
 {
-    CUpti_ActivityKernel10 k;
-    memset(&k, 0, sizeof(k));
-    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.correlationId = api_call();
-    k.start = now() + delay;
-    k.end = k.start + ns;
-    k.streamId = stream;
-    k.gridX = grid;
-    k.gridY = k.gridZ = k.blockY = k.blockZ = 1;
-    k.blockX = block;
-    k.registersPerThread = registers;
-    k.staticSharedMemory = shared;
-    k.name = strdup(name);     /* CUPTI's strings outlive the record */
-    emit(k.kind, &k, sizeof(k));
-}
-
-void fake_memcpy(int copy_kind, uint64_t bytes, uint64_t ns, int pinned,
-                 uint32_t stream)
-{
-    CUpti_ActivityMemcpy6 m;
-    memset(&m, 0, sizeof(m));
-    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-    m.correlationId = api_call();
-    m.copyKind = (uint8_t)copy_kind;
-    m.srcKind = m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    if (copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD) {
-        m.srcKind = pinned ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED
-                           : CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-    } else if (copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH) {
-        m.dstKind = pinned ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED
-                           : CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-    }
-    m.bytes = bytes;
-    m.start = now();
-    m.end = m.start + ns;
-    m.streamId = stream;
-    emit(m.kind, &m, sizeof(m));
-}
-
-void fake_memset(uint64_t bytes, uint64_t ns)
-{
-    CUpti_ActivityMemset4 m;
-    memset(&m, 0, sizeof(m));
-    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-    m.correlationId = api_call();
-    m.bytes = bytes;
-    m.start = now();
-    m.end = m.start + ns;
-    emit(m.kind, &m, sizeof(m));
-}
-
-/* cudaMalloc (bytes > 0) or cudaFree (bytes < 0) of device memory. */
-void fake_malloc(int64_t bytes)
-{
-    CUpti_ActivityMemory4 m;
-    memset(&m, 0, sizeof(m));
-    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-    m.correlationId = api_call();
-    m.memoryOperationType =
-        bytes > 0 ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
-                  : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
-    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    m.bytes = (uint64_t)(bytes > 0 ? bytes : -bytes);
-    m.timestamp = now();
-    emit(m.kind, &m, sizeof(m));
-}
-
-/* The host blocked for `ns` in cudaStreamSynchronize. */
-void fake_sync(uint64_t ns)
-{
-    CUpti_ActivitySynchronization2 s;
-    memset(&s, 0, sizeof(s));
-    s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-    s.correlationId = api_call();
-    s.start = now();
-    s.end = s.start + ns;
-    emit(s.kind, &s, sizeof(s));
+    return now();
 }

@@ -1,0 +1,1 @@
+/* The fake driver's memory calls (see fake_cuda.c for the rest). */
