@@ -46,11 +46,12 @@ def build_fakes(out):
     return out
 
 
-def scenario(code, env=None, cupti=None):
+def scenario(code, env=None, cupti=None, preload=True):
     """Runs code in a fresh interpreter with `ap`, `np`, `json` and, when
     cupti names the fake, `fake` (its ctypes handle) defined, and with
-    CUPTI looked for only at `cupti` (a list of paths). Returns what the
-    code printed, parsed as JSON."""
+    CUPTI looked for only at `cupti` (a list of paths), each loaded first
+    unless preload is false. Returns what the code printed, parsed as
+    JSON."""
     prelude = textwrap.dedent(f"""
         import ctypes, json, sys
         import numpy as np
@@ -59,7 +60,7 @@ def scenario(code, env=None, cupti=None):
         aquaprof.cupti.cupti_candidates = (
             lambda: {list(map(str, cupti or []))!r})
         fake = None
-        for path in {list(map(str, cupti or []))!r}:
+        for path in {list(map(str, (cupti or []) if preload else []))!r}:
             try:
                 fake = ctypes.CDLL(path)
             except OSError:

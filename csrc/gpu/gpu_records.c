@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BUFFER_SIZE (4u << 20)
+#include "gpu_buffers.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const ap_cupti_fns *cupti;
@@ -183,7 +183,7 @@ on_external_correlation(const CUpti_Activity *record, ap_gpu_event *e)
 {
     (void)e;
     const CUpti_ActivityExternalCorrelation *x = (const void *)record;
-    if (x->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
+    if (x->externalKind != AP_CORRELATION_KIND) {
         return 0;
     }
     if (reserve((void **)&trace->links, &links_cap, trace->nlinks,
@@ -244,8 +244,8 @@ add(const CUpti_Activity *record)
 void CUPTIAPI
 ap_gpu_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    *buffer = aligned_alloc(8, BUFFER_SIZE);
-    *size = *buffer ? BUFFER_SIZE : 0;
+    *buffer = ap_gpu_buffer_new();
+    *size = *buffer ? AP_GPU_BUFFER_SIZE : 0;
     *max_records = 0;
 }
 
@@ -270,6 +270,6 @@ ap_gpu_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
         }
     }
     pthread_mutex_unlock(&lock);
-    free(buffer);
+    ap_gpu_buffer_release(buffer);
 }
 #endif

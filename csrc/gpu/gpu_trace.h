@@ -45,6 +45,7 @@ typedef struct {
     uint32_t ndevices;
     ap_gpu_link *links;              /* sorted by ap_gpu_trace_resolve */
     size_t nlinks;
+    uint64_t run_mark;               /* the tags' run bit of this run */
 } ap_gpu_trace;
 
 /* Starts what config asks for and fills status with one line: what is
@@ -57,10 +58,14 @@ ap_status ap_gpu_start(const ap_gpu_config *config,
                        const ap_stage_hooks **hooks, char *status,
                        size_t size);
 
-/* Stops tracing: one device synchronize (so that work launched during the
- * run is measured), a forced flush, then hands the records over in *out
- * (NULL when nothing was traced). AP_ERR_NOMEM. */
-ap_status ap_gpu_stop(ap_gpu_trace **out);
+/* Stops tracing: waits for every device the program used (so that work
+ * launched during the run is measured, whatever thread launched it), a
+ * forced flush, then hands the records over in *out (NULL when nothing
+ * was traced), and fills note with what the report must add to the
+ * start's status line (empty when nothing): a device that could not be
+ * synchronized, another CUPTI client that took over mid-run, a program
+ * that never used CUDA. Needs no GIL. AP_ERR_NOMEM. */
+ap_status ap_gpu_stop(ap_gpu_trace **out, char *note, size_t size);
 
 /* Fills each event's stage and span from the report of the same run. */
 void ap_gpu_trace_resolve(ap_gpu_trace *t, const ap_report *r);

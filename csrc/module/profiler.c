@@ -239,7 +239,8 @@ static void
 undo_gpu(void)
 {
     ap_gpu_trace *none;
-    ap_gpu_stop(&none);
+    char note[8];
+    ap_gpu_stop(&none, note, sizeof(note));
     ap_gpu_trace_free(none);
 }
 
@@ -298,6 +299,23 @@ profiler_start(ProfilerObject *self, PyObject *args, PyObject *kwargs)
     }
 }
 
+/* "<start status>; <note>" as the run's GPU status; None, or NULL with
+ * an exception set. */
+static PyObject *
+add_gpu_note(ProfilerObject *self, const char *note)
+{
+    PyObject *full = self->gpu_status && PyUnicode_GET_LENGTH(
+                                              self->gpu_status)
+                         ? PyUnicode_FromFormat("%U; %s", self->gpu_status,
+                                                note)
+                         : PyUnicode_FromString(note);
+    if (!full) {
+        return NULL;
+    }
+    Py_XSETREF(self->gpu_status, full);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 profiler_stop(ProfilerObject *self, PyObject *unused)
 {
@@ -329,10 +347,16 @@ profiler_stop(ProfilerObject *self, PyObject *unused)
         Py_RETURN_NONE;
     }
     self->state = STOPPED;
-    if (ap_gpu_stop(&self->gpu_trace) != AP_OK) {
+    char note[1024];
+    ap_status st;
+    /* waiting for the device must not hold up the program's threads */
+    Py_BEGIN_ALLOW_THREADS
+    st = ap_gpu_stop(&self->gpu_trace, note, sizeof(note));
+    Py_END_ALLOW_THREADS
+    if (st != AP_OK) {
         return PyErr_NoMemory();
     }
-    Py_RETURN_NONE;
+    return note[0] ? add_gpu_note(self, note) : Py_NewRef(Py_None);
 }
 
 /* A core report as Python data (r freed), or NULL with an exception set
