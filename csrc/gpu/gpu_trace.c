@@ -501,8 +501,8 @@ ap_gpu_stop(ap_gpu_trace **out, char *note, size_t size)
 static int
 by_correlation(const void *a, const void *b)
 {
-    uint32_t x = ((const ap_gpu_link *)a)->correlation;
-    uint32_t y = ((const ap_gpu_link *)b)->correlation;
+    uint64_t x = ((const ap_gpu_link *)a)->correlation;
+    uint64_t y = ((const ap_gpu_link *)b)->correlation;
     return (x > y) - (x < y);
 }
 

@@ -32,7 +32,7 @@ typedef struct {
 
 typedef struct {
     uint64_t tag;                    /* the span's: AP_TAG_THREAD_BITS */
-    uint32_t correlation;            /* CUPTI's id of an API call in it */
+    uint64_t correlation;            /* an API call in it, as events' */
 } ap_gpu_link;
 
 typedef struct {
@@ -40,6 +40,10 @@ typedef struct {
     size_t nevents;
     ap_intern_table names;           /* kernel names, by event.name */
     int64_t dropped;                 /* records CUPTI could not keep */
+    int64_t incomplete;              /* records without both timestamps */
+    int64_t over_max;                /* events past max_events */
+    int64_t late;                    /* an earlier run's, after its take */
+    int64_t max_events;              /* the cap the run was given */
     int64_t unattributed;            /* events no stage launched */
     ap_gpu_device *devices;          /* by CUPTI device id */
     uint32_t ndevices;
