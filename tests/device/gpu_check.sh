@@ -49,7 +49,7 @@ step_env() {
     echo "date: $(date -u '+%F %T UTC'), commit $(git rev-parse --short HEAD 2>/dev/null)," \
         "$(git status --porcelain 2>/dev/null | wc -l) paths changed"
     if [ -n "$NO_GPU" ]; then echo "no GPU: $NO_GPU"; fi
-    # queries only: this check never sets anything on the GPU
+    # queries only: a check must leave the GPU as it found it
     if command -v "$NVIDIA_SMI" >/dev/null 2>&1; then
         "$NVIDIA_SMI"
         "$NVIDIA_SMI" --format=csv --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,persistence_mode,compute_mode,mig.mode.current
@@ -104,7 +104,10 @@ step_verify() {
 import sys
 from aquaprof import _core, _mvs
 print("aquaprof._core.HAVE_CUPTI =", _core.HAVE_CUPTI)
-_mvs.gpu_check(0)
+try:
+    _mvs.gpu_check(0)
+except RuntimeError as e:
+    sys.exit(f"FAILED: the CUDA kernels cannot run on device 0: {e}")
 print("aquaprof._mvs: the driver opened and the fat binary loaded on "
       "device 0")
 if not _core.HAVE_CUPTI:
@@ -112,8 +115,10 @@ if not _core.HAVE_CUPTI:
              "cannot trace the GPU")
 EOF
     echo "--- the fat binary setup.py embedded"
-    local fatbin
-    fatbin=$(ls build/temp.*/cuda/sweep.fatbin 2>/dev/null | head -1)
+    local fatbin="" f
+    for f in build/temp.*/cuda/sweep.fatbin; do
+        if [ -f "$f" ]; then fatbin=$f; break; fi
+    done
     if [ -z "$fatbin" ] || [ -z "$CUOBJDUMP" ]; then
         echo "not listed: fat binary ${fatbin:-not found}, cuobjdump ${CUOBJDUMP:-not found}"
     else
@@ -188,9 +193,9 @@ step() {
     timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1 < /dev/null
     rc=$?
     took="$(( SECONDS - t0 ))s"
-    if [ $rc -eq 0 ]; then
+    if [ "$rc" -eq 0 ]; then
         line "$name" "$took" ok
-    elif [ $rc -ne 124 ] && [ $rc -ne 137 ]; then
+    elif [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ]; then
         line "$name" "$took" "FAILED (exit $rc)"
         FAILED+=("$name")
     elif [ "$limit" -lt "$cap" ]; then
@@ -239,7 +244,6 @@ figures() {
     fi
     grep -hE '^stage pair|aquaprof \(CUPTI\)' "$OUT/bench_gpu_overhead.log" 2>/dev/null |
         sed 's/^ */bench_gpu_overhead: /'
-    # one line per kernel out of ptxas's three
     awk -F"'" '/entry function/ { k = $2 }
         /spill stores/ { s = $0; sub(/^ +/, "", s) }
         /Used [0-9]+ registers/ { sub(/.*: /, ""); print "ptxas sm_90 " k ": " $0 "; " s }' \
@@ -301,7 +305,7 @@ pytest_step pytest_refcounts_then_mvs_gpu 20 120 100 tests/test_refcounts.py \
     tests/test_mvs_gpu.py
 step demo_cuda 20 90 "$PY" -m aquaprof demo --device cuda --height 240 \
     --width 320 --depths 48 --out "$SCRATCH/demo"
-# the headline: our CUDA cost volume against torch's on the same GPU
+# the headline figure, against torch on the same GPU
 step bench_mvs_cuda 60 150 "$PY" benchmarks/bench_mvs.py --device cuda \
     --height 1200 --width 1600 --views 5 --depths 128 --window 11 \
     --gpu-repeats 5 --batches 8,32
