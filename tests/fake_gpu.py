@@ -15,12 +15,16 @@ ROOT = Path(__file__).resolve().parent.parent
 FAKES = ROOT / "tests" / "fakes"
 
 
-def cupti_include():
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
-                 "/usr/local/cuda"):
-        if root and (Path(root) / "include" / "cupti.h").exists():
-            return Path(root) / "include"
-    return None
+def cupti_include(roots=None, sites=None):
+    """The folder holding cupti.h, found where setup.py finds the one that
+    aquaprof was built with (its find_cupti_headers), or None."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("aquaprof_setup",
+                                                  ROOT / "setup.py")
+    setup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup)
+    folders = setup.find_cupti_headers(roots, sites)
+    return Path(folders[0]) if folders else None
 
 
 def build_fakes(out):
