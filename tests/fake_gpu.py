@@ -15,16 +15,27 @@ ROOT = Path(__file__).resolve().parent.parent
 FAKES = ROOT / "tests" / "fakes"
 
 
-def cupti_include(roots=None, sites=None):
-    """The folder holding cupti.h, found where setup.py finds the one that
-    aquaprof was built with (its find_cupti_headers), or None."""
+def cupti_folders(roots=None, sites=None):
+    """The folders holding cupti.h and the cuda.h it needs, found where
+    setup.py finds the ones aquaprof was built with (its
+    find_cupti_headers); empty when there are none."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("aquaprof_setup",
                                                   ROOT / "setup.py")
     setup = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(setup)
-    folders = setup.find_cupti_headers(roots, sites)
-    return Path(folders[0]) if folders else None
+    return [Path(f) for f in setup.find_cupti_headers(roots, sites) or []]
+
+
+def cupti_include(roots=None, sites=None):
+    """The folder holding cupti.h, or None."""
+    folders = cupti_folders(roots, sites)
+    return folders[0] if folders else None
+
+
+def cupti_flags():
+    """The compiler's -isystem flags for cupti.h and cuda.h."""
+    return [x for f in cupti_folders() for x in ("-isystem", str(f))]
 
 
 def build_fakes(out):
@@ -41,9 +52,9 @@ def build_fakes(out):
         subprocess.run([cc, *flags, "-o", out / lib,
                         *(FAKES / s for s in sources)], check=True)
     if _core.HAVE_CUPTI:
-        include = cupti_include()
+        include = cupti_flags()
         assert include, "aquaprof was built with cupti.h: so must the fake"
-        subprocess.run([cc, *flags, "-isystem", include, "-o",
+        subprocess.run([cc, *flags, *include, "-o",
                         out / "libcupti.so", FAKES / "fake_cupti.c",
                         FAKES / "fake_cupti_records.c", "-pthread"],
                        check=True)

@@ -12,7 +12,7 @@ from textwrap import dedent
 import pytest
 
 from aquaprof import _core
-from fake_gpu import FAKES, cupti_include, scenario
+from fake_gpu import FAKES, cupti_flags, scenario
 
 pytestmark = pytest.mark.skipif(not _core.HAVE_CUPTI,
                                 reason="built without cupti.h")
@@ -288,8 +288,8 @@ def cupti_12(tmp_path_factory):
     """A fake CUPTI that reports the API version of CUDA 12."""
     out = tmp_path_factory.mktemp("cupti12") / "libcupti.so.12"
     subprocess.run(["cc", "-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE",
-                    "-DFAKE_CUPTI_BUILT_VERSION=120000", "-isystem",
-                    cupti_include(), "-o", out, FAKES / "fake_cupti.c",
+                    "-DFAKE_CUPTI_BUILT_VERSION=120000", *cupti_flags(),
+                    "-o", out, FAKES / "fake_cupti.c",
                     FAKES / "fake_cupti_records.c", "-pthread"], check=True)
     return out
 
