@@ -2,7 +2,9 @@
 
 1. a stage pair (enter + exit, nothing inside) with cuda=False and with
    CUPTI tracing on (its external correlation push and pop);
-2. the wall time of a GPU pipeline of about 1 ms stages run unprofiled,
+2. a kernel launch (a one-element add, so that the launch is all there
+   is) unprofiled and with CUPTI tracing on, as the host time per launch;
+3. the wall time of a GPU pipeline of about 1 ms stages run unprofiled,
    profiled by aquaprof (CUPTI, no synchronization) and in the
    synchronize-per-stage style (cuda_sync=True), as medians of --runs.
 
@@ -75,6 +77,33 @@ def timed(torch, step, steps: int, **profiler) -> float:
     return time.perf_counter() - start
 
 
+def launch_cost(torch, n: int, runs: int) -> tuple:
+    """Host ns per launch of a tiny kernel, unprofiled and traced: the
+    cost CUPTI adds to every launch. Medians of runs, interleaved."""
+    x = torch.zeros(1, device="cuda")
+
+    def launches(**profiler) -> float:
+        torch.cuda.synchronize()
+        start = time.perf_counter_ns()
+        if profiler:
+            with ap.Profiler(**profiler):
+                for _ in range(n):
+                    x.add_(1)
+                torch.cuda.synchronize()
+        else:
+            for _ in range(n):
+                x.add_(1)
+            torch.cuda.synchronize()
+        return (time.perf_counter_ns() - start) / n
+
+    launches()
+    bare, traced = [], []
+    for _ in range(runs):
+        bare.append(launches())
+        traced.append(launches(cuda=True, max_spans=0, compensate=False))
+    return statistics.median(bare), statistics.median(traced)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=7)
@@ -95,6 +124,9 @@ def main() -> int:
     off, on = pair_cost(False), pair_cost(True)
     print(f"stage pair: {off:.0f} ns with cuda=False, {on:.0f} ns with "
           f"CUPTI tracing (+{on - off:.0f} ns)")
+    bare, traced = launch_cost(torch, 20_000, args.runs)
+    print(f"kernel launch: {bare:.0f} ns unprofiled, {traced:.0f} ns with "
+          f"CUPTI tracing (+{traced - bare:.0f} ns a launch)")
     step, stage_s = make_pipeline(torch)
     print(f"pipeline: 3 stages of {stage_s * 1e3:.2f} ms, {args.steps} "
           f"steps, median of {args.runs} runs")
