@@ -2,6 +2,12 @@
 with the CPU path (within 1e-4) and need torch with a CUDA device; the
 others check, on any machine, how GPU arrays are recognised and read and
 what happens where the kernels cannot run."""
+import ctypes
+import os
+import platform
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -215,6 +221,93 @@ def test_the_plane_sweep_opens_the_driver_aquaprof_libcuda_names(
     why = fresh_driver_error({"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so")})
     assert why == ("the CUDA plane sweep cannot run: the CUDA driver lacks "
                    "cuDevicePrimaryCtxRetain: too old")
+
+
+# --------------------------------- the GPU's arithmetic, on the host
+
+# ap_warp_kernel's sample, compiled for the host from the same headers
+# with contraction on, as nvcc compiles the device code (a * b + c
+# becomes one fused multiply-add, rounded once)
+GPU_WARP_ON_THE_HOST = r"""
+#include "camera_math.h"
+#include "cost_math.h"
+
+int
+emulated_warp(const double *ref_params, const double *src_params,
+              const float *img, int h, int w, double depth, float *out)
+{
+    ap_camera ref, src;
+    if (ap_camera_init(&ref, ref_params) || ap_camera_init(&src, src_params)) {
+        return -1;
+    }
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            double o[3], d[3], p[3], u, v;
+            int seen = ap_cast(&ref, x, y, o, d);
+            for (int k = 0; seen && k < 3; k++) {
+                p[k] = o[k] + depth * d[k];
+            }
+            seen = seen && ap_project(&src, p, &u, &v);
+            out[(size_t)y * w + x] = seen ? ap_bilinear(img, h, w, u, v)
+                                          : NAN;
+        }
+    }
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def contracted_warp(tmp_path_factory):
+    """The GPU's warp built for this CPU with fused multiply-adds."""
+    flags = ["-ffp-contract=fast"]
+    if platform.machine() == "x86_64":
+        with open("/proc/cpuinfo") as f:
+            if " fma " not in f.read():
+                pytest.skip("this CPU has no fused multiply-add")
+        flags.append("-mfma")
+    kernels = Path(__file__).resolve().parent.parent / "csrc" / "kernels"
+    out = tmp_path_factory.mktemp("emulated")
+    (out / "warp.c").write_text(GPU_WARP_ON_THE_HOST)
+    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O2",
+                    "-shared", "-fPIC", *flags, "-I", str(kernels),
+                    str(out / "warp.c"), str(kernels / "camera.c"), "-o",
+                    str(out / "warp.so"), "-lm"], check=True)
+    lib = ctypes.CDLL(str(out / "warp.so"))
+    array = np.ctypeslib.ndpointer
+    lib.emulated_warp.argtypes = [
+        array(np.float64, flags="C"), array(np.float64, flags="C"),
+        array(np.float32, flags="C"), ctypes.c_int, ctypes.c_int,
+        ctypes.c_double, array(np.float32, flags="C")]
+
+    def warp(src, ref_cam, src_cam, depth):
+        h, w = src.shape
+        result = np.empty((h, w), np.float32)
+        assert lib.emulated_warp(ref_cam.params, src_cam.params,
+                                 np.ascontiguousarray(src), h, w, depth,
+                                 result) == 0
+        return result
+    return warp
+
+
+def test_the_gpus_arithmetic_sees_what_the_cpu_sees(contracted_warp):
+    """Pinhole pairs that exact arithmetic puts on the image's border
+    (a horizontal baseline: every sample of the first and last rows; a
+    vertical one: of the first and last columns): the GPU's sample,
+    rounded as nvcc rounds it, sees just what the CPU path sees."""
+    sc = scenes.make_scene("flat", "pinhole", views=2, height=48, width=64)
+    pairs = [(sc.images[1], sc.ref_cam, sc.cameras[1], depth)
+             for depth in DEPTHS[[0, 3, 5]]]
+    K = np.array([[1e5, 0, 1.5], [0, 1e5, 1000.0], [0, 0, 1]])
+    img = np.random.default_rng(9).random((2000, 4)).astype(np.float32)
+    pairs.append((img, mvs.Camera.pinhole(K, np.eye(3), np.zeros(3)),
+                  mvs.Camera.pinhole(K, np.eye(3), [0, -0.001, 0]), 1.0))
+    for src, ref_cam, src_cam, depth in pairs:
+        expected = mvs.warp(src, ref_cam, src_cam, depth)
+        got = contracted_warp(src, ref_cam, src_cam, depth)
+        assert np.array_equal(np.isnan(got), np.isnan(expected))
+        seen = ~np.isnan(expected)
+        assert np.abs(got[seen] - expected[seen]).max() <= 1e-4
 
 
 # ------------------------------------------------------------ on a GPU
