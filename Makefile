@@ -14,7 +14,7 @@ CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 WERROR ?= 1
 
 .PHONY: demo test test-core test-python asan bench bench-projection build \
-	clean typecheck
+	clean typecheck gpu-check
 
 $(DEPS): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +90,12 @@ benchmarks/bench_projection: benchmarks/bench_projection.c $(wildcard csrc/kerne
 bench-projection: benchmarks/bench_projection
 	./benchmarks/bench_projection
 
+# Every GPU check, on a bare GPU machine with python3 (no .venv), within
+# a time budget; SUMMARY.txt and the logs go to OUT (docs/gpu.md).
+OUT = gpu-check-out
+gpu-check:
+	PYTHON=$(PYTHON) bash tests/device/gpu_check.sh $(OUT)
+
 clean:
 	rm -rf build $(VENV) tests/core/test_core tests/core/test_core_*san \
-	  aquaprof/_*.so
+	  aquaprof/_*.so gpu-check-out

@@ -4,6 +4,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy
@@ -48,22 +49,44 @@ def find_nvcc():
     return None
 
 
-def find_cupti_headers():
-    """The folder holding cupti.h and cuda.h (CUDA_HOME, CUDA_PATH, CUDA's
-    usual place, or the nvidia-cuda-cupti wheel), or None: without it
-    aquaprof builds and says at run time that it cannot trace the GPU."""
+def _has(folder, header):
+    return os.path.isfile(os.path.join(folder, header))
+
+
+def find_cupti_headers(roots=None, sites=None):
+    """The include folders that hold cupti.h and cuda.h, cupti.h's first,
+    or [] where either is missing: aquaprof then builds and says at run
+    time that it cannot trace the GPU. roots: CUDA toolkits (default
+    CUDA_HOME, CUDA_PATH and /usr/local/cuda), whose cupti.h is in
+    include/ or extras/CUPTI/include/; sites: folders that may hold the
+    nvidia-* wheels (default sys.path), whose cupti.h is in
+    nvidia/cuda_cupti/include/ (CUDA 12) or nvidia/cu13/include/ (13)."""
     if os.environ.get("AQUAPROF_NO_CUDA") == "1":
-        return None
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
-             "/usr/local/cuda"]
-    folders = [os.path.join(r, "include") for r in roots if r]
-    folders += glob.glob(os.path.join(os.path.dirname(numpy.__path__[0]),
-                                      "nvidia", "*", "include"))
-    for folder in folders:
-        if all(os.path.exists(os.path.join(folder, h))
-               for h in ("cupti.h", "cuda.h")):
-            return folder
-    return None
+        return []
+    if roots is None:
+        roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+                 "/usr/local/cuda"]
+    roots = [r for r in roots if r]
+    sites = sys.path if sites is None else sites
+    toolkits = [os.path.join(r, "include") for r in roots]
+    wheels = [folder for site in sites if site
+              for folder in sorted(glob.glob(os.path.join(
+                  glob.escape(site), "nvidia", "*", "include")))]
+    cupti_places = [place for r in roots for place in (
+        os.path.join(r, "include"),
+        os.path.join(r, "extras", "CUPTI", "include"))]
+    cupti_places += [folder for folder in wheels
+                     if os.path.basename(os.path.dirname(folder))
+                     in ("cuda_cupti", "cu13")]
+    cupti = next((f for f in cupti_places if _has(f, "cupti.h")), None)
+    if cupti is None:
+        return []
+    # cupti.h includes cuda.h, which CUPTI's own folder may lack
+    cuda = next((f for f in [cupti, *toolkits, *wheels]
+                 if _has(f, "cuda.h")), None)
+    if cuda is None:
+        return []
+    return [cupti] if cuda == cupti else [cupti, cuda]
 
 
 def fatbin_header(path: Path, data: bytes) -> None:
@@ -123,31 +146,42 @@ def extension(name, *patterns, extra=(), libraries=()):
     )
 
 
-CUPTI_INCLUDE = find_cupti_headers()
-GPU_FLAGS = []
-if CUPTI_INCLUDE:
+def gpu_flags():
+    folders = find_cupti_headers()
+    if not folders:
+        return []
     # -isystem: CUDA's headers are not ours to keep free of warnings
-    GPU_FLAGS = ["-isystem", CUPTI_INCLUDE, "-DAP_HAVE_CUPTI"]
-    if os.path.exists(os.path.join(CUPTI_INCLUDE, "nvtx3",
-                                   "nvToolsExt.h")):
-        GPU_FLAGS.append("-DAP_HAVE_NVTX")
+    flags = [arg for folder in folders for arg in ("-isystem", folder)]
+    flags.append("-DAP_HAVE_CUPTI")
+    if any(_has(f, os.path.join("nvtx3", "nvToolsExt.h")) for f in folders):
+        flags.append("-DAP_HAVE_NVTX")
+    return flags
 
-setup(
-    cmdclass={"build_ext": BuildWithKernels},
-    ext_modules=[
-        # the profiler: core, GPU tracing (libcuda and CUPTI opened at run
-        # time through libdl) and their binding
-        extension("aquaprof._core", "csrc/core/*.c", "csrc/gpu/*.c",
-                  "csrc/module/*.c", extra=GPU_FLAGS, libraries=["dl"]),
-        # the plane-sweep kit's CPU kernels and their binding; the kernels'
-        # loops vectorise at -O3 once sqrt need not set errno and
-        # comparisons need not keep FP exceptions (nothing here reads
-        # either); libdl opens the CUDA driver, with the loader the
-        # profiler uses
-        extension("aquaprof._mvs", "csrc/kernels/*.c", "csrc/module/mvs/*.c",
-                  "csrc/gpu/cuda_loader.c",
-                  extra=[] if debug else ["-O3", "-fno-math-errno",
-                                          "-fno-trapping-math"],
-                  libraries=["dl"]),
-    ],
-)
+
+def main():
+    setup(
+        cmdclass={"build_ext": BuildWithKernels},
+        ext_modules=[
+            # the profiler: core, GPU tracing (libcuda and CUPTI opened at
+            # run time through libdl) and their binding
+            extension("aquaprof._core", "csrc/core/*.c", "csrc/gpu/*.c",
+                      "csrc/module/*.c", extra=gpu_flags(),
+                      libraries=["dl"]),
+            # the plane-sweep kit's CPU kernels and their binding; the
+            # kernels' loops vectorise at -O3 once sqrt need not set errno
+            # and comparisons need not keep FP exceptions (nothing here
+            # reads either); libdl opens the CUDA driver, with the loader
+            # the profiler uses
+            extension("aquaprof._mvs", "csrc/kernels/*.c",
+                      "csrc/module/mvs/*.c", "csrc/gpu/cuda_loader.c",
+                      extra=[] if debug else ["-O3", "-fno-math-errno",
+                                              "-fno-trapping-math"],
+                      libraries=["dl"]),
+        ],
+    )
+
+
+# setuptools runs this file as __main__ (setup.py, pip, build); the tests
+# import it under another name for find_cupti_headers alone
+if __name__ == "__main__":
+    main()

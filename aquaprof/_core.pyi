@@ -76,7 +76,8 @@ class Profiler:
                  cpu_resolution: float = ..., cuda: int = ...,
                  cuda_sync: bool = ..., libcuda: str = ...,
                  cupti_paths: Sequence[str] = ...,
-                 window: int = ..., max_stages: int = ...) -> None: ...
+                 window: int = ..., max_stages: int = ...,
+                 max_gpu_events: int = ...) -> None: ...
     @property
     def running(self) -> bool: ...
     @property

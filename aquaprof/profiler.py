@@ -49,6 +49,11 @@ class Profiler:
         Each running thread reserves room in blocks of 4096 spans, so with
         several threads up to 4095 per thread of the cap may stay unused
         until the thread ends.
+    max_gpu_events: most GPU events (kernels, copies, memsets, device
+        allocations, host synchronizations) kept, 96 bytes each: the
+        default of 1,000,000 holds about 96 MB. Beyond it events are
+        counted (report.gpu["over_max"]) and report.gpu_status says how
+        many were dropped, never silently left out.
     max_stages: most distinct stage paths recorded (100,000 by default;
         each costs about 1 KB per thread that enters it). An entry of a
         new path past it is counted under a stage named
@@ -115,7 +120,7 @@ class Profiler:
                  cpu_resolution: float = 20e-6, compensate: bool = True,
                  cuda: Any = "auto", cuda_sync: bool = False,
                  window: int = 0, max_stages: int = 100_000,
-                 children: bool = True, max_children: int = 1000,
+                 max_gpu_events: int = 1_000_000, children: bool = True, max_children: int = 1000,
                  dataloaders: bool = True, sample: Optional[float] = None,
                  max_samples: int = 1_000_000, torch_ops: Any = False,
                  torch_modules: bool = False):
@@ -132,6 +137,7 @@ class Profiler:
                                     memory_interval=memory_interval,
                                     cpu_resolution=cpu_resolution,
                                     window=window, max_stages=max_stages,
+                                    max_gpu_events=max_gpu_events,
                                     **profiler_args(cuda, cuda_sync))
         self.window: int = window
         self._on_stop: List[Callable[[], Any]] = []
@@ -345,6 +351,7 @@ class Profiler:
                 self._overhead = self._nested_overhead(data)
             if "gpu" in data:
                 data["gpu"]["events"].flags.writeable = False
+                data["gpu_status"] += _gpu_losses(data["gpu"])
             data["host"] = _host_info(self._started_at)
             if self._sampler is not None:
                 data["samples"] = _samples(self._sampler.data())
@@ -434,6 +441,21 @@ def _calibration(cpu_resolution: float, memory: bool) -> Optional[dict]:
         # a session started meanwhile by other means than a Profiler (on
         # another thread): this run goes uncompensated
         return None
+
+
+def _gpu_losses(gpu: dict) -> str:
+    """What the GPU trace left out and why, for the status line."""
+    said = []
+    if gpu["over_max"]:
+        said.append(f"{gpu['over_max']:,} GPU events past max_gpu_events="
+                    f"{gpu['max_events']:,} dropped")
+    if gpu["incomplete"]:
+        said.append(f"{gpu['incomplete']:,} records without timestamps "
+                    f"(work unfinished at stop) left out")
+    if gpu["late"]:
+        said.append(f"{gpu['late']:,} records of an earlier run arrived "
+                    f"after its report and were dropped")
+    return "".join(f"; {s}" for s in said)
 
 
 def _check_count(name: str, value: Any) -> None:

@@ -69,7 +69,20 @@ LOST_CHILD_FIELDS: Fields = {"pid": int, "label": str, "reason": str}
 PROCESS_OPTIONAL: Fields = {"host": dict, "memory_samples": list,
                              "stages": list, "worker": int}
 GPU_FIELDS: Fields = {"events": dict, "kernel_names": list,
-                      "devices": list, "dropped": int, "unattributed": int}
+                      "devices": list, "dropped": int, "unattributed": int,
+                      "incomplete": int, "over_max": int, "max_events": int,
+                      "late": int}
+#: GPU counters that files written before them lack: 0 there
+GPU_COUNTERS_ADDED = ("incomplete", "over_max", "max_events", "late")
+#: the GPU event of files written before correlation ids were extended
+#: past 32 bits; loaded into GPU_DTYPE
+GPU_DTYPE_32 = np.dtype([
+    ("start_ns", "<i8"), ("end_ns", "<i8"), ("bytes", "<i8"),
+    ("span", "<i8"), ("stage", "<i4"), ("correlation", "<u4"),
+    ("name", "<u4"), ("device", "<u4"), ("stream", "<u4"),
+    ("grid", "<u4", (3,)), ("block", "<u4", (3,)), ("shared", "<u4"),
+    ("registers", "<u2"), ("kind", "u1"), ("copy", "u1"), ("pinned", "u1"),
+    ("pad", "V3")])
 #: the sampler's section (docs/sampling.md); its "timeline" is an
 #: encoded array in JSON, a TIMELINE_DTYPE array in memory
 SAMPLES_FIELDS: Fields = {"interval_ns": int, "rounds": int, "late": int,
@@ -132,8 +145,9 @@ def decode(obj: Any) -> Dict[str, Any]:
     if "gpu" in data:
         if not isinstance(data["gpu"], dict):
             raise ReportError("report['gpu'] must be an object")
-        data["gpu"] = dict(data["gpu"], events=decode_array(
-            data["gpu"].get("events"), _core.GPU_DTYPE, "gpu events"))
+        data["gpu"] = {**{k: 0 for k in GPU_COUNTERS_ADDED},
+                       **data["gpu"], "events": _decode_gpu_events(
+                           data["gpu"].get("events"))}
     samples = data.get("samples")
     if isinstance(samples, dict) and "timeline" in samples:
         data["samples"] = dict(samples, timeline=decode_array(
@@ -191,6 +205,19 @@ def decode_array(obj: Any, dtype: np.dtype, what: str) -> np.ndarray:
         raise ReportError(f"'{what}' holds {held} bytes, not the "
                           f"{count} {what} it declares")
     return np.frombuffer(raw, dtype=dtype)
+
+
+def _decode_gpu_events(obj: Any) -> np.ndarray:
+    """GPU events in GPU_DTYPE, from a file of either layout."""
+    if (isinstance(obj, dict)
+            and obj.get("dtype") == _dtype_fields(GPU_DTYPE_32)):
+        old = decode_array(obj, GPU_DTYPE_32, "gpu events")
+        events = np.zeros(len(old), _core.GPU_DTYPE)
+        for name in GPU_DTYPE_32.names:
+            if name != "pad":
+                events[name] = old[name]
+        return events
+    return decode_array(obj, _core.GPU_DTYPE, "gpu events")
 
 
 def _inflate_upto(packed: bytes, limit: int, what: str) -> bytes:

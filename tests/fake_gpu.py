@@ -15,12 +15,16 @@ ROOT = Path(__file__).resolve().parent.parent
 FAKES = ROOT / "tests" / "fakes"
 
 
-def cupti_include():
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
-                 "/usr/local/cuda"):
-        if root and (Path(root) / "include" / "cupti.h").exists():
-            return Path(root) / "include"
-    return None
+def cupti_include(roots=None, sites=None):
+    """The folder holding cupti.h, found where setup.py finds the one that
+    aquaprof was built with (its find_cupti_headers), or None."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("aquaprof_setup",
+                                                  ROOT / "setup.py")
+    setup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup)
+    folders = setup.find_cupti_headers(roots, sites)
+    return Path(folders[0]) if folders else None
 
 
 def build_fakes(out):
@@ -46,11 +50,12 @@ def build_fakes(out):
     return out
 
 
-def scenario(code, env=None, cupti=None):
+def scenario(code, env=None, cupti=None, preload=True):
     """Runs code in a fresh interpreter with `ap`, `np`, `json` and, when
     cupti names the fake, `fake` (its ctypes handle) defined, and with
-    CUPTI looked for only at `cupti` (a list of paths). Returns what the
-    code printed, parsed as JSON."""
+    CUPTI looked for only at `cupti` (a list of paths), each loaded first
+    unless preload is false. Returns what the code printed, parsed as
+    JSON."""
     prelude = textwrap.dedent(f"""
         import ctypes, json, sys
         import numpy as np
@@ -59,7 +64,7 @@ def scenario(code, env=None, cupti=None):
         aquaprof.cupti.cupti_candidates = (
             lambda: {list(map(str, cupti or []))!r})
         fake = None
-        for path in {list(map(str, cupti or []))!r}:
+        for path in {list(map(str, (cupti or []) if preload else []))!r}:
             try:
                 fake = ctypes.CDLL(path)
             except OSError:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .._core import COPY_D2H, COPY_H2D
 from ..schema import ALLOC, COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ class CopyStats:
     count: int = 0
     time: float = 0.0          # seconds on the device
     bytes: int = 0
-    pageable_bytes: int = 0    # host side not pinned: a staged, slower copy
+    pageable_bytes: int = 0    # host side pageable: a staged, slower copy
 
     @property
     def bandwidth(self) -> Optional[float]:
@@ -245,9 +246,13 @@ def stage_cuda(report: "Report") -> Dict[int, CudaStats]:
     copies = {}
     for code, label in COPY_NAMES.items():
         copy = (kind == MEMCPY) & (mine["copy"] == code)
+        # pageable or pinned is a host buffer's: a copy between devices
+        # (D2D, peer ones among "other") has none to stage
+        host = code in (COPY_H2D, COPY_D2H)
         copies[label] = (total(copy), total(copy, duration),
                          total(copy, mine["bytes"]),
-                         total(copy & (mine["pinned"] == 0), mine["bytes"]))
+                         total(copy & host & (mine["pinned"] == 0),
+                               mine["bytes"]))
     memset_time = total(kind == MEMSET, duration)
     sync_time = total(kind == SYNC, duration)
     allocs = kind == ALLOC

@@ -83,8 +83,10 @@ def merged_data(reports: Sequence[Report],
             else gpus[0]["events"][:0],
             "kernel_names": list(merger.kernel_index),
             "devices": merger.devices,
-            "dropped": sum(g["dropped"] for g in gpus),
-            "unattributed": sum(g["unattributed"] for g in gpus)}
+            "max_events": max(g["max_events"] for g in gpus),
+            **{k: sum(g[k] for g in gpus)
+               for k in ("dropped", "unattributed", "incomplete",
+                         "over_max", "late")}}
     return merged
 
 

@@ -1,4 +1,4 @@
-/* One GPU activity as reports keep it: 88 bytes, the layout of the NumPy
+/* One GPU activity as reports keep it: 96 bytes, the layout of the NumPy
  * dtype aquaprof._core.GPU_DTYPE. */
 #ifndef AP_GPU_EVENT_H
 #define AP_GPU_EVENT_H
@@ -21,8 +21,11 @@ typedef struct {
     int64_t end_ns;
     int64_t bytes;         /* memcpy, memset, alloc, free */
     int64_t span;          /* report span that launched it, -1 for none */
+    /* CUPTI's 32-bit id of the launching API call in the low half, how
+     * often those ids wrapped before it in the high half: unique in a
+     * run however long (see gpu_records.c) */
+    uint64_t correlation;
     int32_t stage;         /* report stage that launched it, -1 for none */
-    uint32_t correlation;  /* CUPTI's id of the launching API call */
     uint32_t name;         /* kernel: index into the kernel names */
     uint32_t device;
     uint32_t stream;
@@ -33,9 +36,9 @@ typedef struct {
     uint8_t kind;
     uint8_t copy;          /* memcpy: AP_COPY_* */
     uint8_t pinned;        /* memcpy: 1 when its host side is pinned */
-    uint8_t pad[3];
+    uint8_t pad[7];
 } ap_gpu_event;
 
-_Static_assert(sizeof(ap_gpu_event) == 88, "GPU event must stay 88 bytes");
+_Static_assert(sizeof(ap_gpu_event) == 96, "GPU event must stay 96 bytes");
 
 #endif

@@ -1,62 +1,105 @@
 #include "gpu_libs.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Successes are kept for the process's life, as every CUDA library keeps
- * its driver; failures are retried at the next start (cheap, and the user
- * may have fixed the path meanwhile). */
+/* The driver stays open for the process's life once opened, as every
+ * CUDA library keeps it; a failure is retried at the next start (cheap,
+ * and the user may have fixed the path meanwhile). */
 static ap_cuda_fns cuda;
-static int cuda_open, cuda_devices;
+static int cuda_open;
 
 ap_status
-ap_cuda_open(const char *path, const ap_cuda_fns **fns, int *devices,
-             char *why, size_t size)
+ap_cuda_load_driver(const char *path, const ap_cuda_fns **fns, char *why,
+                    size_t size)
 {
-    if (cuda_open) {
-        *fns = &cuda;
-        *devices = cuda_devices;
-        return AP_OK;
-    }
-    const ap_dl_symbol symbols[] = {
-        {(void **)&cuda.Init, "cuInit"},
-        {(void **)&cuda.DriverGetVersion, "cuDriverGetVersion"},
-        {(void **)&cuda.DeviceGetCount, "cuDeviceGetCount"},
-        {(void **)&cuda.DeviceGet, "cuDeviceGet"},
-        {(void **)&cuda.DeviceGetName, "cuDeviceGetName"},
-        {(void **)&cuda.DeviceGetAttribute, "cuDeviceGetAttribute"},
-        {(void **)&cuda.CtxSynchronize, "cuCtxSynchronize"},
-        {(void **)&cuda.GetErrorName, "cuGetErrorName"},
-    };
-    void *lib;
-    if (ap_cuda_load(path, symbols, sizeof(symbols) / sizeof(symbols[0]),
-                     &lib, why, size) != AP_OK) {
-        return AP_ERR_SYSTEM;
-    }
-    int rc = cuda.Init(0);
-    int count = 0;
-    if (rc == 0) {
-        rc = cuda.DeviceGetCount(&count);
-    }
-    if (rc != 0 || count == 0) {
-        const char *name = NULL;
-        if (rc == 0) {
-            snprintf(why, size, "no CUDA device: the driver sees none");
-        } else if (cuda.GetErrorName(rc, &name) != 0 || !name) {
-            snprintf(why, size, "no CUDA device: cuInit failed (error %d)",
-                     rc);
-        } else {
-            snprintf(why, size, "no CUDA device: cuInit failed (%s)", name);
+    if (!cuda_open) {
+        const ap_dl_symbol symbols[] = {
+            {(void **)&cuda.Init, "cuInit"},
+            {(void **)&cuda.DriverGetVersion, "cuDriverGetVersion"},
+            {(void **)&cuda.DeviceGetCount, "cuDeviceGetCount"},
+            {(void **)&cuda.DeviceGet, "cuDeviceGet"},
+            {(void **)&cuda.DeviceGetName, "cuDeviceGetName"},
+            {(void **)&cuda.DeviceGetAttribute, "cuDeviceGetAttribute"},
+            {(void **)&cuda.DevicePrimaryCtxGetState,
+             "cuDevicePrimaryCtxGetState"},
+            {(void **)&cuda.DevicePrimaryCtxRetain,
+             "cuDevicePrimaryCtxRetain"},
+            {(void **)&cuda.DevicePrimaryCtxRelease,
+             "cuDevicePrimaryCtxRelease_v2"},
+            {(void **)&cuda.CtxPushCurrent, "cuCtxPushCurrent_v2"},
+            {(void **)&cuda.CtxPopCurrent, "cuCtxPopCurrent_v2"},
+            {(void **)&cuda.CtxSynchronize, "cuCtxSynchronize"},
+            {(void **)&cuda.GetErrorName, "cuGetErrorName"},
+        };
+        void *lib;
+        if (ap_cuda_load(path, symbols, sizeof(symbols) / sizeof(symbols[0]),
+                         &lib, why, size) != AP_OK) {
+            return AP_ERR_SYSTEM;
         }
-        dlclose(lib);
+        cuda_open = 1;
+    }
+    *fns = &cuda;
+    return AP_OK;
+}
+
+/* why = "<prefix> (<CUDA_ERROR_...>)", or the number where the driver
+ * has no name for it. */
+static void
+driver_error(const ap_cuda_fns *fns, int rc, const char *prefix, char *why,
+             size_t size)
+{
+    const char *name = NULL;
+    if (fns->GetErrorName(rc, &name) != 0 || !name) {
+        snprintf(why, size, "%s (error %d)", prefix, rc);
+    } else {
+        snprintf(why, size, "%s (%s)", prefix, name);
+    }
+}
+
+/* Counts the devices: AP_OK, or AP_ERR_SYSTEM when there is none. */
+static ap_status
+count_devices(const ap_cuda_fns *fns, int rc, int count, int *devices,
+              char *why, size_t size)
+{
+    if (rc != 0) {
+        driver_error(fns, rc, "no CUDA device: cuDeviceGetCount failed",
+                     why, size);
         return AP_ERR_SYSTEM;
     }
-    cuda_open = 1;
-    cuda_devices = count;
-    *fns = &cuda;
+    if (count == 0) {
+        snprintf(why, size, "no CUDA device: the driver sees none");
+        return AP_ERR_SYSTEM;
+    }
     *devices = count;
     return AP_OK;
+}
+
+ap_status
+ap_cuda_devices_if_initialized(const ap_cuda_fns *fns, int *devices,
+                               char *why, size_t size)
+{
+    int count = 0;
+    int rc = fns->DeviceGetCount(&count);
+    if (rc == AP_CUDA_ERROR_NOT_INITIALIZED) {
+        return AP_IGNORED;
+    }
+    return count_devices(fns, rc, count, devices, why, size);
+}
+
+ap_status
+ap_cuda_init(const ap_cuda_fns *fns, int *devices, char *why, size_t size)
+{
+    int rc = fns->Init(0);
+    if (rc != 0) {
+        driver_error(fns, rc, "no CUDA device: cuInit failed", why, size);
+        return AP_ERR_SYSTEM;
+    }
+    int count = 0;
+    rc = fns->DeviceGetCount(&count);
+    return count_devices(fns, rc, count, devices, why, size);
 }
 
 #ifdef AP_HAVE_CUPTI
@@ -96,6 +139,8 @@ adopt(void *lib, const char *path, char *why, size_t size)
          "cuptiActivityPushExternalCorrelationId"},
         {(void **)&cupti.ActivityPopExternalCorrelationId,
          "cuptiActivityPopExternalCorrelationId"},
+        {(void **)&cupti.Subscribe, "cuptiSubscribe"},
+        {(void **)&cupti.Unsubscribe, "cuptiUnsubscribe"},
     };
     char what[600];
     snprintf(what, sizeof(what), "CUPTI at %s", path);
@@ -119,27 +164,54 @@ adopt(void *lib, const char *path, char *why, size_t size)
     return AP_OK;
 }
 
+/* The path of a CUPTI already mapped into the process, any version. */
+static int
+find_loaded(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    const char *base = slash ? slash + 1 : info->dlpi_name;
+    if (strncmp(base, "libcupti.so", 11) != 0) {
+        return 0;
+    }
+    snprintf(data, 512, "%s", info->dlpi_name);
+    return 1;
+}
+
+/* Adopts lib if its major version is this build's; closes it otherwise.
+ * AP_OK, AP_ERR_INVALID (wrong version, why says so), AP_ERR_SYSTEM. */
+static ap_status
+try_library(void *lib, const char *path, char *why, size_t size)
+{
+    ap_status st = adopt(lib, path, why, size);
+    if (st != AP_OK) {
+        dlclose(lib);
+    }
+    return st;
+}
+
 ap_status
 ap_cupti_open(const char *const *candidates, size_t n,
               const ap_cupti_fns **fns, char *where, size_t where_size,
               char *why, size_t size)
 {
     why[0] = '\0';
-    if (!cupti_open) {
+    char loaded[512] = "";
+    if (!cupti_open && dl_iterate_phdr(find_loaded, loaded)) {
         /* one CUPTI per process: two copies would fight over the device */
-        static const char *const loaded[] = {"libcupti.so.13",
-                                             "libcupti.so"};
-        for (size_t i = 0; i < 2 && !cupti_open; i++) {
-            void *lib = dlopen(loaded[i], RTLD_NOW | RTLD_NOLOAD);
-            if (lib) {
-                ap_status st = adopt(lib, loaded[i], why, size);
-                if (st != AP_OK) {
-                    dlclose(lib);
-                    return st;
-                }
-            }
+        void *lib = dlopen(loaded, RTLD_NOW | RTLD_NOLOAD);
+        ap_status st = lib ? try_library(lib, loaded, why, size)
+                           : AP_ERR_SYSTEM;
+        if (st != AP_OK) {
+            char reason[1024];
+            snprintf(reason, sizeof(reason), "%s", lib ? why : dlerror());
+            snprintf(why, size, "not traced: the process already holds a "
+                     "CUPTI that aquaprof cannot use, and a second copy "
+                     "would fight it over the device: %s", reason);
+            return AP_ERR_INVALID;
         }
     }
+    char wrong[1024] = "";
     for (size_t i = 0; i < n && !cupti_open; i++) {
         void *lib = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
@@ -150,16 +222,24 @@ ap_cupti_open(const char *const *candidates, size_t n,
                  colon ? colon + 2 : "cannot open");
             continue;
         }
-        why[0] = '\0';
-        ap_status st = adopt(lib, candidates[i], why, size);
-        if (st != AP_OK) {
-            dlclose(lib);
-            return st;
+        char reason[1024];
+        if (try_library(lib, candidates[i], reason, sizeof(reason)) ==
+            AP_ERR_INVALID) {
+            if (!wrong[0]) {
+                snprintf(wrong, sizeof(wrong), "%s", reason);
+            }
+            note(why, size, candidates[i], "another CUDA major version");
+        } else if (!cupti_open) {
+            note(why, size, candidates[i], reason);
         }
     }
     if (!cupti_open) {
         char tried[2048];
         snprintf(tried, sizeof(tried), "%s", why);
+        if (wrong[0]) {
+            snprintf(why, size, "%s; tried: %s", wrong, tried);
+            return AP_ERR_INVALID;
+        }
         snprintf(why, size, "CUPTI not found; tried: %s. Set AQUAPROF_CUPTI "
                  "to the path of libcupti.so", n ? tried : "no path");
         return AP_ERR_SYSTEM;

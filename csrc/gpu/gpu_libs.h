@@ -21,16 +21,39 @@ typedef struct {
     int (*DeviceGet)(int *device, int ordinal);
     int (*DeviceGetName)(char *name, int len, int device);
     int (*DeviceGetAttribute)(int *value, int attribute, int device);
+    int (*DevicePrimaryCtxGetState)(int device, unsigned *flags,
+                                    int *active);
+    int (*DevicePrimaryCtxRetain)(void **ctx, int device);
+    int (*DevicePrimaryCtxRelease)(int device);
+    int (*CtxPushCurrent)(void *ctx);
+    int (*CtxPopCurrent)(void **ctx);
     int (*CtxSynchronize)(void);
     int (*GetErrorName)(int error, const char **name);
 } ap_cuda_fns;
 
-/* Opens the driver (path, e.g. "libcuda.so.1") and counts its devices,
- * once per process; later calls give the first call's outcome.
- * AP_ERR_SYSTEM with why filled: no driver, driver refused to start, no
- * device. */
-ap_status ap_cuda_open(const char *path, const ap_cuda_fns **fns,
-                       int *devices, char *why, size_t size);
+/* The driver's answer when asked before cuInit. */
+#define AP_CUDA_ERROR_NOT_INITIALIZED 3
+
+/* Opens the driver (path, e.g. "libcuda.so.1") without initializing it,
+ * once per process. AP_ERR_SYSTEM with why filled: no driver, or one
+ * too old. */
+ap_status ap_cuda_load_driver(const char *path, const ap_cuda_fns **fns,
+                              char *why, size_t size);
+
+/* Counts the devices of a driver the program has initialized, never
+ * initializing it: a process that forks after cuInit leaves its children
+ * unable to use CUDA, so aquaprof's own cuda="auto" must not be what
+ * initialized it. AP_OK with *devices (0 or more), AP_IGNORED when the
+ * program has not initialized CUDA, AP_ERR_SYSTEM with why filled. */
+ap_status ap_cuda_devices_if_initialized(const ap_cuda_fns *fns,
+                                         int *devices, char *why,
+                                         size_t size);
+
+/* Initializes the driver (cuda=True, cuda_sync=True) and counts its
+ * devices. AP_ERR_SYSTEM with why filled: the driver refused to start, or
+ * sees no device. */
+ap_status ap_cuda_init(const ap_cuda_fns *fns, int *devices, char *why,
+                       size_t size);
 
 #ifdef AP_HAVE_CUPTI
 typedef struct {
@@ -53,13 +76,23 @@ typedef struct {
         CUpti_ExternalCorrelationKind kind, uint64_t id);
     CUptiResult (*ActivityPopExternalCorrelationId)(
         CUpti_ExternalCorrelationKind kind, uint64_t *id);
+    CUptiResult (*Subscribe)(CUpti_SubscriberHandle *subscriber,
+                             CUpti_CallbackFunc callback, void *data);
+    CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle subscriber);
 } ap_cupti_fns;
 
+/* The external correlation kind aquaprof pushes its stage tags under:
+ * torch.profiler (Kineto) pushes CUSTOM0 and CUSTOM1, so a third keeps
+ * each tool's ids on a stack of its own. */
+#define AP_CORRELATION_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
+
 /* Opens CUPTI, once per process: a copy already loaded in the process
- * (torch's) first, then each of the n candidate paths in order. On
- * success `where` holds the path opened. AP_ERR_SYSTEM with why listing
- * every path tried and why it failed; AP_ERR_INVALID when the CUPTI found
- * is older than the headers aquaprof was built with. */
+ * (torch's), else the first of the n candidate paths whose API major
+ * version is this build's. A loaded copy of another major version is
+ * never joined by a second copy (two CUPTIs would fight over the device):
+ * AP_ERR_INVALID, why saying so. On success `where` holds the path
+ * opened. AP_ERR_SYSTEM with why listing every path tried and why it
+ * failed. */
 ap_status ap_cupti_open(const char *const *candidates, size_t n,
                         const ap_cupti_fns **fns, char *where,
                         size_t where_size, char *why, size_t size);

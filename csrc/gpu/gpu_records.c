@@ -1,16 +1,34 @@
 #include "gpu_records.h"
 
-#ifdef AP_HAVE_CUPTI
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BUFFER_SIZE (4u << 20)
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t max_events = AP_GPU_DEFAULT_MAX_EVENTS;
+
+void
+ap_gpu_records_set_max_events(int64_t n)
+{
+    pthread_mutex_lock(&lock);
+    max_events = n;
+    pthread_mutex_unlock(&lock);
+}
+
+#ifdef AP_HAVE_CUPTI
+#include "gpu_buffers.h"
+
 static const ap_cupti_fns *cupti;
 static ap_gpu_trace *trace;          /* NULL when not collecting */
 static size_t events_cap, links_cap;
+/* The highest extended correlation seen in this trace, 0 for none yet */
+static uint64_t front;
+/* Records of a trace already taken: its report may be built already and
+ * a report is never changed after, so they cannot join it. They go
+ * uncounted nowhere: the next trace says how many came late. (The forced
+ * flushes at stop make them rare: a buffer CUPTI's own thread still held.)
+ */
+static int64_t late;
 
 ap_status
 ap_gpu_records_begin(const ap_cupti_fns *fns)
@@ -23,7 +41,11 @@ ap_gpu_records_begin(const ap_cupti_fns *fns)
     ap_gpu_trace *old = trace;
     cupti = fns;
     trace = fresh;
+    trace->max_events = max_events;
+    trace->late = late;
+    late = 0;
     events_cap = links_cap = 0;
+    front = 0;
     pthread_mutex_unlock(&lock);
     ap_gpu_trace_free(old);
     return AP_OK;
@@ -37,6 +59,30 @@ ap_gpu_records_take(void)
     trace = NULL;
     pthread_mutex_unlock(&lock);
     return t;
+}
+
+/* CUPTI's 32-bit correlation ids wrap after 2^32 API calls (hours at a
+ * high launch rate), and records arrive out of order (per-stream buffers,
+ * kernels ending out of launch order): an id is placed in the epoch that
+ * puts it nearest the highest id seen, as serial-number arithmetic does.
+ * Events and links extended alike join within their own epoch only. */
+static uint64_t
+extend_correlation(uint32_t id)
+{
+    if (front == 0) {
+        front = id;
+        return id;
+    }
+    int32_t step = (int32_t)(id - (uint32_t)front);
+    /* a straggler from before the wrap, seen before the first record */
+    if (step < 0 && front < (uint64_t)-(int64_t)step) {
+        return id;
+    }
+    uint64_t extended = front + (uint64_t)(int64_t)step;
+    if (extended > front) {
+        front = extended;
+    }
+    return extended;
 }
 
 /* Grows *array (of *cap items of `item` bytes) to hold one more. */
@@ -86,9 +132,9 @@ copy_kind(uint8_t kind)
 /* Fields that CUPTI's record types name alike wherever they have them. */
 #define TIMES(e, r) \
     ((e).start_ns = (int64_t)(r)->start, (e).end_ns = (int64_t)(r)->end)
-#define ORIGIN(e, r)                                                   \
-    ((e).correlation = (r)->correlationId, (e).device = (r)->deviceId, \
-     (e).stream = (r)->streamId)
+#define ORIGIN(e, r)                                  \
+    ((e).correlation = extend_correlation((r)->correlationId), \
+     (e).device = (r)->deviceId, (e).stream = (r)->streamId)
 
 /* One handler per CUPTI record kind: each fills e from its record and
  * returns 1 to keep e, 0 to keep nothing, -1 for want of memory. */
@@ -166,13 +212,24 @@ on_memory(const CUpti_Activity *record, ap_gpu_event *e)
     return 1;
 }
 
+/* Only the calls that block the host: cudaStreamWaitEvent makes a stream
+ * wait on the device and returns at once. */
 static int
 on_sync(const CUpti_Activity *record, ap_gpu_event *e)
 {
     const CUpti_ActivitySynchronization2 *s = (const void *)record;
+    switch (s->type) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
+        break;
+    default:
+        return 0;
+    }
     e->kind = AP_GPU_SYNC;
     TIMES(*e, s);
-    e->correlation = s->correlationId;   /* it names no device */
+    /* it names no device */
+    e->correlation = extend_correlation(s->correlationId);
     e->stream = s->streamId;
     return 1;
 }
@@ -183,15 +240,15 @@ on_external_correlation(const CUpti_Activity *record, ap_gpu_event *e)
 {
     (void)e;
     const CUpti_ActivityExternalCorrelation *x = (const void *)record;
-    if (x->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
+    if (x->externalKind != AP_CORRELATION_KIND) {
         return 0;
     }
     if (reserve((void **)&trace->links, &links_cap, trace->nlinks,
                 sizeof(ap_gpu_link)) != 0) {
         return -1;
     }
-    trace->links[trace->nlinks++] = (ap_gpu_link){x->externalId,
-                                                  x->correlationId};
+    trace->links[trace->nlinks++] = (ap_gpu_link){
+        x->externalId, extend_correlation(x->correlationId)};
     return 0;
 }
 
@@ -217,6 +274,14 @@ handler_for(CUpti_ActivityKind kind)
     }
 }
 
+/* A record that may become an event (not a link, not an API call). */
+static int
+is_activity(CUpti_ActivityKind kind)
+{
+    record_handler handle = handler_for(kind);
+    return handle && handle != on_external_correlation;
+}
+
 /* One record into the trace; -1 for want of memory. */
 static int
 add(const CUpti_Activity *record)
@@ -233,6 +298,16 @@ add(const CUpti_Activity *record)
     if (keep <= 0) {
         return keep;
     }
+    /* CUPTI writes 0 where it could take no timestamp (work still in
+     * flight at a flush): such times would stretch a stage to the epoch */
+    if (e.start_ns <= 0 || e.end_ns < e.start_ns) {
+        trace->incomplete++;
+        return 0;
+    }
+    if ((int64_t)trace->nevents >= trace->max_events) {
+        trace->over_max++;
+        return 0;
+    }
     if (reserve((void **)&trace->events, &events_cap, trace->nevents,
                 sizeof(ap_gpu_event)) != 0) {
         return -1;
@@ -244,8 +319,8 @@ add(const CUpti_Activity *record)
 void CUPTIAPI
 ap_gpu_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    *buffer = aligned_alloc(8, BUFFER_SIZE);
-    *size = *buffer ? BUFFER_SIZE : 0;
+    *buffer = ap_gpu_buffer_new();
+    *size = *buffer ? AP_GPU_BUFFER_SIZE : 0;
     *max_records = 0;
 }
 
@@ -255,21 +330,28 @@ ap_gpu_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
 {
     (void)size;
     pthread_mutex_lock(&lock);
-    if (trace && valid) {
+    if (cupti && valid) {
         CUpti_Activity *record = NULL;
         while (cupti->ActivityGetNextRecord(buffer, valid, &record) ==
                CUPTI_SUCCESS) {
-            if (add(record) != 0) {
+            if (!trace) {
+                late += is_activity(record->kind);
+            } else if (add(record) != 0) {
                 trace->dropped++;
             }
         }
-        size_t dropped = 0;
-        if (cupti->ActivityGetNumDroppedRecords(ctx, stream, &dropped) ==
-            CUPTI_SUCCESS) {
+    }
+    size_t dropped = 0;
+    if (cupti && cupti->ActivityGetNumDroppedRecords(ctx, stream,
+                                                     &dropped) ==
+                     CUPTI_SUCCESS) {
+        if (trace) {
             trace->dropped += (int64_t)dropped;
+        } else {
+            late += (int64_t)dropped;
         }
     }
     pthread_mutex_unlock(&lock);
-    free(buffer);
+    ap_gpu_buffer_release(buffer);
 }
 #endif

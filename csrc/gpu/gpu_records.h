@@ -6,6 +6,11 @@
 #include "gpu_libs.h"
 #include "gpu_trace.h"
 
+/* Most events the next trace keeps (set before ap_gpu_start); those past
+ * it are counted in the trace's over_max. */
+#define AP_GPU_DEFAULT_MAX_EVENTS 1000000
+void ap_gpu_records_set_max_events(int64_t max_events);
+
 #ifdef AP_HAVE_CUPTI
 /* Starts collecting into a fresh, empty trace. AP_ERR_NOMEM. */
 ap_status ap_gpu_records_begin(const ap_cupti_fns *fns);
@@ -19,7 +24,8 @@ void CUPTIAPI ap_gpu_buffer_completed(CUcontext ctx, uint32_t stream,
 
 /* Ends collecting and hands the trace over (NULL if begin was not
  * called). Records that could not be kept for want of memory are counted
- * in its `dropped`. */
+ * in its `dropped`; records CUPTI delivers after this call, in the next
+ * trace's `late`. */
 ap_gpu_trace *ap_gpu_records_take(void);
 #endif
 

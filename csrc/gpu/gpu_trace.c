@@ -1,11 +1,13 @@
 #include "gpu_trace.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "../core/intern.h"
+#include "gpu_buffers.h"
 #include "gpu_libs.h"
 #include "gpu_records.h"
 
@@ -17,9 +19,35 @@
  * changed while it records. */
 static const ap_cuda_fns *cuda;
 static int hook_sync, hook_nvtx, running;
+/* This process opened the driver or CUPTI, or is a fork child of one that
+ * did: neither works in a forked child. */
+static int opened, forked;
+static uint32_t runs;            /* starts so far: which run a push is of */
+/* A tag's bit 31 is always clear (a span slot is below 2^31 - 1): it
+ * carries the parity of the run that pushed it, so that work a later run
+ * launches under a tag still pushed is not filed under that run's stage
+ * of the same number. */
+#define RUN_BIT (UINT64_C(1) << 31)
+#define run_mark(run) ((run) & 1 ? RUN_BIT : 0)
 #ifdef AP_HAVE_CUPTI
 static const ap_cupti_fns *cupti;
 static int hook_cupti;
+/* The tags this thread pushed in run `run` and has not popped: a stage
+ * left open at stop keeps its tag on CUPTI's per-thread stack, and the
+ * thread's first edge in a later run pops it. */
+static _Thread_local struct {
+    uint32_t run, pushed;
+} here;
+
+/* Pops what this thread pushed in an earlier run. */
+static void
+drop_stale(void)
+{
+    for (; here.pushed; here.pushed--) {
+        cupti->ActivityPopExternalCorrelationId(AP_CORRELATION_KIND, NULL);
+    }
+    here.run = runs;
+}
 #endif
 
 static void
@@ -30,8 +58,14 @@ hook_enter(uint64_t tag, uint32_t name)
     }
 #ifdef AP_HAVE_CUPTI
     if (hook_cupti) {
-        cupti->ActivityPushExternalCorrelationId(
-            CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, tag);
+        if (here.run != runs) {
+            drop_stale();
+        }
+        if (cupti->ActivityPushExternalCorrelationId(
+                AP_CORRELATION_KIND, tag | run_mark(runs)) ==
+            CUPTI_SUCCESS) {
+            here.pushed++;
+        }
     }
 #else
     (void)tag;
@@ -52,9 +86,9 @@ hook_exit(void)
         cuda->CtxSynchronize();   /* the stage's work ends inside it */
     }
 #ifdef AP_HAVE_CUPTI
-    if (hook_cupti) {
-        cupti->ActivityPopExternalCorrelationId(
-            CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, NULL);
+    if (hook_cupti && here.run == runs && here.pushed) {
+        cupti->ActivityPopExternalCorrelationId(AP_CORRELATION_KIND, NULL);
+        here.pushed--;
     }
 #endif
 #ifdef AP_HAVE_NVTX
@@ -65,6 +99,25 @@ hook_exit(void)
 }
 
 static const ap_stage_hooks hooks = {hook_enter, hook_exit};
+
+/* A fork child inherits the parent's flags but none of its threads, and
+ * CUDA and CUPTI do not work in it: it may start a Profiler of its own,
+ * without the GPU. */
+static void
+in_child(void)
+{
+    running = hook_sync = hook_nvtx = 0;
+#ifdef AP_HAVE_CUPTI
+    hook_cupti = 0;
+#endif
+    forked = forked || opened;
+}
+
+static void
+install_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, in_child);
+}
 
 #ifdef AP_HAVE_CUPTI
 /* Activity timestamps on the spans' clock, so that no offset is guessed. */
@@ -94,21 +147,47 @@ disable(size_t n)
     }
 }
 
-/* Registers the callbacks (once per process) and enables every kind, or
- * none: fills why and fails. */
+static void CUPTIAPI
+ignore_callback(void *data, CUpti_CallbackDomain domain,
+                CUpti_CallbackId id, const void *info)
+{
+    (void)data;
+    (void)domain;
+    (void)id;
+    (void)info;
+}
+
+/* Whether another CUPTI client (torch.profiler, Nsight) is subscribed
+ * now: CUPTI takes one subscriber at a time, so a probe tells. */
+static int
+another_client(void)
+{
+    CUpti_SubscriberHandle probe;
+    CUptiResult rc = cupti->Subscribe(&probe, ignore_callback, NULL);
+    if (rc == CUPTI_SUCCESS) {
+        cupti->Unsubscribe(probe);
+    }
+    return rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+}
+
+/* Registers the callbacks and enables every kind, or none: fills why and
+ * fails. The callbacks are registered at every start, since CUPTI keeps
+ * one pair per process and another client may have replaced ours. */
 static ap_status
 start_cupti(char *why, size_t size)
 {
-    static int registered;
+    if (another_client()) {
+        snprintf(why, size, "not traced: another CUPTI client is tracing "
+                 "(torch.profiler, Nsight or another tool) and aquaprof "
+                 "leaves CUPTI to it; start the Profiler outside that "
+                 "tool's run to trace the GPU");
+        return AP_ERR_ACTIVE;
+    }
     char text[256];
-    CUptiResult rc = CUPTI_SUCCESS;
-    if (!registered) {
-        rc = cupti->ActivityRegisterTimestampCallback(monotonic_ns);
-        if (rc == CUPTI_SUCCESS) {
-            rc = cupti->ActivityRegisterCallbacks(ap_gpu_buffer_requested,
-                                                  ap_gpu_buffer_completed);
-        }
-        registered = rc == CUPTI_SUCCESS;
+    CUptiResult rc = cupti->ActivityRegisterTimestampCallback(monotonic_ns);
+    if (rc == CUPTI_SUCCESS) {
+        rc = cupti->ActivityRegisterCallbacks(ap_gpu_buffer_requested,
+                                              ap_gpu_buffer_completed);
     }
     size_t enabled = 0;
     if (rc == CUPTI_SUCCESS) {
@@ -129,12 +208,7 @@ start_cupti(char *why, size_t size)
     disable(enabled);
     ap_gpu_trace_free(ap_gpu_records_take());
     ap_cupti_error(rc, text, sizeof(text));
-    if (rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ||
-        rc == CUPTI_ERROR_NOT_INITIALIZED) {
-        snprintf(why, size, "CUPTI refused: another profiler holds it "
-                 "(Nsight, torch.profiler or a second CUPTI client): %s",
-                 text);
-    } else if (rc == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) {
+    if (rc == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) {
         snprintf(why, size, "CUPTI refused: this user may not profile the "
                  "GPU (%s); see NVreg_RestrictProfilingToAdminUsers", text);
     } else {
@@ -146,7 +220,8 @@ start_cupti(char *why, size_t size)
 
 /* Starts CUPTI's activity tracing: AP_OK with traced saying what is
  * traced, or with status saying what was missing and traced left empty;
- * AP_ERR_SYSTEM (status filled) when tracing is required. */
+ * AP_ERR_SYSTEM (status filled) when tracing is required. devices is 0
+ * when the program has not initialized CUDA yet. */
 static ap_status
 start_activity(const ap_gpu_config *c, int devices, int required,
                char *traced, size_t traced_size, char *status, size_t size)
@@ -163,8 +238,13 @@ start_activity(const ap_gpu_config *c, int devices, int required,
         return required ? AP_ERR_SYSTEM : AP_OK;
     }
     hook_cupti = 1;
-    snprintf(traced, traced_size, "tracing %d device%s with CUPTI (%s)",
-             devices, devices == 1 ? "" : "s", where);
+    if (devices) {
+        snprintf(traced, traced_size, "tracing %d device%s with CUPTI (%s)",
+                 devices, devices == 1 ? "" : "s", where);
+    } else {
+        snprintf(traced, traced_size, "tracing with CUPTI (%s) from the "
+                 "program's first use of CUDA", where);
+    }
     return AP_OK;
 #else
     (void)c;
@@ -208,6 +288,7 @@ ap_status
 ap_gpu_start(const ap_gpu_config *c, const ap_stage_hooks **out,
              char *status, size_t size)
 {
+    static pthread_once_t fork_handler = PTHREAD_ONCE_INIT;
     *out = NULL;
     status[0] = '\0';
     if (running) {
@@ -223,16 +304,32 @@ ap_gpu_start(const ap_gpu_config *c, const ap_stage_hooks **out,
         return AP_OK;
     }
     int required = c->mode == AP_CUDA_REQUIRED || c->sync;
-    int devices = 0;
+    if (forked) {
+        snprintf(status, size, "not traced: this process was forked from "
+                 "one that opened CUDA, which does not work in a forked "
+                 "child (start it with the 'spawn' method)");
+        return required ? AP_ERR_SYSTEM : AP_OK;
+    }
+    pthread_once(&fork_handler, install_fork_handler);
     char why[2048];
-    if (ap_cuda_open(c->libcuda, &cuda, &devices, why, sizeof(why)) !=
-        AP_OK) {
+    int devices = 0;
+    ap_status st = ap_cuda_load_driver(c->libcuda, &cuda, why, sizeof(why));
+    if (st == AP_OK) {
+        opened = 1;
+        /* cuda="auto" leaves cuInit to the program: a process that forks
+         * after it (DataLoader workers) leaves its children without CUDA */
+        st = required ? ap_cuda_init(cuda, &devices, why, sizeof(why))
+                      : ap_cuda_devices_if_initialized(cuda, &devices, why,
+                                                       sizeof(why));
+    }
+    if (st != AP_OK && st != AP_IGNORED) {
         snprintf(status, size, "%s", why);
         return required ? AP_ERR_SYSTEM : AP_OK;
     }
     hook_sync = c->sync;
     /* NVTX ranges only when a tool (Nsight) injected itself: free else */
     hook_nvtx = getenv("NVTX_INJECTION64_PATH") != NULL;
+    runs++;
     char traced[1024] = "";
     if (c->mode != AP_CUDA_OFF &&
         start_activity(c, devices, required, traced, sizeof(traced), status,
@@ -283,43 +380,129 @@ describe_devices(ap_gpu_trace *t)
 }
 #endif
 
-ap_status
-ap_gpu_stop(ap_gpu_trace **out)
-{
-    *out = NULL;
-    if (!running) {
-        return AP_OK;
-    }
-    running = 0;
-    hook_sync = hook_nvtx = 0;
 #ifdef AP_HAVE_CUPTI
-    if (!hook_cupti) {
-        return AP_OK;
+/* Appends "; text" (or text) to note, as room allows. */
+static void
+add_note(char *note, size_t size, const char *text)
+{
+    size_t used = strlen(note);
+    if (used + 1 < size) {
+        snprintf(note + used, size - used, "%s%s", used ? "; " : "", text);
     }
-    hook_cupti = 0;
-    cuda->CtxSynchronize();   /* no context on this thread: a no-op */
+}
+
+/* Waits for the work of every device whose primary context is active,
+ * whatever thread launched it: a stop on any thread must not leave work
+ * in flight, without times. Never creates a context. */
+static void
+synchronize_devices(int devices, char *note, size_t size)
+{
+    for (int d = 0; d < devices; d++) {
+        int dev, active = 0;
+        unsigned flags;
+        void *ctx;
+        if (cuda->DeviceGet(&dev, d) != 0 ||
+            cuda->DevicePrimaryCtxGetState(dev, &flags, &active) != 0 ||
+            !active || cuda->DevicePrimaryCtxRetain(&ctx, dev) != 0) {
+            continue;
+        }
+        int rc = -1;
+        if (cuda->CtxPushCurrent(ctx) == 0) {
+            rc = cuda->CtxSynchronize();
+            cuda->CtxPopCurrent(&ctx);
+        }
+        cuda->DevicePrimaryCtxRelease(dev);
+        if (rc != 0) {
+            const char *name = NULL;
+            char text[256];
+            if (rc < 0 || cuda->GetErrorName(rc, &name) != 0 || !name) {
+                name = "its context could not be made current";
+            }
+            snprintf(text, sizeof(text), "device %d could not be "
+                     "synchronized at stop (%s): its work still in flight "
+                     "is missing", d, name);
+            add_note(note, size, text);
+        }
+    }
+}
+
+/* Ends tracing; note gets what the report must say of it. */
+static ap_gpu_trace *
+stop_cupti(char *note, size_t size)
+{
+    drop_stale();     /* the stopping thread's stages left open */
+    int devices = 0;
+    char why[512];
+    int used_cuda = ap_cuda_devices_if_initialized(cuda, &devices, why,
+                                                   sizeof(why)) == AP_OK;
+    if (used_cuda) {
+        synchronize_devices(devices, note, size);
+    }
+    /* a client that started during the run keeps its kinds enabled */
+    int other = another_client();
     cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    disable(NKINDS);
-    cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (!other) {
+        disable(NKINDS);
+        cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
+    size_t lost = ap_gpu_buffers_out();
+    if (other || lost) {
+        char text[512];
+        snprintf(text, sizeof(text), "another CUPTI client (torch.profiler "
+                 "or Nsight) took CUPTI over during this run: GPU work from "
+                 "its start on is missing%s", lost ? " (activity buffers "
+                 "went to it)" : "");
+        add_note(note, size, text);
+    }
     ap_gpu_trace *t = ap_gpu_records_take();
     if (!t) {
-        return AP_ERR_NOMEM;
+        return NULL;
+    }
+    t->run_mark = run_mark(runs);
+    if (!used_cuda) {
+        if (!t->nevents) {
+            add_note(note, size, "no GPU work: the program did not use "
+                     "CUDA");
+        }
+        return t;
     }
     describe_devices(t);
     if (!t->devices) {
         ap_gpu_trace_free(t);
-        return AP_ERR_NOMEM;
+        return NULL;
     }
-    *out = t;
+    return t;
+}
 #endif
-    return AP_OK;
+
+ap_status
+ap_gpu_stop(ap_gpu_trace **out, char *note, size_t size)
+{
+    *out = NULL;
+    note[0] = '\0';
+    if (!running) {
+        return AP_OK;
+    }
+    ap_status st = AP_OK;
+    hook_sync = hook_nvtx = 0;
+#ifdef AP_HAVE_CUPTI
+    if (hook_cupti) {
+        hook_cupti = 0;
+        *out = stop_cupti(note, size);
+        st = *out ? AP_OK : AP_ERR_NOMEM;
+    }
+#else
+    (void)size;
+#endif
+    running = 0;   /* last: no trace starts while this one flushes */
+    return st;
 }
 
 static int
 by_correlation(const void *a, const void *b)
 {
-    uint32_t x = ((const ap_gpu_link *)a)->correlation;
-    uint32_t y = ((const ap_gpu_link *)b)->correlation;
+    uint64_t x = ((const ap_gpu_link *)a)->correlation;
+    uint64_t y = ((const ap_gpu_link *)b)->correlation;
     return (x > y) - (x < y);
 }
 
@@ -335,8 +518,10 @@ ap_gpu_trace_resolve(ap_gpu_trace *t, const ap_report *r)
                                           sizeof(key), by_correlation);
         uint32_t stage;
         int64_t span;
-        if (link && ap_report_resolve_tag(r, link->tag, &stage, &span) ==
-                        AP_OK) {
+        /* a tag of another run is still pushed by a stage left open */
+        if (link && (link->tag & RUN_BIT) == t->run_mark &&
+            ap_report_resolve_tag(r, link->tag & ~RUN_BIT, &stage, &span) ==
+                AP_OK) {
             e->stage = (int32_t)stage;
             e->span = span;
         } else {

@@ -32,7 +32,7 @@ typedef struct {
 
 typedef struct {
     uint64_t tag;                    /* the span's: AP_TAG_THREAD_BITS */
-    uint32_t correlation;            /* CUPTI's id of an API call in it */
+    uint64_t correlation;            /* an API call in it, as events' */
 } ap_gpu_link;
 
 typedef struct {
@@ -40,11 +40,16 @@ typedef struct {
     size_t nevents;
     ap_intern_table names;           /* kernel names, by event.name */
     int64_t dropped;                 /* records CUPTI could not keep */
+    int64_t incomplete;              /* records without both timestamps */
+    int64_t over_max;                /* events past max_events */
+    int64_t late;                    /* an earlier run's, after its take */
+    int64_t max_events;              /* the cap the run was given */
     int64_t unattributed;            /* events no stage launched */
     ap_gpu_device *devices;          /* by CUPTI device id */
     uint32_t ndevices;
     ap_gpu_link *links;              /* sorted by ap_gpu_trace_resolve */
     size_t nlinks;
+    uint64_t run_mark;               /* the tags' run bit of this run */
 } ap_gpu_trace;
 
 /* Starts what config asks for and fills status with one line: what is
@@ -57,10 +62,14 @@ ap_status ap_gpu_start(const ap_gpu_config *config,
                        const ap_stage_hooks **hooks, char *status,
                        size_t size);
 
-/* Stops tracing: one device synchronize (so that work launched during the
- * run is measured), a forced flush, then hands the records over in *out
- * (NULL when nothing was traced). AP_ERR_NOMEM. */
-ap_status ap_gpu_stop(ap_gpu_trace **out);
+/* Stops tracing: waits for every device the program used (so that work
+ * launched during the run is measured, whatever thread launched it), a
+ * forced flush, then hands the records over in *out (NULL when nothing
+ * was traced), and fills note with what the report must add to the
+ * start's status line (empty when nothing): a device that could not be
+ * synchronized, another CUPTI client that took over mid-run, a program
+ * that never used CUDA. Needs no GIL. AP_ERR_NOMEM. */
+ap_status ap_gpu_stop(ap_gpu_trace **out, char *note, size_t size);
 
 /* Fills each event's stage and span from the report of the same run. */
 void ap_gpu_trace_resolve(ap_gpu_trace *t, const ap_report *r);

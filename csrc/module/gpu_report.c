@@ -76,10 +76,14 @@ ap_gpu_trace_to_python(ap_module_state *st, ap_gpu_trace *t,
         Py_XDECREF(names);
         return NULL;
     }
-    return Py_BuildValue("{s:N,s:N,s:N,s:L,s:L}", "events", events,
-                         "kernel_names", names, "devices", devices,
+    return Py_BuildValue("{s:N,s:N,s:N,s:L,s:L,s:L,s:L,s:L,s:L}", "events",
+                         events, "kernel_names", names, "devices", devices,
                          "dropped", (long long)t->dropped,
-                         "unattributed", (long long)t->unattributed);
+                         "unattributed", (long long)t->unattributed,
+                         "incomplete", (long long)t->incomplete,
+                         "over_max", (long long)t->over_max,
+                         "max_events", (long long)t->max_events,
+                         "late", (long long)t->late);
 }
 
 int
@@ -89,10 +93,10 @@ ap_gpu_dtype_init(PyObject *module, ap_module_state *st)
         "[(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ss)(ssi)(ssi)(ss)(ss)(ss)(ss)(ss)"
         "(ss)]",
         "start_ns", "<i8", "end_ns", "<i8", "bytes", "<i8", "span", "<i8",
-        "stage", "<i4", "correlation", "<u4", "name", "<u4", "device", "<u4",
+        "correlation", "<u8", "stage", "<i4", "name", "<u4", "device", "<u4",
         "stream", "<u4", "grid", "<u4", 3, "block", "<u4", 3, "shared", "<u4",
         "registers", "<u2", "kind", "u1", "copy", "u1", "pinned", "u1",
-        "pad", "V3");
+        "pad", "V7");
     if (ap_add_dtype(module, "GPU_DTYPE", spec, sizeof(ap_gpu_event),
                      &st->gpu_dtype) < 0) {
         return -1;

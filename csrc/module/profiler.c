@@ -8,6 +8,7 @@
 
 #include "../core/session.h"
 #include "../gpu/cuda_loader.h"
+#include "../gpu/gpu_records.h"
 #include "nest.h"
 
 enum { NEW, RUNNING, STOPPED, FORKED };
@@ -24,6 +25,7 @@ typedef struct {
     const char **cupti_paths;
     PyObject *gpu_status;  /* str, once started */
     ap_gpu_trace *gpu_trace;
+    int64_t max_gpu_events;
     int nested;            /* started in another's session: nest, not
                             * session, gpu_*, report */
     ap_nest nest;
@@ -145,16 +147,16 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
     static char *keywords[] = {"max_spans", "memory", "memory_interval",
                                "cpu_resolution", "cuda", "cuda_sync",
                                "libcuda", "cupti_paths", "window",
-                               "max_stages", NULL};
+                               "max_stages", "max_gpu_events", NULL};
     PyObject *max_spans = NULL, *interval = NULL, *resolution = NULL;
     PyObject *libcuda = NULL, *cupti_paths = NULL, *window = NULL;
-    PyObject *max_stages = NULL;
+    PyObject *max_stages = NULL, *max_gpu_events = NULL;
     int memory = 1, cuda = AP_CUDA_OFF, sync = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OpOOipOOOO:Profiler",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OpOOipOOOOO:Profiler",
                                      keywords, &max_spans, &memory,
                                      &interval, &resolution, &cuda, &sync,
                                      &libcuda, &cupti_paths, &window,
-                                     &max_stages)) {
+                                     &max_stages, &max_gpu_events)) {
         return -1;
     }
     if (self->state != NEW || self->session || self->gpu_strings) {
@@ -166,8 +168,11 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
                    .cpu_resolution_ns = 20000,
                    .max_stages = AP_DEFAULT_MAX_STAGES};
     int64_t window_value = 0, stages_value = c.max_stages;
+    int64_t gpu_events = AP_GPU_DEFAULT_MAX_EVENTS;
     if ((max_spans && parse_count(max_spans, "max_spans", INT32_MAX,
                                   &c.max_spans) < 0) ||
+        (max_gpu_events && parse_count(max_gpu_events, "max_gpu_events",
+                                       INT32_MAX, &gpu_events) < 0) ||
         (window && parse_count(window, "window", AP_WINDOW_MAX,
                                &window_value) < 0) ||
         (max_stages && parse_between(max_stages, "max_stages", 1,
@@ -190,6 +195,7 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
         return -1;
     }
     self->config = c;
+    self->max_gpu_events = gpu_events;
     return 0;
 }
 
@@ -239,7 +245,8 @@ static void
 undo_gpu(void)
 {
     ap_gpu_trace *none;
-    ap_gpu_stop(&none);
+    char note[8];
+    ap_gpu_stop(&none, note, sizeof(note));
     ap_gpu_trace_free(none);
 }
 
@@ -262,6 +269,7 @@ profiler_start(ProfilerObject *self, PyObject *args, PyObject *kwargs)
         return nest ? start_nested(self) : busy();
     }
     char status[2048];
+    ap_gpu_records_set_max_events(self->max_gpu_events);
     ap_status st = ap_gpu_start(&self->gpu, &self->config.hooks, status,
                                 sizeof(status));
     if (st == AP_ERR_ACTIVE) {
@@ -298,6 +306,23 @@ profiler_start(ProfilerObject *self, PyObject *args, PyObject *kwargs)
     }
 }
 
+/* "<start status>; <note>" as the run's GPU status; None, or NULL with
+ * an exception set. */
+static PyObject *
+add_gpu_note(ProfilerObject *self, const char *note)
+{
+    PyObject *full = self->gpu_status && PyUnicode_GET_LENGTH(
+                                              self->gpu_status)
+                         ? PyUnicode_FromFormat("%U; %s", self->gpu_status,
+                                                note)
+                         : PyUnicode_FromString(note);
+    if (!full) {
+        return NULL;
+    }
+    Py_XSETREF(self->gpu_status, full);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 profiler_stop(ProfilerObject *self, PyObject *unused)
 {
@@ -329,10 +354,16 @@ profiler_stop(ProfilerObject *self, PyObject *unused)
         Py_RETURN_NONE;
     }
     self->state = STOPPED;
-    if (ap_gpu_stop(&self->gpu_trace) != AP_OK) {
+    char note[1024];
+    ap_status st;
+    /* waiting for the device must not hold up the program's threads */
+    Py_BEGIN_ALLOW_THREADS
+    st = ap_gpu_stop(&self->gpu_trace, note, sizeof(note));
+    Py_END_ALLOW_THREADS
+    if (st != AP_OK) {
         return PyErr_NoMemory();
     }
-    Py_RETURN_NONE;
+    return note[0] ? add_gpu_note(self, note) : Py_NewRef(Py_None);
 }
 
 /* A core report as Python data (r freed), or NULL with an exception set
@@ -573,7 +604,7 @@ static PyType_Slot profiler_slots[] = {
     {Py_tp_getset, profiler_getset},
     {Py_tp_doc, "Profiler(*, max_spans=1000000, memory=True, "
                 "memory_interval=0.001, cpu_resolution=2e-05, window=0, "
-                "max_stages=100000)\n\n"
+                "max_stages=100000, max_gpu_events=1000000)\n\n"
                 "Low-level session owner; use aquaprof.Profiler."},
     {0, NULL},
 };

@@ -14,6 +14,9 @@ uint32_t fake_api_call(void);
 /* Queues a record of `kind` for the next flush, if that kind is enabled. */
 void fake_emit(CUpti_ActivityKind kind, const void *record, size_t size);
 
+/* Records the next cuptiActivityGetNumDroppedRecords reports. */
+extern size_t fake_cupti_dropped;
+
 /* Now, on the clock of the registered timestamp callback. */
 uint64_t fake_now(void);
 

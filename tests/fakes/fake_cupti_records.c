@@ -78,14 +78,91 @@ void fake_malloc(int64_t bytes)
     fake_emit(m.kind, &m, sizeof(m));
 }
 
+void fake_sync_of(int type, uint64_t ns);
+
 /* The host blocked for `ns` in cudaStreamSynchronize. */
 void fake_sync(uint64_t ns)
+{
+    fake_sync_of(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, ns);
+}
+
+/* The host blocked (or, for STREAM_WAIT_EVENT, did not) in a
+ * synchronization of `type` (CUpti_ActivitySynchronizationType). */
+void fake_sync_of(int type, uint64_t ns)
 {
     CUpti_ActivitySynchronization2 s;
     memset(&s, 0, sizeof(s));
     s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    s.type = (CUpti_ActivitySynchronizationType)type;
     s.correlationId = fake_api_call();
     s.start = fake_now();
     s.end = s.start + ns;
     fake_emit(s.kind, &s, sizeof(s));
 }
+
+/* A kernel with the raw timestamps given: CUPTI writes 0 for one it
+ * could not take. */
+void fake_kernel_times(const char *name, uint64_t start, uint64_t end)
+{
+    CUpti_ActivityKernel10 k;
+    memset(&k, 0, sizeof(k));
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.correlationId = fake_api_call();
+    k.start = start;
+    k.end = end;
+    k.gridX = k.gridY = k.gridZ = k.blockX = k.blockY = k.blockZ = 1;
+    k.name = strdup(name);
+    fake_emit(k.kind, &k, sizeof(k));
+}
+
+/* An API call whose correlation id is `id`, as when CUPTI's counter has
+ * come that far (2^32 real calls would take minutes): the external
+ * correlation record ties it to the id the calling thread pushed last. */
+void fake_link_at(uint32_t id)
+{
+    uint64_t tag;
+    if (cuptiActivityPopExternalCorrelationId(
+            CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &tag) != CUPTI_SUCCESS) {
+        return;   /* no stage: CUPTI emits no external correlation */
+    }
+    cuptiActivityPushExternalCorrelationId(
+        CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, tag);
+    CUpti_ActivityExternalCorrelation x;
+    memset(&x, 0, sizeof(x));
+    x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    x.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+    x.externalId = tag;
+    x.correlationId = id;
+    fake_emit(x.kind, &x, sizeof(x));
+}
+
+/* The kernel record of the API call `id` (see fake_link_at), which may
+ * arrive long after the call: kernels end out of launch order. */
+void fake_kernel_at(uint32_t id, const char *name)
+{
+    CUpti_ActivityKernel10 k;
+    memset(&k, 0, sizeof(k));
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.correlationId = id;
+    k.start = fake_now();
+    k.end = k.start + 1000;
+    k.gridX = k.gridY = k.gridZ = k.blockX = k.blockY = k.blockZ = 1;
+    k.name = strdup(name);
+    fake_emit(k.kind, &k, sizeof(k));
+}
+
+/* A kernel whose buffer CUPTI hands over on its own, after tracing
+ * stopped (CUPTI's worker thread may still hold a buffer then). */
+void fake_late_kernel(const char *name)
+{
+    int was = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    fake_kernel(name, 0, 1000, 1, 1, 32, 8, 0);
+    cuptiActivityFlushAll(0);
+    if (was == CUPTI_SUCCESS) {
+        cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    }
+}
+
+/* Records CUPTI itself dropped (no buffer to put them in), for the next
+ * cuptiActivityGetNumDroppedRecords to report. */
+void fake_set_dropped(size_t n) { fake_cupti_dropped = n; }

@@ -1,0 +1,352 @@
+#!/usr/bin/env bash
+# The device check: aquaprof's GPU paths on one NVIDIA GPU, in one go.
+#
+#     tests/device/gpu_check.sh [OUT]     (`make gpu-check [OUT=dir]`)
+#
+# Runs from a bare checkout with plain python3 (torch with CUDA, numpy,
+# pytest) and CUDA's tools; builds in place and needs no network. Each step
+# writes OUT/<step>.log and a line in OUT/SUMMARY.txt; at the end every
+# log is packed into OUT/gpu-check.tgz, for machines that return few
+# files. The steps come in order of value and the run keeps within
+# GPU_CHECK_BUDGET seconds (default 500): a step that no longer fits is
+# skipped and the summary says so. Nothing here changes the GPU's
+# settings (clocks, power, persistence, compute or MIG mode).
+#
+# Exit status: 0 every step that ran passed, 1 a step failed or timed
+# out, 2 no GPU here (nvidia-smi is missing or lists none).
+# Environment: PYTHON (default python3), GPU_CHECK_BUDGET,
+# GPU_CHECK_NVIDIA_SMI (default nvidia-smi; the tests name a missing one).
+set -u -o pipefail
+
+SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+cd "$(dirname "$SELF")/../.." || exit 1
+
+PY=${PYTHON:-python3}
+NVIDIA_SMI=${GPU_CHECK_NVIDIA_SMI:-nvidia-smi}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+
+CUDA_ROOT=/usr/local/cuda
+for root in "${CUDA_HOME:-}" "${CUDA_PATH:-}"; do
+    if [ -n "$root" ] && [ -d "$root/bin" ]; then CUDA_ROOT=$root; break; fi
+done
+
+tool() {    # a CUDA tool on PATH or in the toolkit, or nothing
+    command -v "$1" 2>/dev/null && return
+    if [ -x "$CUDA_ROOT/bin/$1" ]; then echo "$CUDA_ROOT/bin/$1"; fi
+}
+NVCC=$(tool nvcc)
+NCU=$(tool ncu)
+SANITIZER=$(tool compute-sanitizer)
+CUOBJDUMP=$(tool cuobjdump)
+
+
+# -------------------------------------------------- steps made of several
+# commands: run as `gpu_check.sh --step NAME`, so that `timeout` ends them
+# whole
+
+step_env() {
+    echo "date: $(date -u '+%F %T UTC'), commit $(git rev-parse --short HEAD 2>/dev/null)," \
+        "$(git status --porcelain 2>/dev/null | wc -l) paths changed"
+    if [ -n "$NO_GPU" ]; then echo "no GPU: $NO_GPU"; fi
+    # queries only: a check must leave the GPU as it found it
+    if command -v "$NVIDIA_SMI" >/dev/null 2>&1; then
+        "$NVIDIA_SMI"
+        "$NVIDIA_SMI" --format=csv --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,persistence_mode,compute_mode,mig.mode.current
+    fi
+    echo "CUDA toolkit: $CUDA_ROOT"
+    for t in nvcc ncu compute-sanitizer cuobjdump; do
+        path=$(tool "$t")
+        echo "$t: ${path:-not found}${path:+, $("$path" --version 2>&1 | tail -1)}"
+    done
+    "$PY" - <<'EOF'
+import importlib, importlib.util, sys
+print("python", sys.version.split()[0], sys.executable)
+for name in ("numpy", "pytest", "pytest_timeout", "pytest_benchmark",
+             "hypothesis", "setuptools", "torch"):
+    try:
+        print(f"{name} {importlib.import_module(name).__version__}")
+    except Exception as e:
+        print(f"{name} missing ({type(e).__name__})")
+spec = importlib.util.spec_from_file_location("aquaprof_setup", "setup.py")
+setup = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(setup)
+print("CUDA headers setup.py builds with:",
+      setup.find_cupti_headers() or "none (no CUPTI)")
+try:
+    import torch
+except ImportError:
+    sys.exit(0)
+print("torch CUDA", torch.version.cuda, "available",
+      torch.cuda.is_available())
+if torch.cuda.is_available():
+    print("device 0:", torch.cuda.get_device_name(0),
+          "compute capability", torch.cuda.get_device_capability(0))
+# aquaprof uses the CUPTI already in the process: torch's, if any
+print("libcupti mapped after import torch:",
+      sorted({line.split()[-1] for line in open("/proc/self/maps")
+              if "libcupti" in line}) or "none")
+EOF
+}
+
+step_build() {
+    # -Werror first, as CI builds; without it only so that the other
+    # steps still have an extension to check
+    AQUAPROF_WERROR=1 "$PY" setup.py build_ext --inplace --force && return 0
+    echo "### the -Werror build FAILED; building without -Werror for the other steps"
+    AQUAPROF_WERROR=0 "$PY" setup.py build_ext --inplace --force
+    return 1
+}
+
+step_verify() {
+    local rc=0
+    "$PY" - <<'EOF' || rc=1
+import sys
+from aquaprof import _core, _mvs
+print("aquaprof._core.HAVE_CUPTI =", _core.HAVE_CUPTI)
+try:
+    _mvs.gpu_check(0)
+except RuntimeError as e:
+    sys.exit(f"FAILED: the CUDA kernels cannot run on device 0: {e}")
+print("aquaprof._mvs: the driver opened and the fat binary loaded on "
+      "device 0")
+if not _core.HAVE_CUPTI:
+    sys.exit("FAILED: aquaprof._core was built without cupti.h, so it "
+             "cannot trace the GPU")
+EOF
+    echo "--- the fat binary setup.py embedded"
+    local fatbin="" f
+    for f in build/temp.*/cuda/sweep.fatbin; do
+        if [ -f "$f" ]; then fatbin=$f; break; fi
+    done
+    if [ -z "$fatbin" ] || [ -z "$CUOBJDUMP" ]; then
+        echo "not listed: fat binary ${fatbin:-not found}, cuobjdump ${CUOBJDUMP:-not found}"
+    else
+        "$CUOBJDUMP" --list-elf --list-ptx "$fatbin"
+        "$CUOBJDUMP" --list-elf "$fatbin" | grep -q sm_90 ||
+            { echo "FAILED: no sm_90 code in $fatbin"; rc=1; }
+    fi
+    echo "--- ptxas on csrc/kernels/sweep.cu for sm_90: registers, spills, shared memory"
+    if [ -n "$NVCC" ]; then
+        "$NVCC" -cubin -arch=sm_90 -O3 -std=c++17 -Xptxas -v \
+            -o "$SCRATCH/sweep_sm90.cubin" csrc/kernels/sweep.cu 2>&1 || rc=1
+    else
+        echo "nvcc not found"
+    fi
+    return $rc
+}
+
+step_sanitizer() {
+    local leaks=()
+    if [ "$1" = memcheck ]; then leaks=(--leak-check full); fi
+    "$SANITIZER" --tool "$1" "${leaks[@]}" --error-exitcode 99 \
+        --print-limit 30 "$PY" tests/device/sweep_raw.py san
+}
+
+step_ncu() {
+    # the second cost volume, once the code is warm; clocks as they are
+    "$NCU" --clock-control none --target-processes all \
+        --kernel-name regex:ap_cost_kernel --launch-skip 1 --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section Occupancy --section WarpStateStats --page details \
+        "$PY" tests/device/sweep_raw.py ncu
+}
+
+# --------------------------------------------------------- the summary
+
+gpu_problem() {    # why there is no GPU to check, or nothing
+    if ! command -v "$NVIDIA_SMI" >/dev/null 2>&1; then
+        echo "$NVIDIA_SMI not found"
+    elif ! "$NVIDIA_SMI" -L 2>/dev/null | grep -q '^GPU '; then
+        echo "$NVIDIA_SMI lists none"
+    fi
+}
+
+left() { echo $(( BUDGET - (SECONDS - START) )); }
+
+line() {    # NAME SECONDS VERDICT
+    printf '%-32s %5s  %s\n' "$1" "$2" "$3" | tee -a "$SUMMARY"
+}
+
+skip() {    # NAME WHY
+    line "$1" - "SKIPPED ($2)"
+}
+
+# step NAME NEED CAP COMMAND...: COMMAND's output goes to OUT/NAME.log and
+# its verdict to the summary; it runs if NEED seconds of the budget are
+# left, for at most CAP of them
+step() {
+    local name=$1 need=$2 cap=$3 rc t0 limit room took
+    shift 3
+    if [ -n "$NO_GPU" ] && [ "$name" != env ]; then
+        skip "$name" "no GPU: $NO_GPU"
+        return
+    fi
+    room=$(( $(left) - RESERVE ))
+    if [ "$room" -lt "$need" ]; then
+        skip "$name" "needs ${need}s, ${room}s of the ${BUDGET}s budget left"
+        return
+    fi
+    RAN+=("$name")
+    limit=$(( cap < room ? cap : room ))
+    t0=$SECONDS
+    timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1 < /dev/null
+    rc=$?
+    took="$(( SECONDS - t0 ))s"
+    if [ "$rc" -eq 0 ]; then
+        line "$name" "$took" ok
+    elif [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ]; then
+        line "$name" "$took" "FAILED (exit $rc)"
+        FAILED+=("$name")
+    elif [ "$limit" -lt "$cap" ]; then
+        # the budget ended it, not a hang of its own: said, not failed
+        line "$name" "$took" "CUT SHORT by the budget (its ${cap}s cap, ${limit}s left)"
+        CUT+=("$name")
+    else
+        line "$name" "$took" "TIMED OUT (its ${cap}s cap)"
+        FAILED+=("$name")
+    fi
+}
+
+# pytest_step NAME NEED CAP TEST_TIMEOUT PYTEST_ARGS...: a step of pytest
+# in which a hung test fails alone, after TEST_TIMEOUT seconds; verbose,
+# so that a step the budget cuts short still names each test's result
+pytest_step() {
+    local name=$1 need=$2 cap=$3 per_test=$4 args
+    shift 4
+    args=(-m pytest -v -rfE -p no:cacheprovider)
+    if [ -n "$HAVE_PYTEST_TIMEOUT" ]; then args+=("--timeout=$per_test"); fi
+    step "$name" "$need" "$cap" "$PY" "${args[@]}" "$@"
+}
+
+# Each failed step's telling lines: failed tests, RESULT lines, cases
+# that differ from the CPU, sanitizer totals, compiler errors; else the
+# tests a cut-short pytest saw fail; else the log's last lines.
+failures() {
+    local name log found
+    for name in "${FAILED[@]}" "${CUT[@]}"; do
+        log="$OUT/$name.log"
+        echo "* $name ($name.log):"
+        found=$(grep -E '^(FAILED|ERROR) |^RESULT |^BAD |ERROR SUMMARY|RACECHECK SUMMARY|error:|^FAILED:' "$log" | sort -u)
+        if [ -z "$found" ]; then found=$(grep -E '::.* (FAILED|ERROR) +\[' "$log"); fi
+        if [ -z "$found" ]; then found=$(grep -v '^\s*$' "$log" | tail -3); fi
+        echo "$found" | head -8 | cut -c1-300 | sed 's/^/    /'
+        if [ "$(echo "$found" | wc -l)" -gt 8 ]; then
+            echo "    ... $(( $(echo "$found" | wc -l) - 8 )) more in the log"
+        fi
+    done
+}
+
+figures() {
+    if [ -f "$OUT/bench_mvs_cuda.log" ]; then
+        echo "bench_mvs, 1200x1600, 5 source views, 128 depths, NCC 11:"
+        grep -hE '^depths|^ +128 |^target' "$OUT/bench_mvs_cuda.log" | sed 's/^/    /'
+    fi
+    grep -hE '^stage pair|aquaprof \(CUPTI\)' "$OUT/bench_gpu_overhead.log" 2>/dev/null |
+        sed 's/^ */bench_gpu_overhead: /'
+    awk -F"'" '/entry function/ { k = $2 }
+        /spill stores/ { s = $0; sub(/^ +/, "", s) }
+        /Used [0-9]+ registers/ { sub(/.*: /, ""); print "ptxas sm_90 " k ": " $0 "; " s }' \
+        "$OUT/verify.log" 2>/dev/null
+    grep -hE '^ +(Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy) ' \
+        "$OUT/ncu_cost.log" 2>/dev/null | tr -s ' ' | sed 's/^ */ncu ap_cost_kernel: /'
+}
+
+# ------------------------------------------------------------- the run
+
+if [ "${1:-}" = --step ]; then
+    NO_GPU=${GPU_CHECK_NO_GPU:-}
+    SCRATCH=${GPU_CHECK_SCRATCH:-/tmp}
+    "step_$2" "${@:3}"
+    exit
+fi
+
+OUT=${1:-gpu-check-out}
+BUDGET=${GPU_CHECK_BUDGET:-500}
+RESERVE=15      # for the kill grace of the last step and the packing
+START=$SECONDS
+SUMMARY=$OUT/SUMMARY.txt
+RAN=()
+FAILED=()
+CUT=()
+mkdir -p "$OUT" || exit 1
+rm -f "$OUT"/*.log "$SUMMARY" "$OUT/gpu-check.tgz"
+# scratch (the demo's files, the cubin) stays out of OUT: OUT holds only
+# what a reader needs
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/aquaprof-gpu-check.XXXXXX") || exit 1
+trap 'rm -rf "$SCRATCH"' EXIT
+NO_GPU=$(gpu_problem)
+HAVE_PYTEST_TIMEOUT=$("$PY" -c 'import pytest_timeout' 2>/dev/null && echo 1)
+export GPU_CHECK_SCRATCH=$SCRATCH GPU_CHECK_NO_GPU=$NO_GPU PYTHON=$PY
+
+{
+    echo "aquaprof gpu-check, $(date -u '+%F %T UTC'), commit $(git rev-parse --short HEAD 2>/dev/null)"
+    if [ -z "$NO_GPU" ]; then
+        echo "GPU: $("$NVIDIA_SMI" --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+    fi
+    echo "budget ${BUDGET}s; each step's output is in OUT/<step>.log, all of them in gpu-check.tgz"
+    echo
+    printf '%-32s %5s  %s\n' step time result
+} | tee "$SUMMARY"
+
+step env 5 60 bash "$SELF" --step env
+step build 30 300 bash "$SELF" --step build
+step verify 10 60 bash "$SELF" --step verify
+pytest_step pytest_gpu 30 180 120 -m gpu tests
+step raw_small 15 90 "$PY" tests/device/sweep_raw.py small
+for scenario in pipeline torch_profiler open_stage stop_thread fork overhead; do
+    step "cupti_$scenario" 15 90 "$PY" tests/device/cupti_scenarios.py "$scenario"
+done
+# the fork test sees a parent's GPU state; the refcount test's bad device
+# pointers would spoil the CUDA tests that follow them in one process
+pytest_step pytest_fork 15 60 50 \
+    tests/test_behaviour.py::test_fork_child_neither_corrupts_nor_reports_parent_data
+pytest_step pytest_refcounts_then_mvs_gpu 20 120 100 tests/test_refcounts.py \
+    tests/test_mvs_gpu.py
+step demo_cuda 20 90 "$PY" -m aquaprof demo --device cuda --height 240 \
+    --width 320 --depths 48 --out "$SCRATCH/demo"
+# the headline figure, against torch on the same GPU
+step bench_mvs_cuda 60 150 "$PY" benchmarks/bench_mvs.py --device cuda \
+    --height 1200 --width 1600 --views 5 --depths 128 --window 11 \
+    --gpu-repeats 5 --batches 8,32
+step bench_gpu_overhead 20 90 "$PY" benchmarks/bench_gpu_overhead.py \
+    --runs 3 --steps 100
+for check in memcheck racecheck; do
+    if [ -n "$SANITIZER" ] || [ -n "$NO_GPU" ]; then
+        step "sanitizer_$check" 30 150 bash "$SELF" --step sanitizer "$check"
+    else
+        skip "sanitizer_$check" "compute-sanitizer not found"
+    fi
+done
+if [ -n "$NCU" ] || [ -n "$NO_GPU" ]; then
+    step ncu_cost 30 150 bash "$SELF" --step ncu
+else
+    skip ncu_cost "ncu not found"
+fi
+pytest_step pytest_all 120 600 300 tests
+
+{
+    echo
+    echo "total $(( SECONDS - START ))s of the ${BUDGET}s budget, ${#RAN[@]} steps run, ${#FAILED[@]} failed, ${#CUT[@]} cut short"
+    if [ -n "$NO_GPU" ]; then
+        echo "NO GPU here ($NO_GPU): the GPU steps were skipped; nothing was checked on a device"
+    fi
+    if [ $(( ${#FAILED[@]} + ${#CUT[@]} )) -gt 0 ]; then
+        echo
+        echo "--- what to read first"
+        failures
+    fi
+    if [ -z "$NO_GPU" ]; then
+        echo
+        echo "--- figures"
+        figures
+    fi
+} | tee -a "$SUMMARY"
+
+shopt -s nullglob
+logs=("$OUT"/*.log)
+tar -czf "$OUT/gpu-check.tgz" -C "$OUT" SUMMARY.txt "${logs[@]#"$OUT"/}"
+
+if [ -n "$NO_GPU" ]; then exit 2; fi
+if [ ${#FAILED[@]} -gt 0 ]; then exit 1; fi
+exit 0

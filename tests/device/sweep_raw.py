@@ -1,0 +1,215 @@
+"""The plane-sweep CUDA kernels driven through the driver's own memory
+calls, without torch: it starts in a second, so compute-sanitizer and ncu
+can run it whole, and it checks the kernels against the CPU path with
+nothing of torch's in between.
+
+    python3 tests/device/sweep_raw.py small|san|ncu
+
+small: warp, cost volumes (each cost, windows 3 to 63, depth batches,
+       more views than one launch takes) and depth extraction, each
+       against the CPU within the tests' tolerance;
+san:   a few of those, smaller, for compute-sanitizer;
+ncu:   one cost volume of a realistic size, for ncu.
+One line per case ('ok' or 'BAD'); exits 1 when any case is BAD."""
+import ctypes
+import sys
+
+import numpy as np
+
+from aquaprof import _mvs, mvs
+from aquaprof.mvs import scenes
+from aquaprof.mvs.plane_sweep import COSTS
+
+TOLERANCE = 1e-4        # what tests/test_mvs_gpu.py allows
+NAN_BITS = 0x7FC00000   # a float32 NaN: a pixel never written shows up
+
+u64, size_t, vp = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
+
+
+class Device:
+    """Device 0's primary context and the allocations made in it."""
+
+    def __init__(self):
+        self.cu = cu = ctypes.CDLL("libcuda.so.1")
+        cu.cuMemAlloc_v2.argtypes = [ctypes.POINTER(u64), size_t]
+        cu.cuMemFree_v2.argtypes = [u64]
+        cu.cuMemcpyHtoD_v2.argtypes = [u64, vp, size_t]
+        cu.cuMemcpyDtoH_v2.argtypes = [vp, u64, size_t]
+        cu.cuMemsetD32_v2.argtypes = [u64, ctypes.c_uint, size_t]
+        cu.cuGetErrorName.argtypes = [ctypes.c_int,
+                                      ctypes.POINTER(ctypes.c_char_p)]
+        self.check(cu.cuInit(0), "cuInit")
+        dev, self.ctx = ctypes.c_int(), vp()
+        self.check(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+        self.check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), dev),
+                   "cuDevicePrimaryCtxRetain")
+        self.check(cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        self.live = []
+
+    def check(self, rc, what):
+        if rc != 0:
+            name = ctypes.c_char_p()
+            self.cu.cuGetErrorName(rc, ctypes.byref(name))
+            raise RuntimeError(f"{what}: {name.value} ({rc})")
+
+    def alloc(self, nbytes):
+        """nbytes of device memory filled with NaN."""
+        p = u64()
+        nbytes = max(nbytes, 4)
+        self.check(self.cu.cuMemAlloc_v2(ctypes.byref(p), nbytes),
+                   "cuMemAlloc")
+        self.live.append(p.value)
+        self.check(self.cu.cuMemsetD32_v2(p.value, NAN_BITS, nbytes // 4),
+                   "cuMemsetD32")
+        return p.value
+
+    def upload(self, array):
+        array = np.ascontiguousarray(array)
+        p = self.alloc(array.nbytes)
+        self.check(self.cu.cuMemcpyHtoD_v2(p, array.ctypes.data,
+                                           array.nbytes), "cuMemcpyHtoD")
+        return p
+
+    def download(self, p, shape, dtype=np.float32):
+        out = np.empty(shape, dtype)
+        # a kernel's fault is reported by the first call that waits
+        self.check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        self.check(self.cu.cuMemcpyDtoH_v2(out.ctypes.data, p, out.nbytes),
+                   "cuMemcpyDtoH")
+        return out
+
+    def free_all(self):
+        self.check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        while self.live:
+            self.check(self.cu.cuMemFree_v2(self.live.pop()), "cuMemFree")
+
+
+class Cases:
+    """Runs the kernels and counts the results that differ from the CPU."""
+
+    def __init__(self, device):
+        self.dev = device
+        self.bad = 0
+
+    def compare(self, name, got, want, tol=TOLERANCE):
+        same_nan = np.array_equal(np.isnan(got), np.isnan(want))
+        seen = ~np.isnan(want) & ~np.isnan(got)
+        diff = float(np.abs(got[seen] - want[seen]).max()) if seen.any() \
+            else 0.0
+        ok = same_nan and diff <= tol
+        self.bad += not ok
+        print(f"{'ok ' if ok else 'BAD'} {name}: max |gpu - cpu| "
+              f"{diff:.2e} (tolerance {tol:g}), NaN where the CPU has NaN: "
+              f"{same_nan}", flush=True)
+
+    def warp(self, sc, depth, name):
+        h, w = sc.ref.shape
+        src, rays, out = (self.dev.upload(sc.images[1]),
+                          self.dev.alloc(6 * h * w * 8),
+                          self.dev.alloc(h * w * 4))
+        _mvs.gpu_warp(0, 0, src, h, w, sc.ref_cam.params,
+                      sc.cameras[1].params, float(depth), rays, out)
+        self.compare(name, self.dev.download(out, (h, w)),
+                     mvs.warp(sc.images[1], sc.ref_cam, sc.cameras[1],
+                              depth))
+
+    def volume(self, sc, depths, cost, window, batch):
+        """The GPU cost volume, launched depth_batch planes at a time."""
+        h, w = sc.ref.shape
+        n, d = len(sc.images) - 1, depths.size
+        cams = np.stack([c.params for c in sc.cameras[1:]])
+        ref = self.dev.upload(sc.ref)
+        srcs = self.dev.upload(np.stack(sc.images[1:]))
+        on_device = self.dev.upload(depths.astype(np.float64))
+        rays, out = self.dev.alloc(6 * h * w * 8), self.dev.alloc(h * w * d
+                                                                  * 4)
+        for first in range(0, d, batch):
+            _mvs.gpu_cost_volume(0, 0, ref, srcs, n, h, w, sc.ref_cam.params,
+                                 cams, on_device, d, first,
+                                 min(batch, d - first), COSTS[cost], window,
+                                 rays, out)
+        return self.dev.download(out, (h, w, d))
+
+    def cost(self, sc, depths, cost, window, batch, name):
+        want = mvs.build_cost_volume(sc.ref, sc.images[1:], sc.ref_cam,
+                                     sc.cameras[1:], depths, cost, window)
+        self.compare(name, self.volume(sc, depths, cost, window, batch),
+                     want)
+        return want
+
+    def extract(self, volume, depths, name):
+        h, w, d = volume.shape
+        vol, on_device = self.dev.upload(volume), self.dev.upload(depths)
+        depth, conf = self.dev.alloc(h * w * 4), self.dev.alloc(h * w * 4)
+        _mvs.gpu_extract_depth(0, 0, vol, h, w, d, on_device, depth, conf)
+        want_depth, want_conf = mvs.extract_depth(volume, depths)
+        self.compare(f"{name} depth", self.dev.download(depth, (h, w)),
+                     want_depth, 1e-6)
+        self.compare(f"{name} confidence", self.dev.download(conf, (h, w)),
+                     want_conf, 1e-6)
+
+
+def many_views(cases, views, height, width):
+    """More source views than one launch takes: the accumulating path."""
+    sc = scenes.make_scene("flat", "pinhole", views=views, height=height,
+                           width=width)
+    depths = np.linspace(*sc.depth_range(0.03), 6)
+    return cases.cost(sc, depths, "ncc", 11, 6,
+                      f"cost ncc w11, {views - 1} views (more than the "
+                      f"{_mvs.GPU_VIEWS} of one launch)"), depths
+
+
+def small(cases):
+    for model in ("refractive", "pinhole"):
+        sc = scenes.make_scene("wavy", model, views=4, height=40, width=56)
+        depths = np.linspace(*sc.depth_range(0.03), 9)
+        for k in (0, 4, 8):
+            cases.warp(sc, depths[k], f"warp {model}, depth #{k}")
+        for cost, window in (("ncc", 3), ("ncc", 11), ("ssim", 7),
+                             ("sad", 5), ("ncc", 63), ("ssim", 63)):
+            for batch in (9, 4):
+                cases.cost(sc, depths, cost, window, batch,
+                           f"cost {model} {cost} w{window}, 3 views, depth "
+                           f"batch {batch}")
+        cases.dev.free_all()
+    many_views(cases, _mvs.GPU_VIEWS + 3, 24, 32)
+    rng = np.random.default_rng(6)
+    volume = rng.random((30, 40, 9)).astype(np.float32)
+    cases.extract(volume, np.cumsum(rng.uniform(0.01, 0.03, 9)) + 0.8,
+                  "extract")
+    cases.dev.free_all()
+
+
+def san(cases):
+    sc = scenes.make_scene("wavy", "refractive", views=4, height=24,
+                           width=40)
+    depths = np.linspace(*sc.depth_range(0.03), 5)
+    cases.warp(sc, depths[2], "warp")
+    for cost, window, batch in (("ncc", 11, 5), ("ssim", 63, 2),
+                                ("sad", 3, 5)):
+        cases.cost(sc, depths, cost, window, batch,
+                   f"cost {cost} w{window}, depth batch {batch}")
+    cases.dev.free_all()
+    volume, depths = many_views(cases, _mvs.GPU_VIEWS + 2, 16, 24)
+    cases.extract(volume, depths, "extract")
+    cases.dev.free_all()
+
+
+def ncu(cases):
+    """Two volumes: ncu profiles the second, once the code is warm."""
+    sc = scenes.make_scene("flat", "refractive", views=5, height=480,
+                           width=640)
+    depths = np.linspace(*sc.depth_range(0.03), 32)
+    for _ in range(2):
+        cases.volume(sc, depths, "ncc", 11, 32)
+    cases.dev.free_all()
+    print("ncu workload: 480x640, 4 source views, 32 depths, NCC 11")
+
+
+if __name__ == "__main__":
+    modes = {"small": small, "san": san, "ncu": ncu}
+    if len(sys.argv) != 2 or sys.argv[1] not in modes:
+        sys.exit(f"usage: {sys.argv[0]} {'|'.join(modes)}")
+    cases = Cases(Device())
+    modes[sys.argv[1]](cases)
+    sys.exit(1 if cases.bad else 0)
