@@ -1,6 +1,6 @@
 /* The fake driver's memory calls (see fake_cuda.c for the rest), and the
- * context, module and launch calls the plane sweep makes around them, so
- * that its pointer checks can be tested where there is no GPU.
+ * module and launch calls the plane sweep makes around them, so that its
+ * pointer checks can be tested where there is no GPU.
  *
  * Allocations are address ranges only: nothing ever reads or writes
  * them, so no host memory backs them. cuPointerGetAttribute answers for
@@ -28,8 +28,7 @@ static allocation allocations[MAX_ALLOCATIONS];
 static int allocated;
 static unsigned long long next_address = FIRST_ADDRESS;
 static int launches;
-static int context;             /* its address is the context handle */
-static int module;              /* and this one the module's */
+static int module;              /* its address is the module's handle */
 
 /* A range of `bytes` that the driver reports as memory of `type` (a
  * CUmemorytype: 1 host, 2 device, 4 unified); 0 when the table is full.
@@ -79,31 +78,6 @@ int cuGetErrorString(int error, const char **text)
 {
     *text = error == CUDA_ERROR_INVALID_VALUE ? "invalid argument"
                                               : "unknown error";
-    return CUDA_SUCCESS;
-}
-
-int cuDevicePrimaryCtxRetain(void **ctx, int device)
-{
-    (void)device;
-    *ctx = &context;
-    return CUDA_SUCCESS;
-}
-
-int cuDevicePrimaryCtxRelease_v2(int device)
-{
-    (void)device;
-    return CUDA_SUCCESS;
-}
-
-int cuCtxPushCurrent_v2(void *ctx)
-{
-    (void)ctx;
-    return CUDA_SUCCESS;
-}
-
-int cuCtxPopCurrent_v2(void **ctx)
-{
-    *ctx = &context;
     return CUDA_SUCCESS;
 }
 
