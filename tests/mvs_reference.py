@@ -66,10 +66,17 @@ def project(cam, x):
     return pinhole_project(cam, point)
 
 
+#: a sample this far outside the image (pixels), or less, takes the
+#: border's value (AP_BORDER_SLACK in csrc/kernels/cost_math.h)
+BORDER_SLACK = 1e-3
+
+
 def bilinear(img, u, v):
     h, w = img.shape
-    if not (0 <= u <= w - 1 and 0 <= v <= h - 1):
+    s = BORDER_SLACK
+    if not (-s <= u <= w - 1 + s and -s <= v <= h - 1 + s):
         return np.nan
+    u, v = min(max(u, 0.0), w - 1.0), min(max(v, 0.0), h - 1.0)
     x0, y0 = min(int(u), w - 2), min(int(v), h - 2)
     fx, fy = u - x0, v - y0
     return ((1 - fx) * (1 - fy) * img[y0, x0] + fx * (1 - fy) * img[y0, x0 + 1]

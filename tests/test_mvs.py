@@ -134,6 +134,34 @@ def test_warp_just_under_the_surface_matches_the_reference():
         assert rel_error(out, expected) < 1e-6
 
 
+def test_samples_a_rounding_outside_the_border_take_its_value():
+    """A source camera whose principal point is moved by `shift` px sees
+    every reference pixel `shift` px over: its warp is the image itself,
+    moved. Moved by rounding's size, the border pixels land just outside
+    the image (on the CPU here, on the GPU there: the paths round
+    differently) and must still be seen, with the border's value; moved
+    past the slack, they are not seen."""
+    K = np.array([[20.0, 0, 7.5], [0, 20, 5.5], [0, 0, 1]])
+    ref_cam = mvs.Camera.pinhole(K, np.eye(3), np.zeros(3))
+    img = np.random.default_rng(16).random((12, 16)).astype(np.float32)
+    tiny, past = 1e-12, ref.BORDER_SLACK + 1e-4
+    for axis in (0, 1):          # column u (K[0, 2]), row v (K[1, 2])
+        for shift in (-tiny, tiny):
+            moved = K.copy()
+            moved[axis, 2] += shift
+            src_cam = mvs.Camera.pinhole(moved, np.eye(3), np.zeros(3))
+            out = mvs.warp(img, ref_cam, src_cam, 1.0)
+            np.testing.assert_allclose(out, img, atol=1e-6)   # no NaN
+        for shift, lost in ((-past, 0), (past, -1)):
+            moved = K.copy()
+            moved[axis, 2] += shift
+            src_cam = mvs.Camera.pinhole(moved, np.eye(3), np.zeros(3))
+            out = mvs.warp(img, ref_cam, src_cam, 1.0)
+            lines = out.T if axis else out     # the lost line: a column
+            assert np.isnan(lines[:, lost]).all()
+            assert np.isfinite(np.delete(lines, lost, axis=1)).all()
+
+
 def test_sweeps_guess_by_polynomial_or_table_and_both_land():
     """A sweep's source camera guesses the interface point from a
     polynomial where one Newton step from it lands within 1e-8 m over the

@@ -2,6 +2,13 @@
 with the CPU path (within 1e-4) and need torch with a CUDA device; the
 others check, on any machine, how GPU arrays are recognised and read and
 what happens where the kernels cannot run."""
+import ctypes
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -114,9 +121,11 @@ DEPTHS = np.linspace(*SCENE.depth_range(0.03), 6)
 def test_the_gpu_binding_rejects_bad_arguments_before_any_launch():
     cam = SCENE.ref_cam.params
     cams = np.stack([cam, cam])
-    warp = [0, 0, 1, 24, 32, cam, cam, 1.0, 2, 3]
-    volume = [0, 0, 1, 2, 2, 24, 32, cam, cams, 3, 6, 0, 6, 0, 5, 4, 5]
-    extract = [0, 0, 1, 24, 32, 6, 2, 3, 4]
+    # device pointers aligned to their elements (256: cuMemAlloc's)
+    warp = [0, 0, 0x100, 24, 32, cam, cam, 1.0, 0x200, 0x300]
+    volume = [0, 0, 0x100, 0x200, 2, 24, 32, cam, cams, 0x300, 6, 0, 6, 0,
+              5, 0x400, 0x500]
+    extract = [0, 0, 0x100, 24, 32, 6, 0x200, 0x300, 0x400]
 
     def call(f, good, **changes):
         args = list(good)
@@ -131,6 +140,10 @@ def test_the_gpu_binding_rejects_bad_arguments_before_any_launch():
             ({"a2": 0}, "src is a null device pointer"),
             ({"a8": 0}, "rays is a null device pointer"),
             ({"a9": 0}, "out is a null device pointer"),
+            ({"a2": 0x102}, r"src \(0x102\) is not aligned to its 4-byte "
+                            "elements"),
+            ({"a8": 0x204}, r"rays \(0x204\) is not aligned to its 8-byte "
+                            "elements"),
             ({"a3": 1 << 16, "a4": 1 << 15}, "src has " + TOO_MANY),
             # sizes that do not fit in a C int, nor their product in 64 bits
             ({"a3": 1 << 40, "a4": 1 << 40},
@@ -151,14 +164,18 @@ def test_the_gpu_binding_rejects_bad_arguments_before_any_launch():
             ({"a14": 4}, "window must be odd, from 3 to 63, got 4"),
             ({"a14": 65}, "window must be odd, from 3 to 63, got 65"),
             ({"a15": 0}, "rays is a null device pointer"),
-            ({"a2": 0}, "ref is a null device pointer")]),
+            ({"a2": 0}, "ref is a null device pointer"),
+            ({"a9": 0x304}, r"depths \(0x304\) is not aligned to its "
+                            "8-byte elements")]),
         (_mvs.gpu_extract_depth, extract, [
             ({"a5": 0}, "cost_volume must have a plane or more, got 0"),
             ({"a3": 0}, r"cost_volume must be at least 1 x 1 pixels, got "
                         r"0 x 32"),
             ({"a3": 1 << 16, "a4": 1 << 15}, "cost_volume has " + TOO_MANY),
             ({"a5": 1 << 31}, "cost_volume has 2147483648 planes, " + LIMIT),
-            ({"a8": 0}, "confidence is a null device pointer")]),
+            ({"a8": 0}, "confidence is a null device pointer"),
+            ({"a8": 0x401}, r"confidence \(0x401\) is not aligned to its "
+                            "4-byte elements")]),
     ]:
         for change, message in bad:
             with pytest.raises(ValueError, match=message):
@@ -211,10 +228,200 @@ def test_the_plane_sweep_opens_the_driver_aquaprof_libcuda_names(
         pytest.skip("built without nvcc: the driver is never opened")
     assert why.startswith("the CUDA plane sweep cannot run: no CUDA "
                           f"driver: cannot open {missing} ("), why
-    # the fake driver opens, and lacks what the sweep calls
-    why = fresh_driver_error({"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so")})
-    assert why == ("the CUDA plane sweep cannot run: the CUDA driver lacks "
-                   "cuDevicePrimaryCtxRetain: too old")
+    # the fake driver opens, with every call the sweep makes
+    assert fresh_driver_error(
+        {"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so")}) is None
+
+
+H, W, N, D = 12, 16, 2, 3
+# per entry point, its device pointers: the bytes its kernels touch and
+# the size of their elements
+BUFFERS = {
+    "warp": {"src": (H * W * 4, 4), "rays": (6 * H * W * 8, 8),
+             "out": (H * W * 4, 4)},
+    "cost_volume": {"ref": (H * W * 4, 4), "srcs": (N * H * W * 4, 4),
+                    "depths": (D * 8, 8), "rays": (6 * H * W * 8, 8),
+                    "out": (H * W * D * 4, 4)},
+    "extract_depth": {"cost_volume": (H * W * D * 4, 4),
+                      "depths": (D * 8, 8), "depth": (H * W * 4, 4),
+                      "confidence": (H * W * 4, 4)},
+}
+NEVER_ALLOCATED = 0x100000
+
+
+def test_every_device_pointer_is_checked_before_any_launch(fakes):
+    """Through the fake driver, which knows only its own allocations: a
+    pointer to memory the driver does not know, to host memory, not
+    aligned to its elements, or with fewer bytes left in its allocation
+    than the kernels touch is refused, naming it, and nothing is launched;
+    allocations of exactly the bytes needed launch."""
+    lib = str(fakes / "libcuda.so")
+    why = fresh_driver_error({"AQUAPROF_LIBCUDA": lib})
+    if why and "built without its CUDA kernels" in why:
+        pytest.skip("built without nvcc: the driver is never opened")
+    found = scenario(f"""
+        from aquaprof import _mvs
+        from aquaprof.mvs import Camera
+        fake = ctypes.CDLL({lib!r})
+        fake.fake_cuda_alloc.restype = ctypes.c_ulonglong
+        fake.fake_cuda_alloc.argtypes = [ctypes.c_ulonglong, ctypes.c_uint]
+        HOST, DEVICE, UNIFIED = 1, 2, 4
+        H, W, N, D = {H}, {W}, {N}, {D}
+        K = np.array([[20.0, 0, 8], [0, 20, 6], [0, 0, 1]])
+        cam = Camera.pinhole(K, np.eye(3), np.zeros(3)).params
+        cams = np.stack([cam] * N)
+        calls = {{
+            "warp": lambda p: _mvs.gpu_warp(
+                0, 0, p["src"], H, W, cam, cam, 1.0, p["rays"], p["out"]),
+            "cost_volume": lambda p: _mvs.gpu_cost_volume(
+                0, 0, p["ref"], p["srcs"], N, H, W, cam, cams, p["depths"],
+                D, 0, D, 0, 3, p["rays"], p["out"]),
+            "extract_depth": lambda p: _mvs.gpu_extract_depth(
+                0, 0, p["cost_volume"], H, W, D, p["depths"], p["depth"],
+                p["confidence"]),
+        }}
+
+        def run(call, pointers):
+            before = fake.fake_cuda_launches()
+            try:
+                call(pointers)
+                error = None
+            except ValueError as e:
+                error = str(e)
+            return [error, fake.fake_cuda_launches() - before]
+
+        found = {{}}
+        for entry, buffers in {BUFFERS!r}.items():
+            exact = {{name: fake.fake_cuda_alloc(size, DEVICE)
+                      for name, (size, _) in buffers.items()}}
+            managed = {{name: fake.fake_cuda_alloc(size, UNIFIED)
+                        for name, (size, _) in buffers.items()}}
+            found[entry] = {{"exact": run(calls[entry], exact),
+                             "managed": run(calls[entry], managed)}}
+            for name, (size, align) in buffers.items():
+                bad = {{
+                    "short": fake.fake_cuda_alloc(size - align, DEVICE),
+                    "offset": fake.fake_cuda_alloc(size, DEVICE) + align,
+                    "host": fake.fake_cuda_alloc(size, HOST),
+                    "unknown": {NEVER_ALLOCATED},
+                    "misaligned": exact[name] + align // 2,
+                }}
+                for case, pointer in bad.items():
+                    found[entry][name + " " + case] = run(
+                        calls[entry], dict(exact, **{{name: pointer}}))
+        print(json.dumps(found))
+    """, {"AQUAPROF_LIBCUDA": lib})
+    # rays then warp; rays then cost (one launch holds it all); extract
+    launches = {"warp": 2, "cost_volume": 2, "extract_depth": 1}
+    for entry, buffers in BUFFERS.items():
+        assert found[entry].pop("exact") == [None, launches[entry]]
+        assert found[entry].pop("managed") == [None, launches[entry]]
+        for name, (size, align) in buffers.items():
+            at = rf"{name} \(0x[0-9a-f]+\)"
+            for case, message in {
+                "short": rf"{at} needs {size} bytes, its allocation holds "
+                         rf"{size - align} from there",
+                "offset": rf"{at} needs {size} bytes, its allocation holds "
+                          rf"{size - align} from there",
+                "host": rf"{at} is not device memory \(the driver's memory "
+                        rf"type 1\)",
+                "unknown": rf"{name} \({NEVER_ALLOCATED:#x}\) is not memory "
+                           rf"the CUDA driver knows \(cuPointerGetAttribute: "
+                           rf"invalid argument \(1\)\)",
+                "misaligned": rf"{at} is not aligned to its {align}-byte "
+                              rf"elements",
+            }.items():
+                error, launched = found[entry].pop(f"{name} {case}")
+                assert re.fullmatch(message, error), (entry, case, error)
+                assert launched == 0, (entry, case)
+        assert not found[entry]       # every case checked
+
+
+# --------------------------------- the GPU's arithmetic, on the host
+
+# ap_warp_kernel's sample, compiled for the host from the same headers
+# with contraction on, as nvcc compiles the device code (a * b + c
+# becomes one fused multiply-add, rounded once)
+GPU_WARP_ON_THE_HOST = r"""
+#include "camera_math.h"
+#include "cost_math.h"
+
+int
+emulated_warp(const double *ref_params, const double *src_params,
+              const float *img, int h, int w, double depth, float *out)
+{
+    ap_camera ref, src;
+    if (ap_camera_init(&ref, ref_params) || ap_camera_init(&src, src_params)) {
+        return -1;
+    }
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            double o[3], d[3], p[3], u, v;
+            int seen = ap_cast(&ref, x, y, o, d);
+            for (int k = 0; seen && k < 3; k++) {
+                p[k] = o[k] + depth * d[k];
+            }
+            seen = seen && ap_project(&src, p, &u, &v);
+            out[(size_t)y * w + x] = seen ? ap_bilinear(img, h, w, u, v)
+                                          : NAN;
+        }
+    }
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def contracted_warp(tmp_path_factory):
+    """The GPU's warp built for this CPU with fused multiply-adds."""
+    flags = ["-ffp-contract=fast"]
+    if platform.machine() == "x86_64":
+        with open("/proc/cpuinfo") as f:
+            if " fma " not in f.read():
+                pytest.skip("this CPU has no fused multiply-add")
+        flags.append("-mfma")
+    kernels = Path(__file__).resolve().parent.parent / "csrc" / "kernels"
+    out = tmp_path_factory.mktemp("emulated")
+    (out / "warp.c").write_text(GPU_WARP_ON_THE_HOST)
+    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O2",
+                    "-shared", "-fPIC", *flags, "-I", str(kernels),
+                    str(out / "warp.c"), str(kernels / "camera.c"), "-o",
+                    str(out / "warp.so"), "-lm"], check=True)
+    lib = ctypes.CDLL(str(out / "warp.so"))
+    array = np.ctypeslib.ndpointer
+    lib.emulated_warp.argtypes = [
+        array(np.float64, flags="C"), array(np.float64, flags="C"),
+        array(np.float32, flags="C"), ctypes.c_int, ctypes.c_int,
+        ctypes.c_double, array(np.float32, flags="C")]
+
+    def warp(src, ref_cam, src_cam, depth):
+        h, w = src.shape
+        result = np.empty((h, w), np.float32)
+        assert lib.emulated_warp(ref_cam.params, src_cam.params,
+                                 np.ascontiguousarray(src), h, w, depth,
+                                 result) == 0
+        return result
+    return warp
+
+
+def test_the_gpus_arithmetic_sees_what_the_cpu_sees(contracted_warp):
+    """Pinhole pairs that exact arithmetic puts on the image's border
+    (a horizontal baseline: every sample of the first and last rows; a
+    vertical one: of the first and last columns): the GPU's sample,
+    rounded as nvcc rounds it, sees just what the CPU path sees."""
+    sc = scenes.make_scene("flat", "pinhole", views=2, height=48, width=64)
+    pairs = [(sc.images[1], sc.ref_cam, sc.cameras[1], depth)
+             for depth in DEPTHS[[0, 3, 5]]]
+    K = np.array([[1e5, 0, 1.5], [0, 1e5, 1000.0], [0, 0, 1]])
+    img = np.random.default_rng(9).random((2000, 4)).astype(np.float32)
+    pairs.append((img, mvs.Camera.pinhole(K, np.eye(3), np.zeros(3)),
+                  mvs.Camera.pinhole(K, np.eye(3), [0, -0.001, 0]), 1.0))
+    for src, ref_cam, src_cam, depth in pairs:
+        expected = mvs.warp(src, ref_cam, src_cam, depth)
+        got = contracted_warp(src, ref_cam, src_cam, depth)
+        assert np.array_equal(np.isnan(got), np.isnan(expected))
+        seen = ~np.isnan(expected)
+        assert np.abs(got[seen] - expected[seen]).max() <= 1e-4
 
 
 # ------------------------------------------------------------ on a GPU

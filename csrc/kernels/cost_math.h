@@ -10,16 +10,34 @@
 #include "host_device.h"
 #include "sweep.h"
 
+/* A sample this far (pixels) outside the image, or less, is seen, on
+ * the border. The CPU and the GPU reach a sample's coordinates by
+ * different roundings: the CPU folds K [R | t] into one matrix and
+ * starts refraction from a table, the GPU multiplies through K, R and t
+ * with fused multiply-adds and starts Newton from the straight line. A
+ * sample that exact arithmetic puts on the border (every row of a pair
+ * with a horizontal baseline, every column of a vertical one) lands a
+ * few ulps inside on one and outside on the other; the two differ by
+ * under 1e-6 px, far less than this slack, so both see it. */
+#define AP_BORDER_SLACK 1e-3
+
 /* The cell of a bilinear sample at (u, v) in an (h, w) image, pixel
  * centres at integers: its top-left texel's index and the fractions
  * across it; 0 where u or v is NaN (not seen) or (u, v) lies outside the
- * image. The index is an int (images hold fewer than 2^31 pixels). */
+ * image by more than AP_BORDER_SLACK (a sample within it takes the
+ * border's value). The index is an int (images hold fewer than 2^31
+ * pixels). */
 static inline AP_HD int
 ap_bilinear_cell(int h, int w, double u, double v, int *k, double *fx,
                  double *fy)
 {
-    int inside = (u >= 0) & (v >= 0) & (u <= w - 1) & (v <= h - 1);
+    double right = w - 1, bottom = h - 1;
+    int inside = (u >= -AP_BORDER_SLACK) & (v >= -AP_BORDER_SLACK) &
+                 (u <= right + AP_BORDER_SLACK) &
+                 (v <= bottom + AP_BORDER_SLACK);
     double x = inside ? u : 0.0, y = inside ? v : 0.0;
+    x = x < 0 ? 0.0 : (x > right ? right : x);
+    y = y < 0 ? 0.0 : (y > bottom ? bottom : y);
     int x0 = (int)x, y0 = (int)y;
     x0 = x0 > w - 2 ? w - 2 : x0;
     y0 = y0 > h - 2 ? h - 2 : y0;

@@ -52,6 +52,7 @@ open_api(void)
         {(void **)&api.FuncSetAttribute, "cuFuncSetAttribute"},
         {(void **)&api.LaunchKernel, "cuLaunchKernel"},
         {(void **)&api.GetErrorString, "cuGetErrorString"},
+        {(void **)&api.PointerGetAttribute, "cuPointerGetAttribute"},
     };
     void *lib;
     if (ap_cuda_load(ap_cuda_driver_path(), symbols,

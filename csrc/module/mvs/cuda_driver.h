@@ -16,6 +16,13 @@ typedef struct CUstream_st *CUstream;
 
 #define AP_CUDA_SUCCESS 0
 #define AP_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+/* cuPointerGetAttribute's attributes (CUpointer_attribute) and the
+ * memory types it answers (CUmemorytype) */
+#define AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define AP_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define AP_CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
+#define AP_CU_MEMORYTYPE_DEVICE 2
+#define AP_CU_MEMORYTYPE_UNIFIED 4
 
 typedef struct {
     CUresult (*Init)(unsigned flags);
@@ -35,6 +42,8 @@ typedef struct {
                              unsigned bz, unsigned shared, CUstream stream,
                              void **params, void **extra);
     CUresult (*GetErrorString)(CUresult error, const char **text);
+    CUresult (*PointerGetAttribute)(void *data, int attribute,
+                                    unsigned long long ptr);
 } ap_cuda_api;
 
 /* The kernels of one device, loaded on first use. */
@@ -59,5 +68,13 @@ const ap_cuda_device *ap_cuda_device_get(int ordinal, const ap_cuda_api **api,
 /* Message for a failed call, e.g. "cuLaunchKernel: out of memory (2)". */
 void ap_cuda_error(const ap_cuda_api *api, const char *call, CUresult rc,
                    char *error, size_t size);
+
+/* Whether a kernel may touch the `bytes` from device address ptr: the
+ * driver knows ptr as device (or managed) memory and its allocation holds
+ * those bytes from there. Call with a context current. 0, or -1 with a
+ * sentence in error that starts with name. */
+int ap_cuda_check_buffer(const ap_cuda_api *api, unsigned long long ptr,
+                         unsigned long long bytes, const char *name,
+                         char *error, size_t size);
 
 #endif

@@ -118,18 +118,66 @@ image_size(Py_ssize_t h, Py_ssize_t w, Py_ssize_t least, const char *what)
     return ap_mvs_check_pixels(h, w, what);
 }
 
-/* 0 when no pointer is NULL, else -1 with ValueError naming it. */
+/* A device pointer argument: the bytes the kernels touch from it, and
+ * the size of its elements, which it must be aligned to. */
+typedef struct {
+    const char *name;
+    unsigned long long ptr, bytes;
+    unsigned align;
+} buffer;
+
+/* 0 when no pointer is NULL or misaligned, else -1 with ValueError
+ * naming the first that is: arithmetic alone, before the driver is
+ * opened. */
 static int
-no_null(int n, const unsigned long long *ptrs, const char *const *names)
+buffers_shaped(const buffer *b, int n)
 {
     for (int i = 0; i < n; i++) {
-        if (ptrs[i] == 0) {
+        if (b[i].ptr == 0) {
             PyErr_Format(PyExc_ValueError, "%s is a null device pointer",
-                         names[i]);
+                         b[i].name);
+            return -1;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (b[i].ptr % b[i].align != 0) {
+            char error[128];   /* PyErr_Format has no %llx */
+            snprintf(error, sizeof(error), "%s (0x%llx) is not aligned to "
+                     "its %u-byte elements", b[i].name, b[i].ptr,
+                     b[i].align);
+            PyErr_SetString(PyExc_ValueError, error);
             return -1;
         }
     }
     return 0;
+}
+
+/* 0 when the driver knows every buffer as device memory holding the
+ * bytes the kernels touch, else -1 with ValueError naming the first that
+ * is not (RuntimeError when the context cannot be made current). */
+static int
+buffers_on_device(const ap_cuda_api *api, const ap_cuda_device *d,
+                  const buffer *b, int n)
+{
+    char error[512];
+    CUresult rc = api->CtxPushCurrent(d->ctx);
+    if (rc != AP_CUDA_SUCCESS) {
+        ap_cuda_error(api, "cuCtxPushCurrent", rc, error, sizeof(error));
+        PyErr_Format(PyExc_RuntimeError, "the CUDA plane sweep failed: %s",
+                     error);
+        return -1;
+    }
+    int status = 0;
+    for (int i = 0; status == 0 && i < n; i++) {
+        status = ap_cuda_check_buffer(api, b[i].ptr, b[i].bytes, b[i].name,
+                                      error, sizeof(error));
+    }
+    CUcontext popped;
+    api->CtxPopCurrent(&popped);
+    if (status < 0) {
+        PyErr_SetString(PyExc_ValueError, error);
+    }
+    return status;
 }
 
 PyObject *
@@ -175,19 +223,25 @@ ap_gpu_warp(PyObject *module, PyObject *args)
     double depth;
     ap_camera ref, cam;
     const ap_cuda_api *api;
-    static const char *const names[] = {"src", "rays", "out"};
     if (!PyArg_ParseTuple(args, "iKKnnOOdKK:gpu_warp", &ordinal, &stream,
                           &ptrs[0], &h_size, &w_size, &ref_params,
                           &src_params, &depth, &ptrs[1], &ptrs[2]) ||
         ap_mvs_camera(ref_params, &ref, "ref_cam") < 0 ||
         ap_mvs_camera(src_params, &cam, "src_cam") < 0 ||
-        image_size(h_size, w_size, 2, "src") < 0 ||
-        no_null(3, ptrs, names) < 0) {
+        image_size(h_size, w_size, 2, "src") < 0) {
+        return NULL;
+    }
+    unsigned long long px = (unsigned long long)h_size * w_size;
+    const buffer b[] = {{"src", ptrs[0], px * 4, 4},
+                        {"rays", ptrs[1], 6 * px * 8, 8},
+                        {"out", ptrs[2], px * 4, 4}};
+    if (buffers_shaped(b, 3) < 0) {
         return NULL;
     }
     int h = (int)h_size, w = (int)w_size;
     const ap_cuda_device *d = device_or_raise(ordinal, &api);
-    if (d == NULL || launch_rays(api, d, stream, &ref, h, w, ptrs[1]) < 0) {
+    if (d == NULL || buffers_on_device(api, d, b, 3) < 0 ||
+        launch_rays(api, d, stream, &ref, h, w, ptrs[1]) < 0) {
         return NULL;
     }
     for (int row0 = 0; row0 < h; row0 += MAX_GRID_Y * BLOCK_Y) {
@@ -298,8 +352,6 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
     int ordinal, cost, window;
     Py_ssize_t n, h, w, d, first, count;
     unsigned long long stream, ptrs[5];
-    static const char *const names[] = {"ref", "srcs", "depths", "rays",
-                                        "out"};
     PyObject *ref_params, *src_params;
     ap_camera ref_cam;
     const ap_cuda_api *api;
@@ -308,8 +360,17 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
                           &ref_params, &src_params, &ptrs[2], &d, &first,
                           &count, &cost, &window, &ptrs[3], &ptrs[4]) ||
         ap_mvs_camera(ref_params, &ref_cam, "ref_cam") < 0 ||
-        sweep_sizes(n, h, w, d, first, count, cost, window) < 0 ||
-        no_null(5, ptrs, names) < 0) {
+        sweep_sizes(n, h, w, d, first, count, cost, window) < 0) {
+        return NULL;
+    }
+    /* the sizes' limits keep every product under 2^64 */
+    unsigned long long px = (unsigned long long)h * w;
+    const buffer b[] = {{"ref", ptrs[0], px * 4, 4},
+                        {"srcs", ptrs[1], (unsigned long long)n * px * 4, 4},
+                        {"depths", ptrs[2], (unsigned long long)d * 8, 8},
+                        {"rays", ptrs[3], 6 * px * 8, 8},
+                        {"out", ptrs[4], px * (unsigned long long)d * 4, 4}};
+    if (buffers_shaped(b, 5) < 0) {
         return NULL;
     }
     PyArrayObject *cams = ap_mvs_array(src_params, NPY_DOUBLE, 2,
@@ -330,7 +391,7 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
         goto done;
     }
     dev = device_or_raise(ordinal, &api);
-    if (dev == NULL ||
+    if (dev == NULL || buffers_on_device(api, dev, b, 5) < 0 ||
         launch_rays(api, dev, stream, &ref_cam, (int)h, (int)w, ptrs[3]) <
             0) {
         goto done;
@@ -359,15 +420,12 @@ ap_gpu_extract_depth(PyObject *module, PyObject *args)
     int ordinal;
     Py_ssize_t h_size, w_size, d_size;
     unsigned long long stream, ptrs[4];
-    static const char *const names[] = {"cost_volume", "depths", "depth",
-                                        "confidence"};
     const ap_cuda_api *api;
     if (!PyArg_ParseTuple(args, "iKKnnnKKK:gpu_extract_depth", &ordinal,
                           &stream, &ptrs[0], &h_size, &w_size, &d_size,
                           &ptrs[1], &ptrs[2], &ptrs[3]) ||
         image_size(h_size, w_size, 1, "cost_volume") < 0 ||
-        ap_mvs_check_count(d_size, "cost_volume", "planes") < 0 ||
-        no_null(4, ptrs, names) < 0) {
+        ap_mvs_check_count(d_size, "cost_volume", "planes") < 0) {
         return NULL;
     }
     if (d_size < 1) {
@@ -375,9 +433,18 @@ ap_gpu_extract_depth(PyObject *module, PyObject *args)
                      "more, got %zd", d_size);
         return NULL;
     }
+    unsigned long long px = (unsigned long long)h_size * w_size;
+    const buffer b[] = {
+        {"cost_volume", ptrs[0], px * (unsigned long long)d_size * 4, 4},
+        {"depths", ptrs[1], (unsigned long long)d_size * 8, 8},
+        {"depth", ptrs[2], px * 4, 4},
+        {"confidence", ptrs[3], px * 4, 4}};
+    if (buffers_shaped(b, 4) < 0) {
+        return NULL;
+    }
     int h = (int)h_size, w = (int)w_size, d = (int)d_size;
     const ap_cuda_device *dev = device_or_raise(ordinal, &api);
-    if (dev == NULL) {
+    if (dev == NULL || buffers_on_device(api, dev, b, 4) < 0) {
         return NULL;
     }
     void *params[] = {&ptrs[0], &h, &w, &d, &ptrs[1], &ptrs[2], &ptrs[3]};
