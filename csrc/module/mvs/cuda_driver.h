@@ -19,8 +19,6 @@ typedef struct CUstream_st *CUstream;
 /* cuPointerGetAttribute's attributes (CUpointer_attribute) and the
  * memory types it answers (CUmemorytype) */
 #define AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
-#define AP_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
-#define AP_CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
 #define AP_CU_MEMORYTYPE_DEVICE 2
 #define AP_CU_MEMORYTYPE_UNIFIED 4
 
@@ -69,12 +67,10 @@ const ap_cuda_device *ap_cuda_device_get(int ordinal, const ap_cuda_api **api,
 void ap_cuda_error(const ap_cuda_api *api, const char *call, CUresult rc,
                    char *error, size_t size);
 
-/* Whether a kernel may touch the `bytes` from device address ptr: the
- * driver knows ptr as device (or managed) memory and its allocation holds
- * those bytes from there. Call with a context current. 0, or -1 with a
- * sentence in error that starts with name. */
+/* Whether a kernel may touch device address ptr: the driver knows it as
+ * device (or managed) memory. Call with a context current. 0, or -1 with
+ * a sentence in error that starts with name. */
 int ap_cuda_check_buffer(const ap_cuda_api *api, unsigned long long ptr,
-                         unsigned long long bytes, const char *name,
-                         char *error, size_t size);
+                         const char *name, char *error, size_t size);
 
 #endif

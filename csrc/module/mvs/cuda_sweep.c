@@ -118,11 +118,11 @@ image_size(Py_ssize_t h, Py_ssize_t w, Py_ssize_t least, const char *what)
     return ap_mvs_check_pixels(h, w, what);
 }
 
-/* A device pointer argument: the bytes the kernels touch from it, and
- * the size of its elements, which it must be aligned to. */
+/* A device pointer argument and the size of its elements, which it must
+ * be aligned to. */
 typedef struct {
     const char *name;
-    unsigned long long ptr, bytes;
+    unsigned long long ptr;
     unsigned align;
 } buffer;
 
@@ -152,8 +152,7 @@ buffers_shaped(const buffer *b, int n)
     return 0;
 }
 
-/* 0 when the driver knows every buffer as device memory holding the
- * bytes the kernels touch, else -1 with ValueError naming the first that
+/* 0 when the driver knows every buffer as device memory, else -1 with ValueError naming the first that
  * is not (RuntimeError when the context cannot be made current). */
 static int
 buffers_on_device(const ap_cuda_api *api, const ap_cuda_device *d,
@@ -169,8 +168,8 @@ buffers_on_device(const ap_cuda_api *api, const ap_cuda_device *d,
     }
     int status = 0;
     for (int i = 0; status == 0 && i < n; i++) {
-        status = ap_cuda_check_buffer(api, b[i].ptr, b[i].bytes, b[i].name,
-                                      error, sizeof(error));
+        status = ap_cuda_check_buffer(api, b[i].ptr, b[i].name, error,
+                                      sizeof(error));
     }
     CUcontext popped;
     api->CtxPopCurrent(&popped);
@@ -231,10 +230,9 @@ ap_gpu_warp(PyObject *module, PyObject *args)
         image_size(h_size, w_size, 2, "src") < 0) {
         return NULL;
     }
-    unsigned long long px = (unsigned long long)h_size * w_size;
-    const buffer b[] = {{"src", ptrs[0], px * 4, 4},
-                        {"rays", ptrs[1], 6 * px * 8, 8},
-                        {"out", ptrs[2], px * 4, 4}};
+    const buffer b[] = {{"src", ptrs[0], 4},
+                        {"rays", ptrs[1], 8},
+                        {"out", ptrs[2], 4}};
     if (buffers_shaped(b, 3) < 0) {
         return NULL;
     }
@@ -364,12 +362,11 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
         return NULL;
     }
     /* the sizes' limits keep every product under 2^64 */
-    unsigned long long px = (unsigned long long)h * w;
-    const buffer b[] = {{"ref", ptrs[0], px * 4, 4},
-                        {"srcs", ptrs[1], (unsigned long long)n * px * 4, 4},
-                        {"depths", ptrs[2], (unsigned long long)d * 8, 8},
-                        {"rays", ptrs[3], 6 * px * 8, 8},
-                        {"out", ptrs[4], px * (unsigned long long)d * 4, 4}};
+    const buffer b[] = {{"ref", ptrs[0], 4},
+                        {"srcs", ptrs[1], 4},
+                        {"depths", ptrs[2], 8},
+                        {"rays", ptrs[3], 8},
+                        {"out", ptrs[4], 4}};
     if (buffers_shaped(b, 5) < 0) {
         return NULL;
     }
@@ -433,12 +430,11 @@ ap_gpu_extract_depth(PyObject *module, PyObject *args)
                      "more, got %zd", d_size);
         return NULL;
     }
-    unsigned long long px = (unsigned long long)h_size * w_size;
     const buffer b[] = {
-        {"cost_volume", ptrs[0], px * (unsigned long long)d_size * 4, 4},
-        {"depths", ptrs[1], (unsigned long long)d_size * 8, 8},
-        {"depth", ptrs[2], px * 4, 4},
-        {"confidence", ptrs[3], px * 4, 4}};
+        {"cost_volume", ptrs[0], 4},
+        {"depths", ptrs[1], 8},
+        {"depth", ptrs[2], 4},
+        {"confidence", ptrs[3], 4}};
     if (buffers_shaped(b, 4) < 0) {
         return NULL;
     }
