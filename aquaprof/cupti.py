@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 _MODES = {False: 0, "auto": 1, True: 2}
 
@@ -38,6 +38,25 @@ def cupti_candidates() -> List[str]:
             folder(lib)
     out += ["libcupti.so.13", "libcupti.so"]
     return list(dict.fromkeys(out))
+
+
+def cupti_neighbor() -> Optional[str]:
+    """The other CUPTI client tracing this process now, or None: CUPTI
+    serves one client at a time, and aquaprof never takes it from one.
+    torch.profiler (Kineto) is asked through torch, when torch is already
+    imported; Nsight tools and other injected CUDA tools show in
+    CUDA_INJECTION64_PATH."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch._C._autograd._profiler_enabled():
+            return "torch.profiler"
+    except Exception:  # another torch, or one half imported
+        pass
+    injected = os.environ.get("CUDA_INJECTION64_PATH")
+    if injected:
+        return f"a CUDA tool injected through CUDA_INJECTION64_PATH " \
+               f"({os.path.basename(injected)}, Nsight's as a rule)"
+    return None
 
 
 def profiler_args(cuda: Any, cuda_sync: Any) -> Dict[str, Any]:

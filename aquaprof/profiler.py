@@ -120,7 +120,8 @@ class Profiler:
                  cpu_resolution: float = 20e-6, compensate: bool = True,
                  cuda: Any = "auto", cuda_sync: bool = False,
                  window: int = 0, max_stages: int = 100_000,
-                 max_gpu_events: int = 1_000_000, children: bool = True, max_children: int = 1000,
+                 max_gpu_events: int = 1_000_000, children: bool = True,
+                 max_children: int = 1000,
                  dataloaders: bool = True, sample: Optional[float] = None,
                  max_samples: int = 1_000_000, torch_ops: Any = False,
                  torch_modules: bool = False):
@@ -139,6 +140,7 @@ class Profiler:
                                     window=window, max_stages=max_stages,
                                     max_gpu_events=max_gpu_events,
                                     **profiler_args(cuda, cuda_sync))
+        self._cuda = cuda is not False
         self.window: int = window
         self._on_stop: List[Callable[[], Any]] = []
         self._settings = (cpu_resolution, memory)
@@ -193,7 +195,7 @@ class Profiler:
                 self._started_at = time.time()
                 if self._compensate and not _core.active():
                     self._overhead = _calibration(*self._settings)
-                self._core.start()
+                self._core.start(neighbor=self._cupti_neighbor())
                 self._capture_children()
                 self._watch_dataloaders()
                 self._watch_torch()
@@ -204,7 +206,7 @@ class Profiler:
             # it can leave a folder or a watch to the collector, never a
             # session running
             if self._core.running:
-                self._core.stop()
+                self._stop_core()
                 self._end_watches()
             else:
                 self._started_at = None   # never started: may retry
@@ -219,8 +221,15 @@ class Profiler:
                 callback()
         finally:
             self._end_sampler()
-            self._core.stop()
+            self._stop_core()
             self._end_watches()
+
+    def _cupti_neighbor(self) -> Optional[str]:
+        from .cupti import cupti_neighbor
+        return cupti_neighbor() if self._cuda else None
+
+    def _stop_core(self) -> None:
+        self._core.stop(neighbor=self._cupti_neighbor())
 
     def _end_watches(self) -> None:
         """What the run watched besides stages: samples, loaders and torch,
@@ -405,7 +414,7 @@ class Profiler:
             # an interrupt just after start() returned: `with` binds
             # nothing and will not call __exit__
             if fresh and self._core.running:
-                self._core.stop()
+                self._stop_core()
                 self._end_watches()
             raise
 
@@ -414,7 +423,7 @@ class Profiler:
             self.stop()
         finally:
             if self._core.running:   # stop() interrupted before it began
-                self._core.stop()
+                self._stop_core()
                 self._end_watches()
 
     def __repr__(self) -> str:

@@ -64,59 +64,105 @@ def test_profiler_traces_after_torch_profiler_ran(fake_env, fakes):
     assert theirs >= 1 and foreign == 0
 
 
-def test_profiler_leaves_cupti_to_a_client_already_tracing(fake_env, fakes):
-    code = f"""
-        assert fake.fake_other_start() == 0
-        rep = run("mine")
-        still_on = fake.fake_enabled({KERNEL})
-        fake.fake_other_stop()
+# torch.profiler as the fake's second client: Kineto's CUPTI side, and
+# torch's own flag that it runs (a CPU-only profile sets it here)
+KINETO = """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    class kineto:
+        def __enter__(self):
+            self.torch = profile(activities=[ProfilerActivity.CPU])
+            self.torch.__enter__()
+            assert fake.fake_other_start() == 0
+        def __exit__(self, *exc):
+            fake.fake_other_stop()
+            self.torch.__exit__(*exc)
+"""
+
+
+def test_profiler_leaves_cupti_to_torch_profiler_tracing(fake_env, fakes):
+    pytest.importorskip("torch")
+    code = dedent(KINETO) + dedent(f"""
+        with kineto():
+            rep = run("mine")
+            still_on = fake.fake_enabled({KERNEL})
         print(json.dumps([rep.gpu_status, rep.gpu is None, still_on,
                           fake.fake_other_records(),
                           fake.fake_other_foreign(), rep["mine"].count]))
-    """
+    """)
     status, no_gpu, still_on, theirs, foreign, count = run(code, fake_env,
                                                            fakes)
-    assert status.startswith("not traced: another CUPTI client is tracing")
-    assert "torch.profiler" in status and no_gpu and count == 1
+    assert status.startswith("not traced: torch.profiler is tracing the "
+                             "GPU with CUPTI")
+    assert no_gpu and count == 1
     # the other client's trace is whole: its kinds on, its kernel its own
     assert still_on and theirs >= 1 and foreign == 0
 
 
-def test_cuda_true_refuses_beside_another_client(fake_env, fakes):
-    code = """
-        fake.fake_other_start()
-        try:
-            ap.Profiler(cuda=True).start()
-            print(json.dumps("started"))
-        except RuntimeError as e:
-            print(json.dumps(str(e)))
-    """
+def test_cuda_true_refuses_beside_torch_profiler(fake_env, fakes):
+    pytest.importorskip("torch")
+    code = dedent(KINETO) + dedent("""
+        with kineto():
+            try:
+                ap.Profiler(cuda=True).start()
+                print(json.dumps("started"))
+            except RuntimeError as e:
+                print(json.dumps(str(e)))
+    """)
     assert run(code, fake_env, fakes).startswith(
-        "cuda=True: not traced: another CUPTI client is tracing")
+        "cuda=True: not traced: torch.profiler is tracing the GPU")
 
 
-def test_a_client_that_starts_mid_run_is_said_and_left_whole(fake_env,
-                                                             fakes):
+def test_profiler_leaves_cupti_to_an_injected_tool(fake_env, fakes):
+    code = """
+        print(json.dumps(run("mine").gpu_status))
+    """
+    status = run(code, fake_env, fakes,
+                 CUDA_INJECTION64_PATH="/opt/nsight/libToolsInjection64.so")
+    assert status.startswith("not traced: a CUDA tool injected through "
+                             "CUDA_INJECTION64_PATH "
+                             "(libToolsInjection64.so, Nsight's as a rule)")
+
+
+def test_torch_profiler_inside_a_run_is_said_and_left_whole(fake_env,
+                                                            fakes):
     """Its buffers are its own (the fake's come from a static pool: a
     free() of one aborts), its kinds stay on after aquaprof's stop, and
     the report says its GPU work is incomplete."""
-    code = f"""
+    pytest.importorskip("torch")
+    code = dedent(KINETO) + dedent(f"""
+        inner = kineto()
         with ap.Profiler() as prof:
             with ap.stage("before"):
                 kernel("before")
-            fake.fake_other_start()
+            inner.__enter__()
             with ap.stage("during"):
                 kernel("during")
         still_on = fake.fake_enabled({KERNEL})
         kernel("after")
-        fake.fake_other_stop()
+        inner.__exit__(None, None, None)
+        with ap.Profiler() as whole:       # after it: inside one run
+            with ap.stage("a"):
+                kernel("a")
+            with kineto():
+                kernel("theirs")
+            with ap.stage("b"):
+                kernel("b")
         print(json.dumps([prof.report().gpu_status, still_on,
-                          fake.fake_other_records()]))
-    """
-    status, still_on, theirs = run(code, fake_env, fakes)
-    assert "another CUPTI client (torch.profiler or Nsight) took CUPTI " \
-           "over during this run: GPU work" in status
+                          fake.fake_other_records(),
+                          whole.report().gpu_status]))
+    """)
+    status, still_on, theirs, whole = run(code, fake_env, fakes)
+    assert status.endswith("; another CUPTI client (torch.profiler) took "
+                           "CUPTI over during this run: GPU work from its "
+                           "start on is missing (activity buffers went to "
+                           "it)")
     assert still_on and theirs >= 1
+    # started and ended inside the run: its buffers tell
+    assert whole.endswith("another CUPTI client (torch.profiler or Nsight) "
+                          "took CUPTI over during this run: GPU work from "
+                          "its start on is missing (activity buffers went "
+                          "to it)")
 
 
 def test_a_stage_left_open_at_stop_claims_no_later_work(fake_env, fakes):

@@ -139,8 +139,6 @@ adopt(void *lib, const char *path, char *why, size_t size)
          "cuptiActivityPushExternalCorrelationId"},
         {(void **)&cupti.ActivityPopExternalCorrelationId,
          "cuptiActivityPopExternalCorrelationId"},
-        {(void **)&cupti.Subscribe, "cuptiSubscribe"},
-        {(void **)&cupti.Unsubscribe, "cuptiUnsubscribe"},
     };
     char what[600];
     snprintf(what, sizeof(what), "CUPTI at %s", path);

@@ -76,9 +76,6 @@ typedef struct {
         CUpti_ExternalCorrelationKind kind, uint64_t id);
     CUptiResult (*ActivityPopExternalCorrelationId)(
         CUpti_ExternalCorrelationKind kind, uint64_t *id);
-    CUptiResult (*Subscribe)(CUpti_SubscriberHandle *subscriber,
-                             CUpti_CallbackFunc callback, void *data);
-    CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle subscriber);
 } ap_cupti_fns;
 
 /* The external correlation kind aquaprof pushes its stage tags under:

@@ -147,42 +147,12 @@ disable(size_t n)
     }
 }
 
-static void CUPTIAPI
-ignore_callback(void *data, CUpti_CallbackDomain domain,
-                CUpti_CallbackId id, const void *info)
-{
-    (void)data;
-    (void)domain;
-    (void)id;
-    (void)info;
-}
-
-/* Whether another CUPTI client (torch.profiler, Nsight) is subscribed
- * now: CUPTI takes one subscriber at a time, so a probe tells. */
-static int
-another_client(void)
-{
-    CUpti_SubscriberHandle probe;
-    CUptiResult rc = cupti->Subscribe(&probe, ignore_callback, NULL);
-    if (rc == CUPTI_SUCCESS) {
-        cupti->Unsubscribe(probe);
-    }
-    return rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-}
-
 /* Registers the callbacks and enables every kind, or none: fills why and
  * fails. The callbacks are registered at every start, since CUPTI keeps
  * one pair per process and another client may have replaced ours. */
 static ap_status
 start_cupti(char *why, size_t size)
 {
-    if (another_client()) {
-        snprintf(why, size, "not traced: another CUPTI client is tracing "
-                 "(torch.profiler, Nsight or another tool) and aquaprof "
-                 "leaves CUPTI to it; start the Profiler outside that "
-                 "tool's run to trace the GPU");
-        return AP_ERR_ACTIVE;
-    }
     char text[256];
     CUptiResult rc = cupti->ActivityRegisterTimestampCallback(monotonic_ns);
     if (rc == CUPTI_SUCCESS) {
@@ -228,8 +198,17 @@ start_activity(const ap_gpu_config *c, int devices, int required,
 {
 #ifdef AP_HAVE_CUPTI
     char why[2048], where[512];
-    ap_status st = ap_cupti_open(c->cupti_paths, c->ncupti, &cupti, where,
-                                 sizeof(where), why, sizeof(why));
+    ap_status st = AP_ERR_ACTIVE;
+    if (c->neighbor) {
+        /* CUPTI serves one client: taking it would cut the other's trace */
+        snprintf(why, sizeof(why), "not traced: %s is tracing the GPU with "
+                 "CUPTI, which serves one client at a time, and aquaprof "
+                 "leaves it to it; start the Profiler outside that run to "
+                 "trace the GPU", c->neighbor);
+    } else {
+        st = ap_cupti_open(c->cupti_paths, c->ncupti, &cupti, where,
+                           sizeof(where), why, sizeof(why));
+    }
     if (st == AP_OK) {
         st = start_cupti(why, sizeof(why));
     }
@@ -428,7 +407,7 @@ synchronize_devices(int devices, char *note, size_t size)
 
 /* Ends tracing; note gets what the report must say of it. */
 static ap_gpu_trace *
-stop_cupti(char *note, size_t size)
+stop_cupti(const char *neighbor, char *note, size_t size)
 {
     drop_stale();     /* the stopping thread's stages left open */
     int devices = 0;
@@ -439,19 +418,18 @@ stop_cupti(char *note, size_t size)
         synchronize_devices(devices, note, size);
     }
     /* a client that started during the run keeps its kinds enabled */
-    int other = another_client();
     cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    if (!other) {
+    if (!neighbor) {
         disable(NKINDS);
         cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     }
     size_t lost = ap_gpu_buffers_out();
-    if (other || lost) {
+    if (neighbor || lost) {
         char text[512];
-        snprintf(text, sizeof(text), "another CUPTI client (torch.profiler "
-                 "or Nsight) took CUPTI over during this run: GPU work from "
-                 "its start on is missing%s", lost ? " (activity buffers "
-                 "went to it)" : "");
+        snprintf(text, sizeof(text), "another CUPTI client (%s) took CUPTI "
+                 "over during this run: GPU work from its start on is "
+                 "missing%s", neighbor ? neighbor : "torch.profiler or "
+                 "Nsight", lost ? " (activity buffers went to it)" : "");
         add_note(note, size, text);
     }
     ap_gpu_trace *t = ap_gpu_records_take();
@@ -476,7 +454,8 @@ stop_cupti(char *note, size_t size)
 #endif
 
 ap_status
-ap_gpu_stop(ap_gpu_trace **out, char *note, size_t size)
+ap_gpu_stop(ap_gpu_trace **out, const char *neighbor, char *note,
+            size_t size)
 {
     *out = NULL;
     note[0] = '\0';
@@ -488,10 +467,11 @@ ap_gpu_stop(ap_gpu_trace **out, char *note, size_t size)
 #ifdef AP_HAVE_CUPTI
     if (hook_cupti) {
         hook_cupti = 0;
-        *out = stop_cupti(note, size);
+        *out = stop_cupti(neighbor, note, size);
         st = *out ? AP_OK : AP_ERR_NOMEM;
     }
 #else
+    (void)neighbor;
     (void)size;
 #endif
     running = 0;   /* last: no trace starts while this one flushes */

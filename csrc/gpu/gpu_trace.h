@@ -22,6 +22,8 @@ typedef struct {
     const char *libcuda;             /* e.g. "libcuda.so.1" */
     const char *const *cupti_paths;  /* tried in order */
     size_t ncupti;
+    const char *neighbor;            /* another CUPTI client tracing now
+                                      * (its name), NULL for none */
 } ap_gpu_config;
 
 typedef struct {
@@ -67,9 +69,11 @@ ap_status ap_gpu_start(const ap_gpu_config *config,
  * forced flush, then hands the records over in *out (NULL when nothing
  * was traced), and fills note with what the report must add to the
  * start's status line (empty when nothing): a device that could not be
- * synchronized, another CUPTI client that took over mid-run, a program
- * that never used CUDA. Needs no GIL. AP_ERR_NOMEM. */
-ap_status ap_gpu_stop(ap_gpu_trace **out, char *note, size_t size);
+ * synchronized, another CUPTI client that took over mid-run (neighbor
+ * names one tracing now, NULL for none), a program that never used CUDA.
+ * Needs no GIL. AP_ERR_NOMEM. */
+ap_status ap_gpu_stop(ap_gpu_trace **out, const char *neighbor, char *note,
+                      size_t size);
 
 /* Fills each event's stage and span from the report of the same run. */
 void ap_gpu_trace_resolve(ap_gpu_trace *t, const ap_report *r);

@@ -90,7 +90,7 @@ parse_gpu(ProfilerObject *self, int cuda, int sync, PyObject *libcuda,
         Py_DECREF(strings);
         return -1;
     }
-    self->gpu = (ap_gpu_config){cuda, sync, lib, array, (size_t)n};
+    self->gpu = (ap_gpu_config){cuda, sync, lib, array, (size_t)n, NULL};
     self->gpu_strings = strings;
     self->cupti_paths = array;
     return 0;
@@ -246,17 +246,18 @@ undo_gpu(void)
 {
     ap_gpu_trace *none;
     char note[8];
-    ap_gpu_stop(&none, note, sizeof(note));
+    ap_gpu_stop(&none, NULL, note, sizeof(note));
     ap_gpu_trace_free(none);
 }
 
 static PyObject *
 profiler_start(ProfilerObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"nest", NULL};
+    static char *keywords[] = {"nest", "neighbor", NULL};
     int nest = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$p:start", keywords,
-                                     &nest)) {
+    const char *neighbor = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$pz:start", keywords,
+                                     &nest, &neighbor)) {
         return NULL;
     }
     if (self->state != NEW) {
@@ -270,8 +271,10 @@ profiler_start(ProfilerObject *self, PyObject *args, PyObject *kwargs)
     }
     char status[2048];
     ap_gpu_records_set_max_events(self->max_gpu_events);
+    self->gpu.neighbor = neighbor;   /* read by ap_gpu_start alone */
     ap_status st = ap_gpu_start(&self->gpu, &self->config.hooks, status,
                                 sizeof(status));
+    self->gpu.neighbor = NULL;
     if (st == AP_ERR_ACTIVE) {
         return busy();
     }
@@ -323,10 +326,10 @@ add_gpu_note(ProfilerObject *self, const char *note)
     Py_RETURN_NONE;
 }
 
+/* Stops the run; neighbor names another CUPTI client tracing now. */
 static PyObject *
-profiler_stop(ProfilerObject *self, PyObject *unused)
+stop_run(ProfilerObject *self, const char *neighbor)
 {
-    (void)unused;
     if (self->state == NEW) {
         PyErr_SetString(PyExc_RuntimeError, "this Profiler was never started");
         return NULL;
@@ -358,12 +361,24 @@ profiler_stop(ProfilerObject *self, PyObject *unused)
     ap_status st;
     /* waiting for the device must not hold up the program's threads */
     Py_BEGIN_ALLOW_THREADS
-    st = ap_gpu_stop(&self->gpu_trace, note, sizeof(note));
+    st = ap_gpu_stop(&self->gpu_trace, neighbor, note, sizeof(note));
     Py_END_ALLOW_THREADS
     if (st != AP_OK) {
         return PyErr_NoMemory();
     }
     return note[0] ? add_gpu_note(self, note) : Py_NewRef(Py_None);
+}
+
+static PyObject *
+profiler_stop(ProfilerObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"neighbor", NULL};
+    const char *neighbor = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$z:stop", keywords,
+                                     &neighbor)) {
+        return NULL;
+    }
+    return stop_run(self, neighbor);
 }
 
 /* A core report as Python data (r freed), or NULL with an exception set
@@ -395,7 +410,7 @@ profiler_report_data(ProfilerObject *self, PyObject *unused)
     if (self->state == RUNNING &&
         (self->nested ? self->nest.pid != (int64_t)getpid()
                       : ap_session_is_foreign(self->session))) {
-        PyObject *none = profiler_stop(self, NULL);
+        PyObject *none = stop_run(self, NULL);
         if (none == NULL) {
             return NULL;
         }
@@ -566,11 +581,15 @@ profiler_dealloc(ProfilerObject *self)
 static PyMethodDef profiler_methods[] = {
     {"start", (PyCFunction)(void (*)(void))profiler_start,
      METH_VARARGS | METH_KEYWORDS,
-     "start(*, nest=True)\n\nStart recording stages. A Profiler runs "
-     "once. While another runs, it nests in that one's session (nest=False "
-     "raises RuntimeError instead)."},
-    {"stop", (PyCFunction)profiler_stop, METH_NOARGS,
-     "Stop recording; stages still open are closed and flagged."},
+     "start(*, nest=True, neighbor=None)\n\nStart recording stages. A "
+     "Profiler runs once. While another runs, it nests in that one's "
+     "session (nest=False raises RuntimeError instead). neighbor names "
+     "another CUPTI client tracing now: the GPU is then left to it."},
+    {"stop", (PyCFunction)(void (*)(void))profiler_stop,
+     METH_VARARGS | METH_KEYWORDS,
+     "stop(*, neighbor=None)\n\nStop recording; stages still open are "
+     "closed and flagged. neighbor names another CUPTI client tracing "
+     "now, whose trace is then left whole."},
     {"report_data", (PyCFunction)profiler_report_data, METH_NOARGS,
      "The recorded data as a dict (built once, after stop()); for a "
      "nested Profiler, the session's figures at its stop (see "
