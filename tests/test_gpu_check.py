@@ -96,12 +96,16 @@ def test_the_driver_parses_and_never_sets_anything_on_the_gpu():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
 def test_make_gpu_check_runs_the_driver_with_plain_python(tmp_path):
+    # a make that runs this test (make gpu-check OUT=...) passes its
+    # command-line variables down through MAKEFLAGS: none of them here
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     dry = subprocess.run(["make", "-n", "gpu-check"], cwd=ROOT, text=True,
                          capture_output=True, check=True,
-                         env=dict(os.environ, OUT="/elsewhere")).stdout
+                         env=dict(env, OUT="/elsewhere")).stdout
     assert "tests/device/gpu_check.sh gpu-check-out" in dry
     assert ".venv" not in dry
     dry = subprocess.run(["make", "-n", "gpu-check", f"OUT={tmp_path}"],
                          cwd=ROOT, text=True, capture_output=True,
-                         check=True).stdout
+                         check=True, env=env).stdout
     assert f"tests/device/gpu_check.sh {tmp_path}" in dry
