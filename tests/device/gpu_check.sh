@@ -294,7 +294,7 @@ step build 30 300 bash "$SELF" --step build
 step verify 10 60 bash "$SELF" --step verify
 pytest_step pytest_gpu 30 180 120 -m gpu tests
 step raw_small 15 90 "$PY" tests/device/sweep_raw.py small
-for scenario in pipeline torch_profiler open_stage stop_thread fork overhead; do
+for scenario in pipeline torch_profiler open_stage stop_thread fork overhead blocks; do
     step "cupti_$scenario" 15 90 "$PY" tests/device/cupti_scenarios.py "$scenario"
 done
 # the fork test sees a parent's GPU state; the refcount test's bad device
