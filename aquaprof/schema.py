@@ -213,7 +213,7 @@ def _decode_gpu_events(obj: Any) -> np.ndarray:
             and obj.get("dtype") == _dtype_fields(GPU_DTYPE_32)):
         old = decode_array(obj, GPU_DTYPE_32, "gpu events")
         events = np.zeros(len(old), _core.GPU_DTYPE)
-        for name in GPU_DTYPE_32.names:
+        for name in GPU_DTYPE_32.names or ():
             if name != "pad":
                 events[name] = old[name]
         return events
