@@ -244,7 +244,8 @@ def test_a_forked_child_profiles_without_the_gpu(fake_env, fakes):
     assert parent_kernels == 1
 
 
-def test_cuda_auto_never_initializes_cuda_itself(fake_env, fakes):
+def test_cuda_auto_never_initializes_cuda_itself(fake_env, fakes,
+                                                 tmp_path):
     """A process that forks after cuInit leaves its children without
     CUDA: cuda="auto" traces from the program's own first CUDA call."""
     code = """
@@ -252,6 +253,10 @@ def test_cuda_auto_never_initializes_cuda_itself(fake_env, fakes):
             with ap.stage("cpu only"):
                 pass
         idle = idle.report()
+        trace = json.loads(idle.to_chrome_trace(os.environ["TRACE"])
+                           .read_text())
+        processes = [e["args"]["name"] for e in trace["traceEvents"]
+                     if e.get("name") == "process_name"]
         inits_idle = cu.fake_cuda_inits()
         with ap.Profiler() as prof:
             cu.fake_cuda_program_starts()
@@ -260,14 +265,17 @@ def test_cuda_auto_never_initializes_cuda_itself(fake_env, fakes):
         rep = prof.report()
         print(json.dumps([idle.gpu_status, inits_idle,
                           rep.gpu_status, rep["gpu"].cuda.kernels,
-                          rep.gpu["devices"][0]["name"]]))
+                          rep.gpu["devices"][0]["name"], processes]))
     """
-    idle, inits, status, kernels, device = run(
-        code, fake_env, fakes, FAKE_CUDA_UNINITIALIZED="1")
+    idle, inits, status, kernels, device, processes = run(
+        code, fake_env, fakes, FAKE_CUDA_UNINITIALIZED="1",
+        TRACE=str(tmp_path / "idle.json"))
     assert idle.startswith("tracing with CUPTI (")
     assert "from the program's first use of CUDA" in idle
     assert idle.endswith("; no GPU work: the program did not use CUDA")
     assert inits == 0
+    # a traced run with no GPU work shows no device in its trace
+    assert not any(p.startswith("GPU") for p in processes)
     assert kernels == 1 and device == "Fake GPU"
     assert "no GPU work" not in status
 

@@ -253,7 +253,8 @@ def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
                 ) -> List[str]:
     """The GPU section's events as JSON texts (the longest max_events)."""
     gpu = report.gpu
-    if gpu is None:
+    # traced, but the program launched nothing: no device to show
+    if gpu is None or not len(gpu["events"]):
         return []
     ev = gpu["events"]
     names, paths = gpu["kernel_names"], report.stage_names
