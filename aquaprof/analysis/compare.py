@@ -36,8 +36,9 @@ def parse_threshold(text: str) -> float:
     except ValueError:
         raise ValueError(f"threshold must be like 5% or 0.05, got "
                          f"{text!r}") from None
-    if not value >= 0:
-        raise ValueError(f"threshold must be >= 0, got {text!r}")
+    if not 0 <= value < math.inf:      # NaN too
+        raise ValueError(f"threshold must be a finite value >= 0, got "
+                         f"{text!r}")
     if value > 1 and not text.endswith("%"):
         raise ValueError(f"threshold {text} would be {value * 100:g} %: "
                          f"write {text}% or {value / 100:g}")

@@ -5,22 +5,26 @@
     aquaprof compare base.json new.json    exit 1 when a stage got slower
     aquaprof flamegraph run.json -o flame.svg [--diff base.json]
     aquaprof trace run.json -o trace.json
-    aquaprof merge rank0.json rank1.json ... -o all.json
+    aquaprof merge rank0.json rank1.json ... -o all.json [--labels a,b]
     aquaprof history runs.db [--add run.json] [--stage NAME]
     aquaprof demo                          the plane-sweep demo
 
 A user's mistake (a missing or broken file, a bad threshold), and any file
 that is not a report or a history, however crafted, is one line on stderr
 and exit code 2, never a traceback; 1 is only compare's "slower" (and, for
-run, the script's own code); 130 is Ctrl-C.
+run, the script's own code); 130 is Ctrl-C; 141 a reader that left early
+(``| head``), but for run, whose code stays the script's.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
+import re
 import runpy
 import sys
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, List, NoReturn, Optional, Sequence
 
 from .._version import __version__
 from .._units import fmt_time, printable
@@ -30,6 +34,27 @@ from ..report import Report, ReportError
 
 class UserError(Exception):
     """A mistake in the command line or its files: one line, exit 2."""
+
+
+class _NotStarted(Exception):
+    """The script never ran a line of its own (it does not compile): its
+    error is printed as Python prints it, and there is no profile."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line like every other error,
+    and a value such as -5%, -1e-3 or -inf handed to its option's check:
+    argparse reads only -5 and -.5 as values and anything else that starts
+    with "-" as an unknown option, which tells the user nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d|^-(inf|nan)",
+                                                   re.IGNORECASE)
+
+    def error(self, message: str) -> NoReturn:
+        sys.exit(_error(f"{message} (see {self.prog} --help)",
+                        prog=self.prog))
 
 
 def _load(path: str) -> Report:
@@ -70,26 +95,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not script.is_file():
         raise UserError(f"no script {str(script)!r}")
     out = Path(args.out) if args.out else script.parent
+    if out.exists() and not out.is_dir():
+        raise UserError(f"-o {str(out)!r} is a file: run writes its report "
+                        f"and trace into a folder")
     out.mkdir(parents=True, exist_ok=True)
     sys.argv = [str(script)] + list(args.args)
     sys.path.insert(0, str(script.resolve().parent))
     run_stage = f"run {script.name}"
-    with Profiler(sample=None if args.no_sample else args.sample) as prof:
-        with stage(run_stage):
-            code = _run_script(script)
     try:
+        with Profiler(sample=None if args.no_sample else args.sample) \
+                as prof:
+            with stage(run_stage):
+                code = _run_script(script)
+    except _NotStarted:
+        return 1                # as `python script.py` after a SyntaxError
+    try:
+        # saved before anything is printed: a reader that leaves early
+        # (`| head`) still gets the files
         report = prof.report()
-        print(report)
-        _print_call_tree(report, run_stage, str(script))
         saved = report.save(out / f"{script.stem}.aquaprof.json")
         trace = report.to_chrome_trace(out / f"{script.stem}.trace.json")
-        print(f"\nreport: {saved}\ntrace:  {trace} (open in "
-              f"ui.perfetto.dev)")
     except KeyboardInterrupt:
         # a second Ctrl-C while saving: files are written atomically, so
         # each is whole or absent
         return _error("interrupted while saving the report", 130)
-    sys.stdout.flush()
+    try:
+        print(report)
+        _print_call_tree(report, run_stage, str(script))
+        print(f"\nreport: {saved}\ntrace:  {trace} (open in "
+              f"ui.perfetto.dev)")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the report was cut, not the run: its code stays the script's
+        _reader_gone()
     return code
 
 
@@ -111,7 +149,8 @@ def _run_script(script: Path) -> int:
     """Runs script as __main__ and returns the exit code Python would
     give it: the SystemExit code, 1 after an exception, 130 after Ctrl-C,
     with the traceback Python would print, aquaprof's frames left out.
-    Whatever happens, the caller then keeps the profile."""
+    The caller then keeps the profile, unless the script never started
+    (it does not compile): _NotStarted, its error printed."""
     try:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as e:
@@ -119,28 +158,40 @@ def _run_script(script: Path) -> int:
             return e.code or 0
         print(e.code, file=sys.stderr)     # sys.exit("message")
         return 1
-    except KeyboardInterrupt as e:
-        _print_script_error(e, script)
-        return 130
     except BaseException as e:             # noqa: BLE001 -- the script's
-        _print_script_error(e, script)
+        own = _script_traceback(e)
+        _print_script_error(e, own)
+        if isinstance(e, KeyboardInterrupt):
+            return 130
+        if own is None:
+            raise _NotStarted from None
         return 1
     return 0
 
 
-def _print_script_error(error: BaseException, script: Path) -> None:
-    """The script's traceback from its own first frame on, through
-    sys.excepthook as Python would (a hook the script set included)."""
+_RUN_CODE = getattr(getattr(runpy, "_run_code", None), "__code__", None)
+
+
+def _script_traceback(error: BaseException) -> Any:
+    """The part of error's traceback from the script's own first frame
+    on (those below runpy's exec of its code); None when its code never
+    ran: a SyntaxError, a file that cannot be decoded."""
     tb = error.__traceback__
-    target = str(script.resolve())
-    while tb is not None and \
-            str(Path(tb.tb_frame.f_code.co_filename).resolve()) != target:
+    if _RUN_CODE is None:       # a runpy unlike 3.9 to 3.13's: all of it
+        return tb
+    while tb is not None:
+        if tb.tb_frame.f_code is _RUN_CODE:
+            return tb.tb_next
         tb = tb.tb_next
-    if tb is not None:
-        # the hook prints the traceback the exception holds
-        error = error.with_traceback(tb)
+    return None
+
+
+def _print_script_error(error: BaseException, tb: Any) -> None:
+    """The script's error with traceback tb, through sys.excepthook as
+    Python would (a hook the script set included)."""
+    error = error.with_traceback(tb)
     sys.stdout.flush()
-    sys.excepthook(type(error), error, error.__traceback__)
+    sys.excepthook(type(error), error, tb)
     sys.stderr.flush()
 
 
@@ -184,33 +235,35 @@ def cmd_history(args: argparse.Namespace) -> int:
     except HistoryError as e:
         raise UserError(str(e)) from None
     with history:
-        for path, report in reports:
-            try:
-                run_id = history.add(report, label=args.label)
-            except HistoryError as e:
-                raise UserError(str(e)) from None
-            print(f"added {path} as run {run_id}")
         try:
-            _print_history(history, args)
+            # known before anything is added: a mistyped stage adds nothing
+            stage = _stage_path(sorted({*history.stages(), *(
+                s.path for _, r in reports for s in r.stages)}),
+                args.stage, args.db) if args.stage else None
+            for path, report in reports:
+                run_id = history.add(report, label=args.label)
+                print(f"added {path} as run {run_id}")
+            _print_history(history, args.db, stage, args.threshold)
         except HistoryError as e:
             raise UserError(str(e)) from None
     return 0
 
 
-def _print_history(history, args: argparse.Namespace) -> None:
+def _print_history(history, db: str, stage: Optional[str],
+                   threshold: float) -> None:
     runs = history.runs()
-    print(f"{len(runs)} run(s) in {args.db}")
+    print(f"{len(runs)} run(s) in {db}")
     for r in runs:
         print(f"  {r.id:4d}  {_when(r)}  "
               f"{printable((r.git_commit or '-')[:10]):10s}  "
               f"{printable(r.host or '-')}  {printable(r.label or '')}")
-    stages = [args.stage] if args.stage else history.stages()
-    if args.stage:
-        print(f"\n{printable(args.stage)}, median call:")
-        for r, value in history.trend(args.stage):
+    stages = [stage] if stage else history.stages()
+    if stage:
+        print(f"\n{printable(stage)}, median call:")
+        for r, value in history.trend(stage):
             print(f"  run {r.id:4d}  {_when(r)}  {fmt_time(value)}")
     flagged = [(stage, run, change) for stage in stages
-               for run, change in history.steps(stage, args.threshold)]
+               for run, change in history.steps(stage, threshold)]
     if flagged:
         print()
     for stage, run, change in flagged:
@@ -219,38 +272,135 @@ def _print_history(history, args: argparse.Namespace) -> None:
               f"{printable(stage)} stepped up {change * 100:+.0f} %")
 
 
+def _stage_path(stages: List[str], name: str, db: str) -> str:
+    """The path of the stage `name` names: itself, or the one path that
+    ends with it ("forward" for "train/step/forward"); else UserError
+    with the paths it could mean, closest first."""
+    if name in stages:
+        return name
+    ends = [path for path in stages if path.endswith("/" + name)]
+    if len(ends) == 1:
+        print(f"stage {printable(name)!r} is {printable(ends[0])!r}\n")
+        return ends[0]
+    if ends:
+        raise UserError(f"stage {name!r} ends {len(ends)} paths in {db}: "
+                        f"{_listed(ends)}; give more of its path")
+    if not stages:
+        raise UserError(f"no stage {name!r} in {db}: it holds no stages")
+
+    def likeness(path: str) -> float:
+        # a misspelt last part counts as much as a misspelt path
+        return max(difflib.SequenceMatcher(None, name, part).ratio()
+                   for part in (path, path.rsplit("/", 1)[-1]))
+    closest = sorted(stages, key=likeness, reverse=True)
+    raise UserError(f"no stage {name!r} in {db}; its stages, closest "
+                    f"first: {_listed(closest)}")
+
+
+def _listed(items: Sequence[str], shown: int = 5) -> str:
+    more = f", ... ({len(items)} in all)" if len(items) > shown else ""
+    return ", ".join(repr(printable(i)) for i in items[:shown]) + more
+
+
+def _out_path(out: str, name: str) -> Path:
+    """-o's file; in a folder, `name` inside it (as cp does)."""
+    path = Path(out)
+    return path / name if path.is_dir() else path
+
+
+def _stem(report: str) -> str:
+    """A report file's name without .json and .aquaprof: the start of
+    the names of the files made from it."""
+    name = Path(report).name
+    for suffix in (".json", ".aquaprof"):
+        name = name[:-len(suffix)] if name.endswith(suffix) else name
+    return name or "report"
+
+
 def cmd_flamegraph(args: argparse.Namespace) -> int:
     report = _load(args.report)
     from ..views.flamegraph import write_flamegraph
     base = _load(args.diff) if args.diff else None
     title = (f"aquaprof: {args.report} against {args.diff}" if base
              else f"aquaprof: {args.report}")
-    print(write_flamegraph(report, args.out, title, base))
+    out = _out_path(args.out, f"{_stem(args.report)}.svg")
+    print(write_flamegraph(report, out, title, base))
     return 0
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    path = _load(args.report).to_chrome_trace(args.out, args.max_events)
+    out = _out_path(args.out, f"{_stem(args.report)}.trace.json")
+    path = _load(args.report).to_chrome_trace(out, args.max_events)
     print(f"{path} (open in ui.perfetto.dev or chrome://tracing)")
     return 0
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from ..analysis.merging import merge_reports
+    if args.labels and len(args.labels) != len(args.reports):
+        raise UserError(f"--labels gives {len(args.labels)} label(s) for "
+                        f"{len(args.reports)} reports: one each")
     reports = [_load(p) for p in progress(args.reports, "loading")]
-    merged = merge_reports(reports, [Path(p).stem for p in args.reports])
-    print(merged)
-    saved = merged.save(args.out)
-    print(f"\nmerged report: {saved}")
-    if args.trace:
-        print(f"trace: {merged.to_chrome_trace(args.trace)}")
+    labels = args.labels or _unique(
+        [_process_label(r, p) for r, p in zip(reports, args.reports)],
+        args.reports)
+    merged = merge_reports(reports, labels)
+    # written before anything is printed: a reader that leaves early
+    # (`| head`) still gets the files
+    saved = merged.save(_out_path(args.out, "merged.aquaprof.json"))
+    trace = merged.to_chrome_trace(
+        _out_path(args.trace, "merged.trace.json")) if args.trace else None
+    for label, path in zip(labels, args.reports):
+        print(f"{printable(label)}: {printable(path)}")
+    print(f"\n{merged}\n\nmerged report: {saved}")
+    if trace:
+        print(f"trace: {trace}")
     return 0
+
+
+def _process_label(report: Report, path: str) -> str:
+    """host/pid from the report (after the label a child process's report
+    holds, "worker 2"); the file name where it names no host."""
+    meta = report.meta
+    host = meta.get("host", {}).get("hostname")
+    where = f"{host}/{meta['pid']}" if host else \
+        f"{_stem(path)} (pid {meta['pid']})"
+    return f"{meta['label']} {where}" if meta.get("label") else where
+
+
+def _unique(labels: Sequence[str], paths: Sequence[str]) -> List[str]:
+    """Labels that repeat (one report given twice, one process saved
+    twice) told apart by file name, then by a number."""
+    named = [f"{label} ({Path(path).name})" if labels.count(label) > 1
+             else label for label, path in zip(labels, paths)]
+    out: List[str] = []
+    for label in named:
+        unique, n = label, 1
+        while unique in out:
+            n += 1
+            unique = f"{label} #{n}"
+        out.append(unique)
+    return out
+
+
+def _label_list(text: str) -> List[str]:
+    """--labels a,b,c: one name per report, none empty or repeated."""
+    labels = [label.strip() for label in text.split(",")]
+    if not all(labels):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has an empty label: write them like a,b,c")
+    repeated = [label for label in labels if labels.count(label) > 1]
+    if repeated:
+        raise argparse.ArgumentTypeError(
+            f"label {repeated[0]!r} is given twice: each process needs a "
+            f"name of its own")
+    return labels
 
 
 # ---------------------------------------------------------------- main
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="aquaprof", description="Profile GPU pipelines; view, compare "
         "and merge saved reports.")
     p.add_argument("--version", action="version",
@@ -265,8 +415,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("script")
     run.add_argument("args", nargs=argparse.REMAINDER,
                      help="the script's own arguments")
-    run.add_argument("-o", "--out", help="folder for SCRIPT.aquaprof.json "
-                     "and SCRIPT.trace.json (default: the script's)")
+    run.add_argument("-o", "--out", metavar="FOLDER",
+                     help="folder for SCRIPT.aquaprof.json and "
+                     "SCRIPT.trace.json (default: the script's)")
     run.add_argument("--sample", type=_interval, default=0.001,
                      metavar="SECONDS", help="seconds between samples of "
                      "the call stacks (default 0.001)")
@@ -299,29 +450,38 @@ def parser() -> argparse.ArgumentParser:
     hist.add_argument("--add", nargs="+", metavar="REPORT",
                       help="reports to store first")
     hist.add_argument("--label", help="label of the runs added")
-    hist.add_argument("--stage", help="print this stage's trend")
+    hist.add_argument("--stage", help="print this stage's trend: its "
+                      "path, or the end of one path (forward for "
+                      "train/step/forward)")
     hist.add_argument("--threshold", type=_threshold, default=0.1,
                       help="step size that is flagged (default 10%%)")
     hist.set_defaults(func=cmd_history)
 
     flame = sub.add_parser("flamegraph", help="interactive SVG flamegraph")
     flame.add_argument("report")
-    flame.add_argument("-o", "--out", required=True)
+    flame.add_argument("-o", "--out", required=True, help="the SVG file, "
+                       "or a folder for REPORT.svg")
     flame.add_argument("--diff", metavar="BASE",
                        help="colour by the change from this report")
     flame.set_defaults(func=cmd_flamegraph)
 
     trace = sub.add_parser("trace", help="Chrome/Perfetto trace JSON")
     trace.add_argument("report")
-    trace.add_argument("-o", "--out", required=True)
+    trace.add_argument("-o", "--out", required=True, help="the trace "
+                       "file, or a folder for REPORT.trace.json")
     trace.add_argument("--max-events", type=int, default=1_000_000)
     trace.set_defaults(func=cmd_trace)
 
     merge = sub.add_parser("merge", help="reports of several processes "
                            "or ranks as one")
     merge.add_argument("reports", nargs="+")
-    merge.add_argument("-o", "--out", required=True)
-    merge.add_argument("--trace", help="also write the merged trace here")
+    merge.add_argument("-o", "--out", required=True, help="the merged "
+                       "report, or a folder for merged.aquaprof.json")
+    merge.add_argument("--trace", help="also write the merged trace here "
+                       "(a folder: merged.trace.json in it)")
+    merge.add_argument("--labels", type=_label_list, metavar="A,B,...",
+                       help="the processes' names, one per report "
+                       "(default: host/pid from each report)")
     merge.set_defaults(func=cmd_merge)
 
     # handled in main(): the demo parses its own arguments
@@ -338,7 +498,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return demo_main(argv[1:])
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()      # a reader gone shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except UserError as e:
         return _error(str(e))
     except (OSError, ValueError, ArithmeticError) as e:
@@ -358,12 +522,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       f"report it with the file that caused it")
 
 
-def _error(text: str, code: int = 2) -> int:
+def _error(text: str, code: int = 2, prog: str = "aquaprof") -> int:
     """One line on stderr, whatever the text holds; code 2: the input or
     the command line was wrong (1 is compare's "slower")."""
     line = printable(" ".join(str(text).split()))
-    print(f"aquaprof: error: {line}", file=sys.stderr)
+    print(f"{prog}: error: {line}", file=sys.stderr)
     return code
+
+
+def _reader_gone() -> int:
+    """stdout's reader left (`aquaprof show r.json | head`): what is left
+    to print goes nowhere, quietly, and the exit code is a shell's for a
+    process ended by SIGPIPE."""
+    try:
+        # else Python's own flush at exit fails again, and says so
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):     # a stdout with no file: nothing kept
+        pass
+    return 141
 
 
 if __name__ == "__main__":
