@@ -9,6 +9,7 @@ import re
 import pytest
 
 import aquaprof as ap
+from aquaprof.integrations import cli
 from aquaprof.views.text import format_report, shorten, terminal_text
 
 import crafted
@@ -102,6 +103,17 @@ def test_str_of_a_report_stays_plain_on_a_terminal(no_color_env):
     assert ESC not in text and text.isascii()
     assert text == format_report(rep)
     assert "p50" in table(text)[0]         # every column, whatever COLUMNS
+
+
+def test_show_colours_a_terminal_and_not_a_file(no_color_env, tmp_path,
+                                                capsys):
+    path = pipeline().save(tmp_path / "run.json")
+    assert cli.main(["show", str(path)]) == 0
+    assert ESC not in capsys.readouterr().out      # captured: no terminal
+    out = Terminal()
+    no_color_env.setattr("sys.stdout", out)
+    assert cli.main(["show", str(path)]) == 0
+    assert ESC in out.getvalue()
 
 
 # ------------------------------------------------------------------- width
