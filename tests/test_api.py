@@ -45,7 +45,7 @@ def test_readme_example():
     assert rep["load"].throughput == pytest.approx(
         16 / rep["load"].wall.total)
     for column in ("count", "total", "self", "mean", "p50", "p95", "max",
-                   "cpu", "share", "mem peak", "mem delta", "items/s"):
+                   "cpu", "share", "mem delta", "items/s"):
         assert column in text
     assert "Top 2 bottlenecks by self time:" in text
     assert text.isascii()

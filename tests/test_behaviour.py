@@ -37,7 +37,7 @@ def test_exception_inside_stage_closes_it_and_propagates_unchanged():
     assert "after" in rep and "failing/after" not in rep
     flags = rep.spans()["flags"]
     assert list(flags) == [_core.SPAN_RAISED, _core.SPAN_RAISED, 0]
-    assert "failing: 1 of 1 calls raised" in str(rep)
+    assert "failing: 1 of 1 call raised" in str(rep)
 
 
 def test_an_outer_stage_exiting_first_closes_the_inner_with_one_warning():
@@ -61,7 +61,7 @@ def test_an_outer_stage_exiting_first_closes_the_inner_with_one_warning():
     assert rep["a"].count == 2 and rep["a"].unclosed == 0
     assert rep["a/b"].count == 1 and rep["a/b"].unclosed == 1
     assert rep["a/c"].unclosed == 1 and rep.unclosed == 2
-    assert "not closed by their own exit" in str(rep)
+    assert "2 stage calls were not closed by their own exit" in str(rep)
 
 
 def test_misnesting_never_raises_even_with_warnings_as_errors():
@@ -241,7 +241,7 @@ def test_stage_left_open_at_stop_is_closed_and_flagged():
     span = rep.spans()[0]
     assert span["flags"] == _core.SPAN_UNCLOSED
     assert span["end_ns"] == rep.meta["stop_ns"]
-    assert "not closed by their own exit" in str(rep)
+    assert "1 stage call was not closed by its own exit" in str(rep)
     assert "left-open" in str(rep)
 
 

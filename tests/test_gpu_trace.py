@@ -243,7 +243,7 @@ def test_the_gpu_report_round_trips_and_renders(traced, tmp_path):
     text = str(rep)
     assert "GPU: tracing 1 device with CUPTI" in text
     assert "cuda" in text and "gpu idle" in text
-    assert "1 GPU events were launched outside any stage" in text
+    assert "1 GPU event was launched outside any stage" in text
     trace = json.loads(trace_path.read_text())["traceEvents"]
     kernels = [e for e in trace if e.get("cat") == "kernel"]
     assert len(kernels) == 17 and {e["args"]["stage"] for e in kernels} == \

@@ -150,7 +150,7 @@ def test_a_thread_that_cannot_register_is_counted(failing):
     assert outcome == ["ran"]           # nothing raised into the thread
     rep = prof.report()
     assert rep.meta["lost"] == 1
-    assert "1 stage calls were not recorded in full" in str(rep)
+    assert "1 stage call was not recorded in full" in str(rep)
 
 
 def test_out_of_memory_while_recording_never_raises(failing):

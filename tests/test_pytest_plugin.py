@@ -127,6 +127,40 @@ def test_planted_regression_fails_the_run_and_noise_does_not(pytester):
     slow.stdout.fnmatch_lines(["*test_with_fixture: REGRESSION: step*"])
 
 
+def test_a_failed_gate_fails_the_session_in_red_and_a_pass_is_green(
+        pytester):
+    write_suite(pytester, step=0.0005)
+    base = pytester.path / "base"
+    # the 20-call stage only: a single call is at a busy machine's mercy
+    only = ("-k", "test_with_fixture")
+    pytester.runpytest(*PLUGIN, f"--aquaprof={base}", *only
+                       ).assert_outcomes(passed=1)
+    gate = (f"--aquaprof-compare={base}", "--aquaprof-fail=20%", *only)
+    same = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'b'}",
+                              *gate, "--color=yes")
+    assert same.ret == 0, same.stdout.str()
+    same.stdout.fnmatch_lines(["*\x1b[32m*test_with_fixture: no regression*"])
+    write_suite(pytester, step=0.001)
+    slow = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'c'}",
+                              *gate, "--color=yes")
+    assert slow.ret == pytest.ExitCode.TESTS_FAILED
+    slow.stdout.fnmatch_lines([
+        "*\x1b[31m*test_with_fixture: REGRESSION: step*",
+        "*\x1b[31m*aquaprof: FAILED: 1 test slower than the base reports "
+        "by more than 20%*"])
+    # pytest's own last line counts the failed gate, in red
+    last = slow.stdout.lines[-1]
+    assert "1 passed" in last and "1 error" in last, last
+    assert last.startswith("\x1b[31m"), last
+    slow.stdout.fnmatch_lines(["*ERROR*aquaprof: 1 test slower*"])
+    # --color=no: the same verdict, no colour
+    plain = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'd'}",
+                               *gate, "--color=no")
+    assert plain.ret == pytest.ExitCode.TESTS_FAILED
+    assert "\x1b[" not in plain.stdout.str()
+    assert "1 passed, 1 deselected, 1 error" in plain.stdout.lines[-1]
+
+
 def test_bad_plugin_options_are_usage_errors(pytester):
     write_suite(pytester)
     result = pytester.runpytest(*PLUGIN, "--aquaprof-fail=5%")
@@ -230,7 +264,7 @@ def test_a_gate_that_compares_nothing_fails_and_says_why(pytester):
                                 f"--aquaprof-compare={empty}",
                                 "--aquaprof-fail=5%")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*2 profiled test(s) have no report in*"])
+    result.stdout.fnmatch_lines(["*2 profiled tests have no report in*"])
     # profiling forgotten: nothing compared is no pass either
     result = pytester.runpytest(*PLUGIN, f"--aquaprof-compare={empty}",
                                 "--aquaprof-fail=5%", "-k", "plain")
@@ -246,5 +280,5 @@ def test_a_first_run_says_it_has_no_base_and_passes(pytester):
                                 "--aquaprof-fail=5%",
                                 "--aquaprof-allow-missing-base")
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["*no base report for 2 profiled test(s), "
+    result.stdout.fnmatch_lines(["*no base report for 2 profiled tests, "
                                  "not compared*"])

@@ -196,7 +196,8 @@ def _print_script_error(error: BaseException, tb: Any) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    print(_load(args.report))
+    from ..views.text import terminal_text
+    print(terminal_text(_load(args.report)))
     return 0
 
 

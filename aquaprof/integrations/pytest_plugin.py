@@ -28,6 +28,7 @@ import pytest
 
 from .. import Profiler
 from ..report import Report, ReportError
+from ..views.text import plural
 
 __all__ = ["AquaprofWarning", "aquaprof", "pytest_addoption",
            "pytest_configure", "pytest_runtest_call", "pytest_sessionfinish",
@@ -210,21 +211,45 @@ def _gate_holes(config: Any) -> List[str]:
                 f"or the aquaprof fixture)"]
     missing = config.stash[_UNCOMPARED]
     if missing and not config.getoption("aquaprof_allow_missing_base"):
-        return [f"--aquaprof-fail: {len(missing)} profiled test(s) have no "
-                f"report in {base_dir} to compare with (a renamed test, a "
-                f"wrong folder; --aquaprof-allow-missing-base if expected): "
+        return [f"--aquaprof-fail: {plural(len(missing), 'profiled test')} "
+                f"{'has' if len(missing) == 1 else 'have'} no report in "
+                f"{base_dir} to compare with (a renamed test, a wrong "
+                f"folder; --aquaprof-allow-missing-base if expected): "
                 f"{_some(missing)}"]
     return []
+
+
+def _gate_failure(config: Any) -> Optional[str]:
+    """Why the gate (--aquaprof-fail) fails the run, in a few words; None
+    when it passes or there is no gate."""
+    if config.getoption("aquaprof_fail") is None:
+        return None
+    if config.aquaprof_gate_holes:
+        return "the regression gate compared less than it should"
+    slower = [nodeid for nodeid, c in config.aquaprof_comparisons
+              if c.regressions]
+    if not slower:
+        return None
+    return (f"{plural(len(slower), 'test')} slower than the base reports "
+            f"by more than {config.getoption('aquaprof_fail')}")
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     config = session.config
     config.aquaprof_comparisons = _comparisons(config)
     config.aquaprof_gate_holes = _gate_holes(config)
-    if config.getoption("aquaprof_fail") is not None and (
-            config.aquaprof_gate_holes or
-            any(c.regressions for _, c in config.aquaprof_comparisons)):
+    config.aquaprof_gate_failure = _gate_failure(config)
+    if config.aquaprof_gate_failure:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _count_as_error(terminalreporter: Any, why: str) -> None:
+    """The failed gate as one error in pytest's own tally, so that its
+    last line reads '2 passed, 1 error' in red, not a green '2 passed'.
+    Added after pytest printed its ERRORS section, which would call it
+    a collection error: aquaprof's section says what failed."""
+    report = pytest.CollectReport(f"aquaprof: {why}", "failed", why, [])
+    terminalreporter.stats.setdefault("error", []).append(report)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
@@ -243,21 +268,30 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     holes: List[str] = getattr(config, "aquaprof_gate_holes", [])
     missing = config.stash[_UNCOMPARED]
     if holes or missing:
-        terminalreporter.section("aquaprof: the regression gate")
+        terminalreporter.section("aquaprof: the regression gate",
+                                 red=bool(holes), yellow=not holes)
         for line in holes:
             write(line, red=True, bold=True)
         if missing and not holes:
-            write(f"no base report for {len(missing)} profiled test(s), "
-                  f"not compared: {_some(missing)}")
+            write(f"no base report for "
+                  f"{plural(len(missing), 'profiled test')}, not "
+                  f"compared: {_some(missing)}", yellow=True)
     comparisons: Optional[List[Tuple[str, Any]]] = getattr(
         config, "aquaprof_comparisons", None)
     if comparisons:
-        terminalreporter.section("aquaprof: against the base reports")
+        failed = any(c.regressions for _, c in comparisons)
+        terminalreporter.section("aquaprof: against the base reports",
+                                 red=failed, green=not failed)
         for nodeid, comparison in comparisons:
             slower = comparison.regressions
-            verdict = ("REGRESSION: " + ", ".join(c.path for c in slower)
-                       if slower else "no regression")
-            write(f"{nodeid}: {verdict}")
-            if slower:
-                for line in str(comparison).splitlines()[1:]:
-                    write(f"    {line}")
+            if not slower:
+                write(f"{nodeid}: no regression", green=True)
+                continue
+            write(f"{nodeid}: REGRESSION: "
+                  f"{', '.join(c.path for c in slower)}", red=True, bold=True)
+            for line in str(comparison).splitlines()[1:]:
+                write(f"    {line}")
+    why = getattr(config, "aquaprof_gate_failure", None)
+    if why:
+        write(f"aquaprof: FAILED: {why}", red=True, bold=True)
+        _count_as_error(terminalreporter, why)

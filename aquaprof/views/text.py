@@ -1,10 +1,19 @@
 """Plain-ASCII rendering of a Report: the stage tree table, then the top
 bottlenecks and, for several processes, the stragglers. No optional
-dependency."""
+dependency.
+
+str(report) is format_report(report): every column, no colour, the same
+text wherever it goes (logs, notebooks, files). terminal_text() is the
+text to print on a stream: fit to the terminal's width and coloured when
+the stream is a terminal (docs/views.md)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+import os
+import shutil
+import sys
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, \
+    Tuple, Union
 
 from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time, \
     printable
@@ -13,21 +22,51 @@ if TYPE_CHECKING:
     from ..report import Report, StageStats
 
 _NAME_MAX = 40
+#: the fewest characters a shortened stage label keeps
+_NAME_MIN = 12
+_ELLIPSIS = "..."
 
 
-def _label(s: "StageStats") -> str:
-    indent = "  " * min(s.depth, _NAME_MAX)    # the rest is cut anyway
-    text = indent + printable(s.name[:_NAME_MAX])
-    return text if len(text) <= _NAME_MAX else text[:_NAME_MAX - 1] + "~"
+def plural(n: int, noun: str, many: Optional[str] = None) -> str:
+    """A count and its noun in the right number: '1 span', '2 spans',
+    '1,000 entries' (many: the plural when it is not noun + 's')."""
+    return f"{n:,} {noun if n == 1 else many or noun + 's'}"
+
+
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
+def _them(n: int) -> str:
+    return "it" if n == 1 else "them"
+
+
+def shorten(text: str, width: int) -> str:
+    """text cut in the middle to at most width characters, '...' where
+    the middle was: both ends of a stage path tell which stage it is."""
+    if len(text) <= width:
+        return text
+    if width <= len(_ELLIPSIS):
+        return text[:width]
+    keep = width - len(_ELLIPSIS)
+    head = (keep + 1) // 2
+    return text[:head] + _ELLIPSIS + text[len(text) - (keep - head):]
+
+
+def _label(s: "StageStats", width: int = _NAME_MAX) -> str:
+    indent = "  " * min(s.depth, width // 4)    # a deep tree keeps names
+    return indent + shorten(printable(s.name),
+                            max(width - len(indent), _NAME_MIN // 2))
 
 
 def header_lines(rep: "Report") -> List[str]:
     meta = rep.meta
     threads = len(rep.threads)
     lines = [
-        f"aquaprof report: {fmt_time(rep.wall)} wall, {threads} "
-        f"thread{'s' if threads != 1 else ''}, {rep.spans_recorded:,} spans "
-        f"recorded, {rep.spans_dropped:,} dropped",
+        f"aquaprof report: {fmt_time(rep.wall)} wall, "
+        f"{plural(threads, 'thread')}, "
+        f"{plural(rep.spans_recorded, 'span')} recorded, "
+        f"{rep.spans_dropped:,} dropped",
     ]
     memory = (f"host RSS sampled every "
               f"{fmt_time(meta['memory_interval_ns'] * 1e-9)}"
@@ -41,16 +80,48 @@ def header_lines(rep: "Report") -> List[str]:
     if meta.get("nested"):
         lines.append("nested in another Profiler: what ran while this one "
                      "did, recorded by that one under its settings")
-    lines.append(f"GPU: {printable(rep.gpu_status)}")
+    gpu = gpu_line(rep)
+    if gpu and not _no_cuda_here(rep):
+        lines.append(gpu)
     cost = meta.get("overhead")
     if cost:
         calls = sum(s.count for s in rep.stages)
         share = calls * cost["span_ns"] * 1e-9 / rep.wall if rep.wall else 0
         lines.append(f"profiler cost: {cost['span_ns']:.0f} ns a stage "
-                     f"call (calibrated), {calls:,} calls, about "
+                     f"call (calibrated), {plural(calls, 'call')}, about "
                      f"{share * 100:.2f}% of the run; compensated times: "
                      f"StageStats.compensated_total/_self")
     return lines
+
+
+#: why a run on a machine without CUDA traced no GPU: nothing was expected
+_NO_CUDA = ("no CUDA driver", "no CUDA device")
+
+
+def _no_cuda_here(rep: "Report") -> bool:
+    """Whether the GPU went untraced only because this machine (each of
+    its processes) has no CUDA driver or no device: the ordinary CPU
+    run."""
+    status = rep.gpu_status
+    found = sum(status.count(reason) for reason in _NO_CUDA)
+    return rep.gpu is None and found == max(len(rep.processes), 1)
+
+
+def gpu_line(rep: "Report") -> Optional[str]:
+    """The GPU in one line: what was traced; why not, when a GPU was
+    there or asked for; just the short reason on a machine with no CUDA;
+    None when cuda=False or a nesting Profiler recorded the run."""
+    status = rep.gpu_status
+    if status.startswith("off (cuda=False)") or rep.meta.get("nested"):
+        return None
+    if rep.gpu is not None:
+        return f"GPU: {printable(status)}"
+    if _no_cuda_here(rep):
+        reasons = [r for r in _NO_CUDA if r in status]
+        return f"GPU: not traced ({' / '.join(reasons)})"
+    why = status[len("not traced: "):] if status.startswith(
+        "not traced: ") else status
+    return f"GPU: not traced ({printable(why)})"
 
 
 def sampling_line(sampling: Any) -> str:
@@ -60,7 +131,8 @@ def sampling_line(sampling: Any) -> str:
         ("left out of the timeline past max_samples",
          sampling.timeline_dropped)) if n]
     return (f"code sampled every {fmt_time(sampling.interval)}: "
-            f"{sampling.samples:,} samples in {sampling.rounds:,} rounds"
+            f"{plural(sampling.samples, 'sample')} in "
+            f"{plural(sampling.rounds, 'round')}"
             + (f" ({', '.join(extra)})" if extra else "")
             + "; report[STAGE].hot() names the hot functions")
 
@@ -91,15 +163,18 @@ def warning_lines(rep: "Report") -> List[str]:
     meta = rep.meta
     out = []
     if rep.spans_dropped:
-        out.append(f"! {rep.spans_dropped:,} spans beyond max_spans="
-                   f"{meta['max_spans']:,} were not kept as raw spans; the "
-                   f"table still counts them")
+        n = rep.spans_dropped
+        out.append(f"! {plural(n, 'span')} beyond max_spans="
+                   f"{meta['max_spans']:,} {_were(n)} not kept as raw "
+                   f"spans; the table still counts {_them(n)}")
     if rep.unclosed:
         open_ones = ", ".join(printable(s.path) for s in rep.stages
                               if s.unclosed)
-        out.append(f"! {rep.unclosed} stage call(s) were not closed by their "
-                   f"own exit (still open at stop(), or left open inside a "
-                   f"stage that exited): {open_ones}")
+        n = rep.unclosed
+        out.append(f"! {plural(n, 'stage call')} {_were(n)} not closed by "
+                   f"{'its' if n == 1 else 'their'} own exit (still open "
+                   f"at stop(), or left open inside a stage that exited): "
+                   f"{open_ones}")
     suspended = [s for s in rep.stages if s.suspended]
     if suspended:
         listed = ", ".join(f"{printable(s.path)} ({s.suspended} of {s.count})"
@@ -110,26 +185,31 @@ def warning_lines(rep: "Report") -> List[str]:
                    f"cpu counts the others: {listed}{more}")
     out += _children_lines(meta.get("children"))
     if meta["lost"]:
-        out.append(f"! {meta['lost']:,} stage calls were not recorded in "
-                   f"full: out of memory")
+        n = meta["lost"]
+        out.append(f"! {plural(n, 'stage call')} {_were(n)} not recorded "
+                   f"in full: out of memory")
     if meta.get("stages_overflowed"):
-        out.append(f"! {meta['stages_overflowed']:,} entries of stage paths "
-                   f"past max_stages={meta.get('max_stages', 0):,} were "
-                   f"counted under '(over max_stages)'")
+        n = meta["stages_overflowed"]
+        out.append(f"! {plural(n, 'entry', 'entries')} of stage paths "
+                   f"past max_stages={meta.get('max_stages', 0):,} "
+                   f"{_were(n)} counted under '(over max_stages)'")
     if meta.get("spans_shed"):
-        out.append(f"! {meta['spans_shed']:,} raw spans were left out of "
+        n = meta["spans_shed"]
+        out.append(f"! {plural(n, 'raw span')} {_were(n)} left out of "
                    f"the report: out of memory at report(); the table "
-                   f"still counts them")
+                   f"still counts {_them(n)}")
     for s in rep.stages:
         if s.raised:
-            out.append(f"! {printable(s.path)}: {s.raised} of {s.count} "
-                       f"calls raised")
+            out.append(f"! {printable(s.path)}: {s.raised:,} of "
+                       f"{plural(s.count, 'call')} raised")
     gpu = rep.gpu
     if gpu and gpu["dropped"]:
-        out.append(f"! {gpu['dropped']:,} GPU activity records were lost "
-                   f"(CUPTI's buffers or memory ran out)")
+        n = gpu["dropped"]
+        out.append(f"! {plural(n, 'GPU activity record')} {_were(n)} "
+                   f"lost (CUPTI's buffers or memory ran out)")
     if gpu and gpu["unattributed"]:
-        out.append(f"  {gpu['unattributed']:,} GPU events were launched "
+        n = gpu["unattributed"]
+        out.append(f"  {plural(n, 'GPU event')} {_were(n)} launched "
                    f"outside any stage (report.gpu_events(), stage -1)")
     return out
 
@@ -173,42 +253,156 @@ def straggler_lines(rep: "Report", top: int = 3) -> List[str]:
     return lines
 
 
-def format_report(rep: "Report") -> str:
+#: columns left out first when the table is wider than the terminal, and
+#: where long stage labels are shortened (an int: the widest label kept);
+#: stage, total and self always stay
+_FIT_ORDER: Tuple[Union[str, int], ...] = (
+    "p50", "max", "mean", "mem delta", "copies", "gpu idle", "kernels", 28,
+    "share", 20, "items/s", "cpu", "p95", "cuda", "count", _NAME_MIN)
+
+# ANSI SGR codes of the few colours the table uses
+_BOLD, _RED, _YELLOW, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[33m", "\x1b[0m"
+
+
+def _paint(line: str, code: str, color: bool) -> str:
+    return f"{code}{line}{_RESET}" if color and line else line
+
+
+def _stage_columns(rep: "Report") -> List[Tuple[str, List[str]]]:
+    """The table's columns after the stage labels: (heading, cells)."""
+    gpu = rep.gpu is not None
+    cells: List[List[str]] = []
+    for s in rep.stages:
+        w = s.wall
+        cells.append([
+            f"{s.count:,}", fmt_time(w.total), fmt_time(s.self_time),
+            fmt_time(w.mean), fmt_time(w.p50), fmt_time(w.p95),
+            fmt_time(w.max), fmt_time(s.cpu),
+        ] + (_cuda_cells(s.cuda) if gpu else []) + [
+            f"{s.share * 100:.1f}%",
+            # RSS is the process's: a peak would show the whole process
+            # on every row, so only each call's own change is summed
+            fmt_bytes(s.mem_delta, signed=True) if s.mem_peak else "-",
+            fmt_rate(s.throughput),
+        ])
+    headings = (["count", "total", "self", "mean", "p50", "p95", "max",
+                 "cpu"] + (["cuda", "kernels", "copies", "gpu idle"]
+                           if gpu else []) + ["share", "mem delta",
+                                              "items/s"])
+    return [(h, [row[i] for row in cells]) for i, h in enumerate(headings)]
+
+
+def _table_width(columns: Sequence[Tuple[str, List[str]]],
+                 labels: List[str]) -> int:
+    widths = [max(len(x) for x in ["stage"] + labels)]
+    widths += [max(len(x) for x in [h] + c) for h, c in columns]
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def _fit(rep: "Report", width: Optional[int]
+         ) -> Tuple[List[Tuple[str, List[str]]], List[str], List[str]]:
+    """The columns and stage labels of the table at most width characters
+    wide where it can be, and the headings left out; width None keeps
+    every column. Columns with nothing to show ("-" only) go first."""
+    columns = _stage_columns(rep)
+    name_max = _NAME_MAX
+    labels = [_label(s, name_max) for s in rep.stages]
+    if width is None:
+        return columns, labels, []
+    dropped: List[str] = []
+    steps: List[Union[str, int]] = [h for h, c in columns
+                                    if all(x == "-" for x in c)]
+    steps += [step for step in _FIT_ORDER if step not in steps]
+    for step in steps:
+        if _table_width(columns, labels) <= width:
+            break
+        if isinstance(step, int):
+            name_max = min(name_max, max(step, width - (
+                _table_width(columns, labels) - max(map(len, labels)))))
+            labels = [_label(s, name_max) for s in rep.stages]
+        elif any(h == step for h, _ in columns):
+            columns = [(h, c) for h, c in columns if h != step]
+            dropped.append(step)
+    return columns, labels, dropped
+
+
+def terminal_width() -> int:
+    """The terminal's width in columns: COLUMNS when set, else the
+    terminal's own, else 80."""
+    return shutil.get_terminal_size().columns
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):   # closed, detached
+        return False
+
+
+def wants_color(stream: Any) -> bool:
+    """Whether text for stream should be coloured: a terminal that is not
+    TERM=dumb, and NO_COLOR unset or empty (no-color.org)."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return _isatty(stream)
+
+
+def terminal_text(rep: "Report", stream: Any = None,
+                  color: Optional[bool] = None,
+                  width: Optional[int] = None) -> str:
+    """The report as text to print on stream (sys.stdout by default): on
+    a terminal, coloured (color=None: unless NO_COLOR or TERM=dumb) and
+    fit to its width (width=None: COLUMNS or the terminal's); piped or in
+    a file, the plain full text of str(report), unless color or width
+    (or COLUMNS) say otherwise."""
+    stream = sys.stdout if stream is None else stream
+    if color is None:
+        color = wants_color(stream)
+    if width is None and (_isatty(stream) or os.environ.get("COLUMNS")):
+        width = terminal_width()
+    return format_report(rep, width=width, color=color)
+
+
+def format_report(rep: "Report", width: Optional[int] = None,
+                  color: bool = False) -> str:
+    """The report as text: str(report) with the defaults. width: fit the
+    stage table to that many columns (least important columns left out
+    first, then long stage labels shortened in the middle; rows never
+    wrap); color: ANSI colours for a terminal."""
     lines = header_lines(rep)
     stages = rep.stages
     if not stages:
         lines.append("")
         lines.append("no stages were recorded (mark them with "
                      "aquaprof.stage)")
-        return "\n".join(lines + warning_lines(rep))
-    gpu = rep.gpu is not None
-    rows = [["stage", "count", "total", "self", "mean", "p50", "p95", "max",
-             "cpu"] + (["cuda", "kernels", "copies", "gpu idle"] if gpu
-                       else []) +
-            ["share", "mem peak", "mem delta", "items/s"]]
-    for s in stages:
-        w = s.wall
-        rows.append([
-            _label(s), f"{s.count:,}", fmt_time(w.total),
-            fmt_time(s.self_time), fmt_time(w.mean), fmt_time(w.p50),
-            fmt_time(w.p95), fmt_time(w.max), fmt_time(s.cpu),
-        ] + (_cuda_cells(s.cuda) if gpu else []) + [
-            f"{s.share * 100:.1f}%", fmt_bytes(s.mem_peak),
-            fmt_bytes(s.mem_delta, signed=True) if s.mem_peak else "-",
-            fmt_rate(s.throughput),
-        ])
-    lines.append("")
-    lines += align_columns(rows)
+        return "\n".join(lines + warning_lines(rep) + _gpu_footer(rep))
+    columns, labels, dropped = _fit(rep, width)
+    rows = [["stage"] + [h for h, _ in columns]]
+    rows += [[label] + [c[i] for _, c in columns]
+             for i, label in enumerate(labels)]
     top = [s for s in rep.top(3) if s.self_time > 0]
+    hottest = top[0].id if top else None
+    table = align_columns(rows)
+    lines.append("")
+    lines.append(_paint(table[0], _BOLD, color))
+    lines += [_paint(line, _RED, color and s.id == hottest)
+              for line, s in zip(table[1:], stages)]
+    if dropped:
+        note = f"(left out to fit: {', '.join(dropped)})"
+        lines.append(note if len(note) <= (width or 0) else
+                     f"({plural(len(dropped), 'column')} left out to fit)")
     if top:
         lines.append("")
-        lines.append(f"Top {len(top)} bottleneck{'s' if len(top) > 1 else ''}"
-                     f" by self time:")
+        lines.append(_paint(f"Top {plural(len(top), 'bottleneck')} by self "
+                            f"time:", _BOLD, color))
         paths = [printable(s.path) for s in top]
-        width = max(len(p) for p in paths)
+        if width is not None:
+            # a path keeps what the rank, time and share leave of the line
+            paths = [shorten(p, max(width - 35, _NAME_MIN)) for p in paths]
+        path_width = max(len(p) for p in paths)
         for i, (s, path) in enumerate(zip(top, paths), 1):
             share = s.self_time / rep.wall * 100 if rep.wall else 0.0
-            lines.append(f"  {i}. {path.ljust(width)}  "
+            lines.append(f"  {i}. {path.ljust(path_width)}  "
                          f"{fmt_time(s.self_time):>9}  {share:5.1f}% of run")
     stragglers = straggler_lines(rep)
     if stragglers:
@@ -217,8 +411,16 @@ def format_report(rep: "Report") -> str:
     warnings = warning_lines(rep)
     if warnings:
         lines.append("")
-        lines += warnings
+        lines += [_paint(w, _YELLOW, color and w.startswith("!"))
+                  for w in warnings]
     if top:
         lines.append("")
         lines.append(rep.diagnose().summary())
-    return "\n".join(lines)
+    return "\n".join(lines + _gpu_footer(rep))
+
+
+def _gpu_footer(rep: "Report") -> List[str]:
+    """On a machine with no CUDA, the short reason why no GPU was traced,
+    once, at the end: nothing was missed there."""
+    line = gpu_line(rep)
+    return ["", line] if line and _no_cuda_here(rep) else []
