@@ -236,3 +236,13 @@ def test_many_are_plural():
     text = str(rep)
     assert "! 2 spans beyond" in text and "were not kept" in text
     assert "2 stage calls were not recorded in full" in text
+
+
+def test_the_html_table_shows_no_process_figure_as_a_stages_own():
+    """Its memory column is each stage's own change, as the text table's:
+    the process's peak RSS is the same on every row."""
+    with ap.Profiler() as prof:
+        with ap.stage("a"):
+            pass
+    page = prof.report()._repr_html_()
+    assert "<th>mem delta</th>" in page and "mem peak" not in page

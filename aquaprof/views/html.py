@@ -31,7 +31,7 @@ def report_html(report: "Report") -> str:
     parts = [_STYLE, '<div class="aquaprof">']
     parts += [f"<div>{e(line)}</div>" for line in header_lines(report)]
     columns = ["stage", "share", "count", "total", "self", "mean", "p50",
-               "p95", "max", "cpu", "mem peak", "items/s"]
+               "p95", "max", "cpu", "mem delta", "items/s"]
     parts.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in columns)
                  + "</tr>")
     for s in report.stages:
@@ -45,7 +45,8 @@ def report_html(report: "Report") -> str:
         ] + [f"<td>{e(v)}</td>" for v in (
             f"{s.count:,}", fmt_time(w.total), fmt_time(s.self_time),
             fmt_time(w.mean), fmt_time(w.p50), fmt_time(w.p95),
-            fmt_time(w.max), fmt_time(s.cpu), fmt_bytes(s.mem_peak),
+            fmt_time(w.max), fmt_time(s.cpu),
+            fmt_bytes(s.mem_delta, signed=True) if s.mem_peak else "-",
             fmt_rate(s.throughput))]
         parts.append("<tr>" + "".join(cells) + "</tr>")
     parts.append("</table>")
