@@ -162,7 +162,7 @@ def test_folded_stacks_add_up_to_the_totals(report, tmp_path):
 def frames_of(svg_path):
     root = ET.parse(svg_path).getroot()
     return root, {g.get("data-path"): g for g in root.iter(f"{SVG}g")
-                  if g.get("class") == "f"}
+                  if "f" in (g.get("class") or "").split()}
 
 
 def test_flamegraph_has_a_frame_per_stage_as_wide_as_its_time(report,
@@ -193,6 +193,10 @@ def test_differential_flamegraph_colours_by_change(report, tmp_path):
     slower = profile_pipeline(scale=3.0)
     path = ap.diff_flamegraph(report, slower, tmp_path / "d.svg")
     _, frames = frames_of(path)
+    # step: 20 calls a side, tested; load: one call, too few to test
+    assert frames["train/step"].get("data-verdict") == "slower"
+    assert frames["load"].get("data-verdict") == "slower?"
+    assert "hedged" in frames["load"].get("class").split()
     fill = frames["load"].find(f"{SVG}rect").get("fill")
     r, g, b = (int(v) for v in fill[4:-1].split(","))
     assert r > b                         # slower: red
@@ -201,7 +205,8 @@ def test_differential_flamegraph_colours_by_change(report, tmp_path):
     r, g, b = (int(v) for v in frames["load"].find(f"{SVG}rect")
                .get("fill")[4:-1].split(","))
     assert b > r                         # faster: blue
-    assert "base " in frames["load"].get("data-details")
+    assert "self per call " in frames["load"].get("data-details")
+    assert "whole calls " in frames["load"].get("data-details")
 
 
 # -------------------------------------------------------- speedscope

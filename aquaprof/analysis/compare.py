@@ -10,6 +10,10 @@ A stage is slower (faster) when both hold:
 With fewer than MIN_SAMPLES calls on either side no test is possible: the
 verdict then comes from the medians against the threshold alone, and says
 so ("slower?"/"faster?").
+
+A stage's calls hold its sub-stages' calls, so a parent of a slower stage
+is slower too; Comparison.own_changes gives the same verdicts on each
+call's self time instead (the differential flamegraph colours by them).
 """
 from __future__ import annotations
 
@@ -131,23 +135,72 @@ class StageChange:
     base_calls: int
     new_calls: int
 
+    def summary(self) -> str:
+        """The medians, change, calls, p-value and verdict, as compare
+        prints them after the path."""
+        if (self.change is None or self.base_median is None
+                or self.new_median is None):    # "new" or "gone"
+            return self.verdict
+        p = "" if self.p_value is None else f", p={self.p_value:.2g}"
+        return (f"{fmt_time(self.base_median)} -> "
+                f"{fmt_time(self.new_median)} ({self.change * 100:+.1f} %, "
+                f"{self.base_calls} vs {self.new_calls} calls{p}): "
+                f"{self.verdict}")
 
-def _durations(report: "Report") -> Dict[str, np.ndarray]:
+
+def durations(report: "Report", own: bool = False
+              ) -> Dict[str, np.ndarray]:
     """Call durations (s) per stage path, from the raw spans; a stage
-    whose spans were all dropped falls back to its mean, once."""
+    whose spans were all dropped falls back to its mean, once. own: each
+    call less the calls recorded inside it (its self time), which is what
+    the differential flamegraph judges a frame by."""
     spans = report.spans()
     names = report.stage_names
     out: Dict[str, np.ndarray] = {}
+    ns = spans["end_ns"] - spans["start_ns"]
+    if own and len(spans):
+        # a parent index past the spans (a parent left out) takes nothing
+        inner = (spans["parent"] >= 0) & (spans["parent"] < len(spans))
+        ns = ns - np.bincount(spans["parent"][inner], ns[inner],
+                              len(spans)).astype(np.int64)
     # grouped by stage once: one pass over the spans, not one a stage
     order = np.argsort(spans["stage"], kind="stable")
-    seconds = (spans["end_ns"][order] - spans["start_ns"][order]) * 1e-9
+    seconds = ns[order] * 1e-9
     bounds = np.searchsorted(spans["stage"][order],
                              np.arange(len(names) + 1)).tolist()
     for sid, path in enumerate(names):
         mine = seconds[bounds[sid]:bounds[sid + 1]]
-        out[path] = mine if len(mine) else np.array(
-            [report[path].wall.mean])
+        stats = report[path]
+        fallback = (stats.self_time / stats.count if own and stats.count
+                    else stats.wall.mean)
+        out[path] = mine if len(mine) else np.array([fallback])
     return out
+
+
+def stage_changes(base: "Report", new: "Report", threshold: float = 0.05,
+                  alpha: float = 0.01, own: bool = False
+                  ) -> List[StageChange]:
+    """The verdict of every stage of new against base, then the stages
+    gone from new; own: judged on self time (durations)."""
+    before, after = durations(base, own), durations(new, own)
+    changes: List[StageChange] = []
+    for s in new.stages:
+        b = before.get(s.path)
+        if b is None:
+            changes.append(StageChange(
+                s.path, "new", None, None, None,
+                float(np.median(after[s.path])), 0, s.count))
+            continue
+        word, change, p = verdict(b, after[s.path], threshold, alpha)
+        changes.append(StageChange(
+            s.path, word, change, p, float(np.median(b)),
+            float(np.median(after[s.path])), base[s.path].count, s.count))
+    for s in base.stages:
+        if s.path not in new:
+            changes.append(StageChange(
+                s.path, "gone", None, None,
+                float(np.median(before[s.path])), None, s.count, 0))
+    return changes
 
 
 class Comparison:
@@ -160,25 +213,20 @@ class Comparison:
         if not 0 < alpha < 1:
             raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
         self.threshold, self.alpha = threshold, alpha
-        before, after = _durations(base), _durations(new)
-        self.changes: List[StageChange] = []
-        for s in new.stages:
-            b = before.get(s.path)
-            if b is None:
-                self.changes.append(StageChange(
-                    s.path, "new", None, None, None,
-                    float(np.median(after[s.path])), 0, s.count))
-                continue
-            word, change, p = verdict(b, after[s.path], threshold, alpha)
-            self.changes.append(StageChange(
-                s.path, word, change, p, float(np.median(b)),
-                float(np.median(after[s.path])), base[s.path].count,
-                s.count))
-        for s in base.stages:
-            if s.path not in new:
-                self.changes.append(StageChange(
-                    s.path, "gone", None, None,
-                    float(np.median(before[s.path])), None, s.count, 0))
+        self.changes = stage_changes(base, new, threshold, alpha)
+        self._reports = (base, new)
+        self._own: Optional[List[StageChange]] = None
+
+    @property
+    def own_changes(self) -> List[StageChange]:
+        """The same verdicts on each stage's self time per call (a call
+        less the sub-stage calls inside it), so that a stage is not called
+        slower for what its sub-stages did: the differential flamegraph
+        colours by these."""
+        if self._own is None:       # on demand: a second Mann-Whitney pass
+            self._own = stage_changes(*self._reports, self.threshold,
+                                      self.alpha, own=True)
+        return self._own
 
     @property
     def regressions(self) -> List[StageChange]:
@@ -198,13 +246,5 @@ class Comparison:
                  f"{self.threshold * 100:g} %)"]
         for c in self.changes:
             mark = "!" if c.verdict in SLOWER else " "
-            if (c.change is None or c.base_median is None
-                    or c.new_median is None):    # "new" or "gone"
-                lines.append(f"{mark} {printable(c.path)}: {c.verdict}")
-                continue
-            p = "" if c.p_value is None else f", p={c.p_value:.2g}"
-            lines.append(
-                f"{mark} {printable(c.path)}: {fmt_time(c.base_median)} -> "
-                f"{fmt_time(c.new_median)} ({c.change * 100:+.1f} %, "
-                f"{c.base_calls} vs {c.new_calls} calls{p}): {c.verdict}")
+            lines.append(f"{mark} {printable(c.path)}: {c.summary()}")
         return "\n".join(lines)

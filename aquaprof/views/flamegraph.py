@@ -1,9 +1,14 @@
 """Flamegraphs of a Report: Brendan Gregg's folded stacks, and a
 self-contained interactive SVG (hover for name, time and share; click to
-zoom; search), plain or differential.
+zoom; a search box), plain or differential.
 
 A frame is a stage path, as wide as its total wall time; its children sit
 on it, left to right by name, and the gap beside them is its self time.
+Widths are thread time (threads that ran at once add up past the run's
+wall time); shares are of the run's wall time, as in the table. A
+differential flamegraph colours each stage by the verdict Report.compare
+gives its self time per call, so that a parent is not painted for what
+its sub-stages did.
 Where the run was sampled, code frames (``function (file.py:line)``, in
 cool colours) share out a stage's self time in proportion to the sampled
 time of each call stack (views/code.py), and code sampled outside any
@@ -12,6 +17,7 @@ stage sits on the root, as wide as its sampled time.
 from __future__ import annotations
 
 import html
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, \
@@ -22,6 +28,7 @@ from .._units import fmt_time, printable
 from .code import Chain, labels, weights
 
 if TYPE_CHECKING:
+    from ..analysis.compare import StageChange
     from ..report import Report
 
 FRAME_HEIGHT = 18
@@ -67,7 +74,7 @@ def write_folded(report: "Report", path: Union[str, os.PathLike]) -> Path:
 
 class _Frame:
     __slots__ = ("path", "name", "depth", "total", "self_time", "x",
-                 "children", "base", "code")
+                 "children", "base", "code", "change", "calls")
 
     def __init__(self, path: str, name: str, depth: int, total: float,
                  self_time: float, code: bool = False):
@@ -80,6 +87,10 @@ class _Frame:
         self.children: List["_Frame"] = []
         self.base: Optional[float] = None     # total in the base report
         self.code = code                      # sampled code, not a stage
+        # a diff's verdicts on the stage: of its self time per call (its
+        # colour), and of its whole calls (what compare says)
+        self.change: Optional["StageChange"] = None
+        self.calls: Optional["StageChange"] = None
 
 
 def _add_code(parent: _Frame, chains: Dict[Chain, int],
@@ -105,7 +116,8 @@ def _add_code(parent: _Frame, chains: Dict[Chain, int],
 
 def _frames(report: "Report") -> Tuple[_Frame, List[_Frame]]:
     """The root ("all") and every frame, laid out: x in seconds from the
-    left edge."""
+    left edge. The root is the thread time of everything on it: threads
+    that ran at once add up past the run's wall time."""
     by_path: Dict[str, _Frame] = {}
     root = _Frame("", "all", 0, 0.0, 0.0)
     for s in report.stages:                 # tree order: parents first
@@ -142,91 +154,170 @@ def _fit(name: str, width: float) -> str:
     return name[:room - 2] + ".." if room > 2 else ""
 
 
+NEUTRAL = "rgb(200,200,200)"    # same, or not judged
+NEW = "rgb(220,40,40)"
+FULL_AT = 2.0                   # a diff's colour is deepest at 2x or 1/2x
+
+
+def _kind(frame: _Frame) -> str:
+    """A diff frame's class: its self-time verdict ("slower?" is slower
+    and hedged), "unjudged" for the root and sampled code."""
+    if frame.change is None:
+        return "unjudged"
+    word = frame.change.verdict
+    return f"{word[:-1]} hedged" if word.endswith("?") else word
+
+
 def _colour(frame: _Frame, diff: bool) -> str:
     """Warm hues by name for a plain graph's stages, cool ones for its
-    code; for a diff, red where the frame got slower, blue where faster,
-    by how much."""
+    code; for a diff, the frame's self-time verdict: red slower, blue
+    faster, grey same or unjudged, deeper as the median moves further."""
     if not diff:
         h = sum(ord(c) for c in frame.name)
         if frame.code:
             return (f"rgb({40 + h % 60},{150 + (h * 7) % 80},"
                     f"{170 + (h * 3) % 60})")
         return f"rgb({205 + h % 50},{80 + (h * 7) % 120},{40 + (h * 3) % 50})"
-    if frame.base is None:              # new in this report
-        return "rgb(220,40,40)"
-    if frame.base <= 0:
-        return "rgb(220,220,220)"
-    change = (frame.total - frame.base) / frame.base
-    strength = min(abs(change), 1.0)
-    fade = int(230 - 180 * strength)
-    return (f"rgb(235,{fade},{fade})" if change > 0
+    kind = _kind(frame).split()[0]
+    if kind == "new":
+        return NEW
+    change = frame.change.change if frame.change else None
+    if kind not in ("slower", "faster") or change is None:
+        return NEUTRAL
+    # by the ratio, so that 2x slower and 2x faster look alike; a called
+    # change never fades to the grey of "same"
+    ratio = math.log1p(max(change, -0.999)) / math.log(FULL_AT)
+    fade = int(200 - 150 * min(0.3 + 0.7 * abs(ratio), 1.0))
+    return (f"rgb(235,{fade},{fade})" if kind == "slower"
             else f"rgb({fade},{fade},235)")
 
 
-def _details(frame: _Frame, root_total: float, diff: bool) -> str:
-    share = frame.total / root_total * 100 if root_total else 0.0
-    text = (f"{frame.path or 'all'}: {fmt_time(frame.total)} "
-            f"({share:.1f} %), self {fmt_time(frame.self_time)}"
-            + ("; sampled code" if frame.code else ""))
+def _details(frame: _Frame, report: "Report", diff: bool) -> str:
+    """The hover text: time, share of the run's wall time (the table's
+    share), self time, and for a diff the verdicts and the base."""
+    wall = report.wall
+    share = frame.total / wall * 100 if wall else 0.0
+    if not frame.path:
+        threads = len(report.threads)
+        text = (f"all: {fmt_time(frame.total)} of thread time on "
+                f"{threads} thread{'s' if threads != 1 else ''}, "
+                f"{share:.1f} % of the run's {fmt_time(wall)} wall time")
+    else:
+        text = (f"{frame.path}: {fmt_time(frame.total)} ({share:.1f} % of "
+                f"the run), self {fmt_time(frame.self_time)}"
+                + ("; sampled code" if frame.code else ""))
+    if not diff:
+        return text
+    if frame.change is not None:
+        if frame.change.verdict == "new":
+            return text + "; not in the base report"
+        text += f"; self per call {frame.change.summary()}"
+        if frame.calls is not None and any(not c.code
+                                           for c in frame.children):
+            text += f"; whole calls {frame.calls.summary()} (compare)"
+        return text
+    if frame.base is None:
+        return text + "; not in the base report"
+    delta = frame.total - frame.base
+    rel = f" ({delta / frame.base * 100:+.1f} %)" if frame.base else ""
+    return (text + f"; base {fmt_time(frame.base)}, change "
+            f"{'+' if delta >= 0 else '-'}{fmt_time(abs(delta))}{rel}"
+            f"; not judged")
+
+
+def _legend(diff: bool, threshold: float, alpha: float) -> str:
+    """The lines under the title: what width and shares are, and for a
+    diff what each colour says."""
+    lines = ['<text class="legend" x="10" y="40">width: thread time '
+             '(threads that ran at once add up); % of the run\'s wall '
+             'time, as in the table; click to zoom</text>']
     if diff:
-        if frame.base is None:
-            text += "; not in the base report"
-        else:
-            delta = frame.total - frame.base
-            rel = f" ({delta / frame.base * 100:+.1f} %)" if frame.base else ""
-            text += (f"; base {fmt_time(frame.base)}, change "
-                     f"{'+' if delta >= 0 else '-'}{fmt_time(abs(delta))}"
-                     f"{rel}")
-    return text
+        key = [("slower", "rgb(235,95,95)"), ("same", NEUTRAL),
+               ("faster", "rgb(95,95,235)"), ("new", NEW)]
+        x = 10
+        for word, fill in key:
+            lines.append(f'<rect x="{x}" y="47" width="12" height="12" '
+                         f'fill="{fill}"/><text class="legend" x="{x + 16}"'
+                         f' y="57">{word}</text>')
+            x += 22 + 7 * len(word)
+        rule = [f"by its median self time per call, judged as compare "
+                f"judges a stage: Mann-Whitney p < {alpha:g} and a change "
+                f"over {threshold * 100:g} %",
+                f"deeper = larger change, deepest at {FULL_AT:g}x; dashed: "
+                f"too few calls to test; grey too: the root and sampled "
+                f"code, not judged; hover for the change in %"]
+        lines.append(f'<text class="legend" x="{x}" y="57">'
+                     f'{html.escape(rule[0])}</text>')
+        lines.append(f'<text class="legend" x="10" y="73">'
+                     f'{html.escape(rule[1])}</text>')
+    return "\n".join(lines)
 
 
 def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
-                   base: Optional["Report"] = None) -> str:
+                   base: Optional["Report"] = None, threshold: float = 0.05,
+                   alpha: float = 0.01) -> str:
     """The SVG text. With base, a differential flamegraph: frames as wide
-    as in report, coloured by the change from base."""
+    as in report, each stage coloured by the verdict compare gives its
+    self time per call (threshold, alpha as in Report.compare); sampled
+    code and the root are grey, their change only shown."""
     root, frames = _frames(report)
     diff = base is not None
     if base is not None:
         before = {f.path: f.total for f in _frames(base)[1]}
+        # compare's own verdicts, through the report: one rule for both
+        comparison = report.compare(base, threshold, alpha)
+        # by the path as frames hold it, escaped (_Frame)
+        own = {printable(c.path): c for c in comparison.own_changes}
+        calls = {printable(c.path): c for c in comparison.changes}
         for frame in frames:
             frame.base = before.get(frame.path)
+            if not frame.code and frame.path:
+                frame.change = own[frame.path]
+                frame.calls = calls[frame.path]
     depth = max(f.depth for f in frames) + 1
-    height = _TOP + depth * FRAME_HEIGHT + _PAD
+    top = _TOP + (32 if diff else 0)     # the diff's two legend lines
+    height = top + depth * FRAME_HEIGHT + _PAD
     scale = (WIDTH - 2 * _PAD) / root.total if root.total > 0 else 0.0
     rects = []
     for f in frames:
         x = _PAD + f.x * scale
         w = f.total * scale
         y = height - _PAD - (f.depth + 1) * FRAME_HEIGHT
-        details = html.escape(_details(f, root.total, diff), quote=True)
+        details = html.escape(_details(f, report, diff), quote=True)
         label = html.escape(_fit(f.name, w))
         kind = "f c" if f.code else "f"       # c: sampled code
+        verdict = ""
+        if diff and not f.code:
+            kind += f" {_kind(f)}"
+            if f.change is not None:
+                verdict = f' data-verdict="{f.change.verdict}"'
         rects.append(
             f'<g class="{kind}" data-x="{f.x!r}" data-w="{f.total!r}" '
             f'data-d="{f.depth}" data-path="{html.escape(f.path, True)}" '
-            f'data-details="{details}">'
+            f'data-details="{details}"{verdict}>'
             f'<title>{details}</title>'
             f'<rect x="{x:.3f}" y="{y}" width="{w:.3f}" '
             f'height="{FRAME_HEIGHT - 1}" fill="{_colour(f, diff)}" rx="2"/>'
             f'<text x="{x + 3:.3f}" y="{y + FRAME_HEIGHT - 5}">{label}'
             f'</text></g>')
-    legend = ("red: slower than the base, blue: faster, deeper = more"
-              if diff else "width: wall time; click to zoom, Ctrl-F or "
-                           "the search box to find")
     return _SVG.format(
         width=WIDTH, height=height, title=html.escape(title),
-        legend=html.escape(legend), frames="\n".join(rects),
+        legend=_legend(diff, threshold, alpha), frames="\n".join(rects),
+        box=WIDTH - _PAD - 300, below=top - 4, wall=repr(report.wall),
         script=_SCRIPT.replace("@PAD@", str(_PAD)).replace(
             "@WIDTH@", str(WIDTH)))
 
 
 def write_flamegraph(report: "Report", path: Union[str, os.PathLike],
                      title: str = "aquaprof flamegraph",
-                     base: Optional["Report"] = None) -> Path:
-    return write_atomic(path, flamegraph_svg(report, title, base)
-                        .encode("utf-8"))
+                     base: Optional["Report"] = None, threshold: float = 0.05,
+                     alpha: float = 0.01) -> Path:
+    return write_atomic(path, flamegraph_svg(report, title, base, threshold,
+                                             alpha).encode("utf-8"))
 
 
+# the search box is an HTML input in a foreignObject: browsers show it in
+# a standalone SVG; a viewer without scripts shows neither it nor zoom
 _SVG = """<?xml version="1.0" encoding="UTF-8" standalone="no"?>
 <svg version="1.1" xmlns="http://www.w3.org/2000/svg" width="{width}" \
 height="{height}" viewBox="0 0 {width} {height}" onload="init(evt)">
@@ -234,22 +325,26 @@ height="{height}" viewBox="0 0 {width} {height}" onload="init(evt)">
 text {{ font: 12px Verdana, sans-serif; fill: #000; pointer-events: none; }}
 .f {{ cursor: pointer; }}
 .c text {{ font-style: italic; }}
+.hedged rect {{ stroke: #555; stroke-width: 1; stroke-dasharray: 3 2; }}
 .f:hover rect {{ stroke: #000; stroke-width: 0.5; }}
 .hit rect {{ fill: rgb(230,0,230) !important; }}
 #title {{ font-size: 17px; }}
-#details, #matched, #legend {{ font-size: 12px; fill: #333; }}
+#details, #matched, .legend {{ font-size: 12px; fill: #333; }}
 .button {{ fill: #06c; cursor: pointer; pointer-events: all; }}
+#term {{ width: 290px; font: 12px Verdana, sans-serif; }}
 </style>
 <rect width="100%" height="100%" fill="#f8f8f4"/>
 <text id="title" x="50%" y="22" text-anchor="middle">{title}</text>
-<text id="legend" x="10" y="40">{legend}</text>
-<text id="reset" class="button" x="10" y="56" visibility="hidden">\
+{legend}
+<text id="reset" class="button" x="10" y="{below}" visibility="hidden">\
 Reset zoom</text>
-<text id="search" class="button" x="{width}" dx="-10" y="22" \
-text-anchor="end">Search</text>
+<foreignObject x="{box}" y="6" width="300" height="24">\
+<input xmlns="http://www.w3.org/1999/xhtml" id="term" type="search" \
+placeholder="search: regular expression on stage paths" \
+title="Ctrl-F or F3 here; Escape clears"/></foreignObject>
 <text id="matched" x="{width}" dx="-10" y="40" text-anchor="end"></text>
-<text id="details" x="110" y="56"> </text>
-<g id="frames">
+<text id="details" x="110" y="{below}"> </text>
+<g id="frames" data-wall="{wall}">
 {frames}
 </g>
 <script type="text/ecmascript"><![CDATA[
@@ -259,12 +354,13 @@ text-anchor="end">Search</text>
 """
 
 _SCRIPT = r"""
-var PAD = @PAD@, WIDTH = @WIDTH@, frames, details, reset, matched;
+var PAD = @PAD@, WIDTH = @WIDTH@, frames, details, reset, matched, term;
 function init(evt) {
   frames = Array.prototype.slice.call(document.querySelectorAll(".f"));
   details = document.getElementById("details");
   reset = document.getElementById("reset");
   matched = document.getElementById("matched");
+  term = document.getElementById("term");
   frames.forEach(function (g) {
     g.addEventListener("mouseover", function () {
       details.textContent = g.getAttribute("data-details"); });
@@ -273,10 +369,11 @@ function init(evt) {
     g.addEventListener("click", function () { zoom(g); });
   });
   reset.addEventListener("click", function () { zoom(frames[0]); });
-  document.getElementById("search").addEventListener("click", search);
+  term.addEventListener("input", function () { search(term.value); });
   window.addEventListener("keydown", function (e) {
     if (e.keyCode === 114 || (e.ctrlKey && e.keyCode === 70)) {
-      e.preventDefault(); search(); }
+      e.preventDefault(); term.focus(); term.select(); }
+    else if (e.keyCode === 27) { term.value = ""; search(""); }
   });
   zoom(frames[0]);
 }
@@ -307,23 +404,36 @@ function zoom(target) {
   });
   reset.setAttribute("visibility", path === "" ? "hidden" : "visible");
 }
-function search() {
-  var term = prompt("Search stages (regular expression)", "");
+// which of the paths (a/b/c, as in data-path) the regular expression
+// matches, how many, and the time they cover, a match inside another
+// counted once; null for a pattern that is not one
+function matching(pattern, paths, widths) {
+  var re;
+  try { re = new RegExp(pattern); } catch (e) { return null; }
+  var hit = [], counted = [], count = 0, time = 0;
+  paths.forEach(function (p, i) {
+    hit.push(p !== "" && re.test(p));
+    if (!hit[i]) { return; }
+    count += 1;
+    if (!counted.some(function (c) { return p.indexOf(c + "/") === 0; })) {
+      time += widths[i]; counted.push(p); }
+  });
+  return {hit: hit, count: count, time: time};
+}
+function search(pattern) {
   frames.forEach(function (g) { g.classList.remove("hit"); });
   matched.textContent = "";
-  if (!term) { return; }
-  var re = new RegExp(term), total = num(frames[0], "w"), hits = 0;
-  var counted = [];
-  frames.forEach(function (g) {
-    var p = g.getAttribute("data-path");
-    if (p && re.test(p.split("/").pop())) {
-      g.classList.add("hit");
-      var nested = counted.some(function (c) {
-        return p.indexOf(c + "/") === 0; });
-      if (!nested) { hits += num(g, "w"); counted.push(p); }
-    }
-  });
-  matched.textContent = "matched " +
-    (total > 0 ? (100 * hits / total).toFixed(1) : "0") + " %";
+  if (!pattern) { return; }
+  var found = matching(pattern,
+    frames.map(function (g) { return g.getAttribute("data-path"); }),
+    frames.map(function (g) { return num(g, "w"); }));
+  if (found === null) { matched.textContent = "invalid pattern"; return; }
+  frames.forEach(function (g, i) {
+    if (found.hit[i]) { g.classList.add("hit"); } });
+  var wall = parseFloat(
+    document.getElementById("frames").getAttribute("data-wall"));
+  matched.textContent = found.count + " matched, " +
+    (wall > 0 ? (100 * found.time / wall).toFixed(1) : "0") +
+    " % of the run's wall time";
 }
 """
