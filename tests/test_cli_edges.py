@@ -280,3 +280,25 @@ def test_usage_errors_are_one_line(report):
             "--help)")
     refused(cli("show", report, "--colour"), "unrecognized arguments")
     refused(cli("nosuch"), "invalid choice: 'nosuch'")
+
+
+def test_benchmarks_refuses_what_is_not_a_pytest_benchmark_file(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "other.json").write_text('{"stages": []}')
+    refused(cli("benchmarks", tmp_path / "gone.json"), "cannot read",
+            "gone.json")
+    refused(cli("benchmarks", tmp_path / "bad.json"), "cannot read",
+            "bad.json")
+    refused(cli("benchmarks", tmp_path / "other.json"),
+            "is not a pytest-benchmark file")
+
+
+def test_benchmarks_says_when_a_test_has_no_breakdown(tmp_path):
+    saved = tmp_path / "plain.json"
+    saved.write_text('{"benchmarks": [{"fullname": "t.py::test_x", '
+                     '"extra_info": {}}]}')
+    out = cli("benchmarks", saved)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        f"{saved}: t.py::test_x",
+        "  no aquaprof breakdown: the test used no aquaprof fixture"]

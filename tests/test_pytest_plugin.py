@@ -2,6 +2,8 @@
 flags, pytest-benchmark's extra_info, and failing on a planted regression
 but not on two runs of the same code."""
 import json
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -105,6 +107,15 @@ def test_bench(benchmark, aquaprof):
     info = json.loads(saved.read_text())["benchmarks"][0]["extra_info"]
     assert info["aquaprof"]["inner"]["count"] == 5
     assert info["aquaprof"]["inner"]["total_s"] > 0
+    # the command docs/regressions.md gives for reading it
+    shown = subprocess.run([sys.executable, "-m", "aquaprof", "benchmarks",
+                            str(saved)], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"{saved}: test_bench.py::test_bench"
+    assert lines[1].split() == ["stage", "count", "total", "self", "mean",
+                                "p50", "p95"]
+    assert lines[2].split()[:2] == ["inner", "5"]
 
 
 def test_planted_regression_fails_the_run_and_noise_does_not(pytester):

@@ -318,6 +318,48 @@ def _stem(report: str) -> str:
     return name or "report"
 
 
+def _benchmark_file(path: str) -> List[Any]:
+    """The benchmarks of a pytest-benchmark JSON file (--benchmark-json,
+    or one kept by --benchmark-autosave)."""
+    import json
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read {path}: {e}") from None
+    benches = data.get("benchmarks") if isinstance(data, dict) else None
+    if not isinstance(benches, list):
+        raise UserError(f"{path} is not a pytest-benchmark file (it has no "
+                        f"'benchmarks' list)")
+    return benches
+
+
+def cmd_benchmarks(args: argparse.Namespace) -> int:
+    columns = ("count", "total_s", "self_s", "mean_s", "p50_s", "p95_s")
+    for path in args.files:
+        for bench in _benchmark_file(path):
+            bench = bench if isinstance(bench, dict) else {}
+            name = printable(str(bench.get("fullname") or bench.get("name")))
+            info = bench.get("extra_info")
+            stages = info.get("aquaprof") if isinstance(info, dict) else None
+            print(f"{path}: {name}")
+            if not isinstance(stages, dict) or not stages:
+                print("  no aquaprof breakdown: the test used no aquaprof "
+                      "fixture")
+                continue
+            width = max(len(printable(str(p))) for p in stages)
+            print(f"  {'stage':<{width}} {'count':>8} {'total':>9} "
+                  f"{'self':>9} {'mean':>9} {'p50':>9} {'p95':>9}")
+            for stage, row in stages.items():
+                row = row if isinstance(row, dict) else {}
+                cells = [row.get(c) for c in columns]
+                if not all(isinstance(v, (int, float)) for v in cells):
+                    print(f"  {printable(str(stage)):<{width}} (unreadable)")
+                    continue
+                print(f"  {printable(str(stage)):<{width}} {cells[0]:>8,} "
+                      + " ".join(f"{fmt_time(v):>9}" for v in cells[1:]))
+    return 0
+
+
 def cmd_flamegraph(args: argparse.Namespace) -> int:
     report = _load(args.report)
     from ..views.flamegraph import write_flamegraph
@@ -457,6 +499,16 @@ def parser() -> argparse.ArgumentParser:
     hist.add_argument("--threshold", type=_threshold, default=0.1,
                       help="step size that is flagged (default 10%%)")
     hist.set_defaults(func=cmd_history)
+
+    benches = sub.add_parser(
+        "benchmarks", help="per-stage breakdown of pytest-benchmark results",
+        description="Prints the per-stage breakdown that the aquaprof "
+        "fixture stores in each benchmark's extra_info, which "
+        "pytest-benchmark's own compare does not show.")
+    benches.add_argument("files", nargs="+", metavar="FILE",
+                         help="pytest-benchmark JSON (--benchmark-json, or "
+                         ".benchmarks/*/NNNN_*.json from --benchmark-autosave)")
+    benches.set_defaults(func=cmd_benchmarks)
 
     flame = sub.add_parser("flamegraph", help="interactive SVG flamegraph")
     flame.add_argument("report")
