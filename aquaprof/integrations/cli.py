@@ -352,11 +352,14 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
             for stage, row in stages.items():
                 row = row if isinstance(row, dict) else {}
                 cells = [row.get(c) for c in columns]
-                if not all(isinstance(v, (int, float)) for v in cells):
+                numbers = [float(v) for v in cells
+                           if isinstance(v, (int, float))]
+                if len(numbers) != len(columns):
                     print(f"  {printable(str(stage)):<{width}} (unreadable)")
                     continue
-                print(f"  {printable(str(stage)):<{width}} {cells[0]:>8,} "
-                      + " ".join(f"{fmt_time(v):>9}" for v in cells[1:]))
+                print(f"  {printable(str(stage)):<{width}} "
+                      f"{int(numbers[0]):>8,} "
+                      + " ".join(f"{fmt_time(v):>9}" for v in numbers[1:]))
     return 0
 
 
