@@ -489,13 +489,17 @@ by_correlation(const void *a, const void *b)
 void
 ap_gpu_trace_resolve(ap_gpu_trace *t, const ap_report *r)
 {
-    qsort(t->links, t->nlinks, sizeof(*t->links), by_correlation);
+    if (t->nlinks) {     /* links is NULL when there are none */
+        qsort(t->links, t->nlinks, sizeof(*t->links), by_correlation);
+    }
     t->unattributed = 0;
     for (size_t i = 0; i < t->nevents; i++) {
         ap_gpu_event *e = &t->events[i];
         ap_gpu_link key = {0, e->correlation};
-        const ap_gpu_link *link = bsearch(&key, t->links, t->nlinks,
-                                          sizeof(key), by_correlation);
+        const ap_gpu_link *link =
+            t->nlinks ? bsearch(&key, t->links, t->nlinks, sizeof(key),
+                                by_correlation)
+                      : NULL;
         uint32_t stage;
         int64_t span;
         /* a tag of another run is still pushed by a stage left open */
