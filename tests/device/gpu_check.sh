@@ -46,8 +46,7 @@ CUOBJDUMP=$(tool cuobjdump)
 # whole
 
 step_env() {
-    echo "date: $(date -u '+%F %T UTC'), commit $(git rev-parse --short HEAD 2>/dev/null)," \
-        "$(git status --porcelain 2>/dev/null | wc -l) paths changed"
+    echo "date: $(date -u '+%F %T UTC'), $(tree_state)"
     if [ -n "$NO_GPU" ]; then echo "no GPU: $NO_GPU"; fi
     # queries only: a check must leave the GPU as it found it
     if command -v "$NVIDIA_SMI" >/dev/null 2>&1; then
@@ -162,6 +161,14 @@ gpu_problem() {    # why there is no GPU to check, or nothing
     fi
 }
 
+# The commit, and how many files differ from it: a copied tree (a device
+# machine's) may carry an older .git than its files.
+tree_state() {
+    local head changed
+    head=$(git rev-parse --short HEAD 2>/dev/null) || { echo "no git"; return; }
+    changed=$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l)
+    echo "commit $head with $changed tracked files changed"
+}
 left() { echo $(( BUDGET - (SECONDS - START) )); }
 
 line() {    # NAME SECONDS VERDICT
@@ -280,7 +287,7 @@ HAVE_PYTEST_TIMEOUT=$("$PY" -c 'import pytest_timeout' 2>/dev/null && echo 1)
 export GPU_CHECK_SCRATCH=$SCRATCH GPU_CHECK_NO_GPU=$NO_GPU PYTHON=$PY
 
 {
-    echo "aquaprof gpu-check, $(date -u '+%F %T UTC'), commit $(git rev-parse --short HEAD 2>/dev/null)"
+    echo "aquaprof gpu-check, $(date -u '+%F %T UTC'), $(tree_state)"
     if [ -z "$NO_GPU" ]; then
         echo "GPU: $("$NVIDIA_SMI" --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
     fi
