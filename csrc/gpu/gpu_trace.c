@@ -193,18 +193,19 @@ start_cupti(char *why, size_t size)
  * AP_ERR_SYSTEM (status filled) when tracing is required. devices is 0
  * when the program has not initialized CUDA yet. */
 static ap_status
-start_activity(const ap_gpu_config *c, int devices, int required,
-               char *traced, size_t traced_size, char *status, size_t size)
+start_activity(const ap_gpu_config *c, const char *neighbor, int devices,
+               int required, char *traced, size_t traced_size, char *status,
+               size_t size)
 {
 #ifdef AP_HAVE_CUPTI
     char why[2048], where[512];
     ap_status st = AP_ERR_ACTIVE;
-    if (c->neighbor) {
+    if (neighbor) {
         /* CUPTI serves one client: taking it would cut the other's trace */
         snprintf(why, sizeof(why), "not traced: %s is tracing the GPU with "
                  "CUPTI, which serves one client at a time, and aquaprof "
                  "leaves it to it; start the Profiler outside that run to "
-                 "trace the GPU", c->neighbor);
+                 "trace the GPU", neighbor);
     } else {
         st = ap_cupti_open(c->cupti_paths, c->ncupti, &cupti, where,
                            sizeof(where), why, sizeof(why));
@@ -227,6 +228,7 @@ start_activity(const ap_gpu_config *c, int devices, int required,
     return AP_OK;
 #else
     (void)c;
+    (void)neighbor;
     (void)devices;
     (void)traced;
     (void)traced_size;
@@ -264,8 +266,8 @@ needed_hooks(void)
 }
 
 ap_status
-ap_gpu_start(const ap_gpu_config *c, const ap_stage_hooks **out,
-             char *status, size_t size)
+ap_gpu_start(const ap_gpu_config *c, const char *neighbor,
+             const ap_stage_hooks **out, char *status, size_t size)
 {
     static pthread_once_t fork_handler = PTHREAD_ONCE_INIT;
     *out = NULL;
@@ -311,8 +313,8 @@ ap_gpu_start(const ap_gpu_config *c, const ap_stage_hooks **out,
     runs++;
     char traced[1024] = "";
     if (c->mode != AP_CUDA_OFF &&
-        start_activity(c, devices, required, traced, sizeof(traced), status,
-                       size) != AP_OK) {
+        start_activity(c, neighbor, devices, required, traced,
+                       sizeof(traced), status, size) != AP_OK) {
         hook_sync = hook_nvtx = 0;
         return AP_ERR_SYSTEM;
     }

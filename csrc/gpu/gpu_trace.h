@@ -22,8 +22,6 @@ typedef struct {
     const char *libcuda;             /* e.g. "libcuda.so.1" */
     const char *const *cupti_paths;  /* tried in order */
     size_t ncupti;
-    const char *neighbor;            /* another CUPTI client tracing now
-                                      * (its name), NULL for none */
 } ap_gpu_config;
 
 typedef struct {
@@ -55,12 +53,14 @@ typedef struct {
 } ap_gpu_trace;
 
 /* Starts what config asks for and fills status with one line: what is
- * traced, or exactly what was missing. *hooks gets the stage hooks for
+ * traced, or exactly what was missing. neighbor names another CUPTI
+ * client tracing now (NULL for none): CUPTI is then left to it. *hooks
+ * gets the stage hooks for
  * the session (NULL when none are needed). AP_OK when tracing or when
  * mode is AUTO and something is missing; AP_ERR_SYSTEM when mode is
  * REQUIRED (or sync is asked) and the driver or CUPTI is missing;
  * AP_ERR_ACTIVE when a trace already runs. */
-ap_status ap_gpu_start(const ap_gpu_config *config,
+ap_status ap_gpu_start(const ap_gpu_config *config, const char *neighbor,
                        const ap_stage_hooks **hooks, char *status,
                        size_t size);
 

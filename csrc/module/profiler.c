@@ -90,7 +90,7 @@ parse_gpu(ProfilerObject *self, int cuda, int sync, PyObject *libcuda,
         Py_DECREF(strings);
         return -1;
     }
-    self->gpu = (ap_gpu_config){cuda, sync, lib, array, (size_t)n, NULL};
+    self->gpu = (ap_gpu_config){cuda, sync, lib, array, (size_t)n};
     self->gpu_strings = strings;
     self->cupti_paths = array;
     return 0;
@@ -271,10 +271,8 @@ profiler_start(ProfilerObject *self, PyObject *args, PyObject *kwargs)
     }
     char status[2048];
     ap_gpu_records_set_max_events(self->max_gpu_events);
-    self->gpu.neighbor = neighbor;   /* read by ap_gpu_start alone */
-    ap_status st = ap_gpu_start(&self->gpu, &self->config.hooks, status,
-                                sizeof(status));
-    self->gpu.neighbor = NULL;
+    ap_status st = ap_gpu_start(&self->gpu, neighbor, &self->config.hooks,
+                                status, sizeof(status));
     if (st == AP_ERR_ACTIVE) {
         return busy();
     }
