@@ -23,6 +23,7 @@ from .schema import ReportError
 if TYPE_CHECKING:
     from .analysis.samples import HotFunction, Sampling
     from .analysis.stragglers import Straggler
+    from .views.flamegraph_html import Flamegraph
 
 _NS = 1e-9
 
@@ -555,6 +556,24 @@ class Report:
         zoom, search)."""
         from .views.flamegraph import write_flamegraph
         return write_flamegraph(self, path, title)
+
+    def flamegraph(self, title: str = "aquaprof flamegraph",
+                   base: Optional["Report"] = None, threshold: float = 0.05,
+                   alpha: float = 0.01) -> "Flamegraph":
+        """The interactive flamegraph as an object a notebook displays
+        (JupyterLab, Notebook, VS Code: hover, click to zoom, search), as
+        wide as the page; .save(path) writes it as an SVG file. With base,
+        the differential flamegraph (aquaprof.diff_flamegraph)."""
+        from .views.flamegraph_html import Flamegraph
+        return Flamegraph(self, title, base, threshold, alpha)
+
+    def to_html(self, path: Union[str, os.PathLike],
+                title: Optional[str] = None) -> Path:
+        """The report as one self-contained HTML page (no network): the
+        header, the stage table, the flamegraph, the timeline, call time
+        distributions, memory, GPU activity and the diagnosis."""
+        from .views.page import write_page
+        return write_page(self, path, title)
 
     def to_speedscope(self, path: Union[str, os.PathLike]) -> Path:
         """The speedscope file format: an evented profile per thread."""
