@@ -101,6 +101,12 @@ class Timing:
                 return min(max(mid, self.min), self.max)
         return self.max
 
+    def buckets(self) -> List[Tuple[int, int]]:
+        """The histogram: (bucket index, calls) pairs, the bucket's
+        bounds in ns being aquaprof._core.HIST_LOWER_NS[index:index + 2];
+        only buckets with calls, fastest first."""
+        return [(int(i), int(n)) for i, n in self._hist]
+
     p50 = property(lambda self: self.percentile(50), doc="Median, seconds.")
     p90 = property(lambda self: self.percentile(90), doc="90th pct, seconds.")
     p95 = property(lambda self: self.percentile(95), doc="95th pct, seconds.")
