@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 FRAME_HEIGHT = 18
 WIDTH = 1200
-_PAD = 10
+PAD = 10
 _TOP = 60          # title, search and details lines
 
 
@@ -283,13 +283,13 @@ def frame_groups(report: "Report", base: Optional["Report"] = None,
     root, frames = _judged(report, base, threshold, alpha)
     diff = base is not None
     depth = max(f.depth for f in frames) + 1
-    height = top + depth * FRAME_HEIGHT + _PAD
-    scale = (WIDTH - 2 * _PAD) / root.total if root.total > 0 else 0.0
+    height = top + depth * FRAME_HEIGHT + PAD
+    scale = (WIDTH - 2 * PAD) / root.total if root.total > 0 else 0.0
     rects = []
     for f in frames:
-        x = _PAD + f.x * scale
+        x = PAD + f.x * scale
         w = f.total * scale
-        y = height - _PAD - (f.depth + 1) * FRAME_HEIGHT
+        y = height - PAD - (f.depth + 1) * FRAME_HEIGHT
         details = html.escape(_details(f, report, diff), quote=True)
         label = html.escape(_fit(f.name, w))
         kind = "f c" if f.code else "f"       # c: sampled code
@@ -323,9 +323,9 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
     return _SVG.format(
         width=WIDTH, height=height, title=html.escape(title),
         legend=legend_svg(diff, threshold, alpha), frames=frames,
-        box=WIDTH - _PAD - 300, right=_PAD + 300, below=top - 4,
+        box=WIDTH - PAD - 300, right=PAD + 300, below=top - 4,
         wall=repr(report.wall),
-        script=flamegraph_script(_PAD, "document.documentElement", True))
+        script=flamegraph_script(PAD, "document.documentElement", True))
 
 
 def write_flamegraph(report: "Report", path: Union[str, os.PathLike],

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
-from .flamegraph import WIDTH, _PAD, frame_groups, legend_svg, \
+from .flamegraph import WIDTH, PAD, frame_groups, legend_svg, \
     write_flamegraph
 from .flamegraph_script import flamegraph_script
 
@@ -82,7 +82,7 @@ def flamegraph_html(report: "Report", title: str = "aquaprof flamegraph",
         f'width="100%" viewBox="0 0 {WIDTH} {height}" '
         f'preserveAspectRatio="xMinYMin meet">'
         f'<g data-wall="{report.wall!r}">{frames}</g></svg>',
-        f'<script>{flamegraph_script(_PAD, root, False)}</script>',
+        f'<script>{flamegraph_script(PAD, root, False)}</script>',
         '</div>'])
 
 
