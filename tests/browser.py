@@ -5,6 +5,7 @@ system's: Playwright's own download is never used.
 Tests take the `page` fixture (import it with `browser_page`): a fresh
 tab, whose console errors and uncaught exceptions fail the test.
 """
+import os
 import shutil
 
 import pytest
@@ -19,20 +20,29 @@ def chromium_path():
     return None
 
 
-@pytest.fixture(scope="session")
+# per module: each test module imports the fixture, which makes it that
+# module's own, and a second Playwright may not start while one runs
+@pytest.fixture(scope="module")
 def browser():
     path = chromium_path()
     if path is None:
         reason = ("chromium is not installed (Debian: apt-get install -y "
                   "chromium; `make test` does it where it can)")
-        print(f"\nbrowser tests skipped: {reason}")
         pytest.skip(reason)
     # pinned in requirements-dev.txt: missing, it is an error, not a skip
     from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
+    # `make asan` preloads ASan's runtime into the tests; Playwright's
+    # driver and chromium are not built for it and hang under it
+    preload = os.environ.pop("LD_PRELOAD", None)
+    try:
+        p = sync_playwright().start()
         chrome = p.chromium.launch(executable_path=path)
-        yield chrome
-        chrome.close()
+    finally:
+        if preload is not None:
+            os.environ["LD_PRELOAD"] = preload
+    yield chrome
+    chrome.close()
+    p.stop()
 
 
 @pytest.fixture
