@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import aquaprof as ap
-from aquaprof.views.flamegraph import PAD
+from aquaprof.views.flamegraph import FRAME_HEIGHT, PAD
 from browser import browser, browser_page, frame, rect_box  # noqa: F401
 from conftest import busy
 
@@ -25,6 +25,9 @@ def report():
             busy(0.004)
             with ap.stage("parse"):
                 busy(0.004)
+                with ap.stage("tokens"):       # the deepest branch
+                    with ap.stage("utf8"):
+                        busy(0.001)
         t = threading.Thread(target=worker)
         t.start()
         with ap.stage("train"):
@@ -159,7 +162,7 @@ def test_fragments_on_one_page_are_independent_and_fit_their_box(
     assert rect_box(tab, "train", second) == untouched
     assert not tab.locator(f"{second} .reset").is_visible()
     tab.locator(f"{second} .term").fill("load")
-    assert tab.locator(f"{second} g.f.hit").count() == 2
+    assert tab.locator(f"{second} g.f.hit").count() == 4     # and under
     assert tab.locator(f"{first} g.f.hit").count() == 0
     frame(tab, "decode", second).hover()
     assert tab.locator(f"{second} .details").text_content().startswith(
@@ -174,3 +177,16 @@ def test_fragments_on_one_page_are_independent_and_fit_their_box(
     assert rect_box(tab, "", second) == pytest.approx((PAD, 600 - 2 * PAD),
                                                       abs=1)
     assert drawing_width(tab, first) == pytest.approx(500, abs=1)
+
+
+def test_a_fragment_zoomed_into_a_shallow_stage_leaves_no_space_above(
+        report, browser_page):
+    tab = browser_page
+    tab.set_content(fragment_page(report.flamegraph().html()))
+    svg = tab.locator(".aqp-flame svg.frames")
+    full = svg.bounding_box()["height"]
+    frame(tab, "train").click()        # two rows fewer than load/parse/...
+    assert svg.bounding_box()["height"] == pytest.approx(
+        full - 2 * FRAME_HEIGHT, abs=1)
+    tab.locator(".aqp-flame .reset").click()
+    assert svg.bounding_box()["height"] == pytest.approx(full, abs=1)

@@ -6,13 +6,12 @@ answers hover and click on its own."""
 import os
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
 
 from browser import browser, browser_page, frame, rect_box  # noqa: F401
-
-nbformat = pytest.importorskip("nbformat")   # pinned: never skips in CI
-from nbclient import NotebookClient               # noqa: E402
-from nbconvert import HTMLExporter               # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -325,7 +325,8 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
         legend=legend_svg(diff, threshold, alpha), frames=frames,
         box=WIDTH - PAD - 300, right=PAD + 300, below=top - 4,
         wall=repr(report.wall),
-        script=flamegraph_script(PAD, "document.documentElement", True))
+        script=flamegraph_script(PAD, FRAME_HEIGHT,
+                                 "document.documentElement", True))
 
 
 def write_flamegraph(report: "Report", path: Union[str, os.PathLike],

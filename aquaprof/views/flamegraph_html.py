@@ -16,8 +16,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
-from .flamegraph import WIDTH, PAD, frame_groups, legend_svg, \
-    write_flamegraph
+from .flamegraph import FRAME_HEIGHT, PAD, WIDTH, frame_groups, \
+    legend_svg, write_flamegraph
 from .flamegraph_script import flamegraph_script
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ def flamegraph_html(report: "Report", title: str = "aquaprof flamegraph",
     flamegraph_svg (a differential flamegraph)."""
     uid = f"aqp-flame-{uuid.uuid4().hex[:12]}"
     diff = base is not None
-    frames, height = frame_groups(report, base, threshold, alpha)
+    # 4 px above the deepest frame: the margin the script keeps there
+    frames, height = frame_groups(report, base, threshold, alpha, top=4)
     # the legend's lines sit 28 px down in the SVG file, under its title
     legend_height = 50 if diff else 18
     legend = (f'<svg class="legend" width="100%" height="{legend_height}">'
@@ -82,7 +83,8 @@ def flamegraph_html(report: "Report", title: str = "aquaprof flamegraph",
         f'width="100%" viewBox="0 0 {WIDTH} {height}" '
         f'preserveAspectRatio="xMinYMin meet">'
         f'<g data-wall="{report.wall!r}">{frames}</g></svg>',
-        f'<script>{flamegraph_script(PAD, root, False)}</script>',
+        f'<script>{flamegraph_script(PAD, FRAME_HEIGHT, root, False)}'
+        f'</script>',
         '</div>'])
 
 

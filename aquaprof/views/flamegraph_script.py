@@ -38,7 +38,7 @@ function matching(pattern, paths, widths) {
 _ENGINE = r"""
 (function (root, pageKeys) {
   "use strict";
-  var PAD = @PAD@;
+  var PAD = @PAD@, ROW = @ROW@;
   var svg = root.tagName.toLowerCase() === "svg" ? root
     : root.querySelector("svg.frames");
   var frames = Array.prototype.slice.call(root.querySelectorAll("g.f"));
@@ -50,6 +50,7 @@ _ENGINE = r"""
     .getAttribute("data-wall"));
   var box = svg.viewBox.baseVal;
   var width = box.width, height = box.height, view = frames[0];
+  var fitHeight = svg !== root;
   @MATCHING@
   function num(g, key) { return parseFloat(g.getAttribute("data-" + key)); }
   function fit(g, x, w) {
@@ -77,6 +78,19 @@ _ENGINE = r"""
       } else { g.style.display = "none"; }
     });
     reset.style.visibility = path === "" ? "hidden" : "visible";
+    if (fitHeight) { crop(); }
+  }
+  // a fragment shows only the rows in use, so that a zoom into a shallow
+  // stage leaves no empty space above it (a file keeps its header there)
+  function crop() {
+    var deepest = 0;
+    frames.forEach(function (g) {
+      if (g.style.display !== "none") {
+        deepest = Math.max(deepest, num(g, "d")); }
+    });
+    var top = Math.max(height - PAD - (deepest + 1) * ROW - 4, 0);
+    svg.setAttribute("viewBox",
+      "0 " + top + " " + width + " " + (height - top));
   }
   function zoom(target) { view = target; draw(); }
   function search(pattern) {
@@ -138,9 +152,12 @@ _ENGINE = r"""
 """
 
 
-def flamegraph_script(pad: int, root: str, page_keys: bool) -> str:
-    """The script for one flamegraph: root is a JS expression giving its
-    root element, page_keys whether the page's keys reach its box."""
+def flamegraph_script(pad: int, row: int, root: str,
+                      page_keys: bool) -> str:
+    """The script for one flamegraph drawn with pad pixels of margin and
+    rows row pixels high: root is a JS expression giving its root
+    element, page_keys whether the page's keys reach its box."""
     return (_ENGINE.replace("@MATCHING@", MATCHING_JS.strip())
-            .replace("@PAD@", str(pad)).replace("@ROOT@", root)
+            .replace("@PAD@", str(pad)).replace("@ROW@", str(row))
+            .replace("@ROOT@", root)
             .replace("@KEYS@", "true" if page_keys else "false"))

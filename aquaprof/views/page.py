@@ -107,7 +107,9 @@ def _flamegraph(report: "Report") -> str:
     if not report.stages and report.samples is None:
         return _absent("no stages were recorded, so there is no "
                        "flamegraph")
-    return flamegraph_html(report, "flamegraph: click a frame to zoom")
+    title = ("stages, and the code sampled in them" if report.samples
+             else "stages")
+    return flamegraph_html(report, title)
 
 
 def _timeline(report: "Report") -> str:
