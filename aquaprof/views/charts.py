@@ -79,13 +79,19 @@ def distribution_svg(stage: "StageStats") -> str:
                      f'height="{h:.1f}" fill="#e4572e"><title>'
                      f'{plural(n, "call")} of {fmt_time(lo)} to '
                      f'{fmt_time(hi)}</title></rect>')
-    for q, value in (("p50", wall.p50), ("p95", wall.p95)):
+    for row, (q, value) in enumerate((("p50", wall.p50),
+                                      ("p95", wall.p95))):
         at = math.log(min(max(value, low), high) / low) / span
         x = _LEFT + at * plot_w
+        # right of its line, or left of it past the middle; one row
+        # each, so that the two never overlap
+        side = (f'x="{x + 3:.1f}"' if at < 0.6
+                else f'x="{x - 3:.1f}" text-anchor="end"')
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP}" '
                      f'y2="{HEIGHT - _BOTTOM}" stroke="#333" '
-                     f'stroke-dasharray="3 2"/><text x="{x + 3:.1f}" '
-                     f'y="{_TOP + 10}">{q} {fmt_time(value)}</text>')
+                     f'stroke-dasharray="3 2"/><text {side} '
+                     f'y="{_TOP + 10 + 13 * row}" class="q">{q} '
+                     f'{fmt_time(value)}</text>')
     return _frame("".join(parts), [(0, fmt_time(low)), (1, fmt_time(high))],
                   plural(most, "call"))
 

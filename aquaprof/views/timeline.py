@@ -94,7 +94,8 @@ def spans_svg(report: "Report") -> Tuple[str, str]:
     band: Dict[int, int] = {}        # thread -> its first row
     rows, y = [], 24
     for p, proc in enumerate(processes):
-        mine = [t for t in threads if t.get("process", 0) == p]
+        mine = [(ti, t) for ti, t in enumerate(threads)
+                if t.get("process", 0) == p]
         if not mine:
             continue
         if len(processes) > 1:
@@ -102,8 +103,7 @@ def spans_svg(report: "Report") -> Tuple[str, str]:
                         f'{html.escape(printable(str(proc["label"])))}'
                         f'</text>')
             y += ROW + 2
-        for t in mine:
-            ti = threads.index(t)
+        for ti, t in mine:
             on = spans["thread"] == ti
             deepest = int(depth[spans["stage"][on]].max()) if on.any() \
                 else 0
