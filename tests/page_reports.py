@@ -12,6 +12,9 @@ from conftest import busy
 from fake_gpu import scenario
 
 STAGES = ["load", "load/parse", "train", "train/step", "decode"]
+# the page's sections, in order, by their ids
+SECTIONS = ["stages", "flamegraph", "timeline", "distributions", "memory",
+            "gpu", "diagnosis"]
 
 
 def full_report():

@@ -4,10 +4,7 @@ file, and its flamegraph as interactive as everywhere else."""
 import pytest
 
 from browser import browser, browser_page, frame  # noqa: F401
-from page_reports import bare_report, full_report, gpu_report
-
-SECTIONS = ["stages", "flamegraph", "timeline", "distributions", "memory",
-            "gpu", "diagnosis"]
+from page_reports import SECTIONS, bare_report, full_report, gpu_report
 
 
 @pytest.fixture(scope="module")

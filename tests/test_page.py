@@ -4,8 +4,6 @@ text and parsed: every section there or saying why not, nothing fetched
 from the network, the figures drawn from the report's own. The browser
 tests (test_browser_*.py) check what the page does."""
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,11 +13,9 @@ import aquaprof as ap
 import crafted
 from aquaprof.views import page, timeline
 from aquaprof.views.flamegraph import flamegraph_svg
-from page_reports import STAGES, bare_report, full_report, gpu_report
-
-ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ["stages", "flamegraph", "timeline", "distributions", "memory",
-            "gpu", "diagnosis"]
+from page_reports import SECTIONS, STAGES, bare_report, full_report, \
+    gpu_report
+from test_cli import cli, one_line_error
 
 
 @pytest.fixture(scope="module")
@@ -237,19 +233,6 @@ def test_a_differential_flamegraph_shows_in_a_notebook_too(rep):
 
 
 # ------------------------------------------------------------ the CLI
-
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "aquaprof",
-                           *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin"})
-
-
-def one_line_error(out, text):
-    assert out.returncode == 2, out
-    assert "Traceback" not in out.stderr
-    assert text in out.stderr and out.stderr.count("\n") == 1
-
 
 def test_html_command_writes_the_page(rep, tmp_path):
     saved = rep.save(tmp_path / "run.aquaprof.json")

@@ -119,7 +119,8 @@ _ENGINE = r"""
     svg.setAttribute("viewBox", "0 0 " + width + " " + height);
     Array.prototype.forEach.call(root.querySelectorAll("[data-right]"),
       function (el) {
-        el.setAttribute("x", width - parseFloat(el.getAttribute("data-right")));
+        var right = parseFloat(el.getAttribute("data-right"));
+        el.setAttribute("x", width - right);
       });
     draw();
   }
