@@ -190,3 +190,21 @@ def test_a_fragment_zoomed_into_a_shallow_stage_leaves_no_space_above(
         full - 2 * FRAME_HEIGHT, abs=1)
     tab.locator(".aqp-flame .reset").click()
     assert svg.bounding_box()["height"] == pytest.approx(full, abs=1)
+
+
+def test_without_scripts_a_fragment_still_draws_within_its_box(
+        report, browser):
+    # an untrusted notebook, or a viewer that runs no script
+    context = browser.new_context(java_script_enabled=False,
+                                  viewport={"width": 1200, "height": 900})
+    tab = context.new_page()
+    try:
+        tab.set_content(fragment_page(report.flamegraph().html(),
+                                      widths=[600]))
+        svg = tab.locator(".aqp-flame svg.frames").bounding_box()
+        assert svg["width"] == pytest.approx(600, abs=1)
+        assert frame(tab, "train/step").is_visible()
+        assert frame(tab, "train/step").locator("title").text_content() \
+            .startswith("train/step: ")
+    finally:
+        context.close()
