@@ -174,7 +174,13 @@ def test_gpu_work_is_drawn_per_device_and_stream(gpu, tmp_path):
     assert any(t.startswith("host waits on the device in compute: ")
                for t in titles)
     assert ": stream " in section and ": host waits</text>" in section
-    assert "GPU memory in use" in parsed.body["memory"]
+    # a step from 0 to the 16 MiB allocated, held to the run's end
+    memory = parsed.body["memory"]
+    chart = memory[memory.index("GPU memory in use"):]
+    points = re.search(r'points="([^"]*)"', chart).group(1).split()
+    ys = [float(p.split(",")[1]) for p in points]
+    assert len(points) == 4 and ys[0] == ys[1] > ys[2] == ys[3]
+    assert "16.0 MiB" in chart
 
 
 def test_a_merged_report_has_a_band_per_process(rep, tmp_path):

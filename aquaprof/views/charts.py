@@ -97,10 +97,17 @@ def distribution_svg(stage: "StageStats") -> str:
 
 
 def series_svg(points: Sequence[Tuple[float, float]], wall: float,
-               unit: str = "bytes") -> str:
+               unit: str = "bytes", steps: bool = False) -> str:
     """A line of (seconds from the run's start, value) points over the
     run's time, its highest value on the y axis; unit "bytes" prints
-    values as sizes."""
+    values as sizes. With steps, each value holds until the next point,
+    from 0 at the start to the run's end (memory in use after each
+    allocation and free)."""
+    if steps:
+        held: List[Tuple[float, float]] = [(0.0, 0.0)]
+        for t, v in points:
+            held += [(t, held[-1][1]), (t, v)]
+        points = held + [(wall, held[-1][1])]
     top = max((v for _, v in points), default=0.0) or 1.0
     plot_w, plot_h = WIDTH - _LEFT - 10, HEIGHT - _BOTTOM - _TOP
     span = wall if wall > 0 else max((t for t, _ in points), default=1.0)

@@ -152,7 +152,8 @@ def _memory(report: "Report") -> str:
         points = [((int(t) - origin) * 1e-9, float(b))
                   for t, b in zip(events["start_ns"], in_use)]
         parts.append("<div><h3>GPU memory in use (allocations CUPTI saw)"
-                     f"</h3>{series_svg(points, report.wall)}</div>")
+                     f"</h3>{series_svg(points, report.wall, steps=True)}"
+                     f"</div>")
     if not parts:
         return _absent("host memory was not sampled in this run "
                        "(Profiler(memory=True) samples it)")
