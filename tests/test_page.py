@@ -11,6 +11,7 @@ import pytest
 
 import aquaprof as ap
 import crafted
+from aquaprof import _core
 from aquaprof.views import page, timeline
 from aquaprof.views.flamegraph import flamegraph_svg
 from page_reports import SECTIONS, STAGES, bare_report, full_report, \
@@ -294,3 +295,16 @@ def test_run_refuses_a_page_in_a_missing_folder_before_running(tmp_path):
     one_line_error(out, "does not exist")
     assert "ran" not in out.stdout
     assert not (tmp_path / "job.aquaprof.json").exists()
+
+
+def test_a_stage_histogram_is_its_calls_by_bucket(rep):
+    step = rep["train/step"]
+    buckets = step.wall.buckets()
+    assert sum(n for _, n in buckets) == step.count
+    assert [b for b, _ in buckets] == sorted({b for b, _ in buckets})
+    lower = _core.HIST_LOWER_NS
+    # the fastest and slowest calls fall in the first and last buckets
+    fastest, slowest = (round(t * 1e9) for t in (step.wall.min,
+                                                step.wall.max))
+    assert lower[buckets[0][0]] <= fastest < lower[buckets[0][0] + 1]
+    assert lower[buckets[-1][0]] <= slowest < lower[buckets[-1][0] + 1]
