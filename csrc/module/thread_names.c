@@ -13,6 +13,17 @@
  * of the program's must not run. */
 #include "module.h"
 
+/* obj.name, or NULL with an exception set. Names are interned: lookups
+ * keep them in caches, where a fresh string each time would pile up. */
+static PyObject *
+interned_attr(PyObject *obj, const char *name)
+{
+    PyObject *key = PyUnicode_InternFromString(name);
+    PyObject *value = key ? PyObject_GetAttr(obj, key) : NULL;
+    Py_XDECREF(key);
+    return value;
+}
+
 /* A new reference to the calling thread's threading.Thread, or NULL
  * (no exception) when threading does not know it as one of its own: not
  * imported, a thread it did not start, or one it only made a stand-in
@@ -20,7 +31,8 @@
 static PyObject *
 thread_object(void)
 {
-    PyObject *name = PyUnicode_FromString("threading");
+    /* interned, as in interned_attr */
+    PyObject *name = PyUnicode_InternFromString("threading");
     if (name == NULL) {
         return NULL;
     }
@@ -29,12 +41,10 @@ thread_object(void)
     if (threading == NULL) {
         return NULL;
     }
-    PyObject *active = NULL, *dummy = NULL, *ident = NULL;
-    PyObject *thread = NULL;
-    if (ap_getattr_optional(threading, "_active", &active) != 1 ||
-        !PyDict_Check(active) ||
-        ap_getattr_optional(threading, "_DummyThread", &dummy) != 1 ||
-        !PyType_Check(dummy)) {
+    PyObject *active = interned_attr(threading, "_active");
+    PyObject *dummy = interned_attr(threading, "_DummyThread");
+    PyObject *ident = NULL, *thread = NULL;
+    if (!active || !PyDict_Check(active) || !dummy || !PyType_Check(dummy)) {
         goto done;
     }
     ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
@@ -107,9 +117,11 @@ ap_thread_name(PyObject *thread)
     PyErr_Fetch(&exc_type, &exc, &tb);
     PyObject *name = NULL;
     PyObject *dict = PyObject_GenericGetDict(thread, NULL);
-    PyObject *held = dict && PyDict_Check(dict)
-                         ? PyDict_GetItemString(dict, "_name")
+    PyObject *key = PyUnicode_InternFromString("_name");
+    PyObject *held = dict && key && PyDict_Check(dict)
+                         ? PyDict_GetItemWithError(dict, key)
                          : NULL;
+    Py_XDECREF(key);
     if (held != NULL && PyUnicode_Check(held)) {
         /* an exact str, so that the report holds plain data */
         name = PyUnicode_FromObject(held);
