@@ -33,8 +33,10 @@ def threads_summary(threads: Sequence[Mapping[str, Any]],
     """The threads' names in one short phrase, in order: ``MainThread,
     loader, tid 4243``; a name several threads share once with its count
     (``MainThread x4``, the main threads of a merged report); each cut to
-    SUMMARY_CHARS; past `most` names, ``and N more``. Empty for no
-    threads."""
+    SUMMARY_CHARS; past `most` names, ``and N more``. Empty when no
+    thread has a name (a report written before names were recorded)."""
+    if not any(_name(t) for t in threads):
+        return ""       # tids alone: the old header, as it always read
     counts: Dict[str, int] = {}
     for t in threads:
         short = _name(t) or f"tid {t['native_id']}"
