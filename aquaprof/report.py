@@ -348,8 +348,9 @@ class Report:
         return span_gpu_time(self)
 
     @property
-    def threads(self) -> List[Dict[str, int]]:
-        """Threads that recorded stages: index, native_id, spans, dropped."""
+    def threads(self) -> List[Dict[str, Any]]:
+        """Threads that recorded stages: index, native_id, spans, dropped,
+        and name (threading.Thread.name) for Python threads."""
         return [dict(t) for t in self._data["threads"]]
 
     @property

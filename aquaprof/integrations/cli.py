@@ -4,6 +4,8 @@
     aquaprof show run.json                 print a saved report
     aquaprof compare base.json new.json    exit 1 when a stage got slower
     aquaprof flamegraph run.json -o flame.svg [--diff base.json]
+    aquaprof folded run.json [-o run.folded]    folded stacks
+    aquaprof speedscope run.json -o run.speedscope.json
     aquaprof trace run.json -o trace.json
     aquaprof html run.json -o page.html    a self-contained HTML page
     aquaprof merge rank0.json rank1.json ... -o all.json [--labels a,b]
@@ -385,6 +387,34 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_folded(args: argparse.Namespace) -> int:
+    from ..views.flamegraph import folded_lines, write_folded
+    report = _load(args.report)
+    if args.out is not None:
+        print(write_folded(report, _out_path(
+            args.out, f"{_stem(args.report)}.folded")))
+        return 0
+    # the file's bytes, UTF-8 whatever the locale says: a pipe into
+    # flamegraph.pl gets what -o would have written
+    text = "".join(f"{line}\n" for line in folded_lines(report))
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        buffer.write(text.encode("utf-8"))
+    return 0
+
+
+def cmd_speedscope(args: argparse.Namespace) -> int:
+    from ..views.speedscope import write_speedscope
+    out = _out_path(args.out, f"{_stem(args.report)}.speedscope.json")
+    path = write_speedscope(_load(args.report), out,
+                            name=Path(args.report).name)
+    print(f"{path} (open in www.speedscope.app)")
+    return 0
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     out = _out_path(args.out, f"{_stem(args.report)}.trace.json")
     path = _load(args.report).to_chrome_trace(out, args.max_events)
@@ -541,6 +571,23 @@ def parser() -> argparse.ArgumentParser:
     flame.add_argument("--diff", metavar="BASE",
                        help="colour by the change from this report")
     flame.set_defaults(func=cmd_flamegraph)
+
+    folded = sub.add_parser(
+        "folded", help="folded stacks, for flamegraph.pl and friends",
+        description="Writes REPORT as folded stacks: a line 'a;b;c NS' "
+        "per stage path with self time NS (and per sampled code stack "
+        "under it), to stdout unless -o is given.")
+    folded.add_argument("report")
+    folded.add_argument("-o", "--out", help="the file, or a folder for "
+                        "REPORT.folded (default: stdout)")
+    folded.set_defaults(func=cmd_folded)
+
+    scope = sub.add_parser("speedscope", help="speedscope JSON "
+                           "(www.speedscope.app)")
+    scope.add_argument("report")
+    scope.add_argument("-o", "--out", required=True, help="the file, or "
+                       "a folder for REPORT.speedscope.json")
+    scope.set_defaults(func=cmd_speedscope)
 
     trace = sub.add_parser("trace", help="Chrome/Perfetto trace JSON")
     trace.add_argument("report")

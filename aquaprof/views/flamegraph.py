@@ -27,6 +27,7 @@ from .._atomic import write_atomic
 from .._units import fmt_time, printable
 from .code import Chain, labels, weights
 from .flamegraph_script import flamegraph_script
+from .threads import threads_summary
 
 if TYPE_CHECKING:
     from ..analysis.compare import StageChange
@@ -200,8 +201,10 @@ def _details(frame: _Frame, report: "Report", diff: bool) -> str:
     share = frame.total / wall * 100 if wall else 0.0
     if not frame.path:
         threads = len(report.threads)
+        names = threads_summary(report.threads)
         text = (f"all: {fmt_time(frame.total)} of thread time on "
-                f"{threads} thread{'s' if threads != 1 else ''}, "
+                f"{threads} thread{'s' if threads != 1 else ''}"
+                f"{f' ({names})' if names else ''}, "
                 f"{share:.1f} % of the run's {fmt_time(wall)} wall time")
     else:
         text = (f"{frame.path}: {fmt_time(frame.total)} ({share:.1f} % of "
