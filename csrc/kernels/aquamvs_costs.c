@@ -348,6 +348,9 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
         proj = NULL;
         goto done;
     }
+    for (int v = 0; v < a->n; v++) {
+        proj[v].steps += AP_AQUAMVS_NEWTON_EXTRA;
+    }
     if (a->cost == AP_COST_SSIM) {
         double gauss[AP_MAX_WINDOW];
         ap_gauss_weights(r, gauss);

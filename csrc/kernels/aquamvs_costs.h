@@ -18,6 +18,12 @@
 
 #include "sweep.h"
 
+/* Newton steps added to the projectors' (AP_NEWTON_TABLE from a guess
+ * within AP_TABLE_TOLERANCE): a sample that straddles the image's
+ * border mixes texels with zeros, and a window of such near-zero values
+ * has so little variance that NCC's 1e-8 guard leaves its cost
+ * sensitive to 1e-6 px; one more step converges (Newton is quadratic). */
+#define AP_AQUAMVS_NEWTON_EXTRA 1
 /* The division guard of AquaMVS's NCC. */
 #define AP_AQUAMVS_NCC_EPS 1e-8
 /* Least count an SSIM window's weight is clamped to. */
