@@ -186,7 +186,8 @@ def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
 
 def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
                 ref_params: np.ndarray, cams: np.ndarray, depths: np.ndarray,
-                cost: int, window: int, depth_batch: int) -> GpuObject:
+                cost: int, window: int, depth_batch: int,
+                parity: int = 0) -> GpuObject:
     _mvs.gpu_check(ref.device)
     h, w = ref.shape
     d = depths.size
@@ -198,7 +199,7 @@ def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
         _mvs.gpu_cost_volume(ref.device, stream, ref.ptr, stack.ptr, n, h, w,
                              ref_params, cams, _pointer(on_device), d, first,
                              min(depth_batch, d - first), cost, window,
-                             _pointer(rays), _pointer(out))
+                             _pointer(rays), _pointer(out), parity)
     return out
 
 

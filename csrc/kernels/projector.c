@@ -231,13 +231,85 @@ refract_chunk(const ap_projector *restrict p, int n,
     }
 }
 
-void
-ap_project_sample(const ap_projector *proj, int views,
-                  const double *const ray[6], int n, double depth,
-                  const float *imgs, int h, int w, float *const out[])
+/* AquaMVS's sample (grid_sample, bilinear, zero padding, corners
+ * aligned): texels outside the image count as 0, so a sample off the
+ * image is seen, 0 far from it; NaN only where u is (not projected).
+ * Coordinates are clamped to two pixels beyond the border first, where
+ * every texel of the cell is outside already, so that the cell's index
+ * is an int. */
+AP_VECTOR_CLONES void
+sample_zeros_chunk(const float *restrict img, int h, int w, int n,
+                   const double *restrict u, const double *restrict v,
+                   double *restrict out)
 {
-    double u[CHUNK], v[CHUNK], under[CHUNK], hx[CHUNK], hy[CHUNK],
-        dist2[CHUNK], t[CHUNK], fa[CHUNK], fc[CHUNK], fb[CHUNK];
+    for (int i = 0; i < n; i++) {
+        int seen = u[i] == u[i];
+        double x = seen ? u[i] : -2.0, y = seen ? v[i] : -2.0;
+        x = x < -2.0 ? -2.0 : (x > w + 1.0 ? w + 1.0 : x);
+        y = y < -2.0 ? -2.0 : (y > h + 1.0 ? h + 1.0 : y);
+        double left = floor(x), top = floor(y);
+        int x0 = (int)left, y0 = (int)top, x1 = x0 + 1, y1 = y0 + 1;
+        double in_x0 = (x0 >= 0) & (x0 < w), in_x1 = (x1 >= 0) & (x1 < w);
+        double in_y0 = (y0 >= 0) & (y0 < h), in_y1 = (y1 >= 0) & (y1 < h);
+        x0 = x0 < 0 ? 0 : (x0 > w - 1 ? w - 1 : x0);
+        x1 = x1 < 0 ? 0 : (x1 > w - 1 ? w - 1 : x1);
+        y0 = y0 < 0 ? 0 : (y0 > h - 1 ? h - 1 : y0);
+        y1 = y1 < 0 ? 0 : (y1 > h - 1 ? h - 1 : y1);
+        double q00 = img[y0 * w + x0] * (in_x0 * in_y0);
+        double q01 = img[y0 * w + x1] * (in_x1 * in_y0);
+        double q10 = img[y1 * w + x0] * (in_x0 * in_y1);
+        double q11 = img[y1 * w + x1] * (in_x1 * in_y1);
+        double value = ap_bilinear_mix(q00, q01, q10, q11, x - left,
+                                       y - top);
+        out[i] = seen ? value : NAN;
+    }
+}
+
+/* The pixels (u, v) of a chunk's m points in camera p; u NaN where the
+ * point is not seen. fa, fc, fb hold the points in the interface frame
+ * of *framed (NULL: none yet), which p reuses when it shares it. */
+static void
+chunk_pixels(const ap_projector *p, const double *const o[3],
+             const double *const d[3], int m, double depth,
+             const ap_projector **framed, double *fa, double *fc,
+             double *fb, double *u, double *v)
+{
+    double under[CHUNK], hx[CHUNK], hy[CHUNK], dist2[CHUNK], t[CHUNK];
+    if (!p->refractive) {
+        pinhole_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth, u,
+                      v);
+        return;
+    }
+    if (*framed == NULL || !same_frame(*framed, p)) {
+        frame_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth, fa, fc,
+                    fb);
+        *framed = p;
+    }
+    place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
+    if (p->terms) {
+        poly_chunk(p, m, under, dist2, t);
+    } else {
+        table_chunk(p, p->table, m, under, dist2, t);
+    }
+    /* more steps only where the table could not be made fine */
+    for (int k = 1; k < p->steps; k++) {
+        for (int i = 0; i < m; i++) {
+            t[i] = ap_snell_step_share(t[i], dist2[i], under[i], p->hc,
+                                       p->na, p->nw);
+        }
+    }
+    refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
+}
+
+/* ap_project_sample, into float rows (out) or, with zero padding, into
+ * double rows (zeros_out) */
+static void
+project_sample(const ap_projector *proj, int views,
+               const double *const ray[6], int n, double depth,
+               const float *imgs, int h, int w, float *const out[],
+               double *const zeros_out[])
+{
+    double u[CHUNK], v[CHUNK], fa[CHUNK], fc[CHUNK], fb[CHUNK];
     size_t img_size = (size_t)h * w;
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
@@ -247,35 +319,34 @@ ap_project_sample(const ap_projector *proj, int views,
                               ray[5] + start};
         const ap_projector *framed = NULL;   /* whose frame fa, fc, fb are */
         for (int view = 0; view < views; view++) {
-            const ap_projector *p = &proj[view];
-            if (p->refractive) {
-                if (framed == NULL || !same_frame(framed, p)) {
-                    frame_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m,
-                                depth, fa, fc, fb);
-                    framed = p;
-                }
-                place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
-                if (p->terms) {
-                    poly_chunk(p, m, under, dist2, t);
-                } else {
-                    table_chunk(p, p->table, m, under, dist2, t);
-                }
-                /* more steps only where the table could not be made fine */
-                for (int k = 1; k < p->steps; k++) {
-                    for (int i = 0; i < m; i++) {
-                        t[i] = ap_snell_step_share(t[i], dist2[i], under[i],
-                                                   p->hc, p->na, p->nw);
-                    }
-                }
-                refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
+            chunk_pixels(&proj[view], o, d, m, depth, &framed, fa, fc, fb,
+                         u, v);
+            if (zeros_out != NULL) {
+                sample_zeros_chunk(imgs + view * img_size, h, w, m, u, v,
+                                   zeros_out[view] + start);
             } else {
-                pinhole_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m,
-                              depth, u, v);
+                sample_chunk(imgs + view * img_size, h, w, m, u, v,
+                             out[view] + start);
             }
-            sample_chunk(imgs + view * img_size, h, w, m, u, v,
-                         out[view] + start);
         }
     }
+}
+
+void
+ap_project_sample(const ap_projector *proj, int views,
+                  const double *const ray[6], int n, double depth,
+                  const float *imgs, int h, int w, float *const out[])
+{
+    project_sample(proj, views, ray, n, depth, imgs, h, w, out, NULL);
+}
+
+void
+ap_project_sample_zeros(const ap_projector *proj, int views,
+                        const double *const ray[6], int n, double depth,
+                        const float *imgs, int h, int w,
+                        double *const out[])
+{
+    project_sample(proj, views, ray, n, depth, imgs, h, w, NULL, out);
 }
 
 void

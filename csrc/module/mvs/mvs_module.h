@@ -37,6 +37,10 @@ int ap_mvs_check_pixels(Py_ssize_t h, Py_ssize_t w, const char *what);
  * with ValueError naming what, n and the limit. */
 int ap_mvs_check_count(Py_ssize_t n, const char *what, const char *things);
 
+/* 0 when parity is an ap_parity that has the cost; -1 with ValueError
+ * saying which is wrong. */
+int ap_mvs_check_parity(int parity, int cost);
+
 /* Fills cam from a float64 (AP_CAMERA_PARAMS,) array. 0, or -1 with
  * ValueError naming what (NULL: "not a valid camera: ...") and what is
  * wrong with it. */
