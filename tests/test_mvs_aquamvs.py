@@ -19,6 +19,7 @@ from aquaprof.mvs import scenes  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent
                        / "benchmarks"))
 import aquamvs_torch as reference  # noqa: E402
+import mvs_accuracy  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 H, W, D = 96, 128, 16
@@ -300,6 +301,21 @@ def test_warp_source_image_with_textbook_parity_is_the_native_warp(scene):
 def test_generate_depth_hypotheses_is_linspace():
     assert torch.equal(aquamvs.generate_depth_hypotheses(0.5, 1.5, 11),
                        torch.linspace(0.5, 1.5, 11))
+
+
+def test_the_accuracy_script_prints_both_parities_per_scene_and_cost(
+        capsys):
+    assert mvs_accuracy.main(["--height", "48", "--width", "64",
+                              "--views", "3", "--depths", "12",
+                              "--window", "5"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            [2:]]
+    assert [r[:3] for r in rows] == [
+        [kind, cost, parity] for kind in ("flat", "wavy")
+        for cost in ("ncc", "ssim") for parity in ("aquamvs", "textbook")]
+    for row in rows:
+        error, complete, differ = map(float, row[3:])
+        assert error > 0 and 0 < complete <= 100 and 0 <= differ <= 100
 
 
 # -- bad inputs ------------------------------------------------------------
