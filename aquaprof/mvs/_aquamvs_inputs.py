@@ -55,12 +55,17 @@ def check_parity(parity: object) -> str:
     return str(parity)
 
 
+def host_array(value: object) -> np.ndarray:
+    """A tensor (any device), array, sequence or number as an array."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
 def _host(value: object) -> np.ndarray:
     """A tensor (any device), array or number as a float64 array."""
-    if hasattr(value, "detach"):
-        value = value.detach().cpu().numpy()
     try:
-        return np.asarray(value, dtype=np.float64)
+        return np.asarray(host_array(value), dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"must be numbers, got {type(value).__name__}") \
             from None
@@ -137,11 +142,11 @@ def config_values(config: object, names: Sequence[str]) -> Tuple[Any, ...]:
             raise ValueError(f"config.cost_function: unknown cost function "
                              f"{value!r}, expected 'ncc' or 'ssim'")
         if attribute == "window_size" and not (
-                _is_int(value) and 3 <= value <= _mvs.MAX_WINDOW
+                is_int(value) and 3 <= value <= _mvs.MAX_WINDOW
                 and value % 2 == 1):
             raise ValueError(f"config.window_size must be an odd int from 3 "
                              f"to {_mvs.MAX_WINDOW}, got {value!r}")
-        if attribute == "num_depths" and not (_is_int(value) and value >= 2):
+        if attribute == "num_depths" and not (is_int(value) and value >= 2):
             raise ValueError(f"config.num_depths must be an int >= 2 (depth "
                              f"extraction steps between the first two), got "
                              f"{value!r}")
@@ -149,7 +154,7 @@ def config_values(config: object, names: Sequence[str]) -> Tuple[Any, ...]:
     return tuple(out)
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value,
                                                                    bool)
 

@@ -6,7 +6,8 @@ so that switching is one import::
 
 Inputs are torch tensors on the CPU (they run the C kernels, read without
 copies where they are float32 already) or on a CUDA device (the CUDA
-kernels); outputs are tensors on the same device. Projection models are
+kernels); outputs are tensors on the same device (plane_sweep_stereo,
+as AquaMVS, moves the frames to its `device` first). Projection models are
 any objects carrying K, R, t, water_z, normal, n_air and n_water (tensors,
 arrays or numbers); configs any objects carrying cost_function ("ncc" or
 "ssim"), window_size and num_depths.
@@ -32,7 +33,7 @@ import numpy as np
 from . import plane_sweep
 from ._aquamvs_inputs import (Tensor, TiltedSurfaceWarning, camera,
                               check_parity, config_values, depths_host, gray,
-                              torch_module)
+                              host_array, is_int, torch_module)
 from .camera import Camera
 
 __all__ = ["TiltedSurfaceWarning", "build_cost_volume", "extract_depth",
@@ -55,8 +56,7 @@ def generate_depth_hypotheses(d_min: float, d_max: float, num_depths: int,
     if not hi > lo:
         raise ValueError(f"the depth range must have d_max > d_min, got "
                          f"({lo}, {hi})")
-    if not (isinstance(num_depths, (int, np.integer))
-            and not isinstance(num_depths, bool) and num_depths >= 1):
+    if not (is_int(num_depths) and num_depths >= 1):
         raise ValueError(f"num_depths must be an int >= 1, got "
                          f"{num_depths!r}")
     return torch.linspace(lo, hi, int(num_depths), device=device)
@@ -78,7 +78,7 @@ def warp_source_image(ref_model: object, src_model: object,
     src_cam = camera(src_model, "src_model")
     image = gray(src_image, "src_image")
     h, w = image.shape
-    grid = _as_host(pixel_grid)
+    grid = host_array(pixel_grid)
     if grid.shape != (h * w, 2) or grid.dtype.kind not in "fiu":
         raise ValueError(f"pixel_grid must hold one (u, v) per pixel of "
                          f"src_image, ({h * w}, 2) numbers, got "
@@ -202,7 +202,8 @@ def plane_sweep_stereo(ref_name: str, ref_model: object,
                             f"{type(table).__name__}")
         absent = [n for n in src_names if n not in table]
         if absent:
-            raise KeyError(f"{what} has no entry for {', '.join(map(repr, absent))}")
+            raise KeyError(f"{what} has no entry for "
+                           f"{', '.join(map(repr, absent))}")
     if len(tuple(depth_range)) != 2:
         raise ValueError(f"depth_range must be (d_min, d_max), got "
                          f"{depth_range!r}")
@@ -260,9 +261,3 @@ def extract_depth(cost_volume: Tensor, depths: Tensor
     edge = (best == 0) | (best == count - 1)
     return (depth.masked_fill(edge, float("nan")),
             confidence.masked_fill(edge, 0.0))
-
-
-def _as_host(value: object) -> np.ndarray:
-    if hasattr(value, "detach"):
-        return value.detach().cpu().numpy()
-    return np.asarray(value)
