@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import torch
 
@@ -36,16 +36,18 @@ class Config:
 
 
 def median_time(run: Callable[[], torch.Tensor], device: str,
-                repeats: int) -> float:
-    run()
+                repeats: int) -> Tuple[float, torch.Tensor]:
+    """The median time of `repeats` runs after a warm-up, and the last
+    run's result."""
+    out = run()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        run()
+        out = run()
         if device == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(times), out
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -87,11 +89,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             models[names[0]], [models[n] for n in names[1:]], grays[0],
             grays[1:], depths, args.cost, args.window)
 
-    ours = median_time(dropin, args.device, args.repeats)
-    textbook = median_time(lambda: dropin("textbook"), args.device,
-                           args.repeats)
-    theirs = median_time(torch_version, args.device, args.repeats)
-    gap = (dropin().double() - torch_version().double()).abs().max()
+    ours, volume = median_time(dropin, args.device, args.repeats)
+    textbook, _ = median_time(lambda: dropin("textbook"), args.device,
+                              args.repeats)
+    theirs, expected = median_time(torch_version, args.device, args.repeats)
+    gap = (volume.double() - expected.double()).abs().max()
     print(f"{args.height}x{args.width}, {args.views} views, {args.depths} "
           f"depths, {args.cost} {args.window}, {args.device}"
           + (f" ({torch.cuda.get_device_name()})"

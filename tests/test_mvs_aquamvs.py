@@ -19,6 +19,7 @@ from aquaprof.mvs import scenes  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent
                        / "benchmarks"))
 import aquamvs_torch as reference  # noqa: E402
+import bench_aquamvs_dropin  # noqa: E402
 import mvs_accuracy  # noqa: E402
 
 CUDA = torch.cuda.is_available()
@@ -316,6 +317,17 @@ def test_the_accuracy_script_prints_both_parities_per_scene_and_cost(
     for row in rows:
         error, complete, differ = map(float, row[3:])
         assert error > 0 and 0 < complete <= 100 and 0 <= differ <= 100
+
+
+def test_the_speed_script_times_both_and_says_how_far_apart(capsys):
+    assert bench_aquamvs_dropin.main(["--height", "24", "--width", "32",
+                                      "--views", "3", "--depths", "4",
+                                      "--window", "5", "--repeats", "1"]) \
+        == 0
+    out = capsys.readouterr().out
+    assert out.count("x faster") == 2
+    gap = float(out.rsplit(":", 1)[1])
+    assert gap < 1e-4
 
 
 # -- bad inputs ------------------------------------------------------------
