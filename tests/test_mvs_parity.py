@@ -12,6 +12,7 @@ from aquaprof import _mvs
 from aquaprof.mvs import Camera, scenes
 
 import aquamvs_reference as reference
+from fake_gpu import scenario
 
 try:
     import torch
@@ -302,6 +303,63 @@ def test_textbook_costs_are_unchanged_bit_for_bit(key):
     assert hashlib.sha256(default.tobytes()).hexdigest()[:16] == \
         TEXTBOOK[key]
     assert np.array_equal(default, named)
+
+
+# ---------------------------------------------- through the fake driver
+
+def test_gpu_parity_launches_its_three_passes_a_plane(fakes):
+    """Through the fake driver (which runs no kernel): AquaMVS parity
+    needs its scratch, checked like every device pointer before any
+    launch, then launches the rays and three passes a plane; sad with
+    parity is refused before the driver is asked anything."""
+    lib = str(fakes / "libcuda.so")
+    found = scenario(f"""
+        from aquaprof import _mvs
+        from aquaprof.mvs import Camera
+        fake = ctypes.CDLL({lib!r})
+        fake.fake_cuda_alloc.restype = ctypes.c_ulonglong
+        fake.fake_cuda_alloc.argtypes = [ctypes.c_ulonglong, ctypes.c_uint]
+        try:
+            _mvs.gpu_check(-1)
+        except RuntimeError as e:
+            print(json.dumps(str(e)))
+            raise SystemExit
+        H, W, N, D = 12, 16, 2, 3
+        K = np.array([[20.0, 0, 8], [0, 20, 6], [0, 0, 1]])
+        cam = Camera.pinhole(K, np.eye(3), np.zeros(3)).params
+        cams = np.stack([cam] * N)
+        def alloc(size):
+            return fake.fake_cuda_alloc(size, 2)
+        p = [alloc(H * W * 4), alloc(N * H * W * 4), alloc(D * 8),
+             alloc(6 * H * W * 8), alloc(H * W * D * 4)]
+
+        def run(cost, parity, scratch):
+            before = fake.fake_cuda_launches()
+            try:
+                _mvs.gpu_cost_volume(0, 0, p[0], p[1], N, H, W, cam, cams,
+                                     p[2], D, 0, D, cost, 5, p[3], p[4],
+                                     parity, scratch)
+                error = None
+            except ValueError as e:
+                error = str(e)
+            return [error, fake.fake_cuda_launches() - before]
+
+        print(json.dumps({{
+            "ncc": run(0, 1, alloc(N * 3 * H * W * 8)),
+            "ssim": run(1, 1, alloc(N * 3 * H * W * 8)),
+            "no scratch": run(0, 1, 0),
+            "sad": run(2, 1, alloc(N * 3 * H * W * 8)),
+            "textbook": run(0, 0, 0),
+        }}))
+    """, {"AQUAPROF_LIBCUDA": lib})
+    if isinstance(found, str):
+        pytest.skip(found)
+    assert found["ncc"] == [None, 1 + 3 * 3]
+    assert found["ssim"] == [None, 1 + 3 * 3]
+    assert found["no scratch"] == ["scratch is a null device pointer", 0]
+    assert found["sad"][0].startswith("AquaMVS parity has no SAD cost")
+    assert found["sad"][1] == 0
+    assert found["textbook"] == [None, 2]
 
 
 # ------------------------------------------------------------ on a GPU

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aquamvs_math.h"
 #include "projector.h"
 #include "sweep_rays.h"
 #include "vectorize.h"
@@ -167,34 +168,22 @@ ap_aquamvs_centre(const double *restrict down, int w, double least,
 
 AP_VECTOR_CLONES void
 ap_aquamvs_ncc_row(const double *restrict down, const double *restrict n,
-                   int w, double least, double fewest,
-                   double *restrict acc)
+                   int w, double fewest, double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        double c = n[x] < least ? least : n[x];
-        double vr = down[x] / c, vs = down[w + x] / c;
-        double cov = down[2 * w + x] / c;
-        double cost = 1.0 - cov / (sqrt(vr * vs) + AP_AQUAMVS_NCC_EPS);
-        cost = n[x] < fewest ? 1.0 : cost;
-        acc[x] += cost < 0.0 ? 0.0 : (cost > 2.0 ? 2.0 : cost);
+        acc[x] += ap_aquamvs_ncc(n[x], down[x], down[w + x],
+                                 down[2 * w + x], fewest);
     }
 }
 
 AP_VECTOR_CLONES void
 ap_aquamvs_ssim_row(const double *restrict down, const double *restrict n,
                     const double *restrict mr, const double *restrict ms,
-                    int w, double least, double *restrict acc)
+                    int w, double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        double c = n[x] < least ? least : n[x];
-        double vr = down[x] / c, vs = down[w + x] / c;
-        double cov = down[2 * w + x] / c;
-        double a = mr[x], b = ms[x];
-        double ssim = ((2 * a * b + AP_SSIM_C1) * (2 * cov + AP_SSIM_C2)) /
-                      ((a * a + b * b + AP_SSIM_C1) *
-                       (vr + vs + AP_SSIM_C2));
-        double cost = c < 0.5 ? 1.0 : 1.0 - ssim;
-        acc[x] += cost < 0.0 ? 0.0 : (cost > 1.0 ? 1.0 : cost);
+        acc[x] += ap_aquamvs_ssim(n[x], mr[x], ms[x], down[x], down[w + x],
+                                  down[2 * w + x]);
     }
 }
 
@@ -276,13 +265,13 @@ band_view(const parity_job *job, workspace *ws, int v, double depth,
                                CENTRED_COUNT);
         double *acc = ws->acc + (size_t)(p - y0) * w;
         if (a->cost == AP_COST_NCC) {
-            ap_aquamvs_ncc_row(ws->down, n, w, job->least, fewest, acc);
+            ap_aquamvs_ncc_row(ws->down, n, w, fewest, acc);
         } else {
             ap_aquamvs_ssim_row(
                 ws->down, n,
                 slot(ws->centred, CENTRED_ROWS, p, r, w, CENTRED_MR),
                 slot(ws->centred, CENTRED_ROWS, p, r, w, CENTRED_MS), w,
-                job->least, acc);
+                acc);
         }
     }
 }
@@ -360,7 +349,7 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
         for (int j = 0; j <= r; j++) {
             job->taps[j] = 1.0;
         }
-        job->least = 1.0;
+        job->least = AP_AQUAMVS_NCC_LEAST;
     }
     job->args = a;
     job->rays = &rays;

@@ -24,11 +24,6 @@
  * has so little variance that NCC's 1e-8 guard leaves its cost
  * sensitive to 1e-6 px; one more step converges (Newton is quadratic). */
 #define AP_AQUAMVS_NEWTON_EXTRA 1
-/* The division guard of AquaMVS's NCC. */
-#define AP_AQUAMVS_NCC_EPS 1e-8
-/* Least count an SSIM window's weight is clamped to. */
-#define AP_AQUAMVS_SSIM_LEAST 1e-8
-
 /* ap_cost_volume with AquaMVS's costs (a->cost NCC or SSIM): the same
  * contract, the same bands, so neither does the result depend on
  * threads. Returns 0, -1 out of memory, -2 when a thread cannot start. */

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "aquamvs_math.h"
 #include "camera_math.h"
 #include "cost_math.h"
 #include "snell.h"
@@ -231,12 +232,7 @@ refract_chunk(const ap_projector *restrict p, int n,
     }
 }
 
-/* AquaMVS's sample (grid_sample, bilinear, zero padding, corners
- * aligned): texels outside the image count as 0, so a sample off the
- * image is seen, 0 far from it; NaN only where u is (not projected).
- * Coordinates are clamped to two pixels beyond the border first, where
- * every texel of the cell is outside already, so that the cell's index
- * is an int. */
+/* AquaMVS's sample (ap_bilinear_zeros), seen wherever u is not NaN */
 AP_VECTOR_CLONES void
 sample_zeros_chunk(const float *restrict img, int h, int w, int n,
                    const double *restrict u, const double *restrict v,
@@ -244,23 +240,8 @@ sample_zeros_chunk(const float *restrict img, int h, int w, int n,
 {
     for (int i = 0; i < n; i++) {
         int seen = u[i] == u[i];
-        double x = seen ? u[i] : -2.0, y = seen ? v[i] : -2.0;
-        x = x < -2.0 ? -2.0 : (x > w + 1.0 ? w + 1.0 : x);
-        y = y < -2.0 ? -2.0 : (y > h + 1.0 ? h + 1.0 : y);
-        double left = floor(x), top = floor(y);
-        int x0 = (int)left, y0 = (int)top, x1 = x0 + 1, y1 = y0 + 1;
-        double in_x0 = (x0 >= 0) & (x0 < w), in_x1 = (x1 >= 0) & (x1 < w);
-        double in_y0 = (y0 >= 0) & (y0 < h), in_y1 = (y1 >= 0) & (y1 < h);
-        x0 = x0 < 0 ? 0 : (x0 > w - 1 ? w - 1 : x0);
-        x1 = x1 < 0 ? 0 : (x1 > w - 1 ? w - 1 : x1);
-        y0 = y0 < 0 ? 0 : (y0 > h - 1 ? h - 1 : y0);
-        y1 = y1 < 0 ? 0 : (y1 > h - 1 ? h - 1 : y1);
-        double q00 = img[y0 * w + x0] * (in_x0 * in_y0);
-        double q01 = img[y0 * w + x1] * (in_x1 * in_y0);
-        double q10 = img[y1 * w + x0] * (in_x0 * in_y1);
-        double q11 = img[y1 * w + x1] * (in_x1 * in_y1);
-        double value = ap_bilinear_mix(q00, q01, q10, q11, x - left,
-                                       y - top);
+        double value = ap_bilinear_zeros(img, h, w, seen ? u[i] : -2.0,
+                                         seen ? v[i] : -2.0);
         out[i] = seen ? value : NAN;
     }
 }

@@ -151,12 +151,14 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
         for (int v = 0; v < a->n; v++) {
             double *cols = ws->cols + v * cols_size;
             if (!box) {   /* Gaussian: the window's rows, weighted */
-                memset(cols, 0, cols_size * sizeof(double));
+                const float *refs[AP_MAX_WINDOW], *rows[AP_MAX_WINDOW];
                 for (int y = want_lo; y < want_hi; y++) {
-                    ap_add_row(cols, w, a->cost, a->ref + (size_t)y * w,
-                               ring_row(ws, v, y, ring_rows, w),
-                               job->gauss[y - yo + r]);
+                    refs[y - want_lo] = a->ref + (size_t)y * w;
+                    rows[y - want_lo] = ring_row(ws, v, y, ring_rows, w);
                 }
+                ap_weighted_columns(cols, w, refs, rows,
+                                    job->gauss + (want_lo - yo + r),
+                                    want_hi - want_lo);
             }
             ap_add_row_costs(cols, w, r, a->cost, job->gauss, ws->scratch,
                              ws->acc);

@@ -124,6 +124,74 @@ ap_slide_row(double *cols, int w, ap_cost cost, const float *ref_out,
  * being compiled has. */
 typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
 
+typedef long long v4l __attribute__((vector_size(4 * sizeof(long long))));
+typedef float v4f __attribute__((vector_size(4 * sizeof(float))));
+
+/* Four samples' quantities, weighted, into six sums (set when first,
+ * else added): NaN (not seen) masked to zero through the comparison's
+ * bits. */
+static inline void
+add_weighted(const float *ref, const float *warped, double g, v4d sum[6],
+             int first)
+{
+    v4f rf, sf;
+    memcpy(&rf, ref, sizeof(rf));
+    memcpy(&sf, warped, sizeof(sf));
+    v4d r = __builtin_convertvector(rf, v4d);
+    v4d s = __builtin_convertvector(sf, v4d);
+    v4l seen = s == s;
+    v4d one = {1.0, 1.0, 1.0, 1.0};
+    v4d n = (v4d)((v4l)one & seen);
+    v4d rm = (v4d)((v4l)r & seen), sm = (v4d)((v4l)s & seen);
+    v4d gr = g * rm, gs = g * sm;
+    v4d q[6] = {g * n, gr, gs, gr * r, gs * sm, gr * sm};
+    for (int k = 0; k < 6; k++) {
+        if (first) {
+            sum[k] = q[k];
+        } else {
+            sum[k] += q[k];
+        }
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_weighted_columns(double *restrict cols, int w, const float *const *refs,
+                    const float *const *rows, const double *weights,
+                    int count)
+{
+    int x = 0;
+    /* two vectors at a time: twelve chains of adds overlap */
+    for (; x + 8 <= w; x += 8) {
+        v4d a[6], b[6];
+        add_weighted(refs[0] + x, rows[0] + x, weights[0], a, 1);
+        add_weighted(refs[0] + x + 4, rows[0] + x + 4, weights[0], b, 1);
+        for (int j = 1; j < count; j++) {
+            add_weighted(refs[j] + x, rows[j] + x, weights[j], a, 0);
+            add_weighted(refs[j] + x + 4, rows[j] + x + 4, weights[j], b, 0);
+        }
+        for (int k = 0; k < AP_NQ; k++) {
+            memcpy(cols + (size_t)k * w + x, &a[k], sizeof(a[k]));
+            memcpy(cols + (size_t)k * w + x + 4, &b[k], sizeof(b[k]));
+        }
+    }
+    for (; x < w; x++) {
+        double sum[AP_NQ] = {0.0};
+        for (int j = 0; j < count; j++) {
+            quantities q = sample_quantities(refs[j][x], rows[j][x],
+                                             weights[j]);
+            sum[0] += q.n;
+            sum[1] += q.r;
+            sum[2] += q.s;
+            sum[3] += q.rr;
+            sum[4] += q.ss;
+            sum[5] += q.rs;
+        }
+        for (int k = 0; k < AP_NQ; k++) {
+            cols[(size_t)k * w + x] = sum[k];
+        }
+    }
+}
+
 /* Prefix sums of nq rows of w, side by side into nq rows of w + 1. A
  * running sum is a chain of dependent adds, so four elements are scanned
  * at a time in a vector (two shifted adds, then the carry from the ones
@@ -192,12 +260,68 @@ ap_box_sums(const double *restrict cols, int nq, int w, int r,
     }
 }
 
-/* Gaussian-weighted sums; outside the image weighs nothing. */
-static void
-gauss_sums(const double *restrict col, int w, int r,
-           const double *restrict gauss, double *restrict out)
+/* s += g (p[-j] + p[j]): one symmetric pair of taps */
+static inline void
+add_pair(v4d *s, const double *p, int j, double g)
 {
-    for (int x = 0; x < w; x++) {
+    v4d left, right;
+    memcpy(&left, p - j, sizeof(left));
+    memcpy(&right, p + j, sizeof(right));
+    *s += g * (left + right);
+}
+
+/* Gaussian-weighted sums along a row; outside the image weighs nothing.
+ * The inside, where no tap needs clamping, four outputs at a time. */
+AP_VECTOR_CLONES void
+ap_gauss_sums(const double *restrict col, int w, int r,
+              const double *restrict gauss, double *restrict out)
+{
+    int x = 0;
+    for (; x < w && (x < r || x + r >= w); x++) {
+        int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
+        double s = 0.0;
+        for (int j = lo; j < hi; j++) {
+            s += gauss[j - x + r] * col[j];
+        }
+        out[x] = s;
+    }
+    /* the weights are symmetric: a pair of taps takes one product; four
+     * vectors at a time, so that four chains of adds overlap */
+    for (; x + 16 + r <= w; x += 16) {
+        const double *c = col + x;
+        v4d s0, s1, s2, s3;
+        memcpy(&s0, c, sizeof(s0));
+        memcpy(&s1, c + 4, sizeof(s1));
+        memcpy(&s2, c + 8, sizeof(s2));
+        memcpy(&s3, c + 12, sizeof(s3));
+        s0 *= gauss[r];
+        s1 *= gauss[r];
+        s2 *= gauss[r];
+        s3 *= gauss[r];
+        for (int j = 1; j <= r; j++) {
+            add_pair(&s0, c, j, gauss[r + j]);
+            add_pair(&s1, c + 4, j, gauss[r + j]);
+            add_pair(&s2, c + 8, j, gauss[r + j]);
+            add_pair(&s3, c + 12, j, gauss[r + j]);
+        }
+        memcpy(out + x, &s0, sizeof(s0));
+        memcpy(out + x + 4, &s1, sizeof(s1));
+        memcpy(out + x + 8, &s2, sizeof(s2));
+        memcpy(out + x + 12, &s3, sizeof(s3));
+    }
+    for (; x + 4 + r <= w; x += 4) {
+        v4d s;
+        memcpy(&s, col + x, sizeof(s));
+        s *= gauss[r];
+        for (int j = 1; j <= r; j++) {
+            v4d left, right;
+            memcpy(&left, col + x - j, sizeof(left));
+            memcpy(&right, col + x + j, sizeof(right));
+            s += gauss[r + j] * (left + right);
+        }
+        memcpy(out + x, &s, sizeof(s));
+    }
+    for (; x < w; x++) {
         int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
         double s = 0.0;
         for (int j = lo; j < hi; j++) {
@@ -250,7 +374,7 @@ ap_add_row_costs(const double *cols, int w, int radius, ap_cost cost,
     for (int k = 0; k < nq; k++) {
         q[k] = sums + k * stride;
         if (cost == AP_COST_SSIM) {
-            gauss_sums(cols + (size_t)k * w, w, radius, gauss, q[k]);
+            ap_gauss_sums(cols + (size_t)k * w, w, radius, gauss, q[k]);
         }
     }
     if (cost != AP_COST_SSIM) {

@@ -20,6 +20,13 @@ void ap_slide_row(double *cols, int w, ap_cost cost, const float *ref_out,
                   const float *out, const float *ref, const float *warped,
                   double weight);
 
+/* Column sums of count rows (refs, rows: reference and warped), the
+ * quantities of row j weighted by weights[j]: SSIM's Gaussian window
+ * down the columns, summed in one pass. */
+void ap_weighted_columns(double *cols, int w, const float *const *refs,
+                         const float *const *rows, const double *weights,
+                         int count);
+
 /* Adds to acc (w) the window cost of each pixel of a row whose column
  * sums are cols: box windows of 2 radius + 1, or for SSIM the Gaussian
  * weights gauss (2 radius + 1, summing to 1). scratch: 2 AP_NQ (w + 1)

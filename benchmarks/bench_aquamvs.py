@@ -1,0 +1,144 @@
+"""aquaprof's plane sweep against AquaMVS's dense stage as its users run
+it (benchmarks/aquamvs_torch.py: PyTorch, float32, a per-depth and
+per-source loop of Newton projection, grid_sample and conv2d costs), in
+one run, on the same threads.
+
+    python benchmarks/bench_aquamvs.py [--height 240 --width 320
+        --views 4 --depths 64 --window 11 --threads 1,2 --costs ncc,ssim]
+
+AquaMVS's time is the median time of one depth plane (over
+--torch-planes planes, spread over the range) times the number of
+planes: its loop does the same work at every plane, so a whole volume
+of it (minutes here) need not be run. Ours is the median of --repeats
+whole volumes, in each parity mode the installed aquaprof has
+("textbook", and "aquamvs": AquaMVS's own numbers). Targets: NCC >= 40x,
+SSIM >= 20x on every thread count.
+
+The speed of torch's conv2d differs from one CPU and build to another
+by much more than ours does, so the time of one conv2d of the image
+with the window is printed beside the ratios: compare ratios measured
+on different machines with it in mind.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import aquamvs_torch  # noqa: E402
+from aquaprof import mvs  # noqa: E402
+from aquaprof.mvs import scenes  # noqa: E402
+
+TARGETS = {"ncc": 40.0, "ssim": 20.0}
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def conv_time(height: int, width: int, window: int) -> float:
+    image = torch.rand(1, 1, height, width)
+    kernel = torch.ones(1, 1, window, window)
+    F.conv2d(image, kernel, padding=window // 2)
+    return median_time(lambda: F.conv2d(image, kernel,
+                                        padding=window // 2), 5)
+
+
+def torch_plane_time(scene: scenes.Scene, depths: np.ndarray, cost: str,
+                     window: int, planes: int) -> float:
+    """Median time of one plane of AquaMVS's loop."""
+    models = [aquamvs_torch.RefractiveModel.from_camera(c)
+              for c in scene.cameras]
+    ref = torch.from_numpy(scene.ref.copy())
+    srcs = [torch.from_numpy(i.copy()) for i in scene.images[1:]]
+    picks = np.linspace(0, depths.size - 1, planes).round().astype(int)
+    one = lambda k: aquamvs_torch.build_cost_volume(  # noqa: E731
+        models[0], models[1:], ref, srcs,
+        torch.tensor(depths[k:k + 1], dtype=torch.float32), cost, window)
+    one(int(picks[0]))      # torch sets up its kernels on the first call
+    return statistics.median(median_time(lambda: one(int(k)), 1)
+                             for k in picks)
+
+
+def parity_modes() -> List[str]:
+    params = inspect.signature(mvs.build_cost_volume).parameters
+    return ["textbook", "aquamvs"] if "parity" in params else ["textbook"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--height", type=int, default=240)
+    parser.add_argument("--width", type=int, default=320)
+    parser.add_argument("--views", type=int, default=4,
+                        help="source views (default 4)")
+    parser.add_argument("--depths", type=int, default=64)
+    parser.add_argument("--window", type=int, default=11)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--costs", default="ncc,ssim")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--torch-planes", type=int, default=3)
+    args = parser.parse_args()
+    costs = args.costs.split(",")
+    bad = [c for c in costs if c not in TARGETS]
+    if bad:
+        parser.error(f"--costs: unknown {bad}, choose from {list(TARGETS)}")
+    threads = [int(t) for t in args.threads.split(",")]
+    scene = scenes.make_scene("flat", "refractive", args.views + 1,
+                              args.height, args.width)
+    depths = np.linspace(*scene.depth_range(0.03), args.depths)
+    modes = parity_modes()
+    print(f"{args.height}x{args.width}, {args.views} source views, "
+          f"{args.depths} depths, window {args.window}, refractive; "
+          f"torch {torch.__version__}")
+    rows: List[Dict[str, object]] = []
+    for n in threads:
+        torch.set_num_threads(n)
+        conv = conv_time(args.height, args.width, args.window)
+        for cost in costs:
+            plane = torch_plane_time(scene, depths, cost, args.window,
+                                     args.torch_planes)
+            theirs = plane * args.depths
+            for mode in modes:
+                extra = {"parity": mode} if len(modes) > 1 else {}
+                ours = median_time(lambda: mvs.build_cost_volume(
+                    scene.ref, scene.images[1:], scene.ref_cam,
+                    scene.cameras[1:], depths, cost, args.window,
+                    threads=n, **extra), args.repeats)
+                rows.append({"cost": cost, "threads": n, "mode": mode,
+                             "ours": ours, "theirs": theirs,
+                             "conv": conv})
+            print(f"  {cost} on {n} thread(s) done", file=sys.stderr)
+    print(f"\n{'cost':<5} {'threads':>7} {'parity':<9} {'ours s':>8} "
+          f"{'AquaMVS s':>10} {'ratio':>7} {'target':>7} "
+          f"{'conv2d ms':>9}")
+    missed = []
+    for r in rows:
+        ratio = float(r["theirs"]) / float(r["ours"])  # type: ignore
+        target = TARGETS[str(r["cost"])]
+        if ratio < target:
+            missed.append(f"{r['cost']}/{r['threads']}/{r['mode']}")
+        print(f"{r['cost']:<5} {r['threads']:>7} {r['mode']:<9} "
+              f"{r['ours']:8.3f} {r['theirs']:10.2f} {ratio:6.1f}x "
+              f"{target:6.0f}x {float(r['conv']) * 1e3:9.1f}")  # type: ignore
+    print("\ntargets (NCC >= 40x, SSIM >= 20x): "
+          + ("met" if not missed else "not met: " + ", ".join(missed)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
