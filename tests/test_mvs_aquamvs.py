@@ -403,7 +403,7 @@ BAD = [
     (lambda: stereo(config=Config(num_depths=8.0)), ValueError,
      r"config.num_depths must be an int >= 2"),
     (lambda: stereo(parity="opencv"), ValueError,
-     r"parity must be one of \('aquamvs', 'textbook'\), got 'opencv'"),
+     r"parity must be one of \['aquamvs', 'textbook'\], got 'opencv'"),
     (lambda: stereo(depth_range=(1.2, 1.0)), ValueError,
      r"d_max > d_min, got \(1.2, 1.0\)"),
     (lambda: stereo(depth_range=(1.0, float("nan"))), ValueError,

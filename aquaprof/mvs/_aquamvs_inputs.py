@@ -13,18 +13,19 @@ import numpy as np
 
 from .. import _mvs
 from .camera import Camera
+from .plane_sweep import PARITIES
 
 #: a torch tensor: torch is optional, so the type checker cannot name it
 Tensor = Any
 
 MODEL_ATTRIBUTES = ("K", "R", "t", "water_z", "normal", "n_air", "n_water")
 COSTS = ("ncc", "ssim")
-PARITIES = ("aquamvs", "textbook")
 #: a level surface's normal, from the water up into the air (world z
 #: grows downwards)
 LEVEL = (0.0, 0.0, -1.0)
 #: a normal whose horizontal part is under this share of its length is
-#: level: what float32 round trips of (0, 0, -1) leave
+#: level: one computed in float32 (rotated from (0, 0, -1), say) is level
+#: up to its rounding
 LEVEL_TOLERANCE = 1e-6
 
 
@@ -49,8 +50,10 @@ def torch_module() -> Any:
 
 
 def check_parity(parity: object) -> str:
+    """parity, one of the native build_cost_volume's, checked before any
+    work is done."""
     if parity not in PARITIES:
-        raise ValueError(f"parity must be one of {PARITIES}, got "
+        raise ValueError(f"parity must be one of {sorted(PARITIES)}, got "
                          f"{parity!r}")
     return str(parity)
 
