@@ -334,14 +334,14 @@ class Partial:
     water_z = 0.2
 
 
-def setup():
+def small_inputs():
     cam = scenes.make_scene("flat", "refractive", 2, 16, 16).cameras[0]
     return Model(cam), torch.rand(16, 16, 3)
 
 
 def stereo(model=None, image=None, config=None, depth_range=(1.0, 1.2),
            src_names=("b",), src_models=None, src_images=None, **options):
-    good_model, good_image = setup()
+    good_model, good_image = small_inputs()
     model = good_model if model is None else model
     image = good_image if image is None else image
     return aquamvs.plane_sweep_stereo(
@@ -352,7 +352,7 @@ def stereo(model=None, image=None, config=None, depth_range=(1.0, 1.2),
 
 
 def with_attribute(name, value):
-    model = setup()[0]
+    model = small_inputs()[0]
     setattr(model, name, value)
     return model
 
@@ -382,8 +382,8 @@ BAD = [
      r"ref_model: n_water is -1.0"),
     (lambda: stereo(config=object()), TypeError,
      r"config \(object\) has no cost_function, window_size, num_depths"),
-    (lambda: aquamvs.build_cost_volume(*setup()[:1], [setup()[0]],
-                                       setup()[1], [setup()[1]],
+    (lambda: aquamvs.build_cost_volume(*small_inputs()[:1], [small_inputs()[0]],
+                                       small_inputs()[1], [small_inputs()[1]],
                                        torch.tensor([1.0, 1.1]), NoCost()),
      TypeError, r"config \(NoCost\) has no cost_function: a dense stereo "
      r"config must carry cost_function, window_size$"),
@@ -428,23 +428,23 @@ BAD = [
      r"ref_image must be finite"),
     (lambda: stereo(src_images={"b": torch.rand(16, 8)}), ValueError,
      r"src_images\['b'\] is \(16, 8\), ref_image \(16, 16\)"),
-    (lambda: aquamvs.build_cost_volume(setup()[0], [setup()[0]] * 2,
-                                       setup()[1], [setup()[1]],
+    (lambda: aquamvs.build_cost_volume(small_inputs()[0], [small_inputs()[0]] * 2,
+                                       small_inputs()[1], [small_inputs()[1]],
                                        torch.tensor([1.0]), Config()),
      ValueError, r"src_models and src_images must hold one entry per "
      r"source view, at least one: got 2 and 1"),
-    (lambda: aquamvs.build_cost_volume(setup()[0], {"b": setup()[0]},
-                                       setup()[1], [setup()[1]],
+    (lambda: aquamvs.build_cost_volume(small_inputs()[0], {"b": small_inputs()[0]},
+                                       small_inputs()[1], [small_inputs()[1]],
                                        torch.tensor([1.0]), Config()),
      TypeError, r"src_models must be a list of projection models, got "
      r"dict"),
-    (lambda: aquamvs.build_cost_volume(setup()[0], [setup()[0]],
-                                       setup()[1], [setup()[1]],
+    (lambda: aquamvs.build_cost_volume(small_inputs()[0], [small_inputs()[0]],
+                                       small_inputs()[1], [small_inputs()[1]],
                                        torch.tensor([1.0, float("inf")]),
                                        Config()),
      ValueError, r"depths must be finite"),
-    (lambda: aquamvs.build_cost_volume(setup()[0], [setup()[0]],
-                                       setup()[1], [setup()[1]],
+    (lambda: aquamvs.build_cost_volume(small_inputs()[0], [small_inputs()[0]],
+                                       small_inputs()[1], [small_inputs()[1]],
                                        torch.ones(2, 2), Config()),
      ValueError, r"depths must be a non-empty 1-D tensor, got shape "
      r"\(2, 2\)"),
@@ -461,11 +461,11 @@ BAD = [
      r"planes, got \(4,\)"),
     (lambda: aquamvs.extract_depth(torch.zeros(4, 4, 1), torch.ones(1)),
      ValueError, r"at least 2 depth hypotheses"),
-    (lambda: aquamvs.warp_source_image(setup()[0], setup()[0], setup()[1],
+    (lambda: aquamvs.warp_source_image(small_inputs()[0], small_inputs()[0], small_inputs()[1],
                                        1.0, torch.zeros(10, 2)),
      ValueError, r"pixel_grid must hold one \(u, v\) per pixel of "
      r"src_image, \(256, 2\) numbers, got float32 \(10, 2\)"),
-    (lambda: aquamvs.warp_source_image(setup()[0], setup()[0], setup()[1],
+    (lambda: aquamvs.warp_source_image(small_inputs()[0], small_inputs()[0], small_inputs()[1],
                                        float("nan"),
                                        reference.pixel_grid(16, 16)),
      ValueError, r"depth must be finite"),
