@@ -5,6 +5,7 @@
     aquaprof compare base.json new.json    exit 1 when a stage got slower
     aquaprof flamegraph run.json -o flame.svg [--diff base.json]
     aquaprof trace run.json -o trace.json
+    aquaprof html run.json -o page.html    a self-contained HTML page
     aquaprof merge rank0.json rank1.json ... -o all.json [--labels a,b]
     aquaprof history runs.db [--add run.json] [--stage NAME]
     aquaprof demo                          the plane-sweep demo
@@ -99,6 +100,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"-o {str(out)!r} is a file: run writes its report "
                         f"and trace into a folder")
     out.mkdir(parents=True, exist_ok=True)
+    page = _out_path(args.html, f"{script.stem}.html") if args.html \
+        else None
+    if page is not None and not page.parent.is_dir():
+        # said before the script runs, not after it has run for an hour
+        raise UserError(f"--html {args.html!r}: folder "
+                        f"{str(page.parent)!r} does not exist")
     sys.argv = [str(script)] + list(args.args)
     sys.path.insert(0, str(script.resolve().parent))
     run_stage = f"run {script.name}"
@@ -115,6 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         report = prof.report()
         saved = report.save(out / f"{script.stem}.aquaprof.json")
         trace = report.to_chrome_trace(out / f"{script.stem}.trace.json")
+        if page is not None:
+            page = report.to_html(page, f"aquaprof: {script.name}")
     except KeyboardInterrupt:
         # a second Ctrl-C while saving: files are written atomically, so
         # each is whole or absent
@@ -124,6 +133,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_call_tree(report, run_stage, str(script))
         print(f"\nreport: {saved}\ntrace:  {trace} (open in "
               f"ui.perfetto.dev)")
+        if page is not None:
+            print(f"page:   {page} (open in a browser)")
         sys.stdout.flush()
     except BrokenPipeError:
         # the report was cut, not the run: its code stays the script's
@@ -381,6 +392,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_html(args: argparse.Namespace) -> int:
+    out = _out_path(args.out, f"{_stem(args.report)}.html")
+    path = _load(args.report).to_html(out, f"aquaprof: {args.report}")
+    print(f"{path} (open in a browser)")
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     from ..analysis.merging import merge_reports
     if args.labels and len(args.labels) != len(args.reports):
@@ -469,6 +487,9 @@ def parser() -> argparse.ArgumentParser:
                      "the call stacks (default 0.001)")
     run.add_argument("--no-sample", action="store_true",
                      help="record stages only, no call stacks")
+    run.add_argument("--html", metavar="PAGE",
+                     help="also write the report as an HTML page here "
+                     "(a folder: SCRIPT.html in it)")
     run.set_defaults(func=cmd_run)
 
     show = sub.add_parser("show", help="print a saved report")
@@ -527,6 +548,13 @@ def parser() -> argparse.ArgumentParser:
                        "file, or a folder for REPORT.trace.json")
     trace.add_argument("--max-events", type=int, default=1_000_000)
     trace.set_defaults(func=cmd_trace)
+
+    page = sub.add_parser("html", help="the report as one self-contained "
+                          "HTML page")
+    page.add_argument("report")
+    page.add_argument("-o", "--out", required=True, help="the page, or a "
+                      "folder for REPORT.html")
+    page.set_defaults(func=cmd_html)
 
     merge = sub.add_parser("merge", help="reports of several processes "
                            "or ranks as one")
