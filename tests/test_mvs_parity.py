@@ -3,6 +3,7 @@ to the float64 reference in aquamvs_reference.py within 1e-5, each of its
 rules checked on a scene made to show it; the textbook costs stay as they
 were, bit for bit. Tests marked gpu hold the CUDA kernels to the CPU."""
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ except ImportError:
     torch, CUDA = None, False
 
 TOL = 1e-5
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device for torch")
 
 
@@ -70,6 +72,33 @@ def test_parity_matches_the_float64_reference(kind, model, cost, window):
     expected = reference.cost_volume(sc.ref, sc.images[1:], sc.ref_cam,
                                      sc.cameras[1:], depths, cost, window)
     assert np.abs(got - expected).max() <= TOL
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("kind", ["flat", "wavy"])
+def test_parity_matches_aquamvs_in_torch_float64(kind, monkeypatch):
+    """Against benchmarks/aquamvs_torch.py in float64: AquaMVS's own
+    geometry as well (its rays, its Newton projection), not ours."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import aquamvs_torch as aquamvs
+    sc = scenes.make_scene(kind, "refractive", views=5, height=120,
+                           width=160)
+    depths = scene_depths(sc)
+
+    def model(cam):
+        return aquamvs.RefractiveModel.from_camera(cam, torch.float64)
+
+    def image(a):
+        return torch.from_numpy(a.astype(np.float64))
+    for cost in ("ncc", "ssim"):
+        for window in (5, 11):
+            expected = aquamvs.build_cost_volume(
+                model(sc.ref_cam), [model(c) for c in sc.cameras[1:]],
+                image(sc.ref), [image(i) for i in sc.images[1:]],
+                torch.from_numpy(depths), cost, window).numpy()
+            got = parity_volume(sc.ref, sc.images[1:], sc.ref_cam,
+                                sc.cameras[1:], depths, cost, window)
+            assert np.abs(got - expected).max() <= TOL
 
 
 def test_parity_matches_the_reference_on_a_full_size_view():

@@ -73,6 +73,12 @@ slot(double *ring, int rows, int y, int radius, int w, int row)
 
 /* ------------------------------------------------------------ filters */
 
+/* Filters sum every window's terms afresh, never a running sum less
+ * what leaves it: near the image's borders zero padding leaves windows of
+ * values 1e-6 of their neighbours', whose variance a running sum's
+ * rounding would swamp. Each pass over a row takes two taps (along) or
+ * four rows (down), contiguous loads that vectorise. */
+
 /* out = the symmetric filter taps (centre first) along a row held in
  * padded[radius .. radius + w), with radius zeros each side. */
 AP_VECTOR_CLONES void
@@ -80,10 +86,19 @@ ap_aquamvs_along(const double *restrict padded, int w, int radius,
                  const double *restrict taps, double *restrict out)
 {
     const double *in = padded + radius;
+    double g0 = taps[0];
     for (int x = 0; x < w; x++) {
-        out[x] = taps[0] * in[x];
+        out[x] = g0 * in[x];
     }
-    for (int j = 1; j <= radius; j++) {
+    int j = 1;
+    for (; j + 1 <= radius; j += 2) {
+        double g1 = taps[j], g2 = taps[j + 1];
+        for (int x = 0; x < w; x++) {
+            out[x] += g1 * (in[x - j] + in[x + j]) +
+                      g2 * (in[x - j - 1] + in[x + j + 1]);
+        }
+    }
+    for (; j <= radius; j++) {
         double g = taps[j];
         for (int x = 0; x < w; x++) {
             out[x] += g * (in[x - j] + in[x + j]);
@@ -91,16 +106,35 @@ ap_aquamvs_along(const double *restrict padded, int w, int radius,
     }
 }
 
+/* out = the sum of rows[k] weighted by weights[k], k < count. */
 AP_VECTOR_CLONES void
-ap_aquamvs_down(const double *restrict row, int w, double tap,
-                double *restrict acc)
+ap_aquamvs_down(const double *const *restrict rows,
+                const double *restrict weights, int count, int w,
+                double *restrict out)
 {
     for (int x = 0; x < w; x++) {
-        acc[x] += tap * row[x];
+        out[x] = 0.0;
+    }
+    int k = 0;
+    for (; k + 4 <= count; k += 4) {
+        const double *restrict a = rows[k], *restrict b = rows[k + 1];
+        const double *restrict c = rows[k + 2], *restrict d = rows[k + 3];
+        double ga = weights[k], gb = weights[k + 1], gc = weights[k + 2],
+               gd = weights[k + 3];
+        for (int x = 0; x < w; x++) {
+            out[x] += (ga * a[x] + gb * b[x]) + (gc * c[x] + gd * d[x]);
+        }
+    }
+    for (; k < count; k++) {
+        const double *restrict a = rows[k];
+        double ga = weights[k];
+        for (int x = 0; x < w; x++) {
+            out[x] += ga * a[x];
+        }
     }
 }
 
-/* out[k] = the three rows `first`.. of each slot, filtered down the
+/* out[q] = the three rows `first`.. of each slot, filtered down the
  * window of rows around y (zero padding: rows off the image add
  * nothing). */
 static void
@@ -110,13 +144,17 @@ filter_down(const parity_job *job, double *ring, int rows, int first,
     const ap_sweep_args *a = job->args;
     int w = a->w, r = a->window / 2;
     int lo = y - r < 0 ? 0 : y - r, hi = y + r >= a->h ? a->h - 1 : y + r;
-    memset(out, 0, 3 * (size_t)w * sizeof(double));
+    const double *window[AP_MAX_WINDOW];
+    double weights[AP_MAX_WINDOW];
     for (int k = lo; k <= hi; k++) {
-        double tap = job->taps[k > y ? k - y : y - k];
-        for (int q = 0; q < 3; q++) {
-            ap_aquamvs_down(slot(ring, rows, k, r, w, first + q), w, tap,
-                            out + (size_t)q * w);
+        weights[k - lo] = job->taps[k > y ? k - y : y - k];
+    }
+    for (int q = 0; q < 3; q++) {
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = slot(ring, rows, k, r, w, first + q);
         }
+        ap_aquamvs_down(window, weights, hi - lo + 1, w,
+                        out + (size_t)q * w);
     }
 }
 
