@@ -186,19 +186,25 @@ def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
 
 def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
                 ref_params: np.ndarray, cams: np.ndarray, depths: np.ndarray,
-                cost: int, window: int, depth_batch: int) -> GpuObject:
+                cost: int, window: int, depth_batch: int,
+                parity: int = 0) -> GpuObject:
     _mvs.gpu_check(ref.device)
     h, w = ref.shape
     d = depths.size
     on_device = ref.upload(depths)
     rays = ref.empty((6, h, w), "float64")
     out = ref.empty((h, w, d))
+    # AquaMVS parity's passes meet in global memory: per view of a launch,
+    # the warped image and the centred reference and source
+    scratch = ref.empty((min(n, _mvs.GPU_VIEWS), 3, h, w), "float64") \
+        if parity else None
     stream = ref.stream()
     for first in range(0, d, depth_batch):
         _mvs.gpu_cost_volume(ref.device, stream, ref.ptr, stack.ptr, n, h, w,
                              ref_params, cams, _pointer(on_device), d, first,
                              min(depth_batch, d - first), cost, window,
-                             _pointer(rays), _pointer(out))
+                             _pointer(rays), _pointer(out), parity,
+                             0 if scratch is None else _pointer(scratch))
     return out
 
 

@@ -13,6 +13,8 @@ from ._limits import MAX_COUNT, check_count, check_image_size, check_pixels
 from .camera import Camera
 
 COSTS = {"ncc": 0, "ssim": 1, "sad": 2}
+#: whose costs build_cost_volume computes (ap_parity in csrc/kernels/sweep.h)
+PARITIES = {"textbook": 0, "aquamvs": 1}
 
 
 def _image(value: object, name: str) -> np.ndarray:
@@ -86,7 +88,8 @@ def build_cost_volume(ref: np.ndarray,
                       depths: Union[np.ndarray, Sequence[float]],
                       cost: str = "ncc",
                       window: int = 11, depth_batch: Optional[int] = None,
-                      threads: Optional[int] = None) -> np.ndarray:
+                      threads: Optional[int] = None,
+                      parity: str = "textbook") -> np.ndarray:
     """float32 (H, W, D) matching costs, lower is better, the mean over
     source views; the warped images are never stored.
 
@@ -99,6 +102,12 @@ def build_cost_volume(ref: np.ndarray,
     changes when the GIL is taken back, not the result.
     threads: worker threads (default: the CPUs this process may use); the
     result is the same for any number.
+    parity: "textbook" (the costs above) or "aquamvs": AquaMVS's costs,
+    to reproduce its results (ncc and ssim only; docs/mvs.md says how
+    they differ): samples off the source image are zero-padded and seen,
+    each pixel is centred by its own window's means, NCC divides by
+    sqrt(var_r var_s) + 1e-8 with no texture test, and a window needs
+    (window^2) // 2 seen pixels.
 
     GPU arrays (torch, CuPy, DLPack; all on one device) run the CUDA
     kernels and give an array of the same library on that device, queued
@@ -137,6 +146,12 @@ def build_cost_volume(ref: np.ndarray,
             or window < 3 or window % 2 == 0 or window > _mvs.MAX_WINDOW):
         raise ValueError(f"window must be an odd int from 3 to "
                          f"{_mvs.MAX_WINDOW}, got {window!r}")
+    if parity not in PARITIES:
+        raise ValueError(f"parity must be one of {sorted(PARITIES)}, got "
+                         f"{parity!r}")
+    if parity == "aquamvs" and cost == "sad":
+        raise ValueError("parity='aquamvs' has no 'sad' cost (AquaMVS "
+                         "has ncc and ssim only)")
     if depth_batch is None:
         depth_batch = d.size
     if (not isinstance(depth_batch, int) or isinstance(depth_batch, bool)
@@ -146,7 +161,8 @@ def build_cost_volume(ref: np.ndarray,
     n_threads = _threads(threads)
     if gpu:
         return _cuda.cost_volume(ref_view, stack, n, ref_params, cams, d,
-                                COSTS[cost], window, depth_batch)
+                                COSTS[cost], window, depth_batch,
+                                PARITIES[parity])
     # a float32 (N, H, W) array goes as it is (the binding makes it
     # contiguous if it must); a sequence is stacked once
     host_stack = srcs if stacked and isinstance(srcs, np.ndarray) \
@@ -155,7 +171,7 @@ def build_cost_volume(ref: np.ndarray,
     for first in range(0, d.size, depth_batch):
         _mvs.cost_volume(ref, host_stack, ref_params, cams, d, first,
                          min(depth_batch, d.size - first), COSTS[cost],
-                         window, n_threads, out)
+                         window, n_threads, out, PARITIES[parity])
     return out
 
 

@@ -24,13 +24,15 @@ typedef struct {
     ap_devptr depths;   /* double (d) */
     ap_devptr out;      /* float (h, w, d) */
     int h, w, d;
-    int first;          /* planes [first, first + gridDim.z) */
+    int first;          /* planes [first, first + gridDim.z); AquaMVS
+                         * parity: the one plane */
     int row0;           /* tiles from this row down (a multiple of
                          * AP_GPU_TILE_Y): grids hold 65535 blocks down */
     int views;          /* in this launch */
     int add;            /* add to out: a later launch of the same planes */
     float scale;        /* out = (out if add) + sum of costs, times scale */
     int cost, radius;
+    ap_devptr scratch;  /* AquaMVS parity: double (views, 3, h, w) */
     double gauss[AP_MAX_WINDOW];        /* SSIM: 2 radius + 1 weights */
     ap_camera cams[AP_GPU_VIEWS];
 } ap_cuda_sweep;

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "aquamvs_math.h"
 #include "camera_math.h"
 #include "cost_math.h"
 #include "snell.h"
@@ -231,13 +232,65 @@ refract_chunk(const ap_projector *restrict p, int n,
     }
 }
 
-void
-ap_project_sample(const ap_projector *proj, int views,
-                  const double *const ray[6], int n, double depth,
-                  const float *imgs, int h, int w, float *const out[])
+/* AquaMVS's sample (ap_bilinear_zeros), seen wherever u is not NaN */
+AP_VECTOR_CLONES void
+sample_zeros_chunk(const float *restrict img, int h, int w, int n,
+                   const double *restrict u, const double *restrict v,
+                   double *restrict out)
 {
-    double u[CHUNK], v[CHUNK], under[CHUNK], hx[CHUNK], hy[CHUNK],
-        dist2[CHUNK], t[CHUNK], fa[CHUNK], fc[CHUNK], fb[CHUNK];
+    for (int i = 0; i < n; i++) {
+        int seen = u[i] == u[i];
+        double value = ap_bilinear_zeros(img, h, w, seen ? u[i] : -2.0,
+                                         seen ? v[i] : -2.0);
+        out[i] = seen ? value : NAN;
+    }
+}
+
+/* The pixels (u, v) of a chunk's m points in camera p; u NaN where the
+ * point is not seen. fa, fc, fb hold the points in the interface frame
+ * of *framed (NULL: none yet), which p reuses when it shares it. */
+static void
+chunk_pixels(const ap_projector *p, const double *const o[3],
+             const double *const d[3], int m, double depth,
+             const ap_projector **framed, double *fa, double *fc,
+             double *fb, double *u, double *v)
+{
+    double under[CHUNK], hx[CHUNK], hy[CHUNK], dist2[CHUNK], t[CHUNK];
+    if (!p->refractive) {
+        pinhole_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth, u,
+                      v);
+        return;
+    }
+    if (*framed == NULL || !same_frame(*framed, p)) {
+        frame_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth, fa, fc,
+                    fb);
+        *framed = p;
+    }
+    place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
+    if (p->terms) {
+        poly_chunk(p, m, under, dist2, t);
+    } else {
+        table_chunk(p, p->table, m, under, dist2, t);
+    }
+    /* more steps only where the table could not be made fine */
+    for (int k = 1; k < p->steps; k++) {
+        for (int i = 0; i < m; i++) {
+            t[i] = ap_snell_step_share(t[i], dist2[i], under[i], p->hc,
+                                       p->na, p->nw);
+        }
+    }
+    refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
+}
+
+/* ap_project_sample, into float rows (out) or, with zero padding, into
+ * double rows (zeros_out) */
+static void
+project_sample(const ap_projector *proj, int views,
+               const double *const ray[6], int n, double depth,
+               const float *imgs, int h, int w, float *const out[],
+               double *const zeros_out[])
+{
+    double u[CHUNK], v[CHUNK], fa[CHUNK], fc[CHUNK], fb[CHUNK];
     size_t img_size = (size_t)h * w;
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
@@ -247,35 +300,34 @@ ap_project_sample(const ap_projector *proj, int views,
                               ray[5] + start};
         const ap_projector *framed = NULL;   /* whose frame fa, fc, fb are */
         for (int view = 0; view < views; view++) {
-            const ap_projector *p = &proj[view];
-            if (p->refractive) {
-                if (framed == NULL || !same_frame(framed, p)) {
-                    frame_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m,
-                                depth, fa, fc, fb);
-                    framed = p;
-                }
-                place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
-                if (p->terms) {
-                    poly_chunk(p, m, under, dist2, t);
-                } else {
-                    table_chunk(p, p->table, m, under, dist2, t);
-                }
-                /* more steps only where the table could not be made fine */
-                for (int k = 1; k < p->steps; k++) {
-                    for (int i = 0; i < m; i++) {
-                        t[i] = ap_snell_step_share(t[i], dist2[i], under[i],
-                                                   p->hc, p->na, p->nw);
-                    }
-                }
-                refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
+            chunk_pixels(&proj[view], o, d, m, depth, &framed, fa, fc, fb,
+                         u, v);
+            if (zeros_out != NULL) {
+                sample_zeros_chunk(imgs + view * img_size, h, w, m, u, v,
+                                   zeros_out[view] + start);
             } else {
-                pinhole_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m,
-                              depth, u, v);
+                sample_chunk(imgs + view * img_size, h, w, m, u, v,
+                             out[view] + start);
             }
-            sample_chunk(imgs + view * img_size, h, w, m, u, v,
-                         out[view] + start);
         }
     }
+}
+
+void
+ap_project_sample(const ap_projector *proj, int views,
+                  const double *const ray[6], int n, double depth,
+                  const float *imgs, int h, int w, float *const out[])
+{
+    project_sample(proj, views, ray, n, depth, imgs, h, w, out, NULL);
+}
+
+void
+ap_project_sample_zeros(const ap_projector *proj, int views,
+                        const double *const ray[6], int n, double depth,
+                        const float *imgs, int h, int w,
+                        double *const out[])
+{
+    project_sample(proj, views, ray, n, depth, imgs, h, w, NULL, out);
 }
 
 void

@@ -75,6 +75,16 @@ void ap_project_sample(const ap_projector *proj, int views,
                        const double *const ray[6], int n, double depth,
                        const float *imgs, int h, int w, float *const out[]);
 
+/* ap_project_sample as AquaMVS samples (grid_sample, bilinear, zero
+ * padding, corners aligned), into double rows: texels outside the image
+ * count as 0, so a point seen off the image is sampled (0 far off); NaN
+ * only where the point does not project (no ray, behind the camera, not
+ * under the water). */
+void ap_project_sample_zeros(const ap_projector *proj, int views,
+                             const double *const ray[6], int n,
+                             double depth, const float *imgs, int h, int w,
+                             double *const out[]);
+
 /* Widens box (largest squared horizontal distance, least and greatest
  * depth below the surface) to hold the points origin + depth * direction
  * of a refractive camera (NaN origins are skipped). */

@@ -1,6 +1,8 @@
 #include "sweep.h"
+#include "aquamvs_costs.h"
 #include "extract_math.h"
 #include "projector.h"
+#include "sweep_rays.h"
 #include "window_costs.h"
 
 #include <math.h>
@@ -9,100 +11,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- rays */
-
-/* Rays of every reference pixel as six (h, w) planes: origin x, y, z,
- * direction x, y, z; a NaN origin where the pixel has no ray. */
-typedef struct {
-    double *planes;
-    int h, w;
-} ray_table;
-
-static int
-ray_table_make(ray_table *t, const ap_camera *cam, int h, int w)
-{
-    size_t n = (size_t)h * w;
-    t->h = h;
-    t->w = w;
-    t->planes = malloc(6 * n * sizeof(double));
-    if (t->planes == NULL) {
-        return -1;
-    }
-    for (int y = 0; y < h; y++) {
-        for (int x = 0; x < w; x++) {
-            size_t i = (size_t)y * w + x;
-            double o[3], d[3];
-            int ok = ap_camera_cast(cam, x, y, o, d);
-            for (int k = 0; k < 3; k++) {
-                t->planes[k * n + i] = ok ? o[k] : NAN;
-                t->planes[(3 + k) * n + i] = ok ? d[k] : NAN;
-            }
-        }
-    }
-    return 0;
-}
-
-static void
-ray_row(const ray_table *t, int y, const double *row[6])
-{
-    size_t n = (size_t)t->h * t->w;
-    for (int k = 0; k < 6; k++) {
-        row[k] = t->planes + k * n + (size_t)y * t->w;
-    }
-}
-
-static void
-projectors_free(ap_projector *proj, int n)
-{
-    for (int v = 0; v < n; v++) {
-        ap_projector_free(&proj[v]);
-    }
-}
-
-/* Projectors for the source cameras, their tables spanning every point
- * the rays reach between the first and the last depth: the depth below
- * the surface is linear along a ray and the horizontal distance convex,
- * so both end depths bound them. */
-static int
-projectors_make(ap_projector *proj, const ap_camera *cams, int n,
-                const ray_table *rays, double first, double last)
-{
-    for (int v = 0; v < n; v++) {
-        ap_projector_init(&proj[v], &cams[v]);
-    }
-    for (int v = 0; v < n; v++) {
-        double box[3] = {0.0, INFINITY, 0.0};
-        for (int y = 0; cams[v].refractive && y < rays->h; y++) {
-            const double *row[6];
-            ray_row(rays, y, row);
-            ap_projector_extent(&proj[v], row, rays->w, first, box);
-            ap_projector_extent(&proj[v], row, rays->w, last, box);
-        }
-        if (cams[v].refractive &&
-            ap_projector_tabulate(&proj[v], box[0], box[1], box[2]) < 0) {
-            projectors_free(proj, n);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 int
 ap_warp(const float *src, int h, int w, const ap_camera *ref,
         const ap_camera *src_cam, double depth, float *out)
 {
-    ray_table t;
+    ap_ray_table t;
     ap_projector proj;
-    if (ray_table_make(&t, ref, h, w) < 0) {
+    if (ap_ray_table_make(&t, ref, h, w) < 0) {
         return -1;
     }
-    if (projectors_make(&proj, src_cam, 1, &t, depth, depth) < 0) {
+    if (ap_projectors_make(&proj, src_cam, 1, &t, depth, depth) < 0) {
         free(t.planes);
         return -1;
     }
     for (int y = 0; y < h; y++) {
         const double *row[6];
-        ray_row(&t, y, row);
+        ap_ray_row(&t, y, row);
         float *out_row = out + (size_t)y * w;
         ap_project_sample(&proj, 1, row, w, depth, src, h, w, &out_row);
     }
@@ -120,7 +44,7 @@ ap_warp(const float *src, int h, int w, const ap_camera *ref,
 
 typedef struct {
     const ap_sweep_args *args;
-    const ray_table *rays;
+    const ap_ray_table *rays;
     const ap_projector *proj;   /* one a source view */
     const double *gauss;        /* 2 * radius + 1, 2-D weights sum to 1 */
     int bands;
@@ -196,7 +120,7 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
         int want_hi = yo + r + 1 > h ? h : yo + r + 1;
         for (; next < want_hi; next++) {
             const double *rays[6];
-            ray_row(job->rays, next, rays);
+            ap_ray_row(job->rays, next, rays);
             int leaves = box && lo < want_lo;   /* one row in, one out */
             for (int v = 0; v < a->n; v++) {
                 ws->rows[v] = ring_row(ws, v, next, ring_rows, w);
@@ -324,16 +248,19 @@ ap_gauss_weights(int radius, double *gauss)
 int
 ap_cost_volume(const ap_sweep_args *a, float *out)
 {
+    if (a->parity == AP_PARITY_AQUAMVS) {
+        return ap_aquamvs_cost_volume(a, out);
+    }
     double gauss[AP_MAX_WINDOW];
     ap_gauss_weights(a->window / 2, gauss);
-    ray_table rays;
-    if (ray_table_make(&rays, a->ref_cam, a->h, a->w) < 0) {
+    ap_ray_table rays;
+    if (ap_ray_table_make(&rays, a->ref_cam, a->h, a->w) < 0) {
         return -1;
     }
     ap_projector *proj = calloc((size_t)a->n, sizeof(*proj));
-    if (proj == NULL || projectors_make(proj, a->src_cams, a->n, &rays,
-                                        a->depths[0],
-                                        a->depths[a->d - 1]) < 0) {
+    if (proj == NULL ||
+        ap_projectors_make(proj, a->src_cams, a->n, &rays, a->depths[0],
+                           a->depths[a->d - 1]) < 0) {
         free(proj);
         free(rays.planes);
         return -1;
@@ -359,7 +286,7 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
         pthread_join(ids[i], NULL);
     }
     free(ids);
-    projectors_free(proj, a->n);
+    ap_projectors_free(proj, a->n);
     free(proj);
     free(rays.planes);
     if (status == 0 && atomic_load(&job.failed)) {

@@ -160,3 +160,5 @@ ap_extract_kernel(const float *volume, int h, int w, int d,
     }
     ap_extract_pixel(volume + i * d, d, depths, depth + i, confidence + i);
 }
+
+#include "aquamvs_sweep.cuh"

@@ -10,6 +10,8 @@
 #include "camera.h"
 
 typedef enum { AP_COST_NCC = 0, AP_COST_SSIM = 1, AP_COST_SAD = 2 } ap_cost;
+/* Whose costs: ours, or AquaMVS's (aquamvs_costs.h; NCC and SSIM). */
+typedef enum { AP_PARITY_TEXTBOOK = 0, AP_PARITY_AQUAMVS = 1 } ap_parity;
 
 #define AP_MAX_WINDOW 63
 #define AP_SSIM_SIGMA 1.5
@@ -44,6 +46,7 @@ typedef struct {
     ap_cost cost;
     int window;                /* odd, 3 .. AP_MAX_WINDOW */
     int threads;               /* >= 1 */
+    ap_parity parity;          /* AP_PARITY_AQUAMVS: NCC or SSIM only */
 } ap_sweep_args;
 
 /* Planes [first, first + count) of the cost volume (h, w, d) into out:

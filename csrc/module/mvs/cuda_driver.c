@@ -98,8 +98,12 @@ load_device(int ordinal, char *error, size_t size)
     } kernels[] = {{&d->rays, "ap_rays_kernel"},
                    {&d->warp, "ap_warp_kernel"},
                    {&d->cost, "ap_cost_kernel"},
-                   {&d->extract, "ap_extract_kernel"}};
-    for (size_t i = 0; rc == AP_CUDA_SUCCESS && i < 4; i++) {
+                   {&d->extract, "ap_extract_kernel"},
+                   {&d->parity_warp, "ap_parity_warp_kernel"},
+                   {&d->parity_centre, "ap_parity_centre_kernel"},
+                   {&d->parity_cost, "ap_parity_cost_kernel"}};
+    size_t count = sizeof(kernels) / sizeof(kernels[0]);
+    for (size_t i = 0; rc == AP_CUDA_SUCCESS && i < count; i++) {
         call = kernels[i].name;
         rc = api.ModuleGetFunction(kernels[i].slot, module, kernels[i].name);
     }

@@ -48,6 +48,8 @@ typedef struct {
 typedef struct {
     CUcontext ctx;
     CUfunction rays, warp, cost, extract;
+    /* AquaMVS parity's three passes (aquamvs_sweep.cuh) */
+    CUfunction parity_warp, parity_centre, parity_cost;
 } ap_cuda_device;
 
 /* Opens the driver (once: $AQUAPROF_LIBCUDA, else libcuda.so.1) and

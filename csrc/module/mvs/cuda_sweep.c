@@ -343,31 +343,77 @@ launch_sweep(const ap_cuda_api *api, const ap_cuda_device *dev,
     return 0;
 }
 
+/* AquaMVS parity over planes [first, first + count): per group of views
+ * and plane, the three passes of aquamvs_sweep.cuh, each over every
+ * row before the next (a window reaches across row slices). p holds the
+ * rest, scratch included. 0, or -1 with an exception. */
+static int
+launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
+              unsigned long long stream, ap_cuda_sweep *p,
+              PyArrayObject *cams, int n, ap_devptr srcs, int first,
+              int count)
+{
+    void *params[] = {p};
+    int h = p->h, w = p->w;
+    for (int v = 0; v < n; v += AP_GPU_VIEWS) {
+        p->views = n - v < AP_GPU_VIEWS ? n - v : AP_GPU_VIEWS;
+        p->srcs = srcs + (ap_devptr)v * h * w * sizeof(float);
+        p->add = v > 0;
+        p->scale = v + p->views == n ? (float)(1.0 / n) : 1.0f;
+        if (sweep_cameras(p, cams, v, p->views) < 0) {
+            return -1;
+        }
+        for (p->first = first; p->first < first + count; p->first++) {
+            const CUfunction passes[] = {dev->parity_warp,
+                                         dev->parity_centre,
+                                         dev->parity_cost};
+            for (int k = 0; k < 3; k++) {
+                unsigned depth = k < 2 ? (unsigned)p->views : 1;
+                for (p->row0 = 0; p->row0 < h;
+                     p->row0 += MAX_GRID_Y * BLOCK_Y) {
+                    int rows = slice_rows(h, p->row0, BLOCK_Y);
+                    if (launch(api, dev, passes[k], blocks(w, BLOCK_X),
+                               blocks(rows, BLOCK_Y), depth, BLOCK_X,
+                               BLOCK_Y, 0, stream, params) < 0) {
+                        return -1;
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 PyObject *
 ap_gpu_cost_volume(PyObject *module, PyObject *args)
 {
     (void)module;
-    int ordinal, cost, window;
+    int ordinal, cost, window, parity = AP_PARITY_TEXTBOOK;
     Py_ssize_t n, h, w, d, first, count;
-    unsigned long long stream, ptrs[5];
+    unsigned long long stream, ptrs[6] = {0};
     PyObject *ref_params, *src_params;
     ap_camera ref_cam;
     const ap_cuda_api *api;
-    if (!PyArg_ParseTuple(args, "iKKKnnnOOKnnniiKK:gpu_cost_volume",
+    if (!PyArg_ParseTuple(args, "iKKKnnnOOKnnniiKK|iK:gpu_cost_volume",
                           &ordinal, &stream, &ptrs[0], &ptrs[1], &n, &h, &w,
                           &ref_params, &src_params, &ptrs[2], &d, &first,
-                          &count, &cost, &window, &ptrs[3], &ptrs[4]) ||
+                          &count, &cost, &window, &ptrs[3], &ptrs[4],
+                          &parity, &ptrs[5]) ||
         ap_mvs_camera(ref_params, &ref_cam, "ref_cam") < 0 ||
-        sweep_sizes(n, h, w, d, first, count, cost, window) < 0) {
+        sweep_sizes(n, h, w, d, first, count, cost, window) < 0 ||
+        ap_mvs_check_parity(parity, cost) < 0) {
         return NULL;
     }
-    /* the sizes' limits keep every product under 2^64 */
+    /* the sizes' limits keep every product under 2^64; parity's scratch
+     * (double (min(n, AP_GPU_VIEWS), 3, h, w)) is checked only there */
     const buffer b[] = {{"ref", ptrs[0], 4},
                         {"srcs", ptrs[1], 4},
                         {"depths", ptrs[2], 8},
                         {"rays", ptrs[3], 8},
-                        {"out", ptrs[4], 4}};
-    if (buffers_shaped(b, 5) < 0) {
+                        {"out", ptrs[4], 4},
+                        {"scratch", ptrs[5], 8}};
+    int buffers = parity == AP_PARITY_AQUAMVS ? 6 : 5;
+    if (buffers_shaped(b, buffers) < 0) {
         return NULL;
     }
     PyArrayObject *cams = ap_mvs_array(src_params, NPY_DOUBLE, 2,
@@ -388,7 +434,7 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
         goto done;
     }
     dev = device_or_raise(ordinal, &api);
-    if (dev == NULL || buffers_on_device(api, dev, b, 5) < 0 ||
+    if (dev == NULL || buffers_on_device(api, dev, b, buffers) < 0 ||
         launch_rays(api, dev, stream, &ref_cam, (int)h, (int)w, ptrs[3]) <
             0) {
         goto done;
@@ -396,10 +442,14 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
     *p = (ap_cuda_sweep){.ref = ptrs[0], .rays = ptrs[3],
                          .depths = ptrs[2], .out = ptrs[4], .h = (int)h,
                          .w = (int)w, .d = (int)d, .cost = cost,
-                         .radius = window / 2};
+                         .radius = window / 2, .scratch = ptrs[5]};
     ap_gauss_weights(p->radius, p->gauss);
-    if (launch_sweep(api, dev, stream, p, cams, (int)n, ptrs[1], (int)first,
-                     (int)count) < 0) {
+    int (*sweep)(const ap_cuda_api *, const ap_cuda_device *,
+                 unsigned long long, ap_cuda_sweep *, PyArrayObject *, int,
+                 ap_devptr, int, int) =
+        parity == AP_PARITY_AQUAMVS ? launch_parity : launch_sweep;
+    if (sweep(api, dev, stream, p, cams, (int)n, ptrs[1], (int)first,
+              (int)count) < 0) {
         goto done;
     }
     Py_INCREF(Py_None);

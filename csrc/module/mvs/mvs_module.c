@@ -338,6 +338,22 @@ source_cameras(PyArrayObject *cams, int n)
     return src_cams;
 }
 
+int
+ap_mvs_check_parity(int parity, int cost)
+{
+    if (parity != AP_PARITY_TEXTBOOK && parity != AP_PARITY_AQUAMVS) {
+        PyErr_Format(PyExc_ValueError, "parity must be 0 (textbook) or 1 "
+                     "(aquamvs), got %d", parity);
+        return -1;
+    }
+    if (parity == AP_PARITY_AQUAMVS && cost == AP_COST_SAD) {
+        PyErr_SetString(PyExc_ValueError, "AquaMVS parity has no SAD cost: "
+                        "use ncc or ssim");
+        return -1;
+    }
+    return 0;
+}
+
 /* Runs the sweep without the GIL. None, or NULL with MemoryError or
  * OSError. */
 static PyObject *
@@ -363,16 +379,19 @@ cost_volume(PyObject *module, PyObject *args)
     (void)module;
     PyObject *ref_obj, *srcs_obj, *ref_params, *src_params, *depths_obj;
     PyArrayObject *out;
-    int first, count, cost, window, threads;
-    if (!PyArg_ParseTuple(args, "OOOOOiiiiiO!:cost_volume", &ref_obj,
+    int first, count, cost, window, threads, parity = AP_PARITY_TEXTBOOK;
+    if (!PyArg_ParseTuple(args, "OOOOOiiiiiO!|i:cost_volume", &ref_obj,
                           &srcs_obj, &ref_params, &src_params, &depths_obj,
                           &first, &count, &cost, &window, &threads,
-                          &PyArray_Type, &out)) {
+                          &PyArray_Type, &out, &parity)) {
         return NULL;
     }
     if (cost < AP_COST_NCC || cost > AP_COST_SAD || window < 3 ||
         window % 2 == 0 || window > AP_MAX_WINDOW || threads < 1) {
         PyErr_SetString(PyExc_ValueError, "bad cost, window or threads");
+        return NULL;
+    }
+    if (ap_mvs_check_parity(parity, cost) < 0) {
         return NULL;
     }
     ap_camera ref_cam, *src_cams = NULL;
@@ -402,7 +421,8 @@ cost_volume(PyObject *module, PyObject *args)
     }
     ap_sweep_args a = {PyArray_DATA(ref), PyArray_DATA(srcs), h, w, n,
                        &ref_cam, src_cams, PyArray_DATA(depths), d,
-                       first, count, (ap_cost)cost, window, threads};
+                       first, count, (ap_cost)cost, window, threads,
+                       (ap_parity)parity};
     result = run_cost_volume(&a, PyArray_DATA(out));
 done:
     PyMem_Free(src_cams);
@@ -504,8 +524,9 @@ static PyMethodDef mvs_methods[] = {
      "warp(src, ref_params, src_params, depth) -> float32 (H, W)"},
     {"cost_volume", cost_volume, METH_VARARGS,
      "cost_volume(ref, srcs, ref_params, src_params, depths, first, count, "
-     "cost, window, threads, out): planes [first, first + count) of the "
-     "float32 (H, W, D) volume into out"},
+     "cost, window, threads, out, parity=0): planes [first, first + "
+     "count) of the float32 (H, W, D) volume into out; parity 1: "
+     "AquaMVS's costs (ncc or ssim)"},
     {"extract_depth", extract_depth, METH_VARARGS,
      "extract_depth(volume, depths) -> depth, confidence"},
     {"snell_guess", snell_guess, METH_VARARGS,

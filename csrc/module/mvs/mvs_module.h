@@ -37,6 +37,10 @@ int ap_mvs_check_pixels(Py_ssize_t h, Py_ssize_t w, const char *what);
  * with ValueError naming what, n and the limit. */
 int ap_mvs_check_count(Py_ssize_t n, const char *what, const char *things);
 
+/* 0 when parity is an ap_parity that has the cost; -1 with ValueError
+ * saying which is wrong. */
+int ap_mvs_check_parity(int parity, int cost);
+
 /* Fills cam from a float64 (AP_CAMERA_PARAMS,) array. 0, or -1 with
  * ValueError naming what (NULL: "not a valid camera: ...") and what is
  * wrong with it. */
@@ -61,7 +65,9 @@ PyObject *ap_gpu_extract_depth(PyObject *module, PyObject *args);
      "scratch"},                                                             \
     {"gpu_cost_volume", ap_gpu_cost_volume, METH_VARARGS,                    \
      "gpu_cost_volume(device, stream, ref, srcs, n, h, w, ref_params, "      \
-     "src_params, depths, d, first, count, cost, window, rays, out)"},       \
+     "src_params, depths, d, first, count, cost, window, rays, out, "        \
+     "parity=0, scratch=0): parity 1 (AquaMVS) needs scratch: "              \
+     "min(n, GPU_VIEWS) 3 h w doubles"},                                     \
     {"gpu_extract_depth", ap_gpu_extract_depth, METH_VARARGS,                \
      "gpu_extract_depth(device, stream, volume, h, w, d, depths, depth, "    \
      "confidence)"},
