@@ -23,7 +23,8 @@ typedef struct {
     atomic_int failed;
 } parity_job;
 
-/* Rows of the rings: the 2 radius + 1 of a window and the one entering. */
+/* The rows of a ring's slot, one slot an image row; a ring holds
+ * 2 radius + 2 slots: a window's rows and the one entering it. */
 enum { WARPED_M, WARPED_S, ALONG_M, ALONG_RM, ALONG_SM, WARPED_ROWS };
 enum { CENTRED_COUNT, CENTRED_MR, CENTRED_MS, ALONG_RR, ALONG_SS, ALONG_RS,
        CENTRED_ROWS };
