@@ -81,9 +81,9 @@ def test_parity_matches_aquamvs_in_torch_float64(kind, monkeypatch):
     geometry as well (its rays, its Newton projection), not ours."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import aquamvs_torch as aquamvs
-    sc = scenes.make_scene(kind, "refractive", views=5, height=120,
-                           width=160)
-    depths = scene_depths(sc)
+    sc = scenes.make_scene(kind, "refractive", views=5, height=60,
+                           width=80)
+    depths = scene_depths(sc)[[0, 2, 4]]
 
     def model(cam):
         return aquamvs.RefractiveModel.from_camera(cam, torch.float64)

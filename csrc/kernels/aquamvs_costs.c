@@ -17,13 +17,15 @@ typedef struct {
     const ap_projector *proj;       /* one a source view */
     double taps[AP_MAX_WINDOW / 2 + 1];  /* the filter's centre, then out */
     double least;                   /* the count's clamp */
+    int box;                        /* NCC's box: taps all 1 */
     int bands;
     float *out;
     atomic_llong next_item;         /* (plane, band) pairs */
     atomic_int failed;
 } parity_job;
 
-/* Rows of the rings: the 2 radius + 1 of a window and the one entering. */
+/* The rows of a ring's slot, one slot an image row; a ring holds
+ * 2 radius + 2 slots: a window's rows and the one entering it. */
 enum { WARPED_M, WARPED_S, ALONG_M, ALONG_RM, ALONG_SM, WARPED_ROWS };
 enum { CENTRED_COUNT, CENTRED_MR, CENTRED_MS, ALONG_RR, ALONG_SS, ALONG_RS,
        CENTRED_ROWS };
@@ -134,6 +136,65 @@ ap_aquamvs_down(const double *const *restrict rows,
     }
 }
 
+/* The box filter's two: ap_aquamvs_along and ap_aquamvs_down with
+ * weights 1, spared their multiplications. */
+AP_VECTOR_CLONES void
+ap_aquamvs_box_along(const double *restrict padded, int w, int radius,
+                     double *restrict out)
+{
+    const double *in = padded + radius;
+    for (int x = 0; x < w; x++) {
+        out[x] = in[x];
+    }
+    int j = 1;
+    for (; j + 1 <= radius; j += 2) {
+        for (int x = 0; x < w; x++) {
+            out[x] += (in[x - j] + in[x + j]) +
+                      (in[x - j - 1] + in[x + j + 1]);
+        }
+    }
+    for (; j <= radius; j++) {
+        for (int x = 0; x < w; x++) {
+            out[x] += in[x - j] + in[x + j];
+        }
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_aquamvs_box_down(const double *const *restrict rows, int count, int w,
+                    double *restrict out)
+{
+    for (int x = 0; x < w; x++) {
+        out[x] = 0.0;
+    }
+    int k = 0;
+    for (; k + 4 <= count; k += 4) {
+        const double *restrict a = rows[k], *restrict b = rows[k + 1];
+        const double *restrict c = rows[k + 2], *restrict d = rows[k + 3];
+        for (int x = 0; x < w; x++) {
+            out[x] += (a[x] + b[x]) + (c[x] + d[x]);
+        }
+    }
+    for (; k < count; k++) {
+        const double *restrict a = rows[k];
+        for (int x = 0; x < w; x++) {
+            out[x] += a[x];
+        }
+    }
+}
+
+/* A row held in padded (ap_aquamvs_along) filtered along into out. */
+static void
+filter_along(const parity_job *job, const double *padded, double *out)
+{
+    int w = job->args->w, r = job->args->window / 2;
+    if (job->box) {
+        ap_aquamvs_box_along(padded, w, r, out);
+    } else {
+        ap_aquamvs_along(padded, w, r, job->taps, out);
+    }
+}
+
 /* out[q] = the three rows `first`.. of each slot, filtered down the
  * window of rows around y (zero padding: rows off the image add
  * nothing). */
@@ -153,8 +214,12 @@ filter_down(const parity_job *job, double *ring, int rows, int first,
         for (int k = lo; k <= hi; k++) {
             window[k - lo] = slot(ring, rows, k, r, w, first + q);
         }
-        ap_aquamvs_down(window, weights, hi - lo + 1, w,
-                        out + (size_t)q * w);
+        if (job->box) {
+            ap_aquamvs_box_down(window, hi - lo + 1, w, out + (size_t)q * w);
+        } else {
+            ap_aquamvs_down(window, weights, hi - lo + 1, w,
+                            out + (size_t)q * w);
+        }
     }
 }
 
@@ -247,8 +312,8 @@ warp_row(const parity_job *job, workspace *ws, int v, double depth, int y)
         slot(ws->warped, WARPED_ROWS, y, r, w, WARPED_S), p, p + pw,
         p + 2 * pw);
     for (int q = 0; q < 3; q++) {
-        ap_aquamvs_along(ws->padded + q * pw, w, r, job->taps,
-                         slot(ws->warped, WARPED_ROWS, y, r, w, ALONG_M + q));
+        filter_along(job, ws->padded + q * pw,
+                     slot(ws->warped, WARPED_ROWS, y, r, w, ALONG_M + q));
     }
 }
 
@@ -271,9 +336,8 @@ centre_row(const parity_job *job, workspace *ws, int q)
         slot(ws->centred, CENTRED_ROWS, q, r, w, CENTRED_MS), p, p + pw,
         p + 2 * pw);
     for (int k = 0; k < 3; k++) {
-        ap_aquamvs_along(ws->padded + k * pw, w, r, job->taps,
-                         slot(ws->centred, CENTRED_ROWS, q, r, w,
-                              ALONG_RR + k));
+        filter_along(job, ws->padded + k * pw,
+                     slot(ws->centred, CENTRED_ROWS, q, r, w, ALONG_RR + k));
     }
 }
 
@@ -388,6 +452,7 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
             job->taps[j] = 1.0;
         }
         job->least = AP_AQUAMVS_NCC_LEAST;
+        job->box = 1;
     }
     job->args = a;
     job->rays = &rays;
