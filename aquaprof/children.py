@@ -29,7 +29,6 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .report import Report, ReportError
@@ -186,7 +185,10 @@ def collect(folder: str, max_children: int
     """The reports delivered to `folder`, oldest start first (at most
     max_children), and the account of the children: how many started,
     reported, and which were lost or left out and why."""
-    path = Path(folder)
+    # plain strings: pathlib interns every part of a path, and on
+    # Python 3.12 an interned string is never freed, so a Path of each
+    # run's unique folder would leak a string a run
+    path = folder
     deadline = time.monotonic() + EXIT_WAIT_S
     started = _markers(path)
     while time.monotonic() < deadline and any(
@@ -199,7 +201,8 @@ def collect(folder: str, max_children: int
         state = _state(path, token)
         if state == "reported":
             try:
-                reports.append(Report.load(path / f"{token}.json"))
+                reports.append(Report.load(
+                    os.path.join(path, f"{token}.json")))
                 continue
             except ReportError as e:
                 reason = f"its report could not be read: {e}"
@@ -224,7 +227,7 @@ def collect(folder: str, max_children: int
     return reports[:max_children], account
 
 
-def _markers(path: Path) -> Dict[str, Dict[str, Any]]:
+def _markers(path: str) -> Dict[str, Dict[str, Any]]:
     found: Dict[str, Dict[str, Any]] = {}
     try:
         names = os.listdir(path)    # a list, not an iterator to leave open
@@ -234,7 +237,8 @@ def _markers(path: Path) -> Dict[str, Dict[str, Any]]:
         if not name.endswith(".started"):
             continue
         try:
-            marker = json.loads((path / name).read_text())
+            with open(os.path.join(path, name)) as f:
+                marker = json.loads(f.read())
             found[name[:-len(".started")]] = {
                 "pid": int(marker["pid"]), "label": str(marker["label"])}
         except (OSError, ValueError, KeyError, TypeError):
@@ -242,10 +246,10 @@ def _markers(path: Path) -> Dict[str, Dict[str, Any]]:
     return found
 
 
-def _state(path: Path, token: str) -> str:
-    if (path / f"{token}.json").exists():
+def _state(path: str, token: str) -> str:
+    if os.path.exists(os.path.join(path, f"{token}.json")):
         return "reported"
-    if (path / f"{token}.exiting").exists():
+    if os.path.exists(os.path.join(path, f"{token}.exiting")):
         return "exiting"
     return "silent"
 
@@ -344,7 +348,7 @@ def _start_capture(entries: Optional[Tuple[Dict[str, Any], ...]] = None
     marker = json.dumps({"pid": os.getpid(), "label": _label()})
     try:
         for entry in entries:
-            _write(Path(entry["dir"]) / f"{token}.started", marker)
+            _write(os.path.join(entry["dir"], f"{token}.started"), marker)
     except OSError:
         _child = None     # the parent is gone: run on unprofiled
         prof.stop()
@@ -359,10 +363,10 @@ def _end_with_the_parent(child: Dict[str, Any]) -> None:
     once every parent's folder is gone, nobody will read its report, and
     recording on would only hold memory and a sampler thread."""
     global _child
-    folders = [Path(entry["dir"]) for entry in child["entries"]]
+    folders = [entry["dir"] for entry in child["entries"]]
     while _child is child:
         time.sleep(FOLDER_CHECK_S)
-        if any(folder.is_dir() for folder in folders):
+        if any(os.path.isdir(folder) for folder in folders):
             continue
         if _child is child and not _delivering:
             _child = None
@@ -437,7 +441,7 @@ def _deliver(child: Dict[str, Any]) -> None:
     token, entries = child["token"], child["entries"]
     try:
         for entry in entries:
-            _write(Path(entry["dir"]) / f"{token}.exiting", "")
+            _write(os.path.join(entry["dir"], f"{token}.exiting"), "")
         prof = child["profiler"]
         prof.stop()
         data = prof.report().to_dict()
@@ -447,20 +451,25 @@ def _deliver(child: Dict[str, Any]) -> None:
             data["worker"] = worker
         text = json.dumps(data, separators=(",", ":"))
         for entry in entries:
-            _write(Path(entry["dir"]) / f"{token}.json", text)
+            _write(os.path.join(entry["dir"], f"{token}.json"), text)
     except Exception:    # noqa: BLE001 - the parent counts it lost
         return
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: str, text: str) -> None:
     """Whole or not at all: a temporary name, then a rename. No fsync:
     the files live as long as the parent's run."""
-    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    folder, name = os.path.split(path)
+    part = os.path.join(folder, f".{name}.{os.getpid()}.part")
     try:
-        part.write_text(text)
+        with open(part, "w") as f:
+            f.write(text)
         os.replace(part, path)
     except BaseException:
-        part.unlink(missing_ok=True)
+        try:
+            os.unlink(part)
+        except FileNotFoundError:
+            pass
         raise
 
 

@@ -2,10 +2,11 @@
 Profiler(cuda=..., cuda_sync=...) asks of the C layer."""
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 _MODES = {False: 0, "auto": 1, True: 2}
 
@@ -57,6 +58,43 @@ def cupti_neighbor() -> Optional[str]:
         return f"a CUDA tool injected through CUDA_INJECTION64_PATH " \
                f"({os.path.basename(injected)}, Nsight's as a rule)"
     return None
+
+
+_FLUSHES_FIRST = "_aquaprof_flushes_first"
+
+
+def flush_before_torch_profiler() -> None:
+    """Has torch.profiler hand aquaprof the CUPTI records of the run so far
+    before it registers its own CUPTI callbacks: CUPTI delivers a buffer
+    to whoever's callback is registered when it fills, so the buffer
+    aquaprof was filling would otherwise go to torch.profiler, which
+    drops a buffer it did not allocate, with aquaprof's records and its
+    own first ones. Wraps torch's two profiler entry points once per
+    process (a flush when no trace runs does nothing); torch not yet
+    imported, or another torch, is left alone."""
+    module = sys.modules.get("torch.autograd.profiler")
+    if module is None:
+        return
+    try:
+        for name in ("_prepare_profiler", "_enable_profiler"):
+            original = getattr(module, name, None)
+            if callable(original) and not getattr(original, _FLUSHES_FIRST,
+                                                  False):
+                setattr(module, name, _flushing_first(original))
+    except Exception:  # a torch whose module refuses new attributes
+        pass
+
+
+def _flushing_first(original: Callable[..., Any]) -> Callable[..., Any]:
+    from . import _core
+
+    @functools.wraps(original)
+    def flushing_first(*args: Any, **kwargs: Any) -> Any:
+        _core._gpu_flush()
+        return original(*args, **kwargs)
+
+    setattr(flushing_first, _FLUSHES_FIRST, True)
+    return flushing_first
 
 
 def profiler_args(cuda: Any, cuda_sync: Any) -> Dict[str, Any]:

@@ -196,6 +196,9 @@ class Profiler:
                 if self._compensate and not _core.active():
                     self._overhead = _calibration(*self._settings)
                 self._core.start(neighbor=self._cupti_neighbor())
+                if self._cuda:
+                    from .cupti import flush_before_torch_profiler
+                    flush_before_torch_profiler()
                 self._capture_children()
                 self._watch_dataloaders()
                 self._watch_torch()

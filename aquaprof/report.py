@@ -601,7 +601,7 @@ class Report:
         """Reads a file written by save(); ReportError if it is not one.
         Bounded in time and memory whatever the file holds
         (aquaprof.limits)."""
-        path = Path(path)
+        path = os.fspath(path)  # no Path: see children.collect
         try:
             raw = _read_report_file(path)
             return cls.from_dict(schema.parse_json(raw))
@@ -627,7 +627,7 @@ def _equal_with_array(a: Optional[Dict[str, Any]],
             and (key not in a or np.array_equal(a[key], b[key])))
 
 
-def _read_report_file(path: Path) -> bytes:
+def _read_report_file(path: Union[str, bytes]) -> bytes:
     """The bytes of a regular file of at most limits.MAX_FILE_BYTES;
     ReportError otherwise. Opened without blocking, so a FIFO or a device
     is refused instead of waited on or read without end."""

@@ -420,3 +420,26 @@ def test_a_nested_profiler_ended_by_its_outer_captures_no_more_children():
     inner.stop()
     assert "work" not in inner.report()
     assert "children" not in inner.report().meta
+
+
+def test_runs_with_children_build_no_pathlib_paths(monkeypatch):
+    """Each run's children folder has a unique name, and pathlib interns
+    every part of a path: on Python 3.12 an interned string is never
+    freed, so a Path in that folder would leak a string every run."""
+    import pathlib
+    import tempfile
+    made = []
+    original = pathlib.Path.__new__
+
+    def counting(cls, *args, **kwargs):
+        made.append(str(args[0]) if args else "")
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "__new__", counting)
+    for _ in range(2):
+        with ap.Profiler() as prof:
+            with multiprocessing.get_context("fork").Pool(1) as pool:
+                pool.map(calls, [2])
+        assert len(prof.report().processes) == 2
+    temp = tempfile.gettempdir()
+    assert [p for p in made if p.startswith(temp)] == []

@@ -19,6 +19,8 @@
  * changed while it records. */
 static const ap_cuda_fns *cuda;
 static int hook_sync, hook_nvtx, running;
+/* torch.profiler was about to take CUPTI during this run (ap_gpu_flush) */
+static int handed_over;
 /* This process opened the driver or CUPTI, or is a fork child of one that
  * did: neither works in a forked child. */
 static int opened, forked;
@@ -319,6 +321,7 @@ ap_gpu_start(const ap_gpu_config *c, const char *neighbor,
         return AP_ERR_SYSTEM;
     }
     started_status(traced, status, size);
+    handed_over = 0;
     running = 1;
     *out = needed_hooks();
     return AP_OK;
@@ -426,12 +429,14 @@ stop_cupti(const char *neighbor, char *note, size_t size)
         cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     }
     size_t lost = ap_gpu_buffers_out();
-    if (neighbor || lost) {
+    if (neighbor || lost || handed_over) {
         char text[512];
         snprintf(text, sizeof(text), "another CUPTI client (%s) took CUPTI "
                  "over during this run: GPU work from its start on is "
-                 "missing%s", neighbor ? neighbor : "torch.profiler or "
-                 "Nsight", lost ? " (activity buffers went to it)" : "");
+                 "missing%s", neighbor      ? neighbor
+                              : handed_over ? "torch.profiler"
+                                            : "torch.profiler or Nsight",
+                 lost ? " (activity buffers went to it)" : "");
         add_note(note, size, text);
     }
     ap_gpu_trace *t = ap_gpu_records_take();
@@ -478,6 +483,17 @@ ap_gpu_stop(ap_gpu_trace **out, const char *neighbor, char *note,
 #endif
     running = 0;   /* last: no trace starts while this one flushes */
     return st;
+}
+
+void
+ap_gpu_flush(void)
+{
+#ifdef AP_HAVE_CUPTI
+    if (running && hook_cupti) {
+        handed_over = 1;
+        cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
+#endif
 }
 
 static int

@@ -75,6 +75,13 @@ ap_status ap_gpu_start(const ap_gpu_config *config, const char *neighbor,
 ap_status ap_gpu_stop(ap_gpu_trace **out, const char *neighbor, char *note,
                       size_t size);
 
+/* Hands every activity buffer filled so far to aquaprof, while the
+ * buffer callbacks are still its own: called just before another CUPTI
+ * client (torch.profiler) registers its callbacks, so that the records
+ * of the run until then reach aquaprof and the other client's reach it.
+ * Nothing when no trace runs. Needs no GIL. */
+void ap_gpu_flush(void);
+
 /* Fills each event's stage and span from the report of the same run. */
 void ap_gpu_trace_resolve(ap_gpu_trace *t, const ap_report *r);
 

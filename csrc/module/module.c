@@ -7,6 +7,7 @@
 
 #include "../core/alloc.h"
 #include "../core/session.h"
+#include "../gpu/gpu_trace.h"
 
 static PyObject *
 active(PyObject *module, PyObject *unused)
@@ -59,6 +60,22 @@ fail_allocations(PyObject *module, PyObject *args)
     return PyLong_FromLongLong(ap_alloc_failed());
 }
 
+PyDoc_STRVAR(gpu_flush_doc,
+"_gpu_flush(): hands the CUPTI activity buffers filled so far to the\n"
+"running trace (nothing when none runs): called before torch.profiler\n"
+"registers its own CUPTI callbacks.");
+
+static PyObject *
+gpu_flush(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    ap_gpu_flush();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"stage", (PyCFunction)(void (*)(void))ap_stage_function,
      METH_FASTCALL | METH_KEYWORDS, stage_doc},
@@ -69,6 +86,7 @@ static PyMethodDef module_methods[] = {
      METH_FASTCALL, merge_stage_doc},
     {"_fail_allocations", fail_allocations, METH_VARARGS,
      fail_allocations_doc},
+    {"_gpu_flush", gpu_flush, METH_NOARGS, gpu_flush_doc},
     {NULL, NULL, 0, NULL},
 };
 

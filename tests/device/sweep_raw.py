@@ -139,7 +139,10 @@ class Cases:
 
     def extract(self, volume, depths, name):
         h, w, d = volume.shape
-        vol, on_device = self.dev.upload(volume), self.dev.upload(depths)
+        # the kernel reads doubles: a scene's range is float32 (NumPy 2
+        # keeps a float32 scalar's type through linspace)
+        vol = self.dev.upload(volume)
+        on_device = self.dev.upload(np.asarray(depths, np.float64))
         depth, conf = self.dev.alloc(h * w * 4), self.dev.alloc(h * w * 4)
         _mvs.gpu_extract_depth(0, 0, vol, h, w, d, on_device, depth, conf)
         want_depth, want_conf = mvs.extract_depth(volume, depths)
