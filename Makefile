@@ -14,12 +14,21 @@ CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 WERROR ?= 1
 
 .PHONY: demo test test-core test-python asan bench bench-projection build \
-	clean typecheck gpu-check
+	clean typecheck gpu-check browser
 
 $(DEPS): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
+
+# The browser tests' chromium (tests/browser.py): Debian's, which
+# Playwright drives (its own download is never used). Where it cannot be
+# installed (not root, no apt) the tests skip and say why.
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser \
+	  >/dev/null || apt-get install -y -q chromium || \
+	  (apt-get update -q && apt-get install -y -q chromium) || \
+	  echo "chromium could not be installed: the browser tests will skip"
 
 $(EXT): $(DEPS) $(EXT_SOURCES) setup.py pyproject.toml
 	AQUAPROF_WERROR=$(WERROR) $(PY) setup.py -q build_ext --inplace --force
@@ -44,7 +53,7 @@ test-core: tests/core/test_core
 	    --errors-for-leak-kinds=definite ./tests/core/test_core; \
 	else echo "valgrind not installed: memcheck skipped"; fi
 
-test-python: build
+test-python: build browser
 	$(PY) -X dev -m pytest -q
 
 # The core's tests and then the whole Python suite with the extensions
@@ -52,7 +61,7 @@ test-python: build
 # is fatal), and the core's thread test under ThreadSanitizer. Leaves the
 # sanitized extension in place: the next `make build` rebuilds.
 SAN_RUNTIME = $(shell $(CC) -print-file-name=libasan.so)
-asan: $(DEPS)
+asan: $(DEPS) browser
 	rm -f $(EXT)
 	$(CC) $(CFLAGS_STRICT) -fsanitize=address,undefined \
 	  -fno-sanitize-recover=all csrc/core/*.c tests/core/test_core.c -lm \

@@ -23,6 +23,7 @@ from .schema import ReportError
 if TYPE_CHECKING:
     from .analysis.samples import HotFunction, Sampling
     from .analysis.stragglers import Straggler
+    from .views.flamegraph_html import Flamegraph
 
 _NS = 1e-9
 
@@ -99,6 +100,12 @@ class Timing:
                 mid = (int(lower[index]) + int(lower[index + 1])) / 2 * _NS
                 return min(max(mid, self.min), self.max)
         return self.max
+
+    def buckets(self) -> List[Tuple[int, int]]:
+        """The histogram: (bucket index, calls) pairs, the bucket's
+        bounds in ns being aquaprof._core.HIST_LOWER_NS[index:index + 2];
+        only buckets with calls, fastest first."""
+        return [(int(i), int(n)) for i, n in self._hist]
 
     p50 = property(lambda self: self.percentile(50), doc="Median, seconds.")
     p90 = property(lambda self: self.percentile(90), doc="90th pct, seconds.")
@@ -341,8 +348,9 @@ class Report:
         return span_gpu_time(self)
 
     @property
-    def threads(self) -> List[Dict[str, int]]:
-        """Threads that recorded stages: index, native_id, spans, dropped."""
+    def threads(self) -> List[Dict[str, Any]]:
+        """Threads that recorded stages: index, native_id, spans, dropped,
+        and name (threading.Thread.name) for Python threads."""
         return [dict(t) for t in self._data["threads"]]
 
     @property
@@ -555,6 +563,24 @@ class Report:
         zoom, search)."""
         from .views.flamegraph import write_flamegraph
         return write_flamegraph(self, path, title)
+
+    def flamegraph(self, title: str = "aquaprof flamegraph",
+                   base: Optional["Report"] = None, threshold: float = 0.05,
+                   alpha: float = 0.01) -> "Flamegraph":
+        """The interactive flamegraph as an object a notebook displays
+        (JupyterLab, Notebook, VS Code: hover, click to zoom, search), as
+        wide as the page; .save(path) writes it as an SVG file. With base,
+        the differential flamegraph (aquaprof.diff_flamegraph)."""
+        from .views.flamegraph_html import Flamegraph
+        return Flamegraph(self, title, base, threshold, alpha)
+
+    def to_html(self, path: Union[str, os.PathLike],
+                title: Optional[str] = None) -> Path:
+        """The report as one self-contained HTML page (no network): the
+        header, the stage table, the flamegraph, the timeline, call time
+        distributions, memory, GPU activity and the diagnosis."""
+        from .views.page import write_page
+        return write_page(self, path, title)
 
     def to_speedscope(self, path: Union[str, os.PathLike]) -> Path:
         """The speedscope file format: an evented profile per thread."""

@@ -54,7 +54,10 @@ STAGE_FIELDS: Fields = {
 STAGE_OPTIONAL: Fields = {"suspended": int}
 THREAD_FIELDS: Fields = {"index": int, "native_id": int, "spans": int,
                          "dropped": int}
-THREAD_OPTIONAL: Fields = {"cpu_reads": int, "process": int}
+#: "name": the Python thread's name (threading.Thread.name) at the
+#: report; absent for a thread threading did not start, and in files
+#: written before names were recorded
+THREAD_OPTIONAL: Fields = {"cpu_reads": int, "process": int, "name": str}
 #: all optional: a host field, where present, has this type
 HOST_OPTIONAL: Fields = {
     "hostname": str, "platform": str, "python": str, "aquaprof": str,

@@ -117,6 +117,7 @@ def test_merge_refuses_labels_that_do_not_fit(report, tmp_path, labels,
 @pytest.mark.parametrize("command, written", [
     (["flamegraph"], ["run.svg"]),
     (["trace"], ["run.trace.json"]),
+    (["html"], ["run.html"]),
     (["merge"], ["merged.aquaprof.json"]),
     (["merge", "--trace", "."], ["merged.aquaprof.json",
                                  "merged.trace.json"]),
@@ -149,6 +150,7 @@ QUIET = "import aquaprof as ap\nwith ap.stage('work'):\n    pass\n"
     ["merge", "{report}", "{report}", "-o", "{tmp}/m.json"],
     ["trace", "{report}", "-o", "{tmp}/t.json"],
     ["flamegraph", "{report}", "-o", "{tmp}/f.svg"],
+    ["html", "{report}", "-o", "{tmp}/p.html"],
     ["run", "{tmp}/quiet.py"],
 ])
 def test_a_closed_stdout_ends_the_command_quietly(report, tmp_path,

@@ -91,6 +91,8 @@ def views_work(report, folder):
     report.to_chrome_trace(folder / "t.json")
     report.to_folded(folder / "f.txt")
     report.to_flamegraph(folder / "f.svg")
+    report.to_html(folder / "p.html")
+    report.flamegraph()._repr_html_()
     report.to_speedscope(folder / "s.json")
     report.compare(report)
 

@@ -150,6 +150,7 @@ def every_command(path, good, folder):
             ("flamegraph", path, "-o", folder / "f.svg"),
             ("flamegraph", good, "-o", folder / "f.svg", "--diff", path),
             ("trace", path, "-o", folder / "t.json"),
+            ("html", path, "-o", folder / "p.html"),
             ("history", folder / "h.db", "--add", path)]
 
 
@@ -353,6 +354,7 @@ def test_a_chain_at_the_cap_loads_and_every_view_renders(tmp_path,
     for args in [("show", path), ("compare", path, path),
                  ("flamegraph", path, "-o", tmp_path / "f.svg"),
                  ("trace", path, "-o", tmp_path / "t.json"),
+                 ("html", path, "-o", tmp_path / "p.html"),
                  ("merge", path, path, "-o", tmp_path / "m.json")]:
         code, out, err = run_cli(capsys, *args)
         assert code == 0, (args, err)

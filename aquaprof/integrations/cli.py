@@ -4,7 +4,10 @@
     aquaprof show run.json                 print a saved report
     aquaprof compare base.json new.json    exit 1 when a stage got slower
     aquaprof flamegraph run.json -o flame.svg [--diff base.json]
+    aquaprof folded run.json [-o run.folded]    folded stacks
+    aquaprof speedscope run.json -o run.speedscope.json
     aquaprof trace run.json -o trace.json
+    aquaprof html run.json -o page.html    a self-contained HTML page
     aquaprof merge rank0.json rank1.json ... -o all.json [--labels a,b]
     aquaprof history runs.db [--add run.json] [--stage NAME]
     aquaprof demo                          the plane-sweep demo
@@ -99,6 +102,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"-o {str(out)!r} is a file: run writes its report "
                         f"and trace into a folder")
     out.mkdir(parents=True, exist_ok=True)
+    page = _out_path(args.html, f"{script.stem}.html") if args.html \
+        else None
+    if page is not None and not page.parent.is_dir():
+        # said before the script runs, not after it has run for an hour
+        raise UserError(f"--html {args.html!r}: folder "
+                        f"{str(page.parent)!r} does not exist")
     sys.argv = [str(script)] + list(args.args)
     sys.path.insert(0, str(script.resolve().parent))
     run_stage = f"run {script.name}"
@@ -115,6 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         report = prof.report()
         saved = report.save(out / f"{script.stem}.aquaprof.json")
         trace = report.to_chrome_trace(out / f"{script.stem}.trace.json")
+        if page is not None:
+            page = report.to_html(page, f"aquaprof: {script.name}")
     except KeyboardInterrupt:
         # a second Ctrl-C while saving: files are written atomically, so
         # each is whole or absent
@@ -124,6 +135,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_call_tree(report, run_stage, str(script))
         print(f"\nreport: {saved}\ntrace:  {trace} (open in "
               f"ui.perfetto.dev)")
+        if page is not None:
+            print(f"page:   {page} (open in a browser)")
         sys.stdout.flush()
     except BrokenPipeError:
         # the report was cut, not the run: its code stays the script's
@@ -374,10 +387,45 @@ def cmd_flamegraph(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_folded(args: argparse.Namespace) -> int:
+    from ..views.flamegraph import folded_lines, write_folded
+    report = _load(args.report)
+    if args.out is not None:
+        print(write_folded(report, _out_path(
+            args.out, f"{_stem(args.report)}.folded")))
+        return 0
+    # the file's bytes, UTF-8 whatever the locale says: a pipe into
+    # flamegraph.pl gets what -o would have written
+    text = "".join(f"{line}\n" for line in folded_lines(report))
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        buffer.write(text.encode("utf-8"))
+    return 0
+
+
+def cmd_speedscope(args: argparse.Namespace) -> int:
+    from ..views.speedscope import write_speedscope
+    out = _out_path(args.out, f"{_stem(args.report)}.speedscope.json")
+    path = write_speedscope(_load(args.report), out,
+                            name=Path(args.report).name)
+    print(f"{path} (open in www.speedscope.app)")
+    return 0
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     out = _out_path(args.out, f"{_stem(args.report)}.trace.json")
     path = _load(args.report).to_chrome_trace(out, args.max_events)
     print(f"{path} (open in ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+def cmd_html(args: argparse.Namespace) -> int:
+    out = _out_path(args.out, f"{_stem(args.report)}.html")
+    path = _load(args.report).to_html(out, f"aquaprof: {args.report}")
+    print(f"{path} (open in a browser)")
     return 0
 
 
@@ -469,6 +517,9 @@ def parser() -> argparse.ArgumentParser:
                      "the call stacks (default 0.001)")
     run.add_argument("--no-sample", action="store_true",
                      help="record stages only, no call stacks")
+    run.add_argument("--html", metavar="PAGE",
+                     help="also write the report as an HTML page here "
+                     "(a folder: SCRIPT.html in it)")
     run.set_defaults(func=cmd_run)
 
     show = sub.add_parser("show", help="print a saved report")
@@ -521,12 +572,36 @@ def parser() -> argparse.ArgumentParser:
                        help="colour by the change from this report")
     flame.set_defaults(func=cmd_flamegraph)
 
+    folded = sub.add_parser(
+        "folded", help="folded stacks, for flamegraph.pl and friends",
+        description="Writes REPORT as folded stacks: a line 'a;b;c NS' "
+        "per stage path with self time NS (and per sampled code stack "
+        "under it), to stdout unless -o is given.")
+    folded.add_argument("report")
+    folded.add_argument("-o", "--out", help="the file, or a folder for "
+                        "REPORT.folded (default: stdout)")
+    folded.set_defaults(func=cmd_folded)
+
+    scope = sub.add_parser("speedscope", help="speedscope JSON "
+                           "(www.speedscope.app)")
+    scope.add_argument("report")
+    scope.add_argument("-o", "--out", required=True, help="the file, or "
+                       "a folder for REPORT.speedscope.json")
+    scope.set_defaults(func=cmd_speedscope)
+
     trace = sub.add_parser("trace", help="Chrome/Perfetto trace JSON")
     trace.add_argument("report")
     trace.add_argument("-o", "--out", required=True, help="the trace "
                        "file, or a folder for REPORT.trace.json")
     trace.add_argument("--max-events", type=int, default=1_000_000)
     trace.set_defaults(func=cmd_trace)
+
+    page = sub.add_parser("html", help="the report as one self-contained "
+                          "HTML page")
+    page.add_argument("report")
+    page.add_argument("-o", "--out", required=True, help="the page, or a "
+                      "folder for REPORT.html")
+    page.set_defaults(func=cmd_html)
 
     merge = sub.add_parser("merge", help="reports of several processes "
                            "or ranks as one")

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, \
 from .._atomic import write_atomic
 from .._units import fmt_time, printable
 from .code import Chain, labels, weights
+from .flamegraph_script import flamegraph_script
+from .threads import threads_summary
 
 if TYPE_CHECKING:
     from ..analysis.compare import StageChange
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
 FRAME_HEIGHT = 18
 WIDTH = 1200
-_PAD = 10
+PAD = 10
 _TOP = 60          # title, search and details lines
 
 
@@ -199,8 +201,10 @@ def _details(frame: _Frame, report: "Report", diff: bool) -> str:
     share = frame.total / wall * 100 if wall else 0.0
     if not frame.path:
         threads = len(report.threads)
+        names = threads_summary(report.threads)
         text = (f"all: {fmt_time(frame.total)} of thread time on "
-                f"{threads} thread{'s' if threads != 1 else ''}, "
+                f"{threads} thread{'s' if threads != 1 else ''}"
+                f"{f' ({names})' if names else ''}, "
                 f"{share:.1f} % of the run's {fmt_time(wall)} wall time")
     else:
         text = (f"{frame.path}: {fmt_time(frame.total)} ({share:.1f} % of "
@@ -225,7 +229,7 @@ def _details(frame: _Frame, report: "Report", diff: bool) -> str:
             f"; not judged")
 
 
-def _legend(diff: bool, threshold: float, alpha: float) -> str:
+def legend_svg(diff: bool, threshold: float, alpha: float) -> str:
     """The lines under the title: what width and shares are, and for a
     diff what each colour says."""
     lines = ['<text class="legend" x="10" y="40">width: thread time '
@@ -253,15 +257,11 @@ def _legend(diff: bool, threshold: float, alpha: float) -> str:
     return "\n".join(lines)
 
 
-def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
-                   base: Optional["Report"] = None, threshold: float = 0.05,
-                   alpha: float = 0.01) -> str:
-    """The SVG text. With base, a differential flamegraph: frames as wide
-    as in report, each stage coloured by the verdict compare gives its
-    self time per call (threshold, alpha as in Report.compare); sampled
-    code and the root are grey, their change only shown."""
+def _judged(report: "Report", base: Optional["Report"], threshold: float,
+            alpha: float) -> Tuple[_Frame, List[_Frame]]:
+    """The frames laid out; with base, each with its base total and, for
+    a stage, compare's verdicts on it."""
     root, frames = _frames(report)
-    diff = base is not None
     if base is not None:
         before = {f.path: f.total for f in _frames(base)[1]}
         # compare's own verdicts, through the report: one rule for both
@@ -274,15 +274,25 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
             if not frame.code and frame.path:
                 frame.change = own[frame.path]
                 frame.calls = calls[frame.path]
+    return root, frames
+
+
+def frame_groups(report: "Report", base: Optional["Report"] = None,
+                 threshold: float = 0.05, alpha: float = 0.01,
+                 top: int = 0) -> Tuple[str, int]:
+    """The frames as SVG groups (class "f", data-x/w/d/path/details, a
+    rect and a label each), laid out WIDTH wide under `top` pixels of
+    header, and the height they fill down to."""
+    root, frames = _judged(report, base, threshold, alpha)
+    diff = base is not None
     depth = max(f.depth for f in frames) + 1
-    top = _TOP + (32 if diff else 0)     # the diff's two legend lines
-    height = top + depth * FRAME_HEIGHT + _PAD
-    scale = (WIDTH - 2 * _PAD) / root.total if root.total > 0 else 0.0
+    height = top + depth * FRAME_HEIGHT + PAD
+    scale = (WIDTH - 2 * PAD) / root.total if root.total > 0 else 0.0
     rects = []
     for f in frames:
-        x = _PAD + f.x * scale
+        x = PAD + f.x * scale
         w = f.total * scale
-        y = height - _PAD - (f.depth + 1) * FRAME_HEIGHT
+        y = height - PAD - (f.depth + 1) * FRAME_HEIGHT
         details = html.escape(_details(f, report, diff), quote=True)
         label = html.escape(_fit(f.name, w))
         kind = "f c" if f.code else "f"       # c: sampled code
@@ -300,12 +310,26 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
             f'height="{FRAME_HEIGHT - 1}" fill="{_colour(f, diff)}" rx="2"/>'
             f'<text x="{x + 3:.3f}" y="{y + FRAME_HEIGHT - 5}">{label}'
             f'</text></g>')
+    return "\n".join(rects), height
+
+
+def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
+                   base: Optional["Report"] = None, threshold: float = 0.05,
+                   alpha: float = 0.01) -> str:
+    """The SVG text. With base, a differential flamegraph: frames as wide
+    as in report, each stage coloured by the verdict compare gives its
+    self time per call (threshold, alpha as in Report.compare); sampled
+    code and the root are grey, their change only shown."""
+    diff = base is not None
+    top = _TOP + (32 if diff else 0)     # the diff's two legend lines
+    frames, height = frame_groups(report, base, threshold, alpha, top)
     return _SVG.format(
         width=WIDTH, height=height, title=html.escape(title),
-        legend=_legend(diff, threshold, alpha), frames="\n".join(rects),
-        box=WIDTH - _PAD - 300, below=top - 4, wall=repr(report.wall),
-        script=_SCRIPT.replace("@PAD@", str(_PAD)).replace(
-            "@WIDTH@", str(WIDTH)))
+        legend=legend_svg(diff, threshold, alpha), frames=frames,
+        box=WIDTH - PAD - 300, right=PAD + 300, below=top - 4,
+        wall=repr(report.wall),
+        script=flamegraph_script(PAD, FRAME_HEIGHT,
+                                 "document.documentElement", True))
 
 
 def write_flamegraph(report: "Report", path: Union[str, os.PathLike],
@@ -317,10 +341,12 @@ def write_flamegraph(report: "Report", path: Union[str, os.PathLike],
 
 
 # the search box is an HTML input in a foreignObject: browsers show it in
-# a standalone SVG; a viewer without scripts shows neither it nor zoom
+# a standalone SVG; a viewer without scripts shows neither it nor zoom.
+# What hangs on the right edge says how far from it (data-right): the
+# script moves it when the drawing takes the window's width.
 _SVG = """<?xml version="1.0" encoding="UTF-8" standalone="no"?>
 <svg version="1.1" xmlns="http://www.w3.org/2000/svg" width="{width}" \
-height="{height}" viewBox="0 0 {width} {height}" onload="init(evt)">
+height="{height}" viewBox="0 0 {width} {height}">
 <style>
 text {{ font: 12px Verdana, sans-serif; fill: #000; pointer-events: none; }}
 .f {{ cursor: pointer; }}
@@ -329,21 +355,24 @@ text {{ font: 12px Verdana, sans-serif; fill: #000; pointer-events: none; }}
 .f:hover rect {{ stroke: #000; stroke-width: 0.5; }}
 .hit rect {{ fill: rgb(230,0,230) !important; }}
 #title {{ font-size: 17px; }}
-#details, #matched, .legend {{ font-size: 12px; fill: #333; }}
+.details, .matched, .legend {{ font-size: 12px; fill: #333; }}
 .button {{ fill: #06c; cursor: pointer; pointer-events: all; }}
-#term {{ width: 290px; font: 12px Verdana, sans-serif; }}
+.term {{ width: 290px; font: 12px Verdana, sans-serif; }}
+.term.bad {{ outline: 2px solid #c00; }}
 </style>
 <rect width="100%" height="100%" fill="#f8f8f4"/>
 <text id="title" x="50%" y="22" text-anchor="middle">{title}</text>
 {legend}
-<text id="reset" class="button" x="10" y="{below}" visibility="hidden">\
+<text class="reset button" x="10" y="{below}" visibility="hidden">\
 Reset zoom</text>
-<foreignObject x="{box}" y="6" width="300" height="24">\
-<input xmlns="http://www.w3.org/1999/xhtml" id="term" type="search" \
+<foreignObject x="{box}" data-right="{right}" y="6" width="300" \
+height="24"><input xmlns="http://www.w3.org/1999/xhtml" id="term" \
+class="term" type="search" \
 placeholder="search: regular expression on stage paths" \
 title="Ctrl-F or F3 here; Escape clears"/></foreignObject>
-<text id="matched" x="{width}" dx="-10" y="40" text-anchor="end"></text>
-<text id="details" x="110" y="{below}"> </text>
+<text class="matched" x="{width}" dx="-10" data-right="0" y="40" \
+text-anchor="end"></text>
+<text class="details" x="110" y="{below}"> </text>
 <g id="frames" data-wall="{wall}">
 {frames}
 </g>
@@ -351,89 +380,4 @@ title="Ctrl-F or F3 here; Escape clears"/></foreignObject>
 {script}
 ]]></script>
 </svg>
-"""
-
-_SCRIPT = r"""
-var PAD = @PAD@, WIDTH = @WIDTH@, frames, details, reset, matched, term;
-function init(evt) {
-  frames = Array.prototype.slice.call(document.querySelectorAll(".f"));
-  details = document.getElementById("details");
-  reset = document.getElementById("reset");
-  matched = document.getElementById("matched");
-  term = document.getElementById("term");
-  frames.forEach(function (g) {
-    g.addEventListener("mouseover", function () {
-      details.textContent = g.getAttribute("data-details"); });
-    g.addEventListener("mouseout", function () {
-      details.textContent = " "; });
-    g.addEventListener("click", function () { zoom(g); });
-  });
-  reset.addEventListener("click", function () { zoom(frames[0]); });
-  term.addEventListener("input", function () { search(term.value); });
-  window.addEventListener("keydown", function (e) {
-    if (e.keyCode === 114 || (e.ctrlKey && e.keyCode === 70)) {
-      e.preventDefault(); term.focus(); term.select(); }
-    else if (e.keyCode === 27) { term.value = ""; search(""); }
-  });
-  zoom(frames[0]);
-}
-function num(g, key) { return parseFloat(g.getAttribute("data-" + key)); }
-function fit(g, x, w) {
-  var rect = g.querySelector("rect"), text = g.querySelector("text");
-  rect.setAttribute("x", x); rect.setAttribute("width", Math.max(w, 0));
-  text.setAttribute("x", x + 3);
-  var name = g.getAttribute("data-path").split("/").pop() || "all";
-  var room = Math.floor((w - 6) / 7);
-  text.textContent = room >= name.length ? name
-    : room > 2 ? name.substring(0, room - 2) + ".." : "";
-}
-function zoom(target) {
-  var x0 = num(target, "x"), w0 = num(target, "w"), d0 = num(target, "d");
-  var path = target.getAttribute("data-path");
-  var scale = w0 > 0 ? (WIDTH - 2 * PAD) / w0 : 0;
-  frames.forEach(function (g) {
-    var p = g.getAttribute("data-path"), d = num(g, "d");
-    var inside = path === "" || p === path || p.indexOf(path + "/") === 0;
-    var above = d < d0 && (p === "" || path.indexOf(p + "/") === 0);
-    if (inside || above) {
-      g.style.display = "";
-      if (above) { fit(g, PAD, WIDTH - 2 * PAD); }
-      else { fit(g, PAD + (num(g, "x") - x0) * scale, num(g, "w") * scale); }
-      g.style.opacity = above ? 0.6 : 1;
-    } else { g.style.display = "none"; }
-  });
-  reset.setAttribute("visibility", path === "" ? "hidden" : "visible");
-}
-// which of the paths (a/b/c, as in data-path) the regular expression
-// matches, how many, and the time they cover, a match inside another
-// counted once; null for a pattern that is not one
-function matching(pattern, paths, widths) {
-  var re;
-  try { re = new RegExp(pattern); } catch (e) { return null; }
-  var hit = [], counted = [], count = 0, time = 0;
-  paths.forEach(function (p, i) {
-    hit.push(p !== "" && re.test(p));
-    if (!hit[i]) { return; }
-    count += 1;
-    if (!counted.some(function (c) { return p.indexOf(c + "/") === 0; })) {
-      time += widths[i]; counted.push(p); }
-  });
-  return {hit: hit, count: count, time: time};
-}
-function search(pattern) {
-  frames.forEach(function (g) { g.classList.remove("hit"); });
-  matched.textContent = "";
-  if (!pattern) { return; }
-  var found = matching(pattern,
-    frames.map(function (g) { return g.getAttribute("data-path"); }),
-    frames.map(function (g) { return num(g, "w"); }));
-  if (found === null) { matched.textContent = "invalid pattern"; return; }
-  frames.forEach(function (g, i) {
-    if (found.hit[i]) { g.classList.add("hit"); } });
-  var wall = parseFloat(
-    document.getElementById("frames").getAttribute("data-wall"));
-  matched.textContent = found.count + " matched, " +
-    (wall > 0 ? (100 * found.time / wall).toFixed(1) : "0") +
-    " % of the run's wall time";
-}
 """

@@ -16,6 +16,7 @@ import numpy as np
 from .._version import __version__
 from .._atomic import write_atomic
 from .code import MAX_SLICES, CodeSlice, labels, longest, slices
+from .threads import thread_label
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -31,8 +32,7 @@ def speedscope(report: "Report", name: str = "aquaprof") -> Dict[str, Any]:
     names = report.stage_names
     start, stop = report.meta["start_ns"], report.meta["stop_ns"]
     tracks = _span_tracks(report)
-    titles = [f"thread {t['index']} (tid {t['native_id']})"
-              for t in report.threads]
+    titles = [thread_label(t) for t in report.threads]
     _add_code(report, tracks, titles, len(names))
     profiles = [{"type": "evented", "name": title, "unit": "nanoseconds",
                  "startValue": 0, "endValue": stop - start,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, \
 
 from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time, \
     printable
+from .threads import threads_summary
 
 if TYPE_CHECKING:
     from ..report import Report, StageStats
@@ -62,9 +63,10 @@ def _label(s: "StageStats", width: int = _NAME_MAX) -> str:
 def header_lines(rep: "Report") -> List[str]:
     meta = rep.meta
     threads = len(rep.threads)
+    names = threads_summary(rep.threads)
     lines = [
         f"aquaprof report: {fmt_time(rep.wall)} wall, "
-        f"{plural(threads, 'thread')}, "
+        f"{plural(threads, 'thread')}{f' ({names})' if names else ''}, "
         f"{plural(rep.spans_recorded, 'span')} recorded, "
         f"{rep.spans_dropped:,} dropped",
     ]

@@ -29,6 +29,7 @@ from .._atomic import write_atomic
 from .._progress import progress
 from ..schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 from .code import CodeSlice, labels, longest, slices
+from .threads import thread_label
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -61,7 +62,8 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
         kept = np.sort(np.argsort(-duration, kind="stable")[:max_events])
         left_out = len(spans) - max_events
     span_tids = _lane_tids(spans, kept, tids)
-    events += _lane_names(spans, kept, span_tids, tids, tpids)
+    events += _lane_names(spans, kept, span_tids, tids, tpids,
+                          [thread_label(t) for t in threads])
     span_text = _span_events(report, kept, tpids, span_tids, origin)
     gpu_text = _gpu_events(report, origin, kept, tpids, span_tids,
                            max_events)
@@ -94,7 +96,7 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
 
 
 def _track_names(processes: List[Dict[str, Any]],
-                 threads: List[Dict[str, int]],
+                 threads: List[Dict[str, Any]],
                  pids: List[int]) -> List[Dict[str, Any]]:
     """Metadata events naming and ordering each process and thread."""
     events: List[Dict[str, Any]] = []
@@ -107,8 +109,7 @@ def _track_names(processes: List[Dict[str, Any]],
         pid = pids[t.get("process", 0)]
         events.append({"ph": "M", "name": "thread_name", "pid": pid,
                        "tid": t["native_id"],
-                       "args": {"name": f"thread {t['index']} "
-                                        f"(tid {t['native_id']})"}})
+                       "args": {"name": thread_label(t)}})
     return events
 
 
@@ -153,15 +154,15 @@ def _lane_tids(spans: np.ndarray, kept: np.ndarray,
 
 def _lane_names(spans: np.ndarray, kept: np.ndarray,
                 span_tids: Dict[int, int], tids: List[int],
-                tpids: List[int]) -> List[Dict[str, Any]]:
+                tpids: List[int], titles: List[str]) -> List[Dict[str, Any]]:
     """Metadata naming each extra lane after its thread."""
     events = []
     for k, tid in sorted({(int(spans["thread"][k]), span_tids[int(k)])
                           for k in kept if span_tids[int(k)] >= _LANE_TID}):
         lane = (tid - _LANE_TID) % 4096
         events.append({"ph": "M", "name": "thread_name", "pid": tpids[k],
-                       "tid": tid, "args": {"name": f"thread {k} (tid "
-                                            f"{tids[k]}), task lane {lane}"}})
+                       "tid": tid,
+                       "args": {"name": f"{titles[k]}, task lane {lane}"}})
         events.append({"ph": "M", "name": "thread_sort_index",
                        "pid": tpids[k], "tid": tid,
                        "args": {"sort_index": tids[k] + lane}})

@@ -88,11 +88,26 @@ open_stack(ap_module_state *st, ContextStackObject *under)
     return 0;
 }
 
+/* Notes the calling thread's Python thread when it was not known
+ * before (known -1) and now is. */
+static void
+note_if_new(ap_module_state *st, int64_t known)
+{
+    int64_t now = ap_thread_index_now();
+    if (known < 0 && now >= 0) {
+        ap_threads_note(st, now);
+    }
+}
+
 void
 ap_choose_stack(PyObject *owner)
 {
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
+    /* -1: the thread has no record in this session until it opens a
+     * stack below; its first stage entry comes here, so this is where a
+     * thread is first seen */
+    int64_t known = ap_thread_index_now();
     PyObject *module = PyType_GetModule(Py_TYPE(owner));
     PyObject *value = NULL;
     if (module == NULL) {
@@ -117,12 +132,16 @@ ap_choose_stack(PyObject *owner)
         goto fail;
     }
     Py_XDECREF(value);
+    note_if_new(st, known);
     PyErr_Restore(exc_type, exc, tb);
     return;
 fail:
     /* never into user code: the edge goes on the thread's own stack */
     PyErr_Clear();
     ap_stack_use(ap_context_key(), NULL);
+    if (module != NULL) {
+        note_if_new(ap_state(module), known);
+    }
     PyErr_Restore(exc_type, exc, tb);
 }
 

@@ -114,6 +114,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->update_wrapper);
     Py_VISIT(st->span_dtype);
     Py_VISIT(st->gpu_dtype);
+    Py_VISIT(st->seen_threads);
     for (int i = 0; i < AP_NAME_CACHE; i++) {
         Py_VISIT(st->names[i].name);
         Py_VISIT(st->names[i].stage);
@@ -135,6 +136,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->update_wrapper);
     Py_CLEAR(st->span_dtype);
     Py_CLEAR(st->gpu_dtype);
+    Py_CLEAR(st->seen_threads);
     for (int i = 0; i < AP_NAME_CACHE; i++) {
         Py_CLEAR(st->names[i].name);
         Py_CLEAR(st->names[i].stage);

@@ -66,6 +66,9 @@ typedef struct {
     PyObject *stack_var;             /* ContextVar: the context's stack */
     PyObject *wrap_suspendable;      /* aquaprof._suspendable.wrap, loaded
                                       * at the first such decoration */
+    PyObject *seen_threads;          /* {thread index: threading.Thread}
+                                      * of session seen_gen, or NULL */
+    uint64_t seen_gen;
     /* Direct-mapped cache: str object -> interned id, and a Stage that
      * 'with aquaprof.stage(name)' may reuse instead of allocating. */
     ap_name_slot names[AP_NAME_CACHE];
@@ -147,11 +150,31 @@ int ap_add_dtype(PyObject *module, const char *name, PyObject *spec,
 
 /* A core report (a stopped session's, or a running one's snapshot) as a
  * dict of plain Python objects and a NumPy span array, with a "gpu" entry
- * built from gpu when it is not NULL; r is freed. NULL with an exception
+ * built from gpu when it is not NULL, and a "name" in each thread whose
+ * threading.Thread threads ({index: Thread}, ap_threads_noted; may be
+ * NULL) holds; r is freed. NULL with an exception
  * set leaves r to the caller, to free or to try again (out of memory, say):
  * whole, or at worst without its spans, then counted as shed. */
 PyObject *ap_report_to_python(ap_module_state *st, ap_report *r,
-                              ap_gpu_trace *gpu);
+                              ap_gpu_trace *gpu, PyObject *threads);
+
+/* thread_names.c: the Python names of the threads that record.
+ *
+ * Notes the calling thread's threading.Thread as the thread of record
+ * index in the active session, whose record was just made. Never raises;
+ * leaves a pending exception as it was. */
+void ap_threads_note(ap_module_state *st, int64_t index);
+
+/* A new reference to the active session's notes ({index: Thread}), or
+ * NULL (no exception) for none. ap_threads_take also lets go of them: the
+ * session's owner takes them at stop. */
+PyObject *ap_threads_noted(ap_module_state *st);
+PyObject *ap_threads_take(ap_module_state *st);
+
+/* A new reference to thread's name (Thread.name, as an exact str), or
+ * NULL (no exception) when it holds none. Runs no Python code; leaves a
+ * pending exception as it was. */
+PyObject *ap_thread_name(PyObject *thread);
 
 /* The aggregates of a stage dict besides its histogram, in the order
  * report_data() writes them: where ap_stats keeps each and how a merge

@@ -62,13 +62,18 @@ figures(ap_module_state *st, ap_session *s, const ap_mark *m, uint32_t keep)
                                   "cannot take the session's figures "
                                   "(status %d)", (int)status);
     }
-    PyObject *d = ap_report_to_python(st, since.report, NULL);
-    if (d == NULL ||
-        set_owned(d, "since_ns", PyLong_FromLongLong(since.since_ns)) < 0 ||
+    PyObject *threads = ap_threads_noted(st);
+    PyObject *d = ap_report_to_python(st, since.report, NULL, threads);
+    Py_XDECREF(threads);
+    if (d == NULL) {
+        ap_report_free(since.report);   /* left to us on failure */
+        return NULL;
+    }
+    if (set_owned(d, "since_ns", PyLong_FromLongLong(since.since_ns)) < 0 ||
         set_owned(d, "caller_stage", PyLong_FromLong(since.caller_stage))
             < 0 ||
         set_owned(d, "rss_peak", PyLong_FromLongLong(since.rss_peak)) < 0) {
-        Py_XDECREF(d);
+        Py_DECREF(d);
         return NULL;
     }
     return d;

@@ -27,7 +27,9 @@ typedef struct {
     ap_gpu_trace *gpu_trace;
     int64_t max_gpu_events;
     int nested;            /* started in another's session: nest, not
-                            * session, gpu_*, report */
+                            * session, gpu_*, report, threads */
+    PyObject *threads;     /* {index: threading.Thread} of its session's
+                            * threads, taken at stop for the report */
     ap_nest nest;
 } ProfilerObject;
 
@@ -347,6 +349,7 @@ stop_run(ProfilerObject *self, const char *neighbor)
     if (!ap_session_is_foreign(self->session)) {
         ap_nests_end(mst, self->session);
     }
+    Py_XSETREF(self->threads, ap_threads_take(mst));
     if (ap_session_stop(self->session) == AP_ERR_FORKED) {
         /* a forked child's copy of the parent's data: discard it */
         ap_session_free(self->session);
@@ -382,13 +385,14 @@ profiler_stop(ProfilerObject *self, PyObject *args, PyObject *kwargs)
 /* A core report as Python data (r freed), or NULL with an exception set
  * and r left to the caller. */
 static PyObject *
-report_dict(ProfilerObject *self, ap_report *r, ap_gpu_trace *gpu)
+report_dict(ProfilerObject *self, ap_report *r, ap_gpu_trace *gpu,
+            PyObject *threads)
 {
     PyObject *module = PyType_GetModule(Py_TYPE(self));
     if (module == NULL) {
         return NULL;
     }
-    return ap_report_to_python(ap_state(module), r, gpu);
+    return ap_report_to_python(ap_state(module), r, gpu, threads);
 }
 
 static PyObject *
@@ -452,13 +456,14 @@ profiler_report_data(ProfilerObject *self, PyObject *unused)
         /* out of memory here keeps the core's report for another try:
          * the run is not lost */
         self->report = report_dict(self, self->core_report,
-                                   self->gpu_trace);
+                                   self->gpu_trace, self->threads);
         if (self->report == NULL) {
             return NULL;
         }
         self->core_report = NULL;
         ap_gpu_trace_free(self->gpu_trace);
         self->gpu_trace = NULL;
+        Py_CLEAR(self->threads);
         /* the report holds everything now */
         ap_session_free(self->session);
         self->session = NULL;
@@ -494,12 +499,18 @@ profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
         return st ? ap_nest_snapshot(st, &self->nest, self->config.window)
                   : NULL;
     }
+    ap_module_state *mst = profiler_state(self);
+    if (mst == NULL) {
+        return NULL;
+    }
     ap_report *r = NULL;
     ap_status st = ap_session_snapshot(self->session, &r);
     if (st != AP_OK) {
         return status_error(st);
     }
-    PyObject *d = report_dict(self, r, NULL);
+    PyObject *threads = ap_threads_noted(mst);
+    PyObject *d = report_dict(self, r, NULL, threads);
+    Py_XDECREF(threads);
     if (d == NULL) {
         ap_report_free(r);
     }
@@ -548,6 +559,7 @@ profiler_traverse(ProfilerObject *self, visitproc visit, void *arg)
     Py_VISIT(self->gpu_status);
     Py_VISIT(self->nest.base);
     Py_VISIT(self->nest.end);
+    Py_VISIT(self->threads);
     return 0;
 }
 
@@ -572,6 +584,7 @@ profiler_dealloc(ProfilerObject *self)
     Py_CLEAR(self->report);
     Py_CLEAR(self->gpu_strings);
     Py_CLEAR(self->gpu_status);
+    Py_CLEAR(self->threads);
     tp->tp_free(self);
     Py_DECREF(tp);
 }

@@ -151,8 +151,31 @@ span_array(ap_module_state *st, ap_report *r)
     return array;
 }
 
+/* Sets d["name"] to the name of threads[index], where it has one. 0, or
+ * -1 with an exception set. */
+static int
+add_name(PyObject *d, PyObject *threads, uint32_t index)
+{
+    PyObject *key = PyLong_FromUnsignedLong(index);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *thread = PyDict_GetItemWithError(threads, key);  /* borrowed */
+    Py_DECREF(key);
+    if (thread == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *name = ap_thread_name(thread);
+    if (name == NULL) {
+        return 0;
+    }
+    int rc = PyDict_SetItemString(d, "name", name);
+    Py_DECREF(name);
+    return rc;
+}
+
 static PyObject *
-threads_list(const ap_report *r)
+threads_list(const ap_report *r, PyObject *threads)
 {
     PyObject *list = PyList_New(r->nthreads);
     if (list == NULL) {
@@ -171,6 +194,10 @@ threads_list(const ap_report *r)
             return NULL;
         }
         PyList_SET_ITEM(list, i, d);
+        if (threads && add_name(d, threads, t->index) < 0) {
+            Py_DECREF(list);
+            return NULL;
+        }
     }
     return list;
 }
@@ -208,7 +235,8 @@ shed_all_spans(ap_report *r)
 }
 
 PyObject *
-ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu)
+ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu,
+                    PyObject *seen)
 {
     PyObject *stages = NULL, *threads = NULL, *spans = NULL, *memory = NULL;
     PyObject *result = NULL, *gpu_data = NULL, *spans_key = NULL;
@@ -230,7 +258,7 @@ ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu)
         }
         PyList_SET_ITEM(stages, i, d);
     }
-    threads = threads_list(r);
+    threads = threads_list(r, seen);
     if (threads == NULL) {
         goto error;
     }

@@ -318,6 +318,12 @@ step bench_mvs_cuda 60 150 "$PY" benchmarks/bench_mvs.py --device cuda \
     --gpu-repeats 5 --batches 8,32
 step bench_gpu_overhead 20 90 "$PY" benchmarks/bench_gpu_overhead.py \
     --runs 3 --steps 100
+# the AquaMVS drop-in (parity and textbook) against AquaMVS in torch
+for cost in ncc ssim; do
+    step "bench_aquamvs_${cost}_cuda" 30 120 "$PY" \
+        benchmarks/bench_aquamvs_dropin.py --device cuda --cost "$cost" \
+        --height 240 --width 320 --depths 64 --repeats 3
+done
 for check in memcheck racecheck; do
     if [ -n "$SANITIZER" ] || [ -n "$NO_GPU" ]; then
         step "sanitizer_$check" 30 150 bash "$SELF" --step sanitizer "$check"

@@ -1,0 +1,213 @@
+"""What AquaMVS's dense stage is given, read into the plane-sweep kit's
+terms: projection models into native Cameras, configs into a cost and a
+window, BGR frames into gray tensors, depth hypotheses into float64.
+
+AquaMVS's inputs are duck-typed (any object with the right attributes),
+so every reader names what it missed and the object's type."""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence, Tuple
+
+import numpy as np
+
+from .. import _mvs
+from .camera import Camera
+from .plane_sweep import PARITIES
+
+#: a torch tensor: torch is optional, so the type checker cannot name it
+Tensor = Any
+
+MODEL_ATTRIBUTES = ("K", "R", "t", "water_z", "normal", "n_air", "n_water")
+COSTS = ("ncc", "ssim")
+#: a level surface's normal, from the water up into the air (world z
+#: grows downwards)
+LEVEL = (0.0, 0.0, -1.0)
+#: a normal whose horizontal part is under this share of its length is
+#: level: one computed in float32 (rotated from (0, 0, -1), say) is level
+#: up to its rounding
+LEVEL_TOLERANCE = 1e-6
+
+
+class TiltedSurfaceWarning(UserWarning):
+    """A projection model's water surface is not level: AquaMVS (and so
+    this drop-in) treats it as level."""
+
+
+_tilt_warned = False
+
+
+def torch_module() -> Any:
+    """torch, imported on first use: aquaprof does not need it otherwise."""
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("aquaprof.mvs.aquamvs takes and returns torch "
+                          "tensors, as AquaMVS does: install torch (pip "
+                          "install torch), or use aquaprof.mvs's NumPy "
+                          "API") from None
+    return torch
+
+
+def check_parity(parity: object) -> str:
+    """parity, one of the native build_cost_volume's, checked before any
+    work is done."""
+    if parity not in PARITIES:
+        raise ValueError(f"parity must be one of {sorted(PARITIES)}, got "
+                         f"{parity!r}")
+    return str(parity)
+
+
+def host_array(value: object) -> np.ndarray:
+    """A tensor (any device), array, sequence or number as an array."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def _host(value: object) -> np.ndarray:
+    """A tensor (any device), array or number as a float64 array."""
+    try:
+        return np.asarray(host_array(value), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be numbers, got {type(value).__name__}") \
+            from None
+
+
+def camera(model: object, name: str) -> Camera:
+    """The native refractive camera of an AquaMVS-style projection model,
+    with a level water surface whatever the model's normal says: AquaMVS
+    meets the plane z = water_z and projects along vertical planes, so
+    its geometry is that of a level surface. A normal that is not level
+    is warned about once per process (TiltedSurfaceWarning)."""
+    missing = [a for a in MODEL_ATTRIBUTES if not hasattr(model, a)]
+    if missing:
+        raise TypeError(f"{name} ({type(model).__name__}) has no "
+                        f"{', '.join(missing)}: a projection model must "
+                        f"carry {', '.join(MODEL_ATTRIBUTES)}")
+    values = {}
+    for attribute in MODEL_ATTRIBUTES:
+        try:
+            values[attribute] = _host(getattr(model, attribute))
+        except ValueError as e:
+            raise ValueError(f"{name}.{attribute} {e}") from None
+    _check_level(values["normal"], name)
+    water_z, n_air, n_water = (_scalar(values[a], f"{name}.{a}")
+                               for a in ("water_z", "n_air", "n_water"))
+    try:
+        return Camera.refractive(values["K"], values["R"], values["t"],
+                                 water_z, LEVEL, n_air, n_water)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+
+
+def _scalar(value: np.ndarray, name: str) -> float:
+    if value.size != 1:
+        raise ValueError(f"{name} must be one number, got shape "
+                         f"{value.shape}")
+    return float(value.reshape(()))
+
+
+def _check_level(normal: np.ndarray, name: str) -> None:
+    global _tilt_warned
+    if normal.shape != (3,) or not np.isfinite(normal).all():
+        raise ValueError(f"{name}.normal must be 3 finite numbers, got "
+                         f"{normal.tolist()}")
+    length = float(np.linalg.norm(normal))
+    if length == 0:
+        raise ValueError(f"{name}.normal is the zero vector")
+    level = (np.hypot(normal[0], normal[1]) <= LEVEL_TOLERANCE * length
+             and normal[2] < 0)
+    if not level and not _tilt_warned:
+        _tilt_warned = True
+        warnings.warn(
+            f"{name}.normal is {normal.tolist()}, not (0, 0, -1): AquaMVS "
+            f"meets the plane z = water_z and projects as if the surface "
+            f"were level, whatever the normal says, and so does "
+            f"aquaprof.mvs.aquamvs. aquaprof.mvs's native API "
+            f"(Camera.refractive(..., normal=...)) handles a tilted "
+            f"surface. (Warned once per process.)",
+            TiltedSurfaceWarning, stacklevel=4)
+
+
+def config_values(config: object, names: Sequence[str]) -> Tuple[Any, ...]:
+    """config's attributes `names` (of cost_function, window_size,
+    num_depths), checked."""
+    missing = [a for a in names if not hasattr(config, a)]
+    if missing:
+        raise TypeError(f"config ({type(config).__name__}) has no "
+                        f"{', '.join(missing)}: a dense stereo config must "
+                        f"carry {', '.join(names)}")
+    out = []
+    for attribute in names:
+        value = getattr(config, attribute)
+        if attribute == "cost_function" and value not in COSTS:
+            raise ValueError(f"config.cost_function: unknown cost function "
+                             f"{value!r}, expected 'ncc' or 'ssim'")
+        if attribute == "window_size" and not (
+                is_int(value) and 3 <= value <= _mvs.MAX_WINDOW
+                and value % 2 == 1):
+            raise ValueError(f"config.window_size must be an odd int from 3 "
+                             f"to {_mvs.MAX_WINDOW}, got {value!r}")
+        if attribute == "num_depths" and not (is_int(value) and value >= 2):
+            raise ValueError(f"config.num_depths must be an int >= 2 (depth "
+                             f"extraction steps between the first two), got "
+                             f"{value!r}")
+        out.append(value)
+    return tuple(out)
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value,
+                                                                   bool)
+
+
+def gray(image: Tensor, name: str, device: object = None) -> Tensor:
+    """An (H, W, 3) BGR frame (uint8, or float already in [0, 1]) or an
+    (H, W) gray one, as a float32 (H, W) tensor in [0, 1] on `device`
+    (default: the image's own), with AquaMVS's weights
+    0.114 B + 0.587 G + 0.299 R computed in the same order, so that the
+    bits are AquaMVS's."""
+    torch = torch_module()
+    if isinstance(image, np.ndarray):
+        image = torch.from_numpy(image)
+    if not isinstance(image, torch.Tensor):
+        raise TypeError(f"{name} must be a torch tensor, got "
+                        f"{type(image).__name__}")
+    if device is not None:
+        image = image.to(device)
+    shape = tuple(image.shape)
+    kinds = (torch.uint8, torch.float32, torch.float64)
+    if image.dtype not in kinds or not (
+            len(shape) == 2 or (len(shape) == 3 and shape[2] == 3)):
+        raise ValueError(f"{name} must be (H, W, 3) BGR or (H, W) gray, "
+                         f"uint8 or float32, got {image.dtype} {shape}")
+    if shape[0] < 2 or shape[1] < 2:
+        raise ValueError(f"{name} must be at least 2 x 2 pixels, got "
+                         f"{shape}")
+    if image.dtype == torch.uint8:
+        image = image.float() / 255.0
+    elif image.dtype == torch.float64:
+        image = image.float()
+    if len(shape) == 3:
+        image = (0.114 * image[..., 0] + 0.587 * image[..., 1]
+                 + 0.299 * image[..., 2])
+    if not image.is_cuda and not bool(torch.isfinite(image).all()):
+        # the GPU is not asked: that would wait for it
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return image
+
+
+def depths_host(depths: object, name: str = "depths") -> np.ndarray:
+    """Depth hypotheses (a tensor on any device, an array, a sequence) as
+    float64 (D,), at least one, all finite; any order, any sign."""
+    try:
+        d = _host(depths)
+    except ValueError as e:
+        raise ValueError(f"{name} {e}") from None
+    if d.ndim != 1 or d.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D tensor, got shape "
+                         f"{d.shape}")
+    if not np.isfinite(d).all():
+        raise ValueError(f"{name} must be finite")
+    return d

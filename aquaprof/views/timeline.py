@@ -1,0 +1,192 @@
+"""Timelines of a report as static SVG for the HTML page: the stage spans
+of each thread of each process, nested by depth, and the GPU work of
+each device and stream where the run traced it.
+
+Both share the run's time axis (0 at the profiler's start) and one
+drawing width; every bar has a tooltip (<title>). A run with very many
+spans draws its longest ones: a parent is never shorter than its child,
+so what is drawn still nests, and a line under the timeline says how
+many were left out.
+"""
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Dict, List, Tuple
+
+import numpy as np
+
+from .._units import fmt_time, printable
+from ..schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+WIDTH = 1200
+LABEL = 220          # the left column: thread and stream names
+ROW = 14
+MAX_BARS = 20_000    # per timeline: past it, the longest are drawn
+
+_GPU_KINDS = {KERNEL: ("kernel", "rgb(118,185,0)"),
+              MEMCPY: ("memcpy", "rgb(66,133,244)"),
+              MEMSET: ("memset", "rgb(171,71,188)"),
+              SYNC: ("host waits on the device", "rgb(158,158,158)")}
+
+
+def _stage_colour(path: str) -> str:
+    h = sum(ord(c) for c in path.rsplit("/", 1)[-1])
+    return f"rgb({205 + h % 50},{80 + (h * 7) % 120},{40 + (h * 3) % 50})"
+
+
+def _axis(wall_ns: int, top: int, bottom: int) -> List[str]:
+    """Ticks every round step of time along the top, lines down to
+    bottom."""
+    span = WIDTH - LABEL - 10
+    parts: List[str] = []
+    if wall_ns <= 0:
+        return parts
+    step = 10 ** int(np.floor(np.log10(wall_ns / 8)))
+    for mult in (1, 2, 5, 10):
+        if wall_ns / (step * mult) <= 10:
+            step *= mult
+            break
+    for k in range(int(wall_ns // step) + 1):
+        x = LABEL + k * step / wall_ns * span
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" '
+                     f'y2="{bottom}" stroke="#ddd"/>'
+                     f'<text x="{x:.1f}" y="{top - 4}" text-anchor="middle" '
+                     f'class="tick">{fmt_time(k * step * 1e-9)}</text>')
+    return parts
+
+
+def _longest(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, int]:
+    """Indices of the bars to draw (the MAX_BARS longest, in order) and
+    how many were left out."""
+    if len(start) <= MAX_BARS:
+        return np.arange(len(start)), 0
+    keep = np.argsort(-(end - start), kind="stable")[:MAX_BARS]
+    return np.sort(keep), len(start) - MAX_BARS
+
+
+def _svg(rows: List[str], bars: List[str], height: int,
+         wall_ns: int) -> str:
+    return (f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" '
+            f'width="100%" viewBox="0 0 {WIDTH} {height}">'
+            + "".join(_axis(wall_ns, 18, height)) + "".join(rows)
+            + "".join(bars) + "</svg>")
+
+
+def spans_svg(report: "Report") -> Tuple[str, str]:
+    """The stage timeline: a band per thread (grouped by process), a row
+    per stage depth in it; and a note of what was left out ("" if
+    nothing). ("", why) when there are no spans to draw."""
+    spans = report.spans()
+    if len(spans) == 0:
+        why = ("no spans were recorded" if report.spans_dropped == 0 else
+               f"all {report.spans_dropped:,} spans went past max_spans")
+        return "", why
+    origin, wall_ns = report.meta["start_ns"], report.meta["stop_ns"] - \
+        report.meta["start_ns"]
+    names = report.stage_names
+    depth = np.array([n.count("/") for n in names], dtype=np.int64)
+    keep, left_out = _longest(spans["start_ns"], spans["end_ns"])
+    spans = spans[keep]
+    threads, processes = report.threads, report.processes
+    band: Dict[int, int] = {}        # thread -> its first row
+    rows, y = [], 24
+    for p, proc in enumerate(processes):
+        mine = [(ti, t) for ti, t in enumerate(threads)
+                if t.get("process", 0) == p]
+        if not mine:
+            continue
+        if len(processes) > 1:
+            rows.append(f'<text x="4" y="{y + 11}" class="proc">'
+                        f'{html.escape(printable(str(proc["label"])))}'
+                        f'</text>')
+            y += ROW + 2
+        for ti, t in mine:
+            on = spans["thread"] == ti
+            deepest = int(depth[spans["stage"][on]].max()) if on.any() \
+                else 0
+            band[ti] = y
+            rows.append(f'<rect x="0" y="{y}" width="{WIDTH}" '
+                        f'height="{(deepest + 1) * ROW}" fill="#f3f3ee"/>'
+                        f'<text x="4" y="{y + 11}">thread {t["index"]} '
+                        f'(tid {t["native_id"]})</text>')
+            y += (deepest + 1) * ROW + 4
+    scale = (WIDTH - LABEL - 10) / wall_ns if wall_ns > 0 else 0.0
+    bars = []
+    for stage, thread, begin, end in zip(
+            spans["stage"].tolist(), spans["thread"].tolist(),
+            spans["start_ns"].tolist(), spans["end_ns"].tolist()):
+        if thread not in band:
+            continue
+        x = LABEL + (begin - origin) * scale
+        w = max((end - begin) * scale, 0.5)
+        path = printable(names[stage])
+        bars.append(f'<rect x="{x:.2f}" y="{band[thread] + depth[stage] * ROW}'
+                    f'" width="{w:.2f}" height="{ROW - 1}" fill="'
+                    f'{_stage_colour(path)}"><title>'
+                    f'{html.escape(path)}: {fmt_time((end - begin) * 1e-9)}'
+                    f'</title></rect>')
+    note = (f"the {MAX_BARS:,} longest spans drawn, {left_out:,} shorter "
+            f"ones left out" if left_out else "")
+    if report.spans_dropped:
+        note += ("; " if note else "") + (
+            f"{report.spans_dropped:,} spans went past max_spans and were "
+            f"never recorded")
+    return _svg(rows, bars, y + 4, wall_ns), note
+
+
+def gpu_svg(report: "Report") -> Tuple[str, str]:
+    """GPU work: a row per device and stream (kernels, copies, memsets)
+    and one per device for host waits; device memory in use is drawn by
+    charts.py. ("", why) when the run traced no GPU activity."""
+    gpu = report.gpu
+    events = report.gpu_events()
+    if gpu is None or events is None or len(events) == 0:
+        return "", f"no GPU activity was traced ({report.gpu_status})"
+    events = events[np.isin(events["kind"], list(_GPU_KINDS))]
+    if len(events) == 0:
+        return "", "the GPU trace holds only memory allocations"
+    origin = report.meta["start_ns"]
+    wall_ns = report.meta["stop_ns"] - origin
+    devices = gpu["devices"] or []
+    kernel_names = gpu["kernel_names"]
+    stage_names = report.stage_names
+    keep, left_out = _longest(events["start_ns"], events["end_ns"])
+    events = events[keep]
+    lanes = sorted({(int(d), -1 if int(k) == SYNC else int(s))
+                    for d, s, k in zip(events["device"], events["stream"],
+                                       events["kind"])})
+    row = {lane: 24 + i * (ROW + 4) for i, lane in enumerate(lanes)}
+    rows = []
+    for (d, s), y in row.items():
+        device = (devices[d].get("name", "GPU") if d < len(devices)
+                  else "GPU")
+        where = "host waits" if s < 0 else f"stream {s}"
+        rows.append(f'<rect x="0" y="{y}" width="{WIDTH}" height="{ROW}" '
+                    f'fill="#f3f3ee"/><text x="4" y="{y + 11}">GPU {d} '
+                    f'{html.escape(printable(str(device)))[:18]}: {where}'
+                    f'</text>')
+    scale = (WIDTH - LABEL - 10) / wall_ns if wall_ns > 0 else 0.0
+    bars = []
+    for e in events:
+        kind = int(e["kind"])
+        label, fill = _GPU_KINDS[kind]
+        if kind == KERNEL and int(e["name"]) < len(kernel_names):
+            label = str(kernel_names[int(e["name"])])
+        elif kind == MEMCPY:
+            label = f"memcpy {COPY_NAMES.get(int(e['copy']), 'other')}"
+        stage = int(e["stage"])
+        under = f" in {stage_names[stage]}" if 0 <= stage < len(
+            stage_names) else ""
+        begin, end = int(e["start_ns"]), int(e["end_ns"])
+        y = row[(int(e["device"]), -1 if kind == SYNC else int(e["stream"]))]
+        text = printable(f"{label}{under}: {fmt_time((end - begin) * 1e-9)}")
+        bars.append(f'<rect x="{LABEL + (begin - origin) * scale:.2f}" '
+                    f'y="{y}" width="{max((end - begin) * scale, 0.5):.2f}" '
+                    f'height="{ROW - 1}" fill="{fill}"><title>'
+                    f'{html.escape(text)}</title></rect>')
+    note = (f"the {MAX_BARS:,} longest GPU events drawn, {left_out:,} "
+            f"shorter ones left out" if left_out else "")
+    return _svg(rows, bars, 24 + len(lanes) * (ROW + 4) + 4, wall_ns), note

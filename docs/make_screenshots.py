@@ -1,0 +1,127 @@
+"""The screenshots in docs/views.md, made from a fresh run of a small
+training-like loop (pipeline below):
+
+    .venv/bin/python docs/make_screenshots.py
+
+docs/img/report-page.png: the HTML page of its report
+(Report.to_html), whole. docs/img/notebook.png: a notebook that shows the
+report, then its flamegraph twice, executed by a kernel (nbclient),
+exported by nbconvert and opened in chromium, with a frame of the first
+flamegraph hovered and the second zoomed into a stage: each answers on
+its own. Needs what the browser tests need (chromium, Playwright,
+nbclient, nbconvert: requirements-dev.txt, `make browser`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
+from playwright.sync_api import Page, sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+IMAGES = ROOT / "docs" / "img"
+
+sys.path.insert(0, str(ROOT))
+import aquaprof as ap                    # noqa: E402  (this checkout's)
+
+
+def pipeline(folder: Path) -> Path:
+    """The saved report of a small training-like loop: a loader thread
+    filling a queue, then preprocessing, a forward pass and a metric per
+    batch, with call stacks sampled and memory growing as batches are
+    kept."""
+    import queue
+    import threading
+
+    import numpy as np
+
+    batches: "queue.Queue[np.ndarray]" = queue.Queue(maxsize=4)
+    rng = np.random.default_rng(0)
+
+    def loader() -> None:
+        for i in range(40):
+            with ap.stage("load", items=64):
+                batch = rng.standard_normal((64, 512 + 64 * (i % 5)))
+            batches.put(batch)
+
+    weights = rng.standard_normal((1024, 1024))
+    kept = []
+    with ap.Profiler(sample=0.001) as prof:
+        thread = threading.Thread(target=loader, name="loader")
+        thread.start()
+        with ap.stage("train"):
+            for _ in range(40):
+                with ap.stage("wait for batch"):
+                    batch = batches.get()
+                with ap.stage("step", items=64):
+                    with ap.stage("preprocess"):
+                        x = np.abs(np.fft.rfft(batch, n=2046, axis=1))
+                    with ap.stage("forward"):
+                        y = np.tanh(x @ weights)
+                    with ap.stage("metric"):
+                        kept.append(np.sort(y, axis=1)[:, -8:].copy())
+                        kept.append(y.copy())
+        thread.join()
+    return prof.report().save(folder / "report.json")
+
+
+def notebook_page(report: Path, folder: Path) -> Path:
+    """The notebook, executed and exported to HTML."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in (
+        f"import aquaprof as ap\nrep = ap.Report.load({str(report)!r})",
+        "rep",
+        "rep.flamegraph(title='a training loop')",
+        "rep.flamegraph(title='the same, zoomed into a stage')")]
+    os.environ["PYTHONPATH"] = str(ROOT)         # the kernel's aquaprof
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    page = folder / "notebook.html"
+    page.write_text(body, encoding="utf-8")
+    return page
+
+
+def offline(tab: Page) -> None:
+    """The export links scripts on CDNs (require.js, MathJax): answered
+    empty, so that the shot needs no network."""
+    tab.route("http*://**", lambda route: route.fulfill(status=200,
+                                                        body=""))
+
+
+def main() -> None:
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        sys.exit("chromium is not installed (make browser)")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        report = pipeline(folder)
+        page = ap.Report.load(report).to_html(folder / "page.html",
+                                              "aquaprof: a training loop")
+        notebook = notebook_page(report, folder)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium)
+            tab = browser.new_page(viewport={"width": 1280, "height": 900})
+            tab.goto(page.as_uri())
+            tab.screenshot(path=str(IMAGES / "report-page.png"),
+                           full_page=True)
+            offline(tab)
+            tab.goto(notebook.as_uri())
+            graphs = tab.locator(".aqp-flame")
+            first, second = graphs.nth(0), graphs.nth(1)
+            second.locator("g.f[data-path='train/step']").click()
+            first.locator("g.f[data-path='train/step/forward']").hover()
+            tab.screenshot(path=str(IMAGES / "notebook.png"), full_page=True)
+            browser.close()
+    for name in ("report-page.png", "notebook.png"):
+        print(IMAGES / name)
+
+
+if __name__ == "__main__":
+    main()
