@@ -270,6 +270,21 @@ def test_a_pixel_without_a_ray_is_unseen():
     assert got[0, 0] == 1.0
 
 
+@pytest.mark.parametrize("window", [3, 63])
+@pytest.mark.parametrize("cost", ["ncc", "ssim"])
+def test_windows_wider_than_a_tiny_image(cost, window):
+    k = np.array([[2.0, 0, 0.5], [0, 2.0, 0.5], [0, 0, 1]])
+    ref_cam = Camera.pinhole(k, np.eye(3), np.zeros(3))
+    src_cam = Camera.pinhole(k, np.eye(3), np.array([-0.1, 0, 0]))
+    ref = np.array([[0.1, 0.5], [0.9, 0.3]], np.float32)
+    src = np.array([[0.2, 0.7], [0.4, 0.6]], np.float32)
+    got = parity_volume(ref, [src], ref_cam, [src_cam], [1.0, 2.0], cost,
+                        window)
+    expected = reference.cost_volume(ref, [src], ref_cam, [src_cam],
+                                     [1.0, 2.0], cost, window)
+    assert np.abs(got - expected).max() <= TOL
+
+
 # ------------------------------------------------------------ bad input
 
 def test_parity_must_be_a_known_name():

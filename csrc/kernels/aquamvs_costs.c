@@ -94,16 +94,19 @@ ap_aquamvs_along(const double *restrict padded, int w, int radius,
     }
     int j = 1;
     for (; j + 1 <= radius; j += 2) {
+        /* shifted rows, not in[x - j]: GCC loads those lane by lane */
+        const double *restrict a = in - j, *restrict b = in + j;
+        const double *restrict c = in - j - 1, *restrict d = in + j + 1;
         double g1 = taps[j], g2 = taps[j + 1];
         for (int x = 0; x < w; x++) {
-            out[x] += g1 * (in[x - j] + in[x + j]) +
-                      g2 * (in[x - j - 1] + in[x + j + 1]);
+            out[x] += g1 * (a[x] + b[x]) + g2 * (c[x] + d[x]);
         }
     }
     for (; j <= radius; j++) {
+        const double *restrict a = in - j, *restrict b = in + j;
         double g = taps[j];
         for (int x = 0; x < w; x++) {
-            out[x] += g * (in[x - j] + in[x + j]);
+            out[x] += g * (a[x] + b[x]);
         }
     }
 }
@@ -148,14 +151,16 @@ ap_aquamvs_box_along(const double *restrict padded, int w, int radius,
     }
     int j = 1;
     for (; j + 1 <= radius; j += 2) {
+        const double *restrict a = in - j, *restrict b = in + j;
+        const double *restrict c = in - j - 1, *restrict d = in + j + 1;
         for (int x = 0; x < w; x++) {
-            out[x] += (in[x - j] + in[x + j]) +
-                      (in[x - j - 1] + in[x + j + 1]);
+            out[x] += (a[x] + b[x]) + (c[x] + d[x]);
         }
     }
     for (; j <= radius; j++) {
+        const double *restrict a = in - j, *restrict b = in + j;
         for (int x = 0; x < w; x++) {
-            out[x] += in[x - j] + in[x + j];
+            out[x] += a[x] + b[x];
         }
     }
 }

@@ -246,6 +246,18 @@ sample_zeros_chunk(const float *restrict img, int h, int w, int n,
     }
 }
 
+/* One more Newton step from the shares t. */
+AP_VECTOR_CLONES void
+newton_chunk(const ap_projector *restrict p, int n,
+             const double *restrict under, const double *restrict dist2,
+             double *restrict t)
+{
+    double hc = p->hc, na = p->na, nw = p->nw;
+    for (int i = 0; i < n; i++) {
+        t[i] = ap_snell_step_share(t[i], dist2[i], under[i], hc, na, nw);
+    }
+}
+
 /* The pixels (u, v) of a chunk's m points in camera p; u NaN where the
  * point is not seen. fa, fc, fb hold the points in the interface frame
  * of *framed (NULL: none yet), which p reuses when it shares it. */
@@ -272,12 +284,10 @@ chunk_pixels(const ap_projector *p, const double *const o[3],
     } else {
         table_chunk(p, p->table, m, under, dist2, t);
     }
-    /* more steps only where the table could not be made fine */
+    /* more steps only where the table could not be made fine, or for
+     * AquaMVS parity */
     for (int k = 1; k < p->steps; k++) {
-        for (int i = 0; i < m; i++) {
-            t[i] = ap_snell_step_share(t[i], dist2[i], under[i], p->hc,
-                                       p->na, p->nw);
-        }
+        newton_chunk(p, m, under, dist2, t);
     }
     refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
 }
