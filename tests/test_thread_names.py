@@ -4,8 +4,10 @@ for threads renamed meanwhile or ended before it; threads that threading
 did not start, and reports written before names, keep the tid label.
 Names are the program's text, escaped in every output."""
 import _thread
+import gc
 import json
 import threading
+import weakref
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -150,6 +152,26 @@ def test_snapshots_name_the_threads():
         staged()
         threads = prof._core.snapshot_data()["threads"]
     assert [t.get("name") for t in threads] == ["MainThread"]
+
+
+def test_noted_threads_are_held_until_the_report_then_let_go():
+    with ap.Profiler(sample=None) as prof:
+        ref = weakref.ref(run_on_thread("held"))
+    gc.collect()
+    assert ref() is not None        # its name is read when the report is
+    assert names_of(prof.report()) == ["held"]
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_profiler_dropped_while_running_lets_go_of_its_threads():
+    prof = ap.Profiler(sample=None)
+    prof.start()
+    ref = weakref.ref(run_on_thread("dropped"))
+    del prof
+    gc.collect()
+    assert not ap.active()
+    assert ref() is None
 
 
 # ------------------------------------------------------------- the file

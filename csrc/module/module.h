@@ -151,10 +151,10 @@ int ap_add_dtype(PyObject *module, const char *name, PyObject *spec,
 /* A core report (a stopped session's, or a running one's snapshot) as a
  * dict of plain Python objects and a NumPy span array, with a "gpu" entry
  * built from gpu when it is not NULL, and a "name" in each thread whose
- * threading.Thread threads ({index: Thread}, ap_threads_noted; may be
- * NULL) holds; r is freed. NULL with an exception
- * set leaves r to the caller, to free or to try again (out of memory, say):
- * whole, or at worst without its spans, then counted as shed. */
+ * threading.Thread `threads` holds ({index: Thread}, ap_threads_noted; may
+ * be NULL); r is freed. NULL with an exception set leaves r to the caller,
+ * to free or to try again (out of memory, say): whole, or at worst without
+ * its spans, then counted as shed. */
 PyObject *ap_report_to_python(ap_module_state *st, ap_report *r,
                               ap_gpu_trace *gpu, PyObject *threads);
 

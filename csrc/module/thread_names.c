@@ -73,7 +73,8 @@ ap_threads_note(ap_module_state *st, int64_t index)
     PyErr_Fetch(&exc_type, &exc, &tb);
     uint64_t gen = ap_session_gen();
     if (st->seen_gen != gen) {
-        /* an earlier session's, whose owner went without stopping */
+        /* an earlier session's that no owner took (a forked child's copy
+         * of its parent's) */
         Py_CLEAR(st->seen_threads);
         st->seen_gen = gen;
     }
