@@ -4,9 +4,9 @@
 #include "projector.h"
 #include "sweep_rays.h"
 #include "window_costs.h"
+#include "workers.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,22 +270,7 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
     long long items = ((long long)a->count + PLANE_GROUP - 1) /
                       PLANE_GROUP * bands;
     int threads = a->threads < items ? a->threads : (int)items;
-    pthread_t *ids = malloc((size_t)threads * sizeof(*ids));
-    int started = 0, status = ids ? 0 : -1;
-    for (; ids && started < threads - 1; started++) {
-        if (pthread_create(&ids[started], NULL, sweep_worker, &job) != 0) {
-            status = -2;
-            atomic_store(&job.failed, 1);
-            break;
-        }
-    }
-    if (ids) {
-        sweep_worker(&job);   /* the calling thread works too */
-    }
-    for (int i = 0; i < started; i++) {
-        pthread_join(ids[i], NULL);
-    }
-    free(ids);
+    int status = ap_run_workers(sweep_worker, &job, threads, &job.failed);
     ap_projectors_free(proj, a->n);
     free(proj);
     free(rays.planes);
