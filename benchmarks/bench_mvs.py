@@ -13,6 +13,11 @@ floor beside each time comes from two ceilings measured here first: a
 float64 matrix product (arithmetic) and a large copy (memory). Target:
 >= 20x the torch CPU version.
 
+Against AquaMVS's own conventions (its centring, zero padding, per-depth
+and per-source loop, float32 Newton), NCC and SSIM, both parity modes,
+on 1 and 2 threads: benchmarks/bench_aquamvs.py; the drop-in from BGR
+frames, CPU or CUDA: benchmarks/bench_aquamvs_dropin.py.
+
 CUDA: both on the GPU, timed with CUDA events (3 warm-ups, median of
 --gpu-repeats), beside the bytes-moved roofline: the bytes a cost volume
 must move at least (inputs read once, the volume written once) over the
