@@ -272,6 +272,20 @@ sweep_cameras(ap_cuda_sweep *p, PyArrayObject *cams, int first, int views)
     return 0;
 }
 
+/* Sets p up for the launches of views [v, v + AP_GPU_VIEWS) of n (srcs:
+ * all n): their images and cameras, whether they add to the volume the
+ * earlier groups left, and the mean's scale on the last group. */
+static int
+view_group(ap_cuda_sweep *p, PyArrayObject *cams, int n, int v,
+           ap_devptr srcs)
+{
+    p->views = n - v < AP_GPU_VIEWS ? n - v : AP_GPU_VIEWS;
+    p->srcs = srcs + (ap_devptr)v * p->h * p->w * sizeof(float);
+    p->add = v > 0;
+    p->scale = v + p->views == n ? (float)(1.0 / n) : 1.0f;
+    return sweep_cameras(p, cams, v, p->views);
+}
+
 /* The launch's sizes: 0, or -1 with ValueError saying which is wrong. */
 static int
 sweep_sizes(Py_ssize_t n, Py_ssize_t h, Py_ssize_t w, Py_ssize_t d,
@@ -318,11 +332,7 @@ launch_sweep(const ap_cuda_api *api, const ap_cuda_device *dev,
     void *params[] = {p};
     int h = p->h, w = p->w;
     for (int v = 0; v < n; v += AP_GPU_VIEWS) {
-        p->views = n - v < AP_GPU_VIEWS ? n - v : AP_GPU_VIEWS;
-        p->srcs = srcs + (ap_devptr)v * h * w * sizeof(float);
-        p->add = v > 0;
-        p->scale = v + p->views == n ? (float)(1.0 / n) : 1.0f;
-        if (sweep_cameras(p, cams, v, p->views) < 0) {
+        if (view_group(p, cams, n, v, srcs) < 0) {
             return -1;
         }
         for (int z = 0; z < count; z += MAX_GRID_Z) {
@@ -356,11 +366,7 @@ launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
     void *params[] = {p};
     int h = p->h, w = p->w;
     for (int v = 0; v < n; v += AP_GPU_VIEWS) {
-        p->views = n - v < AP_GPU_VIEWS ? n - v : AP_GPU_VIEWS;
-        p->srcs = srcs + (ap_devptr)v * h * w * sizeof(float);
-        p->add = v > 0;
-        p->scale = v + p->views == n ? (float)(1.0 / n) : 1.0f;
-        if (sweep_cameras(p, cams, v, p->views) < 0) {
+        if (view_group(p, cams, n, v, srcs) < 0) {
             return -1;
         }
         for (p->first = first; p->first < first + count; p->first++) {
