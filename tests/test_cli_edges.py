@@ -15,20 +15,24 @@ import aquaprof as ap
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cli(*args, cwd=None, stdout=subprocess.PIPE):
+def cli(*args, cwd=None, stdout=subprocess.PIPE, text=True):
+    """The command line as a user runs it; output as text, or as bytes
+    (text=False) for tests of what is written byte for byte."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "aquaprof", *map(str, args)],
-                          stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          stdout=stdout, stderr=subprocess.PIPE, text=text,
                           env=env, cwd=cwd or ROOT)
 
 
 def refused(out, *texts):
     """Exit 2 and one line on stderr holding each of texts."""
-    assert out.returncode == 2, out.stderr
-    assert out.stderr.count("\n") == 1, out.stderr
-    assert "Traceback" not in out.stderr
+    err = out.stderr if isinstance(out.stderr, str) else \
+        out.stderr.decode()
+    assert out.returncode == 2, err
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
     for text in texts:
-        assert text in out.stderr
+        assert text in err, err
 
 
 def report_of(folder, name, pid=None, host="node1", label=None):
@@ -151,6 +155,8 @@ QUIET = "import aquaprof as ap\nwith ap.stage('work'):\n    pass\n"
     ["trace", "{report}", "-o", "{tmp}/t.json"],
     ["flamegraph", "{report}", "-o", "{tmp}/f.svg"],
     ["html", "{report}", "-o", "{tmp}/p.html"],
+    ["folded", "{report}"], ["folded", "{report}", "-o", "{tmp}/f.folded"],
+    ["speedscope", "{report}", "-o", "{tmp}/s.json"],
     ["run", "{tmp}/quiet.py"],
 ])
 def test_a_closed_stdout_ends_the_command_quietly(report, tmp_path,
@@ -166,6 +172,8 @@ def test_a_closed_stdout_ends_the_command_quietly(report, tmp_path,
     # run's code is the script's, cut report or not
     assert out.returncode == (0 if command[0] == "run" else 141)
     assert out.stderr == ""
+    if "-o" in command:             # the file is written all the same
+        assert Path(args[-1]).stat().st_size > 0
     # the work is done all the same
     if command[0] == "merge":
         assert (tmp_path / "m.json").exists()
