@@ -272,18 +272,25 @@ add_pair(v4d *s, const double *p, int j, double g)
 
 /* Gaussian-weighted sums along a row; outside the image weighs nothing.
  * The inside, where no tap needs clamping, four outputs at a time. */
+/* The sum at column x of a window clamped to the row: at the borders. */
+static inline double
+gauss_clamped(const double *col, int w, int r, const double *gauss, int x)
+{
+    int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
+    double s = 0.0;
+    for (int j = lo; j < hi; j++) {
+        s += gauss[j - x + r] * col[j];
+    }
+    return s;
+}
+
 AP_VECTOR_CLONES void
 ap_gauss_sums(const double *restrict col, int w, int r,
               const double *restrict gauss, double *restrict out)
 {
     int x = 0;
     for (; x < w && (x < r || x + r >= w); x++) {
-        int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
-        double s = 0.0;
-        for (int j = lo; j < hi; j++) {
-            s += gauss[j - x + r] * col[j];
-        }
-        out[x] = s;
+        out[x] = gauss_clamped(col, w, r, gauss, x);
     }
     /* the weights are symmetric: a pair of taps takes one product; four
      * vectors at a time, so that four chains of adds overlap */
@@ -314,20 +321,12 @@ ap_gauss_sums(const double *restrict col, int w, int r,
         memcpy(&s, col + x, sizeof(s));
         s *= gauss[r];
         for (int j = 1; j <= r; j++) {
-            v4d left, right;
-            memcpy(&left, col + x - j, sizeof(left));
-            memcpy(&right, col + x + j, sizeof(right));
-            s += gauss[r + j] * (left + right);
+            add_pair(&s, col + x, j, gauss[r + j]);
         }
         memcpy(out + x, &s, sizeof(s));
     }
     for (; x < w; x++) {
-        int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
-        double s = 0.0;
-        for (int j = lo; j < hi; j++) {
-            s += gauss[j - x + r] * col[j];
-        }
-        out[x] = s;
+        out[x] = gauss_clamped(col, w, r, gauss, x);
     }
 }
 
