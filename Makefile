@@ -13,7 +13,7 @@ CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 # CI passes -Werror to the extension; users' builds never get it.
 WERROR ?= 1
 
-.PHONY: demo test test-core test-python asan bench bench-projection build \
+.PHONY: demo test test-core test-kernels test-python asan bench bench-projection build \
 	clean typecheck gpu-check browser
 
 $(DEPS): requirements-dev.txt
@@ -53,6 +53,14 @@ test-core: tests/core/test_core
 	    --errors-for-leak-kinds=definite ./tests/core/test_core; \
 	else echo "valgrind not installed: memcheck skipped"; fi
 
+# The kernels' maths that the GPU runs, compiled for the host and checked
+# against the CPU's: a GPU-only path fails here on a machine without one.
+tests/kernels/test_crossing: tests/kernels/test_crossing.c $(wildcard csrc/kernels/*.h)
+	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_crossing.c -lm -o $@
+
+test-kernels: tests/kernels/test_crossing
+	./tests/kernels/test_crossing
+
 test-python: build browser
 	$(PY) -X dev -m pytest -q
 
@@ -80,7 +88,7 @@ asan: $(DEPS) browser
 typecheck: $(DEPS)
 	$(PY) -m mypy
 
-test: typecheck asan test-core test-python
+test: typecheck asan test-core test-kernels test-python
 
 # The pytest-benchmark suite, its tables written into docs/benchmarks.md;
 # then the overhead ratios against a C floor measured in the same run.
@@ -107,4 +115,4 @@ gpu-check:
 
 clean:
 	rm -rf build $(VENV) tests/core/test_core tests/core/test_core_*san \
-	  aquaprof/_*.so gpu-check-out
+	  tests/kernels/test_crossing aquaprof/_*.so gpu-check-out

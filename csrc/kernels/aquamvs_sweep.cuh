@@ -75,7 +75,7 @@ ap_parity_warp_kernel(ap_cuda_sweep p)
         point[k] = rays[k * n + i] + depth * rays[(3 + k) * n + i];
     }
     int seen = point[0] == point[0] &&
-               ap_project(&p.cams[view], point, &u, &v);
+               ap_project_fast(&p.cams[view], point, &u, &v);
     parity_plane(p, view, PARITY_WARPED)[i] =
         seen ? ap_bilinear_zeros(img, p.h, p.w, u, v) : NAN;
 }

@@ -82,9 +82,63 @@ ap_pinhole(const ap_camera *cam, const double *x, double *u, double *v)
     return isfinite(*u) && isfinite(*v);
 }
 
-/* See ap_camera_project: AP_NEWTON_COLD steps from the straight line. */
+/* The crossing's horizontal distance from the camera's foot, for a
+ * point dist away at depth below the surface: AP_NEWTON_COLD steps from
+ * the straight line (see ap_camera_project). */
+static inline AP_HD double
+ap_crossing_cold(double dist, double depth, double hc, double na,
+                 double nw)
+{
+    double r = dist * hc / (hc + depth);
+    for (int k = 0; k < AP_NEWTON_COLD; k++) {
+        r = ap_snell_step(r, dist, depth, hc, na, nw);
+    }
+    return r;
+}
+
+/* The same crossing for a GPU thread, which has no table of guesses:
+ * from the paraxial one, AP_NEWTON_FLOAT float steps then two double
+ * steps of the share form, which takes no square root: a fifth of the
+ * cold steps' double work. 1 with *r where the last step settled, 0
+ * where it did not (grazing rays, where Newton starts far off). */
 static inline AP_HD int
-ap_project(const ap_camera *cam, const double *x, double *u, double *v)
+ap_crossing_float_first(double dist, double depth, double hc, double na,
+                        double nw, double *r)
+{
+    if (!(dist > 0)) {
+        return 0;
+    }
+    float fd = (float)dist, fdepth = (float)depth, fhc = (float)hc;
+    float guess = (float)(dist * nw * hc / (nw * hc + na * depth));
+    for (int k = 0; k < AP_NEWTON_FLOAT; k++) {
+        guess = ap_snell_step_float(guess, fd, fdepth, fhc, (float)na,
+                                    (float)nw);
+    }
+    double t = guess / dist, before = t;
+    for (int k = 0; k < 2; k++) {
+        before = t;
+        t = ap_snell_step_share(t, dist * dist, depth, hc, na, nw);
+    }
+    *r = t * dist;
+    return fabs(t - before) <= AP_SHARE_SETTLED;   /* 0 for NaN */
+}
+
+/* The GPU's crossing: float first, the cold steps where that did not
+ * settle, so that every crossing is the converged one. */
+static inline AP_HD double
+ap_crossing_fast(double dist, double depth, double hc, double na,
+                 double nw)
+{
+    double r;
+    return ap_crossing_float_first(dist, depth, hc, na, nw, &r)
+        ? r : ap_crossing_cold(dist, depth, hc, na, nw);
+}
+
+/* x through the camera, a refractive one's crossing found by the fast or
+ * the cold steps. */
+static inline AP_HD int
+ap_project_with(const ap_camera *cam, const double *x, double *u,
+                double *v, int fast)
 {
     if (!cam->refractive) {
         return ap_pinhole(cam, x, u, v);
@@ -99,17 +153,31 @@ ap_project(const ap_camera *cam, const double *x, double *u, double *v)
         h[i] = x[i] + depth * cam->normal[i] - cam->foot[i];
     }
     double dist = sqrt(ap_dot3(h, h));
-    double hc = cam->height;
-    double r = dist * hc / (hc + depth);
-    for (int k = 0; k < AP_NEWTON_COLD; k++) {
-        r = ap_snell_step(r, dist, depth, hc, cam->n_air, cam->n_water);
-    }
+    double r = fast
+        ? ap_crossing_fast(dist, depth, cam->height, cam->n_air, cam->n_water)
+        : ap_crossing_cold(dist, depth, cam->height, cam->n_air,
+                           cam->n_water);
     double p[3];
     double scale = dist > 0 ? r / dist : 0.0;
     for (int i = 0; i < 3; i++) {
         p[i] = cam->foot[i] + scale * h[i];
     }
     return ap_pinhole(cam, p, u, v);
+}
+
+/* See ap_camera_project: the cold steps. */
+static inline AP_HD int
+ap_project(const ap_camera *cam, const double *x, double *u, double *v)
+{
+    return ap_project_with(cam, x, u, v, 0);
+}
+
+/* The same projection through ap_crossing_fast: the GPU kernels'. */
+static inline AP_HD int
+ap_project_fast(const ap_camera *cam, const double *x, double *u,
+                double *v)
+{
+    return ap_project_with(cam, x, u, v, 1);
 }
 
 #endif

@@ -8,8 +8,9 @@
  * into shared memory, sums the window quantities there (columns, then
  * rows) and keeps the running cost in a register. The warped images never
  * reach global memory. Unlike the CPU, which starts Newton from a table,
- * each sample here solves from the straight line (AP_NEWTON_COLD steps):
- * arithmetic is cheap on the GPU and the result is the converged one. */
+ * each sample here solves from the paraxial guess, in float first and
+ * then in double (ap_project_fast): the refracted projections were most
+ * of the kernel's double work, and the result is the converged one. */
 #include "camera_math.h"
 #include "cost_math.h"
 #include "cuda_sweep.h"
@@ -46,7 +47,7 @@ warp_sample(const double *rays, size_t n, size_t i, const ap_camera *cam,
     for (int k = 0; k < 3; k++) {
         x[k] = rays[k * n + i] + depth * rays[(3 + k) * n + i];
     }
-    if (!(x[0] == x[0]) || !ap_project(cam, x, &u, &v)) {
+    if (!(x[0] == x[0]) || !ap_project_fast(cam, x, &u, &v)) {
         return NAN;
     }
     return ap_bilinear(img, h, w, u, v);

@@ -147,7 +147,9 @@ step_ncu() {
     "$NCU" --clock-control none --target-processes all \
         --kernel-name regex:ap_cost_kernel --launch-skip 1 --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis \
-        --section Occupancy --section WarpStateStats --page details \
+        --section Occupancy --section WarpStateStats \
+        --section ComputeWorkloadAnalysis --section InstructionStats \
+        --page details \
         "$PY" tests/device/sweep_raw.py ncu
 }
 
