@@ -11,9 +11,16 @@
  * the kernel's parameters, which must stay under 4 KiB. More views take
  * more launches, each adding to the volume. */
 #define AP_GPU_VIEWS 8
-/* Output pixels of a block of the cost kernel. */
+/* Output pixels of a block of the cost kernel, and blocks per SM it is
+ * compiled for. Each block warps its tile's halo again: 32 x 16 warps
+ * 2.1 samples an output at window 11 where 32 x 8 warped 3.0; two blocks
+ * of 512 threads cap the registers at 64 and keep half the SM's warps
+ * in flight. 32 x 8 at 76 registers took 175 ms for the 1200 x 1600,
+ * 5 views, 128 depths volume on an H200, 32 x 16 takes 149 ms
+ * (docs/benchmarks.md). */
 #define AP_GPU_TILE_X 32
-#define AP_GPU_TILE_Y 8
+#define AP_GPU_TILE_Y 16
+#define AP_GPU_COST_BLOCKS 2
 
 typedef unsigned long long ap_devptr;
 

@@ -67,7 +67,7 @@ ap_warp_kernel(const double *rays, int h, int w, int row0, ap_camera src,
 }
 
 extern "C" __global__ void
-__launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y)
+__launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y, AP_GPU_COST_BLOCKS)
 ap_cost_kernel(ap_cuda_sweep p)
 {
     extern __shared__ double shared[];
