@@ -355,7 +355,7 @@ emulated_warp(const double *ref_params, const double *src_params,
             for (int k = 0; seen && k < 3; k++) {
                 p[k] = o[k] + depth * d[k];
             }
-            seen = seen && ap_project(&src, p, &u, &v);
+            seen = seen && ap_project_fast(&src, p, &u, &v);
             out[(size_t)y * w + x] = seen ? ap_bilinear(img, h, w, u, v)
                                           : NAN;
         }
@@ -401,11 +401,14 @@ def contracted_warp(tmp_path_factory):
 def test_the_gpus_arithmetic_sees_what_the_cpu_sees(contracted_warp):
     """Pinhole pairs that exact arithmetic puts on the image's border
     (a horizontal baseline: every sample of the first and last rows; a
-    vertical one: of the first and last columns): the GPU's sample,
-    rounded as nvcc rounds it, sees just what the CPU path sees."""
-    sc = scenes.make_scene("flat", "pinhole", views=2, height=48, width=64)
-    pairs = [(sc.images[1], sc.ref_cam, sc.cameras[1], depth)
-             for depth in DEPTHS[[0, 3, 5]]]
+    vertical one: of the first and last columns), and refractive ones
+    (the GPU's crossing is found float first): the GPU's sample, rounded
+    as nvcc rounds it, sees just what the CPU path sees."""
+    pairs = []
+    for model in ("pinhole", "refractive"):
+        sc = scenes.make_scene("flat", model, views=2, height=48, width=64)
+        pairs += [(sc.images[1], sc.ref_cam, sc.cameras[1], depth)
+                  for depth in DEPTHS[[0, 3, 5]]]
     K = np.array([[1e5, 0, 1.5], [0, 1e5, 1000.0], [0, 0, 1]])
     img = np.random.default_rng(9).random((2000, 4)).astype(np.float32)
     pairs.append((img, mvs.Camera.pinhole(K, np.eye(3), np.zeros(3)),
