@@ -11,35 +11,26 @@
 
 #include "host_device.h"
 
-static inline AP_HD double
-ap_snell_step(double r, double dist, double depth, double hc, double na,
-              double nw)
-{
-    double a = sqrt(r * r + hc * hc);
-    double w = dist - r, b = sqrt(w * w + depth * depth);
-    /* f = na r / a - nw w / b and f' = na hc^2 / a^3 + nw depth^2 / b^3,
-     * both scaled by a^3 b^3 so that f / f' takes one division */
-    double f = a * a * b * b * (na * r * b - nw * w * a);
-    double df = na * hc * hc * b * b * b + nw * depth * depth * a * a * a;
-    r -= f / df;
-    r = r < 0 ? 0 : r;
-    return r > dist ? dist : r;
-}
+/* f = na r / a - nw w / b and f' = na hc^2 / a^3 + nw depth^2 / b^3, both
+ * scaled by a^3 b^3 so that f / f' takes one division. Written once for
+ * two precisions: ap_snell_step in double, ap_snell_step_float for a
+ * first guess on a GPU, where a float square root or division costs a
+ * fraction of a double's. */
+#define AP_SNELL_STEP(name, T, SQRT)                                       \
+    static inline AP_HD T                                                  \
+    name(T r, T dist, T depth, T hc, T na, T nw)                           \
+    {                                                                      \
+        T a = SQRT(r * r + hc * hc);                                       \
+        T w = dist - r, b = SQRT(w * w + depth * depth);                   \
+        T f = a * a * b * b * (na * r * b - nw * w * a);                   \
+        T df = na * hc * hc * b * b * b + nw * depth * depth * a * a * a;  \
+        r -= f / df;                                                       \
+        r = r < 0 ? 0 : r;                                                 \
+        return r > dist ? dist : r;                                        \
+    }
 
-/* ap_snell_step in float, for a first guess: on a GPU a float square
- * root or division costs a fraction of a double's. */
-static inline AP_HD float
-ap_snell_step_float(float r, float dist, float depth, float hc, float na,
-                    float nw)
-{
-    float a = sqrtf(r * r + hc * hc);
-    float w = dist - r, b = sqrtf(w * w + depth * depth);
-    float f = a * a * b * b * (na * r * b - nw * w * a);
-    float df = na * hc * hc * b * b * b + nw * depth * depth * a * a * a;
-    r -= f / df;
-    r = r < 0 ? 0 : r;
-    return r > dist ? dist : r;
-}
+AP_SNELL_STEP(ap_snell_step, double, sqrt)
+AP_SNELL_STEP(ap_snell_step_float, float, sqrtf)
 
 /* The same crossing as the share t = r / dist of the way to the point,
  * for the sweep's hot loop: Snell's law squared,
