@@ -15,10 +15,12 @@ from fake_gpu import ROOT
 DRIVER = ROOT / "tests" / "device" / "gpu_check.sh"
 STEPS = ["env", "build", "verify", "pytest_gpu", "raw_small",
          "cupti_pipeline", "cupti_torch_profiler", "cupti_open_stage",
-         "cupti_stop_thread", "cupti_fork", "cupti_overhead", "pytest_fork",
-         "pytest_refcounts_then_mvs_gpu", "demo_cuda", "bench_mvs_cuda",
-         "bench_gpu_overhead", "sanitizer_memcheck", "sanitizer_racecheck",
-         "ncu_cost", "pytest_all"]
+         "cupti_stop_thread", "cupti_fork", "cupti_overhead", "cupti_blocks",
+         "pytest_fork", "pytest_refcounts_then_mvs_gpu", "demo_cuda",
+         "bench_mvs_cuda", "bench_gpu_overhead", "bench_aquamvs_ncc_cuda",
+         "bench_aquamvs_ssim_cuda", "bench_aquamvs_cpu",
+         "sanitizer_memcheck", "sanitizer_racecheck", "ncu_cost",
+         "pytest_all"]
 
 
 def run_driver(tmp_path, nvidia_smi, budget):

@@ -142,6 +142,14 @@ step_sanitizer() {
         --print-limit 30 "$PY" tests/device/sweep_raw.py san
 }
 
+step_aquamvs_cpu() {
+    # two cores, as the CPU targets are set, against this machine's torch,
+    # whose conv2d is a fast one (the development VM's is not)
+    local pin=()
+    if command -v taskset >/dev/null; then pin=(taskset -c 0,1); fi
+    "${pin[@]}" "$PY" benchmarks/bench_aquamvs.py --repeats 3
+}
+
 step_ncu() {
     # the second cost volume, once the code is warm; clocks as they are
     "$NCU" --clock-control none --target-processes all \
@@ -253,6 +261,8 @@ figures() {
     fi
     grep -hE '^stage pair|aquaprof \(CUPTI\)' "$OUT/bench_gpu_overhead.log" 2>/dev/null |
         sed 's/^ */bench_gpu_overhead: /'
+    grep -hE '^(cost|ncc|ssim) |^targets' "$OUT/bench_aquamvs_cpu.log" 2>/dev/null |
+        sed 's/^/bench_aquamvs_cpu: /'
     awk -F"'" '/entry function/ { k = $2 }
         /spill stores/ { s = $0; sub(/^ +/, "", s) }
         /Used [0-9]+ registers/ { sub(/.*: /, ""); print "ptxas sm_90 " k ": " $0 "; " s }' \
@@ -326,6 +336,7 @@ for cost in ncc ssim; do
         benchmarks/bench_aquamvs_dropin.py --device cuda --cost "$cost" \
         --height 240 --width 320 --depths 64 --repeats 3
 done
+step bench_aquamvs_cpu 40 150 bash "$SELF" --step aquamvs_cpu
 for check in memcheck racecheck; do
     if [ -n "$SANITIZER" ] || [ -n "$NO_GPU" ]; then
         step "sanitizer_$check" 30 150 bash "$SELF" --step sanitizer "$check"
