@@ -46,6 +46,7 @@ except ImportError:
     torch = None
 
 NEWTON = 10     # the torch version's cold-start iteration count
+GPU_TARGET = 100   # the GPU kernel against the users' torch way, same GPU
 # what our CPU path computes per sample (pixel, depth, view): the ray point
 # in the interface frame (~25), the table guess (~15), one Newton step
 # (~25), the pixel (~20), bilinear (~10), window sums and cost (~40)
@@ -235,8 +236,8 @@ def bench_cuda(args, scene, depth_counts) -> int:
               f"more than 1e-4, {nan_apart} seen by one side only")
         ratio = torch_t / ours_t
         worst = ratio if worst is None else min(worst, ratio)
-    print(f"\ntarget: >= 10x torch on the GPU: "
-          f"{'met' if worst >= 10 else 'not met'} ({worst:.1f}x); "
+    print(f"\ntarget: >= {GPU_TARGET}x torch on the GPU: "
+          f"{'met' if worst >= GPU_TARGET else 'not met'} ({worst:.1f}x); "
           f"CUDA equals the CPU within 1e-4: see max |diff|")
     depth_batch_sweep(args, scene, ref, srcs, depth_counts[0],
                       lambda fn: gpu_timed(fn, args.gpu_repeats))
