@@ -1,5 +1,6 @@
 #include "aquamvs_costs.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -11,66 +12,139 @@
 #include "vectorize.h"
 #include "workers.h"
 
+/* What a view that sees every sample of a window shares with every other
+ * such view and depth: with m = 1 the count, the reference's means and
+ * its centred values depend on the reference image alone. Rows of h x w,
+ * made once a call (ref_planes_make) by the same filters, in the same
+ * order, as a view's rows (so they are the bits a view computing them
+ * would get). */
+typedef struct {
+    double *along_1;    /* one row: ones filtered along (every row's) */
+    double *along_r;    /* r filtered along */
+    double *count;      /* filter(1), unclamped */
+    double *mean_r;     /* filter(r) / count, count clamped */
+    double *rc;         /* r - mean_r */
+    double *along_rr;   /* rc^2 filtered along */
+    double *srr;        /* along_rr filtered down: filter(rc^2) */
+} ref_planes;
+
 typedef struct {
     const ap_sweep_args *args;
     const ap_ray_table *rays;
     const ap_projector *proj;       /* one a source view */
+    const ref_planes *ref;
     double taps[AP_MAX_WINDOW / 2 + 1];  /* the filter's centre, then out */
     double least;                   /* the count's clamp */
     int box;                        /* NCC's box: taps all 1 */
+    int band_rows;                  /* rows an item takes of a plane */
     int bands;
     float *out;
     atomic_llong next_item;         /* (plane, band) pairs */
     atomic_int failed;
 } parity_job;
 
-/* The rows of a ring's slot, one slot an image row; a ring holds
- * 2 radius + 2 slots: a window's rows and the one entering it. */
-enum { WARPED_M, WARPED_S, ALONG_M, ALONG_RM, ALONG_SM, WARPED_ROWS };
-enum { CENTRED_COUNT, CENTRED_MR, CENTRED_MS, ALONG_RR, ALONG_SS, ALONG_RS,
-       CENTRED_ROWS };
-
-/* A worker's memory: per ring slot, a warped row's mask and values and
- * their quantities filtered along the row; a centred row's count, means
- * and products filtered along the row; three zero-padded rows to filter;
- * three sums down a window; the warp's row; the band's summed costs. */
+/* A warped row in a view's ring: its values s m and mask m, zero-padded
+ * (radius zeros each side) so that they filter along in place; s m
+ * filtered along; m and r m filtered along, the reference's rows
+ * (ref_planes) where the row sees every sample, else its own. */
 typedef struct {
-    double *warped, *centred, *padded, *down, *sample, *acc;
+    double *s_pad, *m_pad, *along_s;
+    double *own_m, *own_rm;
+    const double *along_m, *along_rm;
+} warped_slot;
+
+/* A centred row in a view's ring: the count, the means and the centred
+ * products filtered along; count, mean_r and rc^2 the reference's where
+ * every sample of the row's windows is seen ("fast"), else its own. */
+typedef struct {
+    double *own_count, *own_mr, *ms, *own_rr, *along_ss, *along_rs;
+    const double *count, *mr, *along_rr;
+} centred_slot;
+
+/* A view's rings of 2 radius + 2 slots (a window's rows and the one
+ * entering it), one slot an image row, and the last rows of the band
+ * that are not all seen (warped) or not fast (centred). */
+typedef struct {
+    warped_slot *warped;
+    centred_slot *centred;
+    double *sample;                 /* the warp's row */
+    int last_unseen, last_slow;
+} view_rings;
+
+/* A worker's memory: every view's rings, three zero-padded rows to
+ * filter along, three rows filtered down, an output row's summed costs;
+ * one block holds every row. */
+typedef struct {
+    view_rings *views;
+    double *block, *padded, *down, *acc;
 } workspace;
 
 static int
 workspace_make(workspace *ws, const ap_sweep_args *a)
 {
-    size_t w = (size_t)a->w, r = (size_t)a->window / 2, slots = 2 * r + 2;
-    ws->warped = malloc(slots * WARPED_ROWS * w * sizeof(double));
-    ws->centred = malloc(slots * CENTRED_ROWS * w * sizeof(double));
-    ws->padded = calloc(3 * (w + 2 * r), sizeof(double));
-    ws->down = malloc(3 * w * sizeof(double));
-    ws->sample = malloc(w * sizeof(double));
-    ws->acc = malloc(AP_SWEEP_BAND * w * sizeof(double));
-    return ws->warped && ws->centred && ws->padded && ws->down &&
-                   ws->sample && ws->acc
-               ? 0
-               : -1;
+    size_t w = (size_t)a->w, r = (size_t)a->window / 2, pw = w + 2 * r;
+    size_t slots = 2 * r + 2, n = (size_t)a->n;
+    size_t per_view = slots * (2 * pw + 3 * w) + slots * 6 * w + w;
+    ws->views = calloc(n, sizeof(*ws->views));
+    ws->block = calloc(n * per_view + 3 * pw + 3 * w + w, sizeof(double));
+    if (ws->views == NULL || ws->block == NULL) {
+        return -1;
+    }
+    double *next = ws->block;
+    for (size_t v = 0; v < n; v++) {
+        view_rings *vr = &ws->views[v];
+        vr->warped = calloc(slots, sizeof(*vr->warped));
+        vr->centred = calloc(slots, sizeof(*vr->centred));
+        if (vr->warped == NULL || vr->centred == NULL) {
+            return -1;
+        }
+        for (size_t s = 0; s < slots; s++) {
+            warped_slot *ws_ = &vr->warped[s];
+            ws_->s_pad = next;
+            ws_->m_pad = next + pw;
+            ws_->along_s = next + 2 * pw;
+            ws_->own_m = next + 2 * pw + w;
+            ws_->own_rm = next + 2 * pw + 2 * w;
+            next += 2 * pw + 3 * w;
+            centred_slot *cs = &vr->centred[s];
+            cs->own_count = next;
+            cs->own_mr = next + w;
+            cs->ms = next + 2 * w;
+            cs->own_rr = next + 3 * w;
+            cs->along_ss = next + 4 * w;
+            cs->along_rs = next + 5 * w;
+            next += 6 * w;
+        }
+        vr->sample = next;
+        next += w;
+    }
+    ws->padded = next;
+    ws->down = next + 3 * pw;
+    ws->acc = next + 3 * pw + 3 * w;
+    return 0;
 }
 
+/* Frees what workspace_make made, wherever it stopped. */
 static void
-workspace_free(workspace *ws)
+workspace_free(workspace *ws, int n)
 {
-    free(ws->warped);
-    free(ws->centred);
-    free(ws->padded);
-    free(ws->down);
-    free(ws->sample);
-    free(ws->acc);
+    for (int v = 0; ws->views != NULL && v < n; v++) {
+        free(ws->views[v].warped);
+        free(ws->views[v].centred);
+    }
+    free(ws->views);
+    free(ws->block);
 }
 
-/* Row `row` of image row y's slot in a ring of `rows` rows a slot. */
-static double *
-slot(double *ring, int rows, int y, int radius, int w, int row)
+/* Views warped a call (their samples' placement shared); rows of
+ * fewer than this many rows are not worth their overlap. */
+enum { AP_WARP_VIEWS = 8, AP_PARITY_LEAST_BAND = 32 };
+
+/* Image row y's slot in a ring. */
+static size_t
+slot(int y, int radius)
 {
-    size_t s = (size_t)(y % (2 * radius + 2));
-    return ring + (s * rows + row) * (size_t)w;
+    return (size_t)(y % (2 * radius + 2));
 }
 
 /* ------------------------------------------------------------ filters */
@@ -200,58 +274,65 @@ filter_along(const parity_job *job, const double *padded, double *out)
     }
 }
 
-/* out[q] = the three rows `first`.. of each slot, filtered down the
- * window of rows around y (zero padding: rows off the image add
- * nothing). */
+/* The rows [*lo, *hi] of the window around row y that lie on the
+ * image (zero padding: rows off it add nothing). */
 static void
-filter_down(const parity_job *job, double *ring, int rows, int first,
-            int y, double *out)
+window_rows(const parity_job *job, int y, int *lo, int *hi)
 {
-    const ap_sweep_args *a = job->args;
-    int w = a->w, r = a->window / 2;
-    int lo = y - r < 0 ? 0 : y - r, hi = y + r >= a->h ? a->h - 1 : y + r;
-    const double *window[AP_MAX_WINDOW];
+    int r = job->args->window / 2, h = job->args->h;
+    *lo = y - r < 0 ? 0 : y - r;
+    *hi = y + r >= h ? h - 1 : y + r;
+}
+
+/* out = the rows window[k - lo] of the window around y filtered down. */
+static void
+filter_down(const parity_job *job, const double *const *window, int y,
+            double *out)
+{
+    int lo, hi;
+    window_rows(job, y, &lo, &hi);
+    if (job->box) {
+        ap_aquamvs_box_down(window, hi - lo + 1, job->args->w, out);
+        return;
+    }
     double weights[AP_MAX_WINDOW];
     for (int k = lo; k <= hi; k++) {
         weights[k - lo] = job->taps[k > y ? k - y : y - k];
     }
-    for (int q = 0; q < 3; q++) {
-        for (int k = lo; k <= hi; k++) {
-            window[k - lo] = slot(ring, rows, k, r, w, first + q);
-        }
-        if (job->box) {
-            ap_aquamvs_box_down(window, hi - lo + 1, w, out + (size_t)q * w);
-        } else {
-            ap_aquamvs_down(window, weights, hi - lo + 1, w,
-                            out + (size_t)q * w);
-        }
-    }
+    ap_aquamvs_down(window, weights, hi - lo + 1, job->args->w, out);
 }
 
 /* -------------------------------------------------------------- rows */
 
-/* The three quantities of a warped row (mask, r m, s m), or of a centred
- * row (rc^2, sc^2, rc sc), into the padded rows. */
+/* A warped row's values s m (0 where unseen) and mask m; returns
+ * nonzero when some sample is not seen. */
+AP_VECTOR_CLONES int
+ap_aquamvs_split(const double *restrict sample, int w, double *restrict s,
+                 double *restrict m)
+{
+    int unseen = 0;
+    for (int x = 0; x < w; x++) {
+        int seen = sample[x] == sample[x];
+        unseen |= !seen;
+        m[x] = seen;
+        s[x] = seen ? sample[x] : 0.0;
+    }
+    return unseen;
+}
+
+/* out = ref m, into a padded row. */
 AP_VECTOR_CLONES void
-ap_aquamvs_warped_quantities(const double *restrict sample, int w,
-                             const float *restrict ref, double *restrict m,
-                             double *restrict s, double *restrict p0,
-                             double *restrict p1, double *restrict p2)
+ap_aquamvs_ref_seen(const float *restrict ref, const double *restrict m,
+                    int w, double *restrict out)
 {
     for (int x = 0; x < w; x++) {
-        double seen = sample[x] == sample[x];
-        double value = seen != 0.0 ? sample[x] : 0.0;
-        m[x] = seen;
-        s[x] = value;
-        p0[x] = seen;
-        p1[x] = ref[x] * seen;
-        p2[x] = value;
+        out[x] = ref[x] * m[x];
     }
 }
 
 /* Centres a row by its own windows' means: writes the count (unclamped)
  * and means, and the products of the centred values into the padded
- * rows. */
+ * rows. down holds the row's count, sum of r m, sum of s m. */
 AP_VECTOR_CLONES void
 ap_aquamvs_centre(const double *restrict down, int w, double least,
                   const float *restrict ref, const double *restrict m,
@@ -274,130 +355,314 @@ ap_aquamvs_centre(const double *restrict down, int w, double least,
     }
 }
 
+/* ap_aquamvs_centre's reference half where m = 1 (ref_planes): the
+ * same expressions, so the same bits. */
 AP_VECTOR_CLONES void
-ap_aquamvs_ncc_row(const double *restrict down, const double *restrict n,
-                   int w, double fewest, double *restrict acc)
+ap_aquamvs_centre_ref(const double *restrict n, const double *restrict sr,
+                      int w, double least, const float *restrict ref,
+                      double *restrict mr, double *restrict rc,
+                      double *restrict rr)
 {
     for (int x = 0; x < w; x++) {
-        acc[x] += ap_aquamvs_ncc(n[x], down[x], down[w + x],
-                                 down[2 * w + x], fewest);
+        double c = n[x] < least ? least : n[x];
+        double mean_r = sr[x] / c;
+        double d = (ref[x] - mean_r) * 1.0;
+        mr[x] = mean_r;
+        rc[x] = d;
+        rr[x] = d * d;
+    }
+}
+
+/* ap_aquamvs_centre's source half where every sample of the row's
+ * windows is seen (m = 1), given the reference's count and rc. */
+AP_VECTOR_CLONES void
+ap_aquamvs_centre_seen(const double *restrict ss, const double *restrict n,
+                       int w, double least, const double *restrict rc,
+                       const double *restrict s, double *restrict ms,
+                       double *restrict p1, double *restrict p2)
+{
+    for (int x = 0; x < w; x++) {
+        double c = n[x] < least ? least : n[x];
+        double mean_s = ss[x] / c;
+        double sc = (s[x] - mean_s) * 1.0;
+        ms[x] = mean_s;
+        p1[x] = sc * sc;
+        p2[x] = rc[x] * sc;
     }
 }
 
 AP_VECTOR_CLONES void
-ap_aquamvs_ssim_row(const double *restrict down, const double *restrict n,
+ap_aquamvs_ncc_row(const double *restrict srr, const double *restrict sss,
+                   const double *restrict srs, const double *restrict n,
+                   int w, double fewest, double *restrict acc)
+{
+    for (int x = 0; x < w; x++) {
+        acc[x] += ap_aquamvs_ncc(n[x], srr[x], sss[x], srs[x], fewest);
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_aquamvs_ssim_row(const double *restrict srr, const double *restrict sss,
+                    const double *restrict srs, const double *restrict n,
                     const double *restrict mr, const double *restrict ms,
                     int w, double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        acc[x] += ap_aquamvs_ssim(n[x], mr[x], ms[x], down[x], down[w + x],
-                                  down[2 * w + x]);
+        acc[x] += ap_aquamvs_ssim(n[x], mr[x], ms[x], srr[x], sss[x],
+                                  srs[x]);
     }
+}
+
+/* ------------------------------------------------- the reference's rows */
+
+static void
+ref_planes_free(ref_planes *p)
+{
+    free(p->along_1);
+    free(p->along_r);
+    free(p->count);
+    free(p->mean_r);
+    free(p->rc);
+    free(p->along_rr);
+    free(p->srr);
+}
+
+/* Fills p (zeroed first) for job's reference image. Returns 0, or -1 out
+ * of memory (ref_planes_free after, either way). */
+static int
+ref_planes_make(ref_planes *p, const parity_job *job)
+{
+    const ap_sweep_args *a = job->args;
+    size_t w = (size_t)a->w, h = (size_t)a->h, r = (size_t)a->window / 2;
+    size_t pw = w + 2 * r;
+    double *padded = calloc(pw, sizeof(double));
+    const double **window = malloc(h * sizeof(*window));
+    double *sum_r = malloc(w * sizeof(double));
+    p->along_1 = malloc(w * sizeof(double));
+    p->along_r = malloc(h * w * sizeof(double));
+    p->count = malloc(h * w * sizeof(double));
+    p->mean_r = malloc(h * w * sizeof(double));
+    p->rc = malloc(h * w * sizeof(double));
+    p->along_rr = malloc(h * w * sizeof(double));
+    p->srr = malloc(h * w * sizeof(double));
+    int status = -1;
+    if (padded == NULL || window == NULL || sum_r == NULL ||
+        p->along_1 == NULL || p->along_r == NULL || p->count == NULL ||
+        p->mean_r == NULL || p->rc == NULL || p->along_rr == NULL ||
+        p->srr == NULL) {
+        goto done;
+    }
+    for (size_t x = 0; x < w; x++) {
+        padded[r + x] = 1.0;
+    }
+    filter_along(job, padded, p->along_1);
+    for (size_t y = 0; y < h; y++) {
+        for (size_t x = 0; x < w; x++) {
+            padded[r + x] = a->ref[y * w + x] * 1.0;
+        }
+        filter_along(job, padded, p->along_r + y * w);
+    }
+    for (int q = 0; q < (int)h; q++) {
+        int lo, hi;
+        window_rows(job, q, &lo, &hi);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = p->along_1;
+        }
+        filter_down(job, window, q, p->count + q * w);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = p->along_r + k * w;
+        }
+        filter_down(job, window, q, sum_r);
+        ap_aquamvs_centre_ref(p->count + q * w, sum_r, (int)w, job->least,
+                              a->ref + q * w, p->mean_r + q * w,
+                              p->rc + q * w, padded + r);
+        filter_along(job, padded, p->along_rr + q * w);
+    }
+    for (int y = 0; y < (int)h; y++) {
+        int lo, hi;
+        window_rows(job, y, &lo, &hi);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = p->along_rr + k * w;
+        }
+        filter_down(job, window, y, p->srr + y * w);
+    }
+    status = 0;
+done:
+    free(padded);
+    free(window);
+    free(sum_r);
+    return status;
 }
 
 /* ---------------------------------------------------------------- band */
 
-/* Warps image row y of view v into its slot and filters its quantities
- * along the row. */
+/* Splits view v's warped row y (its sample) into its slot and filters
+ * its quantities along the row: only s m where every sample is seen. */
 static void
-warp_row(const parity_job *job, workspace *ws, int v, double depth, int y)
+warped_row(const parity_job *job, workspace *ws, int v, int y)
 {
     const ap_sweep_args *a = job->args;
     int w = a->w, r = a->window / 2;
-    size_t pw = (size_t)w + 2 * r;
+    view_rings *vr = &ws->views[v];
+    warped_slot *s = &vr->warped[slot(y, r)];
+    const ref_planes *ref = job->ref;
+    if (ap_aquamvs_split(vr->sample, w, s->s_pad + r, s->m_pad + r)) {
+        vr->last_unseen = y;
+        ap_aquamvs_ref_seen(a->ref + (size_t)y * w, s->m_pad + r, w,
+                            ws->padded + r);
+        filter_along(job, s->m_pad, s->own_m);
+        filter_along(job, ws->padded, s->own_rm);
+        s->along_m = s->own_m;
+        s->along_rm = s->own_rm;
+    } else {
+        s->along_m = ref->along_1;
+        s->along_rm = ref->along_r + (size_t)y * w;
+    }
+    filter_along(job, s->s_pad, s->along_s);
+}
+
+/* Warps image row y of every view and splits it into the views' rings:
+ * the views share the rays' placement (ap_project_sample_zeros). */
+static void
+warp_row(const parity_job *job, workspace *ws, double depth, int y)
+{
+    const ap_sweep_args *a = job->args;
+    double *out[AP_WARP_VIEWS];
     const double *rays[6];
     ap_ray_row(job->rays, y, rays);
-    ap_project_sample_zeros(&job->proj[v], 1, rays, w, depth,
-                            a->srcs + (size_t)v * a->h * w, a->h, w,
-                            &ws->sample);
-    double *p = ws->padded + r;
-    ap_aquamvs_warped_quantities(
-        ws->sample, w, a->ref + (size_t)y * w,
-        slot(ws->warped, WARPED_ROWS, y, r, w, WARPED_M),
-        slot(ws->warped, WARPED_ROWS, y, r, w, WARPED_S), p, p + pw,
-        p + 2 * pw);
-    for (int q = 0; q < 3; q++) {
-        filter_along(job, ws->padded + q * pw,
-                     slot(ws->warped, WARPED_ROWS, y, r, w, ALONG_M + q));
+    for (int v0 = 0; v0 < a->n; v0 += AP_WARP_VIEWS) {
+        int views = a->n - v0 < AP_WARP_VIEWS ? a->n - v0 : AP_WARP_VIEWS;
+        for (int v = 0; v < views; v++) {
+            out[v] = ws->views[v0 + v].sample;
+        }
+        ap_project_sample_zeros(&job->proj[v0], views, rays, a->w, depth,
+                                a->srcs + (size_t)v0 * a->h * a->w, a->h,
+                                a->w, out);
+    }
+    for (int v = 0; v < a->n; v++) {
+        warped_row(job, ws, v, y);
     }
 }
 
-/* Centres image row q by its windows' means and filters the products
- * along the row. */
+/* Centres view v's image row q by its windows' means and filters the
+ * products along the row. */
 static void
-centre_row(const parity_job *job, workspace *ws, int q)
+centre_row(const parity_job *job, workspace *ws, int v, int q)
 {
     const ap_sweep_args *a = job->args;
-    int w = a->w, r = a->window / 2;
-    size_t pw = (size_t)w + 2 * r;
-    filter_down(job, ws->warped, WARPED_ROWS, ALONG_M, q, ws->down);
+    int w = a->w, r = a->window / 2, lo, hi;
+    size_t pw = (size_t)w + 2 * r, row = (size_t)q * w;
+    view_rings *vr = &ws->views[v];
+    const warped_slot *ring = vr->warped, *here = &ring[slot(q, r)];
+    centred_slot *c = &vr->centred[slot(q, r)];
+    const ref_planes *ref = job->ref;
+    const double *window[AP_MAX_WINDOW];
     double *p = ws->padded + r;
-    ap_aquamvs_centre(
-        ws->down, w, job->least, a->ref + (size_t)q * w,
-        slot(ws->warped, WARPED_ROWS, q, r, w, WARPED_M),
-        slot(ws->warped, WARPED_ROWS, q, r, w, WARPED_S),
-        slot(ws->centred, CENTRED_ROWS, q, r, w, CENTRED_COUNT),
-        slot(ws->centred, CENTRED_ROWS, q, r, w, CENTRED_MR),
-        slot(ws->centred, CENTRED_ROWS, q, r, w, CENTRED_MS), p, p + pw,
-        p + 2 * pw);
-    for (int k = 0; k < 3; k++) {
-        filter_along(job, ws->padded + k * pw,
-                     slot(ws->centred, CENTRED_ROWS, q, r, w, ALONG_RR + k));
+    window_rows(job, q, &lo, &hi);
+    for (int k = lo; k <= hi; k++) {
+        window[k - lo] = ring[slot(k, r)].along_s;
+    }
+    if (vr->last_unseen < lo) {
+        filter_down(job, window, q, ws->down);
+        ap_aquamvs_centre_seen(ws->down, ref->count + row, w, job->least,
+                               ref->rc + row, here->s_pad + r, c->ms,
+                               p + pw, p + 2 * pw);
+        c->count = ref->count + row;
+        c->mr = ref->mean_r + row;
+        c->along_rr = ref->along_rr + row;
+    } else {
+        vr->last_slow = q;
+        filter_down(job, window, q, ws->down + 2 * w);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = ring[slot(k, r)].along_m;
+        }
+        filter_down(job, window, q, ws->down);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = ring[slot(k, r)].along_rm;
+        }
+        filter_down(job, window, q, ws->down + w);
+        ap_aquamvs_centre(ws->down, w, job->least, a->ref + row,
+                          here->m_pad + r, here->s_pad + r, c->own_count,
+                          c->own_mr, c->ms, p, p + pw, p + 2 * pw);
+        filter_along(job, ws->padded, c->own_rr);
+        c->count = c->own_count;
+        c->mr = c->own_mr;
+        c->along_rr = c->own_rr;
+    }
+    filter_along(job, ws->padded + pw, c->along_ss);
+    filter_along(job, ws->padded + 2 * pw, c->along_rs);
+}
+
+/* Adds view v's costs of output row y to ws->acc. */
+static void
+cost_row(const parity_job *job, workspace *ws, int v, int y)
+{
+    const ap_sweep_args *a = job->args;
+    int w = a->w, r = a->window / 2, lo, hi;
+    view_rings *vr = &ws->views[v];
+    const centred_slot *ring = vr->centred, *here = &ring[slot(y, r)];
+    const double *window[AP_MAX_WINDOW];
+    const double *srr = job->ref->srr + (size_t)y * w;
+    double *sss = ws->down, *srs = ws->down + w;
+    window_rows(job, y, &lo, &hi);
+    if (vr->last_slow >= lo) {
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = ring[slot(k, r)].along_rr;
+        }
+        filter_down(job, window, y, ws->down + 2 * w);
+        srr = ws->down + 2 * w;
+    }
+    for (int k = lo; k <= hi; k++) {
+        window[k - lo] = ring[slot(k, r)].along_ss;
+    }
+    filter_down(job, window, y, sss);
+    for (int k = lo; k <= hi; k++) {
+        window[k - lo] = ring[slot(k, r)].along_rs;
+    }
+    filter_down(job, window, y, srs);
+    if (a->cost == AP_COST_NCC) {
+        double fewest = (double)(a->window * a->window / 2);
+        ap_aquamvs_ncc_row(srr, sss, srs, here->count, w, fewest, ws->acc);
+    } else {
+        ap_aquamvs_ssim_row(srr, sss, srs, here->count, here->mr, here->ms,
+                            w, ws->acc);
     }
 }
 
-/* Adds view v's costs of rows [y0, y1) of one plane to ws->acc. Every
- * row is computed from its own windows alone: no running sums, so the
- * band's first row changes no bit. */
+/* Rows [y0, y1) of one plane. Every row is computed from its own
+ * windows alone, no running sums, so where a band starts changes no
+ * bit; and each output row adds its views' costs in view order. */
 static void
-band_view(const parity_job *job, workspace *ws, int v, double depth,
-          int y0, int y1)
+band(const parity_job *job, workspace *ws, int plane, int y0, int y1)
 {
     const ap_sweep_args *a = job->args;
     int w = a->w, h = a->h, r = a->window / 2;
+    size_t d = (size_t)a->d;
+    double depth = a->depths[a->first + plane];
     int next_q = y0 - r < 0 ? 0 : y0 - r;
     int next_w = next_q - r < 0 ? 0 : next_q - r;
-    double fewest = (double)(a->window * a->window / 2);
+    for (int v = 0; v < a->n; v++) {
+        ws->views[v].last_unseen = INT_MIN;
+        ws->views[v].last_slow = INT_MIN;
+    }
     for (int p = y0; p < y1; p++) {
         int need_q = p + r >= h ? h - 1 : p + r;
         for (; next_q <= need_q; next_q++) {
             int need_w = next_q + r >= h ? h - 1 : next_q + r;
             for (; next_w <= need_w; next_w++) {
-                warp_row(job, ws, v, depth, next_w);
+                warp_row(job, ws, depth, next_w);
             }
-            centre_row(job, ws, next_q);
+            for (int v = 0; v < a->n; v++) {
+                centre_row(job, ws, v, next_q);
+            }
         }
-        filter_down(job, ws->centred, CENTRED_ROWS, ALONG_RR, p, ws->down);
-        const double *n = slot(ws->centred, CENTRED_ROWS, p, r, w,
-                               CENTRED_COUNT);
-        double *acc = ws->acc + (size_t)(p - y0) * w;
-        if (a->cost == AP_COST_NCC) {
-            ap_aquamvs_ncc_row(ws->down, n, w, fewest, acc);
-        } else {
-            ap_aquamvs_ssim_row(
-                ws->down, n,
-                slot(ws->centred, CENTRED_ROWS, p, r, w, CENTRED_MR),
-                slot(ws->centred, CENTRED_ROWS, p, r, w, CENTRED_MS), w,
-                acc);
+        memset(ws->acc, 0, (size_t)w * sizeof(double));
+        for (int v = 0; v < a->n; v++) {
+            cost_row(job, ws, v, p);
         }
-    }
-}
-
-static void
-band(const parity_job *job, workspace *ws, int plane, int y0, int y1)
-{
-    const ap_sweep_args *a = job->args;
-    size_t w = (size_t)a->w, d = (size_t)a->d;
-    double depth = a->depths[a->first + plane];
-    memset(ws->acc, 0, (size_t)(y1 - y0) * w * sizeof(double));
-    for (int v = 0; v < a->n; v++) {
-        band_view(job, ws, v, depth, y0, y1);
-    }
-    for (int y = y0; y < y1; y++) {
-        const double *acc = ws->acc + (size_t)(y - y0) * w;
-        float *out = job->out + (size_t)y * w * d + a->first + plane;
-        for (size_t x = 0; x < w; x++) {
-            out[x * d] = (float)(acc[x] / a->n);
+        float *out = job->out + (size_t)p * w * d + a->first + plane;
+        for (int x = 0; x < w; x++) {
+            out[(size_t)x * d] = (float)(ws->acc[x] / a->n);
         }
     }
 }
@@ -407,10 +672,10 @@ parity_worker(void *arg)
 {
     parity_job *job = arg;
     const ap_sweep_args *a = job->args;
-    workspace ws;
+    workspace ws = {NULL, NULL, NULL, NULL, NULL};
     if (workspace_make(&ws, a) < 0) {
         atomic_store(&job->failed, 1);
-        workspace_free(&ws);
+        workspace_free(&ws, a->n);
         return NULL;
     }
     long long item;
@@ -418,11 +683,11 @@ parity_worker(void *arg)
                (long long)a->count * job->bands &&
            !atomic_load(&job->failed)) {
         int plane = (int)(item / job->bands);
-        int y0 = (int)(item % job->bands) * AP_SWEEP_BAND;
-        int y1 = y0 + AP_SWEEP_BAND > a->h ? a->h : y0 + AP_SWEEP_BAND;
+        int y0 = (int)(item % job->bands) * job->band_rows;
+        int y1 = y0 + job->band_rows > a->h ? a->h : y0 + job->band_rows;
         band(job, &ws, plane, y0, y1);
     }
-    workspace_free(&ws);
+    workspace_free(&ws, a->n);
     return NULL;
 }
 
@@ -433,6 +698,7 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
     parity_job *job = calloc(1, sizeof(*job));
     ap_ray_table rays = {NULL, 0, 0};
     ap_projector *proj = calloc((size_t)a->n, sizeof(*proj));
+    ref_planes ref = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     int status = -1;
     if (job == NULL || proj == NULL ||
         ap_ray_table_make(&rays, a->ref_cam, a->h, a->w) < 0) {
@@ -462,16 +728,30 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
     job->args = a;
     job->rays = &rays;
     job->proj = proj;
+    job->ref = &ref;
     job->out = out;
-    job->bands = (a->h + AP_SWEEP_BAND - 1) / AP_SWEEP_BAND;
+    if (ref_planes_make(&ref, job) < 0) {
+        ap_projectors_free(proj, a->n);
+        goto done;
+    }
+    /* whole planes where there are planes enough to share out, as a
+     * band's first rows warp and centre rows its neighbour does too */
+    int threads = a->threads, wanted = 4 * threads;
+    int bands = a->count >= wanted ? 1
+                                   : (wanted + a->count - 1) / a->count;
+    int most = (a->h + AP_PARITY_LEAST_BAND - 1) / AP_PARITY_LEAST_BAND;
+    bands = bands > most ? most : bands;
+    job->band_rows = (a->h + bands - 1) / bands;
+    job->bands = (a->h + job->band_rows - 1) / job->band_rows;
     long long items = (long long)a->count * job->bands;
-    int threads = a->threads < items ? a->threads : (int)items;
+    threads = threads < items ? threads : (int)items;
     status = ap_run_workers(parity_worker, job, threads, &job->failed);
     if (status == 0 && atomic_load(&job->failed)) {
         status = -1;
     }
     ap_projectors_free(proj, a->n);
 done:
+    ref_planes_free(&ref);
     free(proj);
     free(rays.planes);
     free(job);
