@@ -33,6 +33,8 @@ typedef struct {
     const ap_ray_table *rays;
     const ap_projector *proj;       /* one a source view */
     const ref_planes *ref;
+    const float *pads;              /* the sources padded (ap_pad_zeros),
+                                     * NULL where too big to index */
     double taps[AP_MAX_WINDOW / 2 + 1];  /* the filter's centre, then out */
     double least;                   /* the count's clamp */
     int box;                        /* NCC's box: taps all 1 */
@@ -522,7 +524,7 @@ warped_row(const parity_job *job, workspace *ws, int v, int y)
 }
 
 /* Warps image row y of every view and splits it into the views' rings:
- * the views share the rays' placement (ap_project_sample_zeros). */
+ * the views share the rays' placement (ap_project_sample_padded). */
 static void
 warp_row(const parity_job *job, workspace *ws, double depth, int y)
 {
@@ -535,9 +537,16 @@ warp_row(const parity_job *job, workspace *ws, double depth, int y)
         for (int v = 0; v < views; v++) {
             out[v] = ws->views[v0 + v].sample;
         }
-        ap_project_sample_zeros(&job->proj[v0], views, rays, a->w, depth,
-                                a->srcs + (size_t)v0 * a->h * a->w, a->h,
-                                a->w, out);
+        if (job->pads != NULL) {
+            ap_project_sample_padded(
+                &job->proj[v0], views, rays, a->w, depth,
+                job->pads + v0 * ap_padded_size(a->h, a->w), a->h, a->w,
+                out);
+        } else {
+            ap_project_sample_zeros(&job->proj[v0], views, rays, a->w,
+                                    depth, a->srcs + (size_t)v0 * a->h * a->w,
+                                    a->h, a->w, out);
+        }
     }
     for (int v = 0; v < a->n; v++) {
         warped_row(job, ws, v, y);
@@ -699,8 +708,12 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
     ap_ray_table rays = {NULL, 0, 0};
     ap_projector *proj = calloc((size_t)a->n, sizeof(*proj));
     ref_planes ref = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t pad_size = ap_padded_size(a->h, a->w);
+    int padded = pad_size <= INT_MAX;
+    float *pads = padded ? malloc((size_t)a->n * pad_size * sizeof(float))
+                         : NULL;
     int status = -1;
-    if (job == NULL || proj == NULL ||
+    if (job == NULL || proj == NULL || (padded && pads == NULL) ||
         ap_ray_table_make(&rays, a->ref_cam, a->h, a->w) < 0) {
         goto done;
     }
@@ -725,7 +738,12 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
         job->least = AP_AQUAMVS_NCC_LEAST;
         job->box = 1;
     }
+    for (int v = 0; padded && v < a->n; v++) {
+        ap_pad_zeros(a->srcs + (size_t)v * a->h * a->w, a->h, a->w,
+                     pads + v * pad_size);
+    }
     job->args = a;
+    job->pads = pads;
     job->rays = &rays;
     job->proj = proj;
     job->ref = &ref;
@@ -752,6 +770,7 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
     ap_projectors_free(proj, a->n);
 done:
     ref_planes_free(&ref);
+    free(pads);
     free(proj);
     free(rays.planes);
     free(job);
