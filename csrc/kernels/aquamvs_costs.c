@@ -461,13 +461,41 @@ ap_aquamvs_centre_seen(const double *restrict ss, const double *restrict n,
     }
 }
 
+/* ap_aquamvs_ncc and ap_aquamvs_ssim with their variances and
+ * covariance left as sums: numerator and denominator times the count,
+ *   NCC = srs / (sqrt(srr sss) + 1e-8 c),
+ *   SSIM = (2 mr ms + C1) (2 srs + C2 c) /
+ *          ((mr^2 + ms^2 + C1) (srr + sss + C2 c)),
+ * one division where they take four: the same costs to a few units in
+ * the last place (the GPU's take the four). */
+static inline double
+ncc_from_sums(double n, double srr, double sss, double srs, double fewest)
+{
+    double c = n < AP_AQUAMVS_NCC_LEAST ? AP_AQUAMVS_NCC_LEAST : n;
+    double cost = 1.0 - srs / (sqrt(srr * sss) + AP_AQUAMVS_NCC_EPS * c);
+    cost = n < fewest ? 1.0 : cost;
+    return cost < 0.0 ? 0.0 : (cost > 2.0 ? 2.0 : cost);
+}
+
+static inline double
+ssim_from_sums(double n, double mr, double ms, double srr, double sss,
+               double srs)
+{
+    double c = n < AP_AQUAMVS_SSIM_LEAST ? AP_AQUAMVS_SSIM_LEAST : n;
+    double ssim = ((2 * mr * ms + AP_SSIM_C1) * (2 * srs + AP_SSIM_C2 * c)) /
+                  ((mr * mr + ms * ms + AP_SSIM_C1) *
+                   (srr + sss + AP_SSIM_C2 * c));
+    double cost = c < 0.5 ? 1.0 : 1.0 - ssim;
+    return cost < 0.0 ? 0.0 : (cost > 1.0 ? 1.0 : cost);
+}
+
 AP_VECTOR_CLONES void
 ap_aquamvs_ncc_row(const double *restrict srr, const double *restrict sss,
                    const double *restrict srs, const double *restrict n,
                    int w, double fewest, double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        acc[x] += ap_aquamvs_ncc(n[x], srr[x], sss[x], srs[x], fewest);
+        acc[x] += ncc_from_sums(n[x], srr[x], sss[x], srs[x], fewest);
     }
 }
 
@@ -478,8 +506,8 @@ ap_aquamvs_ssim_row(const double *restrict srr, const double *restrict sss,
                     int w, double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        acc[x] += ap_aquamvs_ssim(n[x], mr[x], ms[x], srr[x], sss[x],
-                                  srs[x]);
+        acc[x] += ssim_from_sums(n[x], mr[x], ms[x], srr[x], sss[x],
+                                 srs[x]);
     }
 }
 
