@@ -53,6 +53,7 @@ typedef struct {
     double *s_pad, *m_pad, *along_s;
     double *own_m, *own_rm;
     const double *along_m, *along_rm;
+    int unseen;                     /* some sample not seen */
 } warped_slot;
 
 /* A centred row in a view's ring: the count, the means and the centred
@@ -61,34 +62,39 @@ typedef struct {
 typedef struct {
     double *own_count, *own_mr, *ms, *own_rr, *along_ss, *along_rs;
     const double *count, *mr, *along_rr;
+    int slow;                       /* not fast */
 } centred_slot;
 
-/* A view's rings of 2 radius + 2 slots (a window's rows and the one
- * entering it), one slot an image row, and the last rows of the band
- * that are not all seen (warped) or not fast (centred). */
+/* Rows centred, or costed, together: the window sums of neighbouring
+ * rows share all but a few rows (ap_aquamvs_box_down_group). */
+enum { GROUP = 4 };
+
+/* A view's rings of 2 radius + GROUP slots (a group's windows' rows),
+ * one slot an image row. */
 typedef struct {
     warped_slot *warped;
     centred_slot *centred;
     double *sample;                 /* the warp's row */
-    int last_unseen, last_slow;
 } view_rings;
 
 /* A worker's memory: every view's rings, three zero-padded rows to
- * filter along, three rows filtered down, an output row's summed costs;
- * one block holds every row. */
+ * filter along, a group's two quantities filtered down (GROUP rows
+ * each) and two rows more, a group's summed costs; one block holds every
+ * row. */
 typedef struct {
     view_rings *views;
-    double *block, *padded, *down, *acc;
+    double *block, *padded, *down_a, *down_b, *down, *acc;
 } workspace;
 
 static int
 workspace_make(workspace *ws, const ap_sweep_args *a)
 {
     size_t w = (size_t)a->w, r = (size_t)a->window / 2, pw = w + 2 * r;
-    size_t slots = 2 * r + 2, n = (size_t)a->n;
+    size_t slots = 2 * r + GROUP, n = (size_t)a->n;
     size_t per_view = slots * (2 * pw + 3 * w) + slots * 6 * w + w;
     ws->views = calloc(n, sizeof(*ws->views));
-    ws->block = calloc(n * per_view + 3 * pw + 3 * w + w, sizeof(double));
+    ws->block = calloc(n * per_view + 3 * pw + (3 * GROUP + 2) * w,
+                       sizeof(double));
     if (ws->views == NULL || ws->block == NULL) {
         return -1;
     }
@@ -121,8 +127,10 @@ workspace_make(workspace *ws, const ap_sweep_args *a)
         next += w;
     }
     ws->padded = next;
-    ws->down = next + 3 * pw;
-    ws->acc = next + 3 * pw + 3 * w;
+    ws->down_a = next + 3 * pw;
+    ws->down_b = ws->down_a + GROUP * w;
+    ws->down = ws->down_b + GROUP * w;
+    ws->acc = ws->down + 2 * w;
     return 0;
 }
 
@@ -146,7 +154,7 @@ enum { AP_WARP_VIEWS = 8, AP_PARITY_LEAST_BAND = 32 };
 static size_t
 slot(int y, int radius)
 {
-    return (size_t)(y % (2 * radius + 2));
+    return (size_t)(y % (2 * radius + GROUP));
 }
 
 /* ------------------------------------------------------------ filters */
@@ -332,6 +340,68 @@ ap_aquamvs_box_down(const double *const *restrict rows, int count, int w,
     }
 }
 
+/* out[i] = the sum of rows[k], lo[i] <= k <= hi[i], for g windows
+ * that all hold rows [first, last] (not none): those are summed once,
+ * then each window's own added, so each sum is still of its own rows
+ * alone. */
+AP_VECTOR_CLONES void
+ap_aquamvs_box_down_group(const double *const *restrict rows, int first,
+                          int last, const int *restrict lo,
+                          const int *restrict hi, int g, int w,
+                          double *restrict out)
+{
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        v4d lo4 = {0.0, 0.0, 0.0, 0.0}, hi4 = lo4;
+        int k = first;
+        for (; k + 3 <= last; k += 4) {
+            const double *a = rows[k] + x, *b = rows[k + 1] + x;
+            const double *c = rows[k + 2] + x, *d = rows[k + 3] + x;
+            lo4 += (*at4(a) + *at4(b)) + (*at4(c) + *at4(d));
+            hi4 += (*at4(a + 4) + *at4(b + 4)) +
+                   (*at4(c + 4) + *at4(d + 4));
+        }
+        for (; k <= last; k++) {
+            lo4 += *at4(rows[k] + x);
+            hi4 += *at4(rows[k] + x + 4);
+        }
+        for (int i = 0; i < g; i++) {
+            v4d l = lo4, h = hi4;
+            for (int j = lo[i]; j < first; j++) {
+                l += *at4(rows[j] + x);
+                h += *at4(rows[j] + x + 4);
+            }
+            for (int j = last + 1; j <= hi[i]; j++) {
+                l += *at4(rows[j] + x);
+                h += *at4(rows[j] + x + 4);
+            }
+            *(v4d_at *)(out + (size_t)i * w + x) = l;
+            *(v4d_at *)(out + (size_t)i * w + x + 4) = h;
+        }
+    }
+    for (; x < w; x++) {
+        double core = 0.0;
+        int k = first;
+        for (; k + 3 <= last; k += 4) {
+            core += (rows[k][x] + rows[k + 1][x]) +
+                    (rows[k + 2][x] + rows[k + 3][x]);
+        }
+        for (; k <= last; k++) {
+            core += rows[k][x];
+        }
+        for (int i = 0; i < g; i++) {
+            double sum = core;
+            for (int j = lo[i]; j < first; j++) {
+                sum += rows[j][x];
+            }
+            for (int j = last + 1; j <= hi[i]; j++) {
+                sum += rows[j][x];
+            }
+            out[(size_t)i * w + x] = sum;
+        }
+    }
+}
+
 /* A row held in padded (ap_aquamvs_along) filtered along into out. */
 static void
 filter_along(const parity_job *job, const double *padded, double *out)
@@ -372,6 +442,48 @@ filter_down(const parity_job *job, const double *const *window, int y,
     ap_aquamvs_down(window, weights, hi - lo + 1, job->args->w, out);
 }
 
+/* The first and last of the rows every window of image rows [q0, q0 +
+ * GROUP) holds, q0 a multiple of GROUP (the group's last row at most
+ * the image's last). */
+static void
+group_core(const parity_job *job, int q0, int *first, int *last)
+{
+    int end = q0 + GROUP - 1 < job->args->h ? q0 + GROUP - 1
+                                            : job->args->h - 1;
+    int unused;
+    window_rows(job, end, first, &unused);
+    window_rows(job, q0, &unused, last);
+}
+
+/* out (rows of w) = rows [q0, q0 + g) filtered down, all of one group
+ * (rows [k GROUP, (k + 1) GROUP)), where window[k - lo(q0)] holds row k
+ * from the first row of the first window to the last of the last. The
+ * box's sums share the rows common to the whole group's windows, so a
+ * row's sum has the same bits whichever of its group's rows are asked
+ * for; the Gaussian's weights differ from row to row. */
+static void
+filter_down_group(const parity_job *job, const double *const *window,
+                  int q0, int g, double *out)
+{
+    int w = job->args->w, lo[GROUP] = {0}, hi[GROUP] = {0}, base, first,
+        last;
+    window_rows(job, q0, &base, &hi[0]);
+    for (int i = 0; i < g; i++) {
+        window_rows(job, q0 + i, &lo[i], &hi[i]);
+        lo[i] -= base;
+        hi[i] -= base;
+    }
+    group_core(job, q0 - q0 % GROUP, &first, &last);
+    if (job->box && first <= last) {
+        ap_aquamvs_box_down_group(window, first - base, last - base, lo, hi,
+                                  g, w, out);
+        return;
+    }
+    for (int i = 0; i < g; i++) {
+        filter_down(job, window + lo[i], q0 + i, out + (size_t)i * w);
+    }
+}
+
 /* -------------------------------------------------------------- rows */
 
 /* A warped row's values s m (0 where unseen) and mask m; returns
@@ -402,9 +514,10 @@ ap_aquamvs_ref_seen(const float *restrict ref, const double *restrict m,
 
 /* Centres a row by its own windows' means: writes the count (unclamped)
  * and means, and the products of the centred values into the padded
- * rows. down holds the row's count, sum of r m, sum of s m. */
+ * rows, from the row's count, sum of r m and sum of s m. */
 AP_VECTOR_CLONES void
-ap_aquamvs_centre(const double *restrict down, int w, double least,
+ap_aquamvs_centre(const double *restrict sn, const double *restrict sr,
+                  const double *restrict ss, int w, double least,
                   const float *restrict ref, const double *restrict m,
                   const double *restrict s, double *restrict count,
                   double *restrict mr, double *restrict ms,
@@ -412,9 +525,9 @@ ap_aquamvs_centre(const double *restrict down, int w, double least,
                   double *restrict p2)
 {
     for (int x = 0; x < w; x++) {
-        double n = down[x];
+        double n = sn[x];
         double c = n < least ? least : n;
-        double mean_r = down[w + x] / c, mean_s = down[2 * w + x] / c;
+        double mean_r = sr[x] / c, mean_s = ss[x] / c;
         double rc = (ref[x] - mean_r) * m[x], sc = (s[x] - mean_s) * m[x];
         count[x] = n;
         mr[x] = mean_r;
@@ -604,8 +717,8 @@ warped_row(const parity_job *job, workspace *ws, int v, int y)
     view_rings *vr = &ws->views[v];
     warped_slot *s = &vr->warped[slot(y, r)];
     const ref_planes *ref = job->ref;
-    if (ap_aquamvs_split(vr->sample, w, s->s_pad + r, s->m_pad + r)) {
-        vr->last_unseen = y;
+    s->unseen = ap_aquamvs_split(vr->sample, w, s->s_pad + r, s->m_pad + r);
+    if (s->unseen) {
         ap_aquamvs_ref_seen(a->ref + (size_t)y * w, s->m_pad + r, w,
                             ws->padded + r);
         filter_along(job, s->m_pad, s->own_m);
@@ -649,10 +762,33 @@ warp_row(const parity_job *job, workspace *ws, double depth, int y)
     }
 }
 
+/* Whether any slot of rows [lo, hi] of a ring has its flag set. */
+static int
+warped_unseen(const warped_slot *ring, int lo, int hi, int r)
+{
+    int any = 0;
+    for (int k = lo; k <= hi; k++) {
+        any |= ring[slot(k, r)].unseen;
+    }
+    return any;
+}
+
+static int
+centred_slow(const centred_slot *ring, int lo, int hi, int r)
+{
+    int any = 0;
+    for (int k = lo; k <= hi; k++) {
+        any |= ring[slot(k, r)].slow;
+    }
+    return any;
+}
+
 /* Centres view v's image row q by its windows' means and filters the
- * products along the row. */
+ * products along the row, given its sum of s m (ss). Fast where every
+ * sample of its windows is seen. */
 static void
-centre_row(const parity_job *job, workspace *ws, int v, int q)
+centre_row(const parity_job *job, workspace *ws, int v, int q,
+           const double *ss)
 {
     const ap_sweep_args *a = job->args;
     int w = a->w, r = a->window / 2, lo, hi;
@@ -664,20 +800,15 @@ centre_row(const parity_job *job, workspace *ws, int v, int q)
     const double *window[AP_MAX_WINDOW];
     double *p = ws->padded + r;
     window_rows(job, q, &lo, &hi);
-    for (int k = lo; k <= hi; k++) {
-        window[k - lo] = ring[slot(k, r)].along_s;
-    }
-    if (vr->last_unseen < lo) {
-        filter_down(job, window, q, ws->down);
-        ap_aquamvs_centre_seen(ws->down, ref->count + row, w, job->least,
+    c->slow = warped_unseen(ring, lo, hi, r);
+    if (!c->slow) {
+        ap_aquamvs_centre_seen(ss, ref->count + row, w, job->least,
                                ref->rc + row, here->s_pad + r, c->ms,
                                p + pw, p + 2 * pw);
         c->count = ref->count + row;
         c->mr = ref->mean_r + row;
         c->along_rr = ref->along_rr + row;
     } else {
-        vr->last_slow = q;
-        filter_down(job, window, q, ws->down + 2 * w);
         for (int k = lo; k <= hi; k++) {
             window[k - lo] = ring[slot(k, r)].along_m;
         }
@@ -686,9 +817,10 @@ centre_row(const parity_job *job, workspace *ws, int v, int q)
             window[k - lo] = ring[slot(k, r)].along_rm;
         }
         filter_down(job, window, q, ws->down + w);
-        ap_aquamvs_centre(ws->down, w, job->least, a->ref + row,
-                          here->m_pad + r, here->s_pad + r, c->own_count,
-                          c->own_mr, c->ms, p, p + pw, p + 2 * pw);
+        ap_aquamvs_centre(ws->down, ws->down + w, ss, w, job->least,
+                          a->ref + row, here->m_pad + r, here->s_pad + r,
+                          c->own_count, c->own_mr, c->ms, p, p + pw,
+                          p + 2 * pw);
         filter_along(job, ws->padded, c->own_rr);
         c->count = c->own_count;
         c->mr = c->own_mr;
@@ -698,45 +830,83 @@ centre_row(const parity_job *job, workspace *ws, int v, int q)
     filter_along(job, ws->padded + 2 * pw, c->along_rs);
 }
 
-/* Adds view v's costs of output row y to ws->acc. */
+/* Centres view v's rows [q0, q0 + g), all of one group, their warped
+ * rows in its ring. */
 static void
-cost_row(const parity_job *job, workspace *ws, int v, int y)
+centre_rows(const parity_job *job, workspace *ws, int v, int q0, int g)
 {
-    const ap_sweep_args *a = job->args;
-    int w = a->w, r = a->window / 2, lo, hi;
-    view_rings *vr = &ws->views[v];
-    const centred_slot *ring = vr->centred, *here = &ring[slot(y, r)];
-    const double *window[AP_MAX_WINDOW];
-    const double *srr = job->ref->srr + (size_t)y * w;
-    double *sss = ws->down, *srs = ws->down + w;
-    window_rows(job, y, &lo, &hi);
-    if (vr->last_slow >= lo) {
-        for (int k = lo; k <= hi; k++) {
-            window[k - lo] = ring[slot(k, r)].along_rr;
-        }
-        filter_down(job, window, y, ws->down + 2 * w);
-        srr = ws->down + 2 * w;
+    int r = job->args->window / 2, first, last, unused;
+    const warped_slot *ring = ws->views[v].warped;
+    const double *window[AP_MAX_WINDOW + GROUP] = {NULL};
+    window_rows(job, q0, &first, &unused);
+    window_rows(job, q0 + g - 1, &unused, &last);
+    for (int k = first; k <= last; k++) {
+        window[k - first] = ring[slot(k, r)].along_s;
     }
-    for (int k = lo; k <= hi; k++) {
-        window[k - lo] = ring[slot(k, r)].along_ss;
-    }
-    filter_down(job, window, y, sss);
-    for (int k = lo; k <= hi; k++) {
-        window[k - lo] = ring[slot(k, r)].along_rs;
-    }
-    filter_down(job, window, y, srs);
-    if (a->cost == AP_COST_NCC) {
-        double fewest = (double)(a->window * a->window / 2);
-        ap_aquamvs_ncc_row(srr, sss, srs, here->count, w, fewest, ws->acc);
-    } else {
-        ap_aquamvs_ssim_row(srr, sss, srs, here->count, here->mr, here->ms,
-                            w, ws->acc);
+    filter_down_group(job, window, q0, g, ws->down_a);
+    for (int i = 0; i < g; i++) {
+        centre_row(job, ws, v, q0 + i, ws->down_a + (size_t)i * job->args->w);
     }
 }
 
-/* Rows [y0, y1) of one plane. Every row is computed from its own
- * windows alone, no running sums, so where a band starts changes no
- * bit; and each output row adds its views' costs in view order. */
+/* Adds view v's costs of output rows [y0, y0 + g), all of one group, to
+ * the rows of ws->acc. */
+static void
+cost_rows(const parity_job *job, workspace *ws, int v, int y0, int g)
+{
+    const ap_sweep_args *a = job->args;
+    int w = a->w, r = a->window / 2, first, last, unused;
+    const centred_slot *ring = ws->views[v].centred;
+    const double *window[AP_MAX_WINDOW + GROUP] = {NULL};
+    window_rows(job, y0, &first, &unused);
+    window_rows(job, y0 + g - 1, &unused, &last);
+    for (int k = first; k <= last; k++) {
+        window[k - first] = ring[slot(k, r)].along_ss;
+    }
+    filter_down_group(job, window, y0, g, ws->down_a);
+    for (int k = first; k <= last; k++) {
+        window[k - first] = ring[slot(k, r)].along_rs;
+    }
+    filter_down_group(job, window, y0, g, ws->down_b);
+    for (int i = 0; i < g; i++) {
+        int y = y0 + i, lo, hi;
+        const centred_slot *here = &ring[slot(y, r)];
+        const double *srr = job->ref->srr + (size_t)y * w;
+        const double *sss = ws->down_a + (size_t)i * w;
+        const double *srs = ws->down_b + (size_t)i * w;
+        double *acc = ws->acc + (size_t)i * w;
+        window_rows(job, y, &lo, &hi);
+        if (centred_slow(ring, lo, hi, r)) {
+            const double *rows[AP_MAX_WINDOW];
+            for (int k = lo; k <= hi; k++) {
+                rows[k - lo] = ring[slot(k, r)].along_rr;
+            }
+            filter_down(job, rows, y, ws->down);
+            srr = ws->down;
+        }
+        if (a->cost == AP_COST_NCC) {
+            double fewest = (double)(a->window * a->window / 2);
+            ap_aquamvs_ncc_row(srr, sss, srs, here->count, w, fewest, acc);
+        } else {
+            ap_aquamvs_ssim_row(srr, sss, srs, here->count, here->mr,
+                                here->ms, w, acc);
+        }
+    }
+}
+
+/* The rows from q to the end of its group or `last`, whichever first. */
+static int
+group_rows(int q, int last)
+{
+    int end = q - q % GROUP + GROUP - 1;
+    return (end < last ? end : last) - q + 1;
+}
+
+/* Rows [y0, y1) of one plane, a group at a time. Every row is computed
+ * from its own windows alone, no running sums (window sums share rows
+ * within a group, never subtract them, filter_down_group), so where a
+ * band starts changes no bit; and each output row adds its views' costs
+ * in view order. */
 static void
 band(const parity_job *job, workspace *ws, int plane, int y0, int y1)
 {
@@ -746,28 +916,31 @@ band(const parity_job *job, workspace *ws, int plane, int y0, int y1)
     double depth = a->depths[a->first + plane];
     int next_q = y0 - r < 0 ? 0 : y0 - r;
     int next_w = next_q - r < 0 ? 0 : next_q - r;
-    for (int v = 0; v < a->n; v++) {
-        ws->views[v].last_unseen = INT_MIN;
-        ws->views[v].last_slow = INT_MIN;
-    }
-    for (int p = y0; p < y1; p++) {
-        int need_q = p + r >= h ? h - 1 : p + r;
-        for (; next_q <= need_q; next_q++) {
-            int need_w = next_q + r >= h ? h - 1 : next_q + r;
+    for (int p = y0, g; p < y1; p += g) {
+        g = group_rows(p, y1 - 1);
+        int need_q = p + g - 1 + r >= h ? h - 1 : p + g - 1 + r;
+        while (next_q <= need_q) {
+            int gq = group_rows(next_q, need_q), last = next_q + gq - 1;
+            int need_w = last + r >= h ? h - 1 : last + r;
             for (; next_w <= need_w; next_w++) {
                 warp_row(job, ws, depth, next_w);
             }
             for (int v = 0; v < a->n; v++) {
-                centre_row(job, ws, v, next_q);
+                centre_rows(job, ws, v, next_q, gq);
             }
+            next_q += gq;
         }
-        memset(ws->acc, 0, (size_t)w * sizeof(double));
+        memset(ws->acc, 0, (size_t)g * w * sizeof(double));
         for (int v = 0; v < a->n; v++) {
-            cost_row(job, ws, v, p);
+            cost_rows(job, ws, v, p, g);
         }
-        float *out = job->out + (size_t)p * w * d + a->first + plane;
-        for (int x = 0; x < w; x++) {
-            out[(size_t)x * d] = (float)(ws->acc[x] / a->n);
+        for (int i = 0; i < g; i++) {
+            const double *acc = ws->acc + (size_t)i * w;
+            float *out = job->out + (size_t)(p + i) * w * d + a->first +
+                         plane;
+            for (int x = 0; x < w; x++) {
+                out[(size_t)x * d] = (float)(acc[x] / a->n);
+            }
         }
     }
 }
@@ -777,7 +950,7 @@ parity_worker(void *arg)
 {
     parity_job *job = arg;
     const ap_sweep_args *a = job->args;
-    workspace ws = {NULL, NULL, NULL, NULL, NULL};
+    workspace ws = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (workspace_make(&ws, a) < 0) {
         atomic_store(&job->failed, 1);
         workspace_free(&ws, a->n);
