@@ -969,6 +969,30 @@ parity_worker(void *arg)
     return NULL;
 }
 
+/* The rows of a band: the fewest bands that share `count` planes out
+ * to the threads best, a band warping and centring 2 radius rows each
+ * side that its neighbours do too (its time taken as its rows plus
+ * those); bands of at least AP_PARITY_LEAST_BAND rows. Where bands
+ * start changes no bit of the volume (band). */
+static int
+band_rows(int h, int radius, int count, int threads)
+{
+    int most = (h + AP_PARITY_LEAST_BAND - 1) / AP_PARITY_LEAST_BAND;
+    int best_rows = h;
+    long long best = -1;
+    for (int bands = 1; bands <= most && bands <= 4 * threads; bands++) {
+        int rows = (h + bands - 1) / bands;
+        long long items = (long long)count * ((h + rows - 1) / rows);
+        long long time = (items + threads - 1) / threads *
+                         (rows + 4LL * radius);
+        if (best < 0 || time < best) {
+            best = time;
+            best_rows = rows;
+        }
+    }
+    return best_rows;
+}
+
 int
 ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
 {
@@ -1021,17 +1045,10 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
         ap_projectors_free(proj, a->n);
         goto done;
     }
-    /* whole planes where there are planes enough to share out, as a
-     * band's first rows warp and centre rows its neighbour does too */
-    int threads = a->threads, wanted = 4 * threads;
-    int bands = a->count >= wanted ? 1
-                                   : (wanted + a->count - 1) / a->count;
-    int most = (a->h + AP_PARITY_LEAST_BAND - 1) / AP_PARITY_LEAST_BAND;
-    bands = bands > most ? most : bands;
-    job->band_rows = (a->h + bands - 1) / bands;
+    job->band_rows = band_rows(a->h, r, a->count, a->threads);
     job->bands = (a->h + job->band_rows - 1) / job->band_rows;
     long long items = (long long)a->count * job->bands;
-    threads = threads < items ? threads : (int)items;
+    int threads = a->threads < items ? a->threads : (int)items;
     status = ap_run_workers(parity_worker, job, threads, &job->failed);
     if (status == 0 && atomic_load(&job->failed)) {
         status = -1;
