@@ -229,6 +229,46 @@ def test_points_that_do_not_project_are_unseen(cost):
     assert (got[:, -3:] == 1.0).all()     # windows that see nothing
 
 
+def diagonal_water(turn):
+    """A source camera whose water tilts 40 degrees about a diagonal
+    (its normal turned `turn` degrees about z): at depth 0.02 its samples
+    are unseen past a slanting line, so some rows are partly unseen and
+    the others all seen."""
+    a, b = np.radians(40), np.radians(turn)
+    return Camera.refractive(K, np.eye(3), np.zeros(3), 0.2,
+                             normal=[np.sin(a) * np.cos(b),
+                                     np.sin(a) * np.sin(b), -np.cos(a)])
+
+
+@pytest.mark.parametrize("window", [5, 11])
+@pytest.mark.parametrize("cost", ["ncc", "ssim"])
+def test_rows_partly_unseen_beside_rows_all_seen(cost, window):
+    # Rows whose windows see every sample take the reference's count,
+    # means and variance made once; rows whose windows, or whose
+    # neighbours' windows, reach a row partly unseen, above or below,
+    # must not: their counts and means are their own.
+    ref_cam = tilted_water()[0]
+    level = Camera.refractive(K, np.eye(3), np.array([0.002, 0, 0]), 0.2)
+    cams = [diagonal_water(60), level, diagonal_water(-60)]
+    ref, srcs = texture(0), [texture(1), texture(2), texture(3)]
+    depths = [0.02, 0.021]
+    unseen = [np.isnan(reference.warp(s, ref_cam, c, depths[0])).any(axis=1)
+              for s, c in zip(srcs, cams)]
+    assert not unseen[0][:13].any() and unseen[0][13:].all()
+    assert not unseen[1].any()
+    assert unseen[2][:35].all() and not unseen[2][35:].any()
+    got = parity_volume(ref, srcs, ref_cam, cams, depths, cost, window)
+    expected = reference.cost_volume(ref, srcs, ref_cam, cams, depths, cost,
+                                     window)
+    assert np.abs(got - expected).max() <= TOL
+    for i in (0, 2):    # each alone: no other view's costs to hide its own
+        alone = parity_volume(ref, [srcs[i]], ref_cam, [cams[i]], depths,
+                              cost, window)
+        one = reference.cost_volume(ref, [srcs[i]], ref_cam, [cams[i]],
+                                    depths, cost, window)
+        assert np.abs(alone - one).max() <= TOL
+
+
 @pytest.mark.parametrize("window", [5, 11])
 def test_a_window_seeing_half_its_pixels_rounded_down_is_computed(window):
     ref_cam, src_cam = tilted_water()

@@ -1,5 +1,6 @@
 #include "aquamvs_costs.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -11,66 +12,149 @@
 #include "vectorize.h"
 #include "workers.h"
 
+/* What a view that sees every sample of a window shares with every other
+ * such view and depth: with m = 1 the count, the reference's means and
+ * its centred values depend on the reference image alone. Rows of h x w,
+ * made once a call (ref_planes_make) by the same filters, in the same
+ * order, as a view's rows (so they are the bits a view computing them
+ * would get). */
+typedef struct {
+    double *along_1;    /* one row: ones filtered along (every row's) */
+    double *along_r;    /* r filtered along */
+    double *count;      /* filter(1), unclamped */
+    double *mean_r;     /* filter(r) / count, count clamped */
+    double *rc;         /* r - mean_r */
+    double *along_rr;   /* rc^2 filtered along */
+    double *srr;        /* along_rr filtered down: filter(rc^2) */
+} ref_planes;
+
 typedef struct {
     const ap_sweep_args *args;
     const ap_ray_table *rays;
     const ap_projector *proj;       /* one a source view */
+    const ref_planes *ref;
+    const float *pads;              /* the sources padded (ap_pad_zeros),
+                                     * NULL where too big to index */
     double taps[AP_MAX_WINDOW / 2 + 1];  /* the filter's centre, then out */
     double least;                   /* the count's clamp */
     int box;                        /* NCC's box: taps all 1 */
+    int band_rows;                  /* rows an item takes of a plane */
     int bands;
     float *out;
     atomic_llong next_item;         /* (plane, band) pairs */
     atomic_int failed;
 } parity_job;
 
-/* The rows of a ring's slot, one slot an image row; a ring holds
- * 2 radius + 2 slots: a window's rows and the one entering it. */
-enum { WARPED_M, WARPED_S, ALONG_M, ALONG_RM, ALONG_SM, WARPED_ROWS };
-enum { CENTRED_COUNT, CENTRED_MR, CENTRED_MS, ALONG_RR, ALONG_SS, ALONG_RS,
-       CENTRED_ROWS };
-
-/* A worker's memory: per ring slot, a warped row's mask and values and
- * their quantities filtered along the row; a centred row's count, means
- * and products filtered along the row; three zero-padded rows to filter;
- * three sums down a window; the warp's row; the band's summed costs. */
+/* A warped row in a view's ring: its values s m and mask m, zero-padded
+ * (radius zeros each side) so that they filter along in place; s m
+ * filtered along; m and r m filtered along, the reference's rows
+ * (ref_planes) where the row sees every sample, else its own. */
 typedef struct {
-    double *warped, *centred, *padded, *down, *sample, *acc;
+    double *s_pad, *m_pad, *along_s;
+    double *own_m, *own_rm;
+    const double *along_m, *along_rm;
+    int unseen;                     /* some sample not seen */
+} warped_slot;
+
+/* A centred row in a view's ring: the count, the means and the centred
+ * products filtered along; count, mean_r and rc^2 the reference's where
+ * every sample of the row's windows is seen ("fast"), else its own. */
+typedef struct {
+    double *own_count, *own_mr, *ms, *own_rr, *along_ss, *along_rs;
+    const double *count, *mr, *along_rr;
+    int slow;                       /* not fast */
+} centred_slot;
+
+/* Rows centred, or costed, together: the window sums of neighbouring
+ * rows share all but a few rows (ap_aquamvs_box_down_group). */
+enum { GROUP = 4 };
+
+/* A view's rings of 2 radius + GROUP slots (a group's windows' rows),
+ * one slot an image row. */
+typedef struct {
+    warped_slot *warped;
+    centred_slot *centred;
+    double *sample;                 /* the warp's row */
+} view_rings;
+
+/* A worker's memory: every view's rings, three zero-padded rows to
+ * filter along, a group's two quantities filtered down (GROUP rows
+ * each) and two rows more, a group's summed costs; one block holds every
+ * row. */
+typedef struct {
+    view_rings *views;
+    double *block, *padded, *down_a, *down_b, *down, *acc;
 } workspace;
 
 static int
 workspace_make(workspace *ws, const ap_sweep_args *a)
 {
-    size_t w = (size_t)a->w, r = (size_t)a->window / 2, slots = 2 * r + 2;
-    ws->warped = malloc(slots * WARPED_ROWS * w * sizeof(double));
-    ws->centred = malloc(slots * CENTRED_ROWS * w * sizeof(double));
-    ws->padded = calloc(3 * (w + 2 * r), sizeof(double));
-    ws->down = malloc(3 * w * sizeof(double));
-    ws->sample = malloc(w * sizeof(double));
-    ws->acc = malloc(AP_SWEEP_BAND * w * sizeof(double));
-    return ws->warped && ws->centred && ws->padded && ws->down &&
-                   ws->sample && ws->acc
-               ? 0
-               : -1;
+    size_t w = (size_t)a->w, r = (size_t)a->window / 2, pw = w + 2 * r;
+    size_t slots = 2 * r + GROUP, n = (size_t)a->n;
+    size_t per_view = slots * (2 * pw + 3 * w) + slots * 6 * w + w;
+    ws->views = calloc(n, sizeof(*ws->views));
+    ws->block = calloc(n * per_view + 3 * pw + (3 * GROUP + 2) * w,
+                       sizeof(double));
+    if (ws->views == NULL || ws->block == NULL) {
+        return -1;
+    }
+    double *next = ws->block;
+    for (size_t v = 0; v < n; v++) {
+        view_rings *vr = &ws->views[v];
+        vr->warped = calloc(slots, sizeof(*vr->warped));
+        vr->centred = calloc(slots, sizeof(*vr->centred));
+        if (vr->warped == NULL || vr->centred == NULL) {
+            return -1;
+        }
+        for (size_t s = 0; s < slots; s++) {
+            warped_slot *ws_ = &vr->warped[s];
+            ws_->s_pad = next;
+            ws_->m_pad = next + pw;
+            ws_->along_s = next + 2 * pw;
+            ws_->own_m = next + 2 * pw + w;
+            ws_->own_rm = next + 2 * pw + 2 * w;
+            next += 2 * pw + 3 * w;
+            centred_slot *cs = &vr->centred[s];
+            cs->own_count = next;
+            cs->own_mr = next + w;
+            cs->ms = next + 2 * w;
+            cs->own_rr = next + 3 * w;
+            cs->along_ss = next + 4 * w;
+            cs->along_rs = next + 5 * w;
+            next += 6 * w;
+        }
+        vr->sample = next;
+        next += w;
+    }
+    ws->padded = next;
+    ws->down_a = next + 3 * pw;
+    ws->down_b = ws->down_a + GROUP * w;
+    ws->down = ws->down_b + GROUP * w;
+    ws->acc = ws->down + 2 * w;
+    return 0;
 }
 
+/* Frees what workspace_make made, wherever it stopped. */
 static void
-workspace_free(workspace *ws)
+workspace_free(workspace *ws, int n)
 {
-    free(ws->warped);
-    free(ws->centred);
-    free(ws->padded);
-    free(ws->down);
-    free(ws->sample);
-    free(ws->acc);
+    for (int v = 0; ws->views != NULL && v < n; v++) {
+        free(ws->views[v].warped);
+        free(ws->views[v].centred);
+    }
+    free(ws->views);
+    free(ws->block);
 }
 
-/* Row `row` of image row y's slot in a ring of `rows` rows a slot. */
-static double *
-slot(double *ring, int rows, int y, int radius, int w, int row)
+/* Views warped a call (their samples' placement shared); rows of
+ * fewer than this many rows are not worth their overlap. */
+enum { AP_WARP_VIEWS = 8, AP_PARITY_LEAST_BAND = 32 };
+
+/* Image row y's slot in a ring. */
+static size_t
+slot(int y, int radius)
 {
-    size_t s = (size_t)(y % (2 * radius + 2));
-    return ring + (s * rows + row) * (size_t)w;
+    return (size_t)(y % (2 * radius + GROUP));
 }
 
 /* ------------------------------------------------------------ filters */
@@ -78,8 +162,24 @@ slot(double *ring, int rows, int y, int radius, int w, int row)
 /* Filters sum every window's terms afresh, never a running sum less
  * what leaves it: near the image's borders zero padding leaves windows of
  * values 1e-6 of their neighbours', whose variance a running sum's
- * rounding would swamp. Each pass over a row takes two taps (along) or
- * four rows (down), contiguous loads that vectorise. */
+ * rounding would swamp. Each pass keeps eight outputs in two vectors
+ * while it adds a window's taps (along) or rows (down), two taps or four
+ * rows at a time, and stores them once; the tail adds in the same order,
+ * so every output has the same bits wherever it lies. */
+
+/* Four doubles: GCC lowers them to whatever vectors the clone being
+ * compiled has. */
+typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
+/* The same at a double's alignment, for loads and stores anywhere in a
+ * row of doubles. */
+typedef double v4d_at __attribute__((vector_size(4 * sizeof(double)),
+                                     aligned(sizeof(double)), may_alias));
+
+static inline const v4d_at *
+at4(const double *p)
+{
+    return (const v4d_at *)p;
+}
 
 /* out = the symmetric filter taps (centre first) along a row held in
  * padded[radius .. radius + w), with radius zeros each side. */
@@ -88,26 +188,37 @@ ap_aquamvs_along(const double *restrict padded, int w, int radius,
                  const double *restrict taps, double *restrict out)
 {
     const double *in = padded + radius;
-    double g0 = taps[0];
-    for (int x = 0; x < w; x++) {
-        out[x] = g0 * in[x];
-    }
-    int j = 1;
-    for (; j + 1 <= radius; j += 2) {
-        /* shifted rows, not in[x - j]: GCC loads those lane by lane */
-        const double *restrict a = in - j, *restrict b = in + j;
-        const double *restrict c = in - j - 1, *restrict d = in + j + 1;
-        double g1 = taps[j], g2 = taps[j + 1];
-        for (int x = 0; x < w; x++) {
-            out[x] += g1 * (a[x] + b[x]) + g2 * (c[x] + d[x]);
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        const double *p = in + x;
+        v4d lo = taps[0] * *at4(p), hi = taps[0] * *at4(p + 4);
+        int j = 1;
+        for (; j + 1 <= radius; j += 2) {
+            double g1 = taps[j], g2 = taps[j + 1];
+            lo += g1 * (*at4(p - j) + *at4(p + j)) +
+                  g2 * (*at4(p - j - 1) + *at4(p + j + 1));
+            hi += g1 * (*at4(p + 4 - j) + *at4(p + 4 + j)) +
+                  g2 * (*at4(p + 4 - j - 1) + *at4(p + 4 + j + 1));
         }
-    }
-    for (; j <= radius; j++) {
-        const double *restrict a = in - j, *restrict b = in + j;
-        double g = taps[j];
-        for (int x = 0; x < w; x++) {
-            out[x] += g * (a[x] + b[x]);
+        for (; j <= radius; j++) {
+            lo += taps[j] * (*at4(p - j) + *at4(p + j));
+            hi += taps[j] * (*at4(p + 4 - j) + *at4(p + 4 + j));
         }
+        *(v4d_at *)(out + x) = lo;
+        *(v4d_at *)(out + x + 4) = hi;
+    }
+    for (; x < w; x++) {
+        const double *p = in + x;
+        double sum = taps[0] * p[0];
+        int j = 1;
+        for (; j + 1 <= radius; j += 2) {
+            sum += taps[j] * (p[-j] + p[j]) +
+                   taps[j + 1] * (p[-j - 1] + p[j + 1]);
+        }
+        for (; j <= radius; j++) {
+            sum += taps[j] * (p[-j] + p[j]);
+        }
+        out[x] = sum;
     }
 }
 
@@ -117,25 +228,40 @@ ap_aquamvs_down(const double *const *restrict rows,
                 const double *restrict weights, int count, int w,
                 double *restrict out)
 {
-    for (int x = 0; x < w; x++) {
-        out[x] = 0.0;
-    }
-    int k = 0;
-    for (; k + 4 <= count; k += 4) {
-        const double *restrict a = rows[k], *restrict b = rows[k + 1];
-        const double *restrict c = rows[k + 2], *restrict d = rows[k + 3];
-        double ga = weights[k], gb = weights[k + 1], gc = weights[k + 2],
-               gd = weights[k + 3];
-        for (int x = 0; x < w; x++) {
-            out[x] += (ga * a[x] + gb * b[x]) + (gc * c[x] + gd * d[x]);
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        v4d lo = {0.0, 0.0, 0.0, 0.0}, hi = lo;
+        int k = 0;
+        for (; k + 4 <= count; k += 4) {
+            const double *a = rows[k] + x, *b = rows[k + 1] + x;
+            const double *c = rows[k + 2] + x, *d = rows[k + 3] + x;
+            double ga = weights[k], gb = weights[k + 1],
+                   gc = weights[k + 2], gd = weights[k + 3];
+            lo += (ga * *at4(a) + gb * *at4(b)) +
+                  (gc * *at4(c) + gd * *at4(d));
+            hi += (ga * *at4(a + 4) + gb * *at4(b + 4)) +
+                  (gc * *at4(c + 4) + gd * *at4(d + 4));
         }
-    }
-    for (; k < count; k++) {
-        const double *restrict a = rows[k];
-        double ga = weights[k];
-        for (int x = 0; x < w; x++) {
-            out[x] += ga * a[x];
+        for (; k < count; k++) {
+            lo += weights[k] * *at4(rows[k] + x);
+            hi += weights[k] * *at4(rows[k] + x + 4);
         }
+        *(v4d_at *)(out + x) = lo;
+        *(v4d_at *)(out + x + 4) = hi;
+    }
+    for (; x < w; x++) {
+        double sum = 0.0;
+        int k = 0;
+        for (; k + 4 <= count; k += 4) {
+            sum += (weights[k] * rows[k][x] +
+                    weights[k + 1] * rows[k + 1][x]) +
+                   (weights[k + 2] * rows[k + 2][x] +
+                    weights[k + 3] * rows[k + 3][x]);
+        }
+        for (; k < count; k++) {
+            sum += weights[k] * rows[k][x];
+        }
+        out[x] = sum;
     }
 }
 
@@ -146,22 +272,35 @@ ap_aquamvs_box_along(const double *restrict padded, int w, int radius,
                      double *restrict out)
 {
     const double *in = padded + radius;
-    for (int x = 0; x < w; x++) {
-        out[x] = in[x];
-    }
-    int j = 1;
-    for (; j + 1 <= radius; j += 2) {
-        const double *restrict a = in - j, *restrict b = in + j;
-        const double *restrict c = in - j - 1, *restrict d = in + j + 1;
-        for (int x = 0; x < w; x++) {
-            out[x] += (a[x] + b[x]) + (c[x] + d[x]);
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        const double *p = in + x;
+        v4d lo = *at4(p), hi = *at4(p + 4);
+        int j = 1;
+        for (; j + 1 <= radius; j += 2) {
+            lo += (*at4(p - j) + *at4(p + j)) +
+                  (*at4(p - j - 1) + *at4(p + j + 1));
+            hi += (*at4(p + 4 - j) + *at4(p + 4 + j)) +
+                  (*at4(p + 4 - j - 1) + *at4(p + 4 + j + 1));
         }
-    }
-    for (; j <= radius; j++) {
-        const double *restrict a = in - j, *restrict b = in + j;
-        for (int x = 0; x < w; x++) {
-            out[x] += a[x] + b[x];
+        for (; j <= radius; j++) {
+            lo += *at4(p - j) + *at4(p + j);
+            hi += *at4(p + 4 - j) + *at4(p + 4 + j);
         }
+        *(v4d_at *)(out + x) = lo;
+        *(v4d_at *)(out + x + 4) = hi;
+    }
+    for (; x < w; x++) {
+        const double *p = in + x;
+        double sum = p[0];
+        int j = 1;
+        for (; j + 1 <= radius; j += 2) {
+            sum += (p[-j] + p[j]) + (p[-j - 1] + p[j + 1]);
+        }
+        for (; j <= radius; j++) {
+            sum += p[-j] + p[j];
+        }
+        out[x] = sum;
     }
 }
 
@@ -169,21 +308,96 @@ AP_VECTOR_CLONES void
 ap_aquamvs_box_down(const double *const *restrict rows, int count, int w,
                     double *restrict out)
 {
-    for (int x = 0; x < w; x++) {
-        out[x] = 0.0;
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        v4d lo = {0.0, 0.0, 0.0, 0.0}, hi = lo;
+        int k = 0;
+        for (; k + 4 <= count; k += 4) {
+            const double *a = rows[k] + x, *b = rows[k + 1] + x;
+            const double *c = rows[k + 2] + x, *d = rows[k + 3] + x;
+            lo += (*at4(a) + *at4(b)) + (*at4(c) + *at4(d));
+            hi += (*at4(a + 4) + *at4(b + 4)) +
+                  (*at4(c + 4) + *at4(d + 4));
+        }
+        for (; k < count; k++) {
+            lo += *at4(rows[k] + x);
+            hi += *at4(rows[k] + x + 4);
+        }
+        *(v4d_at *)(out + x) = lo;
+        *(v4d_at *)(out + x + 4) = hi;
     }
-    int k = 0;
-    for (; k + 4 <= count; k += 4) {
-        const double *restrict a = rows[k], *restrict b = rows[k + 1];
-        const double *restrict c = rows[k + 2], *restrict d = rows[k + 3];
-        for (int x = 0; x < w; x++) {
-            out[x] += (a[x] + b[x]) + (c[x] + d[x]);
+    for (; x < w; x++) {
+        double sum = 0.0;
+        int k = 0;
+        for (; k + 4 <= count; k += 4) {
+            sum += (rows[k][x] + rows[k + 1][x]) +
+                   (rows[k + 2][x] + rows[k + 3][x]);
+        }
+        for (; k < count; k++) {
+            sum += rows[k][x];
+        }
+        out[x] = sum;
+    }
+}
+
+/* out[i] = the sum of rows[k], lo[i] <= k <= hi[i], for g windows
+ * that all hold rows [first, last] (not none): those are summed once,
+ * then each window's own added, so each sum is still of its own rows
+ * alone. */
+AP_VECTOR_CLONES void
+ap_aquamvs_box_down_group(const double *const *restrict rows, int first,
+                          int last, const int *restrict lo,
+                          const int *restrict hi, int g, int w,
+                          double *restrict out)
+{
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        v4d lo4 = {0.0, 0.0, 0.0, 0.0}, hi4 = lo4;
+        int k = first;
+        for (; k + 3 <= last; k += 4) {
+            const double *a = rows[k] + x, *b = rows[k + 1] + x;
+            const double *c = rows[k + 2] + x, *d = rows[k + 3] + x;
+            lo4 += (*at4(a) + *at4(b)) + (*at4(c) + *at4(d));
+            hi4 += (*at4(a + 4) + *at4(b + 4)) +
+                   (*at4(c + 4) + *at4(d + 4));
+        }
+        for (; k <= last; k++) {
+            lo4 += *at4(rows[k] + x);
+            hi4 += *at4(rows[k] + x + 4);
+        }
+        for (int i = 0; i < g; i++) {
+            v4d l = lo4, h = hi4;
+            for (int j = lo[i]; j < first; j++) {
+                l += *at4(rows[j] + x);
+                h += *at4(rows[j] + x + 4);
+            }
+            for (int j = last + 1; j <= hi[i]; j++) {
+                l += *at4(rows[j] + x);
+                h += *at4(rows[j] + x + 4);
+            }
+            *(v4d_at *)(out + (size_t)i * w + x) = l;
+            *(v4d_at *)(out + (size_t)i * w + x + 4) = h;
         }
     }
-    for (; k < count; k++) {
-        const double *restrict a = rows[k];
-        for (int x = 0; x < w; x++) {
-            out[x] += a[x];
+    for (; x < w; x++) {
+        double core = 0.0;
+        int k = first;
+        for (; k + 3 <= last; k += 4) {
+            core += (rows[k][x] + rows[k + 1][x]) +
+                    (rows[k + 2][x] + rows[k + 3][x]);
+        }
+        for (; k <= last; k++) {
+            core += rows[k][x];
+        }
+        for (int i = 0; i < g; i++) {
+            double sum = core;
+            for (int j = lo[i]; j < first; j++) {
+                sum += rows[j][x];
+            }
+            for (int j = last + 1; j <= hi[i]; j++) {
+                sum += rows[j][x];
+            }
+            out[(size_t)i * w + x] = sum;
         }
     }
 }
@@ -200,60 +414,110 @@ filter_along(const parity_job *job, const double *padded, double *out)
     }
 }
 
-/* out[q] = the three rows `first`.. of each slot, filtered down the
- * window of rows around y (zero padding: rows off the image add
- * nothing). */
+/* The rows [*lo, *hi] of the window around row y that lie on the
+ * image (zero padding: rows off it add nothing). */
 static void
-filter_down(const parity_job *job, double *ring, int rows, int first,
-            int y, double *out)
+window_rows(const parity_job *job, int y, int *lo, int *hi)
 {
-    const ap_sweep_args *a = job->args;
-    int w = a->w, r = a->window / 2;
-    int lo = y - r < 0 ? 0 : y - r, hi = y + r >= a->h ? a->h - 1 : y + r;
-    const double *window[AP_MAX_WINDOW];
+    int r = job->args->window / 2, h = job->args->h;
+    *lo = y - r < 0 ? 0 : y - r;
+    *hi = y + r >= h ? h - 1 : y + r;
+}
+
+/* out = the rows window[k - lo] of the window around y filtered down. */
+static void
+filter_down(const parity_job *job, const double *const *window, int y,
+            double *out)
+{
+    int lo, hi;
+    window_rows(job, y, &lo, &hi);
+    if (job->box) {
+        ap_aquamvs_box_down(window, hi - lo + 1, job->args->w, out);
+        return;
+    }
     double weights[AP_MAX_WINDOW];
     for (int k = lo; k <= hi; k++) {
         weights[k - lo] = job->taps[k > y ? k - y : y - k];
     }
-    for (int q = 0; q < 3; q++) {
-        for (int k = lo; k <= hi; k++) {
-            window[k - lo] = slot(ring, rows, k, r, w, first + q);
-        }
-        if (job->box) {
-            ap_aquamvs_box_down(window, hi - lo + 1, w, out + (size_t)q * w);
-        } else {
-            ap_aquamvs_down(window, weights, hi - lo + 1, w,
-                            out + (size_t)q * w);
-        }
+    ap_aquamvs_down(window, weights, hi - lo + 1, job->args->w, out);
+}
+
+/* The first and last of the rows every window of image rows [q0, q0 +
+ * GROUP) holds, q0 a multiple of GROUP (the group's last row at most
+ * the image's last). */
+static void
+group_core(const parity_job *job, int q0, int *first, int *last)
+{
+    int end = q0 + GROUP - 1 < job->args->h ? q0 + GROUP - 1
+                                            : job->args->h - 1;
+    int unused;
+    window_rows(job, end, first, &unused);
+    window_rows(job, q0, &unused, last);
+}
+
+/* out (rows of w) = rows [q0, q0 + g) filtered down, all of one group
+ * (rows [k GROUP, (k + 1) GROUP)), where window[k - lo(q0)] holds row k
+ * from the first row of the first window to the last of the last. The
+ * box's sums share the rows common to the whole group's windows, so a
+ * row's sum has the same bits whichever of its group's rows are asked
+ * for; the Gaussian's weights differ from row to row. */
+static void
+filter_down_group(const parity_job *job, const double *const *window,
+                  int q0, int g, double *out)
+{
+    int w = job->args->w, lo[GROUP] = {0}, hi[GROUP] = {0}, base, first,
+        last;
+    window_rows(job, q0, &base, &hi[0]);
+    for (int i = 0; i < g; i++) {
+        window_rows(job, q0 + i, &lo[i], &hi[i]);
+        lo[i] -= base;
+        hi[i] -= base;
+    }
+    group_core(job, q0 - q0 % GROUP, &first, &last);
+    if (job->box && first <= last) {
+        ap_aquamvs_box_down_group(window, first - base, last - base, lo, hi,
+                                  g, w, out);
+        return;
+    }
+    for (int i = 0; i < g; i++) {
+        filter_down(job, window + lo[i], q0 + i, out + (size_t)i * w);
     }
 }
 
 /* -------------------------------------------------------------- rows */
 
-/* The three quantities of a warped row (mask, r m, s m), or of a centred
- * row (rc^2, sc^2, rc sc), into the padded rows. */
+/* A warped row's values s m (0 where unseen) and mask m; returns
+ * nonzero when some sample is not seen. */
+AP_VECTOR_CLONES int
+ap_aquamvs_split(const double *restrict sample, int w, double *restrict s,
+                 double *restrict m)
+{
+    int unseen = 0;
+    for (int x = 0; x < w; x++) {
+        int seen = sample[x] == sample[x];
+        unseen |= !seen;
+        m[x] = seen;
+        s[x] = seen ? sample[x] : 0.0;
+    }
+    return unseen;
+}
+
+/* out = ref m, into a padded row. */
 AP_VECTOR_CLONES void
-ap_aquamvs_warped_quantities(const double *restrict sample, int w,
-                             const float *restrict ref, double *restrict m,
-                             double *restrict s, double *restrict p0,
-                             double *restrict p1, double *restrict p2)
+ap_aquamvs_ref_seen(const float *restrict ref, const double *restrict m,
+                    int w, double *restrict out)
 {
     for (int x = 0; x < w; x++) {
-        double seen = sample[x] == sample[x];
-        double value = seen != 0.0 ? sample[x] : 0.0;
-        m[x] = seen;
-        s[x] = value;
-        p0[x] = seen;
-        p1[x] = ref[x] * seen;
-        p2[x] = value;
+        out[x] = ref[x] * m[x];
     }
 }
 
 /* Centres a row by its own windows' means: writes the count (unclamped)
  * and means, and the products of the centred values into the padded
- * rows. */
+ * rows, from the row's count, sum of r m and sum of s m. */
 AP_VECTOR_CLONES void
-ap_aquamvs_centre(const double *restrict down, int w, double least,
+ap_aquamvs_centre(const double *restrict sn, const double *restrict sr,
+                  const double *restrict ss, int w, double least,
                   const float *restrict ref, const double *restrict m,
                   const double *restrict s, double *restrict count,
                   double *restrict mr, double *restrict ms,
@@ -261,9 +525,9 @@ ap_aquamvs_centre(const double *restrict down, int w, double least,
                   double *restrict p2)
 {
     for (int x = 0; x < w; x++) {
-        double n = down[x];
+        double n = sn[x];
         double c = n < least ? least : n;
-        double mean_r = down[w + x] / c, mean_s = down[2 * w + x] / c;
+        double mean_r = sr[x] / c, mean_s = ss[x] / c;
         double rc = (ref[x] - mean_r) * m[x], sc = (s[x] - mean_s) * m[x];
         count[x] = n;
         mr[x] = mean_r;
@@ -274,130 +538,409 @@ ap_aquamvs_centre(const double *restrict down, int w, double least,
     }
 }
 
+/* ap_aquamvs_centre's reference half where m = 1 (ref_planes): the
+ * same expressions, so the same bits. */
 AP_VECTOR_CLONES void
-ap_aquamvs_ncc_row(const double *restrict down, const double *restrict n,
+ap_aquamvs_centre_ref(const double *restrict n, const double *restrict sr,
+                      int w, double least, const float *restrict ref,
+                      double *restrict mr, double *restrict rc,
+                      double *restrict rr)
+{
+    for (int x = 0; x < w; x++) {
+        double c = n[x] < least ? least : n[x];
+        double mean_r = sr[x] / c;
+        double d = (ref[x] - mean_r) * 1.0;
+        mr[x] = mean_r;
+        rc[x] = d;
+        rr[x] = d * d;
+    }
+}
+
+/* ap_aquamvs_centre's source half where every sample of the row's
+ * windows is seen (m = 1), given the reference's count and rc. */
+AP_VECTOR_CLONES void
+ap_aquamvs_centre_seen(const double *restrict ss, const double *restrict n,
+                       int w, double least, const double *restrict rc,
+                       const double *restrict s, double *restrict ms,
+                       double *restrict p1, double *restrict p2)
+{
+    for (int x = 0; x < w; x++) {
+        double c = n[x] < least ? least : n[x];
+        double mean_s = ss[x] / c;
+        double sc = (s[x] - mean_s) * 1.0;
+        ms[x] = mean_s;
+        p1[x] = sc * sc;
+        p2[x] = rc[x] * sc;
+    }
+}
+
+/* ap_aquamvs_ncc and ap_aquamvs_ssim with their variances and
+ * covariance left as sums: numerator and denominator times the count,
+ *   NCC = srs / (sqrt(srr sss) + 1e-8 c),
+ *   SSIM = (2 mr ms + C1) (2 srs + C2 c) /
+ *          ((mr^2 + ms^2 + C1) (srr + sss + C2 c)),
+ * one division where they take four: the same costs to a few units in
+ * the last place (the GPU's take the four). */
+static inline double
+ncc_from_sums(double n, double srr, double sss, double srs, double fewest)
+{
+    double c = n < AP_AQUAMVS_NCC_LEAST ? AP_AQUAMVS_NCC_LEAST : n;
+    double cost = 1.0 - srs / (sqrt(srr * sss) + AP_AQUAMVS_NCC_EPS * c);
+    cost = n < fewest ? 1.0 : cost;
+    return cost < 0.0 ? 0.0 : (cost > 2.0 ? 2.0 : cost);
+}
+
+static inline double
+ssim_from_sums(double n, double mr, double ms, double srr, double sss,
+               double srs)
+{
+    double c = n < AP_AQUAMVS_SSIM_LEAST ? AP_AQUAMVS_SSIM_LEAST : n;
+    double ssim = ((2 * mr * ms + AP_SSIM_C1) * (2 * srs + AP_SSIM_C2 * c)) /
+                  ((mr * mr + ms * ms + AP_SSIM_C1) *
+                   (srr + sss + AP_SSIM_C2 * c));
+    double cost = c < 0.5 ? 1.0 : 1.0 - ssim;
+    return cost < 0.0 ? 0.0 : (cost > 1.0 ? 1.0 : cost);
+}
+
+AP_VECTOR_CLONES void
+ap_aquamvs_ncc_row(const double *restrict srr, const double *restrict sss,
+                   const double *restrict srs, const double *restrict n,
                    int w, double fewest, double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        acc[x] += ap_aquamvs_ncc(n[x], down[x], down[w + x],
-                                 down[2 * w + x], fewest);
+        acc[x] += ncc_from_sums(n[x], srr[x], sss[x], srs[x], fewest);
     }
 }
 
 AP_VECTOR_CLONES void
-ap_aquamvs_ssim_row(const double *restrict down, const double *restrict n,
+ap_aquamvs_ssim_row(const double *restrict srr, const double *restrict sss,
+                    const double *restrict srs, const double *restrict n,
                     const double *restrict mr, const double *restrict ms,
                     int w, double *restrict acc)
 {
     for (int x = 0; x < w; x++) {
-        acc[x] += ap_aquamvs_ssim(n[x], mr[x], ms[x], down[x], down[w + x],
-                                  down[2 * w + x]);
+        acc[x] += ssim_from_sums(n[x], mr[x], ms[x], srr[x], sss[x],
+                                 srs[x]);
     }
+}
+
+/* ------------------------------------------------- the reference's rows */
+
+static void
+ref_planes_free(ref_planes *p)
+{
+    free(p->along_1);
+    free(p->along_r);
+    free(p->count);
+    free(p->mean_r);
+    free(p->rc);
+    free(p->along_rr);
+    free(p->srr);
+}
+
+/* Fills p (zeroed first) for job's reference image. Returns 0, or -1 out
+ * of memory (ref_planes_free after, either way). */
+static int
+ref_planes_make(ref_planes *p, const parity_job *job)
+{
+    const ap_sweep_args *a = job->args;
+    size_t w = (size_t)a->w, h = (size_t)a->h, r = (size_t)a->window / 2;
+    size_t pw = w + 2 * r;
+    double *padded = calloc(pw, sizeof(double));
+    const double **window = malloc(h * sizeof(*window));
+    double *sum_r = malloc(w * sizeof(double));
+    p->along_1 = malloc(w * sizeof(double));
+    p->along_r = malloc(h * w * sizeof(double));
+    p->count = malloc(h * w * sizeof(double));
+    p->mean_r = malloc(h * w * sizeof(double));
+    p->rc = malloc(h * w * sizeof(double));
+    p->along_rr = malloc(h * w * sizeof(double));
+    p->srr = malloc(h * w * sizeof(double));
+    int status = -1;
+    if (padded == NULL || window == NULL || sum_r == NULL ||
+        p->along_1 == NULL || p->along_r == NULL || p->count == NULL ||
+        p->mean_r == NULL || p->rc == NULL || p->along_rr == NULL ||
+        p->srr == NULL) {
+        goto done;
+    }
+    for (size_t x = 0; x < w; x++) {
+        padded[r + x] = 1.0;
+    }
+    filter_along(job, padded, p->along_1);
+    for (size_t y = 0; y < h; y++) {
+        for (size_t x = 0; x < w; x++) {
+            padded[r + x] = a->ref[y * w + x] * 1.0;
+        }
+        filter_along(job, padded, p->along_r + y * w);
+    }
+    for (int q = 0; q < (int)h; q++) {
+        int lo, hi;
+        window_rows(job, q, &lo, &hi);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = p->along_1;
+        }
+        filter_down(job, window, q, p->count + q * w);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = p->along_r + k * w;
+        }
+        filter_down(job, window, q, sum_r);
+        ap_aquamvs_centre_ref(p->count + q * w, sum_r, (int)w, job->least,
+                              a->ref + q * w, p->mean_r + q * w,
+                              p->rc + q * w, padded + r);
+        filter_along(job, padded, p->along_rr + q * w);
+    }
+    for (int y = 0; y < (int)h; y++) {
+        int lo, hi;
+        window_rows(job, y, &lo, &hi);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = p->along_rr + k * w;
+        }
+        filter_down(job, window, y, p->srr + y * w);
+    }
+    status = 0;
+done:
+    free(padded);
+    free(window);
+    free(sum_r);
+    return status;
 }
 
 /* ---------------------------------------------------------------- band */
 
-/* Warps image row y of view v into its slot and filters its quantities
- * along the row. */
+/* Splits view v's warped row y (its sample) into its slot and filters
+ * its quantities along the row: only s m where every sample is seen. */
 static void
-warp_row(const parity_job *job, workspace *ws, int v, double depth, int y)
+warped_row(const parity_job *job, workspace *ws, int v, int y)
 {
     const ap_sweep_args *a = job->args;
     int w = a->w, r = a->window / 2;
-    size_t pw = (size_t)w + 2 * r;
+    view_rings *vr = &ws->views[v];
+    warped_slot *s = &vr->warped[slot(y, r)];
+    const ref_planes *ref = job->ref;
+    s->unseen = ap_aquamvs_split(vr->sample, w, s->s_pad + r, s->m_pad + r);
+    if (s->unseen) {
+        ap_aquamvs_ref_seen(a->ref + (size_t)y * w, s->m_pad + r, w,
+                            ws->padded + r);
+        filter_along(job, s->m_pad, s->own_m);
+        filter_along(job, ws->padded, s->own_rm);
+        s->along_m = s->own_m;
+        s->along_rm = s->own_rm;
+    } else {
+        s->along_m = ref->along_1;
+        s->along_rm = ref->along_r + (size_t)y * w;
+    }
+    filter_along(job, s->s_pad, s->along_s);
+}
+
+/* Warps image row y of every view and splits it into the views' rings:
+ * the views share the rays' placement (ap_project_sample_padded). */
+static void
+warp_row(const parity_job *job, workspace *ws, double depth, int y)
+{
+    const ap_sweep_args *a = job->args;
+    double *out[AP_WARP_VIEWS];
     const double *rays[6];
     ap_ray_row(job->rays, y, rays);
-    ap_project_sample_zeros(&job->proj[v], 1, rays, w, depth,
-                            a->srcs + (size_t)v * a->h * w, a->h, w,
-                            &ws->sample);
-    double *p = ws->padded + r;
-    ap_aquamvs_warped_quantities(
-        ws->sample, w, a->ref + (size_t)y * w,
-        slot(ws->warped, WARPED_ROWS, y, r, w, WARPED_M),
-        slot(ws->warped, WARPED_ROWS, y, r, w, WARPED_S), p, p + pw,
-        p + 2 * pw);
-    for (int q = 0; q < 3; q++) {
-        filter_along(job, ws->padded + q * pw,
-                     slot(ws->warped, WARPED_ROWS, y, r, w, ALONG_M + q));
-    }
-}
-
-/* Centres image row q by its windows' means and filters the products
- * along the row. */
-static void
-centre_row(const parity_job *job, workspace *ws, int q)
-{
-    const ap_sweep_args *a = job->args;
-    int w = a->w, r = a->window / 2;
-    size_t pw = (size_t)w + 2 * r;
-    filter_down(job, ws->warped, WARPED_ROWS, ALONG_M, q, ws->down);
-    double *p = ws->padded + r;
-    ap_aquamvs_centre(
-        ws->down, w, job->least, a->ref + (size_t)q * w,
-        slot(ws->warped, WARPED_ROWS, q, r, w, WARPED_M),
-        slot(ws->warped, WARPED_ROWS, q, r, w, WARPED_S),
-        slot(ws->centred, CENTRED_ROWS, q, r, w, CENTRED_COUNT),
-        slot(ws->centred, CENTRED_ROWS, q, r, w, CENTRED_MR),
-        slot(ws->centred, CENTRED_ROWS, q, r, w, CENTRED_MS), p, p + pw,
-        p + 2 * pw);
-    for (int k = 0; k < 3; k++) {
-        filter_along(job, ws->padded + k * pw,
-                     slot(ws->centred, CENTRED_ROWS, q, r, w, ALONG_RR + k));
-    }
-}
-
-/* Adds view v's costs of rows [y0, y1) of one plane to ws->acc. Every
- * row is computed from its own windows alone: no running sums, so the
- * band's first row changes no bit. */
-static void
-band_view(const parity_job *job, workspace *ws, int v, double depth,
-          int y0, int y1)
-{
-    const ap_sweep_args *a = job->args;
-    int w = a->w, h = a->h, r = a->window / 2;
-    int next_q = y0 - r < 0 ? 0 : y0 - r;
-    int next_w = next_q - r < 0 ? 0 : next_q - r;
-    double fewest = (double)(a->window * a->window / 2);
-    for (int p = y0; p < y1; p++) {
-        int need_q = p + r >= h ? h - 1 : p + r;
-        for (; next_q <= need_q; next_q++) {
-            int need_w = next_q + r >= h ? h - 1 : next_q + r;
-            for (; next_w <= need_w; next_w++) {
-                warp_row(job, ws, v, depth, next_w);
-            }
-            centre_row(job, ws, next_q);
+    for (int v0 = 0; v0 < a->n; v0 += AP_WARP_VIEWS) {
+        int views = a->n - v0 < AP_WARP_VIEWS ? a->n - v0 : AP_WARP_VIEWS;
+        for (int v = 0; v < views; v++) {
+            out[v] = ws->views[v0 + v].sample;
         }
-        filter_down(job, ws->centred, CENTRED_ROWS, ALONG_RR, p, ws->down);
-        const double *n = slot(ws->centred, CENTRED_ROWS, p, r, w,
-                               CENTRED_COUNT);
-        double *acc = ws->acc + (size_t)(p - y0) * w;
-        if (a->cost == AP_COST_NCC) {
-            ap_aquamvs_ncc_row(ws->down, n, w, fewest, acc);
+        if (job->pads != NULL) {
+            ap_project_sample_padded(
+                &job->proj[v0], views, rays, a->w, depth,
+                job->pads + v0 * ap_padded_size(a->h, a->w), a->h, a->w,
+                out);
         } else {
-            ap_aquamvs_ssim_row(
-                ws->down, n,
-                slot(ws->centred, CENTRED_ROWS, p, r, w, CENTRED_MR),
-                slot(ws->centred, CENTRED_ROWS, p, r, w, CENTRED_MS), w,
-                acc);
+            ap_project_sample_zeros(&job->proj[v0], views, rays, a->w,
+                                    depth, a->srcs + (size_t)v0 * a->h * a->w,
+                                    a->h, a->w, out);
+        }
+    }
+    for (int v = 0; v < a->n; v++) {
+        warped_row(job, ws, v, y);
+    }
+}
+
+/* Whether any slot of rows [lo, hi] of a ring has its flag set. */
+static int
+warped_unseen(const warped_slot *ring, int lo, int hi, int r)
+{
+    int any = 0;
+    for (int k = lo; k <= hi; k++) {
+        any |= ring[slot(k, r)].unseen;
+    }
+    return any;
+}
+
+static int
+centred_slow(const centred_slot *ring, int lo, int hi, int r)
+{
+    int any = 0;
+    for (int k = lo; k <= hi; k++) {
+        any |= ring[slot(k, r)].slow;
+    }
+    return any;
+}
+
+/* Centres view v's image row q by its windows' means and filters the
+ * products along the row, given its sum of s m (ss). Fast where every
+ * sample of its windows is seen. */
+static void
+centre_row(const parity_job *job, workspace *ws, int v, int q,
+           const double *ss)
+{
+    const ap_sweep_args *a = job->args;
+    int w = a->w, r = a->window / 2, lo, hi;
+    size_t pw = (size_t)w + 2 * r, row = (size_t)q * w;
+    view_rings *vr = &ws->views[v];
+    const warped_slot *ring = vr->warped, *here = &ring[slot(q, r)];
+    centred_slot *c = &vr->centred[slot(q, r)];
+    const ref_planes *ref = job->ref;
+    const double *window[AP_MAX_WINDOW];
+    double *p = ws->padded + r;
+    window_rows(job, q, &lo, &hi);
+    c->slow = warped_unseen(ring, lo, hi, r);
+    if (!c->slow) {
+        ap_aquamvs_centre_seen(ss, ref->count + row, w, job->least,
+                               ref->rc + row, here->s_pad + r, c->ms,
+                               p + pw, p + 2 * pw);
+        c->count = ref->count + row;
+        c->mr = ref->mean_r + row;
+        c->along_rr = ref->along_rr + row;
+    } else {
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = ring[slot(k, r)].along_m;
+        }
+        filter_down(job, window, q, ws->down);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = ring[slot(k, r)].along_rm;
+        }
+        filter_down(job, window, q, ws->down + w);
+        ap_aquamvs_centre(ws->down, ws->down + w, ss, w, job->least,
+                          a->ref + row, here->m_pad + r, here->s_pad + r,
+                          c->own_count, c->own_mr, c->ms, p, p + pw,
+                          p + 2 * pw);
+        filter_along(job, ws->padded, c->own_rr);
+        c->count = c->own_count;
+        c->mr = c->own_mr;
+        c->along_rr = c->own_rr;
+    }
+    filter_along(job, ws->padded + pw, c->along_ss);
+    filter_along(job, ws->padded + 2 * pw, c->along_rs);
+}
+
+/* Centres view v's rows [q0, q0 + g), all of one group, their warped
+ * rows in its ring. */
+static void
+centre_rows(const parity_job *job, workspace *ws, int v, int q0, int g)
+{
+    int r = job->args->window / 2, first, last, unused;
+    const warped_slot *ring = ws->views[v].warped;
+    const double *window[AP_MAX_WINDOW + GROUP] = {NULL};
+    window_rows(job, q0, &first, &unused);
+    window_rows(job, q0 + g - 1, &unused, &last);
+    for (int k = first; k <= last; k++) {
+        window[k - first] = ring[slot(k, r)].along_s;
+    }
+    filter_down_group(job, window, q0, g, ws->down_a);
+    for (int i = 0; i < g; i++) {
+        centre_row(job, ws, v, q0 + i, ws->down_a + (size_t)i * job->args->w);
+    }
+}
+
+/* Adds view v's costs of output rows [y0, y0 + g), all of one group, to
+ * the rows of ws->acc. */
+static void
+cost_rows(const parity_job *job, workspace *ws, int v, int y0, int g)
+{
+    const ap_sweep_args *a = job->args;
+    int w = a->w, r = a->window / 2, first, last, unused;
+    const centred_slot *ring = ws->views[v].centred;
+    const double *window[AP_MAX_WINDOW + GROUP] = {NULL};
+    window_rows(job, y0, &first, &unused);
+    window_rows(job, y0 + g - 1, &unused, &last);
+    for (int k = first; k <= last; k++) {
+        window[k - first] = ring[slot(k, r)].along_ss;
+    }
+    filter_down_group(job, window, y0, g, ws->down_a);
+    for (int k = first; k <= last; k++) {
+        window[k - first] = ring[slot(k, r)].along_rs;
+    }
+    filter_down_group(job, window, y0, g, ws->down_b);
+    for (int i = 0; i < g; i++) {
+        int y = y0 + i, lo, hi;
+        const centred_slot *here = &ring[slot(y, r)];
+        const double *srr = job->ref->srr + (size_t)y * w;
+        const double *sss = ws->down_a + (size_t)i * w;
+        const double *srs = ws->down_b + (size_t)i * w;
+        double *acc = ws->acc + (size_t)i * w;
+        window_rows(job, y, &lo, &hi);
+        if (centred_slow(ring, lo, hi, r)) {
+            const double *rows[AP_MAX_WINDOW];
+            for (int k = lo; k <= hi; k++) {
+                rows[k - lo] = ring[slot(k, r)].along_rr;
+            }
+            filter_down(job, rows, y, ws->down);
+            srr = ws->down;
+        }
+        if (a->cost == AP_COST_NCC) {
+            double fewest = (double)(a->window * a->window / 2);
+            ap_aquamvs_ncc_row(srr, sss, srs, here->count, w, fewest, acc);
+        } else {
+            ap_aquamvs_ssim_row(srr, sss, srs, here->count, here->mr,
+                                here->ms, w, acc);
         }
     }
 }
 
+/* The rows from q to the end of its group or `last`, whichever first. */
+static int
+group_rows(int q, int last)
+{
+    int end = q - q % GROUP + GROUP - 1;
+    return (end < last ? end : last) - q + 1;
+}
+
+/* Rows [y0, y1) of one plane, a group at a time. Every row is computed
+ * from its own windows alone, no running sums (window sums share rows
+ * within a group, never subtract them, filter_down_group), so where a
+ * band starts changes no bit; and each output row adds its views' costs
+ * in view order. */
 static void
 band(const parity_job *job, workspace *ws, int plane, int y0, int y1)
 {
     const ap_sweep_args *a = job->args;
-    size_t w = (size_t)a->w, d = (size_t)a->d;
+    int w = a->w, h = a->h, r = a->window / 2;
+    size_t d = (size_t)a->d;
     double depth = a->depths[a->first + plane];
-    memset(ws->acc, 0, (size_t)(y1 - y0) * w * sizeof(double));
-    for (int v = 0; v < a->n; v++) {
-        band_view(job, ws, v, depth, y0, y1);
-    }
-    for (int y = y0; y < y1; y++) {
-        const double *acc = ws->acc + (size_t)(y - y0) * w;
-        float *out = job->out + (size_t)y * w * d + a->first + plane;
-        for (size_t x = 0; x < w; x++) {
-            out[x * d] = (float)(acc[x] / a->n);
+    int next_q = y0 - r < 0 ? 0 : y0 - r;
+    int next_w = next_q - r < 0 ? 0 : next_q - r;
+    for (int p = y0, g; p < y1; p += g) {
+        g = group_rows(p, y1 - 1);
+        int need_q = p + g - 1 + r >= h ? h - 1 : p + g - 1 + r;
+        while (next_q <= need_q) {
+            int gq = group_rows(next_q, need_q), last = next_q + gq - 1;
+            int need_w = last + r >= h ? h - 1 : last + r;
+            for (; next_w <= need_w; next_w++) {
+                warp_row(job, ws, depth, next_w);
+            }
+            for (int v = 0; v < a->n; v++) {
+                centre_rows(job, ws, v, next_q, gq);
+            }
+            next_q += gq;
+        }
+        memset(ws->acc, 0, (size_t)g * w * sizeof(double));
+        for (int v = 0; v < a->n; v++) {
+            cost_rows(job, ws, v, p, g);
+        }
+        for (int i = 0; i < g; i++) {
+            const double *acc = ws->acc + (size_t)i * w;
+            float *out = job->out + (size_t)(p + i) * w * d + a->first +
+                         plane;
+            for (int x = 0; x < w; x++) {
+                out[(size_t)x * d] = (float)(acc[x] / a->n);
+            }
         }
     }
 }
@@ -407,10 +950,10 @@ parity_worker(void *arg)
 {
     parity_job *job = arg;
     const ap_sweep_args *a = job->args;
-    workspace ws;
+    workspace ws = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (workspace_make(&ws, a) < 0) {
         atomic_store(&job->failed, 1);
-        workspace_free(&ws);
+        workspace_free(&ws, a->n);
         return NULL;
     }
     long long item;
@@ -418,12 +961,36 @@ parity_worker(void *arg)
                (long long)a->count * job->bands &&
            !atomic_load(&job->failed)) {
         int plane = (int)(item / job->bands);
-        int y0 = (int)(item % job->bands) * AP_SWEEP_BAND;
-        int y1 = y0 + AP_SWEEP_BAND > a->h ? a->h : y0 + AP_SWEEP_BAND;
+        int y0 = (int)(item % job->bands) * job->band_rows;
+        int y1 = y0 + job->band_rows > a->h ? a->h : y0 + job->band_rows;
         band(job, &ws, plane, y0, y1);
     }
-    workspace_free(&ws);
+    workspace_free(&ws, a->n);
     return NULL;
+}
+
+/* The rows of a band: the fewest bands that share `count` planes out
+ * to the threads best, a band warping and centring 2 radius rows each
+ * side that its neighbours do too (its time taken as its rows plus
+ * those); bands of at least AP_PARITY_LEAST_BAND rows. Where bands
+ * start changes no bit of the volume (band). */
+static int
+band_rows(int h, int radius, int count, int threads)
+{
+    int most = (h + AP_PARITY_LEAST_BAND - 1) / AP_PARITY_LEAST_BAND;
+    int best_rows = h;
+    long long best = -1;
+    for (int bands = 1; bands <= most && bands <= 4 * threads; bands++) {
+        int rows = (h + bands - 1) / bands;
+        long long items = (long long)count * ((h + rows - 1) / rows);
+        long long time = (items + threads - 1) / threads *
+                         (rows + 4LL * radius);
+        if (best < 0 || time < best) {
+            best = time;
+            best_rows = rows;
+        }
+    }
+    return best_rows;
 }
 
 int
@@ -433,8 +1000,13 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
     parity_job *job = calloc(1, sizeof(*job));
     ap_ray_table rays = {NULL, 0, 0};
     ap_projector *proj = calloc((size_t)a->n, sizeof(*proj));
+    ref_planes ref = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t pad_size = ap_padded_size(a->h, a->w);
+    int padded = pad_size <= INT_MAX;
+    float *pads = padded ? malloc((size_t)a->n * pad_size * sizeof(float))
+                         : NULL;
     int status = -1;
-    if (job == NULL || proj == NULL ||
+    if (job == NULL || proj == NULL || (padded && pads == NULL) ||
         ap_ray_table_make(&rays, a->ref_cam, a->h, a->w) < 0) {
         goto done;
     }
@@ -459,11 +1031,22 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
         job->least = AP_AQUAMVS_NCC_LEAST;
         job->box = 1;
     }
+    for (int v = 0; padded && v < a->n; v++) {
+        ap_pad_zeros(a->srcs + (size_t)v * a->h * a->w, a->h, a->w,
+                     pads + v * pad_size);
+    }
     job->args = a;
+    job->pads = pads;
     job->rays = &rays;
     job->proj = proj;
+    job->ref = &ref;
     job->out = out;
-    job->bands = (a->h + AP_SWEEP_BAND - 1) / AP_SWEEP_BAND;
+    if (ref_planes_make(&ref, job) < 0) {
+        ap_projectors_free(proj, a->n);
+        goto done;
+    }
+    job->band_rows = band_rows(a->h, r, a->count, a->threads);
+    job->bands = (a->h + job->band_rows - 1) / job->band_rows;
     long long items = (long long)a->count * job->bands;
     int threads = a->threads < items ? a->threads : (int)items;
     status = ap_run_workers(parity_worker, job, threads, &job->failed);
@@ -472,6 +1055,8 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
     }
     ap_projectors_free(proj, a->n);
 done:
+    ref_planes_free(&ref);
+    free(pads);
     free(proj);
     free(rays.planes);
     free(job);

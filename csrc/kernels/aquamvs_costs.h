@@ -12,7 +12,11 @@
  * 1 where the seen weight is under 0.5, clamped to [0, 1].
  * Two filterings, so an output row needs warped rows two radii around
  * it: each is warped once into a ring, its quantities filtered once along
- * the row, and filtered down the window's rows where they are used. */
+ * the row, and filtered down the window's rows where they are used.
+ * Where every sample of a row's windows is seen (m = 1: zero padding
+ * counts as seen, so nearly everywhere), count, mean_r, rc and
+ * filter(rc^2) depend on the reference alone: they are made once a call,
+ * and such rows filter s m, sc^2 and rc sc only. */
 #ifndef AP_AQUAMVS_COSTS_H
 #define AP_AQUAMVS_COSTS_H
 
@@ -25,8 +29,10 @@
  * sensitive to 1e-6 px; one more step converges (Newton is quadratic). */
 #define AP_AQUAMVS_NEWTON_EXTRA 1
 /* ap_cost_volume with AquaMVS's costs (a->cost NCC or SSIM): the same
- * contract, the same bands, so neither does the result depend on
- * threads. Returns 0, -1 out of memory, -2 when a thread cannot start. */
+ * contract. Bands of its own choosing, but every row is computed from
+ * its own windows alone, so the result depends neither on threads nor on
+ * how the planes are split between calls. Returns 0, -1 out of memory,
+ * -2 when a thread cannot start. */
 int ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out);
 
 #endif

@@ -246,6 +246,44 @@ sample_zeros_chunk(const float *restrict img, int h, int w, int n,
     }
 }
 
+/* sample_zeros_chunk from the image padded with zeros
+ * (ap_pad_zeros): the same texels, and so the same bits, without the
+ * masks and clamps of the border, and loaded in pairs. Int indices
+ * (ap_padded_size at most INT_MAX), which vectorise. */
+AP_VECTOR_CLONES void
+sample_padded_chunk(const float *restrict pad, int h, int w, int n,
+                    const double *restrict u, const double *restrict v,
+                    double *restrict out)
+{
+    int pw = w + AP_PAD_BEFORE + AP_PAD_AFTER;
+    for (int i = 0; i < n; i++) {
+        int seen = u[i] == u[i];
+        double uu = seen ? u[i] : -2.0, vv = seen ? v[i] : -2.0;
+        double x = uu < -2.0 ? -2.0 : (uu > w + 1.0 ? w + 1.0 : uu);
+        double y = vv < -2.0 ? -2.0 : (vv > h + 1.0 ? h + 1.0 : vv);
+        double left = floor(x), top = floor(y);
+        int k = ((int)top + AP_PAD_BEFORE) * pw + (int)left + AP_PAD_BEFORE;
+        double q00, q01, q10, q11;
+        float_pair(pad + k, &q00, &q01);
+        float_pair(pad + k + pw, &q10, &q11);
+        double value = ap_bilinear_mix(q00, q01, q10, q11, x - left,
+                                       y - top);
+        out[i] = seen ? value : NAN;
+    }
+}
+
+void
+ap_pad_zeros(const float *img, int h, int w, float *pad)
+{
+    size_t pw = (size_t)w + AP_PAD_BEFORE + AP_PAD_AFTER;
+    size_t ph = (size_t)h + AP_PAD_BEFORE + AP_PAD_AFTER;
+    memset(pad, 0, ph * pw * sizeof(float));
+    for (size_t y = 0; y < (size_t)h; y++) {
+        memcpy(pad + (y + AP_PAD_BEFORE) * pw + AP_PAD_BEFORE,
+               img + y * (size_t)w, (size_t)w * sizeof(float));
+    }
+}
+
 /* One more Newton step from the shares t. */
 AP_VECTOR_CLONES void
 newton_chunk(const ap_projector *restrict p, int n,
@@ -293,15 +331,16 @@ chunk_pixels(const ap_projector *p, const double *const o[3],
 }
 
 /* ap_project_sample, into float rows (out) or, with zero padding, into
- * double rows (zeros_out) */
+ * double rows (zeros_out), from images padded (ap_pad_zeros) where
+ * padded */
 static void
 project_sample(const ap_projector *proj, int views,
                const double *const ray[6], int n, double depth,
                const float *imgs, int h, int w, float *const out[],
-               double *const zeros_out[])
+               double *const zeros_out[], int padded)
 {
     double u[CHUNK], v[CHUNK], fa[CHUNK], fc[CHUNK], fb[CHUNK];
-    size_t img_size = (size_t)h * w;
+    size_t img_size = padded ? ap_padded_size(h, w) : (size_t)h * w;
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
         const double *o[3] = {ray[0] + start, ray[1] + start,
@@ -312,7 +351,10 @@ project_sample(const ap_projector *proj, int views,
         for (int view = 0; view < views; view++) {
             chunk_pixels(&proj[view], o, d, m, depth, &framed, fa, fc, fb,
                          u, v);
-            if (zeros_out != NULL) {
+            if (padded) {
+                sample_padded_chunk(imgs + view * img_size, h, w, m, u, v,
+                                    zeros_out[view] + start);
+            } else if (zeros_out != NULL) {
                 sample_zeros_chunk(imgs + view * img_size, h, w, m, u, v,
                                    zeros_out[view] + start);
             } else {
@@ -328,7 +370,7 @@ ap_project_sample(const ap_projector *proj, int views,
                   const double *const ray[6], int n, double depth,
                   const float *imgs, int h, int w, float *const out[])
 {
-    project_sample(proj, views, ray, n, depth, imgs, h, w, out, NULL);
+    project_sample(proj, views, ray, n, depth, imgs, h, w, out, NULL, 0);
 }
 
 void
@@ -337,7 +379,16 @@ ap_project_sample_zeros(const ap_projector *proj, int views,
                         const float *imgs, int h, int w,
                         double *const out[])
 {
-    project_sample(proj, views, ray, n, depth, imgs, h, w, NULL, out);
+    project_sample(proj, views, ray, n, depth, imgs, h, w, NULL, out, 0);
+}
+
+void
+ap_project_sample_padded(const ap_projector *proj, int views,
+                         const double *const ray[6], int n, double depth,
+                         const float *pads, int h, int w,
+                         double *const out[])
+{
+    project_sample(proj, views, ray, n, depth, pads, h, w, NULL, out, 1);
 }
 
 void

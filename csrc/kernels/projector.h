@@ -9,6 +9,8 @@
 #ifndef AP_PROJECTOR_H
 #define AP_PROJECTOR_H
 
+#include <stddef.h>
+
 #include "camera.h"
 
 /* Newton steps taken from the table's guess. The table is refined until
@@ -84,6 +86,32 @@ void ap_project_sample_zeros(const ap_projector *proj, int views,
                              const double *const ray[6], int n,
                              double depth, const float *imgs, int h, int w,
                              double *const out[]);
+
+/* Zeros a padded image holds before and after each row and column:
+ * AquaMVS's sample clamps coordinates to [-2, w + 1], and the cell of
+ * w + 1 reaches w + 2. */
+#define AP_PAD_BEFORE 2
+#define AP_PAD_AFTER 3
+
+/* Floats of an (h, w) image padded with zeros. */
+static inline size_t
+ap_padded_size(int h, int w)
+{
+    return ((size_t)h + AP_PAD_BEFORE + AP_PAD_AFTER) *
+           ((size_t)w + AP_PAD_BEFORE + AP_PAD_AFTER);
+}
+
+/* img (h, w) into pad (ap_padded_size floats) with AP_PAD_BEFORE zero
+ * rows and columns before it, AP_PAD_AFTER after. */
+void ap_pad_zeros(const float *img, int h, int w, float *pad);
+
+/* ap_project_sample_zeros from images padded by ap_pad_zeros (views,
+ * ap_padded_size(h, w), which must be at most INT_MAX): the same bits,
+ * faster. */
+void ap_project_sample_padded(const ap_projector *proj, int views,
+                              const double *const ray[6], int n,
+                              double depth, const float *pads, int h, int w,
+                              double *const out[]);
 
 /* Widens box (largest squared horizontal distance, least and greatest
  * depth below the surface) to hold the points origin + depth * direction
