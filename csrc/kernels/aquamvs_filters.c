@@ -1,0 +1,246 @@
+#include "aquamvs_filters.h"
+
+#include "vectorize.h"
+
+/* Filters sum every window's terms afresh, never a running sum less
+ * what leaves it: near the image's borders zero padding leaves windows of
+ * values 1e-6 of their neighbours', whose variance a running sum's
+ * rounding would swamp. Each pass keeps eight outputs in two vectors
+ * while it adds a window's taps (along) or rows (down), two taps or four
+ * rows at a time, and stores them once; the tail adds in the same order,
+ * so every output has the same bits wherever it lies. */
+
+/* Four doubles: GCC lowers them to whatever vectors the clone being
+ * compiled has. */
+typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
+/* The same at a double's alignment, for loads and stores anywhere in a
+ * row of doubles. */
+typedef double v4d_at __attribute__((vector_size(4 * sizeof(double)),
+                                     aligned(sizeof(double)), may_alias));
+
+static inline const v4d_at *
+at4(const double *p)
+{
+    return (const v4d_at *)p;
+}
+
+/* out = the symmetric filter taps (centre first) along a row held in
+ * padded[radius .. radius + w), with radius zeros each side. */
+AP_VECTOR_CLONES void
+ap_aquamvs_along(const double *restrict padded, int w, int radius,
+                 const double *restrict taps, double *restrict out)
+{
+    const double *in = padded + radius;
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        const double *p = in + x;
+        v4d lo = taps[0] * *at4(p), hi = taps[0] * *at4(p + 4);
+        int j = 1;
+        for (; j + 1 <= radius; j += 2) {
+            double g1 = taps[j], g2 = taps[j + 1];
+            lo += g1 * (*at4(p - j) + *at4(p + j)) +
+                  g2 * (*at4(p - j - 1) + *at4(p + j + 1));
+            hi += g1 * (*at4(p + 4 - j) + *at4(p + 4 + j)) +
+                  g2 * (*at4(p + 4 - j - 1) + *at4(p + 4 + j + 1));
+        }
+        for (; j <= radius; j++) {
+            lo += taps[j] * (*at4(p - j) + *at4(p + j));
+            hi += taps[j] * (*at4(p + 4 - j) + *at4(p + 4 + j));
+        }
+        *(v4d_at *)(out + x) = lo;
+        *(v4d_at *)(out + x + 4) = hi;
+    }
+    for (; x < w; x++) {
+        const double *p = in + x;
+        double sum = taps[0] * p[0];
+        int j = 1;
+        for (; j + 1 <= radius; j += 2) {
+            sum += taps[j] * (p[-j] + p[j]) +
+                   taps[j + 1] * (p[-j - 1] + p[j + 1]);
+        }
+        for (; j <= radius; j++) {
+            sum += taps[j] * (p[-j] + p[j]);
+        }
+        out[x] = sum;
+    }
+}
+
+/* out = the sum of rows[k] weighted by weights[k], k < count. */
+AP_VECTOR_CLONES void
+ap_aquamvs_down(const double *const *restrict rows,
+                const double *restrict weights, int count, int w,
+                double *restrict out)
+{
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        v4d lo = {0.0, 0.0, 0.0, 0.0}, hi = lo;
+        int k = 0;
+        for (; k + 4 <= count; k += 4) {
+            const double *a = rows[k] + x, *b = rows[k + 1] + x;
+            const double *c = rows[k + 2] + x, *d = rows[k + 3] + x;
+            double ga = weights[k], gb = weights[k + 1],
+                   gc = weights[k + 2], gd = weights[k + 3];
+            lo += (ga * *at4(a) + gb * *at4(b)) +
+                  (gc * *at4(c) + gd * *at4(d));
+            hi += (ga * *at4(a + 4) + gb * *at4(b + 4)) +
+                  (gc * *at4(c + 4) + gd * *at4(d + 4));
+        }
+        for (; k < count; k++) {
+            lo += weights[k] * *at4(rows[k] + x);
+            hi += weights[k] * *at4(rows[k] + x + 4);
+        }
+        *(v4d_at *)(out + x) = lo;
+        *(v4d_at *)(out + x + 4) = hi;
+    }
+    for (; x < w; x++) {
+        double sum = 0.0;
+        int k = 0;
+        for (; k + 4 <= count; k += 4) {
+            sum += (weights[k] * rows[k][x] +
+                    weights[k + 1] * rows[k + 1][x]) +
+                   (weights[k + 2] * rows[k + 2][x] +
+                    weights[k + 3] * rows[k + 3][x]);
+        }
+        for (; k < count; k++) {
+            sum += weights[k] * rows[k][x];
+        }
+        out[x] = sum;
+    }
+}
+
+/* The box filter's two: ap_aquamvs_along and ap_aquamvs_down with
+ * weights 1, spared their multiplications. */
+AP_VECTOR_CLONES void
+ap_aquamvs_box_along(const double *restrict padded, int w, int radius,
+                     double *restrict out)
+{
+    const double *in = padded + radius;
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        const double *p = in + x;
+        v4d lo = *at4(p), hi = *at4(p + 4);
+        int j = 1;
+        for (; j + 1 <= radius; j += 2) {
+            lo += (*at4(p - j) + *at4(p + j)) +
+                  (*at4(p - j - 1) + *at4(p + j + 1));
+            hi += (*at4(p + 4 - j) + *at4(p + 4 + j)) +
+                  (*at4(p + 4 - j - 1) + *at4(p + 4 + j + 1));
+        }
+        for (; j <= radius; j++) {
+            lo += *at4(p - j) + *at4(p + j);
+            hi += *at4(p + 4 - j) + *at4(p + 4 + j);
+        }
+        *(v4d_at *)(out + x) = lo;
+        *(v4d_at *)(out + x + 4) = hi;
+    }
+    for (; x < w; x++) {
+        const double *p = in + x;
+        double sum = p[0];
+        int j = 1;
+        for (; j + 1 <= radius; j += 2) {
+            sum += (p[-j] + p[j]) + (p[-j - 1] + p[j + 1]);
+        }
+        for (; j <= radius; j++) {
+            sum += p[-j] + p[j];
+        }
+        out[x] = sum;
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_aquamvs_box_down(const double *const *restrict rows, int count, int w,
+                    double *restrict out)
+{
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        v4d lo = {0.0, 0.0, 0.0, 0.0}, hi = lo;
+        int k = 0;
+        for (; k + 4 <= count; k += 4) {
+            const double *a = rows[k] + x, *b = rows[k + 1] + x;
+            const double *c = rows[k + 2] + x, *d = rows[k + 3] + x;
+            lo += (*at4(a) + *at4(b)) + (*at4(c) + *at4(d));
+            hi += (*at4(a + 4) + *at4(b + 4)) +
+                  (*at4(c + 4) + *at4(d + 4));
+        }
+        for (; k < count; k++) {
+            lo += *at4(rows[k] + x);
+            hi += *at4(rows[k] + x + 4);
+        }
+        *(v4d_at *)(out + x) = lo;
+        *(v4d_at *)(out + x + 4) = hi;
+    }
+    for (; x < w; x++) {
+        double sum = 0.0;
+        int k = 0;
+        for (; k + 4 <= count; k += 4) {
+            sum += (rows[k][x] + rows[k + 1][x]) +
+                   (rows[k + 2][x] + rows[k + 3][x]);
+        }
+        for (; k < count; k++) {
+            sum += rows[k][x];
+        }
+        out[x] = sum;
+    }
+}
+
+/* out[i] = the sum of rows[k], lo[i] <= k <= hi[i], for g windows
+ * that all hold rows [first, last] (not none): those are summed once,
+ * then each window's own added, so each sum is still of its own rows
+ * alone. */
+AP_VECTOR_CLONES void
+ap_aquamvs_box_down_group(const double *const *restrict rows, int first,
+                          int last, const int *restrict lo,
+                          const int *restrict hi, int g, int w,
+                          double *restrict out)
+{
+    int x = 0;
+    for (; x + 8 <= w; x += 8) {
+        v4d lo4 = {0.0, 0.0, 0.0, 0.0}, hi4 = lo4;
+        int k = first;
+        for (; k + 3 <= last; k += 4) {
+            const double *a = rows[k] + x, *b = rows[k + 1] + x;
+            const double *c = rows[k + 2] + x, *d = rows[k + 3] + x;
+            lo4 += (*at4(a) + *at4(b)) + (*at4(c) + *at4(d));
+            hi4 += (*at4(a + 4) + *at4(b + 4)) +
+                   (*at4(c + 4) + *at4(d + 4));
+        }
+        for (; k <= last; k++) {
+            lo4 += *at4(rows[k] + x);
+            hi4 += *at4(rows[k] + x + 4);
+        }
+        for (int i = 0; i < g; i++) {
+            v4d l = lo4, h = hi4;
+            for (int j = lo[i]; j < first; j++) {
+                l += *at4(rows[j] + x);
+                h += *at4(rows[j] + x + 4);
+            }
+            for (int j = last + 1; j <= hi[i]; j++) {
+                l += *at4(rows[j] + x);
+                h += *at4(rows[j] + x + 4);
+            }
+            *(v4d_at *)(out + (size_t)i * w + x) = l;
+            *(v4d_at *)(out + (size_t)i * w + x + 4) = h;
+        }
+    }
+    for (; x < w; x++) {
+        double core = 0.0;
+        int k = first;
+        for (; k + 3 <= last; k += 4) {
+            core += (rows[k][x] + rows[k + 1][x]) +
+                    (rows[k + 2][x] + rows[k + 3][x]);
+        }
+        for (; k <= last; k++) {
+            core += rows[k][x];
+        }
+        for (int i = 0; i < g; i++) {
+            double sum = core;
+            for (int j = lo[i]; j < first; j++) {
+                sum += rows[j][x];
+            }
+            for (int j = last + 1; j <= hi[i]; j++) {
+                sum += rows[j][x];
+            }
+            out[(size_t)i * w + x] = sum;
+        }
+    }
+}

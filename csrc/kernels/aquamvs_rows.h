@@ -1,0 +1,52 @@
+/* AquaMVS's costs row by row (aquamvs_costs.c): a warped row split into
+ * values and mask, rows centred by their own windows' means, and the
+ * costs from the filtered sums. */
+#ifndef AP_AQUAMVS_ROWS_H
+#define AP_AQUAMVS_ROWS_H
+
+/* A warped row's values s m (0 where unseen) and mask m; returns
+ * nonzero when some sample is not seen. */
+int ap_aquamvs_split(const double *restrict sample, int w, double *restrict s,
+                     double *restrict m);
+
+/* out = ref m, into a padded row. */
+void ap_aquamvs_ref_seen(const float *restrict ref, const double *restrict m,
+                         int w, double *restrict out);
+
+/* Centres a row by its own windows' means: writes the count (unclamped)
+ * and means, and the products of the centred values into the padded
+ * rows, from the row's count, sum of r m and sum of s m. */
+void ap_aquamvs_centre(const double *restrict sn, const double *restrict sr,
+                       const double *restrict ss, int w, double least,
+                       const float *restrict ref, const double *restrict m,
+                       const double *restrict s, double *restrict count,
+                       double *restrict mr, double *restrict ms,
+                       double *restrict p0, double *restrict p1,
+                       double *restrict p2);
+
+/* ap_aquamvs_centre's reference half where m = 1 (ref_planes): the
+ * same expressions, so the same bits. */
+void ap_aquamvs_centre_ref(const double *restrict n, const double *restrict sr,
+                           int w, double least, const float *restrict ref,
+                           double *restrict mr, double *restrict rc,
+                           double *restrict rr);
+
+/* ap_aquamvs_centre's source half where every sample of the row's
+ * windows is seen (m = 1), given the reference's count and rc. */
+void ap_aquamvs_centre_seen(const double *restrict ss,
+                            const double *restrict n, int w, double least,
+                            const double *restrict rc,
+                            const double *restrict s, double *restrict ms,
+                            double *restrict p1, double *restrict p2);
+
+void ap_aquamvs_ncc_row(const double *restrict srr, const double *restrict sss,
+                        const double *restrict srs, const double *restrict n,
+                        int w, double fewest, double *restrict acc);
+
+void ap_aquamvs_ssim_row(const double *restrict srr,
+                         const double *restrict sss,
+                         const double *restrict srs, const double *restrict n,
+                         const double *restrict mr, const double *restrict ms,
+                         int w, double *restrict acc);
+
+#endif
