@@ -255,6 +255,31 @@ def test_results_do_not_depend_on_threads_or_depth_batches():
         assert np.array_equal(base, other)
 
 
+@pytest.mark.parametrize("window", [3, 11])
+@pytest.mark.parametrize("swap", [False, True])
+def test_ssim_windows_seeing_every_sample_give_the_same_bits(window, swap):
+    # All planes in one call: where a window sees every sample, its count,
+    # r and r^2 sums are the reference's, made once a call; one plane of
+    # one view a call makes every window's own. Both give the same bits,
+    # beside the unseen samples (on the left, or swapped, on the right)
+    # and away from them.
+    sc = scenes.make_scene("flat", "pinhole", views=2, height=40, width=64)
+    ref_cam, src_cam = sc.ref_cam, sc.cameras[1]
+    ref_img, src_img = sc.ref, sc.images[1]
+    if swap:
+        ref_cam, src_cam, ref_img, src_img = src_cam, ref_cam, src_img, \
+            ref_img
+    depths = np.linspace(*sc.depth_range(0.03), 8)
+    unseen = np.isnan(mvs.warp(src_img, ref_cam, src_cam, depths[0]))
+    columns = np.flatnonzero(unseen.any(axis=0))
+    assert 0 < len(columns) < 64 - 4 * window
+    assert columns[0] > 0 if swap else columns[-1] < 63
+    args = (ref_img, [src_img], ref_cam, [src_cam], depths, "ssim", window)
+    once = mvs.build_cost_volume(*args)
+    per_plane = mvs.build_cost_volume(*args, depth_batch=1)
+    assert np.array_equal(once, per_plane)
+
+
 def test_extract_depth_matches_the_reference():
     rng = np.random.default_rng(6)
     volume = rng.random((6, 7, 9)).astype(np.float32)

@@ -47,6 +47,9 @@ typedef struct {
     const ap_ray_table *rays;
     const ap_projector *proj;   /* one a source view */
     const double *gauss;        /* 2 * radius + 1, 2-D weights sum to 1 */
+    /* SSIM: the window sums of the count, r and r^2 where every sample
+     * is seen (ref_seen_sums), 3 planes of h x w; else NULL */
+    const double *ref_sums;
     int bands;
     float *out;
     /* items are (plane group, band) pairs: as many as planes / 16 times
@@ -56,12 +59,13 @@ typedef struct {
 } sweep_job;
 
 /* A worker's memory: per view a ring of warped rows (2 radius + 2: the
- * window's and the one entering it) and AP_NQ column sums; window sums
- * and a cost row shared by the views; the views' rows being warped; and
- * the costs of the work item's planes, plane by plane, until they are
- * written out pixel by pixel. */
+ * window's and the one entering it), the span of columns where each has
+ * samples not seen, and AP_NQ column sums; window sums and a cost row shared by the views;
+ * the views' rows being warped; and the costs of the work item's planes,
+ * plane by plane, until they are written out pixel by pixel. */
 typedef struct {
     float *ring, *staged, **rows;
+    int *unseen;                /* first, last column; first > last: none */
     double *cols, *scratch, *acc;
 } workspace;
 
@@ -70,13 +74,14 @@ workspace_make(workspace *ws, const ap_sweep_args *a)
 {
     size_t w = (size_t)a->w, rows = (size_t)(a->window | 1) + 1;
     ws->ring = malloc((size_t)a->n * rows * w * sizeof(float));
+    ws->unseen = malloc((size_t)a->n * rows * 2 * sizeof(int));
     ws->staged = malloc(PLANE_GROUP * AP_SWEEP_BAND * w * sizeof(float));
     ws->cols = malloc((size_t)a->n * AP_NQ * w * sizeof(double));
     ws->scratch = malloc(2 * AP_NQ * (w + 1) * sizeof(double));
     ws->acc = malloc(w * sizeof(double));
     ws->rows = malloc((size_t)a->n * sizeof(*ws->rows));
-    return ws->ring && ws->staged && ws->cols && ws->scratch && ws->acc &&
-                   ws->rows
+    return ws->ring && ws->unseen && ws->staged && ws->cols &&
+                   ws->scratch && ws->acc && ws->rows
                ? 0
                : -1;
 }
@@ -85,6 +90,7 @@ static void
 workspace_free(workspace *ws)
 {
     free(ws->ring);
+    free(ws->unseen);
     free(ws->staged);
     free(ws->cols);
     free(ws->scratch);
@@ -97,6 +103,87 @@ static float *
 ring_row(const workspace *ws, int v, int y, int ring_rows, int w)
 {
     return ws->ring + ((size_t)v * ring_rows + y % ring_rows) * w;
+}
+
+/* The first and last column of a warped row where a sample is not seen
+ * (NaN); first > last where every one is. */
+static void
+unseen_span(const float *row, int w, int *span)
+{
+    int first = w, last = -1;
+    for (int x = 0; x < w; x++) {
+        if (row[x] != row[x]) {
+            first = first < x ? first : x;
+            last = x;
+        }
+    }
+    span[0] = first;
+    span[1] = last;
+}
+
+/* SSIM's cost of view v's output row yo, its window rows [lo, hi) in the
+ * ring, added to the workspace's cost row. Where a pixel's window sees
+ * every sample (nearly everywhere), its count, r and r^2 sums are the
+ * reference's (job->ref_sums): only the three sums that hold the warped
+ * values are made there, and the other three only for the pixels near
+ * unseen samples and the columns their windows read. */
+static void
+ssim_row(const sweep_job *job, workspace *ws, int v, int yo, int lo,
+         int hi, int ring_rows)
+{
+    const ap_sweep_args *a = job->args;
+    int w = a->w, r = a->window / 2, count = hi - lo;
+    double *cols = ws->cols + (size_t)v * AP_NQ * w;
+    const double *weights = job->gauss + (lo - yo + r);
+    const float *refs[AP_MAX_WINDOW], *rows[AP_MAX_WINDOW];
+    int first = w, last = -1;
+    for (int y = lo; y < hi; y++) {
+        const int *span = ws->unseen + 2 * ((size_t)v * ring_rows +
+                                            y % ring_rows);
+        first = span[0] < first ? span[0] : first;
+        last = span[1] > last ? span[1] : last;
+        refs[y - lo] = a->ref + (size_t)y * w;
+        rows[y - lo] = ring_row(ws, v, y, ring_rows, w);
+    }
+    if (job->ref_sums == NULL) {
+        ap_weighted_columns(cols, w, 0, w, refs, rows, weights, count);
+        ap_add_row_costs(cols, w, r, a->cost, job->gauss, ws->scratch,
+                         ws->acc);
+        return;
+    }
+    /* pixels [p0, p1) have unseen samples in their windows, which read
+     * columns [c0, c1) */
+    int p0 = 0, p1 = 0, c0 = 0, c1 = 0;
+    if (first <= last) {
+        p0 = first - r > 0 ? first - r : 0;
+        p1 = last + r + 1 < w ? last + r + 1 : w;
+        c0 = first - 2 * r > 0 ? first - 2 * r : 0;
+        c1 = last + 2 * r + 1 < w ? last + 2 * r + 1 : w;
+    }
+    ap_weighted_seen_columns(cols, w, 0, c0, refs, rows, weights, count);
+    ap_weighted_columns(cols, w, c0, c1, refs, rows, weights, count);
+    ap_weighted_seen_columns(cols, w, c1, w, refs, rows, weights, count);
+    size_t stride = (size_t)w + 1;
+    double *q[AP_NQ];
+    for (int k = 0; k < AP_NQ; k++) {
+        q[k] = ws->scratch + k * stride;
+        if (k == AP_Q_S || k == AP_Q_SS || k == AP_Q_RS) {
+            ap_gauss_sums(cols + (size_t)k * w, w, r, job->gauss, q[k]);
+        } else {
+            ap_gauss_sums_range(cols + (size_t)k * w, w, r, job->gauss, p0,
+                                p1, q[k]);
+        }
+    }
+    size_t plane = (size_t)a->h * w, at = (size_t)yo * w;
+    const double *n = job->ref_sums + at, *sr = n + plane,
+                 *srr = n + 2 * plane;
+    ap_ssim_costs(p0, n, sr, q[AP_Q_S], srr, q[AP_Q_SS], q[AP_Q_RS],
+                  ws->acc);
+    ap_ssim_costs(p1 - p0, q[AP_Q_COUNT] + p0, q[AP_Q_R] + p0,
+                  q[AP_Q_S] + p0, q[AP_Q_RR] + p0, q[AP_Q_SS] + p0,
+                  q[AP_Q_RS] + p0, ws->acc + p0);
+    ap_ssim_costs(w - p1, n + p1, sr + p1, q[AP_Q_S] + p1, srr + p1,
+                  q[AP_Q_SS] + p1, q[AP_Q_RS] + p1, ws->acc + p1);
 }
 
 /* Rows [y0, y1) of one depth plane. Box sums slide down the band: a row
@@ -127,6 +214,11 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
             }
             ap_project_sample(job->proj, a->n, rays, w, depth, a->srcs, h, w,
                               ws->rows);
+            for (int v = 0; !box && v < a->n; v++) {
+                unseen_span(ws->rows[v], w,
+                            ws->unseen + 2 * ((size_t)v * ring_rows +
+                                              next % ring_rows));
+            }
             for (int v = 0; v < a->n; v++) {
                 double *cols = ws->cols + v * cols_size;
                 const float *ref = a->ref + (size_t)next * w;
@@ -149,19 +241,12 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
         }
         memset(ws->acc, 0, (size_t)w * sizeof(double));
         for (int v = 0; v < a->n; v++) {
-            double *cols = ws->cols + v * cols_size;
-            if (!box) {   /* Gaussian: the window's rows, weighted */
-                const float *refs[AP_MAX_WINDOW], *rows[AP_MAX_WINDOW];
-                for (int y = want_lo; y < want_hi; y++) {
-                    refs[y - want_lo] = a->ref + (size_t)y * w;
-                    rows[y - want_lo] = ring_row(ws, v, y, ring_rows, w);
-                }
-                ap_weighted_columns(cols, w, refs, rows,
-                                    job->gauss + (want_lo - yo + r),
-                                    want_hi - want_lo);
+            if (box) {
+                ap_add_row_costs(ws->cols + v * cols_size, w, r, a->cost,
+                                 job->gauss, ws->scratch, ws->acc);
+            } else {    /* Gaussian: the window's rows, weighted */
+                ssim_row(job, ws, v, yo, want_lo, want_hi, ring_rows);
             }
-            ap_add_row_costs(cols, w, r, a->cost, job->gauss, ws->scratch,
-                             ws->acc);
         }
         float *staged = ws->staged +
                         ((size_t)(plane % PLANE_GROUP) * AP_SWEEP_BAND +
@@ -245,6 +330,44 @@ ap_gauss_weights(int radius, double *gauss)
     }
 }
 
+/* SSIM's window sums of the count, r and r^2 at every pixel, where
+ * every sample is seen: the reference's alone, made once a call by the
+ * functions the rows with unseen samples use, so the same bits. 3 planes
+ * of h x w, or NULL out of memory. */
+static double *
+ref_seen_sums(const ap_sweep_args *a, const double *gauss)
+{
+    int w = a->w, h = a->h, r = a->window / 2;
+    size_t plane = (size_t)h * w;
+    double *sums = malloc(3 * plane * sizeof(double));
+    double *cols = malloc(AP_NQ * (size_t)w * sizeof(double));
+    float *seen = calloc((size_t)w, sizeof(float));   /* any value: seen */
+    if (sums == NULL || cols == NULL || seen == NULL) {
+        free(sums);
+        free(cols);
+        free(seen);
+        return NULL;
+    }
+    static const int quantity[3] = {AP_Q_COUNT, AP_Q_R, AP_Q_RR};
+    for (int y = 0; y < h; y++) {
+        int lo = y - r < 0 ? 0 : y - r, hi = y + r + 1 > h ? h : y + r + 1;
+        const float *refs[AP_MAX_WINDOW], *rows[AP_MAX_WINDOW];
+        for (int j = lo; j < hi; j++) {
+            refs[j - lo] = a->ref + (size_t)j * w;
+            rows[j - lo] = seen;
+        }
+        ap_weighted_columns(cols, w, 0, w, refs, rows, gauss + (lo - y + r),
+                            hi - lo);
+        for (int k = 0; k < 3; k++) {
+            ap_gauss_sums(cols + (size_t)quantity[k] * w, w, r, gauss,
+                          sums + k * plane + (size_t)y * w);
+        }
+    }
+    free(cols);
+    free(seen);
+    return sums;
+}
+
 int
 ap_cost_volume(const ap_sweep_args *a, float *out)
 {
@@ -265,12 +388,23 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
         free(rays.planes);
         return -1;
     }
+    /* made once a call, they pay for themselves past about two planes
+     * of one view */
+    double *ref_sums = NULL;
+    if (a->cost == AP_COST_SSIM && (long long)a->count * a->n >= 4 &&
+        (ref_sums = ref_seen_sums(a, gauss)) == NULL) {
+        ap_projectors_free(proj, a->n);
+        free(proj);
+        free(rays.planes);
+        return -1;
+    }
     int bands = (a->h + AP_SWEEP_BAND - 1) / AP_SWEEP_BAND;
-    sweep_job job = {a, &rays, proj, gauss, bands, out, 0, 0};
+    sweep_job job = {a, &rays, proj, gauss, ref_sums, bands, out, 0, 0};
     long long items = ((long long)a->count + PLANE_GROUP - 1) /
                       PLANE_GROUP * bands;
     int threads = a->threads < items ? a->threads : (int)items;
     int status = ap_run_workers(sweep_worker, &job, threads, &job.failed);
+    free(ref_sums);
     ap_projectors_free(proj, a->n);
     free(proj);
     free(rays.planes);

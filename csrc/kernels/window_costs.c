@@ -155,13 +155,13 @@ add_weighted(const float *ref, const float *warped, double g, v4d sum[6],
 }
 
 AP_VECTOR_CLONES void
-ap_weighted_columns(double *restrict cols, int w, const float *const *refs,
-                    const float *const *rows, const double *weights,
-                    int count)
+ap_weighted_columns(double *restrict cols, int w, int x0, int x1,
+                    const float *const *refs, const float *const *rows,
+                    const double *weights, int count)
 {
-    int x = 0;
+    int x = x0;
     /* two vectors at a time: twelve chains of adds overlap */
-    for (; x + 8 <= w; x += 8) {
+    for (; x + 8 <= x1; x += 8) {
         v4d a[6], b[6];
         add_weighted(refs[0] + x, rows[0] + x, weights[0], a, 1);
         add_weighted(refs[0] + x + 4, rows[0] + x + 4, weights[0], b, 1);
@@ -174,7 +174,7 @@ ap_weighted_columns(double *restrict cols, int w, const float *const *refs,
             memcpy(cols + (size_t)k * w + x + 4, &b[k], sizeof(b[k]));
         }
     }
-    for (; x < w; x++) {
+    for (; x < x1; x++) {
         double sum[AP_NQ] = {0.0};
         for (int j = 0; j < count; j++) {
             quantities q = sample_quantities(refs[j][x], rows[j][x],
@@ -188,6 +188,66 @@ ap_weighted_columns(double *restrict cols, int w, const float *const *refs,
         }
         for (int k = 0; k < AP_NQ; k++) {
             cols[(size_t)k * w + x] = sum[k];
+        }
+    }
+}
+
+/* add_weighted's three quantities that hold the warped values (s, s^2,
+ * r s), for samples all seen: the same products, so the same bits. */
+static inline void
+add_weighted_seen(const float *ref, const float *warped, double g,
+                  v4d sum[3], int first)
+{
+    v4f rf, sf;
+    memcpy(&rf, ref, sizeof(rf));
+    memcpy(&sf, warped, sizeof(sf));
+    v4d r = __builtin_convertvector(rf, v4d);
+    v4d s = __builtin_convertvector(sf, v4d);
+    v4d gr = g * r, gs = g * s;
+    v4d q[3] = {gs, gs * s, gr * s};
+    for (int k = 0; k < 3; k++) {
+        if (first) {
+            sum[k] = q[k];
+        } else {
+            sum[k] += q[k];
+        }
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_weighted_seen_columns(double *restrict cols, int w, int x0, int x1,
+                         const float *const *refs, const float *const *rows,
+                         const double *weights, int count)
+{
+    static const int row_of[3] = {AP_Q_S, AP_Q_SS, AP_Q_RS};
+    int x = x0;
+    for (; x + 8 <= x1; x += 8) {
+        v4d a[3], b[3];
+        add_weighted_seen(refs[0] + x, rows[0] + x, weights[0], a, 1);
+        add_weighted_seen(refs[0] + x + 4, rows[0] + x + 4, weights[0], b,
+                          1);
+        for (int j = 1; j < count; j++) {
+            add_weighted_seen(refs[j] + x, rows[j] + x, weights[j], a, 0);
+            add_weighted_seen(refs[j] + x + 4, rows[j] + x + 4, weights[j],
+                              b, 0);
+        }
+        for (int k = 0; k < 3; k++) {
+            double *col = cols + (size_t)row_of[k] * w + x;
+            memcpy(col, &a[k], sizeof(a[k]));
+            memcpy(col + 4, &b[k], sizeof(b[k]));
+        }
+    }
+    for (; x < x1; x++) {
+        double sum[3] = {0.0};
+        for (int j = 0; j < count; j++) {
+            quantities q = sample_quantities(refs[j][x], rows[j][x],
+                                             weights[j]);
+            sum[0] += q.s;
+            sum[1] += q.ss;
+            sum[2] += q.rs;
+        }
+        for (int k = 0; k < 3; k++) {
+            cols[(size_t)row_of[k] * w + x] = sum[k];
         }
     }
 }
@@ -327,6 +387,37 @@ ap_gauss_sums(const double *restrict col, int w, int r,
     }
     for (; x < w; x++) {
         out[x] = gauss_clamped(col, w, r, gauss, x);
+    }
+}
+
+/* One output of ap_gauss_sums' inside loops, alone: the same operations
+ * in the same order as its vector lane, so the same bits. */
+static inline double
+gauss_pairs(const double *col, int r, const double *gauss, int x)
+{
+    double s = col[x] * gauss[r];
+    for (int j = 1; j <= r; j++) {
+        s += gauss[r + j] * (col[x - j] + col[x + j]);
+    }
+    return s;
+}
+
+void
+ap_gauss_sums_range(const double *col, int w, int r, const double *gauss,
+                    int x0, int x1, double *out)
+{
+    /* where ap_gauss_sums' inside loops begin and end */
+    int start = 0, end;
+    while (start < w && (start < r || start + r >= w)) {
+        start++;
+    }
+    for (end = start; end + 16 + r <= w; end += 16) {
+    }
+    for (; end + 4 + r <= w; end += 4) {
+    }
+    for (int x = x0; x < x1; x++) {
+        out[x] = x >= start && x < end ? gauss_pairs(col, r, gauss, x)
+                                       : gauss_clamped(col, w, r, gauss, x);
     }
 }
 

@@ -22,10 +22,35 @@ void ap_slide_row(double *cols, int w, ap_cost cost, const float *ref_out,
 
 /* Column sums of count rows (refs, rows: reference and warped), the
  * quantities of row j weighted by weights[j]: SSIM's Gaussian window
- * down the columns, summed in one pass. */
-void ap_weighted_columns(double *cols, int w, const float *const *refs,
-                         const float *const *rows, const double *weights,
-                         int count);
+ * down the columns, summed in one pass, for columns [x0, x1) of AP_NQ
+ * rows of w. */
+void ap_weighted_columns(double *cols, int w, int x0, int x1,
+                         const float *const *refs, const float *const *rows,
+                         const double *weights, int count);
+
+/* ap_weighted_columns' three sums that hold the warped values (the
+ * AP_Q_S, AP_Q_SS and AP_Q_RS rows), for columns whose samples are all
+ * seen: the same products, so the same bits; the other three depend on
+ * the reference alone there. */
+void ap_weighted_seen_columns(double *cols, int w, int x0, int x1,
+                              const float *const *refs,
+                              const float *const *rows,
+                              const double *weights, int count);
+
+/* out (w) = Gaussian weights gauss (2 r + 1) along a row of column sums
+ * col; outside the image weighs nothing. */
+void ap_gauss_sums(const double *col, int w, int r, const double *gauss,
+                   double *out);
+
+/* ap_gauss_sums' outputs [x0, x1) alone, the same bits: it reads col
+ * [x0 - r, x1 + r) only. */
+void ap_gauss_sums_range(const double *col, int w, int r,
+                         const double *gauss, int x0, int x1, double *out);
+
+/* Adds to acc (w) 1 - SSIM of each pixel from its window sums. */
+void ap_ssim_costs(int w, const double *n, const double *sr,
+                   const double *ss, const double *srr, const double *sss,
+                   const double *srs, double *acc);
 
 /* Adds to acc (w) the window cost of each pixel of a row whose column
  * sums are cols: box windows of 2 radius + 1, or for SSIM the Gaussian
