@@ -60,9 +60,10 @@ typedef struct {
 
 /* A worker's memory: per view a ring of warped rows (2 radius + 2: the
  * window's and the one entering it), the span of columns where each has
- * samples not seen, and AP_NQ column sums; window sums and a cost row shared by the views;
- * the views' rows being warped; and the costs of the work item's planes,
- * plane by plane, until they are written out pixel by pixel. */
+ * samples not seen, and AP_NQ column sums; window sums and a cost row
+ * shared by the views; the views' rows being warped; and the costs of
+ * the work item's planes, plane by plane, until they are written out
+ * pixel by pixel. */
 typedef struct {
     float *ring, *staged, **rows;
     int *unseen;                /* first, last column; first > last: none */
