@@ -4,6 +4,7 @@ cost volumes are the same to the bit.
 
     cp aquaprof/_mvs*.so /tmp/a.so     # build A; then rebuild B
     python benchmarks/ab_mvs.py /tmp/a.so aquaprof/_mvs*.so [--depths 64]
+        [--cost ssim] [--threads 1] [--size 240x320]
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from aquaprof.mvs import scenes  # noqa: E402
+from aquaprof.mvs.plane_sweep import COSTS  # noqa: E402
 
 
 def load(path: str, tag: str):
@@ -35,9 +37,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--kind", choices=["refractive", "pinhole"],
                         default="refractive")
+    parser.add_argument("--cost", choices=sorted(COSTS), default="ncc")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--size", default="480x640", help="HxW")
     args = parser.parse_args()
+    height, width = (int(v) for v in args.size.split("x"))
     builds = [load(args.a, "a"), load(args.b, "b")]
-    scene = scenes.make_scene("flat", args.kind, 5, 480, 640)
+    scene = scenes.make_scene("flat", args.kind, 5, height, width)
     depths = np.linspace(*scene.depth_range(0.03), args.depths)
     stack = np.stack(scene.images[1:])
     cams = np.stack([c.params for c in scene.cameras[1:]])
@@ -47,7 +53,8 @@ def main() -> int:
             out = np.empty(scene.ref.shape + (args.depths,), np.float32)
             t = time.perf_counter()
             build.cost_volume(scene.ref, stack, scene.ref_cam.params, cams,
-                              depths, 0, args.depths, 0, 11, 2, out)
+                              depths, 0, args.depths, COSTS[args.cost], 11,
+                              args.threads, out)
             times[i].append(time.perf_counter() - t)
             volumes[i] = out
     for name, t in zip((args.a, args.b), times):
