@@ -99,22 +99,32 @@ ap_crossing_cold(double dist, double depth, double hc, double na,
 /* The same crossing for a GPU thread, which has no table of guesses:
  * from the paraxial one, AP_NEWTON_FLOAT float steps then two double
  * steps of the share form, which takes no square root: a fifth of the
- * cold steps' double work. 1 with *r where the last step settled, 0
- * where it did not (grazing rays, where Newton starts far off). */
+ * cold steps' double work. The float steps take lengths over the
+ * largest of the three, since their products grow as a length to the
+ * sixth and would leave float's range for lengths in microns or
+ * kilometres. 1 with *r where the last step settled, 0 where it did not
+ * (grazing rays, where Newton starts far off). */
 static inline AP_HD int
 ap_crossing_float_first(double dist, double depth, double hc, double na,
                         double nw, double *r)
 {
+    if (dist == 0) {
+        *r = 0.0;       /* straight below the camera */
+        return 1;
+    }
     if (!(dist > 0)) {
         return 0;
     }
-    float fd = (float)dist, fdepth = (float)depth, fhc = (float)hc;
-    float guess = (float)(dist * nw * hc / (nw * hc + na * depth));
+    double unit = dist > depth ? dist : depth;
+    unit = unit > hc ? unit : hc;
+    float fd = (float)(dist / unit), fdepth = (float)(depth / unit);
+    float fhc = (float)(hc / unit);
+    float guess = (float)(dist * nw * hc / (nw * hc + na * depth) / unit);
     for (int k = 0; k < AP_NEWTON_FLOAT; k++) {
         guess = ap_snell_step_float(guess, fd, fdepth, fhc, (float)na,
                                     (float)nw);
     }
-    double t = guess / dist, before = t;
+    double t = guess / fd, before = t;
     for (int k = 0; k < 2; k++) {
         before = t;
         t = ap_snell_step_share(t, dist * dist, depth, hc, na, nw);

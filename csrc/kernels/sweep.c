@@ -48,7 +48,7 @@ typedef struct {
     const ap_projector *proj;   /* one a source view */
     const double *gauss;        /* 2 * radius + 1, 2-D weights sum to 1 */
     /* SSIM: the window sums of the count, r and r^2 where every sample
-     * is seen (ref_seen_sums), 3 planes of h x w; else NULL */
+     * is seen (ref_seen_sums), 3 planes of h x w; NULL where not made */
     const double *ref_sums;
     int bands;
     float *out;
@@ -334,7 +334,7 @@ ap_gauss_weights(int radius, double *gauss)
 /* SSIM's window sums of the count, r and r^2 at every pixel, where
  * every sample is seen: the reference's alone, made once a call by the
  * functions the rows with unseen samples use, so the same bits. 3 planes
- * of h x w, or NULL out of memory. */
+ * of h x w (24 bytes a pixel), or NULL out of memory. */
 static double *
 ref_seen_sums(const ap_sweep_args *a, const double *gauss)
 {
@@ -389,15 +389,13 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
         free(rays.planes);
         return -1;
     }
-    /* made once a call, they pay for themselves past about two planes
-     * of one view */
+    /* made once a call on one thread, they cost about one view's plane
+     * and save about a third of each: worth it from four plane-views a
+     * thread. Where memory is short, every window makes its own. */
     double *ref_sums = NULL;
-    if (a->cost == AP_COST_SSIM && (long long)a->count * a->n >= 4 &&
-        (ref_sums = ref_seen_sums(a, gauss)) == NULL) {
-        ap_projectors_free(proj, a->n);
-        free(proj);
-        free(rays.planes);
-        return -1;
+    if (a->cost == AP_COST_SSIM &&
+        (long long)a->count * a->n >= 4LL * a->threads) {
+        ref_sums = ref_seen_sums(a, gauss);
     }
     int bands = (a->h + AP_SWEEP_BAND - 1) / AP_SWEEP_BAND;
     sweep_job job = {a, &rays, proj, gauss, ref_sums, bands, out, 0, 0};
