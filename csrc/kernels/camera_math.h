@@ -116,13 +116,12 @@ ap_crossing_float_first(double dist, double depth, double hc, double na,
         return 0;
     }
     double unit = dist > depth ? dist : depth;
-    unit = unit > hc ? unit : hc;
-    float fd = (float)(dist / unit), fdepth = (float)(depth / unit);
-    float fhc = (float)(hc / unit);
-    float guess = (float)(dist * nw * hc / (nw * hc + na * depth) / unit);
+    double inv = 1.0 / (unit > hc ? unit : hc);    /* one double division */
+    float fd = (float)(dist * inv), fdepth = (float)(depth * inv);
+    float fhc = (float)(hc * inv), fna = (float)na, fnw = (float)nw;
+    float guess = fd * (fnw * fhc / (fnw * fhc + fna * fdepth));
     for (int k = 0; k < AP_NEWTON_FLOAT; k++) {
-        guess = ap_snell_step_float(guess, fd, fdepth, fhc, (float)na,
-                                    (float)nw);
+        guess = ap_snell_step_float(guess, fd, fdepth, fhc, fna, fnw);
     }
     double t = guess / fd, before = t;
     for (int k = 0; k < 2; k++) {
