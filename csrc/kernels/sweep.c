@@ -60,10 +60,10 @@ typedef struct {
 
 /* A worker's memory: per view a ring of warped rows (2 radius + 2: the
  * window's and the one entering it), the span of columns where each has
- * samples not seen, and AP_NQ column sums; window sums and a cost row
- * shared by the views; the views' rows being warped; and the costs of
- * the work item's planes, plane by plane, until they are written out
- * pixel by pixel. */
+ * samples not seen (kept where SSIM's reference sums are made), and
+ * AP_NQ column sums; window sums and a cost row shared by the views; the
+ * views' rows being warped; and the costs of the work item's planes,
+ * plane by plane, until they are written out pixel by pixel. */
 typedef struct {
     float *ring, *staged, **rows;
     int *unseen;                /* first, last column; first > last: none */
@@ -137,12 +137,7 @@ ssim_row(const sweep_job *job, workspace *ws, int v, int yo, int lo,
     double *cols = ws->cols + (size_t)v * AP_NQ * w;
     const double *weights = job->gauss + (lo - yo + r);
     const float *refs[AP_MAX_WINDOW], *rows[AP_MAX_WINDOW];
-    int first = w, last = -1;
     for (int y = lo; y < hi; y++) {
-        const int *span = ws->unseen + 2 * ((size_t)v * ring_rows +
-                                            y % ring_rows);
-        first = span[0] < first ? span[0] : first;
-        last = span[1] > last ? span[1] : last;
         refs[y - lo] = a->ref + (size_t)y * w;
         rows[y - lo] = ring_row(ws, v, y, ring_rows, w);
     }
@@ -151,6 +146,13 @@ ssim_row(const sweep_job *job, workspace *ws, int v, int yo, int lo,
         ap_add_row_costs(cols, w, r, a->cost, job->gauss, ws->scratch,
                          ws->acc);
         return;
+    }
+    int first = w, last = -1;   /* the window rows' unseen columns */
+    for (int y = lo; y < hi; y++) {
+        const int *span = ws->unseen + 2 * ((size_t)v * ring_rows +
+                                            y % ring_rows);
+        first = span[0] < first ? span[0] : first;
+        last = span[1] > last ? span[1] : last;
     }
     /* pixels [p0, p1) have unseen samples in their windows, which read
      * columns [c0, c1) */
@@ -215,7 +217,7 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
             }
             ap_project_sample(job->proj, a->n, rays, w, depth, a->srcs, h, w,
                               ws->rows);
-            for (int v = 0; !box && v < a->n; v++) {
+            for (int v = 0; job->ref_sums != NULL && v < a->n; v++) {
                 unseen_span(ws->rows[v], w,
                             ws->unseen + 2 * ((size_t)v * ring_rows +
                                               next % ring_rows));
