@@ -125,20 +125,48 @@ def warp(origins: torch.Tensor, directions: torch.Tensor,
     return torch.where(valid.reshape(h, w), warped, float("nan"))
 
 
+def _gauss(size: int, dtype: torch.dtype,
+           device: torch.device) -> torch.Tensor:
+    x = torch.arange(size, dtype=dtype, device=device) - size // 2
+    return torch.exp(-x * x / (2 * SSIM_SIGMA ** 2))
+
+
 def _kernel(cost_function: str, size: int, dtype: torch.dtype,
             device: torch.device) -> torch.Tensor:
     if cost_function == "ncc":
         return torch.ones(1, 1, size, size, dtype=dtype, device=device)
-    x = torch.arange(size, dtype=dtype, device=device) - size // 2
-    g = torch.exp(-x * x / (2 * SSIM_SIGMA ** 2))
+    g = _gauss(size, dtype, device)
     k = torch.outer(g, g)
     return (k / k.sum())[None, None]
 
 
+def separable_conv(cost_function: str, size: int, dtype: torch.dtype,
+                   device: torch.device):
+    """conv2d with the window as a row then a column of weights: the same
+    sums (to float rounding), for timing AquaMVS as it runs where
+    conv2d is fast. AquaMVS itself makes one size x size conv2d, whose
+    speed depends on the CPU and the torch build far more than anything
+    else in its loop (oneDNN runs it on a scalar reference path on some
+    AVX2 CPUs)."""
+    if cost_function == "ncc":
+        g = torch.ones(size, dtype=dtype, device=device)
+    else:
+        g = _gauss(size, dtype, device)
+        g = g / g.sum()     # outer(g, g) is _kernel's window
+    row, col = g.view(1, 1, 1, size), g.view(1, 1, size, 1)
+
+    def conv(x: torch.Tensor) -> torch.Tensor:
+        x = F.conv2d(x, row, padding=(0, size // 2))
+        return F.conv2d(x, col, padding=(size // 2, 0))
+    return conv
+
+
 def window_cost(ref: torch.Tensor, warped: torch.Tensor,
-                cost_function: str, size: int) -> torch.Tensor:
+                cost_function: str, size: int,
+                separable: bool = False) -> torch.Tensor:
     """(H, W) cost of a warped source against the reference: 1 - NCC over
-    a box window, or 1 - SSIM over a Gaussian one."""
+    a box window, or 1 - SSIM over a Gaussian one. separable: the window
+    sums by separable_conv instead of AquaMVS's one conv2d."""
     seen = ~torch.isnan(warped)
     mask = seen.to(ref.dtype)[None, None]
     s = torch.where(seen, warped, 0.0)[None, None]
@@ -147,6 +175,8 @@ def window_cost(ref: torch.Tensor, warped: torch.Tensor,
 
     def conv(x: torch.Tensor) -> torch.Tensor:
         return F.conv2d(x, kernel, padding=size // 2)
+    if separable:
+        conv = separable_conv(cost_function, size, ref.dtype, ref.device)
 
     weight = conv(mask)
     count = weight.clamp(min=1.0 if cost_function == "ncc" else 1e-8)
@@ -170,9 +200,10 @@ def build_cost_volume(ref_model: RefractiveModel,
                       src_models: Sequence[RefractiveModel],
                       ref: torch.Tensor, srcs: Sequence[torch.Tensor],
                       depths: torch.Tensor, cost_function: str = "ncc",
-                      window_size: int = 11) -> torch.Tensor:
+                      window_size: int = 11,
+                      separable: bool = False) -> torch.Tensor:
     """(H, W, D) mean cost over the sources, one depth and one source at
-    a time, as AquaMVS builds it."""
+    a time, as AquaMVS builds it (separable: see window_cost)."""
     h, w = ref.shape
     origins, directions = ref_model.cast_ray(
         pixel_grid(h, w, ref.dtype, str(ref.device)))
@@ -182,7 +213,7 @@ def build_cost_volume(ref_model: RefractiveModel,
         depth = float(depths[k])
         costs: List[torch.Tensor] = [
             window_cost(ref, warp(origins, directions, model, src, depth),
-                        cost_function, window_size)
+                        cost_function, window_size, separable)
             for model, src in zip(src_models, srcs)]
         volume[:, :, k] = torch.stack(costs).mean(0)
     return volume

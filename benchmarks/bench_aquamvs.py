@@ -14,10 +14,15 @@ whole volumes, in each parity mode the installed aquaprof has
 ("textbook", and "aquamvs": AquaMVS's own numbers). Targets: NCC >= 40x,
 SSIM >= 20x on every thread count.
 
-The speed of torch's conv2d differs from one CPU and build to another
-by much more than ours does, so the time of one conv2d of the image
-with the window is printed beside the ratios: compare ratios measured
-on different machines with it in mind.
+AquaMVS's window sums are one size x size conv2d per quantity, and the
+speed of that conv2d differs from one CPU and torch build to another by
+far more than anything else does: on the development VM's AMD EPYC,
+torch 2.13's oneDNN runs it on its scalar reference path (`ref:any` with
+ONEDNN_VERBOSE=1), 55-60 ms for 240x320, where a fast build takes a few
+ms. So AquaMVS is timed twice: as written ("as written"), and with each
+conv2d made as a row then a column of weights ("fast conv": the same
+sums, a stand-in for a torch whose conv2d is fast). The targets are
+judged against the faster of the two.
 """
 from __future__ import annotations
 
@@ -27,11 +32,10 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,16 +55,8 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def conv_time(height: int, width: int, window: int) -> float:
-    image = torch.rand(1, 1, height, width)
-    kernel = torch.ones(1, 1, window, window)
-    F.conv2d(image, kernel, padding=window // 2)
-    return median_time(lambda: F.conv2d(image, kernel,
-                                        padding=window // 2), 5)
-
-
 def torch_plane_time(scene: scenes.Scene, depths: np.ndarray, cost: str,
-                     window: int, planes: int) -> float:
+                     window: int, planes: int, separable: bool) -> float:
     """Median time of one plane of AquaMVS's loop."""
     models = [aquamvs_torch.RefractiveModel.from_camera(c)
               for c in scene.cameras]
@@ -69,7 +65,8 @@ def torch_plane_time(scene: scenes.Scene, depths: np.ndarray, cost: str,
     picks = np.linspace(0, depths.size - 1, planes).round().astype(int)
     one = lambda k: aquamvs_torch.build_cost_volume(  # noqa: E731
         models[0], models[1:], ref, srcs,
-        torch.tensor(depths[k:k + 1], dtype=torch.float32), cost, window)
+        torch.tensor(depths[k:k + 1], dtype=torch.float32), cost, window,
+        separable)
     one(int(picks[0]))      # torch sets up its kernels on the first call
     return statistics.median(median_time(lambda: one(int(k)), 1)
                              for k in picks)
@@ -80,7 +77,7 @@ def parity_modes() -> List[str]:
     return ["textbook", "aquamvs"] if "parity" in params else ["textbook"]
 
 
-def main() -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--height", type=int, default=240)
     parser.add_argument("--width", type=int, default=320)
@@ -92,12 +89,15 @@ def main() -> int:
     parser.add_argument("--costs", default="ncc,ssim")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--torch-planes", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     costs = args.costs.split(",")
     bad = [c for c in costs if c not in TARGETS]
     if bad:
         parser.error(f"--costs: unknown {bad}, choose from {list(TARGETS)}")
-    threads = [int(t) for t in args.threads.split(",")]
+    try:
+        threads = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        parser.error(f"--threads: {args.threads!r} is not a list of counts")
     scene = scenes.make_scene("flat", "refractive", args.views + 1,
                               args.height, args.width)
     depths = np.linspace(*scene.depth_range(0.03), args.depths)
@@ -108,11 +108,11 @@ def main() -> int:
     rows: List[Dict[str, object]] = []
     for n in threads:
         torch.set_num_threads(n)
-        conv = conv_time(args.height, args.width, args.window)
         for cost in costs:
-            plane = torch_plane_time(scene, depths, cost, args.window,
-                                     args.torch_planes)
-            theirs = plane * args.depths
+            written, fast = (
+                torch_plane_time(scene, depths, cost, args.window,
+                                 args.torch_planes, separable) * args.depths
+                for separable in (False, True))
             for mode in modes:
                 extra = {"parity": mode} if len(modes) > 1 else {}
                 ours = median_time(lambda: mvs.build_cost_volume(
@@ -120,21 +120,25 @@ def main() -> int:
                     scene.cameras[1:], depths, cost, args.window,
                     threads=n, **extra), args.repeats)
                 rows.append({"cost": cost, "threads": n, "mode": mode,
-                             "ours": ours, "theirs": theirs,
-                             "conv": conv})
+                             "ours": ours, "written": written,
+                             "fast": fast})
             print(f"  {cost} on {n} thread(s) done", file=sys.stderr)
+    print("\nAquaMVS's time as written (this torch's conv2d) and with fast "
+          "conv\n(each conv2d a row then a column): the ratio is against "
+          "the faster.")
     print(f"\n{'cost':<5} {'threads':>7} {'parity':<9} {'ours s':>8} "
-          f"{'AquaMVS s':>10} {'ratio':>7} {'target':>7} "
-          f"{'conv2d ms':>9}")
+          f"{'written s':>10} {'fast conv s':>11} {'ratio':>7} "
+          f"{'target':>7}")
     missed = []
     for r in rows:
-        ratio = float(r["theirs"]) / float(r["ours"])  # type: ignore
+        theirs = min(float(r["written"]), float(r["fast"]))  # type: ignore
+        ratio = theirs / float(r["ours"])  # type: ignore
         target = TARGETS[str(r["cost"])]
         if ratio < target:
             missed.append(f"{r['cost']}/{r['threads']}/{r['mode']}")
         print(f"{r['cost']:<5} {r['threads']:>7} {r['mode']:<9} "
-              f"{r['ours']:8.3f} {r['theirs']:10.2f} {ratio:6.1f}x "
-              f"{target:6.0f}x {float(r['conv']) * 1e3:9.1f}")  # type: ignore
+              f"{r['ours']:8.3g} {r['written']:10.3g} {r['fast']:11.3g} "
+              f"{ratio:6.1f}x {target:6.0f}x")
     print("\ntargets (NCC >= 40x, SSIM >= 20x): "
           + ("met" if not missed else "not met: " + ", ".join(missed)))
     return 0

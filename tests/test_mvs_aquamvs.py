@@ -19,6 +19,7 @@ from aquaprof.mvs import scenes  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent
                        / "benchmarks"))
 import aquamvs_torch as reference  # noqa: E402
+import bench_aquamvs  # noqa: E402
 import bench_aquamvs_dropin  # noqa: E402
 import mvs_accuracy  # noqa: E402
 
@@ -325,6 +326,45 @@ def test_the_speed_script_times_both_and_says_how_far_apart(capsys):
     assert out.count("x faster") == 2
     gap = float(out.rsplit(":", 1)[1])
     assert gap < 1e-4
+
+
+@pytest.mark.parametrize("cost", ["ncc", "ssim"])
+def test_the_row_then_column_window_sums_are_aquamvs_conv2d_sums(cost):
+    """The fast-conv stand-in that the speed target is judged against
+    computes AquaMVS's costs, borders and unseen samples included."""
+    scene = scenes.make_scene("wavy", "refractive", 2, 40, 56)
+    ref = torch.from_numpy(scene.ref.astype(np.float64))
+    warped = torch.from_numpy(scene.images[1].astype(np.float64))
+    warped[:, :9] = float("nan")
+    warped[30:, 20:31] = float("nan")
+    whole = reference.window_cost(ref, warped, cost, 11)
+    rows_then_columns = reference.window_cost(ref, warped, cost, 11,
+                                              separable=True)
+    assert torch.allclose(whole, rows_then_columns, atol=1e-10, rtol=0)
+    assert (whole == 1).any() and (whole < 1).any()
+
+
+def test_the_cpu_speed_script_judges_against_the_faster_aquamvs(capsys):
+    assert bench_aquamvs.main(["--height", "24", "--width", "32",
+                               "--views", "2", "--depths", "3",
+                               "--window", "5", "--threads", "1",
+                               "--repeats", "1", "--torch-planes", "1"]) \
+        == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines()
+            if line.startswith(("ncc ", "ssim "))]
+    assert [r[:3] for r in rows] == [[c, "1", m] for c in ("ncc", "ssim")
+                                     for m in ("textbook", "aquamvs")]
+    for row in rows:
+        ours, written, fast = map(float, row[3:6])
+        ratio = float(row[6].rstrip("x"))
+        assert ratio == pytest.approx(min(written, fast) / ours, rel=0.02)
+    assert "targets (NCC >= 40x, SSIM >= 20x): " in out
+
+
+def test_the_cpu_speed_script_refuses_a_bad_thread_list():
+    with pytest.raises(SystemExit):
+        bench_aquamvs.main(["--threads", "one"])
 
 
 # -- bad inputs ------------------------------------------------------------
