@@ -112,10 +112,10 @@ static void
 unseen_span(const float *row, int w, int *span)
 {
     int first = w, last = -1;
-    for (int x = 0; x < w; x++) {
-        if (row[x] != row[x]) {
-            first = first < x ? first : x;
-            last = x;
+    if (ap_count_unseen(row, w) > 0) {    /* rare: then find its ends */
+        for (first = 0; row[first] == row[first]; first++) {
+        }
+        for (last = w - 1; row[last] == row[last]; last--) {
         }
     }
     span[0] = first;

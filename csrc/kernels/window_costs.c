@@ -402,9 +402,10 @@ gauss_pairs(const double *col, int r, const double *gauss, int x)
     return s;
 }
 
-void
-ap_gauss_sums_range(const double *col, int w, int r, const double *gauss,
-                    int x0, int x1, double *out)
+AP_VECTOR_CLONES void
+ap_gauss_sums_range(const double *restrict col, int w, int r,
+                    const double *restrict gauss, int x0, int x1,
+                    double *restrict out)
 {
     /* where ap_gauss_sums' inside loops begin and end */
     int start = 0, end;
@@ -415,10 +416,35 @@ ap_gauss_sums_range(const double *col, int w, int r, const double *gauss,
     }
     for (; end + 4 + r <= w; end += 4) {
     }
-    for (int x = x0; x < x1; x++) {
+    int lo = x0 > start ? x0 : start, hi = x1 < end ? x1 : end;
+    int x = x0;
+    for (; x < x1 && x < lo; x++) {
+        out[x] = gauss_clamped(col, w, r, gauss, x);
+    }
+    /* the inside four at a time, each lane as gauss_pairs */
+    for (; x + 4 <= hi; x += 4) {
+        v4d s;
+        memcpy(&s, col + x, sizeof(s));
+        s *= gauss[r];
+        for (int j = 1; j <= r; j++) {
+            add_pair(&s, col + x, j, gauss[r + j]);
+        }
+        memcpy(out + x, &s, sizeof(s));
+    }
+    for (; x < x1; x++) {
         out[x] = x >= start && x < end ? gauss_pairs(col, r, gauss, x)
                                        : gauss_clamped(col, w, r, gauss, x);
     }
+}
+
+AP_VECTOR_CLONES int
+ap_count_unseen(const float *restrict row, int w)
+{
+    int unseen = 0;
+    for (int x = 0; x < w; x++) {
+        unseen += row[x] != row[x];
+    }
+    return unseen;
 }
 
 AP_VECTOR_CLONES void

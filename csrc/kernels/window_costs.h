@@ -47,6 +47,9 @@ void ap_gauss_sums(const double *col, int w, int r, const double *gauss,
 void ap_gauss_sums_range(const double *col, int w, int r,
                          const double *gauss, int x0, int x1, double *out);
 
+/* How many samples of a warped row are not seen (NaN). */
+int ap_count_unseen(const float *row, int w);
+
 /* Adds to acc (w) 1 - SSIM of each pixel from its window sums. */
 void ap_ssim_costs(int w, const double *n, const double *sr,
                    const double *ss, const double *srr, const double *sss,
