@@ -55,11 +55,19 @@ test-core: tests/core/test_core
 
 # The kernels' maths that the GPU runs, compiled for the host and checked
 # against the CPU's: a GPU-only path fails here on a machine without one.
+# And the CPU's sampling from padded copies against sampling as it is.
 tests/kernels/test_crossing: tests/kernels/test_crossing.c $(wildcard csrc/kernels/*.h)
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_crossing.c -lm -o $@
 
-test-kernels: tests/kernels/test_crossing
+SAMPLING_SOURCES = csrc/kernels/projector.c csrc/kernels/camera.c \
+	csrc/kernels/snell_guess.c
+tests/kernels/test_sampling: tests/kernels/test_sampling.c $(SAMPLING_SOURCES) $(wildcard csrc/kernels/*.h)
+	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_sampling.c \
+	  $(SAMPLING_SOURCES) -lm -o $@
+
+test-kernels: tests/kernels/test_crossing tests/kernels/test_sampling
 	./tests/kernels/test_crossing
+	./tests/kernels/test_sampling
 
 test-python: build browser
 	$(PY) -X dev -m pytest -q

@@ -93,6 +93,48 @@ sample_chunk(const float *restrict img, int h, int w, int n,
     }
 }
 
+/* sample_chunk from the image with its edge texels repeated once each
+ * side (ap_pad_edges), without the clamps: a sample in the border's
+ * slack mixes an edge texel with its copy, which is that texel, as the
+ * clamped cell gives it; elsewhere the cell and its fractions are
+ * sample_chunk's, so the same bits. */
+AP_VECTOR_CLONES void
+sample_edges_chunk(const float *restrict pad, int h, int w, int n,
+                   const double *restrict u, const double *restrict v,
+                   float *restrict out)
+{
+    int pw = w + 2;
+    double right = w - 1, bottom = h - 1;
+    for (int i = 0; i < n; i++) {
+        int inside = (u[i] >= -AP_BORDER_SLACK) & (v[i] >= -AP_BORDER_SLACK) &
+                     (u[i] <= right + AP_BORDER_SLACK) &
+                     (v[i] <= bottom + AP_BORDER_SLACK);
+        double x = inside ? u[i] : 0.0, y = inside ? v[i] : 0.0;
+        double left = floor(x), top = floor(y);
+        int k = ((int)top + 1) * pw + (int)left + 1;
+        double q00, q01, q10, q11;
+        float_pair(pad + k, &q00, &q01);
+        float_pair(pad + k + pw, &q10, &q11);
+        float value = (float)ap_bilinear_mix(q00, q01, q10, q11, x - left,
+                                             y - top);
+        out[i] = inside ? value : NAN;
+    }
+}
+
+void
+ap_pad_edges(const float *img, int h, int w, float *pad)
+{
+    size_t pw = (size_t)w + 2;
+    for (size_t y = 0; y < (size_t)h + 2; y++) {
+        size_t from = y == 0 ? 0 : (y > (size_t)h ? (size_t)h - 1 : y - 1);
+        const float *row = img + from * (size_t)w;
+        float *to = pad + y * pw;
+        to[0] = row[0];
+        memcpy(to + 1, row, (size_t)w * sizeof(float));
+        to[w + 1] = row[w - 1];
+    }
+}
+
 AP_VECTOR_CLONES void
 pinhole_chunk(const ap_projector *restrict p, const double *restrict ox,
               const double *restrict oy, const double *restrict oz,
@@ -330,17 +372,25 @@ chunk_pixels(const ap_projector *p, const double *const o[3],
     refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
 }
 
-/* ap_project_sample, into float rows (out) or, with zero padding, into
- * double rows (zeros_out), from images padded (ap_pad_zeros) where
- * padded */
+/* How project_sample samples its images. */
+typedef enum {
+    AS_IS,      /* into float rows (out) */
+    EDGES,      /* the same, from images padded by ap_pad_edges */
+    ZEROS,      /* with zero padding, into double rows (zeros_out) */
+    PADDED      /* the same, from images padded by ap_pad_zeros */
+} sampling;
+
+/* ap_project_sample and its variants (sampling) */
 static void
 project_sample(const ap_projector *proj, int views,
                const double *const ray[6], int n, double depth,
                const float *imgs, int h, int w, float *const out[],
-               double *const zeros_out[], int padded)
+               double *const zeros_out[], sampling how)
 {
     double u[CHUNK], v[CHUNK], fa[CHUNK], fc[CHUNK], fb[CHUNK];
-    size_t img_size = padded ? ap_padded_size(h, w) : (size_t)h * w;
+    size_t img_size = how == PADDED  ? ap_padded_size(h, w)
+                      : how == EDGES ? ap_edges_size(h, w)
+                                     : (size_t)h * w;
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
         const double *o[3] = {ray[0] + start, ray[1] + start,
@@ -351,15 +401,17 @@ project_sample(const ap_projector *proj, int views,
         for (int view = 0; view < views; view++) {
             chunk_pixels(&proj[view], o, d, m, depth, &framed, fa, fc, fb,
                          u, v);
-            if (padded) {
-                sample_padded_chunk(imgs + view * img_size, h, w, m, u, v,
+            const float *img = imgs + view * img_size;
+            if (how == PADDED) {
+                sample_padded_chunk(img, h, w, m, u, v,
                                     zeros_out[view] + start);
-            } else if (zeros_out != NULL) {
-                sample_zeros_chunk(imgs + view * img_size, h, w, m, u, v,
+            } else if (how == ZEROS) {
+                sample_zeros_chunk(img, h, w, m, u, v,
                                    zeros_out[view] + start);
+            } else if (how == EDGES) {
+                sample_edges_chunk(img, h, w, m, u, v, out[view] + start);
             } else {
-                sample_chunk(imgs + view * img_size, h, w, m, u, v,
-                             out[view] + start);
+                sample_chunk(img, h, w, m, u, v, out[view] + start);
             }
         }
     }
@@ -370,7 +422,15 @@ ap_project_sample(const ap_projector *proj, int views,
                   const double *const ray[6], int n, double depth,
                   const float *imgs, int h, int w, float *const out[])
 {
-    project_sample(proj, views, ray, n, depth, imgs, h, w, out, NULL, 0);
+    project_sample(proj, views, ray, n, depth, imgs, h, w, out, NULL, AS_IS);
+}
+
+void
+ap_project_sample_edges(const ap_projector *proj, int views,
+                        const double *const ray[6], int n, double depth,
+                        const float *pads, int h, int w, float *const out[])
+{
+    project_sample(proj, views, ray, n, depth, pads, h, w, out, NULL, EDGES);
 }
 
 void
@@ -379,7 +439,7 @@ ap_project_sample_zeros(const ap_projector *proj, int views,
                         const float *imgs, int h, int w,
                         double *const out[])
 {
-    project_sample(proj, views, ray, n, depth, imgs, h, w, NULL, out, 0);
+    project_sample(proj, views, ray, n, depth, imgs, h, w, NULL, out, ZEROS);
 }
 
 void
@@ -388,7 +448,8 @@ ap_project_sample_padded(const ap_projector *proj, int views,
                          const float *pads, int h, int w,
                          double *const out[])
 {
-    project_sample(proj, views, ray, n, depth, pads, h, w, NULL, out, 1);
+    project_sample(proj, views, ray, n, depth, pads, h, w, NULL, out,
+                   PADDED);
 }
 
 void

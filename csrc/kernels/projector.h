@@ -77,6 +77,25 @@ void ap_project_sample(const ap_projector *proj, int views,
                        const double *const ray[6], int n, double depth,
                        const float *imgs, int h, int w, float *const out[]);
 
+/* Floats of an (h, w) image with its edges repeated once each side. */
+static inline size_t
+ap_edges_size(int h, int w)
+{
+    return ((size_t)h + 2) * ((size_t)w + 2);
+}
+
+/* img (h, w) into pad (ap_edges_size floats), its first and last row and
+ * column repeated once outside it. */
+void ap_pad_edges(const float *img, int h, int w, float *pad);
+
+/* ap_project_sample from images padded by ap_pad_edges (views,
+ * ap_edges_size(h, w), which must be at most INT_MAX): the same bits,
+ * without the clamps at the image's border. */
+void ap_project_sample_edges(const ap_projector *proj, int views,
+                             const double *const ray[6], int n, double depth,
+                             const float *pads, int h, int w,
+                             float *const out[]);
+
 /* ap_project_sample as AquaMVS samples (grid_sample, bilinear, zero
  * padding, corners aligned), into double rows: texels outside the image
  * count as 0, so a point seen off the image is sampled (0 far off); NaN

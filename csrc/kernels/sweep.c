@@ -6,6 +6,7 @@
 #include "window_costs.h"
 #include "workers.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -50,6 +51,9 @@ typedef struct {
     /* SSIM: the window sums of the count, r and r^2 where every sample
      * is seen (ref_seen_sums), 3 planes of h x w; NULL where not made */
     const double *ref_sums;
+    /* the sources with their edges repeated (ap_pad_edges), or NULL:
+     * sampled as they are */
+    const float *pads;
     int bands;
     float *out;
     /* items are (plane group, band) pairs: as many as planes / 16 times
@@ -215,8 +219,13 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
             for (int v = 0; v < a->n; v++) {
                 ws->rows[v] = ring_row(ws, v, next, ring_rows, w);
             }
-            ap_project_sample(job->proj, a->n, rays, w, depth, a->srcs, h, w,
-                              ws->rows);
+            if (job->pads != NULL) {
+                ap_project_sample_edges(job->proj, a->n, rays, w, depth,
+                                        job->pads, h, w, ws->rows);
+            } else {
+                ap_project_sample(job->proj, a->n, rays, w, depth, a->srcs,
+                                  h, w, ws->rows);
+            }
             for (int v = 0; job->ref_sums != NULL && v < a->n; v++) {
                 unseen_span(ws->rows[v], w,
                             ws->unseen + 2 * ((size_t)v * ring_rows +
@@ -399,12 +408,23 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
         (long long)a->count * a->n >= 4LL * a->threads) {
         ref_sums = ref_seen_sums(a, gauss);
     }
+    /* sampling without clamps, where the copies fit (else as they are) */
+    size_t pad_size = ap_edges_size(a->h, a->w);
+    float *pads = pad_size <= INT_MAX
+                      ? malloc((size_t)a->n * pad_size * sizeof(float))
+                      : NULL;
+    for (int v = 0; pads != NULL && v < a->n; v++) {
+        ap_pad_edges(a->srcs + (size_t)v * a->h * a->w, a->h, a->w,
+                     pads + v * pad_size);
+    }
     int bands = (a->h + AP_SWEEP_BAND - 1) / AP_SWEEP_BAND;
-    sweep_job job = {a, &rays, proj, gauss, ref_sums, bands, out, 0, 0};
+    sweep_job job = {a,    &rays, proj, gauss, ref_sums,
+                     pads, bands, out,  0,     0};
     long long items = ((long long)a->count + PLANE_GROUP - 1) /
                       PLANE_GROUP * bands;
     int threads = a->threads < items ? a->threads : (int)items;
     int status = ap_run_workers(sweep_worker, &job, threads, &job.failed);
+    free(pads);
     free(ref_sums);
     ap_projectors_free(proj, a->n);
     free(proj);
