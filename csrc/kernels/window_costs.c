@@ -6,6 +6,13 @@
 #include "cost_math.h"
 #include "vectorize.h"
 
+/* Four doubles: GCC and Clang lower them to whatever vectors the clone
+ * being compiled has. */
+typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
+
+typedef long long v4l __attribute__((vector_size(4 * sizeof(long long))));
+typedef float v4f __attribute__((vector_size(4 * sizeof(float))));
+
 /* weight times a sample's quantities: count, r, s, r^2, s^2, r s (all 0
  * where the warped sample is NaN: not seen) */
 typedef struct {
@@ -23,11 +30,50 @@ sample_quantities(float ref, float warped, double weight)
     return q;
 }
 
+/* sample_quantities of four samples, each lane the same arithmetic. */
+static inline void
+four_quantities(const float *ref, const float *warped, double weight,
+                v4d q[6])
+{
+    v4f rf, sf;
+    memcpy(&rf, ref, sizeof(rf));
+    memcpy(&sf, warped, sizeof(sf));
+    v4d r0 = __builtin_convertvector(rf, v4d);
+    v4d s0 = __builtin_convertvector(sf, v4d);
+    v4l seen = s0 == s0;
+    v4d weights = {weight, weight, weight, weight};
+    v4d r = (v4d)((v4l)(weight * r0) & seen);
+    v4d s = (v4d)((v4l)s0 & seen);
+    q[0] = (v4d)((v4l)weights & seen);
+    q[1] = r;
+    q[2] = weight * s;
+    q[3] = r * r0;
+    q[4] = weight * s * s;
+    q[5] = r * s;
+}
+
+/* Column sums at x, four lanes: (c + *leaving) + entering, or without
+ * leaving where NULL. */
+static inline void
+add_four(double *restrict c, int x, const v4d *leaving, v4d entering)
+{
+    v4d sum;
+    memcpy(&sum, c + x, sizeof(sum));
+    if (leaving != NULL) {
+        sum += *leaving;
+    }
+    sum += entering;
+    memcpy(c + x, &sum, sizeof(sum));
+}
+
 /* Adds weight times the quantities of a row to the column sums; with a
  * row `out` leaving as well (out != NULL), its quantities are taken out
  * first, so that a window slid one row sums to the same bits as one row
- * taken out and another put in. */
-static inline void
+ * taken out and another put in. Four columns at a time, each column sum
+ * loaded and stored once: the compiler's own vectors of this loop held
+ * twelve sums and spilled them. Inlined into its clones, which a call
+ * would leave for the default one's code. */
+static inline __attribute__((always_inline)) void
 slide_quantities(int w, const float *restrict ref_out,
                  const float *restrict out, const float *restrict ref,
                  const float *restrict warped, double weight,
@@ -35,7 +81,22 @@ slide_quantities(int w, const float *restrict ref_out,
                  double *restrict ss, double *restrict srr,
                  double *restrict sss, double *restrict srs)
 {
-    for (int x = 0; x < w; x++) {
+    int x = 0;
+    for (; x + 4 <= w; x += 4) {
+        v4d qo[6], qi[6];
+        four_quantities(ref + x, warped + x, weight, qi);
+        if (out != NULL) {
+            four_quantities(ref_out + x, out + x, -1.0, qo);
+        }
+        const v4d *o = out != NULL ? qo : NULL;
+        add_four(count, x, o, qi[0]);
+        add_four(sr, x, o ? o + 1 : NULL, qi[1]);
+        add_four(ss, x, o ? o + 2 : NULL, qi[2]);
+        add_four(srr, x, o ? o + 3 : NULL, qi[3]);
+        add_four(sss, x, o ? o + 4 : NULL, qi[4]);
+        add_four(srs, x, o ? o + 5 : NULL, qi[5]);
+    }
+    for (; x < w; x++) {
         quantities c = {count[x], sr[x], ss[x], srr[x], sss[x], srs[x]};
         if (out != NULL) {
             quantities q = sample_quantities(ref_out[x], out[x], -1.0);
@@ -119,13 +180,6 @@ ap_slide_row(double *cols, int w, ap_cost cost, const float *ref_out,
         ap_slide_quantities(cols, w, ref_out, out, ref, warped, weight);
     }
 }
-
-/* Four doubles: GCC and Clang lower them to whatever vectors the clone
- * being compiled has. */
-typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
-
-typedef long long v4l __attribute__((vector_size(4 * sizeof(long long))));
-typedef float v4f __attribute__((vector_size(4 * sizeof(float))));
 
 /* Four samples' quantities, weighted, into six sums (set when first,
  * else added): NaN (not seen) masked to zero through the comparison's
