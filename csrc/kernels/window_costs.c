@@ -513,6 +513,54 @@ ap_ncc_costs(int w, double full, const double *restrict n,
     }
 }
 
+/* NCC's costs of a row from its column sums, added to acc: the box sums
+ * from the prefix sums (ap_box_sums' arithmetic) and the cost taken in
+ * one pass where the window needs no clamp, so that the six sums are
+ * never stored; ap_box_sums and ap_ncc_costs at the borders. */
+AP_VECTOR_CLONES void
+ap_box_ncc_costs(const double *restrict cols, int w, int r, double full,
+                 double *restrict prefix, double *restrict sums,
+                 double *restrict acc)
+{
+    size_t stride = (size_t)w + 1;
+    int left = r < w ? r : w, right = w - r > left ? w - r : left;
+    if (right == left) {    /* a row narrower than the window */
+        ap_box_sums(cols, AP_NQ, w, r, prefix, sums);
+        ap_ncc_costs(w, full, sums, sums + stride, sums + 2 * stride,
+                     sums + 3 * stride, sums + 4 * stride,
+                     sums + 5 * stride, acc);
+        return;
+    }
+    prefix_sums(cols, AP_NQ, w, prefix);
+    const double *p[AP_NQ];
+    for (int k = 0; k < AP_NQ; k++) {
+        p[k] = prefix + k * stride;
+    }
+    const double *restrict p0 = p[0], *restrict p1 = p[1],
+                           *restrict p2 = p[2], *restrict p3 = p[3],
+                           *restrict p4 = p[4], *restrict p5 = p[5];
+    int span = 2 * r + 1;
+    double *restrict inside = acc + r;
+    for (int i = 0; i < right - left; i++) {
+        inside[i] += ap_ncc_cost(full, p0[i + span] - p0[i],
+                                 p1[i + span] - p1[i], p2[i + span] - p2[i],
+                                 p3[i + span] - p3[i], p4[i + span] - p4[i],
+                                 p5[i + span] - p5[i]);
+    }
+    for (int x = 0; x < left; x++) {
+        int hi = x + r + 1 > w ? w : x + r + 1;
+        acc[x] += ap_ncc_cost(full, p0[hi] - p0[0], p1[hi] - p1[0],
+                              p2[hi] - p2[0], p3[hi] - p3[0],
+                              p4[hi] - p4[0], p5[hi] - p5[0]);
+    }
+    for (int x = right; x < w; x++) {
+        int lo = x - r < 0 ? 0 : x - r;
+        acc[x] += ap_ncc_cost(full, p0[w] - p0[lo], p1[w] - p1[lo],
+                              p2[w] - p2[lo], p3[w] - p3[lo],
+                              p4[w] - p4[lo], p5[w] - p5[lo]);
+    }
+}
+
 AP_VECTOR_CLONES void
 ap_ssim_costs(int w, const double *restrict n, const double *restrict sr,
               const double *restrict ss, const double *restrict srr,
@@ -538,24 +586,20 @@ void
 ap_add_row_costs(const double *cols, int w, int radius, ap_cost cost,
                  const double *gauss, double *scratch, double *acc)
 {
-    int nq = cost == AP_COST_SAD ? 2 : AP_NQ;
     size_t stride = (size_t)w + 1;
-    double *sums = scratch + AP_NQ * stride, *q[AP_NQ];
-    for (int k = 0; k < nq; k++) {
-        q[k] = sums + k * stride;
-        if (cost == AP_COST_SSIM) {
-            ap_gauss_sums(cols + (size_t)k * w, w, radius, gauss, q[k]);
-        }
-    }
-    if (cost != AP_COST_SSIM) {
-        ap_box_sums(cols, nq, w, radius, scratch, sums);
-    }
+    double *sums = scratch + AP_NQ * stride;
     double full = (double)(2 * radius + 1) * (2 * radius + 1);
     if (cost == AP_COST_NCC) {
-        ap_ncc_costs(w, full, q[0], q[1], q[2], q[3], q[4], q[5], acc);
-    } else if (cost == AP_COST_SSIM) {
-        ap_ssim_costs(w, q[0], q[1], q[2], q[3], q[4], q[5], acc);
+        ap_box_ncc_costs(cols, w, radius, full, scratch, sums, acc);
+    } else if (cost == AP_COST_SAD) {
+        ap_box_sums(cols, 2, w, radius, scratch, sums);
+        ap_sad_costs(w, full, sums, sums + stride, acc);
     } else {
-        ap_sad_costs(w, full, q[0], q[1], acc);
+        double *q[AP_NQ];
+        for (int k = 0; k < AP_NQ; k++) {
+            q[k] = sums + k * stride;
+            ap_gauss_sums(cols + (size_t)k * w, w, radius, gauss, q[k]);
+        }
+        ap_ssim_costs(w, q[0], q[1], q[2], q[3], q[4], q[5], acc);
     }
 }
