@@ -222,18 +222,26 @@ table_chunk(const ap_projector *restrict p, const float *restrict table,
     }
 }
 
-/* The polynomial guess, its loops unrolled for each number of terms. */
-static inline void
+/* The polynomial guess (poly_guess), its loops unrolled for each number
+ * of terms (n <= CHUNK). The clamped coordinates are made in a pass of
+ * their own: in one loop with the polynomial, GCC turned each clamp into
+ * selects among the products, which cost a tenth of the sweep. Inlined
+ * into poly_chunk's clones, which a call would leave for the default
+ * one's code. */
+static inline __attribute__((always_inline)) void
 poly_guesses(const ap_projector *restrict p, int terms, int n,
              const double *restrict under, const double *restrict dist2,
              double *restrict t)
 {
-    double coef[AP_GUESS_TERMS * AP_GUESS_TERMS];
+    double coef[AP_GUESS_TERMS * AP_GUESS_TERMS], x[CHUNK], y[CHUNK];
     memcpy(coef, p->coef, sizeof(coef));
     double sx = p->g_x[0], ox = p->g_x[1], sy = p->g_y[0], oy = p->g_y[1];
     for (int i = 0; i < n; i++) {
-        t[i] = poly_guess(coef, terms, dist2[i] * sx + ox,
-                          under[i] * sy + oy);
+        x[i] = poly_clamp(dist2[i] * sx + ox);
+        y[i] = poly_clamp(under[i] * sy + oy);
+    }
+    for (int i = 0; i < n; i++) {
+        t[i] = poly_horner(coef, terms, x[i], y[i]);
     }
 }
 

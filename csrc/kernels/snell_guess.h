@@ -30,15 +30,19 @@ table_guess(const float *restrict table, int tn, double fi, double fj)
     return ap_bilinear_mix(t00, t01, t10, t11, fj - tj, fi - ti);
 }
 
-/* The guess's polynomial of `terms` terms a side at normalised (x, y),
- * clamped into [-1, 1]^2 (a NaN point lands on a corner): Horner in y
- * for each power of x, then in x. Inlined where terms is a constant, so
- * that the loops unroll. */
+/* A normalised coordinate clamped into [-1, 1] (NaN to -1). */
 static inline double
-poly_guess(const double *restrict coef, int terms, double x, double y)
+poly_clamp(double x)
 {
-    x = x > -1 ? (x < 1 ? x : 1) : -1;
-    y = y > -1 ? (y < 1 ? y : 1) : -1;
+    return x > -1 ? (x < 1 ? x : 1) : -1;
+}
+
+/* The guess's polynomial of `terms` terms a side at (x, y) in [-1, 1]^2:
+ * Horner in y for each power of x, then in x. Inlined where terms is a
+ * constant, so that the loops unroll. */
+static inline double
+poly_horner(const double *restrict coef, int terms, double x, double y)
+{
     double acc = 0.0;
     for (int i = terms - 1; i >= 0; i--) {
         const double *c = coef + i * terms;
@@ -49,6 +53,14 @@ poly_guess(const double *restrict coef, int terms, double x, double y)
         acc = acc * x + row;
     }
     return acc;
+}
+
+/* The polynomial at normalised (x, y), clamped into [-1, 1]^2 (a NaN
+ * point lands on a corner). */
+static inline double
+poly_guess(const double *restrict coef, int terms, double x, double y)
+{
+    return poly_horner(coef, terms, poly_clamp(x), poly_clamp(y));
 }
 
 #endif
