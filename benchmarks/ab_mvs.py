@@ -4,7 +4,7 @@ cost volumes are the same to the bit.
 
     cp aquaprof/_mvs*.so /tmp/a.so     # build A; then rebuild B
     python benchmarks/ab_mvs.py /tmp/a.so aquaprof/_mvs*.so [--depths 64]
-        [--cost ssim] [--threads 1] [--size 240x320]
+        [--cost ssim] [--threads 1] [--size 240x320] [--parity aquamvs]
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from aquaprof.mvs import scenes  # noqa: E402
-from aquaprof.mvs.plane_sweep import COSTS  # noqa: E402
+from aquaprof.mvs.plane_sweep import COSTS, PARITIES  # noqa: E402
 
 
 def load(path: str, tag: str):
@@ -40,6 +40,8 @@ def main() -> int:
     parser.add_argument("--cost", choices=sorted(COSTS), default="ncc")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--size", default="480x640", help="HxW")
+    parser.add_argument("--parity", choices=sorted(PARITIES),
+                        default="textbook")
     args = parser.parse_args()
     height, width = (int(v) for v in args.size.split("x"))
     builds = [load(args.a, "a"), load(args.b, "b")]
@@ -54,7 +56,7 @@ def main() -> int:
             t = time.perf_counter()
             build.cost_volume(scene.ref, stack, scene.ref_cam.params, cams,
                               depths, 0, args.depths, COSTS[args.cost], 11,
-                              args.threads, out)
+                              args.threads, out, PARITIES[args.parity])
             times[i].append(time.perf_counter() - t)
             volumes[i] = out
     for name, t in zip((args.a, args.b), times):
