@@ -9,6 +9,7 @@
 #include "aquamvs_math.h"
 #include "aquamvs_rows.h"
 #include "projector.h"
+#include "staged_planes.h"
 #include "sweep_rays.h"
 #include "workers.h"
 
@@ -40,8 +41,10 @@ typedef struct {
     int box;                        /* NCC's box: taps all 1 */
     int band_rows;                  /* rows an item takes of a plane */
     int bands;
+    int group;                      /* planes an item takes: staged
+                                     * where more than 1 */
     float *out;
-    atomic_llong next_item;         /* (plane, band) pairs */
+    atomic_llong next_item;         /* (plane group, band) pairs */
     atomic_int failed;
 } parity_job;
 
@@ -84,10 +87,11 @@ typedef struct {
 typedef struct {
     view_rings *views;
     double *block, *padded, *down_a, *down_b, *down, *acc;
+    float *staged;                  /* group x band_rows x w, or NULL */
 } workspace;
 
 static int
-workspace_make(workspace *ws, const ap_sweep_args *a)
+workspace_make(workspace *ws, const ap_sweep_args *a, size_t staged)
 {
     size_t w = (size_t)a->w, r = (size_t)a->window / 2, pw = w + 2 * r;
     size_t slots = 2 * r + GROUP, n = (size_t)a->n;
@@ -95,7 +99,9 @@ workspace_make(workspace *ws, const ap_sweep_args *a)
     ws->views = calloc(n, sizeof(*ws->views));
     ws->block = calloc(n * per_view + 3 * pw + (3 * GROUP + 2) * w,
                        sizeof(double));
-    if (ws->views == NULL || ws->block == NULL) {
+    ws->staged = staged ? malloc(staged * sizeof(float)) : NULL;
+    if (ws->views == NULL || ws->block == NULL ||
+        (staged && ws->staged == NULL)) {
         return -1;
     }
     double *next = ws->block;
@@ -144,6 +150,7 @@ workspace_free(workspace *ws, int n)
     }
     free(ws->views);
     free(ws->block);
+    free(ws->staged);
 }
 
 /* Views warped a call (their samples' placement shared); rows of
@@ -523,7 +530,8 @@ group_rows(int q, int last)
  * band starts changes no bit; and each output row adds its views' costs
  * in view order. */
 static void
-band(const parity_job *job, workspace *ws, int plane, int y0, int y1)
+band(const parity_job *job, workspace *ws, int plane, int y0, int y1,
+     float *stage)
 {
     const ap_sweep_args *a = job->args;
     int w = a->w, h = a->h, r = a->window / 2;
@@ -551,6 +559,13 @@ band(const parity_job *job, workspace *ws, int plane, int y0, int y1)
         }
         for (int i = 0; i < g; i++) {
             const double *acc = ws->acc + (size_t)i * w;
+            if (stage != NULL) {
+                float *row = stage + (size_t)(p + i - y0) * w;
+                for (int x = 0; x < w; x++) {
+                    row[x] = (float)(acc[x] / a->n);
+                }
+                continue;
+            }
             float *out = job->out + (size_t)(p + i) * w * d + a->first +
                          plane;
             for (int x = 0; x < w; x++) {
@@ -565,47 +580,75 @@ parity_worker(void *arg)
 {
     parity_job *job = arg;
     const ap_sweep_args *a = job->args;
-    workspace ws = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    if (workspace_make(&ws, a) < 0) {
+    workspace ws = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t plane_size = (size_t)job->band_rows * a->w;
+    if (workspace_make(&ws, a, job->group > 1 ? job->group * plane_size
+                                              : 0) < 0) {
         atomic_store(&job->failed, 1);
         workspace_free(&ws, a->n);
         return NULL;
     }
     long long item;
+    long long groups = ((long long)a->count + job->group - 1) / job->group;
     while ((item = atomic_fetch_add(&job->next_item, 1)) <
-               (long long)a->count * job->bands &&
+               groups * job->bands &&
            !atomic_load(&job->failed)) {
-        int plane = (int)(item / job->bands);
+        int start = (int)(item / job->bands) * job->group;
+        int planes = a->count - start < job->group ? a->count - start
+                                                    : job->group;
         int y0 = (int)(item % job->bands) * job->band_rows;
         int y1 = y0 + job->band_rows > a->h ? a->h : y0 + job->band_rows;
-        band(job, &ws, plane, y0, y1);
+        for (int k = 0; k < planes; k++) {
+            band(job, &ws, start + k, y0, y1,
+                 ws.staged ? ws.staged + k * plane_size : NULL);
+        }
+        if (ws.staged != NULL) {
+            ap_write_staged(job->out, a->w, a->d, a->first + start,
+                            ws.staged, plane_size, planes, y0, y1);
+        }
     }
     workspace_free(&ws, a->n);
     return NULL;
 }
 
-/* The rows of a band: the fewest bands that share `count` planes out
- * to the threads best, a band warping and centring 2 radius rows each
- * side that its neighbours do too (its time taken as its rows plus
- * those); bands of at least AP_PARITY_LEAST_BAND rows. Where bands
- * start changes no bit of the volume (band). */
-static int
-band_rows(int h, int radius, int count, int threads)
+/* A worker's staged costs at most (staged_planes.h). */
+enum { AP_PARITY_STAGE_BYTES = 8 << 20 };
+
+/* The work items: bands of rows through groups of planes. Of the
+ * splits into at least AP_PARITY_LEAST_BAND rows and at most 4 threads
+ * bands, and groups of 16, 8, 4, 2 or 1 planes staged within
+ * AP_PARITY_STAGE_BYTES, the one that shares the work out to the
+ * threads best, a band warping and centring 2 radius rows each side
+ * that its neighbours do too (its time taken as its rows plus those);
+ * of equal ones, the fewest bands with the most planes staged. Where
+ * bands start changes no bit of the volume (band). */
+static void
+plan_items(parity_job *job, int h, int w, int radius, int count,
+           int threads)
 {
     int most = (h + AP_PARITY_LEAST_BAND - 1) / AP_PARITY_LEAST_BAND;
-    int best_rows = h;
     long long best = -1;
-    for (int bands = 1; bands <= most && bands <= 4 * threads; bands++) {
-        int rows = (h + bands - 1) / bands;
-        long long items = (long long)count * ((h + rows - 1) / rows);
-        long long time = (items + threads - 1) / threads *
-                         (rows + 4LL * radius);
-        if (best < 0 || time < best) {
-            best = time;
-            best_rows = rows;
+    job->band_rows = h;
+    job->group = 1;
+    for (int group = AP_STAGED_PLANES; group >= 1; group /= 2) {
+        for (int bands = 1; bands <= most && bands <= 4 * threads;
+             bands++) {
+            int rows = (h + bands - 1) / bands;
+            if (group > 1 && (size_t)group * rows * w * sizeof(float) >
+                                 AP_PARITY_STAGE_BYTES) {
+                continue;
+            }
+            long long items = ((long long)count + group - 1) / group *
+                              ((h + rows - 1) / rows);
+            long long time = (items + threads - 1) / threads * group *
+                             (rows + 4LL * radius);
+            if (best < 0 || time < best) {
+                best = time;
+                job->band_rows = rows;
+                job->group = group;
+            }
         }
     }
-    return best_rows;
 }
 
 int
@@ -660,9 +703,10 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
         ap_projectors_free(proj, a->n);
         goto done;
     }
-    job->band_rows = band_rows(a->h, r, a->count, a->threads);
+    plan_items(job, a->h, a->w, r, a->count, a->threads);
     job->bands = (a->h + job->band_rows - 1) / job->band_rows;
-    long long items = (long long)a->count * job->bands;
+    long long items = ((long long)a->count + job->group - 1) / job->group *
+                      job->bands;
     int threads = a->threads < items ? a->threads : (int)items;
     status = ap_run_workers(parity_worker, job, threads, &job->failed);
     if (status == 0 && atomic_load(&job->failed)) {

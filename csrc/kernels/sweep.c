@@ -2,6 +2,7 @@
 #include "aquamvs_costs.h"
 #include "extract_math.h"
 #include "projector.h"
+#include "staged_planes.h"
 #include "sweep_rays.h"
 #include "window_costs.h"
 #include "workers.h"
@@ -38,10 +39,9 @@ ap_warp(const float *src, int h, int w, const ap_camera *ref,
 
 /* ------------------------------------------------------------ workers */
 
-/* A work item is one band through this many consecutive planes: its
- * costs are staged plane by plane and written out a pixel at a time, so
- * that a pixel's 16 costs (one cache line) are stored together. */
-#define PLANE_GROUP 16
+/* A work item is one band through this many consecutive planes, its
+ * costs staged (staged_planes.h). */
+#define PLANE_GROUP AP_STAGED_PLANES
 
 typedef struct {
     const ap_sweep_args *args;
@@ -269,33 +269,6 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
     }
 }
 
-/* The staged costs of planes [first, first + count) into the volume's
- * rows [y0, y1): written a pixel at a time, each pixel's planes are one
- * stretch of memory, where written a plane at a time the volume's lines
- * would each be fetched once a plane. */
-static void
-write_planes(const sweep_job *job, const workspace *ws, int first,
-             int count, int y0, int y1)
-{
-    const ap_sweep_args *a = job->args;
-    size_t w = (size_t)a->w, plane_size = AP_SWEEP_BAND * w;
-    for (int y = y0; y < y1; y++) {
-        const float *row = ws->staged + (size_t)(y - y0) * w;
-        float *out = job->out + (size_t)y * w * a->d + a->first + first;
-        for (size_t x = 0; x < w; x++) {
-            if (count == PLANE_GROUP) {     /* a constant trip count */
-                for (int k = 0; k < PLANE_GROUP; k++) {
-                    out[x * a->d + k] = row[k * plane_size + x];
-                }
-            } else {
-                for (int k = 0; k < count; k++) {
-                    out[x * a->d + k] = row[k * plane_size + x];
-                }
-            }
-        }
-    }
-}
-
 static void *
 sweep_worker(void *arg)
 {
@@ -322,7 +295,8 @@ sweep_worker(void *arg)
         for (int plane = start; plane < start + planes; plane++) {
             sweep_band(job, &ws, plane, y0, y1);
         }
-        write_planes(job, &ws, start, planes, y0, y1);
+        ap_write_staged(job->out, a->w, a->d, a->first + start, ws.staged,
+                        (size_t)AP_SWEEP_BAND * a->w, planes, y0, y1);
     }
     workspace_free(&ws);
     return NULL;
