@@ -21,20 +21,26 @@
  * under 1e-6 px, far less than this slack, so both see it. */
 #define AP_BORDER_SLACK 1e-3
 
-/* The cell of a bilinear sample at (u, v) in an (h, w) image, pixel
- * centres at integers: its top-left texel's index and the fractions
- * across it; 0 where u or v is NaN (not seen) or (u, v) lies outside the
+/* Whether a bilinear sample at (u, v) in an (h, w) image, pixel centres
+ * at integers, is seen: 0 where u or v is NaN or (u, v) lies outside the
  * image by more than AP_BORDER_SLACK (a sample within it takes the
- * border's value). The index is an int (images hold fewer than 2^31
- * pixels). */
+ * border's value). */
+/* ap_bilinear_inside, and the sample's cell: its top-left texel's index
+ * and the fractions across it. The index is an int (images hold fewer
+ * than 2^31 pixels). */
+static inline AP_HD int
+ap_bilinear_inside(int h, int w, double u, double v)
+{
+    return (u >= -AP_BORDER_SLACK) & (v >= -AP_BORDER_SLACK) &
+           (u <= w - 1 + AP_BORDER_SLACK) & (v <= h - 1 + AP_BORDER_SLACK);
+}
+
 static inline AP_HD int
 ap_bilinear_cell(int h, int w, double u, double v, int *k, double *fx,
                  double *fy)
 {
     double right = w - 1, bottom = h - 1;
-    int inside = (u >= -AP_BORDER_SLACK) & (v >= -AP_BORDER_SLACK) &
-                 (u <= right + AP_BORDER_SLACK) &
-                 (v <= bottom + AP_BORDER_SLACK);
+    int inside = ap_bilinear_inside(h, w, u, v);
     double x = inside ? u : 0.0, y = inside ? v : 0.0;
     x = x < 0 ? 0.0 : (x > right ? right : x);
     y = y < 0 ? 0.0 : (y > bottom ? bottom : y);

@@ -93,24 +93,29 @@ sample_chunk(const float *restrict img, int h, int w, int n,
     }
 }
 
-/* sample_chunk from the image with its edge texels repeated once each
- * side (ap_pad_edges), without the clamps: a sample in the border's
- * slack mixes an edge texel with its copy, which is that texel, as the
- * clamped cell gives it; elsewhere the cell and its fractions are
- * sample_chunk's, so the same bits. */
+/* sample_chunk from the image with its first row and column repeated
+ * once before it (ap_pad_edges): the same cells and fractions, so the
+ * same bits, with two clamps of four. A sample in the slack before the
+ * first texel takes the cell from its copy, which mixes the texel with
+ * itself, where sample_chunk's clamped cell mixes it with nothing (a
+ * fraction of 0); past the last texel the cell is clamped as there,
+ * since a texel's copy mixed with a fraction of 1 need not give its
+ * bits. */
 AP_VECTOR_CLONES void
 sample_edges_chunk(const float *restrict pad, int h, int w, int n,
                    const double *restrict u, const double *restrict v,
                    float *restrict out)
 {
-    int pw = w + 2;
-    double right = w - 1, bottom = h - 1;
+    int pw = w + 1;
+    double right = w - 1, bottom = h - 1, last_x = w - 2, last_y = h - 2;
     for (int i = 0; i < n; i++) {
-        int inside = (u[i] >= -AP_BORDER_SLACK) & (v[i] >= -AP_BORDER_SLACK) &
-                     (u[i] <= right + AP_BORDER_SLACK) &
-                     (v[i] <= bottom + AP_BORDER_SLACK);
+        int inside = ap_bilinear_inside(h, w, u[i], v[i]);
         double x = inside ? u[i] : 0.0, y = inside ? v[i] : 0.0;
+        x = x > right ? right : x;
+        y = y > bottom ? bottom : y;
         double left = floor(x), top = floor(y);
+        left = left > last_x ? last_x : left;
+        top = top > last_y ? last_y : top;
         int k = ((int)top + 1) * pw + (int)left + 1;
         double q00, q01, q10, q11;
         float_pair(pad + k, &q00, &q01);
@@ -124,14 +129,12 @@ sample_edges_chunk(const float *restrict pad, int h, int w, int n,
 void
 ap_pad_edges(const float *img, int h, int w, float *pad)
 {
-    size_t pw = (size_t)w + 2;
-    for (size_t y = 0; y < (size_t)h + 2; y++) {
-        size_t from = y == 0 ? 0 : (y > (size_t)h ? (size_t)h - 1 : y - 1);
-        const float *row = img + from * (size_t)w;
+    size_t pw = (size_t)w + 1;
+    for (size_t y = 0; y < (size_t)h + 1; y++) {
+        const float *row = img + (y == 0 ? 0 : y - 1) * (size_t)w;
         float *to = pad + y * pw;
         to[0] = row[0];
         memcpy(to + 1, row, (size_t)w * sizeof(float));
-        to[w + 1] = row[w - 1];
     }
 }
 

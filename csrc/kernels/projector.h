@@ -77,20 +77,20 @@ void ap_project_sample(const ap_projector *proj, int views,
                        const double *const ray[6], int n, double depth,
                        const float *imgs, int h, int w, float *const out[]);
 
-/* Floats of an (h, w) image with its edges repeated once each side. */
+/* Floats of an (h, w) image with its first row and column repeated. */
 static inline size_t
 ap_edges_size(int h, int w)
 {
-    return ((size_t)h + 2) * ((size_t)w + 2);
+    return ((size_t)h + 1) * ((size_t)w + 1);
 }
 
-/* img (h, w) into pad (ap_edges_size floats), its first and last row and
- * column repeated once outside it. */
+/* img (h, w) into pad (ap_edges_size floats), its first row and column
+ * repeated once before it. */
 void ap_pad_edges(const float *img, int h, int w, float *pad);
 
 /* ap_project_sample from images padded by ap_pad_edges (views,
  * ap_edges_size(h, w), which must be at most INT_MAX): the same bits,
- * without the clamps at the image's border. */
+ * with half the clamps at the image's border. */
 void ap_project_sample_edges(const ap_projector *proj, int views,
                              const double *const ray[6], int n, double depth,
                              const float *pads, int h, int w,
