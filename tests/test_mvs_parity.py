@@ -127,20 +127,21 @@ def test_parity_does_not_depend_on_threads_or_batches(cost):
 
 
 def test_parity_staged_groups_of_planes_write_what_single_planes_do():
-    """21 planes: on one thread a group of 16 staged planes and one of 5;
-    one plane a call writes each plane straight into the volume; eight
-    a call stage groups that start past the first plane; three threads
-    split the planes otherwise. The volume must not change."""
+    """31 planes: on one or two threads a group of 16 staged planes and
+    one of 15; one plane a call writes each plane straight into the
+    volume; eight a call stage groups that start past the first plane,
+    the last of 7; three threads split the planes otherwise. The volume
+    must not change."""
     sc = scenes.make_scene("flat", "refractive", views=3, height=72,
                            width=56)
     lo, hi = sc.depth_range(0.05)
-    depths = np.linspace(0.8 * lo, 1.2 * hi, 21)
+    depths = np.linspace(0.8 * lo, 1.2 * hi, 31)
     args = (sc.ref, sc.images[1:], sc.ref_cam, sc.cameras[1:], depths,
             "ncc", 5)
-    grouped = parity_volume(*args, threads=1)
+    grouped = parity_volume(*args, threads=2)
     assert np.isfinite(grouped).any() and np.ptp(grouped[np.isfinite(
         grouped)]) > 0.1
-    for kwargs in ({"threads": 1, "depth_batch": 1},
+    for kwargs in ({"threads": 1}, {"threads": 1, "depth_batch": 1},
                    {"threads": 1, "depth_batch": 8}, {"threads": 3}):
         assert np.array_equal(parity_volume(*args, **kwargs), grouped,
                               equal_nan=True)

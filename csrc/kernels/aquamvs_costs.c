@@ -614,39 +614,82 @@ parity_worker(void *arg)
 /* A worker's staged costs at most (staged_planes.h). */
 enum { AP_PARITY_STAGE_BYTES = 8 << 20 };
 
-/* The work items: bands of rows through groups of planes. Of the
- * splits into at least AP_PARITY_LEAST_BAND rows and at most 4 threads
- * bands, and groups of 16, 8, 4, 2 or 1 planes staged within
- * AP_PARITY_STAGE_BYTES, the one that shares the work out to the
- * threads best, a band warping and centring 2 radius rows each side
- * that its neighbours do too (its time taken as its rows plus those);
- * of equal ones, the fewest bands with the most planes staged. Where
- * bands start changes no bit of the volume (band). */
+/* The rows of a band: the fewest bands that share `count` planes out
+ * to the threads best, a band warping and centring 2 radius rows each
+ * side that its neighbours do too (its time taken as its rows plus
+ * those); bands of at least AP_PARITY_LEAST_BAND rows. Where bands
+ * start changes no bit of the volume (band). */
+static int
+band_rows(int h, int radius, int count, int threads)
+{
+    int most = (h + AP_PARITY_LEAST_BAND - 1) / AP_PARITY_LEAST_BAND;
+    int best_rows = h;
+    long long best = -1;
+    for (int bands = 1; bands <= most && bands <= 4 * threads; bands++) {
+        int rows = (h + bands - 1) / bands;
+        long long items = (long long)count * ((h + rows - 1) / rows);
+        long long time = (items + threads - 1) / threads *
+                         (rows + 4LL * radius);
+        if (best < 0 || time < best) {
+            best = time;
+            best_rows = rows;
+        }
+    }
+    return best_rows;
+}
+
+/* The planes' worth of time until the last of `threads` workers is done,
+ * taking items in order as each comes free: `bands` items of `group`
+ * planes for each whole group of `count`, then `bands` of the rest.
+ * Workers that take items in turn as they come free finish identical
+ * items as early as any order would, so the rest end at the least time
+ * by which the workers could have fitted them. */
+static long long
+makespan(long long count, int bands, int group, int threads)
+{
+    long long whole = count / group * bands, rest = count % group;
+    long long early = whole / threads * group;      /* and some a group on */
+    long long late_workers = whole % threads;
+    long long end = late_workers ? early + group : early;
+    if (rest == 0) {
+        return end;
+    }
+    long long left = bands, best = -1;
+    for (int pass = 0; pass < 2; pass++) {  /* ends of the early, the late */
+        long long from = pass == 0 ? early : early + group;
+        for (long long k = 1; k <= left; k++) {
+            long long t = from + k * rest, fit = 0;
+            fit += (threads - late_workers) * ((t - early) / rest);
+            fit += t >= early + group
+                       ? late_workers * ((t - early - group) / rest)
+                       : 0;
+            if (fit >= left) {
+                best = best < 0 || t < best ? t : best;
+                break;
+            }
+        }
+    }
+    return best > end ? best : end;
+}
+
+/* The work items: bands of band_rows through groups of planes, staged
+ * where more than one (at most AP_PARITY_STAGE_BYTES a worker): the
+ * most planes a group, of 16, 8, 4 and 2, whose items the threads get
+ * through as soon as single planes; else single planes, unstaged. */
 static void
 plan_items(parity_job *job, int h, int w, int radius, int count,
            int threads)
 {
-    int most = (h + AP_PARITY_LEAST_BAND - 1) / AP_PARITY_LEAST_BAND;
-    long long best = -1;
-    job->band_rows = h;
+    job->band_rows = band_rows(h, radius, count, threads);
+    int bands = (h + job->band_rows - 1) / job->band_rows;
+    long long single = makespan(count, bands, 1, threads);
     job->group = 1;
-    for (int group = AP_STAGED_PLANES; group >= 1; group /= 2) {
-        for (int bands = 1; bands <= most && bands <= 4 * threads;
-             bands++) {
-            int rows = (h + bands - 1) / bands;
-            if (group > 1 && (size_t)group * rows * w * sizeof(float) >
-                                 AP_PARITY_STAGE_BYTES) {
-                continue;
-            }
-            long long items = ((long long)count + group - 1) / group *
-                              ((h + rows - 1) / rows);
-            long long time = (items + threads - 1) / threads * group *
-                             (rows + 4LL * radius);
-            if (best < 0 || time < best) {
-                best = time;
-                job->band_rows = rows;
-                job->group = group;
-            }
+    for (int group = AP_STAGED_PLANES; group > 1; group /= 2) {
+        if ((size_t)group * job->band_rows * w * sizeof(float) <=
+                AP_PARITY_STAGE_BYTES &&
+            makespan(count, bands, group, threads) <= single) {
+            job->group = group;
+            return;
         }
     }
 }
