@@ -55,7 +55,7 @@ test-core: tests/core/test_core
 
 # The kernels' maths that the GPU runs, compiled for the host and checked
 # against the CPU's: a GPU-only path fails here on a machine without one.
-# And the CPU's sampling from padded copies against sampling as it is.
+# And the CPU kernels' vector loops against their plain forms, to the bit.
 tests/kernels/test_crossing: tests/kernels/test_crossing.c $(wildcard csrc/kernels/*.h)
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_crossing.c -lm -o $@
 
@@ -65,9 +65,15 @@ tests/kernels/test_sampling: tests/kernels/test_sampling.c $(SAMPLING_SOURCES) $
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_sampling.c \
 	  $(SAMPLING_SOURCES) -lm -o $@
 
-test-kernels: tests/kernels/test_crossing tests/kernels/test_sampling
+tests/kernels/test_window_sums: tests/kernels/test_window_sums.c csrc/kernels/window_costs.c $(wildcard csrc/kernels/*.h)
+	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_window_sums.c \
+	  csrc/kernels/window_costs.c -lm -o $@
+
+test-kernels: tests/kernels/test_crossing tests/kernels/test_sampling \
+	tests/kernels/test_window_sums
 	./tests/kernels/test_crossing
 	./tests/kernels/test_sampling
+	./tests/kernels/test_window_sums
 
 test-python: build browser
 	$(PY) -X dev -m pytest -q
@@ -123,4 +129,5 @@ gpu-check:
 
 clean:
 	rm -rf build $(VENV) tests/core/test_core tests/core/test_core_*san \
-	  tests/kernels/test_crossing aquaprof/_*.so gpu-check-out
+	  tests/kernels/test_crossing tests/kernels/test_sampling \
+	  tests/kernels/test_window_sums aquaprof/_*.so gpu-check-out

@@ -227,10 +227,10 @@ table_chunk(const ap_projector *restrict p, const float *restrict table,
 
 /* The polynomial guess (poly_guess), its loops unrolled for each number
  * of terms (n <= CHUNK). The clamped coordinates are made in a pass of
- * their own: in one loop with the polynomial, GCC turned each clamp into
- * selects among the products, which cost a tenth of the sweep. Inlined
- * into poly_chunk's clones, which a call would leave for the default
- * one's code. */
+ * their own, so that the clamps stay two comparisons each: in one loop
+ * with the polynomial, GCC makes each a select among the products.
+ * Inlined into poly_chunk's clones, which a call would leave for the
+ * default one's code. */
 static inline __attribute__((always_inline)) void
 poly_guesses(const ap_projector *restrict p, int terms, int n,
              const double *restrict under, const double *restrict dist2,

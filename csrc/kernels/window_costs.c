@@ -55,14 +55,14 @@ four_quantities(const float *ref, const float *warped, double weight,
 /* Column sums at x, four lanes: (c + *leaving) + entering, or without
  * leaving where NULL. */
 static inline void
-add_four(double *restrict c, int x, const v4d *leaving, v4d entering)
+add_four(double *restrict c, int x, const v4d *leaving, const v4d *entering)
 {
     v4d sum;
     memcpy(&sum, c + x, sizeof(sum));
     if (leaving != NULL) {
         sum += *leaving;
     }
-    sum += entering;
+    sum += *entering;
     memcpy(c + x, &sum, sizeof(sum));
 }
 
@@ -70,9 +70,9 @@ add_four(double *restrict c, int x, const v4d *leaving, v4d entering)
  * row `out` leaving as well (out != NULL), its quantities are taken out
  * first, so that a window slid one row sums to the same bits as one row
  * taken out and another put in. Four columns at a time, each column sum
- * loaded and stored once: the compiler's own vectors of this loop held
- * twelve sums and spilled them. Inlined into its clones, which a call
- * would leave for the default one's code. */
+ * loaded and stored once, so that six sums are live at a time rather
+ * than twelve. Inlined into its clones, which a call would leave for
+ * the default one's code. */
 static inline __attribute__((always_inline)) void
 slide_quantities(int w, const float *restrict ref_out,
                  const float *restrict out, const float *restrict ref,
@@ -89,12 +89,12 @@ slide_quantities(int w, const float *restrict ref_out,
             four_quantities(ref_out + x, out + x, -1.0, qo);
         }
         const v4d *o = out != NULL ? qo : NULL;
-        add_four(count, x, o, qi[0]);
-        add_four(sr, x, o ? o + 1 : NULL, qi[1]);
-        add_four(ss, x, o ? o + 2 : NULL, qi[2]);
-        add_four(srr, x, o ? o + 3 : NULL, qi[3]);
-        add_four(sss, x, o ? o + 4 : NULL, qi[4]);
-        add_four(srs, x, o ? o + 5 : NULL, qi[5]);
+        add_four(count, x, o, &qi[0]);
+        add_four(sr, x, o ? o + 1 : NULL, &qi[1]);
+        add_four(ss, x, o ? o + 2 : NULL, &qi[2]);
+        add_four(srr, x, o ? o + 3 : NULL, &qi[3]);
+        add_four(sss, x, o ? o + 4 : NULL, &qi[4]);
+        add_four(srs, x, o ? o + 5 : NULL, &qi[5]);
     }
     for (; x < w; x++) {
         quantities c = {count[x], sr[x], ss[x], srr[x], sss[x], srs[x]};
@@ -513,10 +513,10 @@ ap_ncc_costs(int w, double full, const double *restrict n,
     }
 }
 
-/* NCC's costs of a row from its column sums, added to acc: the box sums
- * from the prefix sums (ap_box_sums' arithmetic) and the cost taken in
- * one pass where the window needs no clamp, so that the six sums are
- * never stored; ap_box_sums and ap_ncc_costs at the borders. */
+/* Where the window needs no clamp, its sums are taken from the prefix
+ * sums as ap_box_sums takes them and go straight into the cost: six
+ * sums live at a time instead of six rows stored and loaded again. A
+ * row narrower than the window goes through the two functions. */
 AP_VECTOR_CLONES void
 ap_box_ncc_costs(const double *restrict cols, int w, int r, double full,
                  double *restrict prefix, double *restrict sums,

@@ -55,6 +55,23 @@ void ap_ssim_costs(int w, const double *n, const double *sr,
                    const double *ss, const double *srr, const double *sss,
                    const double *srs, double *acc);
 
+/* Box sums (2 r + 1 wide, clamped at the row's ends) of nq rows of w
+ * column sums into nq rows of w + 1 (out), through their prefix sums
+ * (prefix: nq rows of w + 1). */
+void ap_box_sums(const double *cols, int nq, int w, int r, double *prefix,
+                 double *out);
+
+/* Adds to acc (w) 1 - NCC of each pixel from its window sums. */
+void ap_ncc_costs(int w, double full, const double *n, const double *sr,
+                  const double *ss, const double *srr, const double *sss,
+                  const double *srs, double *acc);
+
+/* ap_box_sums and then ap_ncc_costs of AP_NQ rows of column sums, the
+ * same bits, storing no window sum where the window needs no clamp
+ * (prefix and sums: AP_NQ rows of w + 1). */
+void ap_box_ncc_costs(const double *cols, int w, int r, double full,
+                      double *prefix, double *sums, double *acc);
+
 /* Adds to acc (w) the window cost of each pixel of a row whose column
  * sums are cols: box windows of 2 radius + 1, or for SSIM the Gaussian
  * weights gauss (2 radius + 1, summing to 1). scratch: 2 AP_NQ (w + 1)
