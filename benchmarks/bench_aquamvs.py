@@ -98,7 +98,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         threads = [int(t) for t in args.threads.split(",")]
     except ValueError:
-        parser.error(f"--threads: {args.threads!r} is not a list of counts")
+        threads = []
+    if not threads or min(threads) < 1:
+        parser.error(f"--threads: {args.threads!r} is not a list of "
+                     f"thread counts of 1 or more")
     scene = scenes.make_scene("flat", "refractive", args.views + 1,
                               args.height, args.width)
     depths = np.linspace(*scene.depth_range(0.03), args.depths)
