@@ -181,24 +181,14 @@ ap_slide_row(double *cols, int w, ap_cost cost, const float *ref_out,
     }
 }
 
-/* Four samples' quantities, weighted, into six sums (set when first,
- * else added): NaN (not seen) masked to zero through the comparison's
- * bits. */
+/* Four samples' quantities, weighted (four_quantities), into six sums
+ * (set when first, else added). */
 static inline void
 add_weighted(const float *ref, const float *warped, double g, v4d sum[6],
              int first)
 {
-    v4f rf, sf;
-    memcpy(&rf, ref, sizeof(rf));
-    memcpy(&sf, warped, sizeof(sf));
-    v4d r = __builtin_convertvector(rf, v4d);
-    v4d s = __builtin_convertvector(sf, v4d);
-    v4l seen = s == s;
-    v4d one = {1.0, 1.0, 1.0, 1.0};
-    v4d n = (v4d)((v4l)one & seen);
-    v4d rm = (v4d)((v4l)r & seen), sm = (v4d)((v4l)s & seen);
-    v4d gr = g * rm, gs = g * sm;
-    v4d q[6] = {g * n, gr, gs, gr * r, gs * sm, gr * sm};
+    v4d q[6];
+    four_quantities(ref, warped, g, q);
     for (int k = 0; k < 6; k++) {
         if (first) {
             sum[k] = q[k];
