@@ -330,6 +330,15 @@ prefix_sums(const double *restrict cols, int nq, int w,
     }
 }
 
+/* The box sum at column x of a window clamped to the row, from the
+ * row's prefix sums p: at the borders. */
+static inline double
+box_at(const double *p, int w, int r, int x)
+{
+    int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
+    return p[hi] - p[lo];
+}
+
 /* Box sums of nq rows of column sums, from their prefix sums. */
 AP_VECTOR_CLONES void
 ap_box_sums(const double *restrict cols, int nq, int w, int r,
@@ -347,7 +356,7 @@ ap_box_sums(const double *restrict cols, int nq, int w, int r,
         const double *p = prefix + k * stride;
         double *o = out + k * stride;
         for (int x = 0; x < left; x++) {
-            o[x] = p[x + r + 1 > w ? w : x + r + 1] - p[0];
+            o[x] = box_at(p, w, r, x);
         }
         /* offsets from base pointers, so that the loop reads two
          * streams instead of gathering through int indices */
@@ -359,7 +368,7 @@ ap_box_sums(const double *restrict cols, int nq, int w, int r,
             }
         }
         for (int x = right; x < w; x++) {
-            o[x] = p[w] - p[x - r < 0 ? 0 : x - r];
+            o[x] = box_at(p, w, r, x);
         }
     }
 }
@@ -503,6 +512,16 @@ ap_ncc_costs(int w, double full, const double *restrict n,
     }
 }
 
+/* NCC's cost at column x of a row at its borders, from the prefix sums
+ * of its AP_NQ quantities. */
+static inline double
+border_ncc(const double *const p[AP_NQ], int w, int r, double full, int x)
+{
+    return ap_ncc_cost(full, box_at(p[0], w, r, x), box_at(p[1], w, r, x),
+                       box_at(p[2], w, r, x), box_at(p[3], w, r, x),
+                       box_at(p[4], w, r, x), box_at(p[5], w, r, x));
+}
+
 /* Where the window needs no clamp, its sums are taken from the prefix
  * sums as ap_box_sums takes them and go straight into the cost: six
  * sums live at a time instead of six rows stored and loaded again. A
@@ -538,16 +557,10 @@ ap_box_ncc_costs(const double *restrict cols, int w, int r, double full,
                                  p5[i + span] - p5[i]);
     }
     for (int x = 0; x < left; x++) {
-        int hi = x + r + 1 > w ? w : x + r + 1;
-        acc[x] += ap_ncc_cost(full, p0[hi] - p0[0], p1[hi] - p1[0],
-                              p2[hi] - p2[0], p3[hi] - p3[0],
-                              p4[hi] - p4[0], p5[hi] - p5[0]);
+        acc[x] += border_ncc(p, w, r, full, x);
     }
     for (int x = right; x < w; x++) {
-        int lo = x - r < 0 ? 0 : x - r;
-        acc[x] += ap_ncc_cost(full, p0[w] - p0[lo], p1[w] - p1[lo],
-                              p2[w] - p2[lo], p3[w] - p3[lo],
-                              p4[w] - p4[lo], p5[w] - p5[lo]);
+        acc[x] += border_ncc(p, w, r, full, x);
     }
 }
 
