@@ -143,11 +143,12 @@ step_sanitizer() {
 }
 
 step_aquamvs_cpu() {
-    # two cores, as the CPU targets are set, against this machine's torch,
-    # whose conv2d is a fast one (the development VM's is not)
+    # two cores, as the CPU targets are set, against AquaMVS in this
+    # machine's torch, as written and with fast convolutions
     local pin=()
     if command -v taskset >/dev/null; then pin=(taskset -c 0,1); fi
-    "${pin[@]}" "$PY" benchmarks/bench_aquamvs.py --repeats 3
+    "${pin[@]}" "$PY" benchmarks/bench_aquamvs.py --repeats 3 \
+        --torch-planes 3
 }
 
 step_ncu() {
