@@ -56,16 +56,17 @@ test-core: tests/core/test_core
 # The kernels' maths that the GPU runs, compiled for the host and checked
 # against the CPU's: a GPU-only path fails here on a machine without one.
 # And the CPU kernels' vector loops against their plain forms, to the bit.
-tests/kernels/test_crossing: tests/kernels/test_crossing.c $(wildcard csrc/kernels/*.h)
+KERNEL_TEST_HEADERS = $(wildcard csrc/kernels/*.h tests/kernels/*.h)
+tests/kernels/test_crossing: tests/kernels/test_crossing.c $(KERNEL_TEST_HEADERS)
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_crossing.c -lm -o $@
 
 SAMPLING_SOURCES = csrc/kernels/projector.c csrc/kernels/camera.c \
 	csrc/kernels/snell_guess.c
-tests/kernels/test_sampling: tests/kernels/test_sampling.c $(SAMPLING_SOURCES) $(wildcard csrc/kernels/*.h)
+tests/kernels/test_sampling: tests/kernels/test_sampling.c $(SAMPLING_SOURCES) $(KERNEL_TEST_HEADERS)
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_sampling.c \
 	  $(SAMPLING_SOURCES) -lm -o $@
 
-tests/kernels/test_window_sums: tests/kernels/test_window_sums.c csrc/kernels/window_costs.c $(wildcard csrc/kernels/*.h)
+tests/kernels/test_window_sums: tests/kernels/test_window_sums.c csrc/kernels/window_costs.c $(KERNEL_TEST_HEADERS)
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_window_sums.c \
 	  csrc/kernels/window_costs.c -lm -o $@
 

@@ -383,6 +383,20 @@ add_pair(v4d *s, const double *p, int j, double g)
     *s += g * (left + right);
 }
 
+/* The Gaussian sums at columns [x, x + 4), whose windows need no clamp */
+static inline void
+gauss_four(const double *col, int x, int r, const double *gauss,
+           double *out)
+{
+    v4d s;
+    memcpy(&s, col + x, sizeof(s));
+    s *= gauss[r];
+    for (int j = 1; j <= r; j++) {
+        add_pair(&s, col + x, j, gauss[r + j]);
+    }
+    memcpy(out + x, &s, sizeof(s));
+}
+
 /* Gaussian-weighted sums along a row; outside the image weighs nothing.
  * The inside, where no tap needs clamping, four outputs at a time. */
 /* The sum at column x of a window clamped to the row: at the borders. */
@@ -430,13 +444,7 @@ ap_gauss_sums(const double *restrict col, int w, int r,
         memcpy(out + x + 12, &s3, sizeof(s3));
     }
     for (; x + 4 + r <= w; x += 4) {
-        v4d s;
-        memcpy(&s, col + x, sizeof(s));
-        s *= gauss[r];
-        for (int j = 1; j <= r; j++) {
-            add_pair(&s, col + x, j, gauss[r + j]);
-        }
-        memcpy(out + x, &s, sizeof(s));
+        gauss_four(col, x, r, gauss, out);
     }
     for (; x < w; x++) {
         out[x] = gauss_clamped(col, w, r, gauss, x);
@@ -476,13 +484,7 @@ ap_gauss_sums_range(const double *restrict col, int w, int r,
     }
     /* the inside four at a time, each lane as gauss_pairs */
     for (; x + 4 <= hi; x += 4) {
-        v4d s;
-        memcpy(&s, col + x, sizeof(s));
-        s *= gauss[r];
-        for (int j = 1; j <= r; j++) {
-            add_pair(&s, col + x, j, gauss[r + j]);
-        }
-        memcpy(out + x, &s, sizeof(s));
+        gauss_four(col, x, r, gauss, out);
     }
     for (; x < x1; x++) {
         out[x] = x >= start && x < end ? gauss_pairs(col, r, gauss, x)

@@ -10,17 +10,7 @@
 #include <stdio.h>
 
 #include "camera_math.h"
-
-/* xorshift64*: the same cases on every run */
-static double
-uniform(uint64_t *s, double lo, double hi)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    double unit = (double)((*s * 2685821657736338717ull) >> 11) * 0x1p-53;
-    return lo + (hi - lo) * unit;
-}
+#include "random_cases.h"
 
 int
 main(void)

@@ -18,19 +18,10 @@
 #include "camera.h"
 #include "cost_math.h"
 #include "projector.h"
+#include "random_cases.h"
 
 #define VIEWS 2
 #define N 4096
-
-static double
-uniform(uint64_t *s, double lo, double hi)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    double unit = (double)((*s * 2685821657736338717ull) >> 11) * 0x1p-53;
-    return lo + (hi - lo) * unit;
-}
 
 /* A coordinate on a line of `size` texels: the places that matter near
  * each edge, else anywhere from a pixel before it to a pixel after. */

@@ -15,20 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "random_cases.h"
 #include "window_costs.h"
 
 #define MAX_W 41
 #define MAX_R 7
-
-static double
-uniform(uint64_t *s, double lo, double hi)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    double unit = (double)((*s * 2685821657736338717ull) >> 11) * 0x1p-53;
-    return lo + (hi - lo) * unit;
-}
 
 /* A warped row: values in [0, 1), a share of them not seen (NaN) */
 static void
