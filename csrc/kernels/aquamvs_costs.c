@@ -638,32 +638,35 @@ band_rows(int h, int radius, int count, int threads)
     return best_rows;
 }
 
-/* The planes' worth of time until the last of `threads` workers is done,
- * taking items in order as each comes free: `bands` items of `group`
- * planes for each whole group of `count`, then `bands` of the rest.
- * Workers that take items in turn as they come free finish identical
- * items as early as any order would, so the rest end at the least time
- * by which the workers could have fitted them. */
+/* The time, in planes of a band, until the last of `threads` workers is
+ * done, each taking the next item as it comes free: `bands` items of
+ * `group` planes for each whole group in `count`, then `bands` items of
+ * the planes left over. Items all alike are done soonest that way, so
+ * the last ones end at the least time by which the workers' free time
+ * could hold them. */
 static long long
 makespan(long long count, int bands, int group, int threads)
 {
     long long whole = count / group * bands, rest = count % group;
-    long long early = whole / threads * group;      /* and some a group on */
+    /* most workers end the whole groups at `early`, whole % threads of
+     * them a group later */
+    long long early = whole / threads * group;
     long long late_workers = whole % threads;
     long long end = late_workers ? early + group : early;
     if (rest == 0) {
         return end;
     }
-    long long left = bands, best = -1;
-    for (int pass = 0; pass < 2; pass++) {  /* ends of the early, the late */
+    long long items = bands, best = -1;     /* of the planes left over */
+    /* the least end, counted in steps from either kind of worker */
+    for (int pass = 0; pass < 2; pass++) {
         long long from = pass == 0 ? early : early + group;
-        for (long long k = 1; k <= left; k++) {
+        for (long long k = 1; k <= items; k++) {
             long long t = from + k * rest, fit = 0;
             fit += (threads - late_workers) * ((t - early) / rest);
             fit += t >= early + group
                        ? late_workers * ((t - early - group) / rest)
                        : 0;
-            if (fit >= left) {
+            if (fit >= items) {
                 best = best < 0 || t < best ? t : best;
                 break;
             }

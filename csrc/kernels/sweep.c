@@ -51,8 +51,8 @@ typedef struct {
     /* SSIM: the window sums of the count, r and r^2 where every sample
      * is seen (ref_seen_sums), 3 planes of h x w; NULL where not made */
     const double *ref_sums;
-    /* the sources with their edges repeated (ap_pad_edges), or NULL:
-     * sampled as they are */
+    /* the sources with their first row and column repeated
+     * (ap_pad_edges), or NULL: sampled as they are */
     const float *pads;
     int bands;
     float *out;
@@ -382,7 +382,8 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
         (long long)a->count * a->n >= 4LL * a->threads) {
         ref_sums = ref_seen_sums(a, gauss);
     }
-    /* sampling without clamps, where the copies fit (else as they are) */
+    /* sampling with half the clamps, where the copies fit (else the
+     * sources as they are) */
     size_t pad_size = ap_edges_size(a->h, a->w);
     float *pads = pad_size <= INT_MAX
                       ? malloc((size_t)a->n * pad_size * sizeof(float))
