@@ -22,6 +22,7 @@ import aquamvs_torch as reference  # noqa: E402
 import bench_aquamvs  # noqa: E402
 import bench_aquamvs_dropin  # noqa: E402
 import mvs_accuracy  # noqa: E402
+import mvs_per_sample  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 H, W, D = 96, 128, 16
@@ -375,6 +376,23 @@ def test_the_cpu_speed_script_judges_against_the_faster_aquamvs(
     assert "targets (NCC >= 40x, SSIM >= 20x): " in out
     # the fast-conv column is AquaMVS with its window sums separable
     assert set(made) == {"ncc", "ssim"}
+
+
+def test_the_per_sample_script_times_each_width(capsys):
+    assert mvs_per_sample.main(["--widths", "16,24", "--height", "16",
+                                "--views", "2", "--depths", "3",
+                                "--repeats", "1"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            [2:]]
+    assert [r[0] for r in rows] == ["16", "24"]
+    assert all(float(r[1]) > 0 for r in rows)
+
+
+@pytest.mark.parametrize("bad", [["--widths", "0"], ["--widths", "x"],
+                                 ["--repeats", "0"]])
+def test_the_per_sample_script_refuses_bad_counts(bad):
+    with pytest.raises(SystemExit):
+        mvs_per_sample.main(bad)
 
 
 @pytest.mark.parametrize("threads", ["one", "0", "1,-2"])
