@@ -167,7 +167,8 @@ class Profiler:
         self._children: Optional[tuple] = None
         self._sampling = (interval_ns, max_samples)
         self._sampler: Any = None       # an _core.Sampler while sampling
-        self._stop_sampler: Optional[Callable[[], None]] = None
+        self._sampler_to_stop: Any = None   # one whose thread may run
+        self._stop_sampler: Any = None      # its weakref.finalize
 
     @classmethod
     def _for_child(cls, settings: dict, overhead: Optional[dict]
@@ -261,6 +262,7 @@ class Profiler:
         # first: a Profiler dropped without stop(), the interpreter
         # exiting or a Ctrl-C from here on ends the thread, which would
         # otherwise sample for ever
+        self._sampler_to_stop = sampler
         self._stop_sampler = weakref.finalize(self, sampler.stop)
         try:
             sampler.start()
@@ -274,11 +276,18 @@ class Profiler:
         self._sampler = sampler
 
     def _end_sampler(self) -> None:
-        # called before it is dropped: a Ctrl-C between the two leaves it
-        # to call again (a finalize runs once)
-        if self._stop_sampler is not None:
-            self._stop_sampler()
-        self._stop_sampler = None
+        # The thread ends in sampler.stop(), one C call that a Ctrl-C
+        # cannot split: calling the finalize, Python code, could be
+        # stopped after it unhooked itself and before it ended the
+        # thread. Dropped only once stopped: a Ctrl-C before leaves it to
+        # stop again (stop is idempotent), as does one in detach().
+        sampler = self._sampler_to_stop
+        if sampler is not None:
+            sampler.stop()
+            self._sampler_to_stop = None
+        finalizer, self._stop_sampler = self._stop_sampler, None
+        if finalizer is not None:
+            finalizer.detach()
 
     def _watch_dataloaders(self) -> None:
         if self._dataloaders:

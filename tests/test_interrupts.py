@@ -244,6 +244,31 @@ def test_ctrl_c_during_calibration_leaves_no_private_session(first_start):
     assert calibration.calibrate(rounds=1)["span_ns"] >= 0
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
+                    reason="counts threads in /proc/self/task")
+def test_a_ctrl_c_inside_the_samplers_finalizer_leaves_no_thread():
+    """A Ctrl-C inside weakref.finalize's own call, after it unhooked
+    itself and before it called sampler.stop, leaves a finalizer that
+    ends nothing: stop() must end the sampling thread all the same."""
+    before = len(os.listdir("/proc/self/task"))
+    prof = Profiler(compensate=False, sample=0.001)
+    prof.start()
+    assert len(os.listdir("/proc/self/task")) > before    # sampling
+
+    class Unhooked:
+        def __call__(self):
+            return None
+
+        def detach(self):
+            return None
+    prof._stop_sampler.detach()
+    prof._stop_sampler = Unhooked()
+    work()
+    prof.stop()
+    assert len(os.listdir("/proc/self/task")) == before
+    assert prof.report()["step"].count == 3
+
+
 @pytest.mark.skipif(not hasattr(signal, "setitimer"),
                     reason="needs signal.setitimer")
 def test_real_signals_at_random_moments_leave_no_hidden_session(first_start):
@@ -261,8 +286,11 @@ def test_real_signals_at_random_moments_leave_no_hidden_session(first_start):
         for i in range(150):
             first_start()
             prof = None
-            signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-5, 0.02))
+            delay = rng.uniform(1e-5, 0.02)
             try:
+                # armed inside the try: a timer of 10 us can fire before
+                # the next statement, under a sanitizer above all
+                signal.setitimer(signal.ITIMER_REAL, delay)
                 # every other run samples call stacks: its thread and the
                 # signal it borrows must come back too
                 with ap.Profiler(sample=0.001 if i % 2 else None) as prof:
