@@ -353,8 +353,25 @@ def _start_capture(entries: Optional[Tuple[Dict[str, Any], ...]] = None
         _child = None     # the parent is gone: run on unprofiled
         prof.stop()
         return
-    threading.Thread(target=_end_with_the_parent, args=(_child,),
-                     name="aquaprof-child", daemon=True).start()
+    _start_quiet(threading.Thread(target=_end_with_the_parent,
+                                  args=(_child,), name="aquaprof-child",
+                                  daemon=True))
+
+
+def _start_quiet(thread: threading.Thread) -> None:
+    """Starts a helper thread with every signal blocked (it inherits the
+    starting thread's mask, which is then restored): a SIGTERM or a
+    Ctrl-C then reaches the main thread, which, waiting on a lock (a pool
+    worker waiting for work), wakes only for a signal delivered to
+    itself."""
+    if not hasattr(signal, "pthread_sigmask"):
+        thread.start()
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _end_with_the_parent(child: Dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 import weakref
 from pathlib import Path
 
@@ -242,6 +243,46 @@ def test_ctrl_c_during_calibration_leaves_no_private_session(first_start):
 
     every_moment(action, check)
     assert calibration.calibrate(rounds=1)["span_ns"] >= 0
+
+
+def blocked_signals(tid):
+    """The signals thread tid of this process blocks, from its status."""
+    with open(f"/proc/self/task/{tid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f
+                    if line.startswith("SigBlk:"))
+    return {s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+            if mask >> (int(s) - 1) & 1}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
+                    reason="reads thread masks in /proc/self/task")
+def test_the_profilers_threads_take_no_signal_meant_for_the_program():
+    """A SIGTERM or Ctrl-C taken by a helper thread would leave a main
+    thread that waits on a lock waiting for ever (a pool worker ended by
+    terminate()): the sampler's and the memory sampler's threads block
+    every signal, and the thread that starts them gets its mask back."""
+    from aquaprof import children
+    before = set(os.listdir("/proc/self/task"))
+    mine = blocked_signals(threading.get_native_id())
+    prof = Profiler(compensate=False, sample=0.001, memory=True)
+    prof.start()
+    try:
+        helpers = set(os.listdir("/proc/self/task")) - before
+        assert len(helpers) >= 3       # taker, ticker, memory sampler
+        for tid in helpers:
+            assert blocked_signals(tid) == {signal.SIGTERM, signal.SIGINT,
+                                            signal.SIGHUP}, tid
+        assert blocked_signals(threading.get_native_id()) == mine
+        # and the Python helper of a profiled child
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(
+            blocked_signals(threading.get_native_id())))
+        children._start_quiet(thread)
+        thread.join()
+        assert seen == [{signal.SIGTERM, signal.SIGINT, signal.SIGHUP}]
+        assert blocked_signals(threading.get_native_id()) == mine
+    finally:
+        prof.stop()
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"),

@@ -1,4 +1,5 @@
 #include "rss.h"
+#include "quiet_thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,7 +233,7 @@ ap_rss_start(ap_rss *r, int64_t interval_ns, int (*busy)(void *),
     }
     atomic_store(&r->current, rss);
     push_mark_unlocked(r, 0, rss);
-    if (pthread_create(&r->thread, NULL, sampler_main, r) != 0) {
+    if (ap_quiet_thread(&r->thread, sampler_main, r) != 0) {
         pthread_mutex_destroy(&r->lock);
         pthread_mutex_destroy(&r->wait_lock);
         pthread_cond_destroy(&r->wake);

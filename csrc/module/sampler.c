@@ -23,6 +23,8 @@
  * right when a round comes late. */
 #include "sampler.h"
 
+#include "../core/quiet_thread.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,9 +237,9 @@ sampler_start(ap_sampler *self, PyObject *unused)
     pthread_mutex_init(&self->lock, NULL);
     self->quit = 0;
     self->pid = getpid();
-    err = pthread_create(&self->taker, NULL, taker_main, self);
+    err = ap_quiet_thread(&self->taker, taker_main, self);
     if (!err) {
-        err = pthread_create(&self->ticker, NULL, ticker_main, self);
+        err = ap_quiet_thread(&self->ticker, ticker_main, self);
         if (err) {
             pthread_mutex_lock(&self->lock);
             self->quit = 1;
