@@ -378,7 +378,10 @@ def test_the_binding_rejects_a_bad_parity():
 # ------------------------------------------------- textbook unchanged
 
 #: sha256 (first 16 hex digits) of textbook volumes, as computed before
-#: parity existed: (kind, model, cost, window) -> digest
+#: parity existed: (kind, model, cost, window) -> digest. NCC (wavy,
+#: pinhole, 11) was pinned again when NCC's count, r and r^2 window sums
+#: came to be the reference's less the unseen samples': one of its 18432
+#: costs moved by 4.7e-10, one float step.
 TEXTBOOK = {
     ("flat", "refractive", "ncc", 5): "3ecb832ccd6a8f0d",
     ("flat", "refractive", "ncc", 11): "35429f3d1c50ce8b",
@@ -387,7 +390,7 @@ TEXTBOOK = {
     ("flat", "refractive", "sad", 5): "879d979a2fe3afea",
     ("flat", "refractive", "sad", 11): "831665fe22c81cf2",
     ("wavy", "pinhole", "ncc", 5): "f5fa6a56e0eeed77",
-    ("wavy", "pinhole", "ncc", 11): "081b456d726588a5",
+    ("wavy", "pinhole", "ncc", 11): "bc380191559419c4",
     ("wavy", "pinhole", "ssim", 5): "a0a8be250d332c6a",
     ("wavy", "pinhole", "ssim", 11): "2c11df619a697efb",
     ("wavy", "pinhole", "sad", 5): "b388779ad737c7ae",

@@ -110,20 +110,66 @@ ring_row(const workspace *ws, int v, int y, int ring_rows, int w)
     return ws->ring + ((size_t)v * ring_rows + y % ring_rows) * w;
 }
 
-/* The first and last column of a warped row where a sample is not seen
- * (NaN); first > last where every one is. */
+/* The first and last column where view v's window rows [lo, hi) have a
+ * sample not seen; first > last where none. */
 static void
-unseen_span(const float *row, int w, int *span)
+window_unseen(const workspace *ws, int v, int lo, int hi, int ring_rows,
+              int w, int *first, int *last)
 {
-    int first = w, last = -1;
-    if (ap_count_unseen(row, w) > 0) {    /* rare: then find its ends */
-        for (first = 0; row[first] == row[first]; first++) {
-        }
-        for (last = w - 1; row[last] == row[last]; last--) {
-        }
+    *first = w;
+    *last = -1;
+    for (int y = lo; y < hi; y++) {
+        const int *span = ws->unseen + 2 * ((size_t)v * ring_rows +
+                                            y % ring_rows);
+        *first = span[0] < *first ? span[0] : *first;
+        *last = span[1] > *last ? span[1] : *last;
     }
-    span[0] = first;
-    span[1] = last;
+}
+
+/* Adds weight times the unseen samples' quantities of ring row y of view
+ * v to its unseen column sums, over the row's span of them. */
+static void
+slide_unseen(const ap_sweep_args *a, workspace *ws, int v, int y,
+             int ring_rows, double weight)
+{
+    int w = a->w;
+    const int *span = ws->unseen + 2 * ((size_t)v * ring_rows +
+                                        y % ring_rows);
+    if (span[0] <= span[1]) {
+        ap_slide_unseen(ws->cols + ((size_t)v * AP_NQ + AP_NW) * w, w,
+                        span[0], span[1] + 1, a->ref + (size_t)y * w,
+                        ring_row(ws, v, y, ring_rows, w), weight);
+    }
+}
+
+/* NCC's cost of view v's output row yo, its window rows [lo, hi) in the
+ * ring, added to the workspace's cost row: the warped sums slid down the
+ * band, the others the reference's (job->ref_sums) less the unseen
+ * samples' near them. */
+static void
+ncc_row(const sweep_job *job, workspace *ws, int v, int yo, int lo, int hi,
+        int ring_rows)
+{
+    const ap_sweep_args *a = job->args;
+    int w = a->w, r = a->window / 2;
+    const double *cols = ws->cols + (size_t)v * AP_NQ * w;
+    size_t plane = (size_t)a->h * w, stride = (size_t)w + 1;
+    const double *row = job->ref_sums + (size_t)yo * w;
+    const double *seen[AP_NW] = {row, row + plane, row + 2 * plane};
+    double *fixed[AP_NW] = {ws->scratch + AP_NW * stride,
+                            ws->scratch + (AP_NW + 1) * stride,
+                            ws->scratch + (AP_NW + 2) * stride};
+    int first, last, p0 = 0, p1 = 0;
+    window_unseen(ws, v, lo, hi, ring_rows, w, &first, &last);
+    if (first <= last) {    /* pixels [p0, p1) have some in their window */
+        p0 = first - r > 0 ? first - r : 0;
+        p1 = last + r + 1 < w ? last + r + 1 : w;
+        ap_unseen_fix(cols + (size_t)AP_NW * w, w, r, p0, p1, seen,
+                      ws->scratch, fixed);
+    }
+    double full = (double)(2 * r + 1) * (2 * r + 1);
+    ap_ncc_table_costs(cols, w, r, full, seen, p0, p1,
+                       (const double *const *)fixed, ws->scratch, ws->acc);
 }
 
 /* SSIM's cost of view v's output row yo, its window rows [lo, hi) in the
@@ -151,13 +197,8 @@ ssim_row(const sweep_job *job, workspace *ws, int v, int yo, int lo,
                          ws->acc);
         return;
     }
-    int first = w, last = -1;   /* the window rows' unseen columns */
-    for (int y = lo; y < hi; y++) {
-        const int *span = ws->unseen + 2 * ((size_t)v * ring_rows +
-                                            y % ring_rows);
-        first = span[0] < first ? span[0] : first;
-        last = span[1] > last ? span[1] : last;
-    }
+    int first, last;
+    window_unseen(ws, v, lo, hi, ring_rows, w, &first, &last);
     /* pixels [p0, p1) have unseen samples in their windows, which read
      * columns [c0, c1) */
     int p0 = 0, p1 = 0, c0 = 0, c1 = 0;
@@ -204,7 +245,7 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
     int w = a->w, h = a->h, r = a->window / 2, ring_rows = 2 * r + 2;
     size_t cols_size = AP_NQ * (size_t)w;
     double depth = a->depths[a->first + plane];
-    int box = a->cost != AP_COST_SSIM;
+    int box = a->cost != AP_COST_SSIM, ncc = a->cost == AP_COST_NCC;
     int lo = y0 - r < 0 ? 0 : y0 - r, next = lo;
     if (box) {
         memset(ws->cols, 0, (size_t)a->n * cols_size * sizeof(double));
@@ -227,33 +268,52 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
                                   h, w, ws->rows);
             }
             for (int v = 0; job->ref_sums != NULL && v < a->n; v++) {
-                unseen_span(ws->rows[v], w,
-                            ws->unseen + 2 * ((size_t)v * ring_rows +
+                ap_unseen_span(ws->rows[v], w,
+                               ws->unseen + 2 * ((size_t)v * ring_rows +
                                               next % ring_rows));
             }
             for (int v = 0; v < a->n; v++) {
                 double *cols = ws->cols + v * cols_size;
                 const float *ref = a->ref + (size_t)next * w;
-                if (leaves) {
-                    ap_slide_row(cols, w, a->cost, a->ref + (size_t)lo * w,
-                                 ring_row(ws, v, lo, ring_rows, w), ref,
-                                 ws->rows[v], 1.0);
-                } else if (box) {
-                    ap_add_row(cols, w, a->cost, ref, ws->rows[v], 1.0);
+                if (ncc) {
+                    if (leaves) {
+                        ap_slide_warped(cols, w, a->ref + (size_t)lo * w,
+                                        ring_row(ws, v, lo, ring_rows, w),
+                                        ref, ws->rows[v], 1.0);
+                        slide_unseen(a, ws, v, lo, ring_rows, -1.0);
+                    } else {
+                        ap_slide_warped(cols, w, NULL, NULL, ref,
+                                        ws->rows[v], 1.0);
+                    }
+                    slide_unseen(a, ws, v, next, ring_rows, 1.0);
+                } else if (box) {   /* SAD */
+                    ap_slide_differences(
+                        cols, w, leaves ? a->ref + (size_t)lo * w : NULL,
+                        leaves ? ring_row(ws, v, lo, ring_rows, w) : NULL,
+                        ref, ws->rows[v], 1.0);
                 }
             }
             lo += leaves;
         }
         for (; box && lo < want_lo; lo++) {     /* the bottom edge */
             for (int v = 0; v < a->n; v++) {
-                ap_add_row(ws->cols + v * cols_size, w, a->cost,
-                           a->ref + (size_t)lo * w,
-                           ring_row(ws, v, lo, ring_rows, w), -1.0);
+                const float *ref = a->ref + (size_t)lo * w;
+                const float *out = ring_row(ws, v, lo, ring_rows, w);
+                if (ncc) {
+                    ap_slide_warped(ws->cols + v * cols_size, w, NULL, NULL,
+                                    ref, out, -1.0);
+                    slide_unseen(a, ws, v, lo, ring_rows, -1.0);
+                } else {
+                    ap_slide_differences(ws->cols + v * cols_size, w, NULL,
+                                         NULL, ref, out, -1.0);
+                }
             }
         }
         memset(ws->acc, 0, (size_t)w * sizeof(double));
         for (int v = 0; v < a->n; v++) {
-            if (box) {
+            if (ncc) {
+                ncc_row(job, ws, v, yo, want_lo, want_hi, ring_rows);
+            } else if (box) {
                 ap_add_row_costs(ws->cols + v * cols_size, w, r, a->cost,
                                  job->gauss, ws->scratch, ws->acc);
             } else {    /* Gaussian: the window's rows, weighted */
@@ -316,24 +376,33 @@ ap_gauss_weights(int radius, double *gauss)
     }
 }
 
-/* SSIM's window sums of the count, r and r^2 at every pixel, where
- * every sample is seen: the reference's alone, made once a call by the
- * functions the rows with unseen samples use, so the same bits. 3 planes
- * of h x w (24 bytes a pixel), or NULL out of memory. */
+/* The window sums of the count, r and r^2 at every pixel where every
+ * sample is seen: the reference's alone, made once a call. SSIM's are
+ * made by the functions its rows with unseen samples use, so the same
+ * bits; NCC's are box sums. 3 planes of h x w (24 bytes a pixel), or
+ * NULL out of memory. */
 static double *
 ref_seen_sums(const ap_sweep_args *a, const double *gauss)
 {
     int w = a->w, h = a->h, r = a->window / 2;
-    size_t plane = (size_t)h * w;
+    int box = a->cost == AP_COST_NCC;
+    size_t plane = (size_t)h * w, stride = (size_t)w + 1;
     double *sums = malloc(3 * plane * sizeof(double));
     double *cols = malloc(AP_NQ * (size_t)w * sizeof(double));
+    double *scratch = malloc(2 * AP_NQ * stride * sizeof(double));
     float *seen = calloc((size_t)w, sizeof(float));   /* any value: seen */
-    if (sums == NULL || cols == NULL || seen == NULL) {
+    if (sums == NULL || cols == NULL || scratch == NULL || seen == NULL) {
         free(sums);
         free(cols);
+        free(scratch);
         free(seen);
         return NULL;
     }
+    double ones[AP_MAX_WINDOW];
+    for (int j = 0; j < AP_MAX_WINDOW; j++) {
+        ones[j] = 1.0;
+    }
+    const double *weights = box ? ones : gauss;
     static const int quantity[3] = {AP_Q_COUNT, AP_Q_R, AP_Q_RR};
     for (int y = 0; y < h; y++) {
         int lo = y - r < 0 ? 0 : y - r, hi = y + r + 1 > h ? h : y + r + 1;
@@ -342,14 +411,24 @@ ref_seen_sums(const ap_sweep_args *a, const double *gauss)
             refs[j - lo] = a->ref + (size_t)j * w;
             rows[j - lo] = seen;
         }
-        ap_weighted_columns(cols, w, 0, w, refs, rows, gauss + (lo - y + r),
-                            hi - lo);
+        ap_weighted_columns(cols, w, 0, w, refs, rows,
+                            weights + (lo - y + r), hi - lo);
+        if (box) {
+            double *boxed = scratch + AP_NQ * stride;
+            ap_box_sums(cols, AP_NQ, w, r, scratch, boxed);
+            for (int k = 0; k < 3; k++) {
+                memcpy(sums + k * plane + (size_t)y * w,
+                       boxed + quantity[k] * stride, w * sizeof(double));
+            }
+            continue;
+        }
         for (int k = 0; k < 3; k++) {
             ap_gauss_sums(cols + (size_t)quantity[k] * w, w, r, gauss,
                           sums + k * plane + (size_t)y * w);
         }
     }
     free(cols);
+    free(scratch);
     free(seen);
     return sums;
 }
@@ -378,9 +457,16 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
      * and save about a third of each: worth it from four plane-views a
      * thread. Where memory is short, every window makes its own. */
     double *ref_sums = NULL;
-    if (a->cost == AP_COST_SSIM &&
-        (long long)a->count * a->n >= 4LL * a->threads) {
+    if (a->cost == AP_COST_NCC ||
+        (a->cost == AP_COST_SSIM &&
+         (long long)a->count * a->n >= 4LL * a->threads)) {
         ref_sums = ref_seen_sums(a, gauss);
+    }
+    if (a->cost == AP_COST_NCC && ref_sums == NULL) {   /* NCC needs them */
+        ap_projectors_free(proj, a->n);
+        free(proj);
+        free(rays.planes);
+        return -1;
     }
     /* sampling with half the clamps, where the copies fit (else the
      * sources as they are) */

@@ -30,28 +30,6 @@ sample_quantities(float ref, float warped, double weight)
     return q;
 }
 
-/* sample_quantities of four samples, each lane the same arithmetic. */
-static inline void
-four_quantities(const float *ref, const float *warped, double weight,
-                v4d q[6])
-{
-    v4f rf, sf;
-    memcpy(&rf, ref, sizeof(rf));
-    memcpy(&sf, warped, sizeof(sf));
-    v4d r0 = __builtin_convertvector(rf, v4d);
-    v4d s0 = __builtin_convertvector(sf, v4d);
-    v4l seen = s0 == s0;
-    v4d weights = {weight, weight, weight, weight};
-    v4d r = (v4d)((v4l)(weight * r0) & seen);
-    v4d s = (v4d)((v4l)s0 & seen);
-    q[0] = (v4d)((v4l)weights & seen);
-    q[1] = r;
-    q[2] = weight * s;
-    q[3] = r * r0;
-    q[4] = weight * s * s;
-    q[5] = r * s;
-}
-
 /* Column sums at x, four lanes: (c + *leaving) + entering, or without
  * leaving where NULL. */
 static inline void
@@ -66,54 +44,83 @@ add_four(double *restrict c, int x, const v4d *leaving, const v4d *entering)
     memcpy(c + x, &sum, sizeof(sum));
 }
 
-/* Adds weight times the quantities of a row to the column sums; with a
- * row `out` leaving as well (out != NULL), its quantities are taken out
- * first, so that a window slid one row sums to the same bits as one row
- * taken out and another put in. Four columns at a time, each column sum
- * loaded and stored once, so that six sums are live at a time rather
- * than twelve. Inlined into its clones, which a call would leave for
- * the default one's code. */
+/* The three quantities of four samples that hold the warped values:
+ * weight times s, s^2 and r s, 0 where not seen; four_quantities'
+ * arithmetic, so its bits. */
+static inline void
+four_warped(const float *ref, const float *warped, double weight, v4d q[3])
+{
+    v4f rf, sf;
+    memcpy(&rf, ref, sizeof(rf));
+    memcpy(&sf, warped, sizeof(sf));
+    v4d r0 = __builtin_convertvector(rf, v4d);
+    v4d s0 = __builtin_convertvector(sf, v4d);
+    v4l seen = s0 == s0;
+    v4d r = (v4d)((v4l)(weight * r0) & seen);
+    v4d s = (v4d)((v4l)s0 & seen);
+    q[0] = weight * s;
+    q[1] = weight * s * s;
+    q[2] = r * s;
+}
+
+/* sample_quantities of four samples, each lane the same arithmetic. */
+static inline void
+four_quantities(const float *ref, const float *warped, double weight,
+                v4d q[6])
+{
+    v4d warped_q[3];
+    four_warped(ref, warped, weight, warped_q);
+    v4f rf, sf;
+    memcpy(&rf, ref, sizeof(rf));
+    memcpy(&sf, warped, sizeof(sf));
+    v4d r0 = __builtin_convertvector(rf, v4d);
+    v4d s0 = __builtin_convertvector(sf, v4d);
+    v4l seen = s0 == s0;
+    v4d weights = {weight, weight, weight, weight};
+    v4d r = (v4d)((v4l)(weight * r0) & seen);
+    q[0] = (v4d)((v4l)weights & seen);
+    q[1] = r;
+    q[2] = warped_q[0];
+    q[3] = r * r0;
+    q[4] = warped_q[1];
+    q[5] = warped_q[2];
+}
+
+/* Adds weight times the warped quantities of a row to their column sums;
+ * with a row `out` leaving as well (out != NULL), its quantities are
+ * taken out first, so that a window slid one row sums to the same bits
+ * as one row taken out and another put in. Four columns at a time, each
+ * column sum loaded and stored once. Inlined into its clones, which a
+ * call would leave for the default one's code. */
 static inline __attribute__((always_inline)) void
-slide_quantities(int w, const float *restrict ref_out,
-                 const float *restrict out, const float *restrict ref,
-                 const float *restrict warped, double weight,
-                 double *restrict count, double *restrict sr,
-                 double *restrict ss, double *restrict srr,
-                 double *restrict sss, double *restrict srs)
+slide_warped(int w, const float *restrict ref_out, const float *restrict out,
+             const float *restrict ref, const float *restrict warped,
+             double weight, double *restrict ss, double *restrict sss,
+             double *restrict srs)
 {
     int x = 0;
     for (; x + 4 <= w; x += 4) {
-        v4d qo[6], qi[6];
-        four_quantities(ref + x, warped + x, weight, qi);
+        v4d qo[3], qi[3];
+        four_warped(ref + x, warped + x, weight, qi);
         if (out != NULL) {
-            four_quantities(ref_out + x, out + x, -1.0, qo);
+            four_warped(ref_out + x, out + x, -1.0, qo);
         }
-        const v4d *o = out != NULL ? qo : NULL;
-        add_four(count, x, o, &qi[0]);
-        add_four(sr, x, o ? o + 1 : NULL, &qi[1]);
-        add_four(ss, x, o ? o + 2 : NULL, &qi[2]);
-        add_four(srr, x, o ? o + 3 : NULL, &qi[3]);
-        add_four(sss, x, o ? o + 4 : NULL, &qi[4]);
-        add_four(srs, x, o ? o + 5 : NULL, &qi[5]);
+        add_four(ss, x, out != NULL ? &qo[0] : NULL, &qi[0]);
+        add_four(sss, x, out != NULL ? &qo[1] : NULL, &qi[1]);
+        add_four(srs, x, out != NULL ? &qo[2] : NULL, &qi[2]);
     }
     for (; x < w; x++) {
-        quantities c = {count[x], sr[x], ss[x], srr[x], sss[x], srs[x]};
+        double s = ss[x], s2 = sss[x], rs = srs[x];
         if (out != NULL) {
             quantities q = sample_quantities(ref_out[x], out[x], -1.0);
-            c.n += q.n;
-            c.r += q.r;
-            c.s += q.s;
-            c.rr += q.rr;
-            c.ss += q.ss;
-            c.rs += q.rs;
+            s += q.s;
+            s2 += q.ss;
+            rs += q.rs;
         }
         quantities q = sample_quantities(ref[x], warped[x], weight);
-        count[x] = c.n + q.n;
-        sr[x] = c.r + q.r;
-        ss[x] = c.s + q.s;
-        srr[x] = c.rr + q.rr;
-        sss[x] = c.ss + q.ss;
-        srs[x] = c.rs + q.rs;
+        ss[x] = s + q.s;
+        sss[x] = s2 + q.ss;
+        srs[x] = rs + q.rs;
     }
 }
 
@@ -144,13 +151,11 @@ slide_differences(int w, const float *restrict ref_out,
 #define Q(cols, w, k) ((cols) + (size_t)(k) * (w))
 
 AP_VECTOR_CLONES void
-ap_slide_quantities(double *cols, int w, const float *ref_out,
-                    const float *out, const float *ref, const float *warped,
-                    double weight)
+ap_slide_warped(double *cols, int w, const float *ref_out, const float *out,
+                const float *ref, const float *warped, double weight)
 {
-    slide_quantities(w, ref_out, out, ref, warped, weight, Q(cols, w, 0),
-                     Q(cols, w, 1), Q(cols, w, 2), Q(cols, w, 3),
-                     Q(cols, w, 4), Q(cols, w, 5));
+    slide_warped(w, ref_out, out, ref, warped, weight, Q(cols, w, 0),
+                 Q(cols, w, 1), Q(cols, w, 2));
 }
 
 AP_VECTOR_CLONES void
@@ -160,25 +165,6 @@ ap_slide_differences(double *cols, int w, const float *ref_out,
 {
     slide_differences(w, ref_out, out, ref, warped, weight, Q(cols, w, 0),
                       Q(cols, w, 1));
-}
-
-void
-ap_add_row(double *cols, int w, ap_cost cost, const float *ref,
-           const float *warped, double weight)
-{
-    ap_slide_row(cols, w, cost, NULL, NULL, ref, warped, weight);
-}
-
-void
-ap_slide_row(double *cols, int w, ap_cost cost, const float *ref_out,
-             const float *out, const float *ref, const float *warped,
-             double weight)
-{
-    if (cost == AP_COST_SAD) {
-        ap_slide_differences(cols, w, ref_out, out, ref, warped, weight);
-    } else {
-        ap_slide_quantities(cols, w, ref_out, out, ref, warped, weight);
-    }
 }
 
 /* Four samples' quantities, weighted (four_quantities), into six sums
@@ -347,6 +333,8 @@ ap_box_sums(const double *restrict cols, int nq, int w, int r,
     size_t stride = (size_t)w + 1;
     if (nq == AP_NQ) {
         prefix_sums(cols, AP_NQ, w, prefix);
+    } else if (nq == AP_NW) {
+        prefix_sums(cols, AP_NW, w, prefix);
     } else {
         prefix_sums(cols, 2, w, prefix);
     }
@@ -492,77 +480,142 @@ ap_gauss_sums_range(const double *restrict col, int w, int r,
     }
 }
 
-AP_VECTOR_CLONES int
-ap_count_unseen(const float *restrict row, int w)
+AP_VECTOR_CLONES void
+ap_unseen_span(const float *restrict row, int w, int span[2])
 {
-    int unseen = 0;
+    /* min and max reductions, which vectorise where a search would not */
+    int first = w, last = -1;
     for (int x = 0; x < w; x++) {
-        unseen += row[x] != row[x];
+        int unseen = row[x] != row[x];
+        int at_first = unseen ? x : w, at_last = unseen ? x : -1;
+        first = at_first < first ? at_first : first;
+        last = at_last > last ? at_last : last;
     }
-    return unseen;
+    span[0] = first;
+    span[1] = last;
+}
+
+/* 1 - NCC at pixels [x0, x1) of a row, added to acc: the warped sums
+ * from their prefix sums p (AP_NW rows of w + 1), the count, r and r^2
+ * sums from n, sr and srr (indexed from x0). Inlined into its clones. */
+static inline __attribute__((always_inline)) void
+ncc_range(const double *const p[AP_NW], int w, int r, double full,
+          const double *restrict n, const double *restrict sr,
+          const double *restrict srr, int x0, int x1, double *restrict acc)
+{
+    /* [lo, hi): the columns whose window needs no clamp */
+    int lo = x0 > r ? x0 : r, hi = x1 < w - r ? x1 : w - r;
+    lo = lo < x1 ? lo : x1;
+    hi = hi > lo ? hi : lo;
+    for (int x = x0; x < lo; x++) {
+        acc[x] += ap_ncc_cost(full, n[x - x0], sr[x - x0],
+                              box_at(p[0], w, r, x), srr[x - x0],
+                              box_at(p[1], w, r, x), box_at(p[2], w, r, x));
+    }
+    /* offsets from base pointers: the loop reads streams */
+    const double *restrict a0 = p[0] + lo + r + 1, *restrict b0 = p[0] + lo - r;
+    const double *restrict a1 = p[1] + lo + r + 1, *restrict b1 = p[1] + lo - r;
+    const double *restrict a2 = p[2] + lo + r + 1, *restrict b2 = p[2] + lo - r;
+    const double *restrict tn = n + (lo - x0), *restrict tr = sr + (lo - x0),
+                           *restrict trr = srr + (lo - x0);
+    double *restrict out = acc + lo;
+    for (int i = 0; i < hi - lo; i++) {
+        out[i] += ap_ncc_cost(full, tn[i], tr[i], a0[i] - b0[i], trr[i],
+                              a1[i] - b1[i], a2[i] - b2[i]);
+    }
+    for (int x = hi; x < x1; x++) {
+        acc[x] += ap_ncc_cost(full, n[x - x0], sr[x - x0],
+                              box_at(p[0], w, r, x), srr[x - x0],
+                              box_at(p[1], w, r, x), box_at(p[2], w, r, x));
+    }
 }
 
 AP_VECTOR_CLONES void
-ap_ncc_costs(int w, double full, const double *restrict n,
-             const double *restrict sr, const double *restrict ss,
-             const double *restrict srr, const double *restrict sss,
-             const double *restrict srs, double *restrict acc)
-{
-    for (int x = 0; x < w; x++) {
-        acc[x] += ap_ncc_cost(full, n[x], sr[x], ss[x], srr[x], sss[x],
-                              srs[x]);
-    }
-}
-
-/* NCC's cost at column x of a row at its borders, from the prefix sums
- * of its AP_NQ quantities. */
-static inline double
-border_ncc(const double *const p[AP_NQ], int w, int r, double full, int x)
-{
-    return ap_ncc_cost(full, box_at(p[0], w, r, x), box_at(p[1], w, r, x),
-                       box_at(p[2], w, r, x), box_at(p[3], w, r, x),
-                       box_at(p[4], w, r, x), box_at(p[5], w, r, x));
-}
-
-/* Where the window needs no clamp, its sums are taken from the prefix
- * sums as ap_box_sums takes them and go straight into the cost: six
- * sums live at a time instead of six rows stored and loaded again. A
- * row narrower than the window goes through the two functions. */
-AP_VECTOR_CLONES void
-ap_box_ncc_costs(const double *restrict cols, int w, int r, double full,
-                 double *restrict prefix, double *restrict sums,
-                 double *restrict acc)
+ap_ncc_table_costs(const double *restrict cols, int w, int r, double full,
+                   const double *const seen[AP_NW], int p0, int p1,
+                   const double *const fixed[AP_NW], double *restrict prefix,
+                   double *restrict acc)
 {
     size_t stride = (size_t)w + 1;
-    int left = r < w ? r : w, right = w - r > left ? w - r : left;
-    if (right == left) {    /* a row narrower than the window */
-        ap_box_sums(cols, AP_NQ, w, r, prefix, sums);
-        ap_ncc_costs(w, full, sums, sums + stride, sums + 2 * stride,
-                     sums + 3 * stride, sums + 4 * stride,
-                     sums + 5 * stride, acc);
-        return;
+    prefix_sums(cols, AP_NW, w, prefix);
+    const double *p[AP_NW] = {prefix, prefix + stride, prefix + 2 * stride};
+    ncc_range(p, w, r, full, seen[0], seen[1], seen[2], 0, p0, acc);
+    if (p1 > p0) {
+        ncc_range(p, w, r, full, fixed[0], fixed[1], fixed[2], p0, p1, acc);
     }
-    prefix_sums(cols, AP_NQ, w, prefix);
-    const double *p[AP_NQ];
-    for (int k = 0; k < AP_NQ; k++) {
-        p[k] = prefix + k * stride;
+    ncc_range(p, w, r, full, seen[0] + p1, seen[1] + p1, seen[2] + p1, p1,
+              w, acc);
+}
+
+void
+ap_slide_unseen(double *cols, int w, int x0, int x1, const float *ref,
+                const float *warped, double weight)
+{
+    double *n = Q(cols, w, 0), *sr = Q(cols, w, 1), *srr = Q(cols, w, 2);
+    for (int x = x0; x < x1; x++) {
+        if (warped[x] != warped[x]) {
+            double r = weight * ref[x];
+            n[x] += weight;
+            sr[x] += r;
+            srr[x] += r * ref[x];
+        }
     }
-    const double *restrict p0 = p[0], *restrict p1 = p[1],
-                           *restrict p2 = p[2], *restrict p3 = p[3],
-                           *restrict p4 = p[4], *restrict p5 = p[5];
-    int span = 2 * r + 1;
-    double *restrict inside = acc + r;
-    for (int i = 0; i < right - left; i++) {
-        inside[i] += ap_ncc_cost(full, p0[i + span] - p0[i],
-                                 p1[i + span] - p1[i], p2[i + span] - p2[i],
-                                 p3[i + span] - p3[i], p4[i + span] - p4[i],
-                                 p5[i + span] - p5[i]);
+}
+
+/* fixed[k][i] = seen[k][x] less the box sum u[k], or seen[k][x] where
+ * the window has no sample unseen (u[0], the count, is exact): whatever
+ * rounding left in the others. */
+static inline __attribute__((always_inline)) void
+fix_sums(const double *const seen[AP_NW], int x, const double u[AP_NW],
+         double *const fixed[AP_NW], int i)
+{
+    for (int k = 0; k < AP_NW; k++) {
+        fixed[k][i] = u[0] == 0.0 ? seen[k][x] : seen[k][x] - u[k];
     }
-    for (int x = 0; x < left; x++) {
-        acc[x] += border_ncc(p, w, r, full, x);
+}
+
+AP_VECTOR_CLONES void
+ap_unseen_fix(const double *restrict cols, int w, int r, int p0, int p1,
+              const double *const seen[AP_NW], double *restrict prefix,
+              double *const fixed[AP_NW])
+{
+    int c0 = p0 - r > 0 ? p0 - r : 0, c1 = p1 + r < w ? p1 + r : w;
+    size_t stride = (size_t)w + 1;
+    double carry[AP_NW] = {0.0, 0.0, 0.0};
+    for (int k = 0; k < AP_NW; k++) {
+        prefix[k * stride + c0] = 0.0;
     }
-    for (int x = right; x < w; x++) {
-        acc[x] += border_ncc(p, w, r, full, x);
+    /* the three running sums side by side: their chains of adds overlap */
+    for (int x = c0; x < c1; x++) {
+        for (int k = 0; k < AP_NW; k++) {
+            carry[k] += cols[(size_t)k * w + x];
+            prefix[k * stride + x + 1] = carry[k];
+        }
+    }
+    const double *p[AP_NW] = {prefix, prefix + stride, prefix + 2 * stride};
+    int lo = p0 > r ? p0 : r, hi = p1 < w - r ? p1 : w - r;
+    lo = lo < p1 ? lo : p1;
+    hi = hi > lo ? hi : lo;
+    for (int x = p0; x < lo; x++) {
+        double u[AP_NW];
+        for (int k = 0; k < AP_NW; k++) {
+            u[k] = box_at(p[k], w, r, x);
+        }
+        fix_sums(seen, x, u, fixed, x - p0);
+    }
+    for (int x = lo; x < hi; x++) {
+        double u[AP_NW];
+        for (int k = 0; k < AP_NW; k++) {
+            u[k] = p[k][x + r + 1] - p[k][x - r];
+        }
+        fix_sums(seen, x, u, fixed, x - p0);
+    }
+    for (int x = hi; x < p1; x++) {
+        double u[AP_NW];
+        for (int k = 0; k < AP_NW; k++) {
+            u[k] = box_at(p[k], w, r, x);
+        }
+        fix_sums(seen, x, u, fixed, x - p0);
     }
 }
 
@@ -594,9 +647,7 @@ ap_add_row_costs(const double *cols, int w, int radius, ap_cost cost,
     size_t stride = (size_t)w + 1;
     double *sums = scratch + AP_NQ * stride;
     double full = (double)(2 * radius + 1) * (2 * radius + 1);
-    if (cost == AP_COST_NCC) {
-        ap_box_ncc_costs(cols, w, radius, full, scratch, sums, acc);
-    } else if (cost == AP_COST_SAD) {
+    if (cost == AP_COST_SAD) {
         ap_box_sums(cols, 2, w, radius, scratch, sums);
         ap_sad_costs(w, full, sums, sums + stride, acc);
     } else {
