@@ -99,7 +99,9 @@ def build_cost_volume(ref: np.ndarray,
     than half its pixels (half its weight, for SSIM) costs 1.0, and so does
     an NCC window without texture (variance under 1e-10).
     depth_batch: depths computed per call of the kernel (default all); it
-    changes when the GIL is taken back, not the result.
+    does not change the result, and each call repeats the sweep's setup.
+    A CPU sweep runs the program's signal handlers every 0.1 s: Ctrl-C
+    (or any handler that raises) ends it within that and a work item.
     threads: worker threads (default: the CPUs this process may use); the
     result is the same for any number.
     parity: "textbook" (the costs above) or "aquamvs": AquaMVS's costs,

@@ -46,6 +46,7 @@ typedef struct {
     float *out;
     atomic_llong next_item;         /* (plane group, band) pairs */
     atomic_int failed;
+    atomic_int stopped;             /* args->stop said so */
 } parity_job;
 
 /* A warped row in a view's ring: its values s m and mask m, zero-padded
@@ -592,7 +593,8 @@ parity_worker(void *arg)
     long long groups = ((long long)a->count + job->group - 1) / job->group;
     while ((item = atomic_fetch_add(&job->next_item, 1)) <
                groups * job->bands &&
-           !atomic_load(&job->failed)) {
+           !atomic_load(&job->failed) &&
+           !ap_worker_stopped(a->stop, a->stop_ctx, &job->stopped)) {
         int start = (int)(item / job->bands) * job->group;
         int planes = a->count - start < job->group ? a->count - start
                                                     : job->group;
@@ -757,6 +759,8 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
     status = ap_run_workers(parity_worker, job, threads, &job->failed);
     if (status == 0 && atomic_load(&job->failed)) {
         status = -1;
+    } else if (status == 0 && atomic_load(&job->stopped)) {
+        status = AP_SWEEP_STOPPED;
     }
     ap_projectors_free(proj, a->n);
 done:

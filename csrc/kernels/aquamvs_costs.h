@@ -32,7 +32,7 @@
  * contract. Bands of its own choosing, but every row is computed from
  * its own windows alone, so the result depends neither on threads nor on
  * how the planes are split between calls. Returns 0, -1 out of memory,
- * -2 when a thread cannot start. */
+ * -2 when a thread cannot start, or AP_SWEEP_STOPPED. */
 int ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out);
 
 #endif

@@ -60,6 +60,7 @@ typedef struct {
      * rows / 128, which an int need not hold */
     atomic_llong next_item;
     atomic_int failed;
+    atomic_int stopped;         /* args->stop said so */
 } sweep_job;
 
 /* A worker's memory: per view a ring of warped rows (2 radius + 2: the
@@ -344,7 +345,9 @@ sweep_worker(void *arg)
     long long groups = ((long long)a->count + PLANE_GROUP - 1) /
                        PLANE_GROUP;
     while ((item = atomic_fetch_add(&job->next_item, 1)) <
-           groups * job->bands && !atomic_load(&job->failed)) {
+               groups * job->bands &&
+           !atomic_load(&job->failed) &&
+           !ap_worker_stopped(a->stop, a->stop_ctx, &job->stopped)) {
         int group = (int)(item / job->bands);
         int band = (int)(item % job->bands);
         int y0 = band * AP_SWEEP_BAND;
@@ -480,7 +483,7 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
     }
     int bands = (a->h + AP_SWEEP_BAND - 1) / AP_SWEEP_BAND;
     sweep_job job = {a,    &rays, proj, gauss, ref_sums,
-                     pads, bands, out,  0,     0};
+                     pads, bands, out,  0,     0,     0};
     long long items = ((long long)a->count + PLANE_GROUP - 1) /
                       PLANE_GROUP * bands;
     int threads = a->threads < items ? a->threads : (int)items;
@@ -492,6 +495,8 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
     free(rays.planes);
     if (status == 0 && atomic_load(&job.failed)) {
         status = -1;
+    } else if (status == 0 && atomic_load(&job.stopped)) {
+        status = AP_SWEEP_STOPPED;
     }
     return status;
 }

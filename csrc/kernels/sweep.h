@@ -47,14 +47,24 @@ typedef struct {
     int window;                /* odd, 3 .. AP_MAX_WINDOW */
     int threads;               /* >= 1 */
     ap_parity parity;          /* AP_PARITY_AQUAMVS: NCC or SSIM only */
+    /* asked on the calling thread before each work item (a band through
+     * up to 16 planes): nonzero stops the sweep, which then returns
+     * AP_SWEEP_STOPPED; NULL: never asked */
+    int (*stop)(void *ctx);
+    void *stop_ctx;
 } ap_sweep_args;
+
+/* ap_cost_volume's status when args->stop said so: the planes asked for
+ * are written in part. */
+#define AP_SWEEP_STOPPED (-3)
 
 /* Planes [first, first + count) of the cost volume (h, w, d) into out:
  * per pixel and depth, the mean over source views of the window cost.
  * Work is split into bands of AP_SWEEP_BAND rows of one depth plane,
  * whatever the thread count, so the result does not depend on threads,
  * nor on how the planes are split between calls.
- * Returns 0, -1 out of memory, -2 when a thread cannot start. */
+ * Returns 0, -1 out of memory, -2 when a thread cannot start, or
+ * AP_SWEEP_STOPPED. */
 int ap_cost_volume(const ap_sweep_args *args, float *out);
 
 /* SSIM's Gaussian window: 2 radius + 1 weights whose 2-D product sums

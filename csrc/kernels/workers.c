@@ -4,6 +4,18 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+/* Set on the thread running ap_run_workers while it works too. */
+static _Thread_local int on_caller;
+
+int
+ap_worker_stopped(int (*hook)(void *), void *ctx, _Atomic int *stopped)
+{
+    if (on_caller && hook != NULL && hook(ctx)) {
+        atomic_store(stopped, 1);
+    }
+    return atomic_load(stopped);
+}
+
 int
 ap_run_workers(void *(*work)(void *), void *job, int threads,
                _Atomic int *stop)
@@ -17,7 +29,9 @@ ap_run_workers(void *(*work)(void *), void *job, int threads,
             break;
         }
     }
+    on_caller = 1;
     work(job);   /* without ids, the caller alone */
+    on_caller = 0;
     for (int i = 0; i < started; i++) {
         pthread_join(ids[i], NULL);
     }

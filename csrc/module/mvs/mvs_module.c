@@ -9,6 +9,8 @@
 #include "../../kernels/projector.h"
 #include "../../kernels/sweep.h"
 
+#include <time.h>
+
 PyArrayObject *
 ap_mvs_array(PyObject *obj, int type, int ndim, npy_intp last,
              const char *what)
@@ -354,15 +356,55 @@ ap_mvs_check_parity(int parity, int cost)
     return 0;
 }
 
-/* Runs the sweep without the GIL. None, or NULL with MemoryError or
- * OSError. */
-static PyObject *
-run_cost_volume(const ap_sweep_args *a, float *out)
+/* Seconds between two looks at the program's signals during a sweep. */
+#define SIGNAL_POLL_S 0.1
+
+typedef struct {
+    PyThreadState *state;   /* the caller's, while the GIL is let go */
+    double next;            /* when to look again */
+} signal_poll;
+
+static double
+monotonic_s(void)
 {
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ap_cost_volume(a, out);
-    Py_END_ALLOW_THREADS
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The sweep's stop hook: every SIGNAL_POLL_S takes the GIL back to run
+ * the program's signal handlers (Python runs them on the main thread
+ * alone), so that Ctrl-C, or any handler that raises, ends a long sweep
+ * within that and a work item. Not more often: while another thread
+ * holds the GIL, taking it back can wait for its switch interval. */
+static int
+signal_raised(void *ctx)
+{
+    signal_poll *poll = ctx;
+    double now = monotonic_s();
+    if (now < poll->next) {
+        return 0;
+    }
+    poll->next = now + SIGNAL_POLL_S;
+    PyEval_RestoreThread(poll->state);
+    int raised = PyErr_CheckSignals() < 0;
+    poll->state = PyEval_SaveThread();
+    return raised;
+}
+
+/* Runs the sweep without the GIL. None, or NULL with MemoryError,
+ * OSError, or what a signal handler raised. */
+static PyObject *
+run_cost_volume(ap_sweep_args *a, float *out)
+{
+    signal_poll poll = {PyEval_SaveThread(), monotonic_s() + SIGNAL_POLL_S};
+    a->stop = signal_raised;
+    a->stop_ctx = &poll;
+    int rc = ap_cost_volume(a, out);
+    PyEval_RestoreThread(poll.state);
+    if (rc == AP_SWEEP_STOPPED) {
+        return NULL;
+    }
     if (rc == -1) {
         return PyErr_NoMemory();
     }
@@ -422,7 +464,7 @@ cost_volume(PyObject *module, PyObject *args)
     ap_sweep_args a = {PyArray_DATA(ref), PyArray_DATA(srcs), h, w, n,
                        &ref_cam, src_cams, PyArray_DATA(depths), d,
                        first, count, (ap_cost)cost, window, threads,
-                       (ap_parity)parity};
+                       (ap_parity)parity, NULL, NULL};
     result = run_cost_volume(&a, PyArray_DATA(out));
 done:
     PyMem_Free(src_cams);
