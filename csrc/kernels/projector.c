@@ -76,6 +76,27 @@ ap_projector_init(ap_projector *p, const ap_camera *cam)
  * that vectorise, and the table and image lookups apart. */
 #define CHUNK 128
 
+/* A chunk's bilinear cells: top-left texel index, fractions across,
+ * whether seen, and the four texels (q[0] q[1] above q[2] q[3]). */
+typedef struct {
+    int k[CHUNK], seen[CHUNK];
+    double fx[CHUNK], fy[CHUNK], q[4][CHUNK];
+} texel_cells;
+
+/* The cells' texels, from an image whose rows are pw floats apart, in
+ * pairs. A pass of its own: in one loop with the cells and the mix, the
+ * vector loop spends more moving each lane's index out and its texels
+ * in than the loads take (apart: x0.97 on the sweep, the same bits). */
+static inline __attribute__((always_inline)) void
+load_cells(const float *restrict img, int pw, int n, texel_cells *c)
+{
+    for (int i = 0; i < n; i++) {
+        const float *p = img + c->k[i];
+        float_pair(p, &c->q[0][i], &c->q[1][i]);
+        float_pair(p + pw, &c->q[2][i], &c->q[3][i]);
+    }
+}
+
 /* ap_bilinear, the same arithmetic, its texels loaded in pairs */
 AP_VECTOR_CLONES void
 sample_chunk(const float *restrict img, int h, int w, int n,
@@ -108,6 +129,7 @@ sample_edges_chunk(const float *restrict pad, int h, int w, int n,
 {
     int pw = w + 1;
     double right = w - 1, bottom = h - 1, last_x = w - 2, last_y = h - 2;
+    texel_cells cells;
     for (int i = 0; i < n; i++) {
         int inside = ap_bilinear_inside(h, w, u[i], v[i]);
         double x = inside ? u[i] : 0.0, y = inside ? v[i] : 0.0;
@@ -116,13 +138,17 @@ sample_edges_chunk(const float *restrict pad, int h, int w, int n,
         double left = floor(x), top = floor(y);
         left = left > last_x ? last_x : left;
         top = top > last_y ? last_y : top;
-        int k = ((int)top + 1) * pw + (int)left + 1;
-        double q00, q01, q10, q11;
-        float_pair(pad + k, &q00, &q01);
-        float_pair(pad + k + pw, &q10, &q11);
-        float value = (float)ap_bilinear_mix(q00, q01, q10, q11, x - left,
-                                             y - top);
-        out[i] = inside ? value : NAN;
+        cells.k[i] = ((int)top + 1) * pw + (int)left + 1;
+        cells.fx[i] = x - left;
+        cells.fy[i] = y - top;
+        cells.seen[i] = inside;
+    }
+    load_cells(pad, pw, n, &cells);
+    for (int i = 0; i < n; i++) {
+        float value = (float)ap_bilinear_mix(cells.q[0][i], cells.q[1][i],
+                                             cells.q[2][i], cells.q[3][i],
+                                             cells.fx[i], cells.fy[i]);
+        out[i] = cells.seen[i] ? value : NAN;
     }
 }
 
@@ -309,19 +335,25 @@ sample_padded_chunk(const float *restrict pad, int h, int w, int n,
                     double *restrict out)
 {
     int pw = w + AP_PAD_BEFORE + AP_PAD_AFTER;
+    texel_cells cells;
     for (int i = 0; i < n; i++) {
         int seen = u[i] == u[i];
         double uu = seen ? u[i] : -2.0, vv = seen ? v[i] : -2.0;
         double x = uu < -2.0 ? -2.0 : (uu > w + 1.0 ? w + 1.0 : uu);
         double y = vv < -2.0 ? -2.0 : (vv > h + 1.0 ? h + 1.0 : vv);
         double left = floor(x), top = floor(y);
-        int k = ((int)top + AP_PAD_BEFORE) * pw + (int)left + AP_PAD_BEFORE;
-        double q00, q01, q10, q11;
-        float_pair(pad + k, &q00, &q01);
-        float_pair(pad + k + pw, &q10, &q11);
-        double value = ap_bilinear_mix(q00, q01, q10, q11, x - left,
-                                       y - top);
-        out[i] = seen ? value : NAN;
+        cells.k[i] = ((int)top + AP_PAD_BEFORE) * pw + (int)left +
+                     AP_PAD_BEFORE;
+        cells.fx[i] = x - left;
+        cells.fy[i] = y - top;
+        cells.seen[i] = seen;
+    }
+    load_cells(pad, pw, n, &cells);
+    for (int i = 0; i < n; i++) {
+        double value = ap_bilinear_mix(cells.q[0][i], cells.q[1][i],
+                                       cells.q[2][i], cells.q[3][i],
+                                       cells.fx[i], cells.fy[i]);
+        out[i] = cells.seen[i] ? value : NAN;
     }
 }
 

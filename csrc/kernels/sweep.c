@@ -271,7 +271,7 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
             for (int v = 0; job->ref_sums != NULL && v < a->n; v++) {
                 ap_unseen_span(ws->rows[v], w,
                                ws->unseen + 2 * ((size_t)v * ring_rows +
-                                              next % ring_rows));
+                                                 next % ring_rows));
             }
             for (int v = 0; v < a->n; v++) {
                 double *cols = ws->cols + v * cols_size;

@@ -333,8 +333,6 @@ ap_box_sums(const double *restrict cols, int nq, int w, int r,
     size_t stride = (size_t)w + 1;
     if (nq == AP_NQ) {
         prefix_sums(cols, AP_NQ, w, prefix);
-    } else if (nq == AP_NW) {
-        prefix_sums(cols, AP_NW, w, prefix);
     } else {
         prefix_sums(cols, 2, w, prefix);
     }
