@@ -31,6 +31,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
+from . import _core
 from .report import Report, ReportError
 
 # the multiprocessing config key: a tuple of capturing Profilers' entries,
@@ -48,6 +49,8 @@ _delivering = False
 _published: Dict[str, Tuple[Dict[str, Any], Callable[[], bool]]] = {}
 _ended: Set[str] = set()    # their folders, until the config drops them
 _pending_signal = 0     # a SIGTERM that came while delivering
+_sigterm_handled = False    # _on_sigterm ran
+_sigterm_waiting = False    # the watcher saw a SIGTERM not yet handled
 
 
 # ------------------------------------------------------------ parent side
@@ -383,12 +386,33 @@ def _end_with_the_parent(child: Dict[str, Any]) -> None:
     folders = [entry["dir"] for entry in child["entries"]]
     while _child is child:
         time.sleep(FOLDER_CHECK_S)
+        _wake_main_for_sigterm()
         if any(os.path.isdir(folder) for folder in folders):
             continue
         if _child is child and not _delivering:
             _child = None
             child["profiler"].stop()
+            # nothing left to deliver, and nobody left to wake the main
+            # thread: SIGTERM ends the process as it would have
+            _core._sigterm_default()
         return
+
+
+def _wake_main_for_sigterm() -> None:
+    """A SIGTERM that lands as the main thread goes to wait on a lock (a
+    pool worker waiting for work) is taken by Python's C handler before
+    the wait begins, and the wait, which looks for signals only when one
+    interrupts it, never wakes to run _on_sigterm: Pool.terminate() would
+    wait for this worker for ever. A SIGTERM seen at one look and still
+    not handled at the next is sent again, to the main thread."""
+    global _sigterm_waiting
+    if _sigterm_handled or not _core._sigterm_noted():
+        _sigterm_waiting = False
+        return
+    main = threading.main_thread().ident
+    if _sigterm_waiting and main is not None:
+        signal.pthread_kill(main, signal.SIGTERM)
+    _sigterm_waiting = True
 
 
 def _finalize_at_exit() -> None:
@@ -497,15 +521,19 @@ def _catch_sigterm() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        handler = signal.getsignal(signal.SIGTERM)
+        if handler is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        elif handler is not _on_sigterm:    # the program's own
             return
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        _core._note_sigterm()    # for _wake_main_for_sigterm
     except (ValueError, OSError):
         return
 
 
 def _on_sigterm(signum: int, _frame: Any) -> None:
-    global _pending_signal
+    global _pending_signal, _sigterm_handled
+    _sigterm_handled = True
     if _delivering:
         # the exit's own delivery, interrupted (a Pool worker ending on
         # its sentinel as terminate() signals it): die once it is done

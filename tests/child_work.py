@@ -25,6 +25,44 @@ def calls_then_wait(n, seconds, ready=None):
     time.sleep(seconds)
 
 
+def _sigterm_to_a_thread_once_waiting(until=lambda: True):
+    """A thread of this process takes a SIGTERM once the main thread
+    sleeps in a lock's wait (x86-64 futex) and until() holds: the state a
+    SIGTERM leaves when it lands as the wait begins (Python's C handler
+    ran, the wait was not interrupted)."""
+    import threading
+    path = f"/proc/self/task/{threading.get_native_id()}/syscall"
+
+    def take_sigterm():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with open(path) as f:
+                if f.read().split()[0] == "202" and until():
+                    break
+            time.sleep(0.01)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    threading.Thread(target=take_sigterm, daemon=True).start()
+
+
+def calls_then_wait_on(n, lock, ready):
+    """Records n calls, then waits on `lock` (held by the parent) as a
+    pool worker waits for work, and a SIGTERM comes as that wait begins."""
+    calls(n)
+    _sigterm_to_a_thread_once_waiting()
+    ready.set()
+    lock.acquire()
+
+
+def waits_on_past_its_capture(lock, ready):
+    """The same, the SIGTERM coming once the parent's Profiler stopped
+    and this child's capture ended."""
+    from aquaprof import children
+    _sigterm_to_a_thread_once_waiting(lambda: children._child is None)
+    ready.set()
+    lock.acquire()
+
+
 def calls_then_exit_at_once(n):
     """Ends the way multiprocessing never does: no exit finalizers."""
     calls(n)

@@ -6,6 +6,7 @@ import concurrent.futures
 import copy
 import multiprocessing
 import os
+import platform
 import signal
 import time
 
@@ -81,6 +82,62 @@ def test_a_pool_ended_by_terminate_still_delivers(method):
     children = rep.meta["children"]
     assert children["lost"] == []
     assert children["reported"] == children["started"] >= 1
+
+
+# the child's helper waits for its main thread's system call (futex) in
+# /proc before it sends the signal
+READS_SYSCALL = pytest.mark.skipif(
+    platform.machine() != "x86_64" or not os.path.exists("/proc/self/task"),
+    reason="reads the main thread's system call in /proc")
+
+
+def exitcode_within(p, seconds):
+    """p's exit code once it ended, or None after killing it when it did
+    not end within `seconds`."""
+    p.join(seconds)
+    if p.exitcode is None:
+        p.kill()
+        p.join()
+        return None
+    return p.exitcode
+
+
+@READS_SYSCALL
+def test_a_sigterm_that_did_not_wake_the_waiting_main_thread_is_sent_again():
+    """A SIGTERM taken by Python's C handler just before the main thread
+    starts to wait on a lock leaves it waiting: the child's watcher sends
+    it again to the main thread, which delivers and dies by it, instead
+    of leaving Pool.terminate() to wait for ever."""
+    ctx = multiprocessing.get_context("fork")
+    lock, ready = ctx.Lock(), ctx.Event()
+
+    def parent():
+        lock.acquire()
+        p = ctx.Process(target=child_work.calls_then_wait_on,
+                        args=(3, lock, ready), daemon=True)
+        p.start()
+        assert ready.wait(20)
+        assert exitcode_within(p, 20) == -signal.SIGTERM
+
+    rep = profiled(parent)
+    assert rep["work"].count == 3
+    assert rep.meta["children"]["reported"] == 1
+
+
+@READS_SYSCALL
+def test_a_child_past_its_capture_dies_by_a_sigterm_that_did_not_wake_it():
+    """Once the parent's Profiler stopped, a child's capture ends and its
+    watcher with it: SIGTERM has its default action back, which ends the
+    process whichever thread takes it."""
+    ctx = multiprocessing.get_context("fork")
+    lock, ready = ctx.Lock(), ctx.Event()
+    lock.acquire()
+    with ap.Profiler(memory=False):
+        p = ctx.Process(target=child_work.waits_on_past_its_capture,
+                        args=(lock, ready), daemon=True)
+        p.start()
+        assert ready.wait(20)
+    assert exitcode_within(p, 20) == -signal.SIGTERM
 
 
 def test_a_process_pool_executor_delivers():

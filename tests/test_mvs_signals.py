@@ -66,6 +66,33 @@ def test_a_handler_that_raises_ends_the_sweep_early(scene, alarm, parity,
     assert not written[-1]
 
 
+def test_a_sweep_run_by_a_handler_leaves_the_outer_sweep_stoppable(scene,
+                                                                   alarm):
+    sc, depths = scene
+    small = scenes.make_scene("flat", views=2, height=24, width=24)
+    small_args = (small.ref, small.images[1:], small.ref_cam,
+                  small.cameras[1:], np.linspace(*small.depth_range(0.03),
+                                                 4))
+    calls = []
+
+    def sweep_then_stop(signum, frame):
+        calls.append(signum)
+        if len(calls) == 1:     # a sweep of its own, inside the outer one
+            mvs.build_cost_volume(*small_args, threads=1)
+        else:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            raise Stop()
+
+    out = np.full((160, 160, depths.size), -7.0, np.float32)
+    cams = np.stack([c.params for c in sc.cameras[1:]])
+    alarm(sweep_then_stop, 0.02, 0.02)
+    with pytest.raises(Stop):
+        _mvs.cost_volume(sc.ref, np.stack(sc.images[1:]), sc.ref_cam.params,
+                         cams, depths, 0, depths.size, COSTS["ncc"], 11, 1,
+                         out, PARITIES["textbook"])
+    assert not (out != -7.0).any(axis=(0, 1))[-1]
+
+
 def test_ctrl_c_ends_build_cost_volume(scene, alarm):
     sc, depths = scene
     args = (sc.ref, sc.images[1:], sc.ref_cam, sc.cameras[1:], depths)

@@ -100,8 +100,9 @@ def build_cost_volume(ref: np.ndarray,
     an NCC window without texture (variance under 1e-10).
     depth_batch: depths computed per call of the kernel (default all); it
     does not change the result, and each call repeats the sweep's setup.
-    A CPU sweep runs the program's signal handlers every 0.1 s: Ctrl-C
-    (or any handler that raises) ends it within that and a work item.
+    A CPU sweep on the main thread runs the program's signal handlers
+    every 0.1 s: Ctrl-C (or any handler that raises) ends it within that
+    and one plane of a band.
     threads: worker threads (default: the CPUs this process may use); the
     result is the same for any number.
     parity: "textbook" (the costs above) or "aquamvs": AquaMVS's costs,

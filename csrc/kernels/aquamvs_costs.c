@@ -593,20 +593,22 @@ parity_worker(void *arg)
     long long groups = ((long long)a->count + job->group - 1) / job->group;
     while ((item = atomic_fetch_add(&job->next_item, 1)) <
                groups * job->bands &&
-           !atomic_load(&job->failed) &&
-           !ap_worker_stopped(a->stop, a->stop_ctx, &job->stopped)) {
+           !atomic_load(&job->failed) && !atomic_load(&job->stopped)) {
         int start = (int)(item / job->bands) * job->group;
         int planes = a->count - start < job->group ? a->count - start
                                                     : job->group;
         int y0 = (int)(item % job->bands) * job->band_rows;
         int y1 = y0 + job->band_rows > a->h ? a->h : y0 + job->band_rows;
-        for (int k = 0; k < planes; k++) {
+        int k = 0;
+        for (; k < planes &&
+               !ap_worker_stopped(a->stop, a->stop_ctx, &job->stopped);
+             k++) {
             band(job, &ws, start + k, y0, y1,
                  ws.staged ? ws.staged + k * plane_size : NULL);
         }
         if (ws.staged != NULL) {
             ap_write_staged(job->out, a->w, a->d, a->first + start,
-                            ws.staged, plane_size, planes, y0, y1);
+                            ws.staged, plane_size, k, y0, y1);
         }
     }
     workspace_free(&ws, a->n);

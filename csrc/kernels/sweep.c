@@ -48,8 +48,9 @@ typedef struct {
     const ap_ray_table *rays;
     const ap_projector *proj;   /* one a source view */
     const double *gauss;        /* 2 * radius + 1, 2-D weights sum to 1 */
-    /* SSIM: the window sums of the count, r and r^2 where every sample
-     * is seen (ref_seen_sums), 3 planes of h x w; NULL where not made */
+    /* the window sums of the count, r and r^2 where every sample is
+     * seen (ref_seen_sums), 3 planes of h x w: always for NCC; for SSIM,
+     * NULL where not made */
     const double *ref_sums;
     /* the sources with their first row and column repeated
      * (ap_pad_edges), or NULL: sampled as they are */
@@ -65,8 +66,8 @@ typedef struct {
 
 /* A worker's memory: per view a ring of warped rows (2 radius + 2: the
  * window's and the one entering it), the span of columns where each has
- * samples not seen (kept where SSIM's reference sums are made), and
- * AP_NQ column sums; window sums and a cost row shared by the views; the
+ * samples not seen (kept where the reference sums are made), and
+ * AP_NQ column sums (NCC: the warped ones, then the unseen samples'); window sums and a cost row shared by the views; the
  * views' rows being warped; and the costs of the work item's planes,
  * plane by plane, until they are written out pixel by pixel. */
 typedef struct {
@@ -160,11 +161,10 @@ ncc_row(const sweep_job *job, workspace *ws, int v, int yo, int lo, int hi,
     double *fixed[AP_NW] = {ws->scratch + AP_NW * stride,
                             ws->scratch + (AP_NW + 1) * stride,
                             ws->scratch + (AP_NW + 2) * stride};
-    int first, last, p0 = 0, p1 = 0;
+    int first, last, p0, p1;
     window_unseen(ws, v, lo, hi, ring_rows, w, &first, &last);
-    if (first <= last) {    /* pixels [p0, p1) have some in their window */
-        p0 = first - r > 0 ? first - r : 0;
-        p1 = last + r + 1 < w ? last + r + 1 : w;
+    ap_unseen_pixels(first, last, r, w, &p0, &p1);
+    if (p1 > p0) {
         ap_unseen_fix(cols + (size_t)AP_NW * w, w, r, p0, p1, seen,
                       ws->scratch, fixed);
     }
@@ -198,16 +198,14 @@ ssim_row(const sweep_job *job, workspace *ws, int v, int yo, int lo,
                          ws->acc);
         return;
     }
-    int first, last;
+    int first, last, p0, p1, c0 = 0, c1 = 0;
     window_unseen(ws, v, lo, hi, ring_rows, w, &first, &last);
     /* pixels [p0, p1) have unseen samples in their windows, which read
      * columns [c0, c1) */
-    int p0 = 0, p1 = 0, c0 = 0, c1 = 0;
-    if (first <= last) {
-        p0 = first - r > 0 ? first - r : 0;
-        p1 = last + r + 1 < w ? last + r + 1 : w;
-        c0 = first - 2 * r > 0 ? first - 2 * r : 0;
-        c1 = last + 2 * r + 1 < w ? last + 2 * r + 1 : w;
+    ap_unseen_pixels(first, last, r, w, &p0, &p1);
+    if (p1 > p0) {
+        c0 = p0 - r > 0 ? p0 - r : 0;
+        c1 = p1 + r < w ? p1 + r : w;
     }
     ap_weighted_seen_columns(cols, w, 0, c0, refs, rows, weights, count);
     ap_weighted_columns(cols, w, c0, c1, refs, rows, weights, count);
@@ -346,8 +344,7 @@ sweep_worker(void *arg)
                        PLANE_GROUP;
     while ((item = atomic_fetch_add(&job->next_item, 1)) <
                groups * job->bands &&
-           !atomic_load(&job->failed) &&
-           !ap_worker_stopped(a->stop, a->stop_ctx, &job->stopped)) {
+           !atomic_load(&job->failed) && !atomic_load(&job->stopped)) {
         int group = (int)(item / job->bands);
         int band = (int)(item % job->bands);
         int y0 = band * AP_SWEEP_BAND;
@@ -355,11 +352,15 @@ sweep_worker(void *arg)
         int start = group * PLANE_GROUP;   /* below count: an int */
         int planes = a->count - start < PLANE_GROUP ? a->count - start
                                                     : PLANE_GROUP;
-        for (int plane = start; plane < start + planes; plane++) {
+        int plane = start;
+        for (; plane < start + planes &&
+               !ap_worker_stopped(a->stop, a->stop_ctx, &job->stopped);
+             plane++) {
             sweep_band(job, &ws, plane, y0, y1);
         }
         ap_write_staged(job->out, a->w, a->d, a->first + start, ws.staged,
-                        (size_t)AP_SWEEP_BAND * a->w, planes, y0, y1);
+                        (size_t)AP_SWEEP_BAND * a->w, plane - start, y0,
+                        y1);
     }
     workspace_free(&ws);
     return NULL;
@@ -457,8 +458,10 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
         return -1;
     }
     /* made once a call on one thread, they cost about one view's plane
-     * and save about a third of each: worth it from four plane-views a
-     * thread. Where memory is short, every window makes its own. */
+     * and save about a third of each SSIM one: worth it from four
+     * plane-views a thread; where memory is short, every SSIM window
+     * makes its own. NCC's windows slide only the warped sums and need
+     * them: without the memory the call fails as out of memory. */
     double *ref_sums = NULL;
     if (a->cost == AP_COST_NCC ||
         (a->cost == AP_COST_SSIM &&

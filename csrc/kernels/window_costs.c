@@ -44,23 +44,43 @@ add_four(double *restrict c, int x, const v4d *leaving, const v4d *entering)
     memcpy(c + x, &sum, sizeof(sum));
 }
 
-/* The three quantities of four samples that hold the warped values:
- * weight times s, s^2 and r s, 0 where not seen; four_quantities'
- * arithmetic, so its bits. */
-static inline void
-four_warped(const float *ref, const float *warped, double weight, v4d q[3])
+/* Four samples loaded: the reference values r0, weight times them (r)
+ * and the warped values (s), both 0 where not seen, and the seen mask. */
+typedef struct {
+    v4d r0, r, s;
+    v4l seen;
+} four_samples;
+
+static inline four_samples
+load_four(const float *ref, const float *warped, double weight)
 {
     v4f rf, sf;
     memcpy(&rf, ref, sizeof(rf));
     memcpy(&sf, warped, sizeof(sf));
-    v4d r0 = __builtin_convertvector(rf, v4d);
+    four_samples f;
+    f.r0 = __builtin_convertvector(rf, v4d);
     v4d s0 = __builtin_convertvector(sf, v4d);
-    v4l seen = s0 == s0;
-    v4d r = (v4d)((v4l)(weight * r0) & seen);
-    v4d s = (v4d)((v4l)s0 & seen);
-    q[0] = weight * s;
-    q[1] = weight * s * s;
-    q[2] = r * s;
+    f.seen = s0 == s0;
+    f.r = (v4d)((v4l)(weight * f.r0) & f.seen);
+    f.s = (v4d)((v4l)s0 & f.seen);
+    return f;
+}
+
+/* The three quantities that hold the warped values: weight times s, s^2
+ * and r s; four_quantities' arithmetic, so its bits. */
+static inline void
+warped_of(const four_samples *f, double weight, v4d q[3])
+{
+    q[0] = weight * f->s;
+    q[1] = weight * f->s * f->s;
+    q[2] = f->r * f->s;
+}
+
+static inline void
+four_warped(const float *ref, const float *warped, double weight, v4d q[3])
+{
+    four_samples f = load_four(ref, warped, weight);
+    warped_of(&f, weight, q);
 }
 
 /* sample_quantities of four samples, each lane the same arithmetic. */
@@ -68,22 +88,16 @@ static inline void
 four_quantities(const float *ref, const float *warped, double weight,
                 v4d q[6])
 {
-    v4d warped_q[3];
-    four_warped(ref, warped, weight, warped_q);
-    v4f rf, sf;
-    memcpy(&rf, ref, sizeof(rf));
-    memcpy(&sf, warped, sizeof(sf));
-    v4d r0 = __builtin_convertvector(rf, v4d);
-    v4d s0 = __builtin_convertvector(sf, v4d);
-    v4l seen = s0 == s0;
+    four_samples f = load_four(ref, warped, weight);
     v4d weights = {weight, weight, weight, weight};
-    v4d r = (v4d)((v4l)(weight * r0) & seen);
-    q[0] = (v4d)((v4l)weights & seen);
-    q[1] = r;
-    q[2] = warped_q[0];
-    q[3] = r * r0;
-    q[4] = warped_q[1];
-    q[5] = warped_q[2];
+    v4d w3[3];
+    warped_of(&f, weight, w3);
+    q[0] = (v4d)((v4l)weights & f.seen);
+    q[1] = f.r;
+    q[2] = w3[0];
+    q[3] = f.r * f.r0;
+    q[4] = w3[1];
+    q[5] = w3[2];
 }
 
 /* Adds weight times the warped quantities of a row to their column sums;
@@ -510,16 +524,22 @@ ncc_range(const double *const p[AP_NW], int w, int r, double full,
                               box_at(p[0], w, r, x), srr[x - x0],
                               box_at(p[1], w, r, x), box_at(p[2], w, r, x));
     }
-    /* offsets from base pointers: the loop reads streams */
-    const double *restrict a0 = p[0] + lo + r + 1, *restrict b0 = p[0] + lo - r;
-    const double *restrict a1 = p[1] + lo + r + 1, *restrict b1 = p[1] + lo - r;
-    const double *restrict a2 = p[2] + lo + r + 1, *restrict b2 = p[2] + lo - r;
-    const double *restrict tn = n + (lo - x0), *restrict tr = sr + (lo - x0),
-                           *restrict trr = srr + (lo - x0);
-    double *restrict out = acc + lo;
-    for (int i = 0; i < hi - lo; i++) {
-        out[i] += ap_ncc_cost(full, tn[i], tr[i], a0[i] - b0[i], trr[i],
-                              a1[i] - b1[i], a2[i] - b2[i]);
+    if (hi > lo) {      /* then lo >= r: offsets from base pointers,
+                         * so that the loop reads streams */
+        const double *restrict a0 = p[0] + lo + r + 1,
+                               *restrict b0 = p[0] + lo - r;
+        const double *restrict a1 = p[1] + lo + r + 1,
+                               *restrict b1 = p[1] + lo - r;
+        const double *restrict a2 = p[2] + lo + r + 1,
+                               *restrict b2 = p[2] + lo - r;
+        const double *restrict tn = n + (lo - x0),
+                               *restrict tr = sr + (lo - x0),
+                               *restrict trr = srr + (lo - x0);
+        double *restrict out = acc + lo;
+        for (int i = 0; i < hi - lo; i++) {
+            out[i] += ap_ncc_cost(full, tn[i], tr[i], a0[i] - b0[i], trr[i],
+                                  a1[i] - b1[i], a2[i] - b2[i]);
+        }
     }
     for (int x = hi; x < x1; x++) {
         acc[x] += ap_ncc_cost(full, n[x - x0], sr[x - x0],
@@ -556,19 +576,12 @@ ap_slide_unseen(double *cols, int w, int x0, int x1, const float *ref,
             n[x] += weight;
             sr[x] += r;
             srr[x] += r * ref[x];
+            if (n[x] == 0.0) {  /* the count is exact; the others would
+                                 * keep what rounding left */
+                sr[x] = 0.0;
+                srr[x] = 0.0;
+            }
         }
-    }
-}
-
-/* fixed[k][i] = seen[k][x] less the box sum u[k], or seen[k][x] where
- * the window has no sample unseen (u[0], the count, is exact): whatever
- * rounding left in the others. */
-static inline __attribute__((always_inline)) void
-fix_sums(const double *const seen[AP_NW], int x, const double u[AP_NW],
-         double *const fixed[AP_NW], int i)
-{
-    for (int k = 0; k < AP_NW; k++) {
-        fixed[k][i] = u[0] == 0.0 ? seen[k][x] : seen[k][x] - u[k];
     }
 }
 
@@ -583,37 +596,30 @@ ap_unseen_fix(const double *restrict cols, int w, int r, int p0, int p1,
     for (int k = 0; k < AP_NW; k++) {
         prefix[k * stride + c0] = 0.0;
     }
-    /* the three running sums side by side: their chains of adds overlap */
+    /* the three running sums side by side, so that their chains of adds
+     * overlap; box_at then reads them in [c0, c1] for x in [p0, p1) */
     for (int x = c0; x < c1; x++) {
         for (int k = 0; k < AP_NW; k++) {
             carry[k] += cols[(size_t)k * w + x];
             prefix[k * stride + x + 1] = carry[k];
         }
     }
-    const double *p[AP_NW] = {prefix, prefix + stride, prefix + 2 * stride};
+    /* [lo, hi): no window clamped, a loop that vectorises */
     int lo = p0 > r ? p0 : r, hi = p1 < w - r ? p1 : w - r;
     lo = lo < p1 ? lo : p1;
     hi = hi > lo ? hi : lo;
-    for (int x = p0; x < lo; x++) {
-        double u[AP_NW];
-        for (int k = 0; k < AP_NW; k++) {
-            u[k] = box_at(p[k], w, r, x);
+    for (int k = 0; k < AP_NW; k++) {
+        const double *pk = prefix + k * stride, *sk = seen[k];
+        double *fk = fixed[k] - p0;     /* indexed by column */
+        for (int x = p0; x < lo; x++) {
+            fk[x] = sk[x] - box_at(pk, w, r, x);
         }
-        fix_sums(seen, x, u, fixed, x - p0);
-    }
-    for (int x = lo; x < hi; x++) {
-        double u[AP_NW];
-        for (int k = 0; k < AP_NW; k++) {
-            u[k] = p[k][x + r + 1] - p[k][x - r];
+        for (int x = lo; x < hi; x++) {
+            fk[x] = sk[x] - (pk[x + r + 1] - pk[x - r]);
         }
-        fix_sums(seen, x, u, fixed, x - p0);
-    }
-    for (int x = hi; x < p1; x++) {
-        double u[AP_NW];
-        for (int k = 0; k < AP_NW; k++) {
-            u[k] = box_at(p[k], w, r, x);
+        for (int x = hi; x < p1; x++) {
+            fk[x] = sk[x] - box_at(pk, w, r, x);
         }
-        fix_sums(seen, x, u, fixed, x - p0);
     }
 }
 

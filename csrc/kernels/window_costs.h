@@ -10,7 +10,7 @@ enum { AP_Q_COUNT, AP_Q_R, AP_Q_S, AP_Q_RR, AP_Q_SS, AP_Q_RS, AP_NQ };
 
 /* NCC keeps three column sums a view, of the quantities that hold the
  * warped values (s, s^2, r s); the count, r and r^2 sums of a window
- * are the reference's (made once a sweep) less those of its samples not
+ * are the reference's (made once a call) less those of its samples not
  * seen, whose column sums are kept apart, where rows have any. */
 #define AP_NW 3
 
@@ -71,6 +71,20 @@ void ap_box_sums(const double *cols, int nq, int w, int r, double *prefix,
 void ap_slide_warped(double *cols, int w, const float *ref_out,
                      const float *out, const float *ref, const float *warped,
                      double weight);
+
+/* The pixels [p0, p1) of a row whose windows, 2 r + 1 columns wide,
+ * hold a sample not seen, where the window's rows have them in columns
+ * [first, last]; p0 == p1 == 0 where first > last (none). */
+static inline void
+ap_unseen_pixels(int first, int last, int r, int w, int *p0, int *p1)
+{
+    *p0 = 0;
+    *p1 = 0;
+    if (first <= last) {
+        *p0 = first - r > 0 ? first - r : 0;
+        *p1 = last + r + 1 < w ? last + r + 1 : w;
+    }
+}
 
 /* Adds weight times the count, r and r^2 of a row's samples not seen, in
  * columns [x0, x1), to AP_NW rows of w column sums. */

@@ -4,7 +4,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* Set on the thread running ap_run_workers while it works too. */
+/* Set on the thread running ap_run_workers while it works too: the one
+ * whose context (the caller's GIL, say) the stop hook may use. */
 static _Thread_local int on_caller;
 
 int
@@ -29,9 +30,10 @@ ap_run_workers(void *(*work)(void *), void *job, int threads,
             break;
         }
     }
+    int was_caller = on_caller;   /* a sweep run by a stop hook's handler */
     on_caller = 1;
     work(job);   /* without ids, the caller alone */
-    on_caller = 0;
+    on_caller = was_caller;
     for (int i = 0; i < started; i++) {
         pthread_join(ids[i], NULL);
     }

@@ -87,6 +87,15 @@ static PyMethodDef module_methods[] = {
     {"_fail_allocations", fail_allocations, METH_VARARGS,
      fail_allocations_doc},
     {"_gpu_flush", gpu_flush, METH_NOARGS, gpu_flush_doc},
+    {"_note_sigterm", ap_note_sigterm, METH_NOARGS,
+     "_note_sigterm(): wraps SIGTERM's Python handler so that a SIGTERM\n"
+     "that came can be seen from any thread (False where the handler is\n"
+     "not Python's); clears what was seen."},
+    {"_sigterm_noted", ap_sigterm_noted, METH_NOARGS,
+     "_sigterm_noted(): whether a SIGTERM came since _note_sigterm()."},
+    {"_sigterm_default", ap_sigterm_default, METH_NOARGS,
+     "_sigterm_default(): SIGTERM's default action back, where the\n"
+     "handler is still the one _note_sigterm() wrapped."},
     {NULL, NULL, 0, NULL},
 };
 

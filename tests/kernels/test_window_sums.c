@@ -4,9 +4,10 @@
  *   time, which takes the scalar loop: the same bits;
  * - NCC's costs from those sums, the reference's window sums and the
  *   unseen samples' (ap_slide_unseen, ap_unseen_fix, ap_ncc_table_costs)
- *   against the window's six sums made afresh, within 1e-12; and the
- *   same bits whether the pixels fixed for unseen samples are those
- *   beside them or the whole row;
+ *   against the window's six sums made afresh, within 1e-12, after rows
+ *   with unseen samples slid through the window and out; and the same
+ *   bits whether the pixels fixed for unseen samples are those beside
+ *   them or the whole row;
  * - the Gaussian sums of a range of columns (ap_gauss_sums_range)
  *   against those of the whole row (ap_gauss_sums);
  * for rows of 1 to 41 columns, windows of radius 1 to 7 (wider than some
@@ -96,19 +97,28 @@ check_slide(uint64_t *s, int w, int r, double unseen)
     }
 }
 
-/* NCC's costs of the middle row of 2 r + 1 rows (windows clamped to the
- * row's ends), as the sweep makes them, with the pixels fixed for unseen
- * samples being [p0, p1). */
+/* NCC's costs of a row whose window is the last 2 r + 1 of `rows` rows,
+ * as the sweep makes them: the rows before slid through the window and
+ * out (their unseen samples' sums taken out again), the pixels fixed for
+ * unseen samples being [p0, p1). */
 static void
-table_costs(float ref[][MAX_W], float warped[][MAX_W], int w, int r, int p0,
-            int p1, double *acc)
+table_costs(float ref[][MAX_W], float warped[][MAX_W], int rows, int w,
+            int r, int p0, int p1, double *acc)
 {
     double cols[AP_NW * MAX_W] = {0.0}, unseen[AP_NW * MAX_W] = {0.0};
     double seen[AP_NW][MAX_W] = {{0.0}}, fixed[AP_NW][MAX_W];
     double prefix[AP_NW * (MAX_W + 1)];
-    for (int y = 0; y <= 2 * r; y++) {
-        ap_slide_warped(cols, w, NULL, NULL, ref[y], warped[y], 1.0);
+    for (int y = 0; y < rows; y++) {
+        int out = y - 2 * r - 1;
+        ap_slide_warped(cols, w, out >= 0 ? ref[out] : NULL,
+                        out >= 0 ? warped[out] : NULL, ref[y], warped[y],
+                        1.0);
+        if (out >= 0) {
+            ap_slide_unseen(unseen, w, 0, w, ref[out], warped[out], -1.0);
+        }
         ap_slide_unseen(unseen, w, 0, w, ref[y], warped[y], 1.0);
+    }
+    for (int y = rows - 2 * r - 1; y < rows; y++) {
         for (int x = 0; x < w; x++) {   /* the reference's window sums */
             for (int j = x - r; j <= x + r; j++) {
                 if (j >= 0 && j < w) {
@@ -130,26 +140,29 @@ table_costs(float ref[][MAX_W], float warped[][MAX_W], int w, int r, int p0,
                        (const double *const *)fixed_rows, prefix, acc);
 }
 
+/* Rows of which the first ones slide out of the window with their
+ * unseen samples, the window's own having fewer (or none). */
 static void
 check_ncc_table(uint64_t *s, int w, int r, double unseen)
 {
-    float ref[2 * MAX_R + 1][MAX_W], warped[2 * MAX_R + 1][MAX_W];
-    int first = w, last = -1;
-    for (int y = 0; y <= 2 * r; y++) {
+    enum { ROWS = 5 * MAX_R + 2 };
+    float ref[ROWS][MAX_W], warped[ROWS][MAX_W];
+    int rows = 5 * r + 2, top = rows - 2 * r - 1, first = w, last = -1;
+    for (int y = 0; y < rows; y++) {
         for (int x = 0; x < w; x++) {
             ref[y][x] = (float)uniform(s, 0.0, 1.0);
         }
-        warped_row(s, warped[y], w, unseen);
+        warped_row(s, warped[y], w, y < top ? 0.5 : unseen);
         int span[2];
         ap_unseen_span(warped[y], w, span);
-        first = span[0] < first ? span[0] : first;
-        last = span[1] > last ? span[1] : last;
-    }
-    /* the span against a plain search */
-    for (int y = 0, x; y <= 2 * r; y++) {
-        int span[2];
-        ap_unseen_span(warped[y], w, span);
-        for (x = 0; x < w && warped[y][x] == warped[y][x]; x++) {
+        if (y >= top) {
+            first = span[0] < first ? span[0] : first;
+            last = span[1] > last ? span[1] : last;
+        }
+        /* the span against a plain search */
+        int x = 0;
+        while (x < w && warped[y][x] == warped[y][x]) {
+            x++;
         }
         int plain_first = x;
         for (x = w - 1; x >= 0 && warped[y][x] == warped[y][x]; x--) {
@@ -159,17 +172,19 @@ check_ncc_table(uint64_t *s, int w, int r, double unseen)
                    w, span[0], span[1], plain_first, x);
         }
     }
-    int p0 = first - r > 0 ? first - r : 0;
-    int p1 = first > last ? p0 : (last + r + 1 < w ? last + r + 1 : w);
+    int p0, p1;
+    ap_unseen_pixels(first, last, r, w, &p0, &p1);
     double beside[MAX_W], whole[MAX_W];
-    table_costs(ref, warped, w, r, p0, p1, beside);
-    table_costs(ref, warped, w, r, 0, w, whole);
+    table_costs(ref, warped, rows, w, r, p0, p1, beside);
+    table_costs(ref, warped, rows, w, r, 0, w, whole);
+    /* the same bits: a window with no unseen sample left is the
+     * reference's, whatever rows slid through it */
     same_bits(beside, whole, w, "NCC fixed beside unseen or everywhere", w,
               r);
     double full = (double)(2 * r + 1) * (2 * r + 1);
     for (int x = 0; x < w; x++) {
         double q[AP_NQ] = {0.0};
-        for (int y = 0; y <= 2 * r; y++) {
+        for (int y = top; y < rows; y++) {
             for (int j = x - r; j <= x + r; j++) {
                 if (j >= 0 && j < w && warped[y][j] == warped[y][j]) {
                     double rv = ref[y][j], sv = warped[y][j];

@@ -392,17 +392,42 @@ signal_raised(void *ctx)
     return raised;
 }
 
+/* Whether this is the main thread of the main interpreter, the one
+ * where Python runs signal handlers: elsewhere, taking the GIL back to
+ * look for them would wait for nothing. */
+static int
+on_main_thread(void)
+{
+    if (PyInterpreterState_Get() != PyInterpreterState_Main()) {
+        return 0;
+    }
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main = threading == NULL
+                         ? NULL
+                         : PyObject_CallMethod(threading, "main_thread", NULL);
+    PyObject *ident = main == NULL ? NULL
+                                   : PyObject_GetAttrString(main, "ident");
+    int is_main = ident != NULL && PyLong_Check(ident) &&
+                  PyLong_AsUnsignedLong(ident) == PyThread_get_thread_ident();
+    Py_XDECREF(ident);
+    Py_XDECREF(main);
+    Py_XDECREF(threading);
+    PyErr_Clear();      /* in doubt: no looking */
+    return is_main;
+}
+
 /* Runs the sweep without the GIL. None, or NULL with MemoryError,
- * OSError, or what a signal handler raised. */
+ * OSError, or what a signal handler raised (which goes first). */
 static PyObject *
 run_cost_volume(ap_sweep_args *a, float *out)
 {
+    int main = on_main_thread();
     signal_poll poll = {PyEval_SaveThread(), monotonic_s() + SIGNAL_POLL_S};
-    a->stop = signal_raised;
+    a->stop = main ? signal_raised : NULL;
     a->stop_ctx = &poll;
     int rc = ap_cost_volume(a, out);
     PyEval_RestoreThread(poll.state);
-    if (rc == AP_SWEEP_STOPPED) {
+    if (rc == AP_SWEEP_STOPPED || PyErr_Occurred()) {
         return NULL;
     }
     if (rc == -1) {
