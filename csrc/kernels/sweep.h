@@ -47,9 +47,9 @@ typedef struct {
     int window;                /* odd, 3 .. AP_MAX_WINDOW */
     int threads;               /* >= 1 */
     ap_parity parity;          /* AP_PARITY_AQUAMVS: NCC or SSIM only */
-    /* asked on the calling thread before each work item (a band through
-     * up to 16 planes): nonzero stops the sweep, which then returns
-     * AP_SWEEP_STOPPED; NULL: never asked */
+    /* asked on the calling thread before each plane of a work item (a
+     * band through up to 16 planes): nonzero stops the sweep, which then
+     * returns AP_SWEEP_STOPPED; NULL: never asked */
     int (*stop)(void *ctx);
     void *stop_ctx;
 } ap_sweep_args;

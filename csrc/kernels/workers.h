@@ -8,8 +8,8 @@
 int ap_run_workers(void *(*work)(void *), void *job, int threads,
                    _Atomic int *stop);
 
-/* Whether the job should stop, asked by its workers before each work
- * item: on the thread that called ap_run_workers alone (the one whose
+/* Whether the job should stop, asked by its workers before each plane of
+ * a work item: on the thread that called ap_run_workers alone (the one whose
  * context the hook may need), the hook (NULL: none) is asked, and a
  * nonzero answer is kept in *stopped for every worker to see. */
 int ap_worker_stopped(int (*hook)(void *), void *ctx, _Atomic int *stopped);

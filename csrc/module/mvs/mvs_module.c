@@ -375,7 +375,7 @@ monotonic_s(void)
 /* The sweep's stop hook: every SIGNAL_POLL_S takes the GIL back to run
  * the program's signal handlers (Python runs them on the main thread
  * alone), so that Ctrl-C, or any handler that raises, ends a long sweep
- * within that and a work item. Not more often: while another thread
+ * within that and one plane of a band. Not more often: while another thread
  * holds the GIL, taking it back can wait for its switch interval. */
 static int
 signal_raised(void *ctx)
