@@ -67,8 +67,9 @@ typedef struct {
 /* A worker's memory: per view a ring of warped rows (2 radius + 2: the
  * window's and the one entering it), the span of columns where each has
  * samples not seen (kept where the reference sums are made), and
- * AP_NQ column sums (NCC: the warped ones, then the unseen samples'); window sums and a cost row shared by the views; the
- * views' rows being warped; and the costs of the work item's planes,
+ * AP_NQ column sums (NCC: the warped ones, then the unseen samples');
+ * window sums and a cost row shared by the views; the views' rows being
+ * warped; and the costs of the work item's planes,
  * plane by plane, until they are written out pixel by pixel. */
 typedef struct {
     float *ring, *staged, **rows;
@@ -112,6 +113,14 @@ ring_row(const workspace *ws, int v, int y, int ring_rows, int w)
     return ws->ring + ((size_t)v * ring_rows + y % ring_rows) * w;
 }
 
+/* The first and last column where image row y, in view v's ring, has a
+ * sample not seen (first > last: none). */
+static int *
+ring_span(const workspace *ws, int v, int y, int ring_rows)
+{
+    return ws->unseen + 2 * ((size_t)v * ring_rows + y % ring_rows);
+}
+
 /* The first and last column where view v's window rows [lo, hi) have a
  * sample not seen; first > last where none. */
 static void
@@ -121,8 +130,7 @@ window_unseen(const workspace *ws, int v, int lo, int hi, int ring_rows,
     *first = w;
     *last = -1;
     for (int y = lo; y < hi; y++) {
-        const int *span = ws->unseen + 2 * ((size_t)v * ring_rows +
-                                            y % ring_rows);
+        const int *span = ring_span(ws, v, y, ring_rows);
         *first = span[0] < *first ? span[0] : *first;
         *last = span[1] > *last ? span[1] : *last;
     }
@@ -135,8 +143,7 @@ slide_unseen(const ap_sweep_args *a, workspace *ws, int v, int y,
              int ring_rows, double weight)
 {
     int w = a->w;
-    const int *span = ws->unseen + 2 * ((size_t)v * ring_rows +
-                                        y % ring_rows);
+    const int *span = ring_span(ws, v, y, ring_rows);
     if (span[0] <= span[1]) {
         ap_slide_unseen(ws->cols + ((size_t)v * AP_NQ + AP_NW) * w, w,
                         span[0], span[1] + 1, a->ref + (size_t)y * w,
@@ -268,28 +275,25 @@ sweep_band(const sweep_job *job, workspace *ws, int plane, int y0, int y1)
             }
             for (int v = 0; job->ref_sums != NULL && v < a->n; v++) {
                 ap_unseen_span(ws->rows[v], w,
-                               ws->unseen + 2 * ((size_t)v * ring_rows +
-                                                 next % ring_rows));
+                               ring_span(ws, v, next, ring_rows));
             }
             for (int v = 0; v < a->n; v++) {
                 double *cols = ws->cols + v * cols_size;
                 const float *ref = a->ref + (size_t)next * w;
+                const float *ref_out = leaves ? a->ref + (size_t)lo * w
+                                              : NULL;
+                const float *out = leaves ? ring_row(ws, v, lo, ring_rows, w)
+                                          : NULL;
                 if (ncc) {
+                    ap_slide_warped(cols, w, ref_out, out, ref, ws->rows[v],
+                                    1.0);
                     if (leaves) {
-                        ap_slide_warped(cols, w, a->ref + (size_t)lo * w,
-                                        ring_row(ws, v, lo, ring_rows, w),
-                                        ref, ws->rows[v], 1.0);
                         slide_unseen(a, ws, v, lo, ring_rows, -1.0);
-                    } else {
-                        ap_slide_warped(cols, w, NULL, NULL, ref,
-                                        ws->rows[v], 1.0);
                     }
                     slide_unseen(a, ws, v, next, ring_rows, 1.0);
                 } else if (box) {   /* SAD */
-                    ap_slide_differences(
-                        cols, w, leaves ? a->ref + (size_t)lo * w : NULL,
-                        leaves ? ring_row(ws, v, lo, ring_rows, w) : NULL,
-                        ref, ws->rows[v], 1.0);
+                    ap_slide_differences(cols, w, ref_out, out, ref,
+                                         ws->rows[v], 1.0);
                 }
             }
             lo += leaves;

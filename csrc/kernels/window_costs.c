@@ -67,7 +67,7 @@ load_four(const float *ref, const float *warped, double weight)
 }
 
 /* The three quantities that hold the warped values: weight times s, s^2
- * and r s; four_quantities' arithmetic, so its bits. */
+ * and r s, as sample_quantities makes them. */
 static inline void
 warped_of(const four_samples *f, double weight, v4d q[3])
 {
@@ -339,6 +339,16 @@ box_at(const double *p, int w, int r, int x)
     return p[hi] - p[lo];
 }
 
+/* [*lo, *hi): the columns of [x0, x1) whose box window (2 r + 1 of a
+ * row of w) needs no clamp; the rest, before and after, do. */
+static inline void
+unclamped(int x0, int x1, int w, int r, int *lo, int *hi)
+{
+    int l = x0 > r ? x0 : r, h = x1 < w - r ? x1 : w - r;
+    *lo = l < x1 ? l : x1;
+    *hi = h > *lo ? h : *lo;
+}
+
 /* Box sums of nq rows of column sums, from their prefix sums. */
 AP_VECTOR_CLONES void
 ap_box_sums(const double *restrict cols, int nq, int w, int r,
@@ -351,7 +361,8 @@ ap_box_sums(const double *restrict cols, int nq, int w, int r,
         prefix_sums(cols, 2, w, prefix);
     }
     /* the borders clamp the window, the inside needs no clamp */
-    int left = r < w ? r : w, right = w - r > left ? w - r : left;
+    int left, right;
+    unclamped(0, w, w, r, &left, &right);
     for (int k = 0; k < nq; k++) {
         const double *p = prefix + k * stride;
         double *o = out + k * stride;
@@ -507,6 +518,15 @@ ap_unseen_span(const float *restrict row, int w, int span[2])
     span[1] = last;
 }
 
+/* 1 - NCC at column x of a row whose window is clamped at its ends. */
+static inline __attribute__((always_inline)) double
+ncc_clamped(const double *const p[AP_NW], int w, int r, double full,
+            double n, double sr, double srr, int x)
+{
+    return ap_ncc_cost(full, n, sr, box_at(p[0], w, r, x), srr,
+                       box_at(p[1], w, r, x), box_at(p[2], w, r, x));
+}
+
 /* 1 - NCC at pixels [x0, x1) of a row, added to acc: the warped sums
  * from their prefix sums p (AP_NW rows of w + 1), the count, r and r^2
  * sums from n, sr and srr (indexed from x0). Inlined into its clones. */
@@ -515,14 +535,11 @@ ncc_range(const double *const p[AP_NW], int w, int r, double full,
           const double *restrict n, const double *restrict sr,
           const double *restrict srr, int x0, int x1, double *restrict acc)
 {
-    /* [lo, hi): the columns whose window needs no clamp */
-    int lo = x0 > r ? x0 : r, hi = x1 < w - r ? x1 : w - r;
-    lo = lo < x1 ? lo : x1;
-    hi = hi > lo ? hi : lo;
+    int lo, hi;
+    unclamped(x0, x1, w, r, &lo, &hi);
     for (int x = x0; x < lo; x++) {
-        acc[x] += ap_ncc_cost(full, n[x - x0], sr[x - x0],
-                              box_at(p[0], w, r, x), srr[x - x0],
-                              box_at(p[1], w, r, x), box_at(p[2], w, r, x));
+        acc[x] += ncc_clamped(p, w, r, full, n[x - x0], sr[x - x0],
+                              srr[x - x0], x);
     }
     if (hi > lo) {      /* then lo >= r: offsets from base pointers,
                          * so that the loop reads streams */
@@ -542,9 +559,8 @@ ncc_range(const double *const p[AP_NW], int w, int r, double full,
         }
     }
     for (int x = hi; x < x1; x++) {
-        acc[x] += ap_ncc_cost(full, n[x - x0], sr[x - x0],
-                              box_at(p[0], w, r, x), srr[x - x0],
-                              box_at(p[1], w, r, x), box_at(p[2], w, r, x));
+        acc[x] += ncc_clamped(p, w, r, full, n[x - x0], sr[x - x0],
+                              srr[x - x0], x);
     }
 }
 
@@ -605,9 +621,8 @@ ap_unseen_fix(const double *restrict cols, int w, int r, int p0, int p1,
         }
     }
     /* [lo, hi): no window clamped, a loop that vectorises */
-    int lo = p0 > r ? p0 : r, hi = p1 < w - r ? p1 : w - r;
-    lo = lo < p1 ? lo : p1;
-    hi = hi > lo ? hi : lo;
+    int lo, hi;
+    unclamped(p0, p1, w, r, &lo, &hi);
     for (int k = 0; k < AP_NW; k++) {
         const double *pk = prefix + k * stride, *sk = seen[k];
         double *fk = fixed[k] - p0;     /* indexed by column */
