@@ -70,11 +70,16 @@ tests/kernels/test_window_sums: tests/kernels/test_window_sums.c csrc/kernels/wi
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_window_sums.c \
 	  csrc/kernels/window_costs.c -lm -o $@
 
+tests/kernels/test_workers: tests/kernels/test_workers.c csrc/kernels/workers.c $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_workers.c \
+	  csrc/kernels/workers.c -o $@
+
 test-kernels: tests/kernels/test_crossing tests/kernels/test_sampling \
-	tests/kernels/test_window_sums
+	tests/kernels/test_window_sums tests/kernels/test_workers
 	./tests/kernels/test_crossing
 	./tests/kernels/test_sampling
 	./tests/kernels/test_window_sums
+	./tests/kernels/test_workers
 
 test-python: build browser
 	$(PY) -X dev -m pytest -q

@@ -67,11 +67,11 @@ time_sweep_path(const ap_camera *cam, const double *planes, const float *img,
     for (int k = 0; k < 6; k++) {
         ray[k] = planes + k * N;
     }
-    double box[3] = {0.0, INFINITY, 0.0};
+    double box[1][3] = {{0.0, INFINITY, 0.0}};
     if (cam->refractive) {
-        ap_projector_extent(&p, ray, N, 0.8, box);
-        ap_projector_extent(&p, ray, N, 1.2, box);
-        if (ap_projector_tabulate(&p, box[0], box[1], box[2]) < 0) {
+        ap_projectors_extent(&p, 1, ray, N, 0.8, box);
+        ap_projectors_extent(&p, 1, ray, N, 1.2, box);
+        if (ap_projector_tabulate(&p, box[0][0], box[0][1], box[0][2]) < 0) {
             return NAN;
         }
     }

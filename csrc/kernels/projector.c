@@ -496,21 +496,33 @@ ap_project_sample_padded(const ap_projector *proj, int views,
 }
 
 void
-ap_projector_extent(const ap_projector *p, const double *const ray[6],
-                    int n, double depth, double box[3])
+ap_projectors_extent(const ap_projector *proj, int views,
+                     const double *const ray[6], int n, double depth,
+                     double (*box)[3])
 {
     double under[CHUNK], hx[CHUNK], hy[CHUNK], dist2[CHUNK], fa[CHUNK],
         fc[CHUNK], fb[CHUNK];
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
-        frame_chunk(p, ray[0] + start, ray[1] + start, ray[2] + start,
-                    ray[3] + start, ray[4] + start, ray[5] + start, m, depth,
-                    fa, fc, fb);
-        place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
-        for (int i = 0; i < m; i++) {   /* NaN compares false: skipped */
-            box[0] = dist2[i] > box[0] ? dist2[i] : box[0];
-            box[1] = under[i] < box[1] ? under[i] : box[1];
-            box[2] = under[i] > box[2] ? under[i] : box[2];
+        const ap_projector *framed = NULL;
+        for (int v = 0; v < views; v++) {
+            const ap_projector *p = &proj[v];
+            if (!p->refractive) {
+                continue;
+            }
+            if (framed == NULL || !same_frame(framed, p)) {
+                frame_chunk(p, ray[0] + start, ray[1] + start,
+                            ray[2] + start, ray[3] + start, ray[4] + start,
+                            ray[5] + start, m, depth, fa, fc, fb);
+                framed = p;
+            }
+            place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
+            double *b = box[v];
+            for (int i = 0; i < m; i++) {   /* NaN compares false: skipped */
+                b[0] = dist2[i] > b[0] ? dist2[i] : b[0];
+                b[1] = under[i] < b[1] ? under[i] : b[1];
+                b[2] = under[i] > b[2] ? under[i] : b[2];
+            }
         }
     }
 }

@@ -132,10 +132,13 @@ void ap_project_sample_padded(const ap_projector *proj, int views,
                               double depth, const float *pads, int h, int w,
                               double *const out[]);
 
-/* Widens box (largest squared horizontal distance, least and greatest
- * depth below the surface) to hold the points origin + depth * direction
- * of a refractive camera (NaN origins are skipped). */
-void ap_projector_extent(const ap_projector *p, const double *const ray[6],
-                         int n, double depth, double box[3]);
+/* Widens box[v] (largest squared horizontal distance, least and
+ * greatest depth below the surface) to hold the points origin + depth *
+ * direction of each refractive camera proj[v] of `views` (NaN origins
+ * are skipped; pinhole cameras' boxes are left as they are). Cameras over
+ * the same water share the points' placement in their frame. */
+void ap_projectors_extent(const ap_projector *proj, int views,
+                          const double *const ray[6], int n, double depth,
+                          double (*box)[3]);
 
 #endif

@@ -19,10 +19,10 @@ ap_warp(const float *src, int h, int w, const ap_camera *ref,
 {
     ap_ray_table t;
     ap_projector proj;
-    if (ap_ray_table_make(&t, ref, h, w) < 0) {
+    if (ap_ray_table_make(&t, ref, h, w, 1) < 0) {
         return -1;
     }
-    if (ap_projectors_make(&proj, src_cam, 1, &t, depth, depth) < 0) {
+    if (ap_projectors_make(&proj, src_cam, 1, &t, depth, depth, 1) < 0) {
         free(t.planes);
         return -1;
     }
@@ -387,32 +387,39 @@ ap_gauss_weights(int radius, double *gauss)
 /* The window sums of the count, r and r^2 at every pixel where every
  * sample is seen: the reference's alone, made once a call. SSIM's are
  * made by the functions its rows with unseen samples use, so the same
- * bits; NCC's are box sums. 3 planes of h x w (24 bytes a pixel), or
- * NULL out of memory. */
-static double *
-ref_seen_sums(const ap_sweep_args *a, const double *gauss)
+ * bits; NCC's are box sums. 3 planes of h x w (24 bytes a pixel). */
+typedef struct {
+    const ap_sweep_args *args;
+    const double *gauss;
+    double *sums;
+} ref_sums_job;
+
+/* Rows [y0, y1) of the reference's sums. Returns 0, or -1 out of
+ * memory. */
+static int
+ref_sums_rows(void *arg, int y0, int y1)
 {
+    const ref_sums_job *job = arg;
+    const ap_sweep_args *a = job->args;
     int w = a->w, h = a->h, r = a->window / 2;
     int box = a->cost == AP_COST_NCC;
     size_t plane = (size_t)h * w, stride = (size_t)w + 1;
-    double *sums = malloc(3 * plane * sizeof(double));
     double *cols = malloc(AP_NQ * (size_t)w * sizeof(double));
     double *scratch = malloc(2 * AP_NQ * stride * sizeof(double));
     float *seen = calloc((size_t)w, sizeof(float));   /* any value: seen */
-    if (sums == NULL || cols == NULL || scratch == NULL || seen == NULL) {
-        free(sums);
+    if (cols == NULL || scratch == NULL || seen == NULL) {
         free(cols);
         free(scratch);
         free(seen);
-        return NULL;
+        return -1;
     }
     double ones[AP_MAX_WINDOW];
     for (int j = 0; j < AP_MAX_WINDOW; j++) {
         ones[j] = 1.0;
     }
-    const double *weights = box ? ones : gauss;
+    const double *weights = box ? ones : job->gauss;
     static const int quantity[3] = {AP_Q_COUNT, AP_Q_R, AP_Q_RR};
-    for (int y = 0; y < h; y++) {
+    for (int y = y0; y < y1; y++) {
         int lo = y - r < 0 ? 0 : y - r, hi = y + r + 1 > h ? h : y + r + 1;
         const float *refs[AP_MAX_WINDOW], *rows[AP_MAX_WINDOW];
         for (int j = lo; j < hi; j++) {
@@ -425,20 +432,35 @@ ref_seen_sums(const ap_sweep_args *a, const double *gauss)
             double *boxed = scratch + AP_NQ * stride;
             ap_box_sums(cols, AP_NQ, w, r, scratch, boxed);
             for (int k = 0; k < 3; k++) {
-                memcpy(sums + k * plane + (size_t)y * w,
+                memcpy(job->sums + k * plane + (size_t)y * w,
                        boxed + quantity[k] * stride, w * sizeof(double));
             }
             continue;
         }
         for (int k = 0; k < 3; k++) {
-            ap_gauss_sums(cols + (size_t)quantity[k] * w, w, r, gauss,
-                          sums + k * plane + (size_t)y * w);
+            ap_gauss_sums(cols + (size_t)quantity[k] * w, w, r, job->gauss,
+                          job->sums + k * plane + (size_t)y * w);
         }
     }
     free(cols);
     free(scratch);
     free(seen);
-    return sums;
+    return 0;
+}
+
+/* The reference's sums, rows shared by the call's threads; NULL out of
+ * memory or threads. */
+static double *
+ref_seen_sums(const ap_sweep_args *a, const double *gauss)
+{
+    ref_sums_job job = {a, gauss,
+                        malloc(3 * (size_t)a->h * a->w * sizeof(double))};
+    if (job.sums != NULL &&
+        ap_run_ranges(ref_sums_rows, &job, a->h, AP_SETUP_ROWS, a->threads) < 0) {
+        free(job.sums);
+        job.sums = NULL;
+    }
+    return job.sums;
 }
 
 int
@@ -450,13 +472,13 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
     double gauss[AP_MAX_WINDOW];
     ap_gauss_weights(a->window / 2, gauss);
     ap_ray_table rays;
-    if (ap_ray_table_make(&rays, a->ref_cam, a->h, a->w) < 0) {
+    if (ap_ray_table_make(&rays, a->ref_cam, a->h, a->w, a->threads) < 0) {
         return -1;
     }
     ap_projector *proj = calloc((size_t)a->n, sizeof(*proj));
     if (proj == NULL ||
         ap_projectors_make(proj, a->src_cams, a->n, &rays, a->depths[0],
-                           a->depths[a->d - 1]) < 0) {
+                           a->depths[a->d - 1], a->threads) < 0) {
         free(proj);
         free(rays.planes);
         return -1;

@@ -14,18 +14,22 @@ typedef struct {
     int h, w;
 } ap_ray_table;
 
-/* Fills t with cam's rays of an (h, w) image. Returns 0, or -1 out of
- * memory (nothing to free then); free t->planes after. */
-int ap_ray_table_make(ap_ray_table *t, const ap_camera *cam, int h, int w);
+/* Fills t with cam's rays of an (h, w) image, rows shared by up to
+ * `threads` threads. Returns 0, or -1 out of memory or threads (nothing
+ * to free then); free t->planes after. */
+int ap_ray_table_make(ap_ray_table *t, const ap_camera *cam, int h, int w,
+                      int threads);
 
 /* Row y's six planes. */
 void ap_ray_row(const ap_ray_table *t, int y, const double *row[6]);
 
 /* Projectors for the n source cameras, their tables spanning every
- * point the rays reach between depths first and last. Returns 0, or -1
- * out of memory (nothing left to free then); ap_projectors_free after. */
+ * point the rays reach between depths first and last, views shared by up
+ * to `threads` threads. Returns 0, or -1 out of memory or threads
+ * (nothing left to free then); ap_projectors_free after. */
 int ap_projectors_make(ap_projector *proj, const ap_camera *cams, int n,
-                       const ap_ray_table *rays, double first, double last);
+                       const ap_ray_table *rays, double first, double last,
+                       int threads);
 void ap_projectors_free(ap_projector *proj, int n);
 
 #endif

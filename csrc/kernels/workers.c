@@ -40,3 +40,39 @@ ap_run_workers(void *(*work)(void *), void *job, int threads,
     free(ids);
     return status;
 }
+
+typedef struct {
+    int (*fn)(void *, int, int);
+    void *ctx;
+    int count, step;
+    atomic_int next, failed;
+} range_job;
+
+static void *
+range_worker(void *arg)
+{
+    range_job *job = arg;
+    long long begin;   /* a range's index times step may pass INT_MAX */
+    while (!atomic_load(&job->failed) &&
+           (begin = (long long)atomic_fetch_add(&job->next, 1) * job->step) <
+               job->count) {
+        int end = job->count - begin < job->step ? job->count
+                                                 : (int)begin + job->step;
+        if (job->fn(job->ctx, (int)begin, end) != 0) {
+            atomic_store(&job->failed, 1);
+        }
+    }
+    return NULL;
+}
+
+int
+ap_run_ranges(int (*fn)(void *ctx, int begin, int end), void *ctx,
+              int count, int step, int threads)
+{
+    range_job job = {fn, ctx, count, step, 0, 0};
+    long long ranges = ((long long)count + step - 1) / step;
+    threads = threads < ranges ? threads : (int)ranges;
+    int status = ap_run_workers(range_worker, &job, threads < 1 ? 1 : threads,
+                                &job.failed);
+    return status == 0 && atomic_load(&job.failed) ? -1 : status;
+}
