@@ -2,6 +2,7 @@
 AquaMVS's conventions written in torch (benchmarks/aquamvs_torch.py, run
 in float64), with inputs shaped as AquaMVS's users make them: a plain
 model class, a dataclass config, BGR frames."""
+import shutil
 import sys
 import warnings
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import aquamvs_torch as reference  # noqa: E402
 import bench_aquamvs  # noqa: E402
 import bench_aquamvs_dropin  # noqa: E402
 import mvs_accuracy  # noqa: E402
+import mvs_instructions  # noqa: E402
 import mvs_per_sample  # noqa: E402
 
 CUDA = torch.cuda.is_available()
@@ -386,6 +388,28 @@ def test_the_per_sample_script_times_each_width(capsys):
             [2:]]
     assert [r[0] for r in rows] == ["16", "24"]
     assert all(float(r[1]) > 0 for r in rows)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None,
+                    reason="valgrind is not installed")
+def test_the_instruction_count_script_counts_the_sweep_by_function(capsys):
+    assert mvs_instructions.main(["--height", "16", "--width", "20",
+                                  "--views", "1", "--planes", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    counts = {line.split()[0]: float(line.split()[1]) for line in lines[2:]
+              if len(line.split()) == 3}
+    # the bilinear sample runs once a sample, whatever the setup
+    assert counts["sample_edges_chunk"] > 1
+    total = float(lines[-2].split()[-1])
+    assert total >= sum(counts.values()) * 0.99
+    assert "instructions a cycle" in lines[-1]
+
+
+@pytest.mark.parametrize("bad", [["--planes", "0"], ["--views", "0"],
+                                 ["--height", "8"], ["--cost", "l2"]])
+def test_the_instruction_count_script_refuses_bad_arguments(bad):
+    with pytest.raises(SystemExit):
+        mvs_instructions.main(bad)
 
 
 @pytest.mark.parametrize("bad", [["--widths", "0"], ["--widths", "x"],
