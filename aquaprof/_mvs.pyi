@@ -4,6 +4,7 @@ from typing import Tuple
 import numpy as np
 
 CAMERA_PARAMS: int
+CAST_AQUAMVS: int
 NEWTON_COLD: int
 NEWTON_WARM: int
 MAX_WINDOW: int
@@ -21,7 +22,8 @@ def cost_volume(ref: np.ndarray, srcs: np.ndarray, ref_params: np.ndarray,
                 out: np.ndarray, parity: int = ...) -> None: ...
 def extract_depth(volume: np.ndarray, depths: np.ndarray
                   ) -> Tuple[np.ndarray, np.ndarray]: ...
-# ("polynomial", degree, Newton steps) or ("table", points a side, steps)
+# ("polynomial", degree, Newton steps), ("table", points a side, steps) or
+# ("checked table", ...): unsettled samples solved from the straight line
 def snell_guess(params: np.ndarray, dist2_max: float, depth_min: float,
                 depth_max: float) -> Tuple[str, int, int]: ...
 

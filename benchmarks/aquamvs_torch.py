@@ -5,7 +5,8 @@ against (tests/test_mvs_parity.py, tests/test_mvs_aquamvs.py).
 
 Written from AquaMVS's published conventions (tlancaster6/AquaMVS,
 `dense/plane_sweep.py`, `dense/cost.py`, `projection/refractive.py`):
-- refracted rays from the water surface, depth along the refracted ray;
+- rays that meet the plane z = water_z and are bent there about `normal`
+  as given, depth along the bent ray;
   projection by 10 Newton steps on the interface point from the straight
   line, in the tensors' dtype (float32 in AquaMVS), the surface taken as
   level (z = water_z) whatever `normal` says;

@@ -176,8 +176,16 @@ def test_sweeps_guess_by_polynomial_or_table_and_both_land():
         "polynomial", 3, 1)
     kind, points, steps = _mvs.snell_guess(cam.params, 1.0, 0.1, 3.0)
     assert kind == "table" and points > 33 and steps == 1
-    # a box reaching right under the surface: the table plus more steps
-    assert _mvs.snell_guess(cam.params, 1e5, 1e-9, 1e3)[2] > 1
+    # a wider, shallower box: the table plus more steps
+    kind, points, steps = _mvs.snell_guess(cam.params, 100.0, 0.3, 0.4)
+    assert kind == "table" and steps > 1
+    # one reaching hundreds of metres out, or right under the surface,
+    # where even those do not land: each sample checked, and those not
+    # settled solved from the straight line
+    assert _mvs.snell_guess(cam.params, 5e4, 0.3, 0.4) == (
+        "checked table", 257, 3)
+    assert _mvs.snell_guess(cam.params, 1e5, 1e-9, 1e3) == (
+        "checked table", 257, 3)
     with pytest.raises(ValueError, match="refractive"):
         _mvs.snell_guess(mvs.Camera.pinhole(K, np.eye(3),
                                             np.zeros(3)).params, 1, 1, 2)
@@ -191,6 +199,35 @@ def test_sweeps_guess_by_polynomial_or_table_and_both_land():
         expected = ref.cost_volume(imgs[0], imgs[1:], cams[0], cams[1:],
                                    np.array(depths), "sad", 3)
         assert rel_error(out, expected) < 1e-5
+
+
+def test_rays_grazing_the_water_far_out_leave_the_sweep_exact():
+    """Cameras pitched to 15 degrees under the horizon: the reference's
+    rays just under it meet the water hundreds of metres out, so that the
+    box of points a source camera sees is too wide for any guess to land
+    everywhere; its samples that do not settle are solved from the
+    straight line, as a warp's are."""
+    sc = scenes.make_scene("flat", "refractive", 2, 48, 64)
+    pitch = np.deg2rad(75.0)
+    turn = np.array([[1.0, 0.0, 0.0],
+                     [0.0, np.cos(pitch), -np.sin(pitch)],
+                     [0.0, np.sin(pitch), np.cos(pitch)]])
+    cams = []
+    for cam in sc.cameras:
+        rotation = turn @ cam.R
+        cams.append(mvs.Camera.refractive(
+            cam.K, rotation, -rotation @ cam.center, cam.water_z,
+            cam.normal, cam.n_air, cam.n_water))
+    origins, directions, valid = cams[0].cast_rays(
+        np.argwhere(np.ones((48, 64)))[:, ::-1].astype(float))
+    far = origins[valid] + 4.0 * directions[valid] - cams[1].center
+    assert np.hypot(far[:, 0], far[:, 1]).max() > 100
+    depths = np.array([0.5, 4.0])
+    out = mvs.build_cost_volume(sc.ref, sc.images[1:], cams[0], cams[1:],
+                                depths, cost="ncc", window=5)
+    expected = ref.cost_volume(sc.ref, sc.images[1:], cams[0], cams[1:],
+                               depths, "ncc", 5)
+    assert rel_error(out, expected) < 1e-5
 
 
 @pytest.mark.parametrize("cost", ["ncc", "ssim", "sad"])

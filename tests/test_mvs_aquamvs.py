@@ -211,34 +211,127 @@ def test_cpu_float32_frames_reach_the_kernels_without_copies(scene,
         assert np.shares_memory(src, frame.numpy())
 
 
-def test_a_tilted_normal_warns_once_and_is_taken_as_level(scene):
+def models_volume(models, frames, depths, config):
+    """The reference's float64 volume for AquaMVS-style models."""
+    ref_models = [reference.RefractiveModel(
+        m.K.double(), m.R.double(), m.t.double(), m.water_z,
+        m.normal.double(), m.n_air, m.n_water) for m in models]
+    return reference.build_cost_volume(
+        ref_models[0], ref_models[1:], frames[0].double(),
+        [f.double() for f in frames[1:]], depths.double(),
+        config.cost_function, config.window_size)
+
+
+def test_a_tilted_normal_warns_once_and_bends_rays_as_aquamvs_does(scene):
+    # AquaMVS meets the plane z = water_z and projects through a level
+    # surface, but bends its cast rays about the normal it is given
     frames = [their_gray(f) for f in bgr_frames(scene, torch.float32)]
     level = [Model(c) for c in scene.cameras]
     tilted = [Model(c, normal=(0.1, 0.0, -1.0)) for c in scene.cameras]
     depths = torch.linspace(*scene.depth_range(0.03), 4)
     with pytest.warns(aquamvs.TiltedSurfaceWarning,
                       match=r"ref_model.normal is \[0.1, 0.0, -1.0\].*"
-                            r"native API.*handles a tilted"):
+                            r"bends the rays.*native API.*handles a "
+                            r"tilted") as caught:
         out = aquamvs.build_cost_volume(tilted[0], tilted[1:], frames[0],
                                         frames[1:], depths, Config())
+    assert caught[0].filename == __file__   # the user's call
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         again = aquamvs.build_cost_volume(tilted[0], tilted[1:], frames[0],
                                           frames[1:], depths, Config())
     assert torch.equal(out, again)
-    assert torch.equal(out, aquamvs.build_cost_volume(
-        level[0], level[1:], frames[0], frames[1:], depths, Config()))
+    expected = models_volume(tilted, frames, depths, Config())
+    assert (out.double() - expected).abs().max() < 1e-5
+    flat = aquamvs.build_cost_volume(level[0], level[1:], frames[0],
+                                     frames[1:], depths, Config())
+    assert (out - flat).abs().max() > 1e-2     # the tilt is not ignored
+
+
+def test_a_tilted_source_normal_warns_at_the_users_call(scene):
+    frames = [their_gray(f) for f in bgr_frames(scene, torch.float32)]
+    models = [Model(c) for c in scene.cameras]
+    models[2] = Model(scene.cameras[2], normal=(0.0, 0.05, -1.0))
+    with pytest.warns(aquamvs.TiltedSurfaceWarning,
+                      match=r"src_models\[1\].normal") as caught:
+        aquamvs.build_cost_volume(models[0], models[1:], frames[0],
+                                  frames[1:], torch.tensor([1.1, 1.2]),
+                                  Config())
+    assert caught[0].filename == __file__
+
+
+def test_a_normal_of_another_length_warns_and_bends_as_aquamvs_does(scene):
+    frames = [their_gray(f) for f in bgr_frames(scene, torch.float32)]
+    models = [Model(c, normal=(0.0, 0.0, -2.0)) for c in scene.cameras]
+    depths = torch.linspace(*scene.depth_range(0.03), 3)
+    with pytest.warns(aquamvs.TiltedSurfaceWarning, match=r"its length"):
+        out = aquamvs.build_cost_volume(models[0], models[1:], frames[0],
+                                        frames[1:], depths, Config())
+    expected = models_volume(models, frames, depths, Config())
+    assert (out.double() - expected).abs().max() < 1e-5
 
 
 def test_level_normals_in_float32_do_not_warn(scene):
+    # (0, 0, -1) rotated and back in float32 keeps a trace of rounding
     frames = [their_gray(f) for f in bgr_frames(scene, torch.float32)]
-    models = [Model(c, torch.float32, normal=(0.0, 0.0, -2.0))
+    models = [Model(c, torch.float32, normal=(3e-8, -2e-8, -1.0 + 6e-8))
               for c in scene.cameras]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         aquamvs.build_cost_volume(models[0], models[1:], frames[0],
                                   frames[1:], torch.tensor([1.1, 1.2]),
                                   Config())
+
+
+def test_pixels_looking_above_the_horizon_cast_as_aquamvs_does():
+    # cameras pitched so that the reference's bottom rows look up: AquaMVS
+    # still meets the plane (behind the camera) and bends the ray into
+    # the water, so those pixels sample the sources as any other
+    sc = scenes.make_scene("flat", "refractive", 3, 48, 64)
+    pitch = np.deg2rad(75.0)
+    turn = torch.tensor([[1.0, 0.0, 0.0],
+                         [0.0, np.cos(pitch), -np.sin(pitch)],
+                         [0.0, np.sin(pitch), np.cos(pitch)]],
+                        dtype=torch.float64)
+    models = []
+    for cam in sc.cameras:
+        model = Model(cam)
+        model.R = turn @ model.R
+        model.t = -model.R @ torch.tensor(cam.center)
+        models.append(model)
+    theirs = [reference.RefractiveModel(m.K, m.R, m.t, m.water_z, m.normal,
+                                        m.n_air, m.n_water) for m in models]
+    grid = reference.pixel_grid(48, 64, torch.float64)
+    in_air = torch.cat([grid, torch.ones(len(grid), 1, dtype=torch.float64)],
+                       1) @ torch.linalg.inv(models[0].K).T @ models[0].R
+    up = (in_air[:, 2] < 0).numpy()
+    assert 0 < up.sum() < len(up) / 4
+    origins, directions, valid = _aquamvs_inputs.camera(
+        models[0], "ref_model").cast_rays(grid.numpy())
+    their_origins, their_directions = theirs[0].cast_ray(grid)
+    assert valid.all()
+    np.testing.assert_allclose(origins, their_origins.numpy(), atol=1e-9)
+    np.testing.assert_allclose(directions, their_directions.numpy(),
+                               atol=1e-12)
+    frame = torch.from_numpy(sc.images[1].copy())
+    seen = 0
+    for depth in (1.0, 8.0):   # far enough for the sources to see some
+        ours = aquamvs.warp_source_image(models[0], models[1], frame, depth,
+                                         grid).reshape(-1).numpy()[up]
+        want = reference.warp(their_origins, their_directions, theirs[1],
+                              frame.double(), depth).reshape(-1).numpy()[up]
+        np.testing.assert_allclose(ours, want, atol=1e-5)
+        seen += np.isfinite(want).sum()
+    assert seen > 0
+    # and the volume, whose rays just under the horizon reach the water
+    # hundreds of metres out (the sweep solves those boxes cold)
+    frames = [torch.from_numpy(g.copy()) for g in sc.images]
+    depths = torch.tensor([0.5, 8.0])
+    config = Config(window_size=5)
+    out = aquamvs.build_cost_volume(models[0], models[1:], frames[0],
+                                    frames[1:], depths, config)
+    expected = models_volume(models, frames, depths, config)
+    assert (out.double() - expected).abs().max() < 1e-5
 
 
 def test_extract_depth_takes_the_first_step_for_all():

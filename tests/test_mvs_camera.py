@@ -113,8 +113,9 @@ def packed(**changes):
     (dict(i25=np.nan), r"normal\[2\] is nan"),
     (dict(i26=np.nan), "n_air is nan"),
     (dict(i27=-np.inf), "n_water is -inf"),
-    (dict(i21=2.0), r"refractive is 2: it must be 0 \(pinhole\) or 1 "
-                    r"\(refractive\)"),
+    (dict(i21=3.0), r"refractive is 3: it must be 0 \(pinhole\), 1 "
+                    r"\(refractive\) or 2 \(refractive, casting as AquaMVS "
+                    r"does\)"),
     (dict(i8=0.0), r"K's last row is \[0, 0, 0\]"),
     (dict(i0=0.0), "K is singular"),
     (dict(i9=2.0), "R is not a rotation"),
@@ -162,14 +163,70 @@ def test_a_camera_cannot_change_once_made():
     assert cam.K[0, 0] == 20.0 and mine.flags.writeable
 
 
-def test_a_camera_copies_and_pickles_to_an_equal_camera():
+@pytest.mark.parametrize("aquamvs", [False, True])
+def test_a_camera_copies_and_pickles_to_an_equal_camera(aquamvs):
     cam = refractive(n_water=1.31, normal=(0, 0.1, -1))
+    if aquamvs:
+        cam = mvs.Camera(**dict(GOOD, refractive=True, n_water=1.31,
+                                normal=(0, 0.1, -1), casts_as_aquamvs=True))
     for other in (copy.copy(cam), copy.deepcopy(cam),
                   pickle.loads(pickle.dumps(cam))):
         assert other is not cam
+        assert other.casts_as_aquamvs == aquamvs
         assert np.array_equal(other.params, cam.params)
         assert np.array_equal(other.cast_rays([[3.0, 4.0]])[1],
                               cam.cast_rays([[3.0, 4.0]])[1])
+
+
+def aquamvs_cast(pixels, normal, n_air=1.0, n_water=1.333):
+    """AquaMVS's cast_ray for GOOD's camera, written out in float64."""
+    rays = np.c_[pixels, np.ones(len(pixels))] @ np.linalg.inv(K).T
+    rays /= np.linalg.norm(rays, axis=1, keepdims=True)
+    reach = GOOD["water_z"] / rays[:, 2]       # the centre is the origin
+    cos_i = -(rays @ normal)
+    ratio = n_air / n_water
+    cos_t = np.sqrt(np.clip(1 - ratio ** 2 * (1 - cos_i ** 2), 0, None))
+    bent = ratio * rays + (cos_t - ratio * cos_i)[:, None] * -normal
+    return reach[:, None] * rays, bent / np.linalg.norm(bent, axis=1,
+                                                        keepdims=True)
+
+
+@pytest.mark.parametrize("normal", [(0, 0, -1), (0.1, -0.05, -1),
+                                    (0, 0, -2), (3, 0, -0.5)])
+def test_a_camera_casting_as_aquamvs_meets_the_level_plane_and_bends_about_its_normal(normal):
+    normal = np.array(normal, float)
+    cam = mvs.Camera(**dict(GOOD, refractive=True, normal=normal,
+                            casts_as_aquamvs=True))
+    pixels = np.array([[8.0, 6.0], [0.0, 0.0], [15.5, 11.0], [-30.0, 2.0]])
+    origins, directions, valid = cam.cast_rays(pixels)
+    want_origins, want_directions = aquamvs_cast(pixels, normal)
+    assert valid.all()
+    np.testing.assert_allclose(origins, want_origins, atol=1e-14)
+    np.testing.assert_allclose(directions, want_directions, atol=1e-14)
+    assert np.allclose(origins[:, 2], GOOD["water_z"])
+    # and projects through the level surface, whatever the normal
+    level = refractive()
+    points = [[0.1, 0.05, 0.9], [-0.2, 0.1, 0.5]]
+    assert np.array_equal(cam.project(points)[0], level.project(points)[0])
+
+
+def test_a_camera_casting_as_aquamvs_is_above_its_level_surface():
+    # a normal that puts the centre under the plane it describes: the
+    # surface is level all the same, and the camera above it
+    tipped = dict(GOOD, refractive=True, normal=(1.0, 0.0, -0.01))
+    with pytest.raises(ValueError, match="is .* below its water surface"):
+        mvs.Camera(**dict(tipped, t=(0.5, 0.0, 0.0)))
+    mvs.Camera(**dict(tipped, t=(0.5, 0.0, 0.0), casts_as_aquamvs=True))
+    with pytest.raises(ValueError, match=r"the camera centre \(0, 0, 0.3\) "
+                       r"is 0.1 below its water surface \(water_z 0.2, "
+                       r"normal \(0, 0, -1\)"):
+        mvs.Camera(**dict(tipped, t=(0.0, 0.0, -0.3), casts_as_aquamvs=True))
+
+
+def test_only_a_refractive_camera_casts_as_aquamvs():
+    with pytest.raises(ValueError, match="casts_as_aquamvs is for "
+                       "refractive cameras"):
+        mvs.Camera(K, np.eye(3), np.zeros(3), casts_as_aquamvs=True)
 
 
 @pytest.mark.parametrize("model", ["pinhole", "refractive"])

@@ -6,8 +6,10 @@ AquaMVS's inputs are duck-typed (any object with the right attributes),
 so every reader names what it missed and the object's type."""
 from __future__ import annotations
 
+import sys
 import warnings
-from typing import Any, Sequence, Tuple
+from types import FrameType
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,18 +22,16 @@ Tensor = Any
 
 MODEL_ATTRIBUTES = ("K", "R", "t", "water_z", "normal", "n_air", "n_water")
 COSTS = ("ncc", "ssim")
-#: a level surface's normal, from the water up into the air (world z
-#: grows downwards)
-LEVEL = (0.0, 0.0, -1.0)
-#: a normal whose horizontal part is under this share of its length is
-#: level: one computed in float32 (rotated from (0, 0, -1), say) is level
-#: up to its rounding
+#: a normal whose horizontal part, and whose length's difference from 1,
+#: are under this share of its length is (0, 0, -1): one computed in
+#: float32 (rotated from (0, 0, -1), say) is, up to its rounding
 LEVEL_TOLERANCE = 1e-6
 
 
 class TiltedSurfaceWarning(UserWarning):
-    """A projection model's water surface is not level: AquaMVS (and so
-    this drop-in) treats it as level."""
+    """A projection model's normal is not (0, 0, -1): AquaMVS (and so
+    this drop-in) meets and projects through a level surface, but bends
+    the rays it casts about that normal."""
 
 
 _tilt_warned = False
@@ -76,10 +76,11 @@ def _host(value: object) -> np.ndarray:
 
 def camera(model: object, name: str) -> Camera:
     """The native refractive camera of an AquaMVS-style projection model,
-    with a level water surface whatever the model's normal says: AquaMVS
-    meets the plane z = water_z and projects along vertical planes, so
-    its geometry is that of a level surface. A normal that is not level
-    is warned about once per process (TiltedSurfaceWarning)."""
+    casting as AquaMVS does (Camera's casts_as_aquamvs): its rays meet the
+    plane z = water_z and are bent there about the model's normal as
+    given, and points project through the level surface. A normal other
+    than (0, 0, -1) is warned about once per process
+    (TiltedSurfaceWarning)."""
     missing = [a for a in MODEL_ATTRIBUTES if not hasattr(model, a)]
     if missing:
         raise TypeError(f"{name} ({type(model).__name__}) has no "
@@ -95,8 +96,10 @@ def camera(model: object, name: str) -> Camera:
     water_z, n_air, n_water = (_scalar(values[a], f"{name}.{a}")
                                for a in ("water_z", "n_air", "n_water"))
     try:
-        return Camera.refractive(values["K"], values["R"], values["t"],
-                                 water_z, LEVEL, n_air, n_water)
+        return Camera(values["K"], values["R"], values["t"],
+                      refractive=True, water_z=water_z,
+                      normal=values["normal"], n_air=n_air, n_water=n_water,
+                      casts_as_aquamvs=True)
     except ValueError as e:
         raise ValueError(f"{name}: {e}") from None
 
@@ -117,17 +120,32 @@ def _check_level(normal: np.ndarray, name: str) -> None:
     if length == 0:
         raise ValueError(f"{name}.normal is the zero vector")
     level = (np.hypot(normal[0], normal[1]) <= LEVEL_TOLERANCE * length
-             and normal[2] < 0)
+             and normal[2] < 0 and abs(length - 1) <= LEVEL_TOLERANCE)
     if not level and not _tilt_warned:
         _tilt_warned = True
         warnings.warn(
             f"{name}.normal is {normal.tolist()}, not (0, 0, -1): AquaMVS "
             f"meets the plane z = water_z and projects as if the surface "
-            f"were level, whatever the normal says, and so does "
-            f"aquaprof.mvs.aquamvs. aquaprof.mvs's native API "
-            f"(Camera.refractive(..., normal=...)) handles a tilted "
-            f"surface. (Warned once per process.)",
-            TiltedSurfaceWarning, stacklevel=4)
+            f"were level, whatever the normal says, but bends the rays it "
+            f"casts about the normal as given (its length too), so that "
+            f"its rays and projections disagree; aquaprof.mvs.aquamvs "
+            f"does the same, to give its numbers. aquaprof.mvs's native "
+            f"API (Camera.refractive(..., normal=...)) handles a tilted "
+            f"surface throughout. (Warned once per process.)",
+            TiltedSurfaceWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """warnings.warn's stacklevel for the first frame outside this
+    package: the user's call, through any of the drop-in's functions and
+    comprehensions."""
+    frame: Optional[FrameType] = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get(
+            "__name__", "").startswith(__package__ or "aquaprof"):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def config_values(config: object, names: Sequence[str]) -> Tuple[Any, ...]:

@@ -22,8 +22,10 @@ docs/mvs.md, "Coming from AquaMVS".
 
 Like AquaMVS, depth hypotheses may start at 0 (or below): such a plane's
 points are not under the water, no view sees them, and their costs are
-1.0. The water surface is level (AquaMVS's geometry, whatever a model's
-normal says; TiltedSurfaceWarning once when it says otherwise)."""
+1.0. The geometry is AquaMVS's: rays meet the level plane z = water_z
+and are bent there about the model's normal as given, points project
+through the level surface whatever the normal says
+(TiltedSurfaceWarning once when it is not (0, 0, -1))."""
 from __future__ import annotations
 
 from typing import Dict, List, Mapping, Sequence, Tuple, Union

@@ -63,17 +63,25 @@ class Camera:
     (direction of unit length), for either model. With n_water < n_air,
     rays past the critical angle are reflected whole: they are invalid.
 
+    `casts_as_aquamvs=True` (refractive cameras only) makes the geometry
+    of AquaMVS's RefractiveProjectionModel, which aquaprof.mvs.aquamvs
+    uses: every ray meets the level plane z = water_z (from behind the
+    camera where the pixel looks up) and is bent there about `normal` as
+    given, of any length; points project through the level surface,
+    whatever `normal` says. With a tilted normal its cast and project
+    are then not each other's inverse, as in AquaMVS.
+
     Every argument is checked, and a ValueError names the one that is
     wrong and why. A camera cannot be changed once made (its arrays are
     read-only): its packed `params` are what the kernels use."""
 
     __slots__ = ("K", "R", "t", "is_refractive", "water_z", "normal", "n_air",
-                 "n_water", "params")
+                 "n_water", "casts_as_aquamvs", "params")
 
     def __init__(self, K: ArrayLike, R: ArrayLike, t: ArrayLike, *,
                  refractive: bool = False, water_z: float = 0.0,
                  normal: ArrayLike = (0.0, 0.0, -1.0), n_air: float = 1.0,
-                 n_water: float = 1.333):
+                 n_water: float = 1.333, casts_as_aquamvs: bool = False):
         self.K = _matrix(K, "K", (3, 3))
         self.R = _matrix(R, "R", (3, 3))
         self.t = _matrix(t, "t", (3,))
@@ -86,10 +94,15 @@ class Camera:
                              "non-zero length")
         self.n_air = _positive(n_air, "n_air")
         self.n_water = _positive(n_water, "n_water")
+        self.casts_as_aquamvs = bool(casts_as_aquamvs)
+        if self.casts_as_aquamvs and not self.is_refractive:
+            raise ValueError("casts_as_aquamvs is for refractive cameras: "
+                             "a pinhole casts its rays one way")
+        flag = (_mvs.CAST_AQUAMVS if self.casts_as_aquamvs
+                else 1.0 if self.is_refractive else 0.0)
         params = np.concatenate([
-            self.K.ravel(), self.R.ravel(), self.t,
-            [1.0 if self.is_refractive else 0.0, self.water_z], self.normal,
-            [self.n_air, self.n_water]])
+            self.K.ravel(), self.R.ravel(), self.t, [flag, self.water_z],
+            self.normal, [self.n_air, self.n_water]])
         # K's last row, singular K, R not a rotation, a camera not above
         # its water: checked by the kernels' own camera setup, which says
         # which and why
@@ -106,7 +119,7 @@ class Camera:
     def __reduce__(self) -> Tuple[object, Tuple[object, ...]]:
         return (_rebuild, (self.K, self.R, self.t, self.is_refractive,
                            self.water_z, self.normal, self.n_air,
-                           self.n_water))
+                           self.n_water, self.casts_as_aquamvs))
 
     @classmethod
     def pinhole(cls, K: ArrayLike, R: ArrayLike, t: ArrayLike) -> "Camera":
@@ -142,14 +155,17 @@ class Camera:
     def __repr__(self) -> str:
         kind = (f"refractive, water_z={self.water_z}, n_water={self.n_water}"
                 if self.is_refractive else "pinhole")
+        if self.casts_as_aquamvs:
+            kind += ", casting as AquaMVS does"
         return f"<aquaprof.mvs.Camera {kind}, center={self.center.round(4)}>"
 
 
 def _rebuild(K: np.ndarray, R: np.ndarray, t: np.ndarray, refractive: bool,
              water_z: float, normal: np.ndarray, n_air: float,
-             n_water: float) -> Camera:
+             n_water: float, casts_as_aquamvs: bool = False) -> Camera:
     return Camera(K, R, t, refractive=refractive, water_z=water_z,
-                  normal=normal, n_air=n_air, n_water=n_water)
+                  normal=normal, n_air=n_air, n_water=n_water,
+                  casts_as_aquamvs=casts_as_aquamvs)
 
 
 def _points(value: ArrayLike, name: str, width: int) -> np.ndarray:

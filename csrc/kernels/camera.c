@@ -59,6 +59,22 @@ height_above_water(const double *p, double *center, double *normal,
     return ap_dot3(normal, center) - *plane_d;
 }
 
+/* The parameters whose normal is the water surface's: p, or for
+ * AP_CAST_AQUAMVS (whose normal only bends cast rays) a copy in level
+ * with a level one. */
+static const double *
+surface_params(const double *p, double *level)
+{
+    if (p[21] != AP_CAST_AQUAMVS) {
+        return p;
+    }
+    memcpy(level, p, AP_CAMERA_PARAMS * sizeof(double));
+    level[23] = 0.0;
+    level[24] = 0.0;
+    level[25] = -1.0;
+    return level;
+}
+
 /* The largest entry of |R R^T - I|. */
 static double
 rotation_error(const double *R)
@@ -90,7 +106,7 @@ ap_camera_init(ap_camera *cam, const double *p)
             return AP_CAMERA_NOT_FINITE;
         }
     }
-    if (p[21] != 0.0 && p[21] != 1.0) {
+    if (p[21] != 0.0 && p[21] != 1.0 && p[21] != AP_CAST_AQUAMVS) {
         return AP_CAMERA_NOT_A_FLAG;
     }
     /* a pixel's ray is K^-1 (u, v, 1): with any other last row it could
@@ -110,7 +126,7 @@ ap_camera_init(ap_camera *cam, const double *p)
     if (det3(cam->R) < 0) {     /* orthonormal, so det is +1 or -1 */
         return AP_CAMERA_R_REFLECTION;
     }
-    cam->refractive = p[21] == 1.0;
+    cam->refractive = p[21] != 0.0;
     if (!cam->refractive) {
         camera_centre(p, cam->center);
         return AP_CAMERA_OK;
@@ -124,6 +140,12 @@ ap_camera_init(ap_camera *cam, const double *p)
     if (!(p[27] > 0)) {
         return AP_CAMERA_N_WATER;
     }
+    if (p[21] == AP_CAST_AQUAMVS) {
+        cam->aquamvs_cast = 1;
+        memcpy(cam->bend, p + 23, 3 * sizeof(double));
+    }
+    double level[AP_CAMERA_PARAMS];
+    p = surface_params(p, level);
     cam->height = height_above_water(p, cam->center, cam->normal,
                                      &cam->plane_d);
     if (!(cam->height > 0) || !isfinite(cam->height)) {
@@ -162,7 +184,7 @@ void
 ap_camera_explain(const double *p, int status, char *buf, size_t size)
 {
     char name[16], where[40];
-    double center[3], normal[3], plane_d, height;
+    double center[3], normal[3], plane_d, height, level[AP_CAMERA_PARAMS];
     switch (status) {
     case AP_CAMERA_OK:
         snprintf(buf, size, "a valid camera");
@@ -178,8 +200,9 @@ ap_camera_explain(const double *p, int status, char *buf, size_t size)
         }
         break;
     case AP_CAMERA_NOT_A_FLAG:
-        snprintf(buf, size, "refractive is %g: it must be 0 (pinhole) or "
-                 "1 (refractive)", p[21]);
+        snprintf(buf, size, "refractive is %g: it must be 0 (pinhole), "
+                 "1 (refractive) or %d (refractive, casting as AquaMVS "
+                 "does)", p[21], AP_CAST_AQUAMVS);
         return;
     case AP_CAMERA_K_LAST_ROW:
         snprintf(buf, size, "K's last row is [%g, %g, %g]: it must be "
@@ -212,7 +235,8 @@ ap_camera_explain(const double *p, int status, char *buf, size_t size)
                  status == AP_CAMERA_N_AIR ? p[26] : p[27]);
         return;
     case AP_CAMERA_NOT_ABOVE_WATER:
-        height = height_above_water(p, center, normal, &plane_d);
+        height = height_above_water(surface_params(p, level), center, normal,
+                                    &plane_d);
         snprintf(where, sizeof(where), height < 0 ? "%g below" : "%g from",
                  fabs(height));
         snprintf(buf, size, "the camera centre (%g, %g, %g) is %s its "

@@ -8,8 +8,8 @@
 #include <stdint.h>
 
 /* Packed parameters as the binding passes them: K (9, row-major), R (9),
- * t (3), refractive (0/1), water_z, normal (3, towards air), n_air,
- * n_water. */
+ * t (3), refractive (0, 1 or AP_CAST_AQUAMVS), water_z, normal (3,
+ * towards air), n_air, n_water. */
 #define AP_CAMERA_PARAMS 28
 
 /* Newton iterations for the interface point of a refracted projection
@@ -26,6 +26,13 @@
 #define AP_NEWTON_FLOAT 6
 #define AP_SHARE_SETTLED 1e-9
 
+/* The refractive flag of a camera that casts rays as AquaMVS's
+ * RefractiveProjectionModel does, for the drop-in's parity: every ray
+ * meets the level plane z = water_z (from behind the camera where the ray
+ * points up) and is bent there about the normal as given (any length);
+ * points project through the level surface, whatever the normal. */
+#define AP_CAST_AQUAMVS 2
+
 typedef struct {
     double K[9], Kinv[9], R[9], t[3];
     double center[3];           /* camera centre in world: -R^T t */
@@ -35,6 +42,8 @@ typedef struct {
     double n_air, n_water;
     double height;              /* camera centre above the interface */
     double foot[3];             /* centre projected onto the interface */
+    int aquamvs_cast;           /* AP_CAST_AQUAMVS: normal is level and */
+    double bend[3];             /* the normal given bends the cast rays */
 } ap_camera;
 
 /* Why packed parameters make no camera: ap_camera_init's result, checked
@@ -42,7 +51,8 @@ typedef struct {
 enum {
     AP_CAMERA_OK = 0,
     AP_CAMERA_NOT_FINITE = -1,      /* a parameter is NaN or infinite */
-    AP_CAMERA_NOT_A_FLAG = -2,      /* refractive is neither 0 nor 1 */
+    AP_CAMERA_NOT_A_FLAG = -2,      /* refractive is not 0, 1 or
+                                     * AP_CAST_AQUAMVS */
     AP_CAMERA_K_LAST_ROW = -3,      /* K's last row is not (0, 0, 1) */
     AP_CAMERA_K_SINGULAR = -4,
     AP_CAMERA_R_NOT_ORTHONORMAL = -5,   /* R R^T off I by more than 1e-6 */
@@ -67,7 +77,8 @@ void ap_camera_explain(const double *params, int status, char *buf,
  * direction, in water for a refractive camera. Returns 0 when there is
  * none: u or v not finite, or for a refractive camera a ray that does not
  * reach the water or that the surface reflects whole (past the critical
- * angle, where n_water < n_air). */
+ * angle, where n_water < n_air); for AP_CAST_AQUAMVS, only a ray parallel
+ * to the surface or a bent direction of no length. */
 int ap_camera_cast(const ap_camera *cam, double u, double v, double *origin,
                    double *direction);
 

@@ -15,6 +15,35 @@ ap_dot3(const double *a, const double *b)
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
 }
 
+/* AquaMVS's cast_ray from the unit direction d in air, cos_in its
+ * cosine with the level surface's normal: the crossing of the plane
+ * whichever way d points, Snell's law in vector form about the normal as
+ * given (bend), its cosine's square root clamped at 0, the result made
+ * unit. */
+static inline AP_HD int
+ap_cast_aquamvs(const ap_camera *cam, const double *d, double cos_in,
+                double *origin, double *direction)
+{
+    double s = cam->height / cos_in;
+    double eta = cam->n_air / cam->n_water;
+    double cos_bend = -ap_dot3(cam->bend, d);
+    double k = 1.0 - eta * eta * (1.0 - cos_bend * cos_bend);
+    double c = eta * cos_bend - sqrt(k > 0 ? k : 0.0);
+    double t[3];
+    for (int i = 0; i < 3; i++) {
+        t[i] = eta * d[i] + c * cam->bend[i];
+    }
+    double len = sqrt(ap_dot3(t, t));
+    if (!isfinite(s) || !(len > 0) || !isfinite(len)) {
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        origin[i] = cam->center[i] + s * d[i];
+        direction[i] = t[i] / len;
+    }
+    return 1;
+}
+
 /* See ap_camera_cast. */
 static inline AP_HD int
 ap_cast(const ap_camera *cam, double u, double v, double *origin,
@@ -43,6 +72,9 @@ ap_cast(const ap_camera *cam, double u, double v, double *origin,
         return 1;
     }
     double cos_in = -ap_dot3(cam->normal, d);  /* > 0 when going down */
+    if (cam->aquamvs_cast) {
+        return ap_cast_aquamvs(cam, d, cos_in, origin, direction);
+    }
     if (!(cos_in > 0)) {
         return 0;
     }

@@ -369,6 +369,32 @@ ap_pad_zeros(const float *img, int h, int w, float *pad)
     }
 }
 
+/* Newton steps from the shares t until one moves a share by no more
+ * than AP_SHARE_SETTLED, AP_NEWTON_COLD at most; a share still moving is
+ * solved from the straight line, as ap_camera_project solves it: for a
+ * table whose steps do not land everywhere. A NaN share (no point) stays
+ * NaN. */
+static void
+settle_chunk(const ap_projector *p, int n, const double *under,
+             const double *dist2, double *t)
+{
+    for (int i = 0; i < n; i++) {
+        double moved = INFINITY;
+        for (int k = 0; k < AP_NEWTON_COLD && moved > AP_SHARE_SETTLED;
+             k++) {
+            double next = ap_snell_step_share(t[i], dist2[i], under[i],
+                                              p->hc, p->na, p->nw);
+            moved = fabs(next - t[i]);
+            t[i] = next;
+        }
+        double dist = sqrt(dist2[i]);
+        if (moved > AP_SHARE_SETTLED && under[i] > 0 && dist > 0) {
+            t[i] = ap_crossing_cold(dist, under[i], p->hc, p->na, p->nw) /
+                   dist;
+        }
+    }
+}
+
 /* One more Newton step from the shares t. */
 AP_VECTOR_CLONES void
 newton_chunk(const ap_projector *restrict p, int n,
@@ -411,6 +437,9 @@ chunk_pixels(const ap_projector *p, const double *const o[3],
      * AquaMVS parity */
     for (int k = 1; k < p->steps; k++) {
         newton_chunk(p, m, under, dist2, t);
+    }
+    if (p->checked) {
+        settle_chunk(p, m, under, dist2, t);
     }
     refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
 }

@@ -185,15 +185,16 @@ ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
         }
         fill_table(p, tn, d2_max, z_min, z_max);
         p->steps = AP_NEWTON_TABLE;
-        if (table_error(p, p->steps) <= AP_TABLE_TOLERANCE) {
+        double error = table_error(p, p->steps);
+        if (error <= AP_TABLE_TOLERANCE) {
             return 0;
         }
         if (2 * tn - 1 > AP_TABLE_MAX) {
-            /* one more step until they land, AP_NEWTON_WARM at most (the
-             * last count needs no check) */
-            while (++p->steps < AP_NEWTON_WARM &&
-                   table_error(p, p->steps) > AP_TABLE_TOLERANCE) {
+            /* one more step until they land, AP_NEWTON_WARM at most */
+            while (error > AP_TABLE_TOLERANCE && p->steps < AP_NEWTON_WARM) {
+                error = table_error(p, ++p->steps);
             }
+            p->checked = error > AP_TABLE_TOLERANCE;  /* a box too wide */
             return 0;
         }
     }

@@ -574,7 +574,8 @@ snell_guess(PyObject *module, PyObject *args)
         return PyErr_NoMemory();
     }
     PyObject *result = Py_BuildValue(
-        "(sii)", p.terms ? "polynomial" : "table",
+        "(sii)", p.terms ? "polynomial" : p.checked ? "checked table"
+                                                    : "table",
         p.terms ? p.terms - 1 : p.tn, p.steps);
     ap_projector_free(&p);
     return result;
@@ -616,7 +617,9 @@ mvs_exec(PyObject *module)
         PyModule_AddIntConstant(module, "NEWTON_COLD", AP_NEWTON_COLD) < 0 ||
         PyModule_AddIntConstant(module, "NEWTON_WARM", AP_NEWTON_WARM) < 0 ||
         PyModule_AddIntConstant(module, "MAX_WINDOW", AP_MAX_WINDOW) < 0 ||
-        PyModule_AddIntConstant(module, "GPU_VIEWS", AP_GPU_VIEWS) < 0) {
+        PyModule_AddIntConstant(module, "GPU_VIEWS", AP_GPU_VIEWS) < 0 ||
+        PyModule_AddIntConstant(module, "CAST_AQUAMVS", AP_CAST_AQUAMVS) <
+            0) {
         return -1;
     }
     return 0;
