@@ -671,6 +671,32 @@ def test_bad_input(call, error, message):
         call()
 
 
+def test_numpy_ints_in_the_config_are_ints():
+    # a config read from YAML through NumPy, say: AquaMVS takes them
+    model, image = small_inputs()
+    plain = stereo(model=model, image=image)["cost_volume"]
+    numpy_ints = stereo(model=model, image=image,
+                        config=Config(window_size=np.int64(11),
+                                      num_depths=np.int32(16)))
+    assert torch.equal(plain, numpy_ints["cost_volume"])
+
+
+def test_tensors_that_require_grad_are_read_as_their_values():
+    # AquaMVS runs on them; the volume has no gradient either way
+    model, image = small_inputs()
+    plain = stereo(model=model, image=image)["cost_volume"]
+    frame = image.clone().requires_grad_()
+    lo = torch.tensor(1.0, requires_grad=True)
+    model.t = model.t.clone().requires_grad_()
+    out = stereo(model=model, image=frame, depth_range=(lo, 1.2))
+    assert torch.equal(plain, out["cost_volume"])
+    assert not out["cost_volume"].requires_grad
+    warped = aquamvs.warp_source_image(
+        model, model, frame, torch.tensor(1.1, requires_grad=True),
+        reference.pixel_grid(16, 16).requires_grad_())
+    assert warped.shape == (16, 16)
+
+
 def test_without_torch_the_error_says_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(ImportError, match=r"pip install torch"):

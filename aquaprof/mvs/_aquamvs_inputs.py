@@ -59,9 +59,12 @@ def check_parity(parity: object) -> str:
 
 
 def host_array(value: object) -> np.ndarray:
-    """A tensor (any device), array, sequence or number as an array."""
+    """A tensor (any device, requiring grad or not), array, sequence (of
+    tensors too) or number as an array."""
     if hasattr(value, "detach"):
         return value.detach().cpu().numpy()
+    if isinstance(value, (list, tuple)):
+        return np.asarray([host_array(v) for v in value])
     return np.asarray(value)
 
 
@@ -171,7 +174,7 @@ def config_values(config: object, names: Sequence[str]) -> Tuple[Any, ...]:
             raise ValueError(f"config.num_depths must be an int >= 2 (depth "
                              f"extraction steps between the first two), got "
                              f"{value!r}")
-        out.append(value)
+        out.append(value if attribute == "cost_function" else int(value))
     return tuple(out)
 
 
@@ -192,6 +195,7 @@ def gray(image: Tensor, name: str, device: object = None) -> Tensor:
     if not isinstance(image, torch.Tensor):
         raise TypeError(f"{name} must be a torch tensor, got "
                         f"{type(image).__name__}")
+    image = image.detach()      # the volume has no gradient to give
     if device is not None:
         image = image.to(device)
     shape = tuple(image.shape)
