@@ -170,9 +170,8 @@ def config_values(config: object, names: Sequence[str]) -> Tuple[Any, ...]:
                 and value % 2 == 1):
             raise ValueError(f"config.window_size must be an odd int from 3 "
                              f"to {_mvs.MAX_WINDOW}, got {value!r}")
-        if attribute == "num_depths" and not (is_int(value) and value >= 2):
-            raise ValueError(f"config.num_depths must be an int >= 2 (depth "
-                             f"extraction steps between the first two), got "
+        if attribute == "num_depths" and not (is_int(value) and value >= 1):
+            raise ValueError(f"config.num_depths must be an int >= 1, got "
                              f"{value!r}")
         out.append(value if attribute == "cost_function" else int(value))
     return tuple(out)

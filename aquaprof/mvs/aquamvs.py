@@ -52,12 +52,10 @@ EPS = 1e-8
 def generate_depth_hypotheses(d_min: float, d_max: float, num_depths: int,
                               device: object = "cpu") -> Tensor:
     """num_depths float32 ray depths from d_min to d_max, both included,
-    evenly spaced (torch.linspace, as AquaMVS)."""
+    evenly spaced (torch.linspace, as AquaMVS): descending where d_max <
+    d_min, all one where they are equal."""
     torch = torch_module()
     lo, hi = (float(x) for x in depths_host([d_min, d_max], "depth range"))
-    if not hi > lo:
-        raise ValueError(f"the depth range must have d_max > d_min, got "
-                         f"({lo}, {hi})")
     if not (is_int(num_depths) and num_depths >= 1):
         raise ValueError(f"num_depths must be an int >= 1, got "
                          f"{num_depths!r}")
@@ -117,6 +115,8 @@ def build_cost_volume(ref_model: object, src_models: Sequence[object],
     on one device; config.cost_function and config.window_size."""
     parity = check_parity(parity)
     cost, window = config_values(config, ("cost_function", "window_size"))
+    if getattr(src_images, "ndim", 0) >= 3:     # a stacked tensor
+        src_images = list(src_images.unbind(0))  # type: ignore[attr-defined]
     if isinstance(src_models, (str, bytes, Mapping)) or not isinstance(
             src_models, Sequence):
         raise TypeError(f"src_models must be a list of projection models, "
