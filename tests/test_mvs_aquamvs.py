@@ -505,8 +505,17 @@ def test_the_instruction_count_script_refuses_bad_arguments(bad):
         mvs_instructions.main(bad)
 
 
+def test_the_per_sample_script_pitches_the_cameras(capsys):
+    assert mvs_per_sample.main(["--widths", "24", "--height", "16",
+                                "--views", "1", "--depths", "2",
+                                "--repeats", "1", "--pitch", "75"]) == 0
+    out = capsys.readouterr().out
+    assert "cameras pitched 75 degrees" in out
+    assert float(out.splitlines()[-1].split()[1]) > 0
+
+
 @pytest.mark.parametrize("bad", [["--widths", "0"], ["--widths", "x"],
-                                 ["--repeats", "0"]])
+                                 ["--repeats", "0"], ["--pitch", "90"]])
 def test_the_per_sample_script_refuses_bad_counts(bad):
     with pytest.raises(SystemExit):
         mvs_per_sample.main(bad)
