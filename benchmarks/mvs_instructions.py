@@ -7,10 +7,13 @@ bounds the sweep.
     python benchmarks/mvs_instructions.py [--cost ncc] [--parity textbook]
         [--height 240] [--width 320] [--views 4] [--planes 8]
 
-A child process builds the volume of 1 + --planes depths under
-callgrind twice, its first plane alone and all of it (one thread,
-refractive flat scene, window 11), counting only inside the sweep's C entry point; the difference,
-divided by the extra samples, leaves out the per-call setup. The two
+A child process builds the volume of --planes more depths than a base
+under callgrind twice, the base's planes alone and all of it (one
+thread, refractive flat scene, window 11), counting only inside the
+sweep's C entry point; the difference, divided by the extra samples,
+leaves out the per-call setup. The base is the fewest planes of at
+least four plane-views, from which SSIM makes the reference's sums as
+the whole volume does. The two
 volumes are then timed without valgrind (each the least of 5), and the
 difference of their times, with the clock rate /proc/cpuinfo reports,
 gives cycles and instructions per cycle.
@@ -56,13 +59,20 @@ print(best)
 ENTRY = "ap_cost_volume"
 
 
+def base_planes(args: argparse.Namespace) -> int:
+    """The planes of the run whose count is taken away: four plane-views
+    at least."""
+    return -(-4 // args.views)
+
+
 def child(args: argparse.Namespace, planes: int,
           repeats: int) -> List[str]:
     """The child's command line: the first `planes` planes of the volume,
     the least time of `repeats` printed."""
     return [sys.executable, "-c", CHILD, str(ROOT), args.cost, args.parity,
             str(args.height), str(args.width), str(args.views),
-            str(1 + args.planes), str(planes), str(repeats)]
+            str(base_planes(args) + args.planes), str(planes),
+            str(repeats)]
 
 
 def run(command: List[str]) -> str:
@@ -114,7 +124,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--width", type=int, default=320)
     parser.add_argument("--views", type=int, default=4)
     parser.add_argument("--planes", type=int, default=8,
-                        help="planes counted beyond the first")
+                        help="planes counted beyond the base")
     args = parser.parse_args(argv)
     if min(args.height, args.width) < 16 or min(args.views,
                                                  args.planes) < 1:
@@ -127,14 +137,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                   f"valgrind)", file=sys.stderr)
             return 2
     with tempfile.TemporaryDirectory() as tmp:
-        base = counted(args, 1, Path(tmp))
-        more = counted(args, 1 + args.planes, Path(tmp))
+        base = counted(args, base_planes(args), Path(tmp))
+        more = counted(args, base_planes(args) + args.planes, Path(tmp))
     samples = args.planes * args.views * args.height * args.width
     per = {name: (more.get(name, 0) - base.get(name, 0)) / samples
            for name in more}
     total = sum(per.values())
     timed = [float(run(child(args, planes, 5)).splitlines()[-1])
-             for planes in (1, 1 + args.planes)]
+             for planes in (base_planes(args),
+                            base_planes(args) + args.planes)]
     ns = (timed[1] - timed[0]) / samples * 1e9
     ghz, model = clock_ghz()
     print(f"{args.cost} ({args.parity}), {args.height}x{args.width}, "

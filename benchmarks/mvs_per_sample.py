@@ -43,19 +43,6 @@ def counts(text: str, what: str,
     return values
 
 
-def pitched(cam: mvs.Camera, degrees: float) -> mvs.Camera:
-    """cam turned about its own x axis, its centre where it was."""
-    if degrees == 0:
-        return cam
-    a = np.deg2rad(degrees)
-    turn = np.array([[1.0, 0.0, 0.0], [0.0, np.cos(a), -np.sin(a)],
-                     [0.0, np.sin(a), np.cos(a)]])
-    rotation = turn @ cam.R
-    return mvs.Camera.refractive(cam.K, rotation, -rotation @ cam.center,
-                                 cam.water_z, cam.normal, cam.n_air,
-                                 cam.n_water)
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cost", choices=sorted(COSTS), default="ncc")
@@ -88,7 +75,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         scene = scenes.make_scene("flat", "refractive", args.views + 1,
                                   args.height, w)
         depths = np.linspace(*scene.depth_range(0.03), args.depths)
-        cams = [pitched(c, args.pitch) for c in scene.cameras]
+        cams = [scenes.pitched(c, args.pitch) for c in scene.cameras]
         best = None
         for _ in range(args.repeats):
             start = time.process_time()

@@ -18,6 +18,8 @@ def unit_normal(cam):
 
 
 def cast(cam, u, v):
+    if cam.casts_as_aquamvs:    # not this maths: AquaMVS's reference is
+        raise ValueError("casts as AquaMVS: use benchmarks/aquamvs_torch")
     d = cam.R.T @ np.linalg.solve(cam.K, np.array([u, v, 1.0]))
     d /= np.linalg.norm(d)
     c = cam.center

@@ -208,16 +208,7 @@ def test_rays_grazing_the_water_far_out_leave_the_sweep_exact():
     everywhere; its samples that do not settle are solved from the
     straight line, as a warp's are."""
     sc = scenes.make_scene("flat", "refractive", 2, 48, 64)
-    pitch = np.deg2rad(75.0)
-    turn = np.array([[1.0, 0.0, 0.0],
-                     [0.0, np.cos(pitch), -np.sin(pitch)],
-                     [0.0, np.sin(pitch), np.cos(pitch)]])
-    cams = []
-    for cam in sc.cameras:
-        rotation = turn @ cam.R
-        cams.append(mvs.Camera.refractive(
-            cam.K, rotation, -rotation @ cam.center, cam.water_z,
-            cam.normal, cam.n_air, cam.n_water))
+    cams = [scenes.pitched(cam, 75.0) for cam in sc.cameras]
     origins, directions, valid = cams[0].cast_rays(
         np.argwhere(np.ones((48, 64)))[:, ::-1].astype(float))
     far = origins[valid] + 4.0 * directions[valid] - cams[1].center

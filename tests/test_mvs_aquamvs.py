@@ -288,17 +288,7 @@ def test_pixels_looking_above_the_horizon_cast_as_aquamvs_does():
     # still meets the plane (behind the camera) and bends the ray into
     # the water, so those pixels sample the sources as any other
     sc = scenes.make_scene("flat", "refractive", 3, 48, 64)
-    pitch = np.deg2rad(75.0)
-    turn = torch.tensor([[1.0, 0.0, 0.0],
-                         [0.0, np.cos(pitch), -np.sin(pitch)],
-                         [0.0, np.sin(pitch), np.cos(pitch)]],
-                        dtype=torch.float64)
-    models = []
-    for cam in sc.cameras:
-        model = Model(cam)
-        model.R = turn @ model.R
-        model.t = -model.R @ torch.tensor(cam.center)
-        models.append(model)
+    models = [Model(scenes.pitched(cam, 75.0)) for cam in sc.cameras]
     theirs = [reference.RefractiveModel(m.K, m.R, m.t, m.water_z, m.normal,
                                         m.n_air, m.n_water) for m in models]
     grid = reference.pixel_grid(48, 64, torch.float64)
@@ -493,8 +483,13 @@ def test_the_instruction_count_script_counts_the_sweep_by_function(capsys):
               if len(line.split()) == 3}
     # the bilinear sample runs once a sample, whatever the setup
     assert counts["sample_edges_chunk"] > 1
+    shares = [float(line.split()[2].rstrip("%")) for line in lines[2:]
+              if len(line.split()) == 3]
+    assert sum(shares) <= 100.5 and shares == sorted(shares, reverse=True)
     total = float(lines[-2].split()[-1])
-    assert total >= sum(counts.values()) * 0.99
+    assert total == pytest.approx(counts["sample_edges_chunk"] * 100
+                                  / shares[list(counts).index(
+                                      "sample_edges_chunk")], rel=0.01)
     assert "instructions a cycle" in lines[-1]
 
 
@@ -726,10 +721,10 @@ def test_ranges_and_counts_run_as_aquamvs_runs_them():
     listed = aquamvs.build_cost_volume(model, [model, model], gray,
                                        [gray, gray], down["depths"],
                                        Config())
-    stacked = aquamvs.build_cost_volume(model, [model, model], gray,
-                                        torch.stack([gray, gray]),
-                                        down["depths"], Config())
-    assert torch.equal(listed, stacked)
+    for stack in (torch.stack([gray, gray]), np.stack([gray, gray])):
+        stacked = aquamvs.build_cost_volume(model, [model, model], gray,
+                                            stack, down["depths"], Config())
+        assert torch.equal(listed, stacked)
 
 
 def test_without_torch_the_error_says_to_install_it(monkeypatch):
@@ -757,6 +752,28 @@ def test_cuda_tensors_run_on_the_gpu_and_match_the_cpu(scene, parity):
     assert depth.is_cuda and confidence.is_cuda
     cpu_depth = aquamvs.extract_depth(cpu["cost_volume"], cpu["depths"])[0]
     assert (depth.cpu().isnan() != cpu_depth.isnan()).float().mean() < 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device for torch")
+def test_cuda_tensors_cast_as_aquamvs_does_with_tilted_pitched_models():
+    # the CUDA ray kernel bends about the normal as given and casts the
+    # pixels looking up, as the CPU does
+    sc = scenes.make_scene("flat", "refractive", 3, 48, 64)
+    models = [Model(scenes.pitched(cam, 75.0), normal=(0.05, 0.0, -1.1))
+              for cam in sc.cameras]
+    frames = [torch.from_numpy(g.copy()) for g in sc.images]
+    depths = torch.tensor([0.5, 8.0])
+    config = Config(window_size=5)
+    with pytest.warns(aquamvs.TiltedSurfaceWarning):
+        cpu = aquamvs.build_cost_volume(models[0], models[1:], frames[0],
+                                        frames[1:], depths, config)
+    gpu = aquamvs.build_cost_volume(models[0], models[1:], frames[0].cuda(),
+                                    [f.cuda() for f in frames[1:]],
+                                    depths.cuda(), config)
+    assert (gpu.cpu() - cpu).abs().max() < 1e-4
+    expected = models_volume(models, frames, depths, config)
+    assert (cpu.double() - expected).abs().max() < 1e-5
 
 
 @pytest.mark.gpu

@@ -4,6 +4,11 @@ every CPU path, in Python and in the C binding, with the sizes and the
 limit named, before anything is copied: the huge inputs here are
 broadcast views that hold a few bytes. The GPU paths are in
 test_mvs_gpu.py."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -103,3 +108,45 @@ def test_volumes_of_one_pixel_row_are_within_the_limits():
     depth, confidence = mvs.extract_depth(volume, [1.0, 2.0, 3.0])
     assert depth.shape == (1, 2)
     assert np.isfinite(depth[0, 0]) and np.isnan(depth[0, 1])
+
+
+THREADS_CANNOT_START = r"""
+import resource, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from aquaprof import mvs
+from aquaprof.mvs import scenes
+sc = scenes.make_scene("flat", "refractive", 2, 16, 16)
+depths = np.linspace(*sc.depth_range(0.03), 2)
+for parity in ("textbook", "aquamvs"):
+    mvs.build_cost_volume(sc.ref, sc.images[1:], sc.ref_cam, sc.cameras[1:],
+                          depths, threads=1, parity=parity)
+# room for the setup's small buffers, none for a thread's stack
+used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (used + (4 << 20),
+                                        resource.RLIM_INFINITY))
+for parity in ("textbook", "aquamvs"):
+    try:
+        mvs.build_cost_volume(sc.ref, sc.images[1:], sc.ref_cam,
+                              sc.cameras[1:], depths, threads=2,
+                              parity=parity)
+        print("no error")
+    except Exception as e:
+        print(type(e).__name__, e)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(),
+                    reason="reads its memory from /proc")
+@pytest.mark.skipif(os.environ.get("AQUAPROF_SANITIZED") == "1",
+                    reason="AddressSanitizer aborts where a capped address "
+                           "space makes its own allocations fail")
+def test_threads_that_cannot_start_are_said_so_not_called_memory():
+    # the setup's threads (rays, guesses, reference sums) as well as the
+    # sweep's: an OSError, not a MemoryError
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-c", THREADS_CANNOT_START, root],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "OSError cannot start worker threads"] * 2

@@ -115,8 +115,8 @@ def build_cost_volume(ref_model: object, src_models: Sequence[object],
     on one device; config.cost_function and config.window_size."""
     parity = check_parity(parity)
     cost, window = config_values(config, ("cost_function", "window_size"))
-    if getattr(src_images, "ndim", 0) >= 3:     # a stacked tensor
-        src_images = list(src_images.unbind(0))  # type: ignore[attr-defined]
+    if getattr(src_images, "ndim", 0) >= 3:     # stacked: a view a row
+        src_images = list(src_images)
     if isinstance(src_models, (str, bytes, Mapping)) or not isinstance(
             src_models, Sequence):
         raise TypeError(f"src_models must be a list of projection models, "

@@ -69,7 +69,9 @@ class Camera:
     camera where the pixel looks up) and is bent there about `normal` as
     given, of any length; points project through the level surface,
     whatever `normal` says. With a tilted normal its cast and project
-    are then not each other's inverse, as in AquaMVS.
+    are then not each other's inverse, as in AquaMVS; and as there, no
+    ray is reflected whole (past the critical angle the bent ray runs
+    along the surface).
 
     Every argument is checked, and a ValueError names the one that is
     wrong and why. A camera cannot be changed once made (its arrays are
@@ -143,7 +145,8 @@ class Camera:
         unit directions (N, 3) and a validity mask (N,); NaN where invalid:
         a pixel that is not finite, or a refractive ray that never reaches
         the water or that the surface reflects whole (past the critical
-        angle, where n_water < n_air)."""
+        angle, where n_water < n_air); casting as AquaMVS does, only a ray
+        parallel to the surface."""
         return _mvs.cast_rays(self.params, _points(pixels, "pixels", 2))
 
     def project(self, points: ArrayLike) -> Tuple[np.ndarray, np.ndarray]:

@@ -191,6 +191,22 @@ def make_scene(kind: str = "flat", model: str = "refractive",
     return Scene(kind, cameras, images, truth, depth, k1)
 
 
+def pitched(cam: Camera, degrees: float) -> Camera:
+    """cam turned about its own x axis by `degrees`, its centre where it
+    was: a scene's cameras pitched towards the horizon, whose rays just
+    under it meet the water far out (the sweep's hardest geometry)."""
+    if degrees == 0:
+        return cam
+    a = np.deg2rad(degrees)
+    turn = np.array([[1.0, 0.0, 0.0], [0.0, np.cos(a), -np.sin(a)],
+                     [0.0, np.sin(a), np.cos(a)]])
+    rotation = turn @ cam.R
+    return Camera(cam.K, rotation, -rotation @ cam.center,
+                  refractive=cam.is_refractive, water_z=cam.water_z,
+                  normal=cam.normal, n_air=cam.n_air, n_water=cam.n_water,
+                  casts_as_aquamvs=cam.casts_as_aquamvs)
+
+
 def metrics(scene: Scene, depth: np.ndarray,
             tolerance: float = 0.005) -> Dict[str, float]:
     """Accuracy of an estimated reference depth map (ray depths, NaN where

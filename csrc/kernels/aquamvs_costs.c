@@ -715,15 +715,19 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
                          : NULL;
     int status = -1;
     if (job == NULL || proj == NULL || (padded && pads == NULL) ||
-        ap_ray_table_make(&rays, a->ref_cam, a->h, a->w, a->threads) < 0) {
+        (status = ap_ray_table_make(&rays, a->ref_cam, a->h, a->w,
+                                    a->threads)) < 0) {
         goto done;
     }
-    if (ap_projectors_make(proj, a->src_cams, a->n, &rays, a->depths[0],
-                           a->depths[a->d - 1], a->threads) < 0) {
+    status = ap_projectors_make(proj, a->src_cams, a->n, &rays,
+                                a->depths[0], a->depths[a->d - 1],
+                                a->threads);
+    if (status < 0) {
         free(proj);
         proj = NULL;
         goto done;
     }
+    status = -1;
     for (int v = 0; v < a->n; v++) {
         proj[v].steps += AP_AQUAMVS_NEWTON_EXTRA;
     }

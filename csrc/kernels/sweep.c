@@ -448,15 +448,17 @@ ref_sums_rows(void *arg, int y0, int y1)
     return 0;
 }
 
-/* The reference's sums, rows shared by the call's threads; NULL out of
- * memory or threads. */
+/* The reference's sums, rows shared by the call's threads; NULL with
+ * *status -1 out of memory, or -2 when a thread cannot start. */
 static double *
-ref_seen_sums(const ap_sweep_args *a, const double *gauss)
+ref_seen_sums(const ap_sweep_args *a, const double *gauss, int *status)
 {
     ref_sums_job job = {a, gauss,
                         malloc(3 * (size_t)a->h * a->w * sizeof(double))};
-    if (job.sums != NULL &&
-        ap_run_ranges(ref_sums_rows, &job, a->h, AP_SETUP_ROWS, a->threads) < 0) {
+    *status = job.sums == NULL ? -1
+                               : ap_run_ranges(ref_sums_rows, &job, a->h,
+                                               AP_SETUP_ROWS, a->threads);
+    if (*status < 0) {
         free(job.sums);
         job.sums = NULL;
     }
@@ -472,33 +474,38 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
     double gauss[AP_MAX_WINDOW];
     ap_gauss_weights(a->window / 2, gauss);
     ap_ray_table rays;
-    if (ap_ray_table_make(&rays, a->ref_cam, a->h, a->w, a->threads) < 0) {
-        return -1;
+    int status = ap_ray_table_make(&rays, a->ref_cam, a->h, a->w,
+                                   a->threads);
+    if (status < 0) {
+        return status;
     }
     ap_projector *proj = calloc((size_t)a->n, sizeof(*proj));
-    if (proj == NULL ||
-        ap_projectors_make(proj, a->src_cams, a->n, &rays, a->depths[0],
-                           a->depths[a->d - 1], a->threads) < 0) {
+    status = proj == NULL ? -1
+                          : ap_projectors_make(proj, a->src_cams, a->n,
+                                               &rays, a->depths[0],
+                                               a->depths[a->d - 1],
+                                               a->threads);
+    if (status < 0) {
         free(proj);
         free(rays.planes);
-        return -1;
+        return status;
     }
-    /* made once a call on one thread, they cost about one view's plane
-     * and save about a third of each SSIM one: worth it from four
-     * plane-views a thread; where memory is short, every SSIM window
-     * makes its own. NCC's windows slide only the warped sums and need
-     * them: without the memory the call fails as out of memory. */
+    /* made once a call, they cost about one view's plane and save about
+     * a third of each SSIM one: worth it from four plane-views a thread;
+     * where memory or threads are short, every SSIM window makes its
+     * own. NCC's windows slide only the warped sums and need them:
+     * without them the call fails. */
     double *ref_sums = NULL;
     if (a->cost == AP_COST_NCC ||
         (a->cost == AP_COST_SSIM &&
          (long long)a->count * a->n >= 4LL * a->threads)) {
-        ref_sums = ref_seen_sums(a, gauss);
+        ref_sums = ref_seen_sums(a, gauss, &status);
     }
     if (a->cost == AP_COST_NCC && ref_sums == NULL) {   /* NCC needs them */
         ap_projectors_free(proj, a->n);
         free(proj);
         free(rays.planes);
-        return -1;
+        return status;
     }
     /* sampling with half the clamps, where the copies fit (else the
      * sources as they are) */
@@ -516,7 +523,7 @@ ap_cost_volume(const ap_sweep_args *a, float *out)
     long long items = ((long long)a->count + PLANE_GROUP - 1) /
                       PLANE_GROUP * bands;
     int threads = a->threads < items ? a->threads : (int)items;
-    int status = ap_run_workers(sweep_worker, &job, threads, &job.failed);
+    status = ap_run_workers(sweep_worker, &job, threads, &job.failed);
     free(pads);
     free(ref_sums);
     ap_projectors_free(proj, a->n);

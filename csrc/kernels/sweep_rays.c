@@ -42,12 +42,12 @@ ap_ray_table_make(ap_ray_table *t, const ap_camera *cam, int h, int w,
         return -1;
     }
     ray_job job = {t, cam};
-    if (ap_run_ranges(cast_rows, &job, h, AP_SETUP_ROWS, threads) < 0) {
+    int status = ap_run_ranges(cast_rows, &job, h, AP_SETUP_ROWS, threads);
+    if (status < 0) {
         free(t->planes);
         t->planes = NULL;
-        return -1;
     }
-    return 0;
+    return status;
 }
 
 void
@@ -72,8 +72,8 @@ typedef struct {
     int n;
     const ap_ray_table *rays;
     double first, last;
-    /* the boxes of each range of AP_SETUP_ROWS rows, n a range */
-    double (*boxes)[3];
+    int rows;           /* a range's rows */
+    double (*boxes)[3];   /* the boxes of each range, n a range */
 } projector_job;
 
 /* The boxes of the points the rays of rows [y0, y1) reach. The depth
@@ -83,7 +83,7 @@ static int
 extent_rows(void *arg, int y0, int y1)
 {
     const projector_job *job = arg;
-    double(*box)[3] = job->boxes + (size_t)(y0 / AP_SETUP_ROWS) * job->n;
+    double(*box)[3] = job->boxes + (size_t)(y0 / job->rows) * job->n;
     for (int v = 0; v < job->n; v++) {
         box[v][0] = 0.0;
         box[v][1] = INFINITY;
@@ -106,7 +106,7 @@ static int
 tabulate_views(void *arg, int v0, int v1)
 {
     const projector_job *job = arg;
-    int ranges = (job->rays->h + AP_SETUP_ROWS - 1) / AP_SETUP_ROWS;
+    int ranges = (job->rays->h + job->rows - 1) / job->rows;
     for (int v = v0; v < v1; v++) {
         if (!job->proj[v].refractive) {
             continue;
@@ -135,19 +135,18 @@ ap_projectors_make(ap_projector *proj, const ap_camera *cams, int n,
         ap_projector_init(&proj[v], &cams[v]);
     }
     size_t ranges = ((size_t)rays->h + AP_SETUP_ROWS - 1) / AP_SETUP_ROWS;
-    projector_job job = {proj, n, rays, first, last,
+    projector_job job = {proj, n, rays, first, last, AP_SETUP_ROWS,
                          malloc(ranges * n * sizeof(*job.boxes))};
     int status = job.boxes == NULL
                      ? -1
-                     : ap_run_ranges(extent_rows, &job, rays->h,
-                                     AP_SETUP_ROWS, threads);
+                     : ap_run_ranges(extent_rows, &job, rays->h, job.rows,
+                                     threads);
     if (status == 0) {
         status = ap_run_ranges(tabulate_views, &job, n, 1, threads);
     }
     free(job.boxes);
     if (status < 0) {
         ap_projectors_free(proj, n);
-        return -1;
     }
-    return 0;
+    return status;
 }

@@ -7,6 +7,9 @@
 #include "camera.h"
 #include "projector.h"
 
+/* Image rows a thread of a sweep's setup takes at a time. */
+#define AP_SETUP_ROWS 8
+
 /* Rays of every reference pixel as six (h, w) planes: origin x, y, z,
  * direction x, y, z; a NaN origin where the pixel has no ray. */
 typedef struct {
@@ -15,8 +18,8 @@ typedef struct {
 } ap_ray_table;
 
 /* Fills t with cam's rays of an (h, w) image, rows shared by up to
- * `threads` threads. Returns 0, or -1 out of memory or threads (nothing
- * to free then); free t->planes after. */
+ * `threads` threads. Returns 0, -1 out of memory or -2 when a thread
+ * cannot start (nothing to free then); free t->planes after. */
 int ap_ray_table_make(ap_ray_table *t, const ap_camera *cam, int h, int w,
                       int threads);
 
@@ -25,8 +28,9 @@ void ap_ray_row(const ap_ray_table *t, int y, const double *row[6]);
 
 /* Projectors for the n source cameras, their tables spanning every
  * point the rays reach between depths first and last, views shared by up
- * to `threads` threads. Returns 0, or -1 out of memory or threads
- * (nothing left to free then); ap_projectors_free after. */
+ * to `threads` threads. Returns 0, -1 out of memory or -2 when a
+ * thread cannot start (nothing left to free then); ap_projectors_free
+ * after. */
 int ap_projectors_make(ap_projector *proj, const ap_camera *cams, int n,
                        const ap_ray_table *rays, double first, double last,
                        int threads);

@@ -1,5 +1,6 @@
 #include "workers.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -69,6 +70,7 @@ int
 ap_run_ranges(int (*fn)(void *ctx, int begin, int end), void *ctx,
               int count, int step, int threads)
 {
+    assert(step > 0);
     range_job job = {fn, ctx, count, step, 0, 0};
     long long ranges = ((long long)count + step - 1) / step;
     threads = threads < ranges ? threads : (int)ranges;

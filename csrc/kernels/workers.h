@@ -15,12 +15,11 @@ int ap_run_workers(void *(*work)(void *), void *job, int threads,
 int ap_worker_stopped(int (*hook)(void *), void *ctx, _Atomic int *stopped);
 
 /* Runs fn(ctx, begin, end) over [0, count) in ranges of at most `step`
- * on up to `threads` threads (the caller one of them): for a sweep's
- * setup, whose pieces (rows, views) are independent, so that the result
- * never depends on the threads. Returns 0, -1 where a call of fn
+ * (> 0) on up to `threads` threads (the caller one of them): for a
+ * sweep's setup, whose pieces (rows, views) are independent, so that the
+ * result never depends on the threads. Returns 0, -1 where a call of fn
  * returned nonzero (no further ranges start then), or -2 when a thread
  * cannot start. */
-#define AP_SETUP_ROWS 8   /* image rows a range of a sweep's setup */
 int ap_run_ranges(int (*fn)(void *ctx, int begin, int end), void *ctx,
                   int count, int step, int threads);
 
