@@ -2,6 +2,7 @@
 AquaMVS's conventions written in torch (benchmarks/aquamvs_torch.py, run
 in float64), with inputs shaped as AquaMVS's users make them: a plain
 model class, a dataclass config, BGR frames."""
+import os
 import shutil
 import sys
 import warnings
@@ -475,6 +476,9 @@ def test_the_per_sample_script_times_each_width(capsys):
 
 @pytest.mark.skipif(shutil.which("valgrind") is None,
                     reason="valgrind is not installed")
+@pytest.mark.skipif(os.environ.get("AQUAPROF_SANITIZED") == "1",
+                    reason="valgrind cannot run AddressSanitizer's runtime; "
+                           "the normal run of the suite checks this")
 def test_the_instruction_count_script_counts_the_sweep_by_function(capsys):
     assert mvs_instructions.main(["--height", "16", "--width", "20",
                                   "--views", "1", "--planes", "2"]) == 0
