@@ -23,7 +23,7 @@ def cost_volume(ref: np.ndarray, srcs: np.ndarray, ref_params: np.ndarray,
 def extract_depth(volume: np.ndarray, depths: np.ndarray
                   ) -> Tuple[np.ndarray, np.ndarray]: ...
 # ("polynomial", degree, Newton steps), ("table", points a side, steps) or
-# ("checked table", ...): unsettled samples solved from the straight line
+# ("per sample", 0, steps): each crossing solved alone, as on the GPU
 def snell_guess(params: np.ndarray, dist2_max: float, depth_min: float,
                 depth_max: float) -> Tuple[str, int, int]: ...
 

@@ -369,32 +369,6 @@ ap_pad_zeros(const float *img, int h, int w, float *pad)
     }
 }
 
-/* Newton steps from the shares t until one moves a share by no more
- * than AP_SHARE_SETTLED, AP_NEWTON_COLD at most; a share still moving is
- * solved from the straight line, as ap_camera_project solves it: for a
- * table whose steps do not land everywhere. A NaN share (no point) stays
- * NaN. */
-static void
-settle_chunk(const ap_projector *p, int n, const double *under,
-             const double *dist2, double *t)
-{
-    for (int i = 0; i < n; i++) {
-        double moved = INFINITY;
-        for (int k = 0; k < AP_NEWTON_COLD && moved > AP_SHARE_SETTLED;
-             k++) {
-            double next = ap_snell_step_share(t[i], dist2[i], under[i],
-                                              p->hc, p->na, p->nw);
-            moved = fabs(next - t[i]);
-            t[i] = next;
-        }
-        double dist = sqrt(dist2[i]);
-        if (moved > AP_SHARE_SETTLED && under[i] > 0 && dist > 0) {
-            t[i] = ap_crossing_cold(dist, under[i], p->hc, p->na, p->nw) /
-                   dist;
-        }
-    }
-}
-
 /* One more Newton step from the shares t. */
 AP_VECTOR_CLONES void
 newton_chunk(const ap_projector *restrict p, int n,
@@ -404,6 +378,39 @@ newton_chunk(const ap_projector *restrict p, int n,
     double hc = p->hc, na = p->na, nw = p->nw;
     for (int i = 0; i < n; i++) {
         t[i] = ap_snell_step_share(t[i], dist2[i], under[i], hc, na, nw);
+    }
+}
+
+/* For a box too wide for the table's steps to land everywhere: each
+ * share found as the GPU finds it (ap_crossing_float_first: float steps
+ * from the paraxial guess, then two float64 steps), and solved from the
+ * straight line, as ap_camera_project solves it, where that did not
+ * settle. NaN where there is no point. */
+AP_VECTOR_CLONES void
+fast_chunk(const ap_projector *restrict p, int n,
+           const double *restrict under, const double *restrict dist2,
+           double *restrict t, int *restrict settled)
+{
+    double hc = p->hc, na = p->na, nw = p->nw;
+    for (int i = 0; i < n; i++) {
+        double dist = sqrt(dist2[i]), z = under[i] > 0 ? under[i] : 0.0, r;
+        settled[i] = ap_crossing_float_first(dist, z, hc, na, nw, &r);
+        t[i] = dist > 0 ? r / dist : nw * hc / (nw * hc + na * z);
+    }
+}
+
+static void
+settle_chunk(const ap_projector *p, int n, const double *under,
+             const double *dist2, double *t)
+{
+    int settled[CHUNK];
+    fast_chunk(p, n, under, dist2, t, settled);
+    for (int i = 0; i < n; i++) {
+        double dist = sqrt(dist2[i]);
+        if (!settled[i] && under[i] > 0 && dist > 0) {
+            t[i] = ap_crossing_cold(dist, under[i], p->hc, p->na, p->nw) /
+                   dist;
+        }
     }
 }
 
@@ -428,7 +435,9 @@ chunk_pixels(const ap_projector *p, const double *const o[3],
         *framed = p;
     }
     place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
-    if (p->terms) {
+    if (p->per_sample) {
+        settle_chunk(p, m, under, dist2, t);
+    } else if (p->terms) {
         poly_chunk(p, m, under, dist2, t);
     } else {
         table_chunk(p, p->table, m, under, dist2, t);
@@ -437,9 +446,6 @@ chunk_pixels(const ap_projector *p, const double *const o[3],
      * AquaMVS parity */
     for (int k = 1; k < p->steps; k++) {
         newton_chunk(p, m, under, dist2, t);
-    }
-    if (p->checked) {
-        settle_chunk(p, m, under, dist2, t);
     }
     refract_chunk(p, m, under, hx, hy, dist2, t, u, v);
 }

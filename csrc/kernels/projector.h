@@ -19,10 +19,10 @@
  * AP_TABLE_MAX points a side; a table that cannot get there (points a hair
  * under the surface) is followed by as many steps as its cell centres
  * need, up to AP_NEWTON_WARM; where even those do not land (a box that
- * rays grazing the water stretch tens of metres out), each sample's
- * share is checked before the last step, and one that a step still
- * moves by more than AP_SHARE_SETTLED is solved cold, as
- * ap_camera_project solves it (as the GPU's crossing does). */
+ * rays grazing the water stretch tens of metres out), no table: each
+ * sample's crossing is found as the GPU finds it (ap_crossing_float_first)
+ * and solved cold, as ap_camera_project solves it, where that did not
+ * settle. */
 #define AP_NEWTON_TABLE 1
 /* Before a table, polynomial guesses are tried, of 3 and then up to
  * AP_GUESS_TERMS terms in each of dist^2 and depth (degree 2, 3),
@@ -48,8 +48,8 @@ typedef struct {
     int steps;          /* Newton steps from the guess */
     int terms;          /* the guess: the polynomial's terms a side, or 0:
                          * the table */
-    int checked;        /* the table's samples checked, the unsettled
-                         * solved cold */
+    int per_sample;     /* no guess: each sample's crossing solved alone
+                         * (terms 0, no table) */
     /* the polynomial's coordinates x = dist^2 g_x[0] + g_x[1] and
      * y = depth g_y[0] + g_y[1], in [-1, 1] over the box, and its
      * monomials' coefficients, [power of x * terms + power of y] */

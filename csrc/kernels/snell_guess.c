@@ -194,7 +194,12 @@ ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
             while (error > AP_TABLE_TOLERANCE && p->steps < AP_NEWTON_WARM) {
                 error = table_error(p, ++p->steps);
             }
-            p->checked = error > AP_TABLE_TOLERANCE;  /* a box too wide */
+            if (error > AP_TABLE_TOLERANCE) {   /* a box too wide for it */
+                free(p->table);
+                p->table = NULL;
+                p->per_sample = 1;
+                p->steps = AP_NEWTON_TABLE;
+            }
             return 0;
         }
     }

@@ -574,9 +574,10 @@ snell_guess(PyObject *module, PyObject *args)
         return PyErr_NoMemory();
     }
     PyObject *result = Py_BuildValue(
-        "(sii)", p.terms ? "polynomial" : p.checked ? "checked table"
-                                                    : "table",
-        p.terms ? p.terms - 1 : p.tn, p.steps);
+        "(sii)", p.terms        ? "polynomial"
+                 : p.per_sample ? "per sample"
+                                : "table",
+        p.terms ? p.terms - 1 : p.per_sample ? 0 : p.tn, p.steps);
     ap_projector_free(&p);
     return result;
 }
