@@ -381,11 +381,9 @@ newton_chunk(const ap_projector *restrict p, int n,
     }
 }
 
-/* For a box too wide for the table's steps to land everywhere: each
- * share found as the GPU finds it (ap_crossing_float_first: float steps
- * from the paraxial guess, then two float64 steps), and solved from the
- * straight line, as ap_camera_project solves it, where that did not
- * settle. NaN where there is no point. */
+/* The shares as the GPU finds them (ap_crossing_float_first: float
+ * steps from the paraxial guess, then two float64 steps), and whether
+ * each settled. */
 AP_VECTOR_CLONES void
 fast_chunk(const ap_projector *restrict p, int n,
            const double *restrict under, const double *restrict dist2,
@@ -399,6 +397,9 @@ fast_chunk(const ap_projector *restrict p, int n,
     }
 }
 
+/* For a box too wide for the table's steps to land everywhere: each
+ * share found alone, as the GPU finds it, and solved from the straight
+ * line, as ap_camera_project solves it, where that did not settle. */
 static void
 settle_chunk(const ap_projector *p, int n, const double *under,
              const double *dist2, double *t)
