@@ -407,17 +407,34 @@ settle_chunk(const ap_projector *p, int n, const double *under,
     int settled[CHUNK];
     fast_chunk(p, n, under, dist2, t, settled);
     for (int i = 0; i < n; i++) {
-        double dist = sqrt(dist2[i]);
-        if (!settled[i] && under[i] > 0 && dist > 0) {
+        if (!settled[i] && under[i] > 0 && dist2[i] > 0) {
+            double dist = sqrt(dist2[i]);
             t[i] = ap_crossing_cold(dist, under[i], p->hc, p->na, p->nw) /
                    dist;
         }
     }
 }
 
+/* A chunk's m points o + depth d against refractive camera p
+ * (place_chunk). fa, fc, fb hold the points in the interface frame of
+ * *framed (NULL: none yet), which p reuses when it shares it. */
+static void
+framed_place(const ap_projector *p, const double *const o[3],
+             const double *const d[3], int m, double depth,
+             const ap_projector **framed, double *fa, double *fc,
+             double *fb, double *under, double *hx, double *hy,
+             double *dist2)
+{
+    if (*framed == NULL || !same_frame(*framed, p)) {
+        frame_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth, fa, fc,
+                    fb);
+        *framed = p;
+    }
+    place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
+}
+
 /* The pixels (u, v) of a chunk's m points in camera p; u NaN where the
- * point is not seen. fa, fc, fb hold the points in the interface frame
- * of *framed (NULL: none yet), which p reuses when it shares it. */
+ * point is not seen. fa, fc, fb and framed: as framed_place's. */
 static void
 chunk_pixels(const ap_projector *p, const double *const o[3],
              const double *const d[3], int m, double depth,
@@ -430,12 +447,8 @@ chunk_pixels(const ap_projector *p, const double *const o[3],
                       v);
         return;
     }
-    if (*framed == NULL || !same_frame(*framed, p)) {
-        frame_chunk(p, o[0], o[1], o[2], d[0], d[1], d[2], m, depth, fa, fc,
-                    fb);
-        *framed = p;
-    }
-    place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
+    framed_place(p, o, d, m, depth, framed, fa, fc, fb, under, hx, hy,
+                 dist2);
     if (p->per_sample) {
         settle_chunk(p, m, under, dist2, t);
     } else if (p->terms) {
@@ -540,19 +553,17 @@ ap_projectors_extent(const ap_projector *proj, int views,
         fc[CHUNK], fb[CHUNK];
     for (int start = 0; start < n; start += CHUNK) {
         int m = n - start < CHUNK ? n - start : CHUNK;
+        const double *o[3] = {ray[0] + start, ray[1] + start,
+                              ray[2] + start};
+        const double *d[3] = {ray[3] + start, ray[4] + start,
+                              ray[5] + start};
         const ap_projector *framed = NULL;
         for (int v = 0; v < views; v++) {
-            const ap_projector *p = &proj[v];
-            if (!p->refractive) {
+            if (!proj[v].refractive) {
                 continue;
             }
-            if (framed == NULL || !same_frame(framed, p)) {
-                frame_chunk(p, ray[0] + start, ray[1] + start,
-                            ray[2] + start, ray[3] + start, ray[4] + start,
-                            ray[5] + start, m, depth, fa, fc, fb);
-                framed = p;
-            }
-            place_chunk(p, m, fa, fc, fb, under, hx, hy, dist2);
+            framed_place(&proj[v], o, d, m, depth, &framed, fa, fc, fb,
+                         under, hx, hy, dist2);
             double *b = box[v];
             for (int i = 0; i < m; i++) {   /* NaN compares false: skipped */
                 b[0] = dist2[i] > b[0] ? dist2[i] : b[0];
