@@ -66,9 +66,10 @@ tests/kernels/test_sampling: tests/kernels/test_sampling.c $(SAMPLING_SOURCES) $
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_sampling.c \
 	  $(SAMPLING_SOURCES) -lm -o $@
 
-tests/kernels/test_window_sums: tests/kernels/test_window_sums.c csrc/kernels/window_costs.c $(KERNEL_TEST_HEADERS)
+WINDOW_SOURCES = csrc/kernels/window_costs.c csrc/kernels/aquamvs_filters.c
+tests/kernels/test_window_sums: tests/kernels/test_window_sums.c $(WINDOW_SOURCES) $(KERNEL_TEST_HEADERS)
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_window_sums.c \
-	  csrc/kernels/window_costs.c -lm -o $@
+	  $(WINDOW_SOURCES) -lm -o $@
 
 tests/kernels/test_workers: tests/kernels/test_workers.c csrc/kernels/workers.c $(KERNEL_TEST_HEADERS)
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_workers.c \

@@ -198,6 +198,11 @@ filter_down(const parity_job *job, const double *const *window, int y,
         ap_aquamvs_box_down(window, hi - lo + 1, job->args->w, out);
         return;
     }
+    int r = job->args->window / 2;
+    if (hi - lo == 2 * r) {
+        ap_aquamvs_down_symmetric(window, r, job->taps, job->args->w, out);
+        return;
+    }
     double weights[AP_MAX_WINDOW];
     for (int k = lo; k <= hi; k++) {
         weights[k - lo] = job->taps[k > y ? k - y : y - k];

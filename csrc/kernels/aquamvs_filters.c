@@ -24,6 +24,13 @@ at4(const double *p)
     return (const v4d_at *)p;
 }
 
+/* s += g (*left + *right): taps the same distance from the centre */
+static inline void
+add_taps(v4d *s, const double *left, const double *right, double g)
+{
+    *s += g * (*at4(left) + *at4(right));
+}
+
 /* out = the symmetric filter taps (centre first) along a row held in
  * padded[radius .. radius + w), with radius zeros each side. */
 AP_VECTOR_CLONES void
@@ -32,33 +39,39 @@ ap_aquamvs_along(const double *restrict padded, int w, int radius,
 {
     const double *in = padded + radius;
     int x = 0;
-    for (; x + 8 <= w; x += 8) {
-        const double *p = in + x;
-        v4d lo = taps[0] * *at4(p), hi = taps[0] * *at4(p + 4);
-        int j = 1;
-        for (; j + 1 <= radius; j += 2) {
-            double g1 = taps[j], g2 = taps[j + 1];
-            lo += g1 * (*at4(p - j) + *at4(p + j)) +
-                  g2 * (*at4(p - j - 1) + *at4(p + j + 1));
-            hi += g1 * (*at4(p + 4 - j) + *at4(p + 4 + j)) +
-                  g2 * (*at4(p + 4 - j - 1) + *at4(p + 4 + j + 1));
+    /* sixteen outputs a pass, in four vectors whose chains of adds
+     * overlap; the taps walked by pointer: indexed, GCC spends as many
+     * instructions on addresses as on the sums */
+    for (; x + 16 <= w; x += 16) {
+        const double *p = in + x, *left = p, *right = p, *g = taps;
+        v4d s[4];
+        for (int k = 0; k < 4; k++) {
+            s[k] = taps[0] * *at4(p + 4 * k);
         }
-        for (; j <= radius; j++) {
-            lo += taps[j] * (*at4(p - j) + *at4(p + j));
-            hi += taps[j] * (*at4(p + 4 - j) + *at4(p + 4 + j));
+        for (int j = 0; j < radius; j++) {
+            left--;
+            right++;
+            g++;
+            for (int k = 0; k < 4; k++) {
+                add_taps(&s[k], left + 4 * k, right + 4 * k, *g);
+            }
         }
-        *(v4d_at *)(out + x) = lo;
-        *(v4d_at *)(out + x + 4) = hi;
+        for (int k = 0; k < 4; k++) {
+            *(v4d_at *)(out + x + 4 * k) = s[k];
+        }
     }
-    for (; x < w; x++) {
+    for (; x + 4 <= w; x += 4) {
+        const double *p = in + x;
+        v4d s = taps[0] * *at4(p);
+        for (int j = 1; j <= radius; j++) {
+            add_taps(&s, p - j, p + j, taps[j]);
+        }
+        *(v4d_at *)(out + x) = s;
+    }
+    for (; x < w; x++) {    /* the same order as a vector's lane */
         const double *p = in + x;
         double sum = taps[0] * p[0];
-        int j = 1;
-        for (; j + 1 <= radius; j += 2) {
-            sum += taps[j] * (p[-j] + p[j]) +
-                   taps[j + 1] * (p[-j - 1] + p[j + 1]);
-        }
-        for (; j <= radius; j++) {
+        for (int j = 1; j <= radius; j++) {
             sum += taps[j] * (p[-j] + p[j]);
         }
         out[x] = sum;
@@ -103,6 +116,53 @@ ap_aquamvs_down(const double *const *restrict rows,
         }
         for (; k < count; k++) {
             sum += weights[k] * rows[k][x];
+        }
+        out[x] = sum;
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_aquamvs_down_symmetric(const double *const *restrict rows, int radius,
+                          const double *restrict taps, int w,
+                          double *restrict out)
+{
+    const double *mid = rows[radius];
+    int x = 0;
+    /* sixteen outputs a pass, so that a pair's row pointers are loaded
+     * once for four vectors, whose chains of adds overlap */
+    for (; x + 16 <= w; x += 16) {
+        v4d s[4];
+        for (int k = 0; k < 4; k++) {
+            s[k] = taps[0] * *at4(mid + x + 4 * k);
+        }
+        /* walked by pointer: indexed, GCC spends as many instructions on
+         * addresses as on the sums */
+        const double *const *up = rows + radius, *const *down = up;
+        const double *g = taps;
+        for (int j = 0; j < radius; j++) {
+            up--;
+            down++;
+            g++;
+            for (int k = 0; k < 4; k++) {
+                add_taps(&s[k], *up + x + 4 * k, *down + x + 4 * k, *g);
+            }
+        }
+        for (int k = 0; k < 4; k++) {
+            *(v4d_at *)(out + x + 4 * k) = s[k];
+        }
+    }
+    for (; x + 4 <= w; x += 4) {
+        v4d s = taps[0] * *at4(mid + x);
+        for (int j = 1; j <= radius; j++) {
+            add_taps(&s, rows[radius - j] + x, rows[radius + j] + x,
+                     taps[j]);
+        }
+        *(v4d_at *)(out + x) = s;
+    }
+    for (; x < w; x++) {    /* the same order as a vector's lane */
+        double sum = taps[0] * mid[x];
+        for (int j = 1; j <= radius; j++) {
+            sum += taps[j] * (rows[radius - j][x] + rows[radius + j][x]);
         }
         out[x] = sum;
     }

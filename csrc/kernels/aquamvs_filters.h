@@ -15,6 +15,13 @@ void ap_aquamvs_down(const double *const *restrict rows,
                      const double *restrict weights, int count, int w,
                      double *restrict out);
 
+/* ap_aquamvs_down of a whole window, rows[0 .. 2 radius], its weights
+ * the symmetric taps (centre first): rows the same distance from the
+ * centre are added before they are weighted, half the products. */
+void ap_aquamvs_down_symmetric(const double *const *restrict rows,
+                               int radius, const double *restrict taps,
+                               int w, double *restrict out);
+
 /* The box filter's two: ap_aquamvs_along and ap_aquamvs_down with
  * weights 1, spared their multiplications. */
 void ap_aquamvs_box_along(const double *restrict padded, int w, int radius,

@@ -11,7 +11,16 @@
 typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
 
 typedef long long v4l __attribute__((vector_size(4 * sizeof(long long))));
-typedef float v4f __attribute__((vector_size(4 * sizeof(float))));
+
+/* Four floats widened to doubles. Built element by element: GCC 12
+ * lowers __builtin_convertvector from four floats to four doubles as two
+ * halves joined, four instructions where this takes one. */
+static inline void
+widen_four(const float *p, v4d *d)
+{
+    v4d four = {p[0], p[1], p[2], p[3]};
+    *d = four;
+}
 
 /* weight times a sample's quantities: count, r, s, r^2, s^2, r s (all 0
  * where the warped sample is NaN: not seen) */
@@ -54,12 +63,10 @@ typedef struct {
 static inline four_samples
 load_four(const float *ref, const float *warped, double weight)
 {
-    v4f rf, sf;
-    memcpy(&rf, ref, sizeof(rf));
-    memcpy(&sf, warped, sizeof(sf));
     four_samples f;
-    f.r0 = __builtin_convertvector(rf, v4d);
-    v4d s0 = __builtin_convertvector(sf, v4d);
+    v4d s0;
+    widen_four(ref, &f.r0);
+    widen_four(warped, &s0);
     f.seen = s0 == s0;
     f.r = (v4d)((v4l)(weight * f.r0) & f.seen);
     f.s = (v4d)((v4l)s0 & f.seen);
@@ -242,11 +249,9 @@ static inline void
 add_weighted_seen(const float *ref, const float *warped, double g,
                   v4d sum[3], int first)
 {
-    v4f rf, sf;
-    memcpy(&rf, ref, sizeof(rf));
-    memcpy(&sf, warped, sizeof(sf));
-    v4d r = __builtin_convertvector(rf, v4d);
-    v4d s = __builtin_convertvector(sf, v4d);
+    v4d r, s;
+    widen_four(ref, &r);
+    widen_four(warped, &s);
     v4d gr = g * r, gs = g * s;
     v4d q[3] = {gs, gs * s, gr * s};
     for (int k = 0; k < 3; k++) {
@@ -384,14 +389,21 @@ ap_box_sums(const double *restrict cols, int nq, int w, int r,
     }
 }
 
-/* s += g (p[-j] + p[j]): one symmetric pair of taps */
+/* s += g (*left + *right): one symmetric pair of taps */
+static inline void
+add_taps(v4d *s, const double *left, const double *right, double g)
+{
+    v4d a, b;
+    memcpy(&a, left, sizeof(a));
+    memcpy(&b, right, sizeof(b));
+    *s += g * (a + b);
+}
+
+/* s += g (p[-j] + p[j]) */
 static inline void
 add_pair(v4d *s, const double *p, int j, double g)
 {
-    v4d left, right;
-    memcpy(&left, p - j, sizeof(left));
-    memcpy(&right, p + j, sizeof(right));
-    *s += g * (left + right);
+    add_taps(s, p - j, p + j, g);
 }
 
 /* The Gaussian sums at columns [x, x + 4), whose windows need no clamp */
@@ -443,11 +455,17 @@ ap_gauss_sums(const double *restrict col, int w, int r,
         s1 *= gauss[r];
         s2 *= gauss[r];
         s3 *= gauss[r];
-        for (int j = 1; j <= r; j++) {
-            add_pair(&s0, c, j, gauss[r + j]);
-            add_pair(&s1, c + 4, j, gauss[r + j]);
-            add_pair(&s2, c + 8, j, gauss[r + j]);
-            add_pair(&s3, c + 12, j, gauss[r + j]);
+        /* the taps walked by pointer: indexed by j, GCC spends as many
+         * instructions on addresses as on the sums */
+        const double *left = c, *right = c, *g = gauss + r;
+        for (int j = 0; j < r; j++) {
+            left--;
+            right++;
+            g++;
+            add_taps(&s0, left, right, *g);
+            add_taps(&s1, left + 4, right + 4, *g);
+            add_taps(&s2, left + 8, right + 8, *g);
+            add_taps(&s3, left + 12, right + 12, *g);
         }
         memcpy(out + x, &s0, sizeof(s0));
         memcpy(out + x + 4, &s1, sizeof(s1));

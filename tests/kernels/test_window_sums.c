@@ -10,6 +10,11 @@
  *   them or the whole row;
  * - the Gaussian sums of a range of columns (ap_gauss_sums_range)
  *   against those of the whole row (ap_gauss_sums);
+ * - AquaMVS parity's symmetric filters along a row (ap_aquamvs_along)
+ *   and down a whole window of rows (ap_aquamvs_down_symmetric) against
+ *   their plain forms in the same order, the same bits at every column
+ *   (vector lanes and tails alike), and the latter against the weighted
+ *   sum of rows (ap_aquamvs_down) within rounding;
  * for rows of 1 to 41 columns, windows of radius 1 to 7 (wider than some
  * rows), unseen (NaN) samples alone, in runs and everywhere. Exits 1
  * saying what failed. */
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aquamvs_filters.h"
 #include "cost_math.h"
 #include "random_cases.h"
 #include "window_costs.h"
@@ -231,6 +237,58 @@ check_gauss_range(uint64_t *s, int w, int r)
     }
 }
 
+/* The filter's centre tap, then outward: any symmetric weights */
+static void
+make_taps(int r, double *taps)
+{
+    for (int j = 0; j <= r; j++) {
+        taps[j] = exp(-(double)(j * j) / 4.5);
+    }
+}
+
+static void
+check_aquamvs_filters(uint64_t *s, int w, int r)
+{
+    double taps[MAX_R + 1], padded[MAX_W + 2 * MAX_R] = {0.0};
+    double rows[2 * MAX_R + 1][MAX_W], out[MAX_W], plain[MAX_W],
+        weighted[MAX_W], weights[2 * MAX_R + 1];
+    const double *window[2 * MAX_R + 1];
+    make_taps(r, taps);
+    for (int x = 0; x < w; x++) {
+        padded[r + x] = uniform(s, -1.0, 1.0);
+    }
+    ap_aquamvs_along(padded, w, r, taps, out);
+    for (int x = 0; x < w; x++) {
+        const double *p = padded + r + x;
+        plain[x] = taps[0] * p[0];
+        for (int j = 1; j <= r; j++) {
+            plain[x] += taps[j] * (p[-j] + p[j]);
+        }
+    }
+    same_bits(out, plain, w, "AquaMVS's filter along a row", w, r);
+    for (int k = 0; k <= 2 * r; k++) {
+        for (int x = 0; x < w; x++) {
+            rows[k][x] = uniform(s, -1.0, 1.0);
+        }
+        window[k] = rows[k];
+        weights[k] = taps[k > r ? k - r : r - k];
+    }
+    ap_aquamvs_down_symmetric(window, r, taps, w, out);
+    ap_aquamvs_down(window, weights, 2 * r + 1, w, weighted);
+    for (int x = 0; x < w; x++) {
+        plain[x] = taps[0] * rows[r][x];
+        for (int j = 1; j <= r; j++) {
+            plain[x] += taps[j] * (rows[r - j][x] + rows[r + j][x]);
+        }
+        if (!(fabs(out[x] - weighted[x]) <= 1e-14) && failures++ < 5) {
+            printf("FAIL: AquaMVS's filter down, w %d, r %d, at %d: %.17g "
+                   "against the weighted rows' %.17g\n", w, r, x, out[x],
+                   weighted[x]);
+        }
+    }
+    same_bits(out, plain, w, "AquaMVS's filter down a window", w, r);
+}
+
 int
 main(void)
 {
@@ -245,7 +303,8 @@ main(void)
                 cases += 2;
             }
             check_gauss_range(&seed, w, r);
-            cases++;
+            check_aquamvs_filters(&seed, w, r);
+            cases += 2;
         }
     }
     if (failures) {
