@@ -6,15 +6,18 @@ one run, on the same threads.
     python benchmarks/bench_aquamvs.py [--height 240 --width 320
         --views 4 --depths 64 --window 11 --threads 1,2 --costs ncc,ssim]
 
-AquaMVS's time is the least time of one depth plane (over
---torch-planes planes, spread over the range) times the number of
+AquaMVS's time is the least time of one depth plane (taken in turn from
+--torch-planes planes spread over the range) times the number of
 planes: its loop does the same work at every plane, so a whole volume
-of it (minutes here) need not be run. Ours is the least of --repeats
-whole volumes, in each parity mode the installed aquaprof has
-("textbook", and "aquamvs": AquaMVS's own numbers). The least, on both
-sides: on a shared machine it is the run that others disturbed least,
-and medians of a few runs moved by 1.7x from one run of this bench to
-the next on the development VM. Targets: NCC >= 40x, SSIM >= 20x on
+of it (minutes here) need not be run. Ours is the least time of a whole
+volume, in each parity mode the installed aquaprof has ("textbook", and
+"aquamvs": AquaMVS's own numbers). The runs alternate, round after round
+(the greater of --repeats and --torch-planes rounds), so that a busy
+spell of a shared machine slows both sides alike; and the least, on
+both sides, is the run that others disturbed least: medians of a few
+runs moved by 1.7x from one run of this bench to the next on the
+development VM, and timing each side in its own spell moved the ratio
+by a third. Targets: NCC >= 40x, SSIM >= 20x on
 every thread count.
 
 AquaMVS's window sums are one size x size conv2d per quantity, and the
@@ -48,29 +51,40 @@ from aquaprof.mvs import scenes  # noqa: E402
 TARGETS = {"ncc": 40.0, "ssim": 20.0}
 
 
-def least_time(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def interleaved(runs: Dict[str, Callable[[int], object]],
+                rounds: int) -> Dict[str, float]:
+    """The least time of each run over `rounds` rounds, each round every
+    run once in turn (run(i) for round i): a busy spell of the machine
+    then slows both sides, not one, and the least of each is a time the
+    same quiet moments could give."""
+    best = {name: float("inf") for name in runs}
+    for i in range(rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run(i)
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
-def torch_plane_time(scene: scenes.Scene, depths: np.ndarray, cost: str,
-                     window: int, planes: int, separable: bool) -> float:
-    """The least time of one plane of AquaMVS's loop."""
+def torch_plane(scene: scenes.Scene, depths: np.ndarray, cost: str,
+                window: int, planes: int,
+                separable: bool) -> Callable[[int], object]:
+    """Round i's plane of AquaMVS's loop: one of `planes` spread over the
+    range, in turn."""
     models = [aquamvs_torch.RefractiveModel.from_camera(c)
               for c in scene.cameras]
     ref = torch.from_numpy(scene.ref.copy())
     srcs = [torch.from_numpy(i.copy()) for i in scene.images[1:]]
     picks = np.linspace(0, depths.size - 1, planes).round().astype(int)
-    one = lambda k: aquamvs_torch.build_cost_volume(  # noqa: E731
-        models[0], models[1:], ref, srcs,
-        torch.tensor(depths[k:k + 1], dtype=torch.float32), cost, window,
-        separable)
-    one(int(picks[0]))      # torch sets up its kernels on the first call
-    return min(least_time(lambda: one(int(k)), 1) for k in picks)
+
+    def one(i: int) -> object:
+        k = int(picks[i % len(picks)])
+        return aquamvs_torch.build_cost_volume(
+            models[0], models[1:], ref, srcs,
+            torch.tensor(depths[k:k + 1], dtype=torch.float32), cost,
+            window, separable)
+    one(0)      # torch sets up its kernels on the first call
+    return one
 
 
 def parity_modes() -> List[str]:
@@ -110,22 +124,29 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{args.depths} depths, window {args.window}, refractive; "
           f"torch {torch.__version__}")
     rows: List[Dict[str, object]] = []
+    rounds = max(args.repeats, args.torch_planes)
     for n in threads:
         torch.set_num_threads(n)
         for cost in costs:
-            written, fast = (
-                torch_plane_time(scene, depths, cost, args.window,
-                                 args.torch_planes, separable) * args.depths
-                for separable in (False, True))
+            runs: Dict[str, Callable[[int], object]] = {
+                "written": torch_plane(scene, depths, cost, args.window,
+                                       args.torch_planes, False),
+                "fast": torch_plane(scene, depths, cost, args.window,
+                                    args.torch_planes, True)}
             for mode in modes:
                 extra = {"parity": mode} if len(modes) > 1 else {}
-                ours = least_time(lambda: mvs.build_cost_volume(
-                    scene.ref, scene.images[1:], scene.ref_cam,
-                    scene.cameras[1:], depths, cost, args.window,
-                    threads=n, **extra), args.repeats)
+                runs[mode] = (
+                    lambda i, extra=extra, cost=cost, n=n:
+                    mvs.build_cost_volume(
+                        scene.ref, scene.images[1:], scene.ref_cam,
+                        scene.cameras[1:], depths, cost, args.window,
+                        threads=n, **extra))
+            best = interleaved(runs, rounds)
+            for mode in modes:
                 rows.append({"cost": cost, "threads": n, "mode": mode,
-                             "ours": ours, "written": written,
-                             "fast": fast})
+                             "ours": best[mode],
+                             "written": best["written"] * args.depths,
+                             "fast": best["fast"] * args.depths})
             print(f"  {cost} on {n} thread(s) done", file=sys.stderr)
     print("\nAquaMVS's time as written (this torch's conv2d) and with fast "
           "conv\n(each conv2d a row then a column): the ratio is against "

@@ -464,6 +464,18 @@ def test_the_cpu_speed_script_judges_against_the_faster_aquamvs(
     assert set(made) == {"ncc", "ssim"}
 
 
+def test_the_cpu_speed_script_alternates_the_sides_round_by_round():
+    # a busy spell of a shared machine must slow both sides, not one
+    calls = []
+    best = bench_aquamvs.interleaved(
+        {"theirs": lambda i: calls.append(("theirs", i)),
+         "ours": lambda i: calls.append(("ours", i))}, 3)
+    assert calls == [("theirs", 0), ("ours", 0), ("theirs", 1),
+                     ("ours", 1), ("theirs", 2), ("ours", 2)]
+    assert set(best) == {"theirs", "ours"}
+    assert all(0 <= t < 1 for t in best.values())
+
+
 def test_the_per_sample_script_times_each_width(capsys):
     assert mvs_per_sample.main(["--widths", "16,24", "--height", "16",
                                 "--views", "2", "--depths", "3",

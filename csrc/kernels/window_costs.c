@@ -34,8 +34,8 @@ sample_quantities(float ref, float warped, double weight)
     int seen = warped == warped;
     double r = seen ? weight * ref : 0.0;
     double s = seen ? (double)warped : 0.0;
-    quantities q = {seen ? weight : 0.0, r, weight * s, r * ref,
-                    weight * s * s, r * s};
+    double ws = weight * s;
+    quantities q = {seen ? weight : 0.0, r, ws, r * ref, ws * s, ws * ref};
     return q;
 }
 
@@ -74,13 +74,14 @@ load_four(const float *ref, const float *warped, double weight)
 }
 
 /* The three quantities that hold the warped values: weight times s, s^2
- * and r s, as sample_quantities makes them. */
+ * and r s, as sample_quantities makes them: each from weight times s, three
+ * products where four were taken. */
 static inline void
 warped_of(const four_samples *f, double weight, v4d q[3])
 {
     q[0] = weight * f->s;
-    q[1] = weight * f->s * f->s;
-    q[2] = f->r * f->s;
+    q[1] = q[0] * f->s;
+    q[2] = q[0] * f->r0;
 }
 
 static inline void
@@ -252,8 +253,8 @@ add_weighted_seen(const float *ref, const float *warped, double g,
     v4d r, s;
     widen_four(ref, &r);
     widen_four(warped, &s);
-    v4d gr = g * r, gs = g * s;
-    v4d q[3] = {gs, gs * s, gr * s};
+    v4d gs = g * s;
+    v4d q[3] = {gs, gs * s, gs * r};
     for (int k = 0; k < 3; k++) {
         if (first) {
             sum[k] = q[k];
