@@ -176,31 +176,36 @@ ap_aquamvs_box_along(const double *restrict padded, int w, int radius,
 {
     const double *in = padded + radius;
     int x = 0;
-    for (; x + 8 <= w; x += 8) {
-        const double *p = in + x;
-        v4d lo = *at4(p), hi = *at4(p + 4);
-        int j = 1;
-        for (; j + 1 <= radius; j += 2) {
-            lo += (*at4(p - j) + *at4(p + j)) +
-                  (*at4(p - j - 1) + *at4(p + j + 1));
-            hi += (*at4(p + 4 - j) + *at4(p + 4 + j)) +
-                  (*at4(p + 4 - j - 1) + *at4(p + 4 + j + 1));
+    /* as ap_aquamvs_along: sixteen outputs a pass, taps by pointer */
+    for (; x + 16 <= w; x += 16) {
+        const double *p = in + x, *left = p, *right = p;
+        v4d s[4];
+        for (int k = 0; k < 4; k++) {
+            s[k] = *at4(p + 4 * k);
         }
-        for (; j <= radius; j++) {
-            lo += *at4(p - j) + *at4(p + j);
-            hi += *at4(p + 4 - j) + *at4(p + 4 + j);
+        for (int j = 0; j < radius; j++) {
+            left--;
+            right++;
+            for (int k = 0; k < 4; k++) {
+                s[k] += *at4(left + 4 * k) + *at4(right + 4 * k);
+            }
         }
-        *(v4d_at *)(out + x) = lo;
-        *(v4d_at *)(out + x + 4) = hi;
+        for (int k = 0; k < 4; k++) {
+            *(v4d_at *)(out + x + 4 * k) = s[k];
+        }
     }
-    for (; x < w; x++) {
+    for (; x + 4 <= w; x += 4) {
+        const double *p = in + x;
+        v4d s = *at4(p);
+        for (int j = 1; j <= radius; j++) {
+            s += *at4(p - j) + *at4(p + j);
+        }
+        *(v4d_at *)(out + x) = s;
+    }
+    for (; x < w; x++) {    /* the same order as a vector's lane */
         const double *p = in + x;
         double sum = p[0];
-        int j = 1;
-        for (; j + 1 <= radius; j += 2) {
-            sum += (p[-j] + p[j]) + (p[-j - 1] + p[j + 1]);
-        }
-        for (; j <= radius; j++) {
+        for (int j = 1; j <= radius; j++) {
             sum += p[-j] + p[j];
         }
         out[x] = sum;

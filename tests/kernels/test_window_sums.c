@@ -10,8 +10,8 @@
  *   them or the whole row;
  * - the Gaussian sums of a range of columns (ap_gauss_sums_range)
  *   against those of the whole row (ap_gauss_sums);
- * - AquaMVS parity's symmetric filters along a row (ap_aquamvs_along)
- *   and down a whole window of rows (ap_aquamvs_down_symmetric) against
+ * - AquaMVS parity's symmetric filters along a row (ap_aquamvs_along,
+ *   ap_aquamvs_box_along) and down a whole window of rows (ap_aquamvs_down_symmetric) against
  *   their plain forms in the same order, the same bits at every column
  *   (vector lanes and tails alike), and the latter against the weighted
  *   sum of rows (ap_aquamvs_down) within rounding;
@@ -266,6 +266,15 @@ check_aquamvs_filters(uint64_t *s, int w, int r)
         }
     }
     same_bits(out, plain, w, "AquaMVS's filter along a row", w, r);
+    ap_aquamvs_box_along(padded, w, r, out);
+    for (int x = 0; x < w; x++) {
+        const double *p = padded + r + x;
+        plain[x] = p[0];
+        for (int j = 1; j <= r; j++) {
+            plain[x] += p[-j] + p[j];
+        }
+    }
+    same_bits(out, plain, w, "AquaMVS's box along a row", w, r);
     for (int k = 0; k <= 2 * r; k++) {
         for (int x = 0; x < w; x++) {
             rows[k][x] = uniform(s, -1.0, 1.0);
