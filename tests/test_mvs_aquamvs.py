@@ -261,6 +261,27 @@ def test_a_tilted_source_normal_warns_at_the_users_call(scene):
     assert caught[0].filename == __file__
 
 
+def test_a_tilt_warning_hidden_by_a_filter_is_kept_for_a_later_call(scene):
+    # "once per process" means once seen: a first call made under an
+    # "ignore" filter must not spend it
+    frames = [their_gray(f) for f in bgr_frames(scene, torch.float32)]
+    models = [Model(c, normal=(0.1, 0.0, -1.0)) for c in scene.cameras]
+    depths = torch.tensor([1.1, 1.2])
+    with warnings.catch_warnings(record=True) as hidden:
+        warnings.simplefilter("ignore", aquamvs.TiltedSurfaceWarning)
+        aquamvs.build_cost_volume(models[0], models[1:], frames[0],
+                                  frames[1:], depths, Config())
+    assert hidden == []
+    with pytest.warns(aquamvs.TiltedSurfaceWarning) as caught:
+        aquamvs.build_cost_volume(models[0], models[1:], frames[0],
+                                  frames[1:], depths, Config())
+    assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # and then it is spent
+        aquamvs.build_cost_volume(models[0], models[1:], frames[0],
+                                  frames[1:], depths, Config())
+
+
 def test_a_normal_of_another_length_warns_and_bends_as_aquamvs_does(scene):
     frames = [their_gray(f) for f in bgr_frames(scene, torch.float32)]
     models = [Model(c, normal=(0.0, 0.0, -2.0)) for c in scene.cameras]

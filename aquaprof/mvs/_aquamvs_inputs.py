@@ -124,31 +124,50 @@ def _check_level(normal: np.ndarray, name: str) -> None:
         raise ValueError(f"{name}.normal is the zero vector")
     level = (np.hypot(normal[0], normal[1]) <= LEVEL_TOLERANCE * length
              and normal[2] < 0 and abs(length - 1) <= LEVEL_TOLERANCE)
-    if not level and not _tilt_warned:
+    if level or _tilt_warned:
+        return
+    message = (
+        f"{name}.normal is {normal.tolist()}, not (0, 0, -1): AquaMVS "
+        f"meets the plane z = water_z and projects as if the surface "
+        f"were level, whatever the normal says, but bends the rays it "
+        f"casts about the normal as given (its length too), so that "
+        f"its rays and projections disagree; aquaprof.mvs.aquamvs "
+        f"does the same, to give its numbers. aquaprof.mvs's native "
+        f"API (Camera.refractive(..., normal=...)) handles a tilted "
+        f"surface throughout. (Warned once per process.)")
+    stacklevel, caller = _caller()
+    if not _ignored(message, caller):
         _tilt_warned = True
-        warnings.warn(
-            f"{name}.normal is {normal.tolist()}, not (0, 0, -1): AquaMVS "
-            f"meets the plane z = water_z and projects as if the surface "
-            f"were level, whatever the normal says, but bends the rays it "
-            f"casts about the normal as given (its length too), so that "
-            f"its rays and projections disagree; aquaprof.mvs.aquamvs "
-            f"does the same, to give its numbers. aquaprof.mvs's native "
-            f"API (Camera.refractive(..., normal=...)) handles a tilted "
-            f"surface throughout. (Warned once per process.)",
-            TiltedSurfaceWarning, stacklevel=_caller_level())
+        warnings.warn(message, TiltedSurfaceWarning, stacklevel=stacklevel)
 
 
-def _caller_level() -> int:
-    """warnings.warn's stacklevel for the first frame outside this
-    package: the user's call, through any of the drop-in's functions and
-    comprehensions."""
-    frame: Optional[FrameType] = sys._getframe(1)
-    level = 1
+def _caller() -> Tuple[int, Optional[FrameType]]:
+    """warnings.warn's stacklevel, from _check_level, for the first frame
+    outside this package (the user's call, through any of the drop-in's
+    functions and comprehensions), and that frame."""
+    frame: Optional[FrameType] = sys._getframe(2)
+    level = 2
     while frame is not None and frame.f_globals.get(
             "__name__", "").startswith(__package__ or "aquaprof"):
         frame = frame.f_back
         level += 1
-    return level
+    return level, frame
+
+
+def _ignored(message: str, caller: Optional[FrameType]) -> bool:
+    """Whether the warning filters (warnings.filters, in their documented
+    form: the first that matches decides) ignore TiltedSurfaceWarning
+    with this message from the caller's line: then the once-per-process
+    warning is kept for a call that shows it, not spent unseen."""
+    module = caller.f_globals.get("__name__", "") if caller else "sys"
+    lineno = caller.f_lineno if caller else 0
+    for action, text, category, where, line in warnings.filters:
+        if ((text is None or text.match(message))
+                and issubclass(TiltedSurfaceWarning, category)
+                and (where is None or where.match(module))
+                and (line == 0 or line == lineno)):
+            return bool(action == "ignore")
+    return bool(getattr(warnings, "defaultaction", "default") == "ignore")
 
 
 def config_values(config: object, names: Sequence[str]) -> Tuple[Any, ...]:
