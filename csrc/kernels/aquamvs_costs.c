@@ -266,17 +266,130 @@ ref_planes_free(ref_planes *p)
     free(p->srr);
 }
 
-/* Fills p (zeroed first) for job's reference image. Returns 0, or -1 out
- * of memory (ref_planes_free after, either way). */
+/* A piece of ref_planes_make: rows [y0, y1) of one of its passes. Each
+ * row depends on the reference and the passes before alone, so the
+ * call's threads share the rows, and no bit depends on how. */
+typedef struct {
+    const parity_job *job;
+    ref_planes *p;
+} ref_rows_job;
+
+/* Scratch of a pass's range: a zero-padded row, a row of sums and a
+ * window's row pointers. Returns 0, or -1 out of memory (then none). */
+typedef struct {
+    double *padded, *sum_r;
+    const double **window;
+} ref_scratch;
+
+static int
+ref_scratch_make(ref_scratch *s, const ap_sweep_args *a)
+{
+    size_t w = (size_t)a->w, pw = w + 2 * (size_t)(a->window / 2);
+    s->padded = calloc(pw, sizeof(double));
+    s->sum_r = malloc(w * sizeof(double));
+    s->window = malloc((size_t)a->window * sizeof(*s->window));
+    if (s->padded == NULL || s->sum_r == NULL || s->window == NULL) {
+        free(s->padded);
+        free(s->sum_r);
+        free(s->window);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+ref_scratch_free(ref_scratch *s)
+{
+    free(s->padded);
+    free(s->sum_r);
+    free(s->window);
+}
+
+/* The first pass: r filtered along each row. */
+static int
+ref_along_rows(void *arg, int y0, int y1)
+{
+    const ref_rows_job *rj = arg;
+    const ap_sweep_args *a = rj->job->args;
+    size_t w = (size_t)a->w, r = (size_t)a->window / 2;
+    ref_scratch s;
+    if (ref_scratch_make(&s, a) < 0) {
+        return -1;
+    }
+    for (size_t y = (size_t)y0; y < (size_t)y1; y++) {
+        for (size_t x = 0; x < w; x++) {
+            s.padded[r + x] = a->ref[y * w + x] * 1.0;
+        }
+        filter_along(rj->job, s.padded, rj->p->along_r + y * w);
+    }
+    ref_scratch_free(&s);
+    return 0;
+}
+
+/* The second: the count and mean of r down each window, the centred r,
+ * and its square filtered along. */
+static int
+ref_centre_rows(void *arg, int q0, int q1)
+{
+    const ref_rows_job *rj = arg;
+    const parity_job *job = rj->job;
+    const ap_sweep_args *a = job->args;
+    ref_planes *p = rj->p;
+    size_t w = (size_t)a->w, r = (size_t)a->window / 2;
+    ref_scratch s;
+    if (ref_scratch_make(&s, a) < 0) {
+        return -1;
+    }
+    for (int q = q0; q < q1; q++) {
+        int lo, hi;
+        size_t row = (size_t)q * w;
+        window_rows(job, q, &lo, &hi);
+        for (int k = lo; k <= hi; k++) {
+            s.window[k - lo] = p->along_1;
+        }
+        filter_down(job, s.window, q, p->count + row);
+        for (int k = lo; k <= hi; k++) {
+            s.window[k - lo] = p->along_r + (size_t)k * w;
+        }
+        filter_down(job, s.window, q, s.sum_r);
+        ap_aquamvs_centre_ref(p->count + row, s.sum_r, (int)w, job->least,
+                              a->ref + row, p->mean_r + row, p->rc + row,
+                              s.padded + r);
+        filter_along(job, s.padded, p->along_rr + row);
+    }
+    ref_scratch_free(&s);
+    return 0;
+}
+
+/* The third: the centred r^2 down each window. */
+static int
+ref_srr_rows(void *arg, int y0, int y1)
+{
+    const ref_rows_job *rj = arg;
+    const ap_sweep_args *a = rj->job->args;
+    ref_planes *p = rj->p;
+    size_t w = (size_t)a->w;
+    const double *window[AP_MAX_WINDOW];
+    for (int y = y0; y < y1; y++) {
+        int lo, hi;
+        window_rows(rj->job, y, &lo, &hi);
+        for (int k = lo; k <= hi; k++) {
+            window[k - lo] = p->along_rr + (size_t)k * w;
+        }
+        filter_down(rj->job, window, y, p->srr + (size_t)y * w);
+    }
+    return 0;
+}
+
+/* Fills p (zeroed first) for job's reference image, rows shared by the
+ * call's threads. Returns 0, -1 out of memory, or -2 when a thread
+ * cannot start (ref_planes_free after, either way). */
 static int
 ref_planes_make(ref_planes *p, const parity_job *job)
 {
     const ap_sweep_args *a = job->args;
     size_t w = (size_t)a->w, h = (size_t)a->h, r = (size_t)a->window / 2;
-    size_t pw = w + 2 * r;
-    double *padded = calloc(pw, sizeof(double));
-    const double **window = malloc(h * sizeof(*window));
-    double *sum_r = malloc(w * sizeof(double));
+    double *ones = calloc(w + 2 * r, sizeof(double));
     p->along_1 = malloc(w * sizeof(double));
     p->along_r = malloc(h * w * sizeof(double));
     p->count = malloc(h * w * sizeof(double));
@@ -284,53 +397,28 @@ ref_planes_make(ref_planes *p, const parity_job *job)
     p->rc = malloc(h * w * sizeof(double));
     p->along_rr = malloc(h * w * sizeof(double));
     p->srr = malloc(h * w * sizeof(double));
-    int status = -1;
-    if (padded == NULL || window == NULL || sum_r == NULL ||
-        p->along_1 == NULL || p->along_r == NULL || p->count == NULL ||
-        p->mean_r == NULL || p->rc == NULL || p->along_rr == NULL ||
-        p->srr == NULL) {
-        goto done;
+    if (ones == NULL || p->along_1 == NULL || p->along_r == NULL ||
+        p->count == NULL || p->mean_r == NULL || p->rc == NULL ||
+        p->along_rr == NULL || p->srr == NULL) {
+        free(ones);
+        return -1;
     }
     for (size_t x = 0; x < w; x++) {
-        padded[r + x] = 1.0;
+        ones[r + x] = 1.0;
     }
-    filter_along(job, padded, p->along_1);
-    for (size_t y = 0; y < h; y++) {
-        for (size_t x = 0; x < w; x++) {
-            padded[r + x] = a->ref[y * w + x] * 1.0;
+    filter_along(job, ones, p->along_1);
+    free(ones);
+    ref_rows_job rj = {job, p};
+    int (*const passes[3])(void *, int, int) = {
+        ref_along_rows, ref_centre_rows, ref_srr_rows};
+    for (int k = 0; k < 3; k++) {
+        int status = ap_run_ranges(passes[k], &rj, a->h, AP_SETUP_ROWS,
+                                   a->threads);
+        if (status < 0) {
+            return status;
         }
-        filter_along(job, padded, p->along_r + y * w);
     }
-    for (int q = 0; q < (int)h; q++) {
-        int lo, hi;
-        window_rows(job, q, &lo, &hi);
-        for (int k = lo; k <= hi; k++) {
-            window[k - lo] = p->along_1;
-        }
-        filter_down(job, window, q, p->count + q * w);
-        for (int k = lo; k <= hi; k++) {
-            window[k - lo] = p->along_r + k * w;
-        }
-        filter_down(job, window, q, sum_r);
-        ap_aquamvs_centre_ref(p->count + q * w, sum_r, (int)w, job->least,
-                              a->ref + q * w, p->mean_r + q * w,
-                              p->rc + q * w, padded + r);
-        filter_along(job, padded, p->along_rr + q * w);
-    }
-    for (int y = 0; y < (int)h; y++) {
-        int lo, hi;
-        window_rows(job, y, &lo, &hi);
-        for (int k = lo; k <= hi; k++) {
-            window[k - lo] = p->along_rr + k * w;
-        }
-        filter_down(job, window, y, p->srr + y * w);
-    }
-    status = 0;
-done:
-    free(padded);
-    free(window);
-    free(sum_r);
-    return status;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- band */
@@ -758,10 +846,11 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
     job->proj = proj;
     job->ref = &ref;
     job->out = out;
-    if (ref_planes_make(&ref, job) < 0) {
+    if ((status = ref_planes_make(&ref, job)) < 0) {
         ap_projectors_free(proj, a->n);
         goto done;
     }
+    status = -1;
     plan_items(job, a->h, a->w, r, a->count, a->threads);
     job->bands = (a->h + job->band_rows - 1) / job->band_rows;
     long long items = ((long long)a->count + job->group - 1) / job->group *
