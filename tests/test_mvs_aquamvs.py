@@ -26,6 +26,7 @@ import bench_aquamvs_dropin  # noqa: E402
 import mvs_accuracy  # noqa: E402
 import mvs_instructions  # noqa: E402
 import mvs_per_sample  # noqa: E402
+import mvs_stage_split  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 H, W, D = 96, 128, 16
@@ -551,6 +552,32 @@ def test_the_per_sample_script_pitches_the_cameras(capsys):
 def test_the_per_sample_script_refuses_bad_counts(bad):
     with pytest.raises(SystemExit):
         mvs_per_sample.main(bad)
+
+
+def test_the_stage_split_script_times_five_volumes_and_their_shares(
+        capsys):
+    assert mvs_stage_split.main(["--height", "16", "--width", "24",
+                                 "--views", "1", "--depths", "2",
+                                 "--rounds", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    times = {tuple(line.split()[:2]): float(line.split()[2])
+             for line in lines[1:6]}
+    assert set(times) == {("sad", "refractive"), ("ncc", "refractive"),
+                          ("ssim", "refractive"), ("ncc", "pinhole"),
+                          ("ssim", "pinhole")}
+    assert all(t > 0 for t in times.values())
+    share = float(lines[6].split()[-1].rstrip("%")) / 100
+    assert share == pytest.approx(
+        1 - times[("ncc", "pinhole")] / times[("ncc", "refractive")],
+        abs=0.001)
+    assert lines[-1].startswith("SSIM's Gaussian sums beyond SAD's")
+
+
+@pytest.mark.parametrize("bad", [["--views", "0"], ["--rounds", "0"],
+                                 ["--height", "1"], ["--parity", "torch"]])
+def test_the_stage_split_script_refuses_bad_arguments(bad):
+    with pytest.raises(SystemExit):
+        mvs_stage_split.main(bad)
 
 
 @pytest.mark.parametrize("threads", ["one", "0", "1,-2"])
