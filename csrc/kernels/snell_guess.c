@@ -10,6 +10,12 @@
 /* Enough steps for any point from the straight-line guess. */
 #define TABLE_SOLVE_STEPS 40
 #define TABLE_MIN 33
+/* The least shrink of the guesses' error from one table to the next
+ * finer that is worth a finer one. Boxes the tables serve shrink it 1.6x
+ * to 16x a halving of the cells (one step from a bilinear guess, 16x at
+ * best); boxes that rays grazing the water stretch tens of metres out
+ * not at all. */
+#define TABLE_STALL 1.25
 
 /* r at (dist, z) from guess r, to convergence */
 static double
@@ -177,6 +183,7 @@ ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
             return 0;
         }
     }
+    double coarser = INFINITY;
     for (int tn = TABLE_MIN;; tn = 2 * tn - 1) {
         free(p->table);
         p->table = malloc((size_t)tn * tn * sizeof(float));
@@ -189,7 +196,13 @@ ap_projector_tabulate(ap_projector *p, double d2_max, double z_min,
         if (error <= AP_TABLE_TOLERANCE) {
             return 0;
         }
-        if (2 * tn - 1 > AP_TABLE_MAX) {
+        /* where halving the cells barely shrinks the error, the cells
+         * are not what holds the guesses back, and finer tables (a
+         * solve a point) would not land either: their steps are tried
+         * here */
+        int stalled = error > coarser / TABLE_STALL;
+        coarser = error;
+        if (stalled || 2 * tn - 1 > AP_TABLE_MAX) {
             /* one more step until they land, AP_NEWTON_WARM at most */
             while (error > AP_TABLE_TOLERANCE && p->steps < AP_NEWTON_WARM) {
                 error = table_error(p, ++p->steps);
