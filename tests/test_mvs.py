@@ -162,6 +162,22 @@ def test_samples_a_rounding_outside_the_border_take_its_value():
             assert np.isfinite(np.delete(lines, lost, axis=1)).all()
 
 
+@pytest.mark.parametrize("box, guess", [
+    ((30.0, 0.05, 2.0), ("table", 257, 2)),
+    ((300.0, 0.3, 0.5), ("table", 257, 3)),
+    ((5.0, 1e-5, 2.0), ("table", 257, 2)),
+    ((10.0, 0.01, 0.5), ("table", 257, 2)),
+    ((1000.0, 0.3, 0.5), ("per sample", 0, 1)),
+])
+def test_tables_refine_while_finer_ones_shrink_their_error(box, guess):
+    # refining stops early only where a finer table barely helps; these
+    # boxes' errors shrink slowly (1.6x to 3x a halving at times) but
+    # their largest tables land, with the fewest steps
+    K = np.array([[600, 0, 320], [0, 600, 240], [0, 0, 1.0]])
+    cam = mvs.Camera.refractive(K, np.eye(3), np.zeros(3), water_z=0.2)
+    assert _mvs.snell_guess(cam.params, *box) == guess
+
+
 def test_sweeps_guess_by_polynomial_or_table_and_both_land():
     """A sweep's source camera guesses the interface point from a
     polynomial where one Newton step from it lands within 1e-8 m over the
