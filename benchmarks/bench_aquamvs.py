@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import sys
-import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -45,25 +44,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import aquamvs_torch  # noqa: E402
+from alternating import interleaved  # noqa: E402
 from aquaprof import mvs  # noqa: E402
 from aquaprof.mvs import scenes  # noqa: E402
 
 TARGETS = {"ncc": 40.0, "ssim": 20.0}
-
-
-def interleaved(runs: Dict[str, Callable[[int], object]],
-                rounds: int) -> Dict[str, float]:
-    """The least time of each run over `rounds` rounds, each round every
-    run once in turn (run(i) for round i): a busy spell of the machine
-    then slows both sides, not one, and the least of each is a time the
-    same quiet moments could give."""
-    best = {name: float("inf") for name in runs}
-    for i in range(rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run(i)
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
 
 
 def torch_plane(scene: scenes.Scene, depths: np.ndarray, cost: str,

@@ -1,7 +1,8 @@
 """Where the CPU plane sweep's time goes, told by differences of whole
 volumes: SAD (the sampling and geometry under the cheapest window sums),
 NCC and SSIM on refractive cameras, and NCC and SSIM on pinhole cameras
-(the same samples and sums with no refraction to solve).
+(the same scene rendered for pinhole cameras: samples and sums alike,
+with no refraction to solve, so its share is an estimate).
 
     python benchmarks/mvs_stage_split.py [--height 240 --width 320
         --views 4 --depths 64 --threads 1 --rounds 5 --parity textbook]
@@ -19,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, List, Optional
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from alternating import interleaved  # noqa: E402
 from aquaprof import mvs  # noqa: E402
 from aquaprof.mvs import scenes  # noqa: E402
 
@@ -34,12 +36,12 @@ RUNS = [("sad", "refractive"), ("ncc", "refractive"), ("ssim", "refractive"),
 
 
 def volume(args: argparse.Namespace, cost: str,
-           kind: str) -> Callable[[], object]:
+           kind: str) -> Callable[[int], object]:
     scene = scenes.make_scene("flat", kind, args.views + 1, args.height,
                               args.width)
     depths = np.linspace(*scene.depth_range(0.03), args.depths)
     extra = {} if cost == "sad" else {"parity": args.parity}
-    return lambda: mvs.build_cost_volume(
+    return lambda i: mvs.build_cost_volume(
         scene.ref, scene.images[1:], scene.ref_cam, scene.cameras[1:],
         depths, cost, 11, threads=args.threads, **extra)
 
@@ -57,15 +59,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     for name in ("height", "width", "views", "depths", "threads",
                  "rounds"):
-        if getattr(args, name) < (2 if name in ("height", "width") else 1):
-            parser.error(f"--{name} is too small")
-    runs = {run: volume(args, *run) for run in RUNS}
-    best: Dict[tuple, float] = {run: float("inf") for run in RUNS}
-    for _ in range(args.rounds):
-        for run, fn in runs.items():
-            start = time.perf_counter()
-            fn()
-            best[run] = min(best[run], time.perf_counter() - start)
+        least = 16 if name in ("height", "width") else 1
+        if getattr(args, name) < least:
+            parser.error(f"--{name} must be at least {least}")
+    best = interleaved({run: volume(args, *run) for run in RUNS},
+                       args.rounds)
     print(f"{args.height}x{args.width}, {args.views} source views, "
           f"{args.depths} depths, window 11, {args.threads} thread(s), "
           f"NCC and SSIM parity {args.parity}; least of {args.rounds}")

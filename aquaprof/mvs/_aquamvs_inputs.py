@@ -155,19 +155,33 @@ def _caller() -> Tuple[int, Optional[FrameType]]:
 
 
 def _ignored(message: str, caller: Optional[FrameType]) -> bool:
-    """Whether the warning filters (warnings.filters, in their documented
-    form: the first that matches decides) ignore TiltedSurfaceWarning
-    with this message from the caller's line: then the once-per-process
-    warning is kept for a call that shows it, not spent unseen."""
-    module = caller.f_globals.get("__name__", "") if caller else "sys"
+    """Whether the warning filters (the first that matches decides) ignore
+    TiltedSurfaceWarning with this message from the caller's line: then
+    the once-per-process warning is kept for a call that shows it, not
+    spent unseen."""
+    module = caller.f_globals.get("__name__", "<string>") if caller else "sys"
     lineno = caller.f_lineno if caller else 0
-    for action, text, category, where, line in warnings.filters:
-        if ((text is None or text.match(message))
+    # the filters in force: a context's own where warnings keep them so
+    # (Python 3.14's context-aware warnings), else the module's list
+    filters = getattr(warnings, "_get_filters", lambda: warnings.filters)()
+    for action, text, category, where, line in filters:
+        if (_matches(text, message)
                 and issubclass(TiltedSurfaceWarning, category)
-                and (where is None or where.match(module))
+                and _matches(where, module)
                 and (line == 0 or line == lineno)):
-            return bool(action == "ignore")
-    return bool(getattr(warnings, "defaultaction", "default") == "ignore")
+            return action == "ignore"
+    return getattr(warnings, "defaultaction", "default") == "ignore"
+
+
+def _matches(pattern: Any, text: str) -> bool:
+    """A filter's message or module pattern against text: None matches
+    anything, a compiled pattern from its start, a string (which
+    warnings.filters may hold, as its own default filters do) exactly."""
+    if pattern is None:
+        return True
+    if isinstance(pattern, str):
+        return pattern == text
+    return bool(pattern.match(text))
 
 
 def config_values(config: object, names: Sequence[str]) -> Tuple[Any, ...]:

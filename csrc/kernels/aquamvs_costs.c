@@ -274,35 +274,12 @@ typedef struct {
     ref_planes *p;
 } ref_rows_job;
 
-/* Scratch of a pass's range: a zero-padded row, a row of sums and a
- * window's row pointers. Returns 0, or -1 out of memory (then none). */
-typedef struct {
-    double *padded, *sum_r;
-    const double **window;
-} ref_scratch;
-
-static int
-ref_scratch_make(ref_scratch *s, const ap_sweep_args *a)
+/* A zero-padded row for filter_along, or NULL out of memory. */
+static double *
+padded_row(const ap_sweep_args *a)
 {
-    size_t w = (size_t)a->w, pw = w + 2 * (size_t)(a->window / 2);
-    s->padded = calloc(pw, sizeof(double));
-    s->sum_r = malloc(w * sizeof(double));
-    s->window = malloc((size_t)a->window * sizeof(*s->window));
-    if (s->padded == NULL || s->sum_r == NULL || s->window == NULL) {
-        free(s->padded);
-        free(s->sum_r);
-        free(s->window);
-        return -1;
-    }
-    return 0;
-}
-
-static void
-ref_scratch_free(ref_scratch *s)
-{
-    free(s->padded);
-    free(s->sum_r);
-    free(s->window);
+    return calloc((size_t)a->w + 2 * (size_t)(a->window / 2),
+                  sizeof(double));
 }
 
 /* The first pass: r filtered along each row. */
@@ -312,17 +289,17 @@ ref_along_rows(void *arg, int y0, int y1)
     const ref_rows_job *rj = arg;
     const ap_sweep_args *a = rj->job->args;
     size_t w = (size_t)a->w, r = (size_t)a->window / 2;
-    ref_scratch s;
-    if (ref_scratch_make(&s, a) < 0) {
+    double *padded = padded_row(a);
+    if (padded == NULL) {
         return -1;
     }
     for (size_t y = (size_t)y0; y < (size_t)y1; y++) {
         for (size_t x = 0; x < w; x++) {
-            s.padded[r + x] = a->ref[y * w + x] * 1.0;
+            padded[r + x] = a->ref[y * w + x] * 1.0;
         }
-        filter_along(rj->job, s.padded, rj->p->along_r + y * w);
+        filter_along(rj->job, padded, rj->p->along_r + y * w);
     }
-    ref_scratch_free(&s);
+    free(padded);
     return 0;
 }
 
@@ -336,8 +313,11 @@ ref_centre_rows(void *arg, int q0, int q1)
     const ap_sweep_args *a = job->args;
     ref_planes *p = rj->p;
     size_t w = (size_t)a->w, r = (size_t)a->window / 2;
-    ref_scratch s;
-    if (ref_scratch_make(&s, a) < 0) {
+    const double *window[AP_MAX_WINDOW];
+    double *padded = padded_row(a), *sum_r = malloc(w * sizeof(double));
+    if (padded == NULL || sum_r == NULL) {
+        free(padded);
+        free(sum_r);
         return -1;
     }
     for (int q = q0; q < q1; q++) {
@@ -345,19 +325,20 @@ ref_centre_rows(void *arg, int q0, int q1)
         size_t row = (size_t)q * w;
         window_rows(job, q, &lo, &hi);
         for (int k = lo; k <= hi; k++) {
-            s.window[k - lo] = p->along_1;
+            window[k - lo] = p->along_1;
         }
-        filter_down(job, s.window, q, p->count + row);
+        filter_down(job, window, q, p->count + row);
         for (int k = lo; k <= hi; k++) {
-            s.window[k - lo] = p->along_r + (size_t)k * w;
+            window[k - lo] = p->along_r + (size_t)k * w;
         }
-        filter_down(job, s.window, q, s.sum_r);
-        ap_aquamvs_centre_ref(p->count + row, s.sum_r, (int)w, job->least,
+        filter_down(job, window, q, sum_r);
+        ap_aquamvs_centre_ref(p->count + row, sum_r, (int)w, job->least,
                               a->ref + row, p->mean_r + row, p->rc + row,
-                              s.padded + r);
-        filter_along(job, s.padded, p->along_rr + row);
+                              padded + r);
+        filter_along(job, padded, p->along_rr + row);
     }
-    ref_scratch_free(&s);
+    free(padded);
+    free(sum_r);
     return 0;
 }
 
@@ -389,7 +370,7 @@ ref_planes_make(ref_planes *p, const parity_job *job)
 {
     const ap_sweep_args *a = job->args;
     size_t w = (size_t)a->w, h = (size_t)a->h, r = (size_t)a->window / 2;
-    double *ones = calloc(w + 2 * r, sizeof(double));
+    double *ones = padded_row(a);
     p->along_1 = malloc(w * sizeof(double));
     p->along_r = malloc(h * w * sizeof(double));
     p->count = malloc(h * w * sizeof(double));
@@ -850,7 +831,6 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
         ap_projectors_free(proj, a->n);
         goto done;
     }
-    status = -1;
     plan_items(job, a->h, a->w, r, a->count, a->threads);
     job->bands = (a->h + job->band_rows - 1) / job->band_rows;
     long long items = ((long long)a->count + job->group - 1) / job->group *

@@ -5,10 +5,10 @@
 /* Filters sum every window's terms afresh, never a running sum less
  * what leaves it: near the image's borders zero padding leaves windows of
  * values 1e-6 of their neighbours', whose variance a running sum's
- * rounding would swamp. Each pass keeps eight outputs in two vectors
- * while it adds a window's taps (along) or rows (down), two taps or four
- * rows at a time, and stores them once; the tail adds in the same order,
- * so every output has the same bits wherever it lies. */
+ * rounding would swamp. Each pass keeps its outputs in vectors (sixteen
+ * along a row and down a whole window, eight down a clamped one) while
+ * it adds a window's taps or rows, and stores them once; the tails add in
+ * the same order, so every output has the same bits wherever it lies. */
 
 /* Four doubles: GCC lowers them to whatever vectors the clone being
  * compiled has. */

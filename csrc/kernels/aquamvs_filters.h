@@ -15,9 +15,10 @@ void ap_aquamvs_down(const double *const *restrict rows,
                      const double *restrict weights, int count, int w,
                      double *restrict out);
 
-/* ap_aquamvs_down of a whole window, rows[0 .. 2 radius], its weights
- * the symmetric taps (centre first): rows the same distance from the
- * centre are added before they are weighted, half the products. */
+/* The sum ap_aquamvs_down makes of a whole window, rows[0 .. 2 radius],
+ * its weights the symmetric taps (centre first), though not its bits:
+ * rows the same distance from the centre are added before they are
+ * weighted, half the products. */
 void ap_aquamvs_down_symmetric(const double *const *restrict rows,
                                int radius, const double *restrict taps,
                                int w, double *restrict out);

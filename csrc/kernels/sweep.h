@@ -35,7 +35,7 @@ int ap_warp(const float *src, int h, int w, const ap_camera *ref,
             const ap_camera *src_cam, double depth, float *out);
 
 typedef struct {
-    const float *ref;          /* (h, w) */
+    const float *ref;          /* (h, w), finite */
     const float *srcs;         /* (n, h, w) */
     int h, w, n;
     const ap_camera *ref_cam;

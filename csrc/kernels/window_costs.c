@@ -23,7 +23,7 @@ widen_four(const float *p, v4d *d)
 }
 
 /* weight times a sample's quantities: count, r, s, r^2, s^2, r s (all 0
- * where the warped sample is NaN: not seen) */
+ * where the warped sample is NaN: not seen; the reference is finite) */
 typedef struct {
     double n, r, s, rr, ss, rs;
 } quantities;
@@ -421,8 +421,6 @@ gauss_four(const double *col, int x, int r, const double *gauss,
     memcpy(out + x, &s, sizeof(s));
 }
 
-/* Gaussian-weighted sums along a row; outside the image weighs nothing.
- * The inside, where no tap needs clamping, four outputs at a time. */
 /* The sum at column x of a window clamped to the row: at the borders. */
 static inline double
 gauss_clamped(const double *col, int w, int r, const double *gauss, int x)
@@ -435,6 +433,9 @@ gauss_clamped(const double *col, int w, int r, const double *gauss, int x)
     return s;
 }
 
+/* Gaussian-weighted sums along a row; outside the image weighs nothing.
+ * The inside, where no tap needs clamping, sixteen then four outputs at
+ * a time. */
 AP_VECTOR_CLONES void
 ap_gauss_sums(const double *restrict col, int w, int r,
               const double *restrict gauss, double *restrict out)

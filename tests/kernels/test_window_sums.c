@@ -11,10 +11,11 @@
  * - the Gaussian sums of a range of columns (ap_gauss_sums_range)
  *   against those of the whole row (ap_gauss_sums);
  * - AquaMVS parity's symmetric filters along a row (ap_aquamvs_along,
- *   ap_aquamvs_box_along) and down a whole window of rows (ap_aquamvs_down_symmetric) against
- *   their plain forms in the same order, the same bits at every column
- *   (vector lanes and tails alike), and the latter against the weighted
- *   sum of rows (ap_aquamvs_down) within rounding;
+ *   ap_aquamvs_box_along) and down a whole window of rows
+ *   (ap_aquamvs_down_symmetric) against their plain forms in the same
+ *   order, the same bits at every column (vector lanes and tails alike),
+ *   and the last against the weighted sum of rows (ap_aquamvs_down)
+ *   within rounding;
  * for rows of 1 to 41 columns, windows of radius 1 to 7 (wider than some
  * rows), unseen (NaN) samples alone, in runs and everywhere. Exits 1
  * saying what failed. */
