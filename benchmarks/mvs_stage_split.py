@@ -68,7 +68,7 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{args.depths} depths, window 11, {args.threads} thread(s), "
           f"NCC and SSIM parity {args.parity}; least of {args.rounds}")
     for (cost, kind), t in best.items():
-        print(f"  {cost:<4} {kind:<10} {t * 1e3:10.3f} ms")
+        print(f"  {cost:<4} {kind:<10} {t * 1e3:10.4g} ms")
     refractive = {c: best[(c, "refractive")] for c in ("sad", "ncc", "ssim")}
     for cost in ("ncc", "ssim"):
         share = 1 - best[(cost, "pinhole")] / refractive[cost]

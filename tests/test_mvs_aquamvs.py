@@ -583,10 +583,11 @@ def test_the_stage_split_script_times_five_volumes_and_their_shares(
                           ("ssim", "refractive"), ("ncc", "pinhole"),
                           ("ssim", "pinhole")}
     assert all(t > 0 for t in times.values())
+    # from times printed to 4 figures
     share = float(lines[6].split()[-1].rstrip("%")) / 100
     assert share == pytest.approx(
         1 - times[("ncc", "pinhole")] / times[("ncc", "refractive")],
-        abs=0.001)
+        abs=0.005)
     assert lines[-1].startswith("SSIM's Gaussian sums beyond SAD's")
 
 
