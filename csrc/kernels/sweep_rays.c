@@ -72,7 +72,6 @@ typedef struct {
     int n;
     const ap_ray_table *rays;
     double first, last;
-    int rows;           /* a range's rows */
     double (*boxes)[3];   /* the boxes of each range, n a range */
 } projector_job;
 
@@ -83,7 +82,7 @@ static int
 extent_rows(void *arg, int y0, int y1)
 {
     const projector_job *job = arg;
-    double(*box)[3] = job->boxes + (size_t)(y0 / job->rows) * job->n;
+    double(*box)[3] = job->boxes + (size_t)(y0 / AP_SETUP_ROWS) * job->n;
     for (int v = 0; v < job->n; v++) {
         box[v][0] = 0.0;
         box[v][1] = INFINITY;
@@ -106,7 +105,7 @@ static int
 tabulate_views(void *arg, int v0, int v1)
 {
     const projector_job *job = arg;
-    int ranges = (job->rays->h + job->rows - 1) / job->rows;
+    int ranges = (job->rays->h + AP_SETUP_ROWS - 1) / AP_SETUP_ROWS;
     for (int v = v0; v < v1; v++) {
         if (!job->proj[v].refractive) {
             continue;
@@ -135,12 +134,12 @@ ap_projectors_make(ap_projector *proj, const ap_camera *cams, int n,
         ap_projector_init(&proj[v], &cams[v]);
     }
     size_t ranges = ((size_t)rays->h + AP_SETUP_ROWS - 1) / AP_SETUP_ROWS;
-    projector_job job = {proj, n, rays, first, last, AP_SETUP_ROWS,
+    projector_job job = {proj, n, rays, first, last,
                          malloc(ranges * n * sizeof(*job.boxes))};
     int status = job.boxes == NULL
                      ? -1
-                     : ap_run_ranges(extent_rows, &job, rays->h, job.rows,
-                                     threads);
+                     : ap_run_ranges(extent_rows, &job, rays->h,
+                                     AP_SETUP_ROWS, threads);
     if (status == 0) {
         status = ap_run_ranges(tabulate_views, &job, n, 1, threads);
     }
