@@ -206,6 +206,14 @@ add_weighted(const float *ref, const float *warped, double g, v4d sum[6],
     }
 }
 
+/* Two vectors side by side at p */
+static inline void
+store_two(double *p, const v4d *a, const v4d *b)
+{
+    memcpy(p, a, sizeof(*a));
+    memcpy(p + 4, b, sizeof(*b));
+}
+
 AP_VECTOR_CLONES void
 ap_weighted_columns(double *restrict cols, int w, int x0, int x1,
                     const float *const *refs, const float *const *rows,
@@ -221,10 +229,13 @@ ap_weighted_columns(double *restrict cols, int w, int x0, int x1,
             add_weighted(refs[j] + x, rows[j] + x, weights[j], a, 0);
             add_weighted(refs[j] + x + 4, rows[j] + x + 4, weights[j], b, 0);
         }
-        for (int k = 0; k < AP_NQ; k++) {
-            memcpy(cols + (size_t)k * w + x, &a[k], sizeof(a[k]));
-            memcpy(cols + (size_t)k * w + x + 4, &b[k], sizeof(b[k]));
-        }
+        /* written out: a loop over the rows went through the stack */
+        store_two(cols + x, &a[0], &b[0]);
+        store_two(cols + (size_t)w + x, &a[1], &b[1]);
+        store_two(cols + (size_t)2 * w + x, &a[2], &b[2]);
+        store_two(cols + (size_t)3 * w + x, &a[3], &b[3]);
+        store_two(cols + (size_t)4 * w + x, &a[4], &b[4]);
+        store_two(cols + (size_t)5 * w + x, &a[5], &b[5]);
     }
     for (; x < x1; x++) {
         double sum[AP_NQ] = {0.0};
@@ -269,7 +280,8 @@ ap_weighted_seen_columns(double *restrict cols, int w, int x0, int x1,
                          const float *const *refs, const float *const *rows,
                          const double *weights, int count)
 {
-    static const int row_of[3] = {AP_Q_S, AP_Q_SS, AP_Q_RS};
+    double *out[3] = {cols + (size_t)AP_Q_S * w, cols + (size_t)AP_Q_SS * w,
+                      cols + (size_t)AP_Q_RS * w};
     int x = x0;
     for (; x + 8 <= x1; x += 8) {
         v4d a[3], b[3];
@@ -281,11 +293,10 @@ ap_weighted_seen_columns(double *restrict cols, int w, int x0, int x1,
             add_weighted_seen(refs[j] + x + 4, rows[j] + x + 4, weights[j],
                               b, 0);
         }
-        for (int k = 0; k < 3; k++) {
-            double *col = cols + (size_t)row_of[k] * w + x;
-            memcpy(col, &a[k], sizeof(a[k]));
-            memcpy(col + 4, &b[k], sizeof(b[k]));
-        }
+        /* written out, as in ap_weighted_columns */
+        store_two(out[0] + x, &a[0], &b[0]);
+        store_two(out[1] + x, &a[1], &b[1]);
+        store_two(out[2] + x, &a[2], &b[2]);
     }
     for (; x < x1; x++) {
         double sum[3] = {0.0};
@@ -297,7 +308,7 @@ ap_weighted_seen_columns(double *restrict cols, int w, int x0, int x1,
             sum[2] += q.rs;
         }
         for (int k = 0; k < 3; k++) {
-            cols[(size_t)row_of[k] * w + x] = sum[k];
+            out[k][x] = sum[k];
         }
     }
 }
@@ -421,16 +432,47 @@ gauss_four(const double *col, int x, int r, const double *gauss,
     memcpy(out + x, &s, sizeof(s));
 }
 
-/* The sum at column x of a window clamped to the row: at the borders. */
-static inline double
-gauss_clamped(const double *col, int w, int r, const double *gauss, int x)
+/* Outputs a pass of gauss_clamped: it copies the columns they read */
+#define CLAMPED_BLOCK 16
+
+/* The sums at columns [x0, x1) of windows clamped to the row (at its
+ * borders), four at a time: each lane takes its taps left to right from
+ * 0.0, over a copy of the columns they read with zeros off the row. A tap
+ * on a zero adds +0.0, which leaves a sum as it was, so each output has
+ * the bits of the same sum over the row's taps alone. Inlined into its
+ * callers' clones. */
+static inline __attribute__((always_inline)) void
+gauss_clamped(const double *col, int w, int r, const double *gauss, int x0,
+              int x1, double *out)
 {
-    int lo = x - r < 0 ? 0 : x - r, hi = x + r + 1 > w ? w : x + r + 1;
-    double s = 0.0;
-    for (int j = lo; j < hi; j++) {
-        s += gauss[j - x + r] * col[j];
+    double pad[CLAMPED_BLOCK + AP_MAX_WINDOW - 1];
+    for (int x = x0; x < x1; x += CLAMPED_BLOCK) {
+        int n = x1 - x < CLAMPED_BLOCK ? x1 - x : CLAMPED_BLOCK;
+        int lanes = (n + 3) & ~3;
+        /* pad[k] holds column x - r + k */
+        int from = x - r, to = x + lanes + r;
+        int lo = from < 0 ? 0 : from, hi = to < w ? to : w;
+        memset(pad, 0, sizeof(double) * (size_t)(to - from));
+        memcpy(pad + (lo - from), col + lo, sizeof(double) * (size_t)(hi - lo));
+        double sums[CLAMPED_BLOCK];
+        for (int i = 0; i < lanes; i += 4) {
+            v4d s = {0.0, 0.0, 0.0, 0.0};
+            for (int k = 0; k <= 2 * r; k++) {
+                v4d c;
+                memcpy(&c, pad + i + k, sizeof(c));
+                s += gauss[k] * c;
+            }
+            memcpy(sums + i, &s, sizeof(s));
+        }
+        memcpy(out + x, sums, sizeof(double) * (size_t)n);
     }
-    return s;
+}
+
+/* The first column whose window needs no clamp (w where none). */
+static int
+first_unclamped(int w, int r)
+{
+    return w > 2 * r ? r : w;
 }
 
 /* Gaussian-weighted sums along a row; outside the image weighs nothing.
@@ -440,10 +482,8 @@ AP_VECTOR_CLONES void
 ap_gauss_sums(const double *restrict col, int w, int r,
               const double *restrict gauss, double *restrict out)
 {
-    int x = 0;
-    for (; x < w && (x < r || x + r >= w); x++) {
-        out[x] = gauss_clamped(col, w, r, gauss, x);
-    }
+    int x = first_unclamped(w, r);
+    gauss_clamped(col, w, r, gauss, 0, x, out);
     /* the weights are symmetric: a pair of taps takes one product; four
      * vectors at a time, so that four chains of adds overlap */
     for (; x + 16 + r <= w; x += 16) {
@@ -477,9 +517,7 @@ ap_gauss_sums(const double *restrict col, int w, int r,
     for (; x + 4 + r <= w; x += 4) {
         gauss_four(col, x, r, gauss, out);
     }
-    for (; x < w; x++) {
-        out[x] = gauss_clamped(col, w, r, gauss, x);
-    }
+    gauss_clamped(col, w, r, gauss, x, w, out);
 }
 
 /* One output of ap_gauss_sums' inside loops, alone: the same operations
@@ -500,27 +538,22 @@ ap_gauss_sums_range(const double *restrict col, int w, int r,
                     double *restrict out)
 {
     /* where ap_gauss_sums' inside loops begin and end */
-    int start = 0, end;
-    while (start < w && (start < r || start + r >= w)) {
-        start++;
-    }
+    int start = first_unclamped(w, r), end;
     for (end = start; end + 16 + r <= w; end += 16) {
     }
     for (; end + 4 + r <= w; end += 4) {
     }
     int lo = x0 > start ? x0 : start, hi = x1 < end ? x1 : end;
-    int x = x0;
-    for (; x < x1 && x < lo; x++) {
-        out[x] = gauss_clamped(col, w, r, gauss, x);
-    }
+    int x = x1 < lo ? x1 : lo;
+    gauss_clamped(col, w, r, gauss, x0, x, out);
     /* the inside four at a time, each lane as gauss_pairs */
     for (; x + 4 <= hi; x += 4) {
         gauss_four(col, x, r, gauss, out);
     }
-    for (; x < x1; x++) {
-        out[x] = x >= start && x < end ? gauss_pairs(col, r, gauss, x)
-                                       : gauss_clamped(col, w, r, gauss, x);
+    for (; x < hi; x++) {
+        out[x] = gauss_pairs(col, r, gauss, x);
     }
+    gauss_clamped(col, w, r, gauss, x, x1, out);
 }
 
 AP_VECTOR_CLONES void

@@ -9,7 +9,9 @@
  *   bits whether the pixels fixed for unseen samples are those beside
  *   them or the whole row;
  * - the Gaussian sums of a range of columns (ap_gauss_sums_range)
- *   against those of the whole row (ap_gauss_sums);
+ *   against those of the whole row (ap_gauss_sums), and the whole row's
+ *   at columns whose windows reach past its ends against the sum of the
+ *   taps on the row, left to right: the same bits;
  * - AquaMVS parity's symmetric filters along a row (ap_aquamvs_along,
  *   ap_aquamvs_box_along) and down a whole window of rows
  *   (ap_aquamvs_down_symmetric) against their plain forms in the same
@@ -224,6 +226,20 @@ check_gauss_range(uint64_t *s, int w, int r)
         col[x] = uniform(s, -1.0, 1.0);
     }
     ap_gauss_sums(col, w, r, gauss, whole);
+    for (int x = 0; x < w; x++) {
+        if (x >= r && x + r < w) {
+            continue;
+        }
+        double plain = 0.0;
+        for (int j = x - r < 0 ? 0 : x - r; j <= x + r && j < w; j++) {
+            plain += gauss[j - x + r] * col[j];
+        }
+        if (memcmp(&plain, &whole[x], sizeof(plain)) != 0 &&
+            failures++ < 5) {
+            printf("FAIL: Gaussian sums at the borders, w %d, r %d, at %d: "
+                   "%.17g against %.17g\n", w, r, x, whole[x], plain);
+        }
+    }
     for (int x0 = 0; x0 <= w; x0++) {
         for (int x1 = x0; x1 <= w; x1++) {
             for (int x = 0; x < w; x++) {
