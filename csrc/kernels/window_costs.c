@@ -206,7 +206,8 @@ add_weighted(const float *ref, const float *warped, double g, v4d sum[6],
     }
 }
 
-/* Two vectors side by side at p */
+/* Two vectors side by side at p: one call a row, where a loop over the
+ * rows went through the stack */
 static inline void
 store_two(double *p, const v4d *a, const v4d *b)
 {
@@ -229,7 +230,6 @@ ap_weighted_columns(double *restrict cols, int w, int x0, int x1,
             add_weighted(refs[j] + x, rows[j] + x, weights[j], a, 0);
             add_weighted(refs[j] + x + 4, rows[j] + x + 4, weights[j], b, 0);
         }
-        /* written out: a loop over the rows went through the stack */
         store_two(cols + x, &a[0], &b[0]);
         store_two(cols + (size_t)w + x, &a[1], &b[1]);
         store_two(cols + (size_t)2 * w + x, &a[2], &b[2]);
@@ -293,7 +293,6 @@ ap_weighted_seen_columns(double *restrict cols, int w, int x0, int x1,
             add_weighted_seen(refs[j] + x + 4, rows[j] + x + 4, weights[j],
                               b, 0);
         }
-        /* written out, as in ap_weighted_columns */
         store_two(out[0] + x, &a[0], &b[0]);
         store_two(out[1] + x, &a[1], &b[1]);
         store_two(out[2] + x, &a[2], &b[2]);
@@ -432,15 +431,18 @@ gauss_four(const double *col, int x, int r, const double *gauss,
     memcpy(out + x, &s, sizeof(s));
 }
 
-/* Outputs a pass of gauss_clamped: it copies the columns they read */
+/* Outputs a pass of gauss_clamped, which sets the size of its copy of
+ * the columns on the stack */
 #define CLAMPED_BLOCK 16
 
 /* The sums at columns [x0, x1) of windows clamped to the row (at its
  * borders), four at a time: each lane takes its taps left to right from
- * 0.0, over a copy of the columns they read with zeros off the row. A tap
- * on a zero adds +0.0, which leaves a sum as it was, so each output has
- * the bits of the same sum over the row's taps alone. Inlined into its
- * callers' clones. */
+ * 0.0, over a copy of the columns they read with zeros off the row (and
+ * past x1 + r, which ap_gauss_sums_range promises not to read). A tap on
+ * a zero adds +0.0, which leaves a sum as it was, so each output has the
+ * bits of the same sum over the row's taps alone. r at most
+ * (AP_MAX_WINDOW - 1) / 2. Always inlined: GCC vectorises only the
+ * default clone of a static function (vectorize.h). */
 static inline __attribute__((always_inline)) void
 gauss_clamped(const double *col, int w, int r, const double *gauss, int x0,
               int x1, double *out)
@@ -449,10 +451,11 @@ gauss_clamped(const double *col, int w, int r, const double *gauss, int x0,
     for (int x = x0; x < x1; x += CLAMPED_BLOCK) {
         int n = x1 - x < CLAMPED_BLOCK ? x1 - x : CLAMPED_BLOCK;
         int lanes = (n + 3) & ~3;
-        /* pad[k] holds column x - r + k */
-        int from = x - r, to = x + lanes + r;
-        int lo = from < 0 ? 0 : from, hi = to < w ? to : w;
-        memset(pad, 0, sizeof(double) * (size_t)(to - from));
+        /* pad[k] holds column x - r + k: the columns [x - r, x + n + r)
+         * that the n outputs read, zeros after them to fill the lanes */
+        int from = x - r, end = x + n + r;
+        int lo = from < 0 ? 0 : from, hi = end < w ? end : w;
+        memset(pad, 0, sizeof(double) * (size_t)(lanes + 2 * r));
         memcpy(pad + (lo - from), col + lo, sizeof(double) * (size_t)(hi - lo));
         double sums[CLAMPED_BLOCK];
         for (int i = 0; i < lanes; i += 4) {

@@ -39,8 +39,9 @@ void ap_weighted_seen_columns(double *cols, int w, int x0, int x1,
                               const float *const *rows,
                               const double *weights, int count);
 
-/* out (w) = Gaussian weights gauss (2 r + 1) along a row of column sums
- * col; outside the image weighs nothing. */
+/* out (w) = Gaussian weights gauss (2 r + 1, r at most
+ * (AP_MAX_WINDOW - 1) / 2) along a row of column sums col; outside the
+ * image weighs nothing. */
 void ap_gauss_sums(const double *col, int w, int r, const double *gauss,
                    double *out);
 

@@ -19,8 +19,9 @@
  *   and the last against the weighted sum of rows (ap_aquamvs_down)
  *   within rounding;
  * for rows of 1 to 41 columns, windows of radius 1 to 7 (wider than some
- * rows), unseen (NaN) samples alone, in runs and everywhere. Exits 1
- * saying what failed. */
+ * rows), unseen (NaN) samples alone, in runs and everywhere, and the
+ * Gaussian sums also for rows of up to 100 columns and radii up to 31.
+ * Exits 1 saying what failed. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +35,10 @@
 
 #define MAX_W 41
 #define MAX_R 7
+/* The Gaussian sums also for windows up to the widest the sweep takes,
+ * whose borders span more than one pass of the clamped loop */
+#define MAX_GAUSS_W 100
+#define MAX_GAUSS_R 31
 
 /* A warped row: values in [0, 1), a share of them not seen (NaN) */
 static void
@@ -218,7 +223,8 @@ check_ncc_table(uint64_t *s, int w, int r, double unseen)
 static void
 check_gauss_range(uint64_t *s, int w, int r)
 {
-    double gauss[2 * MAX_R + 1], col[MAX_W], whole[MAX_W], part[MAX_W];
+    double gauss[2 * MAX_GAUSS_R + 1], col[MAX_GAUSS_W], whole[MAX_GAUSS_W],
+        part[MAX_GAUSS_W];
     for (int j = -r; j <= r; j++) {     /* any symmetric weights */
         gauss[j + r] = exp(-(double)(j * j) / 4.5);
     }
@@ -331,6 +337,13 @@ main(void)
             check_gauss_range(&seed, w, r);
             check_aquamvs_filters(&seed, w, r);
             cases += 2;
+        }
+    }
+    static const int wide[6] = {8, 10, 14, 17, 24, MAX_GAUSS_R};
+    for (int w = 1; w <= MAX_GAUSS_W; w++) {
+        for (int k = 0; k < 6; k++) {
+            check_gauss_range(&seed, w, wide[k]);
+            cases++;
         }
     }
     if (failures) {
