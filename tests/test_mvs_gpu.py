@@ -249,26 +249,34 @@ BUFFERS = {
 NEVER_ALLOCATED = 0x100000
 
 
-def test_every_device_pointer_is_checked_before_any_launch(fakes):
-    """Through the fake driver, which knows only its own allocations: a
-    pointer to memory the driver does not know, to host memory, not
-    aligned to its elements, or with fewer bytes left in its allocation
-    than the kernels touch is refused, naming it, and nothing is launched;
-    allocations of exactly the bytes needed launch."""
+def fake_driver(fakes):
+    """The fake driver's path, and a scenario's lines that load it as
+    `fake` with a pinhole camera's parameters as `cam`; a skip where the
+    extension was built without its kernels."""
     lib = str(fakes / "libcuda.so")
     why = fresh_driver_error({"AQUAPROF_LIBCUDA": lib})
     if why and "built without its CUDA kernels" in why:
         pytest.skip("built without nvcc: the driver is never opened")
-    found = scenario(f"""
+    return lib, f"""
         from aquaprof import _mvs
         from aquaprof.mvs import Camera
         fake = ctypes.CDLL({lib!r})
         fake.fake_cuda_alloc.restype = ctypes.c_ulonglong
         fake.fake_cuda_alloc.argtypes = [ctypes.c_ulonglong, ctypes.c_uint]
-        HOST, DEVICE, UNIFIED = 1, 2, 4
-        H, W, N, D = {H}, {W}, {N}, {D}
         K = np.array([[20.0, 0, 8], [0, 20, 6], [0, 0, 1]])
         cam = Camera.pinhole(K, np.eye(3), np.zeros(3)).params
+    """
+
+
+def test_every_device_pointer_is_checked_before_any_launch(fakes):
+    """Through the fake driver, which knows only its own allocations: a
+    pointer to memory the driver does not know, to host memory, or not
+    aligned to its elements is refused, naming it, and nothing is
+    launched; allocations of exactly the bytes needed launch."""
+    lib, load = fake_driver(fakes)
+    found = scenario(load + f"""
+        HOST, DEVICE, UNIFIED = 1, 2, 4
+        H, W, N, D = {H}, {W}, {N}, {D}
         cams = np.stack([cam] * N)
         calls = {{
             "warp": lambda p: _mvs.gpu_warp(
@@ -331,14 +339,100 @@ def test_every_device_pointer_is_checked_before_any_launch(fakes):
         assert not found[entry]       # every case checked
 
 
+def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
+    """Through the fake driver (which runs no kernel): with a buffer of
+    `room` warped planes, each group of views warps that many planes in
+    one launch and then costs them in another, after the rays; without
+    one, the cost kernel alone. The buffer's pointer is checked like
+    every other before any launch, and refused with AquaMVS parity or
+    without room."""
+    lib, load = fake_driver(fakes)
+    found = scenario(load + """
+        H, W, D = 12, 16, 5
+        def alloc(size, kind=2):
+            return fake.fake_cuda_alloc(size, kind)
+
+        def run(n, room, warped=None, parity=0, scratch=0):
+            views = min(n, _mvs.GPU_VIEWS)
+            if warped is None:
+                warped = alloc(max(room, 1) * views * H * W * 4)
+            p = [alloc(H * W * 4), alloc(n * H * W * 4), alloc(D * 8),
+                 alloc(6 * H * W * 8), alloc(H * W * D * 4)]
+            before = fake.fake_cuda_launches()
+            try:
+                _mvs.gpu_cost_volume(0, 0, p[0], p[1], n, H, W, cam,
+                                     np.stack([cam] * n), p[2], D, 0, D, 0,
+                                     5, p[3], p[4], parity, scratch, warped,
+                                     room)
+                error = None
+            except ValueError as e:
+                error = str(e)
+            return [error, fake.fake_cuda_launches() - before]
+
+        print(json.dumps({
+            "2 views, room 2": run(2, 2),
+            "2 views, room 5": run(2, 5),
+            "2 views, room 9": run(2, 9),
+            "10 views, room 2": run(10, 2),
+            "no buffer": run(2, 0, warped=0),
+            "10 views, no buffer": run(10, 0, warped=0),
+            "host buffer": run(2, 2, warped=alloc(2 * 2 * H * W * 4, 1)),
+            "no room": run(2, 0),
+            "parity": run(2, 2, parity=1,
+                          scratch=alloc(2 * 3 * H * W * 8)),
+        }))
+    """, {"AQUAPROF_LIBCUDA": lib})
+    # rays, then per group of views and of planes a warp and a cost
+    assert found.pop("2 views, room 2") == [None, 1 + 3 * 2]
+    assert found.pop("2 views, room 5") == [None, 1 + 2]
+    assert found.pop("2 views, room 9") == [None, 1 + 2]
+    assert found.pop("10 views, room 2") == [None, 1 + 2 * 3 * 2]
+    assert found.pop("no buffer") == [None, 1 + 1]
+    assert found.pop("10 views, no buffer") == [None, 1 + 2]
+    error, launched = found.pop("host buffer")
+    assert re.fullmatch(r"warped \(0x[0-9a-f]+\) is not device memory "
+                        r"\(the driver's memory type 1\)", error)
+    assert launched == 0
+    for case, (parity, room) in {"no room": (0, 0),
+                                 "parity": (1, 2)}.items():
+        assert found.pop(case) == [
+            f"warped planes are for the textbook sweep, with room for 1 "
+            f"plane or more, got parity {parity} and room for {room}", 0]
+    assert not found
+
+
 # --------------------------------- the GPU's arithmetic, on the host
 
-# ap_warp_kernel's sample, compiled for the host from the same headers
-# with contraction on, as nvcc compiles the device code (a * b + c
-# becomes one fused multiply-add, rounded once)
+# ap_warp_kernel's sample and ap_warp_planes_kernel's walk of a pixel's
+# ray down the planes, compiled for the host from the same headers with
+# contraction on, as nvcc compiles the device code (a * b + c becomes one
+# fused multiply-add, rounded once)
 GPU_WARP_ON_THE_HOST = r"""
 #include "camera_math.h"
 #include "cost_math.h"
+#include "warp_walk.h"
+
+int
+emulated_walk(const double *ref_params, const double *src_params,
+              const float *img, int h, int w, const double *depths,
+              int planes, float *out)
+{
+    ap_camera ref, src;
+    if (ap_camera_init(&ref, ref_params) || ap_camera_init(&src, src_params)) {
+        return -1;
+    }
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            double o[3], d[3];
+            if (!ap_cast(&ref, x, y, o, d)) {
+                o[0] = NAN;         /* as ap_rays_kernel stores it */
+            }
+            ap_warp_walk(o, d, depths, planes, &src, img, h, w,
+                         out + (size_t)y * w + x, (size_t)h * w);
+        }
+    }
+    return 0;
+}
 
 int
 emulated_warp(const double *ref_params, const double *src_params,
@@ -388,6 +482,12 @@ def contracted_warp(tmp_path_factory):
         array(np.float32, flags="C"), ctypes.c_int, ctypes.c_int,
         ctypes.c_double, array(np.float32, flags="C")]
 
+    lib.emulated_walk.argtypes = [
+        array(np.float64, flags="C"), array(np.float64, flags="C"),
+        array(np.float32, flags="C"), ctypes.c_int, ctypes.c_int,
+        array(np.float64, flags="C"), ctypes.c_int,
+        array(np.float32, flags="C")]
+
     def warp(src, ref_cam, src_cam, depth):
         h, w = src.shape
         result = np.empty((h, w), np.float32)
@@ -395,6 +495,16 @@ def contracted_warp(tmp_path_factory):
                                  np.ascontiguousarray(src), h, w, depth,
                                  result) == 0
         return result
+
+    def walk(src, ref_cam, src_cam, depths):
+        h, w = src.shape
+        result = np.full((len(depths), h, w), -1.0, np.float32)
+        assert lib.emulated_walk(ref_cam.params, src_cam.params,
+                                 np.ascontiguousarray(src), h, w,
+                                 np.ascontiguousarray(depths, np.float64),
+                                 len(depths), result) == 0
+        return result
+    warp.walk = walk
     return warp
 
 
@@ -419,6 +529,52 @@ def test_the_gpus_arithmetic_sees_what_the_cpu_sees(contracted_warp):
         assert np.array_equal(np.isnan(got), np.isnan(expected))
         seen = ~np.isnan(expected)
         assert np.abs(got[seen] - expected[seen]).max() <= 1e-4
+
+
+@pytest.mark.parametrize("shape", ["flat", "wavy"])
+@pytest.mark.parametrize("model", ["refractive", "pinhole"])
+def test_the_gpus_walk_down_the_planes_sees_what_the_cpu_sees(
+        contracted_warp, shape, model):
+    """ap_warp_planes_kernel's thread, which solves each refracted
+    crossing from the planes before's, rounded as nvcc rounds it: every
+    plane, written where the planes' stride puts it, sees what the CPU
+    path's warp of that plane sees, and what the fused kernel's sample
+    does. Uneven planes too, as near and far as the scene reaches."""
+    sc = scenes.make_scene(shape, model, views=3, height=48, width=64)
+    near, far = sc.depth_range(0.03)
+    even = np.linspace(near, far, 24)
+    uneven = 1.0 / np.linspace(1.0 / near, 1.0 / far, 17)
+    for depths in (even, uneven):
+        for src, cam in zip(sc.images[1:], sc.cameras[1:]):
+            walked = contracted_warp.walk(src, sc.ref_cam, cam, depths)
+            for plane, depth in zip(walked, depths):
+                expected = mvs.warp(src, sc.ref_cam, cam, depth)
+                assert np.array_equal(np.isnan(plane), np.isnan(expected))
+                seen = ~np.isnan(expected)
+                assert seen.mean() > 0.5
+                assert np.abs(plane[seen] - expected[seen]).max() <= 1e-4
+                fused = contracted_warp(src, sc.ref_cam, cam, depth)
+                assert np.abs(plane[seen] - fused[seen]).max() <= 1e-5
+
+
+def test_the_warp_buffer_is_asked_for_by_name(monkeypatch):
+    """AQUAPROF_MVS_GPU_WARP: the fused kernel's own warps by default or
+    "tile"; "planes" gives a buffer of whole planes under its byte limit
+    (at least one, at most the planes of a call); anything else is
+    refused, naming the variable."""
+    monkeypatch.delenv(_cuda.WARP_ENV, raising=False)
+    assert _cuda.warp_room(5, 1200, 1600, 128) == 0
+    monkeypatch.setenv(_cuda.WARP_ENV, "tile")
+    assert _cuda.warp_room(5, 1200, 1600, 128) == 0
+    monkeypatch.setenv(_cuda.WARP_ENV, "planes")
+    room = _cuda.warp_room(5, 1200, 1600, 128)
+    assert room == _cuda.WARP_PLANES_BYTES // (5 * 1200 * 1600 * 4) == 13
+    assert _cuda.warp_room(5, 24, 32, 6) == 6
+    assert _cuda.warp_room(8, 16384, 16384, 4) == 1
+    monkeypatch.setenv(_cuda.WARP_ENV, "Planes")
+    with pytest.raises(ValueError, match="AQUAPROF_MVS_GPU_WARP must be "
+                       "'tile' or 'planes', got 'Planes'"):
+        _cuda.warp_room(5, 24, 32, 6)
 
 
 # ------------------------------------------------------------ on a GPU
@@ -451,7 +607,12 @@ def test_cuda_warp_equals_the_cpu(model):
 @pytest.mark.parametrize("cost,window", [("ncc", 11), ("ssim", 7),
                                          ("sad", 5), ("ncc", 63)])
 @pytest.mark.parametrize("model", ["refractive", "pinhole"])
-def test_cuda_cost_volume_equals_the_cpu(cost, window, model):
+@pytest.mark.parametrize("warp", ["tile", "planes"])
+def test_cuda_cost_volume_equals_the_cpu(cost, window, model, warp,
+                                         monkeypatch):
+    """Both ways of warping the sources: the cost kernel's tiles, and
+    whole planes first (in groups of depth_batch planes)."""
+    monkeypatch.setenv(_cuda.WARP_ENV, warp)
     sc = scenes.make_scene("wavy", model, views=3, height=40, width=56)
     depths = np.linspace(*sc.depth_range(0.03), 9)
     args = (sc.ref_cam, sc.cameras[1:], depths, cost, window)
@@ -468,7 +629,9 @@ def test_cuda_cost_volume_equals_the_cpu(cost, window, model):
 
 @pytest.mark.gpu
 @needs_cuda
-def test_cuda_takes_more_views_than_one_launch_holds():
+@pytest.mark.parametrize("warp", ["tile", "planes"])
+def test_cuda_takes_more_views_than_one_launch_holds(warp, monkeypatch):
+    monkeypatch.setenv(_cuda.WARP_ENV, warp)
     sc = scenes.make_scene("flat", views=11, height=24, width=32)
     assert len(sc.cameras) - 1 > _mvs.GPU_VIEWS
     args = (sc.ref_cam, sc.cameras[1:], DEPTHS)
@@ -564,7 +727,7 @@ def test_cuda_rays_past_the_critical_angle_see_nothing():
 
 @pytest.mark.gpu
 @needs_cuda
-def test_cuda_images_taller_than_one_grid_are_covered():
+def test_cuda_images_taller_than_one_grid_are_covered(monkeypatch):
     """A grid holds 65535 blocks down: 524,280 rows of 8. Taller images
     (within the 2^31 - 1 pixels) take more launches, and every row is
     computed."""
@@ -580,10 +743,16 @@ def test_cuda_images_taller_than_one_grid_are_covered():
     expected = mvs.warp(src_img, ref_cam, src_cam, 1.0)
     assert np.isfinite(expected[524_280:]).mean() > 0.5   # seen past it
     assert close(warped, expected)
-    volume = mvs.build_cost_volume(cuda(ref_img), cuda(src_img[None]),
-                                   ref_cam, [src_cam], depths, "sad", 3)
     expected = mvs.build_cost_volume(ref_img, src_img[None], ref_cam,
                                      [src_cam], depths, "sad", 3)
+    # the warp of whole planes first takes its own slices of rows
+    monkeypatch.setenv(_cuda.WARP_ENV, "planes")
+    assert close(mvs.build_cost_volume(cuda(ref_img), cuda(src_img[None]),
+                                       ref_cam, [src_cam], depths, "sad",
+                                       3), expected)
+    monkeypatch.setenv(_cuda.WARP_ENV, "tile")
+    volume = mvs.build_cost_volume(cuda(ref_img), cuda(src_img[None]),
+                                   ref_cam, [src_cam], depths, "sad", 3)
     assert close(volume, expected)
     depth, _ = mvs.extract_depth(volume, depths)
     assert close(depth, mvs.extract_depth(expected, depths)[0], 1e-6)

@@ -9,6 +9,7 @@ CuPy operation. Pixel values are not checked for NaN here, since that
 would mean waiting for the GPU."""
 from __future__ import annotations
 
+import os
 from typing import Any, List, Sequence, Tuple
 
 import numpy as np
@@ -17,6 +18,15 @@ from .. import _mvs
 from ._limits import check_count, check_image_size, check_pixels
 
 DLPACK_CUDA, DLPACK_CUDA_MANAGED = 2, 13
+
+#: how the textbook sweep warps its sources (``AQUAPROF_MVS_GPU_WARP``):
+#: "tile", the cost kernel warps each tile and its window's halo as it
+#: goes (about two warps a sample at window 11); "planes", a kernel first
+#: warps every plane of the sources once into a buffer of at most
+#: WARP_PLANES_BYTES, each ray walked down the planes. "planes" has not
+#: yet been timed on a GPU, so "tile" stays the default.
+WARP_ENV = "AQUAPROF_MVS_GPU_WARP"
+WARP_PLANES_BYTES = 512 << 20
 
 #: a torch tensor or a CuPy array, used through the attributes both have
 #: (``__cuda_array_interface__``, ``device``); both libraries are optional,
@@ -184,6 +194,19 @@ def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
     return out
 
 
+def warp_room(views: int, h: int, w: int, planes: int) -> int:
+    """The planes of `views` (h, w) warped images that the warp buffer
+    holds at once, at most `planes`: 0 when the cost kernel warps its
+    tiles itself."""
+    how = os.environ.get(WARP_ENV, "tile")
+    if how not in ("tile", "planes"):
+        raise ValueError(f"{WARP_ENV} must be 'tile' or 'planes', got "
+                         f"{how!r}")
+    if how == "tile":
+        return 0
+    return max(1, min(planes, WARP_PLANES_BYTES // (views * h * w * 4)))
+
+
 def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
                 ref_params: np.ndarray, cams: np.ndarray, depths: np.ndarray,
                 cost: int, window: int, depth_batch: int,
@@ -198,13 +221,17 @@ def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
     # the warped image and the centred reference and source
     scratch = ref.empty((min(n, _mvs.GPU_VIEWS), 3, h, w), "float64") \
         if parity else None
+    views = min(n, _mvs.GPU_VIEWS)
+    room = 0 if parity else warp_room(views, h, w, min(depth_batch, d))
+    warped = ref.empty((room, views, h, w)) if room else None
     stream = ref.stream()
     for first in range(0, d, depth_batch):
         _mvs.gpu_cost_volume(ref.device, stream, ref.ptr, stack.ptr, n, h, w,
                              ref_params, cams, _pointer(on_device), d, first,
                              min(depth_batch, d - first), cost, window,
                              _pointer(rays), _pointer(out), parity,
-                             0 if scratch is None else _pointer(scratch))
+                             0 if scratch is None else _pointer(scratch),
+                             0 if warped is None else _pointer(warped), room)
     return out
 
 

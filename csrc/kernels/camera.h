@@ -25,6 +25,10 @@
  * (tests/kernels/test_crossing.c). */
 #define AP_NEWTON_FLOAT 6
 #define AP_SHARE_SETTLED 1e-9
+/* Double share steps at most for a walking thread's crossing
+ * (ap_crossing_walk): from the line through the two planes before's,
+ * nearly every crossing settles in two (tests/kernels/test_crossing.c). */
+#define AP_SHARE_WALK 4
 
 /* The refractive flag of a camera that casts rays as AquaMVS's
  * RefractiveProjectionModel does, for the drop-in's parity: every ray

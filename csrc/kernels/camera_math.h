@@ -175,11 +175,66 @@ ap_crossing_fast(double dist, double depth, double hc, double na,
         ? r : ap_crossing_cold(dist, depth, hc, na, nw);
 }
 
-/* x through the camera, a refractive one's crossing found by the fast or
- * the cold steps. */
+/* The crossing from a guess of its share t of the way (the crossing of
+ * the plane before, for a GPU thread that walks one ray through the
+ * planes): share steps in double until one moves less than
+ * AP_SHARE_SETTLED, at most AP_SHARE_WALK of them. 1 with *t where they
+ * settled, 0 where they did not (a far guess, a grazing ray). */
+static inline AP_HD int
+ap_crossing_from(double guess, double dist, double depth, double hc,
+                 double na, double nw, double *t)
+{
+    double d2 = dist * dist, s = guess;
+    for (int k = 0; k < AP_SHARE_WALK; k++) {
+        double next = ap_snell_step_share(s, d2, depth, hc, na, nw);
+        double moved = fabs(next - s);
+        s = next;
+        if (moved <= AP_SHARE_SETTLED) {
+            *t = s;
+            return 1;
+        }
+    }
+    return 0;       /* NaN too */
+}
+
+/* A GPU thread's walk along one ray through the planes, for one source
+ * camera: the shares of the crossings of the two planes before
+ * (negative: none). */
+typedef struct {
+    double last, before;
+} ap_walk;
+
+/* The walking thread's crossing: from the line through the two planes
+ * before's shares (or the one before's), else ap_crossing_fast; the walk
+ * moves on a plane. Consecutive planes' crossings lie close, so the walk
+ * takes two double steps where ap_crossing_fast takes AP_NEWTON_FLOAT
+ * float steps and two double ones, with the same settling test. */
+static inline AP_HD double
+ap_crossing_walk(double dist, double depth, double hc, double na,
+                 double nw, ap_walk *walk)
+{
+    double t = walk->last, r;
+    if (walk->before >= 0) {
+        t += t - walk->before;
+        t = t < 0 ? 0 : (t > 1 ? 1 : t);
+    }
+    if (dist > 0 && walk->last >= 0 &&
+        ap_crossing_from(t, dist, depth, hc, na, nw, &t)) {
+        r = t * dist;
+    } else {
+        r = ap_crossing_fast(dist, depth, hc, na, nw);
+        t = dist > 0 ? r / dist : -1.0;
+    }
+    walk->before = t >= 0 ? walk->last : -1.0;
+    walk->last = t;
+    return r;
+}
+
+/* x through the camera, a refractive one's crossing found by the walk
+ * (not NULL), the fast or the cold steps. */
 static inline AP_HD int
 ap_project_with(const ap_camera *cam, const double *x, double *u,
-                double *v, int fast)
+                double *v, int fast, ap_walk *walk)
 {
     if (!cam->refractive) {
         return ap_pinhole(cam, x, u, v);
@@ -194,7 +249,10 @@ ap_project_with(const ap_camera *cam, const double *x, double *u,
         h[i] = x[i] + depth * cam->normal[i] - cam->foot[i];
     }
     double dist = sqrt(ap_dot3(h, h));
-    double r = fast
+    double r = walk
+        ? ap_crossing_walk(dist, depth, cam->height, cam->n_air,
+                           cam->n_water, walk)
+        : fast
         ? ap_crossing_fast(dist, depth, cam->height, cam->n_air, cam->n_water)
         : ap_crossing_cold(dist, depth, cam->height, cam->n_air,
                            cam->n_water);
@@ -210,7 +268,7 @@ ap_project_with(const ap_camera *cam, const double *x, double *u,
 static inline AP_HD int
 ap_project(const ap_camera *cam, const double *x, double *u, double *v)
 {
-    return ap_project_with(cam, x, u, v, 0);
+    return ap_project_with(cam, x, u, v, 0, NULL);
 }
 
 /* The same projection through ap_crossing_fast: the GPU kernels'. */
@@ -218,7 +276,7 @@ static inline AP_HD int
 ap_project_fast(const ap_camera *cam, const double *x, double *u,
                 double *v)
 {
-    return ap_project_with(cam, x, u, v, 1);
+    return ap_project_with(cam, x, u, v, 1, NULL);
 }
 
 #endif

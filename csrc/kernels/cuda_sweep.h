@@ -40,6 +40,11 @@ typedef struct {
     float scale;        /* out = (out if add) + sum of costs, times scale */
     int cost, radius;
     ap_devptr scratch;  /* AquaMVS parity: double (views, 3, h, w) */
+    ap_devptr warped;   /* 0, or float (planes, views, h, w): this
+                         * launch's views at planes [warp_first,
+                         * warp_first + planes), which the cost kernel
+                         * reads where it would warp its tile */
+    int warp_first, planes;
     double gauss[AP_MAX_WINDOW];        /* SSIM: 2 radius + 1 weights */
     ap_camera cams[AP_GPU_VIEWS];
 } ap_cuda_sweep;

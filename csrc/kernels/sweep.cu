@@ -6,15 +6,18 @@
  * The cost kernel is fused: a block owns a tile of output pixels of one
  * depth plane, warps each source view over the tile and its window halo
  * into shared memory, sums the window quantities there (columns, then
- * rows) and keeps the running cost in a register. The warped images never
- * reach global memory. Unlike the CPU, which starts Newton from a table,
- * each sample here solves from the paraxial guess, in float first and
- * then in double (ap_project_fast): ten double Newton steps a sample were
- * about 40 % of the kernel's time, and the result is the converged one. */
+ * rows) and keeps the running cost in a register. Unless
+ * ap_warp_planes_kernel warped the planes first (each sample once, not
+ * once for every tile that reads it), the warped images never reach
+ * global memory. Unlike the CPU, which starts Newton from a table, each
+ * sample here solves from the paraxial guess, in float first and then in
+ * double (ap_project_fast): ten double Newton steps a sample were about
+ * 40 % of the kernel's time, and the result is the converged one. */
 #include "camera_math.h"
 #include "cost_math.h"
 #include "cuda_sweep.h"
 #include "extract_math.h"
+#include "warp_walk.h"
 
 #define NQ 6
 
@@ -66,6 +69,34 @@ ap_warp_kernel(const double *rays, int h, int w, int row0, ap_camera src,
     out[i] = warp_sample(rays, (size_t)h * w, i, &src, depth, img, h, w);
 }
 
+/* The launch's views warped once for planes [warp_first, warp_first +
+ * planes), into warped: a thread walks one pixel's ray down the planes
+ * for the view blockIdx.z, each crossing from the planes before's. The
+ * cost kernel then reads its tiles, halo included, where it would warp
+ * them: about twice the samples at window 11, each from the paraxial
+ * guess. Rows from row0. */
+extern "C" __global__ void
+ap_warp_planes_kernel(ap_cuda_sweep p)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = p.row0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (x >= p.w || y >= p.h) {
+        return;
+    }
+    const int v = blockIdx.z;
+    const size_t n = (size_t)p.h * p.w, i = (size_t)y * p.w + x;
+    const double *rays = (const double *)p.rays;
+    double o[3], d[3];
+    for (int k = 0; k < 3; k++) {
+        o[k] = rays[k * n + i];
+        d[k] = rays[(3 + k) * n + i];
+    }
+    ap_warp_walk(o, d, (const double *)p.depths + p.warp_first, p.planes,
+                 &p.cams[v], (const float *)p.srcs + (size_t)v * n, p.h,
+                 p.w, (float *)p.warped + (size_t)v * n + i,
+                 (size_t)p.views * n);
+}
+
 extern "C" __global__ void
 __launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y, AP_GPU_COST_BLOCKS)
 ap_cost_kernel(ap_cuda_sweep p)
@@ -96,13 +127,17 @@ ap_cost_kernel(ap_cuda_sweep p)
     double total = 0.0;
     for (int v = 0; v < p.views; v++) {
         const float *img = (const float *)p.srcs + (size_t)v * n;
+        const float *warped = p.warped == 0 ? NULL
+            : (const float *)p.warped +
+                  ((size_t)(plane - p.warp_first) * p.views + v) * n;
         for (int i = tid; i < tile; i += threads) {
             int x = x0 + i % tw, y = y0 + i / tw;
-            int inside = x >= 0 && y >= 0 && x < p.w && y < p.h;
-            src_tile[i] = inside
-                ? warp_sample(rays, n, (size_t)y * p.w + x, &p.cams[v],
-                              depth, img, p.h, p.w)
-                : NAN;   /* outside the image: not seen */
+            size_t at = (size_t)y * p.w + x;
+            /* outside the image: not seen */
+            src_tile[i] = !(x >= 0 && y >= 0 && x < p.w && y < p.h) ? NAN
+                : warped ? warped[at]
+                : warp_sample(rays, n, at, &p.cams[v], depth, img, p.h,
+                              p.w);
         }
         __syncthreads();
         /* column sums over the window's rows, for every tile column */

@@ -6,6 +6,7 @@ nothing of torch's in between.
     python3 tests/device/sweep_raw.py small|san|ncu
 
 small: warp, cost volumes (each cost, windows 3 to 63, depth batches,
+       the sources warped by the cost kernel or as whole planes first,
        more views than one launch takes) and depth extraction, each
        against the CPU within the tests' tolerance;
 san:   a few of those, smaller, for compute-sanitizer;
@@ -113,8 +114,10 @@ class Cases:
                      mvs.warp(sc.images[1], sc.ref_cam, sc.cameras[1],
                               depth))
 
-    def volume(self, sc, depths, cost, window, batch):
-        """The GPU cost volume, launched depth_batch planes at a time."""
+    def volume(self, sc, depths, cost, window, batch, room=0):
+        """The GPU cost volume, launched depth_batch planes at a time;
+        with room, the sources' planes warped first into a buffer of
+        exactly that many planes (the sanitizer sees a write past it)."""
         h, w = sc.ref.shape
         n, d = len(sc.images) - 1, depths.size
         cams = np.stack([c.params for c in sc.cameras[1:]])
@@ -123,18 +126,22 @@ class Cases:
         on_device = self.dev.upload(depths.astype(np.float64))
         rays, out = self.dev.alloc(6 * h * w * 8), self.dev.alloc(h * w * d
                                                                   * 4)
+        warped = self.dev.alloc(room * min(n, _mvs.GPU_VIEWS) * h * w * 4) \
+            if room else 0
         for first in range(0, d, batch):
             _mvs.gpu_cost_volume(0, 0, ref, srcs, n, h, w, sc.ref_cam.params,
                                  cams, on_device, d, first,
                                  min(batch, d - first), COSTS[cost], window,
-                                 rays, out)
+                                 rays, out, 0, 0, warped, room)
         return self.dev.download(out, (h, w, d))
 
-    def cost(self, sc, depths, cost, window, batch, name):
+    def cost(self, sc, depths, cost, window, batch, name, room=0):
         want = mvs.build_cost_volume(sc.ref, sc.images[1:], sc.ref_cam,
                                      sc.cameras[1:], depths, cost, window)
-        self.compare(name, self.volume(sc, depths, cost, window, batch),
-                     want)
+        if room:
+            name += f", planes warped first, {room} at a time"
+        self.compare(name, self.volume(sc, depths, cost, window, batch,
+                                       room), want)
         return want
 
     def extract(self, volume, depths, name):
@@ -152,14 +159,14 @@ class Cases:
                      want_conf, 1e-6)
 
 
-def many_views(cases, views, height, width):
+def many_views(cases, views, height, width, room=0):
     """More source views than one launch takes: the accumulating path."""
     sc = scenes.make_scene("flat", "pinhole", views=views, height=height,
                            width=width)
     depths = np.linspace(*sc.depth_range(0.03), 6)
     return cases.cost(sc, depths, "ncc", 11, 6,
                       f"cost ncc w11, {views - 1} views (more than the "
-                      f"{_mvs.GPU_VIEWS} of one launch)"), depths
+                      f"{_mvs.GPU_VIEWS} of one launch)", room), depths
 
 
 def small(cases):
@@ -170,12 +177,13 @@ def small(cases):
             cases.warp(sc, depths[k], f"warp {model}, depth #{k}")
         for cost, window in (("ncc", 3), ("ncc", 11), ("ssim", 7),
                              ("sad", 5), ("ncc", 63), ("ssim", 63)):
-            for batch in (9, 4):
+            for batch, room in ((9, 0), (4, 0), (9, 9), (4, 3)):
                 cases.cost(sc, depths, cost, window, batch,
                            f"cost {model} {cost} w{window}, 3 views, depth "
-                           f"batch {batch}")
+                           f"batch {batch}", room)
         cases.dev.free_all()
     many_views(cases, _mvs.GPU_VIEWS + 3, 24, 32)
+    many_views(cases, _mvs.GPU_VIEWS + 3, 24, 32, room=4)
     rng = np.random.default_rng(6)
     volume = rng.random((30, 40, 9)).astype(np.float32)
     cases.extract(volume, np.cumsum(rng.uniform(0.01, 0.03, 9)) + 0.8,
@@ -188,11 +196,13 @@ def san(cases):
                            width=40)
     depths = np.linspace(*sc.depth_range(0.03), 5)
     cases.warp(sc, depths[2], "warp")
-    for cost, window, batch in (("ncc", 11, 5), ("ssim", 63, 2),
-                                ("sad", 3, 5)):
+    for cost, window, batch, room in (("ncc", 11, 5, 0), ("ssim", 63, 2, 0),
+                                      ("sad", 3, 5, 0), ("ncc", 11, 5, 2),
+                                      ("ssim", 63, 2, 2)):
         cases.cost(sc, depths, cost, window, batch,
-                   f"cost {cost} w{window}, depth batch {batch}")
+                   f"cost {cost} w{window}, depth batch {batch}", room)
     cases.dev.free_all()
+    many_views(cases, _mvs.GPU_VIEWS + 2, 16, 24, room=3)
     volume, depths = many_views(cases, _mvs.GPU_VIEWS + 2, 16, 24)
     cases.extract(volume, depths, "extract")
     cases.dev.free_all()

@@ -47,7 +47,7 @@ typedef struct {
 /* The kernels of one device, loaded on first use. */
 typedef struct {
     CUcontext ctx;
-    CUfunction rays, warp, cost, extract;
+    CUfunction rays, warp, cost, extract, warp_planes;
     /* AquaMVS parity's three passes (aquamvs_sweep.cuh) */
     CUfunction parity_warp, parity_centre, parity_cost;
 } ap_cuda_device;

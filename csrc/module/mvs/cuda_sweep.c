@@ -89,20 +89,32 @@ slice_rows(int h, int row0, int per)
     return h - row0 < most ? h - row0 : (int)most;
 }
 
+/* f over every pixel of an h x w image, `deep` blocks deep, in grid
+ * slices of rows: *row0, one of params, is each slice's first row. 0, or
+ * -1 with RuntimeError. */
 static int
-launch_rays(const ap_cuda_api *api, const ap_cuda_device *d,
-            unsigned long long stream, ap_camera *ref, int h, int w,
-            ap_devptr rays)
+launch_rows(const ap_cuda_api *api, const ap_cuda_device *d, CUfunction f,
+            int h, int w, unsigned deep, unsigned long long stream,
+            void **params, int *row0)
 {
-    for (int row0 = 0; row0 < h; row0 += MAX_GRID_Y * BLOCK_Y) {
-        void *params[] = {ref, &h, &w, &row0, &rays};
-        if (launch(api, d, d->rays, blocks(w, BLOCK_X),
-                   blocks(slice_rows(h, row0, BLOCK_Y), BLOCK_Y), 1,
+    for (*row0 = 0; *row0 < h; *row0 += MAX_GRID_Y * BLOCK_Y) {
+        if (launch(api, d, f, blocks(w, BLOCK_X),
+                   blocks(slice_rows(h, *row0, BLOCK_Y), BLOCK_Y), deep,
                    BLOCK_X, BLOCK_Y, 0, stream, params) < 0) {
             return -1;
         }
     }
     return 0;
+}
+
+static int
+launch_rays(const ap_cuda_api *api, const ap_cuda_device *d,
+            unsigned long long stream, ap_camera *ref, int h, int w,
+            ap_devptr rays)
+{
+    int row0;
+    void *params[] = {ref, &h, &w, &row0, &rays};
+    return launch_rows(api, d, d->rays, h, w, 1, stream, params, &row0);
 }
 
 /* h x w images of at least `least` pixels a side, at most AP_MAX_PIXELS
@@ -152,8 +164,9 @@ buffers_shaped(const buffer *b, int n)
     return 0;
 }
 
-/* 0 when the driver knows every buffer as device memory, else -1 with ValueError naming the first that
- * is not (RuntimeError when the context cannot be made current). */
+/* 0 when the driver knows every buffer as device memory, else -1 with
+ * ValueError naming the first that is not (RuntimeError when the context
+ * cannot be made current). */
 static int
 buffers_on_device(const ap_cuda_api *api, const ap_cuda_device *d,
                   const buffer *b, int n)
@@ -242,14 +255,11 @@ ap_gpu_warp(PyObject *module, PyObject *args)
         launch_rays(api, d, stream, &ref, h, w, ptrs[1]) < 0) {
         return NULL;
     }
-    for (int row0 = 0; row0 < h; row0 += MAX_GRID_Y * BLOCK_Y) {
-        void *params[] = {&ptrs[1], &h, &w, &row0, &cam, &depth, &ptrs[0],
-                          &ptrs[2]};
-        if (launch(api, d, d->warp, blocks(w, BLOCK_X),
-                   blocks(slice_rows(h, row0, BLOCK_Y), BLOCK_Y), 1,
-                   BLOCK_X, BLOCK_Y, 0, stream, params) < 0) {
-            return NULL;
-        }
+    int row0;
+    void *params[] = {&ptrs[1], &h, &w, &row0, &cam, &depth, &ptrs[0],
+                      &ptrs[2]};
+    if (launch_rows(api, d, d->warp, h, w, 1, stream, params, &row0) < 0) {
+        return NULL;
     }
     Py_RETURN_NONE;
 }
@@ -319,34 +329,59 @@ sweep_sizes(Py_ssize_t n, Py_ssize_t h, Py_ssize_t w, Py_ssize_t d,
     return 0;
 }
 
-/* The cost kernel over planes [first, first + count), for views in
- * groups that fit the parameters, planes in grid slices, rows in grid
- * slices. p holds everything else. 0, or -1 with an exception. */
+/* The cost kernel over planes [first, first + count) of p's views, in
+ * grid slices of planes and of rows. 0, or -1 with an exception. */
 static int
-launch_sweep(const ap_cuda_api *api, const ap_cuda_device *dev,
-             unsigned long long stream, ap_cuda_sweep *p,
-             PyArrayObject *cams, int n, ap_devptr srcs, int first,
+launch_costs(const ap_cuda_api *api, const ap_cuda_device *dev,
+             unsigned long long stream, ap_cuda_sweep *p, int first,
              int count)
 {
     unsigned shared = ap_cuda_sweep_shared(p->radius);
     void *params[] = {p};
     int h = p->h, w = p->w;
+    for (int z = 0; z < count; z += MAX_GRID_Z) {
+        int slice = count - z < MAX_GRID_Z ? count - z : MAX_GRID_Z;
+        p->first = first + z;
+        for (p->row0 = 0; p->row0 < h;
+             p->row0 += MAX_GRID_Y * AP_GPU_TILE_Y) {
+            int rows = slice_rows(h, p->row0, AP_GPU_TILE_Y);
+            if (launch(api, dev, dev->cost, blocks(w, AP_GPU_TILE_X),
+                       blocks(rows, AP_GPU_TILE_Y), (unsigned)slice,
+                       AP_GPU_TILE_X, AP_GPU_TILE_Y, shared, stream,
+                       params) < 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The textbook sweep over planes [first, first + count), for views in
+ * groups that fit the parameters: the cost kernel alone, or where
+ * p->warped holds `room` planes of a group, the warp of that many planes
+ * and then their costs, in turn. 0, or -1 with an exception. */
+static int
+launch_sweep(const ap_cuda_api *api, const ap_cuda_device *dev,
+             unsigned long long stream, ap_cuda_sweep *p,
+             PyArrayObject *cams, int n, ap_devptr srcs, int first,
+             int count, int room)
+{
+    void *params[] = {p};
     for (int v = 0; v < n; v += AP_GPU_VIEWS) {
         if (view_group(p, cams, n, v, srcs) < 0) {
             return -1;
         }
-        for (int z = 0; z < count; z += MAX_GRID_Z) {
-            int slice = count - z < MAX_GRID_Z ? count - z : MAX_GRID_Z;
-            p->first = first + z;
-            for (p->row0 = 0; p->row0 < h;
-                 p->row0 += MAX_GRID_Y * AP_GPU_TILE_Y) {
-                int rows = slice_rows(h, p->row0, AP_GPU_TILE_Y);
-                if (launch(api, dev, dev->cost, blocks(w, AP_GPU_TILE_X),
-                           blocks(rows, AP_GPU_TILE_Y), (unsigned)slice,
-                           AP_GPU_TILE_X, AP_GPU_TILE_Y, shared, stream,
-                           params) < 0) {
-                    return -1;
-                }
+        int step = p->warped ? room : count;
+        for (int c = first; c < first + count; c += step) {
+            p->warp_first = c;
+            p->planes = first + count - c < step ? first + count - c : step;
+            /* p's views at these planes into p->warped */
+            if ((p->warped &&
+                 launch_rows(api, dev, dev->warp_planes, p->h, p->w,
+                             (unsigned)p->views, stream, params,
+                             &p->row0) < 0) ||
+                launch_costs(api, dev, stream, p, c, p->planes) < 0) {
+                return -1;
             }
         }
     }
@@ -364,7 +399,6 @@ launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
               int count)
 {
     void *params[] = {p};
-    int h = p->h, w = p->w;
     for (int v = 0; v < n; v += AP_GPU_VIEWS) {
         if (view_group(p, cams, n, v, srcs) < 0) {
             return -1;
@@ -375,14 +409,9 @@ launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
                                          dev->parity_cost};
             for (int k = 0; k < 3; k++) {
                 unsigned depth = k < 2 ? (unsigned)p->views : 1;
-                for (p->row0 = 0; p->row0 < h;
-                     p->row0 += MAX_GRID_Y * BLOCK_Y) {
-                    int rows = slice_rows(h, p->row0, BLOCK_Y);
-                    if (launch(api, dev, passes[k], blocks(w, BLOCK_X),
-                               blocks(rows, BLOCK_Y), depth, BLOCK_X,
-                               BLOCK_Y, 0, stream, params) < 0) {
-                        return -1;
-                    }
+                if (launch_rows(api, dev, passes[k], p->h, p->w, depth,
+                                stream, params, &p->row0) < 0) {
+                    return -1;
                 }
             }
         }
@@ -395,30 +424,43 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
 {
     (void)module;
     int ordinal, cost, window, parity = AP_PARITY_TEXTBOOK;
-    Py_ssize_t n, h, w, d, first, count;
-    unsigned long long stream, ptrs[6] = {0};
+    Py_ssize_t n, h, w, d, first, count, room = 0;
+    unsigned long long stream, ptrs[7] = {0};
     PyObject *ref_params, *src_params;
     ap_camera ref_cam;
     const ap_cuda_api *api;
-    if (!PyArg_ParseTuple(args, "iKKKnnnOOKnnniiKK|iK:gpu_cost_volume",
+    if (!PyArg_ParseTuple(args, "iKKKnnnOOKnnniiKK|iKKn:gpu_cost_volume",
                           &ordinal, &stream, &ptrs[0], &ptrs[1], &n, &h, &w,
                           &ref_params, &src_params, &ptrs[2], &d, &first,
                           &count, &cost, &window, &ptrs[3], &ptrs[4],
-                          &parity, &ptrs[5]) ||
+                          &parity, &ptrs[5], &ptrs[6], &room) ||
         ap_mvs_camera(ref_params, &ref_cam, "ref_cam") < 0 ||
         sweep_sizes(n, h, w, d, first, count, cost, window) < 0 ||
         ap_mvs_check_parity(parity, cost) < 0) {
         return NULL;
     }
+    if (ptrs[6] != 0 && (parity != AP_PARITY_TEXTBOOK || room < 1 ||
+                         room > INT32_MAX)) {
+        PyErr_Format(PyExc_ValueError, "warped planes are for the textbook "
+                     "sweep, with room for 1 plane or more, got parity %d "
+                     "and room for %zd", parity, room);
+        return NULL;
+    }
     /* the sizes' limits keep every product under 2^64; parity's scratch
-     * (double (min(n, AP_GPU_VIEWS), 3, h, w)) is checked only there */
-    const buffer b[] = {{"ref", ptrs[0], 4},
-                        {"srcs", ptrs[1], 4},
-                        {"depths", ptrs[2], 8},
-                        {"rays", ptrs[3], 8},
-                        {"out", ptrs[4], 4},
-                        {"scratch", ptrs[5], 8}};
+     * (double (min(n, AP_GPU_VIEWS), 3, h, w)) is checked only there,
+     * the warped planes (float (room, min(n, AP_GPU_VIEWS), h, w)) only
+     * where given */
+    buffer b[] = {{"ref", ptrs[0], 4},
+                  {"srcs", ptrs[1], 4},
+                  {"depths", ptrs[2], 8},
+                  {"rays", ptrs[3], 8},
+                  {"out", ptrs[4], 4},
+                  {"scratch", ptrs[5], 8}};
     int buffers = parity == AP_PARITY_AQUAMVS ? 6 : 5;
+    if (ptrs[6] != 0) {
+        b[5] = (buffer){"warped", ptrs[6], 4};
+        buffers = 6;
+    }
     if (buffers_shaped(b, buffers) < 0) {
         return NULL;
     }
@@ -448,14 +490,14 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
     *p = (ap_cuda_sweep){.ref = ptrs[0], .rays = ptrs[3],
                          .depths = ptrs[2], .out = ptrs[4], .h = (int)h,
                          .w = (int)w, .d = (int)d, .cost = cost,
-                         .radius = window / 2, .scratch = ptrs[5]};
+                         .radius = window / 2, .scratch = ptrs[5],
+                         .warped = ptrs[6]};
     ap_gauss_weights(p->radius, p->gauss);
-    int (*sweep)(const ap_cuda_api *, const ap_cuda_device *,
-                 unsigned long long, ap_cuda_sweep *, PyArrayObject *, int,
-                 ap_devptr, int, int) =
-        parity == AP_PARITY_AQUAMVS ? launch_parity : launch_sweep;
-    if (sweep(api, dev, stream, p, cams, (int)n, ptrs[1], (int)first,
-              (int)count) < 0) {
+    if (parity == AP_PARITY_AQUAMVS
+        ? launch_parity(api, dev, stream, p, cams, (int)n, ptrs[1],
+                        (int)first, (int)count) < 0
+        : launch_sweep(api, dev, stream, p, cams, (int)n, ptrs[1],
+                       (int)first, (int)count, (int)room) < 0) {
         goto done;
     }
     Py_INCREF(Py_None);

@@ -66,8 +66,10 @@ PyObject *ap_gpu_extract_depth(PyObject *module, PyObject *args);
     {"gpu_cost_volume", ap_gpu_cost_volume, METH_VARARGS,                    \
      "gpu_cost_volume(device, stream, ref, srcs, n, h, w, ref_params, "      \
      "src_params, depths, d, first, count, cost, window, rays, out, "        \
-     "parity=0, scratch=0): parity 1 (AquaMVS) needs scratch: "              \
-     "min(n, GPU_VIEWS) 3 h w doubles"},                                     \
+     "parity=0, scratch=0, warped=0, room=0): parity 1 (AquaMVS) needs "     \
+     "scratch: min(n, GPU_VIEWS) 3 h w doubles; warped (textbook only): "    \
+     "room min(n, GPU_VIEWS) h w floats, the sources warped room planes "    \
+     "at a time before their costs"},                                        \
     {"gpu_extract_depth", ap_gpu_extract_depth, METH_VARARGS,                \
      "gpu_extract_depth(device, stream, volume, h, w, d, depths, depth, "    \
      "confidence)"},
