@@ -20,6 +20,7 @@ STEPS = ["env", "build", "verify", "pytest_gpu", "raw_small",
          "bench_mvs_cuda", "bench_gpu_overhead", "bench_aquamvs_ncc_cuda",
          "bench_aquamvs_ssim_cuda", "bench_aquamvs_cpu",
          "sanitizer_memcheck", "sanitizer_racecheck", "ncu_cost",
+         "ncu_cost_planes",
          "pytest_all"]
 
 

@@ -187,14 +187,21 @@ step_pytest_rest() {
 }
 
 step_ncu() {
-    # the second cost volume, once the code is warm; clocks as they are
+    # the second cost volume, once the code is warm (its one cost kernel,
+    # or with the planes warped first, its warp and cost kernels); clocks
+    # as they are
+    local kernels=ap_cost_kernel count=1
+    if [ "$1" = ncu_planes ]; then
+        kernels="ap_(warp_planes|cost)_kernel" count=2
+    fi
     "$NCU" --clock-control none --target-processes all \
-        --kernel-name regex:ap_cost_kernel --launch-skip 1 --launch-count 1 \
+        --kernel-name "regex:$kernels" --launch-skip "$count" \
+        --launch-count "$count" \
         --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section Occupancy --section WarpStateStats \
         --section ComputeWorkloadAnalysis --section InstructionStats \
         --page details \
-        "$PY" tests/device/sweep_raw.py ncu
+        "$PY" tests/device/sweep_raw.py "$1"
 }
 
 # --------------------------------------------------------- the summary
@@ -303,8 +310,12 @@ figures() {
         /spill stores/ { s = $0; sub(/^ +/, "", s) }
         /Used [0-9]+ registers/ { sub(/.*: /, ""); print "ptxas sm_90 " k ": " $0 "; " s }' \
         "$OUT/verify.log" 2>/dev/null
-    grep -hE '^ +(Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy) ' \
-        "$OUT/ncu_cost.log" 2>/dev/null | tr -s ' ' | sed 's/^ */ncu ap_cost_kernel: /'
+    # each line named by the kernel whose section it is in
+    awk '/^  ap_[a-z_]+_kernel \(/ { k = $1 }
+        /^ +(Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy) / {
+            s = $0; gsub(/ +/, " ", s); sub(/^ /, "", s)
+            print FILENAME == ARGV[1] ? "ncu " k ": " s : "ncu (planes first) " k ": " s }' \
+        "$OUT/ncu_cost.log" "$OUT/ncu_cost_planes.log" 2>/dev/null
 }
 
 # ------------------------------------------------------------- the run
@@ -380,11 +391,14 @@ for check in memcheck racecheck; do
         skip "sanitizer_$check" "compute-sanitizer not found"
     fi
 done
-if [ -n "$NCU" ] || [ -n "$NO_GPU" ]; then
-    step ncu_cost 30 150 bash "$SELF" --step ncu
-else
-    skip ncu_cost "ncu not found"
-fi
+for mode in ncu ncu_planes; do
+    name=ncu_cost${mode#ncu}
+    if [ -n "$NCU" ] || [ -n "$NO_GPU" ]; then
+        step "$name" 30 150 bash "$SELF" --step ncu "$mode"
+    else
+        skip "$name" "ncu not found"
+    fi
+done
 # after everything else, as it takes the most time for the least GPU
 step pytest_all 150 400 bash "$SELF" --step pytest_rest \
     "$(( $(nproc) / 4 > 1 ? $(nproc) / 4 : 1 ))" 300

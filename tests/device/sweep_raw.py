@@ -3,14 +3,15 @@ calls, without torch: it starts in a second, so compute-sanitizer and ncu
 can run it whole, and it checks the kernels against the CPU path with
 nothing of torch's in between.
 
-    python3 tests/device/sweep_raw.py small|san|ncu
+    python3 tests/device/sweep_raw.py small|san|ncu|ncu_planes
 
 small: warp, cost volumes (each cost, windows 3 to 63, depth batches,
        the sources warped by the cost kernel or as whole planes first,
        more views than one launch takes) and depth extraction, each
        against the CPU within the tests' tolerance;
 san:   a few of those, smaller, for compute-sanitizer;
-ncu:   one cost volume of a realistic size, for ncu.
+ncu:   one cost volume of a realistic size, for ncu; ncu_planes: the
+       same with the sources' planes warped first.
 One line per case ('ok' or 'BAD'); exits 1 when any case is BAD."""
 import ctypes
 import sys
@@ -208,19 +209,21 @@ def san(cases):
     cases.dev.free_all()
 
 
-def ncu(cases):
+def ncu(cases, room=0):
     """Two volumes: ncu profiles the second, once the code is warm."""
     sc = scenes.make_scene("flat", "refractive", views=5, height=480,
                            width=640)
     depths = np.linspace(*sc.depth_range(0.03), 32)
     for _ in range(2):
-        cases.volume(sc, depths, "ncc", 11, 32)
+        cases.volume(sc, depths, "ncc", 11, 32, room)
     cases.dev.free_all()
-    print("ncu workload: 480x640, 4 source views, 32 depths, NCC 11")
+    print(f"ncu workload: 480x640, 4 source views, 32 depths, NCC 11"
+          f"{', planes warped first' if room else ''}")
 
 
 if __name__ == "__main__":
-    modes = {"small": small, "san": san, "ncu": ncu}
+    modes = {"small": small, "san": san, "ncu": ncu,
+             "ncu_planes": lambda cases: ncu(cases, room=32)}
     if len(sys.argv) != 2 or sys.argv[1] not in modes:
         sys.exit(f"usage: {sys.argv[0]} {'|'.join(modes)}")
     cases = Cases(Device())
