@@ -352,6 +352,8 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
         def alloc(size, kind=2):
             return fake.fake_cuda_alloc(size, kind)
 
+        fake.fake_cuda_launched.restype = ctypes.c_char_p
+
         def run(n, room, warped=None, parity=0, scratch=0):
             views = min(n, _mvs.GPU_VIEWS)
             if warped is None:
@@ -367,7 +369,12 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
                 error = None
             except ValueError as e:
                 error = str(e)
-            return [error, fake.fake_cuda_launches() - before]
+            names = [fake.fake_cuda_launched(k).decode()
+                     for k in range(before, fake.fake_cuda_launches())]
+            # the kernels in order, each named once a run of them
+            return [error, len(names),
+                    [k for i, k in enumerate(names)
+                     if i == 0 or names[i - 1] != k]]
 
         print(json.dumps({
             "2 views, room 2": run(2, 2),
@@ -383,13 +390,18 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
         }))
     """, {"AQUAPROF_LIBCUDA": lib})
     # rays, then per group of views and of planes a warp and a cost
-    assert found.pop("2 views, room 2") == [None, 1 + 3 * 2]
-    assert found.pop("2 views, room 5") == [None, 1 + 2]
-    assert found.pop("2 views, room 9") == [None, 1 + 2]
-    assert found.pop("10 views, room 2") == [None, 1 + 2 * 3 * 2]
-    assert found.pop("no buffer") == [None, 1 + 1]
-    assert found.pop("10 views, no buffer") == [None, 1 + 2]
-    error, launched = found.pop("host buffer")
+    rays, warp, cost = "ap_rays_kernel", "ap_warp_planes_kernel", \
+        "ap_cost_planes_kernel"
+    assert found.pop("2 views, room 2") == [None, 1 + 3 * 2,
+                                            [rays] + [warp, cost] * 3]
+    assert found.pop("2 views, room 5") == [None, 1 + 2, [rays, warp, cost]]
+    assert found.pop("2 views, room 9") == [None, 1 + 2, [rays, warp, cost]]
+    assert found.pop("10 views, room 2") == [None, 1 + 2 * 3 * 2,
+                                             [rays] + [warp, cost] * 6]
+    assert found.pop("no buffer") == [None, 1 + 1, [rays, "ap_cost_kernel"]]
+    assert found.pop("10 views, no buffer") == [None, 1 + 2,
+                                                [rays, "ap_cost_kernel"]]
+    error, launched, _ = found.pop("host buffer")
     assert re.fullmatch(r"warped \(0x[0-9a-f]+\) is not device memory "
                         r"\(the driver's memory type 1\)", error)
     assert launched == 0
@@ -397,7 +409,7 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
                                  "parity": (1, 2)}.items():
         assert found.pop(case) == [
             f"warped planes are for the textbook sweep, with room for 1 "
-            f"plane or more, got parity {parity} and room for {room}", 0]
+            f"plane or more, got parity {parity} and room for {room}", 0, []]
     assert not found
 
 

@@ -6,10 +6,10 @@
  * The cost kernel is fused: a block owns a tile of output pixels of one
  * depth plane, warps each source view over the tile and its window halo
  * into shared memory, sums the window quantities there (columns, then
- * rows) and keeps the running cost in a register. Unless
- * ap_warp_planes_kernel warped the planes first (each sample once, not
- * once for every tile that reads it), the warped images never reach
- * global memory. Unlike the CPU, which starts Newton from a table, each
+ * rows) and keeps the running cost in a register; the warped images
+ * never reach global memory. Its twin ap_cost_planes_kernel reads them
+ * from the planes ap_warp_planes_kernel warped first: each sample once,
+ * not once for every tile that reads it. Unlike the CPU, which starts Newton from a table, each
  * sample here solves from the paraxial guess, in float first and then in
  * double (ap_project_fast): ten double Newton steps a sample were about
  * 40 % of the kernel's time, and the result is the converged one. */
@@ -97,9 +97,12 @@ ap_warp_planes_kernel(ap_cuda_sweep p)
                  (size_t)p.views * n);
 }
 
-extern "C" __global__ void
-__launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y, AP_GPU_COST_BLOCKS)
-ap_cost_kernel(ap_cuda_sweep p)
+/* The cost kernel's body, reading its tiles from p.warped (FROM_PLANES)
+ * or warping them itself: two kernels, so that the one that reads holds
+ * none of the warp's registers. */
+template <bool FROM_PLANES>
+static __device__ __forceinline__ void
+cost_tiles(const ap_cuda_sweep &p)
 {
     extern __shared__ double shared[];
     const int r = p.radius, tw = AP_GPU_TILE_X + 2 * r;
@@ -127,17 +130,20 @@ ap_cost_kernel(ap_cuda_sweep p)
     double total = 0.0;
     for (int v = 0; v < p.views; v++) {
         const float *img = (const float *)p.srcs + (size_t)v * n;
-        const float *warped = p.warped == 0 ? NULL
-            : (const float *)p.warped +
-                  ((size_t)(plane - p.warp_first) * p.views + v) * n;
+        const float *warped = (const float *)p.warped +
+                              ((size_t)(plane - p.warp_first) * p.views +
+                               v) * n;
         for (int i = tid; i < tile; i += threads) {
             int x = x0 + i % tw, y = y0 + i / tw;
-            size_t at = (size_t)y * p.w + x;
-            /* outside the image: not seen */
-            src_tile[i] = !(x >= 0 && y >= 0 && x < p.w && y < p.h) ? NAN
-                : warped ? warped[at]
-                : warp_sample(rays, n, at, &p.cams[v], depth, img, p.h,
-                              p.w);
+            int inside = x >= 0 && y >= 0 && x < p.w && y < p.h;
+            if (FROM_PLANES) {
+                src_tile[i] = inside ? warped[(size_t)y * p.w + x] : NAN;
+            } else {
+                src_tile[i] = inside
+                    ? warp_sample(rays, n, (size_t)y * p.w + x, &p.cams[v],
+                                  depth, img, p.h, p.w)
+                    : NAN;   /* outside the image: not seen */
+            }
         }
         __syncthreads();
         /* column sums over the window's rows, for every tile column */
@@ -184,6 +190,20 @@ ap_cost_kernel(ap_cuda_sweep p)
         float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d + plane;
         *out = (float)(((p.add ? *out : 0.0f) + total) * p.scale);
     }
+}
+
+extern "C" __global__ void
+__launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y, AP_GPU_COST_BLOCKS)
+ap_cost_kernel(ap_cuda_sweep p)
+{
+    cost_tiles<false>(p);
+}
+
+extern "C" __global__ void
+__launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y, AP_GPU_COST_BLOCKS)
+ap_cost_planes_kernel(ap_cuda_sweep p)
+{
+    cost_tiles<true>(p);
 }
 
 extern "C" __global__ void

@@ -5,7 +5,7 @@
  * Allocations are address ranges only: nothing ever reads or writes
  * them, so no host memory backs them. cuPointerGetAttribute answers for
  * them alone, with the codes the real driver documents. Launches are
- * counted, not run. */
+ * counted and named, not run. */
 #include <stddef.h>
 #include <string.h>
 
@@ -28,6 +28,10 @@ static allocation allocations[MAX_ALLOCATIONS];
 static int allocated;
 static unsigned long long next_address = FIRST_ADDRESS;
 static int launches;
+/* the kernels launched, by name (cuModuleGetFunction's handle is the
+ * name), the first MAX_NAMED of them */
+#define MAX_NAMED 4096
+static const char *launched[MAX_NAMED];
 static int module;              /* its address is the module's handle */
 
 /* A range of `bytes` that the driver reports as memory of `type` (a
@@ -47,6 +51,12 @@ unsigned long long fake_cuda_alloc(unsigned long long bytes, unsigned type)
 }
 
 int fake_cuda_launches(void) { return launches; }
+
+/* The name of launch k (from 0), or "" past those kept. */
+const char *fake_cuda_launched(int k)
+{
+    return k >= 0 && k < launches && k < MAX_NAMED ? launched[k] : "";
+}
 
 int cuPointerGetAttribute(void *data, int attribute, unsigned long long ptr)
 {
@@ -113,8 +123,11 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    void *stream, void **params, void **extra)
 {
-    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz;
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz;
     (void)shared, (void)stream, (void)params, (void)extra;
+    if (launches < MAX_NAMED) {
+        launched[launches] = f;
+    }
     launches++;
     return CUDA_SUCCESS;
 }

@@ -100,6 +100,7 @@ load_device(int ordinal, char *error, size_t size)
                    {&d->cost, "ap_cost_kernel"},
                    {&d->extract, "ap_extract_kernel"},
                    {&d->warp_planes, "ap_warp_planes_kernel"},
+                   {&d->cost_planes, "ap_cost_planes_kernel"},
                    {&d->parity_warp, "ap_parity_warp_kernel"},
                    {&d->parity_centre, "ap_parity_centre_kernel"},
                    {&d->parity_cost, "ap_parity_cost_kernel"}};

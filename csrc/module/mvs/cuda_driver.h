@@ -47,7 +47,9 @@ typedef struct {
 /* The kernels of one device, loaded on first use. */
 typedef struct {
     CUcontext ctx;
-    CUfunction rays, warp, cost, extract, warp_planes;
+    CUfunction rays, warp, cost, extract;
+    /* the sources' planes warped first, then their costs */
+    CUfunction warp_planes, cost_planes;
     /* AquaMVS parity's three passes (aquamvs_sweep.cuh) */
     CUfunction parity_warp, parity_centre, parity_cost;
 } ap_cuda_device;

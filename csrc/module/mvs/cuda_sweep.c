@@ -329,8 +329,9 @@ sweep_sizes(Py_ssize_t n, Py_ssize_t h, Py_ssize_t w, Py_ssize_t d,
     return 0;
 }
 
-/* The cost kernel over planes [first, first + count) of p's views, in
- * grid slices of planes and of rows. 0, or -1 with an exception. */
+/* The cost kernel over planes [first, first + count) of p's views (the
+ * one that reads p->warped where given), in grid slices of planes and of
+ * rows. 0, or -1 with an exception. */
 static int
 launch_costs(const ap_cuda_api *api, const ap_cuda_device *dev,
              unsigned long long stream, ap_cuda_sweep *p, int first,
@@ -345,7 +346,8 @@ launch_costs(const ap_cuda_api *api, const ap_cuda_device *dev,
         for (p->row0 = 0; p->row0 < h;
              p->row0 += MAX_GRID_Y * AP_GPU_TILE_Y) {
             int rows = slice_rows(h, p->row0, AP_GPU_TILE_Y);
-            if (launch(api, dev, dev->cost, blocks(w, AP_GPU_TILE_X),
+            if (launch(api, dev, p->warped ? dev->cost_planes : dev->cost,
+                       blocks(w, AP_GPU_TILE_X),
                        blocks(rows, AP_GPU_TILE_Y), (unsigned)slice,
                        AP_GPU_TILE_X, AP_GPU_TILE_Y, shared, stream,
                        params) < 0) {
