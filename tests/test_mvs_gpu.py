@@ -354,18 +354,18 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
 
         fake.fake_cuda_launched.restype = ctypes.c_char_p
 
-        def run(n, room, warped=None, parity=0, scratch=0):
+        def run(n, room, warped=None, parity=0, scratch=0, first=0):
             views = min(n, _mvs.GPU_VIEWS)
             if warped is None:
-                warped = alloc(max(room, 1) * views * H * W * 4)
+                warped = alloc(max(min(room, D), 1) * views * H * W * 4)
             p = [alloc(H * W * 4), alloc(n * H * W * 4), alloc(D * 8),
                  alloc(6 * H * W * 8), alloc(H * W * D * 4)]
             before = fake.fake_cuda_launches()
             try:
                 _mvs.gpu_cost_volume(0, 0, p[0], p[1], n, H, W, cam,
-                                     np.stack([cam] * n), p[2], D, 0, D, 0,
-                                     5, p[3], p[4], parity, scratch, warped,
-                                     room)
+                                     np.stack([cam] * n), p[2], D, first,
+                                     D - first, 0, 5, p[3], p[4], parity,
+                                     scratch, warped, room)
                 error = None
             except ValueError as e:
                 error = str(e)
@@ -384,6 +384,7 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
             "no buffer": run(2, 0, warped=0),
             "10 views, no buffer": run(10, 0, warped=0),
             "host buffer": run(2, 2, warped=alloc(2 * 2 * H * W * 4, 1)),
+            "room past the planes": run(2, 2**31 - 1, first=4),
             "no room": run(2, 0),
             "parity": run(2, 2, parity=1,
                           scratch=alloc(2 * 3 * H * W * 8)),
@@ -396,6 +397,9 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
                                             [rays] + [warp, cost] * 3]
     assert found.pop("2 views, room 5") == [None, 1 + 2, [rays, warp, cost]]
     assert found.pop("2 views, room 9") == [None, 1 + 2, [rays, warp, cost]]
+    # one group of the plane left, however much room, never past it
+    assert found.pop("room past the planes") == [None, 1 + 2,
+                                                 [rays, warp, cost]]
     assert found.pop("10 views, room 2") == [None, 1 + 2 * 3 * 2,
                                              [rays] + [warp, cost] * 6]
     assert found.pop("no buffer") == [None, 1 + 1, [rays, "ap_cost_kernel"]]
@@ -572,8 +576,9 @@ def test_the_gpus_walk_down_the_planes_sees_what_the_cpu_sees(
 def test_the_warp_buffer_is_asked_for_by_name(monkeypatch):
     """AQUAPROF_MVS_GPU_WARP: the fused kernel's own warps by default or
     "tile"; "planes" gives a buffer of whole planes under its byte limit
-    (at least one, at most the planes of a call); anything else is
-    refused, naming the variable."""
+    (at most the planes of a call, and none, the fused kernel's own warps,
+    where one plane of the views is over it); anything else is refused,
+    naming the variable."""
     monkeypatch.delenv(_cuda.WARP_ENV, raising=False)
     assert _cuda.warp_room(5, 1200, 1600, 128) == 0
     monkeypatch.setenv(_cuda.WARP_ENV, "tile")
@@ -582,11 +587,13 @@ def test_the_warp_buffer_is_asked_for_by_name(monkeypatch):
     room = _cuda.warp_room(5, 1200, 1600, 128)
     assert room == _cuda.WARP_PLANES_BYTES // (5 * 1200 * 1600 * 4) == 13
     assert _cuda.warp_room(5, 24, 32, 6) == 6
-    assert _cuda.warp_room(8, 16384, 16384, 4) == 1
+    assert _cuda.warp_room(8, 4096, 4096, 4) == 1
+    assert _cuda.warp_room(8, 16384, 16384, 4) == 0
     monkeypatch.setenv(_cuda.WARP_ENV, "Planes")
-    with pytest.raises(ValueError, match="AQUAPROF_MVS_GPU_WARP must be "
-                       "'tile' or 'planes', got 'Planes'"):
-        _cuda.warp_room(5, 24, 32, 6)
+    for call in (lambda: _cuda.warp_room(5, 24, 32, 6), _cuda.warp_mode):
+        with pytest.raises(ValueError, match="AQUAPROF_MVS_GPU_WARP must "
+                           "be 'tile' or 'planes', got 'Planes'"):
+            call()
 
 
 # ------------------------------------------------------------ on a GPU

@@ -194,17 +194,23 @@ def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
     return out
 
 
-def warp_room(views: int, h: int, w: int, planes: int) -> int:
-    """The planes of `views` (h, w) warped images that the warp buffer
-    holds at once, at most `planes`: 0 when the cost kernel warps its
-    tiles itself."""
+def warp_mode() -> str:
+    """AQUAPROF_MVS_GPU_WARP's value ("tile" when unset), or ValueError."""
     how = os.environ.get(WARP_ENV, "tile")
     if how not in ("tile", "planes"):
         raise ValueError(f"{WARP_ENV} must be 'tile' or 'planes', got "
                          f"{how!r}")
-    if how == "tile":
+    return how
+
+
+def warp_room(views: int, h: int, w: int, planes: int) -> int:
+    """The planes of `views` (h, w) warped images that the warp buffer
+    holds at once, at most `planes` and WARP_PLANES_BYTES: 0 when the
+    cost kernel warps its tiles itself, as it does where one plane of
+    the views alone is larger."""
+    if warp_mode() == "tile":
         return 0
-    return max(1, min(planes, WARP_PLANES_BYTES // (views * h * w * 4)))
+    return min(planes, WARP_PLANES_BYTES // (views * h * w * 4))
 
 
 def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
@@ -212,6 +218,7 @@ def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
                 cost: int, window: int, depth_batch: int,
                 parity: int = 0) -> GpuObject:
     _mvs.gpu_check(ref.device)
+    warp_mode()      # a bad value is refused whatever the parity
     h, w = ref.shape
     d = depths.size
     on_device = ref.upload(depths)

@@ -27,7 +27,7 @@
 #define AP_SHARE_SETTLED 1e-9
 /* Double share steps at most for a walking thread's crossing
  * (ap_crossing_walk): from the line through the two planes before's,
- * nearly every crossing settles in two (tests/kernels/test_crossing.c). */
+ * crossings settle in two or three (tests/kernels/test_crossing.c). */
 #define AP_SHARE_WALK 4
 
 /* The refractive flag of a camera that casts rays as AquaMVS's

@@ -207,8 +207,9 @@ typedef struct {
 /* The walking thread's crossing: from the line through the two planes
  * before's shares (or the one before's), else ap_crossing_fast; the walk
  * moves on a plane. Consecutive planes' crossings lie close, so the walk
- * takes two double steps where ap_crossing_fast takes AP_NEWTON_FLOAT
- * float steps and two double ones, with the same settling test. */
+ * takes two or three double steps where ap_crossing_fast takes
+ * AP_NEWTON_FLOAT float steps and two double ones, with the same
+ * settling test. */
 static inline AP_HD double
 ap_crossing_walk(double dist, double depth, double hc, double na,
                  double nw, ap_walk *walk)

@@ -9,10 +9,11 @@
  * rows) and keeps the running cost in a register; the warped images
  * never reach global memory. Its twin ap_cost_planes_kernel reads them
  * from the planes ap_warp_planes_kernel warped first: each sample once,
- * not once for every tile that reads it. Unlike the CPU, which starts Newton from a table, each
- * sample here solves from the paraxial guess, in float first and then in
- * double (ap_project_fast): ten double Newton steps a sample were about
- * 40 % of the kernel's time, and the result is the converged one. */
+ * not once for every tile that reads it. Unlike the CPU, which starts
+ * Newton from a table, each sample of the fused kernel solves from the
+ * paraxial guess, in float first and then in double (ap_project_fast):
+ * ten double Newton steps a sample were about 40 % of the kernel's time,
+ * and the result is the converged one. */
 #include "camera_math.h"
 #include "cost_math.h"
 #include "cuda_sweep.h"
@@ -70,11 +71,10 @@ ap_warp_kernel(const double *rays, int h, int w, int row0, ap_camera src,
 }
 
 /* The launch's views warped once for planes [warp_first, warp_first +
- * planes), into warped: a thread walks one pixel's ray down the planes
- * for the view blockIdx.z, each crossing from the planes before's. The
- * cost kernel then reads its tiles, halo included, where it would warp
- * them: about twice the samples at window 11, each from the paraxial
- * guess. Rows from row0. */
+ * planes), into warped, for ap_cost_planes_kernel to read its tiles
+ * from, halos included: a thread walks one pixel's ray down the planes
+ * for the view blockIdx.z, each crossing from the planes before's
+ * (ap_crossing_walk). Rows from row0. */
 extern "C" __global__ void
 ap_warp_planes_kernel(ap_cuda_sweep p)
 {

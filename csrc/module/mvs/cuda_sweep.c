@@ -373,7 +373,7 @@ launch_sweep(const ap_cuda_api *api, const ap_cuda_device *dev,
         if (view_group(p, cams, n, v, srcs) < 0) {
             return -1;
         }
-        int step = p->warped ? room : count;
+        int step = p->warped && room < count ? room : count;
         for (int c = first; c < first + count; c += step) {
             p->warp_first = c;
             p->planes = first + count - c < step ? first + count - c : step;
