@@ -18,6 +18,7 @@ import pytest
 
 import aquaprof
 from aquaprof import _core
+from threads import left_behind, thread_ids
 
 
 def busy(seconds: float) -> int:
@@ -212,21 +213,17 @@ def test_a_nested_profiler_leaves_sampling_to_the_outer_one():
     assert by_leaf(outer.report())[("s", "busy")][0] > 0
 
 
-def threads_now() -> int:
-    return len(os.listdir("/proc/self/task"))
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
                     reason="counts threads through /proc")
 def test_the_sampling_thread_ends_at_stop_and_with_a_dropped_profiler():
-    before = threads_now()
+    before = thread_ids()
     prof = aquaprof.Profiler(sample=0.001).start()
-    assert threads_now() > before
+    assert left_behind(before)
     prof.stop()
-    assert threads_now() == before
+    assert not left_behind(before)
     aquaprof.Profiler(sample=0.001, memory=False).start()   # dropped
     gc.collect()
-    assert threads_now() == before
+    assert not left_behind(before)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
