@@ -8,9 +8,9 @@
 # writes OUT/<step>.log and a line in OUT/SUMMARY.txt; at the end every
 # log is packed into OUT/gpu-check.tgz, for machines that return few
 # files. The steps come in order of value and the run keeps within
-# GPU_CHECK_BUDGET seconds (default 500): a step that no longer fits is
-# skipped and the summary says so. Nothing here changes the GPU's
-# settings (clocks, power, persistence, compute or MIG mode).
+# GPU_CHECK_BUDGET seconds (default 540, 9 minutes): a step that no
+# longer fits is skipped and the summary says so. Nothing here changes
+# the GPU's settings (clocks, power, persistence, compute or MIG mode).
 #
 # Exit status: 0 every step that ran passed, 1 a step failed or timed
 # out, 2 no GPU here (nvidia-smi is missing or lists none).
@@ -328,7 +328,7 @@ if [ "${1:-}" = --step ]; then
 fi
 
 OUT=${1:-gpu-check-out}
-BUDGET=${GPU_CHECK_BUDGET:-500}
+BUDGET=${GPU_CHECK_BUDGET:-540}
 RESERVE=15      # for the kill grace of the last step and the packing
 START=$SECONDS
 SUMMARY=$OUT/SUMMARY.txt
