@@ -2,6 +2,7 @@
 kernels, with their CUDA kernels embedded where nvcc is found)."""
 import glob
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -117,7 +118,11 @@ class BuildWithKernels(build_ext):
         nvcc = find_nvcc()
         if nvcc:
             fatbin = out / "sweep.fatbin"
+            # $AQUAPROF_NVCC_FLAGS: variants of the kernels to time
+            # (benchmarks/gpu_variants.sh), e.g. -DAP_GPU_PLANES_BLOCKS=3
             command = [nvcc, "-fatbin", "-O3", "-std=c++17", *CUDA_TARGETS,
+                       *shlex.split(os.environ.get("AQUAPROF_NVCC_FLAGS",
+                                                   "")),
                        "-o", str(fatbin), "csrc/kernels/sweep.cu"]
             if strict:
                 command[1:1] = ["--Werror", "all-warnings"]

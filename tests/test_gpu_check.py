@@ -112,3 +112,16 @@ def test_make_gpu_check_runs_the_driver_with_plain_python(tmp_path):
                          cwd=ROOT, text=True, capture_output=True,
                          check=True, env=env).stdout
     assert f"tests/device/gpu_check.sh {tmp_path}" in dry
+
+
+def test_the_kernel_variants_script_parses_and_builds_back_as_committed():
+    """benchmarks/gpu_variants.sh, for a lent GPU's spare minutes: it
+    parses, times each variant without torch, and ends by building the
+    code as committed, so that the tree it leaves is the tested one."""
+    script = ROOT / "benchmarks" / "gpu_variants.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "--skip-torch" in text and 'AQUAPROF_NVCC_FLAGS="$1"' in text
+    last_build = text.rindex('build ""')
+    assert last_build > text.rindex("bench_mvs.py")
+    assert "nvidia-smi" not in text

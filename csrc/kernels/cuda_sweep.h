@@ -21,6 +21,12 @@
 #define AP_GPU_TILE_X 32
 #define AP_GPU_TILE_Y 16
 #define AP_GPU_COST_BLOCKS 2
+/* The same for ap_cost_planes_kernel, which holds none of the warp's
+ * registers: 2 gives it 64 registers, 3 would give 40 with 24 bytes
+ * spilled. A variant to time (benchmarks/gpu_variants.sh). */
+#ifndef AP_GPU_PLANES_BLOCKS
+#define AP_GPU_PLANES_BLOCKS 2
+#endif
 
 typedef unsigned long long ap_devptr;
 

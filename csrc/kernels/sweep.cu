@@ -200,7 +200,7 @@ ap_cost_kernel(ap_cuda_sweep p)
 }
 
 extern "C" __global__ void
-__launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y, AP_GPU_COST_BLOCKS)
+__launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y, AP_GPU_PLANES_BLOCKS)
 ap_cost_planes_kernel(ap_cuda_sweep p)
 {
     cost_tiles<true>(p);
