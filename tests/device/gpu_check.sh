@@ -192,7 +192,7 @@ step_ncu() {
     # as they are
     local kernels=ap_cost_kernel count=1
     if [ "$1" = ncu_planes ]; then
-        kernels="ap_(warp_planes|cost)_kernel" count=2
+        kernels="ap_(warp|cost)_planes_kernel" count=2
     fi
     "$NCU" --clock-control none --target-processes all \
         --kernel-name "regex:$kernels" --launch-skip "$count" \
