@@ -2,6 +2,7 @@
 folded stacks, the SVG flamegraph (plain and differential), speedscope,
 HTML, the DataFrame and the %%aquaprof magic; and merged reports."""
 import json
+import mmap
 import sys
 import threading
 import time
@@ -121,9 +122,12 @@ def test_trace_past_its_cap_keeps_the_longest_and_says_so(report,
 def test_trace_draws_host_memory_over_time(tmp_path):
     with ap.Profiler(memory_interval=0.001) as prof:
         with ap.stage("grow"):
-            block = np.ones(64 << 20 >> 3)       # 64 MiB, touched
+            # A fresh anonymous map: np.ones could reuse heap pages an
+            # earlier test freed, and then RSS would not move at all.
+            block = mmap.mmap(-1, 64 << 20)
+            np.frombuffer(block, np.uint8)[::mmap.PAGESIZE] = 1
             time.sleep(0.03)
-            del block
+            block.close()
             time.sleep(0.01)
     rep = prof.report()
     samples = rep.memory_samples
