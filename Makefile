@@ -66,7 +66,8 @@ tests/kernels/test_sampling: tests/kernels/test_sampling.c $(SAMPLING_SOURCES) $
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_sampling.c \
 	  $(SAMPLING_SOURCES) -lm -o $@
 
-WINDOW_SOURCES = csrc/kernels/window_costs.c csrc/kernels/aquamvs_filters.c
+WINDOW_SOURCES = csrc/kernels/window_costs.c csrc/kernels/aquamvs_filters.c \
+	csrc/kernels/wide_lanes.c
 tests/kernels/test_window_sums: tests/kernels/test_window_sums.c $(WINDOW_SOURCES) $(KERNEL_TEST_HEADERS)
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_window_sums.c \
 	  $(WINDOW_SOURCES) -lm -o $@

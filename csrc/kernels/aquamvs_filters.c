@@ -1,12 +1,16 @@
 #include "aquamvs_filters.h"
 
+#include <string.h>
+
 #include "vectorize.h"
+#include "wide_lanes.h"
 
 /* Filters sum every window's terms afresh, never a running sum less
  * what leaves it: near the image's borders zero padding leaves windows of
  * values 1e-6 of their neighbours', whose variance a running sum's
  * rounding would swamp. Each pass keeps its outputs in vectors (sixteen
- * along a row and down a whole window, eight down a clamped one) while
+ * along a row and down a whole window, 32 where the CPU has AVX-512,
+ * eight down a clamped one) while
  * it adds a window's taps or rows, and stores them once; the tails add in
  * the same order, so every output has the same bits wherever it lies. */
 
@@ -18,17 +22,26 @@ typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
 typedef double v4d_at __attribute__((vector_size(4 * sizeof(double)),
                                      aligned(sizeof(double)), may_alias));
 
+/* The symmetric filters' loops at four lanes, inlined into the clones
+ * below */
+static inline void
+widen_four(const float *p, v4d *d)
+{
+    v4d four = {p[0], p[1], p[2], p[3]};
+    *d = four;
+}
+
+#define AP_LANES 4
+#define AP_LANES_VEC v4d
+#define AP_LANES_WIDEN widen_four
+#define AP_LANES_NAME(x) four_##x
+#define AP_LANES_FN static inline __attribute__((always_inline))
+#include "window_lanes.h"
+
 static inline const v4d_at *
 at4(const double *p)
 {
     return (const v4d_at *)p;
-}
-
-/* s += g (*left + *right): taps the same distance from the centre */
-static inline void
-add_taps(v4d *s, const double *left, const double *right, double g)
-{
-    *s += g * (*at4(left) + *at4(right));
 }
 
 /* out = the symmetric filter taps (centre first) along a row held in
@@ -39,32 +52,15 @@ ap_aquamvs_along(const double *restrict padded, int w, int radius,
 {
     const double *in = padded + radius;
     int x = 0;
-    /* sixteen outputs a pass, in four vectors whose chains of adds
-     * overlap; the taps walked by pointer: indexed, GCC spends as many
-     * instructions on addresses as on the sums */
-    for (; x + 16 <= w; x += 16) {
-        const double *p = in + x, *left = p, *right = p, *g = taps;
-        v4d s[4];
-        for (int k = 0; k < 4; k++) {
-            s[k] = taps[0] * *at4(p + 4 * k);
-        }
-        for (int j = 0; j < radius; j++) {
-            left--;
-            right++;
-            g++;
-            for (int k = 0; k < 4; k++) {
-                add_taps(&s[k], left + 4 * k, right + 4 * k, *g);
-            }
-        }
-        for (int k = 0; k < 4; k++) {
-            *(v4d_at *)(out + x + 4 * k) = s[k];
-        }
+    if (ap_wide_lanes()) {
+        x = ap_wide_taps_along(in, radius, taps, x, w, out);
     }
+    x = four_taps_along(in, radius, taps, x, w, out);
     for (; x + 4 <= w; x += 4) {
         const double *p = in + x;
         v4d s = taps[0] * *at4(p);
         for (int j = 1; j <= radius; j++) {
-            add_taps(&s, p - j, p + j, taps[j]);
+            four_add_taps(&s, p - j, p + j, taps[j]);
         }
         *(v4d_at *)(out + x) = s;
     }
@@ -128,33 +124,14 @@ ap_aquamvs_down_symmetric(const double *const *restrict rows, int radius,
 {
     const double *mid = rows[radius];
     int x = 0;
-    /* sixteen outputs a pass, so that a pair's row pointers are loaded
-     * once for four vectors, whose chains of adds overlap */
-    for (; x + 16 <= w; x += 16) {
-        v4d s[4];
-        for (int k = 0; k < 4; k++) {
-            s[k] = taps[0] * *at4(mid + x + 4 * k);
-        }
-        /* walked by pointer: indexed, GCC spends as many instructions on
-         * addresses as on the sums */
-        const double *const *up = rows + radius, *const *down = up;
-        const double *g = taps;
-        for (int j = 0; j < radius; j++) {
-            up--;
-            down++;
-            g++;
-            for (int k = 0; k < 4; k++) {
-                add_taps(&s[k], *up + x + 4 * k, *down + x + 4 * k, *g);
-            }
-        }
-        for (int k = 0; k < 4; k++) {
-            *(v4d_at *)(out + x + 4 * k) = s[k];
-        }
+    if (ap_wide_lanes()) {
+        x = ap_wide_taps_down(rows, radius, taps, x, w, out);
     }
+    x = four_taps_down(rows, radius, taps, x, w, out);
     for (; x + 4 <= w; x += 4) {
         v4d s = taps[0] * *at4(mid + x);
         for (int j = 1; j <= radius; j++) {
-            add_taps(&s, rows[radius - j] + x, rows[radius + j] + x,
+            four_add_taps(&s, rows[radius - j] + x, rows[radius + j] + x,
                      taps[j]);
         }
         *(v4d_at *)(out + x) = s;

@@ -13,6 +13,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     defined(__linux__)
+#define AP_HAVE_CLONES 1
 #define AP_VECTOR_CLONES \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3",      \
                                  "default")))

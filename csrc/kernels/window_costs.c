@@ -5,6 +5,7 @@
 
 #include "cost_math.h"
 #include "vectorize.h"
+#include "wide_lanes.h"
 
 /* Four doubles: GCC and Clang lower them to whatever vectors the clone
  * being compiled has. */
@@ -21,6 +22,14 @@ widen_four(const float *p, v4d *d)
     v4d four = {p[0], p[1], p[2], p[3]};
     *d = four;
 }
+
+/* SSIM's hottest loops at four lanes, inlined into the clones below */
+#define AP_LANES 4
+#define AP_LANES_VEC v4d
+#define AP_LANES_WIDEN widen_four
+#define AP_LANES_NAME(x) four_##x
+#define AP_LANES_FN static inline __attribute__((always_inline))
+#include "window_lanes.h"
 
 /* weight times a sample's quantities: count, r, s, r^2, s^2, r s (all 0
  * where the warped sample is NaN: not seen; the reference is finite) */
@@ -255,26 +264,6 @@ ap_weighted_columns(double *restrict cols, int w, int x0, int x1,
     }
 }
 
-/* add_weighted's three quantities that hold the warped values (s, s^2,
- * r s), for samples all seen: the same products, so the same bits. */
-static inline void
-add_weighted_seen(const float *ref, const float *warped, double g,
-                  v4d sum[3], int first)
-{
-    v4d r, s;
-    widen_four(ref, &r);
-    widen_four(warped, &s);
-    v4d gs = g * s;
-    v4d q[3] = {gs, gs * s, gs * r};
-    for (int k = 0; k < 3; k++) {
-        if (first) {
-            sum[k] = q[k];
-        } else {
-            sum[k] += q[k];
-        }
-    }
-}
-
 AP_VECTOR_CLONES void
 ap_weighted_seen_columns(double *restrict cols, int w, int x0, int x1,
                          const float *const *refs, const float *const *rows,
@@ -283,20 +272,10 @@ ap_weighted_seen_columns(double *restrict cols, int w, int x0, int x1,
     double *out[3] = {cols + (size_t)AP_Q_S * w, cols + (size_t)AP_Q_SS * w,
                       cols + (size_t)AP_Q_RS * w};
     int x = x0;
-    for (; x + 8 <= x1; x += 8) {
-        v4d a[3], b[3];
-        add_weighted_seen(refs[0] + x, rows[0] + x, weights[0], a, 1);
-        add_weighted_seen(refs[0] + x + 4, rows[0] + x + 4, weights[0], b,
-                          1);
-        for (int j = 1; j < count; j++) {
-            add_weighted_seen(refs[j] + x, rows[j] + x, weights[j], a, 0);
-            add_weighted_seen(refs[j] + x + 4, rows[j] + x + 4, weights[j],
-                              b, 0);
-        }
-        store_two(out[0] + x, &a[0], &b[0]);
-        store_two(out[1] + x, &a[1], &b[1]);
-        store_two(out[2] + x, &a[2], &b[2]);
+    if (ap_wide_lanes()) {
+        x = ap_wide_seen_columns(out, x, x1, refs, rows, weights, count);
     }
+    x = four_seen_columns(out, x, x1, refs, rows, weights, count);
     for (; x < x1; x++) {
         double sum[3] = {0.0};
         for (int j = 0; j < count; j++) {
@@ -400,23 +379,6 @@ ap_box_sums(const double *restrict cols, int nq, int w, int r,
     }
 }
 
-/* s += g (*left + *right): one symmetric pair of taps */
-static inline void
-add_taps(v4d *s, const double *left, const double *right, double g)
-{
-    v4d a, b;
-    memcpy(&a, left, sizeof(a));
-    memcpy(&b, right, sizeof(b));
-    *s += g * (a + b);
-}
-
-/* s += g (p[-j] + p[j]) */
-static inline void
-add_pair(v4d *s, const double *p, int j, double g)
-{
-    add_taps(s, p - j, p + j, g);
-}
-
 /* The Gaussian sums at columns [x, x + 4), whose windows need no clamp */
 static inline void
 gauss_four(const double *col, int x, int r, const double *gauss,
@@ -426,7 +388,7 @@ gauss_four(const double *col, int x, int r, const double *gauss,
     memcpy(&s, col + x, sizeof(s));
     s *= gauss[r];
     for (int j = 1; j <= r; j++) {
-        add_pair(&s, col + x, j, gauss[r + j]);
+        four_add_taps(&s, col + x - j, col + x + j, gauss[r + j]);
     }
     memcpy(out + x, &s, sizeof(s));
 }
@@ -479,44 +441,18 @@ first_unclamped(int w, int r)
 }
 
 /* Gaussian-weighted sums along a row; outside the image weighs nothing.
- * The inside, where no tap needs clamping, sixteen then four outputs at
- * a time. */
+ * The inside, where no tap needs clamping, 32 (AVX-512) or 16 outputs at
+ * a time, then four. */
 AP_VECTOR_CLONES void
 ap_gauss_sums(const double *restrict col, int w, int r,
               const double *restrict gauss, double *restrict out)
 {
     int x = first_unclamped(w, r);
     gauss_clamped(col, w, r, gauss, 0, x, out);
-    /* the weights are symmetric: a pair of taps takes one product; four
-     * vectors at a time, so that four chains of adds overlap */
-    for (; x + 16 + r <= w; x += 16) {
-        const double *c = col + x;
-        v4d s0, s1, s2, s3;
-        memcpy(&s0, c, sizeof(s0));
-        memcpy(&s1, c + 4, sizeof(s1));
-        memcpy(&s2, c + 8, sizeof(s2));
-        memcpy(&s3, c + 12, sizeof(s3));
-        s0 *= gauss[r];
-        s1 *= gauss[r];
-        s2 *= gauss[r];
-        s3 *= gauss[r];
-        /* the taps walked by pointer: indexed by j, GCC spends as many
-         * instructions on addresses as on the sums */
-        const double *left = c, *right = c, *g = gauss + r;
-        for (int j = 0; j < r; j++) {
-            left--;
-            right++;
-            g++;
-            add_taps(&s0, left, right, *g);
-            add_taps(&s1, left + 4, right + 4, *g);
-            add_taps(&s2, left + 8, right + 8, *g);
-            add_taps(&s3, left + 12, right + 12, *g);
-        }
-        memcpy(out + x, &s0, sizeof(s0));
-        memcpy(out + x + 4, &s1, sizeof(s1));
-        memcpy(out + x + 8, &s2, sizeof(s2));
-        memcpy(out + x + 12, &s3, sizeof(s3));
+    if (ap_wide_lanes()) {
+        x = ap_wide_taps_along(col, r, gauss + r, x, w - r, out);
     }
+    x = four_taps_along(col, r, gauss + r, x, w - r, out);
     for (; x + 4 + r <= w; x += 4) {
         gauss_four(col, x, r, gauss, out);
     }
@@ -542,9 +478,7 @@ ap_gauss_sums_range(const double *restrict col, int w, int r,
 {
     /* where ap_gauss_sums' inside loops begin and end */
     int start = first_unclamped(w, r), end;
-    for (end = start; end + 16 + r <= w; end += 16) {
-    }
-    for (; end + 4 + r <= w; end += 4) {
+    for (end = start; end + 4 + r <= w; end += 4) {
     }
     int lo = x0 > start ? x0 : start, hi = x1 < end ? x1 : end;
     int x = x1 < lo ? x1 : lo;

@@ -8,6 +8,9 @@
  *   with unseen samples slid through the window and out; and the same
  *   bits whether the pixels fixed for unseen samples are those beside
  *   them or the whole row;
+ * - SSIM's weighted column sums of rows all seen
+ *   (ap_weighted_seen_columns) against ap_weighted_columns' three sums
+ *   that hold the warped values: the same bits;
  * - the Gaussian sums of a range of columns (ap_gauss_sums_range)
  *   against those of the whole row (ap_gauss_sums), and the whole row's
  *   at columns whose windows reach past its ends against the sum of the
@@ -21,7 +24,8 @@
  * for rows of 1 to 41 columns, windows of radius 1 to 7 (wider than some
  * rows), unseen (NaN) samples alone, in runs and everywhere, and the
  * Gaussian sums also for rows of up to 100 columns and radii up to 31.
- * Exits 1 saying what failed. */
+ * All of it twice where the CPU has AVX-512: with the eight-lane loops
+ * (wide_lanes.h) and without. Exits 1 saying what failed. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +35,7 @@
 #include "aquamvs_filters.h"
 #include "cost_math.h"
 #include "random_cases.h"
+#include "wide_lanes.h"
 #include "window_costs.h"
 
 #define MAX_W 41
@@ -260,6 +265,38 @@ check_gauss_range(uint64_t *s, int w, int r)
     }
 }
 
+/* Rows of SSIM's window (up to 2 MAX_R + 1) weighted and summed down
+ * the columns [x0, x1), for every x0 <= x1 */
+static void
+check_seen_columns(uint64_t *s, int w, int count)
+{
+    float ref[2 * MAX_R + 1][MAX_GAUSS_W], warped[2 * MAX_R + 1][MAX_GAUSS_W];
+    const float *refs[2 * MAX_R + 1], *rows[2 * MAX_R + 1];
+    double weights[2 * MAX_R + 1];
+    static double all[AP_NQ * MAX_GAUSS_W], seen[AP_NQ * MAX_GAUSS_W];
+    for (int j = 0; j < count; j++) {
+        warped_row(s, ref[j], w, 0.0);
+        warped_row(s, warped[j], w, 0.0);
+        refs[j] = ref[j];
+        rows[j] = warped[j];
+        weights[j] = uniform(s, 0.01, 0.2);
+    }
+    for (int x0 = 0; x0 <= w; x0 += 3) {
+        for (int x1 = x0; x1 <= w; x1++) {
+            ap_weighted_columns(all, w, x0, x1, refs, rows, weights, count);
+            ap_weighted_seen_columns(seen, w, x0, x1, refs, rows, weights,
+                                     count);
+            for (int q = AP_Q_S; q <= AP_Q_RS; q++) {
+                if (q != AP_Q_RR) {
+                    same_bits(all + (size_t)q * w + x0,
+                              seen + (size_t)q * w + x0, x1 - x0,
+                              "weighted sums of seen rows", w, count);
+                }
+            }
+        }
+    }
+}
+
 /* The filter's centre tap, then outward: any symmetric weights */
 static void
 make_taps(int r, double *taps)
@@ -321,36 +358,54 @@ check_aquamvs_filters(uint64_t *s, int w, int r)
     same_bits(out, plain, w, "AquaMVS's filter down a window", w, r);
 }
 
-int
-main(void)
+/* Every check, at the width ap_wide_lanes() says */
+static int
+check_all(uint64_t *seed)
 {
-    uint64_t seed = 0x853c49e6748fea9bull;
     static const double unseen[4] = {0.0, 0.05, 0.5, 1.0};
     int cases = 0;
     for (int w = 1; w <= MAX_W; w++) {
         for (int r = 1; r <= MAX_R; r++) {
             for (int u = 0; u < 4; u++) {
-                check_slide(&seed, w, r, unseen[u]);
-                check_ncc_table(&seed, w, r, unseen[u]);
+                check_slide(seed, w, r, unseen[u]);
+                check_ncc_table(seed, w, r, unseen[u]);
                 cases += 2;
             }
-            check_gauss_range(&seed, w, r);
-            check_aquamvs_filters(&seed, w, r);
+            check_gauss_range(seed, w, r);
+            check_aquamvs_filters(seed, w, r);
             cases += 2;
         }
     }
     static const int wide[6] = {8, 10, 14, 17, 24, MAX_GAUSS_R};
     for (int w = 1; w <= MAX_GAUSS_W; w++) {
         for (int k = 0; k < 6; k++) {
-            check_gauss_range(&seed, w, wide[k]);
+            check_gauss_range(seed, w, wide[k]);
             cases++;
         }
+        for (int count = 1; count <= 2 * MAX_R + 1; count += 5) {
+            check_seen_columns(seed, w, count);
+            cases++;
+        }
+    }
+    return cases;
+}
+
+int
+main(void)
+{
+    uint64_t seed = 0x853c49e6748fea9bull;
+    int wide = ap_wide_lanes();
+    int cases = check_all(&seed);
+    if (wide) {
+        ap_wide_lanes_allow(0);
+        cases += check_all(&seed);
     }
     if (failures) {
         printf("FAIL: %d comparisons differ\n", failures);
         return 1;
     }
-    printf("window sums: vector loops and plain forms agree in %d cases\n",
-           cases);
+    printf("window sums: vector loops and plain forms agree in %d cases "
+           "(%s)\n", cases,
+           wide ? "eight lanes and four" : "four lanes: no AVX-512 here");
     return 0;
 }

@@ -1,0 +1,151 @@
+/* SSIM's hottest loops (textbook and AquaMVS parity), written once for a vector of AP_LANES
+ * doubles and included twice: by window_costs.c and aquamvs_filters.c
+ * at four lanes, inlined into their clones, and by wide_lanes.c at eight, compiled for AVX-512
+ * alone (where the CPU lacks it, GCC splits a vector wider than its
+ * registers through the stack). Each lane does the same arithmetic in the
+ * same order at either width, so both give the same bits; what the width
+ * changes is how many instructions it takes.
+ *
+ * The includer defines AP_LANES, AP_LANES_VEC (a vector of AP_LANES
+ * doubles), AP_LANES_WIDEN(p, d) (AP_LANES floats at p into *d),
+ * AP_LANES_NAME(x) (the functions' names) and AP_LANES_FN (their
+ * attributes). No include guard: each inclusion makes one width. */
+
+/* add_weighted's three quantities that hold the warped values (s, s^2,
+ * r s), for samples all seen: the same products, so the same bits. */
+static inline __attribute__((always_inline)) void
+AP_LANES_NAME(add_seen)(const float *ref, const float *warped, double g,
+                        AP_LANES_VEC sum[3], int first)
+{
+    AP_LANES_VEC r, s;
+    AP_LANES_WIDEN(ref, &r);
+    AP_LANES_WIDEN(warped, &s);
+    AP_LANES_VEC gs = g * s;
+    AP_LANES_VEC q[3] = {gs, gs * s, gs * r};
+    for (int k = 0; k < 3; k++) {
+        if (first) {
+            sum[k] = q[k];
+        } else {
+            sum[k] += q[k];
+        }
+    }
+}
+
+/* ap_weighted_seen_columns' rows out[3] from column x on, 2 AP_LANES
+ * columns at a time (six chains of adds overlap) while they fit before
+ * x1; returns the column it stopped at. */
+AP_LANES_FN int
+AP_LANES_NAME(seen_columns)(double *const out[3], int x, int x1,
+                            const float *const *refs,
+                            const float *const *rows, const double *weights,
+                            int count)
+{
+    for (; x + 2 * AP_LANES <= x1; x += 2 * AP_LANES) {
+        AP_LANES_VEC a[3], b[3];
+        AP_LANES_NAME(add_seen)(refs[0] + x, rows[0] + x, weights[0], a, 1);
+        AP_LANES_NAME(add_seen)(refs[0] + x + AP_LANES,
+                                rows[0] + x + AP_LANES, weights[0], b, 1);
+        for (int j = 1; j < count; j++) {
+            AP_LANES_NAME(add_seen)(refs[j] + x, rows[j] + x, weights[j], a,
+                                    0);
+            AP_LANES_NAME(add_seen)(refs[j] + x + AP_LANES,
+                                    rows[j] + x + AP_LANES, weights[j], b,
+                                    0);
+        }
+        /* stored one by one: a loop over the rows went through the
+         * stack */
+        memcpy(out[0] + x, &a[0], sizeof(a[0]));
+        memcpy(out[0] + x + AP_LANES, &b[0], sizeof(b[0]));
+        memcpy(out[1] + x, &a[1], sizeof(a[1]));
+        memcpy(out[1] + x + AP_LANES, &b[1], sizeof(b[1]));
+        memcpy(out[2] + x, &a[2], sizeof(a[2]));
+        memcpy(out[2] + x + AP_LANES, &b[2], sizeof(b[2]));
+    }
+    return x;
+}
+
+/* s += g (*left + *right): one symmetric pair of taps */
+static inline __attribute__((always_inline)) void
+AP_LANES_NAME(add_taps)(AP_LANES_VEC *s, const double *left,
+                        const double *right, double g)
+{
+    AP_LANES_VEC a, b;
+    memcpy(&a, left, sizeof(a));
+    memcpy(&b, right, sizeof(b));
+    *s += g * (a + b);
+}
+
+/* Symmetric filters' outputs from column x on, 4 AP_LANES at a time
+ * (four chains of adds overlap) while they end by `end`: along a row col
+ * (out[x] = taps[0] col[x] + the sum over j of taps[j] (col[x - j] +
+ * col[x + j]), j = 1 .. r, which reads col[x - r, end + r)), or down the
+ * rows of a window (col[x +- j] there rows[r -+ j][x]); returns the
+ * column it stopped at. A pair of taps takes one product. */
+AP_LANES_FN int
+AP_LANES_NAME(taps_along)(const double *col, int r, const double *taps,
+                          int x, int end, double *out)
+{
+    for (; x + 4 * AP_LANES <= end; x += 4 * AP_LANES) {
+        const double *c = col + x;
+        AP_LANES_VEC s[4];
+        memcpy(&s[0], c, sizeof(s[0]));
+        memcpy(&s[1], c + AP_LANES, sizeof(s[1]));
+        memcpy(&s[2], c + 2 * AP_LANES, sizeof(s[2]));
+        memcpy(&s[3], c + 3 * AP_LANES, sizeof(s[3]));
+        for (int k = 0; k < 4; k++) {
+            s[k] *= taps[0];
+        }
+        /* the taps walked by pointer: indexed by j, GCC spends as many
+         * instructions on addresses as on the sums */
+        const double *left = c, *right = c, *g = taps;
+        for (int j = 0; j < r; j++) {
+            left--;
+            right++;
+            g++;
+            for (int k = 0; k < 4; k++) {
+                AP_LANES_NAME(add_taps)(&s[k], left + k * AP_LANES,
+                                        right + k * AP_LANES, *g);
+            }
+        }
+        /* stored one by one: a loop went through the stack */
+        memcpy(out + x, &s[0], sizeof(s[0]));
+        memcpy(out + x + AP_LANES, &s[1], sizeof(s[1]));
+        memcpy(out + x + 2 * AP_LANES, &s[2], sizeof(s[2]));
+        memcpy(out + x + 3 * AP_LANES, &s[3], sizeof(s[3]));
+    }
+    return x;
+}
+
+AP_LANES_FN int
+AP_LANES_NAME(taps_down)(const double *const *rows, int r,
+                         const double *taps, int x, int end, double *out)
+{
+    const double *mid = rows[r];
+    for (; x + 4 * AP_LANES <= end; x += 4 * AP_LANES) {
+        AP_LANES_VEC s[4];
+        memcpy(&s[0], mid + x, sizeof(s[0]));
+        memcpy(&s[1], mid + x + AP_LANES, sizeof(s[1]));
+        memcpy(&s[2], mid + x + 2 * AP_LANES, sizeof(s[2]));
+        memcpy(&s[3], mid + x + 3 * AP_LANES, sizeof(s[3]));
+        for (int k = 0; k < 4; k++) {
+            s[k] *= taps[0];
+        }
+        /* a pair's row pointers loaded once for the four vectors */
+        const double *const *up = rows + r, *const *down = up;
+        const double *g = taps;
+        for (int j = 0; j < r; j++) {
+            up--;
+            down++;
+            g++;
+            for (int k = 0; k < 4; k++) {
+                AP_LANES_NAME(add_taps)(&s[k], *up + x + k * AP_LANES,
+                                        *down + x + k * AP_LANES, *g);
+            }
+        }
+        memcpy(out + x, &s[0], sizeof(s[0]));
+        memcpy(out + x + AP_LANES, &s[1], sizeof(s[1]));
+        memcpy(out + x + 2 * AP_LANES, &s[2], sizeof(s[2]));
+        memcpy(out + x + 3 * AP_LANES, &s[3], sizeof(s[3]));
+    }
+    return x;
+}
