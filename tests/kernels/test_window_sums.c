@@ -17,7 +17,8 @@
  *   taps on the row, left to right: the same bits;
  * - AquaMVS parity's symmetric filters along a row (ap_aquamvs_along,
  *   ap_aquamvs_box_along) and down a whole window of rows
- *   (ap_aquamvs_down_symmetric) against their plain forms in the same
+ *   (ap_aquamvs_down_symmetric) and down a group of windows
+ *   (ap_aquamvs_box_down_group) against their plain forms in the same
  *   order, the same bits at every column (vector lanes and tails alike),
  *   and the last against the weighted sum of rows (ap_aquamvs_down)
  *   within rounding;
@@ -306,6 +307,56 @@ make_taps(int r, double *taps)
     }
 }
 
+/* Box sums down the windows of up to four consecutive output rows
+ * (ap_aquamvs_box_down_group), each 2 r + 1 rows clamped to the ring's,
+ * against each window's rows summed in the same order: the rows all
+ * windows hold, four at a time in pairs, then the window's own. */
+static void
+check_box_group(uint64_t *s, int w, int r)
+{
+    enum { RING = 2 * MAX_R + 4 };
+    double rows[RING][MAX_W], out[4 * MAX_W], plain[MAX_W];
+    const double *ring[RING];
+    for (int k = 0; k < RING; k++) {
+        for (int x = 0; x < w; x++) {
+            rows[k][x] = uniform(s, -1.0, 1.0);
+        }
+        ring[k] = rows[k];
+    }
+    /* at most 2 r + 1 windows, so that some rows are in all of them */
+    int g = 1 + (int)uniform(s, 0.0, 4.0), lo[4], hi[4];
+    g = g < 2 * r + 1 ? g : 2 * r + 1;
+    int clip = (int)uniform(s, 0.0, (double)r);     /* rows off the ring */
+    for (int i = 0; i < g; i++) {
+        lo[i] = i - clip > 0 ? i - clip : 0;
+        hi[i] = i + 2 * r - clip;
+    }
+    int first = lo[g - 1], last = hi[0];
+    ap_aquamvs_box_down_group(ring, first, last, lo, hi, g, w, out);
+    for (int i = 0; i < g; i++) {
+        for (int x = 0; x < w; x++) {
+            double core = 0.0;
+            int k = first;
+            for (; k + 3 <= last; k += 4) {
+                core += (rows[k][x] + rows[k + 1][x]) +
+                        (rows[k + 2][x] + rows[k + 3][x]);
+            }
+            for (; k <= last; k++) {
+                core += rows[k][x];
+            }
+            for (int j = lo[i]; j < first; j++) {
+                core += rows[j][x];
+            }
+            for (int j = last + 1; j <= hi[i]; j++) {
+                core += rows[j][x];
+            }
+            plain[x] = core;
+        }
+        same_bits(out + (size_t)i * w, plain, w,
+                  "AquaMVS's box down a group of windows", w, r);
+    }
+}
+
 static void
 check_aquamvs_filters(uint64_t *s, int w, int r)
 {
@@ -356,6 +407,7 @@ check_aquamvs_filters(uint64_t *s, int w, int r)
         }
     }
     same_bits(out, plain, w, "AquaMVS's filter down a window", w, r);
+    check_box_group(s, w, r);
 }
 
 /* Every check, at the width ap_wide_lanes() says */
