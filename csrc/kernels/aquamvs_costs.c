@@ -10,6 +10,7 @@
 #include "aquamvs_rows.h"
 #include "projector.h"
 #include "staged_planes.h"
+#include "vectorize.h"
 #include "sweep_rays.h"
 #include "workers.h"
 
@@ -91,20 +92,31 @@ typedef struct {
     float *staged;                  /* group x band_rows x w, or NULL */
 } workspace;
 
+/* n doubles rounded up to whole cache lines: every row of the block
+ * starts on one, so that a vector of columns 32 apart from its start
+ * never straddles two */
+static size_t
+lines(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
 static int
 workspace_make(workspace *ws, const ap_sweep_args *a, size_t staged)
 {
-    size_t w = (size_t)a->w, r = (size_t)a->window / 2, pw = w + 2 * r;
+    size_t w = (size_t)a->w, r = (size_t)a->window / 2;
+    size_t pw = lines(w + 2 * r), lw = lines(w);
     size_t slots = 2 * r + GROUP, n = (size_t)a->n;
-    size_t per_view = slots * (2 * pw + 3 * w) + slots * 6 * w + w;
+    size_t per_view = slots * (2 * pw + 3 * lw) + slots * 6 * lw + lw;
+    size_t total = n * per_view + 3 * pw + (3 * GROUP + 2) * lw;
     ws->views = calloc(n, sizeof(*ws->views));
-    ws->block = calloc(n * per_view + 3 * pw + (3 * GROUP + 2) * w,
-                       sizeof(double));
+    ws->block = ap_lines_alloc(total * sizeof(double));
     ws->staged = staged ? malloc(staged * sizeof(float)) : NULL;
     if (ws->views == NULL || ws->block == NULL ||
         (staged && ws->staged == NULL)) {
         return -1;
     }
+    memset(ws->block, 0, total * sizeof(double));
     double *next = ws->block;
     for (size_t v = 0; v < n; v++) {
         view_rings *vr = &ws->views[v];
@@ -118,26 +130,26 @@ workspace_make(workspace *ws, const ap_sweep_args *a, size_t staged)
             ws_->s_pad = next;
             ws_->m_pad = next + pw;
             ws_->along_s = next + 2 * pw;
-            ws_->own_m = next + 2 * pw + w;
-            ws_->own_rm = next + 2 * pw + 2 * w;
-            next += 2 * pw + 3 * w;
+            ws_->own_m = next + 2 * pw + lw;
+            ws_->own_rm = next + 2 * pw + 2 * lw;
+            next += 2 * pw + 3 * lw;
             centred_slot *cs = &vr->centred[s];
             cs->own_count = next;
-            cs->own_mr = next + w;
-            cs->ms = next + 2 * w;
-            cs->own_rr = next + 3 * w;
-            cs->along_ss = next + 4 * w;
-            cs->along_rs = next + 5 * w;
-            next += 6 * w;
+            cs->own_mr = next + lw;
+            cs->ms = next + 2 * lw;
+            cs->own_rr = next + 3 * lw;
+            cs->along_ss = next + 4 * lw;
+            cs->along_rs = next + 5 * lw;
+            next += 6 * lw;
         }
         vr->sample = next;
-        next += w;
+        next += lw;
     }
     ws->padded = next;
     ws->down_a = next + 3 * pw;
-    ws->down_b = ws->down_a + GROUP * w;
-    ws->down = ws->down_b + GROUP * w;
-    ws->acc = ws->down + 2 * w;
+    ws->down_b = ws->down_a + GROUP * lw;
+    ws->down = ws->down_b + GROUP * lw;
+    ws->acc = ws->down + 2 * lw;
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #define AP_VECTORIZE_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
@@ -20,6 +21,17 @@
 #else
 #define AP_VECTOR_CLONES
 #endif
+
+/* bytes on a cache line's boundary (64 bytes: an AVX-512 vector), or
+ * NULL; free() frees it. A vector loaded from a row that starts on one,
+ * at a multiple of its width, never straddles two lines, where a split
+ * load costs two. */
+static inline void *
+ap_lines_alloc(size_t bytes)
+{
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes ? bytes : 1) == 0 ? p : NULL;
+}
 
 /* Two neighbouring floats (texels, table entries) in one 8-byte load:
  * the vectorised loops load their lookups one lane at a time, and in
