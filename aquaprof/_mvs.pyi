@@ -8,6 +8,8 @@ CAST_AQUAMVS: int
 NEWTON_COLD: int
 NEWTON_WARM: int
 MAX_WINDOW: int
+# 1 where the CPU window loops run at eight lanes (AVX-512), else 0
+WIDE_LANES: int
 
 def check_camera(params: np.ndarray) -> None: ...
 def cast_rays(params: np.ndarray, pixels: np.ndarray

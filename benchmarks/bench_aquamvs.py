@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import aquamvs_torch  # noqa: E402
 from alternating import interleaved  # noqa: E402
-from aquaprof import mvs  # noqa: E402
+from mvs_instructions import clock_ghz  # noqa: E402
+from aquaprof import _mvs, mvs  # noqa: E402
 from aquaprof.mvs import scenes  # noqa: E402
 
 TARGETS = {"ncc": 40.0, "ssim": 20.0}
@@ -108,6 +109,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"{args.height}x{args.width}, {args.views} source views, "
           f"{args.depths} depths, window {args.window}, refractive; "
           f"torch {torch.__version__}")
+    lanes = "eight (AVX-512)" if _mvs.WIDE_LANES else "four"
+    print(f"CPU: {clock_ghz()[1]}; our window loops at {lanes} lanes")
     rows: List[Dict[str, object]] = []
     rounds = max(args.repeats, args.torch_planes)
     for n in threads:

@@ -489,3 +489,27 @@ def test_the_binding_rejects_what_python_would_have_caught():
         call(a10=frozen)
     with pytest.raises(TypeError):
         call(a10=[0.0])
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def test_window_loops_run_at_eight_lanes_exactly_where_the_cpu_has_avx512():
+    """The eight-lane loops are picked as the kernels' clones are: where
+    the CPU has every AVX-512 feature of x86-64-v4 (and what v3 needs)."""
+    import platform
+    flags = _cpu_flags()
+    if platform.machine() != "x86_64" or flags is None:
+        assert _mvs.WIDE_LANES == 0
+        return
+    v4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl",
+          "avx2", "fma", "bmi1", "bmi2", "movbe", "f16c", "abm"}
+    assert _mvs.WIDE_LANES == int(v4 <= flags)

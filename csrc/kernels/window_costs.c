@@ -483,7 +483,11 @@ ap_gauss_sums_range(const double *restrict col, int w, int r,
     int lo = x0 > start ? x0 : start, hi = x1 < end ? x1 : end;
     int x = x1 < lo ? x1 : lo;
     gauss_clamped(col, w, r, gauss, x0, x, out);
-    /* the inside four at a time, each lane as gauss_pairs */
+    /* the inside as ap_gauss_sums', each lane as gauss_pairs */
+    if (ap_wide_lanes()) {
+        x = ap_wide_taps_along(col, r, gauss + r, x, hi, out);
+    }
+    x = four_taps_along(col, r, gauss + r, x, hi, out);
     for (; x + 4 <= hi; x += 4) {
         gauss_four(col, x, r, gauss, out);
     }

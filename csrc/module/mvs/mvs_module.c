@@ -8,6 +8,7 @@
 #include "../../kernels/cuda_sweep.h"
 #include "../../kernels/projector.h"
 #include "../../kernels/sweep.h"
+#include "../../kernels/wide_lanes.h"
 
 #include <time.h>
 
@@ -620,7 +621,8 @@ mvs_exec(PyObject *module)
         PyModule_AddIntConstant(module, "MAX_WINDOW", AP_MAX_WINDOW) < 0 ||
         PyModule_AddIntConstant(module, "GPU_VIEWS", AP_GPU_VIEWS) < 0 ||
         PyModule_AddIntConstant(module, "CAST_AQUAMVS", AP_CAST_AQUAMVS) <
-            0) {
+            0 ||
+        PyModule_AddIntConstant(module, "WIDE_LANES", ap_wide_lanes()) < 0) {
         return -1;
     }
     return 0;
