@@ -86,9 +86,11 @@ test-kernels: tests/kernels/test_crossing tests/kernels/test_sampling \
 test-python: build browser
 	$(PY) -X dev -m pytest -q
 
-# The core's tests and then the whole Python suite with the extensions
-# built under AddressSanitizer and UndefinedBehaviorSanitizer (any report
-# is fatal), and the core's thread test under ThreadSanitizer. Leaves the
+# The core's tests, the window sums' kernel test (its buffers exactly
+# their rows, so a loop past a row's end is caught) and then the whole
+# Python suite with the extensions built under AddressSanitizer and
+# UndefinedBehaviorSanitizer (any report is fatal), and the core's thread
+# test under ThreadSanitizer. Leaves the
 # sanitized extension in place: the next `make build` rebuilds.
 SAN_RUNTIME = $(shell $(CC) -print-file-name=libasan.so)
 asan: $(DEPS) browser
@@ -97,6 +99,11 @@ asan: $(DEPS) browser
 	  -fno-sanitize-recover=all csrc/core/*.c tests/core/test_core.c -lm \
 	  -o tests/core/test_core_asan
 	./tests/core/test_core_asan
+	$(CC) $(CFLAGS_STRICT) -fsanitize=address,undefined \
+	  -fno-sanitize-recover=all -Icsrc/kernels \
+	  tests/kernels/test_window_sums.c $(WINDOW_SOURCES) -lm \
+	  -o tests/kernels/test_window_sums_asan
+	./tests/kernels/test_window_sums_asan
 	$(CC) $(CFLAGS_STRICT) -fsanitize=thread csrc/core/*.c \
 	  tests/core/test_core.c -lm -o tests/core/test_core_tsan
 	TSAN_OPTIONS=halt_on_error=1 ./tests/core/test_core_tsan

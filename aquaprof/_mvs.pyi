@@ -8,6 +8,9 @@ CAST_AQUAMVS: int
 NEWTON_COLD: int
 NEWTON_WARM: int
 MAX_WINDOW: int
+# 1 where the kernels were built with AVX-512 and AVX2 clones (GCC,
+# x86-64 Linux), else 0
+VECTOR_CLONES: int
 # 1 where the CPU window loops run at eight lanes (AVX-512), else 0
 WIDE_LANES: int
 

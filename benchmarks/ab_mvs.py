@@ -45,8 +45,11 @@ def main() -> int:
                         default="textbook")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time, which leaves "
-                        "out what a VM's host took (one thread)")
+                        "out what a VM's host took (--threads 1 only)")
     args = parser.parse_args()
+    if args.clock == "cpu" and args.threads != 1:
+        parser.error("--clock cpu sums every thread's CPU time: use it "
+                     "with --threads 1")
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     height, width = (int(v) for v in args.size.split("x"))
     builds = [load(args.a, "a"), load(args.b, "b")]
@@ -55,8 +58,12 @@ def main() -> int:
     stack = np.stack(scene.images[1:])
     cams = np.stack([c.params for c in scene.cameras[1:]])
     times, volumes = [[], []], [None, None]
-    for _ in range(args.rounds):
-        for i, build in enumerate(builds):
+    for round_ in range(args.rounds):
+        # A then B, then B then A: whichever runs second in a round
+        # (warmer caches, a drifting clock) is each build in turn
+        order = (0, 1) if round_ % 2 == 0 else (1, 0)
+        for i in order:
+            build = builds[i]
             out = np.empty(scene.ref.shape + (args.depths,), np.float32)
             t = clock()
             build.cost_volume(scene.ref, stack, scene.ref_cam.params, cams,
@@ -68,8 +75,8 @@ def main() -> int:
         print(f"{name}: min {min(t):.3f} s, median "
               f"{statistics.median(t):.3f} s")
     same = np.array_equal(volumes[0], volumes[1], equal_nan=True)
-    # each round's B against the A just before it: drift in the machine's
-    # speed over the run cancels
+    # each round's B against its A: drift in the machine's speed over the
+    # run cancels
     paired = statistics.median(b / a for a, b in zip(*times))
     print(f"B / A (medians): "
           f"{statistics.median(times[1]) / statistics.median(times[0]):.3f}"

@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,6 @@
 #include "aquamvs_rows.h"
 #include "projector.h"
 #include "staged_planes.h"
-#include "vectorize.h"
 #include "sweep_rays.h"
 #include "workers.h"
 
@@ -92,13 +92,28 @@ typedef struct {
     float *staged;                  /* group x band_rows x w, or NULL */
 } workspace;
 
-/* n doubles rounded up to whole cache lines: every row of the block
- * starts on one, so that a vector of columns 32 apart from its start
- * never straddles two */
+/* n doubles rounded up to whole cache lines (64 bytes, an AVX-512
+ * vector): every ring row starts on one, so that the filters down a
+ * window, whose vectors lie at multiples of eight doubles from a row's
+ * start, never load one straddling two lines (a split load costs two) */
 static size_t
 lines(size_t n)
 {
     return (n + 7) & ~(size_t)7;
+}
+
+/* n doubles, zeroed, from a cache line's boundary; NULL if they cannot be
+ * had. free() frees them. */
+static double *
+zeroed_lines(size_t n)
+{
+    void *p = NULL;
+    if (n > SIZE_MAX / sizeof(double) ||
+        posix_memalign(&p, 64, (n ? n : 1) * sizeof(double)) != 0) {
+        return NULL;
+    }
+    memset(p, 0, n * sizeof(double));
+    return p;
 }
 
 static int
@@ -110,13 +125,12 @@ workspace_make(workspace *ws, const ap_sweep_args *a, size_t staged)
     size_t per_view = slots * (2 * pw + 3 * lw) + slots * 6 * lw + lw;
     size_t total = n * per_view + 3 * pw + (3 * GROUP + 2) * lw;
     ws->views = calloc(n, sizeof(*ws->views));
-    ws->block = ap_lines_alloc(total * sizeof(double));
+    ws->block = zeroed_lines(total);
     ws->staged = staged ? malloc(staged * sizeof(float)) : NULL;
     if (ws->views == NULL || ws->block == NULL ||
         (staged && ws->staged == NULL)) {
         return -1;
     }
-    memset(ws->block, 0, total * sizeof(double));
     double *next = ws->block;
     for (size_t v = 0; v < n; v++) {
         view_rings *vr = &ws->views[v];

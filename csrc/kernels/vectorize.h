@@ -9,29 +9,18 @@
 #define AP_VECTORIZE_H
 
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     defined(__linux__)
-#define AP_HAVE_CLONES 1
 #define AP_VECTOR_CLONES \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3",      \
                                  "default")))
+#define AP_CLONES 1
 #else
 #define AP_VECTOR_CLONES
+#define AP_CLONES 0
 #endif
-
-/* bytes on a cache line's boundary (64 bytes: an AVX-512 vector), or
- * NULL; free() frees it. A vector loaded from a row that starts on one,
- * at a multiple of its width, never straddles two lines, where a split
- * load costs two. */
-static inline void *
-ap_lines_alloc(size_t bytes)
-{
-    void *p = NULL;
-    return posix_memalign(&p, 64, bytes ? bytes : 1) == 0 ? p : NULL;
-}
 
 /* Two neighbouring floats (texels, table entries) in one 8-byte load:
  * the vectorised loops load their lookups one lane at a time, and in

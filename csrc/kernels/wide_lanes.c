@@ -12,7 +12,7 @@ ap_wide_lanes_allow(int allow)
     allowed = allow;
 }
 
-#ifdef AP_HAVE_CLONES
+#if AP_CLONES
 
 int
 ap_wide_lanes(void)

@@ -1,10 +1,11 @@
-/* SSIM's hottest loops (textbook and AquaMVS parity), written once for a vector of AP_LANES
- * doubles and included twice: by window_costs.c and aquamvs_filters.c
- * at four lanes, inlined into their clones, and by wide_lanes.c at eight, compiled for AVX-512
- * alone (where the CPU lacks it, GCC splits a vector wider than its
- * registers through the stack). Each lane does the same arithmetic in the
- * same order at either width, so both give the same bits; what the width
- * changes is how many instructions it takes.
+/* SSIM's hottest loops (textbook and AquaMVS parity), written once for
+ * a vector of AP_LANES doubles and included twice: by window_costs.c and
+ * aquamvs_filters.c at four lanes, inlined into their clones, and by
+ * wide_lanes.c at eight, compiled for AVX-512 alone (where the CPU lacks
+ * it, GCC splits a vector wider than its registers through the stack).
+ * Each lane does the same arithmetic in the same order at either width,
+ * so both give the same bits; what the width changes is how many
+ * instructions it takes.
  *
  * The includer defines AP_LANES, AP_LANES_VEC (a vector of AP_LANES
  * doubles), AP_LANES_WIDEN(p, d) (AP_LANES floats at p into *d),
@@ -92,9 +93,12 @@ AP_LANES_NAME(taps_along)(const double *col, int r, const double *taps,
         memcpy(&s[1], c + AP_LANES, sizeof(s[1]));
         memcpy(&s[2], c + 2 * AP_LANES, sizeof(s[2]));
         memcpy(&s[3], c + 3 * AP_LANES, sizeof(s[3]));
-        for (int k = 0; k < 4; k++) {
-            s[k] *= taps[0];
-        }
+        /* the four written out, here and below: as loops, GCC at -O2
+         * keeps the sums on the stack */
+        s[0] *= taps[0];
+        s[1] *= taps[0];
+        s[2] *= taps[0];
+        s[3] *= taps[0];
         /* the taps walked by pointer: indexed by j, GCC spends as many
          * instructions on addresses as on the sums */
         const double *left = c, *right = c, *g = taps;
@@ -102,10 +106,13 @@ AP_LANES_NAME(taps_along)(const double *col, int r, const double *taps,
             left--;
             right++;
             g++;
-            for (int k = 0; k < 4; k++) {
-                AP_LANES_NAME(add_taps)(&s[k], left + k * AP_LANES,
-                                        right + k * AP_LANES, *g);
-            }
+            AP_LANES_NAME(add_taps)(&s[0], left, right, *g);
+            AP_LANES_NAME(add_taps)(&s[1], left + AP_LANES,
+                                    right + AP_LANES, *g);
+            AP_LANES_NAME(add_taps)(&s[2], left + 2 * AP_LANES,
+                                    right + 2 * AP_LANES, *g);
+            AP_LANES_NAME(add_taps)(&s[3], left + 3 * AP_LANES,
+                                    right + 3 * AP_LANES, *g);
         }
         /* stored one by one: a loop went through the stack */
         memcpy(out + x, &s[0], sizeof(s[0]));
@@ -127,9 +134,10 @@ AP_LANES_NAME(taps_down)(const double *const *rows, int r,
         memcpy(&s[1], mid + x + AP_LANES, sizeof(s[1]));
         memcpy(&s[2], mid + x + 2 * AP_LANES, sizeof(s[2]));
         memcpy(&s[3], mid + x + 3 * AP_LANES, sizeof(s[3]));
-        for (int k = 0; k < 4; k++) {
-            s[k] *= taps[0];
-        }
+        s[0] *= taps[0];
+        s[1] *= taps[0];
+        s[2] *= taps[0];
+        s[3] *= taps[0];
         /* a pair's row pointers loaded once for the four vectors */
         const double *const *up = rows + r, *const *down = up;
         const double *g = taps;
@@ -137,10 +145,13 @@ AP_LANES_NAME(taps_down)(const double *const *rows, int r,
             up--;
             down++;
             g++;
-            for (int k = 0; k < 4; k++) {
-                AP_LANES_NAME(add_taps)(&s[k], *up + x + k * AP_LANES,
-                                        *down + x + k * AP_LANES, *g);
-            }
+            const double *a = *up + x, *b = *down + x;
+            AP_LANES_NAME(add_taps)(&s[0], a, b, *g);
+            AP_LANES_NAME(add_taps)(&s[1], a + AP_LANES, b + AP_LANES, *g);
+            AP_LANES_NAME(add_taps)(&s[2], a + 2 * AP_LANES,
+                                    b + 2 * AP_LANES, *g);
+            AP_LANES_NAME(add_taps)(&s[3], a + 3 * AP_LANES,
+                                    b + 3 * AP_LANES, *g);
         }
         memcpy(out + x, &s[0], sizeof(s[0]));
         memcpy(out + x + AP_LANES, &s[1], sizeof(s[1]));
@@ -149,3 +160,9 @@ AP_LANES_NAME(taps_down)(const double *const *rows, int r,
     }
     return x;
 }
+
+#undef AP_LANES
+#undef AP_LANES_VEC
+#undef AP_LANES_WIDEN
+#undef AP_LANES_NAME
+#undef AP_LANES_FN

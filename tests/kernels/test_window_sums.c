@@ -58,6 +58,19 @@ warped_row(uint64_t *s, float *row, int w, double unseen)
 
 static int failures;
 
+/* Buffers of exactly n elements on the heap, so that a loop reading or
+ * writing past its row is caught under AddressSanitizer (`make asan`) */
+static void *
+exact(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (p == NULL) {
+        printf("FAIL: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
 static void
 same_bits(const double *a, const double *b, int n, const char *what, int w,
           int r)
@@ -229,8 +242,10 @@ check_ncc_table(uint64_t *s, int w, int r, double unseen)
 static void
 check_gauss_range(uint64_t *s, int w, int r)
 {
-    double gauss[2 * MAX_GAUSS_R + 1], col[MAX_GAUSS_W], whole[MAX_GAUSS_W],
-        part[MAX_GAUSS_W];
+    double gauss[2 * MAX_GAUSS_R + 1];
+    double *col = exact((size_t)w, sizeof(double)),
+           *whole = exact((size_t)w, sizeof(double)),
+           *part = exact((size_t)w, sizeof(double));
     for (int j = -r; j <= r; j++) {     /* any symmetric weights */
         gauss[j + r] = exp(-(double)(j * j) / 4.5);
     }
@@ -264,6 +279,9 @@ check_gauss_range(uint64_t *s, int w, int r)
             same_bits(part, whole, w, "Gaussian sums of a range", w, r);
         }
     }
+    free(col);
+    free(whole);
+    free(part);
 }
 
 /* Rows of SSIM's window (up to 2 MAX_R + 1) weighted and summed down
@@ -271,11 +289,14 @@ check_gauss_range(uint64_t *s, int w, int r)
 static void
 check_seen_columns(uint64_t *s, int w, int count)
 {
-    float ref[2 * MAX_R + 1][MAX_GAUSS_W], warped[2 * MAX_R + 1][MAX_GAUSS_W];
+    float *ref[2 * MAX_R + 1], *warped[2 * MAX_R + 1];
     const float *refs[2 * MAX_R + 1], *rows[2 * MAX_R + 1];
     double weights[2 * MAX_R + 1];
-    static double all[AP_NQ * MAX_GAUSS_W], seen[AP_NQ * MAX_GAUSS_W];
+    double *all = exact(AP_NQ * (size_t)w, sizeof(double)),
+           *seen = exact(AP_NQ * (size_t)w, sizeof(double));
     for (int j = 0; j < count; j++) {
+        ref[j] = exact((size_t)w, sizeof(float));
+        warped[j] = exact((size_t)w, sizeof(float));
         warped_row(s, ref[j], w, 0.0);
         warped_row(s, warped[j], w, 0.0);
         refs[j] = ref[j];
@@ -296,6 +317,12 @@ check_seen_columns(uint64_t *s, int w, int count)
             }
         }
     }
+    for (int j = 0; j < count; j++) {
+        free(ref[j]);
+        free(warped[j]);
+    }
+    free(all);
+    free(seen);
 }
 
 /* The filter's centre tap, then outward: any symmetric weights */
@@ -315,9 +342,11 @@ static void
 check_box_group(uint64_t *s, int w, int r)
 {
     enum { RING = 2 * MAX_R + 4 };
-    double rows[RING][MAX_W], out[4 * MAX_W], plain[MAX_W];
+    double *rows[RING], *out = exact(4 * (size_t)w, sizeof(double)),
+           *plain = exact((size_t)w, sizeof(double));
     const double *ring[RING];
     for (int k = 0; k < RING; k++) {
+        rows[k] = exact((size_t)w, sizeof(double));
         for (int x = 0; x < w; x++) {
             rows[k][x] = uniform(s, -1.0, 1.0);
         }
@@ -355,14 +384,21 @@ check_box_group(uint64_t *s, int w, int r)
         same_bits(out + (size_t)i * w, plain, w,
                   "AquaMVS's box down a group of windows", w, r);
     }
+    for (int k = 0; k < RING; k++) {
+        free(rows[k]);
+    }
+    free(out);
+    free(plain);
 }
 
 static void
 check_aquamvs_filters(uint64_t *s, int w, int r)
 {
-    double taps[MAX_R + 1], padded[MAX_W + 2 * MAX_R] = {0.0};
-    double rows[2 * MAX_R + 1][MAX_W], out[MAX_W], plain[MAX_W],
-        weighted[MAX_W], weights[2 * MAX_R + 1];
+    double taps[MAX_R + 1], weights[2 * MAX_R + 1];
+    double *padded = exact((size_t)(w + 2 * r), sizeof(double));
+    double *rows[2 * MAX_R + 1], *out = exact((size_t)w, sizeof(double)),
+           *plain = exact((size_t)w, sizeof(double)),
+           *weighted = exact((size_t)w, sizeof(double));
     const double *window[2 * MAX_R + 1];
     make_taps(r, taps);
     for (int x = 0; x < w; x++) {
@@ -387,6 +423,7 @@ check_aquamvs_filters(uint64_t *s, int w, int r)
     }
     same_bits(out, plain, w, "AquaMVS's box along a row", w, r);
     for (int k = 0; k <= 2 * r; k++) {
+        rows[k] = exact((size_t)w, sizeof(double));
         for (int x = 0; x < w; x++) {
             rows[k][x] = uniform(s, -1.0, 1.0);
         }
@@ -407,6 +444,13 @@ check_aquamvs_filters(uint64_t *s, int w, int r)
         }
     }
     same_bits(out, plain, w, "AquaMVS's filter down a window", w, r);
+    for (int k = 0; k <= 2 * r; k++) {
+        free(rows[k]);
+    }
+    free(padded);
+    free(out);
+    free(plain);
+    free(weighted);
     check_box_group(s, w, r);
 }
 
@@ -458,6 +502,7 @@ main(void)
     }
     printf("window sums: vector loops and plain forms agree in %d cases "
            "(%s)\n", cases,
-           wide ? "eight lanes and four" : "four lanes: no AVX-512 here");
+           wide ? "eight lanes and four"
+                : "four lanes only: no AVX-512 here, or no clones built");
     return 0;
 }

@@ -8,6 +8,7 @@
 #include "../../kernels/cuda_sweep.h"
 #include "../../kernels/projector.h"
 #include "../../kernels/sweep.h"
+#include "../../kernels/vectorize.h"
 #include "../../kernels/wide_lanes.h"
 
 #include <time.h>
@@ -622,6 +623,7 @@ mvs_exec(PyObject *module)
         PyModule_AddIntConstant(module, "GPU_VIEWS", AP_GPU_VIEWS) < 0 ||
         PyModule_AddIntConstant(module, "CAST_AQUAMVS", AP_CAST_AQUAMVS) <
             0 ||
+        PyModule_AddIntConstant(module, "VECTOR_CLONES", AP_CLONES) < 0 ||
         PyModule_AddIntConstant(module, "WIDE_LANES", ap_wide_lanes()) < 0) {
         return -1;
     }
