@@ -17,6 +17,7 @@
 /* Four doubles: GCC lowers them to whatever vectors the clone being
  * compiled has. */
 typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
+typedef long long v4l __attribute__((vector_size(4 * sizeof(long long))));
 /* The same at a double's alignment, for loads and stores anywhere in a
  * row of doubles. */
 typedef double v4d_at __attribute__((vector_size(4 * sizeof(double)),
@@ -33,6 +34,7 @@ widen_four(const float *p, v4d *d)
 
 #define AP_LANES 4
 #define AP_LANES_VEC v4d
+#define AP_LANES_MASK v4l
 #define AP_LANES_WIDEN widen_four
 #define AP_LANES_NAME(x) four_##x
 #define AP_LANES_FN static inline __attribute__((always_inline))

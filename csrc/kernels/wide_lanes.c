@@ -23,6 +23,7 @@ ap_wide_lanes(void)
 /* AVX-512 for these alone; -std=c11 keeps contraction off, so no FMA */
 #define AP_LANES_FN __attribute__((target("arch=x86-64-v4")))
 typedef double v8d __attribute__((vector_size(8 * sizeof(double))));
+typedef long long v8l __attribute__((vector_size(8 * sizeof(long long))));
 
 /* eight floats widened to doubles: built element by element, one
  * conversion */
@@ -35,6 +36,7 @@ widen(const float *p, v8d *d)
 
 #define AP_LANES 8
 #define AP_LANES_VEC v8d
+#define AP_LANES_MASK v8l
 
 #else
 
@@ -49,6 +51,7 @@ ap_wide_lanes(void)
 
 #define AP_LANES_FN
 typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
+typedef long long v4l __attribute__((vector_size(4 * sizeof(long long))));
 
 static inline void
 widen(const float *p, v4d *d)
@@ -59,6 +62,7 @@ widen(const float *p, v4d *d)
 
 #define AP_LANES 4
 #define AP_LANES_VEC v4d
+#define AP_LANES_MASK v4l
 
 #endif
 

@@ -12,6 +12,9 @@ int ap_wide_lanes(void);
 void ap_wide_lanes_allow(int allow);
 
 /* window_lanes.h's loops; call them only where ap_wide_lanes() says. */
+int ap_wide_all_columns(double *const out[6], int x, int x1,
+                        const float *const *refs, const float *const *rows,
+                        const double *weights, int count);
 int ap_wide_seen_columns(double *const out[3], int x, int x1,
                          const float *const *refs, const float *const *rows,
                          const double *weights, int count);

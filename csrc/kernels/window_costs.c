@@ -26,6 +26,7 @@ widen_four(const float *p, v4d *d)
 /* SSIM's hottest loops at four lanes, inlined into the clones below */
 #define AP_LANES 4
 #define AP_LANES_VEC v4d
+#define AP_LANES_MASK v4l
 #define AP_LANES_WIDEN widen_four
 #define AP_LANES_NAME(x) four_##x
 #define AP_LANES_FN static inline __attribute__((always_inline))
@@ -62,59 +63,12 @@ add_four(double *restrict c, int x, const v4d *leaving, const v4d *entering)
     memcpy(c + x, &sum, sizeof(sum));
 }
 
-/* Four samples loaded: the reference values r0, weight times them (r)
- * and the warped values (s), both 0 where not seen, and the seen mask. */
-typedef struct {
-    v4d r0, r, s;
-    v4l seen;
-} four_samples;
-
-static inline four_samples
-load_four(const float *ref, const float *warped, double weight)
-{
-    four_samples f;
-    v4d s0;
-    widen_four(ref, &f.r0);
-    widen_four(warped, &s0);
-    f.seen = s0 == s0;
-    f.r = (v4d)((v4l)(weight * f.r0) & f.seen);
-    f.s = (v4d)((v4l)s0 & f.seen);
-    return f;
-}
-
-/* The three quantities that hold the warped values: weight times s, s^2
- * and r s, as sample_quantities makes them: each from weight times s, three
- * products where four were taken. */
-static inline void
-warped_of(const four_samples *f, double weight, v4d q[3])
-{
-    q[0] = weight * f->s;
-    q[1] = q[0] * f->s;
-    q[2] = q[0] * f->r0;
-}
-
 static inline void
 four_warped(const float *ref, const float *warped, double weight, v4d q[3])
 {
-    four_samples f = load_four(ref, warped, weight);
-    warped_of(&f, weight, q);
-}
-
-/* sample_quantities of four samples, each lane the same arithmetic. */
-static inline void
-four_quantities(const float *ref, const float *warped, double weight,
-                v4d q[6])
-{
-    four_samples f = load_four(ref, warped, weight);
-    v4d weights = {weight, weight, weight, weight};
-    v4d w3[3];
-    warped_of(&f, weight, w3);
-    q[0] = (v4d)((v4l)weights & f.seen);
-    q[1] = f.r;
-    q[2] = w3[0];
-    q[3] = f.r * f.r0;
-    q[4] = w3[1];
-    q[5] = w3[2];
+    four_samples f;
+    four_load(ref, warped, weight, &f);
+    four_warped_of(&f, weight, q);
 }
 
 /* Adds weight times the warped quantities of a row to their column sums;
@@ -198,54 +152,20 @@ ap_slide_differences(double *cols, int w, const float *ref_out,
                       Q(cols, w, 1));
 }
 
-/* Four samples' quantities, weighted (four_quantities), into six sums
- * (set when first, else added). */
-static inline void
-add_weighted(const float *ref, const float *warped, double g, v4d sum[6],
-             int first)
-{
-    v4d q[6];
-    four_quantities(ref, warped, g, q);
-    for (int k = 0; k < 6; k++) {
-        if (first) {
-            sum[k] = q[k];
-        } else {
-            sum[k] += q[k];
-        }
-    }
-}
-
-/* Two vectors side by side at p: one call a row, where a loop over the
- * rows went through the stack */
-static inline void
-store_two(double *p, const v4d *a, const v4d *b)
-{
-    memcpy(p, a, sizeof(*a));
-    memcpy(p + 4, b, sizeof(*b));
-}
-
 AP_VECTOR_CLONES void
 ap_weighted_columns(double *restrict cols, int w, int x0, int x1,
                     const float *const *refs, const float *const *rows,
                     const double *weights, int count)
 {
-    int x = x0;
-    /* two vectors at a time: twelve chains of adds overlap */
-    for (; x + 8 <= x1; x += 8) {
-        v4d a[6], b[6];
-        add_weighted(refs[0] + x, rows[0] + x, weights[0], a, 1);
-        add_weighted(refs[0] + x + 4, rows[0] + x + 4, weights[0], b, 1);
-        for (int j = 1; j < count; j++) {
-            add_weighted(refs[j] + x, rows[j] + x, weights[j], a, 0);
-            add_weighted(refs[j] + x + 4, rows[j] + x + 4, weights[j], b, 0);
-        }
-        store_two(cols + x, &a[0], &b[0]);
-        store_two(cols + (size_t)w + x, &a[1], &b[1]);
-        store_two(cols + (size_t)2 * w + x, &a[2], &b[2]);
-        store_two(cols + (size_t)3 * w + x, &a[3], &b[3]);
-        store_two(cols + (size_t)4 * w + x, &a[4], &b[4]);
-        store_two(cols + (size_t)5 * w + x, &a[5], &b[5]);
+    double *out[AP_NQ];
+    for (int k = 0; k < AP_NQ; k++) {
+        out[k] = cols + (size_t)k * w;
     }
+    int x = x0;
+    if (ap_wide_lanes()) {
+        x = ap_wide_all_columns(out, x, x1, refs, rows, weights, count);
+    }
+    x = four_all_columns(out, x, x1, refs, rows, weights, count);
     for (; x < x1; x++) {
         double sum[AP_NQ] = {0.0};
         for (int j = 0; j < count; j++) {

@@ -8,9 +8,114 @@
  * instructions it takes.
  *
  * The includer defines AP_LANES, AP_LANES_VEC (a vector of AP_LANES
- * doubles), AP_LANES_WIDEN(p, d) (AP_LANES floats at p into *d),
+ * doubles), AP_LANES_MASK (of AP_LANES long longs, what comparing two
+ * AP_LANES_VEC gives), AP_LANES_WIDEN(p, d) (AP_LANES floats at p into *d),
  * AP_LANES_NAME(x) (the functions' names) and AP_LANES_FN (their
  * attributes). No include guard: each inclusion makes one width. */
+
+/* AP_LANES samples loaded: the reference values r0, weight times them
+ * (r) and the warped values (s), both 0 where not seen, and the seen
+ * mask. */
+typedef struct {
+    AP_LANES_VEC r0, r, s;
+    AP_LANES_MASK seen;
+} AP_LANES_NAME(samples);
+
+static inline __attribute__((always_inline)) void
+AP_LANES_NAME(load)(const float *ref, const float *warped, double weight,
+                    AP_LANES_NAME(samples) *f)
+{
+    AP_LANES_VEC s0;
+    AP_LANES_WIDEN(ref, &f->r0);
+    AP_LANES_WIDEN(warped, &s0);
+    f->seen = s0 == s0;
+    f->r = (AP_LANES_VEC)((AP_LANES_MASK)(weight * f->r0) & f->seen);
+    f->s = (AP_LANES_VEC)((AP_LANES_MASK)s0 & f->seen);
+}
+
+/* The three quantities that hold the warped values: weight times s, s^2
+ * and r s, as sample_quantities (window_costs.c) makes them: each from
+ * weight times s, three products where four were taken. */
+static inline __attribute__((always_inline)) void
+AP_LANES_NAME(warped_of)(const AP_LANES_NAME(samples) *f, double weight,
+                         AP_LANES_VEC q[3])
+{
+    q[0] = weight * f->s;
+    q[1] = q[0] * f->s;
+    q[2] = q[0] * f->r0;
+}
+
+/* sample_quantities of AP_LANES samples, weighted, each lane the same
+ * arithmetic, into six sums (set when first, else added). */
+static inline __attribute__((always_inline)) void
+AP_LANES_NAME(add_all)(const float *ref, const float *warped, double g,
+                       AP_LANES_VEC sum[6], int first)
+{
+    AP_LANES_NAME(samples) f;
+    AP_LANES_NAME(load)(ref, warped, g, &f);
+    AP_LANES_VEC w3[3], weights = {0.0};
+    AP_LANES_NAME(warped_of)(&f, g, w3);
+    weights += g;
+    AP_LANES_VEC q[6] = {(AP_LANES_VEC)((AP_LANES_MASK)weights & f.seen),
+                         f.r, w3[0], f.r * f.r0, w3[1], w3[2]};
+    for (int k = 0; k < 6; k++) {
+        if (first) {
+            sum[k] = q[k];
+        } else {
+            sum[k] += q[k];
+        }
+    }
+}
+
+/* Six sums stored at column x of out[6], one by one: a loop over them
+ * went through the stack */
+static inline __attribute__((always_inline)) void
+AP_LANES_NAME(store_six)(double *const out[6], int x,
+                         const AP_LANES_VEC sum[6])
+{
+    memcpy(out[0] + x, &sum[0], sizeof(sum[0]));
+    memcpy(out[1] + x, &sum[1], sizeof(sum[1]));
+    memcpy(out[2] + x, &sum[2], sizeof(sum[2]));
+    memcpy(out[3] + x, &sum[3], sizeof(sum[3]));
+    memcpy(out[4] + x, &sum[4], sizeof(sum[4]));
+    memcpy(out[5] + x, &sum[5], sizeof(sum[5]));
+}
+
+/* ap_weighted_columns' rows out[6] from column x on, 2 AP_LANES columns
+ * at a time (twelve chains of adds overlap) while they fit before x1,
+ * then AP_LANES if they fit; returns the column it stopped at. */
+AP_LANES_FN int
+AP_LANES_NAME(all_columns)(double *const out[6], int x, int x1,
+                           const float *const *refs,
+                           const float *const *rows, const double *weights,
+                           int count)
+{
+    for (; x + 2 * AP_LANES <= x1; x += 2 * AP_LANES) {
+        AP_LANES_VEC a[6], b[6];
+        AP_LANES_NAME(add_all)(refs[0] + x, rows[0] + x, weights[0], a, 1);
+        AP_LANES_NAME(add_all)(refs[0] + x + AP_LANES,
+                               rows[0] + x + AP_LANES, weights[0], b, 1);
+        for (int j = 1; j < count; j++) {
+            AP_LANES_NAME(add_all)(refs[j] + x, rows[j] + x, weights[j], a,
+                                   0);
+            AP_LANES_NAME(add_all)(refs[j] + x + AP_LANES,
+                                   rows[j] + x + AP_LANES, weights[j], b, 0);
+        }
+        AP_LANES_NAME(store_six)(out, x, a);
+        AP_LANES_NAME(store_six)(out, x + AP_LANES, b);
+    }
+    if (x + AP_LANES <= x1) {
+        AP_LANES_VEC a[6];
+        AP_LANES_NAME(add_all)(refs[0] + x, rows[0] + x, weights[0], a, 1);
+        for (int j = 1; j < count; j++) {
+            AP_LANES_NAME(add_all)(refs[j] + x, rows[j] + x, weights[j], a,
+                                   0);
+        }
+        AP_LANES_NAME(store_six)(out, x, a);
+        x += AP_LANES;
+    }
+    return x;
+}
 
 /* add_weighted's three quantities that hold the warped values (s, s^2,
  * r s), for samples all seen: the same products, so the same bits. */
@@ -34,7 +139,7 @@ AP_LANES_NAME(add_seen)(const float *ref, const float *warped, double g,
 
 /* ap_weighted_seen_columns' rows out[3] from column x on, 2 AP_LANES
  * columns at a time (six chains of adds overlap) while they fit before
- * x1; returns the column it stopped at. */
+ * x1, then AP_LANES if they fit; returns the column it stopped at. */
 AP_LANES_FN int
 AP_LANES_NAME(seen_columns)(double *const out[3], int x, int x1,
                             const float *const *refs,
@@ -61,6 +166,19 @@ AP_LANES_NAME(seen_columns)(double *const out[3], int x, int x1,
         memcpy(out[1] + x + AP_LANES, &b[1], sizeof(b[1]));
         memcpy(out[2] + x, &a[2], sizeof(a[2]));
         memcpy(out[2] + x + AP_LANES, &b[2], sizeof(b[2]));
+    }
+    /* a range's last columns, one vector */
+    if (x + AP_LANES <= x1) {
+        AP_LANES_VEC a[3];
+        AP_LANES_NAME(add_seen)(refs[0] + x, rows[0] + x, weights[0], a, 1);
+        for (int j = 1; j < count; j++) {
+            AP_LANES_NAME(add_seen)(refs[j] + x, rows[j] + x, weights[j], a,
+                                    0);
+        }
+        memcpy(out[0] + x, &a[0], sizeof(a[0]));
+        memcpy(out[1] + x, &a[1], sizeof(a[1]));
+        memcpy(out[2] + x, &a[2], sizeof(a[2]));
+        x += AP_LANES;
     }
     return x;
 }
@@ -163,6 +281,7 @@ AP_LANES_NAME(taps_down)(const double *const *rows, int r,
 
 #undef AP_LANES
 #undef AP_LANES_VEC
+#undef AP_LANES_MASK
 #undef AP_LANES_WIDEN
 #undef AP_LANES_NAME
 #undef AP_LANES_FN

@@ -10,7 +10,9 @@
  *   them or the whole row;
  * - SSIM's weighted column sums of rows all seen
  *   (ap_weighted_seen_columns) against ap_weighted_columns' three sums
- *   that hold the warped values: the same bits;
+ *   that hold the warped values, and ap_weighted_columns' six of rows
+ *   with unseen samples against each column's rows summed in order: the
+ *   same bits;
  * - the Gaussian sums of a range of columns (ap_gauss_sums_range)
  *   against those of the whole row (ap_gauss_sums), and the whole row's
  *   at columns whose windows reach past its ends against the sum of the
@@ -334,6 +336,52 @@ make_taps(int r, double *taps)
     }
 }
 
+/* SSIM's six weighted column sums (ap_weighted_columns) of rows with
+ * unseen samples, against each column's rows summed in order, each
+ * quantity made as the sweep makes it: the same bits */
+static void
+check_all_columns(uint64_t *s, int w, int count, double unseen)
+{
+    float *ref[2 * MAX_R + 1], *warped[2 * MAX_R + 1];
+    const float *refs[2 * MAX_R + 1], *rows[2 * MAX_R + 1];
+    double weights[2 * MAX_R + 1];
+    double *cols = exact(AP_NQ * (size_t)w, sizeof(double)),
+           *plain = exact(AP_NQ * (size_t)w, sizeof(double));
+    for (int j = 0; j < count; j++) {
+        ref[j] = exact((size_t)w, sizeof(float));
+        warped[j] = exact((size_t)w, sizeof(float));
+        warped_row(s, ref[j], w, 0.0);
+        warped_row(s, warped[j], w, unseen);
+        refs[j] = ref[j];
+        rows[j] = warped[j];
+        weights[j] = uniform(s, 0.01, 0.2);
+    }
+    for (int x = 0; x < w; x++) {
+        for (int j = 0; j < count; j++) {
+            float v = warped[j][x];
+            int seen = v == v;
+            double g = weights[j], r0 = ref[j][x];
+            double sv = seen ? (double)v : 0.0, gs = g * sv;
+            double r = seen ? g * r0 : 0.0;
+            double q[AP_NQ] = {seen ? g : 0.0, r, gs, r * r0, gs * sv,
+                               gs * r0};
+            for (int k = 0; k < AP_NQ; k++) {
+                double *p = plain + (size_t)k * w + x;
+                *p = j == 0 ? q[k] : *p + q[k];
+            }
+        }
+    }
+    ap_weighted_columns(cols, w, 0, w, refs, rows, weights, count);
+    same_bits(cols, plain, AP_NQ * w, "weighted sums with unseen samples",
+              w, count);
+    for (int j = 0; j < count; j++) {
+        free(ref[j]);
+        free(warped[j]);
+    }
+    free(cols);
+    free(plain);
+}
+
 /* Box sums down the windows of up to four consecutive output rows
  * (ap_aquamvs_box_down_group), each 2 r + 1 rows clamped to the ring's,
  * against each window's rows summed in the same order: the rows all
@@ -480,7 +528,9 @@ check_all(uint64_t *seed)
         }
         for (int count = 1; count <= 2 * MAX_R + 1; count += 5) {
             check_seen_columns(seed, w, count);
-            cases++;
+            check_all_columns(seed, w, count, 0.05);
+            check_all_columns(seed, w, count, 0.5);
+            cases += 3;
         }
     }
     return cases;
