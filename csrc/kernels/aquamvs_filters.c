@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "four_lanes.h"
 #include "vectorize.h"
 #include "wide_lanes.h"
 
@@ -14,31 +15,10 @@
  * it adds a window's taps or rows, and stores them once; the tails add in
  * the same order, so every output has the same bits wherever it lies. */
 
-/* Four doubles: GCC lowers them to whatever vectors the clone being
- * compiled has. */
-typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
-typedef long long v4l __attribute__((vector_size(4 * sizeof(long long))));
-/* The same at a double's alignment, for loads and stores anywhere in a
- * row of doubles. */
+/* Four doubles at a double's alignment, for loads and stores anywhere in
+ * a row of doubles. */
 typedef double v4d_at __attribute__((vector_size(4 * sizeof(double)),
                                      aligned(sizeof(double)), may_alias));
-
-/* The symmetric filters' loops at four lanes, inlined into the clones
- * below */
-static inline void
-widen_four(const float *p, v4d *d)
-{
-    v4d four = {p[0], p[1], p[2], p[3]};
-    *d = four;
-}
-
-#define AP_LANES 4
-#define AP_LANES_VEC v4d
-#define AP_LANES_MASK v4l
-#define AP_LANES_WIDEN widen_four
-#define AP_LANES_NAME(x) four_##x
-#define AP_LANES_FN static inline __attribute__((always_inline))
-#include "window_lanes.h"
 
 static inline const v4d_at *
 at4(const double *p)

@@ -37,6 +37,9 @@ widen(const float *p, v8d *d)
 #define AP_LANES 8
 #define AP_LANES_VEC v8d
 #define AP_LANES_MASK v8l
+#define AP_LANES_WIDEN widen
+#define AP_LANES_NAME(x) ap_wide_##x
+#include "window_lanes.h"
 
 #else
 
@@ -49,23 +52,14 @@ ap_wide_lanes(void)
     return 0;
 }
 
-#define AP_LANES_FN
-typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
-typedef long long v4l __attribute__((vector_size(4 * sizeof(long long))));
-
-static inline void
-widen(const float *p, v4d *d)
-{
-    v4d four = {p[0], p[1], p[2], p[3]};
-    *d = four;
-}
+#include "four_lanes.h"
 
 #define AP_LANES 4
 #define AP_LANES_VEC v4d
 #define AP_LANES_MASK v4l
+#define AP_LANES_WIDEN widen_four
+#define AP_LANES_NAME(x) ap_wide_##x
+#define AP_LANES_FN
+#include "window_lanes.h"
 
 #endif
-
-#define AP_LANES_WIDEN widen
-#define AP_LANES_NAME(x) ap_wide_##x
-#include "window_lanes.h"

@@ -286,30 +286,55 @@ check_gauss_range(uint64_t *s, int w, int r)
     free(part);
 }
 
-/* Rows of SSIM's window (up to 2 MAX_R + 1) weighted and summed down
- * the columns [x0, x1), for every x0 <= x1 */
-static void
-check_seen_columns(uint64_t *s, int w, int count)
-{
+/* The rows of an SSIM window (up to 2 MAX_R + 1): the reference's, the
+ * warped ones (a share of them unseen) and their weights */
+typedef struct {
     float *ref[2 * MAX_R + 1], *warped[2 * MAX_R + 1];
     const float *refs[2 * MAX_R + 1], *rows[2 * MAX_R + 1];
     double weights[2 * MAX_R + 1];
+    int count;
+} window_rows;
+
+static void
+window_rows_make(uint64_t *s, window_rows *wr, int w, int count,
+                 double unseen)
+{
+    wr->count = count;
+    for (int j = 0; j < count; j++) {
+        wr->ref[j] = exact((size_t)w, sizeof(float));
+        wr->warped[j] = exact((size_t)w, sizeof(float));
+        warped_row(s, wr->ref[j], w, 0.0);
+        warped_row(s, wr->warped[j], w, unseen);
+        wr->refs[j] = wr->ref[j];
+        wr->rows[j] = wr->warped[j];
+        wr->weights[j] = uniform(s, 0.01, 0.2);
+    }
+}
+
+static void
+window_rows_free(window_rows *wr)
+{
+    for (int j = 0; j < wr->count; j++) {
+        free(wr->ref[j]);
+        free(wr->warped[j]);
+    }
+}
+
+/* Rows all seen weighted and summed down the columns [x0, x1), for
+ * every x0 <= x1 */
+static void
+check_seen_columns(uint64_t *s, int w, int count)
+{
+    window_rows wr;
+    window_rows_make(s, &wr, w, count, 0.0);
     double *all = exact(AP_NQ * (size_t)w, sizeof(double)),
            *seen = exact(AP_NQ * (size_t)w, sizeof(double));
-    for (int j = 0; j < count; j++) {
-        ref[j] = exact((size_t)w, sizeof(float));
-        warped[j] = exact((size_t)w, sizeof(float));
-        warped_row(s, ref[j], w, 0.0);
-        warped_row(s, warped[j], w, 0.0);
-        refs[j] = ref[j];
-        rows[j] = warped[j];
-        weights[j] = uniform(s, 0.01, 0.2);
-    }
     for (int x0 = 0; x0 <= w; x0 += 3) {
         for (int x1 = x0; x1 <= w; x1++) {
-            ap_weighted_columns(all, w, x0, x1, refs, rows, weights, count);
-            ap_weighted_seen_columns(seen, w, x0, x1, refs, rows, weights,
-                                     count);
+            ap_weighted_columns(all, w, x0, x1, wr.refs, wr.rows,
+                                wr.weights, count);
+            ap_weighted_seen_columns(seen, w, x0, x1, wr.refs, wr.rows,
+                                     wr.weights, count);
             for (int q = AP_Q_S; q <= AP_Q_RS; q++) {
                 if (q != AP_Q_RR) {
                     same_bits(all + (size_t)q * w + x0,
@@ -319,10 +344,7 @@ check_seen_columns(uint64_t *s, int w, int count)
             }
         }
     }
-    for (int j = 0; j < count; j++) {
-        free(ref[j]);
-        free(warped[j]);
-    }
+    window_rows_free(&wr);
     free(all);
     free(seen);
 }
@@ -342,25 +364,15 @@ make_taps(int r, double *taps)
 static void
 check_all_columns(uint64_t *s, int w, int count, double unseen)
 {
-    float *ref[2 * MAX_R + 1], *warped[2 * MAX_R + 1];
-    const float *refs[2 * MAX_R + 1], *rows[2 * MAX_R + 1];
-    double weights[2 * MAX_R + 1];
+    window_rows wr;
+    window_rows_make(s, &wr, w, count, unseen);
     double *cols = exact(AP_NQ * (size_t)w, sizeof(double)),
            *plain = exact(AP_NQ * (size_t)w, sizeof(double));
-    for (int j = 0; j < count; j++) {
-        ref[j] = exact((size_t)w, sizeof(float));
-        warped[j] = exact((size_t)w, sizeof(float));
-        warped_row(s, ref[j], w, 0.0);
-        warped_row(s, warped[j], w, unseen);
-        refs[j] = ref[j];
-        rows[j] = warped[j];
-        weights[j] = uniform(s, 0.01, 0.2);
-    }
     for (int x = 0; x < w; x++) {
         for (int j = 0; j < count; j++) {
-            float v = warped[j][x];
+            float v = wr.warped[j][x];
             int seen = v == v;
-            double g = weights[j], r0 = ref[j][x];
+            double g = wr.weights[j], r0 = wr.ref[j][x];
             double sv = seen ? (double)v : 0.0, gs = g * sv;
             double r = seen ? g * r0 : 0.0;
             double q[AP_NQ] = {seen ? g : 0.0, r, gs, r * r0, gs * sv,
@@ -371,13 +383,10 @@ check_all_columns(uint64_t *s, int w, int count, double unseen)
             }
         }
     }
-    ap_weighted_columns(cols, w, 0, w, refs, rows, weights, count);
+    ap_weighted_columns(cols, w, 0, w, wr.refs, wr.rows, wr.weights, count);
     same_bits(cols, plain, AP_NQ * w, "weighted sums with unseen samples",
               w, count);
-    for (int j = 0; j < count; j++) {
-        free(ref[j]);
-        free(warped[j]);
-    }
+    window_rows_free(&wr);
     free(cols);
     free(plain);
 }
