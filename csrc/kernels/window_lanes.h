@@ -1,8 +1,9 @@
 /* SSIM's hottest loops (textbook and AquaMVS parity), written once for
- * a vector of AP_LANES doubles and included twice: by window_costs.c and
- * aquamvs_filters.c at four lanes, inlined into their clones, and by
- * wide_lanes.c at eight, compiled for AVX-512 alone (where the CPU lacks
- * it, GCC splits a vector wider than its registers through the stack).
+ * a vector of AP_LANES doubles and included at two widths: at four lanes
+ * by four_lanes.h, inlined into the clones of window_costs.c and
+ * aquamvs_filters.c, and at eight by wide_lanes.c, compiled for AVX-512
+ * alone (where the CPU lacks it, GCC splits a vector wider than its
+ * registers through the stack).
  * Each lane does the same arithmetic in the same order at either width,
  * so both give the same bits; what the width changes is how many
  * instructions it takes.
