@@ -11,9 +11,9 @@
  * values 1e-6 of their neighbours', whose variance a running sum's
  * rounding would swamp. Each pass keeps its outputs in vectors (sixteen
  * along a row and down a whole window, 32 where the CPU has AVX-512,
- * eight down a clamped one) while
- * it adds a window's taps or rows, and stores them once; the tails add in
- * the same order, so every output has the same bits wherever it lies. */
+ * eight down a clamped one) while it adds a window's taps or rows, and
+ * stores them once; the tails add in the same order, so every output has
+ * the same bits wherever it lies. */
 
 /* Four doubles at a double's alignment, for loads and stores anywhere in
  * a row of doubles. */
@@ -38,14 +38,6 @@ ap_aquamvs_along(const double *restrict padded, int w, int radius,
         x = ap_wide_taps_along(in, radius, taps, x, w, out);
     }
     x = four_taps_along(in, radius, taps, x, w, out);
-    for (; x + 4 <= w; x += 4) {
-        const double *p = in + x;
-        v4d s = taps[0] * *at4(p);
-        for (int j = 1; j <= radius; j++) {
-            four_add_taps(&s, p - j, p + j, taps[j]);
-        }
-        *(v4d_at *)(out + x) = s;
-    }
     for (; x < w; x++) {    /* the same order as a vector's lane */
         const double *p = in + x;
         double sum = taps[0] * p[0];
@@ -110,14 +102,6 @@ ap_aquamvs_down_symmetric(const double *const *restrict rows, int radius,
         x = ap_wide_taps_down(rows, radius, taps, x, w, out);
     }
     x = four_taps_down(rows, radius, taps, x, w, out);
-    for (; x + 4 <= w; x += 4) {
-        v4d s = taps[0] * *at4(mid + x);
-        for (int j = 1; j <= radius; j++) {
-            four_add_taps(&s, rows[radius - j] + x, rows[radius + j] + x,
-                     taps[j]);
-        }
-        *(v4d_at *)(out + x) = s;
-    }
     for (; x < w; x++) {    /* the same order as a vector's lane */
         double sum = taps[0] * mid[x];
         for (int j = 1; j <= radius; j++) {

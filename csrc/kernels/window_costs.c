@@ -275,20 +275,6 @@ ap_box_sums(const double *restrict cols, int nq, int w, int r,
     }
 }
 
-/* The Gaussian sums at columns [x, x + 4), whose windows need no clamp */
-static inline void
-gauss_four(const double *col, int x, int r, const double *gauss,
-           double *out)
-{
-    v4d s;
-    memcpy(&s, col + x, sizeof(s));
-    s *= gauss[r];
-    for (int j = 1; j <= r; j++) {
-        four_add_taps(&s, col + x - j, col + x + j, gauss[r + j]);
-    }
-    memcpy(out + x, &s, sizeof(s));
-}
-
 /* Outputs a pass of gauss_clamped, which sets the size of its copy of
  * the columns on the stack */
 #define CLAMPED_BLOCK 16
@@ -338,7 +324,7 @@ first_unclamped(int w, int r)
 
 /* Gaussian-weighted sums along a row; outside the image weighs nothing.
  * The inside, where no tap needs clamping, 32 (AVX-512) or 16 outputs at
- * a time, then four. */
+ * a time, then a vector at a time. */
 AP_VECTOR_CLONES void
 ap_gauss_sums(const double *restrict col, int w, int r,
               const double *restrict gauss, double *restrict out)
@@ -349,9 +335,6 @@ ap_gauss_sums(const double *restrict col, int w, int r,
         x = ap_wide_taps_along(col, r, gauss + r, x, w - r, out);
     }
     x = four_taps_along(col, r, gauss + r, x, w - r, out);
-    for (; x + 4 + r <= w; x += 4) {
-        gauss_four(col, x, r, gauss, out);
-    }
     gauss_clamped(col, w, r, gauss, x, w, out);
 }
 
@@ -384,9 +367,6 @@ ap_gauss_sums_range(const double *restrict col, int w, int r,
         x = ap_wide_taps_along(col, r, gauss + r, x, hi, out);
     }
     x = four_taps_along(col, r, gauss + r, x, hi, out);
-    for (; x + 4 <= hi; x += 4) {
-        gauss_four(col, x, r, gauss, out);
-    }
     for (; x < hi; x++) {
         out[x] = gauss_pairs(col, r, gauss, x);
     }

@@ -118,8 +118,8 @@ AP_LANES_NAME(all_columns)(double *const out[6], int x, int x1,
     return x;
 }
 
-/* add_weighted's three quantities that hold the warped values (s, s^2,
- * r s), for samples all seen: the same products, so the same bits. */
+/* add_all's three quantities that hold the warped values (s, s^2, r s),
+ * for samples all seen: the same products, so the same bits. */
 static inline __attribute__((always_inline)) void
 AP_LANES_NAME(add_seen)(const float *ref, const float *warped, double g,
                         AP_LANES_VEC sum[3], int first)
@@ -196,11 +196,12 @@ AP_LANES_NAME(add_taps)(AP_LANES_VEC *s, const double *left,
 }
 
 /* Symmetric filters' outputs from column x on, 4 AP_LANES at a time
- * (four chains of adds overlap) while they end by `end`: along a row col
- * (out[x] = taps[0] col[x] + the sum over j of taps[j] (col[x - j] +
- * col[x + j]), j = 1 .. r, which reads col[x - r, end + r)), or down the
- * rows of a window (col[x +- j] there rows[r -+ j][x]); returns the
- * column it stopped at. A pair of taps takes one product. */
+ * (four chains of adds overlap), then one vector at a time, while they
+ * end by `end`: along a row col (out[x] = taps[0] col[x] + the sum over
+ * j of taps[j] (col[x - j] + col[x + j]), j = 1 .. r, which reads
+ * col[x - r, end + r)), or down the rows of a window (col[x +- j] there
+ * rows[r -+ j][x]); returns the column it stopped at. A pair of taps
+ * takes one product. */
 AP_LANES_FN int
 AP_LANES_NAME(taps_along)(const double *col, int r, const double *taps,
                           int x, int end, double *out)
@@ -239,6 +240,16 @@ AP_LANES_NAME(taps_along)(const double *col, int r, const double *taps,
         memcpy(out + x + 2 * AP_LANES, &s[2], sizeof(s[2]));
         memcpy(out + x + 3 * AP_LANES, &s[3], sizeof(s[3]));
     }
+    /* then one vector at a time */
+    for (; x + AP_LANES <= end; x += AP_LANES) {
+        AP_LANES_VEC s;
+        memcpy(&s, col + x, sizeof(s));
+        s *= taps[0];
+        for (int j = 1; j <= r; j++) {
+            AP_LANES_NAME(add_taps)(&s, col + x - j, col + x + j, taps[j]);
+        }
+        memcpy(out + x, &s, sizeof(s));
+    }
     return x;
 }
 
@@ -276,6 +287,16 @@ AP_LANES_NAME(taps_down)(const double *const *rows, int r,
         memcpy(out + x + AP_LANES, &s[1], sizeof(s[1]));
         memcpy(out + x + 2 * AP_LANES, &s[2], sizeof(s[2]));
         memcpy(out + x + 3 * AP_LANES, &s[3], sizeof(s[3]));
+    }
+    for (; x + AP_LANES <= end; x += AP_LANES) {
+        AP_LANES_VEC s;
+        memcpy(&s, mid + x, sizeof(s));
+        s *= taps[0];
+        for (int j = 1; j <= r; j++) {
+            AP_LANES_NAME(add_taps)(&s, rows[r - j] + x, rows[r + j] + x,
+                                    taps[j]);
+        }
+        memcpy(out + x, &s, sizeof(s));
     }
     return x;
 }
