@@ -23,10 +23,11 @@
 #include "sweep.h"
 
 /* Newton steps added to the projectors' (AP_NEWTON_TABLE from a guess
- * within AP_TABLE_TOLERANCE): a sample that straddles the image's
- * border mixes texels with zeros, and a window of such near-zero values
- * has so little variance that NCC's 1e-8 guard leaves its cost
- * sensitive to 1e-6 px; one more step converges (Newton is quadratic). */
+ * within AP_TABLE_TOLERANCE) for every sample: one that straddles the
+ * image's border, or the edge of a black region inside it, mixes texels
+ * with zeros, and a window of such near-zero values has so little
+ * variance that NCC's 1e-8 guard leaves its cost sensitive to 1e-6 px;
+ * one more step converges (Newton is quadratic). */
 #define AP_AQUAMVS_NEWTON_EXTRA 1
 /* ap_cost_volume with AquaMVS's costs (a->cost NCC or SSIM): the same
  * contract. Bands of its own choosing, but every row is computed from
