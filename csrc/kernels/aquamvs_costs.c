@@ -21,6 +21,8 @@
  * order, as a view's rows (so they are the bits a view computing them
  * would get). */
 typedef struct {
+    double *ones;       /* one row: the mask of a row that sees every
+                         * sample */
     double *along_1;    /* one row: ones filtered along (every row's) */
     double *along_r;    /* r filtered along */
     double *count;      /* filter(1), unclamped */
@@ -50,14 +52,15 @@ typedef struct {
     atomic_int stopped;             /* args->stop said so */
 } parity_job;
 
-/* A warped row in a view's ring: its values s m and mask m, zero-padded
- * (radius zeros each side) so that they filter along in place; s m
- * filtered along; m and r m filtered along, the reference's rows
- * (ref_planes) where the row sees every sample, else its own. */
+/* A warped row in a view's ring: its values s m (the warp writes its
+ * samples there) and mask m, zero-padded (radius zeros each side) so
+ * that they filter along in place; s m filtered along; m, and m and r m
+ * filtered along, the reference's rows (ref_planes) where the row sees
+ * every sample, else its own. */
 typedef struct {
     double *s_pad, *m_pad, *along_s;
     double *own_m, *own_rm;
-    const double *along_m, *along_rm;
+    const double *m, *along_m, *along_rm;
     int unseen;                     /* some sample not seen */
 } warped_slot;
 
@@ -79,7 +82,6 @@ enum { GROUP = 4 };
 typedef struct {
     warped_slot *warped;
     centred_slot *centred;
-    double *sample;                 /* the warp's row */
 } view_rings;
 
 /* A worker's memory: every view's rings, three zero-padded rows to
@@ -122,7 +124,7 @@ workspace_make(workspace *ws, const ap_sweep_args *a, size_t staged)
     size_t w = (size_t)a->w, r = (size_t)a->window / 2;
     size_t pw = lines(w + 2 * r), lw = lines(w);
     size_t slots = 2 * r + GROUP, n = (size_t)a->n;
-    size_t per_view = slots * (2 * pw + 3 * lw) + slots * 6 * lw + lw;
+    size_t per_view = slots * (2 * pw + 3 * lw) + slots * 6 * lw;
     size_t total = n * per_view + 3 * pw + (3 * GROUP + 2) * lw;
     ws->views = calloc(n, sizeof(*ws->views));
     ws->block = zeroed_lines(total);
@@ -156,8 +158,6 @@ workspace_make(workspace *ws, const ap_sweep_args *a, size_t staged)
             cs->along_rs = next + 5 * lw;
             next += 6 * lw;
         }
-        vr->sample = next;
-        next += lw;
     }
     ws->padded = next;
     ws->down_a = next + 3 * pw;
@@ -283,6 +283,7 @@ filter_down_group(const parity_job *job, const double *const *window,
 static void
 ref_planes_free(ref_planes *p)
 {
+    free(p->ones);
     free(p->along_1);
     free(p->along_r);
     free(p->count);
@@ -397,6 +398,7 @@ ref_planes_make(ref_planes *p, const parity_job *job)
     const ap_sweep_args *a = job->args;
     size_t w = (size_t)a->w, h = (size_t)a->h, r = (size_t)a->window / 2;
     double *ones = padded_row(a);
+    p->ones = malloc(w * sizeof(double));
     p->along_1 = malloc(w * sizeof(double));
     p->along_r = malloc(h * w * sizeof(double));
     p->count = malloc(h * w * sizeof(double));
@@ -404,7 +406,8 @@ ref_planes_make(ref_planes *p, const parity_job *job)
     p->rc = malloc(h * w * sizeof(double));
     p->along_rr = malloc(h * w * sizeof(double));
     p->srr = malloc(h * w * sizeof(double));
-    if (ones == NULL || p->along_1 == NULL || p->along_r == NULL ||
+    if (ones == NULL || p->ones == NULL || p->along_1 == NULL ||
+        p->along_r == NULL ||
         p->count == NULL || p->mean_r == NULL || p->rc == NULL ||
         p->along_rr == NULL || p->srr == NULL) {
         free(ones);
@@ -412,6 +415,7 @@ ref_planes_make(ref_planes *p, const parity_job *job)
     }
     for (size_t x = 0; x < w; x++) {
         ones[r + x] = 1.0;
+        p->ones[x] = 1.0;
     }
     filter_along(job, ones, p->along_1);
     free(ones);
@@ -430,33 +434,37 @@ ref_planes_make(ref_planes *p, const parity_job *job)
 
 /* ---------------------------------------------------------------- band */
 
-/* Splits view v's warped row y (its sample) into its slot and filters
- * its quantities along the row: only s m where every sample is seen. */
+/* Splits view v's warped row y, in its slot, into values and mask, and
+ * filters its quantities along the row: only s m where every sample is
+ * seen, whose mask is the reference's row of ones. */
 static void
 warped_row(const parity_job *job, workspace *ws, int v, int y)
 {
     const ap_sweep_args *a = job->args;
     int w = a->w, r = a->window / 2;
-    view_rings *vr = &ws->views[v];
-    warped_slot *s = &vr->warped[slot(y, r)];
+    warped_slot *s = &ws->views[v].warped[slot(y, r)];
     const ref_planes *ref = job->ref;
-    s->unseen = ap_aquamvs_split(vr->sample, w, s->s_pad + r, s->m_pad + r);
+    s->unseen = ap_aquamvs_unseen(s->s_pad + r, w);
     if (s->unseen) {
+        ap_aquamvs_split(s->s_pad + r, w, s->m_pad + r);
         ap_aquamvs_ref_seen(a->ref + (size_t)y * w, s->m_pad + r, w,
                             ws->padded + r);
         filter_along(job, s->m_pad, s->own_m);
         filter_along(job, ws->padded, s->own_rm);
+        s->m = s->m_pad + r;
         s->along_m = s->own_m;
         s->along_rm = s->own_rm;
     } else {
+        s->m = ref->ones;
         s->along_m = ref->along_1;
         s->along_rm = ref->along_r + (size_t)y * w;
     }
     filter_along(job, s->s_pad, s->along_s);
 }
 
-/* Warps image row y of every view and splits it into the views' rings:
- * the views share the rays' placement (ap_project_sample_padded). */
+/* Warps image row y of every view into its slot of the view's ring, and
+ * splits it there: the views share the rays' placement
+ * (ap_project_sample_padded). */
 static void
 warp_row(const parity_job *job, workspace *ws, double depth, int y)
 {
@@ -467,7 +475,8 @@ warp_row(const parity_job *job, workspace *ws, double depth, int y)
     for (int v0 = 0; v0 < a->n; v0 += AP_WARP_VIEWS) {
         int views = a->n - v0 < AP_WARP_VIEWS ? a->n - v0 : AP_WARP_VIEWS;
         for (int v = 0; v < views; v++) {
-            out[v] = ws->views[v0 + v].sample;
+            out[v] = ws->views[v0 + v].warped[slot(y, a->window / 2)].s_pad +
+                     a->window / 2;
         }
         if (job->pads != NULL) {
             ap_project_sample_padded(
@@ -541,7 +550,7 @@ centre_row(const parity_job *job, workspace *ws, int v, int q,
         }
         filter_down(job, window, q, ws->down + w);
         ap_aquamvs_centre(ws->down, ws->down + w, ss, w, job->least,
-                          a->ref + row, here->m_pad + r, here->s_pad + r,
+                          a->ref + row, here->m, here->s_pad + r,
                           c->own_count, c->own_mr, c->ms, p, p + pw,
                           p + 2 * pw);
         filter_along(job, ws->padded, c->own_rr);
@@ -808,7 +817,7 @@ ap_aquamvs_cost_volume(const ap_sweep_args *a, float *out)
     parity_job *job = calloc(1, sizeof(*job));
     ap_ray_table rays = {NULL, 0, 0};
     ap_projector *proj = calloc((size_t)a->n, sizeof(*proj));
-    ref_planes ref = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    ref_planes ref = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     size_t pad_size = ap_padded_size(a->h, a->w);
     int padded = pad_size <= INT_MAX;
     float *pads = padded ? malloc((size_t)a->n * pad_size * sizeof(float))

@@ -6,20 +6,24 @@
 #include "cost_math.h"
 #include "vectorize.h"
 
-/* A warped row's values s m (0 where unseen) and mask m; returns
- * nonzero when some sample is not seen. */
 AP_VECTOR_CLONES int
-ap_aquamvs_split(const double *restrict sample, int w, double *restrict s,
-                 double *restrict m)
+ap_aquamvs_unseen(const double *sample, int w)
 {
     int unseen = 0;
     for (int x = 0; x < w; x++) {
-        int seen = sample[x] == sample[x];
-        unseen |= !seen;
-        m[x] = seen;
-        s[x] = seen ? sample[x] : 0.0;
+        unseen |= sample[x] != sample[x];
     }
     return unseen;
+}
+
+AP_VECTOR_CLONES void
+ap_aquamvs_split(double *restrict s, int w, double *restrict m)
+{
+    for (int x = 0; x < w; x++) {
+        int seen = s[x] == s[x];
+        m[x] = seen;
+        s[x] = seen ? s[x] : 0.0;
+    }
 }
 
 /* out = ref m, into a padded row. */

@@ -1,13 +1,15 @@
 /* AquaMVS's costs row by row (aquamvs_costs.c): a warped row split into
- * values and mask, rows centred by their own windows' means, and the
+ * values and mask where some sample is unseen, rows centred by their own windows' means, and the
  * costs from the filtered sums. */
 #ifndef AP_AQUAMVS_ROWS_H
 #define AP_AQUAMVS_ROWS_H
 
-/* A warped row's values s m (0 where unseen) and mask m; returns
- * nonzero when some sample is not seen. */
-int ap_aquamvs_split(const double *restrict sample, int w, double *restrict s,
-                     double *restrict m);
+/* Whether some of a warped row's w samples is not seen (NaN). */
+int ap_aquamvs_unseen(const double *sample, int w);
+
+/* A warped row made into its values s m (0 where unseen), in place, and
+ * its mask m. */
+void ap_aquamvs_split(double *restrict s, int w, double *restrict m);
 
 /* out = ref m, into a padded row. */
 void ap_aquamvs_ref_seen(const float *restrict ref, const double *restrict m,
