@@ -11,9 +11,10 @@
  * values 1e-6 of their neighbours', whose variance a running sum's
  * rounding would swamp. Each pass keeps its outputs in vectors (sixteen
  * along a row and down a whole window, 32 where the CPU has AVX-512,
- * eight down a clamped one) while it adds a window's taps or rows, and
- * stores them once; the tails add in the same order, so every output has
- * the same bits wherever it lies. */
+ * eight down a clamped one; along a row of window 11, one vector, each
+ * column's loaded once, window_lanes.h's along_5) while it adds a
+ * window's taps or rows, and stores them once; the tails add in the same
+ * order, so every output has the same bits wherever it lies. */
 
 /* Four doubles at a double's alignment, for loads and stores anywhere in
  * a row of doubles. */
@@ -119,6 +120,9 @@ ap_aquamvs_box_along(const double *restrict padded, int w, int radius,
 {
     const double *in = padded + radius;
     int x = 0;
+    if (radius == 5) {      /* four lanes: eight took x1.015 */
+        x = four_along_5(in, NULL, x, w, out, 1);
+    }
     /* as ap_aquamvs_along: sixteen outputs a pass, taps by pointer */
     for (; x + 16 <= w; x += 16) {
         const double *p = in + x, *left = p, *right = p;

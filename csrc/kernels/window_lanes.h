@@ -1,4 +1,5 @@
-/* SSIM's hottest loops (textbook and AquaMVS parity), written once for
+/* SSIM's hottest loops (textbook and AquaMVS parity), and parity NCC's
+ * box sums along a row at window 11 (along_5), written once for
  * a vector of AP_LANES doubles and included at two widths: at four lanes
  * by four_lanes.h, inlined into the clones of window_costs.c and
  * aquamvs_filters.c, and at eight by wide_lanes.c, compiled for AVX-512
@@ -202,10 +203,86 @@ AP_LANES_NAME(add_taps)(AP_LANES_VEC *s, const double *left,
  * col[x - r, end + r)), or down the rows of a window (col[x +- j] there
  * rows[r -+ j][x]); returns the column it stopped at. A pair of taps
  * takes one product. */
+/* taps_along at radius 5 (window 11, the usual one), one vector at a
+ * time, each column's vector loaded once: the vectors at x + AP_LANES
+ * - 5 .. x + 5 that one output's taps read are the next output's
+ * first, so a pass loads AP_LANES new ones where 11 were loaded (and
+ * most of those straddle two cache lines). box: the taps all 1, their
+ * products left out (the box sums of ap_aquamvs_box_along). */
+static inline __attribute__((always_inline)) int
+AP_LANES_NAME(along_5)(const double *col, const double *taps, int x,
+                       int end, double *out, int box)
+{
+    if (x + AP_LANES > end) {
+        return x;
+    }
+    AP_LANES_VEC m5, m4, m3, m2, m1, z, p1, p2, p3, p4, p5;
+    memcpy(&m5, col + x - 5, sizeof(m5));
+    memcpy(&m4, col + x - 4, sizeof(m4));
+    memcpy(&m3, col + x - 3, sizeof(m3));
+#if AP_LANES == 4
+    memcpy(&m2, col + x - 2, sizeof(m2));
+    memcpy(&m1, col + x - 1, sizeof(m1));
+    memcpy(&z, col + x, sizeof(z));
+    memcpy(&p1, col + x + 1, sizeof(p1));
+#endif
+    double t0 = box ? 1.0 : taps[0], t1 = box ? 1.0 : taps[1],
+           t2 = box ? 1.0 : taps[2], t3 = box ? 1.0 : taps[3],
+           t4 = box ? 1.0 : taps[4], t5 = box ? 1.0 : taps[5];
+    for (; x + AP_LANES <= end; x += AP_LANES) {
+        const double *c = col + x;
+#if AP_LANES == 8
+        memcpy(&m2, c - 2, sizeof(m2));
+        memcpy(&m1, c - 1, sizeof(m1));
+        memcpy(&z, c, sizeof(z));
+        memcpy(&p1, c + 1, sizeof(p1));
+#endif
+        memcpy(&p2, c + 2, sizeof(p2));
+        memcpy(&p3, c + 3, sizeof(p3));
+        memcpy(&p4, c + 4, sizeof(p4));
+        memcpy(&p5, c + 5, sizeof(p5));
+        /* add_taps' arithmetic, in its order */
+        AP_LANES_VEC s;
+        if (box) {
+            s = z;
+            s += m1 + p1;
+            s += m2 + p2;
+            s += m3 + p3;
+            s += m4 + p4;
+            s += m5 + p5;
+        } else {
+            s = z * t0;
+            s += t1 * (m1 + p1);
+            s += t2 * (m2 + p2);
+            s += t3 * (m3 + p3);
+            s += t4 * (m4 + p4);
+            s += t5 * (m5 + p5);
+        }
+        memcpy(out + x, &s, sizeof(s));
+#if AP_LANES == 8
+        m5 = p3;
+        m4 = p4;
+        m3 = p5;
+#else
+        m5 = m1;
+        m4 = z;
+        m3 = p1;
+        m2 = p2;
+        m1 = p3;
+        z = p4;
+        p1 = p5;
+#endif
+    }
+    return x;
+}
+
 AP_LANES_FN int
 AP_LANES_NAME(taps_along)(const double *col, int r, const double *taps,
                           int x, int end, double *out)
 {
+    if (r == 5) {
+        return AP_LANES_NAME(along_5)(col, taps, x, end, out, 0);
+    }
     for (; x + 4 * AP_LANES <= end; x += 4 * AP_LANES) {
         const double *c = col + x;
         AP_LANES_VEC s[4];
