@@ -273,6 +273,12 @@ filter_down_group(const parity_job *job, const double *const *window,
                                   g, w, out);
         return;
     }
+    int r = job->args->window / 2;
+    if (!job->box && g == GROUP && hi[0] - lo[0] == 2 * r &&
+        hi[GROUP - 1] - lo[GROUP - 1] == 2 * r) {
+        ap_aquamvs_down_symmetric_four(window, r, job->taps, w, out);
+        return;
+    }
     for (int i = 0; i < g; i++) {
         filter_down(job, window + lo[i], q0 + i, out + (size_t)i * w);
     }

@@ -92,13 +92,13 @@ ap_aquamvs_down(const double *const *restrict rows,
     }
 }
 
-AP_VECTOR_CLONES void
-ap_aquamvs_down_symmetric(const double *const *restrict rows, int radius,
-                          const double *restrict taps, int w,
-                          double *restrict out)
+/* ap_aquamvs_down_symmetric from column x on */
+static inline __attribute__((always_inline)) void
+down_symmetric_from(const double *const *restrict rows, int radius,
+                    const double *restrict taps, int x, int w,
+                    double *restrict out)
 {
     const double *mid = rows[radius];
-    int x = 0;
     if (ap_wide_lanes()) {
         x = ap_wide_taps_down(rows, radius, taps, x, w, out);
     }
@@ -109,6 +109,30 @@ ap_aquamvs_down_symmetric(const double *const *restrict rows, int radius,
             sum += taps[j] * (rows[radius - j][x] + rows[radius + j][x]);
         }
         out[x] = sum;
+    }
+}
+
+AP_VECTOR_CLONES void
+ap_aquamvs_down_symmetric(const double *const *restrict rows, int radius,
+                          const double *restrict taps, int w,
+                          double *restrict out)
+{
+    down_symmetric_from(rows, radius, taps, 0, w, out);
+}
+
+AP_VECTOR_CLONES void
+ap_aquamvs_down_symmetric_four(const double *const *restrict rows,
+                               int radius, const double *restrict taps,
+                               int w, double *restrict out)
+{
+    int x = 0;
+    /* eight lanes only: at four, the AVX2 clone's sixteen registers
+     * cannot hold the fourteen rows, and it spills */
+    if (radius == 5 && ap_wide_lanes()) {
+        x = ap_wide_down_four_5(rows, taps, x, w, (size_t)w, out);
+    }
+    for (int i = 0; x < w && i < 4; i++) {
+        down_symmetric_from(rows + i, radius, taps, x, w, out + (size_t)i * w);
     }
 }
 

@@ -23,6 +23,14 @@ void ap_aquamvs_down_symmetric(const double *const *restrict rows,
                                int radius, const double *restrict taps,
                                int w, double *restrict out);
 
+/* ap_aquamvs_down_symmetric of four consecutive rows' whole windows,
+ * rows[0 .. 2 radius + 3], into out + i w (i < 4): the same bits, each
+ * row read once for the four where the radius is 5 and the CPU has
+ * AVX-512. */
+void ap_aquamvs_down_symmetric_four(const double *const *restrict rows,
+                                    int radius, const double *restrict taps,
+                                    int w, double *restrict out);
+
 /* The box filter's two: ap_aquamvs_along and ap_aquamvs_down with
  * weights 1, spared their multiplications. */
 void ap_aquamvs_box_along(const double *restrict padded, int w, int radius,

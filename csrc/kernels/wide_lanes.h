@@ -4,6 +4,8 @@
 #ifndef AP_WIDE_LANES_H
 #define AP_WIDE_LANES_H
 
+#include <stddef.h>
+
 /* Whether the eight-lane loops run here: the CPU has AVX-512 (x86-64-v4,
  * as the clones pick) and they are allowed. */
 int ap_wide_lanes(void);
@@ -20,6 +22,8 @@ int ap_wide_seen_columns(double *const out[3], int x, int x1,
                          const double *weights, int count);
 int ap_wide_taps_along(const double *col, int r, const double *taps,
                        int x, int end, double *out);
+int ap_wide_down_four_5(const double *const *rows, const double *taps,
+                        int x, int end, size_t w, double *out);
 int ap_wide_taps_down(const double *const *rows, int r,
                       const double *taps, int x, int end, double *out);
 

@@ -196,25 +196,45 @@ AP_LANES_NAME(add_taps)(AP_LANES_VEC *s, const double *left,
     *s += g * (a + b);
 }
 
-/* Symmetric filters' outputs from column x on, 4 AP_LANES at a time
- * (four chains of adds overlap), then one vector at a time, while they
- * end by `end`: along a row col (out[x] = taps[0] col[x] + the sum over
- * j of taps[j] (col[x - j] + col[x + j]), j = 1 .. r, which reads
- * col[x - r, end + r)), or down the rows of a window (col[x +- j] there
- * rows[r -+ j][x]); returns the column it stopped at. A pair of taps
- * takes one product. */
+/* One output of the symmetric filter of radius 5 (window 11) from its
+ * inputs v[0 .. 10] (v[5] the centre), in add_taps' order, so with the
+ * bits taps_along and taps_down give it. box: the taps all 1, their
+ * products left out (ap_aquamvs_box_along's sums); t unread. */
+static inline __attribute__((always_inline)) void
+AP_LANES_NAME(sym_5)(const AP_LANES_VEC *v, const double *t, int box,
+                     AP_LANES_VEC *out)
+{
+    AP_LANES_VEC s;
+    if (box) {
+        s = v[5];
+        for (int j = 1; j <= 5; j++) {
+            s += v[5 - j] + v[5 + j];
+        }
+    } else {
+        s = v[5] * t[0];
+        for (int j = 1; j <= 5; j++) {
+            s += t[j] * (v[5 - j] + v[5 + j]);
+        }
+    }
+    *out = s;
+}
+
 /* taps_along at radius 5 (window 11, the usual one), one vector at a
  * time, each column's vector loaded once: the vectors at x + AP_LANES
  * - 5 .. x + 5 that one output's taps read are the next output's
  * first, so a pass loads AP_LANES new ones where 11 were loaded (and
- * most of those straddle two cache lines). box: the taps all 1, their
- * products left out (the box sums of ap_aquamvs_box_along). */
+ * most of those straddle two cache lines). box: as sym_5's. */
 static inline __attribute__((always_inline)) int
 AP_LANES_NAME(along_5)(const double *col, const double *taps, int x,
                        int end, double *out, int box)
 {
     if (x + AP_LANES > end) {
         return x;
+    }
+    /* a copy no store to out can alias, so the taps stay in registers */
+    double t[6] = {1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
+    for (int j = 0; !box && j < 6; j++) {
+        t[j] = taps[j];
     }
     AP_LANES_VEC m5, m4, m3, m2, m1, z, p1, p2, p3, p4, p5;
     memcpy(&m5, col + x - 5, sizeof(m5));
@@ -226,9 +246,6 @@ AP_LANES_NAME(along_5)(const double *col, const double *taps, int x,
     memcpy(&z, col + x, sizeof(z));
     memcpy(&p1, col + x + 1, sizeof(p1));
 #endif
-    double t0 = box ? 1.0 : taps[0], t1 = box ? 1.0 : taps[1],
-           t2 = box ? 1.0 : taps[2], t3 = box ? 1.0 : taps[3],
-           t4 = box ? 1.0 : taps[4], t5 = box ? 1.0 : taps[5];
     for (; x + AP_LANES <= end; x += AP_LANES) {
         const double *c = col + x;
 #if AP_LANES == 8
@@ -241,24 +258,11 @@ AP_LANES_NAME(along_5)(const double *col, const double *taps, int x,
         memcpy(&p3, c + 3, sizeof(p3));
         memcpy(&p4, c + 4, sizeof(p4));
         memcpy(&p5, c + 5, sizeof(p5));
-        /* add_taps' arithmetic, in its order */
-        AP_LANES_VEC s;
-        if (box) {
-            s = z;
-            s += m1 + p1;
-            s += m2 + p2;
-            s += m3 + p3;
-            s += m4 + p4;
-            s += m5 + p5;
-        } else {
-            s = z * t0;
-            s += t1 * (m1 + p1);
-            s += t2 * (m2 + p2);
-            s += t3 * (m3 + p3);
-            s += t4 * (m4 + p4);
-            s += t5 * (m5 + p5);
-        }
-        memcpy(out + x, &s, sizeof(s));
+        const AP_LANES_VEC v[11] = {m5, m4, m3, m2, m1, z,
+                                    p1, p2, p3, p4, p5};
+        AP_LANES_VEC sum;
+        AP_LANES_NAME(sym_5)(v, t, box, &sum);
+        memcpy(out + x, &sum, sizeof(sum));
 #if AP_LANES == 8
         m5 = p3;
         m4 = p4;
@@ -276,6 +280,13 @@ AP_LANES_NAME(along_5)(const double *col, const double *taps, int x,
     return x;
 }
 
+/* Symmetric filters' outputs from column x on, 4 AP_LANES at a time
+ * (four chains of adds overlap), then one vector at a time, while they
+ * end by `end`: along a row col (out[x] = taps[0] col[x] + the sum over
+ * j of taps[j] (col[x - j] + col[x + j]), j = 1 .. r, which reads
+ * col[x - r, end + r)), or down the rows of a window (col[x +- j] there
+ * rows[r -+ j][x]); returns the column it stopped at. A pair of taps
+ * takes one product. */
 AP_LANES_FN int
 AP_LANES_NAME(taps_along)(const double *col, int r, const double *taps,
                           int x, int end, double *out)
@@ -374,6 +385,33 @@ AP_LANES_NAME(taps_down)(const double *const *rows, int r,
                                     taps[j]);
         }
         memcpy(out + x, &s, sizeof(s));
+    }
+    return x;
+}
+
+/* taps_down at radius 5 for four consecutive image rows, into out + i
+ * w (i < 4), rows[k] (k < 14) their windows' rows from the first row's
+ * first: each row's vector loaded once for the four, where four calls of
+ * taps_down load 44 (a view's rings outgrow L1, so most come from L2);
+ * the same bits. Returns the column it stopped at. */
+AP_LANES_FN int
+AP_LANES_NAME(down_four_5)(const double *const *rows, const double *taps,
+                           int x, int end, size_t w, double *out)
+{
+    double t[6];    /* as along_5's */
+    for (int j = 0; j < 6; j++) {
+        t[j] = taps[j];
+    }
+    for (; x + AP_LANES <= end; x += AP_LANES) {
+        AP_LANES_VEC v[14];
+        for (int k = 0; k < 14; k++) {
+            memcpy(&v[k], rows[k] + x, sizeof(v[k]));
+        }
+        for (int i = 0; i < 4; i++) {
+            AP_LANES_VEC sum;
+            AP_LANES_NAME(sym_5)(v + i, t, 0, &sum);
+            memcpy(out + i * w + x, &sum, sizeof(sum));
+        }
     }
     return x;
 }

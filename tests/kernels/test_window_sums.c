@@ -19,7 +19,8 @@
  *   taps on the row, left to right: the same bits;
  * - AquaMVS parity's symmetric filters along a row (ap_aquamvs_along,
  *   ap_aquamvs_box_along) and down a whole window of rows
- *   (ap_aquamvs_down_symmetric) and down a group of windows
+ *   (ap_aquamvs_down_symmetric), four windows at once
+ *   (ap_aquamvs_down_symmetric_four) and down a group of windows
  *   (ap_aquamvs_box_down_group) against their plain forms in the same
  *   order, the same bits at every column (vector lanes and tails alike),
  *   and the last against the weighted sum of rows (ap_aquamvs_down)
@@ -448,6 +449,42 @@ check_box_group(uint64_t *s, int w, int r)
     free(plain);
 }
 
+/* The symmetric filter down four consecutive rows' windows, in one call,
+ * against each row's plain sum, bit for bit. */
+static void
+check_down_four(uint64_t *s, int w, int r)
+{
+    double taps[MAX_R + 1];
+    double *rows[2 * MAX_R + 4], *out = exact((size_t)4 * w, sizeof(double));
+    double *plain = exact((size_t)w, sizeof(double));
+    const double *window[2 * MAX_R + 4];
+    make_taps(r, taps);
+    for (int k = 0; k < 2 * r + 4; k++) {
+        rows[k] = exact((size_t)w, sizeof(double));
+        for (int x = 0; x < w; x++) {
+            rows[k][x] = uniform(s, -1.0, 1.0);
+        }
+        window[k] = rows[k];
+    }
+    ap_aquamvs_down_symmetric_four(window, r, taps, w, out);
+    for (int i = 0; i < 4; i++) {
+        for (int x = 0; x < w; x++) {
+            plain[x] = taps[0] * rows[i + r][x];
+            for (int j = 1; j <= r; j++) {
+                plain[x] += taps[j] * (rows[i + r - j][x] +
+                                       rows[i + r + j][x]);
+            }
+        }
+        same_bits(out + (size_t)i * w, plain, w,
+                  "AquaMVS's filter down four windows", w, r);
+    }
+    for (int k = 0; k < 2 * r + 4; k++) {
+        free(rows[k]);
+    }
+    free(out);
+    free(plain);
+}
+
 static void
 check_aquamvs_filters(uint64_t *s, int w, int r)
 {
@@ -509,6 +546,7 @@ check_aquamvs_filters(uint64_t *s, int w, int r)
     free(plain);
     free(weighted);
     check_box_group(s, w, r);
+    check_down_four(s, w, r);
 }
 
 /* Every check, at the width ap_wide_lanes() says */
