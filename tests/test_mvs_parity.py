@@ -537,3 +537,34 @@ def test_cuda_rejects_sad_with_aquamvs_parity():
         mvs.build_cost_volume(cuda(sc.ref), [cuda(sc.images[1])],
                               sc.ref_cam, sc.cameras[1:], [1.0], cost="sad",
                               parity="aquamvs")
+
+
+# ------------------------------------------------- the positions' precision
+
+def test_the_position_script_rounds_positions_to_float32_and_restores(
+        capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import parity_positions
+    project = Camera.project
+    assert parity_positions.main(["--height", "48", "--width", "64",
+                                  "--views", "3"]) == 0
+    assert Camera.project is project
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            [2:]]
+    assert [row[0] for row in rows] == ["plain", "striped"]
+    largest = {}
+    for name, top, pct, share in rows:
+        largest[name] = float(top)
+        assert float(top) >= float(pct) >= 0
+        assert 0 <= float(share.rstrip("%")) <= 100
+    # float32 positions move costs, most beside the black stripes
+    assert 0 < largest["plain"] < largest["striped"]
+
+
+@pytest.mark.parametrize("bad", [["--window", "4"], ["--views", "1"],
+                                 ["--cost", "sad"]])
+def test_the_position_script_refuses_bad_arguments(bad, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import parity_positions
+    with pytest.raises(SystemExit):
+        parity_positions.main(bad)
