@@ -413,9 +413,8 @@ ref_planes_make(ref_planes *p, const parity_job *job)
     p->along_rr = malloc(h * w * sizeof(double));
     p->srr = malloc(h * w * sizeof(double));
     if (ones == NULL || p->ones == NULL || p->along_1 == NULL ||
-        p->along_r == NULL ||
-        p->count == NULL || p->mean_r == NULL || p->rc == NULL ||
-        p->along_rr == NULL || p->srr == NULL) {
+        p->along_r == NULL || p->count == NULL || p->mean_r == NULL ||
+        p->rc == NULL || p->along_rr == NULL || p->srr == NULL) {
         free(ones);
         return -1;
     }
@@ -475,14 +474,14 @@ static void
 warp_row(const parity_job *job, workspace *ws, double depth, int y)
 {
     const ap_sweep_args *a = job->args;
+    int r = a->window / 2;
     double *out[AP_WARP_VIEWS];
     const double *rays[6];
     ap_ray_row(job->rays, y, rays);
     for (int v0 = 0; v0 < a->n; v0 += AP_WARP_VIEWS) {
         int views = a->n - v0 < AP_WARP_VIEWS ? a->n - v0 : AP_WARP_VIEWS;
         for (int v = 0; v < views; v++) {
-            out[v] = ws->views[v0 + v].warped[slot(y, a->window / 2)].s_pad +
-                     a->window / 2;
+            out[v] = ws->views[v0 + v].warped[slot(y, r)].s_pad + r;
         }
         if (job->pads != NULL) {
             ap_project_sample_padded(

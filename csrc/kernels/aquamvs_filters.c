@@ -132,7 +132,8 @@ ap_aquamvs_down_symmetric_four(const double *const *restrict rows,
         x = ap_wide_down_four_5(rows, taps, x, w, (size_t)w, out);
     }
     for (int i = 0; x < w && i < 4; i++) {
-        down_symmetric_from(rows + i, radius, taps, x, w, out + (size_t)i * w);
+        down_symmetric_from(rows + i, radius, taps, x, w,
+                            out + (size_t)i * w);
     }
 }
 

@@ -1,6 +1,6 @@
 /* AquaMVS's costs row by row (aquamvs_costs.c): a warped row split into
- * values and mask where some sample is unseen, rows centred by their own windows' means, and the
- * costs from the filtered sums. */
+ * values and mask where some sample is unseen, rows centred by their own
+ * windows' means, and the costs from the filtered sums. */
 #ifndef AP_AQUAMVS_ROWS_H
 #define AP_AQUAMVS_ROWS_H
 
