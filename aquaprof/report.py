@@ -520,17 +520,16 @@ class Report:
         return find_anomalies(self, window, threshold, min_ratio,
                               min_excess)
 
-    def compare(self, base: "Report", threshold: float = 0.05,
-                alpha: float = 0.01) -> Any:
-        """This report against base, stage by stage: a Comparison whose
-        changes say slower, faster or same, decided by a Mann-Whitney test
-        on the call durations (p < alpha) and a median change over
-        threshold; .regressions lists the slower stages."""
+    def compare(self, base: Union["Report", Sequence["Report"]],
+                threshold: float = 0.05, alpha: float = 0.01,
+                measure: str = "wall") -> Any:
+        """This run against base (a Report, or a list of Reports of
+        repeated base runs), stage by stage: a Comparison whose changes
+        say slower, faster or same, judged on each stage's total, tail and
+        median call a run (analysis.verdict); .regressions lists the
+        slower stages. measure "cpu" judges thread CPU time."""
         from .analysis.compare import Comparison
-        if not isinstance(base, Report):
-            raise TypeError(f"base must be a Report, got "
-                            f"{type(base).__name__}")
-        return Comparison(base, self, threshold, alpha)
+        return Comparison(base, self, threshold, alpha, measure)
 
     # ------------------------------------------------------------ views
     def _repr_html_(self) -> str:

@@ -43,6 +43,7 @@ RUN_OPTIONAL: Fields = {
     "processes": list, "gpu_status": str, "gpu": dict, "nested": bool,
     "max_stages": int, "stages_overflowed": int, "spans_shed": int,
     "label": str, "children": dict, "worker": int, "samples": dict,
+    "measured": list,
 }
 STAGE_FIELDS: Fields = {
     "name": str, "parent": int, "depth": int, "count": int, "raised": int,
@@ -349,6 +350,15 @@ def _check_samples(samples: Any, where: str) -> None:
                           f"[ns, bytes] pairs, bytes >= 0")
 
 
+def _check_measured(windows: Any) -> None:
+    """The windows a gate judges (a benchmark's timed rounds): [start_ns,
+    end_ns] pairs, each in order."""
+    if not isinstance(windows, list) or not all(
+            _is_pair(w) and w[0] <= w[1] for w in windows):
+        raise ReportError("report['measured'] must be a list of [start_ns, "
+                          "end_ns] pairs, start <= end")
+
+
 def validate(data: Dict[str, Any]) -> None:
     """ReportError unless data is a report's decoded data (its spans and
     GPU events arrays, everything else plain JSON values)."""
@@ -369,6 +379,7 @@ def validate(data: Dict[str, Any]) -> None:
     _check_overhead(data.get("overhead"))
     check_fields(data.get("host", {}), {}, "report['host']", HOST_OPTIONAL)
     _check_samples(data.get("memory_samples", []), "report")
+    _check_measured(data.get("measured", []))
     _check_children(data.get("children"))
     processes = data.get("processes", [])
     for i, p in enumerate(processes):

@@ -4,8 +4,11 @@ import numpy as np
 import pytest
 
 import aquaprof as ap
-from aquaprof.analysis.compare import mann_whitney_p, verdict
 from conftest import busy
+
+
+from aquaprof.analysis.verdict import (RESAMPLES, RunFigures, judge,
+                                       t_two_sided_p)
 
 
 def timings(rng, n, median, spread=0.05):
@@ -16,50 +19,117 @@ def timings(rng, n, median, spread=0.05):
     return x
 
 
-def test_exact_and_approximate_p_values():
-    # completely separated samples of 5: 2 arrangements of 252
-    assert mann_whitney_p(np.arange(5.0), np.arange(5.0) + 10) == \
-        pytest.approx(2 / 252)
-    # U = 3 of 9 for 3 against 3: 14 of the 20 arrangements as far out
-    assert mann_whitney_p(np.arange(3.0), np.array([0.5, 1.5, 2.5])) == \
-        pytest.approx(0.7)
-    # large samples from one distribution: p roughly uniform, rarely small
-    rng = np.random.default_rng(1)
-    ps = [mann_whitney_p(rng.normal(size=60), rng.normal(size=60))
-          for _ in range(200)]
-    assert 0.3 < np.mean(ps) < 0.7
-    assert np.mean(np.array(ps) < 0.05) < 0.1
-    # ties everywhere: no evidence, no error
-    assert mann_whitney_p(np.ones(30), np.ones(30)) == 1.0
+def loader(rng, n=40, slow_every=10, slow=10e-3, fast=1e-3):
+    """A DataLoader's waits as a stage sees them: most calls instant
+    (a batch was ready), every slow_every-th a long wait for a worker."""
+    x = timings(rng, n, fast)
+    x[::slow_every] = timings(rng, len(x[::slow_every]), slow)
+    return x
 
 
-def test_a_ten_percent_shift_is_detected_and_noise_is_not():
+def one(calls):
+    return [RunFigures.of(calls)]
+
+
+def test_student_t_p_values():
+    assert t_two_sided_p(2.776445, 4) == pytest.approx(0.05, abs=1e-5)
+    assert t_two_sided_p(63.65674, 1) == pytest.approx(0.01, abs=1e-6)
+    assert t_two_sided_p(1.959964, 100000) == pytest.approx(0.05, abs=1e-4)
+    assert t_two_sided_p(0.0, 3) == pytest.approx(1.0)
+    assert t_two_sided_p(float("inf"), 3) == 0.0
+
+
+def test_a_slower_loader_with_an_unchanged_median_is_slower():
+    # the share of long waits tripled: the median call did not move, the
+    # total the user pays did
+    rng = np.random.default_rng(5)
+    v = judge(one(loader(rng, slow_every=10)), one(loader(rng, slow_every=3)))
+    assert abs(v.new_p50 / v.base_p50 - 1) < 0.05
+    assert v.word == "slower" and v.figure == "total"
+    assert v.change > 1.0
+    assert "14 of 40 calls a run over" in v.detail
+    assert "were 4 of 40" in v.detail
+    assert v.evidence == "1 run a side"
+
+
+def test_a_slower_tail_is_slower():
+    # 10 % of calls 3.5x slower: the total +25 %, the median unchanged
+    rng = np.random.default_rng(6)
+    base = timings(rng, 100, 1e-3, 0.02)
+    new = timings(rng, 100, 1e-3, 0.02)
+    new[5::10] *= 3.5
+    v = judge(one(base), one(new), threshold=0.1)
+    assert v.word == "slower" and v.figure in ("total", "tail")
+    assert v.tail_change > 1.0
+
+
+def test_every_call_slower_and_faster():
     rng = np.random.default_rng(7)
     detected = noise_flagged = 0
     for _ in range(100):
-        base = timings(rng, 40, 1e-3)
-        word, change, p = verdict(base, timings(rng, 40, 1.1e-3), 0.05)
-        detected += word == "slower"
-        word, _, _ = verdict(base, timings(rng, 40, 1e-3), 0.05)
-        noise_flagged += word != "same"
+        base = one(timings(rng, 40, 1e-3))
+        detected += judge(base, one(timings(rng, 40, 1.1e-3))).word == \
+            "slower"
+        noise_flagged += judge(base, one(timings(rng, 40, 1e-3))).word != \
+            "same"
     assert detected >= 95
     assert noise_flagged <= 2
-    word, change, p = verdict(timings(rng, 40, 1e-3),
-                              timings(rng, 40, 0.8e-3))
-    assert word == "faster" and change == pytest.approx(-0.2, abs=0.05)
+    v = judge(one(timings(rng, 40, 1e-3)), one(timings(rng, 40, 0.8e-3)))
+    assert v.word == "faster" and v.change == pytest.approx(-0.2, abs=0.05)
 
 
 def test_a_shift_under_the_threshold_is_the_same():
     rng = np.random.default_rng(3)
-    base, new = timings(rng, 500, 1e-3, 0.01), timings(rng, 500, 1.02e-3,
-                                                       0.01)
-    word, change, p = verdict(base, new, threshold=0.05)
-    assert p < 1e-6 and word == "same"     # real, but smaller than asked
+    v = judge(one(timings(rng, 500, 1e-3, 0.01)),
+              one(timings(rng, 500, 1.02e-3, 0.01)), threshold=0.05)
+    assert v.p_value < 0.01 and v.word == "same"   # real, but small
+
+
+def test_one_run_a_side_never_claims_certainty():
+    # the machine got busy for the second half of the candidate run: the
+    # calls there are slower together, and resampling blocks of
+    # consecutive calls keeps them together, so the evidence is no
+    # stronger than the run's own spread (a test on the calls as
+    # independent samples gave p = 1e-11 for such runs)
+    rng = np.random.default_rng(11)
+    base = timings(rng, 60, 1e-3, 0.02)
+    drifted = timings(rng, 60, 1e-3, 0.02)
+    drifted[30:] *= 1.08
+    v = judge(one(base), one(drifted), threshold=0.1)
+    assert v.word == "same"
+    # the clearest change one run can show is still 1 in RESAMPLES
+    v = judge(one(base), one(base * 3))
+    assert v.word == "slower" and v.p_value == 1 / RESAMPLES
+
+
+def test_drift_between_runs_is_learned_from_the_base_runs():
+    # six base runs, on a machine whose speed moves +-8 % from run to
+    # run; an unchanged candidate on its slowest day is within that
+    # noise, where against one base run it looks slower
+    rng = np.random.default_rng(12)
+    speeds = [1.0, 1.08, 0.93, 1.05, 0.96, 1.02]
+    base = [RunFigures.of(timings(rng, 40, 1e-3 * s, 0.02)) for s in speeds]
+    unchanged = [RunFigures.of(timings(rng, 40, 1.09e-3, 0.02))]
+    assert judge(base[:1], unchanged).word == "slower"
+    v = judge(base, unchanged)
+    assert v.word == "same" and v.evidence == "6 vs 1 runs"
+    slower = [RunFigures.of(timings(rng, 40, 1.4e-3, 0.02))]
+    assert judge(base, slower).word == "slower"
+
+
+def test_runs_without_calls_are_judged_by_their_figures():
+    # what a history keeps of a run: the figures, not the calls
+    base = [RunFigures(t, 10, t / 10, t / 8) for t in (1.0, 1.02, 0.98)]
+    assert judge(base, [RunFigures(1.5, 10, 0.15, 0.19)]).word == "slower"
+    assert judge(base, [RunFigures(1.01, 10, 0.1, 0.13)]).word == "same"
+    # one run a side and no calls: only the figures against the threshold
+    v = judge(base[:1], [RunFigures(1.5, 10, 0.15, 0.19)])
+    assert v.word == "slower?" and v.p_value is None
 
 
 def test_too_few_calls_give_a_hedged_verdict():
-    word, change, p = verdict(np.array([1.0, 1.1]), np.array([1.5, 1.6]))
-    assert word == "slower?" and p is None
+    v = judge(one(np.array([1.0, 1.1])), one(np.array([1.5, 1.6])))
+    assert v.word == "slower?" and v.p_value is None
 
 
 def run():
@@ -99,7 +169,7 @@ def test_report_compare_names_the_regression():
     assert change.base_calls == change.new_calls == 12
     assert "step:" in str(comparison)
     assert not same.compare(base).regressions
-    with pytest.raises(TypeError, match="base must be a Report"):
+    with pytest.raises(TypeError, match="base must be a Report or a"):
         slow.compare("base.json")
     with pytest.raises(ValueError, match="alpha"):
         slow.compare(base, alpha=2)
@@ -113,3 +183,19 @@ def test_new_and_gone_stages_are_listed():
     verdicts = {c.path: c.verdict for c in comparison.changes}
     assert verdicts == {"other": "new", "step": "gone", "once": "gone"}
     assert not comparison.regressions
+
+
+def test_repeated_runs_and_cpu_time_compare():
+    base = [timed(1.0, seed) for seed in (1, 4, 5)]
+    comparison = timed(1.6, 2).compare(base)
+    assert comparison.runs == (3, 1)
+    assert [c.path for c in comparison.regressions] == ["step"]
+    assert "3 base and 1 new runs" in str(comparison)
+    # the spans' thread CPU time, not their wall time: the busy loops'
+    # CPU did not change with the planted wall times
+    cpu = timed(1.6, 2).compare(timed(1.0, 1), measure="cpu")
+    assert cpu.measure == "cpu" and not cpu.regressions
+    with pytest.raises(ValueError, match="measure must be one of"):
+        timed(1.0, 1).compare(base, measure="gpu")
+    with pytest.raises(TypeError, match="non-empty list of Reports"):
+        timed(1.0, 1).compare([])

@@ -1,36 +1,29 @@
-"""Is a stage slower, faster or the same? Decided per stage on the raw
-span samples of two reports, so that noise is not called a regression.
-
-A stage is slower (faster) when both hold:
-- the Mann-Whitney U test says the two samples of call durations differ
-  (two-sided, normal approximation with tie and continuity corrections,
-  p < alpha), and
-- its median call moved by more than `threshold` (the smallest change
-  that matters to you).
-With fewer than MIN_SAMPLES calls on either side no test is possible: the
-verdict then comes from the medians against the threshold alone, and says
-so ("slower?"/"faster?").
+"""Two profiles compared stage by stage, with the verdicts of
+analysis.verdict: each stage's total, tail and median call per run,
+judged by runs where either side has several (reports of repeated runs
+of the same program), by a block bootstrap over one run's calls where
+each side has one.
 
 A stage's calls hold its sub-stages' calls, so a parent of a slower stage
 is slower too; Comparison.own_changes gives the same verdicts on each
 call's self time instead (the differential flamegraph colours by them).
+Times are wall time, or with measure="cpu" the thread CPU time of each
+call, which a machine busy with other processes moves far less.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import (TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 
-from .._units import fmt_time, printable, text_html
+from .._units import printable, text_html
+from .verdict import MEASURES, SLOWER, RunFigures, Verdict, describe, judge
 
 if TYPE_CHECKING:
     from ..report import Report
-
-MIN_SAMPLES = 5
-SLOWER = ("slower", "slower?")      # the verdicts that are regressions
-
 
 def parse_threshold(text: str) -> float:
     """'5%' or '0.05' as the fraction 0.05; ValueError saying how to write
@@ -49,189 +42,185 @@ def parse_threshold(text: str) -> float:
     return value
 
 
-EXACT_MAX = 12      # exact U distribution up to this many calls a side
-
-
-def _exact_p(u: float, n1: int, n2: int) -> float:
-    """Two-sided exact p of U (no ties): the count of arrangements with a
-    U as far from its mean, by the recurrence on the largest value."""
-    # ways[j][k]: orderings of (i, j) values whose U is k, i growing
-    ways = [[1] + [0] * (n1 * n2) for _ in range(n2 + 1)]
-    for _ in range(n1):
-        nxt = [[0] * (n1 * n2 + 1) for _ in range(n2 + 1)]
-        for j in range(n2 + 1):
-            for k in range(n1 * n2 + 1):
-                # the largest value is from a (adds j to U) or from b
-                total = ways[j][k - j] if k >= j else 0
-                if j:
-                    total += nxt[j - 1][k]
-                nxt[j][k] = total
-        ways = nxt
-    counts = ways[n2]
-    mean = n1 * n2 / 2
-    far = sum(c for k, c in enumerate(counts) if abs(k - mean) >=
-              abs(u - mean))
-    return min(1.0, far / sum(counts))
-
-
-def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided p-value of the Mann-Whitney U test of a against b: exact
-    for up to EXACT_MAX values a side without ties, else the normal
-    approximation with tie and continuity corrections."""
-    n1, n2 = len(a), len(b)
-    both = np.concatenate([a, b])
-    order = np.argsort(both, kind="mergesort")
-    ranks = np.empty(len(both))
-    sorted_values = both[order]
-    # average ranks over ties
-    starts = np.flatnonzero(np.r_[True, sorted_values[1:] !=
-                                  sorted_values[:-1]])
-    ends = np.r_[starts[1:], len(both)]
-    for s, e in zip(starts, ends):
-        ranks[order[s:e]] = (s + e + 1) / 2
-    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2
-    if max(n1, n2) <= EXACT_MAX and len(starts) == len(both):
-        return _exact_p(u, n1, n2)
-    n = n1 + n2
-    ties = (ends - starts).astype(np.float64)
-    tie_term = (ties ** 3 - ties).sum() / (n * (n - 1)) if n > 1 else 0.0
-    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term))
-    if sigma == 0:
-        return 1.0
-    z = (abs(u - n1 * n2 / 2) - 0.5) / sigma
-    return math.erfc(max(z, 0.0) / math.sqrt(2))
-
-
-def verdict(base: np.ndarray, new: np.ndarray, threshold: float = 0.05,
-            alpha: float = 0.01) -> Tuple[str, float, Optional[float]]:
-    """(verdict, relative change of the median, p-value or None) of new
-    call durations against base ones."""
-    base_median, new_median = float(np.median(base)), float(np.median(new))
-    change = (new_median - base_median) / base_median if base_median > 0 \
-        else 0.0
-    if len(base) < MIN_SAMPLES or len(new) < MIN_SAMPLES:
-        word = "slower?" if change > threshold else \
-            "faster?" if change < -threshold else "same"
-        return word, change, None
-    p = mann_whitney_p(np.asarray(base, np.float64),
-                       np.asarray(new, np.float64))
-    if p < alpha and change > threshold:
-        return "slower", change, p
-    if p < alpha and change < -threshold:
-        return "faster", change, p
-    return "same", change, p
-
-
 @dataclass
 class StageChange:
-    """One stage of a comparison; times are seconds."""
+    """One stage of a comparison: its verdict, and the judgement behind it
+    (None for a stage only one side has)."""
     path: str
     verdict: str             # slower, faster, same, slower?, faster?, new,
     #                          gone
-    change: Optional[float]  # relative change of the median call
-    p_value: Optional[float]
-    base_median: Optional[float]
-    new_median: Optional[float]
-    base_calls: int
-    new_calls: int
+    judgement: Optional[Verdict]
+    base_calls: float        # calls a run, on average
+    new_calls: float
+
+    @property
+    def change(self) -> Optional[float]:
+        """Relative change of the stage's total a run."""
+        return None if self.judgement is None else self.judgement.change
+
+    @property
+    def p_value(self) -> Optional[float]:
+        return None if self.judgement is None else self.judgement.p_value
 
     def summary(self) -> str:
-        """The medians, change, calls, p-value and verdict, as compare
-        prints them after the path."""
-        if (self.change is None or self.base_median is None
-                or self.new_median is None):    # "new" or "gone"
+        """What compare prints after the path: the figures, the evidence,
+        the verdict and what moved."""
+        if self.judgement is None:        # "new" or "gone"
             return self.verdict
-        p = "" if self.p_value is None else f", p={self.p_value:.2g}"
-        return (f"{fmt_time(self.base_median)} -> "
-                f"{fmt_time(self.new_median)} ({self.change * 100:+.1f} %, "
-                f"{self.base_calls} vs {self.new_calls} calls{p}): "
-                f"{self.verdict}")
+        return describe(self.judgement)
 
 
-def durations(report: "Report", own: bool = False
-              ) -> Dict[str, np.ndarray]:
-    """Call durations (s) per stage path, from the raw spans; a stage
-    whose spans were all dropped falls back to its mean, once. own: each
-    call less the calls recorded inside it (its self time), which is what
-    the differential flamegraph judges a frame by."""
+def _measured(report: "Report", spans: np.ndarray) -> np.ndarray:
+    """Which spans began inside the run's measured windows (a benchmark's
+    timed rounds, without its calibration and warm-up): all of them when
+    the report has none."""
+    windows = report.meta.get("measured")
+    if not windows:
+        return np.ones(len(spans), bool)
+    keep = np.zeros(len(spans), bool)
+    for start, end in windows:
+        keep |= (spans["start_ns"] >= start) & (spans["start_ns"] < end)
+    return keep
+
+
+def run_figures(report: "Report", own: bool = False, measure: str = "wall"
+                ) -> Dict[str, RunFigures]:
+    """Each stage's figures in this run, from its raw spans in the order
+    they started: wall time (measure "cpu": the thread's CPU time) of each
+    call, or own: of each call less the calls recorded inside it (its self
+    time, what the differential flamegraph judges). A stage whose spans
+    were all dropped falls back to its count of mean calls, without the
+    calls themselves."""
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {MEASURES}, got "
+                         f"{measure!r}")
     spans = report.spans()
     names = report.stage_names
-    out: Dict[str, np.ndarray] = {}
-    ns = spans["end_ns"] - spans["start_ns"]
+    field_ns = ((spans["end_ns"] - spans["start_ns"]) if measure == "wall"
+                else spans["cpu_ns"].astype(np.int64))
     if own and len(spans):
         # a parent index past the spans (a parent left out) takes nothing
         inner = (spans["parent"] >= 0) & (spans["parent"] < len(spans))
-        ns = ns - np.bincount(spans["parent"][inner], ns[inner],
-                              len(spans)).astype(np.int64)
-    # grouped by stage once: one pass over the spans, not one a stage
-    order = np.argsort(spans["stage"], kind="stable")
-    seconds = ns[order] * 1e-9
+        field_ns = field_ns - np.bincount(
+            spans["parent"][inner], field_ns[inner],
+            len(spans)).astype(np.int64)
+    keep = _measured(report, spans)
+    # grouped by stage once, each stage's calls in the order they began
+    order = np.lexsort((spans["start_ns"], spans["stage"]))
+    order = order[keep[order]]
+    seconds = np.maximum(field_ns[order], 0) * 1e-9
     bounds = np.searchsorted(spans["stage"][order],
                              np.arange(len(names) + 1)).tolist()
+    out: Dict[str, RunFigures] = {}
     for sid, path in enumerate(names):
         mine = seconds[bounds[sid]:bounds[sid + 1]]
+        if len(mine):
+            out[path] = RunFigures.of(mine)
+            continue
         stats = report[path]
-        fallback = (stats.self_time / stats.count if own and stats.count
-                    else stats.wall.mean)
-        out[path] = mine if len(mine) else np.array([fallback])
+        if measure == "cpu":
+            total = stats.cpu if not own else 0.0
+        else:
+            total = stats.self_time if own else stats.wall.total
+        mean = total / stats.count if stats.count else 0.0
+        out[path] = RunFigures(total, stats.count, mean, mean)
     return out
 
 
-def stage_changes(base: "Report", new: "Report", threshold: float = 0.05,
-                  alpha: float = 0.01, own: bool = False
+Runs = Union["Report", Sequence["Report"]]
+
+
+def _runs(reports: Runs, side: str) -> List["Report"]:
+    from ..report import Report
+    many = [reports] if isinstance(reports, Report) else list(reports) \
+        if isinstance(reports, (list, tuple)) else None
+    if not many or not all(isinstance(r, Report) for r in many):
+        raise TypeError(f"{side} must be a Report or a non-empty list of "
+                        f"Reports (runs of one program), got "
+                        f"{type(reports).__name__}")
+    return many
+
+
+def stage_changes(base: Sequence["Report"], new: Sequence["Report"],
+                  threshold: float = 0.05, alpha: float = 0.01,
+                  own: bool = False, measure: str = "wall"
                   ) -> List[StageChange]:
-    """The verdict of every stage of new against base, then the stages
-    gone from new; own: judged on self time (durations)."""
-    before, after = durations(base, own), durations(new, own)
+    """The verdict of every stage of the new runs against the base runs,
+    then the stages gone from new; own: judged on self time. A stage
+    missing from some runs of a side counts as a run that never called
+    it."""
+    before = [run_figures(r, own, measure) for r in base]
+    after = [run_figures(r, own, measure) for r in new]
+    none = RunFigures(0.0, 0, 0.0, 0.0, np.zeros(0))
+
+    def side(runs: List[Dict[str, RunFigures]], path: str
+             ) -> List[RunFigures]:
+        return [r.get(path, none) for r in runs]
+
+    paths_new = list(dict.fromkeys(p for r in after for p in r))
+    paths_base = list(dict.fromkeys(p for r in before for p in r))
     changes: List[StageChange] = []
-    for s in new.stages:
-        b = before.get(s.path)
-        if b is None:
-            changes.append(StageChange(
-                s.path, "new", None, None, None,
-                float(np.median(after[s.path])), 0, s.count))
+    for path in paths_new:
+        n = side(after, path)
+        calls_n = float(np.mean([r.count for r in n]))
+        if path not in paths_base:
+            changes.append(StageChange(path, "new", None, 0, calls_n))
             continue
-        word, change, p = verdict(b, after[s.path], threshold, alpha)
-        changes.append(StageChange(
-            s.path, word, change, p, float(np.median(b)),
-            float(np.median(after[s.path])), base[s.path].count, s.count))
-    for s in base.stages:
-        if s.path not in new:
-            changes.append(StageChange(
-                s.path, "gone", None, None,
-                float(np.median(before[s.path])), None, s.count, 0))
+        b = side(before, path)
+        v = judge(b, n, threshold, alpha)
+        changes.append(StageChange(path, v.word, v, v.base_calls,
+                                   v.new_calls))
+    for path in paths_base:
+        if path not in paths_new:
+            calls_b = float(np.mean([r.count for r in side(before, path)]))
+            changes.append(StageChange(path, "gone", None, calls_b, 0))
     return changes
 
 
 class Comparison:
-    """Every stage of two reports, with its verdict."""
+    """Every stage of the new runs against the base runs, with its
+    verdict. base and new: a Report, or a list of Reports of repeated
+    runs of one program (the noise between runs is then learned from
+    them); measure: "wall" or "cpu" (each call's thread CPU time)."""
 
-    def __init__(self, base: "Report", new: "Report", threshold: float,
-                 alpha: float):
-        if not threshold >= 0:
-            raise ValueError(f"threshold must be >= 0, got {threshold!r}")
-        if not 0 < alpha < 1:
+    def __init__(self, base: Runs, new: Runs, threshold: float = 0.05,
+                 alpha: float = 0.01, measure: str = "wall"):
+        if not (isinstance(threshold, (int, float)) and 0 <= threshold
+                < math.inf):
+            raise ValueError(f"threshold must be a finite value >= 0, "
+                             f"got {threshold!r}")
+        if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
             raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-        self.threshold, self.alpha = threshold, alpha
-        self.changes = stage_changes(base, new, threshold, alpha)
-        self._reports = (base, new)
+        if measure not in MEASURES:
+            raise ValueError(f"measure must be one of {MEASURES}, got "
+                             f"{measure!r}")
+        self.threshold, self.alpha, self.measure = threshold, alpha, measure
+        self._reports = (_runs(base, "base"), _runs(new, "new"))
+        self.changes = stage_changes(*self._reports, threshold, alpha,
+                                     measure=measure)
         self._own: Optional[List[StageChange]] = None
 
     @property
+    def runs(self) -> Tuple[int, int]:
+        """How many runs each side holds: (base, new)."""
+        return len(self._reports[0]), len(self._reports[1])
+
+    @property
     def own_changes(self) -> List[StageChange]:
-        """The same verdicts on each stage's self time per call (a call
-        less the sub-stage calls inside it), so that a stage is not called
-        slower for what its sub-stages did: the differential flamegraph
-        colours by these."""
-        if self._own is None:       # on demand: a second Mann-Whitney pass
+        """The same verdicts on each stage's self time (a call less the
+        sub-stage calls inside it), so that a stage is not called slower
+        for what its sub-stages did: the differential flamegraph colours
+        by these."""
+        if self._own is None:       # on demand: a second pass
             self._own = stage_changes(*self._reports, self.threshold,
-                                      self.alpha, own=True)
+                                      self.alpha, own=True,
+                                      measure=self.measure)
         return self._own
 
     @property
     def regressions(self) -> List[StageChange]:
-        """Stages found slower by the test ("slower"; "slower?" too, where
-        too few calls allowed no test)."""
+        """Stages found slower ("slower"; "slower?" too, where too few
+        calls in one run a side allowed no resampling)."""
         return [c for c in self.changes if c.verdict in SLOWER]
 
     def __repr__(self) -> str:
@@ -241,9 +230,15 @@ class Comparison:
         return text_html(str(self))
 
     def __str__(self) -> str:
-        lines = [f"median call time per stage, base -> new (slower/faster: "
-                 f"Mann-Whitney p < {self.alpha:g} and a change over "
-                 f"{self.threshold * 100:g} %)"]
+        b, n = self.runs
+        evidence = ("1 run a side: noise between runs unknown, only the "
+                    "calls' own spread is" if b == n == 1 else
+                    f"{b} base and {n} new runs: the noise between runs "
+                    f"learned from them")
+        lines = [f"{self.measure} time per stage and run, base -> new "
+                 f"(slower: the total, tail or median call grew by more "
+                 f"than {self.threshold * 100:g} % at p < {self.alpha:g}; "
+                 f"{evidence})"]
         for c in self.changes:
             mark = "!" if c.verdict in SLOWER else " "
             lines.append(f"{mark} {printable(c.path)}: {c.summary()}")

@@ -1,0 +1,324 @@
+"""Is a stage slower, faster or the same? The one rule that compare, the
+pytest gate, the history and the differential flamegraph all show.
+
+What is judged is what the user pays for a stage in a run: its total
+(calls x time a call, so more calls or a few long waits count as much as
+every call slowing down), and its tail (the 95th percentile call, for
+stages with at least MIN_TAIL_CALLS calls a run). A median call that did
+not move says nothing about either, so it is shown, never judged.
+
+The unit of evidence is a run. Calls of one run are not independent
+samples: a machine that was busy for the whole run makes every call
+slower together, and a test on the calls would turn that drift into a
+certainty (p = 1e-11 for code that did not change). So:
+
+- With several runs (on either side), run-to-run noise is learned from
+  them: the logs of the runs' figures are compared by Student's t-test
+  with the variance pooled over the sides that have more than one run.
+  Where the base holds runs made on a quiet and a busy machine, a
+  candidate run on either is within that noise.
+- With one run a side, noise between runs is unknown and the verdict says
+  so ("1 run a side"). The ratio of the figures is resampled by a moving
+  block bootstrap over consecutive calls (blocks of about sqrt(n) calls,
+  so that a slow patch of the run stays whole in the resamples and widens
+  the spread instead of passing for many independent slow calls): p is
+  the share of resamples in which the figure did not grow. A machine that
+  was slower for the whole of one run cannot be told from slower code
+  this way; only more runs can, and the verdict says so.
+
+A stage is slower (faster) when its total or its tail moved by more than
+`threshold` and the evidence above holds at level alpha (each figure at
+alpha / 2, so that judging two figures does not double the false alarms).
+With fewer than MIN_CALLS calls in a single run a side, no resampling is
+possible: the totals against the threshold decide, hedged ("slower?").
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .._units import fmt_time
+
+#: fewest calls in a run for the one-run-a-side bootstrap
+MIN_CALLS = 5
+#: fewest calls in every run for the tail (95th percentile) to be judged
+MIN_TAIL_CALLS = 20
+#: bootstrap resamples; the smallest p it can give is 1 / RESAMPLES
+RESAMPLES = 2000
+#: the verdicts that are regressions
+SLOWER = ("slower", "slower?")
+#: the figures measured: wall time, or the thread's CPU time
+MEASURES = ("wall", "cpu")
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """One stage in one run: calls (seconds, in the order they started)
+    where known, else the figures a history keeps."""
+    total: float
+    count: int
+    p50: float
+    p95: float
+    calls: Optional[np.ndarray] = None
+
+    @classmethod
+    def of(cls, calls: np.ndarray) -> "RunFigures":
+        calls = np.asarray(calls, np.float64)
+        if not len(calls):
+            return cls(0.0, 0, 0.0, 0.0, calls)
+        p50, p95 = np.percentile(calls, [50, 95])
+        return cls(float(calls.sum()), len(calls), float(p50), float(p95),
+                   calls)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What judge() found; times are seconds, figures a mean run's."""
+    word: str                  # slower, faster, same, slower?, faster?
+    figure: Optional[str]      # what decided: "total", "tail" or None
+    change: float              # relative change of the total a run
+    tail_change: Optional[float]   # of the p95 call, where judged
+    p_value: Optional[float]   # of the deciding figure (or the total's)
+    base_runs: int
+    new_runs: int
+    base_total: float
+    new_total: float
+    base_calls: float          # a run's calls, on average
+    new_calls: float
+    base_p50: float
+    new_p50: float
+    base_p95: float
+    new_p95: float
+    detail: str                # which calls moved, in words
+
+    @property
+    def evidence(self) -> str:
+        """How the noise was known: runs a side, or one run a side."""
+        if self.base_runs == 1 and self.new_runs == 1:
+            return "1 run a side"
+        return f"{self.base_runs} vs {self.new_runs} runs"
+
+
+def _mean_run(runs: Sequence[RunFigures]) -> Tuple[float, ...]:
+    return tuple(float(np.mean([getattr(r, f) for r in runs]))
+                 for f in ("total", "count", "p50", "p95"))
+
+
+def _change(before: float, after: float) -> float:
+    if before > 0:
+        return after / before - 1
+    return math.inf if after > 0 else 0.0
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function
+    (modified Lentz's method)."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) *
+                                                 (a + 2 * m + 1))):
+            d = 1 + num * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-12:
+            break
+    return h
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+def t_two_sided_p(t: float, df: int) -> float:
+    """Two-sided p of Student's t with df degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    return _incomplete_beta(df / 2, 0.5, df / (df + t * t))
+
+
+def runs_p(base: Sequence[float], new: Sequence[float]
+           ) -> Tuple[float, float]:
+    """(p that new's figures are not above base's, p that they are not
+    below): one-sided t-tests on the logs of two groups of runs' figures,
+    the variance pooled over the groups with two or more runs (at least
+    one has)."""
+    x, y = np.log(base), np.log(new)
+    df = (len(x) - 1) + (len(y) - 1)
+    ss = float(((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum())
+    diff = float(y.mean() - x.mean())
+    se = math.sqrt(ss / df * (1 / len(x) + 1 / len(y)))
+    if se == 0:
+        return ((1.0, 1.0) if diff == 0 else (0.0, 1.0) if diff > 0
+                else (1.0, 0.0))
+    far = t_two_sided_p(diff / se, df) / 2
+    return (far, 1 - far) if diff > 0 else (1 - far, far)
+
+
+def _block_resamples(calls: np.ndarray, rng: np.random.Generator
+                     ) -> np.ndarray:
+    """RESAMPLES moving-block resamples of calls, one a row."""
+    n = len(calls)
+    block = max(1, int(round(math.sqrt(n))))
+    blocks = -(-n // block)
+    starts = rng.integers(0, n - block + 1, (RESAMPLES, blocks))
+    index = (starts[:, :, None] + np.arange(block)).reshape(RESAMPLES, -1)
+    return calls[index[:, :n]]
+
+
+def _statistic(figure: str, calls: np.ndarray) -> np.ndarray:
+    """A figure of each row of calls: the total (the count of calls is
+    kept: a run that called twice as often pays twice as much), the 95th
+    percentile call or the median one."""
+    if figure == "total":
+        return calls.sum(axis=-1)
+    return np.percentile(calls, 95 if figure == "tail" else 50, axis=-1)
+
+
+def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str
+                ) -> Tuple[float, float]:
+    """(share of block resamples in which the figure of new is not above
+    base's, the share in which it is not below): one-sided evidence that
+    it grew (shrank), small when it did, never under 1 / RESAMPLES.
+    Seeded: the same calls give the same p."""
+    rng = np.random.default_rng(len(base) * 7919 + len(new))
+    fb = _statistic(figure, _block_resamples(base, rng))
+    fn = _statistic(figure, _block_resamples(new, rng))
+    floor = 1 / RESAMPLES
+    return (max(floor, float(np.mean(fn <= fb))),
+            max(floor, float(np.mean(fn >= fb))))
+
+
+def _word(change: float, p_up: Optional[float], p_down: Optional[float],
+          threshold: float, alpha: float) -> str:
+    """slower/faster/same of one figure; p None: hedged by the change."""
+    if p_up is None or p_down is None:
+        return ("slower?" if change > threshold else
+                "faster?" if change < -threshold / (1 + threshold) else
+                "same")
+    if change > threshold and p_up < alpha:
+        return "slower"
+    if change < -threshold / (1 + threshold) and p_down < alpha:
+        return "faster"
+    return "same"
+
+
+def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
+            change: float, median_change: float, threshold: float) -> str:
+    """Which calls moved, in words: every call, or how many long ones."""
+    calls_b = [r.calls for r in base if r.calls is not None and
+               len(r.calls)]
+    calls_n = [r.calls for r in new if r.calls is not None and len(r.calls)]
+    count_b = np.mean([r.count for r in base])
+    count_n = np.mean([r.count for r in new])
+    parts = []
+    if abs(_change(count_b, count_n)) > threshold:
+        parts.append(f"calls {count_b:.3g} -> {count_n:.3g} a run")
+    if abs(median_change) > threshold and abs(median_change) >= \
+            abs(change) / 2:
+        parts.append(f"the median call {median_change * 100:+.0f} %")
+    elif calls_b and calls_n and abs(change) > threshold:
+        all_b, all_n = np.concatenate(calls_b), np.concatenate(calls_n)
+        cut = 2 * float(np.median(all_b))
+        long_b, long_n = all_b[all_b > cut], all_n[all_n > cut]
+        if len(long_n) or len(long_b):
+            def share(long: np.ndarray, every: np.ndarray, runs: int
+                      ) -> Tuple[str, str]:
+                about = (f" (about {fmt_time(float(np.median(long)))} each)"
+                         if len(long) else "")
+                return (f"{len(long) / runs:.3g} of {len(every) / runs:.3g}",
+                        about)
+            now, now_about = share(long_n, all_n, len(calls_n))
+            were, were_about = share(long_b, all_b, len(calls_b))
+            parts.append(f"{now} calls a run over {fmt_time(cut)}"
+                         f"{now_about}, were {were}{were_about}")
+    return "; ".join(parts)
+
+
+#: the figures judged, with what each run holds of them
+FIGURES = ("total", "tail", "median")
+
+
+def _figure_p(figure: str, base: Sequence[RunFigures],
+              new: Sequence[RunFigures], moved: float
+              ) -> Tuple[Optional[float], Optional[float], Optional[float]]:
+    """(p that the figure grew, p that it shrank, the p to show) from the
+    runs when either side has several, else from one run's calls; Nones
+    where neither is possible (a single run a side of too few calls)."""
+    if len(base) > 1 or len(new) > 1:
+        field = {"total": "total", "tail": "p95", "median": "p50"}[figure]
+        values = [getattr(r, field) for r in (*base, *new)]
+        if min(values) > 0:
+            p_up, p_down = runs_p(values[:len(base)], values[len(base):])
+        else:       # a figure of 0 has no log: it moved, or all are 0
+            p_up = p_down = 1.0 if max(values) == 0 else 0.0
+        return p_up, p_down, p_up if moved >= 0 else p_down
+    b, n = base[0].calls, new[0].calls
+    if b is None or n is None or min(len(b), len(n)) < MIN_CALLS:
+        return None, None, None
+    p_up, p_down = bootstrap_p(b, n, figure)
+    return p_up, p_down, p_up if moved >= 0 else p_down
+
+
+def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
+          threshold: float = 0.05, alpha: float = 0.01) -> Verdict:
+    """The verdict on one stage: new runs against base runs (at least one
+    run a side). Slower beats faster: a stage whose total grew is slower
+    whatever its median call did."""
+    if not base or not new:
+        raise ValueError("judge needs at least one run a side")
+    tb, cb, mb, pb = _mean_run(base)
+    tn, cn, mn, pn = _mean_run(new)
+    moved = {"total": _change(tb, tn), "median": _change(mb, mn)}
+    tail_judged = all(r.count >= MIN_TAIL_CALLS for r in (*base, *new))
+    if tail_judged:
+        moved["tail"] = _change(pb, pn)
+    each = alpha / len(moved)      # no more false alarms for more figures
+    words: List[Tuple[str, Optional[str], Optional[float]]] = []
+    for figure in FIGURES:
+        if figure in moved:
+            p_up, p_down, p = _figure_p(figure, base, new, moved[figure])
+            words.append((_word(moved[figure], p_up, p_down, threshold,
+                                each), figure, p))
+    order = ("slower", "slower?", "faster", "faster?", "same")
+    word, figure, p = min(words, key=lambda w: order.index(w[0]))
+    if word == "same":
+        figure, p = None, words[0][2]
+    detail = (_detail(base, new, moved["total"], moved["median"], threshold)
+              if word != "same" else "")
+    return Verdict(word, figure, moved["total"], moved.get("tail"), p,
+                   len(base), len(new), tb, tn, cb, cn, mb, mn, pb, pn,
+                   detail)
+
+
+def describe(v: Verdict) -> str:
+    """A verdict in one line: the total a run and its change, the tail,
+    the median call, the calls, the evidence, the word and what moved."""
+    tail = (f", p95 {fmt_time(v.base_p95)} -> {fmt_time(v.new_p95)}"
+            f" ({v.tail_change * 100:+.1f} %)"
+            if v.tail_change is not None and math.isfinite(v.tail_change)
+            else "")
+    change = (f"{v.change * 100:+.1f} %" if math.isfinite(v.change)
+              else "from 0")
+    p = "" if v.p_value is None else f", p={v.p_value:.2g}"
+    why = f" ({v.figure}" + (f": {v.detail})" if v.detail else ")") \
+        if v.figure else ""
+    return (f"total {fmt_time(v.base_total)} -> {fmt_time(v.new_total)} a "
+            f"run ({change}){tail}, median {fmt_time(v.base_p50)} -> "
+            f"{fmt_time(v.new_p50)}, {v.base_calls:.3g} vs "
+            f"{v.new_calls:.3g} calls, {v.evidence}{p}: {v.word}{why}")
