@@ -144,14 +144,16 @@ def test_every_stage_is_coloured_by_compares_verdict_on_its_self_time(
     # an ancestor of a slower stage is judged on its own time: grey, and
     # its tooltip still says what compare says of its whole calls
     assert own["pipeline"].verdict == "same"
-    assert "whole calls" in frames["pipeline"].get("data-details")
-    assert "slower (compare)" in frames["pipeline"].get("data-details")
+    details = frames["pipeline"].get("data-details")
+    assert "whole calls, as compare judges them: " in details
+    assert details.split("as compare judges them: ")[1].split(": ")[1] \
+        .startswith("slower")
     assert own["warmup"].verdict == "slower?"
     assert own["pipeline/export"].verdict == "new"
-    # the % shown is compare's change of the median
+    # the % shown is compare's change of the total a run
     infer = own["pipeline/infer"].change
     assert infer == pytest.approx(0.3, abs=0.03)
-    assert f"({infer * 100:+.1f} %, 20 vs 20 calls" in \
+    assert f"a run ({infer * 100:+.1f} %)" in \
         frames["pipeline/infer"].get("data-details")
 
 
@@ -174,8 +176,8 @@ def test_the_legend_says_what_colours_and_percentages_mean(reports):
                                        alpha=0.05))
     legend = " ".join(t.text or "" for t in root.iter(f"{SVG}text")
                       if t.get("class") == "legend")
-    for word in ("slower", "same", "faster", "new", "self time per call",
-                 "p < 0.05", "over 10 %", "% of the run's wall time",
+    for word in ("slower", "same", "faster", "new", "self time, judged",
+                 "p < 0.05", "more than 10 %", "% of the run's wall time",
                  "thread time"):
         assert word in legend
     plain, _ = frames_of(flamegraph_svg(new))

@@ -173,7 +173,7 @@ def _kind(frame: _Frame) -> str:
 def _colour(frame: _Frame, diff: bool) -> str:
     """Warm hues by name for a plain graph's stages, cool ones for its
     code; for a diff, the frame's self-time verdict: red slower, blue
-    faster, grey same or unjudged, deeper as the median moves further."""
+    faster, grey same or unjudged, deeper as the total moves further."""
     if not diff:
         h = sum(ord(c) for c in frame.name)
         if frame.code:
@@ -215,10 +215,11 @@ def _details(frame: _Frame, report: "Report", diff: bool) -> str:
     if frame.change is not None:
         if frame.change.verdict == "new":
             return text + "; not in the base report"
-        text += f"; self per call {frame.change.summary()}"
+        text += f"; self time: {frame.change.summary()}"
         if frame.calls is not None and any(not c.code
                                            for c in frame.children):
-            text += f"; whole calls {frame.calls.summary()} (compare)"
+            text += (f"; whole calls, as compare judges them: "
+                     f"{frame.calls.summary()}")
         return text
     if frame.base is None:
         return text + "; not in the base report"
@@ -244,9 +245,9 @@ def legend_svg(diff: bool, threshold: float, alpha: float) -> str:
                          f'fill="{fill}"/><text class="legend" x="{x + 16}"'
                          f' y="57">{word}</text>')
             x += 22 + 7 * len(word)
-        rule = [f"by its median self time per call, judged as compare "
-                f"judges a stage: Mann-Whitney p < {alpha:g} and a change "
-                f"over {threshold * 100:g} %",
+        rule = [f"by its self time, judged as compare judges a stage: "
+                f"its total, tail or median call a run moved by more "
+                f"than {threshold * 100:g} % at p < {alpha:g}",
                 f"deeper = larger change, deepest at {FULL_AT:g}x; dashed: "
                 f"too few calls to test; grey too: the root and sampled "
                 f"code, not judged; hover for the change in %"]
