@@ -9,36 +9,56 @@ package, ``-p aquaprof.pytest_plugin``).
   shows it.
 - ``--aquaprof=DIR`` profiles every test and writes one report per test to
   DIR; ``--aquaprof-show`` prints the top stages in the terminal summary.
-- ``--aquaprof-compare=BASE_DIR`` compares each test's report with the one
-  of the same name in BASE_DIR (Report.compare); ``--aquaprof-fail=5%``
-  fails the run when a stage is slower by more than that. A gate never
-  switches itself off: a BASE_DIR that is no folder is a usage error, and
-  a profiled test with no base report (a typo, a renamed test, a first
-  run) fails a gated run, named, unless ``--aquaprof-allow-missing-base``
-  says that is expected; a gated run that profiled no test fails too.
+- ``--aquaprof-compare=BASE_DIR`` compares each test's runs with its runs
+  in BASE_DIR (its report, the rounds saved beside it, and the same in
+  BASE_DIR's sub-folders: one per earlier run of the suite), with the
+  verdicts of analysis.verdict; ``--aquaprof-fail=5%`` fails the run when
+  a stage is slower by more than that. ``--aquaprof-rounds=N`` runs a test
+  found slower N - 1 more times before judging it on all its runs;
+  ``--aquaprof-measure=cpu`` judges thread CPU time instead of wall time.
+  A gate never switches itself off: a BASE_DIR that is no folder is a
+  usage error, and a profiled test with no base report (a typo, a renamed
+  test, a first run) fails a gated run, named, unless
+  ``--aquaprof-allow-missing-base`` says that is expected; a gated run
+  that profiled no test fails too.
+- Under pytest-xdist each worker profiles its tests and hands the reports
+  to the controller (xdist's workeroutput), which shows, compares and
+  gates exactly as a serial run does.
+- pytest-benchmark's calibration and warm-up calls are kept in the report
+  but left out of the figures (its ``measured`` windows: the timed rounds).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 from .. import Profiler
+from ..analysis.compare import Comparison, run_figures
+from ..analysis.verdict import MEASURES
 from ..report import Report, ReportError
 from ..views.text import plural
 
-__all__ = ["AquaprofWarning", "aquaprof", "pytest_addoption",
-           "pytest_configure", "pytest_runtest_call", "pytest_sessionfinish",
-           "pytest_terminal_summary", "report_name"]
+__all__ = ["AquaprofWarning", "aquaprof", "base_runs", "pytest_addoption",
+           "pytest_configure", "pytest_configure_node",
+           "pytest_runtest_call",
+           "pytest_runtest_protocol", "pytest_sessionfinish",
+           "pytest_terminal_summary", "pytest_testnodedown", "report_name"]
 
 _REPORTS = pytest.StashKey[List[Tuple[str, Report]]]()
 #: what aquaprof could not do in the session, printed at the end
 _PROBLEMS = pytest.StashKey[List[str]]()
 #: profiled tests whose report has no base to compare with
 _UNCOMPARED = pytest.StashKey[List[str]]()
+#: runs of each test id made in this process (rounds)
+_RUNS = pytest.StashKey[Dict[str, int]]()
+#: each test id's base runs, read once
+_BASES = pytest.StashKey[Dict[str, List[Report]]]()
 
 
 def _fraction(text: str) -> float:
@@ -65,18 +85,31 @@ def pytest_addoption(parser: Any) -> None:
                     help="tests with no report in BASE_DIR (or no "
                          "BASE_DIR yet: a first run) are listed, not "
                          "failed")
+    group.addoption("--aquaprof-measure", metavar="MEASURE", default="wall",
+                    choices=MEASURES,
+                    help="judge each stage's wall time (default) or its "
+                         "thread CPU time (cpu: steadier on a shared "
+                         "runner)")
+    group.addoption("--aquaprof-rounds", metavar="N", type=int, default=1,
+                    help="run a test found slower N-1 more times and judge "
+                         "it on all its runs (default 1: no re-run)")
 
 
 def pytest_configure(config: Any) -> None:
     config.stash[_REPORTS] = []
     config.stash[_PROBLEMS] = []
     config.stash[_UNCOMPARED] = []
+    config.stash[_RUNS] = {}
+    config.stash[_BASES] = {}
     config.addinivalue_line("markers", "aquaprof: profiled by aquaprof")
     if config.getoption("aquaprof_fail") is not None:
         _fraction(config.getoption("aquaprof_fail"))
         if config.getoption("aquaprof_compare") is None:
             raise pytest.UsageError("--aquaprof-fail needs "
                                     "--aquaprof-compare=BASE_DIR")
+    if config.getoption("aquaprof_rounds") < 1:
+        raise pytest.UsageError(f"--aquaprof-rounds must be 1 or more, got "
+                                f"{config.getoption('aquaprof_rounds')}")
     base_dir = config.getoption("aquaprof_compare")
     if base_dir is not None and not Path(base_dir).is_dir() and \
             not config.getoption("aquaprof_allow_missing_base"):
@@ -101,16 +134,85 @@ def report_name(nodeid: str) -> str:
     return f"{readable[:NAME_CHARS]}-{digest.hexdigest()[:16]}.json"
 
 
+def _run_name(nodeid: str, config: Any) -> Tuple[str, int]:
+    """The file of this process's next run of a test and which run it is:
+    report_name for the first, then "<stem>.r2.json", ...; under
+    pytest-xdist's --dist each, where every worker runs every test,
+    "<stem>.gw1.json", ... so that workers never write one file."""
+    runs = config.stash[_RUNS].get(nodeid, 0) + 1
+    config.stash[_RUNS][nodeid] = runs
+    stem = report_name(nodeid)[:-len(".json")]
+    worker = getattr(config, "workerinput", {})
+    if worker.get("aquaprof_dist_each"):
+        stem += f".{worker['workerid']}"
+    return stem + (f".r{runs}" if runs > 1 else "") + ".json", runs
+
+
+def base_runs(base_dir: Path, nodeid: str) -> List[Path]:
+    """A test's runs in a base folder: its report, the rounds and worker
+    runs saved beside it, and the same in each sub-folder (one per earlier
+    run of the suite, say), oldest folder first."""
+    stem = report_name(nodeid)[:-len(".json")]
+    folders = [base_dir] + sorted(p for p in base_dir.iterdir()
+                                  if p.is_dir()) if base_dir.is_dir() else []
+    out: List[Path] = []
+    for folder in folders:
+        out += sorted(p for p in [folder / f"{stem}.json",
+                                  *folder.glob(f"{stem}.*.json")]
+                      if p.is_file())
+    return out
+
+
 class AquaprofWarning(pytest.PytestWarning):
     """aquaprof could not profile a test or keep its report: the test's
     own outcome stands."""
 
 
 def _breakdown(report: Report) -> Dict[str, Dict[str, float]]:
-    return {s.path: {"count": s.count, "total_s": s.wall.total,
-                     "self_s": s.self_time, "mean_s": s.wall.mean,
-                     "p50_s": s.wall.p50, "p95_s": s.wall.p95}
-            for s in report.stages}
+    """Each stage's figures over the measured calls (a benchmark's timed
+    rounds, without calibration and warm-up)."""
+    whole, own = run_figures(report), run_figures(report, own=True)
+    return {path: {"count": f.count, "total_s": f.total,
+                   "self_s": own[path].total,
+                   "mean_s": f.total / f.count if f.count else 0.0,
+                   "p50_s": f.p50, "p95_s": f.p95}
+            for path, f in whole.items()}
+
+
+def _watch_benchmark(bench: Any) -> List[Tuple[int, int]]:
+    """Records the [start, end] of every call of pytest-benchmark's runner
+    (calibration, warm-up and timed rounds alike): the timed rounds are
+    the last of them, as many as its stats hold. A benchmark fixture of
+    another shape is left alone (no windows: every call counts)."""
+    windows: List[Tuple[int, int]] = []
+    make = getattr(bench, "_make_runner", None)
+    if make is None:
+        return windows
+
+    def make_runner(*args: Any, **kwargs: Any) -> Any:
+        runner = make(*args, **kwargs)
+
+        def timed(*a: Any, **k: Any) -> Any:
+            start = time.monotonic_ns()
+            try:
+                return runner(*a, **k)
+            finally:
+                windows.append((start, time.monotonic_ns()))
+        return timed
+    bench._make_runner = make_runner
+    return windows
+
+
+def _measured(report: Report, bench: Any,
+              windows: List[Tuple[int, int]]) -> Report:
+    """report with its measured windows: the benchmark's timed rounds."""
+    stats = getattr(getattr(bench, "stats", None), "stats", None)
+    rounds = len(getattr(stats, "data", ()) or ())
+    if not rounds or rounds > len(windows):
+        return report
+    data = report.to_dict()
+    data["measured"] = [list(w) for w in windows[-rounds:]]
+    return Report.from_dict(data)
 
 
 def _finish(item: Any, report: Report) -> None:
@@ -121,7 +223,12 @@ def _finish(item: Any, report: Report) -> None:
     if folder:
         try:
             Path(folder).mkdir(parents=True, exist_ok=True)
-            report.save(Path(folder) / report_name(item.nodeid))
+            name, run = _run_name(item.nodeid, config)
+            if run == 1:
+                # rounds an earlier session left are not this one's runs
+                for stale in Path(folder).glob(f"{name[:-5]}.r*.json"):
+                    stale.unlink()
+            report.save(Path(folder) / name)
         except OSError as e:
             # the profiler's trouble, not the test's: a warning
             _warn(item, f"cannot save in {folder} the report of", e)
@@ -131,6 +238,9 @@ def _finish(item: Any, report: Report) -> None:
 def aquaprof(request: Any) -> Iterator[Profiler]:
     """A running aquaprof Profiler for this test; its report ends up on
     the test (and in pytest-benchmark's extra_info)."""
+    bench = (request.getfixturevalue("benchmark")
+             if "benchmark" in request.fixturenames else None)
+    windows = _watch_benchmark(bench) if bench is not None else []
     prof = Profiler()
     prof.start()
     try:
@@ -138,8 +248,8 @@ def aquaprof(request: Any) -> Iterator[Profiler]:
     finally:
         prof.stop()
     report = prof.report()
-    if "benchmark" in request.fixturenames:
-        bench = request.getfixturevalue("benchmark")
+    if bench is not None:
+        report = _measured(report, bench, windows)
         bench.extra_info["aquaprof"] = _breakdown(report)
     _finish(request.node, report)
 
@@ -149,6 +259,9 @@ def pytest_runtest_call(item: Any) -> Iterator[None]:
     profile = (item.config.getoption("aquaprof")
                and "aquaprof" not in getattr(item, "fixturenames", ()))
     prof = None
+    bench = getattr(item, "funcargs", {}).get("benchmark") if profile \
+        else None
+    windows = _watch_benchmark(bench) if bench is not None else []
     if profile:
         try:
             prof = Profiler().start()
@@ -161,10 +274,30 @@ def pytest_runtest_call(item: Any) -> Iterator[None]:
             try:
                 prof.stop()
                 report = prof.report()
+                if bench is not None:
+                    report = _measured(report, bench, windows)
             except Exception as e:   # noqa: BLE001 -- never the test's
                 _warn(item, "no report for", e)
             else:
                 _finish(item, report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Iterator[None]:
+    """With --aquaprof-rounds N, a test found slower than its base runs
+    again, N - 1 times, unreported, so that it is judged on all its runs
+    and one run on a busy moment does not fail it."""
+    yield
+    config = item.config
+    rounds = config.getoption("aquaprof_rounds")
+    if rounds < 2 or not config.getoption("aquaprof_compare"):
+        return
+    comparison = _compare_test(config, item.nodeid)
+    if comparison is None or not comparison.regressions:
+        return
+    from _pytest.runner import runtestprotocol
+    for _ in range(rounds - 1):
+        runtestprotocol(item, nextitem=nextitem, log=False)
 
 
 def _warn(item: Any, what: str, error: BaseException) -> None:
@@ -172,25 +305,50 @@ def _warn(item: Any, what: str, error: BaseException) -> None:
                               f"{type(error).__name__}: {error}"))
 
 
+def _threshold(config: Any) -> float:
+    return _fraction(config.getoption("aquaprof_fail") or "5%")
+
+
+def _bases(config: Any, nodeid: str) -> Optional[List[Report]]:
+    """The test's readable base runs, read once; None when it has none
+    (counted uncompared) or none could be read (each said)."""
+    cache = config.stash[_BASES]
+    if nodeid not in cache:
+        runs = []
+        for path in base_runs(Path(config.getoption("aquaprof_compare")),
+                              nodeid):
+            try:
+                runs.append(Report.load(path))
+            except ReportError as e:
+                # one unreadable base report loses one run, said so
+                config.stash[_PROBLEMS].append(
+                    f"--aquaprof-compare: {nodeid}: {e}")
+        cache[nodeid] = runs
+    return cache[nodeid] or None
+
+
+def _compare_test(config: Any, nodeid: str) -> Optional[Comparison]:
+    """A test's runs in this session against its base runs."""
+    runs = [r for i, r in config.stash[_REPORTS] if i == nodeid]
+    base = _bases(config, nodeid)
+    if not runs or base is None:
+        return None
+    return Comparison(base, runs, _threshold(config), 0.01,
+                      config.getoption("aquaprof_measure"))
+
+
 def _comparisons(config: Any) -> List[Tuple[str, Any]]:
     base_dir = config.getoption("aquaprof_compare")
     if not base_dir:
         return []
-    threshold = _fraction(config.getoption("aquaprof_fail") or "5%")
     out = []
-    for nodeid, report in config.stash[_REPORTS]:
-        path = Path(base_dir) / report_name(nodeid)
-        if not path.exists():
+    for nodeid in dict.fromkeys(i for i, _ in config.stash[_REPORTS]):
+        if not base_runs(Path(base_dir), nodeid):
             config.stash[_UNCOMPARED].append(nodeid)
             continue
-        try:
-            base = Report.load(path)
-        except ReportError as e:
-            # one unreadable base report loses one comparison, said so
-            config.stash[_PROBLEMS].append(
-                f"--aquaprof-compare: {nodeid}: {e}")
-            continue
-        out.append((nodeid, report.compare(base, threshold)))
+        comparison = _compare_test(config, nodeid)
+        if comparison is not None:
+            out.append((nodeid, comparison))
     return out
 
 
@@ -234,8 +392,45 @@ def _gate_failure(config: Any) -> Optional[str]:
             f"by more than {config.getoption('aquaprof_fail')}")
 
 
+def _is_worker(config: Any) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist's controller, for each worker: whether every worker
+    runs every test (--dist each; workers are told "no")."""
+    node.workerinput["aquaprof_dist_each"] = \
+        node.config.getoption("dist", None) == "each"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist's controller: a worker's reports and problems, handed
+    over in its workeroutput, join the controller's as if run here."""
+    out = getattr(node, "workeroutput", {}).get("aquaprof")
+    if not out:
+        return
+    config = node.config
+    config.stash[_PROBLEMS].extend(out["problems"])
+    for nodeid, text in out["reports"]:
+        try:
+            config.stash[_REPORTS].append(
+                (nodeid, Report.from_dict(json.loads(text))))
+        except (ReportError, ValueError) as e:
+            config.stash[_PROBLEMS].append(
+                f"{nodeid}: the report from {node.gateway.id} is lost: {e}")
+
+
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     config = session.config
+    if _is_worker(config):
+        # the controller shows, compares and gates: hand everything over
+        config.workeroutput["aquaprof"] = {
+            "problems": config.stash[_PROBLEMS],
+            "reports": [(nodeid, json.dumps(report.to_dict()))
+                        for nodeid, report in config.stash[_REPORTS]]}
+        return
     config.aquaprof_comparisons = _comparisons(config)
     config.aquaprof_gate_holes = _gate_holes(config)
     config.aquaprof_gate_failure = _gate_failure(config)
@@ -252,8 +447,18 @@ def _count_as_error(terminalreporter: Any, why: str) -> None:
     terminalreporter.stats.setdefault("error", []).append(report)
 
 
+def _first_runs(config: Any) -> List[Tuple[str, Report]]:
+    """Each profiled test once, with its first run."""
+    first: Dict[str, Report] = {}
+    for nodeid, report in config.stash[_REPORTS]:
+        first.setdefault(nodeid, report)
+    return list(first.items())
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                             config: Any) -> None:
+    if _is_worker(config):
+        return
     write = terminalreporter.write_line
     if config.stash[_PROBLEMS]:
         terminalreporter.section("aquaprof: warnings")
@@ -261,7 +466,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
             write(problem)
     if config.getoption("aquaprof_show") and config.stash[_REPORTS]:
         terminalreporter.section("aquaprof: top stages by self time")
-        for nodeid, report in config.stash[_REPORTS]:
+        for nodeid, report in _first_runs(config):
             top = ", ".join(f"{s.path} {s.self_time * 1e3:.2f} ms"
                             for s in report.top(3) if s.self_time > 0)
             write(f"{nodeid}: {top or 'no stages'}")
