@@ -181,8 +181,10 @@ def test_history_adds_lists_and_flags_steps(reports, tmp_path):
     out = cli("history", db, "--add", slow, "--stage", "decode")
     assert out.returncode == 0, out.stderr
     assert "4 run(s)" in out.stdout
-    assert "decode, median call:" in out.stdout
-    assert "! run 4" in out.stdout and "decode stepped up" in out.stdout
+    assert "decode, a run's total (calls, p95 and median call):" in out.stdout
+    assert "(10 calls, p95 " in out.stdout
+    assert "! run 4" in out.stdout and "decode stepped up: total " in \
+        out.stdout and "3 vs 1 runs" in out.stdout
     bad = tmp_path / "bad.db"
     bad.write_text("not a database")
     one_line_error(cli("history", bad), "cannot open history")

@@ -42,7 +42,9 @@ def test_runs_trend_and_reports_come_back(tmp_path):
         assert history.report(second) == rep
         trend = history.trend("step")
         assert [r.id for r, _ in trend] == [first, second]
-        assert trend[1][1] == pytest.approx(rep["step"].wall.p50)
+        assert trend[1][1] == pytest.approx(rep["step"].wall.total)
+        assert history.trend("step", "p50_s")[1][1] == \
+            pytest.approx(rep["step"].wall.p50)
         assert history.stages() == ["step"]
         assert history.trend("none") == []
         with pytest.raises(KeyError, match="no run 99"):
@@ -65,7 +67,34 @@ def test_steps_flag_the_run_where_a_stage_got_slower(tmp_path):
     history.add(report(0.0006))      # the new level: not a second step
     steps = history.steps("step", threshold=0.3)
     assert [run.id for run, _ in steps] == [slow]
-    assert steps[0][1] > 0.5
+    assert steps[0][1].change > 0.5 and steps[0][1].word == "slower"
+    assert steps[0][1].evidence == "4 vs 1 runs"
+    with pytest.raises(ValueError, match="window"):
+        history.steps("step", window=0)
+
+
+def test_a_run_whose_total_grew_steps_up_whatever_its_median(tmp_path):
+    # a loader: 40 calls, most instant, a few long waits; the waits got
+    # more frequent, the median call faster: a step up, not a speed-up
+    history = ap.History(tmp_path / "h.db")
+    for total in (0.150, 0.155, 0.148, 0.152):
+        history.add(report(0.0003), label="base")
+    runs = history.runs()
+    import sqlite3 as sql
+    db = sql.connect(tmp_path / "h.db")
+    for r in runs:
+        db.execute("UPDATE stages SET total_s = ?, count = 40, p50_s = ?, "
+                   "p95_s = ? WHERE run = ?", (0.15 + r.id * 1e-3, 0.0054,
+                                               0.060, r.id))
+    db.commit()
+    slow = history.add(report(0.0003))
+    db.execute("UPDATE stages SET total_s = 0.428, count = 40, "
+               "p50_s = 0.0028, p95_s = 0.203 WHERE run = ?", (slow,))
+    db.commit()
+    db.close()
+    [(run, verdict)] = history.steps("step", threshold=0.05)
+    assert run.id == slow and verdict.word == "slower"
+    assert verdict.figure == "total" and verdict.change > 1.5
 
 
 def writer(path, n):
@@ -148,7 +177,9 @@ def test_malformed_rows_and_stored_bombs_are_errors_not_crashes(tmp_path):
         with pytest.raises(ap.HistoryError, match="malformed"):
             history.runs()
         with pytest.raises(ap.HistoryError, match="malformed p50_s"):
-            history.trend("step")
+            history.trend("step", "p50_s")
+        with pytest.raises(ap.HistoryError, match="malformed figures"):
+            history.figures("step")
 
 
 class FullDisk:

@@ -19,7 +19,6 @@ import os
 import platform
 import sqlite3
 import stat
-import statistics
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
 from .. import limits, schema
 from ..report import Report
+from .verdict import SLOWER, RunFigures, Verdict, judge
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -287,10 +287,11 @@ class History:
             raise schema.ReportError(f"run {run} of {str(self.path)!r}: "
                                      f"{e}") from None
 
-    def trend(self, stage: str, metric: str = "p50_s"
+    def trend(self, stage: str, metric: str = "total_s"
               ) -> List[Tuple[Run, float]]:
         """(run, value) for every run that has stage, oldest first; metric
-        is one of total_s, self_s, mean_s, p50_s, p95_s."""
+        is one of total_s (the default: what a run paid for the stage),
+        self_s, mean_s, p50_s, p95_s."""
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got "
                              f"{metric!r}")
@@ -311,20 +312,42 @@ class History:
             "SELECT DISTINCT path FROM stages ORDER BY path")
             if isinstance(row[0], str)]
 
+    def figures(self, stage: str) -> List[Tuple[Run, RunFigures]]:
+        """(run, the stage's figures in it: total, calls, p50, p95) for
+        every run that has stage, oldest first."""
+        rows = self._rows(
+            f"SELECT {_RUN_COLUMNS}, s.total_s, s.count, s.p50_s, s.p95_s "
+            f"FROM stages s JOIN runs r ON r.id = s.run WHERE s.path = ? "
+            f"ORDER BY r.time, r.id", (stage,))
+        out = []
+        for row in rows:
+            total, count, p50, p95 = row[-4:]
+            if not (all(_is_number(v) and v >= 0 for v in (total, p50, p95))
+                    and isinstance(count, int) and count >= 0):
+                raise self._fail("read", f"run {row[0]!r} holds malformed "
+                                 f"figures for {stage!r}")
+            out.append((self._run(row[:-4]),
+                        RunFigures(float(total), count, float(p50),
+                                   float(p95))))
+        return out
+
     def steps(self, stage: str, threshold: float = 0.1, window: int = 5,
-              metric: str = "p50_s") -> List[Tuple[Run, float]]:
-        """Runs where stage stepped up: its metric above the median of the
-        previous `window` runs by more than threshold, those runs taken
-        from the last step on (a new level is flagged once). (run,
-        change)."""
-        series = self.trend(stage, metric)
+              alpha: float = 0.01) -> List[Tuple[Run, Verdict]]:
+        """Runs where stage stepped up, with the verdict that says so: each
+        run judged against the previous `window` runs (their spread is
+        the noise between runs) by the rule compare uses (on the total,
+        tail and median call a run), those runs taken from the last step
+        on, so that a new level is flagged once. A run with one run before
+        it gets a hedged verdict ("slower?", the change alone)."""
+        if window < 1:
+            raise ValueError(f"window must be 1 or more, got {window!r}")
+        series = self.figures(stage)
         out, level = [], 0
         for i in range(1, len(series)):
-            before = [v for _, v in series[max(level, i - window):i]]
-            reference = statistics.median(before)
-            change = series[i][1] / reference - 1 if reference > 0 else 0.0
-            if change > threshold:
-                out.append((series[i][0], change))
+            before = [f for _, f in series[max(level, i - window):i]]
+            verdict = judge(before, [series[i][1]], threshold, alpha)
+            if verdict.word in SLOWER:
+                out.append((series[i][0], verdict))
                 level = i
         return out
 

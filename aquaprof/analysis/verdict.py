@@ -69,7 +69,8 @@ class RunFigures:
         calls = np.asarray(calls, np.float64)
         if not len(calls):
             return cls(0.0, 0, 0.0, 0.0, calls)
-        p50, p95 = np.percentile(calls, [50, 95])
+        # nearest rank, as the table's percentiles (Timing.percentile)
+        p50, p95 = np.percentile(calls, [50, 95], method="inverted_cdf")
         return cls(float(calls.sum()), len(calls), float(p50), float(p95),
                    calls)
 
@@ -187,7 +188,8 @@ def _statistic(figure: str, calls: np.ndarray) -> np.ndarray:
     percentile call or the median one."""
     if figure == "total":
         return calls.sum(axis=-1)
-    return np.percentile(calls, 95 if figure == "tail" else 50, axis=-1)
+    return np.percentile(calls, 95 if figure == "tail" else 50, axis=-1,
+                         method="inverted_cdf")
 
 
 def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str

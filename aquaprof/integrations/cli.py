@@ -2,7 +2,8 @@
 
     aquaprof run script.py [args]          profile a script
     aquaprof show run.json                 print a saved report
-    aquaprof compare base.json new.json    exit 1 when a stage got slower
+    aquaprof compare base.json new.json [--base more.json] [--new more.json]
+                                           exit 1 when a stage got slower
     aquaprof flamegraph run.json -o flame.svg [--diff base.json]
     aquaprof folded run.json [-o run.folded]    folded stacks
     aquaprof speedscope run.json -o run.speedscope.json
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import os
 import re
 import runpy
@@ -208,6 +210,17 @@ def _print_script_error(error: BaseException, tb: Any) -> None:
     sys.stderr.flush()
 
 
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"alpha must be a number in (0, "
+                                         f"1), got {text!r}")
+    return value
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from ..views.text import terminal_text
     print(terminal_text(_load(args.report)))
@@ -215,9 +228,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    base, new = _load(args.base), _load(args.new)
-    comparison = new.compare(base, args.threshold, args.alpha)
-    print(f"{args.base} -> {args.new}")
+    from ..analysis.compare import Comparison
+    base_files = [args.base, *(args.more_base or [])]
+    new_files = [args.new, *(args.more_new or [])]
+    base = [_load(path) for path in base_files]
+    new = [_load(path) for path in new_files]
+    comparison = Comparison(base, new, args.threshold, args.alpha,
+                            args.measure)
+    print(f"{', '.join(base_files)} -> {', '.join(new_files)}")
     print(comparison)
     slower = comparison.regressions
     if slower:
@@ -265,6 +283,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def _print_history(history, db: str, stage: Optional[str],
                    threshold: float) -> None:
+    from ..analysis.verdict import describe
     runs = history.runs()
     print(f"{len(runs)} run(s) in {db}")
     for r in runs:
@@ -273,17 +292,20 @@ def _print_history(history, db: str, stage: Optional[str],
               f"{printable(r.host or '-')}  {printable(r.label or '')}")
     stages = [stage] if stage else history.stages()
     if stage:
-        print(f"\n{printable(stage)}, median call:")
-        for r, value in history.trend(stage):
-            print(f"  run {r.id:4d}  {_when(r)}  {fmt_time(value)}")
-    flagged = [(stage, run, change) for stage in stages
-               for run, change in history.steps(stage, threshold)]
+        print(f"\n{printable(stage)}, a run's total (calls, p95 and median "
+              f"call):")
+        for r, f in history.figures(stage):
+            print(f"  run {r.id:4d}  {_when(r)}  {fmt_time(f.total):>9s}  "
+                  f"({f.count} calls, p95 {fmt_time(f.p95)}, median "
+                  f"{fmt_time(f.p50)})")
+    flagged = [(stage, run, verdict) for stage in stages
+               for run, verdict in history.steps(stage, threshold)]
     if flagged:
         print()
-    for stage, run, change in flagged:
+    for stage, run, verdict in flagged:
         print(f"! run {run.id} ({_when(run)}, "
               f"{printable((run.git_commit or '-')[:10])}): "
-              f"{printable(stage)} stepped up {change * 100:+.0f} %")
+              f"{printable(stage)} stepped up: {describe(verdict)}")
 
 
 def _stage_path(stages: List[str], name: str, db: str) -> str:
@@ -530,19 +552,29 @@ def parser() -> argparse.ArgumentParser:
         "compare", help="compare two reports; exit 1 on a regression")
     compare.add_argument("base")
     compare.add_argument("new")
+    compare.add_argument("--base", dest="more_base", action="append",
+                         metavar="REPORT", help="another base run of the "
+                         "same program (repeat: the noise between runs is "
+                         "learned from them)")
+    compare.add_argument("--new", dest="more_new", action="append",
+                         metavar="REPORT", help="another new run (repeat)")
     compare.add_argument("--threshold", type=_threshold, default=0.05,
-                         help="smallest change of a stage's median call "
-                              "that counts (default 5%%)")
-    compare.add_argument("--alpha", type=float, default=0.01,
-                         help="significance of the Mann-Whitney test on "
-                              "the call durations (default 0.01)")
+                         help="smallest change of a stage's total, tail or "
+                              "median call a run that counts (default 5%%)")
+    compare.add_argument("--alpha", type=_alpha, default=0.01,
+                         help="significance the evidence must reach "
+                              "(default 0.01)")
+    compare.add_argument("--measure", choices=("wall", "cpu"),
+                         default="wall", help="judge wall time (default) "
+                         "or each call's thread CPU time")
     compare.set_defaults(func=cmd_compare)
 
     hist = sub.add_parser(
         "history", help="runs stored in a SQLite history; flags steps",
         description="Lists the runs of a history file (aquaprof.History), "
-        "flags runs where a stage's median call stepped up against the "
-        "runs before, and adds reports with --add.")
+        "flags runs where a stage stepped up against the runs before "
+        "(its total, tail or median call a run, judged as compare judges), "
+        "and adds reports with --add.")
     hist.add_argument("db", help="the history file (created if missing)")
     hist.add_argument("--add", nargs="+", metavar="REPORT",
                       help="reports to store first")
