@@ -195,8 +195,8 @@ def test_history_stage_by_the_end_of_its_path(history):
     out = cli("history", history, "--stage", "step/forward")
     assert out.returncode == 0, out.stderr
     assert "stage 'step/forward' is 'train/step/forward'" in out.stdout
-    assert "\ntrain/step/forward, a run's total (calls, p95 and median "
-            "call):\n  run    1" in out.stdout
+    assert ("\ntrain/step/forward, a run's total (calls, p95 and median "
+            "call):\n  run    1") in out.stdout
     out = cli("history", history, "--stage", "eval/forward")   # exact
     assert out.returncode == 0 and " is " not in out.stdout
 
