@@ -118,6 +118,23 @@ def test_compare_exits_1_on_a_regression(reports):
                    "threshold must be like 5% or 0.05")
 
 
+def test_compare_takes_repeated_runs_and_the_cpu_measure(reports, tmp_path):
+    base, slow = reports
+    again = saved_report(tmp_path / "again.json", 1.0)
+    worse = cli("compare", base, slow, "--base", again, "--new", slow,
+                "--threshold", "50%", "--measure", "cpu")
+    assert worse.returncode == 1, worse.stdout
+    assert f"{base}, {again} -> {slow}, {slow}" in worse.stdout
+    assert "cpu time per stage" in worse.stdout
+    assert "2 vs 2 runs" in worse.stdout
+    refused = cli("compare", base, slow, "--measure", "gpu")
+    one_line_error(refused, "argument --measure: invalid choice")
+    one_line_error(cli("compare", base, slow, "--alpha", "1.5"),
+                   "alpha must be a number in (0, 1), got '1.5'")
+    one_line_error(cli("compare", base, slow, "--base",
+                       tmp_path / "none.json"), "cannot read report")
+
+
 def test_flamegraph_and_diff(reports, tmp_path):
     base, slow = reports
     out = cli("flamegraph", base, "-o", tmp_path / "f.svg")

@@ -142,14 +142,14 @@ def run():
     return prof.report()
 
 
-def timed(scale, seed):
+def timed(scale, seed, report=None):
     """run()'s report with each span's duration set: "step" from a known
     spread around scale times 0.5 ms, "once" 0.5 ms. The verdicts judged
     below are then those of the data, not of how busy the machine was
     while the stages ran (a single call 5 % slower by chance is a hedged
     regression, rightly). Report.compare reads the spans alone, not the
     stages' totals, which keep the times measured."""
-    report = run()
+    report = report or run()
     rng = np.random.default_rng(seed)
     spans = report.spans().copy()
     step = report.stage_names.index("step")
@@ -191,11 +191,30 @@ def test_repeated_runs_and_cpu_time_compare():
     assert comparison.runs == (3, 1)
     assert [c.path for c in comparison.regressions] == ["step"]
     assert "3 base and 1 new runs" in str(comparison)
-    # the spans' thread CPU time, not their wall time: the busy loops'
-    # CPU did not change with the planted wall times
-    cpu = timed(1.6, 2).compare(timed(1.0, 1), measure="cpu")
+    # the spans' thread CPU time, not their wall time: one run's spans
+    # with two sets of planted wall times, their CPU times unchanged
+    one_run = run()
+    slow, same = timed(1.6, 2, one_run), timed(1.0, 1, one_run)
+    assert slow.compare(same).regressions
+    cpu = slow.compare(same, measure="cpu")
     assert cpu.measure == "cpu" and not cpu.regressions
+    assert "cpu time per stage" in str(cpu)
     with pytest.raises(ValueError, match="measure must be one of"):
         timed(1.0, 1).compare(base, measure="gpu")
     with pytest.raises(TypeError, match="non-empty list of Reports"):
         timed(1.0, 1).compare([])
+
+
+def test_a_million_calls_a_run_are_judged_in_bounded_memory():
+    import tracemalloc
+    rng = np.random.default_rng(2)
+    base = timings(rng, 1_000_000, 1e-5)
+    new = base * 1.2
+    tracemalloc.start()
+    try:
+        v = judge(one(base), one(new))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert v.word == "slower"
+    assert peak < 80 << 20, peak       # the calls themselves are 8 MB

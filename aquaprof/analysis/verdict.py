@@ -3,9 +3,10 @@ pytest gate, the history and the differential flamegraph all show.
 
 What is judged is what the user pays for a stage in a run: its total
 (calls x time a call, so more calls or a few long waits count as much as
-every call slowing down), and its tail (the 95th percentile call, for
-stages with at least MIN_TAIL_CALLS calls a run). A median call that did
-not move says nothing about either, so it is shown, never judged.
+every call slowing down), its tail (the 95th percentile call, for stages
+with at least MIN_TAIL_CALLS calls a run) and its median call. Any of
+them slower is enough: a median call that did not move (or got faster)
+clears nothing when the total grew.
 
 The unit of evidence is a run. Calls of one run are not independent
 samples: a machine that was busy for the whole run makes every call
@@ -26,9 +27,10 @@ certainty (p = 1e-11 for code that did not change). So:
   was slower for the whole of one run cannot be told from slower code
   this way; only more runs can, and the verdict says so.
 
-A stage is slower (faster) when its total or its tail moved by more than
+A stage is slower (faster) when one of its figures moved by more than
 `threshold` and the evidence above holds at level alpha (each figure at
-alpha / 2, so that judging two figures does not double the false alarms).
+alpha / 3, so that judging three figures does not triple the false
+alarms).
 With fewer than MIN_CALLS calls in a single run a side, no resampling is
 possible: the totals against the threshold decide, hedged ("slower?").
 """
@@ -48,6 +50,8 @@ MIN_CALLS = 5
 MIN_TAIL_CALLS = 20
 #: bootstrap resamples; the smallest p it can give is 1 / RESAMPLES
 RESAMPLES = 2000
+#: most calls a percentile is resampled from (memory and time bounded)
+PERCENTILE_CALLS = 1000
 #: the verdicts that are regressions
 SLOWER = ("slower", "slower?")
 #: the figures measured: wall time, or the thread's CPU time
@@ -171,24 +175,37 @@ def runs_p(base: Sequence[float], new: Sequence[float]
     return (far, 1 - far) if diff > 0 else (1 - far, far)
 
 
-def _block_resamples(calls: np.ndarray, rng: np.random.Generator
-                     ) -> np.ndarray:
-    """RESAMPLES moving-block resamples of calls, one a row."""
-    n = len(calls)
+def _block_starts(n: int, rng: np.random.Generator
+                  ) -> Tuple[int, np.ndarray]:
+    """The block length for n calls (about sqrt(n)) and, for each of
+    RESAMPLES resamples, the starts of the blocks that make it up."""
     block = max(1, int(round(math.sqrt(n))))
     blocks = -(-n // block)
-    starts = rng.integers(0, n - block + 1, (RESAMPLES, blocks))
-    index = (starts[:, :, None] + np.arange(block)).reshape(RESAMPLES, -1)
-    return calls[index[:, :n]]
+    return block, rng.integers(0, n - block + 1, (RESAMPLES, blocks),
+                               dtype=np.int64 if n >> 31 else np.int32)
 
 
-def _statistic(figure: str, calls: np.ndarray) -> np.ndarray:
-    """A figure of each row of calls: the total (the count of calls is
-    kept: a run that called twice as often pays twice as much), the 95th
-    percentile call or the median one."""
+def _resampled(figure: str, calls: np.ndarray, rng: np.random.Generator
+               ) -> np.ndarray:
+    """The figure of each of RESAMPLES moving-block resamples of calls:
+    the total (the count of calls kept: a run that called twice as often
+    pays twice as much), the 95th percentile call or the median one.
+    Bounded whatever the calls: a total sums whole blocks' sums, and a
+    percentile is taken from at most PERCENTILE_CALLS calls, thinned
+    evenly (which only widens its spread: less evidence, never more)."""
     if figure == "total":
-        return calls.sum(axis=-1)
-    return np.percentile(calls, 95 if figure == "tail" else 50, axis=-1,
+        block, starts = _block_starts(len(calls), rng)
+        sums = np.concatenate([[0.0], np.cumsum(calls)])
+        per_block = sums[block:] - sums[:-block]
+        # the blocks cover a little more than n calls: scaled back to n
+        return per_block[starts].sum(axis=1) * (len(calls) /
+                                                (starts.shape[1] * block))
+    if len(calls) > PERCENTILE_CALLS:
+        calls = calls[::-(-len(calls) // PERCENTILE_CALLS)]
+    block, starts = _block_starts(len(calls), rng)
+    index = (starts[:, :, None] + np.arange(block)).reshape(RESAMPLES, -1)
+    return np.percentile(calls[index[:, :len(calls)]],
+                         95 if figure == "tail" else 50, axis=1,
                          method="inverted_cdf")
 
 
@@ -199,8 +216,8 @@ def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str
     it grew (shrank), small when it did, never under 1 / RESAMPLES.
     Seeded: the same calls give the same p."""
     rng = np.random.default_rng(len(base) * 7919 + len(new))
-    fb = _statistic(figure, _block_resamples(base, rng))
-    fn = _statistic(figure, _block_resamples(new, rng))
+    fb = _resampled(figure, base, rng)
+    fn = _resampled(figure, new, rng)
     floor = 1 / RESAMPLES
     return (max(floor, float(np.mean(fn <= fb))),
             max(floor, float(np.mean(fn >= fb))))
