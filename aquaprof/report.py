@@ -525,8 +525,8 @@ class Report:
                 measure: str = "wall") -> Any:
         """This run against base (a Report, or a list of Reports of
         repeated base runs), stage by stage: a Comparison whose changes
-        say slower, faster or same, judged on each stage's total, tail and
-        median call a run (analysis.verdict); .regressions lists the
+        say slower, faster or same, judged on each stage's total and tail
+        (p95 call) a run (analysis.verdict); .regressions lists the
         slower stages. measure "cpu" judges thread CPU time."""
         from .analysis.compare import Comparison
         return Comparison(base, self, threshold, alpha, measure)

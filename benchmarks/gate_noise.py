@@ -17,9 +17,10 @@ For each measure: 6 base runs, then 20 candidates of each kind
 (unchanged, and the three planted shapes), each judged four ways:
 - "runs": the verdict on one candidate run against the 6 base runs
   (noise between runs learned from them);
-- "runs, rounds 3": the same, and where it finds a stage slower, two
-  more runs of the candidate and the verdict on all three (what
-  `--aquaprof-rounds 3` does in the pytest gate);
+- "runs, rounds 3": the same, and where a stage is suspect (slower, or
+  grown past the threshold without the evidence), two more runs of the
+  candidate and the verdict on all three (what `--aquaprof-rounds 3`
+  does in the pytest gate);
 - "1 run": the verdict against the first base run alone (block
   bootstrap over the calls);
 - "before": the rule aquaprof used before (Mann-Whitney on the calls of
@@ -167,20 +168,21 @@ def measure_runs(measure: str, candidates: int, threshold: float,
         return one_run(shape, folder / f"{measure}-{made}.json",
                        hog_cores if made % 2 else [])
 
-    def judged(base_runs: object, new_runs: object) -> Dict[str, bool]:
-        return {c.path: c.verdict == "slower" for c in Comparison(
-            base_runs, new_runs, threshold, 0.01, measure).changes}
+    def judged(comparison: Comparison) -> Dict[str, bool]:
+        return {c.path: c.verdict == "slower" for c in comparison.changes}
+
+    def compared(base_runs: object, new_runs: object) -> Comparison:
+        return Comparison(base_runs, new_runs, threshold, 0.01, measure)
 
     for shape in SHAPES:
         for i in range(candidates):
             new = candidate(shape)
-            verdicts = {"runs": judged(base, new)}
-            rounds = verdicts["runs"]
-            if any(rounds.values()):
-                rounds = judged(base, [new, candidate(shape),
-                                       candidate(shape)])
-            verdicts["runs, rounds 3"] = rounds
-            verdicts["1 run"] = judged(base[0], new)
+            first = compared(base, new)
+            verdicts = {"runs": judged(first)}
+            verdicts["runs, rounds 3"] = judged(compared(
+                base, [new, candidate(shape), candidate(shape)])) \
+                if first.suspects else verdicts["runs"]
+            verdicts["1 run"] = judged(compared(base[0], new))
             verdicts["before"] = before_slower(base[0], new, threshold,
                                                measure)
             for rule, slower in verdicts.items():

@@ -72,7 +72,7 @@ def test_every_call_slower_and_faster():
             "slower"
         noise_flagged += judge(base, one(timings(rng, 40, 1e-3))).word != \
             "same"
-    assert detected >= 95
+    assert detected >= 90      # one run a side: the total of 40 calls
     assert noise_flagged <= 2
     v = judge(one(timings(rng, 40, 1e-3)), one(timings(rng, 40, 0.8e-3)))
     assert v.word == "faster" and v.change == pytest.approx(-0.2, abs=0.05)

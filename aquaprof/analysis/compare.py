@@ -1,5 +1,5 @@
 """Two profiles compared stage by stage, with the verdicts of
-analysis.verdict: each stage's total, tail and median call per run,
+analysis.verdict: each stage's total and tail (p95 call) per run,
 judged by runs where either side has several (reports of repeated runs
 of the same program), by a block bootstrap over one run's calls where
 each side has one.
@@ -223,6 +223,14 @@ class Comparison:
         calls in one run a side allowed no resampling)."""
         return [c for c in self.changes if c.verdict in SLOWER]
 
+    @property
+    def suspects(self) -> List[StageChange]:
+        """Stages slower, or whose total or tail grew past the threshold
+        without the evidence for a verdict: more runs would
+        tell (the pytest gate's --aquaprof-rounds runs them)."""
+        return [c for c in self.changes
+                if c.judgement is not None and c.judgement.suspect]
+
     def __repr__(self) -> str:
         return str(self)       # what a REPL should show: the verdicts
 
@@ -236,7 +244,7 @@ class Comparison:
                     f"{b} base and {n} new runs: the noise between runs "
                     f"learned from them")
         lines = [f"{self.measure} time per stage and run, base -> new "
-                 f"(slower: the total, tail or median call grew by more "
+                 f"(slower: the total or tail grew by more "
                  f"than {self.threshold * 100:g} % at p < {self.alpha:g}; "
                  f"{evidence})"]
         for c in self.changes:

@@ -335,8 +335,8 @@ class History:
               alpha: float = 0.01) -> List[Tuple[Run, Verdict]]:
         """Runs where stage stepped up, with the verdict that says so: each
         run judged against the previous `window` runs (their spread is
-        the noise between runs) by the rule compare uses (on the total,
-        tail and median call a run), those runs taken from the last step
+        the noise between runs) by the rule compare uses (on the total
+        and tail a run), those runs taken from the last step
         on, so that a new level is flagged once. A run with one run before
         it gets a hedged verdict ("slower?", the change alone)."""
         if window < 1:

@@ -559,8 +559,8 @@ def parser() -> argparse.ArgumentParser:
     compare.add_argument("--new", dest="more_new", action="append",
                          metavar="REPORT", help="another new run (repeat)")
     compare.add_argument("--threshold", type=_threshold, default=0.05,
-                         help="smallest change of a stage's total, tail or "
-                              "median call a run that counts (default 5%%)")
+                         help="smallest change of a stage's total or tail "
+                              "(p95 call) a run that counts (default 5%%)")
     compare.add_argument("--alpha", type=_alpha, default=0.01,
                          help="significance the evidence must reach "
                               "(default 0.01)")
@@ -573,7 +573,7 @@ def parser() -> argparse.ArgumentParser:
         "history", help="runs stored in a SQLite history; flags steps",
         description="Lists the runs of a history file (aquaprof.History), "
         "flags runs where a stage stepped up against the runs before "
-        "(its total, tail or median call a run, judged as compare judges), "
+        "(its total or tail a run, judged as compare judges), "
         "and adds reports with --add.")
     hist.add_argument("db", help="the history file (created if missing)")
     hist.add_argument("--add", nargs="+", metavar="REPORT",

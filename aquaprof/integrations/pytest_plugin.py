@@ -13,8 +13,9 @@ package, ``-p aquaprof.pytest_plugin``).
   in BASE_DIR (its report, the rounds saved beside it, and the same in
   BASE_DIR's sub-folders: one per earlier run of the suite), with the
   verdicts of analysis.verdict; ``--aquaprof-fail=5%`` fails the run when
-  a stage is slower by more than that. ``--aquaprof-rounds=N`` runs a test
-  found slower N - 1 more times before judging it on all its runs;
+  a stage is slower by more than that. ``--aquaprof-rounds=N`` runs a suspect
+  test (slower, or a stage grown past the threshold without the evidence)
+  N - 1 more times before judging it on all its runs;
   ``--aquaprof-measure=cpu`` judges thread CPU time instead of wall time.
   A gate never switches itself off: a BASE_DIR that is no folder is a
   usage error, and a profiled test with no base report (a typo, a renamed
@@ -284,16 +285,18 @@ def pytest_runtest_call(item: Any) -> Iterator[None]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: Any, nextitem: Any) -> Iterator[None]:
-    """With --aquaprof-rounds N, a test found slower than its base runs
-    again, N - 1 times, unreported, so that it is judged on all its runs
-    and one run on a busy moment does not fail it."""
+    """With --aquaprof-rounds N, a suspect test (a stage found slower than
+    its base, or grown past the threshold without the evidence for it)
+    runs again, N - 1 times, unreported, so that it is judged on all its
+    runs: one run on a busy moment does not fail it, and a real change
+    too small for one run's evidence is caught."""
     yield
     config = item.config
     rounds = config.getoption("aquaprof_rounds")
     if rounds < 2 or not config.getoption("aquaprof_compare"):
         return
     comparison = _compare_test(config, item.nodeid)
-    if comparison is None or not comparison.regressions:
+    if comparison is None or not comparison.suspects:
         return
     from _pytest.runner import runtestprotocol
     for _ in range(rounds - 1):

@@ -246,7 +246,7 @@ def legend_svg(diff: bool, threshold: float, alpha: float) -> str:
                          f' y="57">{word}</text>')
             x += 22 + 7 * len(word)
         rule = [f"by its self time, judged as compare judges a stage: "
-                f"its total, tail or median call a run moved by more "
+                f"its total or tail (p95 call) a run moved by more "
                 f"than {threshold * 100:g} % at p < {alpha:g}",
                 f"deeper = larger change, deepest at {FULL_AT:g}x; dashed: "
                 f"too few calls to test; grey too: the root and sampled "
