@@ -209,8 +209,9 @@ def test_differential_flamegraph_colours_by_change(report, tmp_path):
     r, g, b = (int(v) for v in frames["load"].find(f"{SVG}rect")
                .get("fill")[4:-1].split(","))
     assert b > r                         # faster: blue
-    assert "self per call " in frames["load"].get("data-details")
-    assert "whole calls " in frames["load"].get("data-details")
+    assert "self time: total " in frames["load"].get("data-details")
+    assert "whole calls, as compare judges them: " in \
+        frames["load"].get("data-details")
 
 
 # -------------------------------------------------------- speedscope

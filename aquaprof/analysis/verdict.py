@@ -247,8 +247,8 @@ def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
     calls_b = [r.calls for r in base if r.calls is not None and
                len(r.calls)]
     calls_n = [r.calls for r in new if r.calls is not None and len(r.calls)]
-    count_b = np.mean([r.count for r in base])
-    count_n = np.mean([r.count for r in new])
+    count_b = float(np.mean([r.count for r in base]))
+    count_n = float(np.mean([r.count for r in new]))
     parts = []
     if abs(_change(count_b, count_n)) > threshold:
         parts.append(f"calls {count_b:.3g} -> {count_n:.3g} a run")
@@ -309,10 +309,9 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
         moved["tail"] = _change(pb, pn)
     each = alpha / len(moved)      # no more false alarms for more figures
     words: List[Tuple[str, Optional[str], Optional[float]]] = []
-    for figure, change in moved.items():
-        p_up, p_down, p = _figure_p(figure, base, new, change)
-        words.append((_word(change, p_up, p_down, threshold, each), figure,
-                      p))
+    for name, change in moved.items():
+        p_up, p_down, p = _figure_p(name, base, new, change)
+        words.append((_word(change, p_up, p_down, threshold, each), name, p))
     order = ("slower", "slower?", "faster", "faster?", "same")
     word, figure, p = min(words, key=lambda w: order.index(w[0]))
     if word == "same":

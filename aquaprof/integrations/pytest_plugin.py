@@ -40,7 +40,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from .. import Profiler
-from ..analysis.compare import Comparison, run_figures
+from ..analysis.compare import Comparison, parse_threshold, run_figures
 from ..analysis.verdict import MEASURES
 from ..report import Report, ReportError
 from ..views.text import plural
@@ -63,7 +63,6 @@ _BASES = pytest.StashKey[Dict[str, List[Report]]]()
 
 
 def _fraction(text: str) -> float:
-    from ..analysis.compare import parse_threshold
     try:
         return parse_threshold(text)
     except ValueError as e:
@@ -92,8 +91,9 @@ def pytest_addoption(parser: Any) -> None:
                          "thread CPU time (cpu: steadier on a shared "
                          "runner)")
     group.addoption("--aquaprof-rounds", metavar="N", type=int, default=1,
-                    help="run a test found slower N-1 more times and judge "
-                         "it on all its runs (default 1: no re-run)")
+                    help="run a suspect test (slower, or a stage grown past "
+                         "the threshold without the evidence) N-1 more "
+                         "times and judge it on all its runs (default 1)")
 
 
 def pytest_configure(config: Any) -> None:
@@ -412,9 +412,15 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     """pytest-xdist's controller: a worker's reports and problems, handed
     over in its workeroutput, join the controller's as if run here."""
     out = getattr(node, "workeroutput", {}).get("aquaprof")
-    if not out:
-        return
     config = node.config
+    if not out:
+        if error:
+            # its report files stay in the folder; only the comparison
+            # of its tests is lost, and said
+            config.stash[_PROBLEMS].append(
+                f"worker {node.gateway.id} went down ({error}): the "
+                f"reports of its tests were not handed over")
+        return
     config.stash[_PROBLEMS].extend(out["problems"])
     for nodeid, text in out["reports"]:
         try:
@@ -465,7 +471,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     write = terminalreporter.write_line
     if config.stash[_PROBLEMS]:
         terminalreporter.section("aquaprof: warnings")
-        for problem in config.stash[_PROBLEMS]:
+        # a base read by a worker (rounds) and again here is said once
+        for problem in dict.fromkeys(config.stash[_PROBLEMS]):
             write(problem)
     if config.getoption("aquaprof_show") and config.stash[_REPORTS]:
         terminalreporter.section("aquaprof: top stages by self time")
