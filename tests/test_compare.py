@@ -218,3 +218,17 @@ def test_a_million_calls_a_run_are_judged_in_bounded_memory():
         tracemalloc.stop()
     assert v.word == "slower"
     assert peak < 80 << 20, peak       # the calls themselves are 8 MB
+
+
+def test_a_change_the_clock_cannot_resolve_is_no_change():
+    # a sleeping stage's CPU time: 13 us a call grown to 18 us, where the
+    # thread CPU clock is read at most every 20 us
+    rng = np.random.default_rng(4)
+    base, new = one(timings(rng, 20, 13e-6)), one(timings(rng, 20, 18e-6))
+    assert judge(base, new, 0.3).word == "slower"
+    v = judge(base, new, 0.3, resolution=20e-6)
+    assert v.word == "same" and not v.suspect
+    assert v.change > 0.3                  # shown as measured
+    # a change well past it still counts
+    far = one(timings(rng, 20, 13e-6 + 200e-6))
+    assert judge(base, far, 0.3, resolution=20e-6).word == "slower"

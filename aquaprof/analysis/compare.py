@@ -151,6 +151,10 @@ def stage_changes(base: Sequence["Report"], new: Sequence["Report"],
     it."""
     before = [run_figures(r, own, measure) for r in base]
     after = [run_figures(r, own, measure) for r in new]
+    # thread CPU time is read at most every cpu_resolution_ns (a call's is
+    # known to within that at each edge); wall time to the nanosecond
+    resolution = 0.0 if measure == "wall" else max(
+        r.meta.get("cpu_resolution_ns", 0) for r in (*base, *new)) * 1e-9
     none = RunFigures(0.0, 0, 0.0, 0.0, np.zeros(0))
 
     def side(runs: List[Dict[str, RunFigures]], path: str
@@ -167,7 +171,7 @@ def stage_changes(base: Sequence["Report"], new: Sequence["Report"],
             changes.append(StageChange(path, "new", None, 0, calls_n))
             continue
         b = side(before, path)
-        v = judge(b, n, threshold, alpha)
+        v = judge(b, n, threshold, alpha, resolution)
         changes.append(StageChange(path, v.word, v, v.base_calls,
                                    v.new_calls))
     for path in paths_base:

@@ -35,6 +35,11 @@ alpha / 2, so that judging two figures does not double the false
 alarms).
 With fewer than MIN_CALLS calls in a single run a side, no resampling is
 possible: the totals against the threshold decide, hedged ("slower?").
+A figure that moved by no more than its clock can resolve (`resolution`
+a call edge: thread CPU time is read at most every cpu_resolution, so a
+call's CPU time is known to within twice that) has not moved at all: a
+sleeping stage's few microseconds of CPU growing by a third is no
+regression.
 """
 from __future__ import annotations
 
@@ -295,18 +300,24 @@ def _figure_p(figure: str, base: Sequence[RunFigures],
 
 
 def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
-          threshold: float = 0.05, alpha: float = 0.01) -> Verdict:
+          threshold: float = 0.05, alpha: float = 0.01,
+          resolution: float = 0.0) -> Verdict:
     """The verdict on one stage: new runs against base runs (at least one
-    run a side). Slower beats faster: a stage whose total grew is slower
+    run a side); resolution: how finely the clock resolves a call's edge
+    (seconds). Slower beats faster: a stage whose total grew is slower
     whatever its median call did."""
     if not base or not new:
         raise ValueError("judge needs at least one run a side")
     tb, cb, mb, pb = _mean_run(base)
     tn, cn, mn, pn = _mean_run(new)
-    moved = {"total": _change(tb, tn)}
+    # within what the clock resolves, a figure has not moved
+    unresolved = 2 * resolution
+    moved = {"total": _change(tb, tn) if abs(tn - tb) > unresolved *
+             max(cb, cn) else 0.0}
     tail_judged = all(r.count >= MIN_TAIL_CALLS for r in (*base, *new))
     if tail_judged:
-        moved["tail"] = _change(pb, pn)
+        moved["tail"] = _change(pb, pn) if abs(pn - pb) > unresolved \
+            else 0.0
     each = alpha / len(moved)      # no more false alarms for more figures
     words: List[Tuple[str, Optional[str], Optional[float]]] = []
     for name, change in moved.items():
@@ -319,7 +330,8 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     detail = (_detail(base, new, moved["total"], _change(mb, mn), threshold)
               if word != "same" else "")
     suspect = word in SLOWER or any(c > threshold for c in moved.values())
-    return Verdict(word, figure, moved["total"], moved.get("tail"), p,
+    return Verdict(word, figure, _change(tb, tn),
+                   _change(pb, pn) if tail_judged else None, p,
                    len(base), len(new), tb, tn, cb, cn, mb, mn, pb, pn,
                    detail, suspect)
 
