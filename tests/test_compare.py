@@ -232,3 +232,14 @@ def test_a_change_the_clock_cannot_resolve_is_no_change():
     # a change well past it still counts
     far = one(timings(rng, 20, 13e-6 + 200e-6))
     assert judge(base, far, 0.3, resolution=20e-6).word == "slower"
+
+
+def test_the_tables_p50_and_compares_median_agree():
+    # both nearest-rank; the table's from its histogram (buckets at most
+    # 1/32 of their value wide), compare's from the spans
+    from aquaprof.analysis.compare import run_figures
+    report = run()
+    stats, figures = report["step"], run_figures(report)["step"]
+    assert figures.count == stats.count
+    assert figures.p50 == pytest.approx(stats.wall.p50, rel=1 / 32)
+    assert figures.p95 == pytest.approx(stats.wall.p95, rel=1 / 32)
