@@ -1,8 +1,11 @@
 # `make demo` and `make test` set everything up from nothing: a virtual
-# environment from requirements-dev.txt, the C extension built in place.
+# environment (the demo's few packages from requirements-demo.txt, the
+# test tools from requirements-dev.txt on top), the C extension built in
+# place.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+DEMO_DEPS := $(VENV)/.demo-deps-stamp
 DEPS := $(VENV)/.deps-stamp
 EXT := $(VENV)/.ext-stamp
 CORE_SOURCES := $(wildcard csrc/core/*.c csrc/core/*.h)
@@ -14,10 +17,14 @@ CFLAGS_STRICT := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread
 WERROR ?= 1
 
 .PHONY: demo test test-core test-kernels test-python asan bench bench-projection build \
-	clean typecheck gpu-check browser
+	clean typecheck gpu-check browser wheel wheel-check
 
-$(DEPS): requirements-dev.txt
+$(DEMO_DEPS): requirements-demo.txt
 	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements-demo.txt
+	touch $@
+
+$(DEPS): $(DEMO_DEPS) requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
@@ -30,7 +37,7 @@ browser:
 	  (apt-get update -q && apt-get install -y -q chromium) || \
 	  echo "chromium could not be installed: the browser tests will skip"
 
-$(EXT): $(DEPS) $(EXT_SOURCES) setup.py pyproject.toml
+$(EXT): $(DEMO_DEPS) $(EXT_SOURCES) setup.py pyproject.toml
 	AQUAPROF_WERROR=$(WERROR) $(PY) setup.py -q build_ext --inplace --force
 	touch $@
 
@@ -91,7 +98,9 @@ test-python: build browser
 # Python suite with the extensions built under AddressSanitizer and
 # UndefinedBehaviorSanitizer (any report is fatal), and the core's thread
 # test under ThreadSanitizer. Leaves the
-# sanitized extension in place: the next `make build` rebuilds.
+# sanitized extension in place: the next `make build` rebuilds. Its
+# objects and library go to build/asan, never to the build folder that
+# `pip install .` and `make wheel` reuse.
 SAN_RUNTIME = $(shell $(CC) -print-file-name=libasan.so)
 asan: $(DEPS) browser
 	rm -f $(EXT)
@@ -108,7 +117,8 @@ asan: $(DEPS) browser
 	  tests/core/test_core.c -lm -o tests/core/test_core_tsan
 	TSAN_OPTIONS=halt_on_error=1 ./tests/core/test_core_tsan
 	AQUAPROF_SANITIZE=1 AQUAPROF_WERROR=$(WERROR) $(PY) setup.py -q \
-	  build_ext --inplace --force
+	  build_ext --inplace --force --build-temp build/asan/temp \
+	  --build-lib build/asan/lib
 	AQUAPROF_SANITIZED=1 LD_PRELOAD=$(SAN_RUNTIME) \
 	  ASAN_OPTIONS=detect_leaks=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 $(PY) -m pytest -q -p no:cacheprovider
@@ -117,7 +127,23 @@ asan: $(DEPS) browser
 typecheck: $(DEPS)
 	$(PY) -m mypy
 
-test: typecheck asan test-core test-kernels test-python
+# wheel-check right after asan: the wheel built then must be a plain build
+test: typecheck asan wheel-check test-core test-kernels test-python
+
+# A binary wheel, CUDA kernels inside where nvcc is found, repaired and
+# tagged for manylinux by auditwheel (dist/); wheel-check installs it into
+# a fresh virtual environment with no compiler on the PATH and runs a
+# smoke test there, then builds the sdist without nvcc and checks what it
+# says it left out (tests/wheel_check.sh).
+wheel: $(DEPS)
+	rm -rf dist
+	$(PY) -m pip wheel -q . --no-deps --no-build-isolation -w dist/raw
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m auditwheel repair -w dist \
+	  dist/raw/aquaprof-*.whl
+	rm -rf dist/raw
+
+wheel-check: wheel
+	bash tests/wheel_check.sh $(PYTHON) $(PY) dist/aquaprof-*.whl
 
 # The pytest-benchmark suite, its tables written into docs/benchmarks.md;
 # then the overhead ratios against a C floor measured in the same run.
@@ -143,6 +169,6 @@ gpu-check:
 	PYTHON=$(PYTHON) bash tests/device/gpu_check.sh $(OUT)
 
 clean:
-	rm -rf build $(VENV) tests/core/test_core tests/core/test_core_*san \
+	rm -rf build dist $(VENV) tests/core/test_core tests/core/test_core_*san \
 	  tests/kernels/test_crossing tests/kernels/test_sampling \
 	  tests/kernels/test_window_sums aquaprof/_*.so gpu-check-out

@@ -1,8 +1,9 @@
 """What an installed wheel must do on a machine without a compiler, run
 by tests/wheel_check.sh in a fresh virtual environment whose PATH holds
 that environment alone: profile, report, save and load, the plane-sweep
-kit on a small scene, and a GPU status that says why there is no GPU.
-Exits non-zero, saying what failed."""
+kit on a small scene, and GPU statuses that say why there is no GPU (the
+kit's: the words given as the first argument). Exits non-zero, saying
+what failed."""
 import os
 import shutil
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 import aquaprof as ap
-from aquaprof import mvs
+from aquaprof import _mvs, mvs
 from aquaprof.mvs import scenes
 
 
@@ -51,8 +52,15 @@ def main() -> None:
     status = report.gpu_status
     check(bool(status) and status != "not recorded",
           f"no GPU status: {status!r}")
+    try:
+        _mvs.gpu_check(0)
+        kit = "a GPU is here"
+    except RuntimeError as e:
+        kit = str(e)
+    check(sys.argv[1] in kit, f"the kit's GPU status {kit!r} does not say "
+          f"{sys.argv[1]!r}")
     print(f"wheel smoke test passed: aquaprof {ap.__version__} from {here}; "
-          f"GPU status: {status}")
+          f"profiler GPU status: {status}; kit: {kit}")
 
 
 if __name__ == "__main__":
