@@ -46,10 +46,14 @@ ap_wake_main_thread(void)
 #endif
 }
 
+/* 3.13's HEAD_LOCK inlines a call to _PyMutex_LockTimed, which that
+ * CPython does not export; PyMutex_Lock is its exported form. */
 void
 ap_threads_lock(void)
 {
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030D0000
+    PyMutex_Lock(&_PyRuntime.interpreters.mutex);
+#elif PY_VERSION_HEX >= 0x030C0000
     HEAD_LOCK(&_PyRuntime);
 #else
     PyThread_acquire_lock(_PyRuntime.interpreters.mutex, WAIT_LOCK);
@@ -59,7 +63,9 @@ ap_threads_lock(void)
 void
 ap_threads_unlock(void)
 {
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030D0000
+    PyMutex_Unlock(&_PyRuntime.interpreters.mutex);
+#elif PY_VERSION_HEX >= 0x030C0000
     HEAD_UNLOCK(&_PyRuntime);
 #else
     PyThread_release_lock(_PyRuntime.interpreters.mutex);
