@@ -302,10 +302,10 @@ def test_stage_in_a_fresh_interpreter_subprocess():
 
 @pytest.mark.skipif(
     sys.version_info[:2] == (3, 12),
-    reason="CPython 3.12 counts each call through a C callable (a staged "
-           "function) against its C recursion limit, whatever "
-           "sys.setrecursionlimit says: this depth raises RecursionError "
-           "there with the Profiler off as well")
+    reason="CPython 3.12 counts each call that enters the interpreter "
+           "from C (a staged function's) against its C recursion limit, "
+           "whatever sys.setrecursionlimit says: a staged recursion "
+           "deeper than 748 raises RecursionError there, Profiler or not")
 def test_a_recursion_deeper_than_the_file_limits_keeps_its_profile():
     """The limits on report files guard against crafted input; a live run
     past them (a deep recursion) still gets its report."""
