@@ -243,3 +243,15 @@ def test_the_tables_p50_and_compares_median_agree():
     assert figures.count == stats.count
     assert figures.p50 == pytest.approx(stats.wall.p50, rel=1 / 32)
     assert figures.p95 == pytest.approx(stats.wall.p95, rel=1 / 32)
+
+
+def test_a_stage_one_base_run_never_called_is_no_regression():
+    # the stage ran in two base runs of three: no evidence against a
+    # candidate like the runs that called it
+    called = RunFigures(0.010, 10, 0.001, 0.0012)
+    never = RunFigures(0.0, 0, 0.0, 0.0, np.zeros(0))
+    v = judge([called, never, called], [RunFigures(0.010, 10, 0.001, 0.0012)])
+    assert v.word == "same", v
+    # all the base runs called it at a tenth of the new cost: slower
+    tenth = RunFigures(0.001, 10, 0.0001, 0.00012)
+    assert judge([tenth, tenth, tenth], [called]).word == "slower"

@@ -25,6 +25,7 @@ from .verdict import MEASURES, SLOWER, RunFigures, Verdict, describe, judge
 if TYPE_CHECKING:
     from ..report import Report
 
+
 def parse_threshold(text: str) -> float:
     """'5%' or '0.05' as the fraction 0.05; ValueError saying how to write
     it otherwise (a bare 5 would be 500 %)."""

@@ -170,10 +170,13 @@ def t_two_sided_p(t: float, df: int) -> float:
 def runs_p(base: Sequence[float], new: Sequence[float]
            ) -> Tuple[float, float]:
     """(p that new's figures are not above base's, p that they are not
-    below): one-sided t-tests on the logs of two groups of runs' figures,
-    the variance pooled over the groups with two or more runs (at least
-    one has)."""
-    x, y = np.log(base), np.log(new)
+    below): one-sided t-tests on two groups of runs' figures, the variance
+    pooled over the groups with two or more runs (at least one has). On
+    their logs (relative noise), or where a run has 0 (a stage one run
+    never called) on the figures themselves."""
+    x, y = np.asarray(base, np.float64), np.asarray(new, np.float64)
+    if min(x.min(), y.min()) > 0:
+        x, y = np.log(x), np.log(y)
     df = (len(x) - 1) + (len(y) - 1)
     ss = float(((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum())
     diff = float(y.mean() - x.mean())
@@ -287,10 +290,7 @@ def _figure_p(figure: str, base: Sequence[RunFigures],
     if len(base) > 1 or len(new) > 1:
         field = "total" if figure == "total" else "p95"
         values = [getattr(r, field) for r in (*base, *new)]
-        if min(values) > 0:
-            p_up, p_down = runs_p(values[:len(base)], values[len(base):])
-        else:       # a figure of 0 has no log: it moved, or all are 0
-            p_up = p_down = 1.0 if max(values) == 0 else 0.0
+        p_up, p_down = runs_p(values[:len(base)], values[len(base):])
         return p_up, p_down, p_up if moved >= 0 else p_down
     b, n = base[0].calls, new[0].calls
     if b is None or n is None or min(len(b), len(n)) < MIN_CALLS:
