@@ -147,7 +147,9 @@ wheel: $(DEPS)
 	$(PY) -m pip wheel -q . --no-deps --no-build-isolation -w dist/raw
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m auditwheel repair -w dist \
 	  dist/raw/aquaprof-*.whl
-	rm -rf dist/raw
+	# the egg-info pip left in the tree would register the pytest plugin
+	# a second time in the tests' own pytest runs
+	rm -rf dist/raw aquaprof.egg-info
 
 wheel-check: wheel
 	bash tests/wheel_check.sh $(PYTHON) $(PY) dist/aquaprof-*.whl

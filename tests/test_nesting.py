@@ -21,9 +21,9 @@ import aquaprof as ap
 from aquaprof import _core
 from aquaprof.nesting import GPU_STATUS, subtract
 from conftest import busy
+from test_pytest_plugin import PLUGIN
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN = ("-p", "aquaprof.pytest_plugin")
 pytest_plugins = ["pytester"]
 
 
