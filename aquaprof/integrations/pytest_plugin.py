@@ -45,7 +45,8 @@ from ..analysis.verdict import MEASURES
 from ..report import Report, ReportError
 from ..views.text import plural
 
-__all__ = ["AquaprofWarning", "aquaprof", "base_runs", "pytest_addoption",
+__all__ = ["AquaprofWarning", "aquaprof", "base_folders", "base_runs",
+           "pytest_addoption",
            "pytest_configure", "pytest_configure_node",
            "pytest_runtest_call",
            "pytest_runtest_protocol", "pytest_sessionfinish",
@@ -58,8 +59,11 @@ _PROBLEMS = pytest.StashKey[List[str]]()
 _UNCOMPARED = pytest.StashKey[List[str]]()
 #: runs of each test id made in this process (rounds)
 _RUNS = pytest.StashKey[Dict[str, int]]()
-#: each test id's base runs, read once
-_BASES = pytest.StashKey[Dict[str, List[Report]]]()
+#: each test id's base runs, read once: whether it has any files, and
+#: the reports that could be read
+_BASES = pytest.StashKey[Dict[str, Tuple[bool, List[Report]]]]()
+#: BASE_DIR and its sub-folders, listed once
+_FOLDERS = pytest.StashKey[List[Path]]()
 
 
 def _fraction(text: str) -> float:
@@ -149,13 +153,22 @@ def _run_name(nodeid: str, config: Any) -> Tuple[str, int]:
     return stem + (f".r{runs}" if runs > 1 else "") + ".json", runs
 
 
-def base_runs(base_dir: Path, nodeid: str) -> List[Path]:
+def base_folders(base_dir: Path) -> List[Path]:
+    """A base folder and its sub-folders (one per earlier run of the
+    suite, say), oldest first; none when it is no folder."""
+    if not base_dir.is_dir():
+        return []
+    return [base_dir] + sorted(p for p in base_dir.iterdir() if p.is_dir())
+
+
+def base_runs(base_dir: Path, nodeid: str,
+              folders: Optional[List[Path]] = None) -> List[Path]:
     """A test's runs in a base folder: its report, the rounds and worker
-    runs saved beside it, and the same in each sub-folder (one per earlier
-    run of the suite, say), oldest folder first."""
+    runs saved beside it, and the same in each sub-folder; folders:
+    base_folders(base_dir), when known already."""
     stem = report_name(nodeid)[:-len(".json")]
-    folders = [base_dir] + sorted(p for p in base_dir.iterdir()
-                                  if p.is_dir()) if base_dir.is_dir() else []
+    if folders is None:
+        folders = base_folders(base_dir)
     out: List[Path] = []
     for folder in folders:
         out += sorted(p for p in [folder / f"{stem}.json",
@@ -312,29 +325,32 @@ def _threshold(config: Any) -> float:
     return _fraction(config.getoption("aquaprof_fail") or "5%")
 
 
-def _bases(config: Any, nodeid: str) -> Optional[List[Report]]:
-    """The test's readable base runs, read once; None when it has none
-    (counted uncompared) or none could be read (each said)."""
+def _bases(config: Any, nodeid: str) -> Tuple[bool, List[Report]]:
+    """Whether the test has base runs in BASE_DIR, and those that could be
+    read (each one that could not is said), read once."""
     cache = config.stash[_BASES]
     if nodeid not in cache:
+        base_dir = Path(config.getoption("aquaprof_compare"))
+        if _FOLDERS not in config.stash:
+            config.stash[_FOLDERS] = base_folders(base_dir)
+        paths = base_runs(base_dir, nodeid, config.stash[_FOLDERS])
         runs = []
-        for path in base_runs(Path(config.getoption("aquaprof_compare")),
-                              nodeid):
+        for path in paths:
             try:
                 runs.append(Report.load(path))
             except ReportError as e:
                 # one unreadable base report loses one run, said so
                 config.stash[_PROBLEMS].append(
                     f"--aquaprof-compare: {nodeid}: {e}")
-        cache[nodeid] = runs
-    return cache[nodeid] or None
+        cache[nodeid] = (bool(paths), runs)
+    return cache[nodeid]
 
 
 def _compare_test(config: Any, nodeid: str) -> Optional[Comparison]:
     """A test's runs in this session against its base runs."""
     runs = [r for i, r in config.stash[_REPORTS] if i == nodeid]
-    base = _bases(config, nodeid)
-    if not runs or base is None:
+    base = _bases(config, nodeid)[1]
+    if not runs or not base:
         return None
     return Comparison(base, runs, _threshold(config), 0.01,
                       config.getoption("aquaprof_measure"))
@@ -346,7 +362,7 @@ def _comparisons(config: Any) -> List[Tuple[str, Any]]:
         return []
     out = []
     for nodeid in dict.fromkeys(i for i, _ in config.stash[_REPORTS]):
-        if not base_runs(Path(base_dir), nodeid):
+        if not _bases(config, nodeid)[0]:
             config.stash[_UNCOMPARED].append(nodeid)
             continue
         comparison = _compare_test(config, nodeid)
