@@ -7,8 +7,8 @@ import aquaprof as ap
 from conftest import busy
 
 
-from aquaprof.analysis.verdict import (RESAMPLES, RunFigures, judge,
-                                       t_two_sided_p)
+from aquaprof.analysis.verdict import (RESAMPLES, RunFigures, describe,
+                                       judge, t_two_sided_p)
 
 
 def timings(rng, n, median, spread=0.05):
@@ -247,11 +247,13 @@ def test_the_tables_p50_and_compares_median_agree():
 
 def test_a_stage_one_base_run_never_called_is_no_regression():
     # the stage ran in two base runs of three: no evidence against a
-    # candidate like the runs that called it
+    # candidate like the runs that called it, which pays 50 % more than
+    # their mean: noisy, never a regression and never "same"
     called = RunFigures(0.010, 10, 0.001, 0.0012)
     never = RunFigures(0.0, 0, 0.0, 0.0, np.zeros(0))
     v = judge([called, never, called], [RunFigures(0.010, 10, 0.001, 0.0012)])
-    assert v.word == "same", v
+    assert v.word == "noisy" and v.change == pytest.approx(0.5), v
+    assert "more runs would tell" in describe(v)
     # all the base runs called it at a tenth of the new cost: slower
     tenth = RunFigures(0.001, 10, 0.0001, 0.00012)
     assert judge([tenth, tenth, tenth], [called]).word == "slower"

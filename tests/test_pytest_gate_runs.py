@@ -18,8 +18,9 @@ import time
 import aquaprof as ap
 
 def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+    # spins for its thread's CPU time: a busy machine adds wall time
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
         pass
 
 def test_busy(aquaprof):
@@ -63,8 +64,11 @@ def test_the_gate_under_xdist_is_the_serial_gate(suite, pytester):
     result, out = suite("-n", "2", f"--aquaprof={base}")
     result.assert_outcomes(passed=2)
     assert files(base, BUSY) == [".json"]
+    # thread CPU time: on a busy machine, preemption moves a spinning
+    # step's wall time by more than the threshold (a real change of wall
+    # time that one run a side cannot tell from the code's)
     gate = ("-n", "2", f"--aquaprof-compare={base}", "--aquaprof-fail=30%",
-            "--aquaprof-show")
+            "--aquaprof-measure=cpu", "--aquaprof-show")
     same, out = suite(*gate, f"--aquaprof={pytester.path / 'same'}")
     assert same.ret == 0, out
     assert "no test was profiled" not in out
@@ -85,7 +89,9 @@ def test_one_test_on_every_worker_keeps_its_runs_apart(suite, pytester):
     assert files(out_dir, BUSY) == [".gw0.json", ".gw1.json"]
     # both workers' runs are the test's base runs
     assert len(base_runs(out_dir, BUSY)) == 2
+    # thread CPU time, as above
     gate, out = suite(f"--aquaprof-compare={out_dir}", "--aquaprof-fail=30%",
+                      "--aquaprof-measure=cpu",
                       f"--aquaprof={pytester.path / 'serial'}", step=0.003)
     assert gate.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "2 vs 1 runs" in out
@@ -97,16 +103,37 @@ def test_base_runs_of_several_sessions_give_the_noise(suite, pytester):
         suite(f"--aquaprof={base / f'run{n}'}")[0].assert_outcomes(passed=2)
     assert len(base_runs(base, BUSY)) == 3
     result, out = suite(f"--aquaprof-compare={base}", "--aquaprof-fail=30%",
+                        "--aquaprof-measure=cpu",
                         f"--aquaprof={pytester.path / 'new'}", step=0.003)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "3 vs 1 runs" in out and f"{BUSY}: REGRESSION: step" in out
+
+
+def test_a_change_within_the_noise_is_said_not_passed_as_none(suite,
+                                                               pytester):
+    """Base runs planted 1 ms and 3 ms a step: the new 6 ms step is three
+    times their mean, but two runs this far apart cannot tell it from
+    chance (p about 0.2). The gate passes and says so rather than "no
+    regression"."""
+    base = pytester.path / "base"
+    for n, step in enumerate((0.001, 0.003)):
+        suite(f"--aquaprof={base / f'run{n}'}", step=step)[0] \
+            .assert_outcomes(passed=2)
+    result, out = suite(f"--aquaprof-compare={base}", "--aquaprof-fail=30%",
+                        "--aquaprof-measure=cpu",
+                        f"--aquaprof={pytester.path / 'new'}", step=0.006)
+    assert result.ret == 0, out
+    assert f"{BUSY}: no regression shown, but within the noise: step" in out
+    assert "2 vs 1 runs" in out and ": noisy (total" in out
+    assert "more runs would tell" in out
+    assert f"{BUSY}: no regression\n" not in out
 
 
 def test_a_suspect_test_runs_again_before_it_fails(suite, pytester):
     base = pytester.path / "base"
     suite(f"--aquaprof={base}")[0].assert_outcomes(passed=2)
     rounds = ("--aquaprof-rounds=3", f"--aquaprof-compare={base}",
-              "--aquaprof-fail=30%")
+              "--aquaprof-fail=30%", "--aquaprof-measure=cpu")
     same_dir = pytester.path / "same"
     same, out = suite(*rounds, f"--aquaprof={same_dir}")
     assert same.ret == 0, out

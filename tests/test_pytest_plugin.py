@@ -26,14 +26,19 @@ def installed_plugin():
 
 
 PLUGIN = () if installed_plugin() else ("-p", "aquaprof.pytest_plugin")
+# the gates judge thread CPU time: on a busy machine preemption moves a
+# spinning step's wall time past any threshold, a real change of wall
+# time that one run a side cannot tell from the code's
+CPU = ("--aquaprof-measure=cpu",)
 
 SUITE = """
 import time
 import aquaprof as ap
 
 def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+    # spins for its thread's CPU time: a busy machine adds wall time
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
         pass
 
 def test_with_fixture(aquaprof):
@@ -126,14 +131,14 @@ def test_planted_regression_fails_the_run_and_noise_does_not(pytester):
     # the same code again: no failure
     same = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'b'}",
                               f"--aquaprof-compare={base}",
-                              "--aquaprof-fail=20%")
+                              "--aquaprof-fail=20%", *CPU)
     assert same.ret == 0, same.stdout.str()
     same.stdout.fnmatch_lines(["*test_with_fixture: no regression*"])
     # a step twice as slow: the run fails and names it
     write_suite(pytester, step=0.001)
     slow = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'c'}",
                               f"--aquaprof-compare={base}",
-                              "--aquaprof-fail=20%")
+                              "--aquaprof-fail=20%", *CPU)
     assert slow.ret == 1
     slow.stdout.fnmatch_lines(["*test_with_fixture: REGRESSION: step*"])
 
@@ -146,7 +151,8 @@ def test_a_failed_gate_fails_the_session_in_red_and_a_pass_is_green(
     only = ("-k", "test_with_fixture")
     pytester.runpytest(*PLUGIN, f"--aquaprof={base}", *only
                        ).assert_outcomes(passed=1)
-    gate = (f"--aquaprof-compare={base}", "--aquaprof-fail=20%", *only)
+    gate = (f"--aquaprof-compare={base}", "--aquaprof-fail=20%", *CPU,
+            *only)
     same = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'b'}",
                               *gate, "--color=yes")
     assert same.ret == 0, same.stdout.str()

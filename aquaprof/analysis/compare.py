@@ -20,7 +20,8 @@ from typing import (TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple,
 import numpy as np
 
 from .._units import printable, text_html
-from .verdict import MEASURES, SLOWER, RunFigures, Verdict, describe, judge
+from .verdict import (MEASURES, NOISY, SLOWER, RunFigures, Verdict, describe,
+                      judge)
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -48,8 +49,8 @@ class StageChange:
     """One stage of a comparison: its verdict, and the judgement behind it
     (None for a stage only one side has)."""
     path: str
-    verdict: str             # slower, faster, same, slower?, faster?, new,
-    #                          gone
+    verdict: str             # slower, faster, same, slower?, faster?, noisy,
+    #                          new, gone
     judgement: Optional[Verdict]
     base_calls: float        # calls a run, on average
     new_calls: float
@@ -227,6 +228,12 @@ class Comparison:
         """Stages found slower ("slower"; "slower?" too, where too few
         calls in one run a side allowed no resampling)."""
         return [c for c in self.changes if c.verdict in SLOWER]
+
+    @property
+    def noisy(self) -> List[StageChange]:
+        """Stages whose total or tail moved past the threshold no further
+        than chance would move it: neither slower nor the same."""
+        return [c for c in self.changes if c.verdict == NOISY]
 
     @property
     def suspects(self) -> List[StageChange]:

@@ -61,6 +61,15 @@ RESAMPLES = 2000
 PERCENTILE_CALLS = 1000
 #: the verdicts that are regressions
 SLOWER = ("slower", "slower?")
+#: the total moved past NOISY_AT times the threshold, but no further than
+#: the noise between runs (or the calls' spread) moves it by chance:
+#: never "same", which would hide a change that more runs might prove.
+#: Within twice the threshold an unproven change stays "same": noise
+#: moves unchanged code past the threshold itself often (a third of the
+#: time at 5 % with one run a side), and a word said that often is
+#: ignored.
+NOISY = "noisy"
+NOISY_AT = 2.0
 #: the figures measured: wall time, or the thread's CPU time
 MEASURES = ("wall", "cpu")
 
@@ -89,7 +98,8 @@ class RunFigures:
 @dataclass(frozen=True)
 class Verdict:
     """What judge() found; times are seconds, figures a mean run's."""
-    word: str                  # slower, faster, same, slower?, faster?
+    word: str                  # slower, faster, same, slower?, faster?,
+    #                            noisy
     figure: Optional[str]      # what decided: "total", "tail" or None
     change: float              # relative change of the total a run
     tail_change: Optional[float]   # of the p95 call, where judged
@@ -236,8 +246,10 @@ def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str
 
 
 def _word(change: float, p_up: Optional[float], p_down: Optional[float],
-          threshold: float, alpha: float) -> str:
-    """slower/faster/same of one figure; p None: hedged by the change."""
+          threshold: float, alpha: float, noisy_allowed: bool) -> str:
+    """slower/faster/same/noisy of one figure; p None: hedged by the
+    change. Only the total may be noisy: the p95 call of a few dozen
+    calls moves far by chance alone."""
     if p_up is None or p_down is None:
         return ("slower?" if change > threshold else
                 "faster?" if change < -threshold / (1 + threshold) else
@@ -246,7 +258,9 @@ def _word(change: float, p_up: Optional[float], p_down: Optional[float],
         return "slower"
     if change < -threshold / (1 + threshold) and p_down < alpha:
         return "faster"
-    return "same"
+    far = threshold * NOISY_AT
+    return (NOISY if noisy_allowed and (change > far or change < -far /
+                                        (1 + far)) else "same")
 
 
 def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
@@ -322,8 +336,9 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     words: List[Tuple[str, Optional[str], Optional[float]]] = []
     for name, change in moved.items():
         p_up, p_down, p = _figure_p(name, base, new, change)
-        words.append((_word(change, p_up, p_down, threshold, each), name, p))
-    order = ("slower", "slower?", "faster", "faster?", "same")
+        words.append((_word(change, p_up, p_down, threshold, each,
+                            name == "total"), name, p))
+    order = ("slower", "slower?", "faster", "faster?", NOISY, "same")
     word, figure, p = min(words, key=lambda w: order.index(w[0]))
     if word == "same":
         figure, p = None, words[0][2]
@@ -348,7 +363,10 @@ def describe(v: Verdict) -> str:
     p = "" if v.p_value is None else f", p={v.p_value:.2g}"
     why = f" ({v.figure}" + (f": {v.detail})" if v.detail else ")") \
         if v.figure else ""
+    unsure = ("; no further than chance moves it: more runs would tell"
+              if v.word == NOISY else "")
     return (f"total {fmt_time(v.base_total)} -> {fmt_time(v.new_total)} a "
             f"run ({change}){tail}, median {fmt_time(v.base_p50)} -> "
             f"{fmt_time(v.new_p50)}, {v.base_calls:.3g} vs "
-            f"{v.new_calls:.3g} calls, {v.evidence}{p}: {v.word}{why}")
+            f"{v.new_calls:.3g} calls, {v.evidence}{p}: {v.word}{why}"
+            f"{unsure}")

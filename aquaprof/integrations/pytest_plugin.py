@@ -515,6 +515,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                                  red=failed, green=not failed)
         for nodeid, comparison in comparisons:
             slower = comparison.regressions
+            if not slower and comparison.noisy:
+                # a change the runs cannot tell from noise is said, never
+                # passed off as "no regression"
+                write(f"{nodeid}: no regression shown, but within the "
+                      f"noise: {', '.join(c.path for c in comparison.noisy)}"
+                      f" (more base runs, --aquaprof-rounds or "
+                      f"--aquaprof-measure=cpu would tell)", yellow=True)
+                for c in comparison.noisy:
+                    write(f"    {c.path}: {c.summary()}")
+                continue
             if not slower:
                 write(f"{nodeid}: no regression", green=True)
                 continue

@@ -237,7 +237,7 @@ def legend_svg(diff: bool, threshold: float, alpha: float) -> str:
              '(threads that ran at once add up); % of the run\'s wall '
              'time, as in the table; click to zoom</text>']
     if diff:
-        key = [("slower", "rgb(235,95,95)"), ("same", NEUTRAL),
+        key = [("slower", "rgb(235,95,95)"), ("same or noisy", NEUTRAL),
                ("faster", "rgb(95,95,235)"), ("new", NEW)]
         x = 10
         for word, fill in key:
