@@ -14,6 +14,24 @@ _CACHE: Dict[tuple, Dict[str, float]] = {}
 PAIRS = 20_000
 
 
+class SessionBusy(RuntimeError):
+    """A session runs: calibration needs the process to itself. Its own
+    class, so that a RuntimeError a signal handler raises meanwhile is
+    never taken for this."""
+
+
+def _start_alone(prof: "_core.Profiler") -> None:
+    try:
+        prof.start(nest=False)
+    except RuntimeError:
+        # not started while another session runs; one that did start
+        # raised a signal handler's error, which is the program's
+        if not prof.running and _core.active():
+            raise SessionBusy("a Profiler session runs: calibration needs "
+                              "none") from None
+        raise
+
+
 def _pair_cost(cpu_resolution: float, memory: bool, rounds: int):
     """Median (ns a pair all told, ns inside the stage) over rounds of a
     private session timing PAIRS empty stages inside one stage, against
@@ -29,7 +47,7 @@ def _pair_cost(cpu_resolution: float, memory: bool, rounds: int):
                               cpu_resolution=cpu_resolution)
         try:
             # never nested: its figures must be its own alone
-            prof.start(nest=False)
+            _start_alone(prof)
             with outer:
                 for _ in range(PAIRS):
                     with inner:
@@ -50,7 +68,7 @@ def calibrate(cpu_resolution: float = 20e-6, memory: bool = True,
     """{"span_ns", "inside_ns", "read_ns", "resolution_ns"}: a stage pair
     timed with the CPU clock never read, and with it read at every edge.
     Cached per process and settings (about 30 ms the first time). Needs
-    no Profiler running: RuntimeError otherwise."""
+    no Profiler running: SessionBusy (a RuntimeError) otherwise."""
     key = (cpu_resolution, memory)
     if key not in _CACHE:
         span, inside = _pair_cost(1.0, memory, rounds)   # no clock reads

@@ -148,6 +148,9 @@ class Profiler:
         self._overhead: Optional[dict] = None
         self._report: Optional[Report] = None
         self._started_at: Optional[float] = None
+        # start() has not returned; a stop() meanwhile (a signal handler's)
+        self._starting = False
+        self._stop_asked = False
         # what children capture needs: the settings a child records with,
         # then its folder, then what the children delivered
         self._child_settings: Optional[dict] = None
@@ -194,17 +197,24 @@ class Profiler:
         try:
             with _STARTING:
                 self._started_at = time.time()
+                self._starting = True
                 if self._compensate and not _core.active():
                     self._overhead = _calibration(*self._settings)
-                self._core.start(neighbor=self._cupti_neighbor())
-                if self._cuda:
-                    from .cupti import flush_before_torch_profiler
-                    flush_before_torch_profiler()
-                self._capture_children()
-                self._watch_dataloaders()
-                self._watch_torch()
-                # last: the profiler's own start is no part of the program
-                self._start_sampler()
+                neighbor = self._cupti_neighbor()
+                if self._stop_asked:
+                    return self
+                self._core.start(neighbor=neighbor)
+                # the profiler's own start is no part of the program: the
+                # sampler last
+                for step in (self._flush_torch_profiler,
+                             self._capture_children, self._watch_dataloaders,
+                             self._watch_torch, self._start_sampler):
+                    if self._stop_asked:
+                        break
+                    step()
+                if self._stop_asked:
+                    # a stop() in a step: what that step began ends too
+                    self._end_watches()
         except BaseException:
             # the stop is one C call; an interrupt in _end_watches() after
             # it can leave a folder or a watch to the collector, never a
@@ -212,14 +222,29 @@ class Profiler:
             if self._core.running:
                 self._stop_core()
                 self._end_watches()
-            else:
+            elif not self._stop_asked:
                 self._started_at = None   # never started: may retry
             raise
+        finally:
+            self._starting = False
         return self
+
+    def _flush_torch_profiler(self) -> None:
+        if self._cuda:
+            from .cupti import flush_before_torch_profiler
+            flush_before_torch_profiler()
 
     def stop(self) -> None:
         """Stops recording (after calling the on_stop callbacks); the
-        recording stops even when a callback raises."""
+        recording stops even when a callback raises. A stop() while start()
+        has not returned (a signal handler's) ends the run there: start()
+        then returns at once, and report() has what was recorded (nothing,
+        when the session had not begun)."""
+        if self._starting and not self._stop_asked:
+            self._stop_asked = True
+            if not self._core.running:
+                # still calibrating: an empty run, so that report() works
+                self._core.start(neighbor=self._cupti_neighbor())
         try:
             for callback in self._on_stop:
                 callback()
@@ -332,9 +357,10 @@ class Profiler:
 
     def _collect_children(self) -> None:
         """What the children delivered, read once."""
-        if self._capture is not None:
-            self._capture.end(self._max_children)
-            self._children = self._capture.result
+        capture, self._capture = self._capture, None
+        if capture is not None:
+            capture.end(self._max_children)
+            self._children = capture.result
 
     def on_stop(self, callback: Callable[[], Any]) -> None:
         """Calls callback() at stop(), before the recording ends: how a
@@ -455,10 +481,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def _calibration(cpu_resolution: float, memory: bool) -> Optional[dict]:
-    from .calibration import calibrate
+    from .calibration import SessionBusy, calibrate
     try:
         return calibrate(cpu_resolution, memory)
-    except RuntimeError:
+    except SessionBusy:
         # a session started meanwhile by other means than a Profiler (on
         # another thread): this run goes uncompensated
         return None

@@ -38,12 +38,17 @@ BEGUN = {Profiler.stop.__code__, Profiler.__exit__.__code__}
 WHERE = (str(Path(ap.__file__).parent), __file__)
 
 
-class Interrupter:
-    """A profile function raising KeyboardInterrupt at the n-th moment a
-    signal could be handled (CPython unsets it once it has raised)."""
+def ctrl_c(message):
+    raise KeyboardInterrupt(message)
 
-    def __init__(self, n):
-        self.n, self.seen, self.fired = n, 0, False
+
+class Interrupter:
+    """A profile function playing a signal handler, fire(message) (by
+    default a Ctrl-C), at the n-th moment a signal could be handled
+    (CPython unsets it once it has raised)."""
+
+    def __init__(self, n, fire=ctrl_c):
+        self.n, self.seen, self.fired, self.fire = n, 0, False, fire
 
     def __call__(self, frame, event, arg):
         if event not in ("call", "c_return") or \
@@ -56,10 +61,12 @@ class Interrupter:
         if self.seen == self.n:
             self.fired = True
             code = frame.f_code
-            raise KeyboardInterrupt(
-                f"interrupted at moment {self.n}: {event} of "
-                f"{getattr(arg, '__qualname__', '')} in {code.co_name} "
-                f"({code.co_filename}:{frame.f_lineno})")
+            self.seen += 1
+            self.fire(f"interrupted at moment {self.n}: {event} of "
+                      f"{getattr(arg, '__qualname__', '')} in "
+                      f"{code.co_name} ({code.co_filename}:"
+                      f"{frame.f_lineno})")
+            return
         self.seen += 1
 
 
@@ -77,14 +84,15 @@ def under_a_finalizer(frame):
     return False
 
 
-def interrupted(n, action):
-    """Runs action() with a Ctrl-C at moment n: (fired, the exception)."""
-    hook = Interrupter(n)
+def interrupted(n, action, fire=ctrl_c, catch=KeyboardInterrupt):
+    """Runs action() with fire (a Ctrl-C) at moment n: (fired, the
+    exception), which must be the one fire raised."""
+    hook = Interrupter(n, fire)
     caught = None
     sys.setprofile(hook)
     try:
         action()
-    except KeyboardInterrupt as e:
+    except catch as e:
         caught = e
     finally:
         sys.setprofile(None)
