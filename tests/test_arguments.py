@@ -49,14 +49,6 @@ def test_bad_arguments(call, error, message):
         call()
 
 
-def test_unnamed_stage_cannot_be_entered_while_profiling():
-    unnamed = ap.stage()
-    with ap.Profiler():
-        with pytest.raises(ValueError, match="without a name"):
-            with unnamed:
-                pass
-
-
 def test_stage_type_is_made_by_the_factory_only():
     with pytest.raises(TypeError):
         ap.Stage("x")

@@ -50,7 +50,7 @@ ap_getattr_optional(PyObject *obj, const char *name, PyObject **out)
 
 typedef struct {
     PyObject *name;      /* exact str, held so its address is not reused */
-    uint32_t id;         /* interned id of name */
+    uint32_t id;         /* interned id of name, or AP_NAME_UNSET */
     PyObject *stage;     /* a Stage of this name for reuse, or NULL */
 } ap_name_slot;
 
@@ -219,11 +219,23 @@ PyObject *ap_merge_stage(PyObject *module, PyObject *const *args,
 PyObject *ap_gpu_trace_to_python(ap_module_state *st, ap_gpu_trace *t,
                                  const ap_report *r);
 
-/* Checks a stage name (non-empty str without '/') and interns it. Returns
- * 0, sets *id and *slot (the cache slot now holding name, NULL for str
- * subclasses), or -1 with an exception set. */
-int ap_stage_name(ap_module_state *st, PyObject *name, uint32_t *id,
-                  ap_name_slot **slot);
+/* The id of a stage name not interned yet: a stage made while no session
+ * runs interns its name at its first entry in one, so that names a
+ * program makes without a profiler are never held for the process's
+ * life. */
+#define AP_NAME_UNSET UINT32_MAX
+
+/* Checks a stage name (non-empty str without '/') and, when intern is set,
+ * interns it (else *id may be AP_NAME_UNSET). Returns 0, sets *id and
+ * *slot (the cache slot now holding name, NULL for str subclasses), or -1
+ * with an exception set. */
+int ap_stage_name(ap_module_state *st, PyObject *name, int intern,
+                  uint32_t *id, ap_name_slot **slot);
+
+/* The name for a 'with aquaprof.stage()' without one: where the block is,
+ * the running function's qualified name (or, at module level, the file's
+ * name) and the line. Interned; 0, or -1 with an exception set. */
+int ap_stage_name_here(uint32_t *id);
 
 /* items=: None means 0, else an int in [0, 2**63). 0 or -1 with an
  * exception set. */

@@ -3,15 +3,56 @@
 #include "module.h"
 
 #include "../core/intern.h"
+#include "../core/session.h"
+
+/* name as UTF-8; a lone surrogate (os.fsdecode of a file name that is
+ * not UTF-8) as its backslash escape, held in *owned. */
+static const char *
+name_text(PyObject *name, PyObject **owned, Py_ssize_t *len)
+{
+    *owned = NULL;
+    const char *text = PyUnicode_AsUTF8AndSize(name, len);
+    if (text != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        return text;
+    }
+    PyErr_Clear();
+    *owned = PyUnicode_AsEncodedString(name, "utf-8", "backslashreplace");
+    if (*owned == NULL) {
+        return NULL;
+    }
+    *len = PyBytes_GET_SIZE(*owned);
+    return PyBytes_AS_STRING(*owned);
+}
+
+static int
+intern_str(PyObject *name, uint32_t *id)
+{
+    Py_ssize_t len;
+    PyObject *owned;
+    const char *text = name_text(name, &owned, &len);
+    if (!text) {
+        return -1;
+    }
+    ap_status rc = ap_intern(text, (size_t)len, id);
+    Py_XDECREF(owned);
+    if (rc != AP_OK) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
 
 int
-ap_stage_name(ap_module_state *st, PyObject *name, uint32_t *id,
+ap_stage_name(ap_module_state *st, PyObject *name, int intern, uint32_t *id,
               ap_name_slot **slot)
 {
     int exact = PyUnicode_CheckExact(name);
     ap_name_slot *s = &st->names[((uintptr_t)name >> 4) % AP_NAME_CACHE];
     *slot = NULL;
     if (exact && s->name == name) {
+        if (intern && s->id == AP_NAME_UNSET && intern_str(name, &s->id) < 0) {
+            return -1;
+        }
         *id = s->id;
         *slot = s;
         return 0;
@@ -21,23 +62,26 @@ ap_stage_name(ap_module_state *st, PyObject *name, uint32_t *id,
                      Py_TYPE(name)->tp_name);
         return -1;
     }
-    Py_ssize_t len;
-    const char *text = PyUnicode_AsUTF8AndSize(name, &len);
-    if (!text) {
-        return -1;
-    }
-    if (len == 0) {
+    if (PyUnicode_GET_LENGTH(name) == 0) {
         PyErr_SetString(PyExc_ValueError, "stage name must not be empty");
         return -1;
     }
-    if (memchr(text, '/', (size_t)len)) {
+    if (PyUnicode_FindChar(name, '/', 0, PyUnicode_GET_LENGTH(name), 1)
+        != -1) {
         PyErr_Format(PyExc_ValueError,
                      "stage name %R contains '/', which separates nested "
                      "stages in report paths", name);
         return -1;
     }
-    if (ap_intern(text, (size_t)len, id) != AP_OK) {
-        PyErr_NoMemory();
+    if (PyUnicode_CompareWithASCIIString(name, AP_OVERFLOW_NAME) == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "stage name '" AP_OVERFLOW_NAME "' is aquaprof's "
+                        "own: the stage that holds the stages past "
+                        "max_stages");
+        return -1;
+    }
+    *id = AP_NAME_UNSET;
+    if (intern && intern_str(name, id) < 0) {
         return -1;
     }
     if (exact) {
@@ -48,6 +92,50 @@ ap_stage_name(ap_module_state *st, PyObject *name, uint32_t *id,
         *slot = s;
     }
     return 0;
+}
+
+/* Where the running Python code is, as "qualname:line", or the file's
+ * base name for module-level code; a new reference or NULL. */
+static PyObject *
+where_here(void)
+{
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL) {
+        return PyUnicode_FromString("(no Python frame)");
+    }
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int line = PyFrame_GetLineNumber(frame);
+    PyObject *place = PyObject_GetAttrString((PyObject *)code, "co_qualname");
+    if (place != NULL && PyUnicode_CompareWithASCIIString(place, "<module>")
+                             == 0) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(code->co_filename);
+        Py_ssize_t slash = PyUnicode_FindChar(code->co_filename, '/', 0, n,
+                                              -1);
+        Py_SETREF(place, slash < -1 ? NULL
+                                    : PyUnicode_Substring(code->co_filename,
+                                                          slash + 1, n));
+    }
+    Py_DECREF(code);
+    if (place == NULL) {
+        return NULL;
+    }
+    PyObject *name = PyUnicode_FromFormat("%U:%d", place, line);
+    Py_DECREF(place);
+    return name;
+}
+
+int
+ap_stage_name_here(uint32_t *id)
+{
+    PyObject *name = where_here();
+    if (name == NULL) {
+        return -1;
+    }
+    /* a slash would split the path: "<lambda>" and qualnames have none,
+     * a file's base name neither */
+    int rc = intern_str(name, id);
+    Py_DECREF(name);
+    return rc;
 }
 
 int

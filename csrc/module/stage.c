@@ -3,6 +3,7 @@
 #include "module.h"
 
 #include <structmember.h>
+#include <string.h>
 
 #include "../core/session.h"
 
@@ -27,16 +28,39 @@ typedef struct {
     int kind;
 } ProtocolObject;
 
+/* The stage's name id in a running session: interned at the first entry
+ * in one (a stage without a name is named after where it is entered). */
+static AP_NOINLINE int
+stage_intern(StageObject *self, uint32_t *id)
+{
+    if (self->name == NULL) {
+        return ap_stage_name_here(id);
+    }
+    PyObject *module = PyType_GetModule(Py_TYPE(self));
+    ap_name_slot *slot;
+    if (module == NULL ||
+        ap_stage_name(ap_state(module), self->name, 1, id, &slot) < 0) {
+        return -1;
+    }
+    self->name_id = *id;
+    return 0;
+}
+
 static AP_NOINLINE PyObject *
 stage_enter_on(StageObject *self)
 {
-    if (self->name == NULL) {
-        PyErr_SetString(PyExc_ValueError,
-                        "aquaprof.stage() without a name can only decorate "
-                        "a function; give it a name to use it with 'with'");
-        return NULL;
+    uint32_t id = self->name_id;
+    if (id == AP_NAME_UNSET && stage_intern(self, &id) < 0) {
+        /* out of memory for the name: never the program's error; the
+         * call is filed with the stages past max_stages */
+        if (!PyErr_ExceptionMatches(PyExc_MemoryError) ||
+            ap_intern(AP_OVERFLOW_NAME, strlen(AP_OVERFLOW_NAME), &id) !=
+                AP_OK) {
+            return NULL;
+        }
+        PyErr_Clear();
     }
-    ap_context_enter((PyObject *)self, self->name_id, self->items);
+    ap_context_enter((PyObject *)self, id, self->items);
     return Py_NewRef(self);
 }
 
@@ -296,17 +320,18 @@ ap_stage_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     if (name == NULL) {
-        return (PyObject *)new_stage(st, NULL, 0, items);
+        return (PyObject *)new_stage(st, NULL, AP_NAME_UNSET, items);
     }
     uint32_t name_id;
     ap_name_slot *slot;
-    if (ap_stage_name(st, name, &name_id, &slot) < 0) {
+    if (ap_stage_name(st, name, ap_active(), &name_id, &slot) < 0) {
         return NULL;
     }
     /* Reuse the slot's stage when only the cache holds it: nobody else can
      * see it, so changing its items is invisible. */
     if (slot && slot->stage && Py_REFCNT(slot->stage) == 1) {
         ((StageObject *)slot->stage)->items = items;
+        ((StageObject *)slot->stage)->name_id = name_id;
         return Py_NewRef(slot->stage);
     }
     StageObject *self = new_stage(st, name, name_id, items);
