@@ -248,20 +248,32 @@ def test_aquaprof_failing_to_save_is_a_warning_not_a_failed_test(pytester):
     assert result.ret == 0
 
 
-def test_an_unreadable_base_report_is_a_warning(pytester):
+def test_an_unreadable_base_report_fails_the_gate_and_says_why(pytester):
     write_suite(pytester)
     base = pytester.path / "base"
     pytester.runpytest(*PLUGIN, f"--aquaprof={base}").assert_outcomes(
         passed=2)
-    (base / report_name("test_suite.py::test_plain")).write_text("{")
-    result = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path / 'n'}",
-                                f"--aquaprof-compare={base}",
-                                "--aquaprof-fail=500%")
-    assert result.ret == 0, result.stdout.str()
+    plain = base / report_name("test_suite.py::test_plain")
+    newer = json.loads(plain.read_text())
+    newer["version"] += 1
+    (base / report_name("test_suite.py::test_with_fixture")).write_text(
+        json.dumps(newer))
+    plain.write_text("{")                           # a cut file
+    gate = (f"--aquaprof={pytester.path / 'n'}", f"--aquaprof-compare={base}")
+    result = pytester.runpytest(*PLUGIN, *gate, "--aquaprof-fail=500%",
+                                "--aquaprof-allow-missing-base")
+    # compared nothing: never a pass
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines([
         "*aquaprof: warnings*",
+        "*--aquaprof-compare: test_suite.py::test_*:*newer than this "
+        "aquaprof reads*",
         "*--aquaprof-compare: test_suite.py::test_plain:*not valid JSON*",
-        "*test_with_fixture: no regression*"])
+        "*--aquaprof-fail: 2 tests' base reports in * could not be read*"])
+    # without a gate, each is a warning and the run passes
+    result = pytester.runpytest(*PLUGIN, *gate)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*test_plain:*not valid JSON*"])
 
 
 def test_a_gate_with_no_base_folder_is_a_usage_error(pytester):

@@ -57,6 +57,8 @@ _REPORTS = pytest.StashKey[List[Tuple[str, Report]]]()
 _PROBLEMS = pytest.StashKey[List[str]]()
 #: profiled tests whose report has no base to compare with
 _UNCOMPARED = pytest.StashKey[List[str]]()
+#: profiled tests whose base runs exist but none could be read
+_UNREADABLE = pytest.StashKey[List[str]]()
 #: runs of each test id made in this process (rounds)
 _RUNS = pytest.StashKey[Dict[str, int]]()
 #: each test id's base runs, read once: whether it has any files, and
@@ -104,6 +106,7 @@ def pytest_configure(config: Any) -> None:
     config.stash[_REPORTS] = []
     config.stash[_PROBLEMS] = []
     config.stash[_UNCOMPARED] = []
+    config.stash[_UNREADABLE] = []
     config.stash[_RUNS] = {}
     config.stash[_BASES] = {}
     config.addinivalue_line("markers", "aquaprof: profiled by aquaprof")
@@ -362,8 +365,12 @@ def _comparisons(config: Any) -> List[Tuple[str, Any]]:
         return []
     out = []
     for nodeid in dict.fromkeys(i for i, _ in config.stash[_REPORTS]):
-        if not _bases(config, nodeid)[0]:
+        has_files, runs = _bases(config, nodeid)
+        if not has_files:
             config.stash[_UNCOMPARED].append(nodeid)
+            continue
+        if not runs:
+            config.stash[_UNREADABLE].append(nodeid)
             continue
         comparison = _compare_test(config, nodeid)
         if comparison is not None:
@@ -386,14 +393,23 @@ def _gate_holes(config: Any) -> List[str]:
         return [f"--aquaprof-fail: no test was profiled, nothing was "
                 f"compared with {base_dir} (profile them: --aquaprof=DIR "
                 f"or the aquaprof fixture)"]
+    holes = []
+    unreadable = config.stash[_UNREADABLE]
+    if unreadable:
+        # a base that exists but cannot be read is no missing base: the
+        # gate would pass having compared nothing
+        holes.append(f"--aquaprof-fail: {plural(len(unreadable), 'test')}'"
+                     f" base reports in {base_dir} could not be read (see "
+                     f"the warnings): {_some(unreadable)}")
     missing = config.stash[_UNCOMPARED]
     if missing and not config.getoption("aquaprof_allow_missing_base"):
-        return [f"--aquaprof-fail: {plural(len(missing), 'profiled test')} "
-                f"{'has' if len(missing) == 1 else 'have'} no report in "
-                f"{base_dir} to compare with (a renamed test, a wrong "
-                f"folder; --aquaprof-allow-missing-base if expected): "
-                f"{_some(missing)}"]
-    return []
+        tests = plural(len(missing), "profiled test")
+        holes.append(f"--aquaprof-fail: {tests} "
+                     f"{'has' if len(missing) == 1 else 'have'} no "
+                     f"report in {base_dir} to compare with (a renamed "
+                     f"test, a wrong folder; --aquaprof-allow-missing-base "
+                     f"if expected): {_some(missing)}")
+    return holes
 
 
 def _gate_failure(config: Any) -> Optional[str]:
