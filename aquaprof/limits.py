@@ -8,6 +8,7 @@ Each is far above what a run with the default max_spans=1,000,000 writes
 at call time, so a program that must read larger files may raise one:
 ``aquaprof.limits.MAX_FILE_BYTES = 4 << 30``.
 """
+from . import _core
 
 #: most bytes a report file (or a report stored in a History) may have
 MAX_FILE_BYTES = 1 << 30
@@ -19,8 +20,9 @@ MAX_ARRAY_BYTES = 1 << 30
 MAX_JSON_ITEMS = 16 << 20
 #: deepest stage nesting a report may hold (a top-level stage has depth
 #: 0): four times what Python's default recursion limit lets a recursive
-#: staged function reach
-MAX_DEPTH = 4096
+#: staged function reach, and where a run folds deeper entries (into
+#: "(over max depth)"), so that no run writes a file this refuses
+MAX_DEPTH = _core.MAX_DEPTH
 #: most characters of all stage paths ("outer/inner") together: paths
 #: grow with depth, so a deep chain of long names costs this, not more
 MAX_PATH_CHARS = 1 << 27

@@ -41,7 +41,8 @@ RUN_FIELDS: Fields = {
 RUN_OPTIONAL: Fields = {
     "host": dict, "memory_samples": list, "overhead": dict,
     "processes": list, "gpu_status": str, "gpu": dict, "nested": bool,
-    "max_stages": int, "stages_overflowed": int, "spans_shed": int,
+    "max_stages": int, "stages_overflowed": int, "stages_too_deep": int,
+    "spans_shed": int,
     "label": str, "children": dict, "worker": int, "samples": dict,
     "measured": list,
 }

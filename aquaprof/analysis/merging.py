@@ -108,6 +108,8 @@ def _run_fields(datas: Sequence[Dict[str, Any]],
         "unclosed": sum(d["unclosed"] for d in datas),
         "lost": sum(d["lost"] for d in datas),
         "max_stages": sum(d.get("max_stages", 0) for d in datas),
+        "stages_too_deep": sum(d.get("stages_too_deep", 0)
+                               for d in datas),
         "stages_overflowed": sum(d.get("stages_overflowed", 0)
                                  for d in datas),
         "spans_shed": sum(d.get("spans_shed", 0) for d in datas),

@@ -195,6 +195,11 @@ def warning_lines(rep: "Report") -> List[str]:
         out.append(f"! {plural(n, 'entry', 'entries')} of stage paths "
                    f"past max_stages={meta.get('max_stages', 0):,} "
                    f"{_were(n)} counted under '(over max_stages)'")
+    if meta.get("stages_too_deep"):
+        n = meta["stages_too_deep"]
+        out.append(f"! {plural(n, 'entry', 'entries')} of stages nested "
+                   f"past the deepest a report holds {_were(n)} counted "
+                   f"under '(over max depth)'")
     if meta.get("spans_shed"):
         n = meta["spans_shed"]
         out.append(f"! {plural(n, 'raw span')} {_were(n)} left out of "

@@ -322,7 +322,9 @@ ap_session_start(const ap_config *cfg, ap_session **out)
     if (!s->report ||
         ap_path_map_init(&s->path_ids, 0) != AP_OK ||
         ap_intern(AP_OVERFLOW_NAME, strlen(AP_OVERFLOW_NAME),
-                  &s->overflow_name) != AP_OK) {
+                  &s->overflow_name) != AP_OK ||
+        ap_intern(AP_TOO_DEEP_NAME, strlen(AP_TOO_DEEP_NAME),
+                  &s->too_deep_name) != AP_OK) {
         session_release(s);
         return AP_ERR_NOMEM;
     }

@@ -60,6 +60,14 @@ typedef struct {
  * one under each parent that has them; its own children fold into it. */
 #define AP_OVERFLOW_NAME "(over max_stages)"
 
+/* The deepest a path may be (a top-level stage has depth 0): what the
+ * report reader accepts (aquaprof.limits.MAX_DEPTH), so that no run writes
+ * a file its own reader refuses. An entry deeper folds into its parent's
+ * AP_TOO_DEEP_NAME path, at this depth; that path's children fold into
+ * it. */
+#define AP_MAX_DEPTH 4096u
+#define AP_TOO_DEEP_NAME "(over max depth)"
+
 /* A span's tag names its thread, its thread-local stage node and its span
  * slot (0 when the span was dropped) in 64 bits, so that work recorded
  * elsewhere (on the GPU) can be traced back to it after the run with
@@ -185,6 +193,7 @@ typedef struct {
                             * memory: entries, or histogram samples filed
                             * in the nearest bucket held */
     int64_t overflowed;    /* entries folded past config.max_stages */
+    int64_t too_deep;      /* entries folded past AP_MAX_DEPTH */
     int64_t shed;          /* spans recorded but left out of the report
                             * for want of memory: aggregates count them */
     ap_report_stage *stages;

@@ -132,7 +132,9 @@ struct ap_session {
     ap_recent *ended_recent;
     uint32_t ended_recent_cap;
     uint32_t overflow_name;
+    uint32_t too_deep_name;
     int64_t overflowed;           /* entries folded past max_stages */
+    int64_t too_deep;             /* entries folded past AP_MAX_DEPTH */
     uint64_t entries_seen;        /* the threads' entries at the memory
                                    * sampler's last look */
     /* Made at start (its threads array grown as threads register) and
@@ -186,8 +188,9 @@ void ap_thread_free(ap_thread *t);
 /* session_paths.c: the path an entry of `name` under path `parent`
  * (NO_PATH: the top level) is recorded in, added when new. Past
  * config.max_stages paths, the entry folds into the parent's overflow path
- * and is counted in s->overflowed; *filed is the name the thread files it
- * under (name, or the overflow path's). AP_ERR_NOMEM when a new path could
+ * and is counted in s->overflowed, and past AP_MAX_DEPTH into the parent's
+ * too-deep path, counted in s->too_deep; *filed is the name the thread
+ * files it under (name, or the folding path's). AP_ERR_NOMEM when a new path could
  * not be added. Under s->lock. */
 ap_status ap_path_resolve_locked(ap_session *s, uint32_t parent,
                                  uint32_t name, uint32_t *path,

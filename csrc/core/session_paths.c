@@ -40,6 +40,25 @@ find_path(const ap_session *s, uint32_t parent, uint32_t name,
     return ap_path_map_find(&s->path_ids, parent + 1, name, path);
 }
 
+/* An entry of a path that may not be added, folded into the path `fold`
+ * names under the same parent, so that the parent's self time stays
+ * right; a folding path's own children fold into it. Each parent gets at
+ * most one of each. */
+static ap_status
+fold_path(ap_session *s, uint32_t parent, uint32_t fold, uint32_t *path,
+          uint32_t *filed, int64_t *counter)
+{
+    *filed = fold;
+    ap_status st = AP_OK;
+    if (parent != NO_PATH && s->paths[parent].name == fold) {
+        *path = parent;
+    } else if (!find_path(s, parent, fold, path)) {
+        st = add_path(s, parent, fold, path);
+    }
+    *counter += st == AP_OK;
+    return st;
+}
+
 ap_status
 ap_path_resolve_locked(ap_session *s, uint32_t parent, uint32_t name,
                        uint32_t *path, uint32_t *filed)
@@ -48,24 +67,20 @@ ap_path_resolve_locked(ap_session *s, uint32_t parent, uint32_t name,
     if (find_path(s, parent, name, path)) {
         return AP_OK;
     }
+    if (parent != NO_PATH && s->paths[parent].depth + 1 >= AP_MAX_DEPTH) {
+        /* the folding path sits at AP_MAX_DEPTH, never deeper */
+        return fold_path(s, parent, s->too_deep_name, path, filed,
+                         &s->too_deep);
+    }
     uint32_t cap = s->config.max_stages ? s->config.max_stages
                                         : AP_MAX_STAGES;
     if (s->npaths < cap) {
         return add_path(s, parent, name, path);
     }
-    /* Past the cap, an entry folds into an overflow path under the same
-     * parent, so that the parent's self time stays right; an overflow
-     * path's own children fold into it. Each parent gets at most one:
-     * the table holds at most 2 * max_stages + 1 paths. */
-    *filed = s->overflow_name;
-    ap_status st = AP_OK;
-    if (parent != NO_PATH && s->paths[parent].name == s->overflow_name) {
-        *path = parent;
-    } else if (!find_path(s, parent, s->overflow_name, path)) {
-        st = add_path(s, parent, s->overflow_name, path);
-    }
-    s->overflowed += st == AP_OK;
-    return st;
+    /* the table holds at most 2 * max_stages + 1 paths, and the too-deep
+     * ones */
+    return fold_path(s, parent, s->overflow_name, path, filed,
+                     &s->overflowed);
 }
 
 void

@@ -60,6 +60,7 @@ report_head(const ap_session *s, const ap_clock_anchor *end, ap_report *r)
     r->config = s->config;
     r->unclosed = s->unclosed;
     r->overflowed = s->overflowed;
+    r->too_deep = s->too_deep;
     r->lost = atomic_load(&s->lost);
     r->nthreads = s->nthreads;
 }

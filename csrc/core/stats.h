@@ -46,6 +46,18 @@ void ap_stats_free(ap_stats *s);
  * AP_ERR_NOMEM. */
 ap_status ap_stats_hist_miss(ap_stats *s, uint32_t i);
 
+/* a + b, held at the int64 bounds instead of wrapping: items= sums of a
+ * long run must never turn negative (a report's reader refuses those). */
+static inline int64_t
+ap_add_saturated(int64_t a, int64_t b)
+{
+    int64_t sum;
+    if (__builtin_add_overflow(a, b, &sum)) {
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    }
+    return sum;
+}
+
 /* Adds one call. AP_OK, or AP_ERR_NOMEM when the histogram could not grow
  * to the call's bucket: the call then counts in the nearest bucket held
  * (in none when none is held yet); every other aggregate stays exact.
@@ -58,7 +70,7 @@ ap_stats_add(ap_stats *s, int64_t wall_ns, int64_t self_ns, int64_t cpu_ns,
     s->total_ns += wall_ns;
     s->self_ns += self_ns;
     s->cpu_ns += cpu_ns;
-    s->items += items;
+    s->items = ap_add_saturated(s->items, items);
     if (wall_ns < s->min_ns) {
         s->min_ns = wall_ns;
     }

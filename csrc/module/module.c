@@ -124,7 +124,8 @@ module_exec(PyObject *module)
         ap_sampler_type_init(module) < 0) {
         return -1;
     }
-    return 0;
+    /* the reader's default limit is the writer's (aquaprof.limits) */
+    return PyModule_AddIntConstant(module, "MAX_DEPTH", AP_MAX_DEPTH);
 }
 
 static int

@@ -73,11 +73,12 @@ ap_stage_name(ap_module_state *st, PyObject *name, int intern, uint32_t *id,
                      "stages in report paths", name);
         return -1;
     }
-    if (PyUnicode_CompareWithASCIIString(name, AP_OVERFLOW_NAME) == 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "stage name '" AP_OVERFLOW_NAME "' is aquaprof's "
-                        "own: the stage that holds the stages past "
-                        "max_stages");
+    if (PyUnicode_CompareWithASCIIString(name, AP_OVERFLOW_NAME) == 0 ||
+        PyUnicode_CompareWithASCIIString(name, AP_TOO_DEEP_NAME) == 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "stage name %R is aquaprof's own: the stage that "
+                     "holds the stages past max_stages, or nested too deep",
+                     name);
         return -1;
     }
     *id = AP_NAME_UNSET;
@@ -145,14 +146,20 @@ ap_parse_items(PyObject *obj, int64_t *items)
         *items = 0;
         return 0;
     }
-    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+    /* any integer (numpy's too, through __index__), never a bool */
+    if (PyBool_Check(obj) || !PyIndex_Check(obj) || PyFloat_Check(obj)) {
         PyErr_Format(PyExc_TypeError,
                      "items must be an int (items processed by one pass "
                      "through the stage), got %.100s", Py_TYPE(obj)->tp_name);
         return -1;
     }
+    PyObject *index = PyNumber_Index(obj);
+    if (index == NULL) {
+        return -1;
+    }
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    Py_DECREF(index);
     if (v == -1 && PyErr_Occurred()) {
         return -1;
     }

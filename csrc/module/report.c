@@ -269,8 +269,8 @@ ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu,
     uint32_t max_stages = r->config.max_stages ? r->config.max_stages
                                                : AP_MAX_STAGES;
     result = Py_BuildValue(
-        "{s:L,s:L,s:s,s:L,s:L,s:I,s:O,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:N,s:N,"
-        "s:O,s:N}",
+        "{s:L,s:L,s:s,s:L,s:L,s:I,s:O,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:N,"
+        "s:N,s:O,s:N}",
         "start_ns", (long long)r->start_ns,
         "stop_ns", (long long)r->stop_ns,
         "clock", r->clock,
@@ -284,6 +284,7 @@ ap_report_to_python(ap_module_state *st, ap_report *r, ap_gpu_trace *gpu,
         "unclosed", (long long)r->unclosed,
         "lost", (long long)r->lost,
         "stages_overflowed", (long long)r->overflowed,
+        "stages_too_deep", (long long)r->too_deep,
         "spans_shed", (long long)r->shed,
         "stages", stages,
         "threads", threads,

@@ -909,6 +909,38 @@ test_max_stages_folds_and_counts(void)
     CHECK(ap_session_start(&c, &s) == AP_ERR_INVALID);
 }
 
+/* Entries nested past AP_MAX_DEPTH fold into one path at that depth, so
+ * that no report is deeper than its reader accepts; items sums hold at
+ * INT64_MAX. */
+static void
+test_depth_folds_and_items_saturate(void)
+{
+    ap_session *s = start(&default_config);
+    enum { DEEP = AP_MAX_DEPTH + 10 };
+    static int owners[DEEP];
+    uint32_t nf = name("f");
+    for (int i = 0; i < DEEP; i++) {
+        ap_enter(nf, INT64_MAX / 2, &owners[i]);
+    }
+    for (int i = DEEP - 1; i >= 0; i--) {
+        ap_exit(&owners[i], 0);
+    }
+    ap_report *r = stop_and_report(s);
+    uint32_t deepest = 0;
+    const ap_report_stage *fold = NULL;
+    for (uint32_t i = 0; i < r->nstages; i++) {
+        if (r->stages[i].depth > deepest) {
+            deepest = r->stages[i].depth;
+            fold = &r->stages[i];
+        }
+    }
+    CHECK(deepest == AP_MAX_DEPTH && r->too_deep == 10);
+    CHECK(fold && fold->stats.count == 10);
+    CHECK(fold && fold->stats.items == INT64_MAX);
+    CHECK(r->nstages == AP_MAX_DEPTH + 1);
+    finish(s, r);
+}
+
 /* Interned before any test makes allocations fail, as interning needs
  * memory. */
 static uint32_t id_request, id_parse, id_left_open;
@@ -1395,6 +1427,7 @@ main(void)
     test_hist_out_of_memory_folds();
     test_many_paths_cost_little();
     test_max_stages_folds_and_counts();
+    test_depth_folds_and_items_saturate();
     test_ended_threads_are_merged_and_trimmed();
     test_report_needs_no_memory();
     test_report_keeps_what_fits();
