@@ -359,7 +359,8 @@ def test_a_profiler_dropped_while_running_leaves_no_folder_or_watch():
     import gc
     import glob
     import tempfile
-    pattern = f"{tempfile.gettempdir()}/aquaprof-children-*"
+    # this process's folders: other test runs on the machine make theirs
+    pattern = f"{tempfile.gettempdir()}/aquaprof-children-{os.getpid()}-*"
     before = set(glob.glob(pattern))
     prof = ap.Profiler(memory=False, compensate=False).start()
     assert set(glob.glob(pattern)) - before
