@@ -46,6 +46,21 @@ ap_path_map_find(const ap_path_map *m, uint32_t parent, uint32_t name,
     return 0;
 }
 
+/* Sets the value of (parent, name), which m must hold. */
+static inline void
+ap_path_map_update(ap_path_map *m, uint32_t parent, uint32_t name,
+                   uint32_t val)
+{
+    uint64_t key = ap_path_map_key(parent, name);
+    for (uint32_t i = ap_path_map_slot(key, m->mask); m->keys[i];
+         i = (i + 1) & m->mask) {
+        if (m->keys[i] == key) {
+            m->vals[i] = val;
+            return;
+        }
+    }
+}
+
 /* An empty map with room for `expected` keys before it grows. AP_OK or
  * AP_ERR_NOMEM (m then holds nothing to free). */
 ap_status ap_path_map_init(ap_path_map *m, uint32_t expected);

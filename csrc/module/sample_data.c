@@ -3,39 +3,14 @@
  * as bytes that the Python layer views as an array. */
 #include "sampler.h"
 
-/* [function, file, line] of a code object. */
-static PyObject *
-frame_entry(PyObject *code)
-{
-    PyObject *name = NULL, *file = NULL, *line = NULL;
-    if (ap_getattr_optional(code, "co_qualname", &name) == 0) {
-        name = PyObject_GetAttrString(code, "co_name");   /* before 3.11 */
-    }
-    if (name) {
-        file = PyObject_GetAttrString(code, "co_filename");
-    }
-    if (file) {
-        line = PyObject_GetAttrString(code, "co_firstlineno");
-    }
-    PyObject *entry = line ? PyList_New(3) : NULL;
-    if (entry == NULL) {
-        Py_XDECREF(name);
-        Py_XDECREF(file);
-        Py_XDECREF(line);
-        return NULL;
-    }
-    PyList_SET_ITEM(entry, 0, name);
-    PyList_SET_ITEM(entry, 1, file);
-    PyList_SET_ITEM(entry, 2, line);
-    return entry;
-}
-
+/* [function, file, line] of each frame (the store's entries are
+ * (function, file, line) tuples). */
 static PyObject *
 frames_list(const ap_sample_store *s)
 {
-    PyObject *frames = PyList_New(s->ncodes);
-    for (uint32_t i = 0; frames && i < s->ncodes; i++) {
-        PyObject *entry = frame_entry((PyObject *)s->codes[i]);
+    PyObject *frames = PyList_New(s->nentries);
+    for (uint32_t i = 0; frames && i < s->nentries; i++) {
+        PyObject *entry = PySequence_List((PyObject *)s->entries[i]);
         if (entry == NULL) {
             Py_CLEAR(frames);
             break;

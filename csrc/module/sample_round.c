@@ -148,9 +148,49 @@ threads_now(ap_sampler *self, thread_now **out, uint32_t *cap)
     return n;
 }
 
+#if PY_VERSION_HEX >= 0x030B0000
+#define CODE_NAME(code) ((code)->co_qualname)
+#else
+#define CODE_NAME(code) ((code)->co_name)
+#endif
+
+/* Whether a frame's entry (function, file, line) still describes code:
+ * the same strings (held by the entry, so never another's at their
+ * address) and first line. */
+static int
+entry_is(PyObject *entry, PyCodeObject *code)
+{
+    return PyTuple_GET_ITEM(entry, 0) == CODE_NAME(code) &&
+           PyTuple_GET_ITEM(entry, 1) == code->co_filename &&
+           PyLong_AsLong(PyTuple_GET_ITEM(entry, 2)) == code->co_firstlineno;
+}
+
+/* The frame id of code: what it was, copied at first sight, never the
+ * code object itself, whose constants (and a generated module's whole
+ * data) the sampler would keep alive. 0, or -1 out of memory. */
+static int
+frame_id(ap_sampler *self, PyCodeObject *code, uint32_t *id)
+{
+    if (ap_sample_frame_find(&self->store, code, id) &&
+        entry_is((PyObject *)self->store.entries[*id], code)) {
+        return 0;
+    }
+    PyObject *entry = Py_BuildValue("(OOi)", CODE_NAME(code),
+                                    code->co_filename, code->co_firstlineno);
+    if (entry == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (ap_sample_frame_add(&self->store, code, entry, id) != AP_OK) {
+        Py_DECREF(entry);
+        return -1;
+    }
+    return 0;
+}
+
 /* The frame ids of the stack whose innermost frame is f (a reference,
  * taken), outermost first; 0 when a frame could not be added (counted as
- * lost). Keeps a reference to each code object the store adds. */
+ * lost). */
 static uint32_t
 stack_from(ap_sampler *self, PyFrameObject *f, uint32_t *ids)
 {
@@ -158,13 +198,9 @@ stack_from(ap_sampler *self, PyFrameObject *f, uint32_t *ids)
     int failed = 0;
     while (f && n < AP_SAMPLE_DEPTH && !failed) {
         PyCodeObject *code = PyFrame_GetCode(f);
-        int added = 0;
-        failed = ap_sample_frame(&self->store, code, &ids[n], &added) !=
-                 AP_OK;
+        failed = frame_id(self, code, &ids[n]) < 0;
         n += !failed;
-        if (!added) {
-            Py_DECREF(code);   /* else the store's now */
-        }
+        Py_DECREF(code);
         PyFrameObject *back = PyFrame_GetBack(f);
         Py_DECREF(f);
         f = back;

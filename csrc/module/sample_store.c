@@ -45,25 +45,33 @@ ap_sample_store_init(ap_sample_store *s, int64_t max_ticks)
     return AP_OK;
 }
 
-ap_status
-ap_sample_frame(ap_sample_store *s, const void *code, uint32_t *id,
-                int *added)
+int
+ap_sample_frame_find(const ap_sample_store *s, const void *code,
+                     uint32_t *id)
 {
     uint64_t a = (uint64_t)(uintptr_t)code;
-    uint32_t high = (uint32_t)(a >> 32), low = (uint32_t)a;
-    *added = 0;
-    if (ap_path_map_find(&s->code_ids, high, low, id)) {
-        return AP_OK;
-    }
-    if (grow((void **)&s->codes, s->ncodes, &s->codes_cap,
-             sizeof(*s->codes), AP_SAMPLE_MAX_FRAMES) != AP_OK ||
+    return ap_path_map_find(&s->code_ids, (uint32_t)(a >> 32), (uint32_t)a,
+                            id);
+}
+
+ap_status
+ap_sample_frame_add(ap_sample_store *s, const void *code, const void *entry,
+                    uint32_t *id)
+{
+    uint64_t a = (uint64_t)(uintptr_t)code;
+    uint32_t high = (uint32_t)(a >> 32), low = (uint32_t)a, old;
+    if (grow((void **)&s->entries, s->nentries, &s->entries_cap,
+             sizeof(*s->entries), AP_SAMPLE_MAX_FRAMES) != AP_OK ||
         ap_path_map_reserve(&s->code_ids) != AP_OK) {
         return AP_ERR_NOMEM;
     }
-    *id = s->ncodes;
-    s->codes[s->ncodes++] = code;
-    ap_path_map_put(&s->code_ids, high, low, *id);
-    *added = 1;
+    *id = s->nentries;
+    s->entries[s->nentries++] = entry;
+    if (ap_path_map_find(&s->code_ids, high, low, &old)) {
+        ap_path_map_update(&s->code_ids, high, low, *id);
+    } else {
+        ap_path_map_put(&s->code_ids, high, low, *id);
+    }
     return AP_OK;
 }
 
@@ -218,7 +226,7 @@ ap_sample_frames_of(const ap_sample_store *s, uint32_t leaf, uint32_t *out,
 void
 ap_sample_store_free(ap_sample_store *s)
 {
-    free(s->codes);
+    free(s->entries);
     free(s->nodes);
     free(s->stacks);
     free(s->tick_t);

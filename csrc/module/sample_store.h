@@ -1,7 +1,8 @@
-/* What a call-stack sampler keeps: code objects by address, call stacks
- * as a tree of (caller node, code) nodes, one aggregate per (thread,
- * stage, stack), and the samples in time order up to a bound. Plain C:
- * the sampler (sampler.c) holds the references to the code objects. */
+/* What a call-stack sampler keeps: frames (what a code object was:
+ * the caller's entry) found by the code's address, call stacks as a tree
+ * of (caller node, frame) nodes, one aggregate per (thread, stage,
+ * stack), and the samples in time order up to a bound. Plain C: the
+ * sampler (sampler.c) owns the entries. */
 #ifndef AP_SAMPLE_STORE_H
 #define AP_SAMPLE_STORE_H
 
@@ -29,9 +30,9 @@ typedef struct {
 } ap_sample_stack;
 
 typedef struct {
-    const void **codes;         /* frame id -> code object */
-    uint32_t ncodes, codes_cap;
-    ap_path_map code_ids;       /* address (high, low) -> frame id */
+    const void **entries;       /* frame id -> the caller's entry */
+    uint32_t nentries, entries_cap;
+    ap_path_map code_ids;       /* address (high, low) -> latest frame id */
     ap_sample_node *nodes;
     uint32_t nnodes, nodes_cap;
     ap_path_map node_ids;       /* (caller + 1, frame) -> node */
@@ -53,11 +54,17 @@ typedef struct {
  * AP_ERR_NOMEM leaves nothing to free. */
 ap_status ap_sample_store_init(ap_sample_store *s, int64_t max_ticks);
 
-/* The frame id of a code object, added when new (*added set: the caller
- * keeps a reference for as long as the store lives). AP_ERR_NOMEM when it
- * could not be added. */
-ap_status ap_sample_frame(ap_sample_store *s, const void *code,
-                          uint32_t *id, int *added);
+/* The frame id the code object at this address was last given: 1 and
+ * *id, or 0. The caller checks that its entry still describes the code
+ * there (the address of a freed one is reused). */
+int ap_sample_frame_find(const ap_sample_store *s, const void *code,
+                         uint32_t *id);
+
+/* A new frame id for the code object at this address, described by entry
+ * (held by the store from then on, freed by its owner); the address maps
+ * to it from now. AP_ERR_NOMEM when it could not be added. */
+ap_status ap_sample_frame_add(ap_sample_store *s, const void *code,
+                              const void *entry, uint32_t *id);
 
 /* Records one sample: thread tid in stage, its frame ids outermost
  * first (n > 0), standing for wall_ns of wall and cpu_ns of CPU time;

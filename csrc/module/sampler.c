@@ -325,8 +325,8 @@ sampler_dealloc(ap_sampler *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     /* a running thread holds a reference: state is never 1 here */
-    for (uint32_t i = 0; i < self->store.ncodes; i++) {
-        Py_DECREF((PyObject *)self->store.codes[i]);
+    for (uint32_t i = 0; i < self->store.nentries; i++) {
+        Py_DECREF((PyObject *)self->store.entries[i]);
     }
     ap_sample_store_free(&self->store);
     PyMem_RawFree(self->seen);
