@@ -404,6 +404,9 @@ class Profiler:
                 data["samples"] = _samples(self._sampler.data())
             if self._overhead:
                 data["overhead"] = self._overhead
+            if self._children is not None:
+                # children=True says what it saw, none included
+                data["children"] = self._children[1]
             self._report = Report(data, _checked=True)
             if self._children and (self._children[1]["started"]
                                    or "error" in self._children[1]):

@@ -499,3 +499,15 @@ def test_runs_with_children_build_no_pathlib_paths(monkeypatch):
                 pool.map(calls, [2])
         assert len(prof.report().processes) == 2
     assert [p for p in made if "aquaprof-children-" in p] == []
+
+
+def test_the_account_is_there_when_no_child_started():
+    with ap.Profiler(memory=False, compensate=False) as prof:
+        with ap.stage("alone"):
+            pass
+    children = prof.report().meta["children"]
+    assert children == {"started": 0, "reported": 0, "lost": []}
+    assert "child processes" not in str(prof.report())
+    with ap.Profiler(memory=False, compensate=False, children=False) as off:
+        pass
+    assert "children" not in off.report().meta

@@ -142,7 +142,7 @@ def sampling_line(sampling: Any) -> str:
 def _children_lines(children: Optional[Dict[str, Any]]) -> List[str]:
     """The child processes' account: those whose stages are missing, and
     why, so that no total is read as complete when it is not."""
-    if not children:
+    if not children or not (children["started"] or "error" in children):
         return []
     if "error" in children:
         return [f"! child processes were not profiled: "
