@@ -80,6 +80,21 @@ Modules that autograd runs in an order other than the reverse of their
 forward calls show as more calls. Hooks put on a graph during a run do
 nothing after it.
 
+torch.compile: dynamo inlines the (global) module hooks into the code
+it traces, and traced the stages and the thread's open calls into the
+program's graph (breaking it, or raising). So the hooks do nothing where
+``torch.compiler.is_dynamo_compiling()``, a constant True while dynamo
+traces: nothing of them is in the graph (fullgraph=True holds), and the
+modules inside compiled code are not timed. They are counted as dynamo
+traces them (``compiled()``, through ``comptime``, run at compile time)
+and said once per run as a RuntimeWarning. A compiled module's call is
+one stage, ``<name> (compiled)``: torch calls its hooks from uncompiled
+code (an OptimizedModule's ``__call__``, or nn.Module's ``_call_impl``
+for ``module.compile()``), where dynamo is told never to compile the
+hooks as frames of their own, nor what they call. Code compiled before
+the start holds no hooks (torch does not guard compiled code on global
+hooks): only such compiled-module calls show it.
+
 Nothing here raises into the program: an error inside a hook is
 swallowed and counted (``errors()``), and said once per run as a
 RuntimeWarning. torch is imported at start() by the Profiler that asks
@@ -163,6 +178,22 @@ _gens = itertools.count(1)
 _handles: List[Any] = []           # torch's RemovableHandles of our hooks
 _errors = 0
 _warned_gen = -1
+_compiled = 0                      # module calls compiled without hooks
+_compiled_names: List[str] = []    # their classes in this run, a few
+_compiled_gen = -1                 # the run they are of
+_warned_compiled_gen = -1
+COMPILED = " (compiled)"
+_OPTIMIZED = "OptimizedModule"     # torch.compile(module)'s class
+
+
+def _never() -> bool:
+    return False
+
+
+# torch.compiler.is_dynamo_compiling once torch is here: True while
+# dynamo traces (a constant there, so that the branch it guards is all
+# the compiled code holds of a hook), False when that code runs
+_compiling: Callable[[], bool] = _never
 
 
 def check_options(torch_ops: Any, torch_modules: Any
@@ -205,6 +236,13 @@ def errors() -> int:
     return _errors
 
 
+def compiled() -> int:
+    """nn.Module calls that torch.compile compiled while modules were
+    recorded, in this process so far, counted each time dynamo traces
+    them: the compiled code runs them untimed."""
+    return _compiled
+
+
 def _swallowed(error: BaseException) -> None:
     """An error inside a hook: counted, said once per run, never
     raised."""
@@ -230,9 +268,14 @@ def watch_torch(ops: bool, shapes: bool, modules: bool,
     """Records torch ops (shapes in their names if asked) and module calls
     as stages until the returned function is called (once, on any
     thread), or until live() (when given) says False. Imports torch."""
-    global torch
+    global torch, _compiling
     import torch as _torch
     torch = _torch
+    compiler = getattr(torch, "compiler", None)
+    # is_dynamo_compiling is the cheaper (20 ns a call against 100 ns)
+    _compiling = getattr(compiler, "is_dynamo_compiling", None) or \
+        getattr(compiler, "is_compiling", None) or _never
+    _not_roots()
     with _LOCK:
         token = next(_tokens)
         here = _thread_state(False) if ops else None
@@ -422,7 +465,9 @@ def _mode() -> Any:
             if kwargs is None:
                 kwargs = {}
             on = _on
-            if not on.ops:
+            # dynamo traces the mode into the program's graph: there it
+            # is the call alone, as the module hooks are nothing
+            if not on.ops or _compiling():
                 return func(*args, **kwargs)
             try:
                 stage = _op_stage(func, args, kwargs, on.shapes)
@@ -524,10 +569,81 @@ class _Frame:
 
 
 def _pre(module: Any, args: Any) -> None:
+    if _compiling():
+        # dynamo would trace the stage's C calls and the thread's frames
+        # into the program's graph (breaking it, or its tracking of the
+        # module): the compiled code runs no hook, the call is counted
+        # instead while dynamo traces it (comptime: nothing in the graph)
+        try:
+            torch._dynamo.comptime.comptime(_count_compiled)
+        except Exception as error:
+            _swallowed(error)
+        return
     try:
         _enter_module(module, _on)
     except Exception as error:
         _swallowed(error)
+
+
+def _count_compiled(ctx: Any) -> None:
+    """Run by dynamo while it traces a module's pre-hook: one module call
+    compiled without its stage."""
+    global _compiled, _compiled_gen
+    try:
+        if not _on.modules:
+            return
+        _compiled += 1
+        if _compiled_gen != _on.gen:
+            _compiled_gen = _on.gen
+            _compiled_names.clear()
+        name = ctx.get_local("module").python_type().__name__
+        if name not in _compiled_names and len(_compiled_names) < 3:
+            _compiled_names.append(name)
+        _say_compiled()
+    except Exception as error:
+        _swallowed(error)
+
+
+def _not_roots() -> None:
+    """Keeps torch.compile from compiling the hooks, and all they call, as
+    frames of their own where code it runs uncompiled calls them
+    (nn.Module's _call_impl, a torch file, under a compiled module or
+    function): compiled they would do nothing, or fail on the hooks'
+    C calls; run they time that module's call as one stage. Inside the
+    frames it compiles, dynamo still inlines them (the compiling branch).
+    torch's C side, there without importing torch._dynamo (1 s)."""
+    frames: Any = getattr(getattr(torch._C, "_dynamo", None), "eval_frame",
+                          None)
+    strategy = getattr(frames, "_FrameExecStrategy", None)
+    if strategy is None:
+        return      # an older torch: there the hooks compile to nothing
+    try:
+        skip = strategy(frames._FrameAction.SKIP, frames._FrameAction.SKIP)
+        for hook in (_pre, _post):
+            frames.set_code_exec_strategy(hook.__code__, skip)
+    except Exception as error:
+        _swallowed(error)
+
+
+def _say_compiled() -> None:
+    """Once per run: compiled code hides the module calls inside it."""
+    global _warned_compiled_gen
+    if _warned_compiled_gen == _on.gen:
+        return
+    _warned_compiled_gen = _on.gen
+    names = ", ".join(_compiled_names) if _compiled_gen == _on.gen else ""
+    try:
+        warnings.warn(f"aquaprof: code compiled by torch.compile ran while "
+                      f"nn.Module calls were recorded"
+                      f"{f' ({names})' if names else ''}: compiled code runs "
+                      f"no module hooks, so the modules inside it are not "
+                      f"timed one by one (counted in aquaprof.integrations."
+                      f"torch_hooks.compiled()); their time is in the stage "
+                      f"around them, a compiled module's call one stage "
+                      f"'<name>{COMPILED}'. Said once per run.",
+                      RuntimeWarning, stacklevel=2)
+    except Exception:
+        pass   # warnings as errors must not fail the program
 
 
 def _enter_module(module: Any, on: _Settings) -> None:
@@ -544,11 +660,21 @@ def _enter_module(module: Any, on: _Settings) -> None:
             _end_chain(st)        # a pass that ended on another thread
     else:
         parent = frames[-1]
-        sub = _sub_name(parent.module, module)
+        above = parent.module
+        if type(above).__name__ == _OPTIMIZED:
+            above = _orig(above) or above
+            if above is module:
+                return      # a compiled module's call of the one it wraps
+        sub = _sub_name(above, module)
         if sub is not None and parent.rel:
             sub = f"{parent.rel}.{sub}"
     rel = sub or ""
-    name = sub or type(module).__name__.replace("/", "\u2215")
+    kind = type(module).__name__
+    if kind == _OPTIMIZED or \
+            module.__dict__.get("_compiled_call_impl") is not None:
+        name = _compiled_name(module, sub)
+    else:
+        name = sub or kind.replace("/", "\u2215")
     stage = _stage(name)
     seq = -1
     if torch.is_grad_enabled():
@@ -559,6 +685,21 @@ def _enter_module(module: Any, on: _Settings) -> None:
         _ensure_mode(st)
     frames.append(_Frame(module, rel, name, stage, pushed, seq))
     stage.__enter__()
+
+
+def _orig(module: Any) -> Any:
+    """The module an OptimizedModule (torch.compile(module)) wraps."""
+    return module.__dict__.get("_modules", {}).get("_orig_mod")
+
+
+def _compiled_name(module: Any, sub: Optional[str]) -> str:
+    """The stage name of a compiled module's call (torch.compile(module)
+    or module.compile()): marked, since the modules inside it are not
+    timed; an outermost one named by the class it compiled."""
+    _say_compiled()
+    if sub is None and type(module).__name__ == _OPTIMIZED:
+        module = _orig(module) or module
+    return (sub or type(module).__name__.replace("/", "\u2215")) + COMPILED
 
 
 # module -> {id(descendant): (weakref to it, its attribute path or None)}
@@ -583,6 +724,8 @@ def _sub_name(parent: Any, module: Any) -> Optional[str]:
 
 
 def _post(module: Any, args: Any, output: Any) -> None:
+    if _compiling():
+        return
     try:
         _leave_module(module, output)
     except Exception as error:
