@@ -248,3 +248,50 @@ def test_prometheus_registry_and_http_server():
     assert mon._server is None and served._server is None   # shut down
     with pytest.raises(OSError):
         urllib.request.urlopen(url, timeout=2)
+
+
+def _recent_by_stage(snap, path):
+    """The rolling figures of one stage, computed on its own from the
+    kept spans, as the snapshot's definition says."""
+    spans = snap.spans()
+    sid = list(snap.stages).index(path)
+    mine = spans[spans["stage"] == sid]
+    closed = mine[(mine["flags"] & _core.SPAN_UNCLOSED) == 0]
+    closed = closed[np.argsort(closed["end_ns"], kind="stable")][
+        -snap.window:]
+    wall = (closed["end_ns"] - closed["start_ns"]) * 1e-9
+    return (len(wall), wall.mean() if len(wall) else None,
+            np.percentile(wall, 95, method="inverted_cdf")
+            if len(wall) else None, wall[-1] if len(wall) else None,
+            closed["items"].sum() / wall.sum() if closed["items"].sum()
+            else None)
+
+
+def test_snapshot_figures_of_many_stages_and_threads_are_each_stages_own():
+    rng = np.random.default_rng(3)
+
+    def worker(seed):
+        r = np.random.default_rng(seed)
+        for _ in range(400):
+            with ap.stage(f"s{r.integers(60)}", items=int(r.integers(3))):
+                time.sleep(float(r.uniform(0, 2e-5)))
+
+    with ap.Profiler(window=7, memory=False) as prof:
+        threads = [threading.Thread(target=worker, args=(s,))
+                   for s in (1, 2)]
+        for t in threads:
+            t.start()
+        worker(int(rng.integers(1000)))
+        for t in threads:
+            t.join()
+        with ap.stage("s1"), ap.stage("held"):
+            snap = prof.snapshot()
+    assert len(snap.recent) > 50
+    for path, r in snap.recent.items():
+        calls, mean, p95, last, rate = _recent_by_stage(snap, path)
+        assert r.calls == calls
+        if calls:
+            assert (r.mean, r.p95, r.last) == pytest.approx(
+                (mean, p95, last)), path
+            assert r.throughput == (pytest.approx(rate) if rate else None)
+    assert snap.recent["s1/held"].running == 1

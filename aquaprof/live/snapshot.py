@@ -37,24 +37,66 @@ class Recent:
     running_for: Optional[float]  # age of the oldest open call
 
 
-def _recent(path: str, closed: np.ndarray, open_: np.ndarray,
-            now: int) -> Recent:
-    wall = (closed["end_ns"] - closed["start_ns"]).astype(np.float64) * _NS
-    total = float(wall.sum())
-    items = int(closed["items"].sum())
+def _grouped(spans: np.ndarray, is_open: np.ndarray, nstages: int,
+             window: int):
+    """Per stage id, its kept closed calls (the latest `window` of all
+    threads, latest last) and its open calls, as index arrays; one sort
+    for all stages, so a snapshot costs the same for 5,000 stages as for
+    5 with as many calls."""
+    order = np.lexsort((spans["end_ns"], spans["stage"], is_open))
+    n_closed = int(np.count_nonzero(~is_open))
+    closed, open_ = order[:n_closed], order[n_closed:]
+    ids = np.arange(nstages)
+    c_start = np.searchsorted(spans["stage"][closed], ids)
+    c_end = np.searchsorted(spans["stage"][closed], ids, side="right")
+    o_start = np.searchsorted(spans["stage"][open_], ids)
+    o_end = np.searchsorted(spans["stage"][open_], ids, side="right")
+    c_start = np.maximum(c_start, c_end - window)
+    return ([closed[a:b] for a, b in zip(c_start, c_end)],
+            [open_[a:b] for a, b in zip(o_start, o_end)])
 
-    def pct(q: float) -> Optional[float]:
-        return float(np.percentile(wall, q, method="inverted_cdf")) \
-            if len(wall) else None
 
-    return Recent(
-        path, len(wall), float(wall.mean()) if len(wall) else None,
-        pct(50), pct(95), float(wall.max()) if len(wall) else None,
-        float(wall[-1]) if len(wall) else None,
-        float(closed["cpu_ns"].sum()) * _NS / total if total > 0 else None,
-        items / total if items and total > 0 else None,
-        len(open_),
-        (now - int(open_["start_ns"].min())) * _NS if len(open_) else None)
+def _recent_all(paths: List[str], spans: np.ndarray, closed: List[np.ndarray],
+                open_: List[np.ndarray], now: int) -> Dict[str, "Recent"]:
+    """Every stage's Recent, computed over all stages at once."""
+    counts = np.array([len(c) for c in closed], dtype=np.int64)
+    kept = np.concatenate(closed) if closed else np.zeros(0, np.int64)
+    group = np.repeat(np.arange(len(paths)), counts)
+    wall = (spans["end_ns"][kept] - spans["start_ns"][kept]).astype(
+        np.float64) * _NS
+    n = len(paths)
+    total = np.bincount(group, wall, minlength=n)
+    cpu = np.bincount(group, spans["cpu_ns"][kept].astype(np.float64),
+                      minlength=n) * _NS
+    items = np.bincount(group, spans["items"][kept].astype(np.float64),
+                        minlength=n)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    # each group's calls by duration: percentiles as numpy's
+    # inverted_cdf gives them, the smallest call with q of them at or
+    # under it
+    by_wall = np.lexsort((wall, group))
+    sorted_wall = wall[by_wall]
+
+    def pct(g: int, q: float) -> float:
+        k = max(int(np.ceil(counts[g] * q / 100.0)) - 1, 0)
+        return float(sorted_wall[starts[g] + k])
+
+    out: Dict[str, Recent] = {}
+    for g, path in enumerate(paths):
+        c = int(counts[g])
+        o = open_[g]
+        t = float(total[g])
+        out[path] = Recent(
+            path, c, t / c if c else None,
+            pct(g, 50) if c else None, pct(g, 95) if c else None,
+            float(sorted_wall[starts[g] + c - 1]) if c else None,
+            float(wall[starts[g] + c - 1]) if c else None,
+            float(cpu[g]) / t if t > 0 else None,
+            float(items[g]) / t if items[g] and t > 0 else None,
+            len(o),
+            (now - int(spans["start_ns"][o].min())) * _NS if len(o)
+            else None)
+    return out
 
 
 class Snapshot:
@@ -76,19 +118,11 @@ class Snapshot:
         spans = data["spans"]
         is_open = (spans["flags"] & _core.SPAN_UNCLOSED) != 0
         # per stage id: its kept closed calls, latest last, and open calls
-        self._closed: Dict[int, np.ndarray] = {}
-        self._open: Dict[int, np.ndarray] = {}
-        self.recent: Dict[str, Recent] = {}
-        for sid, path in enumerate(paths):
-            mine = spans["stage"] == sid
-            closed = np.flatnonzero(mine & ~is_open)
-            # each thread keeps its own last N: keep the latest N of all
-            closed = closed[np.argsort(spans["end_ns"][closed],
-                                       kind="stable")][-window:]
-            self._closed[sid] = closed
-            self._open[sid] = np.flatnonzero(mine & is_open)
-            self.recent[path] = _recent(path, spans[closed],
-                                        spans[self._open[sid]], now)
+        closed, open_ = _grouped(spans, is_open, len(paths), window)
+        self._closed: Dict[int, np.ndarray] = dict(enumerate(closed))
+        self._open: Dict[int, np.ndarray] = dict(enumerate(open_))
+        self.recent: Dict[str, Recent] = _recent_all(paths, spans, closed,
+                                                     open_, now)
 
     def spans(self) -> np.ndarray:
         """The kept calls (SPAN_DTYPE, parent -1): each stage's last
