@@ -6,6 +6,13 @@ Writers take SQLite's write lock for the whole insertion (``BEGIN
 IMMEDIATE``) in WAL mode and wait up to ``timeout`` seconds for it, so
 concurrent writers (pytest workers, ranks) each add their runs whole.
 
+The file records what it is in SQLite's header, as a report records its
+"format" and "version": the application id APPLICATION_ID and, in
+user_version, the schema VERSION of its tables. A history of a newer
+schema is refused with both versions named; one written before versions
+were recorded (both 0, tables of VERSION 1) is read, and stamped when a
+run is added to it.
+
 Opening a history writes nothing unless the file is new, so a history on
 a read-only file or filesystem can still be read. A run that cannot be
 added (a full disk, a read-only file) is rolled back whole and the error
@@ -31,6 +38,12 @@ from typing import Any, Dict, List, Optional, Tuple, Union, cast
 from .. import limits, schema
 from ..report import Report
 from .verdict import SLOWER, RunFigures, Verdict, judge
+
+#: "AQPF": what marks a SQLite file as an aquaprof history, in every
+#: schema version
+APPLICATION_ID = 0x41515046
+#: the schema version this aquaprof writes and reads (user_version)
+VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -117,6 +130,8 @@ class History:
     def __init__(self, path: Union[str, os.PathLike], timeout: float = 60.0):
         self.path = Path(path)
         self._timeout = timeout
+        # False for a history written before versions were recorded
+        self._stamped = True
         self._db = self._open()
 
     def _fail(self, doing: str, e: object) -> HistoryError:
@@ -147,6 +162,7 @@ class History:
                 db = sqlite3.connect(_uri(self.path, **options), uri=True,
                                      timeout=self._timeout,
                                      isolation_level=None)
+                self._check_version(db)
                 tables = self._tables(db)
                 break
             except sqlite3.DatabaseError as e:
@@ -166,6 +182,28 @@ class History:
             raise
         return db
 
+    def _check_version(self, db: sqlite3.Connection) -> None:
+        """HistoryError, db closed, unless db is a history of a schema this
+        aquaprof reads, or has no application id (an empty file, one
+        written before versions were recorded: its tables tell)."""
+        application = db.execute("PRAGMA application_id").fetchone()[0]
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if application == 0:
+            self._stamped = False
+            return
+        if application != APPLICATION_ID:
+            problem = (f"not an aquaprof history: its SQLite application "
+                       f"id is {application & 0xFFFFFFFF:#010x}")
+        elif version > VERSION:
+            problem = (f"history schema version {version} is newer than "
+                       f"this aquaprof reads ({VERSION}); upgrade aquaprof")
+        elif version < 1:
+            problem = f"history schema version {version} is invalid"
+        else:
+            return
+        db.close()
+        raise self._fail("open", problem)
+
     def _tables(self, db: sqlite3.Connection) -> Dict[str, List[str]]:
         """The tables of db with their columns; HistoryError when they
         are not a history's (sqlite_sequence is SQLite's own)."""
@@ -178,8 +216,9 @@ class History:
         if tables and tables != _TABLES:
             listed = ", ".join(names[:5]) + (", ..." if len(names) > 5
                                              else "")
+            what = "a damaged" if self._stamped else "not an"
             db.close()
-            raise self._fail("open", f"not an aquaprof history: its "
+            raise self._fail("open", f"{what} aquaprof history: its "
                              f"tables are {listed}")
         return tables
 
@@ -190,6 +229,7 @@ class History:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
+            _stamp(db)
             db.execute("COMMIT")
         except sqlite3.Error as e:
             _rollback(db)
@@ -197,6 +237,7 @@ class History:
         except BaseException:
             _rollback(db)
             raise
+        self._stamped = True
 
     def close(self) -> None:
         self._db.close()
@@ -239,6 +280,9 @@ class History:
                 [(run, s.path, s.count, s.wall.total, s.self_time,
                   s.wall.mean, s.wall.p50, s.wall.p95)
                  for s in report.stages])
+            if not self._stamped:
+                # a history from before versions: its tables are VERSION's
+                _stamp(self._db)
             self._db.execute("COMMIT")
         except sqlite3.Error as e:
             # SQLite may have rolled back already (a full disk does): the
@@ -248,6 +292,7 @@ class History:
         except BaseException:
             _rollback(self._db)
             raise
+        self._stamped = True
         return int(run)
 
     def _rows(self, sql: str, args: Tuple[Any, ...] = ()) -> List[Any]:
@@ -355,6 +400,13 @@ class History:
 def _is_number(value: Any) -> bool:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value))
+
+
+def _stamp(db: sqlite3.Connection) -> None:
+    """Records in db's header that it is a history of schema VERSION;
+    part of the transaction open on db."""
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    db.execute(f"PRAGMA user_version = {VERSION}")
 
 
 def _rollback(db: sqlite3.Connection) -> None:

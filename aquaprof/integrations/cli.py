@@ -22,14 +22,17 @@ run, the script's own code); 130 is Ctrl-C; 141 a reader that left early
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import math
 import os
 import re
 import runpy
+import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Any, List, NoReturn, Optional, Sequence
+from typing import Any, Iterator, List, NoReturn, Optional, Sequence
 
 from .._version import __version__
 from .._units import fmt_time, printable
@@ -96,30 +99,38 @@ def _interval(text: str) -> float:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .. import Profiler, stage
+    # every path made absolute before the script runs: it may chdir
+    here = Path.cwd()
     script = Path(args.script)
     if not script.is_file():
         raise UserError(f"no script {str(script)!r}")
-    out = Path(args.out) if args.out else script.parent
+    out = (Path(args.out) if args.out else script.parent).absolute()
     if out.exists() and not out.is_dir():
         raise UserError(f"-o {str(out)!r} is a file: run writes its report "
                         f"and trace into a folder")
     out.mkdir(parents=True, exist_ok=True)
-    page = _out_path(args.html, f"{script.stem}.html") if args.html \
-        else None
+    page = _out_path(args.html, f"{script.stem}.html").absolute() \
+        if args.html else None
     if page is not None and not page.parent.is_dir():
         # said before the script runs, not after it has run for an hour
         raise UserError(f"--html {args.html!r}: folder "
                         f"{str(page.parent)!r} does not exist")
     sys.argv = [str(script)] + list(args.args)
     sys.path.insert(0, str(script.resolve().parent))
-    run_stage = f"run {script.name}"
+    # a file name of undecodable bytes holds lone surrogates, which no
+    # stage name may
+    run_stage = f"run {printable(script.name)}"
     try:
         with Profiler(sample=None if args.no_sample else args.sample) \
                 as prof:
             with stage(run_stage):
                 code = _run_script(script)
+            # outside the stage: its time and call tree are the script's
+            left = _wait_for_threads()
     except _NotStarted:
         return 1                # as `python script.py` after a SyntaxError
+    if left is not None:
+        code = 130
     try:
         # saved before anything is printed: a reader that leaves early
         # (`| head`) still gets the files
@@ -132,18 +143,132 @@ def cmd_run(args: argparse.Namespace) -> int:
         # a second Ctrl-C while saving: files are written atomically, so
         # each is whole or absent
         return _error("interrupted while saving the report", 130)
+    # only now: the script's own prints keep Python's encoding errors
+    _escape_unencodable(sys.stdout)
     try:
         print(report)
         _print_call_tree(report, run_stage, str(script))
-        print(f"\nreport: {saved}\ntrace:  {trace} (open in "
+        given = args.out or args.script
+        print(f"\nreport: {_shown(saved, given, here)}\n"
+              f"trace:  {_shown(trace, given, here)} (open in "
               f"ui.perfetto.dev)")
         if page is not None:
-            print(f"page:   {page} (open in a browser)")
+            print(f"page:   {_shown(page, args.html, here)} (open in a "
+                  f"browser)")
         sys.stdout.flush()
     except BrokenPipeError:
         # the report was cut, not the run: its code stays the script's
         _reader_gone()
+    if left:
+        _exit_now(code)
     return code
+
+
+def _shown(path: Path, given: str, here: Path) -> str:
+    """A path the command wrote, as the user's shell (still in `here`,
+    whatever folder the script moved to) names it: relative where the
+    user gave a relative path."""
+    if Path(given).is_absolute():
+        return str(path)
+    try:
+        return os.path.relpath(path, here)
+    except ValueError:          # another drive, on Windows
+        return str(path)
+
+
+def _wait_for_threads() -> Optional[List[threading.Thread]]:
+    """Waits, as Python does before it exits, for the non-daemon threads
+    the script left running and any they start, so that their work is in
+    the report; None once they all ended. Ctrl-C stops the wait: the
+    threads still running then, whose work the report holds so far."""
+    with _ctrl_c_noted() as pressed:
+        _end_idle_executors()
+        while not pressed:
+            running = _threads_running()
+            if not running:
+                return None
+            # a timeout, so that a Ctrl-C noted is seen within it
+            running[0].join(0.05)
+    running = _threads_running()
+    if not running:             # they ended as Ctrl-C came: nothing lost
+        return None
+    names = _listed([t.name for t in running])
+    print(f"aquaprof: interrupted while waiting for {len(running)} "
+          f"thread(s) the script left running ({names}): the report "
+          f"holds what they recorded so far", file=sys.stderr)
+    return running
+
+
+@contextlib.contextmanager
+def _ctrl_c_noted() -> Iterator[List[bool]]:
+    """Ctrl-C noted in the list it yields instead of raised: a
+    KeyboardInterrupt inside Thread.join can mark a thread that still
+    runs as stopped (CPython 3.11), and the wait must know which run. A
+    SIGINT handler the script set stays in place."""
+    pressed: List[bool] = []
+    previous = signal.getsignal(signal.SIGINT)
+    swap = (previous is signal.default_int_handler
+            and threading.current_thread() is threading.main_thread())
+    if swap:
+        signal.signal(signal.SIGINT, lambda *_: pressed.append(True))
+    try:
+        yield pressed
+    except KeyboardInterrupt:           # raised by the script's handler
+        pressed.append(True)
+    finally:
+        if swap:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _end_idle_executors() -> None:
+    """Starts what Python's exit runs before it joins threads: it lets a
+    ThreadPoolExecutor the script never shut down end its workers once
+    their work is done, which would otherwise wait for work for ever.
+    On a thread of its own, as it joins those workers, and Ctrl-C must
+    not wait for that."""
+    calls = list(reversed(getattr(threading, "_threading_atexits", [])))
+
+    def end_them() -> None:
+        for call in calls:
+            call()
+    if calls:
+        threading.Thread(target=end_them, name="aquaprof: end executors",
+                         daemon=True).start()
+
+
+def _threads_running() -> List[threading.Thread]:
+    ours = (threading.current_thread(), threading.main_thread())
+    return [t for t in threading.enumerate()
+            if not t.daemon and t.is_alive() and t not in ours]
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Ends the process with the threads Ctrl-C left running, which
+    Python's own exit would wait for again; the atexit functions run
+    first, as they do when Ctrl-C ends that wait."""
+    import atexit
+    run_exit_functions = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_functions is not None:
+        run_exit_functions()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):   # a reader gone, a closed stream
+            pass
+    os._exit(code)
+
+
+def _escape_unencodable(stream: Any) -> None:
+    """Characters stream cannot encode (under an ASCII locale, or a lone
+    surrogate from a file name of undecodable bytes) written escaped, as
+    \\xe9 or \\udcff, rather than failing the whole output."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is None:
+        return
+    try:
+        reconfigure(errors="backslashreplace")
+    except (OSError, ValueError):       # a reader gone, a closed stream
+        pass
 
 
 def _print_call_tree(report: Any, run_stage: str, script: str) -> None:
@@ -655,6 +780,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["run"]:
+        # run escapes its own lines only, after the script ran
+        _escape_unencodable(sys.stdout)
     if argv[:1] == ["demo"]:
         # every argument is the demo's, options first ones included
         from .demo import main as demo_main
