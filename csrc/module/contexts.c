@@ -57,12 +57,40 @@ context_entered(void)
     return 0;
 }
 
+/* Whether the code running is a greenlet other than its thread's main one
+ * (gevent's workers and hub, eventlet's): each runs in a context of its
+ * own that it leaves at every switch, as a task does at an await. Asked
+ * once a context, where its stack is made; greenlet never imported. */
+static int
+in_child_greenlet(void)
+{
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    int child = 0;
+    PyObject *name = PyUnicode_FromString("greenlet");
+    PyObject *module = name ? PyImport_GetModule(name) : NULL;
+    Py_XDECREF(name);
+    PyObject *current = module ? PyObject_CallMethod(module, "getcurrent",
+                                                     NULL)
+                               : NULL;
+    PyObject *parent = current ? PyObject_GetAttrString(current, "parent")
+                               : NULL;
+    child = parent != NULL && parent != Py_None;
+    Py_XDECREF(parent);
+    Py_XDECREF(current);
+    Py_XDECREF(module);
+    /* a greenlet that cannot tell is taken for none */
+    PyErr_Restore(exc_type, exc, tb);
+    return child;
+}
+
 /* A stack for the current context, made in it and kept in its variable. */
 static int
 open_stack(ap_module_state *st, ContextStackObject *under)
 {
     ap_stack *k;
-    if (ap_stack_open(under ? under->stack : NULL, context_entered(),
+    if (ap_stack_open(under ? under->stack : NULL,
+                      context_entered() || in_child_greenlet(),
                       &k) != AP_OK) {
         return -1;
     }
