@@ -323,6 +323,7 @@ sample_round(ap_sampler *self)
     int64_t took = ap_now_ns() - t;
     self->held_ns += took;
     atomic_store(&self->round_ns, took);
+    atomic_fetch_add(&self->held_sum_ns, took);
 }
 
 int

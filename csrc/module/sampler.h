@@ -58,6 +58,7 @@ typedef struct ap_sampler {
     _Atomic int64_t unseen_ns;   /* time the sampler thread was kept off
                                   * the CPU past its ticks, not charged */
     _Atomic int64_t round_ns;    /* what the last round took */
+    _Atomic int64_t held_sum_ns; /* what all rounds took, for the ticker */
     int64_t interval_ns;
     ap_sample_store store;
     _Atomic int main_idle;   /* the main thread left the last round
