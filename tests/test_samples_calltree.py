@@ -47,3 +47,14 @@ def test_a_stage_with_no_samples_has_no_tree():
     rep = with_samples(profile_stages(), [
         (0, 1, "load", (0, 1, 6), 5, 5 * MS, 0)])
     assert call_tree(rep, "decode") == []
+
+
+def test_start_file_leaves_out_stacks_that_never_reached_the_script():
+    # a sample while runpy read the script (frames of other files):
+    # no frame of the script, no line in its tree
+    rep = with_samples(profile_stages(), [
+        (0, 1, "load", (0, 1, 6), 5, 5 * MS, 0),
+        (0, 1, "load", (2, 5), 1, 1 * MS, 1 * MS)])
+    lines = call_tree(rep, "load", start_file="/app/main.py")
+    assert len(lines) == 2 and "idle (main.py:90)" in lines[1]
+    assert lines[1].startswith("100.0%")

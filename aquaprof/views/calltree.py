@@ -30,7 +30,7 @@ class _Node:
 def _chains(report: "Report", stage: str,
             start_file: Optional[str]) -> List[Tuple[Chain, int]]:
     """(frames, wall ns) of each stack sampled in the stage or below it,
-    from its first frame in start_file where it has one."""
+    from its first frame in start_file (stacks without one left out)."""
     samples = report.samples or {"frames": [], "stacks": []}
     ids = {path: i for i, path in enumerate(report.stage_names)}
     parents = [ids[s.parent] if s.parent is not None else -1
@@ -44,7 +44,9 @@ def _chains(report: "Report", stage: str,
         chain: Chain = tuple(s[3])
         if start_file is not None:
             first = next((i for i, f in enumerate(chain)
-                          if files[f] == start_file), 0)
+                          if files[f] == start_file), None)
+            if first is None:
+                continue    # runpy or aquaprof before the file's code ran
             chain = chain[first:]
         out.append((chain, s[5]))
     return out
@@ -71,7 +73,8 @@ def call_tree(report: "Report", stage: str, *,
     """The lines of the call tree of the samples filed under `stage` (a
     stage path; its sub-stages included). start_file drops each stack's
     frames above its first one in that file (the script's, under
-    `aquaprof run`). [] when the stage has no samples."""
+    `aquaprof run`), and the stacks with none (runpy reading the file).
+    [] when the stage has no samples."""
     root = _tree(_chains(report, stage, start_file))
     if root.total <= 0:
         return []
