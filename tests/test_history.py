@@ -60,11 +60,13 @@ def test_runs_trend_and_reports_come_back(tmp_path):
 
 
 def test_steps_flag_the_run_where_a_stage_got_slower(tmp_path):
+    # calls of milliseconds: a busy machine's preemption moves a 0.3 ms
+    # call by more than the step itself
     history = ap.History(tmp_path / "h.db")
     for _ in range(4):
-        history.add(report(0.0003))
-    slow = history.add(report(0.0006))
-    history.add(report(0.0006))      # the new level: not a second step
+        history.add(report(0.004))
+    slow = history.add(report(0.008))
+    history.add(report(0.008))       # the new level: not a second step
     steps = history.steps("step", threshold=0.3)
     assert [run.id for run, _ in steps] == [slow]
     assert steps[0][1].change > 0.5 and steps[0][1].word == "slower"
