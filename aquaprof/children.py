@@ -18,6 +18,14 @@ stop it and write its report into the folder: a rename, so the parent
 reads whole files only. A marker written at the start lets the parent
 count the children that never report (killed, crashed, still running).
 
+A SIGTERM's Python handler runs only once the main thread is back in the
+interpreter: a child busy in one long C call would outlive the SIGTERM
+that ends it unprofiled. The extension's SIGTERM handler wakes a native
+watcher (term_deadline.c), which ends the child by SIGTERM's default
+action when the Python handler has not started within
+SIGTERM_DEADLINE_S, and leaves a mark that tells the parent why no
+report came.
+
 Nothing here raises into the child's program: a child that cannot record
 or deliver runs on unprofiled and is counted lost by the parent.
 """
@@ -41,6 +49,11 @@ CONFIG_KEY = "aquaprof_children"
 EXIT_WAIT_S = 2.0
 # how often a child looks whether its parent's Profiler still runs
 FOLDER_CHECK_S = 1.0
+# how long a child's SIGTERM waits for its Python handler to start (the
+# main thread busy in C) before it ends the child as it would unprofiled;
+# read by each Profiler as it starts, and carried to its children
+_SIGTERM_DEADLINE_DEFAULT_S = 1.0
+SIGTERM_DEADLINE_S = _SIGTERM_DEADLINE_DEFAULT_S
 
 _child: Optional[Dict[str, Any]] = None    # this process's capture, if any
 _hooked = False
@@ -49,8 +62,6 @@ _delivering = False
 _published: Dict[str, Tuple[Dict[str, Any], Callable[[], bool]]] = {}
 _ended: Set[str] = set()    # their folders, until the config drops them
 _pending_signal = 0     # a SIGTERM that came while delivering
-_sigterm_handled = False    # _on_sigterm ran
-_sigterm_waiting = False    # the watcher saw a SIGTERM not yet handled
 
 
 # ------------------------------------------------------------ parent side
@@ -69,21 +80,24 @@ class Capture:
         self.pid = os.getpid()
         self.result: Optional[Tuple[List[Report], Dict[str, Any]]] = None
         self.folder: Optional[str] = None
+        self.sigterm_deadline_s = _deadline_s(SIGTERM_DEADLINE_S)
+        # only the OS calls inside the try: an exception that a signal
+        # handler of the program's raises in between (a TimeoutError is
+        # an OSError) is the program's, and goes on
         try:
-            folder = self.folder = os.path.join(
-                tempfile.gettempdir(),
-                f"aquaprof-children-{os.getpid()}-{os.urandom(6).hex()}")
-            # before the folder exists: a Ctrl-C anywhere after still
-            # leaves it to be removed when this object goes
-            weakref.finalize(self, remove_folder, folder, self.pid)
+            tmp = tempfile.gettempdir()
+        except OSError as e:
+            self._no_folder(e)
+            return
+        folder = self.folder = os.path.join(
+            tmp, f"aquaprof-children-{os.getpid()}-{os.urandom(6).hex()}")
+        # before the folder exists: a Ctrl-C anywhere after still leaves
+        # it to be removed when this object goes
+        weakref.finalize(self, remove_folder, folder, self.pid)
+        try:
             os.mkdir(folder, 0o700)
         except OSError as e:
-            # no temporary folder (read-only disk, a bad TMPDIR): the
-            # process is profiled alone, and the report says why
-            self.folder = None
-            self.result = ([], {"started": 0, "reported": 0, "lost": [],
-                                "error": f"no folder for child processes' "
-                                         f"reports: {e}"})
+            self._no_folder(e)
             return
         me = weakref.ref(self)
 
@@ -93,8 +107,16 @@ class Capture:
             return capture is not None and capture.folder == folder \
                 and running()
 
-        publish({"dir": folder, "settings": settings, "overhead": overhead},
-                live)
+        publish({"dir": folder, "settings": settings, "overhead": overhead,
+                 "sigterm_deadline_s": self.sigterm_deadline_s}, live)
+
+    def _no_folder(self, error: OSError) -> None:
+        """No temporary folder (read-only disk, a bad TMPDIR): the process
+        is profiled alone, and the report says why."""
+        self.folder = None
+        self.result = ([], {"started": 0, "reported": 0, "lost": [],
+                            "error": f"no folder for child processes' "
+                                     f"reports: {error}"})
 
     def end(self, max_children: int) -> None:
         """Reads what the children delivered and removes the folder;
@@ -105,7 +127,8 @@ class Capture:
             return
         try:
             withdraw()
-            self.result = collect(folder, max_children)
+            self.result = collect(folder, max_children,
+                                  self.sigterm_deadline_s)
         finally:
             remove_folder(folder, self.pid)
 
@@ -124,10 +147,7 @@ def remove_folder(folder: str, pid: int) -> None:
         except OSError:
             return
         for name in names:
-            try:
-                os.unlink(os.path.join(folder, name))
-            except OSError:
-                pass
+            _os_ok(os.unlink, os.path.join(folder, name))
         try:
             os.rmdir(folder)
             return
@@ -183,11 +203,13 @@ def _config() -> Dict[str, Any]:
     return config
 
 
-def collect(folder: str, max_children: int
+def collect(folder: str, max_children: int,
+            sigterm_deadline_s: float = SIGTERM_DEADLINE_S
             ) -> Tuple[List[Report], Dict[str, Any]]:
     """The reports delivered to `folder`, oldest start first (at most
     max_children), and the account of the children: how many started,
-    reported, and which were lost or left out and why."""
+    reported, and which were lost or left out and why (sigterm_deadline_s:
+    the deadline the children were given, for the reason)."""
     # plain strings: pathlib interns every part of a path, and on
     # Python 3.12 an interned string is never freed, so a Path of each
     # run's unique folder would leak a string a run
@@ -209,6 +231,11 @@ def collect(folder: str, max_children: int
                 continue
             except ReportError as e:
                 reason = f"its report could not be read: {e}"
+        elif state == "killed":
+            reason = f"killed by SIGTERM while in C code: its handler " \
+                     f"could not start within {sigterm_deadline_s:g} s " \
+                     f"(SIGTERM_DEADLINE_S), so its report was not " \
+                     f"delivered"
         elif state == "exiting" and _alive(marker["pid"]):
             reason = f"still writing its report {EXIT_WAIT_S:g} s after " \
                      f"the profiler stopped"
@@ -239,19 +266,55 @@ def _markers(path: str) -> Dict[str, Dict[str, Any]]:
     for name in names:
         if not name.endswith(".started"):
             continue
-        try:
-            with open(os.path.join(path, name)) as f:
-                marker = json.loads(f.read())
-            found[name[:-len(".started")]] = {
-                "pid": int(marker["pid"]), "label": str(marker["label"])}
-        except (OSError, ValueError, KeyError, TypeError):
-            continue      # written by no child of ours: not counted
+        text = _read(os.path.join(path, name))
+        marker = None if text is None else _marker(text)
+        if marker is not None:    # else written by no child of ours
+            found[name[:-len(".started")]] = marker
     return found
+
+
+def _marker(text: bytes) -> Optional[Dict[str, Any]]:
+    """A start marker's pid and label; None when no child of ours wrote
+    it."""
+    try:
+        marker = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(marker, dict):
+        return None
+    pid, label = marker.get("pid"), marker.get("label")
+    if type(pid) is not int or not 0 < pid < 2 ** 31 or \
+            not isinstance(label, str):
+        return None
+    return {"pid": pid, "label": label}
+
+
+def _read(path: str) -> Optional[bytes]:
+    """The file's bytes, or None where it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _os_ok(call: Callable[..., Any], *args: Any) -> bool:
+    """call(*args), False when it fails with an OSError. Only the call is
+    in the try: an exception that a signal handler of the program's
+    raises in our code around it (a TimeoutError is an OSError) is the
+    program's, and goes on."""
+    try:
+        call(*args)
+    except OSError:
+        return False
+    return True
 
 
 def _state(path: str, token: str) -> str:
     if os.path.exists(os.path.join(path, f"{token}.json")):
         return "reported"
+    if os.path.exists(os.path.join(path, f"{token}.killed")):
+        return "killed"
     if os.path.exists(os.path.join(path, f"{token}.exiting")):
         return "exiting"
     return "silent"
@@ -265,11 +328,11 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
         return True
+    fields = stat.rsplit(b")", 1)
+    return len(fields) < 2 or fields[1].split()[:1] != [b"Z"]
 
 
 # ------------------------------------------------------------- child side
@@ -346,16 +409,18 @@ def _start_capture(entries: Optional[Tuple[Dict[str, Any], ...]] = None
     _child = {"profiler": prof, "token": token, "entries": entries,
               "pid": os.getpid()}
     _finalize_at_exit()
-    _catch_sigterm()
+    _catch_sigterm([os.path.join(entry["dir"], f"{token}.killed")
+                    for entry in entries],
+                   _deadline_s(entries[0].get("sigterm_deadline_s")))
     # last: a child counted as started can deliver from here on
     marker = json.dumps({"pid": os.getpid(), "label": _label()})
-    try:
-        for entry in entries:
-            _write(os.path.join(entry["dir"], f"{token}.started"), marker)
-    except OSError:
-        _child = None     # the parent is gone: run on unprofiled
-        prof.stop()
-        return
+    for entry in entries:
+        if not _write(os.path.join(entry["dir"], f"{token}.started"),
+                      marker):
+            _child = None     # the parent is gone: run on unprofiled
+            prof.stop()
+            _core._sigterm_release()
+            return
     _start_quiet(threading.Thread(target=_end_with_the_parent,
                                   args=(_child,), name="aquaprof-child",
                                   daemon=True))
@@ -386,33 +451,16 @@ def _end_with_the_parent(child: Dict[str, Any]) -> None:
     folders = [entry["dir"] for entry in child["entries"]]
     while _child is child:
         time.sleep(FOLDER_CHECK_S)
-        _wake_main_for_sigterm()
         if any(os.path.isdir(folder) for folder in folders):
             continue
         if _child is child and not _delivering:
             _child = None
             child["profiler"].stop()
-            # nothing left to deliver, and nobody left to wake the main
-            # thread: SIGTERM ends the process as it would have
-            _core._sigterm_default()
+            # nothing left to deliver: SIGTERM ends the process as it
+            # would have, at once (one that came and was not handled
+            # yet too)
+            _core._sigterm_release()
         return
-
-
-def _wake_main_for_sigterm() -> None:
-    """A SIGTERM that lands as the main thread goes to wait on a lock (a
-    pool worker waiting for work) is taken by Python's C handler before
-    the wait begins, and the wait, which looks for signals only when one
-    interrupts it, never wakes to run _on_sigterm: Pool.terminate() would
-    wait for this worker for ever. A SIGTERM seen at one look and still
-    not handled at the next is sent again, to the main thread."""
-    global _sigterm_waiting
-    if _sigterm_handled or not _core._sigterm_noted():
-        _sigterm_waiting = False
-        return
-    main = threading.main_thread().ident
-    if _sigterm_waiting and main is not None:
-        signal.pthread_kill(main, signal.SIGTERM)
-    _sigterm_waiting = True
 
 
 def _finalize_at_exit() -> None:
@@ -470,70 +518,114 @@ def deliver() -> None:
         return
     _delivering = True
     try:
+        # a SIGTERM meanwhile waits for the delivery, even one in C
+        _core._sigterm_hold(True)
         _deliver(child)
     finally:
         _child = None
         _delivering = False
+        _core._sigterm_hold(False)
         if _pending_signal:
             _die_by(_pending_signal)
 
 
 def _deliver(child: Dict[str, Any]) -> None:
     token, entries = child["token"], child["entries"]
+    for entry in entries:
+        if not _write(os.path.join(entry["dir"], f"{token}.exiting"), ""):
+            return      # a parent gone: nobody to read it
+    text = _report_text(child["profiler"])
+    if text is None:
+        return      # the parent counts it lost
+    for entry in entries:
+        _write(os.path.join(entry["dir"], f"{token}.json"), text)
+
+
+def _report_text(prof: Any) -> Optional[str]:
+    """The child's report as JSON; None when it could not be made."""
     try:
-        for entry in entries:
-            _write(os.path.join(entry["dir"], f"{token}.exiting"), "")
-        prof = child["profiler"]
         prof.stop()
         data = prof.report().to_dict()
-        data["label"] = _label()
-        worker = _dataloader_worker_id(_current_process())
-        if worker is not None:
-            data["worker"] = worker
-        text = json.dumps(data, separators=(",", ":"))
-        for entry in entries:
-            _write(os.path.join(entry["dir"], f"{token}.json"), text)
-    except Exception:    # noqa: BLE001 - the parent counts it lost
-        return
+    except Exception:    # noqa: BLE001 - never break the child
+        return None
+    data["label"] = _label()
+    worker = _dataloader_worker_id(_current_process())
+    if worker is not None:
+        data["worker"] = worker
+    try:
+        return json.dumps(data, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
 
 
-def _write(path: str, text: str) -> None:
+def _write(path: str, text: str) -> bool:
     """Whole or not at all: a temporary name, then a rename. No fsync:
-    the files live as long as the parent's run."""
+    the files live as long as the parent's run. False when an OS call
+    failed (the temporary file removed); an exception of the program's
+    (a signal handler's) goes on, the temporary file removed too."""
     folder, name = os.path.split(path)
     part = os.path.join(folder, f".{name}.{os.getpid()}.part")
+    data = memoryview(text.encode())
+    written = False
     try:
-        with open(part, "w") as f:
-            f.write(text)
-        os.replace(part, path)
-    except BaseException:
         try:
-            os.unlink(part)
-        except FileNotFoundError:
-            pass
-        raise
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
+                         os.O_CLOEXEC, 0o600)
+        except OSError:
+            return False
+        try:
+            while data:
+                try:
+                    n = os.write(fd, data)
+                except OSError:
+                    return False
+                data = data[n:]
+        finally:
+            closed = _os_ok(os.close, fd)
+        written = closed and _os_ok(os.replace, part, path)
+        return written
+    finally:
+        if not written:
+            _os_ok(os.unlink, part)
 
 
-def _catch_sigterm() -> None:
+def _catch_sigterm(marks: List[str], deadline_s: float) -> None:
     """Pool.terminate() and DataLoader shutdowns end workers with SIGTERM:
-    deliver, then die by it as the program expected. Only where nobody
-    handles SIGTERM already, and only from the main thread."""
+    deliver, then die by it as the program expected; a child whose main
+    thread stays in C past deadline_s dies by it at once, the files
+    `marks` telling the parent so. Only where nobody handles SIGTERM
+    already, and only from the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return
-    try:
-        handler = signal.getsignal(signal.SIGTERM)
-        if handler is signal.SIG_DFL:
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler is signal.SIG_DFL:
+        try:
             signal.signal(signal.SIGTERM, _on_sigterm)
-        elif handler is not _on_sigterm:    # the program's own
+        except (ValueError, OSError):
             return
-        _core._note_sigterm()    # for _wake_main_for_sigterm
-    except (ValueError, OSError):
+    elif handler is not _on_sigterm:    # the program's own
         return
+    try:
+        _core._sigterm_deadline(deadline_s, marks)
+    except (OSError, MemoryError):
+        # no watch: a handler of ours that a C call could keep from
+        # running would break the program's SIGTERM; its default, then
+        _os_ok(signal.signal, signal.SIGTERM, signal.SIG_DFL)
+
+
+def _deadline_s(value: Any) -> float:
+    """value as a SIGTERM deadline in seconds, or the default where it is
+    none."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and 0 < value <= 1e6:
+        return float(value)
+    return _SIGTERM_DEADLINE_DEFAULT_S
 
 
 def _on_sigterm(signum: int, _frame: Any) -> None:
-    global _pending_signal, _sigterm_handled
-    _sigterm_handled = True
+    global _pending_signal
+    # for good: the process ends by the signal once delivered
+    _core._sigterm_hold(True)
     if _delivering:
         # the exit's own delivery, interrupted (a Pool worker ending on
         # its sentinel as terminate() signals it): die once it is done

@@ -8,6 +8,7 @@
 #include "../core/alloc.h"
 #include "../core/session.h"
 #include "../gpu/gpu_trace.h"
+#include "term_deadline.h"
 
 static PyObject *
 active(PyObject *module, PyObject *unused)
@@ -87,15 +88,19 @@ static PyMethodDef module_methods[] = {
     {"_fail_allocations", fail_allocations, METH_VARARGS,
      fail_allocations_doc},
     {"_gpu_flush", gpu_flush, METH_NOARGS, gpu_flush_doc},
-    {"_note_sigterm", ap_note_sigterm, METH_NOARGS,
-     "_note_sigterm(): wraps SIGTERM's Python handler so that a SIGTERM\n"
-     "that came can be seen from any thread (False where the handler is\n"
-     "not Python's); clears what was seen."},
-    {"_sigterm_noted", ap_sigterm_noted, METH_NOARGS,
-     "_sigterm_noted(): whether a SIGTERM came since _note_sigterm()."},
-    {"_sigterm_default", ap_sigterm_default, METH_NOARGS,
-     "_sigterm_default(): SIGTERM's default action back, where the\n"
-     "handler is still the one _note_sigterm() wrapped."},
+    {"_sigterm_deadline", ap_sigterm_deadline, METH_VARARGS,
+     "_sigterm_deadline(seconds, marks): wraps SIGTERM's Python handler\n"
+     "in this process; a SIGTERM whose Python handler has not started\n"
+     "within `seconds` (the main thread busy in C) creates the files\n"
+     "`marks` and ends the process by SIGTERM's default action. False\n"
+     "where the handler is not Python's; OSError when no watch starts."},
+    {"_sigterm_hold", ap_sigterm_hold, METH_O,
+     "_sigterm_hold(on): Python at work on a SIGTERM's behalf (its\n"
+     "handler, or the report's delivery): the deadline waits while held."},
+    {"_sigterm_release", ap_sigterm_release, METH_NOARGS,
+     "_sigterm_release(): SIGTERM's default action back where the handler\n"
+     "is still _sigterm_deadline()'s, and its watch ended; a SIGTERM that\n"
+     "came and Python never held is sent again."},
     {NULL, NULL, 0, NULL},
 };
 

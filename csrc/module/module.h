@@ -202,14 +202,6 @@ extern const size_t ap_stage_nfields;
  * min_ns is 0 for a stage never closed. 0, or -1 with an exception set. */
 int ap_stats_set_items(PyObject *d, const ap_stats *s);
 
-/* _core._note_sigterm(), _core._sigterm_noted() and
- * _core._sigterm_default() (term_watch.c): SIGTERM's Python handler
- * wrapped so that a SIGTERM that came is seen from any thread; then the
- * default action put back, where the wrapper is still in place. */
-PyObject *ap_note_sigterm(PyObject *module, PyObject *unused);
-PyObject *ap_sigterm_noted(PyObject *module, PyObject *unused);
-PyObject *ap_sigterm_default(PyObject *module, PyObject *unused);
-
 /* _core.merge_stage(into, other) (merge_stage.c). */
 PyObject *ap_merge_stage(PyObject *module, PyObject *const *args,
                          Py_ssize_t nargs);
