@@ -49,10 +49,13 @@ def cupti_neighbor() -> Optional[str]:
     CUDA_INJECTION64_PATH."""
     torch = sys.modules.get("torch")
     try:
-        if torch is not None and torch._C._autograd._profiler_enabled():
-            return "torch.profiler"
-    except Exception:  # another torch, or one half imported
-        pass
+        enabled = torch._C._autograd._profiler_enabled  # type: ignore
+    except AttributeError:  # no torch, another torch, one half imported
+        enabled = None
+    # called outside the try: what a program's signal handler raises
+    # meanwhile is the program's
+    if enabled is not None and enabled():
+        return "torch.profiler"
     injected = os.environ.get("CUDA_INJECTION64_PATH")
     if injected:
         return f"a CUDA tool injected through CUDA_INJECTION64_PATH " \
@@ -75,14 +78,15 @@ def flush_before_torch_profiler() -> None:
     module = sys.modules.get("torch.autograd.profiler")
     if module is None:
         return
-    try:
-        for name in ("_prepare_profiler", "_enable_profiler"):
-            original = getattr(module, name, None)
-            if callable(original) and not getattr(original, _FLUSHES_FIRST,
-                                                  False):
-                setattr(module, name, _flushing_first(original))
-    except Exception:  # a torch whose module refuses new attributes
-        pass
+    for name in ("_prepare_profiler", "_enable_profiler"):
+        original = getattr(module, name, None)
+        if callable(original) and not getattr(original, _FLUSHES_FIRST,
+                                              False):
+            wrapped = _flushing_first(original)
+            try:
+                setattr(module, name, wrapped)
+            except (AttributeError, TypeError):  # a module refusing it
+                pass
 
 
 def _flushing_first(original: Callable[..., Any]) -> Callable[..., Any]:

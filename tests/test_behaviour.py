@@ -298,31 +298,3 @@ def test_stage_in_a_fresh_interpreter_subprocess():
                          text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.stdout.strip() == "1"
-
-
-@pytest.mark.skipif(
-    sys.version_info[:2] == (3, 12),
-    reason="CPython 3.12 counts each call that enters the interpreter "
-           "from C (a staged function's) against its C recursion limit, "
-           "whatever sys.setrecursionlimit says: a staged recursion "
-           "deeper than 748 raises RecursionError there, Profiler or not")
-def test_a_recursion_deeper_than_the_file_limits_keeps_its_profile():
-    """The limits on report files guard against crafted input; a live run
-    past them (a deep recursion) still gets its report."""
-    import aquaprof.limits as limits
-    depth = limits.MAX_DEPTH + 10
-
-    @ap.stage("r")
-    def recurse(n):
-        return recurse(n - 1) if n else 0
-
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(depth * 4 + 1000)
-    try:
-        with ap.Profiler() as prof:
-            recurse(depth)
-    finally:
-        sys.setrecursionlimit(old)
-    rep = prof.report()
-    assert len(rep.stages) == depth + 1
-    assert rep.stages[-1].depth == depth

@@ -3,8 +3,8 @@ a report holds fold into "(over max depth)" at that depth (counted and
 said), items= sums hold at 2**63 - 1 instead of wrapping negative, and a
 child process's report obeys the same bounds, so no report is refused
 or lost whole for its shape."""
+import contextlib
 import multiprocessing as mp
-import sys
 
 import pytest
 
@@ -14,27 +14,22 @@ from aquaprof import limits
 DEEP = limits.MAX_DEPTH + 900
 
 
-@ap.stage("f")
-def recurse(n):
-    return recurse(n - 1) if n else 0
-
-
-@pytest.fixture
-def deep_stack():
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(DEEP * 3 + 1000)
-    yield
-    sys.setrecursionlimit(old)
+def nest(depth):
+    """Stages nested depth + 1 deep, as a staged recursion would make
+    them, without Python's recursion (whose C limit differs by version)."""
+    with contextlib.ExitStack() as stack:
+        for _ in range(depth + 1):
+            stack.enter_context(ap.stage("f"))
+    return 0
 
 
 def quiet(**options):
     return ap.Profiler(compensate=False, cuda=False, memory=False, **options)
 
 
-def test_recursion_past_the_depth_limit_saves_and_loads(deep_stack,
-                                                        tmp_path):
+def test_nesting_past_the_depth_limit_saves_and_loads(tmp_path):
     with quiet() as prof:
-        recurse(DEEP)
+        nest(DEEP)
     rep = prof.report()
     deepest = max(rep.stages, key=lambda s: s.depth)
     assert deepest.depth == limits.MAX_DEPTH
@@ -54,11 +49,10 @@ def test_the_reader_limit_is_the_writer_limit():
 
 
 def _child(queue):
-    sys.setrecursionlimit(DEEP * 3 + 1000)
-    queue.put(recurse(DEEP))
+    queue.put(nest(DEEP))
 
 
-def test_a_child_recursing_past_the_limit_is_delivered(deep_stack):
+def test_a_child_nesting_past_the_limit_is_delivered():
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
     with quiet(children=True) as prof:
