@@ -401,7 +401,9 @@ class Profiler:
                 data["gpu_status"] += _gpu_losses(data["gpu"])
             data["host"] = _host_info(self._started_at)
             if self._sampler is not None:
-                data["samples"] = _samples(self._sampler.data())
+                from .analysis.own_frames import without_own_frames
+                data["samples"] = without_own_frames(
+                    _samples(self._sampler.data()))
             if self._overhead:
                 data["overhead"] = self._overhead
             if self._children is not None:

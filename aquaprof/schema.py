@@ -93,7 +93,8 @@ GPU_DTYPE_32 = np.dtype([
 SAMPLES_FIELDS: Fields = {"interval_ns": int, "rounds": int, "late": int,
                           "lost": int, "frames": list, "stacks": list}
 SAMPLES_OPTIONAL: Fields = {"timeline": dict, "timeline_dropped": int,
-                             "unseen_ns": int, "held_ns": int}
+                             "unseen_ns": int, "held_ns": int,
+                             "own_ns": int}
 #: each sample in time order: when it was taken, and its stack's index
 TIMELINE_DTYPE = np.dtype([("t_ns", "<i8"), ("stack", "<u4")])
 DEVICE_FIELDS: Fields = {

@@ -245,7 +245,8 @@ class _Samples:
         self.stacks: List[List[Any]] = []
         self.timelines: List[np.ndarray] = []
         self.counts = {"rounds": 0, "late": 0, "lost": 0,
-                       "timeline_dropped": 0, "unseen_ns": 0, "held_ns": 0}
+                       "timeline_dropped": 0, "unseen_ns": 0, "held_ns": 0,
+                       "own_ns": 0}
         self.untimed = 0            # samples of sections with no timeline
         self.interval: Optional[int] = None
 

@@ -1,0 +1,63 @@
+"""The profiler's own frames taken out of what the sampler saw: its
+threads (the watcher each child process runs, the DataLoader watch) and
+its code inside a program's calls (the torch hooks' stand-in for the
+autograd engine, stop()'s) are no part of the program. A stack loses
+those frames, its time going to the program's frame that called them;
+a stack with no frame of the program is left out and its time counted
+in the section's "own_ns". The plane-sweep kit (aquaprof.mvs) and the
+demo's workload are a program's code, kept."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: what under the package is a program's own code, not the profiler's
+_PROGRAM = (os.path.join(_PACKAGE, "mvs") + os.sep,
+            os.path.join(_PACKAGE, "integrations", "demo.py"))
+
+
+def is_own(file: str) -> bool:
+    """Whether a frame's file is the profiler's own code."""
+    return file.startswith(_PACKAGE + os.sep) and \
+        not file.startswith(_PROGRAM)
+
+
+def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
+    """The sampler's section with the profiler's frames taken out: stacks
+    that end up alike merged, those left empty dropped (their wall time
+    summed in "own_ns"), the timeline renumbered and its samples of
+    dropped stacks left out."""
+    own = [is_own(f[1]) for f in samples["frames"]]
+    if not any(own):
+        return samples
+    merged: Dict[Tuple[Any, ...], int] = {}
+    stacks: List[list] = []
+    renumber = np.full(len(samples["stacks"]) + 1, -1, dtype=np.int64)
+    own_ns = 0
+    for i, (process, tid, stage, frames, count, wall, cpu) in enumerate(
+            samples["stacks"]):
+        kept = [f for f in frames if not own[f]]
+        if not kept:
+            own_ns += wall
+            continue
+        key = (process, tid, stage, tuple(kept))
+        j = merged.get(key)
+        if j is None:
+            j = merged[key] = len(stacks)
+            stacks.append([process, tid, stage, kept, 0, 0, 0])
+        stacks[j][4] += count
+        stacks[j][5] += wall
+        stacks[j][6] += cpu
+        renumber[i] = j
+    out = dict(samples, stacks=stacks,
+               own_ns=samples.get("own_ns", 0) + own_ns)
+    timeline = samples.get("timeline")
+    if timeline is not None and len(timeline):
+        new = renumber[timeline["stack"].astype(np.int64)]
+        timeline = timeline[new >= 0].copy()
+        timeline["stack"] = new[new >= 0]
+        out["timeline"] = timeline
+    return out

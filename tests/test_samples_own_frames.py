@@ -1,0 +1,90 @@
+"""The profiler never shows itself: its threads and its frames are taken
+out of what the sampler saw, in every view and in hot(); the time of
+its frames inside a program's call goes to the program's frame that
+called them."""
+import threading
+import time
+
+import numpy as np
+
+import aquaprof as ap
+from aquaprof.analysis.own_frames import is_own, without_own_frames
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_no_frame_of_the_profiler_in_a_sampled_run():
+    stop = threading.Event()
+
+    def idle_worker():
+        stop.wait()
+
+    t = threading.Thread(target=idle_worker)
+    t.start()
+    with ap.Profiler(sample=0.001, compensate=False) as prof:
+        with ap.stage("work"):
+            busy(0.15)
+        stop.set()
+    t.join()
+    rep = prof.report()
+    samples = rep._data["samples"]
+    used = {f for s in samples["stacks"] for f in s[3]}
+    files = [samples["frames"][f][1] for f in used]
+    assert files and not any(is_own(f) for f in files), files
+    assert all(not is_own(h.file) for h in rep["work"].hot(20))
+    assert rep["work"].hot()[0].function == "busy"
+    assert "profiler.py" not in rep.flamegraph().html()
+    timeline = samples["timeline"]
+    assert len(timeline) and timeline["stack"].max() < len(samples["stacks"])
+
+
+def test_the_kit_and_the_demo_are_the_programs_code():
+    import aquaprof.mvs
+    import aquaprof.integrations.demo as demo
+    assert not is_own(aquaprof.mvs.__file__)
+    assert not is_own(demo.__file__)
+    assert is_own(ap.Profiler.start.__code__.co_filename)
+
+
+def test_stacks_lose_the_profilers_frames_and_merge():
+    own = ap.Profiler.stop.__code__.co_filename
+    frames = [["main", "/app/main.py", 1], ["hook", own, 10],
+              ["step", "/app/main.py", 20], ["watch", own, 30]]
+    timeline = np.zeros(4, dtype=[("t_ns", "<i8"), ("stack", "<u4")])
+    timeline["t_ns"] = [1, 2, 3, 4]
+    timeline["stack"] = [0, 1, 2, 0]
+    samples = {"interval_ns": 1000, "rounds": 4, "late": 0, "lost": 0,
+               "frames": frames, "timeline": timeline,
+               "stacks": [[0, 1, 0, [0, 1, 2], 2, 20, 10],
+                          [0, 1, 0, [0, 2], 1, 10, 5],
+                          [0, 2, -1, [3], 1, 10, 0]]}
+    out = without_own_frames(samples)
+    # main/hook/step and main/step are one stack; the watcher's is gone
+    assert out["stacks"] == [[0, 1, 0, [0, 2], 3, 30, 15]]
+    assert out["own_ns"] == 10
+    assert out["timeline"]["stack"].tolist() == [0, 0, 0]
+    assert out["timeline"]["t_ns"].tolist() == [1, 2, 4]
+
+
+def test_the_torch_hooks_stand_in_for_the_engine_is_not_the_hot_code():
+    torch = __import__("pytest").importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 1))
+    x = torch.randn(512, 256)
+    with ap.Profiler(sample=0.001, compensate=False,
+                     torch_modules=True) as prof:
+        for _ in range(40):
+            with ap.stage("step"):
+                loss = model(x).sum()
+                loss.backward()
+    rep = prof.report()
+    samples = rep._data["samples"]
+    used = {f for s in samples["stacks"] for f in s[3]}
+    files = {samples["frames"][f][1] for f in used}
+    assert not any(is_own(f) for f in files), sorted(files)
+    for stage in rep.stages:
+        assert all(not is_own(h.file) for h in stage.hot(10)), stage.path
