@@ -284,3 +284,29 @@ def test_history_of_a_missing_file_is_an_error_not_a_new_file(tmp_path):
     db.commit()
     db.close()
     one_line_error(cli("history", other), "not an aquaprof history")
+
+
+def test_views_without_o_write_beside_where_the_command_runs(reports,
+                                                             tmp_path):
+    base, _ = reports
+    here = tmp_path / "here"
+    here.mkdir()
+    stem = Path(base).name[:-len(".json")]
+    for command, made in (("html", f"{stem}.html"),
+                          ("trace", f"{stem}.trace.json"),
+                          ("flamegraph", f"{stem}.svg"),
+                          ("speedscope", f"{stem}.speedscope.json")):
+        proc = cli(command, base, cwd=here)
+        assert proc.returncode == 0, proc.stderr
+        assert (here / made).is_file(), (command, os.listdir(here))
+    proc = cli("merge", base, base, cwd=here)
+    assert proc.returncode == 0, proc.stderr
+    assert (here / "merged.aquaprof.json").is_file()
+
+
+def test_every_command_and_argument_says_what_it_is():
+    for command in ("show", "html", "trace", "flamegraph", "speedscope",
+                    "folded", "merge"):
+        out = cli(command, "--help").stdout
+        assert "a saved report" in out or "reports" in out, command
+        assert "default" in out or command == "show", command

@@ -117,10 +117,6 @@ def test_speedscope_writes_a_file_speedscope_reads(saved, tmp_path):
     assert opened == len(report.spans())
 
 
-def test_speedscope_needs_o(saved):
-    refused(cli("speedscope", saved), "-o/--out")
-
-
 # ---------------------------------------------------- both commands
 
 @pytest.mark.parametrize("command, written", [

@@ -463,6 +463,9 @@ def _listed(items: Sequence[str], shown: int = 5) -> str:
     return ", ".join(repr(printable(i)) for i in items[:shown]) + more
 
 
+REPORT_HELP = "a saved report (Report.save, aquaprof run -o)"
+
+
 def _out_path(out: str, name: str) -> Path:
     """-o's file; in a folder, `name` inside it (as cp does)."""
     path = Path(out)
@@ -670,7 +673,7 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     show = sub.add_parser("show", help="print a saved report")
-    show.add_argument("report")
+    show.add_argument("report", help=REPORT_HELP)
     show.set_defaults(func=cmd_show)
 
     compare = sub.add_parser(
@@ -722,9 +725,9 @@ def parser() -> argparse.ArgumentParser:
     benches.set_defaults(func=cmd_benchmarks)
 
     flame = sub.add_parser("flamegraph", help="interactive SVG flamegraph")
-    flame.add_argument("report")
-    flame.add_argument("-o", "--out", required=True, help="the SVG file, "
-                       "or a folder for REPORT.svg")
+    flame.add_argument("report", help=REPORT_HELP)
+    flame.add_argument("-o", "--out", default=".", help="the SVG file, "
+                       "or a folder for REPORT.svg (default: here)")
     flame.add_argument("--diff", metavar="BASE",
                        help="colour by the change from this report")
     flame.set_defaults(func=cmd_flamegraph)
@@ -734,37 +737,42 @@ def parser() -> argparse.ArgumentParser:
         description="Writes REPORT as folded stacks: a line 'a;b;c NS' "
         "per stage path with self time NS (and per sampled code stack "
         "under it), to stdout unless -o is given.")
-    folded.add_argument("report")
+    folded.add_argument("report", help=REPORT_HELP)
     folded.add_argument("-o", "--out", help="the file, or a folder for "
                         "REPORT.folded (default: stdout)")
     folded.set_defaults(func=cmd_folded)
 
     scope = sub.add_parser("speedscope", help="speedscope JSON "
                            "(www.speedscope.app)")
-    scope.add_argument("report")
-    scope.add_argument("-o", "--out", required=True, help="the file, or "
-                       "a folder for REPORT.speedscope.json")
+    scope.add_argument("report", help=REPORT_HELP)
+    scope.add_argument("-o", "--out", default=".", help="the file, or "
+                       "a folder for REPORT.speedscope.json (default: here)")
     scope.set_defaults(func=cmd_speedscope)
 
     trace = sub.add_parser("trace", help="Chrome/Perfetto trace JSON")
-    trace.add_argument("report")
-    trace.add_argument("-o", "--out", required=True, help="the trace "
-                       "file, or a folder for REPORT.trace.json")
-    trace.add_argument("--max-events", type=int, default=1_000_000)
+    trace.add_argument("report", help=REPORT_HELP)
+    trace.add_argument("-o", "--out", default=".", help="the trace "
+                       "file, or a folder for REPORT.trace.json (default: "
+                       "here)")
+    trace.add_argument("--max-events", type=int, default=1_000_000,
+                       help="most events written; past it the shortest "
+                       "spans are left out and the trace says so "
+                       "(default: %(default)s)")
     trace.set_defaults(func=cmd_trace)
 
     page = sub.add_parser("html", help="the report as one self-contained "
                           "HTML page")
-    page.add_argument("report")
-    page.add_argument("-o", "--out", required=True, help="the page, or a "
-                      "folder for REPORT.html")
+    page.add_argument("report", help=REPORT_HELP)
+    page.add_argument("-o", "--out", default=".", help="the page, or a "
+                      "folder for REPORT.html (default: here)")
     page.set_defaults(func=cmd_html)
 
     merge = sub.add_parser("merge", help="reports of several processes "
                            "or ranks as one")
     merge.add_argument("reports", nargs="+")
-    merge.add_argument("-o", "--out", required=True, help="the merged "
-                       "report, or a folder for merged.aquaprof.json")
+    merge.add_argument("-o", "--out", default=".", help="the merged "
+                       "report, or a folder for merged.aquaprof.json "
+                       "(default: here)")
     merge.add_argument("--trace", help="also write the merged trace here "
                        "(a folder: merged.trace.json in it)")
     merge.add_argument("--labels", type=_label_list, metavar="A,B,...",
