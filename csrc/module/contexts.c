@@ -60,13 +60,13 @@ context_entered(void)
 /* Whether the code running is a greenlet other than its thread's main one
  * (gevent's workers and hub, eventlet's): each runs in a context of its
  * own that it leaves at every switch, as a task does at an await. Asked
- * once a context, where its stack is made; greenlet never imported. */
+ * once a context, where its stack is made; greenlet is looked up, never
+ * imported. */
 static int
 in_child_greenlet(void)
 {
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
-    int child = 0;
     PyObject *name = PyUnicode_FromString("greenlet");
     PyObject *module = name ? PyImport_GetModule(name) : NULL;
     Py_XDECREF(name);
@@ -75,7 +75,7 @@ in_child_greenlet(void)
                                : NULL;
     PyObject *parent = current ? PyObject_GetAttrString(current, "parent")
                                : NULL;
-    child = parent != NULL && parent != Py_None;
+    int child = parent != NULL && parent != Py_None;
     Py_XDECREF(parent);
     Py_XDECREF(current);
     Py_XDECREF(module);
