@@ -1,5 +1,6 @@
 """Targets for the child-process tests: importable by name, so that
-spawn and forkserver children, which pickle their target, can run them."""
+spawn and forkserver children, which pickle their target, can run them;
+and how those tests wait for a child."""
 import os
 import signal
 import time
@@ -124,3 +125,14 @@ def spins_in_a_stage(seconds):
     """A child's own sampled work: `spin` inside the stage "child"."""
     with ap.stage("child"):
         spin(seconds)
+
+
+def exitcode_within(p, seconds):
+    """p's exit code once it ended, or None after killing it when it did
+    not end within `seconds`."""
+    p.join(seconds)
+    if p.exitcode is None:
+        p.kill()
+        p.join()
+        return None
+    return p.exitcode

@@ -15,7 +15,7 @@ import pytest
 import aquaprof as ap
 import child_work
 from aquaprof import children
-from child_work import calls
+from child_work import calls, exitcode_within
 
 METHODS = [m for m in ("fork", "spawn", "forkserver")
            if m in multiprocessing.get_all_start_methods()]
@@ -89,17 +89,6 @@ def test_a_pool_ended_by_terminate_still_delivers(method):
 READS_SYSCALL = pytest.mark.skipif(
     platform.machine() != "x86_64" or not os.path.exists("/proc/self/task"),
     reason="reads the main thread's system call in /proc")
-
-
-def exitcode_within(p, seconds):
-    """p's exit code once it ended, or None after killing it when it did
-    not end within `seconds`."""
-    p.join(seconds)
-    if p.exitcode is None:
-        p.kill()
-        p.join()
-        return None
-    return p.exitcode
 
 
 @READS_SYSCALL

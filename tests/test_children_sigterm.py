@@ -20,7 +20,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof import children
-from child_work import calls
+from child_work import calls, exitcode_within
 
 METHODS = [m for m in ("fork", "spawn", "forkserver")
            if m in multiprocessing.get_all_start_methods()]
@@ -68,17 +68,6 @@ def calls_then_spin(n, ready):
     end = time.monotonic() + 60
     while time.monotonic() < end:
         pass
-
-
-def exitcode_within(p, seconds):
-    """p's exit code once it ended, or None after killing it when it did
-    not end within `seconds`."""
-    p.join(seconds)
-    if p.exitcode is None:
-        p.kill()
-        p.join()
-        return None
-    return p.exitcode
 
 
 def terminate_in_c(method, target, args, ready):
