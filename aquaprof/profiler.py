@@ -563,4 +563,22 @@ def _host_info(started_at: Optional[float]) -> dict:
         "argv": list(sys.argv),
         "cwd": os.getcwd(),
         "started_at": started_at,
+        **_cpus_and_load(),
     }
+
+
+def _cpus_and_load() -> dict:
+    """What diagnose() weighs CPU starvation against; {} where the
+    system cannot say."""
+    found: dict = {}
+    try:
+        found["cpus"] = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count()
+        if count:
+            found["cpus"] = count
+    try:
+        found["load"] = float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        pass
+    return found

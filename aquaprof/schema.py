@@ -64,6 +64,9 @@ THREAD_OPTIONAL: Fields = {"cpu_reads": int, "process": int, "name": str}
 HOST_OPTIONAL: Fields = {
     "hostname": str, "platform": str, "python": str, "aquaprof": str,
     "argv": list, "cwd": str, "started_at": float,
+    # the CPUs the process could run on, and the machine's load average
+    # over the last minute when the report was made
+    "cpus": int, "load": float,
 }
 OVERHEAD_FIELDS: Fields = {"span_ns": float, "inside_ns": float}
 OVERHEAD_OPTIONAL: Fields = {"read_ns": float, "resolution_ns": float}
@@ -94,7 +97,12 @@ SAMPLES_FIELDS: Fields = {"interval_ns": int, "rounds": int, "late": int,
                           "lost": int, "frames": list, "stacks": list}
 SAMPLES_OPTIONAL: Fields = {"timeline": dict, "timeline_dropped": int,
                              "unseen_ns": int, "held_ns": int,
-                             "own_ns": int}
+                             "own_ns": int, "delay_ns": int, "gil_ns": int,
+                             "unanswered": int}
+#: a stack's figures: [process, tid, stage, frames, count, wall_ns, cpu_ns]
+#: and, in files that carry the waits (the section's delay_ns or gil_ns
+#: say which were measured), delay_ns and gil_ns
+STACK_LENGTHS = (7, 9)
 #: each sample in time order: when it was taken, and its stack's index
 TIMELINE_DTYPE = np.dtype([("t_ns", "<i8"), ("stack", "<u4")])
 DEVICE_FIELDS: Fields = {
@@ -594,16 +602,18 @@ def _check_code_frame(frame: Any, where: str) -> None:
 
 def _check_stack(stack: Any, bounds: Tuple[int, int, int],
                  where: str) -> None:
-    """[process, tid, stage, frames, count, wall_ns, cpu_ns], each index
-    within `bounds` (processes, stages, frames)."""
+    """[process, tid, stage, frames, count, wall_ns, cpu_ns] (and
+    delay_ns, gil_ns), each index within `bounds` (processes, stages,
+    frames)."""
     nprocesses, nstages, nframes = bounds
-    if (not isinstance(stack, (list, tuple)) or len(stack) != 7
+    if (not isinstance(stack, (list, tuple))
+            or len(stack) not in STACK_LENGTHS
             or not isinstance(stack[3], (list, tuple))
             or not all(map(_is_count, [*stack[:2], *stack[4:]]))
             or not _is(stack[2], int)):
         raise ReportError(f"{where} must be [process, tid, stage, frames, "
-                          f"count, wall_ns, cpu_ns]: frames a list, the "
-                          f"rest ints >= 0 but stage")
+                          f"count, wall_ns, cpu_ns(, delay_ns, gil_ns)]: "
+                          f"frames a list, the rest ints >= 0 but stage")
     if stack[0] >= nprocesses:
         raise ReportError(f"{where} names process {stack[0]}, which the "
                           f"report lacks")

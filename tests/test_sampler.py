@@ -39,7 +39,7 @@ def by_leaf(rep: aquaprof.Report) -> Dict[Tuple[str, str], Tuple[int, int]]:
     samples = rep._data["samples"]
     names = rep.stage_names
     out: Dict[Tuple[str, str], list] = defaultdict(lambda: [0, 0])
-    for _process, _tid, stage, frames, _count, wall, cpu in \
+    for _process, _tid, stage, frames, _count, wall, cpu, *_ in \
             samples["stacks"]:
         leaf = samples["frames"][frames[-1]][0]
         key = (names[stage] if stage >= 0 else None, leaf)

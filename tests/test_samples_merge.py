@@ -58,7 +58,8 @@ def described(rep):
     return sorted((p, rep.stage_names[stage] if stage >= 0 else "",
                    tuple(CodeFrame(*s["frames"][f]) for f in chain),
                    count, wall, cpu)
-                  for p, _tid, stage, chain, count, wall, cpu in s["stacks"])
+                  for p, _tid, stage, chain, count, wall, cpu, *_waits
+                  in s["stacks"])
 
 
 def test_a_merge_keeps_both_reports_samples(first, second):

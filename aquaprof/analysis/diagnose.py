@@ -7,6 +7,14 @@ host memory it drove up:
 - waiting: it mostly does not (I/O, sleep, locks, other processes, or the
   GPU when the stage blocks on it);
 - mixed: in between;
+- cpu-starved (where the run was sampled, on Linux): its threads were
+  runnable but not running, the CPU given to other threads or processes,
+  for CPU_STARVED or more of the stage's sampled time (the run delay the
+  kernel counts per thread, /proc/.../schedstat), and for longer than they
+  slept on the GIL;
+- gil-bound (the same): its threads slept on the GIL for GIL_BOUND or
+  more of the stage's sampled time (each sample of a thread asleep in a
+  futex on the GIL's condition variable or mutex);
 - awaiting: most of its calls were suspended at an await (asyncio), so
   their CPU time is unknown and the wall time is mostly waiting on I/O or
   on other tasks of the event loop;
@@ -47,6 +55,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 import numpy as np
 
 from .._units import fmt_bytes, fmt_time, printable, text_html
+from .samples import stage_waits
 
 if TYPE_CHECKING:
     from ..report import Report, StageStats
@@ -63,6 +72,8 @@ LAUNCH_KERNEL = 10e-6    # mean kernel shorter than this (seconds)
 LAUNCH_PER_CALL = 10     # ... with this many kernels a call or more
 LAUNCH_IDLE = 0.4        # ... and the GPU idle this share or more
 STARVED = 0.5            # GPU idle this share or more
+CPU_STARVED = 0.25       # run delay share of the sampled time from this
+GIL_BOUND = 0.25         # GIL sleep share of the sampled time from this
 # next(DataLoader)'s share of its parent's wall time from which the loop
 # is data-loading-bound. Hiding the loading entirely speeds the loop up
 # by at most 1 / (1 - share): 1.4x at 30 %, only 1.1x at 10 %, where the
@@ -85,6 +96,23 @@ _FIXES = {
         "compare the stage's CPU and wall time again after the change "
         "(aquaprof compare); strace -c -p PID shows which system calls "
         "wait"),
+    "cpu-starved": (
+        "give the stage a CPU: no more busy threads and processes than "
+        "CPUs (DataLoader num_workers, torch.set_num_threads, "
+        "OMP_NUM_THREADS for NumPy's BLAS), pin busy processes to cores "
+        "of their own (os.sched_setaffinity, taskset), or move the "
+        "competing work elsewhere",
+        "the stage's run delay share before and after: "
+        "aquaprof.analysis.samples.stage_waits(rep, STAGE); top or uptime "
+        "show the machine's load"),
+    "gil-bound": (
+        "take Python work off the GIL: processes instead of threads "
+        "(DataLoader workers, multiprocessing, concurrent.futures."
+        "ProcessPoolExecutor), fewer threads running Python at once, or "
+        "the work in NumPy or torch calls long enough to release the GIL",
+        "the stage's GIL share before and after: aquaprof.analysis."
+        "samples.stage_waits(rep, STAGE).gil_s; its wall time with "
+        "aquaprof compare"),
     "awaiting": (
         "find what the task awaits: slow I/O, a semaphore or pool limit, "
         "or CPU-heavy tasks on the same event loop holding it (their "
@@ -150,7 +178,8 @@ class Finding:
     fix: str
     verify: str
     also: List[str] = field(default_factory=list)   # allocation-heavy
-    host: str = ""          # cpu-bound, waiting, mixed or awaiting
+    #: cpu-bound, waiting, mixed, cpu-starved, gil-bound or awaiting
+    host: str = ""
     #: the stage's hottest sampled code and its share, "" unsampled
     code: str = ""
 
@@ -372,15 +401,92 @@ def _hottest_code(stage: "StageStats") -> str:
             f"sampled self time")
 
 
+def _waits_class(stage: "StageStats", report: "Report",
+                 host: str) -> Tuple[str, str]:
+    """cpu-starved or gil-bound with its evidence, where the samples show
+    it; otherwise `host` with what the samples say of its off-CPU time
+    ("" for a cpu-bound stage or one whose waits were not measured)."""
+    if host == "cpu-bound":
+        return host, ""
+    waits = stage_waits(report, stage.path)
+    if waits is None:
+        return host, ("; sample the run (Profiler(sample=0.001)) to tell "
+                      "CPU starvation and the GIL from blocking"
+                      if report.samples is None else "")
+    delay = waits.delay_s / waits.wall_s
+    gil = waits.gil_s / waits.wall_s
+    if waits.delay_known and delay >= CPU_STARVED and delay >= gil:
+        return "cpu-starved", (
+            f"; runnable but not running {fmt_time(waits.delay_s)} of "
+            f"{fmt_time(waits.wall_s)} sampled ({delay * 100:.0f} %): the "
+            f"CPU went to others; {_competition(report)}")
+    if waits.gil_known and gil >= GIL_BOUND:
+        return "gil-bound", (
+            f"; asleep on the GIL {fmt_time(waits.gil_s)} of "
+            f"{fmt_time(waits.wall_s)} sampled ({gil * 100:.0f} %); "
+            f"{_python_elsewhere(report, stage)}")
+    if not (waits.delay_known or waits.gil_known):
+        return host, ""
+    return host, (f"; of its sampled time: blocked "
+                  f"{waits.blocked_s / waits.wall_s * 100:.0f} %, "
+                  f"runnable {delay * 100:.0f} %, on the GIL "
+                  f"{gil * 100:.0f} %")
+
+
+def _competition(report: "Report") -> str:
+    """What competed for the CPUs: the machine's, this report's busy
+    threads and processes, the load average."""
+    host = report.meta.get("host", {})
+    cpus, load = host.get("cpus"), host.get("load")
+    samples = report.samples or {"stacks": []}
+    busy: Dict[Tuple[int, int], int] = {}
+    for p, tid, _stage, _frames, _count, _wall, cpu, *_w in \
+            samples["stacks"]:
+        busy[p, tid] = busy.get((p, tid), 0) + cpu
+    used = sum(busy.values()) * 1e-9 / report.wall if report.wall else 0.0
+    processes = len({p for p, _tid in busy})
+    parts = [f"this run's {_plural(len(busy), 'thread')} in "
+             f"{_plural(processes, 'process')} used {used:.1f} CPUs on "
+             f"average"]
+    if cpus:
+        parts.append(f"{_plural(cpus, 'CPU')} to run on")
+    if load is not None:
+        parts.append(f"load average {load:.1f} (every process of the "
+                     f"machine)")
+    return ", ".join(parts)
+
+
+def _python_elsewhere(report: "Report", stage: "StageStats") -> str:
+    """The stages whose threads used the most CPU meanwhile in the
+    processes that ran this one: who kept the GIL, or ran C beside it."""
+    samples = report.samples or {"stacks": []}
+    mine = {s[0] for s in samples["stacks"] if s[2] == stage.id}
+    names = report.stage_names
+    cpu: Dict[str, int] = {}
+    for p, _tid, sid, _frames, _count, _wall, used, *_w in \
+            samples["stacks"]:
+        if p in mine:
+            name = names[sid] if sid >= 0 else "(no stage)"
+            cpu[name] = cpu.get(name, 0) + used
+    top = sorted(cpu.items(), key=lambda kv: -kv[1])[:3]
+    listed = ", ".join(f"{printable(n)} {fmt_time(ns * 1e-9)}"
+                       for n, ns in top if ns > 0)
+    where = "its processes" if len(mine) > 1 else "its process"
+    return (f"sampled CPU time by stage in {where} (threads running "
+            f"Python hold the GIL): {listed}" if listed else
+            f"no thread of {where} used CPU meanwhile")
+
+
 def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     wall = stage.wall.total
     busy = stage.cpu / wall if wall > 0 else 0.0
     host = ("cpu-bound" if busy >= CPU_BOUND else
             "waiting" if busy < WAITING else "mixed")
+    host, waits = _waits_class(stage, report, host)
     evidence = (f"thread CPU time {fmt_time(stage.cpu)} of "
                 f"{fmt_time(wall)} wall ({busy * 100:.0f} %), "
                 f"{_plural(stage.count, 'call')}, "
-                f"self time {fmt_time(stage.self_time)}")
+                f"self time {fmt_time(stage.self_time)}{waits}")
     if stage.suspended * 2 >= stage.count > 0:
         host = "awaiting"
         evidence = (f"{stage.suspended} of {_plural(stage.count, 'call')} "

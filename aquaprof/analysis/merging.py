@@ -246,7 +246,9 @@ class _Samples:
         self.timelines: List[np.ndarray] = []
         self.counts = {"rounds": 0, "late": 0, "lost": 0,
                        "timeline_dropped": 0, "unseen_ns": 0, "held_ns": 0,
-                       "own_ns": 0}
+                       "own_ns": 0, "unanswered": 0}
+        #: the waits, kept where some section measured them
+        self.waits: Dict[str, int] = {}
         self.untimed = 0            # samples of sections with no timeline
         self.interval: Optional[int] = None
 
@@ -256,14 +258,15 @@ class _Samples:
             self.interval = samples["interval_ns"]
         for key in self.counts:
             self.counts[key] += samples.get(key, 0)
+        for key in ("delay_ns", "gil_ns"):
+            if key in samples:
+                self.waits[key] = self.waits.get(key, 0) + samples[key]
         frames = [self.frames.setdefault(tuple(f), len(self.frames))
                   for f in samples["frames"]]
         moved = [self._stack((process_base + p, tid,
                               remap[stage] if stage >= 0 else -1,
-                              tuple(frames[f] for f in chain)),
-                             count, wall, cpu)
-                 for p, tid, stage, chain, count, wall, cpu
-                 in samples["stacks"]]
+                              tuple(frames[f] for f in chain)), figures)
+                 for p, tid, stage, chain, *figures in samples["stacks"]]
         timeline = samples.get("timeline")
         if timeline is None:
             self.untimed += sum(s[4] for s in samples["stacks"])
@@ -273,17 +276,16 @@ class _Samples:
         timeline["stack"] = np.asarray(moved, np.uint32)[timeline["stack"]]
         self.timelines.append(timeline)
 
-    def _stack(self, key: Tuple[Any, ...], count: int, wall: int,
-               cpu: int) -> int:
+    def _stack(self, key: Tuple[Any, ...], figures: List[int]) -> int:
         """The merged index of the stack `key` (process, tid, stage,
-        frames), its figures added."""
+        frames), its figures (count, wall, cpu, and the waits where
+        measured: 0 for a section without) added."""
         at = self.index.setdefault(key, len(self.stacks))
         if at == len(self.stacks):
-            self.stacks.append([*key[:3], list(key[3]), 0, 0, 0])
+            self.stacks.append([*key[:3], list(key[3]), 0, 0, 0, 0, 0])
         row = self.stacks[at]
-        row[4] += count
-        row[5] += wall
-        row[6] += cpu
+        for k, figure in enumerate(figures, 4):
+            row[k] += figure
         return at
 
     def section(self) -> Optional[Dict[str, Any]]:
@@ -293,7 +295,7 @@ class _Samples:
         if self.interval is None:
             return None
         section: Dict[str, Any] = dict(
-            self.counts, interval_ns=self.interval,
+            self.counts, **self.waits, interval_ns=self.interval,
             frames=[list(f) for f in self.frames], stacks=self.stacks)
         if self.timelines:
             timeline = np.concatenate(self.timelines).astype(TIMELINE_DTYPE)

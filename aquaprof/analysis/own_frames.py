@@ -37,20 +37,19 @@ def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
     stacks: List[list] = []
     renumber = np.full(len(samples["stacks"]) + 1, -1, dtype=np.int64)
     own_ns = 0
-    for i, (process, tid, stage, frames, count, wall, cpu) in enumerate(
+    for i, (process, tid, stage, frames, *figures) in enumerate(
             samples["stacks"]):
         kept = [f for f in frames if not own[f]]
         if not kept:
-            own_ns += wall
+            own_ns += figures[1]
             continue
         key = (process, tid, stage, tuple(kept))
         j = merged.get(key)
         if j is None:
             j = merged[key] = len(stacks)
-            stacks.append([process, tid, stage, kept, 0, 0, 0])
-        stacks[j][4] += count
-        stacks[j][5] += wall
-        stacks[j][6] += cpu
+            stacks.append([process, tid, stage, kept, *[0] * len(figures)])
+        for k, figure in enumerate(figures, 4):
+            stacks[j][k] += figure
         renumber[i] = j
     out = dict(samples, stacks=stacks,
                own_ns=samples.get("own_ns", 0) + own_ns)

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 _NS = 1e-9
 
-__all__ = ["CodeFrame", "HotFunction", "SampleStack", "Sampling", "frame",
-           "hot", "stacks", "stage_hot", "summary"]
+__all__ = ["CodeFrame", "HotFunction", "SampleStack", "Sampling", "Waits",
+           "frame", "hot", "stacks", "stage_hot", "stage_waits", "summary"]
 
 
 class SampleStack(NamedTuple):
@@ -39,6 +39,11 @@ class SampleStack(NamedTuple):
     count: int  # type: ignore[assignment]   # samples (shadows tuple's)
     wall_ns: int                #: wall time they stand for
     cpu_ns: int                 #: CPU time their thread used meanwhile
+    #: of the rest, runnable but not running (the CPU went to others)
+    delay_ns: int = 0
+    #: and asleep on the GIL (0 where not measured: Report.samples'
+    #: "delay_ns" and "gil_ns" say what was)
+    gil_ns: int = 0
 
 
 class HotFunction(NamedTuple):
@@ -92,8 +97,50 @@ def summary(report: "Report") -> Optional[Sampling]:
 def stacks(report: "Report") -> List[SampleStack]:
     """Every sampled stack of the run ([] when it was not sampled)."""
     samples = report.samples or {"stacks": []}
-    return [SampleStack(p, tid, stage, tuple(frames), count, wall, cpu)
-            for p, tid, stage, frames, count, wall, cpu in samples["stacks"]]
+    return [SampleStack(p, tid, stage, tuple(frames), *figures)
+            for p, tid, stage, frames, *figures in samples["stacks"]]
+
+
+class Waits(NamedTuple):
+    """Where a stage's sampled wall time went, in seconds: its threads'
+    CPU time, their run delay (runnable, not running: the CPU went to
+    other threads or processes) and their sleep on the GIL; the rest
+    they were blocked (I/O, sleep, locks, other processes)."""
+
+    wall_s: float
+    cpu_s: float
+    delay_s: float
+    gil_s: float
+    delay_known: bool       #: run delays were measured (Linux)
+    gil_known: bool         #: GIL sleeps were measured (Linux)
+
+    @property
+    def blocked_s(self) -> float:
+        return max(self.wall_s - self.cpu_s - self.delay_s - self.gil_s, 0.0)
+
+
+def stage_waits(report: "Report", stage_path: str) -> Optional[Waits]:
+    """The Waits of the samples taken in a stage and its sub-stages (in
+    every process of a merged report); None for a run not sampled or a
+    stage never sampled."""
+    samples = report.samples
+    if samples is None:
+        return None
+    ids = {s.path: s.id for s in report.stages}
+    parents = [-1] * len(ids)
+    for s in report.stages:
+        parents[s.id] = ids[s.parent] if s.parent else -1
+    wanted = subtree(parents, ids[stage_path])
+    sums = [0, 0, 0, 0]
+    for _p, _tid, stage, _frames, _count, *figures in samples["stacks"]:
+        if stage in wanted:
+            for k, figure in enumerate(figures):
+                sums[k] += figure
+    if not sums[0]:
+        return None
+    wall, cpu, delay, gil = (x * _NS for x in sums)
+    return Waits(wall, cpu, delay, gil, "delay_ns" in samples,
+                 "gil_ns" in samples)
 
 
 def frame(report: "Report", i: int) -> CodeFrame:
@@ -142,7 +189,7 @@ def _rank(mine: List[List[Any]],
     own: Dict[Tuple[Any, ...], List[int]] = {}      # key: [wall, cpu]
     total: Dict[Tuple[Any, ...], int] = {}
     whole = 0
-    for _p, _tid, _stage, chain, _count, wall, cpu in mine:
+    for _p, _tid, _stage, chain, _count, wall, cpu, *_waits in mine:
         whole += wall
         keys = [tuple(frames[f]) for f in chain]
         for key in set(keys):

@@ -20,7 +20,8 @@ frames_list(const ap_sample_store *s)
     return frames;
 }
 
-/* [process, tid, stage, frames, count, wall_ns, cpu_ns] */
+/* [process, tid, stage, frames, count, wall_ns, cpu_ns, delay_ns,
+ * gil_ns] */
 static PyObject *
 stack_entry(const ap_sample_store *s, const ap_sample_stack *k)
 {
@@ -38,9 +39,19 @@ stack_entry(const ap_sample_store *s, const ap_sample_stack *k)
     if (frames == NULL) {
         return NULL;
     }
-    return Py_BuildValue("[iLLNLLL]", 0, (long long)k->tid,
+    return Py_BuildValue("[iLLNLLLLL]", 0, (long long)k->tid,
                          (long long)k->stage, frames, (long long)k->count,
-                         (long long)k->wall_ns, (long long)k->cpu_ns);
+                         (long long)k->wall_ns, (long long)k->cpu_ns,
+                         (long long)k->delay_ns, (long long)k->gil_ns);
+}
+
+static int
+add_count(PyObject *dict, const char *key, int64_t value)
+{
+    PyObject *v = PyLong_FromLongLong(value);
+    int r = v ? PyDict_SetItemString(dict, key, v) : -1;
+    Py_XDECREF(v);
+    return r;
 }
 
 static PyObject *
@@ -68,7 +79,7 @@ ap_sample_data(ap_sampler *self)
         Py_XDECREF(frames);
         return NULL;
     }
-    return Py_BuildValue(
+    PyObject *data = Py_BuildValue(
         "{sLsLsLsLsLsLsNsNsy#sy#sL}", "interval_ns",
         (long long)self->interval_ns, "rounds", (long long)self->rounds,
         "late", (long long)self->late, "unseen_ns",
@@ -80,4 +91,14 @@ ap_sample_data(ap_sampler *self)
         "timeline_stack", s->tick_stack ? (const char *)s->tick_stack : "",
         (Py_ssize_t)(s->nticks * (int64_t)sizeof(uint32_t)),
         "timeline_dropped", (long long)s->timeline_dropped);
+    /* the waits' totals only where they were measured */
+    if (data && (add_count(data, "unanswered",
+                           atomic_load(&self->unanswered)) < 0 ||
+                 (self->delay_known &&
+                  add_count(data, "delay_ns", self->delay_total) < 0) ||
+                 (self->gil_hi &&
+                  add_count(data, "gil_ns", self->gil_total) < 0))) {
+        Py_CLEAR(data);
+    }
+    return data;
 }

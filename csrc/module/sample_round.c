@@ -82,7 +82,13 @@ seen_of(ap_sampler *self, int64_t tid)
     }
     ap_path_map_put(&self->seen_index, high, low, self->nseen);
     ap_thread_seen *t = &self->seen[self->nseen++];
-    *t = (ap_thread_seen){tid, thread_cpu_ns(tid), NULL, -1, 0};
+    *t = (ap_thread_seen){tid, thread_cpu_ns(tid), NULL, -1, 0,
+                          {-1, -1}, -1, self->rounds, 0, 0};
+    if (self->nfiles < AP_WAIT_FILES_MAX) {
+        ap_wait_files_open(&t->files, tid);
+        self->nfiles += t->files.stat_fd >= 0 || t->files.call_fd >= 0;
+        t->delay_ns = ap_run_delay_ns(&t->files);
+    }
     return t;
 }
 
@@ -96,6 +102,10 @@ forget_ended(ap_sampler *self)
     for (uint32_t i = 0; i < self->nseen; i++) {
         if (self->seen[i].round == self->rounds) {
             self->seen[kept++] = self->seen[i];
+        } else {
+            ap_wait_files *files = &self->seen[i].files;
+            self->nfiles -= files->stat_fd >= 0 || files->call_fd >= 0;
+            ap_wait_files_close(files);
         }
     }
     if (kept == self->nseen || !self->seen_index_ok) {
@@ -218,6 +228,48 @@ stack_from(ap_sampler *self, PyFrameObject *f, uint32_t *ids)
     return n;
 }
 
+/* A thread that has not run is asked its run delay every this many
+ * rounds: the read would cost an idle server more than the rest of the
+ * round, and what it waited meanwhile is all at the stack it still has. */
+#define IDLE_DELAY_EVERY 4
+
+/* The run delay of a thread since it was last read, within the off-CPU
+ * time sampled since; 0 when unknown or not read this round. */
+static int64_t
+delay_since(ap_sampler *self, ap_thread_seen *seen, int64_t off_cpu,
+            int ran)
+{
+    seen->unread_ns += off_cpu;
+    if (!ran && self->rounds - seen->delay_round < IDLE_DELAY_EVERY) {
+        return 0;
+    }
+    int64_t now = ap_run_delay_ns(&seen->files);
+    int64_t delay = now >= 0 && seen->delay_ns >= 0 ? now - seen->delay_ns
+                                                    : 0;
+    int64_t room = seen->unread_ns;
+    seen->delay_ns = now;
+    seen->delay_round = self->rounds;
+    seen->unread_ns = 0;
+    self->delay_known |= now >= 0;
+    return delay < 0 ? 0 : delay < room ? delay : room;
+}
+
+/* Whether the thread sleeps on the GIL now. The thread taking the round
+ * holds it; one that has not run since the last round sleeps where it
+ * slept then. */
+static int
+on_gil(ap_sampler *self, ap_thread_seen *seen, thread_now *th, int ran)
+{
+    if (!self->gil_hi || th->thread_id == PyThread_get_thread_ident()) {
+        return 0;
+    }
+    if (ran) {
+        seen->on_gil = ap_sleeps_on(&seen->files, self->gil_lo,
+                                    self->gil_hi) == 1;
+    }
+    return seen->on_gil;
+}
+
 /* Samples thread th at t, standing for wall ns; takes its references. */
 static void
 sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
@@ -225,15 +277,25 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
 {
     ap_thread_seen *seen = th->tid > 0 ? seen_of(self, th->tid) : NULL;
     int64_t cpu = -1;
+    ap_sample_time time = {wall, 0, 0, 0};
     if (seen) {
         seen->round = self->rounds;
         int64_t now = thread_cpu_ns(th->tid);
         cpu = now >= 0 && seen->cpu_ns >= 0 ? now - seen->cpu_ns : -1;
         seen->cpu_ns = now;
+        time.cpu_ns = cpu < 0 ? 0 : cpu < wall ? cpu : wall;
+        time.delay_ns = delay_since(self, seen, wall - time.cpu_ns,
+                                    cpu != 0);
+        if (on_gil(self, seen, th, cpu != 0) &&
+            wall - time.cpu_ns > time.delay_ns) {
+            time.gil_ns = wall - time.cpu_ns - time.delay_ns;
+        }
+        self->delay_total += time.delay_ns;
+        self->gil_total += time.gil_ns;
         if (cpu == 0 && seen->top == (const void *)th->top &&
             seen->stack >= 0) {
             /* it has not run: same stack, same stage */
-            ap_sample_again(&self->store, t, (uint32_t)seen->stack, wall, 0);
+            ap_sample_again(&self->store, t, (uint32_t)seen->stack, &time);
             Py_DECREF(th->top);
             Py_XDECREF(th->context);
             return;
@@ -250,9 +312,8 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
         tid = (int64_t)th->thread_id;   /* 3.9/3.10, never recorded */
     }
     uint32_t n = stack_from(self, th->top, ids);
-    cpu = cpu < 0 ? 0 : cpu < wall ? cpu : wall;
     uint32_t stack;
-    if (n && ap_sample_add(&self->store, t, tid, stage, ids, n, wall, cpu,
+    if (n && ap_sample_add(&self->store, t, tid, stage, ids, n, &time,
                            &stack) == AP_OK && seen) {
         seen->stack = stack;
     }

@@ -172,12 +172,14 @@ tick_room(ap_sample_store *s)
 
 void
 ap_sample_again(ap_sample_store *s, int64_t t_ns, uint32_t stack,
-                int64_t wall_ns, int64_t cpu_ns)
+                const ap_sample_time *time)
 {
     ap_sample_stack *k = &s->stacks[stack];
     k->count++;
-    k->wall_ns += wall_ns;
-    k->cpu_ns += cpu_ns;
+    k->wall_ns += time->wall_ns;
+    k->cpu_ns += time->cpu_ns;
+    k->delay_ns += time->delay_ns;
+    k->gil_ns += time->gil_ns;
     if (tick_room(s)) {
         s->tick_t[s->nticks] = t_ns;
         s->tick_stack[s->nticks++] = stack;
@@ -188,8 +190,8 @@ ap_sample_again(ap_sample_store *s, int64_t t_ns, uint32_t stack,
 
 ap_status
 ap_sample_add(ap_sample_store *s, int64_t t_ns, int64_t tid, int64_t stage,
-              const uint32_t *frames, uint32_t n, int64_t wall_ns,
-              int64_t cpu_ns, uint32_t *stack)
+              const uint32_t *frames, uint32_t n, const ap_sample_time *time,
+              uint32_t *stack)
 {
     uint32_t node = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -203,7 +205,7 @@ ap_sample_add(ap_sample_store *s, int64_t t_ns, int64_t tid, int64_t stage,
         s->lost++;
         return AP_ERR_NOMEM;
     }
-    ap_sample_again(s, t_ns, *stack, wall_ns, cpu_ns);
+    ap_sample_again(s, t_ns, *stack, time);
     return AP_OK;
 }
 

@@ -27,6 +27,8 @@ typedef struct {
     int64_t stage;     /* report stage, -1 for none */
     uint32_t leaf;     /* innermost frame's node */
     int64_t count, wall_ns, cpu_ns;
+    int64_t delay_ns;  /* runnable, not running: the CPU went to others */
+    int64_t gil_ns;    /* asleep on the GIL */
 } ap_sample_stack;
 
 typedef struct {
@@ -66,17 +68,22 @@ int ap_sample_frame_find(const ap_sample_store *s, const void *code,
 ap_status ap_sample_frame_add(ap_sample_store *s, const void *code,
                               const void *entry, uint32_t *id);
 
+/* What one sample stands for: wall, CPU time, run delay and GIL wait. */
+typedef struct {
+    int64_t wall_ns, cpu_ns, delay_ns, gil_ns;
+} ap_sample_time;
+
 /* Records one sample: thread tid in stage, its frame ids outermost
- * first (n > 0), standing for wall_ns of wall and cpu_ns of CPU time;
+ * first (n > 0), standing for the times in *time;
  * *stack is its aggregate, for ap_sample_again. AP_ERR_NOMEM (or a bound
  * reached): counted in lost. */
 ap_status ap_sample_add(ap_sample_store *s, int64_t t_ns, int64_t tid,
                         int64_t stage, const uint32_t *frames, uint32_t n,
-                        int64_t wall_ns, int64_t cpu_ns, uint32_t *stack);
+                        const ap_sample_time *time, uint32_t *stack);
 
 /* Records one more sample of an aggregate ap_sample_add gave. */
 void ap_sample_again(ap_sample_store *s, int64_t t_ns, uint32_t stack,
-                     int64_t wall_ns, int64_t cpu_ns);
+                     const ap_sample_time *time);
 
 /* The frame ids of stack k's frames, outermost first, into out (room for
  * depth): its depth. */

@@ -30,6 +30,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
 static void
 box_release(ap_mailbox *box)
@@ -119,6 +122,9 @@ ticker_main(void *arg)
         }
         /* a round still wanted is replaced: one sample a tick */
         uint64_t unanswered = atomic_exchange(&self->want, ++round);
+        if (unanswered) {
+            atomic_fetch_add(&self->unanswered, 1);
+        }
         ask_main_thread(self->box);
         if (unanswered || atomic_load(&self->main_idle)) {
             pthread_mutex_lock(&self->lock);
@@ -150,6 +156,9 @@ static void *
 taker_main(void *arg)
 {
     ap_sampler *self = arg;
+#ifdef __linux__
+    atomic_store(&self->taker_tid, (int64_t)syscall(SYS_gettid));
+#endif
     PyGILState_STATE gil = PyGILState_Ensure();
     PyThreadState *saved = PyEval_SaveThread();
     while (!wait_for_word(self)) {
@@ -162,6 +171,47 @@ taker_main(void *arg)
     PyEval_RestoreThread(saved);
     PyGILState_Release(gil);
     return NULL;
+}
+
+/* Where the GIL's condition variable and mutex lie, [lo, hi): the taker
+ * asks for the GIL as it starts, while start() holds it, and sleeps in a
+ * futex on the condition variable, the mutex next to it. The address is
+ * taken once it holds for two reads; the process keeps it (a forked child
+ * has the same). 0, 0 when not found within GIL_SEEK_NS. */
+#define GIL_SEEK_NS 50000000
+#define GIL_SPAN 64   /* the condition variable and mutex about it */
+
+static void
+find_gil(ap_sampler *self)
+{
+    static PyInterpreterState *known_interp;
+    static uintptr_t known_lo, known_hi;
+    PyInterpreterState *interp =
+        PyThreadState_GetInterpreter(PyThreadState_Get());
+    if (known_interp != interp) {
+        uintptr_t last = 0, addr;
+        int64_t until = ap_now_ns() + GIL_SEEK_NS;
+        known_lo = known_hi = 0;
+        while (ap_now_ns() < until) {
+            int64_t tid = atomic_load(&self->taker_tid);
+            int found = tid > 0 ? ap_futex_of(tid, &addr) : 0;
+            if (found < 0) {
+                break;      /* no such file here: nothing to wait for */
+            }
+            if (found) {
+                if (addr == last) {
+                    known_lo = addr - GIL_SPAN;
+                    known_hi = addr + GIL_SPAN;
+                    break;
+                }
+                last = addr;
+            }
+            nanosleep(&(struct timespec){0, 200000}, NULL);
+        }
+        known_interp = interp;
+    }
+    self->gil_lo = known_lo;
+    self->gil_hi = known_hi;
 }
 
 static int
@@ -247,6 +297,7 @@ sampler_start(ap_sampler *self, PyObject *unused)
     self->pid = getpid();
     err = ap_quiet_thread(&self->taker, taker_main, self);
     if (!err) {
+        find_gil(self);
         err = ap_quiet_thread(&self->ticker, ticker_main, self);
         if (err) {
             pthread_mutex_lock(&self->lock);
@@ -308,11 +359,25 @@ end_threads(ap_sampler *self)
     Py_DECREF(self);
 }
 
+/* The threads' /proc files, closed once no round can come: a stopped
+ * sampler kept by its report holds no file descriptor. */
+static void
+close_wait_files(ap_sampler *self)
+{
+    for (uint32_t i = 0; i < self->nseen; i++) {
+        ap_wait_files_close(&self->seen[i].files);
+    }
+    self->nfiles = 0;
+}
+
 static PyObject *
 sampler_stop(ap_sampler *self, PyObject *unused)
 {
     (void)unused;
     end_threads(self);
+    if (self->state == 2) {
+        close_wait_files(self);
+    }
     Py_RETURN_NONE;
 }
 
@@ -337,6 +402,7 @@ sampler_dealloc(ap_sampler *self)
         Py_DECREF((PyObject *)self->store.entries[i]);
     }
     ap_sample_store_free(&self->store);
+    close_wait_files(self);
     PyMem_RawFree(self->seen);
     ap_path_map_free(&self->seen_index);
     PyMem_RawFree(self->threads);

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "sample_store.h"
+#include "thread_wait.h"
 
 /* Frames kept per sample, innermost first: deeper stacks lose their
  * outermost frames (a runaway recursion costs no more than this). */
@@ -28,6 +29,11 @@ typedef struct {
     const void *top;        /* its innermost frame then (identity only) */
     int64_t stack;          /* the aggregate it was filed in, -1: none */
     int64_t round;          /* the last round that saw it */
+    ap_wait_files files;    /* its /proc files, -1 when not open */
+    int64_t delay_ns;       /* its run delay when last read, -1 unknown */
+    int64_t delay_round;    /* the round that read it */
+    int64_t unread_ns;      /* off-CPU time sampled since */
+    int on_gil;             /* it slept on the GIL then */
 } ap_thread_seen;
 
 struct ap_sampler;
@@ -58,6 +64,8 @@ typedef struct ap_sampler {
     _Atomic int64_t unseen_ns;   /* time the sampler thread was kept off
                                   * the CPU past its ticks, not charged */
     _Atomic int64_t round_ns;    /* what the last round took */
+    _Atomic int64_t unanswered;  /* ticks that found the last round not
+                                  * yet taken (the GIL busy): replaced */
     _Atomic int64_t held_sum_ns; /* what all rounds took, for the ticker */
     int64_t interval_ns;
     ap_sample_store store;
@@ -77,6 +85,12 @@ typedef struct ap_sampler {
     int64_t held_ns;         /* what all rounds took */
     ap_thread_seen *seen;    /* each thread at its last sample */
     uint32_t nseen, seen_cap;
+    uint32_t nfiles;         /* seen threads with their files open */
+    /* the GIL's condition variable and mutex, [lo, hi); 0, 0 unknown */
+    uintptr_t gil_lo, gil_hi;
+    _Atomic int64_t taker_tid;   /* set by the taker as it starts */
+    int64_t delay_total, gil_total;  /* what the samples stand for */
+    int delay_known;         /* some thread's run delay could be read */
     ap_path_map seen_index;  /* native id (high, low) -> its seen entry */
     int seen_index_ok;       /* the index could be made */
     void *threads;           /* a round's threads (sample_round.c) */

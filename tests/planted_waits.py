@@ -1,0 +1,91 @@
+"""Planted waits, each in a process of its own: a stage starved of CPU
+by busy processes pinned to its core, stages blocked on a sleep and a
+pipe, and eight threads fighting for the GIL. Prints, as JSON, each
+diagnosed stage's class and the shares of its sampled time.
+
+    python planted_waits.py starved|blocked|gil
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import aquaprof as ap
+from aquaprof.analysis.samples import stage_waits
+
+HOG = "while True: pass"
+
+
+def spin_cpu(seconds):
+    """Computes until this thread has used `seconds` of CPU."""
+    end = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < end:
+        for i in range(2000):
+            x += i * i
+
+
+def starved():
+    # the sampler's threads start unpinned; only this thread and the hogs
+    # share one CPU
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)]
+    try:
+        for hog in hogs:
+            os.sched_setaffinity(hog.pid, {cpu})
+        time.sleep(0.2)         # the hogs running
+        with ap.stage("compute"):
+            spin_cpu(0.3)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def blocked():
+    with ap.stage("sleep"):
+        time.sleep(0.4)
+    read, write = os.pipe()
+    writer = threading.Timer(0.4, os.write, (write, b"x"))
+    writer.start()
+    with ap.stage("pipe read"):
+        os.read(read, 1)
+    writer.join()
+    os.close(read)
+    os.close(write)
+
+
+def gil():
+    def work():
+        for _ in range(3):
+            with ap.stage("py_work"):
+                spin_cpu(0.05)
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def main(case):
+    with ap.Profiler(sample=0.002) as prof:
+        {"starved": starved, "blocked": blocked, "gil": gil}[case]()
+    rep = prof.report()
+    found = {}
+    for f in rep.diagnose(top=5):
+        waits = stage_waits(rep, f.path)
+        found[f.path] = {
+            "kind": f.kind, "host": f.host, "evidence": f.evidence,
+            "cpu": waits.cpu_s / waits.wall_s if waits else None,
+            "delay": waits.delay_s / waits.wall_s if waits else None,
+            "gil": waits.gil_s / waits.wall_s if waits else None,
+            "measured": [waits.delay_known, waits.gil_known] if waits
+            else None}
+    print(json.dumps(found))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
