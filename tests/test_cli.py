@@ -251,15 +251,16 @@ def test_ctrl_c_keeps_prints_and_saves_the_profile(tmp_path):
     assert (tmp_path / "out" / "server.trace.json").exists()
 
 
-@pytest.mark.parametrize("ending, code, stderr", [
-    ("sys.exit(7)", 7, ""),
-    ("sys.exit()", 0, ""),
-    ("sys.exit('bye now')", 1, "bye now\n"),
-    ("raise KeyboardInterrupt", 130, "KeyboardInterrupt\n"),
-    ("raise ValueError('boom')", 1, "ValueError: boom\n"),
+@pytest.mark.parametrize("ending, code, stderr, cause", [
+    ("sys.exit(7)", 7, "", "sys.exit(7)"),
+    ("sys.exit()", 0, "", None),
+    ("sys.exit('bye now')", 1, "bye now\n", "sys.exit with a message"),
+    ("raise KeyboardInterrupt", 130, "KeyboardInterrupt\n",
+     "KeyboardInterrupt"),
+    ("raise ValueError('boom')", 1, "ValueError: boom\n", "ValueError"),
 ])
 def test_run_exits_with_the_scripts_code_and_keeps_its_profile(
-        tmp_path, ending, code, stderr):
+        tmp_path, ending, code, stderr, cause):
     script = tmp_path / "job.py"
     script.write_text(SCRIPT.format(ending=ending))
     out = cli("run", script, cwd=tmp_path)
@@ -269,8 +270,22 @@ def test_run_exits_with_the_scripts_code_and_keeps_its_profile(
         assert out.stderr.startswith("Traceback (most recent call last):\n"
                                      f'  File "{script}"')
         assert "cli.py" not in out.stderr and "runpy" not in out.stderr
-    rep = ap.Report.load(tmp_path / "job.aquaprof.json")
+    saved = tmp_path / "job.aquaprof.json"
+    rep = ap.Report.load(saved)
     assert rep["run job.py/work"].count == 1
+    # a failed run's report says so: printed, and in the file, whose
+    # stage 'run job.py' counts as raised, as `aquaprof show` tells
+    failed = f"job.py failed ({cause}, exit status {code})"
+    shown = cli("show", saved).stdout
+    if cause is None:
+        assert rep["run job.py"].raised == 0
+        assert "failed" not in out.stdout and "raised" not in shown
+        return
+    assert rep["run job.py"].raised == 1
+    assert f"aquaprof: {failed}: the profile below" in out.stdout
+    assert f"job.aquaprof.json (of a failed run: {failed})\n" in out.stdout
+    assert "! run job.py: 1 of 1 call raised" in out.stdout
+    assert "! run job.py: 1 of 1 call raised" in shown
 
 
 def test_history_of_a_missing_file_is_an_error_not_a_new_file(tmp_path):

@@ -47,7 +47,8 @@ def test_run_prints_the_call_tree_of_a_script_without_stages(tmp_path):
     proc = run("run", script, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     tree = proc.stdout.split("call tree of 'run nostage.py'")[1]
-    lines = tree.splitlines()[2:]
+    assert "[N frames hidden]" in tree.splitlines()[1]
+    lines = tree.splitlines()[3:]
     # the script's own frames, outermost first (its module's, or main's
     # when every sample fell in main), aquaprof's and runpy's not
     assert "(nostage.py:1)" in lines[0] or "(nostage.py:14)" in lines[0]
@@ -75,3 +76,51 @@ def test_run_refuses_a_bad_sampling_interval(tmp_path):
         proc = run("run", "--sample", bad, script, cwd=tmp_path)
         assert proc.returncode == 2
         assert "sampling interval" in proc.stderr
+
+
+HELPERS = """
+import time
+
+def warm_up():
+    end = time.thread_time() + 0.3
+    while time.thread_time() < end:
+        pass
+
+warm_up()                  # work done while the script imports this
+"""
+
+IMPORTER = """
+import json
+import helpers
+
+def dump():
+    data = [{"row": i, "name": str(i) * 5} for i in range(20000)]
+    for _ in range(6):
+        json.dumps(data)
+
+dump()
+"""
+
+
+def test_run_folds_the_import_machinery_into_the_line_that_imported(
+        tmp_path):
+    """A module of the script's own folder, imported: the import
+    machinery between folds into one hidden line under the script's
+    module, the imported module's frames stay; the standard library's
+    json keeps the function called and its innermost frame."""
+    (tmp_path / "helpers.py").write_text(HELPERS)
+    (tmp_path / "importer.py").write_text(IMPORTER)
+    proc = run("run", "importer.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    tree = proc.stdout.split("call tree of 'run importer.py'")[1]
+    lines = tree.split("\nreport: ")[0].splitlines()[3:]
+    assert "<module> (importer.py:1)" in lines[0]
+    hidden = next(i for i, line in enumerate(lines) if "hidden]" in line)
+    assert lines[hidden].endswith("importlib")
+    assert "<module> (helpers.py:1)" in lines[hidden + 1]
+    assert "warm_up (helpers.py:4)" in lines[hidden + 2]
+    assert any("dumps (__init__.py" in line for line in lines), tree
+    assert "frozen" not in tree and "_find_and_load" not in tree
+    every = run("run", "--show-all", "importer.py", cwd=tmp_path).stdout
+    assert "_find_and_load (<frozen importlib._bootstrap>" in every
+    assert "hidden]" not in every

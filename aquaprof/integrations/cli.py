@@ -32,7 +32,8 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator, List, NoReturn, Optional, Sequence
+from typing import (Any, Iterator, List, NamedTuple, NoReturn, Optional,
+                    Sequence)
 
 from .._version import __version__
 from .._units import fmt_time, printable
@@ -116,21 +117,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--html {args.html!r}: folder "
                         f"{str(page.parent)!r} does not exist")
     sys.argv = [str(script)] + list(args.args)
-    sys.path.insert(0, str(script.resolve().parent))
+    folder = script.resolve().parent
+    sys.path.insert(0, str(folder))
     # a file name of undecodable bytes holds lone surrogates, which no
     # stage name may
     run_stage = f"run {printable(script.name)}"
     try:
         with Profiler(sample=None if args.no_sample else args.sample) \
                 as prof:
-            with stage(run_stage):
-                code = _run_script(script)
+            try:
+                with stage(run_stage):
+                    ending = _run_script(script)
+                    if ending.code:
+                        # the report keeps it: the stage counts as raised
+                        raise _ScriptFailed
+            except _ScriptFailed:
+                pass
             # outside the stage: its time and call tree are the script's
             left = _wait_for_threads()
     except _NotStarted:
         return 1                # as `python script.py` after a SyntaxError
-    if left is not None:
-        code = 130
+    code = ending.code if left is None else 130
     try:
         # saved before anything is printed: a reader that leaves early
         # (`| head`) still gets the files
@@ -145,11 +152,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _error("interrupted while saving the report", 130)
     # only now: the script's own prints keep Python's encoding errors
     _escape_unencodable(sys.stdout)
+    failed = _failure(script, ending)
     try:
+        if failed:
+            print(f"aquaprof: {failed}: the profile below covers the run "
+                  f"up to there")
         print(report)
-        _print_call_tree(report, run_stage, str(script))
+        _print_call_tree(report, run_stage, str(script),
+                         user_roots=[str(folder), str(here)],
+                         show_all=args.show_all)
         given = args.out or args.script
-        print(f"\nreport: {_shown(saved, given, here)}\n"
+        print(f"\nreport: {_shown(saved, given, here)}"
+              f"{f' (of a failed run: {failed})' if failed else ''}\n"
               f"trace:  {_shown(trace, given, here)} (open in "
               f"ui.perfetto.dev)")
         if page is not None:
@@ -271,42 +285,77 @@ def _escape_unencodable(stream: Any) -> None:
         pass
 
 
-def _print_call_tree(report: Any, run_stage: str, script: str) -> None:
-    """The script's sampled call tree, from its own first frame down."""
+#: lines of the call tree run prints, at most, unless --show-all: with
+#: the report above it, a training script's output fits 60 lines
+TREE_LINES = 30
+
+
+def _print_call_tree(report: Any, run_stage: str, script: str,
+                     user_roots: Sequence[str], show_all: bool) -> None:
+    """The script's sampled call tree, from its own first frame down;
+    library and import frames folded unless show_all."""
     from ..views.calltree import call_tree
     sampling = report.sampling
     if run_stage not in report or sampling is None:
         return
-    lines = call_tree(report, run_stage, start_file=script)
+    lines = call_tree(report, run_stage, start_file=script,
+                      fold=not show_all, user_roots=user_roots,
+                      max_lines=None if show_all else TREE_LINES)
     if lines:
         print(f"\ncall tree of {run_stage!r}: share of its sampled time "
               f"with and without callees (sampled every "
               f"{sampling.interval * 1e3:g} ms)")
+        if not show_all:
+            print("library and import frames folded into [N frames "
+                  "hidden] lines; --show-all shows every frame")
         print("\n".join(lines))
 
 
-def _run_script(script: Path) -> int:
-    """Runs script as __main__ and returns the exit code Python would
-    give it: the SystemExit code, 1 after an exception, 130 after Ctrl-C,
-    with the traceback Python would print, aquaprof's frames left out.
-    The caller then keeps the profile, unless the script never started
-    (it does not compile): _NotStarted, its error printed."""
+class _Ending(NamedTuple):
+    """How the script ended: the exit code Python would give it, and
+    what ended it when that is not 0 (an exception's type, sys.exit)."""
+
+    code: int
+    cause: str = ""
+
+
+class _ScriptFailed(Exception):
+    """Raised through the stage 'run SCRIPT' when the script failed, so
+    that the report counts that stage as raised, then caught: the exit
+    code stays the script's."""
+
+
+def _failure(script: Path, ending: _Ending) -> str:
+    """'job.py failed (ValueError, exit status 1)'; "" when it did not."""
+    if not ending.code:
+        return ""
+    return (f"{printable(script.name)} failed ({ending.cause}, exit "
+            f"status {ending.code})")
+
+
+def _run_script(script: Path) -> _Ending:
+    """Runs script as __main__ and returns how it ended, with the exit
+    code Python would give it: the SystemExit code, 1 after an
+    exception, 130 after Ctrl-C, with the traceback Python would print,
+    aquaprof's frames left out. The caller then keeps the profile,
+    unless the script never started (it does not compile): _NotStarted,
+    its error printed."""
     try:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as e:
         if e.code is None or isinstance(e.code, int):
-            return e.code or 0
+            return _Ending(e.code or 0, f"sys.exit({e.code})")
         print(e.code, file=sys.stderr)     # sys.exit("message")
-        return 1
+        return _Ending(1, "sys.exit with a message")
     except BaseException as e:             # noqa: BLE001 -- the script's
         own = _script_traceback(e)
         _print_script_error(e, own)
         if isinstance(e, KeyboardInterrupt):
-            return 130
+            return _Ending(130, "KeyboardInterrupt")
         if own is None:
             raise _NotStarted from None
-        return 1
-    return 0
+        return _Ending(1, printable(type(e).__name__))
+    return _Ending(0)
 
 
 _RUN_CODE = getattr(getattr(runpy, "_run_code", None), "__code__", None)
@@ -667,6 +716,11 @@ def parser() -> argparse.ArgumentParser:
                      "the call stacks (default 0.001)")
     run.add_argument("--no-sample", action="store_true",
                      help="record stages only, no call stacks")
+    run.add_argument("--show-all", action="store_true",
+                     help="print the whole call tree: every library and "
+                     "import frame, however long (default: those folded "
+                     "into [N frames hidden] lines, the tree in at most "
+                     f"{TREE_LINES} lines)")
     run.add_argument("--html", metavar="PAGE",
                      help="also write the report as an HTML page here "
                      "(a folder: SCRIPT.html in it)")
