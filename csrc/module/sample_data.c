@@ -96,7 +96,7 @@ ap_sample_data(ap_sampler *self)
                            atomic_load(&self->unanswered)) < 0 ||
                  (self->delay_known &&
                   add_count(data, "delay_ns", self->delay_total) < 0) ||
-                 (self->gil_hi &&
+                 (self->gil_known &&
                   add_count(data, "gil_ns", self->gil_total) < 0))) {
         Py_CLEAR(data);
     }

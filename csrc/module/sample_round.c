@@ -83,7 +83,7 @@ seen_of(ap_sampler *self, int64_t tid)
     ap_path_map_put(&self->seen_index, high, low, self->nseen);
     ap_thread_seen *t = &self->seen[self->nseen++];
     *t = (ap_thread_seen){tid, thread_cpu_ns(tid), NULL, -1, 0,
-                          {-1, -1}, -1, self->rounds, 0, 0};
+                          {-1, -1}, -1, self->rounds, 0, -1};
     if (self->nfiles < AP_WAIT_FILES_MAX) {
         ap_wait_files_open(&t->files, tid);
         self->nfiles += t->files.stat_fd >= 0 || t->files.call_fd >= 0;
@@ -256,18 +256,19 @@ delay_since(ap_sampler *self, ap_thread_seen *seen, int64_t off_cpu,
 
 /* Whether the thread sleeps on the GIL now. The thread taking the round
  * holds it; one that has not run since the last round sleeps where it
- * slept then. */
+ * slept then, once known. */
 static int
 on_gil(ap_sampler *self, ap_thread_seen *seen, thread_now *th, int ran)
 {
     if (!self->gil_hi || th->thread_id == PyThread_get_thread_ident()) {
         return 0;
     }
-    if (ran) {
-        seen->on_gil = ap_sleeps_on(&seen->files, self->gil_lo,
-                                    self->gil_hi) == 1;
+    if (ran || seen->on_gil < 0) {
+        int sleeps = ap_sleeps_on(&seen->files, self->gil_lo, self->gil_hi);
+        seen->on_gil = sleeps;
+        self->gil_known |= sleeps >= 0;
     }
-    return seen->on_gil;
+    return seen->on_gil == 1;
 }
 
 /* Samples thread th at t, standing for wall ns; takes its references. */

@@ -33,7 +33,7 @@ typedef struct {
     int64_t delay_ns;       /* its run delay when last read, -1 unknown */
     int64_t delay_round;    /* the round that read it */
     int64_t unread_ns;      /* off-CPU time sampled since */
-    int on_gil;             /* it slept on the GIL then */
+    int on_gil;             /* it slept on the GIL then: 1, 0, -1 unknown */
 } ap_thread_seen;
 
 struct ap_sampler;
@@ -91,6 +91,7 @@ typedef struct ap_sampler {
     _Atomic int64_t taker_tid;   /* set by the taker as it starts */
     int64_t delay_total, gil_total;  /* what the samples stand for */
     int delay_known;         /* some thread's run delay could be read */
+    int gil_known;           /* and where some thread slept */
     ap_path_map seen_index;  /* native id (high, low) -> its seen entry */
     int seen_index_ok;       /* the index could be made */
     void *threads;           /* a round's threads (sample_round.c) */
