@@ -73,6 +73,13 @@ tests/kernels/test_sampling: tests/kernels/test_sampling.c $(SAMPLING_SOURCES) $
 	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_sampling.c \
 	  $(SAMPLING_SOURCES) -lm -o $@
 
+# the GPU's sample maths as nvcc builds it: products and sums fused where
+# the host has FMA as the device does
+HOST_FMA = $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
+tests/kernels/test_gpu_sample: tests/kernels/test_gpu_sample.c $(SAMPLING_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) -Icsrc/kernels \
+	  tests/kernels/test_gpu_sample.c $(SAMPLING_SOURCES) -lm -o $@
+
 WINDOW_SOURCES = csrc/kernels/window_costs.c csrc/kernels/aquamvs_filters.c \
 	csrc/kernels/wide_lanes.c
 tests/kernels/test_window_sums: tests/kernels/test_window_sums.c $(WINDOW_SOURCES) $(KERNEL_TEST_HEADERS)
@@ -84,9 +91,11 @@ tests/kernels/test_workers: tests/kernels/test_workers.c csrc/kernels/workers.c 
 	  csrc/kernels/workers.c -o $@
 
 test-kernels: tests/kernels/test_crossing tests/kernels/test_sampling \
-	tests/kernels/test_window_sums tests/kernels/test_workers
+	tests/kernels/test_gpu_sample tests/kernels/test_window_sums \
+	tests/kernels/test_workers
 	./tests/kernels/test_crossing
 	./tests/kernels/test_sampling
+	./tests/kernels/test_gpu_sample
 	./tests/kernels/test_window_sums
 	./tests/kernels/test_workers
 
@@ -181,4 +190,4 @@ gpu-check:
 clean:
 	rm -rf build dist $(VENV) .venv-pythons tests/core/test_core tests/core/test_core_*san \
 	  tests/kernels/test_crossing tests/kernels/test_sampling \
-	  tests/kernels/test_window_sums aquaprof/_*.so gpu-check-out
+	  tests/kernels/test_gpu_sample tests/kernels/test_window_sums aquaprof/_*.so gpu-check-out

@@ -18,6 +18,7 @@
 #include "cost_math.h"
 #include "cuda_sweep.h"
 #include "extract_math.h"
+#include "gpu_sample.h"
 #include "warp_walk.h"
 
 #define NQ 6
@@ -52,6 +53,22 @@ warp_sample(const double *rays, size_t n, size_t i, const ap_camera *cam,
         x[k] = rays[k * n + i] + depth * rays[(3 + k) * n + i];
     }
     if (!(x[0] == x[0]) || !ap_project_fast(cam, x, &u, &v)) {
+        return NAN;
+    }
+    return ap_bilinear(img, h, w, u, v);
+}
+
+/* The cost kernel's sample: src seen through its frame from the point
+ * of ray i at depth (gpu_sample.h); NaN where it is not seen. */
+static __device__ float
+frame_sample(const double *rays, size_t n, size_t i, const ap_gpu_frame *f,
+             double depth, const float *img, int h, int w)
+{
+    double x[3], u, v;
+    for (int k = 0; k < 3; k++) {
+        x[k] = rays[k * n + i] + depth * rays[(3 + k) * n + i];
+    }
+    if (!(x[0] == x[0]) || !ap_gpu_uv(f, x, &u, &v)) {
         return NAN;
     }
     return ap_bilinear(img, h, w, u, v);
@@ -122,17 +139,31 @@ cost_tiles(const ap_cuda_sweep &p)
     const int box = p.cost != AP_COST_SSIM;
     const double full = box ? (double)(2 * r + 1) * (2 * r + 1) : 1.0;
 
+    /* count: trips=spread((AP_GPU_TILE_X + 2 * radius) *
+     * (AP_GPU_TILE_Y + 2 * radius), 512); step=512; part=sums */
     for (int i = tid; i < tile; i += threads) {
         int x = x0 + i % tw, y = y0 + i / tw;
         int inside = x >= 0 && y >= 0 && x < p.w && y < p.h;
         ref_tile[i] = inside ? ref[(size_t)y * p.w + x] : 0.0f;
     }
+    /* the views' cameras prepared once a block */
+    __shared__ ap_gpu_frame frames[FROM_PLANES ? 1 : AP_GPU_VIEWS];
+    if (!FROM_PLANES && tid < p.views) {
+        /* count: share=32 / (AP_GPU_TILE_X * AP_GPU_TILE_Y) */
+        ap_gpu_frame_init(&frames[tid], &p.cams[tid]);
+    }
+    if (!FROM_PLANES) {
+        __syncthreads();
+    }
     double total = 0.0;
+    /* count: trips=views; part=sums */
     for (int v = 0; v < p.views; v++) {
         const float *img = (const float *)p.srcs + (size_t)v * n;
         const float *warped = (const float *)p.warped +
                               ((size_t)(plane - p.warp_first) * p.views +
                                v) * n;
+        /* count: trips=spread((AP_GPU_TILE_X + 2 * radius) *
+         * (AP_GPU_TILE_Y + 2 * radius), 512); step=512; part=warp */
         for (int i = tid; i < tile; i += threads) {
             int x = x0 + i % tw, y = y0 + i / tw;
             int inside = x >= 0 && y >= 0 && x < p.w && y < p.h;
@@ -140,16 +171,19 @@ cost_tiles(const ap_cuda_sweep &p)
                 src_tile[i] = inside ? warped[(size_t)y * p.w + x] : NAN;
             } else {
                 src_tile[i] = inside
-                    ? warp_sample(rays, n, (size_t)y * p.w + x, &p.cams[v],
-                                  depth, img, p.h, p.w)
+                    ? frame_sample(rays, n, (size_t)y * p.w + x,
+                                   &frames[v], depth, img, p.h, p.w)
                     : NAN;   /* outside the image: not seen */
             }
         }
         __syncthreads();
         /* column sums over the window's rows, for every tile column */
+        /* count: trips=spread(AP_GPU_TILE_Y * (AP_GPU_TILE_X + 2 * radius),
+         * 512); step=512; part=sums */
         for (int i = tid; i < AP_GPU_TILE_Y * tw; i += threads) {
             int cy = i / tw, cx = i % tw;
             double q[NQ] = {0, 0, 0, 0, 0, 0};
+            /* count: trips=window */
             for (int k = 0; k <= 2 * r; k++) {
                 float s = src_tile[(cy + k) * tw + cx];
                 double g = box ? 1.0 : p.gauss[k];
@@ -171,6 +205,7 @@ cost_tiles(const ap_cuda_sweep &p)
         __syncthreads();
         /* this thread's pixel: the row sums of its window's columns */
         double q[NQ] = {0, 0, 0, 0, 0, 0};
+        /* count: trips=window */
         for (int j = 0; j <= 2 * r; j++) {
             double g = box ? 1.0 : p.gauss[j];
             for (int k = 0; k < NQ; k++) {
@@ -196,6 +231,7 @@ extern "C" __global__ void
 __launch_bounds__(AP_GPU_TILE_X * AP_GPU_TILE_Y, AP_GPU_COST_BLOCKS)
 ap_cost_kernel(ap_cuda_sweep p)
 {
+    /* count: kernel=ap_cost_kernel; per=views */
     cost_tiles<false>(p);
 }
 

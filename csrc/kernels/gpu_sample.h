@@ -1,0 +1,194 @@
+/* A source camera's projection as the GPU cost kernel computes it, in
+ * float64 and without a square root or an IEEE division on its path: the
+ * pinhole folded into one 3x4 matrix and the interface frame, as the
+ * CPU's projector prepares them (projector.c), Snell's law in its share
+ * form (ap_snell_step_share's g, which needs the squared horizontal
+ * distance alone), and one reciprocal for u and v. Shared with the host
+ * so that tests/kernels/test_gpu_sample.c holds it against the CPU path
+ * where there is no GPU. */
+#ifndef AP_GPU_SAMPLE_H
+#define AP_GPU_SAMPLE_H
+
+#include <math.h>
+
+#include "camera.h"
+#include "camera_math.h"
+#include "host_device.h"
+
+/* Share steps from the paraxial guess: six settle every ray under 60
+ * degrees from the vertical in air (n_air 1 to 1.1, n_water 1.2 to 1.6,
+ * points 1e-3 to 100 camera heights deep), in microns, metres or
+ * kilometres alike, where five leave 24 in a million unsettled
+ * (tests/kernels/test_gpu_sample.c); the last must move the share by at
+ * most AP_SHARE_SETTLED, else the crossing is found as ap_crossing_fast
+ * finds it. A fixed count, so that a warp's threads step together. */
+#define AP_GPU_SHARE_STEPS 6
+
+/* A camera prepared for projecting, as ap_projector holds it: a pinhole's
+ * homogeneous pixel P [x; 1] and camera depth depth . [x; 1]; a
+ * refractive camera's depth below the surface below[3] - below . x, its
+ * horizontal offset (e1, e2) . x + (e1[3], e2[3]) from the foot, and the
+ * homogeneous pixel A[:, 0] + qx A[:, 1] + qy A[:, 2] and camera depth
+ * Z . (1, qx, qy) of the interface point foot + qx e1 + qy e2; and Snell's
+ * law squared's constants: k2 = na^2 - nw^2, a2 = na^2, b = (nw hc)^2. */
+typedef struct {
+    int refractive;
+    double P[12], depth[4];
+    double below[4], e1[4], e2[4], A[9], Z[3];
+    double hc, na, nw, k2, a2, b;
+} ap_gpu_frame;
+
+static inline AP_HD double
+ap_gpu_row(const double *row, const double *x, double w)
+{
+    return ap_dot3(row, x) + w * row[3];
+}
+
+/* cam's frame, by projector.c's arithmetic (once a block: its cost is
+ * not the sample's) */
+static inline AP_HD void
+ap_gpu_frame_init(ap_gpu_frame *f, const ap_camera *cam)
+{
+    for (int i = 0; i < 3; i++) {       /* P = K [R | t] */
+        for (int j = 0; j < 3; j++) {
+            f->P[4 * i + j] = cam->K[3 * i] * cam->R[j] +
+                              cam->K[3 * i + 1] * cam->R[3 + j] +
+                              cam->K[3 * i + 2] * cam->R[6 + j];
+        }
+        f->P[4 * i + 3] = ap_dot3(cam->K + 3 * i, cam->t);
+        f->depth[i] = cam->R[6 + i];
+    }
+    f->depth[3] = cam->t[2];
+    f->refractive = cam->refractive;
+    if (!cam->refractive) {
+        return;
+    }
+    const double *n = cam->normal;
+    /* e1: the world axis least aligned with n, made orthogonal to it */
+    int k = fabs(n[0]) <= fabs(n[1]) ? (fabs(n[0]) <= fabs(n[2]) ? 0 : 2)
+                                     : (fabs(n[1]) <= fabs(n[2]) ? 1 : 2);
+    double e1[3] = {-n[k] * n[0], -n[k] * n[1], -n[k] * n[2]};
+    e1[k] += 1.0;
+    double len = sqrt(ap_dot3(e1, e1));
+    for (int i = 0; i < 3; i++) {
+        e1[i] /= len;
+    }
+    double e2[3] = {n[1] * e1[2] - n[2] * e1[1], n[2] * e1[0] - n[0] * e1[2],
+                    n[0] * e1[1] - n[1] * e1[0]};
+    for (int i = 0; i < 3; i++) {
+        f->below[i] = n[i];
+        f->e1[i] = e1[i];
+        f->e2[i] = e2[i];
+        f->A[3 * i] = ap_gpu_row(f->P + 4 * i, cam->foot, 1.0);
+        f->A[3 * i + 1] = ap_gpu_row(f->P + 4 * i, e1, 0.0);
+        f->A[3 * i + 2] = ap_gpu_row(f->P + 4 * i, e2, 0.0);
+    }
+    f->below[3] = cam->plane_d;
+    f->e1[3] = -ap_dot3(e1, cam->foot);
+    f->e2[3] = -ap_dot3(e2, cam->foot);
+    f->Z[0] = ap_gpu_row(f->depth, cam->foot, 1.0);
+    f->Z[1] = ap_gpu_row(f->depth, e1, 0.0);
+    f->Z[2] = ap_gpu_row(f->depth, e2, 0.0);
+    f->hc = cam->height;
+    f->na = cam->n_air;
+    f->nw = cam->n_water;
+    f->k2 = cam->n_air * cam->n_air - cam->n_water * cam->n_water;
+    f->a2 = cam->n_air * cam->n_air;
+    f->b = cam->n_water * cam->n_water * cam->height * cam->height;
+}
+
+/* 1 / x within about 2^-22: the GPU's float reciprocal (one MUFU). The
+ * host's stands in for it with an error larger than the device's, so
+ * that the tests see the worse seed. */
+static inline AP_HD double
+ap_gpu_rcp_seed(double x)
+{
+#ifdef __CUDA_ARCH__
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"((float)x));
+    return y;
+#else
+    return (double)(float)(1.0 / x) * (1.0 + 0x1p-22);
+#endif
+}
+
+/* 1 / x within about 2^-44: the seed refined by one Newton step (two
+ * fused multiply-adds) */
+static inline AP_HD double
+ap_gpu_rcp(double x)
+{
+    double y = ap_gpu_rcp_seed(x);
+    return fma(y, fma(-x, y, 1.0), y);
+}
+
+/* The share t of the way from the foot to a point at squared horizontal
+ * distance d2 and depth z below the surface where its ray crosses the
+ * interface: AP_GPU_SHARE_STEPS Newton steps on Snell's law squared (see
+ * ap_snell_step_share) from the paraxial guess, each dividing by the
+ * seed's reciprocal, which slows none of them: the error after a step
+ * is the square of the one before plus 2^-22 of it. 1 where the last step
+ * moved t by at most AP_SHARE_SETTLED (0 for NaN). */
+static inline AP_HD int
+ap_gpu_share(const ap_gpu_frame *f, double d2, double z, double *t)
+{
+    double k = f->k2 * d2, a = f->a2 * z * z, b = f->b;
+    double nh = f->nw * f->hc;
+    double share = nh * ap_gpu_rcp(nh + f->na * z), before = share;
+    for (int i = 0; i < AP_GPU_SHARE_STEPS; i++) {
+        double s = 1.0 - share;
+        double g = share * share * (k * s * s + a) - b * s * s;
+        double dg = 2.0 * (k * share * s * (s - share) + a * share + b * s);
+        before = share;
+        share -= g * ap_gpu_rcp_seed(dg);
+        share = share < 0 ? 0 : (share > 1 ? 1 : share);
+    }
+    *t = share;
+    return fabs(share - before) <= AP_SHARE_SETTLED;
+}
+
+/* The crossing where the share steps did not settle (grazing rays):
+ * ap_crossing_fast's, as a share. Out of line, off the warp's path. */
+static inline AP_HD double
+ap_gpu_share_slow(const ap_gpu_frame *f, double d2, double z)
+{
+    double dist = sqrt(d2);
+    return dist > 0 ? ap_crossing_fast(dist, z, f->hc, f->na, f->nw) / dist
+                    : 0.0;
+}
+
+/* The pixel (u, v) of world point x in the camera of f; 0 where x is not
+ * seen (behind a pinhole, above a refractive camera's water, or behind
+ * it), as the CPU's projector decides. */
+static inline AP_HD int
+ap_gpu_uv(const ap_gpu_frame *f, const double *x, double *u, double *v)
+{
+    double hu, hv, hw, zc;
+    if (!f->refractive) {
+        hu = ap_gpu_row(f->P, x, 1.0);
+        hv = ap_gpu_row(f->P + 4, x, 1.0);
+        hw = ap_gpu_row(f->P + 8, x, 1.0);
+        zc = ap_gpu_row(f->depth, x, 1.0);
+    } else {
+        double z = f->below[3] - ap_dot3(f->below, x);
+        if (!(z > 0)) {
+            return 0;
+        }
+        double hx = ap_gpu_row(f->e1, x, 1.0);
+        double hy = ap_gpu_row(f->e2, x, 1.0);
+        double d2 = hx * hx + hy * hy, t;
+        if (!ap_gpu_share(f, d2, z, &t)) {
+            t = ap_gpu_share_slow(f, d2, z);
+        }
+        double qx = t * hx, qy = t * hy;
+        hu = f->A[0] + qx * f->A[1] + qy * f->A[2];
+        hv = f->A[3] + qx * f->A[4] + qy * f->A[5];
+        hw = f->A[6] + qx * f->A[7] + qy * f->A[8];
+        zc = f->Z[0] + qx * f->Z[1] + qy * f->Z[2];
+    }
+    double inv = ap_gpu_rcp(hw);
+    *u = hu * inv;
+    *v = hv * inv;
+    return zc > 0;
+}
+
+#endif
