@@ -1,5 +1,6 @@
-"""The screenshots in docs/views.md, made from a fresh run of a small
-training-like loop (pipeline below):
+"""The screenshots in docs/views.md, made from a fresh run of
+tests/training_script.py (a small CNN trained with a DataLoader of two
+worker processes, sampled, torch_modules on):
 
     .venv/bin/python docs/make_screenshots.py
 
@@ -7,14 +8,16 @@ docs/img/report-page.png: the HTML page of its report
 (Report.to_html), whole. docs/img/notebook.png: a notebook that shows the
 report, then its flamegraph twice, executed by a kernel (nbclient),
 exported by nbconvert and opened in chromium, with a frame of the first
-flamegraph hovered and the second zoomed into a stage: each answers on
-its own. Needs what the browser tests need (chromium, Playwright,
-nbclient, nbconvert: requirements-dev.txt, `make browser`).
+flamegraph hovered and the second zoomed into a stage, its widths by CPU
+time: each answers on its own. Needs what the browser tests need
+(chromium, Playwright, nbclient, nbconvert: requirements-dev.txt, `make
+browser`) and torch.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,44 +34,13 @@ sys.path.insert(0, str(ROOT))
 import aquaprof as ap                    # noqa: E402  (this checkout's)
 
 
-def pipeline(folder: Path) -> Path:
-    """The saved report of a small training-like loop: a loader thread
-    filling a queue, then preprocessing, a forward pass and a metric per
-    batch, with call stacks sampled and memory growing as batches are
-    kept."""
-    import queue
-    import threading
-
-    import numpy as np
-
-    batches: "queue.Queue[np.ndarray]" = queue.Queue(maxsize=4)
-    rng = np.random.default_rng(0)
-
-    def loader() -> None:
-        for i in range(40):
-            with ap.stage("load", items=64):
-                batch = rng.standard_normal((64, 512 + 64 * (i % 5)))
-            batches.put(batch)
-
-    weights = rng.standard_normal((1024, 1024))
-    kept = []
-    with ap.Profiler(sample=0.001) as prof:
-        thread = threading.Thread(target=loader, name="loader")
-        thread.start()
-        with ap.stage("train"):
-            for _ in range(40):
-                with ap.stage("wait for batch"):
-                    batch = batches.get()
-                with ap.stage("step", items=64):
-                    with ap.stage("preprocess"):
-                        x = np.abs(np.fft.rfft(batch, n=2046, axis=1))
-                    with ap.stage("forward"):
-                        y = np.tanh(x @ weights)
-                    with ap.stage("metric"):
-                        kept.append(np.sort(y, axis=1)[:, -8:].copy())
-                        kept.append(y.copy())
-        thread.join()
-    return prof.report().save(folder / "report.json")
+def training(folder: Path) -> Path:
+    """The saved report of tests/training_script.py."""
+    report = folder / "report.json"
+    subprocess.run([sys.executable, str(ROOT / "tests" /
+                                        "training_script.py"), str(report)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return report
 
 
 def notebook_page(report: Path, folder: Path) -> Path:
@@ -77,8 +49,9 @@ def notebook_page(report: Path, folder: Path) -> Path:
     nb.cells = [nbformat.v4.new_code_cell(source) for source in (
         f"import aquaprof as ap\nrep = ap.Report.load({str(report)!r})",
         "rep",
-        "rep.flamegraph(title='a training loop')",
-        "rep.flamegraph(title='the same, zoomed into a stage')")]
+        "rep.flamegraph(title='a CNN trained with 2 DataLoader workers')",
+        "rep.flamegraph(title='the same by CPU time, zoomed into a "
+        "stage')")]
     os.environ["PYTHONPATH"] = str(ROOT)         # the kernel's aquaprof
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     body, _ = HTMLExporter().from_notebook_node(nb)
@@ -101,9 +74,10 @@ def main() -> None:
         sys.exit("chromium is not installed (make browser)")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        report = pipeline(folder)
-        page = ap.Report.load(report).to_html(folder / "page.html",
-                                              "aquaprof: a training loop")
+        report = training(folder)
+        page = ap.Report.load(report).to_html(
+            folder / "page.html", "aquaprof: a CNN trained with 2 "
+            "DataLoader workers")
         notebook = notebook_page(report, folder)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium)
@@ -115,8 +89,9 @@ def main() -> None:
             tab.goto(notebook.as_uri())
             graphs = tab.locator(".aqp-flame")
             first, second = graphs.nth(0), graphs.nth(1)
-            second.locator("g.f[data-path='train/step']").click()
-            first.locator("g.f[data-path='train/step/forward']").hover()
+            second.locator(".mode[data-mode='cpu']").click()
+            second.locator("g.f[data-path='epoch/step']").click()
+            first.locator("g.f[data-path='epoch/step/forward']").hover()
             tab.screenshot(path=str(IMAGES / "notebook.png"), full_page=True)
             browser.close()
     for name in ("report-page.png", "notebook.png"):

@@ -5,11 +5,13 @@ reset returns, the search box highlights the paths a regular expression
 matches and names a bad one; several fragments on one page stay
 independent and each is as wide as its container."""
 import threading
+import time
 
 import pytest
 
 import aquaprof as ap
 from aquaprof.views.flamegraph import FRAME_HEIGHT, PAD
+from aquaprof.views.threads import idle_threads
 from browser import browser, browser_page, frame, rect_box  # noqa: F401
 from conftest import busy
 
@@ -208,3 +210,123 @@ def test_without_scripts_a_fragment_still_draws_within_its_box(
             .startswith("train/step: ")
     finally:
         context.close()
+
+
+# ------------------------------------------- idle threads, wall or CPU
+
+@pytest.fixture(scope="module")
+def sampled():
+    """A sampled run: a stage that sleeps (wall time, no CPU), one that
+    computes as long, and three threads that wait all run without a
+    stage: the idle threads."""
+    stop = threading.Event()
+    waiters = [threading.Thread(target=stop.wait, name=f"waiter {i}")
+               for i in range(3)]
+    with ap.Profiler(sample=0.001) as prof:
+        for t in waiters:
+            t.start()
+        with ap.stage("sleep"):
+            time.sleep(0.15)
+        with ap.stage("compute"):
+            busy(0.15)
+        stop.set()
+        for t in waiters:
+            t.join()
+    rep = prof.report()
+    rep.waiters = {(0, t.native_id) for t in waiters}
+    return rep
+
+
+@pytest.fixture(params=["svg file", "notebook fragment"])
+def shown_sampled(request, sampled, browser_page, tmp_path):
+    if request.param == "svg file":
+        path = sampled.flamegraph().save(tmp_path / "s.svg")
+        browser_page.goto(path.as_uri())
+        return browser_page, "svg"
+    browser_page.set_content(fragment_page(sampled.flamegraph().html()))
+    return browser_page, ".aqp-flame"
+
+
+def idle_index(tab, root):
+    """The index of the idle threads' frame among the frames."""
+    return tab.evaluate(
+        f"Array.from(document.querySelector('{root}')"
+        f".querySelectorAll('g.f')).findIndex("
+        f"g => g.classList.contains('idle'))")
+
+
+def shown_width(tab, locator):
+    """A frame's drawn width, 0 when it is not drawn."""
+    if locator.evaluate("g => getComputedStyle(g).display") == "none":
+        return 0.0
+    return float(locator.locator("rect").get_attribute("width"))
+
+
+def test_idle_threads_fold_into_one_frame_that_expands(shown_sampled,
+                                                       sampled):
+    tab, root = shown_sampled
+    # the three waiters, and whatever else of this process only waited
+    # (the browser driver's threads)
+    waiting = idle_threads(sampled)
+    assert sampled.waiters <= waiting
+    n = len(waiting)
+    idle = tab.locator(f"{root} g.f.idle")
+    assert idle.get_attribute("data-n") == f"idle threads ({n})"
+    above = tab.locator(f"{root} g.f[data-p='{idle_index(tab, root)}']")
+    assert above.count() >= 1
+    toggle = tab.locator(f"{root} .fold")
+    assert toggle.text_content() == f"expand idle threads ({n})"
+    # folded: the three threads' waiting left out, what they ran hidden
+    folded = shown_width(tab, idle)
+    sleep = rect_box(tab, "sleep", root)[1]
+    assert folded < sleep / 4
+    assert all(shown_width(tab, above.nth(i)) == 0
+               for i in range(above.count()))
+    toggle.click()
+    assert toggle.text_content() == f"fold idle threads ({n})"
+    # expanded: as wide as their wall time, 3x the run's or more, and
+    # the stages narrower for it
+    narrower = rect_box(tab, "sleep", root)[1]
+    assert narrower < sleep / 2
+    assert shown_width(tab, idle) > 4 * narrower
+    assert shown_width(tab, above.first) > 0
+    toggle.click()
+    assert shown_width(tab, idle) == pytest.approx(folded, abs=0.5)
+    assert shown_width(tab, above.first) == 0
+    # a click on the frame itself expands it and zooms into it
+    tab.evaluate(f"document.querySelector('{root} g.f.idle')"
+                 f".dispatchEvent(new MouseEvent('click'))")
+    width = drawing_width(tab, root)
+    assert shown_width(tab, idle) == pytest.approx(width - 2 * PAD, abs=1)
+    assert shown_width(tab, above.first) > 0
+    assert not frame(tab, "sleep", root).is_visible()
+    tab.locator(f"{root} .reset").click()
+    assert frame(tab, "sleep", root).is_visible()
+
+
+def test_the_cpu_switch_draws_widths_by_cpu_time(shown_sampled, sampled):
+    tab, root = shown_sampled
+    cpu_button = tab.locator(f"{root} .mode[data-mode='cpu']")
+    wall_button = tab.locator(f"{root} .mode[data-mode='wall']")
+    assert "on" in wall_button.get_attribute("class").split()
+    sleep = rect_box(tab, "sleep", root)[1]
+    compute = rect_box(tab, "compute", root)[1]
+    # by wall time the two stages are about as wide
+    assert sleep == pytest.approx(compute, rel=0.5)
+    cpu_button.click()
+    assert "on" in cpu_button.get_attribute("class").split()
+    assert "on" not in wall_button.get_attribute("class").split()
+    # by CPU time the sleep all but vanishes and the compute fills in
+    assert sampled["sleep"].cpu < sampled["compute"].cpu / 5
+    assert rect_box(tab, "sleep", root)[1] < sleep / 5
+    assert rect_box(tab, "compute", root)[1] > compute
+    frame(tab, "compute", root).hover()
+    text = tab.locator(f"{root} .details").text_content()
+    assert text.startswith("compute: ") and "of CPU time" in text
+    tab.locator(f"{root} .term").fill("compute")
+    assert "% of all the CPU time drawn" in tab.locator(
+        f"{root} .matched").text_content()
+    wall_button.click()
+    assert rect_box(tab, "sleep", root)[1] == pytest.approx(sleep, abs=0.5)
+    assert rect_box(tab, "compute", root)[1] == pytest.approx(compute,
+                                                               abs=0.5)

@@ -9,7 +9,9 @@ from collections import defaultdict
 import pytest
 
 import aquaprof as ap
-from sampled_reports import MS, main_tid, profile_stages, span_of, \
+from aquaprof.views.flamegraph import flamegraph_svg
+from aquaprof.views.threads import idle_threads
+from sampled_reports import FRAMES, MS, main_tid, profile_stages, span_of, \
     with_samples
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -129,15 +131,50 @@ def test_a_deep_stack_is_drawn_to_a_bounded_depth(base, tmp_path):
     assert ["load", "<module> (main.py:1)"] + [NMS] * (MAX_DEPTH - 1) \
         in frames
     svg = frames_of(rep.to_flamegraph(tmp_path / "f.svg"))
-    assert max(int(g.get("data-d")) for g in svg.values()) == 1 + MAX_DEPTH
+    assert max(depth_of(svg, g) for g in svg.values()) == 1 + MAX_DEPTH
 
 
 # -------------------------------------------------------- flamegraph
 
 def frames_of(path):
-    root = ET.parse(path).getroot()
-    return {g.get("data-path"): g for g in root.iter(f"{SVG}g")
-            if g.get("class") in ("f", "f c")}
+    return frames_in(ET.parse(path).getroot())
+
+
+def frames_in(root):
+    """{full path: <g>} of a flamegraph: a code frame's path is made as
+    its script makes it, from the frame under it (data-p) and its name
+    (data-n)."""
+    groups = [g for g in root.iter(f"{SVG}g")
+              if "f" in (g.get("class") or "").split()]
+    paths = []
+    for g in groups:
+        if g.get("data-path") is not None:
+            paths.append(g.get("data-path"))
+            continue
+        under = paths[int(g.get("data-p"))]
+        paths.append(f"{under}/{g.get('data-n')}" if under
+                     else g.get("data-n"))
+    return dict(zip(paths, groups))
+
+
+def frames_of_text(text):
+    return frames_in(ET.fromstring(text))
+
+
+def depth_of(frames, g):
+    """How many frames stand under g (0: the root)."""
+    groups = list(frames.values())
+    depth = 0
+    while g.get("data-p") is not None:
+        g = groups[int(g.get("data-p"))]
+        depth += 1
+    return depth
+
+
+def hover_text(g):
+    """A frame's tooltip: a stage's starts with its path, a code frame's
+    with its name (what is under it says the rest)."""
+    return g.find(f"{SVG}title").text
 
 
 def test_flamegraph_draws_code_frames_on_their_stage(rep, tmp_path):
@@ -157,8 +194,12 @@ def test_flamegraph_draws_code_frames_on_their_stage(rep, tmp_path):
         g = frames[path]
         assert g.get("class") == "f c"
         assert float(g.get("data-w")) == pytest.approx(ns * 1e-9)
-        assert g.find(f"{SVG}title").text.startswith(f"{path}: ")
-        assert "sampled code" in g.get("data-details")
+        name = path.rsplit("/", 1)[-1]
+        assert g.get("data-n") == name
+        assert hover_text(g).startswith(f"{name}: ")
+        assert "sampled code" in hover_text(g)
+        # its path is made from what is under it, not written out
+        assert g.get("data-path") is None and g.get("data-details") is None
         r, _, b = (int(v) for v in g.find(f"{SVG}rect").get("fill")[4:-1]
                    .split(","))
         assert b > r                      # cool: code
@@ -184,11 +225,120 @@ def test_flamegraph_draws_code_frames_on_their_stage(rep, tmp_path):
 def test_a_differential_flamegraph_compares_code_frames_too(rep, base,
                                                             tmp_path):
     frames = frames_of(ap.diff_flamegraph(rep, rep, tmp_path / "d.svg"))
-    details = frames[f"load/{IDLE}"].get("data-details")
+    details = hover_text(frames[f"load/{IDLE}"])
     assert "change +0 (+0.0 %)" in details       # the same code frame
     frames = frames_of(ap.diff_flamegraph(base, rep, tmp_path / "e.svg"))
-    assert "not in the base report" in frames[f"load/{IDLE}"].get(
-        "data-details")
+    assert "not in the base report" in hover_text(frames[f"load/{IDLE}"])
+
+
+def test_code_frames_are_as_wide_by_cpu_time_as_their_sampled_share(
+        rep, tmp_path):
+    """data-c: a stage's CPU time; its own (less its sub-stages') split
+    over its stacks in proportion to their sampled CPU time, 4 : 3 : 1
+    for decode's, rounded down cumulatively as wall time is."""
+    frames = frames_of(rep.to_flamegraph(tmp_path / "f.svg"))
+    for s in rep.stages:
+        assert float(frames[s.path].get("data-c")) == pytest.approx(s.cpu)
+    own = round(rep["decode"].cpu * 1e9) - round(rep["decode/nms"].cpu
+                                                 * 1e9)
+    assert own > 0
+    cpu = {f"decode/{RUN_DECODE}": own,
+           f"decode/{RUN_DECODE}/{NMS}": own * 7 // 8,
+           f"decode/{RUN_DECODE}/{NMS}/{IOU}": own * 7 // 8 - own * 4 // 8,
+           f"decode/{RUN_DECODE}/{PARSE}": own - own * 7 // 8,
+           MAIN: 0}
+    for path, ns in cpu.items():
+        assert float(frames[path].get("data-c")) == pytest.approx(ns * 1e-9)
+
+
+def test_threads_that_only_waited_fold_into_one_frame(base, tmp_path):
+    """Two threads that opened no stage and used under 10 % of their
+    sampled time on a CPU fold into "idle threads (2)", drawn as their
+    CPU time; a thread without a stage that computes stays on the
+    root."""
+    tid = main_tid(base)
+    stacks = planted(tid) + [
+        (0, 7001, None, [0, 1, 6], 50, 50 * MS, 0),          # waits
+        (0, 7002, None, [0, 1, 6], 40, 40 * MS, 3 * MS),     # 7.5 %
+        (0, 7003, None, [0, 1, 5], 30, 30 * MS, 20 * MS)]    # computes
+    rep = with_samples(base, stacks)
+    assert idle_threads(rep) == {(0, 7001), (0, 7002)}
+    frames = frames_of(rep.to_flamegraph(tmp_path / "f.svg"))
+    idle = frames["idle threads (2)"]
+    assert "idle" in idle.get("class").split()
+    assert float(idle.get("data-w")) == pytest.approx(0.090)
+    assert float(idle.get("data-c")) == pytest.approx(0.003)
+    # what they ran is there to expand, hidden until then
+    waiting = frames[f"idle threads (2)/{IDLE}"]
+    assert waiting.get("display") == "none"
+    assert float(waiting.get("data-w")) == pytest.approx(0.090)
+    # the root: the stages, the code on the root (the main thread's
+    # millisecond and the computing thread's 30), the idle threads' CPU
+    total = sum(s.wall.total for s in rep.stages if s.depth == 0)
+    assert float(frames[""].get("data-w")) == pytest.approx(
+        total + 0.031 + 0.003)
+    assert frames[""].get("data-n") == "all (4 threads)"
+    assert float(frames[f"{MAIN}/{PARSE}"].get("data-w")) == \
+        pytest.approx(0.030)
+    # last on the root, after the work
+    groups = list(frames.values())
+    on_root = [g for g in groups if g.get("data-p") == "0"]
+    assert on_root[-1] is idle
+    assert "2 idle threads" in ET.tostring(
+        ET.parse(tmp_path / "f.svg").getroot(), encoding="unicode")
+
+
+def test_narrow_code_frames_merge_into_their_parent_and_say_so(
+        base, tmp_path):
+    """Thirty stacks of a millionth of load's sampled time each: under
+    0.1 % of the root, merged into load (its width unchanged), and a
+    note says how many; min_share=0 draws them all."""
+    tid = main_tid(base)
+    narrow = [(f"tiny{i}", "/app/tiny.py", i) for i in range(30)]
+    frames = FRAMES + narrow
+    stacks = [(0, tid, "load", [0, 1, 6], 1, 10_000 * MS, 0)] + [
+        (0, tid, "load", [0, 1, len(FRAMES) + i], 1, 10_000, 0)
+        for i in range(30)]
+    rep = with_samples(base, stacks, frames=frames)
+    text = flamegraph_svg(rep)
+    assert "tiny" not in text
+    assert "30 code frames under 0.1 % of the root merged into the " \
+        "frames under them" in text
+    shown = frames_of_text(text)
+    assert float(shown["load"].get("data-w")) == pytest.approx(
+        rep["load"].wall.total)
+    every = frames_of_text(flamegraph_svg(rep, min_share=0.0))
+    assert sum("tiny" in path for path in every) == 30
+    assert "merged" not in flamegraph_svg(rep, min_share=0.0)
+    # a share that keeps them
+    assert "tiny" in flamegraph_svg(rep, min_share=1e-9)
+
+
+IMPORTS = [("_find_and_load", "<frozen importlib._bootstrap>", 1165),
+           ("_call_with_frames_removed", "<frozen importlib._bootstrap>",
+            233),
+           ("<module>", "/app/lib.py", 1)]
+
+
+def test_the_import_system_folds_into_the_line_that_imported(
+        base, tmp_path):
+    """main imports lib: lib's <module> stands right on main, the
+    import system's frames (and their own time) go to main."""
+    tid = main_tid(base)
+    imp, call, lib = (len(FRAMES) + i for i in range(3))
+    stacks = [(0, tid, None, [0, 1, imp, call, lib], 2, 2 * MS, 2 * MS),
+              (0, tid, None, [0, 1, imp], 1, MS, MS)]
+    rep = with_samples(base, stacks, frames=FRAMES + IMPORTS)
+    lines = rep.to_folded(tmp_path / "f.txt").read_text().splitlines()
+    assert f"{MAIN};<module> (lib.py:1) {2 * MS}" in lines
+    assert f"{MAIN} {MS}" in lines
+    svg = frames_of(rep.to_flamegraph(tmp_path / "f.svg"))
+    assert float(svg[f"{MAIN}/<module> (lib.py:1)"].get("data-w")) == \
+        pytest.approx(0.002)
+    assert float(svg[MAIN].get("data-w")) == pytest.approx(0.003)
+    everything = (tmp_path / "f.svg").read_text() + "".join(lines)
+    assert "_find_and_load" not in everything
+    assert "_call_with_frames_removed" not in everything
 
 
 # ------------------------------------------------------------- trace

@@ -6,12 +6,14 @@ Under a stage go the stacks sampled at exactly that stage (its sub-stages
 have frames of their own), the frames that all of them share (<module>,
 main, ... down to the code that opened the stage) trimmed, but for the
 deepest. Stacks sampled outside any stage (stage -1) go under their
-thread's root.
+thread's root. The import system's frames (importlib's bootstrap, several
+a module) are left out of every stack: their time goes to the line
+that imported, and the imported module's code sits right on it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, \
-    Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Dict, List, NamedTuple, \
+    Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -48,18 +50,41 @@ def shared(chains: Sequence[Chain]) -> int:
     return size
 
 
-def trimmed(samples: Dict[str, Any]) -> List[Chain]:
-    """Each stack's frames, without the leading frames that every stack
-    of its stage holds, the deepest of them kept; at most MAX_DEPTH of
-    them, the outermost (deeper ones count as the last one's own)."""
-    by_stage: Dict[int, List[Chain]] = {}
-    for s in samples["stacks"]:
-        if s[3]:
-            by_stage.setdefault(s[2], []).append(tuple(s[3]))
-    cut = {stage: max(shared(chains) - 1, 0)
-           for stage, chains in by_stage.items()}
-    return [tuple(s[3][cut.get(s[2], 0):][:MAX_DEPTH])
+def is_import_machinery(file: str) -> bool:
+    """Whether a frame's file is the import system's own (importlib's
+    bootstrap, frozen or not)."""
+    return file.startswith("<frozen importlib") or \
+        file.replace("\\", "/").endswith(("importlib/_bootstrap.py",
+                                           "importlib/_bootstrap_external.py"))
+
+
+def _unimported(samples: Dict[str, Any]) -> List[Chain]:
+    """Each stack's frames without the import system's."""
+    machinery = {i for i, f in enumerate(samples["frames"])
+                 if is_import_machinery(f[1])}
+    if not machinery:
+        return [tuple(s[3]) for s in samples["stacks"]]
+    return [tuple(f for f in s[3] if f not in machinery)
             for s in samples["stacks"]]
+
+
+def trimmed(samples: Dict[str, Any],
+            groups: Optional[Sequence[int]] = None) -> List[Chain]:
+    """Each stack's frames, the import system's left out, without the
+    leading frames that every stack of its group (by default its stage;
+    else groups[i] for stack i) holds, the deepest of them kept; at most
+    MAX_DEPTH of them, the outermost (deeper ones count as the last
+    one's own)."""
+    chains = _unimported(samples)
+    keys = groups if groups is not None else \
+        [s[2] for s in samples["stacks"]]
+    by_group: Dict[int, List[Chain]] = {}
+    for key, chain in zip(keys, chains):
+        if chain:
+            by_group.setdefault(key, []).append(chain)
+    cut = {key: max(shared(mine) - 1, 0) for key, mine in by_group.items()}
+    return [chain[cut.get(key, 0):][:MAX_DEPTH]
+            for key, chain in zip(keys, chains)]
 
 
 def _split(total: int, parts: Sequence[int]) -> List[int]:
@@ -98,6 +123,59 @@ def weights(report: "Report") -> Dict[int, Dict[Chain, int]]:
               _split(self_ns[stage], [chains[c] for c in order]))
         out[stage] = {c: w for c, w in zip(order, ns) if c and w > 0}
     return out
+
+
+#: the group of code sampled outside any stage on threads that only
+#: waited (views/threads.py idle_threads): the flamegraph folds it
+IDLE_GROUP = -2
+
+
+def code_times(report: "Report",
+               idle: AbstractSet[Tuple[int, int]] = frozenset()
+               ) -> Dict[int, Dict[Chain, Tuple[int, int]]]:
+    """{group: {trimmed chain: (wall ns, cpu ns)}}, the groups: a stage
+    id, -1 for code sampled outside any stage on a thread not in `idle`
+    ((process, native id) pairs), IDLE_GROUP for those in it. A stage's
+    self wall time is split over its chains as weights() splits it, its
+    self CPU time (its CPU time less its sub-stages') in proportion to
+    their sampled CPU time; outside any stage, the sampled times. Chains
+    with neither time are left out."""
+    samples = report.samples
+    if not samples:
+        return {}
+    stacks = samples["stacks"]
+    groups = [s[2] if s[2] >= 0 else
+              IDLE_GROUP if (s[0], s[1]) in idle else -1 for s in stacks]
+    sampled: Dict[int, Dict[Chain, List[int]]] = {}
+    for s, group, chain in zip(stacks, groups, trimmed(samples, groups)):
+        slot = sampled.setdefault(group, {}).setdefault(chain, [0, 0])
+        slot[0] += s[5]
+        slot[1] += s[6]
+    names = labels(samples)
+    stages = report.stages
+    self_wall = {s.id: round(s.self_time * 1e9) for s in stages}
+    self_cpu = _self_cpu(stages)
+    out: Dict[int, Dict[Chain, Tuple[int, int]]] = {}
+    for group, chains in sampled.items():
+        order = sorted(chains, key=lambda c: [names[f] for f in c])
+        wall = [chains[c][0] for c in order]
+        cpu = [chains[c][1] for c in order]
+        if group >= 0:
+            wall = _split(self_wall[group], wall)
+            cpu = _split(self_cpu[group], cpu)
+        out[group] = {c: (w, u) for c, w, u in zip(order, wall, cpu)
+                      if c and (w > 0 or u > 0)}
+    return out
+
+
+def _self_cpu(stages: Sequence[Any]) -> Dict[int, int]:
+    """{stage id: its CPU time less its sub-stages', ns, at least 0}."""
+    cpu = {s.path: round(s.cpu * 1e9) for s in stages}
+    own = dict(cpu)
+    for s in stages:
+        if s.parent is not None:
+            own[s.parent] -= cpu[s.path]
+    return {s.id: max(own[s.path], 0) for s in stages}
 
 
 # ------------------------------------------------------------ timeline

@@ -13,6 +13,15 @@ Where the run was sampled, code frames (``function (file.py:line)``, in
 cool colours) share out a stage's self time in proportion to the sampled
 time of each call stack (views/code.py), and code sampled outside any
 stage sits on the root, as wide as its sampled time.
+
+The work leads: threads that only waited (views/threads.py) fold into
+one grey frame, last on the root and drawn as their CPU time, which the
+script expands to their wall time. Every frame carries its wall and its
+CPU width, and the script switches between them. Code frames under
+MIN_SHARE of the root are merged into the frame under them, and a note
+says how many. A frame names its parent by index and a code frame holds
+only its own name (the script makes paths), so that the drawing's size
+is linear in the frames it shows, however deep the stacks.
 """
 from __future__ import annotations
 
@@ -20,14 +29,16 @@ import html
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, \
-    Union
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, \
+    Sequence, Tuple, Union
 
 from .._atomic import write_atomic
 from .._units import fmt_time, printable
-from .code import Chain, labels, weights
+from .code import IDLE_GROUP, Chain, code_times, labels, weights
 from .flamegraph_script import flamegraph_script
-from .threads import threads_summary
+from .text import plural
+from .threads import count_phrase, idle_threads, thread_count, \
+    threads_summary
 
 if TYPE_CHECKING:
     from ..analysis.compare import StageChange
@@ -36,7 +47,7 @@ if TYPE_CHECKING:
 FRAME_HEIGHT = 18
 WIDTH = 1200
 PAD = 10
-_TOP = 60          # title, search and details lines
+_TOP = 77          # title, legend, switches and details lines
 
 
 def folded_lines(report: "Report") -> List[str]:
@@ -74,77 +85,185 @@ def write_folded(report: "Report", path: Union[str, os.PathLike]) -> Path:
 
 # ------------------------------------------------------------------ SVG
 
-class _Frame:
-    __slots__ = ("path", "name", "depth", "total", "self_time", "x",
-                 "children", "base", "code", "change", "calls")
+#: code frames narrower than this share of the root, both by wall time
+#: and by CPU time, are merged into the frame under them (their time
+#: becomes its self time) and a note says how many and how much: 0.1 %
+#: is about a pixel of a 1200 px drawing
+MIN_SHARE = 0.001
+#: the frame the threads that only waited fold into
+IDLE_LABEL = "idle threads"
 
-    def __init__(self, path: str, name: str, depth: int, total: float,
-                 self_time: float, code: bool = False):
+
+class _Frame:
+    __slots__ = ("path", "name", "key", "depth", "total", "cpu",
+                 "self_time", "x", "children", "base", "code", "idle",
+                 "hidden", "change", "calls", "parent")
+
+    def __init__(self, path: Optional[str], name: str, depth: int,
+                 total: float, self_time: float, code: bool = False,
+                 cpu: float = 0.0, key: Any = ()):
         # shown as text and kept in XML attributes: escaped, since XML
-        # allows no control character
-        self.path, self.name = printable(path), printable(name)
+        # allows no control character. A code frame has no path (what it
+        # is under says it), so that a view's size stays linear in its
+        # frames however deep the stacks
+        self.path = printable(path) if path is not None else None
+        self.name = printable(name)
+        self.key = key                  # the same frame in another report
         self.depth = depth
-        self.total, self.self_time = total, self_time
+        self.total, self.cpu = total, cpu   # wall and CPU seconds
+        self.self_time = self_time
         self.x = 0.0
+        self.parent = 0                       # its parent's index, drawn
         self.children: List["_Frame"] = []
         self.base: Optional[float] = None     # total in the base report
         self.code = code                      # sampled code, not a stage
+        self.idle = False                     # the idle threads' frame
+        self.hidden = False                   # folded with the idle ones
         # a diff's verdicts on the stage: of its self time per call (its
         # colour), and of its whole calls (what compare says)
         self.change: Optional["StageChange"] = None
         self.calls: Optional["StageChange"] = None
 
+    @property
+    def width(self) -> float:
+        """Its width as first drawn: wall time, the idle threads' frame
+        folded to its CPU time (their waiting left out)."""
+        return self.cpu if self.idle else self.total
 
-def _add_code(parent: _Frame, chains: Dict[Chain, int],
+
+class _Tree(NamedTuple):
+    """The frames laid out, and what the drawing leaves out."""
+
+    root: _Frame
+    frames: List[_Frame]            #: pre-order, children in order
+    idle: Optional[_Frame]          #: the idle threads' frame, if any
+    idle_threads: int               #: threads folded into it
+    merged: int                     #: code frames under min_share merged
+    merged_s: float                 #: their wall time, seconds
+    min_share: float
+
+
+def _add_code(parent: _Frame, chains: Dict[Chain, Tuple[int, int]],
               names: Sequence[str]) -> None:
-    """The sampled code stacks (ns each) as frames above parent."""
+    """The sampled code stacks ((wall, cpu) ns each) as frames above
+    parent."""
     # by label: code objects that read the same are one frame
     made: Dict[Tuple[int, str], _Frame] = {}
-    for chain, ns in chains.items():
+    for chain, (wall, cpu) in chains.items():
         under = parent
         for f in chain:
             frame = made.get((id(under), names[f]))
             if frame is None:
-                path = f"{under.path}/{names[f]}" if under.path \
-                    else names[f]
-                frame = _Frame(path, names[f], under.depth + 1, 0.0, 0.0,
-                               code=True)
+                frame = _Frame(None, names[f], under.depth + 1, 0.0, 0.0,
+                               code=True, key=(under.key, names[f]))
                 made[(id(under), names[f])] = frame
                 under.children.append(frame)
-            frame.total += ns * 1e-9
+            frame.total += wall * 1e-9
+            frame.cpu += cpu * 1e-9
             under = frame
-        under.self_time += ns * 1e-9
+        under.self_time += wall * 1e-9
 
 
-def _frames(report: "Report") -> Tuple[_Frame, List[_Frame]]:
-    """The root ("all") and every frame, laid out: x in seconds from the
-    left edge. The root is the thread time of everything on it: threads
-    that ran at once add up past the run's wall time."""
-    by_path: Dict[str, _Frame] = {}
+def _stage_frames(report: "Report") -> Tuple[_Frame, Dict[str, _Frame]]:
+    """The root and a frame per stage path on it."""
     root = _Frame("", "all", 0, 0.0, 0.0)
+    by_path: Dict[str, _Frame] = {}
     for s in report.stages:                 # tree order: parents first
         frame = _Frame(s.path, s.name, s.depth + 1, s.wall.total,
-                       s.self_time)
+                       s.self_time, cpu=s.cpu, key=s.path)
         by_path[s.path] = frame
         (by_path[s.parent] if s.parent else root).children.append(frame)
-    code = weights(report)
+    return root, by_path
+
+
+def _idle_frame(root: _Frame, chains: Dict[Chain, Tuple[int, int]],
+                names: Sequence[str], threads: int) -> _Frame:
+    """The threads that only waited, folded into one frame on the root."""
+    frame = _Frame(None, f"{IDLE_LABEL} ({threads})", 1, 0.0, 0.0,
+                   code=True, key=((), IDLE_LABEL))
+    frame.idle = True
+    _add_code(frame, chains, names)
+    frame.total = sum(f.total for f in frame.children)
+    frame.cpu = sum(f.cpu for f in frame.children)
+    root.children.append(frame)
+    return frame
+
+
+def _prune(root: _Frame, min_share: float) -> Tuple[int, float]:
+    """Code frames narrower than min_share of the root by wall time and
+    by CPU time taken out, with all above them: (how many, their wall
+    seconds). Their parent keeps their width, as self time."""
+    least_wall, least_cpu = min_share * root.total, min_share * root.cpu
+    if min_share <= 0:
+        return 0, 0.0
+    merged, merged_s = 0, 0.0
+    todo = [root]
+    while todo:
+        frame = todo.pop()
+        kept = []
+        for child in frame.children:
+            if not child.code or child.idle or child.total >= least_wall \
+                    or (root.cpu > 0 and child.cpu >= least_cpu):
+                kept.append(child)
+            else:
+                merged += _size(child)
+                merged_s += child.total
+        frame.children = kept
+        todo.extend(kept)
+    return merged, merged_s
+
+
+def _size(frame: _Frame) -> int:
+    """How many frames from frame up."""
+    count, todo = 0, [frame]
+    while todo:
+        f = todo.pop()
+        count += 1
+        todo.extend(f.children)
+    return count
+
+
+def _laid_out(root: _Frame) -> List[_Frame]:
+    """Every frame in pre-order, children left to right by name (the
+    idle threads' frame last: the work first), each frame's x in seconds
+    from the left edge, as first drawn."""
+    ordered: List[_Frame] = []
+    todo = [root]
+    while todo:
+        frame = todo.pop()
+        index = len(ordered)
+        ordered.append(frame)
+        frame.children.sort(key=lambda f: (f.idle, f.name))
+        x = frame.x
+        for child in frame.children:
+            child.parent = index
+            child.x = x
+            child.hidden = frame.hidden or frame.idle
+            x += child.width
+        todo.extend(reversed(frame.children))
+    return ordered
+
+
+def _frames(report: "Report", min_share: float = MIN_SHARE) -> _Tree:
+    """The root ("all") and every frame, laid out. The root is the
+    thread time of everything on it (threads that ran at once add up
+    past the run's wall time), the threads that only waited counted by
+    their CPU time until the idle threads' frame is expanded."""
+    root, by_path = _stage_frames(report)
+    idle = idle_threads(report)
+    code = code_times(report, idle)
     names = labels(report.samples) if report.samples else []
     for s in report.stages:
         if s.id in code:
             _add_code(by_path[s.path], code[s.id], names)
     _add_code(root, code.get(-1, {}), names)
-    root.total = sum(f.total for f in root.children)
-    ordered: List[_Frame] = []
-    todo = [root]
-    while todo:
-        frame = todo.pop()
-        ordered.append(frame)
-        x = frame.x
-        for child in sorted(frame.children, key=lambda f: f.name):
-            child.x = x
-            x += child.total
-        todo.extend(reversed(sorted(frame.children, key=lambda f: f.name)))
-    return root, ordered
+    folded = _idle_frame(root, code[IDLE_GROUP], names, len(idle)) \
+        if code.get(IDLE_GROUP) else None
+    root.total = sum(f.width for f in root.children)
+    root.cpu = sum(f.cpu for f in root.children)
+    merged, merged_s = _prune(root, min_share)
+    return _Tree(root, _laid_out(root), folded,
+                 len(idle) if folded else 0, merged, merged_s, min_share)
 
 
 def _fit(name: str, width: float) -> str:
@@ -157,6 +276,7 @@ def _fit(name: str, width: float) -> str:
 
 
 NEUTRAL = "rgb(200,200,200)"    # same, or not judged
+IDLE_FILL = "rgb(190,190,190)"  # the idle threads' frame
 NEW = "rgb(220,40,40)"
 FULL_AT = 2.0                   # a diff's colour is deepest at 2x or 1/2x
 
@@ -172,8 +292,11 @@ def _kind(frame: _Frame) -> str:
 
 def _colour(frame: _Frame, diff: bool) -> str:
     """Warm hues by name for a plain graph's stages, cool ones for its
-    code; for a diff, the frame's self-time verdict: red slower, blue
-    faster, grey same or unjudged, deeper as the total moves further."""
+    code, grey for the idle threads; for a diff, the frame's self-time
+    verdict: red slower, blue faster, grey same or unjudged, deeper as
+    the total moves further."""
+    if frame.idle:
+        return IDLE_FILL
     if not diff:
         h = sum(ord(c) for c in frame.name)
         if frame.code:
@@ -194,38 +317,72 @@ def _colour(frame: _Frame, diff: bool) -> str:
             else f"rgb({fade},{fade},235)")
 
 
-def _details(frame: _Frame, report: "Report", diff: bool) -> str:
+def _root_label(report: "Report") -> str:
+    """``all (11 threads in 3 processes)``: every thread that recorded a
+    stage or was sampled."""
+    return f"all ({count_phrase(*thread_count(report))})"
+
+
+def _root_details(tree: _Tree, report: "Report") -> str:
+    """The root's hover text: the thread time on it, on how many threads
+    and processes, and what the idle threads count for."""
+    root, wall = tree.root, report.wall
+    share = root.total / wall * 100 if wall else 0.0
+    threads, processes = thread_count(report)
+    names = threads_summary(report.threads)
+    text = (f"all: {fmt_time(root.total)} of thread time on "
+            f"{count_phrase(threads, processes)}"
+            f"{f' ({names})' if names else ''}, "
+            f"{share:.1f} % of the run's {fmt_time(wall)} wall time")
+    idle = tree.idle
+    if idle is not None:
+        text += (f"; the {tree.idle_threads} idle threads count their "
+                 f"{fmt_time(idle.cpu)} of CPU time, not their "
+                 f"{fmt_time(idle.total)} of waiting, until expanded")
+    return text
+
+
+def _details(frame: _Frame, tree: _Tree, report: "Report",
+             diff: bool) -> str:
     """The hover text: time, share of the run's wall time (the table's
-    share), self time, and for a diff the verdicts and the base."""
-    wall = report.wall
-    share = frame.total / wall * 100 if wall else 0.0
-    if not frame.path:
-        threads = len(report.threads)
-        names = threads_summary(report.threads)
-        text = (f"all: {fmt_time(frame.total)} of thread time on "
-                f"{threads} thread{'s' if threads != 1 else ''}"
-                f"{f' ({names})' if names else ''}, "
-                f"{share:.1f} % of the run's {fmt_time(wall)} wall time")
+    share), self time, and for a diff the verdicts and the base. A code
+    frame's starts with its name, not its path (the script puts the path
+    before it), so that the text's size does not grow with depth."""
+    if frame is tree.root:
+        text = _root_details(tree, report)
+    elif frame.idle:
+        busy = frame.cpu / frame.total * 100 if frame.total else 0.0
+        text = (f"{frame.name}: {fmt_time(frame.total)} of thread time, on "
+                f"a CPU {busy:.0f} % of it: threads that opened no stage "
+                f"and only waited, drawn as their {fmt_time(frame.cpu)} of "
+                f"CPU time until expanded (click)")
     else:
-        text = (f"{frame.path}: {fmt_time(frame.total)} ({share:.1f} % of "
-                f"the run), self {fmt_time(frame.self_time)}"
+        share = frame.total / report.wall * 100 if report.wall else 0.0
+        self_time = frame.self_time if not frame.code else \
+            frame.total - sum(c.total for c in frame.children)
+        text = (f"{frame.path if frame.path is not None else frame.name}: "
+                f"{fmt_time(frame.total)} ({share:.1f} % of the run), "
+                f"self {fmt_time(max(self_time, 0.0))}"
                 + ("; sampled code" if frame.code else ""))
-    if not diff:
-        return text
+    return text + _diff_details(frame) if diff else text
+
+
+def _diff_details(frame: _Frame) -> str:
+    """What a differential flamegraph adds to a frame's hover text."""
     if frame.change is not None:
         if frame.change.verdict == "new":
-            return text + "; not in the base report"
-        text += f"; self time: {frame.change.summary()}"
+            return "; not in the base report"
+        text = f"; self time: {frame.change.summary()}"
         if frame.calls is not None and any(not c.code
                                            for c in frame.children):
             text += (f"; whole calls, as compare judges them: "
                      f"{frame.calls.summary()}")
         return text
     if frame.base is None:
-        return text + "; not in the base report"
+        return "; not in the base report"
     delta = frame.total - frame.base
     rel = f" ({delta / frame.base * 100:+.1f} %)" if frame.base else ""
-    return (text + f"; base {fmt_time(frame.base)}, change "
+    return (f"; base {fmt_time(frame.base)}, change "
             f"{'+' if delta >= 0 else '-'}{fmt_time(abs(delta))}{rel}"
             f"; not judged")
 
@@ -233,9 +390,9 @@ def _details(frame: _Frame, report: "Report", diff: bool) -> str:
 def legend_svg(diff: bool, threshold: float, alpha: float) -> str:
     """The lines under the title: what width and shares are, and for a
     diff what each colour says."""
-    lines = ['<text class="legend" x="10" y="40">width: thread time '
-             '(threads that ran at once add up); % of the run\'s wall '
-             'time, as in the table; click to zoom</text>']
+    lines = ['<text class="legend" x="10" y="40">width: thread time, wall '
+             'or CPU (threads that ran at once add up); % of the run\'s '
+             'wall time, as in the table; click to zoom</text>']
     if diff:
         key = [("slower", "rgb(235,95,95)"), ("same or noisy", NEUTRAL),
                ("faster", "rgb(95,95,235)"), ("new", NEW)]
@@ -259,74 +416,155 @@ def legend_svg(diff: bool, threshold: float, alpha: float) -> str:
 
 
 def _judged(report: "Report", base: Optional["Report"], threshold: float,
-            alpha: float) -> Tuple[_Frame, List[_Frame]]:
+            alpha: float, min_share: float) -> _Tree:
     """The frames laid out; with base, each with its base total and, for
     a stage, compare's verdicts on it."""
-    root, frames = _frames(report)
+    tree = _frames(report, min_share)
     if base is not None:
-        before = {f.path: f.total for f in _frames(base)[1]}
+        before = {f.key: f.total for f in _frames(base, 0.0).frames}
         # compare's own verdicts, through the report: one rule for both
         comparison = report.compare(base, threshold, alpha)
         # by the path as frames hold it, escaped (_Frame)
         own = {printable(c.path): c for c in comparison.own_changes}
         calls = {printable(c.path): c for c in comparison.changes}
-        for frame in frames:
-            frame.base = before.get(frame.path)
+        for frame in tree.frames:
+            frame.base = before.get(frame.key)
             if not frame.code and frame.path:
                 frame.change = own[frame.path]
                 frame.calls = calls[frame.path]
-    return root, frames
+    return tree
+
+
+class Drawing(NamedTuple):
+    """The frames as SVG groups, and what goes around them."""
+
+    groups: str         #: the <g class="f"> elements, one per line
+    height: int         #: the drawing's height, px
+    idle_threads: int   #: threads folded into the idle threads' frame
+    notes: List[str]    #: what the drawing folds and merges, in words
+
+
+def _notes(tree: _Tree) -> List[str]:
+    notes = []
+    idle = tree.idle
+    if idle is not None:
+        busy = idle.cpu / idle.total * 100 if idle.total else 0.0
+        n = tree.idle_threads
+        notes.append(
+            f"{plural(n, 'idle thread')} (no stage, on a CPU {busy:.0f} % "
+            f"of their {fmt_time(idle.total)}) folded into "
+            f"\"{IDLE_LABEL} ({n})\", drawn as their CPU time")
+    if tree.merged:
+        notes.append(
+            f"{plural(tree.merged, 'code frame')} under "
+            f"{tree.min_share * 100:g} % of the root merged into the frames "
+            f"under them ({fmt_time(tree.merged_s)})")
+    return notes
+
+
+def _group(f: _Frame, details: str, label: str, x: float, w: float,
+           y: int, diff: bool) -> str:
+    """One frame's <g>: its parent's index, wall and CPU widths, a stage's
+    path, a code frame's name; a rect, a label if one fits, a tooltip."""
+    kind = "f c" if f.code else "f"       # c: sampled code
+    if f.idle:
+        kind += " idle"
+    verdict = ""
+    if diff and not f.code:
+        kind += f" {_kind(f)}"
+        if f.change is not None:
+            verdict = f' data-verdict="{f.change.verdict}"'
+    attrs = f'class="{kind}"'
+    if f.depth:
+        attrs += f' data-p="{f.parent}"'
+    attrs += f' data-w="{f.total:.9g}" data-c="{f.cpu:.9g}"'
+    if f.path is not None:
+        attrs += (f' data-path="{html.escape(f.path, True)}"'
+                  f' data-details="{details}"')
+    if f.path is None or not f.depth:
+        attrs += f' data-n="{html.escape(f.name, True)}"'
+    if f.hidden:
+        attrs += ' display="none"'
+    text = (f'<text x="{x + 3:.2f}" y="{y + FRAME_HEIGHT - 5}">'
+            f'{html.escape(label)}</text>' if label else "")
+    return (f'<g {attrs}{verdict}><title>{details}</title>'
+            f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" '
+            f'height="{FRAME_HEIGHT - 1}" fill="{_colour(f, diff)}" '
+            f'rx="2"/>{text}</g>')
 
 
 def frame_groups(report: "Report", base: Optional["Report"] = None,
                  threshold: float = 0.05, alpha: float = 0.01,
-                 top: int = 0) -> Tuple[str, int]:
-    """The frames as SVG groups (class "f", data-x/w/d/path/details, a
-    rect and a label each), laid out WIDTH wide under `top` pixels of
-    header, and the height they fill down to."""
-    root, frames = _judged(report, base, threshold, alpha)
+                 top: int = 0, min_share: float = MIN_SHARE) -> Drawing:
+    """The frames as SVG groups (class "f"; data-p the index of the
+    parent's group, data-w and data-c the wall and CPU widths in seconds,
+    data-path and data-details a stage's, data-n a code frame's name; a
+    rect, a label and a tooltip each), in pre-order, laid out WIDTH wide
+    under `top` pixels of header, with the height they fill down to."""
+    tree = _judged(report, base, threshold, alpha, min_share)
     diff = base is not None
-    depth = max(f.depth for f in frames) + 1
+    depth = max(f.depth for f in tree.frames) + 1
     height = top + depth * FRAME_HEIGHT + PAD
+    root = tree.root
     scale = (WIDTH - 2 * PAD) / root.total if root.total > 0 else 0.0
-    rects = []
-    for f in frames:
+    tree.root.name = _root_label(report)
+    groups = []
+    for f in tree.frames:
         x = PAD + f.x * scale
-        w = f.total * scale
+        w = f.width * scale
         y = height - PAD - (f.depth + 1) * FRAME_HEIGHT
-        details = html.escape(_details(f, report, diff), quote=True)
-        label = html.escape(_fit(f.name, w))
-        kind = "f c" if f.code else "f"       # c: sampled code
-        verdict = ""
-        if diff and not f.code:
-            kind += f" {_kind(f)}"
-            if f.change is not None:
-                verdict = f' data-verdict="{f.change.verdict}"'
-        rects.append(
-            f'<g class="{kind}" data-x="{f.x!r}" data-w="{f.total!r}" '
-            f'data-d="{f.depth}" data-path="{html.escape(f.path, True)}" '
-            f'data-details="{details}"{verdict}>'
-            f'<title>{details}</title>'
-            f'<rect x="{x:.3f}" y="{y}" width="{w:.3f}" '
-            f'height="{FRAME_HEIGHT - 1}" fill="{_colour(f, diff)}" rx="2"/>'
-            f'<text x="{x + 3:.3f}" y="{y + FRAME_HEIGHT - 5}">{label}'
-            f'</text></g>')
-    return "\n".join(rects), height
+        details = html.escape(_details(f, tree, report, diff), quote=True)
+        label = "" if f.hidden else _fit(f.name, w)
+        groups.append(_group(f, details, label, x, w, y, diff))
+    return Drawing("\n".join(groups), height, tree.idle_threads,
+                   _notes(tree))
+
+
+def controls_svg(drawing: Drawing, y: int) -> str:
+    """The line of the SVG file under its legend: the wall/CPU switch,
+    the idle threads' toggle and the notes, as text the script makes
+    clickable."""
+    parts = [f'<text class="legend" x="10" y="{y}">widths:</text>',
+             f'<text class="mode button on" data-mode="wall" x="64" '
+             f'y="{y}">wall</text>',
+             f'<text class="mode button" data-mode="cpu" x="100" '
+             f'y="{y}">CPU</text>']
+    x = 140
+    if drawing.idle_threads:
+        show, fold = fold_labels(drawing.idle_threads)
+        parts.append(f'<text class="fold button" x="{x}" y="{y}" '
+                     f'data-show="{show}" data-fold="{fold}">{show}</text>')
+        x += 7 * max(len(show), len(fold)) + 14
+    if drawing.notes:
+        # past the right edge the line is cut: its tooltip holds it all
+        note = html.escape("; ".join(drawing.notes))
+        parts.append(f'<text class="legend note" x="{x}" y="{y}">'
+                     f'<title>{note}</title>{note}</text>')
+    return "\n".join(parts)
+
+
+def fold_labels(threads: int) -> Tuple[str, str]:
+    """The idle threads' toggle, folded and expanded."""
+    return (f"expand {IDLE_LABEL} ({threads})",
+            f"fold {IDLE_LABEL} ({threads})")
 
 
 def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
                    base: Optional["Report"] = None, threshold: float = 0.05,
-                   alpha: float = 0.01) -> str:
+                   alpha: float = 0.01, min_share: float = MIN_SHARE) -> str:
     """The SVG text. With base, a differential flamegraph: frames as wide
     as in report, each stage coloured by the verdict compare gives its
     self time per call (threshold, alpha as in Report.compare); sampled
-    code and the root are grey, their change only shown."""
+    code and the root are grey, their change only shown. Code frames
+    under min_share of the root are merged into the frame under them."""
     diff = base is not None
-    top = _TOP + (32 if diff else 0)     # the diff's two legend lines
-    frames, height = frame_groups(report, base, threshold, alpha, top)
+    legend_end = 57 + (32 if diff else 0)   # the diff's two legend lines
+    top = _TOP + (32 if diff else 0)
+    drawing = frame_groups(report, base, threshold, alpha, top, min_share)
     return _SVG.format(
-        width=WIDTH, height=height, title=html.escape(title),
-        legend=legend_svg(diff, threshold, alpha), frames=frames,
+        width=WIDTH, height=drawing.height, title=html.escape(title),
+        legend=legend_svg(diff, threshold, alpha),
+        controls=controls_svg(drawing, legend_end), frames=drawing.groups,
         box=WIDTH - PAD - 300, right=PAD + 300, below=top - 4,
         wall=repr(report.wall),
         script=flamegraph_script(PAD, FRAME_HEIGHT,
@@ -336,9 +574,11 @@ def flamegraph_svg(report: "Report", title: str = "aquaprof flamegraph",
 def write_flamegraph(report: "Report", path: Union[str, os.PathLike],
                      title: str = "aquaprof flamegraph",
                      base: Optional["Report"] = None, threshold: float = 0.05,
-                     alpha: float = 0.01) -> Path:
+                     alpha: float = 0.01,
+                     min_share: float = MIN_SHARE) -> Path:
     return write_atomic(path, flamegraph_svg(report, title, base, threshold,
-                                             alpha).encode("utf-8"))
+                                             alpha, min_share)
+                        .encode("utf-8"))
 
 
 # the search box is an HTML input in a foreignObject: browsers show it in
@@ -358,6 +598,8 @@ text {{ font: 12px Verdana, sans-serif; fill: #000; pointer-events: none; }}
 #title {{ font-size: 17px; }}
 .details, .matched, .legend {{ font-size: 12px; fill: #333; }}
 .button {{ fill: #06c; cursor: pointer; pointer-events: all; }}
+.mode.on {{ fill: #000; font-weight: bold; cursor: default; }}
+.note {{ pointer-events: all; }}
 .term {{ width: 290px; font: 12px Verdana, sans-serif; }}
 .term.bad {{ outline: 2px solid #c00; }}
 </style>
@@ -374,6 +616,7 @@ title="Ctrl-F or F3 here; Escape clears"/></foreignObject>
 <text class="matched" x="{width}" dx="-10" data-right="0" y="40" \
 text-anchor="end"></text>
 <text class="details" x="110" y="{below}"> </text>
+{controls}
 <g id="frames" data-wall="{wall}">
 {frames}
 </g>

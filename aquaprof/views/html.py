@@ -12,9 +12,15 @@ from .text import header_lines, straggler_lines, warning_lines
 if TYPE_CHECKING:
     from ..report import Report
 
+#: the share bar of a stage that took the whole run, px
+BAR_PX = 60
+
+# narrow enough for an output area beside JupyterLab's file browser;
+# a wider table (long stage names) scrolls inside it, never past it
 _STYLE = """<style>
+.aquaprof { max-width: 100%; overflow-x: auto; }
 .aquaprof table { border-collapse: collapse; font-size: 12px; }
-.aquaprof th, .aquaprof td { padding: 2px 8px; text-align: right;
+.aquaprof th, .aquaprof td { padding: 2px 5px; text-align: right;
   white-space: nowrap; }
 .aquaprof th { border-bottom: 1px solid #888; }
 .aquaprof td.stage { text-align: left; font-family: monospace; }
@@ -36,7 +42,7 @@ def report_html(report: "Report") -> str:
                  + "</tr>")
     for s in report.stages:
         w = s.wall
-        bar = max(0.0, min(s.share, 1.0)) * 120
+        bar = max(0.0, min(s.share, 1.0)) * BAR_PX
         cells = [
             f'<td class="stage">{"&nbsp;" * 2 * s.depth}'
             f'{e(printable(s.name))}</td>',

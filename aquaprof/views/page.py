@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 from .._atomic import write_atomic
 from .._units import fmt_time, printable
 from .charts import distribution_svg, series_svg
+from .flamegraph import MIN_SHARE
 from .flamegraph_html import flamegraph_html
 from .html import report_html
 from .text import plural
@@ -103,13 +104,13 @@ def _header(report: "Report", title: str) -> str:
             f'<dl class="run">{body}</dl><nav>{nav}</nav></header>')
 
 
-def _flamegraph(report: "Report") -> str:
+def _flamegraph(report: "Report", min_share: float) -> str:
     if not report.stages and report.samples is None:
         return _absent("no stages were recorded, so there is no "
                        "flamegraph")
     title = ("stages, and the code sampled in them" if report.samples
              else "stages")
-    return flamegraph_html(report, title)
+    return flamegraph_html(report, title, min_share=min_share)
 
 
 def _timeline(report: "Report") -> str:
@@ -176,11 +177,13 @@ def _diagnosis(report: "Report") -> str:
     return str(report.diagnose()._repr_html_())
 
 
-def page_html(report: "Report", title: Optional[str] = None) -> str:
-    """The whole page as text."""
+def page_html(report: "Report", title: Optional[str] = None,
+              min_share: float = MIN_SHARE) -> str:
+    """The whole page as text; the flamegraph's code frames under
+    min_share of its root merged into the frame under them."""
     title = title or "aquaprof report"
     bodies = {"stages": report_html(report), "flamegraph":
-              _flamegraph(report), "timeline": _timeline(report),
+              _flamegraph(report, min_share), "timeline": _timeline(report),
               "distributions": _distributions(report),
               "memory": _memory(report), "gpu": _gpu(report),
               "diagnosis": _diagnosis(report)}
@@ -195,6 +198,8 @@ def page_html(report: "Report", title: Optional[str] = None) -> str:
 
 
 def write_page(report: "Report", path: Union[str, os.PathLike],
-               title: Optional[str] = None) -> Path:
+               title: Optional[str] = None,
+               min_share: float = MIN_SHARE) -> Path:
     """The page, written atomically to path."""
-    return write_atomic(path, page_html(report, title).encode("utf-8"))
+    return write_atomic(path, page_html(report, title, min_share)
+                        .encode("utf-8"))

@@ -3,12 +3,21 @@ the report holds one (``threading.Thread.name``), else by index and OS
 thread id, as reports always did (threads not started by ``threading``,
 files written before names were recorded). Names are the program's text:
 non-printable characters come escaped (_units.printable); each view
-escapes them further for its format (XML, HTML, JSON)."""
+escapes them further for its format (XML, HTML, JSON).
+
+Which threads only waited (sampled all run, no stage, hardly on a CPU:
+queue feeders, a DataLoader worker's resource sharer), so that the
+flamegraph folds them, and how many threads and processes a report saw
+in all, for its root."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, \
+    Sequence, Set, Tuple
 
 from .._units import printable
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 #: the most thread names a one-line summary lists, and the most
 #: characters it keeps of each
@@ -48,3 +57,56 @@ def threads_summary(threads: Sequence[Mapping[str, Any]],
     if len(parts) > most:
         parts = parts[:most] + [f"and {len(parts) - most} more"]
     return ", ".join(parts)
+
+
+# ------------------------------------------------- who worked, who waited
+
+#: a sampled thread that opened no stage and was on a CPU for less than
+#: this share of its sampled wall time only waited (queue feeders, a
+#: DataLoader worker's resource sharer, pools' idle workers): the
+#: flamegraph folds such threads into one frame
+IDLE_CPU_SHARE = 0.1
+
+ThreadKey = Tuple[int, int]         # (process, native thread id)
+
+
+def _key(thread: Mapping[str, Any]) -> ThreadKey:
+    return (int(thread.get("process", 0)), int(thread["native_id"]))
+
+
+def sampled_time(report: "Report") -> Dict[ThreadKey, List[int]]:
+    """{(process, native id): [wall ns, cpu ns, opened a stage (0/1)]}
+    of every thread the sampler saw."""
+    out: Dict[ThreadKey, List[int]] = {}
+    # by position: files of later formats add figures at the end
+    for s in (report.samples or {"stacks": []})["stacks"]:
+        slot = out.setdefault((s[0], s[1]), [0, 0, 0])
+        slot[0] += s[5]
+        slot[1] += s[6]
+        if s[2] >= 0:
+            slot[2] = 1
+    return out
+
+
+def idle_threads(report: "Report") -> Set[ThreadKey]:
+    """The sampled threads that only waited: no stage opened (neither
+    sampled in one nor recording spans) and on a CPU under
+    IDLE_CPU_SHARE of their sampled wall time."""
+    staged = {_key(t) for t in report.threads if t.get("spans", 1)}
+    return {key for key, (wall, cpu, in_stage) in
+            sampled_time(report).items()
+            if not in_stage and key not in staged
+            and cpu < IDLE_CPU_SHARE * wall}
+
+
+def thread_count(report: "Report") -> Tuple[int, int]:
+    """How many threads, and in how many processes, the report saw:
+    those that recorded stages and those the sampler saw."""
+    keys = {_key(t) for t in report.threads} | set(sampled_time(report))
+    return len(keys), max(len({p for p, _ in keys}), 1)
+
+
+def count_phrase(threads: int, processes: int) -> str:
+    """``11 threads in 3 processes``, ``1 thread``."""
+    phrase = f"{threads} thread{'s' if threads != 1 else ''}"
+    return phrase + (f" in {processes} processes" if processes > 1 else "")
