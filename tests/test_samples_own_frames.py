@@ -35,6 +35,8 @@ def test_no_frame_of_the_profiler_in_a_sampled_run():
     used = {f for s in samples["stacks"] for f in s[3]}
     files = [samples["frames"][f][1] for f in used]
     assert files and not any(is_own(f) for f in files), files
+    # nor in the frame table every view lists (speedscope's)
+    assert not any(is_own(f[1]) for f in samples["frames"])
     assert all(not is_own(h.file) for h in rep["work"].hot(20))
     assert rep["work"].hot()[0].function == "busy"
     assert "profiler.py" not in rep.flamegraph().html()
@@ -63,11 +65,31 @@ def test_stacks_lose_the_profilers_frames_and_merge():
                           [0, 1, 0, [0, 2], 1, 10, 5],
                           [0, 2, -1, [3], 1, 10, 0]]}
     out = without_own_frames(samples)
-    # main/hook/step and main/step are one stack; the watcher's is gone
-    assert out["stacks"] == [[0, 1, 0, [0, 2], 3, 30, 15]]
+    # main/hook/step and main/step are one stack; the watcher's is gone,
+    # and with it every frame of the profiler
+    assert out["frames"] == [frames[0], frames[2]]
+    assert out["stacks"] == [[0, 1, 0, [0, 1], 3, 30, 15]]
     assert out["own_ns"] == 10
     assert out["timeline"]["stack"].tolist() == [0, 0, 0]
     assert out["timeline"]["t_ns"].tolist() == [1, 2, 4]
+
+
+def test_a_thread_started_on_the_profilers_code_is_left_out_whole():
+    """A watcher thread's stack keeps only threading's start of it once
+    the profiler's frames go: that is no program code either."""
+    own = ap.Profiler.stop.__code__.co_filename
+    start = threading.__file__
+    frames = [["_bootstrap", start, 990], ["run", start, 1010],
+              ["watch", own, 30], ["worker", "/app/main.py", 5]]
+    samples = {"interval_ns": 1000, "rounds": 2, "late": 0, "lost": 0,
+               "frames": frames,
+               "stacks": [[0, 2, -1, [0, 1, 2], 1, 10, 0, 0, 0],
+                          [0, 3, -1, [0, 1, 3], 1, 10, 5, 0, 0]]}
+    out = without_own_frames(samples)
+    # a program's thread started by threading stays
+    assert out["frames"] == [frames[0], frames[1], frames[3]]
+    assert out["stacks"] == [[0, 3, -1, [0, 1, 2], 1, 10, 5, 0, 0]]
+    assert out["own_ns"] == 10
 
 
 def test_the_torch_hooks_stand_in_for_the_engine_is_not_the_hot_code():

@@ -3,12 +3,13 @@ threads (the watcher each child process runs, the DataLoader watch) and
 its code inside a program's calls (the torch hooks' stand-in for the
 autograd engine, stop()'s) are no part of the program. A stack loses
 those frames, its time going to the program's frame that called them;
-a stack with no frame of the program is left out and its time counted
-in the section's "own_ns". The plane-sweep kit (aquaprof.mvs) and the
+a stack with no frame of the program (threading's start of a thread
+aside) is left out and its time counted in the section's "own_ns". The plane-sweep kit (aquaprof.mvs) and the
 demo's workload are a program's code, kept."""
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
@@ -17,6 +18,12 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: what under the package is a program's own code, not the profiler's
 _PROGRAM = (os.path.join(_PACKAGE, "mvs") + os.sep,
             os.path.join(_PACKAGE, "integrations", "demo.py"))
+
+
+def _bootstrap_only(frames: List[int], files: List[str]) -> bool:
+    """Whether the frames are only threading's start of a thread (a
+    thread whose target was the profiler's own)."""
+    return all(files[f] == threading.__file__ for f in frames)
 
 
 def is_own(file: str) -> bool:
@@ -28,9 +35,10 @@ def is_own(file: str) -> bool:
 def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
     """The sampler's section with the profiler's frames taken out: stacks
     that end up alike merged, those left empty dropped (their wall time
-    summed in "own_ns"), the timeline renumbered and its samples of
-    dropped stacks left out."""
-    own = [is_own(f[1]) for f in samples["frames"]]
+    summed in "own_ns"), frames no stack names left out, the timeline
+    renumbered and its samples of dropped stacks left out."""
+    files = [f[1] for f in samples["frames"]]
+    own = [is_own(file) for file in files]
     if not any(own):
         return samples
     merged: Dict[Tuple[Any, ...], int] = {}
@@ -40,7 +48,8 @@ def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
     for i, (process, tid, stage, frames, *figures) in enumerate(
             samples["stacks"]):
         kept = [f for f in frames if not own[f]]
-        if not kept:
+        if not kept or (len(kept) < len(frames) and
+                        _bootstrap_only(kept, files)):
             own_ns += figures[1]
             continue
         key = (process, tid, stage, tuple(kept))
@@ -51,7 +60,14 @@ def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
         for k, figure in enumerate(figures, 4):
             stacks[j][k] += figure
         renumber[i] = j
+    # the frames no stack names any more go too: a view's frame table
+    # (speedscope's) lists what it is given
+    used = sorted({f for stack in stacks for f in stack[3]})
+    index = {f: i for i, f in enumerate(used)}
+    for stack in stacks:
+        stack[3] = [index[f] for f in stack[3]]
     out = dict(samples, stacks=stacks,
+               frames=[samples["frames"][f] for f in used],
                own_ns=samples.get("own_ns", 0) + own_ns)
     timeline = samples.get("timeline")
     if timeline is not None and len(timeline):

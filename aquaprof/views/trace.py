@@ -217,12 +217,11 @@ def _code_events(report: "Report", kept: np.ndarray, pids: List[int],
                   if c.span < 0 or shown[c.span]]
     names = [json.dumps(n) for n in labels(samples)]
     files = [json.dumps(f[1]) for f in samples["frames"]]
-    paths = [json.dumps(p) for p in report.stage_names]
     out = [json.dumps(e, separators=(",", ":"))
            for e in _sampled_threads(report, shown_cuts, pids)]
+    # the stage is the slice around: repeating its path in every code
+    # slice would make a long run's trace many times its report
     for c in shown_cuts:
-        stage = paths[int(spans["stage"][c.span])] if c.span >= 0 \
-            else "null"
         tid = span_tids[c.span] if c.span >= 0 else c.tid
         out.append(
             f'{{"ph":"X","cat":"code","name":{names[c.frame]},'
@@ -230,7 +229,7 @@ def _code_events(report: "Report", kept: np.ndarray, pids: List[int],
             f'"ts":{(c.start_ns - origin) / 1000:.3f},'
             f'"dur":{(c.end_ns - c.start_ns) / 1000:.3f},'
             f'"args":{{"file":{files[c.frame]},'
-            f'"line":{samples["frames"][c.frame][2]},"stage":{stage}}}}}')
+            f'"line":{samples["frames"][c.frame][2]}}}}}')
     return out, len(cuts) - len(shown_cuts)
 
 
