@@ -24,8 +24,9 @@ $(DEMO_DEPS): requirements-demo.txt
 	$(PY) -m pip install -q -r requirements-demo.txt
 	touch $@
 
-$(DEPS): $(DEMO_DEPS) requirements-dev.txt
+$(DEPS): $(DEMO_DEPS) requirements-dev.txt requirements-aquamvs.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -r requirements-aquamvs.txt
 	touch $@
 
 # The browser tests' chromium (tests/browser.py): Debian's, which

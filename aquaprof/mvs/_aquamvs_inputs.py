@@ -9,11 +9,10 @@ from __future__ import annotations
 import sys
 import warnings
 from types import FrameType
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import _mvs
 from .camera import Camera
 from .plane_sweep import PARITIES
 
@@ -22,6 +21,16 @@ Tensor = Any
 
 MODEL_ATTRIBUTES = ("K", "R", "t", "water_z", "normal", "n_air", "n_water")
 COSTS = ("ncc", "ssim")
+#: where AquaMVS's own projection model is defined: a model whose method
+#: is this class's is computed natively, any other runs as it is
+AQUAMVS_MODEL = ("aquamvs.projection.refractive", "RefractiveProjectionModel")
+#: the method a reference's model is asked for, and a source's
+ROLE_METHOD = {"ref": "cast_ray", "src": "project"}
+#: how a surface whose normal is not (0, 0, -1) is met: AquaMVS's way
+#: (level, rays bent about the normal as given) or refracted exactly
+TILTS = ("aquamvs", "exact")
+#: what a sample off the source image is: zero padding (AquaMVS's) or NaN
+OUTSIDES = ("zero", "nan")
 #: a normal whose horizontal part, and whose length's difference from 1,
 #: are under this share of its length is (0, 0, -1): one computed in
 #: float32 (rotated from (0, 0, -1), say) is, up to its rounding
@@ -58,6 +67,22 @@ def check_parity(parity: object) -> str:
     return str(parity)
 
 
+def check_choice(value: object, name: str, choices: Sequence[str]) -> str:
+    """value, one of choices, checked before any work is done."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got "
+                         f"{value!r}")
+    return str(value)
+
+
+def outside_for(outside: object, parity: str) -> str:
+    """The sampling off the source image: as asked, else the parity's own
+    (zero padding for "aquamvs", NaN for "textbook")."""
+    if outside is None:
+        return "zero" if parity == "aquamvs" else "nan"
+    return check_choice(outside, "outside", OUTSIDES)
+
+
 def host_array(value: object) -> np.ndarray:
     """A tensor (any device, requiring grad or not), array, sequence (of
     tensors too) or number as an array."""
@@ -77,32 +102,131 @@ def _host(value: object) -> np.ndarray:
             from None
 
 
-def camera(model: object, name: str) -> Camera:
-    """The native refractive camera of an AquaMVS-style projection model,
-    casting as AquaMVS does (Camera's casts_as_aquamvs): its rays meet the
-    plane z = water_z and are bent there about the model's normal as
-    given, and points project through the level surface. A normal other
-    than (0, 0, -1) is warned about once per process
-    (TiltedSurfaceWarning)."""
+class Geometry(NamedTuple):
+    """How the drop-in places a model's samples: through the native
+    camera (`camera`, whose cast and project the torch path uses too), or
+    through the model's own methods (`camera` None)."""
+    camera: Optional[Camera]
+    cast: Callable[[Tensor], Tuple[Tensor, Tensor]]
+    project: Callable[[Tensor], Tuple[Tensor, Tensor]]
+
+
+def _own_method(model: object, method: str) -> Optional[Callable[..., Any]]:
+    """The model's `method` where it is callable and not AquaMVS's own
+    RefractiveProjectionModel's (set on the instance, or defined by a
+    class of the user's, a subclass's override included); else None."""
+    bound = getattr(model, method, None)
+    if not callable(bound):
+        return None
+    if method in getattr(model, "__dict__", {}):
+        return bound
+    defined = getattr(type(model), method, None)
+    home = (getattr(defined, "__module__", None),
+            getattr(defined, "__qualname__", "").rsplit(".", 1)[0])
+    return None if home == AQUAMVS_MODEL else bound
+
+
+def geometry(model: object, name: str, role: str,
+             tilt: str = "aquamvs") -> Geometry:
+    """The geometry of a model as AquaMVS uses it in `role` ("ref": its
+    cast_ray, "src": its project). A model whose method there is its own
+    (AquaMVS's projection protocol: a pinhole, a subclass overriding it)
+    is run through that method; AquaMVS's RefractiveProjectionModel, and
+    any object that carries the attributes alone, natively (camera())."""
+    torch = torch_module()
+    method = ROLE_METHOD[role]
+    own = _own_method(model, method)
+    if own is not None:
+        checked = _checked(own, f"{name}.{method}", 3 if role == "ref"
+                           else 2)
+        return Geometry(None,
+                        checked if role == "ref" else _refused(name,
+                                                               "cast_ray"),
+                        checked if role == "src" else _refused(name,
+                                                               "project"))
+    cam = camera(model, name, tilt)
+
+    def native_cast(pixels: Tensor) -> Tuple[Tensor, Tensor]:
+        origins, directions, _ = cam.cast_rays(host_array(pixels))
+        return (torch.from_numpy(origins).to(pixels.device),
+                torch.from_numpy(directions).to(pixels.device))
+
+    def native_project(points: Tensor) -> Tuple[Tensor, Tensor]:
+        pixels, valid = cam.project(host_array(points))
+        return (torch.from_numpy(pixels).to(points.device),
+                torch.from_numpy(valid).to(points.device))
+    return Geometry(cam, native_cast, native_project)
+
+
+def _refused(name: str, method: str
+             ) -> Callable[[Tensor], Tuple[Tensor, Tensor]]:
+    """A stand-in for the method a role never calls."""
+    def never(_: Tensor) -> Tuple[Tensor, Tensor]:
+        raise RuntimeError(f"{name}.{method} is not used in this role")
+    return never
+
+
+def _checked(method: Callable[[Tensor], Any], name: str, width: int
+             ) -> Callable[[Tensor], Tuple[Tensor, Tensor]]:
+    """A model's own method, its returns checked against AquaMVS's
+    projection protocol: cast_ray gives origins and directions (N, 3),
+    project pixels (N, 2) and a validity mask (N,)."""
+    torch = torch_module()
+    want = ("origins (N, 3) and directions (N, 3)" if width == 3
+            else "pixels (N, 2) and valid (N,)")
+
+    def call(given: Tensor) -> Tuple[Tensor, Tensor]:
+        out = method(given)
+        n = given.shape[0]
+        shapes = ((n, 3), (n, 3)) if width == 3 else ((n, 2), (n,))
+        ok = (isinstance(out, (tuple, list)) and len(out) == 2
+              and all(isinstance(x, torch.Tensor) and tuple(x.shape) == s
+                      for x, s in zip(out, shapes)))
+        if not ok:
+            got = ", ".join(f"{type(x).__name__} "
+                            f"{tuple(getattr(x, 'shape', ()))}"
+                            for x in (out if isinstance(out, (tuple, list))
+                                      else [out]))
+            raise ValueError(f"{name} returned {got} for N = {n}: AquaMVS's "
+                             f"projection protocol returns {want} tensors, "
+                             f"which the drop-in samples at")
+        return out[0], out[1]
+    return call
+
+
+def camera(model: object, name: str, tilt: str = "aquamvs") -> Camera:
+    """The native refractive camera of an AquaMVS-style projection model.
+    tilt="aquamvs": casting as AquaMVS does (Camera's casts_as_aquamvs):
+    its rays meet the plane z = water_z and are bent there about the
+    model's normal as given, and points project through the level
+    surface; a normal other than (0, 0, -1) is warned about once per
+    process (TiltedSurfaceWarning). tilt="exact": refracted at the
+    surface the normal gives, rays and projections alike."""
     missing = [a for a in MODEL_ATTRIBUTES if not hasattr(model, a)]
     if missing:
+        method = "cast_ray" if name.startswith("ref") else "project"
         raise TypeError(f"{name} ({type(model).__name__}) has no "
                         f"{', '.join(missing)}: a projection model must "
-                        f"carry {', '.join(MODEL_ATTRIBUTES)}")
+                        f"carry {', '.join(MODEL_ATTRIBUTES)}, or "
+                        f"implement AquaMVS's projection protocol (its "
+                        f"own {method}(), which the drop-in then calls)")
     values = {}
     for attribute in MODEL_ATTRIBUTES:
         try:
             values[attribute] = _host(getattr(model, attribute))
         except ValueError as e:
             raise ValueError(f"{name}.{attribute} {e}") from None
-    _check_level(values["normal"], name)
+    exact = check_choice(tilt, "tilt", TILTS) == "exact"
+    _check_normal(values["normal"], name)
+    if not exact:
+        _check_level(values["normal"], name)
     water_z, n_air, n_water = (_scalar(values[a], f"{name}.{a}")
                                for a in ("water_z", "n_air", "n_water"))
     try:
         return Camera(values["K"], values["R"], values["t"],
                       refractive=True, water_z=water_z,
                       normal=values["normal"], n_air=n_air, n_water=n_water,
-                      casts_as_aquamvs=True)
+                      casts_as_aquamvs=not exact)
     except ValueError as e:
         raise ValueError(f"{name}: {e}") from None
 
@@ -114,14 +238,17 @@ def _scalar(value: np.ndarray, name: str) -> float:
     return float(value.reshape(()))
 
 
-def _check_level(normal: np.ndarray, name: str) -> None:
-    global _tilt_warned
+def _check_normal(normal: np.ndarray, name: str) -> None:
     if normal.shape != (3,) or not np.isfinite(normal).all():
         raise ValueError(f"{name}.normal must be 3 finite numbers, got "
                          f"{normal.tolist()}")
-    length = float(np.linalg.norm(normal))
-    if length == 0:
+    if not np.any(normal):
         raise ValueError(f"{name}.normal is the zero vector")
+
+
+def _check_level(normal: np.ndarray, name: str) -> None:
+    global _tilt_warned
+    length = float(np.linalg.norm(normal))
     level = (np.hypot(normal[0], normal[1]) <= LEVEL_TOLERANCE * length
              and normal[2] < 0 and abs(length - 1) <= LEVEL_TOLERANCE)
     if level or _tilt_warned:
@@ -132,8 +259,9 @@ def _check_level(normal: np.ndarray, name: str) -> None:
         f"were level, whatever the normal says, but bends the rays it "
         f"casts about the normal as given (its length too), so that "
         f"its rays and projections disagree; aquaprof.mvs.aquamvs "
-        f"does the same, to give its numbers. aquaprof.mvs's native "
-        f"API (Camera.refractive(..., normal=...)) handles a tilted "
+        f"does the same, to give its numbers. tilt=\"exact\" (a keyword "
+        f"of every drop-in function), like aquaprof.mvs's native API "
+        f"(Camera.refractive(..., normal=...)), handles a tilted "
         f"surface throughout. (Warned once per process.)")
     stacklevel, caller = _caller()
     if not _ignored(message, caller):
@@ -199,10 +327,9 @@ def config_values(config: object, names: Sequence[str]) -> Tuple[Any, ...]:
             raise ValueError(f"config.cost_function: unknown cost function "
                              f"{value!r}, expected 'ncc' or 'ssim'")
         if attribute == "window_size" and not (
-                is_int(value) and 3 <= value <= _mvs.MAX_WINDOW
-                and value % 2 == 1):
-            raise ValueError(f"config.window_size must be an odd int from 3 "
-                             f"to {_mvs.MAX_WINDOW}, got {value!r}")
+                is_int(value) and value >= 3 and value % 2 == 1):
+            raise ValueError(f"config.window_size must be an odd int >= 3, "
+                             f"got {value!r}")
         if attribute == "num_depths" and not (is_int(value) and value >= 1):
             raise ValueError(f"config.num_depths must be an int >= 1, got "
                              f"{value!r}")

@@ -1,16 +1,25 @@
 """AquaMVS's dense stage on aquaprof.mvs's kernels: the functions of
-``aquamvs.dense.plane_sweep`` with their signatures, inputs and returns,
-so that switching is one import::
+``aquamvs.dense`` (its plane sweep, costs and depth-map files) with their
+signatures, inputs and returns, so that switching is one import::
 
     from aquaprof.mvs.aquamvs import plane_sweep_stereo, extract_depth
 
 Inputs are torch tensors on the CPU (they run the C kernels, read without
 copies where they are float32 already) or on a CUDA device (the CUDA
 kernels); outputs are tensors on the same device (plane_sweep_stereo,
-as AquaMVS, moves the frames to its `device` first). Projection models are
-any objects carrying K, R, t, water_z, normal, n_air and n_water (tensors,
-arrays or numbers); configs any objects carrying cost_function ("ncc" or
-"ssim"), window_size and num_depths.
+as AquaMVS, moves the frames to its `device` first). Configs are any
+objects carrying cost_function ("ncc" or "ssim"), window_size and
+num_depths.
+
+Projection models are honoured, never ignored. AquaMVS's own
+RefractiveProjectionModel, and any object that carries K, R, t, water_z,
+normal, n_air and n_water alone (tensors, arrays or numbers), run the
+kernels with that geometry computed natively in float64. A model whose
+method AquaMVS calls (the reference's cast_ray, a source's project) is
+its own (AquaMVS's projection protocol implemented by the user, or a
+subclass overriding it) runs through that method: the samples are
+placed where the model says and the costs computed in torch (float64),
+as AquaMVS does, a few times slower than the kernels.
 
 By default (``parity="aquamvs"``) the costs are AquaMVS's: window
 statistics centred on each pixel's own window mean, zero padding at the
@@ -18,33 +27,43 @@ image border, AquaMVS's half-window rule and epsilon, and its depth
 extraction (the first step taken for all, epsilon 1e-8). With
 ``parity="textbook"`` the costs are aquaprof.mvs's own (textbook window
 statistics over the samples a view sees): more accurate, see
-docs/mvs.md, "Coming from AquaMVS".
+docs/mvs.md, "Coming from AquaMVS". `outside` says what a sample off the
+source image is, whatever the parity: "zero" (blended with zeros, as
+AquaMVS's grid_sample) or "nan" (unseen); by default the parity's own,
+"zero" for "aquamvs" and "nan" for "textbook".
 
 Like AquaMVS, depth hypotheses may start at 0 (or below): such a plane's
 points are not under the water, no view sees them, and their costs are
-1.0. The geometry is AquaMVS's: rays meet the level plane z = water_z
-and are bent there about the model's normal as given, points project
-through the level surface whatever the normal says
-(TiltedSurfaceWarning once when it is not (0, 0, -1))."""
+1.0. The geometry is AquaMVS's (``tilt="aquamvs"``): rays meet the level
+plane z = water_z and are bent there about the model's normal as given,
+points project through the level surface whatever the normal says
+(TiltedSurfaceWarning once when it is not (0, 0, -1)); ``tilt="exact"``
+refracts at the tilted surface the normal gives, rays and projections
+alike."""
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence, Tuple, Union
+from pathlib import Path
+from typing import (Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 import numpy as np
 
-from . import plane_sweep
-from ._aquamvs_inputs import (Tensor, TiltedSurfaceWarning, camera,
-                              check_parity, config_values, depths_host, gray,
-                              host_array, is_int, torch_module)
-from .camera import Camera
+from .. import _mvs
+from . import _aquamvs_torch, plane_sweep
+from ._aquamvs_inputs import (COSTS, TILTS, Geometry, Tensor,
+                              TiltedSurfaceWarning, check_choice,
+                              check_parity, config_values, depths_host,
+                              geometry, gray, host_array, is_int,
+                              outside_for, torch_module)
 
-__all__ = ["TiltedSurfaceWarning", "build_cost_volume", "extract_depth",
-           "generate_depth_hypotheses", "plane_sweep_stereo",
-           "warp_source_image"]
+__all__ = ["TiltedSurfaceWarning", "aggregate_costs", "build_cost_volume",
+           "compute_cost", "compute_ncc", "compute_ssim", "extract_depth",
+           "generate_depth_hypotheses", "load_depth_map",
+           "plane_sweep_stereo", "save_depth_map", "warp_source_image"]
 
 #: aquaprof.mvs's samples count as seen up to this far outside the image,
 #: taking the border's value (AP_BORDER_SLACK in csrc/kernels/cost_math.h)
-BORDER_SLACK = 1e-3
+BORDER_SLACK = _aquamvs_torch.BORDER_SLACK
 #: AquaMVS's guard against dividing by zero in depth extraction
 EPS = 1e-8
 
@@ -64,18 +83,23 @@ def generate_depth_hypotheses(d_min: float, d_max: float, num_depths: int,
 
 def warp_source_image(ref_model: object, src_model: object,
                       src_image: Tensor, depth: float, pixel_grid: Tensor,
-                      *, parity: str = "aquamvs") -> Tensor:
+                      *, parity: str = "aquamvs",
+                      outside: Optional[str] = None,
+                      tilt: str = "aquamvs") -> Tensor:
     """src_image (gray (H, W), or BGR) resampled at the reference pixels
     pixel_grid ((H * W, 2) as (u, v)) at one ray depth: float32 (H, W) on
     src_image's device, NaN where the point does not project into the
-    source camera. Bilinear; a sample off the image blends with zeros
-    (``parity="aquamvs"``, as grid_sample's zero padding), or is NaN
-    beyond aquaprof.mvs's 1e-3 px of slack (``"textbook"``, as
-    aquaprof.mvs.warp). The geometry runs on the CPU."""
+    source camera. Bilinear, in float64. A sample off the image:
+    outside=None (the default) takes the parity's way, "zero" with
+    parity="aquamvs" (blended with zeros, grid_sample's zero padding, as
+    AquaMVS) and "nan" with "textbook" (NaN beyond 1e-3 px of slack, as
+    aquaprof.mvs.warp); or say outside="zero" or "nan". Native geometry
+    runs on the CPU; a model's own cast_ray and project on its device."""
     torch = torch_module()
     parity = check_parity(parity)
-    ref_cam = camera(ref_model, "ref_model")
-    src_cam = camera(src_model, "src_model")
+    outside = outside_for(outside, parity)
+    ref_geo = geometry(ref_model, "ref_model", "ref", tilt)
+    src_geo = geometry(src_model, "src_model", "src", tilt)
     image = gray(src_image, "src_image")
     h, w = image.shape
     grid = host_array(pixel_grid)
@@ -84,36 +108,97 @@ def warp_source_image(ref_model: object, src_model: object,
                          f"src_image, ({h * w}, 2) numbers, got "
                          f"{grid.dtype} {grid.shape}")
     d = float(depths_host([depth], "depth")[0])
-    if not d > 0:   # no point of the plane is under the water
+    native = ref_geo.camera is not None and src_geo.camera is not None
+    if native and not d > 0:   # no point of the plane is under the water
         return torch.full((h, w), float("nan"), device=image.device)
-    origins, directions, _ = ref_cam.cast_rays(grid)
-    pixels, valid = src_cam.project(origins + d * directions)
-    scale = np.array([2.0 / (w - 1), 2.0 / (h - 1)])
-    normalised = np.where(valid[:, None], pixels * scale - 1.0, 2.0)
-    sample_at = torch.from_numpy(normalised.astype(np.float32)) \
-        .reshape(1, h, w, 2).to(image.device)
-    warped = torch.nn.functional.grid_sample(
-        image[None, None], sample_at, mode="bilinear",
-        padding_mode="zeros" if parity == "aquamvs" else "border",
-        align_corners=True)[0, 0]
-    if parity == "textbook":
-        u, v = pixels[:, 0], pixels[:, 1]
-        with np.errstate(invalid="ignore"):
-            valid &= ((u >= -BORDER_SLACK) & (u <= w - 1 + BORDER_SLACK)
-                      & (v >= -BORDER_SLACK) & (v <= h - 1 + BORDER_SLACK))
-    unseen = torch.from_numpy(~valid).reshape(h, w).to(image.device)
-    return warped.masked_fill(unseen, float("nan"))
+    pixels = (torch.from_numpy(grid) if native else
+              torch.as_tensor(pixel_grid).detach())
+    with torch.no_grad():
+        origins, directions = _cast(ref_geo, [src_geo])(pixels)
+        at, valid = src_geo.project(origins + d * directions)
+        return _aquamvs_torch.sample(image, at, valid, outside).float()
+
+
+def _window(value: object, name: str) -> int:
+    if not (is_int(value) and int(value) >= 3  # type: ignore[call-overload]
+            and int(value) % 2 == 1):  # type: ignore[call-overload]
+        raise ValueError(f"{name} must be an odd int >= 3, got {value!r}")
+    return int(value)  # type: ignore[call-overload]
+
+
+def _pair(ref: Tensor, src: Tensor) -> None:
+    torch = torch_module()
+    for value, name in ((ref, "ref"), (src, "src")):
+        if not isinstance(value, torch.Tensor) or value.ndim != 2 \
+                or not value.is_floating_point():
+            got = (f"{value.dtype} {tuple(value.shape)}"
+                   if isinstance(value, torch.Tensor)
+                   else type(value).__name__)
+            raise ValueError(f"{name} must be a float (H, W) tensor, got "
+                             f"{got}")
+    if ref.shape != src.shape or ref.device != src.device:
+        raise ValueError(f"ref and src must be one shape on one device, "
+                         f"got {tuple(ref.shape)} on {ref.device} and "
+                         f"{tuple(src.shape)} on {src.device}")
+
+
+def compute_cost(ref: Tensor, src: Tensor, cost_function: str = "ncc",
+                 window_size: int = 11, *, parity: str = "aquamvs"
+                 ) -> Tensor:
+    """The cost map (H, W) of ref against the warped source src (NaN
+    where unseen), lower is better, in ref's dtype: 1 - NCC over a box
+    window (in [0, 2]) or 1 - SSIM over a Gaussian one (sigma 1.5, in
+    [0, 1]), 1.0 where too few samples are seen. parity="aquamvs" (the
+    default) gives AquaMVS's costs, "textbook" aquaprof.mvs's own
+    (docs/mvs.md). Differentiable (torch autograd), computed in float64,
+    any window (odd, >= 3)."""
+    if cost_function not in COSTS:
+        raise ValueError(f"Unknown cost function: {cost_function!r}. "
+                         f"Expected 'ncc' or 'ssim'.")
+    parity = check_parity(parity)
+    window = _window(window_size, "window_size")
+    _pair(ref, src)
+    return _aquamvs_torch.pair_cost(ref, src, str(cost_function), window,
+                                    parity)
+
+
+def compute_ncc(ref: Tensor, src: Tensor, window_size: int = 11, *,
+                parity: str = "aquamvs") -> Tensor:
+    """compute_cost(ref, src, "ncc", window_size): 1 - NCC, in [0, 2]."""
+    return compute_cost(ref, src, "ncc", window_size, parity=parity)
+
+
+def compute_ssim(ref: Tensor, src: Tensor, window_size: int = 11, *,
+                 parity: str = "aquamvs") -> Tensor:
+    """compute_cost(ref, src, "ssim", window_size): 1 - SSIM, in [0, 1]."""
+    return compute_cost(ref, src, "ssim", window_size, parity=parity)
+
+
+def aggregate_costs(costs: Sequence[Tensor]) -> Tensor:
+    """The mean of the views' cost maps (each (H, W)), differentiable."""
+    torch = torch_module()
+    if isinstance(costs, torch.Tensor) or not isinstance(costs, Sequence) \
+            or not costs:
+        raise ValueError("costs must be a non-empty list of (H, W) cost "
+                         "maps")
+    return torch.stack(list(costs), dim=0).mean(dim=0)
 
 
 def build_cost_volume(ref_model: object, src_models: Sequence[object],
                       ref_image: Tensor, src_images: Sequence[Tensor],
                       depths: Tensor, config: object, *,
-                      parity: str = "aquamvs") -> Tensor:
+                      parity: str = "aquamvs",
+                      outside: Optional[str] = None,
+                      tilt: str = "aquamvs") -> Tensor:
     """float32 (H, W, D) costs on ref_image's device, lower is better: the
     mean over source views at each depth hypothesis (any order, any
     spacing; those <= 0 cost 1.0). Images gray (H, W) in [0, 1] (or BGR)
-    on one device; config.cost_function and config.window_size."""
+    on one device; config.cost_function and config.window_size (odd,
+    >= 3; wider than 63 runs in torch). A sample off a source image:
+    outside=None (the default) takes the parity's way ("zero" for
+    "aquamvs", "nan" for "textbook"); the other runs in torch."""
     parity = check_parity(parity)
+    outside = outside_for(outside, parity)
     cost, window = config_values(config, ("cost_function", "window_size"))
     if getattr(src_images, "ndim", 0) >= 3:     # stacked: a view a row
         src_images = list(src_images)
@@ -131,19 +216,19 @@ def build_cost_volume(ref_model: object, src_models: Sequence[object],
                          f"{len(src_models)} and {len(src_images)}")
     ref = gray(ref_image, "ref_image")
     srcs = [gray(s, f"src_images[{i}]") for i, s in enumerate(src_images)]
-    return _sweep(camera(ref_model, "ref_model"),
-                  [camera(m, f"src_models[{i}]")
+    return _sweep(geometry(ref_model, "ref_model", "ref", tilt),
+                  [geometry(m, f"src_models[{i}]", "src", tilt)
                    for i, m in enumerate(src_models)],
                   ref, srcs, [f"src_images[{i}]" for i in range(len(srcs))],
-                  depths_host(depths), cost, window, parity)
+                  depths_host(depths), cost, window, parity, outside)
 
 
-def _sweep(ref_cam: Camera, src_cams: List[Camera], ref: Tensor,
+def _sweep(ref_geo: Geometry, src_geos: List[Geometry], ref: Tensor,
            srcs: List[Tensor], names: List[str], depths: np.ndarray,
-           cost: str, window: int, parity: str) -> Tensor:
-    """The native sweep over the depths > 0, in increasing order, once
-    each; the volume laid out in the order asked for."""
-    torch = torch_module()
+           cost: str, window: int, parity: str, outside: str) -> Tensor:
+    """The kernels where they compute what is asked (the drop-in's own
+    geometry, a window they hold, the parity's own outside), else the
+    torch path through the models' methods."""
     for src, name in zip(srcs, names):
         if src.shape != ref.shape:
             raise ValueError(f"{name} is {tuple(src.shape)}, ref_image "
@@ -151,18 +236,55 @@ def _sweep(ref_cam: Camera, src_cams: List[Camera], ref: Tensor,
         if src.device != ref.device:
             raise ValueError(f"{name} is on {src.device}, ref_image on "
                              f"{ref.device}: all images on one device")
+    kernels = (all(g.camera is not None for g in [ref_geo, *src_geos])
+               and window <= _mvs.MAX_WINDOW
+               and outside == outside_for(None, parity))
+    if not kernels:
+        return _aquamvs_torch.sweep(_cast(ref_geo, src_geos),
+                                    [g.project for g in src_geos], ref,
+                                    srcs, depths, cost, window, parity,
+                                    outside)
+    return _kernel_sweep(ref_geo, src_geos, ref, srcs, depths, cost, window,
+                         parity)
+
+
+def _cast(ref_geo: Geometry, src_geos: List[Geometry]
+          ) -> Callable[[Tensor], Tuple[Tensor, Tensor]]:
+    """The reference's cast for the torch path: where a source's own
+    project() receives the points of a natively cast ray, they come in
+    float32, as AquaMVS's float32 rays give them to it."""
+    if ref_geo.camera is None or all(g.camera is not None
+                                     for g in src_geos):
+        return ref_geo.cast
+
+    def float32_cast(pixels: Tensor) -> Tuple[Tensor, Tensor]:
+        origins, directions = ref_geo.cast(pixels)
+        return origins.float(), directions.float()
+    return float32_cast
+
+
+def _kernel_sweep(ref_geo: Geometry, src_geos: List[Geometry], ref: Tensor,
+                  srcs: List[Tensor], depths: np.ndarray, cost: str,
+                  window: int, parity: str) -> Tensor:
+    """The native sweep over the depths > 0, in increasing order, once
+    each; the volume laid out in the order asked for."""
+    torch = torch_module()
+    ref_cam = ref_geo.camera
+    # every camera is native here (_sweep's test)
+    src_cams = [g.camera for g in src_geos if g.camera is not None]
+    assert ref_cam is not None and len(src_cams) == len(src_geos)
     positive = depths > 0
     planes = np.unique(depths[positive])
     as_given = planes.size == depths.size and np.array_equal(planes, depths)
     if planes.size:
         if ref.is_cuda:
             volume = plane_sweep.build_cost_volume(
-                ref.contiguous(), torch.stack(srcs), ref_cam, src_cams,
-                planes, cost=cost, window=window, parity=parity)
+                ref.contiguous(), torch.stack(srcs), ref_cam,
+                src_cams, planes, cost=cost, window=window, parity=parity)
         else:   # float32 tensors read as NumPy arrays over their memory
             volume = torch.from_numpy(plane_sweep.build_cost_volume(
-                ref.numpy(), [s.numpy() for s in srcs], ref_cam, src_cams,
-                planes, cost=cost, window=window, parity=parity))
+                ref.numpy(), [s.numpy() for s in srcs], ref_cam,
+                src_cams, planes, cost=cost, window=window, parity=parity))
         if as_given:
             return volume
     out = torch.ones(tuple(ref.shape) + (depths.size,), dtype=torch.float32,
@@ -180,15 +302,20 @@ def plane_sweep_stereo(ref_name: str, ref_model: object,
                        src_models: Mapping[str, object], ref_image: Tensor,
                        src_images: Mapping[str, Tensor],
                        depth_range: Tuple[float, float], config: object,
-                       device: object = "cpu", *, parity: str = "aquamvs"
+                       device: object = "cpu", *, parity: str = "aquamvs",
+                       outside: Optional[str] = None, tilt: str = "aquamvs"
                        ) -> Dict[str, Union[Tensor, str]]:
     """AquaMVS's entry point for one reference camera: config.num_depths
     hypotheses over depth_range, the frames ((H, W, 3) uint8 or float32
-    BGR) converted to gray on `device`, the cost volume built.
+    BGR) converted to gray on `device`, the cost volume built
+    (build_cost_volume, whose keywords it takes: outside=None samples off
+    a source as the parity does, zero padding for "aquamvs").
 
     Returns {"cost_volume": float32 (H, W, D), "depths": float32 (D,),
     "ref_name": ref_name}, tensors on `device`."""
     parity = check_parity(parity)
+    outside = outside_for(outside, parity)
+    check_choice(tilt, "tilt", TILTS)
     cost, window, num_depths = config_values(
         config, ("cost_function", "window_size", "num_depths"))
     if isinstance(src_names, (str, bytes)) or not isinstance(src_names,
@@ -214,11 +341,11 @@ def plane_sweep_stereo(ref_name: str, ref_model: object,
     ref = gray(ref_image, "ref_image", device)
     srcs = [gray(src_images[n], f"src_images[{n!r}]", device)
             for n in src_names]
-    volume = _sweep(camera(ref_model, "ref_model"),
-                    [camera(src_models[n], f"src_models[{n!r}]")
-                     for n in src_names],
+    volume = _sweep(geometry(ref_model, "ref_model", "ref", tilt),
+                    [geometry(src_models[n], f"src_models[{n!r}]", "src",
+                              tilt) for n in src_names],
                     ref, srcs, [f"src_images[{n!r}]" for n in src_names],
-                    depths_host(depths), cost, window, parity)
+                    depths_host(depths), cost, window, parity, outside)
     return {"cost_volume": volume, "depths": depths, "ref_name": ref_name}
 
 
@@ -263,3 +390,31 @@ def extract_depth(cost_volume: Tensor, depths: Tensor
     edge = (best == 0) | (best == count - 1)
     return (depth.masked_fill(edge, float("nan")),
             confidence.masked_fill(edge, 0.0))
+
+
+def save_depth_map(depth_map: Tensor, confidence: Tensor,
+                   path: Union[str, Path]) -> None:
+    """depth_map and confidence ((H, W) tensors on any device, or arrays)
+    to an .npz file as AquaMVS writes it: np.savez with the arrays
+    "depth" and "confidence" (numpy adds ".npz" to a path without it)."""
+    depth, conf = host_array(depth_map), host_array(confidence)
+    if depth.ndim != 2 or depth.shape != conf.shape:
+        raise ValueError(f"depth_map and confidence must be (H, W) of one "
+                         f"shape, got {depth.shape} and {conf.shape}")
+    np.savez(path, depth=depth, confidence=conf)
+
+
+def load_depth_map(path: Union[str, Path], device: object = "cpu"
+                   ) -> Tuple[Tensor, Tensor]:
+    """The (depth_map, confidence) tensors on `device` of an .npz file
+    that AquaMVS's save_depth_map (or this module's) wrote."""
+    torch = torch_module()
+    with np.load(path) as data:     # no pickles: arrays only
+        missing = [k for k in ("depth", "confidence") if k not in data]
+        if missing:
+            raise ValueError(f"{path} holds no {' or '.join(missing)} "
+                             f"array: not a depth map file (it holds "
+                             f"{sorted(data.files)})")
+        depth, confidence = data["depth"], data["confidence"]
+    return (torch.from_numpy(depth).to(device),
+            torch.from_numpy(confidence).to(device))
