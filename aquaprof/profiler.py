@@ -8,7 +8,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from . import _core
 from ._version import __version__
@@ -165,6 +165,7 @@ class Profiler:
         from .integrations.torch_hooks import check_options
         self._torch = check_options(torch_ops, torch_modules)
         self._unwatch_torch: Optional[Callable[[], None]] = None
+        self._torch_watch: Any = None   # its watch: counts() at report()
         self._unwatch: Optional[Callable[[], None]] = None
         self._capture: Any = None      # an aquaprof.children.Capture
         self._children: Optional[tuple] = None
@@ -199,7 +200,8 @@ class Profiler:
                 self._started_at = time.time()
                 self._starting = True
                 if self._compensate and not _core.active():
-                    self._overhead = _calibration(*self._settings)
+                    self._overhead = _calibration(*self._settings,
+                                                  torch=self._torch)
                 neighbor = self._cupti_neighbor()
                 if self._stop_asked:
                     return self
@@ -327,8 +329,9 @@ class Profiler:
         if self._torch is not None:
             import weakref
             from .integrations.torch_hooks import watch_torch
-            self._unwatch_torch = weakref.finalize(self, watch_torch(
-                *self._torch, self._running_while_alive()))
+            self._torch_watch = watch_torch(*self._torch,
+                                            self._running_while_alive())
+            self._unwatch_torch = weakref.finalize(self, self._torch_watch)
 
     def _running_while_alive(self) -> Callable[[], bool]:
         """Whether this Profiler still records, without keeping it (or
@@ -406,6 +409,10 @@ class Profiler:
                     _samples(self._sampler.data()))
             if self._overhead:
                 data["overhead"] = self._overhead
+                if self._torch_watch is not None:
+                    # what the torch hooks did that no stage counts
+                    data["overhead"] = dict(self._overhead,
+                                            **self._torch_watch.counts())
             if self._children is not None:
                 # children=True says what it saw, none included
                 data["children"] = self._children[1]
@@ -447,7 +454,11 @@ class Profiler:
         if not self._compensate:
             return None
         from .calibration import cached
-        return cached(data["cpu_resolution_ns"], data["memory"])
+        figures = cached(data["cpu_resolution_ns"], data["memory"])
+        if figures is not None and self._torch is not None:
+            from .integrations.torch_hooks import calibrated_hooks
+            figures.update(calibrated_hooks(*self._torch, data["memory"]))
+        return figures
 
     def __enter__(self) -> "Profiler":
         fresh = self._started_at is None
@@ -485,10 +496,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_starting)
 
 
-def _calibration(cpu_resolution: float, memory: bool) -> Optional[dict]:
+def _calibration(cpu_resolution: float, memory: bool,
+                 torch: Optional[Tuple[bool, bool, bool]] = None
+                 ) -> Optional[dict]:
     from .calibration import SessionBusy, calibrate
     try:
-        return calibrate(cpu_resolution, memory)
+        figures = calibrate(cpu_resolution, memory)
+        if torch is not None:
+            # what the torch hooks add a call: the report charges it
+            from .integrations.torch_hooks import calibrate_hooks
+            figures.update(calibrate_hooks(*torch, memory=memory))
+        return figures
     except SessionBusy:
         # a session started meanwhile by other means than a Profiler (on
         # another thread): this run goes uncompensated

@@ -69,7 +69,15 @@ HOST_OPTIONAL: Fields = {
     "cpus": int, "load": float,
 }
 OVERHEAD_FIELDS: Fields = {"span_ns": float, "inside_ns": float}
-OVERHEAD_OPTIONAL: Fields = {"read_ns": float, "resolution_ns": float}
+OVERHEAD_OPTIONAL: Fields = {
+    "read_ns": float, "resolution_ns": float,
+    # the torch hooks' calibrated cost a call (docs/torch.md#cost), and
+    # the calls of theirs that no stage counts
+    "torch_op_ns": float, "torch_quiet_ns": float, "torch_carry_ns": float,
+    "torch_module_ns": float, "torch_module_inside_ns": float,
+    "torch_module_nograd_ns": float, "torch_module_nograd_inside_ns": float,
+    "torch_backward_ns": float, "torch_backward_inside_ns": float,
+    "torch_quiet_calls": int, "torch_carried_calls": int}
 PROCESS_FIELDS: Fields = {"pid": int, "label": str}
 CHILDREN_FIELDS: Fields = {"started": int, "reported": int, "lost": list}
 CHILDREN_OPTIONAL: Fields = {"error": str}

@@ -48,8 +48,12 @@ def test_compensation_follows_the_tree():
 
 def test_the_header_shows_the_cost_and_it_survives_a_round_trip(tmp_path):
     rep = nested_run()
-    assert rep.meta["overhead"] == calibrate()
-    assert "profiler cost:" in str(rep) and "ns a stage call" in str(rep)
+    cost = calibrate()
+    assert rep.meta["overhead"] == cost
+    line = next(t for t in str(rep).splitlines()
+                if t.startswith("profiler cost: about "))
+    assert f": stages " in line and \
+        f"(75 calls at {cost['span_ns']:.0f} ns" in line
     again = ap.Report.load(rep.save(tmp_path / "r.json"))
     assert again == rep
     assert again["outer"].compensated_total == rep["outer"].compensated_total
@@ -62,3 +66,22 @@ def test_bad_overhead_fields_are_refused():
                 {"span_ns": True, "inside_ns": 1}, "cheap"):
         with pytest.raises(ap.ReportError, match="overhead"):
             ap.Report.from_dict(dict(data, overhead=bad))
+
+
+def test_the_cost_line_adds_stage_pairs_and_clock_readings():
+    data = nested_run(compensate=False).to_dict()
+    data["overhead"] = {"span_ns": 1_000.0, "inside_ns": 400.0,
+                        "read_ns": 2_000.0}
+    data["threads"][0]["cpu_reads"] = 50
+    rep = ap.Report.from_dict(data)
+    from aquaprof.calibration import run_cost
+    cost = run_cost(rep)
+    # 75 stage pairs at 1 us and 50 readings at 2 us: 175 us of the run
+    assert cost.stages == pytest.approx(175e-6)
+    assert cost.total == cost.stages and cost.hooks == []
+    share = 175e-6 / rep.wall * 100
+    assert "(75 calls at 1000 ns, 50 CPU-clock readings at 2000 ns)" in \
+        str(rep)
+    said = f"{share:.2f}%" if share < 1 else f"{share:.1f}%"
+    assert f"profiler cost: about {said} of the run: stages {said} (" in \
+        str(rep)

@@ -10,7 +10,8 @@ import pytest
 
 import aquaprof as ap
 from aquaprof.integrations import cli
-from aquaprof.views.text import format_report, shorten, terminal_text
+from aquaprof.views.text import format_report, header_lines, shorten, \
+    shorten_name, shorten_path, terminal_text, warning_lines
 
 import crafted
 
@@ -222,7 +223,7 @@ def test_one_of_a_kind_is_singular():
                  "1 stage call was not closed by its own exit",
                  "1 stage call was not recorded in full",
                  "1 entry of stage paths", "1 raw span was left out",
-                 "only: 1 of 1 call raised", "1 call, about"):
+                 "only: 1 of 1 call raised", "(1 call at 100 ns"):
         assert line in text, line
     assert not re.search(r"\b1 (spans|calls|threads|entries|stage calls)\b",
                          text)
@@ -246,3 +247,120 @@ def test_the_html_table_shows_no_process_figure_as_a_stages_own():
             pass
     page = prof.report()._repr_html_()
     assert "<th>mem delta</th>" in page and "mem peak" not in page
+
+
+# ------------------------------------------------------- names with shapes
+
+SHAPED = "aten::conv2d (16×3×32×32, 8×3×3×3, 8)"
+
+
+def whole_shapes(label):
+    """Whether every shape in a shortened op name is one the name had,
+    whole, or the mark of those left out."""
+    shapes = label.partition(" (")[2].rstrip(")").split(", ")
+    return set(shapes) <= {"16×3×32×32", "8×3×3×3", "8", "..."}
+
+
+def test_an_ops_shapes_are_cut_whole_never_inside_one():
+    assert shorten_name(SHAPED, 40) == SHAPED
+    assert shorten_name(SHAPED, 36) == "aten::conv2d (16×3×32×32, ...)"
+    assert shorten_name(SHAPED, 25) == "aten::conv2d (...)"
+    for width in range(18, len(SHAPED)):
+        label = shorten_name(SHAPED, width)
+        assert len(label) <= width and label.startswith("aten::conv2d (")
+        assert whole_shapes(label), label
+    # a list of shapes is one item: kept whole or left out whole
+    listed = "aten::cat ([2×3, 2×3, … 6 more], 16×3×32×32)"
+    assert shorten_name(listed, 40) == \
+        "aten::cat ([2×3, 2×3, … 6 more], ...)"
+    assert shorten_name(listed, 30) == "aten::cat (...)"
+    # other names are cut in the middle, as ever
+    assert shorten_name("features.2 (MaxPool2d) (backward)", 20) == \
+        shorten("features.2 (MaxPool2d) (backward)", 20)
+
+
+def test_a_path_ending_in_an_op_keeps_its_shapes_whole():
+    path = f"step/SmallCNN/features (Sequential)/features.0 (Conv2d)/{SHAPED}"
+    label = shorten_path(path, 60)
+    assert len(label) <= 60 and label.startswith("step/")
+    assert label.endswith("/aten::conv2d (16×3×32×32, ...)")
+
+
+def test_the_table_and_the_bottlenecks_never_cut_a_shape(no_color_env):
+    stages = [crafted.stage("step", count=2, ns=5_000_000),
+              crafted.stage("a_rather_long_module_name (Conv2d)", 0, 1,
+                            count=2, ns=4_000_000),
+              crafted.stage(SHAPED, 1, 2, count=2, ns=3_000_000)]
+    rep = ap.Report.from_dict(crafted.report(stages, gpu_status=NO_CUDA))
+    for width in (None, 100, 80, 60):
+        text = format_report(rep, width=width)
+        assert "aten::conv2d (16×3×32×32" in text, width
+        # a cut shape would leave a digit or × against the ellipsis
+        assert not re.search(r"[\d×]\.\.\.|\.\.\.[\d×]", text), width
+    assert "    aten::conv2d (16×3×32×32, ...)" in format_report(rep)
+
+
+# ------------------------------------------------------- the header's notes
+
+def test_children_that_all_reported_are_a_fact_not_a_warning():
+    data = crafted.report([crafted.stage("work")], gpu_status=NO_CUDA,
+                          children={"started": 2, "reported": 2, "lost": []})
+    rep = ap.Report.from_dict(data)
+    said = "child processes: 2 started, 2 reported"
+    assert said in header_lines(rep)
+    assert not any("child processes" in w for w in warning_lines(rep))
+    # the notebook's table paints warnings red: this line is not one
+    page = rep._repr_html_()
+    assert f"<div>{said}</div>" in page
+    assert f'<div class="warn">{said}' not in page
+    assert ESC not in terminal_text(rep, Terminal(), color=True).split(
+        said)[0][-10:]
+
+
+def test_children_lost_are_a_warning():
+    lost = [{"label": "worker 1", "pid": 7, "reason": "killed by SIGKILL"}]
+    data = crafted.report([crafted.stage("work")], gpu_status=NO_CUDA,
+                          children={"started": 2, "reported": 1,
+                                    "lost": lost})
+    rep = ap.Report.from_dict(data)
+    warned = [w for w in warning_lines(rep) if "child processes" in w]
+    assert warned == ["! child processes: 2 started, 1 reported, 1 lost: "
+                      "their stages are missing from every figure"]
+    assert not any("child processes" in h for h in header_lines(rep))
+    assert '<div class="warn">! child processes' in rep._repr_html_()
+
+
+def sampled(late):
+    data = crafted.report([crafted.stage("work")], gpu_status=NO_CUDA)
+    data["samples"] = {"interval_ns": 10**6, "rounds": 100, "late": late,
+                       "lost": 0, "frames": [], "stacks": []}
+    return ap.Report.from_dict(data)
+
+
+def test_late_rounds_are_explained_where_there_were_some():
+    lines = header_lines(sampled(3))
+    at = next(i for i, line in enumerate(lines)
+              if line.startswith("code sampled"))
+    assert "(late rounds: 3)" in lines[at]
+    assert lines[at + 1].startswith("  late rounds: rounds taken more than "
+                                    "2 intervals after the one before")
+    assert not any("late rounds" in line for line in header_lines(sampled(0)))
+
+
+def test_shares_summed_over_processes_say_why_they_pass_100():
+    # two processes each spent 0.8 s of a 1 s run in "work"
+    one = crafted.report([crafted.stage("work", ns=800_000_000)],
+                         gpu_status=NO_CUDA)
+    merged = ap.merge([ap.Report.from_dict(one), ap.Report.from_dict(one)])
+    assert merged["work"].share == pytest.approx(1.6)
+    text = str(merged)
+    note = ("(share and % of run: each stage's time summed over the 2 "
+            "processes, against the run's wall time; past 100% where "
+            "processes ran it at once)")
+    assert note in text.splitlines()
+    assert "160.0%" in text
+    # one process, or shares under 100 %: nothing to explain
+    assert "summed over" not in str(ap.Report.from_dict(one))
+    half = crafted.report([crafted.stage("work", ns=300_000_000)],
+                          gpu_status=NO_CUDA)
+    assert "summed over" not in str(ap.merge([ap.Report.from_dict(half)] * 2))

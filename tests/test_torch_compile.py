@@ -178,7 +178,7 @@ def test_eager_modules_around_a_compiled_one_stay_timed(x):
     for y in out:
         torch.testing.assert_close(y, expected)
     assert {s.path for s in rep} == {
-        "Outer", "Outer/enc (compiled)", "Outer/head"}
+        "Outer", "Outer/enc (Net) (compiled)", "Outer/head (Linear)"}
     for s in rep:
         assert s.count == N, s.path
     assert says_compiled(ours)

@@ -5,6 +5,7 @@ errors in the hooks kept from the program, forwards that raise, threads,
 nested profilers, the mode stack shared with the program's own modes,
 and kernels attributed to an op or a module through the fake CUPTI."""
 import os
+import re
 import textwrap
 import threading
 import warnings
@@ -23,7 +24,11 @@ from torch.nn.modules import module as nn_module  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
 N = 4
-CONVS = ("features.0", "features.3")
+# a module call's stage: its attribute path and its class
+FEATURES, HEAD = "features (Sequential)", "head (Linear)"
+LAYERS = [f"features.{i} ({kind})" for i, kind in enumerate(
+    ("Conv2d", "ReLU", "MaxPool2d", "Conv2d", "ReLU", "MaxPool2d"))]
+CONVS = (LAYERS[0], LAYERS[3])
 # An exception thrown in torch's C++ aborts a process that preloads ASan's
 # runtime (`make asan`: its __cxa_throw interceptor has no libstdc++ to
 # call); the normal run of the suite runs these.
@@ -105,8 +110,8 @@ def children_total(rep, path):
 def test_modules_are_stages_named_by_attribute_path(model, x):
     rep = profiled(forwards(model, x), torch_modules=True)
     root = "model/SmallCNN"
-    expected = [root, f"{root}/features", f"{root}/head"] + [
-        f"{root}/features/features.{i}" for i in range(6)]
+    expected = [root, f"{root}/{FEATURES}", f"{root}/{HEAD}"] + [
+        f"{root}/{FEATURES}/{layer}" for layer in LAYERS]
     for path in expected:
         assert rep[path].count == N, path
         assert rep[path].raised == rep[path].unclosed == 0
@@ -116,7 +121,7 @@ def test_modules_are_stages_named_by_attribute_path(model, x):
 
 def test_module_totals_hold_their_children(model, x):
     rep = profiled(forwards(model, x), torch_modules=True)
-    for path in ("model/SmallCNN", "model/SmallCNN/features"):
+    for path in ("model/SmallCNN", f"model/SmallCNN/{FEATURES}"):
         s = rep[path]
         assert s.wall.total >= children_total(rep, path)
         assert s.self_time == pytest.approx(
@@ -139,8 +144,8 @@ def test_modules_in_lists_and_foreign_modules():
     net = Blocks(outsider)
     rep = profiled(lambda: net(torch.ones(1, 4)), torch_modules=True)
     assert {s.path for s in rep} == {
-        "Blocks", "Blocks/layers.0", "Blocks/layers.1", "Blocks/Sequential",
-        "Blocks/Sequential/0"}
+        "Blocks", "Blocks/layers.0 (Linear)", "Blocks/layers.1 (Linear)",
+        "Blocks/Sequential", "Blocks/Sequential/0 (Tanh)"}
 
 
 def test_a_forward_that_raises_closes_its_stages(model, x):
@@ -163,16 +168,17 @@ def test_a_forward_that_raises_closes_its_stages(model, x):
 
     rep = profiled(run, torch_modules=True, torch_ops=True)
     assert rep["Broken"].count == rep["Broken"].raised == N
-    assert rep["Broken/inner"].count == N and rep["Broken/inner"].raised == 0
-    assert rep["SmallCNN/features/features.0"].count == 1
+    inner = rep["Broken/inner (Linear)"]
+    assert inner.count == N and inner.raised == 0
+    assert rep[f"SmallCNN/{FEATURES}/{LAYERS[0]}"].count == 1
     assert rep.unclosed == 0 and all(s.unclosed == 0 for s in rep)
 
 
 def test_backward_stages_count_each_pass(model, x):
     rep = profiled(forwards(model, x, grad=True), torch_modules=True)
     bw = "model/SmallCNN (backward)"
-    for path in (bw, f"{bw}/head (backward)", f"{bw}/features (backward)",
-                 *(f"{bw}/features (backward)/{c} (backward)"
+    for path in (bw, f"{bw}/{HEAD} (backward)", f"{bw}/{FEATURES} (backward)",
+                 *(f"{bw}/{FEATURES} (backward)/{c} (backward)"
                    for c in CONVS)):
         assert rep[path].count == N, path
     assert rep[bw].wall.total >= children_total(rep, bw)
@@ -200,8 +206,10 @@ def test_backward_of_branching_modules_stays_nested():
         warnings.simplefilter("error")      # no stage closed out of order
         rep = profiled(run, torch_modules=True)
     bw = "step/Sequential (backward)"
-    for path in (bw, f"{bw}/0 (backward)", f"{bw}/1 (backward)",
-                 f"{bw}/2 (backward)/2.body (backward)/2.body.0 (backward)"):
+    for path in (bw, f"{bw}/0 (Linear) (backward)",
+                 f"{bw}/1 (Residual) (backward)",
+                 f"{bw}/2 (Residual) (backward)/2.body (Sequential) "
+                 f"(backward)/2.body.0 (Linear) (backward)"):
         assert rep[path].count == N, path
     assert rep.unclosed == 0 and rep["step"].count == N
 
@@ -259,7 +267,7 @@ def test_a_backward_that_raises_leaves_the_next_pass_whole(model, x):
                 model(x).sum().backward()
 
     rep = profiled(run, torch_modules=True)
-    assert rep["step/SmallCNN (backward)/head (backward)"].count == N
+    assert rep[f"step/SmallCNN (backward)/{HEAD} (backward)"].count == N
     assert rep["step/SmallCNN"].count == N
 
 
@@ -285,12 +293,12 @@ def test_ops_nest_under_the_open_stage(model, x):
 def test_ops_nest_under_modules(model, x):
     rep = profiled(forwards(model, x), torch_ops=True, torch_modules=True)
     root = "model/SmallCNN"
-    for path, count in ((f"{root}/features/features.0/aten::conv2d", N),
-                        (f"{root}/features/features.1/aten::relu", N),
-                        (f"{root}/head/aten::linear", N),
+    for path, count in ((f"{root}/{FEATURES}/{LAYERS[0]}/aten::conv2d", N),
+                        (f"{root}/{FEATURES}/{LAYERS[1]}/aten::relu", N),
+                        (f"{root}/{HEAD}/aten::linear", N),
                         (f"{root}/aten::flatten", N)):
         assert rep[path].count == count, path
-    conv = rep[f"{root}/features/features.0"]
+    conv = rep[f"{root}/{FEATURES}/{LAYERS[0]}"]
     assert conv.wall.total >= children_total(rep, conv.path)
     assert conv.self_time == pytest.approx(
         conv.wall.total - children_total(rep, conv.path), abs=1e-6)
@@ -336,6 +344,52 @@ def test_shapes_in_names(model, x):
                                      "aten::sum (2×2)", "aten::add (scalar)"}
 
 
+def test_many_shapes_are_left_out_whole_and_counted():
+    parts = [torch.ones(2, i + 1) for i in range(10)]
+    rep = profiled(lambda: (torch.cat(parts, 1),
+                            torch.stack([torch.ones(3)] * 4),
+                            torch.einsum("i,i,i,i,i,i,i->", *[torch.ones(2)]
+                                         * 7)), torch_ops="shapes")
+    names = {s.name for s in rep}
+    # a list shows its first shapes, then how many more it holds
+    shown = ", ".join(f"2×{i + 1}" for i in range(torch_hooks.LIST_SHOWN))
+    more = 10 - torch_hooks.LIST_SHOWN
+    assert f"aten::cat ([{shown}, … {more} more])" in names
+    assert "aten::stack ([3, 3, 3, 3])" in names      # as many as shown
+    # so do an op's arguments (einsum takes its tensors one by one)
+    shown = ", ".join(["2"] * torch_hooks.SHAPES_SHOWN)
+    assert f"aten::einsum ({shown}, … {7 - torch_hooks.SHAPES_SHOWN} " \
+        f"more)" in names
+    for name in names - {"aten::ones"}:
+        # every shape is whole: dimensions joined by ×, nothing cut
+        for shape in name.partition(" (")[2].strip("()[]").split(", "):
+            assert shape.startswith("…") or re.fullmatch(
+                r"\[?(\d+(×\d+)*|scalar)\]?", shape), (name, shape)
+
+
+def test_record_function_ranges_are_not_the_programs_ops():
+    from torch.autograd.profiler import record_function
+
+    def run():
+        with record_function("my range"):
+            torch.ones(2).sum()
+        with torch.profiler.record_function("another"):
+            torch.ones(2) * 2
+
+    rep = profiled(run, torch_ops=True)
+    assert {s.path for s in rep} == {"aten::ones", "aten::sum", "aten::mul"}
+    assert not any(s.name.startswith("profiler::") for s in rep)
+
+
+def test_a_module_stage_is_its_path_and_its_class():
+    assert torch_hooks.module_name("features.0", "Conv2d") == \
+        "features.0 (Conv2d)"
+    assert torch_hooks.module_name(None, "SmallCNN") == "SmallCNN"
+    # a path or class holding the separator of stage paths keeps no "/"
+    assert torch_hooks.module_name("a/b", "My/Net") == \
+        "a\u2215b (My\u2215Net)"
+
+
 @throws_in_cxx
 def test_ops_that_raise_are_counted_and_reach_the_program():
     def run():
@@ -348,8 +402,8 @@ def test_ops_that_raise_are_counted_and_reach_the_program():
 def test_backward_of_modules_nests_in_the_backward_op(model, x):
     rep = profiled(forwards(model, x, grad=True), torch_ops=True,
                    torch_modules=True)
-    assert rep["model/aten::backward/SmallCNN (backward)/head (backward)"
-               ].count == N
+    assert rep[f"model/aten::backward/SmallCNN (backward)/{HEAD} "
+               f"(backward)"].count == N
     assert rep["model/aten::sum"].count == N
 
 
@@ -505,7 +559,7 @@ def test_nested_profilers_share_the_hooks(model, x):
         assert hooks_left()[:3] == (1, 1, 1)
         assert torch._C._len_torch_function_stack() == 0
         model(x)
-    linear = "SmallCNN/head/aten::linear (2×1024, 10×1024, 10)"
+    linear = f"SmallCNN/{HEAD}/aten::linear (2×1024, 10×1024, 10)"
     assert inner.report()[linear].count == 1
     # the outer one records the ops while the inner one runs, no longer
     assert outer.report()["SmallCNN"].count == 2
@@ -570,11 +624,11 @@ def test_a_second_threads_forward(model, x):
             model(x)
 
     rep = profiled(run, torch_ops=True, torch_modules=True)
-    assert rep["worker/SmallCNN/features/features.0/aten::conv2d"
+    assert rep[f"worker/SmallCNN/{FEATURES}/{LAYERS[0]}/aten::conv2d"
                ].count == N
-    assert rep["worker/SmallCNN/head"].count == N
+    assert rep[f"worker/SmallCNN/{HEAD}"].count == N
     assert "worker/aten::relu" not in rep
-    assert rep["SmallCNN/head/aten::linear"].count == 1
+    assert rep[f"SmallCNN/{HEAD}/aten::linear"].count == 1
     assert stacks == [0]
 
 
@@ -685,7 +739,7 @@ def test_kernels_are_attributed_to_the_op_or_module(fakes):
     cuda = scenario(textwrap.dedent(GPU),
                     {"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so")},
                     [fakes / "libcupti.so"])
-    op = "model/Net/conv/aqgpu::launch"
+    op = "model/Net/conv (Conv)/aqgpu::launch"
     assert cuda[op] == [3, pytest.approx(3 * 5e-6)]
-    assert cuda["model/Net/conv"] == [6, pytest.approx(3 * 7e-6)]
+    assert cuda["model/Net/conv (Conv)"] == [6, pytest.approx(3 * 7e-6)]
     assert cuda["model/Net"][0] == 6 and cuda["model"][0] == 6

@@ -1,10 +1,15 @@
 """torch ops and nn.Module calls as stages: ``Profiler(torch_ops=True)``
 records each torch call of the program as a stage under the open stage
 (``model/aten::conv2d``), ``torch_ops="shapes"`` with its input shapes in
-the name (``aten::conv2d (1×3×32×32, 8×3×3×3, 8)``), and
-``Profiler(torch_modules=True)`` each ``nn.Module`` call as a stage named
-by its attribute path (``SmallCNN/features/features.0``) and, where
+the name (``aten::conv2d (1×3×32×32, 8×3×3×3, 8)``; past SHAPES_SHOWN
+arguments or LIST_SHOWN tensors of a list, whole shapes left out and
+counted), and ``Profiler(torch_modules=True)`` each ``nn.Module`` call as
+a stage named by its attribute path and class
+(``SmallCNN/features (Sequential)/features.0 (Conv2d)``) and, where
 autograd runs it, its backward (``SmallCNN (backward)/...``).
+calibrate_hooks() measures what the hooks cost a call, for the report's
+cost line (aquaprof.calibration.run_cost) and its compensated figures
+(aquaprof.analysis.overhead).
 
 They are ordinary stages (``aquaprof.stage``), entered and left from the
 hooks below: they nest with the program's own, count and time like
@@ -30,9 +35,12 @@ Tensor method's or operator's: ``x + y`` is ``aten::add``, ``x[0]`` is
   mode off its stack while the mode handles a call, so what the op calls
   inside (``F.relu`` calling ``torch.relu``, ``conv2d``'s convolution) is
   its own time, as the top-level rows of torch.profiler.
-- Not recorded (one Python call each all the same): attribute getters
-  and setters (``x.shape``), ``size``, ``dim`` and the like, ``repr``,
-  ``torch.no_grad``'s switch.
+- Not recorded (one Python call each all the same, counted: tally()):
+  attribute getters and setters (``x.shape``), ``size``, ``dim`` and the
+  like, ``repr``, ``torch.no_grad``'s switch, and the ops by which
+  torch's own record_function ranges begin and end
+  (``profiler::_record_function_enter_new``: torch's instrumentation,
+  not the program's work).
 - The backward of ``loss.backward()`` is one op (``aten::backward``):
   autograd calls no Python; module backward stages nest in it.
 - torch's mode stack belongs to each thread. The mode goes on the stack
@@ -50,12 +58,13 @@ Modules: torch's global forward pre- and post-hooks (``always_call``, so
 that a forward raising an Exception closes its stage, counted raised).
 The outermost module call on a thread is named by its class
 (``SmallCNN``); a module called inside another by its attribute path
-from that outermost one (``features.0``), looked up in the enclosing
-module's ``named_modules()`` (cached per module, weakly); a module that
-is none of the enclosing one's is named by its class, and its own
-sub-modules from it. A forward interrupted by a BaseException that is
-not an Exception (KeyboardInterrupt) skips torch's post-hooks: its
-stages stay open until the enclosing stage closes or the run stops.
+from that outermost one and its class (``features.0 (Conv2d)``: the path
+first, so that names read as the model's tree), the path looked up in
+the enclosing module's ``named_modules()`` (cached per module, weakly);
+a module that is none of the enclosing one's is named by its class, and
+its own sub-modules from it. A forward interrupted by a BaseException
+that is not an Exception (KeyboardInterrupt) skips torch's post-hooks:
+its stages stay open until the enclosing stage closes or the run stops.
 
 Backward, without touching the module's outputs (full backward hooks
 wrap them in an identity Function, which breaks in-place use): the
@@ -110,6 +119,7 @@ import itertools
 import os
 import sys
 import threading
+import time
 import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -147,8 +157,19 @@ _OPERATORS = {
     "__xor__": "bitwise_xor", "__eq__": "eq", "__ne__": "ne",
     "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge",
 }
+# torch's own instrumentation, not the program's work: the ops a
+# torch.profiler.record_function range enters and leaves by
+# (profiler::_record_function_enter_new, ..._exit)
+_INSTRUMENTATION = ("profiler::",)
 # caches of names and stages, cleared when this large
 _CACHE_MAX = 1 << 16
+# the shapes a name shows, of an op's arguments and of a list among them:
+# past them whole shapes are left out, and the name says how many
+# ("aten::cat ([2×3, 2×3, 2×3, 2×3, … 96 more])"), so that no name is
+# cut inside a shape and one op's names stay few
+SHAPES_SHOWN = 6
+LIST_SHOWN = 4
+MORE = "… {} more"
 
 torch: Any = None                  # the module, from the first watch on
 
@@ -178,6 +199,10 @@ _gens = itertools.count(1)
 _handles: List[Any] = []           # torch's RemovableHandles of our hooks
 _errors = 0
 _warned_gen = -1
+# what the hooks did that no stage counts, in this process: the report
+# charges their cost all the same (_Unwatch.counts)
+TALLIED = ("torch_quiet_calls", "torch_carried_calls")
+_tally = [0, 0]
 _compiled = 0                      # module calls compiled without hooks
 _compiled_names: List[str] = []    # their classes in this run, a few
 _compiled_gen = -1                 # the run they are of
@@ -236,6 +261,12 @@ def errors() -> int:
     return _errors
 
 
+def tally() -> Dict[str, int]:
+    """What the hooks did in this process so far that no stage counts
+    (_Unwatch.counts says which, for one watch)."""
+    return dict(zip(TALLIED, _tally))
+
+
 def compiled() -> int:
     """nn.Module calls that torch.compile compiled while modules were
     recorded, in this process so far, counted each time dynamo traces
@@ -268,14 +299,7 @@ def watch_torch(ops: bool, shapes: bool, modules: bool,
     """Records torch ops (shapes in their names if asked) and module calls
     as stages until the returned function is called (once, on any
     thread), or until live() (when given) says False. Imports torch."""
-    global torch, _compiling
-    import torch as _torch
-    torch = _torch
-    compiler = getattr(torch, "compiler", None)
-    # is_dynamo_compiling is the cheaper (20 ns a call against 100 ns)
-    _compiling = getattr(compiler, "is_dynamo_compiling", None) or \
-        getattr(compiler, "is_compiling", None) or _never
-    _not_roots()
+    _load_torch()
     with _LOCK:
         token = next(_tokens)
         here = _thread_state(False) if ops else None
@@ -289,18 +313,46 @@ def watch_torch(ops: bool, shapes: bool, modules: bool,
     return _Unwatch(token)
 
 
+def _load_torch() -> None:
+    """torch, imported here, and what the hooks need of it."""
+    global torch, _compiling
+    import torch as _torch
+    torch = _torch
+    compiler = getattr(torch, "compiler", None)
+    # is_dynamo_compiling is the cheaper (20 ns a call against 100 ns)
+    _compiling = getattr(compiler, "is_dynamo_compiling", None) or \
+        getattr(compiler, "is_compiling", None) or _never
+    _not_roots()
+
+
 def _always() -> bool:
     return True
 
 
 class _Unwatch:
     """Ends one watch; acts once, however often called (a watch whose
-    owner stopped may have been dropped already by another's _sync)."""
+    owner stopped may have been dropped already by another's _sync).
+    counts() says what the hooks did while it watched that no stage
+    counts."""
 
     def __init__(self, token: int):
         self._token = token
+        self._tally_from = tuple(_tally)
+        self._tally_to: Optional[Tuple[int, ...]] = None
+
+    def counts(self) -> Dict[str, int]:
+        """{"torch_quiet_calls": torch calls the mode passed through
+        without a stage (x.grad, x.shape, torch.no_grad's switch, a
+        record_function range's ops), "torch_carried_calls": module calls
+        whose hooks only carried the mode (torch_modules off)}, while this
+        watch lasted (so far, if it still does)."""
+        now = self._tally_to or tuple(_tally)
+        return {key: now[i] - self._tally_from[i]
+                for i, key in enumerate(TALLIED)}
 
     def __call__(self) -> None:
+        if self._tally_to is None:
+            self._tally_to = tuple(_tally)
         with _LOCK:
             _drop(self._token)
             _sync()
@@ -475,6 +527,7 @@ def _mode() -> Any:
                 _swallowed(error)
                 stage = None
             if stage is None:
+                _tally[0] += 1
                 return func(*args, **kwargs)
             stage.__enter__()
             try:
@@ -514,6 +567,8 @@ def _op_name(func: Any) -> Optional[str]:
     if qualified is None:
         qualified = getattr(getattr(func, "_schema", None), "name", None)
     if isinstance(qualified, str) and qualified:
+        if qualified.startswith(_INSTRUMENTATION):
+            return None
         return qualified.replace("/", "\u2215")
     name = getattr(func, "__name__", None)
     if not isinstance(name, str) or not name or name in _NOISE:
@@ -529,7 +584,10 @@ def _shapes(args: Any, kwargs: Any) -> str:
         text = _shape_text(value)
         if text is not None:
             parts.append(text)
-    return f" ({', '.join(parts)})" if parts else ""
+    if not parts:
+        return ""
+    more = len(parts) - SHAPES_SHOWN
+    return f" ({_whole_shapes(parts[:SHAPES_SHOWN], more)})"
 
 
 def _shape_text(value: Any) -> Optional[str]:
@@ -537,8 +595,15 @@ def _shape_text(value: Any) -> Optional[str]:
         return "×".join(map(str, value.shape)) or "scalar"
     if isinstance(value, (list, tuple)) and value and \
             isinstance(value[0], torch.Tensor):
-        return "[" + ", ".join(filter(None, map(_shape_text, value))) + "]"
+        # a long list (torch.cat of many) read only as far as shown
+        shapes = [t for t in map(_shape_text, value[:LIST_SHOWN]) if t]
+        return "[" + _whole_shapes(shapes, len(value) - LIST_SHOWN) + "]"
     return None
+
+
+def _whole_shapes(shapes: List[str], more: int) -> str:
+    """shapes, and how many more were left out, if any."""
+    return ", ".join(shapes + [MORE.format(more)] if more > 0 else shapes)
 
 
 def _stage(name: str) -> Any:
@@ -650,6 +715,7 @@ def _enter_module(module: Any, on: _Settings) -> None:
     st = _thread_state()
     frames = st.frames
     if not on.modules:            # only carrying the mode to this thread
+        _tally[1] += 1
         pushed = not frames and on.ops and not st.mode_here and \
             _ensure_mode(st)
         frames.append(_Frame(module, "", "", None, pushed, -1))
@@ -674,7 +740,7 @@ def _enter_module(module: Any, on: _Settings) -> None:
             module.__dict__.get("_compiled_call_impl") is not None:
         name = _compiled_name(module, sub)
     else:
-        name = sub or kind.replace("/", "\u2215")
+        name = module_name(sub, kind)
     stage = _stage(name)
     seq = -1
     if torch.is_grad_enabled():
@@ -692,14 +758,25 @@ def _orig(module: Any) -> Any:
     return module.__dict__.get("_modules", {}).get("_orig_mod")
 
 
+def module_name(path: Optional[str], kind: str) -> str:
+    """The stage name of a module call: its attribute path from the
+    outermost module and its class ("features.0 (Conv2d)"), the path
+    first so that names sort and read as the model's tree; the class
+    alone for an outermost call ("SmallCNN")."""
+    kind = kind.replace("/", "\u2215")
+    if not path:
+        return kind
+    return path.replace("/", "\u2215") + f" ({kind})"
+
+
 def _compiled_name(module: Any, sub: Optional[str]) -> str:
     """The stage name of a compiled module's call (torch.compile(module)
     or module.compile()): marked, since the modules inside it are not
-    timed; an outermost one named by the class it compiled."""
+    timed; named by the class it compiled."""
     _say_compiled()
-    if sub is None and type(module).__name__ == _OPTIMIZED:
+    if type(module).__name__ == _OPTIMIZED:
         module = _orig(module) or module
-    return (sub or type(module).__name__.replace("/", "\u2215")) + COMPILED
+    return module_name(sub, type(module).__name__) + COMPILED
 
 
 # module -> {id(descendant): (weakref to it, its attribute path or None)}
@@ -928,3 +1005,292 @@ def _engine_watch(on: bool) -> None:
         owner._execution_engine = _Engine(current)
     elif not on and isinstance(current, _Engine):
         owner._execution_engine = current.engine
+
+
+# --------------------------------------------------------- calibration
+
+# what the calibration runs, a round: CAL_OPS rounds of its ops, and
+# CAL_PASSES forward (and backward) passes through CAL_LAYERS times its
+# three layers (a convolution, a ReLU, a linear layer)
+CAL_OPS = 500
+MIX = 4         # the ops of a round
+CAL_LAYERS = 5
+CAL_PASSES = 12
+# the CPU clock of the calibration's sessions: never read where the cost
+# all told is measured (the report charges readings apart, as for any
+# stage), read at every edge where a stage's own CPU time is
+_NO_READS, _EVERY_EDGE = 1.0, 0.0
+# (what, settings...) -> figures, measured once per process
+_calibrated: Dict[tuple, Dict[str, float]] = {}
+
+
+def calibrate_hooks(ops: bool, shapes: bool, modules: bool,
+                    memory: bool = True, rounds: int = 5
+                    ) -> Dict[str, float]:
+    """What the hooks add, in ns, for the report's overhead
+    (aquaprof.calibration charges it, aquaprof.analysis.overhead takes it
+    out):
+
+    - ops: "torch_op_ns" per op call all told (torch's dispatch to the
+      mode, the name, the stage pair), on a mix of ops torch dispatches
+      from C (torch.add, F.conv2d with its five arguments) and from
+      Python (F.relu, F.max_pool2d); shapes in the name when asked.
+      Between the stage's two timestamps the mode runs the op alone, so
+      the part inside it is a plain stage pair's. "torch_quiet_ns" per
+      torch call the mode passes through without a stage (x.grad), and
+      "torch_carry_ns" per module call whose hooks only carry the mode to
+      its thread (torch_modules off);
+    - modules: "torch_module_ns" per module call with grad (its hooks,
+      its stage pair, the walk that hooks its autograd nodes),
+      "torch_module_nograd_ns" without grad, "torch_backward_ns" per call
+      of a backward stage (the node hooks that switch to it, its stage
+      pair); each with "..._inside_ns", the part of it inside the call's
+      own stage (the forward hook's walk, mostly). Measured on a chain of
+      convolutions, ReLUs and linear layers.
+
+    Each is measured in thread CPU time (other processes do not move it)
+    over `rounds` private sessions, in turn with the same code unhooked,
+    and is the least of the rounds. CPU-clock readings are not in them:
+    the report charges those apart, as for any stage. Cached per process
+    and settings (about 0.3 s of CPU the first time). Imports torch;
+    SessionBusy (a RuntimeError) while a session runs, as
+    aquaprof.calibration.calibrate."""
+    _load_torch()
+    figures: Dict[str, float] = {}
+    wanted: List[Tuple[tuple, Callable[[], Dict[str, float]]]] = []
+    if ops:
+        wanted.append((("ops", shapes, memory),
+                       lambda: _op_cost(shapes, memory, rounds)))
+    if modules:
+        wanted.append((("modules", memory),
+                       lambda: _module_cost(memory, rounds)))
+    for key, measure in wanted:
+        if key not in _calibrated:
+            _calibrated[key] = _on_one_thread(measure)
+        figures.update(_calibrated[key])
+    return figures
+
+
+def _on_one_thread(measure: Callable[[], Dict[str, float]]
+                   ) -> Dict[str, float]:
+    """measure() with torch's ops on the calling thread: the hooks run
+    there, and a tiny op handed to a thread pool costs its wake-ups (a
+    millisecond on a busy machine) instead of the op. The program's
+    setting comes back after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return measure()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def calibrated_hooks(ops: bool, shapes: bool, modules: bool,
+                     memory: bool) -> Dict[str, float]:
+    """The figures calibrate_hooks made for these settings, those of them
+    it made: what a Profiler nested in another's session uses, as it
+    cannot calibrate while that one runs."""
+    figures: Dict[str, float] = {}
+    for key in ((("ops", shapes, memory),) if ops else ()) + \
+            ((("modules", memory),) if modules else ()):
+        figures.update(_calibrated.get(key, {}))
+    return figures
+
+
+def _hooked(work: Callable[[], Any], ops: bool, shapes: bool,
+            modules: bool, cpu_resolution: float, memory: bool
+            ) -> Tuple[Any, Dict[str, dict]]:
+    """work() with the hooks in, in a private session: its result and the
+    stages recorded."""
+    from ..calibration import run_alone
+
+    def watched() -> Any:
+        unwatch = watch_torch(ops, shapes, modules)
+        try:
+            return work()
+        finally:
+            unwatch()
+    return run_alone(watched, cpu_resolution, memory)
+
+
+def _cpu(work: Callable[[], Any], times: int) -> int:
+    """Thread CPU ns of work() called `times` times."""
+    cpu = time.thread_time_ns()
+    for _ in range(times):
+        work()
+    return time.thread_time_ns() - cpu
+
+
+def _layers() -> Tuple[Any, Any]:
+    """The calibration's chain of modules, and an input it takes with
+    grad: CAL_LAYERS times a convolution, a ReLU and a linear layer, each
+    of one op, whose output has the input's shape."""
+    nn = torch.nn
+    chain = nn.Sequential(*(layer for _ in range(CAL_LAYERS) for layer in (
+        nn.Conv2d(2, 2, 3, padding=1), nn.ReLU(), nn.Linear(4, 4))))
+    return chain, torch.ones(1, 2, 4, 4, requires_grad=True)
+
+
+def _op_cost(shapes: bool, memory: bool, rounds: int) -> Dict[str, float]:
+    """Ops: CAL_OPS rounds of MIX ops on small tensors; as many reads of
+    x.grad; CAL_PASSES forwards without grad through the chain
+    of layers, with ops recorded and modules not."""
+    F = torch.nn.functional
+    a, b = torch.ones(4), torch.ones(4)
+    x, w, bias = torch.ones(1, 2, 4, 4), torch.ones(2, 2, 3, 3), \
+        torch.ones(2)
+    add, relu, conv, pool = torch.add, F.relu, F.conv2d, F.max_pool2d
+    held = torch.ones(1, requires_grad=True)
+    held.grad = torch.ones(1)
+    chain, _ = _layers()
+
+    def mix() -> None:
+        add(a, b)
+        conv(x, w, bias, 1, 1)
+        relu(a)
+        pool(x, 2)
+
+    def quiet() -> None:
+        held.grad
+
+    def forward() -> None:
+        with torch.no_grad():
+            chain(x)
+
+    works = {"mix": (mix, CAL_OPS), "quiet": (quiet, MIX * CAL_OPS),
+             "forward": (forward, CAL_PASSES)}
+
+    def hooked(name: str) -> Tuple[int, Dict[str, dict]]:
+        return _hooked(lambda: _cpu(*works[name]), True, shapes, False,
+                       _NO_READS, memory)
+
+    least = _Least()
+    for round_ in range(rounds + 1):     # the first warms caches, unkept
+        for name, (work, times) in works.items():
+            cpu, stages = hooked(name)
+            if round_:
+                least.add(**{name: _cpu(work, times), f"{name}_hooked": cpu})
+        ops_in_forward = _summed(stages, lambda n: "::" in n)["count"]
+    op = (least["mix_hooked"] - least["mix"]) / (MIX * CAL_OPS)
+    quiet_ns = (least["quiet_hooked"] - least["quiet"]) / (MIX * CAL_OPS)
+    # the no_grad switch's two calls pass through, as does each op's
+    carry = (least["forward_hooked"] - least["forward"]
+             - ops_in_forward * op - 2 * CAL_PASSES * quiet_ns) \
+        / (CAL_PASSES * (3 * CAL_LAYERS + 1))
+    return {"torch_op_ns": max(op, 0.0), "torch_quiet_ns": max(quiet_ns, 0.0),
+            "torch_carry_ns": max(carry, 0.0)}
+
+
+def _module_cost(memory: bool, rounds: int) -> Dict[str, float]:
+    """Modules: CAL_PASSES forward and backward passes through the chain
+    of layers, and as many forwards without grad. Inside: a module's
+    stage's own CPU time less its forward called alone; a backward
+    stage's less its autograd node's (the chain's backward less that of
+    its first three layers, per layer)."""
+    chain, x = _layers()
+    head = torch.nn.Sequential(*chain[:3])
+    leaves = list(chain)
+    calls = CAL_PASSES * (len(leaves) + 1)   # the chain and its modules
+
+    def with_grad(model: Any = chain) -> Tuple[int, int]:
+        forward = backward = 0
+        for _ in range(CAL_PASSES):
+            cpu = time.thread_time_ns()
+            out = model(x)
+            forward -= cpu - time.thread_time_ns()
+            cpu = time.thread_time_ns()
+            # no explicit gradient: torch imports sympy to check one
+            out.sum().backward()
+            backward -= cpu - time.thread_time_ns()
+        return forward, backward
+
+    def without_grad() -> Tuple[int, int]:
+        with torch.no_grad():
+            return _cpu(lambda: chain(x), CAL_PASSES), 0
+
+    def alone(grad: bool) -> float:
+        """CPU ns of a layer's forward called alone, on average."""
+        with torch.set_grad_enabled(grad):
+            return sum(_cpu(lambda: leaf.forward(x), CAL_PASSES)
+                       for leaf in leaves) / (CAL_PASSES * len(leaves))
+
+    def hooked(work: Callable[[], Any], reads: float
+               ) -> Tuple[Any, Dict[str, dict]]:
+        return _hooked(work, False, False, True, reads, memory)
+
+    least = _Least()
+    for round_ in range(rounds + 1):     # the first warms caches, unkept
+        cpu, stages = hooked(with_grad, _NO_READS)
+        nograd = hooked(without_grad, _NO_READS)[0]
+        inside = hooked(with_grad, _EVERY_EDGE)[1]
+        inside_nograd = hooked(without_grad, _EVERY_EDGE)[1]
+        if not round_:
+            continue
+        least.add(bare=with_grad(), bare_nograd=without_grad(),
+                  head=with_grad(head)[1], alone=alone(True),
+                  alone_nograd=alone(False), hooked=cpu,
+                  hooked_nograd=nograd, backward_calls=-_summed(
+                      stages, lambda n: n.endswith(BACKWARD))["count"],
+                  inside=_cpu_mean(inside, _leaf),
+                  backward_inside=_cpu_mean(inside, _leaf_backward),
+                  inside_nograd=_cpu_mean(inside_nograd, _leaf))
+    bare, cpu = least["bare"], least["hooked"]
+    node = (bare[1] - least["head"]) / (CAL_PASSES * (len(leaves) - 3))
+    return {
+        **_figures("torch_module", (cpu[0] - bare[0]) / calls,
+                   least["inside"] - least["alone"]),
+        **_figures("torch_module_nograd",
+                   (least["hooked_nograd"][0] - least["bare_nograd"][0])
+                   / calls, least["inside_nograd"] - least["alone_nograd"]),
+        **_figures("torch_backward",
+                   (cpu[1] - bare[1]) / -least["backward_calls"],
+                   least["backward_inside"] - node)}
+
+
+def _leaf(name: str) -> bool:
+    """A calibration chain's module, not the chain (its outermost call,
+    named by its class), nor a backward stage."""
+    return name != "Sequential" and not name.endswith(BACKWARD)
+
+
+def _leaf_backward(name: str) -> bool:
+    return name.endswith(BACKWARD) and not name.startswith("Sequential")
+
+
+class _Least(dict):
+    """The least of each measure over the rounds (tuples element-wise)."""
+
+    def add(self, **measures: Any) -> None:
+        for key, value in measures.items():
+            self[key] = value if key not in self else _lesser(self[key],
+                                                              value)
+
+
+def _lesser(a: Any, b: Any) -> Any:
+    if isinstance(a, tuple):
+        return tuple(_lesser(x, y) for x, y in zip(a, b))
+    return min(a, b)
+
+
+def _summed(stages: Dict[str, dict], which: Callable[[str], bool]
+            ) -> Dict[str, int]:
+    """count and cpu_ns of the stages whose name `which` takes."""
+    picked = [s for name, s in stages.items() if which(name)]
+    return {"count": max(sum(s["count"] for s in picked), 1),
+            "cpu_ns": sum(s["cpu_ns"] for s in picked)}
+
+
+def _cpu_mean(stages: Dict[str, dict], which: Callable[[str], bool]
+              ) -> float:
+    """CPU ns a call of the stages whose name `which` takes."""
+    summed = _summed(stages, which)
+    return summed["cpu_ns"] / summed["count"]
+
+
+def _figures(prefix: str, all_told: float, inside: float
+             ) -> Dict[str, float]:
+    """A call's cost all told and the part inside its own stage, never
+    below 0 nor above the whole (what noise is left)."""
+    all_told = max(all_told, 0.0)
+    return {f"{prefix}_ns": all_told,
+            f"{prefix}_inside_ns": min(max(inside, 0.0), all_told)}

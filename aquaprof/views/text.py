@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, \
 
 from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time, \
     printable
+from ..calibration import run_cost
 from .threads import threads_summary
 
 if TYPE_CHECKING:
@@ -54,10 +55,57 @@ def shorten(text: str, width: int) -> str:
     return text[:head] + _ELLIPSIS + text[len(text) - (keep - head):]
 
 
+def shorten_name(name: str, width: int) -> str:
+    """A stage name cut to at most width characters. A torch op's input
+    shapes (torch_ops="shapes": "aten::conv2d (1×3×32×32, 8×3×3×3, 8)")
+    are cut whole, the last first, with '...' where they were, so that no
+    shape is read cut; other names are cut in the middle (shorten)."""
+    if len(name) <= width:
+        return name
+    head, _, shapes = name.partition(" (")
+    if "::" not in head or " " in head or not shapes.endswith(")"):
+        return shorten(name, width)
+    kept = _shape_items(shapes[:-1])
+    while kept:
+        kept.pop()
+        text = f"{head} ({', '.join(kept + [_ELLIPSIS])})"
+        if len(text) <= width:
+            return text
+    return shorten(f"{head} ({_ELLIPSIS})", width)
+
+
+def shorten_path(path: str, width: int) -> str:
+    """A stage path cut to at most width characters: its stages cut in the
+    middle, its last one as shorten_name cuts it (whole shapes)."""
+    if len(path) <= width:
+        return path
+    parent, _, name = path.rpartition("/")
+    if not parent:
+        return shorten_name(name, width)
+    name = shorten_name(name, max(width - len(parent) - 1, width // 2))
+    room = width - len(name) - 1
+    if room <= len(_ELLIPSIS):
+        return shorten_name(name, width)
+    return f"{shorten(parent, room)}/{name}"
+
+
+def _shape_items(text: str) -> List[str]:
+    """The comma-separated shapes of an op's name, a bracketed list of
+    them one item."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c == "[") - (c == "]")
+        if c == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
+    return items
+
+
 def _label(s: "StageStats", width: int = _NAME_MAX) -> str:
     indent = "  " * min(s.depth, width // 4)    # a deep tree keeps names
-    return indent + shorten(printable(s.name),
-                            max(width - len(indent), _NAME_MIN // 2))
+    return indent + shorten_name(printable(s.name),
+                                 max(width - len(indent), _NAME_MIN // 2))
 
 
 def header_lines(rep: "Report") -> List[str]:
@@ -79,21 +127,80 @@ def header_lines(rep: "Report") -> List[str]:
     sampling = rep.sampling
     if sampling is not None:
         lines.append(sampling_line(sampling))
+        if sampling.late:
+            lines.append(LATE_ROUNDS)
     if meta.get("nested"):
         lines.append("nested in another Profiler: what ran while this one "
                      "did, recorded by that one under its settings")
     gpu = gpu_line(rep)
     if gpu and not _no_cuda_here(rep):
         lines.append(gpu)
-    cost = meta.get("overhead")
+    cost = cost_line(rep)
     if cost:
-        calls = sum(s.count for s in rep.stages)
-        share = calls * cost["span_ns"] * 1e-9 / rep.wall if rep.wall else 0
-        lines.append(f"profiler cost: {cost['span_ns']:.0f} ns a stage "
-                     f"call (calibrated), {plural(calls, 'call')}, about "
-                     f"{share * 100:.2f}% of the run; compensated times: "
-                     f"StageStats.compensated_total/_self")
+        lines.append(cost)
+    children = _children_account(meta.get("children"))
+    if children:
+        lines.append(children)
     return lines
+
+
+#: what a late round is, said under the sampling line when there were some
+LATE_ROUNDS = ("  late rounds: rounds taken more than 2 intervals after "
+               "the one before (the GIL or every core was busy); each "
+               "sample weighs the time since the last, so none is lost")
+#: how a torch stage kind is said in the cost line
+_HOOK_CALLS = {"torch_op": ("op call", "op calls"),
+               "torch_quiet": ("other torch call", "other torch calls"),
+               "torch_module": ("module call", "module calls"),
+               "torch_carry": ("module call carrying the op hook",
+                               "module calls carrying the op hook"),
+               "torch_backward": ("backward stage call",
+                                  "backward stage calls")}
+
+
+def _pct(share: float) -> str:
+    """A share of the run as a percentage, two decimals below 1 %."""
+    return f"{share * 100:.2f}%" if share < 0.01 else f"{share * 100:.1f}%"
+
+
+def cost_line(rep: "Report") -> Optional[str]:
+    """What the profiler cost the run, in one line: its stage calls, the
+    torch hooks, the sampler, and the total as a share of the run; None
+    when the report has neither a calibration nor a sampler's account."""
+    cost = run_cost(rep)
+    if cost is None:
+        return None
+    parts = []
+    if cost.calibrated:
+        reads = (f", {plural(cost.readings, 'CPU-clock reading')} at "
+                 f"{cost.read_ns:.0f} ns" if cost.readings else "")
+        parts.append(f"stages {_pct(cost.share(cost.stages))} "
+                     f"({plural(cost.stage_calls, 'call')} at "
+                     f"{cost.span_ns:.0f} ns{reads})")
+    calibrated = [h for h in cost.hooks if h.calibrated]
+    if calibrated:
+        each = ", ".join(
+            f"{plural(h.calls, *_HOOK_CALLS[h.kind])} at "
+            f"{fmt_time(h.seconds / h.calls)}" for h in calibrated)
+        parts.append(f"torch hooks "
+                     f"{_pct(cost.share(sum(h.seconds for h in calibrated)))}"
+                     f" ({each})")
+    unknown = [h for h in cost.hooks if not h.calibrated]
+    if unknown:
+        calls = ", ".join(plural(h.calls, *_HOOK_CALLS[h.kind])
+                          for h in unknown)
+        parts.append(f"torch hooks not calibrated in this run ({calls}; "
+                     f"docs/torch.md gives their cost)")
+    if cost.sampler is not None:
+        parts.append(f"sampler {_pct(cost.share(cost.sampler))} (GIL held "
+                     f"{fmt_time(cost.sampler)})")
+    head = f"profiler cost: about {_pct(cost.share(cost.total))} of the run"
+    if cost.processes > 1:
+        head += f", summed over {cost.processes:,} processes"
+    tail = ("compensated times: StageStats.compensated_total/_self"
+            if cost.calibrated else
+            "stage calls not calibrated (compensate=False)")
+    return f"{head}: {', '.join(parts)}; {tail}"
 
 
 #: why a run on a machine without CUDA traced no GPU: nothing was expected
@@ -139,21 +246,30 @@ def sampling_line(sampling: Any) -> str:
             + "; report[STAGE].hot() names the hot functions")
 
 
+def _children_account(children: Optional[Dict[str, Any]]) -> Optional[str]:
+    """The child processes' account when none was lost: a fact of the
+    run, said in the header (a warning only for a loss)."""
+    if not children or not children["started"] or "error" in children \
+            or children["lost"]:
+        return None
+    return (f"child processes: {children['started']:,} started, "
+            f"{children['reported']:,} reported")
+
+
 def _children_lines(children: Optional[Dict[str, Any]]) -> List[str]:
-    """The child processes' account: those whose stages are missing, and
-    why, so that no total is read as complete when it is not."""
+    """The child processes lost, and why, or why none was profiled, so
+    that no total is read as complete when it is not."""
     if not children or not (children["started"] or "error" in children):
         return []
     if "error" in children:
         return [f"! child processes were not profiled: "
                 f"{printable(children['error'])}"]
     lost = children["lost"]
-    line = (f"  child processes: {children['started']:,} started, "
-            f"{children['reported']:,} reported")
     if not lost:
-        return [line]
-    out = [f"! {line.strip()}, {len(lost):,} lost: their stages are "
-           f"missing from every figure"]
+        return []
+    out = [f"! child processes: {children['started']:,} started, "
+           f"{children['reported']:,} reported, {len(lost):,} lost: "
+           f"their stages are missing from every figure"]
     for child in lost[:5]:
         out.append(f"!   {printable(child['label'])}: {child['reason']}")
     if len(lost) > 5:
@@ -398,6 +514,9 @@ def format_report(rep: "Report", width: Optional[int] = None,
         note = f"(left out to fit: {', '.join(dropped)})"
         lines.append(note if len(note) <= (width or 0) else
                      f"({plural(len(dropped), 'column')} left out to fit)")
+    summed = summed_note(rep)
+    if summed:
+        lines.append(summed)
     if top:
         lines.append("")
         lines.append(_paint(f"Top {plural(len(top), 'bottleneck')} by self "
@@ -405,7 +524,8 @@ def format_report(rep: "Report", width: Optional[int] = None,
         paths = [printable(s.path) for s in top]
         if width is not None:
             # a path keeps what the rank, time and share leave of the line
-            paths = [shorten(p, max(width - 35, _NAME_MIN)) for p in paths]
+            paths = [shorten_path(p, max(width - 35, _NAME_MIN))
+                     for p in paths]
         path_width = max(len(p) for p in paths)
         for i, (s, path) in enumerate(zip(top, paths), 1):
             share = s.self_time / rep.wall * 100 if rep.wall else 0.0
@@ -424,6 +544,17 @@ def format_report(rep: "Report", width: Optional[int] = None,
         lines.append("")
         lines.append(rep.diagnose().summary())
     return "\n".join(lines + _gpu_footer(rep))
+
+
+def summed_note(rep: "Report") -> Optional[str]:
+    """Why a share passes 100 %, when one does: a report of several
+    processes sums each stage's time over them."""
+    processes = len(rep.processes)
+    if processes < 2 or not any(s.share > 1 for s in rep.stages):
+        return None
+    return (f"(share and % of run: each stage's time summed over the "
+            f"{processes:,} processes, against the run's wall time; past "
+            f"100% where processes ran it at once)")
 
 
 def _gpu_footer(rep: "Report") -> List[str]:
