@@ -150,3 +150,26 @@ def test_threads_files_are_closed_when_they_end_and_bounded_while_alive():
     assert during - before <= 2 * 256 + 8, (before, during)
     assert during - before >= 2 * 100, "the waits were not read"
     assert after <= before + 2, (before, after)
+
+
+def test_rounds_the_gil_cost_the_sampler_are_counted_and_said():
+    """Threads running Python keep the GIL a switch interval each: the
+    sampler, which needs it, misses rounds, and the report says how many
+    and why rather than pass the gaps off as a slow rate."""
+    def spin():
+        end = time.thread_time() + 0.2
+        while time.thread_time() < end:
+            pass
+
+    with ap.Profiler(sample=0.0005) as prof:
+        threads = [threading.Thread(target=spin) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    rep = prof.report()
+    assert rep.sampling.missed > rep.sampling.rounds, rep.sampling
+    assert rep.samples["unanswered"] == rep.sampling.missed
+    text = str(rep)
+    assert f"missed rounds: {rep.sampling.missed:,} of " in text
+    assert "switch interval" in text

@@ -80,6 +80,9 @@ class Sampling(NamedTuple):
     lost: int               #: samples not recorded (memory, limits)
     timeline: int           #: samples kept in time order
     timeline_dropped: int   #: samples past max_samples, in stacks only
+    #: rounds asked and never taken: the next tick found the one before
+    #: still waiting for the GIL (or the sampler kept off the CPU)
+    missed: int = 0
 
 
 def summary(report: "Report") -> Optional[Sampling]:
@@ -91,7 +94,8 @@ def summary(report: "Report") -> Optional[Sampling]:
     return Sampling(samples["interval_ns"] * _NS, samples["rounds"],
                     sum(s[4] for s in samples["stacks"]), samples["late"],
                     samples["lost"], 0 if timeline is None else len(timeline),
-                    samples.get("timeline_dropped", 0))
+                    samples.get("timeline_dropped", 0),
+                    samples.get("unanswered", 0))
 
 
 def stacks(report: "Report") -> List[SampleStack]:

@@ -129,6 +129,8 @@ def header_lines(rep: "Report") -> List[str]:
         lines.append(sampling_line(sampling))
         if sampling.late:
             lines.append(LATE_ROUNDS)
+        if sampling.missed:
+            lines.append(missed_line(sampling))
     if meta.get("nested"):
         lines.append("nested in another Profiler: what ran while this one "
                      "did, recorded by that one under its settings")
@@ -148,6 +150,16 @@ def header_lines(rep: "Report") -> List[str]:
 LATE_ROUNDS = ("  late rounds: rounds taken more than 2 intervals after "
                "the one before (the GIL or every core was busy); each "
                "sample weighs the time since the last, so none is lost")
+def missed_line(sampling: Any) -> str:
+    """How many rounds the GIL cost the sampler, and why."""
+    asked = sampling.rounds + sampling.missed
+    return (f"  missed rounds: {sampling.missed:,} of {asked:,} asked (the "
+            f"sampler needs the GIL, which a thread running Python keeps "
+            f"up to its switch interval, {sys.getswitchinterval() * 1e3:g} "
+            f"ms, or every core was busy); the samples taken weigh the "
+            f"time since the last")
+
+
 #: how a torch stage kind is said in the cost line
 _HOOK_CALLS = {"torch_op": ("op call", "op calls"),
                "torch_quiet": ("other torch call", "other torch calls"),
