@@ -17,6 +17,15 @@
 
 #include "../core/where.h"
 
+/* A thread that has not run is asked its run delay after 4 rounds, then
+ * after twice as many each time it still has not, up to 64: an idle
+ * server's threads would otherwise cost more than the rest of the round.
+ * Nothing is lost: the delay is a running total, read in full when the
+ * thread next runs or is next asked, and all of it waited at the stack
+ * the thread still has. */
+#define IDLE_DELAY_FIRST 4
+#define IDLE_DELAY_MOST 64
+
 /* A thread as the round found it under the lock: references to its
  * innermost frame and its context, and its ids. */
 typedef struct {
@@ -83,13 +92,29 @@ seen_of(ap_sampler *self, int64_t tid)
     ap_path_map_put(&self->seen_index, high, low, self->nseen);
     ap_thread_seen *t = &self->seen[self->nseen++];
     *t = (ap_thread_seen){tid, thread_cpu_ns(tid), NULL, -1, 0,
-                          {-1, -1}, -1, self->rounds, 0, -1};
-    if (self->nfiles < AP_WAIT_FILES_MAX) {
-        ap_wait_files_open(&t->files, tid);
-        self->nfiles += t->files.stat_fd >= 0 || t->files.call_fd >= 0;
-        t->delay_ns = ap_run_delay_ns(&t->files);
-    }
+                          {-1, -1}, 0, -1, self->rounds, IDLE_DELAY_FIRST,
+                          0, -1};
     return t;
+}
+
+/* Opens the thread's /proc files once, if this round may still open some:
+ * a server's hundreds of threads seen at once would make one round cost
+ * milliseconds, and the rounds after it wait for the sampler's share of
+ * the GIL to come back. A thread waits a few rounds for its files; what
+ * it waited before is not measured. */
+static void
+files_for(ap_sampler *self, ap_thread_seen *seen)
+{
+    if (seen->files_tried || self->nfiles >= AP_WAIT_FILES_MAX ||
+        self->opened >= AP_WAIT_OPENS_PER_ROUND) {
+        return;
+    }
+    seen->files_tried = 1;
+    self->opened++;
+    ap_wait_files_open(&seen->files, seen->tid);
+    self->nfiles += seen->files.stat_fd >= 0 || seen->files.call_fd >= 0;
+    seen->delay_ns = ap_run_delay_ns(&seen->files);
+    seen->delay_round = self->rounds;
 }
 
 /* Forgets the threads this round did not see (they ended), so that a
@@ -228,11 +253,6 @@ stack_from(ap_sampler *self, PyFrameObject *f, uint32_t *ids)
     return n;
 }
 
-/* A thread that has not run is asked its run delay every this many
- * rounds: the read would cost an idle server more than the rest of the
- * round, and what it waited meanwhile is all at the stack it still has. */
-#define IDLE_DELAY_EVERY 4
-
 /* The run delay of a thread since it was last read, within the off-CPU
  * time sampled since; 0 when unknown or not read this round. */
 static int64_t
@@ -240,8 +260,12 @@ delay_since(ap_sampler *self, ap_thread_seen *seen, int64_t off_cpu,
             int ran)
 {
     seen->unread_ns += off_cpu;
-    if (!ran && self->rounds - seen->delay_round < IDLE_DELAY_EVERY) {
+    if (ran) {
+        seen->delay_every = IDLE_DELAY_FIRST;
+    } else if (self->rounds - seen->delay_round < seen->delay_every) {
         return 0;
+    } else if (seen->delay_every < IDLE_DELAY_MOST) {
+        seen->delay_every *= 2;
     }
     int64_t now = ap_run_delay_ns(&seen->files);
     int64_t delay = now >= 0 && seen->delay_ns >= 0 ? now - seen->delay_ns
@@ -285,6 +309,7 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
         cpu = now >= 0 && seen->cpu_ns >= 0 ? now - seen->cpu_ns : -1;
         seen->cpu_ns = now;
         time.cpu_ns = cpu < 0 ? 0 : cpu < wall ? cpu : wall;
+        files_for(self, seen);
         time.delay_ns = delay_since(self, seen, wall - time.cpu_ns,
                                     cpu != 0);
         if (on_gil(self, seen, th, cpu != 0) &&
@@ -367,6 +392,7 @@ sample_round(ap_sampler *self)
                                                   : self->interval_ns / 2;
     self->rounds++;
     self->last_ns = t;
+    self->opened = 0;
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);   /* the interrupted code's */
     int collecting = collector_off(self);

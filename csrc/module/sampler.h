@@ -30,8 +30,10 @@ typedef struct {
     int64_t stack;          /* the aggregate it was filed in, -1: none */
     int64_t round;          /* the last round that saw it */
     ap_wait_files files;    /* its /proc files, -1 when not open */
+    int files_tried;        /* they were opened (or failed to) */
     int64_t delay_ns;       /* its run delay when last read, -1 unknown */
     int64_t delay_round;    /* the round that read it */
+    int64_t delay_every;    /* rounds until an idle thread's next read */
     int64_t unread_ns;      /* off-CPU time sampled since */
     int on_gil;             /* it slept on the GIL then: 1, 0, -1 unknown */
 } ap_thread_seen;
@@ -86,6 +88,7 @@ typedef struct ap_sampler {
     ap_thread_seen *seen;    /* each thread at its last sample */
     uint32_t nseen, seen_cap;
     uint32_t nfiles;         /* seen threads with their files open */
+    uint32_t opened;         /* threads given their files this round */
     /* the GIL's condition variable and mutex, [lo, hi); 0, 0 unknown */
     uintptr_t gil_lo, gil_hi;
     _Atomic int64_t taker_tid;   /* set by the taker as it starts */

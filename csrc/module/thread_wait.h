@@ -13,6 +13,8 @@
  * threads must not run out of file descriptors for the profiler's sake.
  * Threads past it are sampled without their waits (counted). */
 #define AP_WAIT_FILES_MAX 256
+/* Threads given their files in one round, at most. */
+#define AP_WAIT_OPENS_PER_ROUND 16
 
 typedef struct {
     int stat_fd;    /* /proc/self/task/TID/schedstat, -1 when not open */
