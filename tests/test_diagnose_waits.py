@@ -84,7 +84,11 @@ def test_an_unsampled_waiting_stage_says_sampling_would_tell_more():
 def test_each_sample_carries_its_waits_and_the_section_says_they_were_measured():
     with ap.Profiler(sample=0.001) as prof:
         with ap.stage("nap"):
-            time.sleep(0.05)
+            for _ in range(10):
+                end = time.thread_time() + 0.002
+                while time.thread_time() < end:
+                    pass
+                time.sleep(0.005)
     samples = prof.report().samples
     assert "delay_ns" in samples and "gil_ns" in samples
     assert samples["unanswered"] >= 0
@@ -134,7 +138,14 @@ def open_files():
 def test_threads_files_are_closed_when_they_end_and_bounded_while_alive():
     before = open_files()
     go = threading.Event()
-    threads = [threading.Thread(target=go.wait) for _ in range(300)]
+
+    def now_and_then():
+        # runs a little now and then: a thread that never runs gets no
+        # files (it neither waits for a CPU nor moves from its sleep)
+        while not go.wait(0.005):
+            sum(range(1000))
+
+    threads = [threading.Thread(target=now_and_then) for _ in range(300)]
     with ap.Profiler(sample=0.001) as prof:
         for t in threads:
             t.start()
@@ -173,3 +184,24 @@ def test_rounds_the_gil_cost_the_sampler_are_counted_and_said():
     text = str(rep)
     assert f"missed rounds: {rep.sampling.missed:,} of " in text
     assert "switch interval" in text
+
+
+@linux_only
+def test_threads_that_never_run_cost_no_files():
+    """A server's idle threads neither wait for a CPU nor move from their
+    sleep: the sampler opens nothing for them."""
+    go = threading.Event()
+    threads = [threading.Thread(target=go.wait) for _ in range(100)]
+    for t in threads:
+        t.start()
+    try:
+        before = open_files()
+        with ap.Profiler(sample=0.001) as prof:
+            time.sleep(0.2)
+            during = open_files()
+    finally:
+        go.set()
+        for t in threads:
+            t.join()
+    assert prof.report().samples["rounds"] > 10
+    assert during - before < 20, (before, during)

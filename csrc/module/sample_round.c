@@ -97,11 +97,12 @@ seen_of(ap_sampler *self, int64_t tid)
     return t;
 }
 
-/* Opens the thread's /proc files once, if this round may still open some:
- * a server's hundreds of threads seen at once would make one round cost
- * milliseconds, and the rounds after it wait for the sampler's share of
- * the GIL to come back. A thread waits a few rounds for its files; what
- * it waited before is not measured. */
+/* Opens the thread's /proc files once it has run while sampled, if this
+ * round may still open some: a thread that never runs neither waits for
+ * a CPU nor leaves the place it sleeps, and a server's hundreds of
+ * threads given their files at once would make one round cost
+ * milliseconds, the rounds after it waiting for the sampler's share of
+ * the GIL to come back. What a thread waited before is not measured. */
 static void
 files_for(ap_sampler *self, ap_thread_seen *seen)
 {
@@ -309,7 +310,9 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
         cpu = now >= 0 && seen->cpu_ns >= 0 ? now - seen->cpu_ns : -1;
         seen->cpu_ns = now;
         time.cpu_ns = cpu < 0 ? 0 : cpu < wall ? cpu : wall;
-        files_for(self, seen);
+        if (cpu != 0) {
+            files_for(self, seen);
+        }
         time.delay_ns = delay_since(self, seen, wall - time.cpu_ns,
                                     cpu != 0);
         if (on_gil(self, seen, th, cpu != 0) &&
