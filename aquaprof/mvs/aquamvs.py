@@ -126,16 +126,21 @@ def _window(value: object, name: str) -> int:
     return int(value)  # type: ignore[call-overload]
 
 
-def _pair(ref: Tensor, src: Tensor) -> None:
+def _float_tensor(value: object, name: str, dims: str) -> None:
+    """ValueError unless value is a floating-point tensor with as many
+    dimensions as `dims` ("(H, W)") names."""
     torch = torch_module()
-    for value, name in ((ref, "ref"), (src, "src")):
-        if not isinstance(value, torch.Tensor) or value.ndim != 2 \
-                or not value.is_floating_point():
-            got = (f"{value.dtype} {tuple(value.shape)}"
-                   if isinstance(value, torch.Tensor)
-                   else type(value).__name__)
-            raise ValueError(f"{name} must be a float (H, W) tensor, got "
-                             f"{got}")
+    if not isinstance(value, torch.Tensor) or \
+            value.ndim != dims.count(",") + 1 or \
+            not value.is_floating_point():
+        got = (f"{value.dtype} {tuple(value.shape)}"
+               if isinstance(value, torch.Tensor) else type(value).__name__)
+        raise ValueError(f"{name} must be a float {dims} tensor, got {got}")
+
+
+def _pair(ref: Tensor, src: Tensor) -> None:
+    _float_tensor(ref, "ref", "(H, W)")
+    _float_tensor(src, "src", "(H, W)")
     if ref.shape != src.shape or ref.device != src.device:
         raise ValueError(f"ref and src must be one shape on one device, "
                          f"got {tuple(ref.shape)} on {ref.device} and "
@@ -358,13 +363,7 @@ def extract_depth(cost_volume: Tensor, depths: Tensor
     hypothesis; confidence sqrt((1 - clamp(best, 0, 1)) * clamp(1 - best /
     (mean + 1e-8), 0, 1)). Tensors on cost_volume's device."""
     torch = torch_module()
-    if not isinstance(cost_volume, torch.Tensor) or cost_volume.ndim != 3 \
-            or not cost_volume.is_floating_point():
-        got = (f"{cost_volume.dtype} {tuple(cost_volume.shape)}"
-               if isinstance(cost_volume, torch.Tensor)
-               else type(cost_volume).__name__)
-        raise ValueError(f"cost_volume must be a float (H, W, D) tensor, "
-                         f"got {got}")
+    _float_tensor(cost_volume, "cost_volume", "(H, W, D)")
     count = cost_volume.shape[2]
     hypotheses = torch.as_tensor(depths, device=cost_volume.device)
     if hypotheses.ndim != 1 or hypotheses.shape[0] != count:
