@@ -91,9 +91,10 @@ seen_of(ap_sampler *self, int64_t tid)
     }
     ap_path_map_put(&self->seen_index, high, low, self->nseen);
     ap_thread_seen *t = &self->seen[self->nseen++];
-    *t = (ap_thread_seen){tid, thread_cpu_ns(tid), NULL, -1, 0,
-                          {-1, -1}, 0, -1, self->rounds, IDLE_DELAY_FIRST,
-                          0, -1};
+    *t = (ap_thread_seen){.tid = tid, .cpu_ns = thread_cpu_ns(tid),
+                          .stack = -1, .files = {-1, -1}, .delay_ns = -1,
+                          .delay_round = self->rounds,
+                          .delay_every = IDLE_DELAY_FIRST, .on_gil = -1};
     return t;
 }
 
