@@ -81,6 +81,13 @@ tests/kernels/test_gpu_sample: tests/kernels/test_gpu_sample.c $(SAMPLING_SOURCE
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) -Icsrc/kernels \
 	  tests/kernels/test_gpu_sample.c $(SAMPLING_SOURCES) -lm -o $@
 
+# the strip cost kernel's blocks run thread by thread, against the
+# window's sums made afresh and against the CPU's whole sweep
+KERNEL_SOURCES = $(wildcard csrc/kernels/*.c)
+tests/kernels/test_gpu_strip: tests/kernels/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) -Icsrc/kernels \
+	  tests/kernels/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
+
 WINDOW_SOURCES = csrc/kernels/window_costs.c csrc/kernels/aquamvs_filters.c \
 	csrc/kernels/wide_lanes.c
 tests/kernels/test_window_sums: tests/kernels/test_window_sums.c $(WINDOW_SOURCES) $(KERNEL_TEST_HEADERS)
@@ -92,11 +99,12 @@ tests/kernels/test_workers: tests/kernels/test_workers.c csrc/kernels/workers.c 
 	  csrc/kernels/workers.c -o $@
 
 test-kernels: tests/kernels/test_crossing tests/kernels/test_sampling \
-	tests/kernels/test_gpu_sample tests/kernels/test_window_sums \
-	tests/kernels/test_workers
+	tests/kernels/test_gpu_sample tests/kernels/test_gpu_strip \
+	tests/kernels/test_window_sums tests/kernels/test_workers
 	./tests/kernels/test_crossing
 	./tests/kernels/test_sampling
 	./tests/kernels/test_gpu_sample
+	./tests/kernels/test_gpu_strip
 	./tests/kernels/test_window_sums
 	./tests/kernels/test_workers
 
@@ -191,4 +199,5 @@ gpu-check:
 clean:
 	rm -rf build dist $(VENV) .venv-pythons tests/core/test_core tests/core/test_core_*san \
 	  tests/kernels/test_crossing tests/kernels/test_sampling \
-	  tests/kernels/test_gpu_sample tests/kernels/test_window_sums aquaprof/_*.so gpu-check-out
+	  tests/kernels/test_gpu_sample tests/kernels/test_gpu_strip \
+	  tests/kernels/test_window_sums aquaprof/_*.so gpu-check-out

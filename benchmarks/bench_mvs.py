@@ -20,7 +20,8 @@ frames, CPU or CUDA: benchmarks/bench_aquamvs_dropin.py.
 
 CUDA: both on the GPU, timed with CUDA events (3 warm-ups, median of
 --gpu-repeats), ours once for each way of warping the sources
-(--gpu-warps: the cost kernel's tiles, or whole planes first), beside
+(--gpu-warps: strips of rows, the cost kernel's tiles, or whole planes
+first), beside
 the bytes-moved roofline: the bytes a cost volume must move at least
 (inputs read once, the volume written once) over the device-to-device
 copy bandwidth measured in the same run. Target: >= 100x the torch GPU
@@ -279,9 +280,9 @@ def main() -> int:
                              "empty: none)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--gpu-repeats", type=int, default=20)
-    parser.add_argument("--gpu-warps", default="tile,planes",
+    parser.add_argument("--gpu-warps", default="strip,tile,planes",
                         help="ways of warping the sources to time "
-                             f"({_cuda.WARP_ENV}; default tile,planes)")
+                             f"({_cuda.WARP_ENV}; default strip,tile,planes)")
     args = parser.parse_args()
     depth_counts = [int(x) for x in args.depths.split(",")]
     if args.device == "cuda":

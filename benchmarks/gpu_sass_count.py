@@ -3,7 +3,13 @@ from its sm_90 machine code (SASS) without a GPU.
 
     python benchmarks/gpu_sass_count.py [--kernel ap_cost_kernel]
         [--height 1200 --width 1600 --views 5 --planes 128 --window 11]
-        [--nvcc-flags "-DAP_GPU_PLANES_BLOCKS=3"]
+        [--nvcc-flags "-DAP_STRIP_BLOCKS=2"] [--lines 30]
+
+The kernel counted is the one the default path launches for the window:
+the strip kernel of its radius (ap_strip_ncc_r5_kernel at window 11);
+--kernel ap_cost_kernel counts the tile kernel. --lines N lists the N
+source lines that weigh most (the innermost line of each instruction's
+chain of inlined calls).
 
 Compiles csrc/kernels/sweep.cu for sm_90 with the flags setup.py uses
 (-O3 -std=c++17, plus -lineinfo, which leaves the machine code as it is
@@ -34,17 +40,25 @@ The method, a static count:
   routines), the code of OFF_PATH functions (other costs, the cold
   Newton fallback, pinhole cameras) and lines marked `count: off-path`.
   A line marked `count: share=EXPR` weighs EXPR: the share of a block's
-  warps that run it (set-up done by one warp).
+  warps that run it (set-up done by one warp), or of the rows a warp
+  runs it in (the strip kernel's cold crossing: a column's first two
+  rows).
   The fast-path checks that branch to them are counted. Both arms of any
   other branch are counted (an upper bound), and predicated instructions
   count as issued, as the SM issues them.
 - The per-thread sum is divided by the outputs a thread makes, declared
   once in the source as `count: kernel=NAME; per=EXPR` (pixels x planes
-  x sources a thread computes).
-- Parts: an instruction belongs to the `part` of the innermost declared
-  loop around it: `warp` (the samples, halo included), `sums` (window
-  sums and the cost formula), else `other` (a block's set-up and the
-  store, spread over its sources).
+  x sources a thread computes; NAME may be a shell pattern, for kernels
+  made from one template).
+- Parts: an instruction belongs to the `part` of the innermost line of
+  its chain marked `count: part=NAME` (a call's line: all it inlines),
+  else of the innermost declared loop around it: `warp` (the samples,
+  halo included), `sums` (window sums and the cost formula), else
+  `other` (a block's set-up and the store, spread over its sources).
+- A loop's back branch may test a second predicate (`BRA P1, target`);
+  its unroll factor is read from the counter whose last write before
+  the test (or, carried round the loop, after it) adds a constant to
+  itself.
 
 No instruction-issue floor yet: it needs a kernel of the least work an
 output must do with the exact maths, counted the same way.
@@ -58,6 +72,7 @@ found.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import glob
 import math
 import os
@@ -74,7 +89,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "csrc" / "kernels"
 SOURCE = KERNELS / "sweep.cu"
-DEFAULT_KERNEL = "ap_cost_kernel"
+# the kernel the default path launches: the strip kernel of the window's
+# radius (ap_strip_ncc_kernel past AP_STRIP_RADII); ap_cost_kernel is the
+# tile kernel, AQUAPROF_MVS_GPU_WARP=tile
 # setup.py's CUDA_TARGETS, the sm_90 part
 SM90 = ["-gencode", "arch=compute_90,code=sm_90"]
 NVCC_FLAGS = ["-cubin", "-O3", "-std=c++17", *SM90, "-lineinfo",
@@ -85,6 +102,7 @@ NVCC_FLAGS = ["-cubin", "-O3", "-std=c++17", *SM90, "-lineinfo",
 OFF_PATH = [
     ("camera_math.h", "ap_crossing_cold"),
     ("gpu_sample.h", "ap_gpu_share_slow"),
+    ("gpu_sample.h", "ap_gpu_pinhole"),
     ("camera_math.h", "ap_cast_aquamvs"),
     ("cost_math.h", "ap_ssim_cost"),
     ("cost_math.h", "ap_sad_cost"),
@@ -100,7 +118,9 @@ CHAIN = re.compile(r'\s*//## File "([^"]+)", line (\d+)'
                    r'(?: inlined at "([^"]+)", line (\d+))?')
 INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 LABEL = re.compile(r"^(\S+):\s*$")
-BRANCH = re.compile(r"^(@!?U?P\d+\s+)?BRA(\.\S+)?\s+`\((\S+)\)")
+# a branch, its predicate, and the target; `BRA P1, target` also tests P1
+BRANCH = re.compile(r"^(@!?U?P\d+\s+)?BRA(\.\S+)?\s+(?:!?U?P\w+,\s*)?"
+                    r"`\((\S+)\)")
 
 
 @dataclass
@@ -262,27 +282,50 @@ def counter_step(code, loop):
         return 0
     predicate = m.group(1)
     body = code[loop.start:loop.end]
-    for ins in reversed(body):
-        ops = ins.text.split(None, 1)
+    for at in range(len(body) - 1, -1, -1):
+        ops = body[at].text.split(None, 1)
         if len(ops) < 2 or "SETP" not in ops[0]:
             continue
-        operands = [o.strip() for o in ops[1].split(",")]
+        operands = [o.strip().replace(".reuse", "")
+                    for o in ops[1].split(",")]
         if operands[0] != predicate:
             continue
         registers = [o for o in operands[2:4] if re.fullmatch(r"U?R\d+", o)]
-        for add in body:
-            parts = add.text.split(None, 1)
-            if len(parts) < 2 or not re.match(r"U?(V?IADD3?|VIADD)\b",
-                                              parts[0]):
-                continue
-            args = [o.strip() for o in parts[1].split(",")]
-            if args[0] in registers and args[0] in args[1:]:
-                immediates = [a for a in args[1:]
-                              if re.fullmatch(r"-?0x[0-9a-f]+", a)]
-                if immediates:
-                    return abs(signed(immediates[0].lstrip("-")))
+        # each register's last writer before the test (or, carried round
+        # the loop, after it): the counter is the one that adds a constant
+        # to itself
+        before = body[at - 1::-1] if at else []
+        order = before + body[:at:-1]
+        for register in registers:
+            writer = next((ins for ins in order
+                           if destination(ins) == register), None)
+            step = self_increment(writer) if writer else 0
+            if step:
+                return step
         return 0
     return 0
+
+
+def destination(ins):
+    """The register an instruction writes first, or None."""
+    text = re.sub(r"^@!?U?P\w+\s+", "", ins.text)
+    parts = text.split(None, 1)
+    if len(parts) < 2:
+        return None
+    return parts[1].split(",")[0].strip()
+
+
+def self_increment(ins):
+    """The constant an integer add adds to its own register, or 0."""
+    text = re.sub(r"^@!?U?P\w+\s+", "", ins.text)
+    parts = text.split(None, 1)
+    if len(parts) < 2 or not re.match(r"U?(V?IADD3?|VIADD)\b", parts[0]):
+        return 0
+    args = [o.strip().replace(".reuse", "") for o in parts[1].split(",")]
+    if args[0] not in args[1:]:
+        return 0
+    immediates = [a for a in args[1:] if re.fullmatch(r"-?0x[0-9a-f]+", a)]
+    return abs(signed(immediates[0].lstrip("-"))) if immediates else 0
 
 
 # ----------------------------------------------------------- the source
@@ -414,11 +457,12 @@ def slow_path_blocks(code):
     return skipped
 
 
-def count(code, loops, off_lines, shares, per):
-    """Per-part weighted instruction counts, per output, and the
-    weighted opcode mix."""
+def count(code, loops, off_lines, shares, parts_of, per):
+    """Per-part weighted instruction counts, per output, the weighted
+    opcode mix and the weight of each source line (the innermost of an
+    instruction's chain)."""
     skipped = slow_path_blocks(code)
-    parts, mix = {}, {}
+    parts, mix, lines = {}, {}, {}
     for i, ins in enumerate(code):
         if i in skipped or any(at in off_lines for at in ins.chain):
             continue
@@ -430,13 +474,17 @@ def count(code, loops, off_lines, shares, per):
         around = [loop for loop in loops if loop.start <= i <= loop.end]
         weight = math.prod(loop.iterations for loop in around) * share / per
         innermost = sorted(around, key=lambda lp: lp.end - lp.start)
-        part = next((lp.part for lp in innermost if lp.part), "other")
+        part = next((parts_of[at] for at in ins.chain if at in parts_of),
+                    None) or next((lp.part for lp in innermost if lp.part),
+                                  "other")
         parts[part] = parts.get(part, 0.0) + weight
         opcode = ins.text.split()[0] if not ins.text.startswith("@") \
             else ins.text.split()[1]
         opcode = opcode.split(".")[0]
         mix[opcode] = mix.get(opcode, 0.0) + weight
-    return parts, mix
+        line = ins.chain[0] if ins.chain else ("?", 0)
+        lines[line] = lines.get(line, 0.0) + weight
+    return parts, mix, lines
 
 
 def analyse(source, kernel, case, extra, found):
@@ -454,7 +502,7 @@ def analyse(source, kernel, case, extra, found):
     files = sorted({at[0] for ins in code for at in ins.chain})
     notes = annotations(files)
     per = next((f["per"] for f in notes.values()
-                if f.get("kernel") == kernel), None)
+                if fnmatch.fnmatchcase(kernel, f.get("kernel", ""))), None)
     if per is None:
         sys.exit(f"no `count: kernel={kernel}; per=EXPR` comment in "
                  f"{', '.join(files)}")
@@ -462,9 +510,12 @@ def analyse(source, kernel, case, extra, found):
     weigh_loops(code, loops, notes, case)
     shares = {at: evaluate(f["share"], case) for at, f in notes.items()
               if "share" in f}
-    parts, mix = count(code, loops, off_path_lines(notes), shares,
-                       evaluate(per, case))
-    return parts, mix, resources(ptxas).get(kernel, {}), loops, code, listed
+    parts_of = {at: f["part"] for at, f in notes.items()
+                if "part" in f and "trips" not in f}
+    parts, mix, lines = count(code, loops, off_path_lines(notes), shares,
+                              parts_of, evaluate(per, case))
+    return (parts, mix, lines, resources(ptxas).get(kernel, {}), loops,
+            code, listed)
 
 
 def report_loops(code, loops):
@@ -477,14 +528,26 @@ def report_loops(code, loops):
               + (f" ({loop.part})" if loop.part else ""))
 
 
+def default_kernel(case):
+    """The NCC kernel the launcher picks for the case's window."""
+    radius = case["radius"]
+    if 1 <= radius <= case.get("AP_STRIP_RADII", 0):
+        return f"ap_strip_ncc_r{radius}_kernel"
+    return "ap_strip_ncc_kernel"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--kernel", default=DEFAULT_KERNEL)
+    parser.add_argument("--kernel", default=None,
+                        help="the kernel to count (default: the strip "
+                             "kernel the window takes)")
     parser.add_argument("--height", type=int, default=1200)
     parser.add_argument("--width", type=int, default=1600)
     parser.add_argument("--views", type=int, default=5)
     parser.add_argument("--planes", type=int, default=128)
     parser.add_argument("--window", type=int, default=11)
+    parser.add_argument("--lines", type=int, default=0, metavar="N",
+                        help="list the N source lines that weigh most")
     parser.add_argument("--nvcc-flags", default="",
                         help="more nvcc flags, as $AQUAPROF_NVCC_FLAGS")
     args = parser.parse_args(argv)
@@ -495,6 +558,7 @@ def main(argv=None):
     case = dict(defines(), H=args.height, W=args.width, views=args.views,
                 planes=args.planes, radius=args.window // 2,
                 window=args.window)
+    args.kernel = args.kernel or default_kernel(case)
     extra = shlex.split(args.nvcc_flags or
                         os.environ.get("AQUAPROF_NVCC_FLAGS", ""))
     version = next((line for line in subprocess.run(
@@ -503,7 +567,7 @@ def main(argv=None):
     print(f"{args.kernel} in {SOURCE.relative_to(ROOT)}, sm_90, {version}")
     print(f"case: {args.height} x {args.width}, {args.views} sources, "
           f"{args.planes} planes, window {args.window}, NCC, refractive")
-    parts, mix, res, loops, code, listed = analyse(
+    parts, mix, lines, res, loops, code, listed = analyse(
         SOURCE, args.kernel, case, extra, found)
     print(f"machine code: {listed} instructions, "
           f"{res.get('registers', '?')} registers, "
@@ -519,6 +583,11 @@ def main(argv=None):
           f"{fp64:.1f}")
     top = sorted(mix.items(), key=lambda kv: -kv[1])[:12]
     print("  most issued: " + ", ".join(f"{k} {v:.0f}" for k, v in top))
+    heaviest = sorted(lines.items(), key=lambda kv: -kv[1])[:args.lines]
+    for (name, line), weight in heaviest:
+        text = (source_lines(name)[line - 1].strip()
+                if 0 < line <= len(source_lines(name)) else "")
+        print(f"  {weight:7.1f}  {name}:{line}  {text[:60]}")
     print(f"instructions per (pixel, plane, source): {round(total)}")
 
 

@@ -348,6 +348,8 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
     without room."""
     lib, load = fake_driver(fakes)
     found = scenario(load + """
+        import os
+        os.environ.pop("AQUAPROF_MVS_GPU_WARP", None)   # the default
         H, W, D = 12, 16, 5
         def alloc(size, kind=2):
             return fake.fake_cuda_alloc(size, kind)
@@ -402,9 +404,10 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
                                                  [rays, warp, cost]]
     assert found.pop("10 views, room 2") == [None, 1 + 2 * 3 * 2,
                                              [rays] + [warp, cost] * 6]
-    assert found.pop("no buffer") == [None, 1 + 1, [rays, "ap_cost_kernel"]]
-    assert found.pop("10 views, no buffer") == [None, 1 + 2,
-                                                [rays, "ap_cost_kernel"]]
+    # NCC at window 5: the strip kernel of radius 2
+    strip = "ap_strip_ncc_r2_kernel"
+    assert found.pop("no buffer") == [None, 1 + 1, [rays, strip]]
+    assert found.pop("10 views, no buffer") == [None, 1 + 2, [rays, strip]]
     error, launched, _ = found.pop("host buffer")
     assert re.fullmatch(r"warped \(0x[0-9a-f]+\) is not device memory "
                         r"\(the driver's memory type 1\)", error)
@@ -415,6 +418,62 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
             f"warped planes are for the textbook sweep, with room for 1 "
             f"plane or more, got parity {parity} and room for {room}", 0, []]
     assert not found
+
+
+def test_the_cost_kernel_is_chosen_by_cost_and_window(fakes):
+    """Through the fake driver: box windows (NCC, SAD) take the strip
+    kernel, NCC's own for windows 3 to 15 and the one that reads the
+    radius beyond; SSIM's Gaussian window, which does not slide, the tile
+    kernel; AQUAPROF_MVS_GPU_WARP=tile the tile kernel for every cost,
+    and sources warped first the kernel that reads them."""
+    lib, load = fake_driver(fakes)
+    found = scenario(load + """
+        import os
+        H, W, D = 12, 16, 3
+        def alloc(size):
+            return fake.fake_cuda_alloc(size, 2)
+
+        fake.fake_cuda_launched.restype = ctypes.c_char_p
+
+        def run(cost, window, how=None, room=0):
+            if how is None:
+                os.environ.pop("AQUAPROF_MVS_GPU_WARP", None)
+            else:
+                os.environ["AQUAPROF_MVS_GPU_WARP"] = how
+            p = [alloc(H * W * 4), alloc(2 * H * W * 4), alloc(D * 8),
+                 alloc(6 * H * W * 8), alloc(H * W * D * 4),
+                 alloc(max(room, 1) * 2 * H * W * 4)]
+            before = fake.fake_cuda_launches()
+            _mvs.gpu_cost_volume(0, 0, p[0], p[1], 2, H, W, cam,
+                                 np.stack([cam] * 2), p[2], D, 0, D, cost,
+                                 window, p[3], p[4], 0, 0,
+                                 p[5] if room else 0, room)
+            return [fake.fake_cuda_launched(k).decode()
+                    for k in range(before + 1, fake.fake_cuda_launches())]
+
+        print(json.dumps({
+            **{f"ncc {w}": run(0, w) for w in (3, 11, 15, 17, 63)},
+            "sad 5": run(2, 5), "sad 63": run(2, 63),
+            "ssim 7": run(1, 7),
+            "ncc 11, tile": run(0, 11, "tile"),
+            "sad 5, tile": run(2, 5, "tile"),
+            "ncc 11, planes": run(0, 11, "planes", room=D),
+        }))
+    """, {"AQUAPROF_LIBCUDA": lib})
+    # after the rays, one launch of the cost kernel for all planes
+    assert found == {
+        "ncc 3": ["ap_strip_ncc_r1_kernel"],
+        "ncc 11": ["ap_strip_ncc_r5_kernel"],
+        "ncc 15": ["ap_strip_ncc_r7_kernel"],
+        "ncc 17": ["ap_strip_ncc_kernel"],
+        "ncc 63": ["ap_strip_ncc_kernel"],
+        "sad 5": ["ap_strip_sad_kernel"],
+        "sad 63": ["ap_strip_sad_kernel"],
+        "ssim 7": ["ap_cost_kernel"],
+        "ncc 11, tile": ["ap_cost_kernel"],
+        "sad 5, tile": ["ap_cost_kernel"],
+        "ncc 11, planes": ["ap_warp_planes_kernel", "ap_cost_planes_kernel"],
+    }
 
 
 # --------------------------------- the GPU's arithmetic, on the host
@@ -573,16 +632,173 @@ def test_the_gpus_walk_down_the_planes_sees_what_the_cpu_sees(
                 assert np.abs(plane[seen] - fused[seen]).max() <= 1e-5
 
 
+# the strip cost kernel (gpu_strip.h) over a whole volume, its blocks run
+# thread by thread between the points where the device's threads meet,
+# as sweep.cu's strip_costs calls the same functions; the rays and the
+# frames made as the launch makes them
+GPU_STRIP_ON_THE_HOST = r"""
+#include <stdlib.h>
+
+#include "camera_math.h"
+#include "cuda_sweep.h"
+#include "gpu_strip.h"
+
+int
+emulated_strip(const double *ref_params, const double *src_params, int n,
+               const float *ref, const float *srcs, int h, int w,
+               const double *depths, int d, int cost, int window,
+               float *out)
+{
+    ap_camera ref_cam, cam;
+    ap_gpu_frame frames[AP_GPU_VIEWS];
+    int r = window / 2, outputs = ap_strip_outputs(r);
+    if (n > AP_GPU_VIEWS || ap_camera_init(&ref_cam, ref_params)) {
+        return -1;
+    }
+    for (int v = 0; v < n; v++) {
+        if (ap_camera_init(&cam, src_params + 28 * v)) {
+            return -1;
+        }
+        ap_gpu_frame_init(&frames[v], &cam);
+    }
+    double *rays = malloc(sizeof(double) * AP_RAY_DOUBLES * h * w);
+    double *shared = malloc(ap_strip_shared(cost, r));
+    ap_strip_column *col = malloc(sizeof(*col) * AP_STRIP_COLS);
+    if (rays == NULL || shared == NULL || col == NULL) {
+        free(rays);
+        free(shared);
+        free(col);
+        return -1;
+    }
+    for (int i = 0; i < h * w; i++) {       /* as ap_rays_kernel does */
+        double o[3], dir[3];
+        if (!ap_cast(&ref_cam, i % w, i / w, o, dir)) {
+            o[0] = o[1] = o[2] = dir[0] = dir[1] = dir[2] = NAN;
+        }
+        ap_ray_write(rays, i, o, dir);
+    }
+    ap_strip_shared_at at = ap_strip_layout(shared, cost, r);
+    for (int j = 0; j < d; j++) {
+        for (int y0 = 0; y0 < h; y0 += AP_STRIP_ROWS) {
+            for (int x0 = -r; x0 + r < w; x0 += outputs) {
+                ap_strip_block b = {.ref = ref, .rays = rays, .h = h,
+                                    .w = w, .x0 = x0, .y0 = y0,
+                                    .cost = cost, .r = r,
+                                    .depth = depths[j],
+                                    .full = (double)window * window};
+                for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
+                    at.acc[i] = 0.0f;
+                }
+                for (int v = 0; v < n; v++) {
+                    b.img = srcs + (size_t)v * h * w;
+                    b.frame = &frames[v];
+                    for (int c = 0; c < AP_STRIP_COLS; c++) {
+                        ap_strip_start(&col[c], at.ring, c, r);
+                        ap_strip_prologue(&b, &col[c], at.ring, c);
+                    }
+                    for (int row = 0; row < AP_STRIP_ROWS;
+                         row += AP_STRIP_GROUP) {
+                        for (int c = 0; c < AP_STRIP_COLS; c++) {
+                            ap_strip_down(&b, &col[c], at.ring, at.cols, c,
+                                          row);
+                        }
+                        for (int i = 0; i < ap_strip_items(r); i++) {
+                            ap_strip_along(&b, at.cols, at.acc, row, i);
+                        }
+                    }
+                }
+                for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
+                    int y = y0 + i / outputs, x = x0 + r + i % outputs;
+                    if (x < w && y < h) {
+                        out[((size_t)y * w + x) * d + j] =
+                            at.acc[i] * (float)(1.0 / n);
+                    }
+                }
+            }
+        }
+    }
+    free(rays);
+    free(shared);
+    free(col);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def contracted_strip(tmp_path_factory):
+    """The strip cost kernel built for this CPU with fused
+    multiply-adds, over a whole volume."""
+    flags = ["-ffp-contract=fast"]
+    if platform.machine() == "x86_64":
+        with open("/proc/cpuinfo") as f:
+            if " fma " not in f.read():
+                pytest.skip("this CPU has no fused multiply-add")
+        flags.append("-mfma")
+    kernels = Path(__file__).resolve().parent.parent / "csrc" / "kernels"
+    out = tmp_path_factory.mktemp("emulated")
+    (out / "strip.c").write_text(GPU_STRIP_ON_THE_HOST)
+    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O2",
+                    "-shared", "-fPIC", *flags, "-I", str(kernels),
+                    str(out / "strip.c"), str(kernels / "camera.c"), "-o",
+                    str(out / "strip.so"), "-lm"], check=True)
+    lib = ctypes.CDLL(str(out / "strip.so"))
+    array = np.ctypeslib.ndpointer
+    lib.emulated_strip.argtypes = [
+        array(np.float64, flags="C"), array(np.float64, flags="C"),
+        ctypes.c_int, array(np.float32, flags="C"),
+        array(np.float32, flags="C"), ctypes.c_int, ctypes.c_int,
+        array(np.float64, flags="C"), ctypes.c_int, ctypes.c_int,
+        ctypes.c_int, array(np.float32, flags="C")]
+
+    def volume(ref, srcs, ref_cam, cams, depths, cost, window):
+        h, w = ref.shape
+        depths = np.ascontiguousarray(depths, np.float64)
+        result = np.full((h, w, depths.size), np.nan, np.float32)
+        params = np.ascontiguousarray(np.stack([c.params for c in cams]))
+        assert lib.emulated_strip(
+            ref_cam.params, params, len(cams), np.ascontiguousarray(ref),
+            np.ascontiguousarray(np.stack(srcs)), h, w, depths,
+            depths.size, {"ncc": 0, "sad": 2}[cost], window, result) == 0
+        return result
+    return volume
+
+
+@pytest.mark.parametrize("cost,window", [("ncc", 11), ("ncc", 3),
+                                         ("ncc", 63), ("sad", 5)])
+@pytest.mark.parametrize("model", ["refractive", "pinhole"])
+def test_the_gpus_strip_kernel_costs_what_the_cpu_does(contracted_strip,
+                                                       cost, window,
+                                                       model):
+    """The default GPU cost kernel for box windows, rounded as nvcc
+    rounds it: every cost of a scene's volume, wider than one block and
+    taller than one strip, within 1e-4 of the CPU path's, the flat
+    windows and those too little seen costing 1 as there."""
+    sc = scenes.make_scene("wavy", model, views=3, height=70, width=150)
+    depths = np.linspace(*sc.depth_range(0.03), 5)
+    expected = mvs.build_cost_volume(sc.ref, sc.images[1:], sc.ref_cam,
+                                     sc.cameras[1:], depths, cost, window)
+    got = contracted_strip(sc.ref, sc.images[1:], sc.ref_cam,
+                           sc.cameras[1:], depths, cost, window)
+    assert np.isfinite(got).all()
+    assert np.abs(got - expected).max() <= 1e-4
+    # what is compared: costs of every kind, seen and not
+    assert (expected == 1).any() and (expected < 0.5).any()
+
+
 def test_the_warp_buffer_is_asked_for_by_name(monkeypatch):
-    """AQUAPROF_MVS_GPU_WARP: the fused kernel's own warps by default or
-    "tile"; "planes" gives a buffer of whole planes under its byte limit
-    (at most the planes of a call, and none, the fused kernel's own warps,
-    where one plane of the views is over it); anything else is refused,
-    naming the variable."""
+    """AQUAPROF_MVS_GPU_WARP: the cost kernels' own warps by default
+    ("strip"), "strip" or "tile"; "planes" gives a buffer of whole planes
+    under its byte limit (at most the planes of a call, and none, the
+    kernel's own warps, where one plane of the views is over it); anything
+    else is refused, naming the variable."""
     monkeypatch.delenv(_cuda.WARP_ENV, raising=False)
+    assert _cuda.warp_mode() == "strip"
     assert _cuda.warp_room(5, 1200, 1600, 128) == 0
-    monkeypatch.setenv(_cuda.WARP_ENV, "tile")
-    assert _cuda.warp_room(5, 1200, 1600, 128) == 0
+    for own in ("strip", "tile"):
+        monkeypatch.setenv(_cuda.WARP_ENV, own)
+        assert _cuda.warp_mode() == own
+        assert _cuda.warp_room(5, 1200, 1600, 128) == 0
     monkeypatch.setenv(_cuda.WARP_ENV, "planes")
     room = _cuda.warp_room(5, 1200, 1600, 128)
     assert room == _cuda.WARP_PLANES_BYTES // (5 * 1200 * 1600 * 4) == 13
@@ -592,7 +808,8 @@ def test_the_warp_buffer_is_asked_for_by_name(monkeypatch):
     monkeypatch.setenv(_cuda.WARP_ENV, "Planes")
     for call in (lambda: _cuda.warp_room(5, 24, 32, 6), _cuda.warp_mode):
         with pytest.raises(ValueError, match="AQUAPROF_MVS_GPU_WARP must "
-                           "be 'tile' or 'planes', got 'Planes'"):
+                           "be one of 'strip', 'tile', 'planes', got "
+                           "'Planes'"):
             call()
 
 
@@ -600,6 +817,15 @@ def test_the_warp_buffer_is_asked_for_by_name(monkeypatch):
 
 def cuda(a):
     return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+
+
+def use_kernel(warp, monkeypatch):
+    """The cost kernel by AQUAPROF_MVS_GPU_WARP: unset, the strip kernel
+    (for box windows); "tile" or "planes"."""
+    if warp == "strip":
+        monkeypatch.delenv(_cuda.WARP_ENV, raising=False)
+    else:
+        monkeypatch.setenv(_cuda.WARP_ENV, warp)
 
 
 def close(gpu_result, cpu_result, tol=1e-4):
@@ -626,12 +852,14 @@ def test_cuda_warp_equals_the_cpu(model):
 @pytest.mark.parametrize("cost,window", [("ncc", 11), ("ssim", 7),
                                          ("sad", 5), ("ncc", 63)])
 @pytest.mark.parametrize("model", ["refractive", "pinhole"])
-@pytest.mark.parametrize("warp", ["tile", "planes"])
+@pytest.mark.parametrize("warp", ["strip", "tile", "planes"])
 def test_cuda_cost_volume_equals_the_cpu(cost, window, model, warp,
                                          monkeypatch):
-    """Both ways of warping the sources: the cost kernel's tiles, and
-    whole planes first (in groups of depth_batch planes)."""
-    monkeypatch.setenv(_cuda.WARP_ENV, warp)
+    """Every cost kernel: the strip kernel's (the default; SSIM takes the
+    tile kernel), the tile kernel's, which warps its tiles and their
+    halos, and whole planes warped first (in groups of depth_batch
+    planes)."""
+    use_kernel(warp, monkeypatch)
     sc = scenes.make_scene("wavy", model, views=3, height=40, width=56)
     depths = np.linspace(*sc.depth_range(0.03), 9)
     args = (sc.ref_cam, sc.cameras[1:], depths, cost, window)
@@ -648,9 +876,9 @@ def test_cuda_cost_volume_equals_the_cpu(cost, window, model, warp,
 
 @pytest.mark.gpu
 @needs_cuda
-@pytest.mark.parametrize("warp", ["tile", "planes"])
+@pytest.mark.parametrize("warp", ["strip", "tile", "planes"])
 def test_cuda_takes_more_views_than_one_launch_holds(warp, monkeypatch):
-    monkeypatch.setenv(_cuda.WARP_ENV, warp)
+    use_kernel(warp, monkeypatch)
     sc = scenes.make_scene("flat", views=11, height=24, width=32)
     assert len(sc.cameras) - 1 > _mvs.GPU_VIEWS
     args = (sc.ref_cam, sc.cameras[1:], DEPTHS)
@@ -764,6 +992,10 @@ def test_cuda_images_taller_than_one_grid_are_covered(monkeypatch):
     assert close(warped, expected)
     expected = mvs.build_cost_volume(ref_img, src_img[None], ref_cam,
                                      [src_cam], depths, "sad", 3)
+    monkeypatch.delenv(_cuda.WARP_ENV, raising=False)   # the strip kernel
+    assert close(mvs.build_cost_volume(cuda(ref_img), cuda(src_img[None]),
+                                       ref_cam, [src_cam], depths, "sad",
+                                       3), expected)
     # the warp of whole planes first takes its own slices of rows
     monkeypatch.setenv(_cuda.WARP_ENV, "planes")
     assert close(mvs.build_cost_volume(cuda(ref_img), cuda(src_img[None]),

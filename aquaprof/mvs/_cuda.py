@@ -194,12 +194,20 @@ def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
     return out
 
 
+#: how the GPU cost kernels may warp: "strip" (the default: a thread a
+#: column slides its window sums down a strip of rows, SSIM and parity
+#: aside), "tile" (a block warps its tile and halo), "planes" (whole
+#: planes first, into a buffer); the launcher reads the same variable
+WARP_MODES = ("strip", "tile", "planes")
+
+
 def warp_mode() -> str:
-    """AQUAPROF_MVS_GPU_WARP's value ("tile" when unset), or ValueError."""
-    how = os.environ.get(WARP_ENV, "tile")
-    if how not in ("tile", "planes"):
-        raise ValueError(f"{WARP_ENV} must be 'tile' or 'planes', got "
-                         f"{how!r}")
+    """AQUAPROF_MVS_GPU_WARP's value ("strip" when unset), or
+    ValueError."""
+    how = os.environ.get(WARP_ENV, "strip")
+    if how not in WARP_MODES:
+        raise ValueError(f"{WARP_ENV} must be one of "
+                         f"{', '.join(map(repr, WARP_MODES))}, got {how!r}")
     return how
 
 
@@ -208,7 +216,7 @@ def warp_room(views: int, h: int, w: int, planes: int) -> int:
     holds at once, at most `planes` and WARP_PLANES_BYTES: 0 when the
     cost kernel warps its tiles itself, as it does where one plane of
     the views alone is larger."""
-    if warp_mode() == "tile":
+    if warp_mode() != "planes":
         return 0
     return min(planes, WARP_PLANES_BYTES // (views * h * w * 4))
 

@@ -68,12 +68,9 @@ ap_parity_warp_kernel(ap_cuda_sweep p)
         return;
     }
     size_t n = (size_t)p.h * p.w, i = (size_t)y * p.w + x;
-    const double *rays = (const double *)p.rays;
     const float *img = (const float *)p.srcs + (size_t)view * n;
     double depth = ((const double *)p.depths)[p.first], point[3], u, v;
-    for (int k = 0; k < 3; k++) {
-        point[k] = rays[k * n + i] + depth * rays[(3 + k) * n + i];
-    }
+    ap_ray_point((const double *)p.rays, i, depth, point);
     int seen = point[0] == point[0] &&
                ap_project_fast(&p.cams[view], point, &u, &v);
     parity_plane(p, view, PARITY_WARPED)[i] =

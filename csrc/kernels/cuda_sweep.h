@@ -5,6 +5,7 @@
 #define AP_CUDA_SWEEP_H
 
 #include "camera.h"
+#include "gpu_sample.h"
 #include "sweep.h"
 
 /* Source views per launch of the cost kernel: their cameras travel in
@@ -33,14 +34,16 @@ typedef unsigned long long ap_devptr;
 typedef struct {
     ap_devptr ref;      /* float (h, w) */
     ap_devptr srcs;     /* float (n, h, w): this launch's views */
-    ap_devptr rays;     /* double (6, h, w), from ap_rays_kernel */
+    ap_devptr rays;     /* double (h, w, 6), from ap_rays_kernel
+                         * (ap_ray_read) */
     ap_devptr depths;   /* double (d) */
     ap_devptr out;      /* float (h, w, d) */
     int h, w, d;
     int first;          /* planes [first, first + gridDim.z); AquaMVS
                          * parity: the one plane */
-    int row0;           /* tiles from this row down (a multiple of
-                         * AP_GPU_TILE_Y): grids hold 65535 blocks down */
+    int row0;           /* blocks from this row down (a multiple of
+                         * their rows, AP_GPU_TILE_Y or AP_STRIP_ROWS):
+                         * grids hold 65535 blocks down */
     int views;          /* in this launch */
     int add;            /* add to out: a later launch of the same planes */
     float scale;        /* out = (out if add) + sum of costs, times scale */
@@ -54,6 +57,18 @@ typedef struct {
     double gauss[AP_MAX_WINDOW];        /* SSIM: 2 radius + 1 weights */
     ap_camera cams[AP_GPU_VIEWS];
 } ap_cuda_sweep;
+
+/* What the strip cost kernels take (gpu_strip.h): ap_cuda_sweep's
+ * buffers and sizes, and the views' frames made on the host, so that
+ * they sit in the kernel's constant bank, which barriers do not make it
+ * read again as they do shared memory. */
+typedef struct {
+    ap_devptr ref, srcs, rays, depths, out;
+    int h, w, d, first, row0, views, add;
+    float scale;
+    int radius;
+    ap_gpu_frame frames[AP_GPU_VIEWS];
+} ap_cuda_strip;
 
 /* Dynamic shared memory of one block of the cost kernel. */
 static inline unsigned

@@ -10,6 +10,7 @@
 #define AP_GPU_SAMPLE_H
 
 #include <math.h>
+#include <stddef.h>
 
 #include "camera.h"
 #include "camera_math.h"
@@ -23,6 +24,61 @@
  * most AP_SHARE_SETTLED, else the crossing is found as ap_crossing_fast
  * finds it. A fixed count, so that a warp's threads step together. */
 #define AP_GPU_SHARE_STEPS 6
+/* Share steps of a walk down a column from the line through the two
+ * rows above's shares: two settle every crossing of rigs at full size
+ * (tests/kernels/test_gpu_sample.c), where from the row above's alone
+ * one in seven takes a third. */
+#define AP_GPU_WALK_STEPS 2
+/* The walk's settling test, AP_SHARE_SETTLED's rounded down to a power
+ * of two: a constant the GPU's compare takes as it is, where 1e-9 takes
+ * two instructions to make. */
+#define AP_GPU_WALK_SETTLED 0x1p-30
+
+/* The GPU's ray table (ap_rays_kernel): each reference pixel's ray as
+ * six doubles side by side, origin then unit direction (NaN origin
+ * where the pixel has no ray), which a thread reads in three 16-byte
+ * loads. */
+#define AP_RAY_DOUBLES 6
+
+static inline AP_HD void
+ap_ray_write(double *rays, size_t i, const double *o, const double *d)
+{
+    for (int k = 0; k < 3; k++) {
+        rays[AP_RAY_DOUBLES * i + k] = o[k];
+        rays[AP_RAY_DOUBLES * i + 3 + k] = d[k];
+    }
+}
+
+static inline AP_HD void
+ap_ray_read(const double *rays, size_t i, double *o, double *d)
+{
+#ifdef __CUDA_ARCH__
+    const double2 *at = (const double2 *)(rays + AP_RAY_DOUBLES * i);
+    double2 a = at[0], b = at[1], c = at[2];
+    o[0] = a.x;
+    o[1] = a.y;
+    o[2] = b.x;
+    d[0] = b.y;
+    d[1] = c.x;
+    d[2] = c.y;
+#else
+    for (int k = 0; k < 3; k++) {
+        o[k] = rays[AP_RAY_DOUBLES * i + k];
+        d[k] = rays[AP_RAY_DOUBLES * i + 3 + k];
+    }
+#endif
+}
+
+/* The point of pixel i's ray at depth along it (NaN where none). */
+static inline AP_HD void
+ap_ray_point(const double *rays, size_t i, double depth, double *x)
+{
+    double o[3], d[3];
+    ap_ray_read(rays, i, o, d);
+    for (int k = 0; k < 3; k++) {
+        x[k] = o[k] + depth * d[k];
+    }
+}
 
 /* A camera prepared for projecting, as ap_projector holds it: a pinhole's
  * homogeneous pixel P [x; 1] and camera depth depth . [x; 1]; a
@@ -97,22 +153,24 @@ ap_gpu_frame_init(ap_gpu_frame *f, const ap_camera *cam)
     f->b = cam->n_water * cam->n_water * cam->height * cam->height;
 }
 
-/* 1 / x within about 2^-22: the GPU's float reciprocal (one MUFU). The
- * host's stands in for it with an error larger than the device's, so
- * that the tests see the worse seed. */
+/* 1 / x within about 2^-20: the GPU's float64 reciprocal estimate (one
+ * MUFU on the upper word, the lower word zero), which takes no trip
+ * through float and so no float range. The host's stands in for it with
+ * an error of 2^-18, larger than the device's, so that the tests see the
+ * worse seed. */
 static inline AP_HD double
 ap_gpu_rcp_seed(double x)
 {
 #ifdef __CUDA_ARCH__
-    float y;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"((float)x));
+    double y;
+    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(x));
     return y;
 #else
-    return (double)(float)(1.0 / x) * (1.0 + 0x1p-22);
+    return (1.0 / x) * (1.0 + 0x1p-18);
 #endif
 }
 
-/* 1 / x within about 2^-44: the seed refined by one Newton step (two
+/* 1 / x within about 2^-40: the seed refined by one Newton step (two
  * fused multiply-adds) */
 static inline AP_HD double
 ap_gpu_rcp(double x)
@@ -121,13 +179,33 @@ ap_gpu_rcp(double x)
     return fma(y, fma(-x, y, 1.0), y);
 }
 
+/* One Newton step on Snell's law squared (ap_snell_step_share), with
+ * k = (na^2 - nw^2) d2, a = na^2 z^2, b = (nw hc)^2, dividing by the
+ * seed's reciprocal, which slows no step: the error after one is the
+ * square of the one before plus the seed's error (2^-20) of it. g has
+ * one root in [0, 1], strictly inside (g(0) = -b < 0 < a = g(1)). */
+static inline AP_HD double
+ap_gpu_share_newton(double k, double a, double b, double share)
+{
+    double s = 1.0 - share;
+    double g = share * share * (k * s * s + a) - b * s * s;
+    double dg = 2.0 * (k * share * s * (s - share) + a * share + b * s);
+    return share - g * ap_gpu_rcp_seed(dg);
+}
+
+/* The step kept in [0, 1]: at 0 and at 1 the step moves inside, so a
+ * step that does not move has found the root. */
+static inline AP_HD double
+ap_gpu_share_step(double k, double a, double b, double share)
+{
+    share = ap_gpu_share_newton(k, a, b, share);
+    return share < 0 ? 0 : (share > 1 ? 1 : share);
+}
+
 /* The share t of the way from the foot to a point at squared horizontal
  * distance d2 and depth z below the surface where its ray crosses the
- * interface: AP_GPU_SHARE_STEPS Newton steps on Snell's law squared (see
- * ap_snell_step_share) from the paraxial guess, each dividing by the
- * seed's reciprocal, which slows none of them: the error after a step
- * is the square of the one before plus 2^-22 of it. 1 where the last step
- * moved t by at most AP_SHARE_SETTLED (0 for NaN). */
+ * interface: AP_GPU_SHARE_STEPS share steps from the paraxial guess. 1
+ * where the last step moved t by at most AP_SHARE_SETTLED (0 for NaN). */
 static inline AP_HD int
 ap_gpu_share(const ap_gpu_frame *f, double d2, double z, double *t)
 {
@@ -135,12 +213,8 @@ ap_gpu_share(const ap_gpu_frame *f, double d2, double z, double *t)
     double nh = f->nw * f->hc;
     double share = nh * ap_gpu_rcp(nh + f->na * z), before = share;
     for (int i = 0; i < AP_GPU_SHARE_STEPS; i++) {
-        double s = 1.0 - share;
-        double g = share * share * (k * s * s + a) - b * s * s;
-        double dg = 2.0 * (k * share * s * (s - share) + a * share + b * s);
         before = share;
-        share -= g * ap_gpu_rcp_seed(dg);
-        share = share < 0 ? 0 : (share > 1 ? 1 : share);
+        share = ap_gpu_share_step(k, a, b, share);
     }
     *t = share;
     return fabs(share - before) <= AP_SHARE_SETTLED;
@@ -156,18 +230,72 @@ ap_gpu_share_slow(const ap_gpu_frame *f, double d2, double z)
                     : 0.0;
 }
 
+/* The share with no guess: the share steps, else the slow crossing. */
+static inline AP_HD double
+ap_gpu_share_cold(const ap_gpu_frame *f, double d2, double z)
+{
+    double t;
+    return ap_gpu_share(f, d2, z, &t) ? t : ap_gpu_share_slow(f, d2, z);
+}
+
+/* The same share for a thread that walks down a column of the
+ * reference, from the line through the two rows above's (walk):
+ * crossings a pixel apart lie so close that AP_GPU_WALK_STEPS share
+ * steps settle (tests/kernels/test_gpu_sample.c). The steps are not kept
+ * in [0, 1]: a share that settles inside it is g's one root there, and
+ * one that does not (a far guess, or none: a walk starts at -1, from
+ * where no step settles inside) takes the cold steps. 1 with *t where
+ * the last step moved t by at most AP_GPU_WALK_SETTLED and t is in
+ * (0, 1), else 0. */
+static inline AP_HD int
+ap_gpu_share_walk(const ap_gpu_frame *f, double d2, double z,
+                  const ap_walk *walk, double *t)
+{
+    double k = f->k2 * d2, a = f->a2 * z * z, b = f->b;
+    double share = fma(2.0, walk->last, -walk->before), before = share;
+    for (int i = 0; i < AP_GPU_WALK_STEPS; i++) {
+        before = share;
+        share = ap_gpu_share_newton(k, a, b, share);
+    }
+    *t = share;
+    return (fabs(share - before) <= AP_GPU_WALK_SETTLED) & (share > 0) &
+           (share < 1);
+}
+
+/* A walk's next row: the line through this row's crossing t and the
+ * one above's, or after the first (a walk starts {-1, -1}: no guess), t
+ * itself. */
+static inline AP_HD void
+ap_gpu_walk_on(ap_walk *walk, double t)
+{
+    walk->before = walk->last >= 0 ? walk->last : t;
+    walk->last = t;
+}
+
+/* A pinhole camera's homogeneous pixel (hu, hv, hw) and camera depth zc
+ * of world point x. */
+static inline AP_HD void
+ap_gpu_pinhole(const ap_gpu_frame *f, const double *x, double *hu,
+               double *hv, double *hw, double *zc)
+{
+    *hu = ap_gpu_row(f->P, x, 1.0);
+    *hv = ap_gpu_row(f->P + 4, x, 1.0);
+    *hw = ap_gpu_row(f->P + 8, x, 1.0);
+    *zc = ap_gpu_row(f->depth, x, 1.0);
+}
+
 /* The pixel (u, v) of world point x in the camera of f; 0 where x is not
  * seen (behind a pinhole, above a refractive camera's water, or behind
- * it), as the CPU's projector decides. */
+ * it), as the CPU's projector decides. A refractive camera's crossing
+ * from the walk down a column where walk is not NULL (which moves on to
+ * this row), else from the paraxial guess. */
 static inline AP_HD int
-ap_gpu_uv(const ap_gpu_frame *f, const double *x, double *u, double *v)
+ap_gpu_uv_with(const ap_gpu_frame *f, const double *x, double *u,
+               double *v, ap_walk *walk)
 {
     double hu, hv, hw, zc;
     if (!f->refractive) {
-        hu = ap_gpu_row(f->P, x, 1.0);
-        hv = ap_gpu_row(f->P + 4, x, 1.0);
-        hw = ap_gpu_row(f->P + 8, x, 1.0);
-        zc = ap_gpu_row(f->depth, x, 1.0);
+        ap_gpu_pinhole(f, x, &hu, &hv, &hw, &zc);
     } else {
         double z = f->below[3] - ap_dot3(f->below, x);
         if (!(z > 0)) {
@@ -176,8 +304,17 @@ ap_gpu_uv(const ap_gpu_frame *f, const double *x, double *u, double *v)
         double hx = ap_gpu_row(f->e1, x, 1.0);
         double hy = ap_gpu_row(f->e2, x, 1.0);
         double d2 = hx * hx + hy * hy, t;
-        if (!ap_gpu_share(f, d2, z, &t)) {
-            t = ap_gpu_share_slow(f, d2, z);
+        if (walk == NULL) {
+            t = ap_gpu_share_cold(f, d2, z);
+        } else {
+            if (!ap_gpu_share_walk(f, d2, z, walk, &t)) {
+                /* a column's first sample of a strip, and its second,
+                 * guessed from the first alone, for a warp of which
+                 * some lane does not settle; rarely a later one */
+                /* count: share=2 / (AP_STRIP_ROWS + 2 * radius) */
+                t = ap_gpu_share_cold(f, d2, z);
+            }
+            ap_gpu_walk_on(walk, t);
         }
         double qx = t * hx, qy = t * hy;
         hu = f->A[0] + qx * f->A[1] + qy * f->A[2];
@@ -189,6 +326,12 @@ ap_gpu_uv(const ap_gpu_frame *f, const double *x, double *u, double *v)
     *u = hu * inv;
     *v = hv * inv;
     return zc > 0;
+}
+
+static inline AP_HD int
+ap_gpu_uv(const ap_gpu_frame *f, const double *x, double *u, double *v)
+{
+    return ap_gpu_uv_with(f, x, u, v, NULL);
 }
 
 #endif

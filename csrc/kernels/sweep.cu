@@ -3,29 +3,32 @@
  * through the driver API by csrc/module/mvs/cuda_sweep.c. Compiled by
  * nvcc into a fat binary that the extension embeds.
  *
- * The cost kernel is fused: a block owns a tile of output pixels of one
- * depth plane, warps each source view over the tile and its window halo
- * into shared memory, sums the window quantities there (columns, then
- * rows) and keeps the running cost in a register; the warped images
- * never reach global memory. Its twin ap_cost_planes_kernel reads them
- * from the planes ap_warp_planes_kernel warped first: each sample once,
- * not once for every tile that reads it. Unlike the CPU, which starts
- * Newton from a table, each sample of the fused kernel solves from the
- * paraxial guess, in float first and then in double (ap_project_fast):
- * ten double Newton steps a sample were about 40 % of the kernel's time,
- * and the result is the converged one. */
+ * The cost kernels are fused: the warped images never reach global
+ * memory. Box windows (NCC, SAD) take the strip kernels (gpu_strip.h): a
+ * thread a column walks down a strip of rows, warping each sample once a
+ * block and sliding float64 window sums. SSIM, and every cost where
+ * $AQUAPROF_MVS_GPU_WARP is "tile", take the tile kernel: a block owns a
+ * tile of output pixels of one depth plane, warps each source view over
+ * the tile and its window halo into shared memory, sums the window
+ * quantities there (columns, then rows) and keeps the running cost in a
+ * register. Its twin ap_cost_planes_kernel reads the tiles from the
+ * planes ap_warp_planes_kernel warped first. Unlike the CPU, which
+ * starts Newton from a table, the cost kernels' samples (gpu_sample.h)
+ * solve from the paraxial guess, or in a strip from the rows above's. */
 #include "camera_math.h"
 #include "cost_math.h"
 #include "cuda_sweep.h"
 #include "extract_math.h"
 #include "gpu_sample.h"
+#include "gpu_strip.h"
 #include "warp_walk.h"
 
 #define NQ 6
 
-/* The ray table: six (h, w) planes, origin then direction, NaN origin
- * where the pixel has no ray. Rows from row0: a grid holds at most 65535
- * blocks down, so tall images take several launches. */
+/* The ray table (gpu_sample.h: a pixel's ray as six doubles side by
+ * side, NaN origin where the pixel has no ray). Rows from row0: a grid
+ * holds at most 65535 blocks down, so tall images take several
+ * launches. */
 extern "C" __global__ void
 ap_rays_kernel(ap_camera ref, int h, int w, int row0, double *rays)
 {
@@ -34,24 +37,20 @@ ap_rays_kernel(ap_camera ref, int h, int w, int row0, double *rays)
     if (x >= w || y >= h) {
         return;
     }
-    size_t n = (size_t)h * w, i = (size_t)y * w + x;
     double o[3], d[3];
-    int ok = ap_cast(&ref, x, y, o, d);
-    for (int k = 0; k < 3; k++) {
-        rays[k * n + i] = ok ? o[k] : NAN;
-        rays[(3 + k) * n + i] = ok ? d[k] : NAN;
+    if (!ap_cast(&ref, x, y, o, d)) {
+        o[0] = o[1] = o[2] = d[0] = d[1] = d[2] = NAN;
     }
+    ap_ray_write(rays, (size_t)y * w + x, o, d);
 }
 
 /* src seen from the point of ray i at depth: NaN where it is not seen */
 static __device__ float
-warp_sample(const double *rays, size_t n, size_t i, const ap_camera *cam,
+warp_sample(const double *rays, size_t i, const ap_camera *cam,
             double depth, const float *img, int h, int w)
 {
     double x[3], u, v;
-    for (int k = 0; k < 3; k++) {
-        x[k] = rays[k * n + i] + depth * rays[(3 + k) * n + i];
-    }
+    ap_ray_point(rays, i, depth, x);
     if (!(x[0] == x[0]) || !ap_project_fast(cam, x, &u, &v)) {
         return NAN;
     }
@@ -61,13 +60,11 @@ warp_sample(const double *rays, size_t n, size_t i, const ap_camera *cam,
 /* The cost kernel's sample: src seen through its frame from the point
  * of ray i at depth (gpu_sample.h); NaN where it is not seen. */
 static __device__ float
-frame_sample(const double *rays, size_t n, size_t i, const ap_gpu_frame *f,
+frame_sample(const double *rays, size_t i, const ap_gpu_frame *f,
              double depth, const float *img, int h, int w)
 {
     double x[3], u, v;
-    for (int k = 0; k < 3; k++) {
-        x[k] = rays[k * n + i] + depth * rays[(3 + k) * n + i];
-    }
+    ap_ray_point(rays, i, depth, x);
     if (!(x[0] == x[0]) || !ap_gpu_uv(f, x, &u, &v)) {
         return NAN;
     }
@@ -84,7 +81,7 @@ ap_warp_kernel(const double *rays, int h, int w, int row0, ap_camera src,
         return;
     }
     size_t i = (size_t)y * w + x;
-    out[i] = warp_sample(rays, (size_t)h * w, i, &src, depth, img, h, w);
+    out[i] = warp_sample(rays, i, &src, depth, img, h, w);
 }
 
 /* The launch's views warped once for planes [warp_first, warp_first +
@@ -102,12 +99,8 @@ ap_warp_planes_kernel(ap_cuda_sweep p)
     }
     const int v = blockIdx.z;
     const size_t n = (size_t)p.h * p.w, i = (size_t)y * p.w + x;
-    const double *rays = (const double *)p.rays;
     double o[3], d[3];
-    for (int k = 0; k < 3; k++) {
-        o[k] = rays[k * n + i];
-        d[k] = rays[(3 + k) * n + i];
-    }
+    ap_ray_read((const double *)p.rays, i, o, d);
     ap_warp_walk(o, d, (const double *)p.depths + p.warp_first, p.planes,
                  &p.cams[v], (const float *)p.srcs + (size_t)v * n, p.h,
                  p.w, (float *)p.warped + (size_t)v * n + i,
@@ -171,7 +164,7 @@ cost_tiles(const ap_cuda_sweep &p)
                 src_tile[i] = inside ? warped[(size_t)y * p.w + x] : NAN;
             } else {
                 src_tile[i] = inside
-                    ? frame_sample(rays, n, (size_t)y * p.w + x,
+                    ? frame_sample(rays, (size_t)y * p.w + x,
                                    &frames[v], depth, img, p.h, p.w)
                     : NAN;   /* outside the image: not seen */
             }
@@ -241,6 +234,98 @@ ap_cost_planes_kernel(ap_cuda_sweep p)
 {
     cost_tiles<true>(p);
 }
+
+/* The strip cost kernel (gpu_strip.h): a block of AP_STRIP_COLS threads,
+ * one a column, down AP_STRIP_ROWS output rows of one plane, each source
+ * in turn; the cost kind and the radius are constants (R 0: the radius
+ * read at run time), so that the window's loops unroll and the other
+ * costs' code is not there. */
+template <int COST, int R>
+static __device__ __forceinline__ void
+strip_costs(const ap_cuda_strip &p)
+{
+    /* count: kernel=ap_strip_*; per=views * H * W / (ceil(W /
+     * (AP_STRIP_COLS - 2 * radius)) * ceil(H / AP_STRIP_ROWS) *
+     * AP_STRIP_COLS) */
+    extern __shared__ double shared[];
+    const int r = R > 0 ? R : p.radius, c = threadIdx.x;
+    const int outputs = ap_strip_outputs(r);
+    const ap_strip_shared_at at = ap_strip_layout(shared, COST, r);
+    ap_strip_block b;
+    b.ref = (const float *)p.ref;
+    b.rays = (const double *)p.rays;
+    b.h = p.h;
+    b.w = p.w;
+    b.x0 = (int)blockIdx.x * outputs - r;
+    b.y0 = p.row0 + (int)blockIdx.y * AP_STRIP_ROWS;
+    b.cost = COST;
+    b.r = r;
+    b.depth = ((const double *)p.depths)[p.first + blockIdx.z];
+    b.full = (double)(2 * r + 1) * (2 * r + 1);
+    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
+     * AP_STRIP_COLS); step=AP_STRIP_COLS */
+    for (int i = c; i < AP_STRIP_ROWS * outputs; i += AP_STRIP_COLS) {
+        at.acc[i] = 0.0f;
+    }
+    __syncthreads();
+    const size_t n = (size_t)p.h * p.w;
+    AP_NO_UNROLL
+    /* count: trips=views; part=sums */
+    for (int v = 0; v < p.views; v++) {
+        b.img = (const float *)p.srcs + (size_t)v * n;
+        /* one register, so that each sample adds its 32-bit index to it
+         * (nvcc would fold v n into every index, in 64 bits) */
+        asm("mov.b64 %0, %0;" : "+l"(b.img));
+        b.frame = &p.frames[v];
+        ap_strip_column col;
+        ap_strip_start(&col, at.ring, c, r);
+        ap_strip_prologue(&b, &col, at.ring, c);
+        AP_NO_UNROLL
+        /* count: trips=AP_STRIP_ROWS / AP_STRIP_GROUP;
+         * step=AP_STRIP_GROUP; part=sums */
+        for (int row = 0; row < AP_STRIP_ROWS; row += AP_STRIP_GROUP) {
+            ap_strip_down(&b, &col, at.ring, at.cols, c, row);
+            __syncthreads();
+            /* count: trips=spread(AP_STRIP_GROUP * ceil((AP_STRIP_COLS -
+             * 2 * radius) / AP_STRIP_SEGMENT), AP_STRIP_COLS);
+             * step=AP_STRIP_COLS; part=sums */
+            for (int i = c; i < ap_strip_items(r); i += AP_STRIP_COLS) {
+                ap_strip_along(&b, at.cols, at.acc, row, i);
+            }
+            __syncthreads();   /* the group's rows are rewritten next */
+        }
+    }
+    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
+     * AP_STRIP_COLS); step=AP_STRIP_COLS */
+    for (int i = c; i < AP_STRIP_ROWS * outputs; i += AP_STRIP_COLS) {
+        int y = b.y0 + i / outputs, x = b.x0 + r + i % outputs;
+        if (x < p.w && y < p.h) {
+            float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d +
+                         p.first + blockIdx.z;
+            *out = ((p.add ? *out : 0.0f) + at.acc[i]) * p.scale;
+        }
+    }
+}
+
+/* The strip kernels by name (csrc/module/mvs/cuda_driver.c loads them):
+ * NCC at radii 1 to AP_STRIP_RADII and at any radius, SAD at any. */
+#define AP_STRIP_KERNEL(name, cost, radius)                              \
+    extern "C" __global__ void                                           \
+    __launch_bounds__(AP_STRIP_COLS, AP_STRIP_BLOCKS)                    \
+    name(ap_cuda_strip p)                                                \
+    {                                                                    \
+        strip_costs<cost, radius>(p);                                    \
+    }
+
+AP_STRIP_KERNEL(ap_strip_ncc_r1_kernel, AP_COST_NCC, 1)
+AP_STRIP_KERNEL(ap_strip_ncc_r2_kernel, AP_COST_NCC, 2)
+AP_STRIP_KERNEL(ap_strip_ncc_r3_kernel, AP_COST_NCC, 3)
+AP_STRIP_KERNEL(ap_strip_ncc_r4_kernel, AP_COST_NCC, 4)
+AP_STRIP_KERNEL(ap_strip_ncc_r5_kernel, AP_COST_NCC, 5)
+AP_STRIP_KERNEL(ap_strip_ncc_r6_kernel, AP_COST_NCC, 6)
+AP_STRIP_KERNEL(ap_strip_ncc_r7_kernel, AP_COST_NCC, 7)
+AP_STRIP_KERNEL(ap_strip_ncc_kernel, AP_COST_NCC, 0)
+AP_STRIP_KERNEL(ap_strip_sad_kernel, AP_COST_SAD, 0)
 
 extern "C" __global__ void
 ap_extract_kernel(const float *volume, int h, int w, int d,

@@ -6,6 +6,11 @@
  *   metres or kilometres, the share steps settle (no thread of a warp
  *   takes the slow path) and land within 1e-11 of the distance of
  *   ap_crossing_cold's;
+ * - a walk down a column (ap_gpu_share_walk, the strip kernel's): from
+ *   the two rows above's crossings, AP_GPU_WALK_STEPS share steps settle
+ *   and land within 1e-11 of the distance of the cold crossing; from
+ *   guesses near and far, a walk that says it settled has found that
+ *   crossing;
  * - the sample: random rigs of refractive and pinhole cameras, every
  *   pixel of the reference at several depths; each source's sample
  *   (ap_gpu_uv, then ap_bilinear) is seen where the CPU's projector
@@ -233,10 +238,141 @@ samples_against_cpu(void)
     return failures;
 }
 
+/* Walks down columns of a 1600 x 1200 reference at one depth, source
+ * and reference refractive over the same water, as the strip kernel
+ * walks (ap_gpu_share_walk, the cold steps where it does not settle,
+ * ap_gpu_walk_on): from the third row of a column on, each crossing
+ * settles in AP_GPU_WALK_STEPS steps from the line through the two rows
+ * above's; every settled one lies within 1e-11 of the distance of the
+ * cold crossing (ap_gpu_share_cold). The first row has no guess; the
+ * second guesses the first's, which may not settle. */
+static int
+walks_down_columns(void)
+{
+    enum { WW = 1600, WH = 1200 };
+    uint64_t seed = 0x5851f42d4c957f2dull;
+    long walked = 0, unsettled = 0, seconds = 0, second = 0;
+    int failures = 0;
+    double worst = 0.0;
+    for (int rig = 0; rig < 20; rig++) {
+        double water_z = uniform(&seed, 0.05, 1.0), params[28];
+        double centre[3] = {0.0, 0.0, 0.0};
+        ap_camera ref, src;
+        ap_gpu_frame f;
+        camera_params(&seed, WW, WH, centre, 0.25, 1, water_z, params);
+        if (ap_camera_init(&ref, params)) {
+            puts("FAIL: a reference camera was refused");
+            return 1;
+        }
+        double c[3] = {uniform(&seed, -0.3, 0.3), uniform(&seed, -0.3, 0.3),
+                       uniform(&seed, -0.05, 0.05)};
+        camera_params(&seed, WW, WH, c, 0.25, 1, water_z, params);
+        if (ap_camera_init(&src, params)) {
+            puts("FAIL: a source camera was refused");
+            return 1;
+        }
+        ap_gpu_frame_init(&f, &src);
+        double depth = water_z + uniform(&seed, 0.1, 3.0);
+        for (int x = rig; x < WW; x += 41) {
+            ap_walk walk = {-1.0, -1.0};
+            int rows = 0;
+            for (int y = 0; y < WH; y++) {
+                double o[3], d[3], p[3];
+                if (!ap_cast(&ref, x, y, o, d)) {
+                    continue;
+                }
+                for (int k = 0; k < 3; k++) {
+                    p[k] = o[k] + depth * d[k];
+                }
+                double z = f.below[3] - ap_dot3(f.below, p);
+                double hx = ap_gpu_row(f.e1, p, 1.0);
+                double hy = ap_gpu_row(f.e2, p, 1.0), d2 = hx * hx + hy * hy;
+                if (!(z > 0)) {
+                    continue;
+                }
+                double t, cold = ap_gpu_share_cold(&f, d2, z);
+                int settled = ap_gpu_share_walk(&f, d2, z, &walk, &t);
+                rows++;
+                if (rows >= 3) {
+                    walked++;
+                    unsettled += !settled;
+                } else if (rows == 2) {
+                    seconds++;
+                    second += !settled;
+                }
+                if (settled) {
+                    double off = fabs(t - cold);    /* of the distance */
+                    worst = off > worst ? off : worst;
+                    if (!(off <= 1e-11) && failures++ < 3) {
+                        printf("FAIL: walk at (%d, %d): share %.17g, "
+                               "cold %.17g\n", x, y, t, cold);
+                    }
+                } else {
+                    t = cold;
+                }
+                ap_gpu_walk_on(&walk, t);
+            }
+        }
+    }
+    printf("gpu sample: %ld crossings walked down columns from two rows, "
+           "worst %.3g of the distance, %ld did not settle; %ld of %ld "
+           "second rows did not\n", walked, worst, unsettled, second,
+           seconds);
+    if (unsettled) {
+        printf("FAIL: %ld walks from two rows did not settle in %d steps\n",
+               unsettled, AP_GPU_WALK_STEPS);
+    }
+    return failures + (unsettled > 0);
+}
+
+/* Walks from guesses near and far (shares off the crossing by 1e-8 to
+ * 100 %, and lines through any two rows' shares in [-1, 2]): a walk
+ * that says it settled has found the cold crossing, whatever root its
+ * unclamped steps were drawn to. */
+static int
+walks_from_far_guesses(void)
+{
+    uint64_t seed = 0x14057b7ef767814full;
+    int failures = 0;
+    long settled = 0;
+    for (int i = 0; i < 1000000; i++) {
+        ap_gpu_frame f = {0};
+        f.hc = uniform(&seed, 0.01, 5.0);
+        f.na = uniform(&seed, 1.0, 1.1);
+        f.nw = uniform(&seed, 1.2, 1.6);
+        f.k2 = f.na * f.na - f.nw * f.nw;
+        f.a2 = f.na * f.na;
+        f.b = f.nw * f.nw * f.hc * f.hc;
+        double z = pow(10.0, uniform(&seed, -3.0, 2.0));
+        double air = uniform(&seed, 0.0, 80.0) * M_PI / 180.0;
+        double water = asin(f.na * sin(air) / f.nw);
+        double dist = f.hc * tan(air) + z * tan(water);
+        double t, cold = ap_gpu_share_cold(&f, dist * dist, z);
+        /* half guessing near the crossing, half through any two rows */
+        double off = pow(10.0, uniform(&seed, -8.0, 0.0));
+        double near = cold * (1.0 + (i % 4 == 1 ? off : -off));
+        ap_walk walk = {i % 2 ? near : uniform(&seed, -1.0, 2.0),
+                        i % 2 ? near : uniform(&seed, -1.0, 2.0)};
+        if (ap_gpu_share_walk(&f, dist * dist, z, &walk, &t)) {
+            settled++;
+            if (!(fabs(t - cold) <= 1e-11) && failures++ < 3) {
+                printf("FAIL: a walk from (%g, %g) settled at %.17g, the "
+                       "crossing is at %.17g\n", walk.last, walk.before, t,
+                       cold);
+            }
+        }
+    }
+    printf("gpu sample: 1000000 walks from guesses near and far, %ld "
+           "settled, %d of them off the crossing\n", settled, failures);
+    return failures;
+}
+
 int
 main(void)
 {
     int failures = share_against_cold();
+    failures += walks_down_columns();
+    failures += walks_from_far_guesses();
     failures += samples_against_cpu();
     return failures ? 1 : 0;
 }

@@ -103,7 +103,18 @@ load_device(int ordinal, char *error, size_t size)
                    {&d->cost_planes, "ap_cost_planes_kernel"},
                    {&d->parity_warp, "ap_parity_warp_kernel"},
                    {&d->parity_centre, "ap_parity_centre_kernel"},
-                   {&d->parity_cost, "ap_parity_cost_kernel"}};
+                   {&d->parity_cost, "ap_parity_cost_kernel"},
+                   {&d->strip_ncc[0], "ap_strip_ncc_kernel"},
+                   {&d->strip_ncc[1], "ap_strip_ncc_r1_kernel"},
+                   {&d->strip_ncc[2], "ap_strip_ncc_r2_kernel"},
+                   {&d->strip_ncc[3], "ap_strip_ncc_r3_kernel"},
+                   {&d->strip_ncc[4], "ap_strip_ncc_r4_kernel"},
+                   {&d->strip_ncc[5], "ap_strip_ncc_r5_kernel"},
+                   {&d->strip_ncc[6], "ap_strip_ncc_r6_kernel"},
+                   {&d->strip_ncc[7], "ap_strip_ncc_r7_kernel"},
+                   {&d->strip_sad, "ap_strip_sad_kernel"}};
+    _Static_assert(AP_CUDA_STRIP_RADII == 7,
+                   "a strip NCC kernel by name for every radius");
     size_t count = sizeof(kernels) / sizeof(kernels[0]);
     for (size_t i = 0; rc == AP_CUDA_SUCCESS && i < count; i++) {
         call = kernels[i].name;

@@ -44,6 +44,10 @@ typedef struct {
                                     unsigned long long ptr);
 } ap_cuda_api;
 
+/* Radii with a strip NCC kernel of their own: AP_STRIP_RADII
+ * (csrc/kernels/gpu_strip.h, which cuda_sweep.c checks against it). */
+#define AP_CUDA_STRIP_RADII 7
+
 /* The kernels of one device, loaded on first use. */
 typedef struct {
     CUcontext ctx;
@@ -52,6 +56,9 @@ typedef struct {
     CUfunction warp_planes, cost_planes;
     /* AquaMVS parity's three passes (aquamvs_sweep.cuh) */
     CUfunction parity_warp, parity_centre, parity_cost;
+    /* the strip cost kernels (gpu_strip.h): NCC's by radius, [0] the one
+     * that reads it at run time; SAD's at any radius */
+    CUfunction strip_ncc[AP_CUDA_STRIP_RADII + 1], strip_sad;
 } ap_cuda_device;
 
 /* Opens the driver (once: $AQUAPROF_LIBCUDA, else libcuda.so.1) and

@@ -6,11 +6,17 @@
  * synchronisation, as with any CUDA library. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "mvs_module.h"
 
 #include "../../kernels/cuda_sweep.h"
+#include "../../kernels/gpu_strip.h"
 #include "cuda_driver.h"
+
+_Static_assert(AP_CUDA_STRIP_RADII == AP_STRIP_RADII,
+               "the driver loads a strip NCC kernel for every radius");
 
 #define BLOCK_X 32
 #define BLOCK_Y 8
@@ -22,6 +28,8 @@
 
 _Static_assert(sizeof(ap_cuda_sweep) <= 4096,
                "the cost kernel's parameters exceed 4 KiB");
+_Static_assert(sizeof(ap_cuda_strip) <= 4096,
+               "the strip kernels' parameters exceed 4 KiB");
 
 /* The driver's state is the process's: one caller at a time loads it. */
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -329,27 +337,80 @@ sweep_sizes(Py_ssize_t n, Py_ssize_t h, Py_ssize_t w, Py_ssize_t d,
     return 0;
 }
 
+/* Whether $AQUAPROF_MVS_GPU_WARP asks for the tile cost kernel, which
+ * warps its tiles and their halos itself, where the strip kernel would
+ * run: kept to time one against the other. */
+static int
+tile_asked(void)
+{
+    const char *how = getenv("AQUAPROF_MVS_GPU_WARP");
+    return how != NULL && strcmp(how, "tile") == 0;
+}
+
+/* The strip cost kernel for p's cost and window (box windows: NCC,
+ * SAD), or NULL: the tile kernel's (SSIM, whose Gaussian window does not
+ * slide; the sources warped first; or asked for). */
+static CUfunction
+strip_kernel(const ap_cuda_device *dev, const ap_cuda_sweep *p)
+{
+    if (p->warped || p->cost == AP_COST_SSIM || tile_asked()) {
+        return NULL;
+    }
+    if (p->cost == AP_COST_SAD) {
+        return dev->strip_sad;
+    }
+    return dev->strip_ncc[p->radius <= AP_STRIP_RADII ? p->radius : 0];
+}
+
+/* The strip kernels' parameters for p's launch: its buffers and sizes,
+ * and its views' frames, made here once a launch. */
+static void
+strip_params(ap_cuda_strip *s, const ap_cuda_sweep *p)
+{
+    *s = (ap_cuda_strip){.ref = p->ref, .srcs = p->srcs, .rays = p->rays,
+                         .depths = p->depths, .out = p->out, .h = p->h,
+                         .w = p->w, .d = p->d, .first = p->first,
+                         .row0 = p->row0, .views = p->views, .add = p->add,
+                         .scale = p->scale, .radius = p->radius};
+    for (int v = 0; v < p->views; v++) {
+        ap_gpu_frame_init(&s->frames[v], &p->cams[v]);
+    }
+}
+
 /* The cost kernel over planes [first, first + count) of p's views (the
- * one that reads p->warped where given), in grid slices of planes and of
- * rows. 0, or -1 with an exception. */
+ * strip kernel where it takes them, the one that reads p->warped where
+ * given), in grid slices of planes and of rows. 0, or -1 with an
+ * exception. */
 static int
 launch_costs(const ap_cuda_api *api, const ap_cuda_device *dev,
              unsigned long long stream, ap_cuda_sweep *p, int first,
              int count)
 {
-    unsigned shared = ap_cuda_sweep_shared(p->radius);
+    CUfunction f = strip_kernel(dev, p);
+    /* a block: its threads, its output columns and rows */
+    unsigned bx = f ? AP_STRIP_COLS : AP_GPU_TILE_X;
+    unsigned by = f ? 1 : AP_GPU_TILE_Y;
+    int across = f ? ap_strip_outputs(p->radius) : AP_GPU_TILE_X;
+    int down = f ? AP_STRIP_ROWS : AP_GPU_TILE_Y;
+    unsigned shared = f ? ap_strip_shared(p->cost, p->radius)
+                        : ap_cuda_sweep_shared(p->radius);
+    ap_cuda_strip strip;
     void *params[] = {p};
+    if (f == NULL) {
+        f = p->warped ? dev->cost_planes : dev->cost;
+    } else {
+        strip_params(&strip, p);
+        params[0] = &strip;
+    }
     int h = p->h, w = p->w;
     for (int z = 0; z < count; z += MAX_GRID_Z) {
         int slice = count - z < MAX_GRID_Z ? count - z : MAX_GRID_Z;
-        p->first = first + z;
-        for (p->row0 = 0; p->row0 < h;
-             p->row0 += MAX_GRID_Y * AP_GPU_TILE_Y) {
-            int rows = slice_rows(h, p->row0, AP_GPU_TILE_Y);
-            if (launch(api, dev, p->warped ? dev->cost_planes : dev->cost,
-                       blocks(w, AP_GPU_TILE_X),
-                       blocks(rows, AP_GPU_TILE_Y), (unsigned)slice,
-                       AP_GPU_TILE_X, AP_GPU_TILE_Y, shared, stream,
+        p->first = strip.first = first + z;
+        for (p->row0 = 0; p->row0 < h; p->row0 += MAX_GRID_Y * down) {
+            int rows = slice_rows(h, p->row0, down);
+            strip.row0 = p->row0;
+            if (launch(api, dev, f, blocks(w, across), blocks(rows, down),
+                       (unsigned)slice, bx, by, shared, stream,
                        params) < 0) {
                 return -1;
             }
