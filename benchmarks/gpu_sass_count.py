@@ -175,10 +175,18 @@ def tools():
     return nvcc, cuobjdump, nvdisasm
 
 
+def tool_env():
+    """The environment for nvcc, cuobjdump and nvdisasm: a sanitizer's
+    runtime preloaded into the caller (`make asan` runs the tests so)
+    crashes them, and is no part of the toolchain."""
+    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+
 def compile_cubin(nvcc, source, cubin, extra):
     """ptxas's report of the kernels' resources."""
     command = [nvcc, *NVCC_FLAGS, *extra, "-o", str(cubin), str(source)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True,
+                          env=tool_env())
     if done.returncode:
         sys.exit(f"{' '.join(command)} failed:\n{done.stderr}")
     return done.stderr
@@ -212,6 +220,7 @@ def disassemble(nvdisasm, cubin, kernel):
     paths of division and square root), and that subroutine code's
     size."""
     text = subprocess.run([nvdisasm, "-gi", str(cubin)], check=True,
+                          env=tool_env(),
                           capture_output=True, text=True).stdout
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines)
@@ -251,6 +260,7 @@ def disassemble(nvdisasm, cubin, kernel):
 def cuobjdump_count(cuobjdump, cubin, kernel):
     """Instructions `cuobjdump -sass` lists for the kernel."""
     text = subprocess.run([cuobjdump, "-sass", "-fun", kernel, str(cubin)],
+                          env=tool_env(),
                           check=True, capture_output=True, text=True).stdout
     return sum(1 for line in text.splitlines() if INSTRUCTION.match(line))
 
@@ -562,8 +572,8 @@ def main(argv=None):
     extra = shlex.split(args.nvcc_flags or
                         os.environ.get("AQUAPROF_NVCC_FLAGS", ""))
     version = next((line for line in subprocess.run(
-        [found[0], "--version"], capture_output=True,
-        text=True).stdout.splitlines() if "release" in line), "nvcc")
+        [found[0], "--version"], capture_output=True, text=True,
+        env=tool_env()).stdout.splitlines() if "release" in line), "nvcc")
     print(f"{args.kernel} in {SOURCE.relative_to(ROOT)}, sm_90, {version}")
     print(f"case: {args.height} x {args.width}, {args.views} sources, "
           f"{args.planes} planes, window {args.window}, NCC, refractive")
