@@ -15,6 +15,70 @@ ap_dot3(const double *a, const double *b)
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
 }
 
+/* row . [x; w] for a row of a 3x4 matrix */
+static inline AP_HD double
+ap_row_apply(const double *row, const double *x, double w)
+{
+    return ap_dot3(row, x) + w * row[3];
+}
+
+/* A camera's pinhole folded: the homogeneous pixel P [x; 1], P = K [R | t],
+ * and the camera depth depth . [x; 1]. The CPU's projector and the GPU's
+ * frames both make them here, so that both project alike. */
+static inline AP_HD void
+ap_camera_fold(const ap_camera *cam, double *P, double *depth)
+{
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            P[4 * i + j] = cam->K[3 * i] * cam->R[j] +
+                           cam->K[3 * i + 1] * cam->R[3 + j] +
+                           cam->K[3 * i + 2] * cam->R[6 + j];
+        }
+        P[4 * i + 3] = ap_dot3(cam->K + 3 * i, cam->t);
+        depth[i] = cam->R[6 + i];
+    }
+    depth[3] = cam->t[2];
+}
+
+/* A refractive camera's interface frame, from its folded P and depth:
+ * the depth below the surface below[3] - below . x; e1, e2 spanning the
+ * surface, the horizontal offset from the foot (e1, e2) . x + (e1[3],
+ * e2[3]); the homogeneous pixel A[:, 0] + qx A[:, 1] + qy A[:, 2] and the
+ * camera depth Z . (1, qx, qy) of the interface point foot + qx e1 +
+ * qy e2. */
+static inline AP_HD void
+ap_interface_frame(const ap_camera *cam, const double *P,
+                   const double *depth, double *below, double *e1,
+                   double *e2, double *A, double *Z)
+{
+    const double *n = cam->normal;
+    /* e1: the world axis least aligned with n, made orthogonal to it */
+    int k = fabs(n[0]) <= fabs(n[1]) ? (fabs(n[0]) <= fabs(n[2]) ? 0 : 2)
+                                     : (fabs(n[1]) <= fabs(n[2]) ? 1 : 2);
+    double u[3] = {-n[k] * n[0], -n[k] * n[1], -n[k] * n[2]};
+    u[k] += 1.0;
+    double len = sqrt(ap_dot3(u, u));
+    for (int i = 0; i < 3; i++) {
+        u[i] /= len;
+    }
+    double v[3] = {n[1] * u[2] - n[2] * u[1], n[2] * u[0] - n[0] * u[2],
+                   n[0] * u[1] - n[1] * u[0]};
+    for (int i = 0; i < 3; i++) {
+        below[i] = n[i];
+        e1[i] = u[i];
+        e2[i] = v[i];
+        A[3 * i] = ap_row_apply(P + 4 * i, cam->foot, 1.0);
+        A[3 * i + 1] = ap_row_apply(P + 4 * i, u, 0.0);
+        A[3 * i + 2] = ap_row_apply(P + 4 * i, v, 0.0);
+    }
+    below[3] = cam->plane_d;
+    e1[3] = -ap_dot3(u, cam->foot);
+    e2[3] = -ap_dot3(v, cam->foot);
+    Z[0] = ap_row_apply(depth, cam->foot, 1.0);
+    Z[1] = ap_row_apply(depth, u, 0.0);
+    Z[2] = ap_row_apply(depth, v, 0.0);
+}
+
 /* AquaMVS's cast_ray from the unit direction d in air, cos_in its
  * cosine with the level surface's normal: the crossing of the plane
  * whichever way d points, Snell's law in vector form about the normal as

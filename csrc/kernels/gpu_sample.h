@@ -94,57 +94,18 @@ typedef struct {
     double hc, na, nw, k2, a2, b;
 } ap_gpu_frame;
 
-static inline AP_HD double
-ap_gpu_row(const double *row, const double *x, double w)
-{
-    return ap_dot3(row, x) + w * row[3];
-}
-
-/* cam's frame, by projector.c's arithmetic (once a block: its cost is
- * not the sample's) */
+/* cam's frame, made as the CPU's projector makes it (once a block: its
+ * cost is not the sample's) */
 static inline AP_HD void
 ap_gpu_frame_init(ap_gpu_frame *f, const ap_camera *cam)
 {
-    for (int i = 0; i < 3; i++) {       /* P = K [R | t] */
-        for (int j = 0; j < 3; j++) {
-            f->P[4 * i + j] = cam->K[3 * i] * cam->R[j] +
-                              cam->K[3 * i + 1] * cam->R[3 + j] +
-                              cam->K[3 * i + 2] * cam->R[6 + j];
-        }
-        f->P[4 * i + 3] = ap_dot3(cam->K + 3 * i, cam->t);
-        f->depth[i] = cam->R[6 + i];
-    }
-    f->depth[3] = cam->t[2];
+    ap_camera_fold(cam, f->P, f->depth);
     f->refractive = cam->refractive;
     if (!cam->refractive) {
         return;
     }
-    const double *n = cam->normal;
-    /* e1: the world axis least aligned with n, made orthogonal to it */
-    int k = fabs(n[0]) <= fabs(n[1]) ? (fabs(n[0]) <= fabs(n[2]) ? 0 : 2)
-                                     : (fabs(n[1]) <= fabs(n[2]) ? 1 : 2);
-    double e1[3] = {-n[k] * n[0], -n[k] * n[1], -n[k] * n[2]};
-    e1[k] += 1.0;
-    double len = sqrt(ap_dot3(e1, e1));
-    for (int i = 0; i < 3; i++) {
-        e1[i] /= len;
-    }
-    double e2[3] = {n[1] * e1[2] - n[2] * e1[1], n[2] * e1[0] - n[0] * e1[2],
-                    n[0] * e1[1] - n[1] * e1[0]};
-    for (int i = 0; i < 3; i++) {
-        f->below[i] = n[i];
-        f->e1[i] = e1[i];
-        f->e2[i] = e2[i];
-        f->A[3 * i] = ap_gpu_row(f->P + 4 * i, cam->foot, 1.0);
-        f->A[3 * i + 1] = ap_gpu_row(f->P + 4 * i, e1, 0.0);
-        f->A[3 * i + 2] = ap_gpu_row(f->P + 4 * i, e2, 0.0);
-    }
-    f->below[3] = cam->plane_d;
-    f->e1[3] = -ap_dot3(e1, cam->foot);
-    f->e2[3] = -ap_dot3(e2, cam->foot);
-    f->Z[0] = ap_gpu_row(f->depth, cam->foot, 1.0);
-    f->Z[1] = ap_gpu_row(f->depth, e1, 0.0);
-    f->Z[2] = ap_gpu_row(f->depth, e2, 0.0);
+    ap_interface_frame(cam, f->P, f->depth, f->below, f->e1, f->e2, f->A,
+                       f->Z);
     f->hc = cam->height;
     f->na = cam->n_air;
     f->nw = cam->n_water;
@@ -278,10 +239,10 @@ static inline AP_HD void
 ap_gpu_pinhole(const ap_gpu_frame *f, const double *x, double *hu,
                double *hv, double *hw, double *zc)
 {
-    *hu = ap_gpu_row(f->P, x, 1.0);
-    *hv = ap_gpu_row(f->P + 4, x, 1.0);
-    *hw = ap_gpu_row(f->P + 8, x, 1.0);
-    *zc = ap_gpu_row(f->depth, x, 1.0);
+    *hu = ap_row_apply(f->P, x, 1.0);
+    *hv = ap_row_apply(f->P + 4, x, 1.0);
+    *hw = ap_row_apply(f->P + 8, x, 1.0);
+    *zc = ap_row_apply(f->depth, x, 1.0);
 }
 
 /* The pixel (u, v) of world point x in the camera of f; 0 where x is not
@@ -301,8 +262,8 @@ ap_gpu_uv_with(const ap_gpu_frame *f, const double *x, double *u,
         if (!(z > 0)) {
             return 0;
         }
-        double hx = ap_gpu_row(f->e1, x, 1.0);
-        double hy = ap_gpu_row(f->e2, x, 1.0);
+        double hx = ap_row_apply(f->e1, x, 1.0);
+        double hy = ap_row_apply(f->e2, x, 1.0);
         double d2 = hx * hx + hy * hy, t;
         if (walk == NULL) {
             t = ap_gpu_share_cold(f, d2, z);

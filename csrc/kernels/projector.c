@@ -10,63 +10,15 @@
 #include "snell_guess.h"
 #include "vectorize.h"
 
-/* row . [x; w] for a row of a 3x4 matrix */
-static double
-apply(const double *row, const double *x, double w)
-{
-    return ap_dot3(row, x) + w * row[3];
-}
-
-/* The interface frame: e1, e2 spanning the surface, and the pixel and
- * camera depth of foot + qx e1 + qy e2 through P (set first). */
-static void
-interface_frame(ap_projector *p, const ap_camera *cam)
-{
-    const double *n = cam->normal;
-    /* e1: the world axis least aligned with n, made orthogonal to it */
-    int k = fabs(n[0]) <= fabs(n[1]) ? (fabs(n[0]) <= fabs(n[2]) ? 0 : 2)
-                                     : (fabs(n[1]) <= fabs(n[2]) ? 1 : 2);
-    double e1[3] = {-n[k] * n[0], -n[k] * n[1], -n[k] * n[2]};
-    e1[k] += 1.0;
-    double len = sqrt(ap_dot3(e1, e1));
-    for (int i = 0; i < 3; i++) {
-        e1[i] /= len;
-    }
-    double e2[3] = {n[1] * e1[2] - n[2] * e1[1], n[2] * e1[0] - n[0] * e1[2],
-                    n[0] * e1[1] - n[1] * e1[0]};
-    for (int i = 0; i < 3; i++) {
-        p->below[i] = n[i];
-        p->e1[i] = e1[i];
-        p->e2[i] = e2[i];
-        p->A[3 * i] = apply(p->P + 4 * i, cam->foot, 1.0);
-        p->A[3 * i + 1] = apply(p->P + 4 * i, e1, 0.0);
-        p->A[3 * i + 2] = apply(p->P + 4 * i, e2, 0.0);
-    }
-    p->below[3] = cam->plane_d;
-    p->e1[3] = -ap_dot3(e1, cam->foot);
-    p->e2[3] = -ap_dot3(e2, cam->foot);
-    p->Z[0] = apply(p->depth, cam->foot, 1.0);
-    p->Z[1] = apply(p->depth, e1, 0.0);
-    p->Z[2] = apply(p->depth, e2, 0.0);
-}
-
 void
 ap_projector_init(ap_projector *p, const ap_camera *cam)
 {
     memset(p, 0, sizeof(*p));
     p->refractive = cam->refractive;
-    for (int i = 0; i < 3; i++) {       /* P = K [R | t] */
-        for (int j = 0; j < 3; j++) {
-            p->P[4 * i + j] = cam->K[3 * i] * cam->R[j] +
-                              cam->K[3 * i + 1] * cam->R[3 + j] +
-                              cam->K[3 * i + 2] * cam->R[6 + j];
-        }
-        p->P[4 * i + 3] = ap_dot3(cam->K + 3 * i, cam->t);
-        p->depth[i] = cam->R[6 + i];
-    }
-    p->depth[3] = cam->t[2];
+    ap_camera_fold(cam, p->P, p->depth);
     if (cam->refractive) {
-        interface_frame(p, cam);
+        ap_interface_frame(cam, p->P, p->depth, p->below, p->e1, p->e2,
+                           p->A, p->Z);
         p->hc = cam->height;
         p->na = cam->n_air;
         p->nw = cam->n_water;

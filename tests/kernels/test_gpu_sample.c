@@ -285,8 +285,8 @@ walks_down_columns(void)
                     p[k] = o[k] + depth * d[k];
                 }
                 double z = f.below[3] - ap_dot3(f.below, p);
-                double hx = ap_gpu_row(f.e1, p, 1.0);
-                double hy = ap_gpu_row(f.e2, p, 1.0), d2 = hx * hx + hy * hy;
+                double hx = ap_row_apply(f.e1, p, 1.0);
+                double hy = ap_row_apply(f.e2, p, 1.0), d2 = hx * hx + hy * hy;
                 if (!(z > 0)) {
                     continue;
                 }
