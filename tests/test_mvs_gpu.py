@@ -534,9 +534,10 @@ emulated_warp(const double *ref_params, const double *src_params,
 """
 
 
-@pytest.fixture(scope="module")
-def contracted_warp(tmp_path_factory):
-    """The GPU's warp built for this CPU with fused multiply-adds."""
+def built_on_the_host(tmp_path_factory, name, source):
+    """C source of the GPU's maths built for this CPU with fused
+    multiply-adds, as the device computes, linked with the kernels'
+    camera.c: a ctypes library (skips where the CPU has no FMA)."""
     flags = ["-ffp-contract=fast"]
     if platform.machine() == "x86_64":
         with open("/proc/cpuinfo") as f:
@@ -545,12 +546,18 @@ def contracted_warp(tmp_path_factory):
         flags.append("-mfma")
     kernels = Path(__file__).resolve().parent.parent / "csrc" / "kernels"
     out = tmp_path_factory.mktemp("emulated")
-    (out / "warp.c").write_text(GPU_WARP_ON_THE_HOST)
+    (out / f"{name}.c").write_text(source)
     subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O2",
                     "-shared", "-fPIC", *flags, "-I", str(kernels),
-                    str(out / "warp.c"), str(kernels / "camera.c"), "-o",
-                    str(out / "warp.so"), "-lm"], check=True)
-    lib = ctypes.CDLL(str(out / "warp.so"))
+                    str(out / f"{name}.c"), str(kernels / "camera.c"), "-o",
+                    str(out / f"{name}.so"), "-lm"], check=True)
+    return ctypes.CDLL(str(out / f"{name}.so"))
+
+
+@pytest.fixture(scope="module")
+def contracted_warp(tmp_path_factory):
+    """The GPU's warp built for this CPU with fused multiply-adds."""
+    lib = built_on_the_host(tmp_path_factory, "warp", GPU_WARP_ON_THE_HOST)
     array = np.ctypeslib.ndpointer
     lib.emulated_warp.argtypes = [
         array(np.float64, flags="C"), array(np.float64, flags="C"),
@@ -729,20 +736,8 @@ emulated_strip(const double *ref_params, const double *src_params, int n,
 def contracted_strip(tmp_path_factory):
     """The strip cost kernel built for this CPU with fused
     multiply-adds, over a whole volume."""
-    flags = ["-ffp-contract=fast"]
-    if platform.machine() == "x86_64":
-        with open("/proc/cpuinfo") as f:
-            if " fma " not in f.read():
-                pytest.skip("this CPU has no fused multiply-add")
-        flags.append("-mfma")
-    kernels = Path(__file__).resolve().parent.parent / "csrc" / "kernels"
-    out = tmp_path_factory.mktemp("emulated")
-    (out / "strip.c").write_text(GPU_STRIP_ON_THE_HOST)
-    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O2",
-                    "-shared", "-fPIC", *flags, "-I", str(kernels),
-                    str(out / "strip.c"), str(kernels / "camera.c"), "-o",
-                    str(out / "strip.so"), "-lm"], check=True)
-    lib = ctypes.CDLL(str(out / "strip.so"))
+    lib = built_on_the_host(tmp_path_factory, "strip",
+                            GPU_STRIP_ON_THE_HOST)
     array = np.ctypeslib.ndpointer
     lib.emulated_strip.argtypes = [
         array(np.float64, flags="C"), array(np.float64, flags="C"),
