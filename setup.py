@@ -142,7 +142,8 @@ class BuildWithKernels(build_ext):
 def extension(name, *patterns, extra=(), libraries=()):
     return Extension(
         name,
-        sources=sorted(f for p in patterns for f in glob.glob(p)),
+        sources=sorted(f for p in patterns
+                       for f in glob.glob(p, recursive=True)),
         include_dirs=[numpy.get_include()],
         define_macros=[("_GNU_SOURCE", None)],
         extra_compile_args=COMPILE_ARGS + list(extra),
@@ -169,8 +170,9 @@ def main():
         ext_modules=[
             # the profiler: core, GPU tracing (libcuda and CUPTI opened at
             # run time through libdl) and their binding
-            extension("aquaprof._core", "csrc/core/*.c", "csrc/gpu/*.c",
-                      "csrc/module/*.c", extra=gpu_flags(),
+            extension("aquaprof._core", "csrc/core/*.c", "csrc/common/*.c",
+                      "csrc/gpu/*.c", "csrc/sampler/*.c", "csrc/module/*.c",
+                      extra=gpu_flags(),
                       libraries=["dl"]),
             # the plane-sweep kit's CPU kernels and their binding; the
             # kernels' loops vectorise at -O3 once sqrt need not set errno
