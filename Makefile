@@ -29,7 +29,7 @@ $(DEPS): $(DEMO_DEPS) requirements-dev.txt requirements-aquamvs.txt
 	$(PY) -m pip install -q --no-deps -r requirements-aquamvs.txt
 	touch $@
 
-# The browser tests' chromium (tests/browser.py): Debian's, which
+# The browser tests' chromium (tests/support/browser.py): Debian's, which
 # Playwright drives (its own download is never used). Where it cannot be
 # installed (not root, no apt) the tests skip and say why.
 browser:
@@ -61,52 +61,53 @@ test-core: tests/core/test_core
 	    --errors-for-leak-kinds=definite ./tests/core/test_core; \
 	else echo "valgrind not installed: memcheck skipped"; fi
 
-# The kernels' maths that the GPU runs, compiled for the host and checked
-# against the CPU's: a GPU-only path fails here on a machine without one.
-# And the CPU kernels' vector loops against their plain forms, to the bit.
-KERNEL_TEST_HEADERS = $(wildcard csrc/kernels/*.h tests/kernels/*.h)
-tests/kernels/test_crossing: tests/kernels/test_crossing.c $(KERNEL_TEST_HEADERS)
-	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_crossing.c -lm -o $@
+# The plane-sweep kit's maths that the GPU runs (csrc/mvs/), compiled for
+# the host and checked against the CPU's: a GPU-only path fails here on a
+# machine without one. And the CPU kernels' vector loops against their
+# plain forms, to the bit. The tests include the kit's headers by
+# relative path, as the kit's own files do.
+KT = tests/mvs/kernels
+KERNEL_TEST_HEADERS = $(wildcard csrc/mvs/*/*.h csrc/mvs/*/*.cuh $(KT)/*.h)
+$(KT)/test_crossing: $(KT)/test_crossing.c $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) $(KT)/test_crossing.c -lm -o $@
 
-SAMPLING_SOURCES = csrc/kernels/projector.c csrc/kernels/camera.c \
-	csrc/kernels/snell_guess.c
-tests/kernels/test_sampling: tests/kernels/test_sampling.c $(SAMPLING_SOURCES) $(KERNEL_TEST_HEADERS)
-	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_sampling.c \
-	  $(SAMPLING_SOURCES) -lm -o $@
+SAMPLING_SOURCES = csrc/mvs/geometry/projector.c \
+	csrc/mvs/geometry/camera.c csrc/mvs/geometry/snell_guess.c
+$(KT)/test_sampling: $(KT)/test_sampling.c $(SAMPLING_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) $(KT)/test_sampling.c $(SAMPLING_SOURCES) \
+	  -lm -o $@
 
 # the GPU's sample maths as nvcc builds it: products and sums fused where
 # the host has FMA as the device does
 HOST_FMA = $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
-tests/kernels/test_gpu_sample: tests/kernels/test_gpu_sample.c $(SAMPLING_SOURCES) $(KERNEL_TEST_HEADERS)
-	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) -Icsrc/kernels \
-	  tests/kernels/test_gpu_sample.c $(SAMPLING_SOURCES) -lm -o $@
+$(KT)/test_gpu_sample: $(KT)/test_gpu_sample.c $(SAMPLING_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) \
+	  $(KT)/test_gpu_sample.c $(SAMPLING_SOURCES) -lm -o $@
 
 # the strip cost kernel's blocks run thread by thread, against the
-# window's sums made afresh and against the CPU's whole sweep
-KERNEL_SOURCES = $(wildcard csrc/kernels/*.c)
-tests/kernels/test_gpu_strip: tests/kernels/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
-	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) -Icsrc/kernels \
-	  tests/kernels/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
+# window's sums made afresh and against the CPU's whole sweep: every C
+# file of the kit but its binding and the C side of its CUDA path
+KERNEL_SOURCES = $(wildcard csrc/mvs/geometry/*.c csrc/mvs/cpu/*.c \
+	csrc/mvs/parity/*.c)
+$(KT)/test_gpu_strip: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) \
+	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
 
-WINDOW_SOURCES = csrc/kernels/window_costs.c csrc/kernels/aquamvs_filters.c \
-	csrc/kernels/wide_lanes.c
-tests/kernels/test_window_sums: tests/kernels/test_window_sums.c $(WINDOW_SOURCES) $(KERNEL_TEST_HEADERS)
-	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_window_sums.c \
-	  $(WINDOW_SOURCES) -lm -o $@
+WINDOW_SOURCES = csrc/mvs/cpu/window_costs.c \
+	csrc/mvs/parity/parity_filters.c csrc/mvs/cpu/wide_lanes.c
+$(KT)/test_window_sums: $(KT)/test_window_sums.c $(WINDOW_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) $(KT)/test_window_sums.c $(WINDOW_SOURCES) \
+	  -lm -o $@
 
-tests/kernels/test_workers: tests/kernels/test_workers.c csrc/kernels/workers.c $(KERNEL_TEST_HEADERS)
-	$(CC) $(CFLAGS_STRICT) -Icsrc/kernels tests/kernels/test_workers.c \
-	  csrc/kernels/workers.c -o $@
+$(KT)/test_workers: $(KT)/test_workers.c csrc/mvs/cpu/workers.c $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) $(KT)/test_workers.c csrc/mvs/cpu/workers.c \
+	  -o $@
 
-test-kernels: tests/kernels/test_crossing tests/kernels/test_sampling \
-	tests/kernels/test_gpu_sample tests/kernels/test_gpu_strip \
-	tests/kernels/test_window_sums tests/kernels/test_workers
-	./tests/kernels/test_crossing
-	./tests/kernels/test_sampling
-	./tests/kernels/test_gpu_sample
-	./tests/kernels/test_gpu_strip
-	./tests/kernels/test_window_sums
-	./tests/kernels/test_workers
+KERNEL_TESTS = $(KT)/test_crossing $(KT)/test_sampling \
+	$(KT)/test_gpu_sample $(KT)/test_gpu_strip $(KT)/test_window_sums \
+	$(KT)/test_workers
+test-kernels: $(KERNEL_TESTS)
+	set -e; for t in $(KERNEL_TESTS); do ./$$t; done
 
 test-python: build browser
 	$(PY) -X dev -m pytest -q
@@ -127,10 +128,10 @@ asan: $(DEPS) browser
 	  -o tests/core/test_core_asan
 	./tests/core/test_core_asan
 	$(CC) $(CFLAGS_STRICT) -fsanitize=address,undefined \
-	  -fno-sanitize-recover=all -Icsrc/kernels \
-	  tests/kernels/test_window_sums.c $(WINDOW_SOURCES) -lm \
-	  -o tests/kernels/test_window_sums_asan
-	./tests/kernels/test_window_sums_asan
+	  -fno-sanitize-recover=all \
+	  $(KT)/test_window_sums.c $(WINDOW_SOURCES) -lm \
+	  -o $(KT)/test_window_sums_asan
+	./$(KT)/test_window_sums_asan
 	$(CC) $(CFLAGS_STRICT) -fsanitize=thread csrc/core/*.c \
 	  tests/core/test_core.c -lm -o tests/core/test_core_tsan
 	TSAN_OPTIONS=halt_on_error=1 ./tests/core/test_core_tsan
@@ -150,17 +151,17 @@ test: typecheck asan wheel-check test-core test-kernels test-python \
 	test-pythons
 
 # The suite on the other CPythons pyproject.toml claims, where this
-# machine has them (tests/other_pythons.sh); `make test-pythons
+# machine has them (tests/support/other_pythons.sh); `make test-pythons
 # OTHER_PYTHONS="3.9 3.10"` tries others.
 OTHER_PYTHONS = 3.12 3.13
 test-pythons: build
-	bash tests/other_pythons.sh $(OTHER_PYTHONS)
+	bash tests/support/other_pythons.sh $(OTHER_PYTHONS)
 
 # A binary wheel, CUDA kernels inside where nvcc is found, repaired and
 # tagged for manylinux by auditwheel (dist/); wheel-check installs it into
 # a fresh virtual environment with no compiler on the PATH and runs a
 # smoke test there, then builds the sdist without nvcc and checks what it
-# says it left out (tests/wheel_check.sh).
+# says it left out (tests/support/wheel_check.sh).
 wheel: $(DEPS)
 	rm -rf dist
 	$(PY) -m pip wheel -q . --no-deps --no-build-isolation -w dist/raw
@@ -171,7 +172,7 @@ wheel: $(DEPS)
 	rm -rf dist/raw aquaprof.egg-info
 
 wheel-check: wheel
-	bash tests/wheel_check.sh $(PYTHON) $(PY) dist/aquaprof-*.whl
+	bash tests/support/wheel_check.sh $(PYTHON) $(PY) dist/aquaprof-*.whl
 
 # The pytest-benchmark suite, its tables written into docs/benchmarks.md;
 # then the overhead ratios against a C floor measured in the same run.
@@ -183,12 +184,12 @@ bench: build
 	$(PY) benchmarks/bench_overhead.py --runs 5
 
 KERNEL_CFLAGS := $(CFLAGS_STRICT) -O3 -fno-math-errno -fno-trapping-math
-benchmarks/bench_projection: benchmarks/bench_projection.c $(wildcard csrc/kernels/*.c csrc/kernels/*.h)
-	$(CC) $(KERNEL_CFLAGS) benchmarks/bench_projection.c csrc/kernels/camera.c csrc/kernels/projector.c \
-		csrc/kernels/snell_guess.c -lm -o $@
+benchmarks/mvs/bench_projection: benchmarks/mvs/bench_projection.c $(SAMPLING_SOURCES) $(wildcard csrc/mvs/geometry/*.h csrc/mvs/cpu/*.h csrc/mvs/parity/*.h)
+	$(CC) $(KERNEL_CFLAGS) benchmarks/mvs/bench_projection.c \
+	  $(SAMPLING_SOURCES) -lm -o $@
 
-bench-projection: benchmarks/bench_projection
-	./benchmarks/bench_projection
+bench-projection: benchmarks/mvs/bench_projection
+	./benchmarks/mvs/bench_projection
 
 # Every GPU check, on a bare GPU machine with python3 (no .venv), within
 # a time budget; SUMMARY.txt and the logs go to OUT (docs/gpu.md).
@@ -198,6 +199,5 @@ gpu-check:
 
 clean:
 	rm -rf build dist $(VENV) .venv-pythons tests/core/test_core tests/core/test_core_*san \
-	  tests/kernels/test_crossing tests/kernels/test_sampling \
-	  tests/kernels/test_gpu_sample tests/kernels/test_gpu_strip \
-	  tests/kernels/test_window_sums aquaprof/_*.so gpu-check-out
+	  $(KERNEL_TESTS) $(KT)/test_window_sums_asan \
+	  benchmarks/mvs/bench_projection aquaprof/_*.so gpu-check-out

@@ -11,14 +11,16 @@
         estimate(x)
     print(prof.report())
 """
-from . import children as _children
+from . import moved
 from ._core import Stage, StagedFunction, active, stage
 from ._version import __version__
-from .profiler import Profiler
+from .record.processes import child as _child
+from .record.profiler import Profiler
 from .report import ProcessStats, Report, ReportError, StageStats, Timing
 
+moved.install()
 # a process started by a profiling parent records from its start
-_children.register_hook()
+_child.register_hook()
 
 
 def diff_flamegraph(base: Report, new: Report, path, title: str =
@@ -34,14 +36,14 @@ def merge(reports, labels=None) -> Report:
     stages merged by path, spans and threads kept per process. In a
     running torch.distributed job, aquaprof.distributed.gather gathers
     and merges the ranks' reports."""
-    from .analysis.merging import merge_reports
+    from .report import merge_reports
     return merge_reports(reports, labels)
 
 
 def __getattr__(name: str):
     # History pulls in sqlite3: only for those who use it
     if name in ("History", "HistoryError"):
-        from .analysis import history
+        from .integrations import history
         return getattr(history, name)
     if name == "distributed":
         # a module whose gather() imports torch only when called;

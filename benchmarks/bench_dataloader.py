@@ -22,7 +22,7 @@ import aquaprof as ap  # noqa: E402
 
 def epoch_ns(loader, watch: bool) -> float:
     """ns per next() over one epoch, the profiler running."""
-    from aquaprof.integrations.dataloader import watch_dataloaders
+    from aquaprof.record.torch.dataloader import watch_dataloaders
     unwatch = watch_dataloaders() if watch else None
     try:
         with ap.Profiler(max_spans=0, compensate=False, dataloaders=False):

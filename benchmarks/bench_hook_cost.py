@@ -10,10 +10,10 @@ both. Each step's thread CPU time is kept; the added cost of a setting is
 the 10th percentile of its steps less that of "torch options off" (the
 quieter steps: other processes on a shared machine slow a step's CPU too,
 through the caches and a busy sibling core), the medians beside it. The
-calibrated figure is what aquaprof.calibration.run_cost charges the
+calibrated figure is what aquaprof.analysis.run_cost.run_cost charges the
 hooks, from the report of the setting's last repeat, the calls the
 Profiler counts beside its stages, and the calibration of this process
-(aquaprof.integrations.torch_hooks.calibrate_hooks, made before the
+(aquaprof.record.torch.hooks.calibrate_hooks, made before the
 repeats, as Profiler.start() makes it).
 
 torch runs on one thread (torch.set_num_threads(1)). Needs torch; says so
@@ -34,10 +34,10 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import aquaprof as ap  # noqa: E402
-from aquaprof.calibration import calibrate, run_cost  # noqa: E402
+from aquaprof.analysis.run_cost import run_cost  # noqa: E402
+from aquaprof.record.calibration import calibrate  # noqa: E402
 from aquaprof.views.text import cost_line  # noqa: E402
-from aquaprof.integrations.torch_hooks import calibrate_hooks, \
-    tally  # noqa: E402
+from aquaprof.record.torch.hooks import calibrate_hooks, tally
 
 SETTINGS = {
     "torch options off": {},
@@ -48,7 +48,7 @@ SETTINGS = {
 
 
 def training(torch: Any, batch: int, size: int):
-    """A step of a small CNN's training (that of tests/test_torch_hooks.py
+    """A step of a small CNN's training (that of tests/record/test_torch_hooks.py
     and benchmarks/bench_torch_hooks.py), and the model."""
     nn = torch.nn
 

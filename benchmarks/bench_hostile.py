@@ -1,7 +1,7 @@
 """Reading crafted reports: seconds and peak memory (tracemalloc) to
 load one, and seconds to render every view, as the crafted shape grows. Time that grows
 with the size (not its square) is what the loader and the views promise;
-files past aquaprof.limits are refused before any real work.
+files past aquaprof.model.limits are refused before any real work.
 
     python benchmarks/bench_hostile.py [--quick]
 

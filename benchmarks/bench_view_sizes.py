@@ -1,4 +1,4 @@
-"""How large each view of a real training run is: tests/training_script.py
+"""How large each view of a real training run is: tests/support/training_script.py
 (a small CNN, a DataLoader with two worker processes, sampled at 1 ms,
 torch_modules on) profiled by its own Profiler, and every view of its
 report written: the SVG flamegraph, the HTML page, the notebook outputs
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "tests" / "training_script.py"
+SCRIPT = ROOT / "tests" / "support" / "training_script.py"
 sys.path.insert(0, str(ROOT))
 import aquaprof as ap  # noqa: E402
 
@@ -115,7 +115,7 @@ def main() -> None:
         took = run([sys.executable, str(SCRIPT), str(report)], folder)
         json_size = report.stat().st_size
         rep = ap.Report.load(report)
-        print(f"tests/training_script.py: {took:.1f} s, run "
+        print(f"tests/support/training_script.py: {took:.1f} s, run "
               f"{rep.wall:.2f} s wall, {len(rep.processes)} processes")
         print(f"  {'JSON report':<22} {json_size / MB:9.2f} MB")
         for name, size in views(report, folder).items():

@@ -1,5 +1,5 @@
 """How often diagnose() names the planted waits right, and the shares it
-measures: tests/planted_waits.py run --runs times per case (a stage on a
+measures: tests/support/planted_waits.py run --runs times per case (a stage on a
 core shared with three pinned busy processes, stages blocked on a sleep
 and a pipe, eight threads running Python), on a quiet machine and, with
 --hogs N, with N more busy processes on every core.
@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PLANTED = ROOT / "tests" / "planted_waits.py"
+PLANTED = ROOT / "tests" / "support" / "planted_waits.py"
 #: case -> the stages it plants and the class each should get
 CASES = {"starved": {"compute": "cpu-starved"},
          "blocked": {"sleep": "waiting", "pipe read": "waiting"},

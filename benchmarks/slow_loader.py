@@ -13,7 +13,7 @@ writes base1.json ... base5.json (five runs of the base), again.json (the
 base's code once more) and slow.json to OUT_DIR (a temporary folder by
 default) and prints what `aquaprof compare` says of again and of slow
 against the five base runs, and of slow against the first base run
-alone. tests/test_compare_loader.py runs the same loop.
+alone. tests/analysis/test_compare_loader.py runs the same loop.
 """
 from __future__ import annotations
 

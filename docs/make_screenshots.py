@@ -1,5 +1,5 @@
 """The screenshots in docs/views.md, made from a fresh run of
-tests/training_script.py (a small CNN trained with a DataLoader of two
+tests/support/training_script.py (a small CNN trained with a DataLoader of two
 worker processes, sampled, torch_modules on):
 
     .venv/bin/python docs/make_screenshots.py
@@ -35,9 +35,9 @@ import aquaprof as ap                    # noqa: E402  (this checkout's)
 
 
 def training(folder: Path) -> Path:
-    """The saved report of tests/training_script.py."""
+    """The saved report of tests/support/training_script.py."""
     report = folder / "report.json"
-    subprocess.run([sys.executable, str(ROOT / "tests" /
+    subprocess.run([sys.executable, str(ROOT / "tests" / "support" /
                                         "training_script.py"), str(report)],
                    check=True, stdout=subprocess.DEVNULL)
     return report

@@ -1,5 +1,4 @@
 import gc
-import time
 
 import pytest
 
@@ -16,21 +15,6 @@ def no_profiler_left_running():
     if ap.active():
         gc.collect()  # a dropped Profiler object deactivates when freed
     assert not ap.active(), "the test left a profiler running"
-
-
-def run_profiled(fn, **options):
-    """Runs fn() under a fresh Profiler and returns its report."""
-    with ap.Profiler(**options) as prof:
-        fn()
-    return prof.report()
-
-
-def busy(seconds):
-    """Keeps the CPU busy for `seconds` of wall time: a stage whose time
-    is known and spent computing."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, List, Tuple
 
 import numpy as np
 
+from ..common.checks import whole
+
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 MIN_HISTORY = 10
 BLOCK = 20_000
@@ -51,8 +53,7 @@ def outliers(current: np.ndarray, median: np.ndarray, mad: np.ndarray,
 def find_anomalies(report: "Report", window: int = 50,
                    threshold: float = 6.0, min_ratio: float = 1.5,
                    min_excess: float = 1e-5) -> List[Anomaly]:
-    if not isinstance(window, int) or isinstance(window, bool) or \
-            window < MIN_HISTORY:
+    if not whole(window, MIN_HISTORY):
         raise ValueError(f"window must be an int >= {MIN_HISTORY}, got "
                          f"{window!r}")
     check_limits(threshold, min_ratio)

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple,
+from typing import (Dict, List, Optional, Sequence, Tuple,
                     Union)
 
 import numpy as np
 
-from .._units import printable, text_html
-from .verdict import (MEASURES, NOISY, SLOWER, RunFigures, Verdict, describe,
-                      judge)
-
-if TYPE_CHECKING:
-    from ..report import Report
+from ..common.units import printable, text_html
+from ..model.report import Report
+from .verdict import (
+    MEASURES, NOISY, SLOWER, RunFigures, Verdict, describe, judge)
 
 
 def parse_threshold(text: str) -> float:
@@ -133,7 +131,6 @@ Runs = Union["Report", Sequence["Report"]]
 
 
 def _runs(reports: Runs, side: str) -> List["Report"]:
-    from ..report import Report
     many = [reports] if isinstance(reports, Report) else list(reports) \
         if isinstance(reports, (list, tuple)) else None
     if not many or not all(isinstance(r, Report) for r in many):

@@ -54,11 +54,13 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .._units import fmt_bytes, fmt_time, printable, text_html
-from .samples import stage_waits
+from ..common.checks import whole
+from ..common.words import plural
+from ..common.units import fmt_bytes, fmt_time, printable, text_html
+from .samples import sampled, stage_hot, stage_waits
 
 if TYPE_CHECKING:
-    from ..report import Report, StageStats
+    from ..model.report import Report, StageStats
 
 CPU_BOUND = 0.8          # CPU time / wall time above this: computing
 WAITING = 0.5            # below this: mostly not running
@@ -209,11 +211,6 @@ def _entry_rss(stage: "StageStats", report: "Report") -> Optional[int]:
     return before[-1] if before else samples[0][1]
 
 
-def _plural(n: int, what: str) -> str:
-    return f"{n} {what}" + ("" if n == 1 else "es" if what.endswith(
-        ("ch", "s")) else "s")
-
-
 def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
     """The GPU class of a stage that launched GPU work, with its
     evidence; None when no GPU class holds."""
@@ -239,10 +236,11 @@ def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
         top = cuda.top_kernels[0] if cuda.top_kernels else None
         longest = (f"; top kernel {printable(top.name)}: "
                    f"{fmt_time(top.total)} in "
-                   f"{_plural(top.count, 'launch')}" if top else "")
+                   f"{plural(top.count, 'launch', 'launches')}" if top else "")
         return "gpu-bound", (
             f"GPU busy {(1 - idle) * 100:.0f} % of the stage's time; "
-            f"{_plural(cuda.kernels, 'kernel')} took {fmt_time(cuda.kernel_time)} of "
+            f"{plural(cuda.kernels, 'kernel')} took "
+            f"{fmt_time(cuda.kernel_time)} of "
             f"{fmt_time(wall)} wall{longest}")
     if cuda.sync_time >= SYNC * wall and (idle is None or idle > GPU_BUSY):
         return "sync-bound", (
@@ -292,7 +290,7 @@ def _loader_class(stage: "StageStats",
     of = f"{printable(parent.path)}'s wall time" if parent else \
         "the run's wall time"
     waited = (f"{fmt_time(wait)} of {fmt_time(whole)} wall in "
-              f"{_plural(stage.count, 'call')} "
+              f"{plural(stage.count, 'call')} "
               f"({fmt_time(stage.wall.mean)} a call)")
     ratio = (f"rep[{stage.path!r}].wall.total / "
              + (f"rep[{parent.path!r}].wall.total" if parent else "rep.wall"))
@@ -321,7 +319,7 @@ def _loader_class(stage: "StageStats",
         return (f"the loop waited {_share(wait, whole)} of {of} in "
                 f"next(DataLoader) on its workers, whose {name} took "
                 f"{_share(took, staged)} of their time in stages; {waited}; "
-                f"{_plural(processes, 'worker process')} spent "
+                f"{plural(processes, 'worker process', 'worker processes')} spent "
                 f"{fmt_time(staged)} in stages, {fmt_time(took)} of it as "
                 f"self time of {name}",
                 f"feed the loop faster: more workers (DataLoader "
@@ -391,10 +389,10 @@ def _workers_hottest(report: "Report") -> Optional[
     return printable(names[top]), own[top], staged, processes
 
 
-def _hottest_code(stage: "StageStats") -> str:
+def _hottest_code(report: "Report", stage: "StageStats") -> str:
     """'f (file.py:40), 71 % of its sampled self time', from the samples
     taken at the stage itself; '' without any."""
-    hot = stage.hot(1, sub_stages=False)
+    hot = stage_hot(sampled(report), stage.id, 1, sub_stages=False)
     if not hot:
         return ""
     return (f"{printable(hot[0].label)}, {hot[0].own * 100:.0f} % of its "
@@ -445,11 +443,11 @@ def _competition(report: "Report") -> str:
         busy[p, tid] = busy.get((p, tid), 0) + cpu
     used = sum(busy.values()) * 1e-9 / report.wall if report.wall else 0.0
     processes = len({p for p, _tid in busy})
-    parts = [f"this run's {_plural(len(busy), 'thread')} in "
-             f"{_plural(processes, 'process')} used {used:.1f} CPUs on "
-             f"average"]
+    parts = [f"this run's {plural(len(busy), 'thread')} in "
+             f"{plural(processes, 'process', 'processes')} used "
+             f"{used:.1f} CPUs on average"]
     if cpus:
-        parts.append(f"{_plural(cpus, 'CPU')} to run on")
+        parts.append(f"{plural(cpus, 'CPU')} to run on")
     if load is not None:
         parts.append(f"load average {load:.1f} (every process of the "
                      f"machine)")
@@ -485,11 +483,11 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     host, waits = _waits_class(stage, report, host)
     evidence = (f"thread CPU time {fmt_time(stage.cpu)} of "
                 f"{fmt_time(wall)} wall ({busy * 100:.0f} %), "
-                f"{_plural(stage.count, 'call')}, "
+                f"{plural(stage.count, 'call')}, "
                 f"self time {fmt_time(stage.self_time)}{waits}")
     if stage.suspended * 2 >= stage.count > 0:
         host = "awaiting"
-        evidence = (f"{stage.suspended} of {_plural(stage.count, 'call')} "
+        evidence = (f"{stage.suspended} of {plural(stage.count, 'call')} "
                     f"suspended at an await, {fmt_time(wall)} wall, self "
                     f"time {fmt_time(stage.self_time)}; their CPU time is "
                     f"unknown (the event loop ran other tasks meanwhile)")
@@ -506,7 +504,7 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
             evidence = f"{gpu_evidence}; host {host}: {evidence}"
         fix, verify = _FIXES[kind]
         verify = verify.replace("STAGE", repr(stage.path))
-    code = _hottest_code(stage)
+    code = _hottest_code(report, stage)
     if code:
         evidence += f"; hottest code: {code}"
     finding = Finding(stage.path, kind, evidence, fix, verify, host=host,
@@ -528,7 +526,7 @@ class Diagnosis:
     """Findings for the top stages by self time."""
 
     def __init__(self, report: "Report", top: int = 3):
-        if not isinstance(top, int) or isinstance(top, bool) or top < 1:
+        if not whole(top, 1):
             raise ValueError(f"top must be an int >= 1, got {top!r}")
         tops = [s for s in report.top(top) if s.self_time > 0]
         # a loop bound by its data loading is given whether or not its

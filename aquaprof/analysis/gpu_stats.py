@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from .._core import COPY_D2H, COPY_H2D
-from ..schema import ALLOC, COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
+from ..model.schema import ALLOC, COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 _NS = 1e-9
 _NONE = np.iinfo(np.int64).min      # no allocation, in an int64 array

@@ -19,8 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import _core
-from ..report import Report
-from ..schema import KERNEL, TIMELINE_DTYPE
+from ..model.report import Report
+from ..model.schema import KERNEL, TIMELINE_DTYPE
 
 
 def _offsets(datas: Sequence[Dict[str, Any]]) -> List[int]:
@@ -41,16 +41,10 @@ def _offsets(datas: Sequence[Dict[str, Any]]) -> List[int]:
     return offsets
 
 
-def merge_reports(reports: Sequence[Report],
-                  labels: Optional[Sequence[str]] = None) -> Report:
-    """One Report holding every process of `reports`; `labels` name the
-    process tracks (default "rank 0", "rank 1", ...)."""
-    return Report(merged_data(reports, labels))
-
-
 def merged_data(reports: Sequence[Report],
                 labels: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """merge_reports' data, before it becomes a Report."""
+    """The data of one report of several processes (aquaprof.merge):
+    stages merged by path, spans and threads kept per process."""
     reports = list(reports)
     if not reports or not all(isinstance(r, Report) for r in reports):
         raise ValueError("merge needs one or more aquaprof Reports")

@@ -1,7 +1,7 @@
 """The profiler's own cost, measured once per process and taken out of the
-figures (the idea of cProfile's calibration): aquaprof.calibration
-measures the cost and charges it to a report's calls, this module takes
-it out of the report's figures.
+figures (the idea of cProfile's calibration): aquaprof.record.calibration
+measures the cost, aquaprof.analysis.run_cost charges it to a report's
+calls, this module takes it out of the report's figures.
 
 A stage pair costs `span_ns` of wall time in all, without reading the
 thread CPU clock. `inside_ns` of it falls between the two timestamps, so
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from ..calibration import hook_costs
+from .run_cost import hook_costs
 
 def compensate(report) -> Optional[Dict[str, tuple]]:
     """{path: (total_s, self_s)} with the overhead taken out, or None when

@@ -4,8 +4,9 @@ its code inside a program's calls (the torch hooks' stand-in for the
 autograd engine, stop()'s) are no part of the program. A stack loses
 those frames, its time going to the program's frame that called them;
 a stack with no frame of the program (threading's start of a thread
-aside) is left out and its time counted in the section's "own_ns". The plane-sweep kit (aquaprof.mvs) and the
-demo's workload are a program's code, kept."""
+aside) is left out and its time counted in the section's "own_ns". The
+plane-sweep kit (aquaprof.mvs) and the demo's workload are a program's
+code, kept."""
 from __future__ import annotations
 
 import os

@@ -16,11 +16,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, \
     Sequence, Tuple
 
-from .._units import fmt_time
-from ..report import CodeFrame, subtree
+from ..common.checks import whole
+from ..common.units import fmt_time
+from ..model.report import CodeFrame, subtree
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 _NS = 1e-9
 
@@ -151,21 +152,29 @@ def frame(report: "Report", i: int) -> CodeFrame:
     """The code object that SampleStack.frames index `i` names;
     IndexError when the report holds no such frame."""
     frames = (report.samples or {"frames": []})["frames"]
-    if not isinstance(i, int) or isinstance(i, bool) or \
-            not 0 <= i < len(frames):
+    if not whole(i, 0, len(frames) - 1):
         raise IndexError(f"no frame {i!r}: the report holds "
                          f"{len(frames)} sampled frames")
     return CodeFrame(*frames[i])
 
 
-def hot(report: "Report", stage_path: str, n: int = 10) -> List[HotFunction]:
-    """StageStats.hot(n) of the stage at `stage_path` (KeyError, listing
-    the paths, for one the report lacks)."""
-    return report[stage_path].hot(n)
+def sampled(report: "Report"
+            ) -> Optional[Tuple[Dict[str, Any], List[int]]]:
+    """What stage_hot() reads of a report: its samples section and each
+    stage's parent id; None when the run was not sampled."""
+    samples = report.samples
+    return None if samples is None else (samples, report.stage_parents)
+
+
+def hot(report: "Report", stage_path: str, n: int = 10,
+        sub_stages: bool = True) -> List[HotFunction]:
+    """StageStats.hot(n, sub_stages) of the stage at `stage_path`
+    (KeyError, listing the paths, for one the report lacks)."""
+    return stage_hot(sampled(report), report[stage_path].id, n, sub_stages)
 
 
 def _check_n(n: Any) -> None:
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+    if not whole(n, 0):
         raise ValueError(f"n must be an int >= 0, got {n!r}")
 
 

@@ -25,10 +25,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional
 
-from ..report import ProcessStats, rows_by_stage
+from ..common.checks import whole
+from ..model.report import ProcessStats, rows_by_stage
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 BY = ("total", "mean")
 
@@ -54,8 +55,7 @@ def find_stragglers(report: "Report", top: Optional[int] = None,
                     by: str = "total") -> List[Straggler]:
     """Every stage run by two processes or more, most time lost first;
     the first `top` of them when top is given."""
-    if top is not None and (not isinstance(top, int) or isinstance(top, bool)
-                            or top < 0):
+    if top is not None and not whole(top, 0):
         raise ValueError(f"top must be None or an int >= 0, got {top!r}")
     if by not in BY:
         raise ValueError(f"by must be 'total' or 'mean', got {by!r}")

@@ -49,7 +49,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._units import fmt_time
+from ..common.units import fmt_time
 
 #: fewest calls in a run for the one-run-a-side bootstrap
 MIN_CALLS = 5

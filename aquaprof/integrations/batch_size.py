@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence
 
+from ..common.checks import whole
 from .._core import active, stage
-from .._units import fmt_bytes, fmt_rate, fmt_time, text_html
+from ..common.units import fmt_bytes, fmt_rate, fmt_time, text_html
 
 
 @dataclass
@@ -113,10 +114,9 @@ def sweep(fn: Callable[[int], Any], batch_sizes: Sequence[int], *,
     size whose call raises MemoryError or torch's out-of-memory error, or
     whose host (RSS) or GPU memory peak goes over memory_limit bytes, is
     marked and the larger ones are not tried."""
-    from ..profiler import Profiler
+    from ..record.profiler import Profiler
     sizes = list(batch_sizes)
-    if not sizes or any(not isinstance(b, int) or isinstance(b, bool)
-                        or b < 1 for b in sizes):
+    if not sizes or not all(whole(b, 1) for b in sizes):
         raise ValueError(f"batch_sizes must be ints >= 1, got {sizes!r}")
     if not callable(fn):
         raise TypeError("fn must be callable with a batch size")

@@ -36,8 +36,8 @@ from typing import (Any, Iterator, List, NamedTuple, NoReturn, Optional,
                     Sequence)
 
 from .._version import __version__
-from .._units import fmt_time, printable
-from .._progress import progress
+from ..common.units import fmt_time, printable
+from ..common.progress import progress
 from ..report import Report, ReportError
 
 
@@ -84,7 +84,7 @@ def _threshold(text: str) -> float:
 def _interval(text: str) -> float:
     """--sample's seconds, within the Profiler's bounds (0, which turns
     sampling off there, is --no-sample's to say)."""
-    from ..profiler import sample_interval_ns
+    from ..record.profiler import sample_interval_ns
     try:
         value = float(text)
         if value == 0:
@@ -99,7 +99,8 @@ def _interval(text: str) -> float:
 # ------------------------------------------------------------ commands
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .. import Profiler, stage
+    from .._core import stage
+    from ..record.profiler import Profiler
     # every path made absolute before the script runs: it may chdir
     here = Path.cwd()
     script = Path(args.script)
@@ -430,7 +431,7 @@ def _when(run) -> str:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from ..analysis.history import History, HistoryError
+    from .history import History, HistoryError
     if not args.add and not Path(args.db).exists():
         # only --add makes a new history: a mistyped name is not one
         raise UserError(f"no history {args.db!r} (--add REPORT makes one)")
@@ -629,7 +630,7 @@ def cmd_html(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from ..analysis.merging import merge_reports
+    from ..report import merge_reports
     if args.labels and len(args.labels) != len(args.reports):
         raise UserError(f"--labels gives {len(args.labels)} label(s) for "
                         f"{len(args.reports)} reports: one each")

@@ -18,9 +18,10 @@ from typing import Any, Dict, List, Optional, Sequence, cast
 
 import numpy as np
 
-import aquaprof as ap
-from aquaprof import _mvs, mvs
-from aquaprof.mvs import scenes
+from .. import _mvs, mvs
+from .._core import stage
+from ..mvs import scenes
+from ..record.profiler import Profiler
 
 K1 = -0.04             # radial distortion the frames are rendered with
 MIN_CONFIDENCE = 0.1   # pixels kept by `fuse`
@@ -29,13 +30,13 @@ MIN_CONFIDENCE = 0.1   # pixels kept by `fuse`
 def run(args: argparse.Namespace) -> Dict[str, float]:
     """The pipeline; every step is a stage."""
     views, h, w = args.views, args.height, args.width
-    with ap.stage("load", items=views):
+    with stage("load", items=views):
         scene = scenes.make_scene(args.scene, "refractive", views, h, w,
                                   k1=K1)
         # frames arrive as 8-bit BGR, as from a camera or a file
         frames = [np.repeat((img * 255).round().astype(np.uint8)[..., None],
                             3, axis=2) for img in scene.images]
-    with ap.stage("undistort", items=views):
+    with stage("undistort", items=views):
         # host arrays; torch tensors on the GPU with --device cuda
         gray: List[Any] = [
             scenes.undistort(mvs.gray_from_bgr(f), cam.K, scene.k1)
@@ -45,14 +46,14 @@ def run(args: argparse.Namespace) -> Dict[str, float]:
             gray = [torch.from_numpy(g).cuda() for g in gray]
     low, high = scene.depth_range(0.03)
     depths = np.linspace(low, high, args.depths)
-    with ap.stage("build_cost_volume", items=h * w * args.depths
+    with stage("build_cost_volume", items=h * w * args.depths
                   * (views - 1)):
         volume = mvs.build_cost_volume(gray[0], gray[1:], scene.ref_cam,
                                        scene.cameras[1:], depths,
                                        cost=args.cost, window=args.window)
-    with ap.stage("extract_depth", items=h * w):
+    with stage("extract_depth", items=h * w):
         depth, confidence = mvs.extract_depth(volume, depths)
-    with ap.stage("fuse", items=h * w):
+    with stage("fuse", items=h * w):
         if args.device == "cuda":    # waits here for the GPU's queue
             # torch tensors: mvs gives back arrays of its input's library,
             # which its signatures, written for NumPy, cannot say
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> Dict[str, float]:
         origins, dirs, _ = scene.ref_cam.cast_rays(
             np.stack([u, v], axis=1).astype(np.float64))
         points = origins + kept[v, u][:, None] * dirs
-    with ap.stage("evaluate"):
+    with stage("evaluate"):
         step = float(depths[1] - depths[0])
         result = scenes.metrics(scene, kept, tolerance=step)
         result["points"] = float(len(points))
@@ -123,7 +124,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     # call stacks sampled too: the diagnosis and the flamegraph name the
     # code inside each stage
-    with ap.Profiler(sample=0.001) as prof:
+    with Profiler(sample=0.001) as prof:
         result = run(args)
     report = prof.report()
     print(report)

@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 from typing import Any, List, Optional, Union
 
-from .. import schema
-from ..analysis.merging import merge_reports
-from ..report import Report, ReportError
+from ..common.checks import whole
+from ..model import schema
+from ..report import Report, ReportError, merge_reports
 
 Payload = Union[bytes, str]
 
@@ -48,7 +48,7 @@ def gather(report: Report, dst: int = 0, group: Any = None
         return None
     ranks = dist.get_process_group_ranks(
         group if group is not None else dist.group.WORLD)
-    if not isinstance(dst, int) or isinstance(dst, bool):
+    if not whole(dst):
         raise TypeError(f"dst must be an int (a global rank), got "
                         f"{type(dst).__name__}")
     if dst not in ranks:

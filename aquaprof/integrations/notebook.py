@@ -24,7 +24,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, NoReturn, Optional,
 from IPython.core.error import UsageError
 
 if TYPE_CHECKING:
-    from ..profiler import Profiler
+    from ..record.profiler import Profiler
     from ..report import Report
 
 #: --gpu's words, as the Profiler's cuda argument
@@ -69,7 +69,7 @@ def _seconds(name: str, check: Callable[[float], Any] = lambda v: v) \
 
 
 def _sample_check(value: float) -> None:
-    from ..profiler import sample_interval_ns
+    from ..record.profiler import sample_interval_ns
     if value == 0:
         raise ValueError("0 takes no samples: use --no-sample")
     sample_interval_ns(value)
@@ -151,7 +151,7 @@ def profiler_options(args: argparse.Namespace) -> Dict[str, Any]:
 def parse_line(line: str) -> Tuple[argparse.Namespace, "Profiler"]:
     """The line's options and the Profiler they make; UsageError for
     any the Profiler refuses, before the cell runs. _HelpShown after -h."""
-    from .. import Profiler
+    from ..record.profiler import Profiler
     try:
         words = shlex.split(line)
     except ValueError as e:
@@ -228,7 +228,7 @@ def run_profiled(prof: "Profiler", body: CodeType,
     and the stage "cell", which stop at its last line: nothing of
     IPython's work is in them."""
     __tracebackhide__ = True    # noqa: F841 (IPython hides this frame)
-    from .. import stage
+    from .._core import stage
     scope = (shell.user_global_ns, shell.user_ns)
     try:
         with stage("cell"):

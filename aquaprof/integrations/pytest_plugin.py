@@ -39,11 +39,11 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from .. import Profiler
+from ..record.profiler import Profiler
 from ..analysis.compare import Comparison, parse_threshold, run_figures
 from ..analysis.verdict import MEASURES
 from ..report import Report, ReportError
-from ..views.text import plural
+from ..common.words import plural
 
 __all__ = ["AquaprofWarning", "aquaprof", "base_folders", "base_runs",
            "pytest_addoption",

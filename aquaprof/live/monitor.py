@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional,
                     Sequence, Tuple)
 
-from .._units import fmt_bytes, fmt_time
+from ..common.checks import whole
+from ..common.units import fmt_bytes, fmt_time
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from ..profiler import Profiler
+    from ..record.profiler import Profiler
 
 Rule = Callable[[Snapshot], Optional[str]]
 
@@ -41,7 +42,7 @@ class Alert:
 def _limit(value: Any, what: str) -> Optional[int]:
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+    if not whole(value, 1):
         raise ValueError(f"{what} must be a number of bytes > 0, got "
                          f"{value!r}")
     return value

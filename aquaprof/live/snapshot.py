@@ -13,9 +13,9 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from .. import _core
-from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time
+from ..common.units import align_columns, fmt_bytes, fmt_rate, fmt_time
 from ..analysis.anomaly import MIN_HISTORY, Anomaly, check_limits, outliers
-from ..report import StageStats, stage_stats
+from ..model.report import StageStats, stage_stats
 
 _NS = 1e-9
 

@@ -25,7 +25,7 @@ SSIM_SIGMA = 1.5
 #: a textbook NCC window with less variance than this has no texture
 NCC_MIN_VARIANCE = 1e-10
 #: samples seen up to this far outside the image, on its border
-#: (AP_BORDER_SLACK of csrc/kernels/cost_math.h)
+#: (AP_BORDER_SLACK of csrc/mvs/cpu/cost_math.h)
 BORDER_SLACK = 1e-3
 OUTSIDES = ("zero", "nan")
 
@@ -113,7 +113,7 @@ def _aquamvs_cost(r: Tensor, s: Tensor, m: Tensor, n: Tensor, w: Tensor,
 def _textbook_cost(r: Tensor, s: Tensor, m: Tensor, n: Tensor, w: Tensor,
                    cost: str, window: int) -> Tensor:
     """aquaprof.mvs's own costs: the window's mean, variance and
-    covariance over the samples it sees (csrc/kernels/cost_math.h)."""
+    covariance over the samples it sees (csrc/mvs/cpu/cost_math.h)."""
     torch = torch_module()
     one = torch.ones((), dtype=torch.float64, device=r.device)
     sr, ss = window_sum(r * m, w), window_sum(s * m, w)

@@ -62,7 +62,7 @@ __all__ = ["TiltedSurfaceWarning", "aggregate_costs", "build_cost_volume",
            "plane_sweep_stereo", "save_depth_map", "warp_source_image"]
 
 #: aquaprof.mvs's samples count as seen up to this far outside the image,
-#: taking the border's value (AP_BORDER_SLACK in csrc/kernels/cost_math.h)
+#: taking the border's value (AP_BORDER_SLACK in csrc/mvs/cpu/cost_math.h)
 BORDER_SLACK = _aquamvs_torch.BORDER_SLACK
 #: AquaMVS's guard against dividing by zero in depth extraction
 EPS = 1e-8

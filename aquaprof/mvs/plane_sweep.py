@@ -7,13 +7,14 @@ from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..common.checks import whole
 from .. import _mvs
 from . import _cuda
 from ._limits import MAX_COUNT, check_count, check_image_size, check_pixels
 from .camera import Camera
 
 COSTS = {"ncc": 0, "ssim": 1, "sad": 2}
-#: whose costs build_cost_volume computes (ap_parity in csrc/kernels/sweep.h)
+#: whose costs build_cost_volume computes (ap_parity in csrc/mvs/cpu/sweep.h)
 PARITIES = {"textbook": 0, "aquamvs": 1}
 
 
@@ -59,8 +60,7 @@ def _threads(value: Optional[int]) -> int:
         return max(1, len(os.sched_getaffinity(0))
                    if hasattr(os, "sched_getaffinity") else os.cpu_count()
                    or 1)
-    if (not isinstance(value, int) or isinstance(value, bool) or value < 1
-            or value > MAX_COUNT):
+    if not whole(value, 1, MAX_COUNT):
         raise ValueError(f"threads must be an int from 1 to {MAX_COUNT}, "
                          f"got {value!r}")
     return value
@@ -145,8 +145,7 @@ def build_cost_volume(ref: np.ndarray,
     if cost not in COSTS:
         raise ValueError(f"cost must be one of {sorted(COSTS)}, got "
                          f"{cost!r}")
-    if (not isinstance(window, int) or isinstance(window, bool)
-            or window < 3 or window % 2 == 0 or window > _mvs.MAX_WINDOW):
+    if not whole(window, 3, _mvs.MAX_WINDOW) or window % 2 == 0:
         raise ValueError(f"window must be an odd int from 3 to "
                          f"{_mvs.MAX_WINDOW}, got {window!r}")
     if parity not in PARITIES:
@@ -157,8 +156,7 @@ def build_cost_volume(ref: np.ndarray,
                          "has ncc and ssim only)")
     if depth_batch is None:
         depth_batch = d.size
-    if (not isinstance(depth_batch, int) or isinstance(depth_batch, bool)
-            or depth_batch < 1):
+    if not whole(depth_batch, 1):
         raise ValueError(f"depth_batch must be an int >= 1, got "
                          f"{depth_batch!r}")
     n_threads = _threads(threads)

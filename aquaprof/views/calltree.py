@@ -26,11 +26,11 @@ import sysconfig
 from typing import (TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence,
                     Set, Tuple)
 
-from ..report import subtree
-from .code import Chain, labels, shared
+from ..model.report import subtree
+from ..analysis.sampled_code import Chain, labels, shared
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 #: the key, among a node's children, of its folded library frames
 HIDDEN = -1

@@ -14,11 +14,11 @@ import math
 from typing import TYPE_CHECKING, List, Sequence, Tuple
 
 from .. import _core
-from .._units import fmt_bytes, fmt_time
-from .text import plural
+from ..common.words import plural
+from ..common.units import fmt_bytes, fmt_time
 
 if TYPE_CHECKING:
-    from ..report import StageStats
+    from ..model.report import StageStats
 
 WIDTH, HEIGHT = 560, 150
 _LEFT, _BOTTOM, _TOP = 60, 28, 10

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 COLUMNS = ["path", "name", "depth", "count", "total_s", "self_s", "mean_s",
            "std_s", "min_s", "p50_s", "p95_s", "p99_s", "max_s", "cpu_s",

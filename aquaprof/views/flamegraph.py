@@ -32,17 +32,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, \
     Sequence, Tuple, Union
 
-from .._atomic import write_atomic
-from .._units import fmt_time, printable
-from .code import IDLE_GROUP, Chain, code_times, labels, weights
+from ..analysis.compare import Comparison
+from ..common.atomic import write_atomic
+from ..common.words import plural
+from ..common.units import fmt_time, printable
+from ..analysis.sampled_code import (
+    IDLE_GROUP, Chain, code_times, labels, weights)
 from .flamegraph_script import flamegraph_script
-from .text import plural
-from .threads import count_phrase, idle_threads, thread_count, \
-    threads_summary
+from .threads import count_phrase, idle_threads, thread_count, threads_summary
 
 if TYPE_CHECKING:
     from ..analysis.compare import StageChange
-    from ..report import Report
+    from ..model.report import Report
 
 FRAME_HEIGHT = 18
 WIDTH = 1200
@@ -422,8 +423,8 @@ def _judged(report: "Report", base: Optional["Report"], threshold: float,
     tree = _frames(report, min_share)
     if base is not None:
         before = {f.key: f.total for f in _frames(base, 0.0).frames}
-        # compare's own verdicts, through the report: one rule for both
-        comparison = report.compare(base, threshold, alpha)
+        # compare's own verdicts: one rule for both
+        comparison = Comparison(base, report, threshold, alpha)
         # by the path as frames hold it, escaped (_Frame)
         own = {printable(c.path): c for c in comparison.own_changes}
         calls = {printable(c.path): c for c in comparison.changes}

@@ -17,12 +17,13 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
-from .flamegraph import FRAME_HEIGHT, MIN_SHARE, PAD, WIDTH, Drawing, \
-    fold_labels, frame_groups, legend_svg, write_flamegraph
+from .flamegraph import (
+    FRAME_HEIGHT, MIN_SHARE, PAD, WIDTH, Drawing, fold_labels, frame_groups,
+    legend_svg, write_flamegraph)
 from .flamegraph_script import flamegraph_script
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 # one set of rules for every fragment, each scoped to .aqp-flame: a second
 # copy on the page changes nothing. The bars keep one line whatever the

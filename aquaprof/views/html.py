@@ -6,11 +6,11 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from .._units import fmt_bytes, fmt_rate, fmt_time, printable
+from ..common.units import fmt_bytes, fmt_rate, fmt_time, printable
 from .text import header_lines, straggler_lines, warning_lines
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 #: the share bar of a stage that took the whole run, px
 BAR_PX = 60

@@ -19,17 +19,18 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
-from .._atomic import write_atomic
-from .._units import fmt_time, printable
+from ..analysis.diagnose import Diagnosis
+from ..common.atomic import write_atomic
+from ..common.words import plural
+from ..common.units import fmt_time, printable
 from .charts import distribution_svg, series_svg
 from .flamegraph import MIN_SHARE
 from .flamegraph_html import flamegraph_html
 from .html import report_html
-from .text import plural
 from .timeline import gpu_svg, spans_svg
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 #: how many of the top stages (by self time) get a distribution chart
 TOP_STAGES = 5
@@ -174,7 +175,7 @@ def _gpu(report: "Report") -> str:
 
 
 def _diagnosis(report: "Report") -> str:
-    return str(report.diagnose()._repr_html_())
+    return str(Diagnosis(report)._repr_html_())
 
 
 def page_html(report: "Report", title: Optional[str] = None,

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Tuple, Union
 import numpy as np
 
 from .._version import __version__
-from .._atomic import write_atomic
-from .code import MAX_SLICES, CodeSlice, labels, longest, slices
+from ..common.atomic import write_atomic
+from ..analysis.sampled_code import (
+    MAX_SLICES, CodeSlice, labels, longest, slices)
 from .threads import thread_label
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 

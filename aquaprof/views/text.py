@@ -15,24 +15,21 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, \
     Tuple, Union
 
-from .._units import align_columns, fmt_bytes, fmt_rate, fmt_time, \
-    printable
-from ..calibration import run_cost
+from ..analysis.diagnose import Diagnosis
+from ..analysis.stragglers import find_stragglers
+from ..common.words import first_of, plural, shorten, shorten_name, \
+    shorten_path
+from ..common.units import (
+    align_columns, fmt_bytes, fmt_rate, fmt_time, printable)
+from ..analysis.run_cost import run_cost
 from .threads import threads_summary
 
 if TYPE_CHECKING:
-    from ..report import Report, StageStats
+    from ..model.report import Report, StageStats
 
 _NAME_MAX = 40
 #: the fewest characters a shortened stage label keeps
 _NAME_MIN = 12
-_ELLIPSIS = "..."
-
-
-def plural(n: int, noun: str, many: Optional[str] = None) -> str:
-    """A count and its noun in the right number: '1 span', '2 spans',
-    '1,000 entries' (many: the plural when it is not noun + 's')."""
-    return f"{n:,} {noun if n == 1 else many or noun + 's'}"
 
 
 def _were(n: int) -> str:
@@ -41,65 +38,6 @@ def _were(n: int) -> str:
 
 def _them(n: int) -> str:
     return "it" if n == 1 else "them"
-
-
-def shorten(text: str, width: int) -> str:
-    """text cut in the middle to at most width characters, '...' where
-    the middle was: both ends of a stage path tell which stage it is."""
-    if len(text) <= width:
-        return text
-    if width <= len(_ELLIPSIS):
-        return text[:width]
-    keep = width - len(_ELLIPSIS)
-    head = (keep + 1) // 2
-    return text[:head] + _ELLIPSIS + text[len(text) - (keep - head):]
-
-
-def shorten_name(name: str, width: int) -> str:
-    """A stage name cut to at most width characters. A torch op's input
-    shapes (torch_ops="shapes": "aten::conv2d (1×3×32×32, 8×3×3×3, 8)")
-    are cut whole, the last first, with '...' where they were, so that no
-    shape is read cut; other names are cut in the middle (shorten)."""
-    if len(name) <= width:
-        return name
-    head, _, shapes = name.partition(" (")
-    if "::" not in head or " " in head or not shapes.endswith(")"):
-        return shorten(name, width)
-    kept = _shape_items(shapes[:-1])
-    while kept:
-        kept.pop()
-        text = f"{head} ({', '.join(kept + [_ELLIPSIS])})"
-        if len(text) <= width:
-            return text
-    return shorten(f"{head} ({_ELLIPSIS})", width)
-
-
-def shorten_path(path: str, width: int) -> str:
-    """A stage path cut to at most width characters: its stages cut in the
-    middle, its last one as shorten_name cuts it (whole shapes)."""
-    if len(path) <= width:
-        return path
-    parent, _, name = path.rpartition("/")
-    if not parent:
-        return shorten_name(name, width)
-    name = shorten_name(name, max(width - len(parent) - 1, width // 2))
-    room = width - len(name) - 1
-    if room <= len(_ELLIPSIS):
-        return shorten_name(name, width)
-    return f"{shorten(parent, room)}/{name}"
-
-
-def _shape_items(text: str) -> List[str]:
-    """The comma-separated shapes of an op's name, a bracketed list of
-    them one item."""
-    items, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        depth += (c == "[") - (c == "]")
-        if c == "," and depth == 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    items.append(text[start:].strip())
-    return items
 
 
 def _label(s: "StageStats", width: int = _NAME_MAX) -> str:
@@ -307,12 +245,11 @@ def warning_lines(rep: "Report") -> List[str]:
                    f"{open_ones}")
     suspended = [s for s in rep.stages if s.suspended]
     if suspended:
-        listed = ", ".join(f"{printable(s.path)} ({s.suspended} of {s.count})"
-                           for s in suspended[:5])
-        more = f" and {len(suspended) - 5} more" if len(suspended) > 5 else ""
+        listed = first_of([f"{printable(s.path)} ({s.suspended} of "
+                           f"{s.count})" for s in suspended], 5)
         out.append(f"  calls suspended at an await have no CPU time of "
                    f"their own (their thread ran other tasks meanwhile); "
-                   f"cpu counts the others: {listed}{more}")
+                   f"cpu counts the others: {listed}")
     out += _children_lines(meta.get("children"))
     if meta["lost"]:
         n = meta["lost"]
@@ -368,7 +305,7 @@ def straggler_lines(rep: "Report", top: int = 3) -> List[str]:
     fastest, when the report holds several processes; none otherwise."""
     if len(rep.processes) < 2:
         return []
-    found = [s for s in rep.stragglers(top=top) if s.lost > 0]
+    found = [s for s in find_stragglers(rep, top) if s.lost > 0]
     if not found:
         return []
     lines = ["Stragglers (per stage, the slowest and the fastest process "
@@ -554,7 +491,7 @@ def format_report(rep: "Report", width: Optional[int] = None,
                   for w in warnings]
     if top:
         lines.append("")
-        lines.append(rep.diagnose().summary())
+        lines.append(Diagnosis(rep).summary())
     return "\n".join(lines + _gpu_footer(rep))
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, \
     Sequence, Set, Tuple
 
-from .._units import printable
+from ..common.words import first_of
+from ..common.units import printable
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 #: the most thread names a one-line summary lists, and the most
 #: characters it keeps of each
@@ -52,11 +53,8 @@ def threads_summary(threads: Sequence[Mapping[str, Any]],
         if len(short) > SUMMARY_CHARS:
             short = short[:SUMMARY_CHARS - 3] + "..."
         counts[short] = counts.get(short, 0) + 1
-    parts: List[str] = [name if n == 1 else f"{name} x{n}"
-                        for name, n in counts.items()]
-    if len(parts) > most:
-        parts = parts[:most] + [f"and {len(parts) - most} more"]
-    return ", ".join(parts)
+    return first_of([name if n == 1 else f"{name} x{n}"
+                      for name, n in counts.items()], most)
 
 
 # ------------------------------------------------- who worked, who waited

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Dict, List, Tuple
 
 import numpy as np
 
-from .._units import fmt_time, printable
-from ..schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
+from ..common.units import fmt_time, printable
+from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 WIDTH = 1200
 LABEL = 220          # the left column: thread and stream names

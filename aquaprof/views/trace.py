@@ -24,15 +24,16 @@ from typing import TYPE_CHECKING, Any, Dict, List, Tuple, Union
 
 import numpy as np
 
+from ..common.checks import whole
 from .. import _core
-from .._atomic import write_atomic
-from .._progress import progress
-from ..schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
-from .code import CodeSlice, labels, longest, slices
+from ..common.atomic import write_atomic
+from ..common.progress import progress
+from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
+from ..analysis.sampled_code import CodeSlice, labels, longest, slices
 from .threads import thread_label
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..model.report import Report
 
 MAX_EVENTS = 1_000_000
 _US = 1e-3      # trace timestamps are microseconds
@@ -40,8 +41,7 @@ _US = 1e-3      # trace timestamps are microseconds
 
 def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     """The trace as JSON text."""
-    if (not isinstance(max_events, int) or isinstance(max_events, bool)
-            or max_events < 0):
+    if not whole(max_events, 0):
         raise ValueError(f"max_events must be an int >= 0, got "
                          f"{max_events!r}")
     spans = report.spans()

@@ -1,6 +1,6 @@
-/* Clocks. The hot path reads ticks: the TSC where it is invariant (about
- * 10 ns a read here, against 25 ns for clock_gettime), else CLOCK_MONOTONIC
- * ns. Seconds appear only in reports. */
+/* Clocks. The hot path reads ticks: the TSC where it is invariant (a
+ * fraction of clock_gettime's cost), else CLOCK_MONOTONIC ns. Seconds
+ * appear only in reports. */
 #ifndef AP_CLOCK_H
 #define AP_CLOCK_H
 
@@ -24,7 +24,7 @@ ap_now_ns(void)
     return ap_clock_ns(CLOCK_MONOTONIC);
 }
 
-/* A real system call on Linux (0.1-0.6 us): callers rate-limit it. */
+/* A real system call on Linux: callers rate-limit it. */
 static inline int64_t
 ap_thread_cpu_ns(void)
 {

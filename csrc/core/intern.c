@@ -137,15 +137,6 @@ ap_intern_name(uint32_t id, size_t *len)
     return text;
 }
 
-uint32_t
-ap_intern_count(void)
-{
-    pthread_mutex_lock(&names_lock);
-    uint32_t n = names.count;
-    pthread_mutex_unlock(&names_lock);
-    return n;
-}
-
 void
 ap_intern_after_fork(void)
 {

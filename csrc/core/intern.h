@@ -49,8 +49,6 @@ ap_status ap_intern(const char *name, size_t len, uint32_t *id);
  * The pointer stays valid for the life of the process. */
 const char *ap_intern_name(uint32_t id, size_t *len);
 
-uint32_t ap_intern_count(void);
-
 /* For a forked child: the table's lock may have been held by a thread
  * that the child does not have. */
 void ap_intern_after_fork(void);

@@ -13,8 +13,7 @@
 _Atomic(ap_session *) ap_current_session;
 
 /* Full span chunks kept from finished sessions and exited threads: fresh
- * memory costs a page fault per 85 spans (about 20 ns a span in a VM),
- * reused memory none. */
+ * memory costs a page fault per 85 spans, reused memory none. */
 #define POOL_MAX 85       /* chunks, about 16 MiB */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static ap_span *pool[POOL_MAX]; /* protected by pool_lock */

@@ -7,13 +7,11 @@
 #include <time.h>
 
 #include "../core/intern.h"
+#include "cupti_api.h"
 #include "gpu_buffers.h"
 #include "gpu_libs.h"
+#include "gpu_nvtx.h"
 #include "gpu_records.h"
-
-#ifdef AP_HAVE_NVTX
-#include <nvtx3/nvToolsExt.h>
-#endif
 
 /* What the hooks do in this run; set before the session starts and not
  * changed while it records. */
@@ -31,8 +29,8 @@ static uint32_t runs;            /* starts so far: which run a push is of */
  * of the same number. */
 #define RUN_BIT (UINT64_C(1) << 31)
 #define run_mark(run) ((run) & 1 ? RUN_BIT : 0)
-#ifdef AP_HAVE_CUPTI
-static const ap_cupti_fns *cupti;
+/* CUPTI's calls, or the null backend's; chosen at the first start */
+static const ap_cupti_api *api;
 static int hook_cupti;
 /* The tags this thread pushed in run `run` and has not popped: a stage
  * left open at stop keeps its tag on CUPTI's per-thread stack, and the
@@ -46,11 +44,10 @@ static void
 drop_stale(void)
 {
     for (; here.pushed; here.pushed--) {
-        cupti->ActivityPopExternalCorrelationId(AP_CORRELATION_KIND, NULL);
+        api->pop_tag();
     }
     here.run = runs;
 }
-#endif
 
 static void
 hook_enter(uint64_t tag, uint32_t name)
@@ -58,27 +55,17 @@ hook_enter(uint64_t tag, uint32_t name)
     if (hook_sync) {
         cuda->CtxSynchronize();   /* the last stage's work stays its own */
     }
-#ifdef AP_HAVE_CUPTI
     if (hook_cupti) {
         if (here.run != runs) {
             drop_stale();
         }
-        if (cupti->ActivityPushExternalCorrelationId(
-                AP_CORRELATION_KIND, tag | run_mark(runs)) ==
-            CUPTI_SUCCESS) {
+        if (api->push_tag(tag | run_mark(runs))) {
             here.pushed++;
         }
     }
-#else
-    (void)tag;
-#endif
-#ifdef AP_HAVE_NVTX
     if (hook_nvtx) {
-        nvtxRangePushA(ap_intern_name(name, NULL));
+        ap_nvtx_push(ap_intern_name(name, NULL));
     }
-#else
-    (void)name;
-#endif
 }
 
 static void
@@ -87,17 +74,13 @@ hook_exit(void)
     if (hook_sync) {
         cuda->CtxSynchronize();   /* the stage's work ends inside it */
     }
-#ifdef AP_HAVE_CUPTI
     if (hook_cupti && here.run == runs && here.pushed) {
-        cupti->ActivityPopExternalCorrelationId(AP_CORRELATION_KIND, NULL);
+        api->pop_tag();
         here.pushed--;
     }
-#endif
-#ifdef AP_HAVE_NVTX
     if (hook_nvtx) {
-        nvtxRangePop();
+        ap_nvtx_pop();
     }
-#endif
 }
 
 static const ap_stage_hooks hooks = {hook_enter, hook_exit};
@@ -108,10 +91,7 @@ static const ap_stage_hooks hooks = {hook_enter, hook_exit};
 static void
 in_child(void)
 {
-    running = hook_sync = hook_nvtx = 0;
-#ifdef AP_HAVE_CUPTI
-    hook_cupti = 0;
-#endif
+    running = hook_sync = hook_nvtx = hook_cupti = 0;
     forked = forked || opened;
 }
 
@@ -121,74 +101,25 @@ install_fork_handler(void)
     pthread_atfork(NULL, NULL, in_child);
 }
 
-#ifdef AP_HAVE_CUPTI
-/* Activity timestamps on the spans' clock, so that no offset is guessed. */
-static uint64_t CUPTIAPI
-monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static const CUpti_ActivityKind kinds[] = {
-    /* the API records make CUPTI emit the external correlations */
-    CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMORY2,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-};
-#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
-
-static void
-disable(size_t n)
-{
-    while (n--) {
-        cupti->ActivityDisable(kinds[n]);
-    }
-}
-
-/* Registers the callbacks and enables every kind, or none: fills why and
- * fails. The callbacks are registered at every start, since CUPTI keeps
- * one pair per process and another client may have replaced ours. */
+/* Takes CUPTI's callbacks, starts a fresh trace and enables every kind,
+ * or none: fills why and fails. */
 static ap_status
 start_cupti(char *why, size_t size)
 {
-    char text[256];
-    CUptiResult rc = cupti->ActivityRegisterTimestampCallback(monotonic_ns);
-    if (rc == CUPTI_SUCCESS) {
-        rc = cupti->ActivityRegisterCallbacks(ap_gpu_buffer_requested,
-                                              ap_gpu_buffer_completed);
+    ap_status st = api->take_callbacks(why, size);
+    if (st != AP_OK) {
+        return st;
     }
-    size_t enabled = 0;
-    if (rc == CUPTI_SUCCESS) {
-        if (ap_gpu_records_begin(cupti) != AP_OK) {
-            snprintf(why, size, "out of memory");
-            return AP_ERR_NOMEM;
-        }
-        for (; enabled < NKINDS; enabled++) {
-            rc = cupti->ActivityEnable(kinds[enabled]);
-            if (rc != CUPTI_SUCCESS) {
-                break;
-            }
-        }
+    if (ap_gpu_records_begin() != AP_OK) {
+        snprintf(why, size, "out of memory");
+        return AP_ERR_NOMEM;
     }
-    if (rc == CUPTI_SUCCESS) {
-        return AP_OK;
+    st = api->enable(why, size);
+    if (st != AP_OK) {
+        ap_gpu_trace_free(ap_gpu_records_take());
     }
-    disable(enabled);
-    ap_gpu_trace_free(ap_gpu_records_take());
-    ap_cupti_error(rc, text, sizeof(text));
-    if (rc == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) {
-        snprintf(why, size, "CUPTI refused: this user may not profile the "
-                 "GPU (%s); see NVreg_RestrictProfilingToAdminUsers", text);
-    } else {
-        snprintf(why, size, "CUPTI refused to start tracing: %s", text);
-    }
-    return AP_ERR_SYSTEM;
+    return st;
 }
-#endif
 
 /* Starts CUPTI's activity tracing: AP_OK with traced saying what is
  * traced, or with status saying what was missing and traced left empty;
@@ -199,18 +130,19 @@ start_activity(const ap_gpu_config *c, const char *neighbor, int devices,
                int required, char *traced, size_t traced_size, char *status,
                size_t size)
 {
-#ifdef AP_HAVE_CUPTI
     char why[2048], where[512];
     ap_status st = AP_ERR_ACTIVE;
-    if (neighbor) {
+    if (api->lacking) {
+        snprintf(why, sizeof(why), "%s", api->lacking);
+    } else if (neighbor) {
         /* CUPTI serves one client: taking it would cut the other's trace */
         snprintf(why, sizeof(why), "not traced: %s is tracing the GPU with "
                  "CUPTI, which serves one client at a time, and aquaprof "
                  "leaves it to it; start the Profiler outside that run to "
                  "trace the GPU", neighbor);
     } else {
-        st = ap_cupti_open(c->cupti_paths, c->ncupti, &cupti, where,
-                           sizeof(where), why, sizeof(why));
+        st = api->open(c->cupti_paths, c->ncupti, where, sizeof(where), why,
+                       sizeof(why));
     }
     if (st == AP_OK) {
         st = start_cupti(why, sizeof(why));
@@ -228,17 +160,6 @@ start_activity(const ap_gpu_config *c, const char *neighbor, int devices,
                  "program's first use of CUDA", where);
     }
     return AP_OK;
-#else
-    (void)c;
-    (void)neighbor;
-    (void)devices;
-    (void)traced;
-    (void)traced_size;
-    snprintf(status, size, "aquaprof was built without the CUPTI "
-             "headers: GPU activity cannot be traced (rebuild with "
-             "CUDA_HOME set)");
-    return required ? AP_ERR_SYSTEM : AP_OK;
-#endif
 }
 
 /* The status line of a started trace: what is traced (or what was
@@ -260,11 +181,7 @@ started_status(const char *traced, char *status, size_t size)
 static const ap_stage_hooks *
 needed_hooks(void)
 {
-    int any = hook_sync || hook_nvtx;
-#ifdef AP_HAVE_CUPTI
-    any = any || hook_cupti;
-#endif
-    return any ? &hooks : NULL;
+    return hook_sync || hook_nvtx || hook_cupti ? &hooks : NULL;
 }
 
 ap_status
@@ -278,10 +195,10 @@ ap_gpu_start(const ap_gpu_config *c, const char *neighbor,
         snprintf(status, size, "a GPU trace already runs");
         return AP_ERR_ACTIVE;
     }
-    hook_sync = hook_nvtx = 0;
-#ifdef AP_HAVE_CUPTI
-    hook_cupti = 0;
-#endif
+    hook_sync = hook_nvtx = hook_cupti = 0;
+    if (!api) {
+        api = ap_cupti_default();
+    }
     if (c->mode == AP_CUDA_OFF && !c->sync) {
         snprintf(status, size, "off (cuda=False)");
         return AP_OK;
@@ -327,7 +244,6 @@ ap_gpu_start(const ap_gpu_config *c, const char *neighbor,
     return AP_OK;
 }
 
-#ifdef AP_HAVE_CUPTI
 static void
 describe_devices(ap_gpu_trace *t)
 {
@@ -362,9 +278,7 @@ describe_devices(ap_gpu_trace *t)
         cuda->DeviceGetAttribute(&g->warp_size, WARP, dev);
     }
 }
-#endif
 
-#ifdef AP_HAVE_CUPTI
 /* Appends "; text" (or text) to note, as room allows. */
 static void
 add_note(char *note, size_t size, const char *text)
@@ -423,10 +337,10 @@ stop_cupti(const char *neighbor, char *note, size_t size)
         synchronize_devices(devices, note, size);
     }
     /* a client that started during the run keeps its kinds enabled */
-    cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    api->flush();
     if (!neighbor) {
-        disable(NKINDS);
-        cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        api->disable();
+        api->flush();
     }
     size_t lost = ap_gpu_buffers_out();
     if (neighbor || lost || handed_over) {
@@ -458,7 +372,6 @@ stop_cupti(const char *neighbor, char *note, size_t size)
     }
     return t;
 }
-#endif
 
 ap_status
 ap_gpu_stop(ap_gpu_trace **out, const char *neighbor, char *note,
@@ -471,16 +384,11 @@ ap_gpu_stop(ap_gpu_trace **out, const char *neighbor, char *note,
     }
     ap_status st = AP_OK;
     hook_sync = hook_nvtx = 0;
-#ifdef AP_HAVE_CUPTI
     if (hook_cupti) {
         hook_cupti = 0;
         *out = stop_cupti(neighbor, note, size);
         st = *out ? AP_OK : AP_ERR_NOMEM;
     }
-#else
-    (void)neighbor;
-    (void)size;
-#endif
     running = 0;   /* last: no trace starts while this one flushes */
     return st;
 }
@@ -488,12 +396,10 @@ ap_gpu_stop(ap_gpu_trace **out, const char *neighbor, char *note,
 void
 ap_gpu_flush(void)
 {
-#ifdef AP_HAVE_CUPTI
     if (running && hook_cupti) {
         handed_over = 1;
-        cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        api->flush();
     }
-#endif
 }
 
 static int
@@ -545,4 +451,10 @@ ap_gpu_trace_free(ap_gpu_trace *t)
     free(t->links);
     free(t->devices);
     free(t);
+}
+
+int
+ap_gpu_can_trace(void)
+{
+    return ap_cupti_default()->lacking == NULL;
 }

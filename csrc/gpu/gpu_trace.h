@@ -87,4 +87,7 @@ void ap_gpu_trace_resolve(ap_gpu_trace *t, const ap_report *r);
 
 void ap_gpu_trace_free(ap_gpu_trace *t);
 
+/* 1 when this build can trace GPU activity (it has CUPTI's headers). */
+int ap_gpu_can_trace(void);
+
 #endif

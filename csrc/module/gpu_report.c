@@ -117,10 +117,6 @@ ap_gpu_dtype_init(PyObject *module, ap_module_state *st)
             return -1;
         }
     }
-#ifdef AP_HAVE_CUPTI
-    const int have_cupti = 1;
-#else
-    const int have_cupti = 0;
-#endif
-    return PyModule_AddIntConstant(module, "HAVE_CUPTI", have_cupti);
+    return PyModule_AddIntConstant(module, "HAVE_CUPTI",
+                                   ap_gpu_can_trace());
 }

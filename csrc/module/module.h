@@ -91,6 +91,13 @@ int ap_gpu_dtype_init(PyObject *module, ap_module_state *st);
 int ap_contexts_init(PyObject *module, ap_module_state *st);
 int ap_sampler_type_init(PyObject *module);
 
+/* Raises the exception for a core status other than AP_OK, met while
+ * `doing` (e.g. "build the report"), and returns NULL: MemoryError for
+ * AP_ERR_NOMEM, RuntimeError saying another Profiler runs for
+ * AP_ERR_ACTIVE, OSError "cannot <doing>" for AP_ERR_SYSTEM, RuntimeError
+ * "cannot <doing> (status N)" for the rest. */
+PyObject *ap_status_error(ap_status st, const char *doing);
+
 /* The current execution context's key for ap_enter_in/ap_exit_in:
  * CPython's context version, which changes at every switch of context
  * (an asyncio task's step entering its context, and leaving it). */

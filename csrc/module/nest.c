@@ -56,11 +56,7 @@ figures(ap_module_state *st, ap_session *s, const ap_mark *m, uint32_t keep)
     ap_since since;
     ap_status status = ap_session_since(s, m, keep, &since);
     if (status != AP_OK) {
-        return status == AP_ERR_NOMEM
-                   ? PyErr_NoMemory()
-                   : PyErr_Format(PyExc_RuntimeError,
-                                  "cannot take the session's figures "
-                                  "(status %d)", (int)status);
+        return ap_status_error(status, "take the session's figures");
     }
     PyObject *threads = ap_threads_noted(st);
     PyObject *d = ap_report_to_python(st, since.report, NULL, threads);

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "../core/session.h"
-#include "../gpu/cuda_loader.h"
+#include "../common/cuda_loader.h"
 #include "../gpu/gpu_records.h"
 #include "nest.h"
 
@@ -204,10 +204,7 @@ profiler_init(ProfilerObject *self, PyObject *args, PyObject *kwargs)
 static PyObject *
 busy(void)
 {
-    PyErr_SetString(PyExc_RuntimeError,
-                    "another aquaprof.Profiler is running in this process "
-                    "and this one was started with nest=False");
-    return NULL;
+    return ap_status_error(AP_ERR_ACTIVE, "start the Profiler");
 }
 
 static ap_module_state *
@@ -291,22 +288,12 @@ profiler_start(ProfilerObject *self, PyObject *args, PyObject *kwargs)
     st = ap_session_start(&self->config, &self->session);
     if (st != AP_OK) {
         undo_gpu();
+        return ap_status_error(st, "sample host memory (/proc/self/statm "
+                               "is unreadable or no thread could start); "
+                               "pass memory=False");
     }
-    switch (st) {
-    case AP_OK:
-        self->state = RUNNING;
-        Py_RETURN_NONE;
-    case AP_ERR_ACTIVE:
-        return busy();
-    case AP_ERR_NOMEM:
-        return PyErr_NoMemory();
-    default:
-        PyErr_SetString(PyExc_OSError,
-                        "cannot sample host memory (/proc/self/statm is "
-                        "unreadable or no thread could start); pass "
-                        "memory=False");
-        return NULL;
-    }
+    self->state = RUNNING;
+    Py_RETURN_NONE;
 }
 
 /* "<start status>; <note>" as the run's GPU status; None, or NULL with
@@ -365,7 +352,7 @@ stop_run(ProfilerObject *self, const char *neighbor)
     st = ap_gpu_stop(&self->gpu_trace, neighbor, note, sizeof(note));
     Py_END_ALLOW_THREADS
     if (st != AP_OK) {
-        return PyErr_NoMemory();
+        return ap_status_error(st, "stop the GPU trace");
     }
     return note[0] ? add_gpu_note(self, note) : Py_NewRef(Py_None);
 }
@@ -393,16 +380,6 @@ report_dict(ProfilerObject *self, ap_report *r, ap_gpu_trace *gpu,
         return NULL;
     }
     return ap_report_to_python(ap_state(module), r, gpu, threads);
-}
-
-static PyObject *
-status_error(ap_status st)
-{
-    return st == AP_ERR_NOMEM
-               ? PyErr_NoMemory()
-               : PyErr_Format(PyExc_RuntimeError,
-                              "cannot build the report (status %d)",
-                              (int)st);
 }
 
 static PyObject *
@@ -450,7 +427,7 @@ profiler_report_data(ProfilerObject *self, PyObject *unused)
             ap_status st = ap_session_report(self->session,
                                              &self->core_report);
             if (st != AP_OK) {
-                return status_error(st);
+                return ap_status_error(st, "build the report");
             }
         }
         /* out of memory here keeps the core's report for another try:
@@ -506,7 +483,7 @@ profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
     ap_report *r = NULL;
     ap_status st = ap_session_snapshot(self->session, &r);
     if (st != AP_OK) {
-        return status_error(st);
+        return ap_status_error(st, "build the report");
     }
     PyObject *threads = ap_threads_noted(mst);
     PyObject *d = report_dict(self, r, NULL, threads);

@@ -1,7 +1,7 @@
 /* What a stopped sampler recorded, as the report's samples section
  * (docs/report-format.md): code frames, aggregate stacks, the timeline
  * as bytes that the Python layer views as an array. */
-#include "sampler.h"
+#include "../sampler/sampler.h"
 
 /* [function, file, line] of each frame (the store's entries are
  * (function, file, line) tuples). */

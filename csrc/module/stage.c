@@ -16,7 +16,8 @@ typedef struct {
 } StageObject;
 
 /* CPython's 'with' looks __enter__ and __exit__ up on the type and binds
- * them, allocating two method objects per block: 40 ns of a 70 ns pair.
+ * them, allocating two method objects per block, most of a stage pair's
+ * cost (docs/benchmarks.md, "Overhead of a stage").
  * Here both resolve, through a descriptor, to the stage itself (no
  * allocation), and calling a stage dispatches on the argument count:
  * () enters, (exc_type, exc, tb) exits, (function) decorates. */

@@ -268,7 +268,7 @@ wrap_suspendable(ap_module_state *st, PyObject *func, PyObject *name,
                  int64_t items, int kind)
 {
     if (st->wrap_suspendable == NULL) {
-        PyObject *mod = PyImport_ImportModule("aquaprof._suspendable");
+        PyObject *mod = PyImport_ImportModule("aquaprof.record.suspendable");
         if (mod == NULL) {
             return NULL;
         }

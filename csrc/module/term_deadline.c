@@ -1,4 +1,4 @@
-/* A captured child's SIGTERM, with a deadline (aquaprof/children.py).
+/* A captured child's SIGTERM, with a deadline (aquaprof/record/processes/child.py).
  *
  * CPython runs a signal's Python handler on the main thread, between
  * bytecodes: a main thread busy in one long C call (a numpy operation, a

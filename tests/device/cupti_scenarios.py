@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import aquaprof as ap  # noqa: E402
-from aquaprof import _core, schema  # noqa: E402
+from aquaprof import _core
+from aquaprof.model import schema
 
 # a kernel's timestamps and a span's come from one clock, but CUPTI
 # converts the device's: a few microseconds of skew are its own
@@ -352,7 +353,7 @@ def overhead():
 
 
 def blocks():
-    """Python blocks a traced run leaves behind: tests/test_refcounts.py
+    """Python blocks a traced run leaves behind: tests/package/test_refcounts.py
     saw about one a run on a GPU machine and none through the fakes; the
     largest growths by traceback say where."""
     import gc

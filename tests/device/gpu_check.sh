@@ -126,10 +126,10 @@ EOF
         "$CUOBJDUMP" --list-elf "$fatbin" | grep -q sm_90 ||
             { echo "FAILED: no sm_90 code in $fatbin"; rc=1; }
     fi
-    echo "--- ptxas on csrc/kernels/sweep.cu for sm_90: registers, spills, shared memory"
+    echo "--- ptxas on csrc/mvs/cuda/sweep.cu for sm_90: registers, spills, shared memory"
     if [ -n "$NVCC" ]; then
         "$NVCC" -cubin -arch=sm_90 -O3 -std=c++17 -Xptxas -v \
-            -o "$SCRATCH/sweep_sm90.cubin" csrc/kernels/sweep.cu 2>&1 || rc=1
+            -o "$SCRATCH/sweep_sm90.cubin" csrc/mvs/cuda/sweep.cu 2>&1 || rc=1
     else
         echo "nvcc not found"
     fi
@@ -148,7 +148,7 @@ step_aquamvs_cpu() {
     # machine's torch, as written and with fast convolutions
     local pin=()
     if command -v taskset >/dev/null; then pin=(taskset -c 0,1); fi
-    "${pin[@]}" "$PY" benchmarks/bench_aquamvs.py --repeats 3 \
+    "${pin[@]}" "$PY" benchmarks/mvs/bench_aquamvs.py --repeats 3 \
         --torch-planes 3
 }
 
@@ -161,8 +161,11 @@ step_pytest_rest() {
     local -a pids=() logs=() lists=()
     args=(-m pytest -v -rfE -p no:cacheprovider -m "not gpu")
     if [ -n "${HAVE_PYTEST_TIMEOUT:-}" ]; then args+=("--timeout=$per_test"); fi
-    # the largest file first, each to the lightest shard so far
-    mapfile -t lists < <(ls -S tests/test_*.py | grep -vx tests/test_refcounts.py |
+    # every room's test files (tests/mvs/ ...), the largest first, each to
+    # the lightest shard so far
+    # shellcheck disable=SC2046  # file names have no spaces
+    mapfile -t lists < <(ls -S $(find tests -name 'test_*.py') |
+        grep -vx tests/package/test_refcounts.py |
         awk -v n="$shards" '{ k = 0
             for (i = 1; i < n; i++) if (size[i] < size[k]) k = i
             cmd = "wc -c < " $0; cmd | getline b; close(cmd)
@@ -366,13 +369,13 @@ done
 # the fork test sees a parent's GPU state; the refcount test's bad device
 # pointers would spoil the CUDA tests that follow them in one process
 pytest_step pytest_fork 15 60 50 \
-    tests/test_behaviour.py::test_fork_child_neither_corrupts_nor_reports_parent_data
-pytest_step pytest_refcounts_then_mvs_gpu 20 120 100 tests/test_refcounts.py \
-    tests/test_mvs_gpu.py
+    tests/package/test_behaviour.py::test_fork_child_neither_corrupts_nor_reports_parent_data
+pytest_step pytest_refcounts_then_mvs_gpu 20 120 100 tests/package/test_refcounts.py \
+    tests/mvs/test_mvs_gpu.py
 step demo_cuda 20 90 "$PY" -m aquaprof demo --device cuda --height 240 \
     --width 320 --depths 48 --out "$SCRATCH/demo"
 # the headline figure, against torch on the same GPU
-step bench_mvs_cuda 60 150 "$PY" benchmarks/bench_mvs.py --device cuda \
+step bench_mvs_cuda 60 150 "$PY" benchmarks/mvs/bench_mvs.py --device cuda \
     --height 1200 --width 1600 --views 5 --depths 128 --window 11 \
     --gpu-repeats 5 --batches 8,32
 step bench_gpu_overhead 20 90 "$PY" benchmarks/bench_gpu_overhead.py \
@@ -380,7 +383,7 @@ step bench_gpu_overhead 20 90 "$PY" benchmarks/bench_gpu_overhead.py \
 # the AquaMVS drop-in (parity and textbook) against AquaMVS in torch
 for cost in ncc ssim; do
     step "bench_aquamvs_${cost}_cuda" 30 120 "$PY" \
-        benchmarks/bench_aquamvs_dropin.py --device cuda --cost "$cost" \
+        benchmarks/mvs/bench_aquamvs_dropin.py --device cuda --cost "$cost" \
         --height 240 --width 320 --depths 64 --repeats 3
 done
 step bench_aquamvs_cpu 40 150 bash "$SELF" --step aquamvs_cpu

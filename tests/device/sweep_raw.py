@@ -22,7 +22,7 @@ from aquaprof import _mvs, mvs
 from aquaprof.mvs import scenes
 from aquaprof.mvs.plane_sweep import COSTS
 
-TOLERANCE = 1e-4        # what tests/test_mvs_gpu.py allows
+TOLERANCE = 1e-4        # what tests/mvs/test_mvs_gpu.py allows
 NAN_BITS = 0x7FC00000   # a float32 NaN: a pixel never written shows up
 
 u64, size_t, vp = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p

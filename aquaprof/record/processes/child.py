@@ -1,0 +1,314 @@
+"""The child's side: a process started by a capturing Profiler records
+from its start and delivers its report to the parent's folder.
+
+A Profiler of the child's own starts before the target runs, with the
+options and calibration the parent published (processes.folder): from
+multiprocessing's after-fork hooks in a forked child, and as the config
+arrives (unpickled with the process object) in a spawned or forkserver
+one, which runs no such hook on Python 3.11 and later.
+multiprocessing's exit finalizers (run before its ``os._exit``) and a
+SIGTERM handler (``Pool.terminate``) stop it and write its report into
+the folder. A marker written at the start lets the parent count the
+children that never report (killed, crashed, still running).
+
+A SIGTERM's Python handler runs only once the main thread is back in the
+interpreter: a child busy in one long C call would outlive the SIGTERM
+that ends it unprofiled. The extension's SIGTERM handler wakes a native
+watcher (term_deadline.c), which ends the child by SIGTERM's default
+action when the Python handler has not started within the deadline the
+parent gave (processes.parent.SIGTERM_DEADLINE_S), and leaves a mark
+that tells the parent why no report came.
+
+Nothing here raises into the child's program: a child that cannot record
+or deliver runs on unprofiled and is counted lost by the parent.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from ... import _core
+from ..profiler import Profiler
+from . import folder as files
+from . import parent
+
+# how often a child looks whether its parent's Profiler still runs
+FOLDER_CHECK_S = 1.0
+
+_child: Optional[Dict[str, Any]] = None    # this process's capture, if any
+_hooked = False
+_delivering = False
+_pending_signal = 0     # a SIGTERM that came while delivering
+
+
+def register_hook() -> None:
+    """Has multiprocessing start a child's capture before its target runs
+    (and starts it now, when this process is such a child already
+    running: aquaprof imported from inside the target). Called as
+    aquaprof is imported, and again by the parent side once a Profiler
+    publishes (multiprocessing is loaded by then)."""
+    global _hooked
+    parent.attach_child_side(_Entries, register_hook)
+    if "multiprocessing" not in sys.modules or _hooked:
+        return
+    import multiprocessing.util as util
+    _hooked = True
+    util.register_after_fork(_HOOK_OWNER, _after_fork)
+    process = sys.modules["multiprocessing.process"]
+    if process.parent_process() is not None:
+        _start_capture()
+
+
+class _Entries(tuple):
+    """The config's value. Unpickled in a child that spawn or forkserver
+    starts, it starts the child's capture: a spawned child runs no
+    after-fork hooks, and the entries come with the process object, before
+    the target runs."""
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_arrive, (tuple(self),))
+
+
+def _arrive(entries: Tuple[Dict[str, Any], ...]) -> "_Entries":
+    found = _Entries(entries)
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None and \
+            getattr(process.current_process(), "_inheriting", False):
+        register_hook()
+        _start_capture(found)
+    return found
+
+
+class _HookOwner:
+    """register_after_fork keeps its callbacks by a weak reference to an
+    owner: this one lives as long as the module."""
+
+
+_HOOK_OWNER = _HookOwner()
+
+
+def _after_fork(_owner: Any) -> None:
+    global _child
+    if _child is not None and _child["pid"] == os.getpid():
+        # started as the process object arrived (forkserver, and spawn
+        # before Python 3.11): the exit finalizers were cleared since
+        _finalize_at_exit()
+        return
+    _child = None     # a fork of a capturing child is a child of its own
+    _start_capture()
+
+
+def _start_capture(entries: Optional[Tuple[Dict[str, Any], ...]] = None
+                   ) -> None:
+    global _child
+    if entries is None:
+        entries = files.config().get(files.CONFIG_KEY)
+    if not entries or _child is not None:
+        return
+    try:
+        prof = Profiler.from_options(entries[0]["options"],
+                                     calibration=entries[0].get("overhead"))
+        prof.start()
+    except Exception:    # noqa: BLE001 - never break the child
+        return
+    token = f"{os.getpid()}-{os.urandom(4).hex()}"
+    _child = {"profiler": prof, "token": token, "entries": entries,
+              "pid": os.getpid()}
+    _finalize_at_exit()
+    _catch_sigterm([files.path(entry["dir"], token, files.KILLED)
+                    for entry in entries],
+                   files.deadline_s(entries[0].get("sigterm_deadline_s")))
+    # last: a child counted as started can deliver from here on
+    marker = files.marker_text(os.getpid(), _label())
+    for entry in entries:
+        if not files.write(files.path(entry["dir"], token, files.STARTED),
+                           marker):
+            _child = None     # the parent is gone: run on unprofiled
+            prof.stop()
+            _core._sigterm_release()
+            return
+    _start_quiet(threading.Thread(target=_end_with_the_parent,
+                                  args=(_child,), name="aquaprof-child",
+                                  daemon=True))
+
+
+def _start_quiet(thread: threading.Thread) -> None:
+    """Starts a helper thread with every signal blocked (it inherits the
+    starting thread's mask, which is then restored): a SIGTERM or a
+    Ctrl-C then reaches the main thread, which, waiting on a lock (a pool
+    worker waiting for work), wakes only for a signal delivered to
+    itself."""
+    if not hasattr(signal, "pthread_sigmask"):
+        thread.start()
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _end_with_the_parent(child: Dict[str, Any]) -> None:
+    """Stops the capture of a child that outlives its parent's Profiler
+    (a pool or persistent DataLoader worker still running at stop()):
+    once every parent's folder is gone, nobody will read its report, and
+    recording on would only hold memory and a sampler thread."""
+    global _child
+    folders = [entry["dir"] for entry in child["entries"]]
+    while _child is child:
+        time.sleep(FOLDER_CHECK_S)
+        if any(os.path.isdir(folder) for folder in folders):
+            continue
+        if _child is child and not _delivering:
+            _child = None
+            child["profiler"].stop()
+            # nothing left to deliver: SIGTERM ends the process as it
+            # would have, at once (one that came and was not handled
+            # yet too)
+            _core._sigterm_release()
+        return
+
+
+def _finalize_at_exit() -> None:
+    """multiprocessing runs its finalizers as the child's target returns
+    or raises, before its os._exit: after everything the child did, and
+    after it joined its own children."""
+    import multiprocessing.util
+    multiprocessing.util.Finalize(None, deliver, exitpriority=-100)
+
+
+def _current_process() -> Any:
+    import multiprocessing
+    return multiprocessing.current_process()
+
+
+def _label() -> str:
+    """`worker N` for a torch DataLoader worker, else the process's name
+    (ForkPoolWorker-1, SpawnProcess-2, ...); then the pid."""
+    process = _current_process()
+    worker = _dataloader_worker_id(process)
+    name = process.name if worker is None else f"worker {worker}"
+    if getattr(process, "_inheriting", False):
+        name = "child"    # its process object has not arrived yet
+    return f"{name} (pid {os.getpid()})"
+
+
+def _dataloader_worker_id(process: Any) -> Optional[int]:
+    """The worker id torch's DataLoader gave this process: its target's
+    argument `worker_id`, known before the worker loop starts. Read from
+    the code object (no inspect: this runs as the child starts, where
+    every moment is one a Ctrl-C can land in)."""
+    target = getattr(process, "_target", None)
+    code = getattr(target, "__code__", None)
+    if code is None or getattr(target, "__name__", "") != "_worker_loop" \
+            or not getattr(target, "__module__", "").startswith(
+                "torch.utils.data"):
+        return None
+    names = code.co_varnames[:code.co_argcount]
+    args = getattr(process, "_args", ())
+    if "worker_id" in getattr(process, "_kwargs", {}):
+        worker = process._kwargs["worker_id"]
+    elif "worker_id" in names and names.index("worker_id") < len(args):
+        worker = args[names.index("worker_id")]
+    else:
+        return None
+    return worker if isinstance(worker, int) else None
+
+
+def deliver() -> None:
+    """Stops this child's capture and writes its report for each parent
+    Profiler; once, and only in the process that started it."""
+    global _child, _delivering
+    child = _child
+    if child is None or _delivering or child["pid"] != os.getpid():
+        return
+    _delivering = True
+    try:
+        # a SIGTERM meanwhile waits for the delivery, even one in C
+        _core._sigterm_hold(True)
+        _deliver(child)
+    finally:
+        _child = None
+        _delivering = False
+        _core._sigterm_hold(False)
+        if _pending_signal:
+            _die_by(_pending_signal)
+
+
+def _deliver(child: Dict[str, Any]) -> None:
+    token, entries = child["token"], child["entries"]
+    for entry in entries:
+        if not files.write(files.path(entry["dir"], token, files.EXITING),
+                           ""):
+            return      # a parent gone: nobody to read it
+    text = _report_text(child["profiler"])
+    if text is None:
+        return      # the parent counts it lost
+    for entry in entries:
+        files.write(files.path(entry["dir"], token, files.REPORT), text)
+
+
+def _report_text(prof: Profiler) -> Optional[str]:
+    """The child's report as JSON; None when it could not be made."""
+    try:
+        prof.stop()
+        data = prof.report().to_dict()
+    except Exception:    # noqa: BLE001 - never break the child
+        return None
+    data["label"] = _label()
+    worker = _dataloader_worker_id(_current_process())
+    if worker is not None:
+        data["worker"] = worker
+    try:
+        return json.dumps(data, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _catch_sigterm(marks: List[str], deadline_s: float) -> None:
+    """Pool.terminate() and DataLoader shutdowns end workers with SIGTERM:
+    deliver, then die by it as the program expected; a child whose main
+    thread stays in C past deadline_s dies by it at once, the files
+    `marks` telling the parent so. Only where nobody handles SIGTERM
+    already, and only from the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler is signal.SIG_DFL:
+        try:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError):
+            return
+    elif handler is not _on_sigterm:    # the program's own
+        return
+    try:
+        _core._sigterm_deadline(deadline_s, marks)
+    except (OSError, MemoryError):
+        # no watch: a handler of ours that a C call could keep from
+        # running would break the program's SIGTERM; its default, then
+        files.os_ok(signal.signal, signal.SIGTERM, signal.SIG_DFL)
+
+
+def _on_sigterm(signum: int, _frame: Any) -> None:
+    global _pending_signal
+    # for good: the process ends by the signal once delivered
+    _core._sigterm_hold(True)
+    if _delivering:
+        # the exit's own delivery, interrupted (a Pool worker ending on
+        # its sentinel as terminate() signals it): die once it is done
+        _pending_signal = signum
+        return
+    try:
+        deliver()
+    finally:
+        _die_by(signum)     # whatever happened: the signal's own end
+
+
+def _die_by(signum: int) -> None:
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)

@@ -1,0 +1,354 @@
+"""Plane-sweep cost volumes: aquaprof's kernels against the way users
+write it today in PyTorch (per depth and view: a Newton solve for the
+refracted projection, grid_sample, conv2d window sums), in one run.
+
+    python benchmarks/mvs/bench_mvs.py [--height 480 --width 640 --views 4
+                                    --depths 64,128 --repeats 3]
+    python benchmarks/mvs/bench_mvs.py --device cuda      # on a GPU
+
+CPU: ours and torch float32 are each the median of --repeats runs (torch
+warmed up first); the same torch code in float64, run once, is the
+reference of the same maths: the report gives our error against it. The
+floor beside each time comes from two ceilings measured here first: a
+float64 matrix product (arithmetic) and a large copy (memory). Target:
+>= 20x the torch CPU version.
+
+Against AquaMVS's own conventions (its centring, zero padding, per-depth
+and per-source loop, float32 Newton), NCC and SSIM, both parity modes,
+on 1 and 2 threads: benchmarks/mvs/bench_aquamvs.py; the drop-in from BGR
+frames, CPU or CUDA: benchmarks/mvs/bench_aquamvs_dropin.py.
+
+CUDA: both on the GPU, timed with CUDA events (3 warm-ups, median of
+--gpu-repeats), ours once for each way of warping the sources
+(--gpu-warps: strips of rows, the cost kernel's tiles, or whole planes
+first), beside
+the bytes-moved roofline: the bytes a cost volume must move at least
+(inputs read once, the volume written once) over the device-to-device
+copy bandwidth measured in the same run. Target: >= 100x the torch GPU
+version.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from aquaprof import mvs  # noqa: E402
+from aquaprof.mvs import _cuda, scenes  # noqa: E402
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+
+NEWTON = 10     # the torch version's cold-start iteration count
+GPU_TARGET = 100   # the GPU kernel against the users' torch way, same GPU
+# what our CPU path computes per sample (pixel, depth, view): the ray point
+# in the interface frame (~25), the table guess (~15), one Newton step
+# (~25), the pixel (~20), bilinear (~10), window sums and cost (~40)
+FLOPS_PER_SAMPLE = 25 + 15 + 25 + 20 + 10 + 40
+
+
+def ceilings():
+    """Measured float64 arithmetic rate (matmul) and copy bandwidth."""
+    a = np.random.default_rng(0).random((1024, 1024))
+    a @ a
+    t = time.perf_counter()
+    for _ in range(3):
+        a @ a
+    flops = 3 * 2 * 1024 ** 3 / (time.perf_counter() - t)
+    big = np.ones(32 * 1024 * 1024 // 8 * 8)     # 256 MiB
+    dst = np.empty_like(big)
+    np.copyto(dst, big)
+    t = time.perf_counter()
+    for _ in range(3):
+        np.copyto(dst, big)
+    bandwidth = 3 * 2 * big.nbytes / (time.perf_counter() - t)
+    return flops, bandwidth
+
+
+# ------------------------------------------------------- torch version
+def torch_cost_volume(ref, srcs, ref_cam, src_cams, depths, window, dtype,
+                      device="cpu"):
+    """NCC cost volume as users write it in PyTorch (same definitions as
+    aquaprof: box window, invalid samples excluded, < half seen -> 1)."""
+    h, w = ref.shape
+    v, u = np.mgrid[0:h, 0:w]
+    o, d, ok = ref_cam.cast_rays(np.stack([u.ravel(), v.ravel()], 1)
+                                 .astype(np.float64))
+    o = torch.from_numpy(o).to(device, dtype)
+    d = torch.from_numpy(d).to(device, dtype)
+    ray_ok = torch.from_numpy(ok).to(device)
+    r_img = torch.from_numpy(ref).to(device, dtype)[None, None]
+    s_imgs = [torch.from_numpy(s).to(device, dtype)[None, None]
+              for s in srcs]
+    box = torch.ones(6, 1, window, window, dtype=dtype, device=device)
+    pad = window // 2
+    out = torch.zeros(h, w, len(depths), dtype=dtype, device=device)
+    for k, depth in enumerate(depths):
+        x = o + float(depth) * d
+        for s_img, cam in zip(s_imgs, src_cams):
+            px, valid = torch_project(cam, x, dtype, device)
+            valid = valid & ray_ok & (px[:, 0] >= 0) & (px[:, 0] <= w - 1) \
+                & (px[:, 1] >= 0) & (px[:, 1] <= h - 1)
+            grid = torch.stack([px[:, 0] / (w - 1) * 2 - 1,
+                                px[:, 1] / (h - 1) * 2 - 1], 1)
+            grid = torch.nan_to_num(grid, nan=-2.0).reshape(1, h, w, 2)
+            s = F.grid_sample(s_img, grid, align_corners=True)
+            m = valid.reshape(1, 1, h, w).to(dtype)
+            s = s * m
+            r = r_img * m
+            stack = torch.cat([m, r, s, r * r, s * s, r * s], dim=1)
+            sums = F.conv2d(stack, box, padding=pad, groups=6)[0]
+            n = sums[0].clamp(min=1e-12)
+            mr, ms = sums[1] / n, sums[2] / n
+            vr = sums[3] / n - mr * mr
+            vs = sums[4] / n - ms * ms
+            cov = sums[5] / n - mr * ms
+            ncc = (cov / torch.sqrt((vr * vs).clamp(min=1e-30))).clamp(-1, 1)
+            cost = 1 - ncc
+            cost = torch.where((vr < 1e-10) | (vs < 1e-10), 1.0, cost)
+            cost = torch.where(sums[0] < window * window / 2, 1.0, cost)
+            out[:, :, k] += cost
+    return out / len(srcs)
+
+
+def torch_project(cam, x, dtype, device="cpu"):
+    """Refracted projection, vectorised: Newton from the straight line."""
+    def tensor(values):
+        return torch.tensor(values, dtype=dtype, device=device)
+
+    n = tensor(cam.normal / np.linalg.norm(cam.normal))
+    plane = float(n @ tensor([0, 0, cam.water_z]))
+    c = tensor(cam.center)
+    hc = float(n @ c) - plane
+    depth = plane - x @ n
+    foot = c - hc * n
+    hvec = x + depth[:, None] * n - foot
+    dist = torch.linalg.norm(hvec, dim=1)
+    r = dist * hc / (hc + depth)
+    for _ in range(NEWTON):
+        a2 = r * r + hc * hc
+        a = torch.sqrt(a2)
+        wv = dist - r
+        b2 = wv * wv + depth * depth
+        b = torch.sqrt(b2)
+        f = cam.n_air * r / a - cam.n_water * wv / b
+        df = cam.n_air * hc * hc / (a2 * a) + \
+            cam.n_water * depth * depth / (b2 * b)
+        r = r - f / df
+    p = foot + hvec * (r / dist.clamp(min=1e-30))[:, None]
+    R, t, K = tensor(cam.R), tensor(cam.t), tensor(cam.K)
+    pc = p @ R.T + t
+    uv = pc @ K.T
+    px = uv[:, :2] / uv[:, 2:3]
+    return px, (depth > 0) & (pc[:, 2] > 0)
+
+
+def timed(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), result
+
+
+def depth_batch_sweep(args, scene, ref, srcs, count, timer):
+    """The same cost volume at each --batches depth_batch, timed by
+    timer(fn) -> (seconds, result)."""
+    if not args.batches:
+        return
+    depths = np.linspace(*scene.depth_range(0.03), count)
+    print(f"\ndepth_batch sweep, {count} depths:")
+    for batch in [int(x) for x in args.batches.split(",")]:
+        t, _ = timer(lambda: mvs.build_cost_volume(
+            ref, srcs, scene.ref_cam, scene.cameras[1:], depths, "ncc",
+            args.window, depth_batch=batch))
+        print(f"  depth_batch {batch:3d}: {t * 1e3:9.1f} ms")
+
+
+def gpu_timed(fn, repeats):
+    """Median seconds of fn on the GPU (CUDA events, 3 warm-ups)."""
+    for _ in range(3):
+        result = fn()
+    times = []
+    for _ in range(repeats):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        result = fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times), result
+
+
+def gpu_bandwidth():
+    """Device-to-device copy bandwidth (read + write), 1 GiB."""
+    a = torch.empty(1 << 28, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+    t, _ = gpu_timed(lambda: b.copy_(a), 10)
+    return 2 * a.numel() * 4 / t
+
+
+def bench_cuda(args, scene, depth_counts) -> int:
+    if torch is None or not torch.cuda.is_available():
+        print("--device cuda needs torch with a CUDA device", file=sys.stderr)
+        return 2
+    bandwidth = gpu_bandwidth()
+    h, w, n = args.height, args.width, args.views
+    print(f"{h}x{w}, {n} source views, NCC window {args.window}, "
+          f"refractive cameras, {torch.cuda.get_device_name()}")
+    print(f"copy bandwidth measured now: {bandwidth / 1e9:.0f} GB/s")
+    ref = torch.from_numpy(scene.ref).cuda()
+    srcs = torch.from_numpy(np.stack(scene.images[1:])).cuda()
+    cams = scene.cameras[1:]
+    print(f"\n{'depths':>6} {'ours ms':>8} {'Gsamp/s':>8} {'roof ms':>8} "
+          f"{'of roof':>8} {'torch ms':>9} {'x torch':>8} {'max |diff|':>10} "
+          f"warp")
+    worst = {}
+    asked = os.environ.get(_cuda.WARP_ENV)
+    for count in depth_counts:
+        depths = np.linspace(*scene.depth_range(0.03), count)
+        torch_t = float("nan") if args.skip_torch else gpu_timed(
+            lambda: torch_cost_volume(
+                scene.ref, scene.images[1:], scene.ref_cam, cams, depths,
+                args.window, torch.float32, "cuda"),
+            max(3, args.gpu_repeats // 4))[0]
+        cpu = mvs.build_cost_volume(scene.ref, scene.images[1:],
+                                    scene.ref_cam, cams, depths, "ncc",
+                                    args.window)
+        roof = (4 * count + 4 * (n + 1)) * h * w / bandwidth
+        samples = n * count * h * w
+        # each way of warping the sources in turn, in one process
+        for how in args.gpu_warps.split(","):
+            os.environ[_cuda.WARP_ENV] = how
+            ours_t, ours = gpu_timed(lambda: mvs.build_cost_volume(
+                ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window),
+                args.gpu_repeats)
+            got = ours.cpu().numpy()
+            del ours
+            diff = float(np.nanmax(np.abs(got - cpu)))
+            # where they part, and how often: a max alone hides whether
+            # one window of near-zero variance or a whole border disagrees
+            seen = ~np.isnan(cpu) & ~np.isnan(got)
+            off = int((np.abs(got[seen] - cpu[seen]) > 1e-4).sum())
+            nan_apart = int((np.isnan(cpu) != np.isnan(got)).sum())
+            print(f"{count:6d} {ours_t * 1e3:8.2f} "
+                  f"{samples / ours_t / 1e9:8.2f} {roof * 1e3:8.3f} "
+                  f"{roof / ours_t * 100:7.1f}% {torch_t * 1e3:9.1f} "
+                  f"{torch_t / ours_t:8.1f} {diff:10.1e} {how}")
+            print(f"       against the CPU: {off} of {cpu.size} costs off "
+                  f"by more than 1e-4, {nan_apart} seen by one side only")
+            ratio = torch_t / ours_t
+            worst[how] = min(worst.get(how, ratio), ratio)
+    if asked is None:
+        os.environ.pop(_cuda.WARP_ENV)
+    else:
+        os.environ[_cuda.WARP_ENV] = asked
+    for how, ratio in worst.items() if not args.skip_torch else ():
+        print(f"\ntarget: >= {GPU_TARGET}x torch on the GPU, warp {how}: "
+              f"{'met' if ratio >= GPU_TARGET else 'not met'} "
+              f"({ratio:.1f}x); CUDA equals the CPU within 1e-4: see max "
+              f"|diff|")
+    depth_batch_sweep(args, scene, ref, srcs, depth_counts[0],
+                      lambda fn: gpu_timed(fn, args.gpu_repeats))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--height", type=int, default=480)
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--views", type=int, default=4,
+                        help="source views (default 4)")
+    parser.add_argument("--depths", default="64,128")
+    parser.add_argument("--window", type=int, default=11)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-torch", action="store_true",
+                        help="time our kernels only")
+    parser.add_argument("--batches", default="1,8,16,32",
+                        help="depth_batch values to sweep (first depths; "
+                             "empty: none)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--gpu-repeats", type=int, default=20)
+    parser.add_argument("--gpu-warps", default="strip,tile,planes",
+                        help="ways of warping the sources to time "
+                             f"({_cuda.WARP_ENV}; default strip,tile,planes)")
+    args = parser.parse_args()
+    depth_counts = [int(x) for x in args.depths.split(",")]
+    if args.device == "cuda":
+        scene = scenes.make_scene("flat", "refractive", args.views + 1,
+                                  args.height, args.width)
+        return bench_cuda(args, scene, depth_counts)
+    flops, bandwidth = ceilings()
+    threads = len(os.sched_getaffinity(0))
+    print(f"{args.height}x{args.width}, {args.views} source views, NCC "
+          f"window {args.window}, refractive cameras, {threads} threads")
+    print(f"ceilings measured now: {flops / 1e9:.1f} GFLOP/s float64 "
+          f"(matmul), {bandwidth / 1e9:.1f} GB/s copy")
+    scene = scenes.make_scene("flat", "refractive", args.views + 1,
+                              args.height, args.width)
+    ref, srcs = scene.ref, scene.images[1:]
+    cams = scene.cameras[1:]
+    rows = []
+    if torch is not None and not args.skip_torch:
+        # torch's first calls set up its kernels and thread pool: not
+        # part of what a cost volume costs
+        torch_cost_volume(ref, srcs, scene.ref_cam, cams,
+                          np.linspace(*scene.depth_range(0.03), 2),
+                          args.window, torch.float32)
+    for count in depth_counts:
+        depths = np.linspace(*scene.depth_range(0.03), count)
+        samples = args.views * count * args.height * args.width
+        floor = max(samples * FLOPS_PER_SAMPLE / flops,
+                    (4 * count + 4 * (args.views + 1)) * args.height
+                    * args.width / bandwidth)
+        ours_t, ours = timed(lambda: mvs.build_cost_volume(
+            ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window),
+            args.repeats)
+        line = {"depths": count, "ours": ours_t, "floor": floor,
+                "gsamples": samples / ours_t / 1e9}
+        if torch is not None and not args.skip_torch:
+            line["torch32"], _ = timed(lambda: torch_cost_volume(
+                ref, srcs, scene.ref_cam, cams, depths, args.window,
+                torch.float32), args.repeats)
+            line["torch64"], ref64 = timed(lambda: torch_cost_volume(
+                ref, srcs, scene.ref_cam, cams, depths, args.window,
+                torch.float64).numpy(), 1)
+            line["error"] = float(np.linalg.norm(ours - ref64)
+                                  / np.linalg.norm(ref64))
+        rows.append(line)
+        print(f"  {count} depths done", file=sys.stderr)
+    print()
+    print(f"{'depths':>6} {'ours s':>8} {'Gsamp/s':>8} {'floor s':>8} "
+          f"{'of floor':>8} {'torch32 s':>10} {'x torch32':>9} "
+          f"{'torch64 s':>10} {'x torch64':>9} {'rel err':>9}")
+    for r in rows:
+        extra = ""
+        if "torch32" in r:
+            extra = (f" {r['torch32']:10.2f} {r['torch32'] / r['ours']:9.1f}"
+                     f" {r['torch64']:10.2f} {r['torch64'] / r['ours']:9.1f}"
+                     f" {r['error']:9.1e}")
+        print(f"{r['depths']:6d} {r['ours']:8.2f} {r['gsamples']:8.4f} "
+              f"{r['floor']:8.3f} {r['floor'] / r['ours'] * 100:7.1f}%"
+              + extra)
+    if rows and "torch32" in rows[0]:
+        worst = min(r["torch32"] / r["ours"] for r in rows)
+        print(f"\ntarget: >= 20x torch32 on the CPU: "
+              f"{'met' if worst >= 20 else 'not met'} ({worst:.1f}x)")
+    depth_batch_sweep(args, scene, ref, srcs, depth_counts[0],
+                      lambda fn: timed(fn, args.repeats))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

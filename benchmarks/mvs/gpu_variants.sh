@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Variants of the CUDA kernels, each built in place and timed on the
+# headline volume, in one call: for a lent GPU's minutes after
+# `make gpu-check`.
+#
+#     benchmarks/mvs/gpu_variants.sh ["NVCC FLAGS" ...]
+#
+# Each argument is one variant's extra nvcc flags ($AQUAPROF_NVCC_FLAGS;
+# "" is the code as committed); by default "" and
+# "-DAP_GPU_PLANES_BLOCKS=3". Each is built by `setup.py build_ext
+# --inplace --force` and timed by benchmarks/mvs/bench_mvs.py --device cuda
+# (1200x1600, 5 sources, 128 depths, NCC 11, both ways of warping, torch
+# left out), which checks its costs against the CPU path. The code as
+# committed is built again at the end; a table of the variants is last.
+# Environment: PYTHON (default python3). Exit status 1 when a build or a
+# run failed.
+set -u -o pipefail
+cd "$(dirname "$0")/../.." || exit 1
+PY=${PYTHON:-python3}
+if [ $# -eq 0 ]; then
+    set -- "" "-DAP_GPU_PLANES_BLOCKS=3"
+fi
+LOG=$(mktemp) || exit 1
+trap 'rm -f "$LOG"' EXIT
+rows=()
+rc=0
+build() {
+    AQUAPROF_NVCC_FLAGS="$1" "$PY" setup.py -q build_ext --inplace \
+        --force > "$LOG" 2>&1 || { tail -20 "$LOG"; return 1; }
+}
+for flags in "$@"; do
+    name=${flags:-as committed}
+    echo "=== $name"
+    if ! build "$flags"; then
+        rows+=("$(printf '%-40s build FAILED' "$name")")
+        rc=1
+        continue
+    fi
+    out=$("$PY" benchmarks/mvs/bench_mvs.py --device cuda --height 1200 \
+        --width 1600 --views 5 --depths 128 --window 11 --gpu-repeats 5 \
+        --batches "" --skip-torch 2>&1) || rc=1
+    echo "$out"
+    # a row per way of warping: its time, then the CPU check's line
+    rows+=("$(echo "$out" | awk -v name="$name" '
+        $1 == 128 && NF == 9 { ms = $2; how = $9 }
+        /against the CPU:/ && ms != "" {
+            printf "%-40s %-7s %9s ms  %s of %s costs off by more than 1e-4\n",
+                   name, how, ms, $4, $6; ms = "" }')")
+done
+echo "=== the code as committed, built again"
+build "" || rc=1
+echo
+printf '%-40s %-7s %12s\n' variant warp time
+printf '%s\n' "${rows[@]}"
+exit $rc

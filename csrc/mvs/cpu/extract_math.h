@@ -1,0 +1,47 @@
+/* Winner-take-all depth of one pixel, shared by the C and CUDA kernels. */
+#ifndef AP_EXTRACT_MATH_H
+#define AP_EXTRACT_MATH_H
+
+#include <math.h>
+
+#include "../geometry/host_device.h"
+
+/* c: the pixel's d costs. Parabola refinement clamped to half a step;
+ * NaN depth and confidence 0 at the first and last hypothesis, and where
+ * a cost is NaN or infinite: a NaN never compares less, so it would hide
+ * the best cost behind it, and an infinite one would make the parabola's
+ * offset NaN while the confidence stayed above 0. */
+static inline AP_HD void
+ap_extract_pixel(const float *c, int d, const double *depths, float *depth,
+                 float *confidence)
+{
+    int best = 0;
+    double sum = 0.0;
+    for (int k = 0; k < d; k++) {
+        sum += c[k];
+        if (c[k] < c[best]) {
+            best = k;
+        }
+    }
+    /* finite floats cannot add up past a double's range (2^31 of
+     * FLT_MAX is 7e47): the sum is finite just when every cost is */
+    if (!isfinite(sum) || best == 0 || best == d - 1) {
+        *depth = NAN;
+        *confidence = 0.0f;
+        return;
+    }
+    double lo = c[best - 1], mid = c[best], hi = c[best + 1];
+    double curve = lo - 2 * mid + hi;
+    double offset = curve > 0 ? 0.5 * (lo - hi) / curve : 0.0;
+    offset = offset > 0.5 ? 0.5 : (offset < -0.5 ? -0.5 : offset);
+    double step = offset >= 0 ? depths[best + 1] - depths[best]
+                              : depths[best] - depths[best - 1];
+    *depth = (float)(depths[best] + offset * step);
+    double mean = sum / d;
+    double a = 1.0 - (mid < 0 ? 0 : (mid > 1 ? 1 : mid));
+    double b = mean > 0 ? 1.0 - mid / mean : 0.0;
+    b = b < 0 ? 0 : (b > 1 ? 1 : b);
+    *confidence = (float)sqrt(a * b);
+}
+
+#endif

@@ -1,0 +1,374 @@
+/* The strip cost kernel's work, a thread's at a time: a block of
+ * AP_STRIP_COLS threads, one a column of the reference (its window's
+ * halo included), walks down a strip of AP_STRIP_ROWS output rows of one
+ * depth plane, each source in turn. Each thread warps the sample
+ * entering its column's window, its refracted crossing found from the
+ * two rows above's (ap_gpu_share_walk), and slides the column's sums in
+ * float64: the entering row added, the leaving one, read back from a
+ * ring of the window's values, taken out. Every AP_STRIP_GROUP rows the
+ * block's column sums meet in shared memory and a thread slides a window
+ * along AP_STRIP_SEGMENT outputs of one of those rows, adding their
+ * costs to the block's accumulators. Every sample is warped once a
+ * block: 1.25 samples an output at window 11 (1.31 at 1600 x 1200, whose
+ * last blocks are part outside), where the tile kernel warps 2.19.
+ *
+ * Float64, because a uniform window's variance (n sum s^2 - (sum s)^2)
+ * is below float32's resolution; float32 only once the differences are
+ * formed (ap_strip_ncc). Box windows only (NCC, SAD): SSIM's Gaussian
+ * window does not slide. Written in C for the host too, so that
+ * tests/mvs/kernels/test_gpu_strip.c runs a block's threads in turn, against
+ * sums made afresh and against the CPU path; csrc/mvs/cuda/sweep.cu calls
+ * these with the cost and the radius as template constants. */
+#ifndef AP_GPU_STRIP_H
+#define AP_GPU_STRIP_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include "gpu_sample.h"
+#include "../cpu/cost_math.h"
+#include "../cpu/sweep.h"
+#include "../geometry/host_device.h"
+
+/* Threads (columns, halo included) and output rows of a block, the
+ * rows between two passes along the rows, and the outputs a thread
+ * slides its window along in such a pass (the window summed afresh once
+ * a segment, then slid a column at a time; at 16 the pass over 4 rows
+ * of 118 outputs is one warp's). 128 x 64 holds 65 KiB of shared memory
+ * at NCC's window 11 (ap_strip_shared): three blocks an SM. The launcher
+ * (csrc/mvs/cuda/cuda_sweep.c) sizes its grids and shared memory from
+ * these: a variant to time changes them here, for both compilers. */
+#define AP_STRIP_COLS 128
+#define AP_STRIP_ROWS 64
+#define AP_STRIP_GROUP 4
+#define AP_STRIP_SEGMENT 16
+/* blocks an SM the kernels' registers are capped for (kernel-side only:
+ * a variant may come from $AQUAPROF_NVCC_FLAGS) */
+#ifndef AP_STRIP_BLOCKS
+#define AP_STRIP_BLOCKS 3
+#endif
+/* Radii with a kernel of their own (windows 3 to 15); wider windows take
+ * the kernel that reads the radius at run time. */
+#define AP_STRIP_RADII 7
+
+#ifdef __CUDACC__
+#define AP_STRIP_FN static __forceinline__ AP_HD
+#define AP_NO_UNROLL _Pragma("unroll 1")
+#define AP_UNROLL _Pragma("unroll")
+#else
+#define AP_STRIP_FN static inline
+#define AP_NO_UNROLL
+#define AP_UNROLL
+#endif
+
+#if AP_STRIP_ROWS % AP_STRIP_GROUP != 0
+#error "a strip must be a whole number of groups of rows"
+#endif
+#if AP_STRIP_COLS <= AP_MAX_WINDOW
+#error "a block must have a column of outputs at the widest window"
+#endif
+
+/* The column sums a cost keeps: NCC the count of seen samples and r, s,
+ * r^2, s^2, r s (reference, warped); SAD the count and |r - s|. */
+AP_STRIP_FN int
+ap_strip_nq(int cost)
+{
+    return cost == AP_COST_SAD ? 2 : 6;
+}
+
+/* Output columns of a block. */
+AP_STRIP_FN int
+ap_strip_outputs(int r)
+{
+    return AP_STRIP_COLS - 2 * r;
+}
+
+/* Doubles of a group row of column sums: nq a column, then two more, so
+ * that the group's rows at the same column, which a quarter warp's
+ * threads read together, start four banks apart. */
+AP_STRIP_FN int
+ap_strip_stride(int cost)
+{
+    return AP_STRIP_COLS * ap_strip_nq(cost) + 2;
+}
+
+/* The block's shared memory: the column sums of a group of rows
+ * (doubles), the ring of the window's samples (a float pair a column
+ * and row: reference, warped) and the outputs' accumulated costs. */
+typedef struct {
+    double *cols;
+    float *ring, *acc;
+} ap_strip_shared_at;
+
+AP_STRIP_FN unsigned
+ap_strip_shared(int cost, int r)
+{
+    return (unsigned)(AP_STRIP_GROUP * ap_strip_stride(cost) * 8 +
+                      (2 * r + 1) * AP_STRIP_COLS * 8 +
+                      AP_STRIP_ROWS * ap_strip_outputs(r) * 4);
+}
+
+AP_STRIP_FN ap_strip_shared_at
+ap_strip_layout(double *base, int cost, int r)
+{
+    ap_strip_shared_at at;
+    at.cols = base;
+    at.ring = (float *)(base + AP_STRIP_GROUP * ap_strip_stride(cost));
+    at.acc = at.ring + 2 * (2 * r + 1) * AP_STRIP_COLS;
+    return at;
+}
+
+/* What a block's threads share for one source: the images, the rays of
+ * the reference's pixels (ap_ray_read), the source's frame and the
+ * plane's depth; x0, y0: the image column of thread 0 (r left of the
+ * first output) and the first output row. */
+typedef struct {
+    const float *ref, *img;
+    const double *rays;
+    const ap_gpu_frame *frame;
+    int h, w, x0, y0, cost, r;
+    double depth, full;
+#ifndef __CUDA_ARCH__
+    /* the host's tests of the sums: not NULL, the samples themselves
+     * (h x w), which ap_strip_sample reads instead of warping */
+    const float *warped;
+#endif
+} ap_strip_block;
+
+/* A thread's column: its sums over the window's rows (the count's made
+ * from `seen`, a bit a row, the newest lowest), the ring's slot of the
+ * row that leaves next, and the crossings of the rows above. */
+typedef struct {
+    double q[6];
+    unsigned long long seen;
+    int slot;
+    ap_walk walk;
+} ap_strip_column;
+
+/* The sample of source b->frame at reference pixel (x, y), inside the
+ * image or not: NaN where it is not seen, or outside. A refractive
+ * crossing from the walk down the column (ap_gpu_uv_with). */
+AP_STRIP_FN float
+ap_strip_sample(const ap_strip_block *b, int x, int y, int inside,
+                ap_walk *walk)
+{
+    if (!inside) {
+        return NAN;
+    }
+    int i = y * b->w + x;       /* images hold under 2^31 pixels */
+#ifndef __CUDA_ARCH__
+    if (b->warped != NULL) {
+        return b->warped[i];
+    }
+#endif
+    double p[3], u, v;
+    ap_ray_point(b->rays, i, b->depth, p);
+    if (!(p[0] == p[0]) || !ap_gpu_uv_with(b->frame, p, &u, &v, walk)) {
+        return NAN;
+    }
+    return ap_bilinear(b->img, b->h, b->w, u, v);
+}
+
+/* Adds weight (1: entering, -1: leaving) times the quantities of a
+ * sample whose values are r and v (both 0 where it is not seen) to a
+ * column's sums, all but the count (ap_strip_count). */
+AP_STRIP_FN void
+ap_strip_add(double *q, int cost, double r, double v, double weight)
+{
+    if (cost == AP_COST_SAD) {
+        q[1] += weight * fabs(r - v);
+        return;
+    }
+    double wr = weight * r, wv = weight * v;
+    q[1] += wr;
+    q[2] += wv;
+    q[3] += wr * r;
+    q[4] += wv * v;
+    q[5] += wv * r;
+}
+
+/* A thread's column before its source's first row: no sums, the ring's
+ * rows not seen. */
+AP_STRIP_FN void
+ap_strip_start(ap_strip_column *col, float *ring, int c, int r)
+{
+    for (int k = 0; k < 6; k++) {
+        col->q[k] = 0.0;
+    }
+    col->seen = 0;
+    col->slot = 0;
+    col->walk.last = -1.0;
+    col->walk.before = -1.0;
+    /* count: trips=2 * radius + 1; part=sums */
+    for (int k = 0; k <= 2 * r; k++) {
+        ring[2 * (k * AP_STRIP_COLS + c)] = 0.0f;
+        ring[2 * (k * AP_STRIP_COLS + c) + 1] = 0.0f;
+    }
+}
+
+/* The count of seen samples among the window's rows of a column: the
+ * bits of col->seen, a row each. */
+AP_STRIP_FN double
+ap_strip_count(const ap_strip_column *col)
+{
+#ifdef __CUDA_ARCH__
+    return (double)__popcll(col->seen);
+#else
+    return (double)__builtin_popcountll(col->seen);
+#endif
+}
+
+/* (ref, s) enters column c's window and the row 2 r + 1 above leaves
+ * it. The ring keeps each row's reference value and sample as they
+ * count in the sums, 0 where not seen, so that the leaving row's
+ * quantities come back without a test. */
+AP_STRIP_FN void
+ap_strip_slide(ap_strip_column *col, float *ring, int c, int cost, int r,
+               float ref, float s)
+{
+    float *at = ring + 2 * (col->slot * AP_STRIP_COLS + c);
+    int seen = s == s;
+    float rs = seen ? ref : 0.0f, vs = seen ? s : 0.0f;
+    ap_strip_add(col->q, cost, at[0], at[1], -1.0);
+    ap_strip_add(col->q, cost, rs, vs, 1.0);
+    at[0] = rs;
+    at[1] = vs;
+    /* the window's 2 r + 1 rows, the newest in the lowest bit */
+    unsigned long long rows = (2ull << (2 * r)) - 1;
+    col->seen = ((col->seen << 1) | (unsigned)seen) & rows;
+    col->slot = col->slot == 2 * r ? 0 : col->slot + 1;
+}
+
+/* Row y enters column c's window: its reference value (0 outside the
+ * image) and its sample. */
+AP_STRIP_FN void
+ap_strip_enter(const ap_strip_block *b, ap_strip_column *col, float *ring,
+               int c, int y)
+{
+    int x = b->x0 + c;
+    int inside = x >= 0 && y >= 0 && x < b->w && y < b->h;
+    float ref = inside ? b->ref[y * b->w + x] : 0.0f;
+    /* count: part=warp */
+    float s = ap_strip_sample(b, x, y, inside, &col->walk);
+    /* count: part=sums */
+    ap_strip_slide(col, ring, c, b->cost, b->r, ref, s);
+}
+
+/* The 2 r rows above the strip's first output row, into column c. */
+AP_STRIP_FN void
+ap_strip_prologue(const ap_strip_block *b, ap_strip_column *col,
+                  float *ring, int c)
+{
+    AP_NO_UNROLL
+    /* count: trips=2 * radius */
+    for (int j = 0; j < 2 * b->r; j++) {
+        ap_strip_enter(b, col, ring, c, b->y0 - b->r + j);
+    }
+}
+
+/* Output rows [row, row + AP_STRIP_GROUP) of the strip into column c:
+ * the rows below enter, and the column's sums at each go to its group
+ * row of cols. */
+AP_STRIP_FN void
+ap_strip_down(const ap_strip_block *b, ap_strip_column *col, float *ring,
+              double *cols, int c, int row)
+{
+    int nq = ap_strip_nq(b->cost), stride = ap_strip_stride(b->cost);
+    /* count: trips=AP_STRIP_GROUP */
+    for (int k = 0; k < AP_STRIP_GROUP; k++) {
+        ap_strip_enter(b, col, ring, c, b->y0 + row + k + b->r);
+        col->q[0] = ap_strip_count(col);
+        for (int q = 0; q < nq; q++) {
+            cols[k * stride + c * nq + q] = col->q[q];
+        }
+    }
+}
+
+/* 1 / sqrt(x) within about 2^-22 (one MUFU). */
+AP_STRIP_FN float
+ap_strip_rsqrt(float x)
+{
+#ifdef __CUDA_ARCH__
+    float y;
+    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    /* the host's stands in with an error larger than the device's */
+    return (float)((1.0 / sqrt((double)x)) * (1.0 + 0x1p-22));
+#endif
+}
+
+/* 1 - NCC of a window from its sums s (ap_strip_nq's): the moments in
+ * float64, the normalised correlation in float32, as ap_ncc_cost decides
+ * which windows are flat or too little seen. */
+AP_STRIP_FN float
+ap_strip_ncc(double full, const double *s)
+{
+    double n = s[0], sr = s[1], ss = s[2];
+    double vr = n * s[3] - sr * sr, vs = n * s[4] - ss * ss;
+    double cov = n * s[5] - sr * ss;
+    double least = AP_NCC_MIN_VARIANCE * n * n;
+    int flat = (n < full / 2) | (vr < least) | (vs < least);
+    float ncc = (float)cov * ap_strip_rsqrt((float)vr * (float)vs);
+    ncc = ncc > 1.0f ? 1.0f : (ncc < -1.0f ? -1.0f : ncc);
+    return flat ? 1.0f : 1.0f - ncc;
+}
+
+/* SAD's cost from its sums, as ap_sad_cost. */
+AP_STRIP_FN float
+ap_strip_sad(double full, const double *s)
+{
+    return s[0] < full / 2 ? 1.0f : (float)(s[1] * ap_gpu_rcp(s[0]));
+}
+
+/* The items of a group's pass along the rows: AP_STRIP_SEGMENT outputs
+ * of one of its rows each, the rows of the same outputs side by side. */
+AP_STRIP_FN int
+ap_strip_items(int r)
+{
+    int outputs = ap_strip_outputs(r);
+    return AP_STRIP_GROUP *
+           ((outputs + AP_STRIP_SEGMENT - 1) / AP_STRIP_SEGMENT);
+}
+
+/* Item i of the group at output row `row`: the window slid along its
+ * outputs (those of the block and the image), each output's cost added
+ * to the accumulators acc (AP_STRIP_ROWS rows of the block's outputs). */
+AP_STRIP_FN void
+ap_strip_along(const ap_strip_block *b, const double *cols, float *acc,
+               int row, int i)
+{
+    int nq = ap_strip_nq(b->cost), stride = ap_strip_stride(b->cost);
+    int k = i % AP_STRIP_GROUP, first = i / AP_STRIP_GROUP * AP_STRIP_SEGMENT;
+    int outputs = ap_strip_outputs(b->r);
+    int last = outputs < b->w - b->x0 - b->r ? outputs : b->w - b->x0 - b->r;
+    const double *at = cols + k * stride + first * nq;
+    float *out = acc + (row + k) * outputs + first;
+    double s[6] = {0, 0, 0, 0, 0, 0};
+    /* count: trips=window; part=sums */
+    for (int j = 0; j <= 2 * b->r; j++) {
+        for (int q = 0; q < nq; q++) {
+            s[q] += at[j * nq + q];
+        }
+    }
+    /* the block's or the image's last output: its window's last column
+     * is the block's last at most */
+    int count = last - first < AP_STRIP_SEGMENT ? last - first
+                                                : AP_STRIP_SEGMENT;
+    AP_UNROLL
+    /* count: trips=AP_STRIP_SEGMENT; part=sums */
+    for (int j = 0; j < AP_STRIP_SEGMENT; j++) {
+        if (j < count) {
+            if (j > 0) {
+                for (int q = 0; q < nq; q++) {
+                    s[q] += at[(j + 2 * b->r) * nq + q] -
+                            at[(j - 1) * nq + q];
+                }
+            }
+            out[j] += b->cost == AP_COST_SAD ? ap_strip_sad(b->full, s)
+                                             : ap_strip_ncc(b->full, s);
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,137 @@
+/* The CUDA kernels of AquaMVS parity (../parity/parity_costs.h), included by
+ * sweep.cu. Three launches a plane, each over every pixel of the
+ * launch's views, through global scratch (three (h, w) double planes a
+ * view: the warped sample, NaN unseen, then the centred reference and
+ * source): warp; centre each pixel by its own window's means; filter the
+ * centred products and add the views' costs into the volume. Windows are
+ * summed whole (no shared tiles): simple and exact, for every window up
+ * to AP_MAX_WINDOW, where a fused tile would need a halo of two radii. */
+#include "../parity/parity_math.h"
+
+enum { PARITY_WARPED, PARITY_RC, PARITY_SC, PARITY_PLANES };
+
+static __device__ double *
+parity_plane(const ap_cuda_sweep &p, int view, int k)
+{
+    return (double *)p.scratch +
+           ((size_t)view * PARITY_PLANES + k) * (size_t)p.h * p.w;
+}
+
+/* The window's weight at offsets (i, j) from its corner. */
+static __device__ double
+parity_weight(const ap_cuda_sweep &p, int i, int j)
+{
+    return p.cost == AP_COST_SSIM ? p.gauss[i] * p.gauss[j] : 1.0;
+}
+
+/* The seen weight (unclamped) of pixel (x, y)'s window and its means of
+ * r m and s m (over the clamped weight), zero-padded. */
+static __device__ double
+parity_means(const ap_cuda_sweep &p, const double *warped, int x, int y,
+             double *mr, double *ms)
+{
+    const float *ref = (const float *)p.ref;
+    const int r = p.radius;
+    double n = 0.0, sr = 0.0, ss = 0.0;
+    for (int i = 0; i <= 2 * r; i++) {
+        int yy = y + i - r;
+        for (int j = 0; j <= 2 * r && yy >= 0 && yy < p.h; j++) {
+            int xx = x + j - r;
+            if (xx < 0 || xx >= p.w) {
+                continue;
+            }
+            size_t k = (size_t)yy * p.w + xx;
+            double s = warped[k];
+            if (s == s) {
+                double g = parity_weight(p, i, j);
+                n += g;
+                sr += g * ref[k];
+                ss += g * s;
+            }
+        }
+    }
+    double least = p.cost == AP_COST_SSIM ? AP_AQUAMVS_SSIM_LEAST
+                                          : AP_AQUAMVS_NCC_LEAST;
+    double c = n < least ? least : n;
+    *mr = sr / c;
+    *ms = ss / c;
+    return n;
+}
+
+extern "C" __global__ void
+ap_parity_warp_kernel(ap_cuda_sweep p)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = p.row0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    int view = blockIdx.z;
+    if (x >= p.w || y >= p.h) {
+        return;
+    }
+    size_t n = (size_t)p.h * p.w, i = (size_t)y * p.w + x;
+    const float *img = (const float *)p.srcs + (size_t)view * n;
+    double depth = ((const double *)p.depths)[p.first], point[3], u, v;
+    ap_ray_point((const double *)p.rays, i, depth, point);
+    int seen = point[0] == point[0] &&
+               ap_project_fast(&p.cams[view], point, &u, &v);
+    parity_plane(p, view, PARITY_WARPED)[i] =
+        seen ? ap_bilinear_zeros(img, p.h, p.w, u, v) : NAN;
+}
+
+extern "C" __global__ void
+ap_parity_centre_kernel(ap_cuda_sweep p)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = p.row0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    int view = blockIdx.z;
+    if (x >= p.w || y >= p.h) {
+        return;
+    }
+    size_t i = (size_t)y * p.w + x;
+    const double *warped = parity_plane(p, view, PARITY_WARPED);
+    double mr, ms;
+    parity_means(p, warped, x, y, &mr, &ms);
+    double s = warped[i], m = s == s ? 1.0 : 0.0;
+    parity_plane(p, view, PARITY_RC)[i] =
+        (((const float *)p.ref)[i] - mr) * m;
+    parity_plane(p, view, PARITY_SC)[i] = s == s ? s - ms : 0.0;
+}
+
+extern "C" __global__ void
+ap_parity_cost_kernel(ap_cuda_sweep p)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = p.row0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (x >= p.w || y >= p.h) {
+        return;
+    }
+    const int r = p.radius;
+    const double fewest = (double)((2 * r + 1) * (2 * r + 1) / 2);
+    double total = 0.0;
+    for (int view = 0; view < p.views; view++) {
+        const double *rc = parity_plane(p, view, PARITY_RC);
+        const double *sc = parity_plane(p, view, PARITY_SC);
+        double mr, ms;
+        double n = parity_means(p, parity_plane(p, view, PARITY_WARPED), x,
+                                y, &mr, &ms);
+        double srr = 0.0, sss = 0.0, srs = 0.0;
+        for (int i = 0; i <= 2 * r; i++) {
+            int yy = y + i - r;
+            for (int j = 0; j <= 2 * r && yy >= 0 && yy < p.h; j++) {
+                int xx = x + j - r;
+                if (xx < 0 || xx >= p.w) {
+                    continue;
+                }
+                size_t k = (size_t)yy * p.w + xx;
+                double g = parity_weight(p, i, j);
+                srr += g * rc[k] * rc[k];
+                sss += g * sc[k] * sc[k];
+                srs += g * rc[k] * sc[k];
+            }
+        }
+        total += p.cost == AP_COST_SSIM
+                     ? ap_aquamvs_ssim(n, mr, ms, srr, sss, srs)
+                     : ap_aquamvs_ncc(n, srr, sss, srs, fewest);
+    }
+    float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d + p.first;
+    *out = (float)(((p.add ? *out : 0.0f) + total) * p.scale);
+}

@@ -1,0 +1,259 @@
+"""Verdicts of Report.compare: a real shift is called, noise is not."""
+
+import numpy as np
+import pytest
+
+import aquaprof as ap
+from profiled import busy
+
+
+from aquaprof.analysis.verdict import (RESAMPLES, RunFigures, describe,
+                                       judge, t_two_sided_p)
+
+
+def timings(rng, n, median, spread=0.05):
+    """Call durations as benchmarks see them: log-normal around median,
+    a few slow outliers."""
+    x = median * np.exp(rng.normal(0, spread, n))
+    x[rng.random(n) < 0.03] *= 1.5
+    return x
+
+
+def loader(rng, n=40, slow_every=10, slow=10e-3, fast=1e-3):
+    """A DataLoader's waits as a stage sees them: most calls instant
+    (a batch was ready), every slow_every-th a long wait for a worker."""
+    x = timings(rng, n, fast)
+    x[::slow_every] = timings(rng, len(x[::slow_every]), slow)
+    return x
+
+
+def one(calls):
+    return [RunFigures.of(calls)]
+
+
+def test_student_t_p_values():
+    assert t_two_sided_p(2.776445, 4) == pytest.approx(0.05, abs=1e-5)
+    assert t_two_sided_p(63.65674, 1) == pytest.approx(0.01, abs=1e-6)
+    assert t_two_sided_p(1.959964, 100000) == pytest.approx(0.05, abs=1e-4)
+    assert t_two_sided_p(0.0, 3) == pytest.approx(1.0)
+    assert t_two_sided_p(float("inf"), 3) == 0.0
+
+
+def test_a_slower_loader_with_an_unchanged_median_is_slower():
+    # the share of long waits tripled: the median call did not move, the
+    # total the user pays did
+    rng = np.random.default_rng(5)
+    v = judge(one(loader(rng, slow_every=10)), one(loader(rng, slow_every=3)))
+    assert abs(v.new_p50 / v.base_p50 - 1) < 0.05
+    assert v.word == "slower" and v.figure == "total"
+    assert v.change > 1.0
+    assert "14 of 40 calls a run over" in v.detail
+    assert "were 4 of 40" in v.detail
+    assert v.evidence == "1 run a side"
+
+
+def test_a_slower_tail_is_slower():
+    # 10 % of calls 3.5x slower: the total +25 %, the median unchanged
+    rng = np.random.default_rng(6)
+    base = timings(rng, 100, 1e-3, 0.02)
+    new = timings(rng, 100, 1e-3, 0.02)
+    new[5::10] *= 3.5
+    v = judge(one(base), one(new), threshold=0.1)
+    assert v.word == "slower" and v.figure in ("total", "tail")
+    assert v.tail_change > 1.0
+
+
+def test_every_call_slower_and_faster():
+    rng = np.random.default_rng(7)
+    detected = noise_flagged = 0
+    for _ in range(100):
+        base = one(timings(rng, 40, 1e-3))
+        detected += judge(base, one(timings(rng, 40, 1.1e-3))).word == \
+            "slower"
+        noise_flagged += judge(base, one(timings(rng, 40, 1e-3))).word != \
+            "same"
+    assert detected >= 90      # one run a side: the total of 40 calls
+    assert noise_flagged <= 2
+    v = judge(one(timings(rng, 40, 1e-3)), one(timings(rng, 40, 0.8e-3)))
+    assert v.word == "faster" and v.change == pytest.approx(-0.2, abs=0.05)
+
+
+def test_a_shift_under_the_threshold_is_the_same():
+    rng = np.random.default_rng(3)
+    v = judge(one(timings(rng, 500, 1e-3, 0.01)),
+              one(timings(rng, 500, 1.02e-3, 0.01)), threshold=0.05)
+    assert v.p_value < 0.01 and v.word == "same"   # real, but small
+
+
+def test_one_run_a_side_never_claims_certainty():
+    # the machine got busy for the second half of the candidate run: the
+    # calls there are slower together, and resampling blocks of
+    # consecutive calls keeps them together, so the evidence is no
+    # stronger than the run's own spread (a test on the calls as
+    # independent samples gave p = 1e-11 for such runs)
+    rng = np.random.default_rng(11)
+    base = timings(rng, 60, 1e-3, 0.02)
+    drifted = timings(rng, 60, 1e-3, 0.02)
+    drifted[30:] *= 1.08
+    v = judge(one(base), one(drifted), threshold=0.1)
+    assert v.word == "same"
+    # the clearest change one run can show is still 1 in RESAMPLES
+    v = judge(one(base), one(base * 3))
+    assert v.word == "slower" and v.p_value == 1 / RESAMPLES
+
+
+def test_drift_between_runs_is_learned_from_the_base_runs():
+    # six base runs, on a machine whose speed moves +-8 % from run to
+    # run; an unchanged candidate on its slowest day is within that
+    # noise, where against one base run it looks slower
+    rng = np.random.default_rng(12)
+    speeds = [1.0, 1.08, 0.93, 1.05, 0.96, 1.02]
+    base = [RunFigures.of(timings(rng, 40, 1e-3 * s, 0.02)) for s in speeds]
+    unchanged = [RunFigures.of(timings(rng, 40, 1.09e-3, 0.02))]
+    assert judge(base[:1], unchanged).word == "slower"
+    v = judge(base, unchanged)
+    assert v.word == "same" and v.evidence == "6 vs 1 runs"
+    slower = [RunFigures.of(timings(rng, 40, 1.4e-3, 0.02))]
+    assert judge(base, slower).word == "slower"
+
+
+def test_runs_without_calls_are_judged_by_their_figures():
+    # what a history keeps of a run: the figures, not the calls
+    base = [RunFigures(t, 10, t / 10, t / 8) for t in (1.0, 1.02, 0.98)]
+    assert judge(base, [RunFigures(1.5, 10, 0.15, 0.19)]).word == "slower"
+    assert judge(base, [RunFigures(1.01, 10, 0.1, 0.13)]).word == "same"
+    # one run a side and no calls: only the figures against the threshold
+    v = judge(base[:1], [RunFigures(1.5, 10, 0.15, 0.19)])
+    assert v.word == "slower?" and v.p_value is None
+
+
+def test_too_few_calls_give_a_hedged_verdict():
+    v = judge(one(np.array([1.0, 1.1])), one(np.array([1.5, 1.6])))
+    assert v.word == "slower?" and v.p_value is None
+
+
+def run():
+    with ap.Profiler() as prof:
+        for _ in range(12):
+            with ap.stage("step"):
+                busy(0.0005)
+        with ap.stage("once"):
+            busy(0.0005)
+    return prof.report()
+
+
+def timed(scale, seed, report=None):
+    """run()'s report with each span's duration set: "step" from a known
+    spread around scale times 0.5 ms, "once" 0.5 ms. The verdicts judged
+    below are then those of the data, not of how busy the machine was
+    while the stages ran (a single call 5 % slower by chance is a hedged
+    regression, rightly). Report.compare reads the spans alone, not the
+    stages' totals, which keep the times measured."""
+    report = report or run()
+    rng = np.random.default_rng(seed)
+    spans = report.spans().copy()
+    step = report.stage_names.index("step")
+    is_step = spans["stage"] == step
+    seconds = np.where(is_step, timings(rng, len(spans), 5e-4 * scale, 0.02),
+                       5e-4)
+    spans["end_ns"] = spans["start_ns"] + (seconds * 1e9).astype(np.int64)
+    return ap.Report(dict(report._data, spans=spans))
+
+
+def test_report_compare_names_the_regression():
+    base, slow, same = timed(1.0, 1), timed(1.6, 2), timed(1.0, 3)
+    comparison = slow.compare(base)
+    assert [c.path for c in comparison.regressions] == ["step"]
+    change = {c.path: c for c in comparison.changes}["step"]
+    assert change.verdict == "slower" and change.p_value < 0.01
+    assert change.base_calls == change.new_calls == 12
+    assert "step:" in str(comparison)
+    assert not same.compare(base).regressions
+    with pytest.raises(TypeError, match="base must be a Report or a"):
+        slow.compare("base.json")
+    with pytest.raises(ValueError, match="alpha"):
+        slow.compare(base, alpha=2)
+
+
+def test_new_and_gone_stages_are_listed():
+    with ap.Profiler() as prof:
+        with ap.stage("other"):
+            pass
+    comparison = prof.report().compare(run())
+    verdicts = {c.path: c.verdict for c in comparison.changes}
+    assert verdicts == {"other": "new", "step": "gone", "once": "gone"}
+    assert not comparison.regressions
+
+
+def test_repeated_runs_and_cpu_time_compare():
+    base = [timed(1.0, seed) for seed in (1, 4, 5)]
+    comparison = timed(1.6, 2).compare(base)
+    assert comparison.runs == (3, 1)
+    assert [c.path for c in comparison.regressions] == ["step"]
+    assert "3 base and 1 new runs" in str(comparison)
+    # the spans' thread CPU time, not their wall time: one run's spans
+    # with two sets of planted wall times, their CPU times unchanged
+    one_run = run()
+    slow, same = timed(1.6, 2, one_run), timed(1.0, 1, one_run)
+    assert slow.compare(same).regressions
+    cpu = slow.compare(same, measure="cpu")
+    assert cpu.measure == "cpu" and not cpu.regressions
+    assert "cpu time per stage" in str(cpu)
+    with pytest.raises(ValueError, match="measure must be one of"):
+        timed(1.0, 1).compare(base, measure="gpu")
+    with pytest.raises(TypeError, match="non-empty list of Reports"):
+        timed(1.0, 1).compare([])
+
+
+def test_a_million_calls_a_run_are_judged_in_bounded_memory():
+    import tracemalloc
+    rng = np.random.default_rng(2)
+    base = timings(rng, 1_000_000, 1e-5)
+    new = base * 1.2
+    tracemalloc.start()
+    try:
+        v = judge(one(base), one(new))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert v.word == "slower"
+    assert peak < 80 << 20, peak       # the calls themselves are 8 MB
+
+
+def test_a_change_the_clock_cannot_resolve_is_no_change():
+    # a sleeping stage's CPU time: 13 us a call grown to 18 us, where the
+    # thread CPU clock is read at most every 20 us
+    rng = np.random.default_rng(4)
+    base, new = one(timings(rng, 20, 13e-6)), one(timings(rng, 20, 18e-6))
+    assert judge(base, new, 0.3).word == "slower"
+    v = judge(base, new, 0.3, resolution=20e-6)
+    assert v.word == "same" and not v.suspect
+    assert v.change > 0.3                  # shown as measured
+    # a change well past it still counts
+    far = one(timings(rng, 20, 13e-6 + 200e-6))
+    assert judge(base, far, 0.3, resolution=20e-6).word == "slower"
+
+
+def test_the_tables_p50_and_compares_median_agree():
+    # both nearest-rank; the table's from its histogram (buckets at most
+    # 1/32 of their value wide), compare's from the spans
+    from aquaprof.analysis.compare import run_figures
+    report = run()
+    stats, figures = report["step"], run_figures(report)["step"]
+    assert figures.count == stats.count
+    assert figures.p50 == pytest.approx(stats.wall.p50, rel=1 / 32)
+    assert figures.p95 == pytest.approx(stats.wall.p95, rel=1 / 32)
+
+
+def test_a_stage_one_base_run_never_called_is_no_regression():
+    # the stage ran in two base runs of three: no evidence against a
+    # candidate like the runs that called it, which pays 50 % more than
+    # their mean: noisy, never a regression and never "same"
+    called = RunFigures(0.010, 10, 0.001, 0.0012)
+    never = RunFigures(0.0, 0, 0.0, 0.0, np.zeros(0))
+    v = judge([called, never, called], [RunFigures(0.010, 10, 0.001, 0.0012)])
+    assert v.word == "noisy" and v.change == pytest.approx(0.5), v
+    assert "more runs would tell" in describe(v)
+    # all the base runs called it at a tenth of the new cost: slower
+    tenth = RunFigures(0.001, 10, 0.0001, 0.00012)
+    assert judge([tenth, tenth, tenth], [called]).word == "slower"

@@ -1,0 +1,127 @@
+"""diagnose(): planted workloads whose class is known are classified so."""
+import time
+
+import numpy as np
+import pytest
+
+import aquaprof as ap
+from profiled import busy
+
+
+@pytest.fixture(scope="module")
+def report():
+    # no GPU tracing, wherever it runs: the diagnosis then says which GPU
+    # classes tracing would add
+    with ap.Profiler(memory_interval=0.001, cpu_resolution=0,
+                     cuda=False) as prof:
+        with ap.stage("sleep"):              # I/O-like wait
+            time.sleep(0.06)
+        with ap.stage("compute"):            # a busy loop
+            busy(0.05)
+        with ap.stage("allocate"):           # 400 MiB touched, kept
+            block = np.ones(400 << 20 >> 3)
+            busy(0.03)
+        with ap.stage("half"):               # computes 2/3, then waits
+            busy(0.03)
+            time.sleep(0.015)
+    del block
+    return prof.report()
+
+
+def test_planted_workloads_are_classified(report):
+    found = {f.path: f for f in report.diagnose(top=4)}
+    assert found["sleep"].kind == "waiting"
+    assert found["compute"].kind == "cpu-bound"
+    assert found["half"].kind == "mixed"
+    assert "allocation-heavy" in found["allocate"].also
+    assert "allocation-heavy" not in found["compute"].also
+    for f in found.values():
+        assert "wall" in f.evidence and f.fix and f.verify
+
+
+def test_the_printed_report_ends_with_the_diagnosis(report):
+    text = str(report)
+    assert "Diagnosis (details: report.diagnose()):" in text
+    assert "sleep: waiting; thread CPU time" in text
+    assert text.index("Diagnosis") > text.index("bottleneck")
+    full = str(report.diagnose())
+    assert "GPU classes" in full and "verify:" in full
+
+
+def test_bad_top_is_refused(report):
+    with pytest.raises(ValueError, match="top"):
+        report.diagnose(top=0)
+
+
+def test_nothing_to_diagnose():
+    with ap.Profiler() as prof:
+        pass
+    assert "no stage" in str(prof.report().diagnose())
+
+
+GPU_WORKLOADS = """
+    import time
+    H2D = 1
+    def busy(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+    with ap.Profiler() as prof:
+        with ap.stage("copy"):         # a pageable 256 MiB upload
+            fake.fake_memcpy(H2D, 256 << 20, 60_000_000, 0, 1)
+            time.sleep(0.03)
+        with ap.stage("train"):        # one kernel longer than the stage
+            fake.fake_kernel(b"gemm", 0, 60_000_000, 1, 132, 256, 64, 0)
+            time.sleep(0.03)
+        time.sleep(0.05)               # until the device is done
+        with ap.stage("readback"):     # .item() after every small kernel
+            for _ in range(5):
+                fake.fake_kernel(b"sum", 0, 100_000, 1, 1, 256, 16, 0)
+                fake.fake_sync(3_000_000)
+                time.sleep(0.002)
+        for _ in range(3):
+            with ap.stage("tiny"):     # a Python loop of tiny ops
+                for _ in range(50):
+                    fake.fake_kernel(b"add", 0, 2000, 1, 1, 32, 8, 0)
+                    busy(20e-6)
+        with ap.stage("host"):         # host work while the GPU waits
+            fake.fake_kernel(b"scale", 0, 1_000_000, 1, 8, 256, 16, 0)
+            busy(0.03)
+        for _ in range(12):
+            with ap.stage("alloc"):    # cudaMalloc every call
+                fake.fake_malloc(ctypes.c_int64(1 << 20))
+                busy(0.001)
+        with ap.stage("cpu"):          # no GPU work at all
+            busy(0.02)
+    found = {f.path: [f.kind, f.host, f.also, f.evidence, f.verify]
+             for f in prof.report().diagnose(top=10)}
+    print(json.dumps(found))
+"""
+
+
+@pytest.mark.skipif(not ap._core.HAVE_CUPTI, reason="built without cupti.h")
+def test_gpu_classes_of_planted_workloads(fakes):
+    """Each GPU class on a planted workload traced through the fake CUPTI:
+    the device work's times are exact, the host's real."""
+    from fake_gpu import scenario
+    found = scenario(GPU_WORKLOADS,
+                     {"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so")},
+                     [fakes / "libcupti.so"])
+    kinds = {path: f[0] for path, f in found.items()}
+    assert kinds == {"copy": "transfer-bound", "train": "gpu-bound",
+                     "readback": "sync-bound", "tiny": "launch-bound",
+                     "host": "gpu-starved", "alloc": found["alloc"][1],
+                     "cpu": found["cpu"][1]}
+    # no GPU class: the host's (its CPU share depends on the machine's load)
+    assert found["alloc"][1] in ("cpu-bound", "mixed", "waiting")
+    assert found["copy"][1] == "waiting"
+    assert f"host {found['host'][1]}: thread CPU time" in found["host"][3]
+    assert "256.0 MiB of it from pageable host memory" in found["copy"][3]
+    assert "1 kernel took 60.0 ms of" in found["train"][3]
+    assert "top kernel gemm: 60.0 ms in 1 launch;" in found["train"][3]
+    assert "host blocked on the device 15.0 ms" in found["readback"][3]
+    assert "150 kernels (50 a call) of 2.0 us on average" in found["tiny"][3]
+    assert found["alloc"][2] == ["allocation-heavy"]
+    assert "12 device allocations in 12 calls" in found["alloc"][3]
+    assert found["cpu"][2] == [] and "GPU" not in found["cpu"][3]
+    assert "rep['copy'].cuda.memcpy" in found["copy"][4]

@@ -1,0 +1,207 @@
+"""What a stage waited for, measured per sample (the run delay Linux
+counts per thread, and sleeps on the GIL) and the classes diagnose()
+gives from it: planted in real processes (tests/support/planted_waits.py) and on
+files written before the waits were measured."""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import aquaprof as ap
+from aquaprof.analysis.samples import stage_waits
+from aquaprof.model.schema import ReportError
+from repo_paths import ROOT, SUPPORT
+from sampled_reports import MS, main_tid, profile_stages, with_samples
+
+
+def sampled_report():
+    """A report as files written before the waits were measured hold it:
+    seven figures a stack, no delay_ns or gil_ns in the section."""
+    rep = profile_stages()
+    return with_samples(rep, [(0, main_tid(rep), "decode", [0, 1, 2], 4,
+                               4 * MS, 3 * MS)])
+
+linux_only = pytest.mark.skipif(
+    not os.path.exists("/proc/self/task"),
+    reason="thread waits are read from Linux's /proc")
+
+
+def planted(case):
+    out = subprocess.run(
+        [sys.executable, str(SUPPORT / "planted_waits.py"), case],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@linux_only
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
+                    reason="pinning needs sched_setaffinity")
+def test_a_stage_sharing_its_core_with_busy_processes_is_cpu_starved():
+    found = planted("starved")["compute"]
+    assert found["measured"] == [True, True]
+    # four runnable on one core: the stage runs about a quarter of the time
+    assert found["delay"] > 0.35, found
+    assert found["kind"] == "cpu-starved", found
+    assert "runnable but not running" in found["evidence"]
+    assert "CPUs on average" in found["evidence"]
+    assert "load average" in found["evidence"]
+
+
+@linux_only
+def test_stages_blocked_on_a_sleep_and_a_pipe_are_waiting():
+    found = planted("blocked")
+    for path in ("sleep", "pipe read"):
+        assert found[path]["kind"] == "waiting", found[path]
+        assert found[path]["delay"] < 0.1 and found[path]["gil"] < 0.1
+        assert "of its sampled time: blocked" in found[path]["evidence"]
+
+
+@linux_only
+def test_eight_threads_running_python_are_gil_bound():
+    found = planted("gil")["py_work"]
+    assert found["gil"] > 0.4, found
+    assert found["kind"] == "gil-bound", found
+    assert "asleep on the GIL" in found["evidence"]
+    assert "py_work" in found["evidence"].split("hold the GIL")[1]
+
+
+def test_an_unsampled_waiting_stage_says_sampling_would_tell_more():
+    with ap.Profiler() as prof:
+        with ap.stage("nap"):
+            time.sleep(0.05)
+    finding = list(prof.report().diagnose())[0]
+    assert finding.kind == "waiting"
+    assert "sample the run" in finding.evidence
+
+
+@linux_only
+def test_each_sample_carries_its_waits_and_the_section_says_they_were_measured():
+    with ap.Profiler(sample=0.001) as prof:
+        with ap.stage("nap"):
+            for _ in range(10):
+                end = time.thread_time() + 0.002
+                while time.thread_time() < end:
+                    pass
+                time.sleep(0.005)
+    samples = prof.report().samples
+    assert "delay_ns" in samples and "gil_ns" in samples
+    assert samples["unanswered"] >= 0
+    assert all(len(s) == 9 for s in samples["stacks"])
+
+
+def test_a_file_from_before_the_waits_reads_with_them_unknown(tmp_path):
+    rep = sampled_report()
+    assert all(len(s) == 7 for s in rep.samples["stacks"])
+    path = tmp_path / "old.json"
+    rep.save(path)
+    loaded = ap.Report.load(path)
+    waits = stage_waits(loaded, "decode")
+    assert waits is not None
+    assert (waits.delay_known, waits.gil_known) == (False, False)
+    assert waits.delay_s == waits.gil_s == 0
+
+
+def test_merging_old_and_new_files_keeps_what_was_measured(tmp_path):
+    old = sampled_report()
+    with ap.Profiler(sample=0.001) as prof:
+        with ap.stage("nap"):
+            time.sleep(0.02)
+    new = prof.report()
+    merged = ap.merge([old, new])
+    samples = merged.samples
+    assert all(len(s) == 9 for s in samples["stacks"])
+    assert ("delay_ns" in samples) == ("delay_ns" in new.samples)
+
+
+@pytest.mark.parametrize("length", [6, 8, 10])
+def test_a_stack_of_another_length_is_refused(tmp_path, length):
+    path = sampled_report().save(tmp_path / "report.json")
+    data = json.loads(path.read_text())
+    stack = data["samples"]["stacks"][0]
+    data["samples"]["stacks"][0] = (stack + [0, 0, 0])[:length]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ReportError, match="delay_ns, gil_ns"):
+        ap.Report.load(path)
+
+
+def open_files():
+    return len(os.listdir("/proc/self/fd"))
+
+
+@linux_only
+def test_threads_files_are_closed_when_they_end_and_bounded_while_alive():
+    before = open_files()
+    go = threading.Event()
+
+    def now_and_then():
+        # runs a little now and then: a thread that never runs gets no
+        # files (it neither waits for a CPU nor moves from its sleep)
+        while not go.wait(0.005):
+            sum(range(1000))
+
+    threads = [threading.Thread(target=now_and_then) for _ in range(300)]
+    with ap.Profiler(sample=0.001) as prof:
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        during = open_files()
+        go.set()
+        for t in threads:
+            t.join()
+        time.sleep(0.05)     # rounds that see the threads gone
+    after = open_files()
+    assert prof.report().samples["rounds"] > 0
+    # two files a thread, for at most 256 threads at once
+    assert during - before <= 2 * 256 + 8, (before, during)
+    assert during - before >= 2 * 100, "the waits were not read"
+    assert after <= before + 2, (before, after)
+
+
+def test_rounds_the_gil_cost_the_sampler_are_counted_and_said():
+    """Threads running Python keep the GIL a switch interval each: the
+    sampler, which needs it, misses rounds, and the report says how many
+    and why rather than pass the gaps off as a slow rate."""
+    def spin():
+        end = time.thread_time() + 0.2
+        while time.thread_time() < end:
+            pass
+
+    with ap.Profiler(sample=0.0005) as prof:
+        threads = [threading.Thread(target=spin) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    rep = prof.report()
+    assert rep.sampling.missed > rep.sampling.rounds, rep.sampling
+    assert rep.samples["unanswered"] == rep.sampling.missed
+    text = str(rep)
+    assert f"missed rounds: {rep.sampling.missed:,} of " in text
+    assert "switch interval" in text
+
+
+@linux_only
+def test_threads_that_never_run_cost_no_files():
+    """A server's idle threads neither wait for a CPU nor move from their
+    sleep: the sampler opens nothing for them."""
+    go = threading.Event()
+    threads = [threading.Thread(target=go.wait) for _ in range(100)]
+    for t in threads:
+        t.start()
+    try:
+        before = open_files()
+        with ap.Profiler(sample=0.001) as prof:
+            time.sleep(0.2)
+            during = open_files()
+    finally:
+        go.set()
+        for t in threads:
+            t.join()
+    assert prof.report().samples["rounds"] > 10
+    assert during - before < 20, (before, during)

@@ -1,0 +1,235 @@
+"""`aquaprof run` against scripts that do what scripts do: change folder,
+leave threads running, name things stdout cannot encode; and the other
+commands' output under an ASCII stdout. Each runs the CLI in a
+subprocess and reads its files back."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import aquaprof as ap
+
+from repo_paths import ROOT  # noqa: E402
+
+
+def cli(*args, cwd, env=None, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "aquaprof", *args],
+                          capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=timeout)
+
+
+def script(folder, text, name="job.py"):
+    path = Path(folder) / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- chdir
+
+CHDIR = """
+import os
+import aquaprof as ap
+os.makedirs("elsewhere", exist_ok=True)
+os.chdir("elsewhere")
+with ap.stage("work"):
+    sum(range(1000))
+"""
+
+
+@pytest.mark.parametrize("options, files", [
+    ([], ["job.aquaprof.json", "job.trace.json"]),
+    (["-o", "out"], ["out/job.aquaprof.json", "out/job.trace.json"]),
+    (["-o", "out", "--html", "page.html"],
+     ["out/job.aquaprof.json", "page.html"]),
+    (["--html", "pages"], ["job.aquaprof.json", "pages/job.html"]),
+])
+def test_run_of_a_script_that_changes_folder_writes_where_it_was_told(
+        tmp_path, options, files):
+    script(tmp_path, CHDIR)
+    (tmp_path / "pages").mkdir()
+    out = cli("run", *options, "job.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    for name in files:
+        assert (tmp_path / name).is_file(), name
+    assert not list((tmp_path / "elsewhere").iterdir())
+    saved = tmp_path / files[0]
+    assert ap.Report.load(saved)["run job.py/work"].count == 1
+    # the paths printed are the ones the user's shell can open
+    assert f"report: {files[0]}\n" in out.stdout
+
+
+# -------------------------------------------------------------- threads
+
+THREADS = """
+import threading, time
+import aquaprof as ap
+
+def batches(n):
+    for _ in range(n):
+        with ap.stage("batch"):
+            time.sleep(0.01)
+
+def chain():
+    batches(2)
+    # a thread started by a thread, after the module body returned
+    threading.Thread(target=batches, args=(3,), name="late").start()
+
+for i in range(4):
+    threading.Thread(target=batches, args=(5,), name=f"worker-{i}").start()
+threading.Thread(target=chain, name="chain").start()
+# a daemon thread is not waited for, as Python does not wait for it
+threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+"""
+
+
+def test_run_waits_for_the_threads_the_script_leaves_running(tmp_path):
+    script(tmp_path, THREADS)
+    out = cli("run", "--no-sample", "job.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rep = ap.Report.load(tmp_path / "job.aquaprof.json")
+    assert rep["batch"].count == 4 * 5 + 2 + 3
+    assert rep["batch"].unclosed == 0
+    # the run lasts until Python would have exited; its stage is the
+    # module body's
+    assert rep.wall - rep["run job.py"].wall.total >= 0.04
+
+
+def test_run_ends_an_executor_the_script_never_shut_down(tmp_path):
+    """Python's exit shuts down a ThreadPoolExecutor left open and waits
+    for its work; so does run, which would otherwise wait for its idle
+    workers for ever."""
+    script(tmp_path, """
+import time
+from concurrent.futures import ThreadPoolExecutor
+import aquaprof as ap
+
+def job():
+    with ap.stage("job"):
+        time.sleep(0.2)
+
+pool = ThreadPoolExecutor(2)
+for _ in range(4):
+    pool.submit(job)
+""")
+    out = cli("run", "--no-sample", "job.py", cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert ap.Report.load(tmp_path / "job.aquaprof.json")["job"].count == 4
+
+
+def test_run_waits_for_threads_after_the_script_exits_with_a_code(
+        tmp_path):
+    script(tmp_path, """
+import sys, threading, time
+import aquaprof as ap
+
+def work():
+    with ap.stage("after"):
+        time.sleep(0.5)
+
+threading.Thread(target=work).start()
+sys.exit(3)
+""")
+    out = cli("run", "--no-sample", "job.py", cwd=tmp_path)
+    assert out.returncode == 3, out.stderr
+    after = ap.Report.load(tmp_path / "job.aquaprof.json")["after"]
+    assert after.count == 1 and after.unclosed == 0
+    assert after.wall.total >= 0.4
+
+
+FOREVER = """
+import pathlib, threading, time
+import aquaprof as ap
+
+def serve():
+    while True:
+        with ap.stage("batch"):
+            time.sleep(0.01)
+        pathlib.Path("started").touch()
+
+threading.Thread(target=serve, name="server").start()
+"""
+
+
+def test_ctrl_c_while_waiting_for_threads_saves_what_they_recorded(
+        tmp_path):
+    script(tmp_path, FOREVER)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aquaprof", "run", "--no-sample", "job.py"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        time.sleep(0.3)        # the module body has long returned
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "interrupted while waiting for 1 thread" in err
+    assert "'server'" in err and "so far" in err
+    rep = ap.Report.load(tmp_path / "job.aquaprof.json")
+    assert rep["batch"].count >= 1
+    assert "report: job.aquaprof.json" in out
+
+
+# ------------------------------------------------------------- encoding
+
+def test_run_of_a_script_whose_file_name_is_not_utf8(tmp_path):
+    """A Linux file name of any bytes: os.fsdecode gives a lone surrogate,
+    which names the run stage escaped and prints escaped."""
+    name = os.fsdecode(b"data_\xff") + ".py"
+    script(tmp_path, "import aquaprof as ap\nwith ap.stage('work'):\n"
+           "    pass\n", name=name)
+    out = cli("run", "--no-sample", name, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "run data_\\udcff.py" in out.stdout
+    saved = tmp_path / (os.fsdecode(b"data_\xff") + ".aquaprof.json")
+    assert os.fsencode(saved.name) == b"data_\xff.aquaprof.json"
+    assert ap.Report.load(saved)["run data_\\udcff.py/work"].count == 1
+    assert "report: data_\\udcff.aquaprof.json" in out.stdout
+
+
+ETAPE = """
+import aquaprof as ap
+with ap.stage("\\u00e9tape"):
+    sum(range(1000))
+"""
+
+
+def test_run_and_show_print_names_an_ascii_stdout_cannot_encode(
+        tmp_path):
+    script(tmp_path, ETAPE)
+    ascii_out = {"PYTHONIOENCODING": "ascii"}
+    out = cli("run", "--no-sample", "job.py", cwd=tmp_path, env=ascii_out)
+    assert out.returncode == 0, out.stderr
+    assert "run job.py/\\xe9tape" in out.stdout
+    saved = tmp_path / "job.aquaprof.json"
+    assert ap.Report.load(saved)["run job.py/\u00e9tape"].count == 1
+    for args in (["show", saved], ["compare", saved, saved],
+                 ["history", tmp_path / "h.db", "--add", saved,
+                  "--stage", "\u00e9tape"]):
+        out = cli(*map(str, args), cwd=tmp_path, env=ascii_out)
+        assert out.returncode == 0, (args, out.stderr)
+        assert "\\xe9tape" in out.stdout, args
+        assert "Traceback" not in out.stderr
+
+
+def test_the_scripts_own_output_keeps_pythons_encoding_errors(tmp_path):
+    """Only aquaprof's own lines are escaped: a script that prints what
+    stdout cannot encode fails as it would under python."""
+    script(tmp_path, "print('\\u00e9tape')\n")
+    out = cli("run", "--no-sample", "job.py", cwd=tmp_path,
+              env={"PYTHONIOENCODING": "ascii"})
+    assert out.returncode == 1
+    assert "UnicodeEncodeError" in out.stderr
+    assert (tmp_path / "job.aquaprof.json").is_file()

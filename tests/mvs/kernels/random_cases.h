@@ -1,0 +1,69 @@
+/* The kernel tests' cases: xorshift64*, so that every run draws the same
+ * ones; and random rigs of cameras drawn from them. */
+#ifndef AP_TEST_RANDOM_CASES_H
+#define AP_TEST_RANDOM_CASES_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../../../csrc/mvs/geometry/camera_math.h"
+
+/* A double in [lo, hi), advancing the state *s. */
+static inline double
+uniform(uint64_t *s, double lo, double hi)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    double unit = (double)((*s * 2685821657736338717ull) >> 11) * 0x1p-53;
+    return lo + (hi - lo) * unit;
+}
+
+/* A rotation by angles about x, y and z (radians). */
+static inline void
+rotation(double ax, double ay, double az, double *R)
+{
+    double cx = cos(ax), sx = sin(ax), cy = cos(ay), sy = sin(ay);
+    double cz = cos(az), sz = sin(az);
+    double m[9] = {cy * cz, sx * sy * cz - cx * sz, cx * sy * cz + sx * sz,
+                   cy * sz, sx * sy * sz + cx * cz, cx * sy * sz - sx * cz,
+                   -sy, sx * cy, cx * cy};
+    memcpy(R, m, sizeof(m));
+}
+
+/* What a test's rigs draw from: focal lengths in [0.8, focal_max) image
+ * widths, tilts about x and y in [-tilt, tilt), turns about z (the
+ * optical axis) in [-yaw, yaw) radians. */
+typedef struct {
+    double focal_max, tilt, yaw;
+} rig_ranges;
+
+/* Packed parameters (camera.h) of a random camera centred at c looking
+ * down (+z), over water at water_z where refractive (n_water in
+ * [1.33, 1.34)). */
+static inline void
+random_camera(uint64_t *seed, const rig_ranges *range, int w, int h,
+              const double *c, int refractive, double water_z, double *p)
+{
+    double f = uniform(seed, 0.8, range->focal_max) * w;
+    double K[9] = {f, 0, (w - 1) / 2.0, 0, f, (h - 1) / 2.0, 0, 0, 1};
+    double R[9];
+    rotation(uniform(seed, -range->tilt, range->tilt),
+             uniform(seed, -range->tilt, range->tilt),
+             uniform(seed, -range->yaw, range->yaw), R);
+    memcpy(p, K, sizeof(K));
+    memcpy(p + 9, R, sizeof(R));
+    for (int i = 0; i < 3; i++) {    /* t = -R c */
+        p[18 + i] = -ap_dot3(R + 3 * i, c);
+    }
+    p[21] = refractive;
+    p[22] = water_z;
+    p[23] = 0.0;
+    p[24] = 0.0;
+    p[25] = -1.0;
+    p[26] = 1.0;
+    p[27] = uniform(seed, 1.33, 1.34);
+}
+
+#endif

@@ -1,0 +1,423 @@
+/* The GPU's strip cost kernel (gpu_strip.h), its blocks run on the host
+ * thread by thread between the points where the device's threads meet
+ * (as sweep.cu's strip_costs calls the same functions), built with
+ * -ffp-contract=fast (and -mfma on x86-64) as nvcc contracts the device
+ * code:
+ * - the sliding sums: every column sum of every group row against the
+ *   column's samples summed afresh (within 1e-12 of the window's size),
+ *   and every cost against the window's six sums made afresh and costed
+ *   in float64 (ap_ncc_cost, ap_sad_cost: within 2e-6, the float32 NCC's
+ *   share); images whose width and height are not whole blocks, samples
+ *   not seen (NaN) scattered, in runs and in whole rows, windows of
+ *   radius 1 to 7 and 9, 15 and 31 (the kernel that reads the radius);
+ * - uniform windows (a constant warped patch below rows of noise that
+ *   slid through first): the variance test finds them flat, cost exactly
+ *   1, where float32 sums would leave noise above AP_NCC_MIN_VARIANCE;
+ * - the whole kernel against the CPU path (ap_cost_volume): random rigs
+ *   of refractive and pinhole cameras over a textured plane, NCC and
+ *   SAD: no cost more than 1e-4 from the CPU's.
+ * Exits 1 saying what failed. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../../csrc/mvs/cpu/cost_math.h"
+#include "../../../csrc/mvs/cpu/sweep.h"
+#include "../../../csrc/mvs/cuda/gpu_sample.h"
+#include "../../../csrc/mvs/cuda/gpu_strip.h"
+#include "../../../csrc/mvs/geometry/camera_math.h"
+#include "random_cases.h"
+
+#define MAX_VIEWS 3
+
+/* What a plane's blocks read: the views' images or, for the sums'
+ * tests, their samples themselves. */
+typedef struct {
+    int views;
+    const float *imgs[MAX_VIEWS];
+    const ap_gpu_frame *frames;
+    const float *warped[MAX_VIEWS];
+} plane_views;
+
+static int column_failures;
+static double column_worst;
+
+/* Column c's sums over rows [y - r, y + r] (the window's rows of group
+ * row `row`), summed afresh from the samples; the kernel's against them. */
+static void
+check_column(const ap_strip_block *b, const float *warped, const double *q,
+             int c, int y)
+{
+    double want[6] = {0, 0, 0, 0, 0, 0};
+    int x = b->x0 + c;
+    for (int yy = y - b->r; yy <= y + b->r; yy++) {
+        if (x < 0 || yy < 0 || x >= b->w || yy >= b->h) {
+            continue;
+        }
+        float s = warped[(size_t)yy * b->w + x];
+        double rv = b->ref[(size_t)yy * b->w + x];
+        if (s == s) {
+            double d = b->cost == AP_COST_SAD ? fabs(rv - s) : rv;
+            double sample[6] = {1.0, d, s, rv * rv, (double)s * s, rv * s};
+            for (int k = 0; k < 6; k++) {
+                want[k] += sample[k];
+            }
+        }
+    }
+    int nq = ap_strip_nq(b->cost);
+    double tolerance = 1e-12 * (2 * b->r + 1);
+    for (int k = 0; k < nq; k++) {
+        double off = fabs(q[k] - want[k]);
+        column_worst = off > column_worst ? off : column_worst;
+        if (!(off <= tolerance) && column_failures++ < 3) {
+            printf("FAIL: column sum %d at (%d, %d), radius %d: %.17g, "
+                   "afresh %.17g\n", k, x, y, b->r, q[k], want[k]);
+        }
+    }
+}
+
+/* One plane's costs (h x w, the mean over the views), the strip
+ * kernel's blocks in turn. */
+static void
+strip_plane(ap_strip_block proto, const plane_views *pv, float *out)
+{
+    int r = proto.r, outputs = ap_strip_outputs(r);
+    double *shared = malloc(ap_strip_shared(proto.cost, r));
+    static ap_strip_column col[AP_STRIP_COLS];
+    if (shared == NULL) {
+        puts("FAIL: out of memory");
+        exit(1);
+    }
+    int stride = ap_strip_stride(proto.cost), nq = ap_strip_nq(proto.cost);
+    for (int y0 = 0; y0 < proto.h; y0 += AP_STRIP_ROWS) {
+        for (int bx = 0; bx * outputs < proto.w; bx++) {
+            ap_strip_block b = proto;
+            b.x0 = bx * outputs - r;
+            b.y0 = y0;
+            ap_strip_shared_at at = ap_strip_layout(shared, b.cost, r);
+            for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
+                at.acc[i] = 0.0f;
+            }
+            for (int v = 0; v < pv->views; v++) {
+                b.img = pv->imgs[v];
+                b.frame = pv->frames != NULL ? &pv->frames[v] : NULL;
+                b.warped = pv->warped[v];
+                for (int c = 0; c < AP_STRIP_COLS; c++) {
+                    ap_strip_start(&col[c], at.ring, c, r);
+                    ap_strip_prologue(&b, &col[c], at.ring, c);
+                }
+                for (int row = 0; row < AP_STRIP_ROWS;
+                     row += AP_STRIP_GROUP) {
+                    for (int c = 0; c < AP_STRIP_COLS; c++) {
+                        ap_strip_down(&b, &col[c], at.ring, at.cols, c, row);
+                    }
+                    for (int c = 0; b.warped != NULL && c < AP_STRIP_COLS;
+                         c++) {
+                        for (int k = 0; k < AP_STRIP_GROUP; k++) {
+                            check_column(&b, b.warped,
+                                         at.cols + k * stride + c * nq, c,
+                                         y0 + row + k);
+                        }
+                    }
+                    for (int i = 0; i < ap_strip_items(r); i++) {
+                        ap_strip_along(&b, at.cols, at.acc, row, i);
+                    }
+                }
+            }
+            float scale = (float)(1.0 / pv->views);
+            for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
+                int y = b.y0 + i / outputs, x = b.x0 + r + i % outputs;
+                if (x < b.w && y < b.h) {
+                    out[(size_t)y * b.w + x] = at.acc[i] * scale;
+                }
+            }
+        }
+    }
+    free(shared);
+}
+
+/* ------------------------------------------- the sums, against afresh */
+
+/* The window cost of pixel (x, y) from its six sums made afresh. */
+static double
+afresh_cost(const float *ref, const float *warped, int h, int w, int x,
+            int y, int r, int cost)
+{
+    double q[6] = {0, 0, 0, 0, 0, 0};
+    for (int yy = y - r; yy <= y + r; yy++) {
+        for (int xx = x - r; xx <= x + r; xx++) {
+            if (xx < 0 || yy < 0 || xx >= w || yy >= h) {
+                continue;
+            }
+            float s = warped[(size_t)yy * w + xx];
+            double rv = ref[(size_t)yy * w + xx];
+            if (s == s) {
+                double d = cost == AP_COST_SAD ? fabs(rv - s) : rv;
+                double sample[6] = {1.0, d, s, rv * rv, (double)s * s,
+                                    rv * s};
+                for (int k = 0; k < 6; k++) {
+                    q[k] += sample[k];
+                }
+            }
+        }
+    }
+    double full = (double)(2 * r + 1) * (2 * r + 1);
+    return cost == AP_COST_SAD
+        ? ap_sad_cost(full, q[0], q[1])
+        : ap_ncc_cost(full, q[0], q[1], q[2], q[3], q[4], q[5]);
+}
+
+/* Samples in [0, 1), some not seen: scattered (a share `scattered`),
+ * in runs along rows, and every sample of a few whole rows. */
+static void
+warped_image(uint64_t *s, float *img, int h, int w, double scattered)
+{
+    for (int i = 0; i < h * w; i++) {
+        img[i] = uniform(s, 0.0, 1.0) < scattered
+            ? NAN : (float)uniform(s, 0.0, 1.0);
+    }
+    for (int run = 0; run < h / 4; run++) {
+        int y = (int)uniform(s, 0.0, h), x = (int)uniform(s, 0.0, w);
+        int len = (int)uniform(s, 1.0, 40.0);
+        for (int k = 0; k < len && x + k < w; k++) {
+            img[(size_t)y * w + x + k] = NAN;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int y = (int)uniform(s, 0.0, h);
+        for (int x = 0; x < w; x++) {
+            img[(size_t)y * w + x] = NAN;
+        }
+    }
+}
+
+static int
+sums_against_afresh(void)
+{
+    enum { H = 150, W = 141 };
+    static float ref[H * W], warped[MAX_VIEWS][H * W], got[H * W];
+    static const int radii[] = {1, 2, 3, 4, 5, 6, 7, 9, 15, 31};
+    uint64_t seed = 0x853c49e6748fea9bull;
+    int failures = 0;
+    double worst = 0.0;
+    long costs = 0;
+    for (size_t ri = 0; ri < sizeof(radii) / sizeof(radii[0]); ri++) {
+        for (int cost = AP_COST_NCC; cost <= AP_COST_SAD; cost += 2) {
+            int r = radii[ri];
+            for (int i = 0; i < H * W; i++) {
+                ref[i] = (float)uniform(&seed, 0.0, 1.0);
+            }
+            plane_views pv = {.views = 1 + (int)ri % MAX_VIEWS};
+            for (int v = 0; v < pv.views; v++) {
+                warped_image(&seed, warped[v], H, W, 0.02 * v);
+                pv.warped[v] = warped[v];
+            }
+            ap_strip_block b = {.ref = ref, .h = H, .w = W, .cost = cost,
+                                .r = r,
+                                .full = (double)(2 * r + 1) * (2 * r + 1)};
+            strip_plane(b, &pv, got);
+            for (int y = 0; y < H; y++) {
+                for (int x = 0; x < W; x++) {
+                    double want = 0.0;
+                    for (int v = 0; v < pv.views; v++) {
+                        want += afresh_cost(ref, warped[v], H, W, x, y, r,
+                                            cost);
+                    }
+                    want /= pv.views;
+                    double off = fabs(got[y * W + x] - want);
+                    worst = off > worst ? off : worst;
+                    costs++;
+                    if (!(off <= 2e-6) && failures++ < 3) {
+                        printf("FAIL: %s radius %d, pixel (%d, %d): strip "
+                               "%.9g, afresh %.9g\n",
+                               cost == AP_COST_SAD ? "SAD" : "NCC", r, x, y,
+                               got[y * W + x], want);
+                    }
+                }
+            }
+        }
+    }
+    printf("gpu strip: %ld costs against their sums afresh, worst %.3g; "
+           "column sums worst %.3g; %d failures\n", costs, worst,
+           column_worst, failures + column_failures);
+    return failures + column_failures;
+}
+
+/* A warped image of noise whose rows [flat0, h) hold one value, c, and
+ * a reference of noise: every window wholly in the flat rows has no
+ * variance in its samples, so its NCC cost is 1 exactly. */
+static int
+uniform_windows(void)
+{
+    enum { H = 140, W = 130 };
+    static float ref[H * W], warped[H * W], got[H * W];
+    static const float values[] = {0.7f, 1.0f / 3.0f, 0.999f, 1e-3f};
+    uint64_t seed = 0x2f1c0a0b47d35a1dull;
+    int failures = 0;
+    long flat = 0;
+    for (int r = 1; r <= 15; r += 2) {
+        for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++) {
+            int flat0 = 37 + r;
+            for (int i = 0; i < H * W; i++) {
+                ref[i] = (float)uniform(&seed, 0.0, 1.0);
+                warped[i] = i / W >= flat0 ? values[k]
+                                           : (float)uniform(&seed, 0.0, 1.0);
+            }
+            plane_views pv = {.views = 1, .warped = {warped}};
+            ap_strip_block b = {.ref = ref, .h = H, .w = W,
+                                .cost = AP_COST_NCC, .r = r,
+                                .full = (double)(2 * r + 1) * (2 * r + 1)};
+            strip_plane(b, &pv, got);
+            for (int y = flat0 + r; y < H; y++) {
+                for (int x = 0; x < W; x++) {
+                    flat++;
+                    if (got[y * W + x] != 1.0f && failures++ < 3) {
+                        printf("FAIL: uniform window at (%d, %d), radius "
+                               "%d, value %g: cost %.9g, not 1\n", x, y, r,
+                               values[k], got[y * W + x]);
+                    }
+                }
+            }
+        }
+    }
+    printf("gpu strip: %ld uniform windows, %d not found flat\n", flat,
+           failures);
+    return failures;
+}
+
+/* ------------------------------------------- the kernel, against the CPU */
+
+/* the rigs' cameras (random_camera) */
+static const rig_ranges RIG = {1.6, 0.1, 0.2};
+
+/* A texture of blobs a few pixels wide: what the sources see of the
+ * plane, band-limited as a camera's image is. */
+static void
+texture(uint64_t *seed, float *img, int h, int w)
+{
+    double fx[6], fy[6], ph[6];
+    for (int k = 0; k < 6; k++) {
+        fx[k] = uniform(seed, 0.1, 0.9);
+        fy[k] = uniform(seed, 0.1, 0.9);
+        ph[k] = uniform(seed, 0.0, 6.3);
+    }
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            double v = 0.0;
+            for (int k = 0; k < 6; k++) {
+                v += sin(fx[k] * x + fy[k] * y + ph[k]);
+            }
+            img[(size_t)y * w + x] = (float)(0.5 + v / 12.0);
+        }
+    }
+}
+
+enum { RH = 80, RW = 150, VIEWS = 3, DEPTHS = 4, RN = RH * RW };
+
+/* One rig: its costs by the strip kernel against the CPU's. */
+static int
+compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
+            long *compared)
+{
+    double water_z = uniform(seed, 0.05, 0.5), params[(1 + VIEWS) * 28];
+    double centre[3] = {0.0, 0.0, 0.0};
+    ap_camera ref_cam, cams[VIEWS];
+    ap_gpu_frame frames[VIEWS];
+    random_camera(seed, &RIG, RW, RH, centre, refractive, water_z, params);
+    if (ap_camera_init(&ref_cam, params)) {
+        puts("FAIL: a reference camera was refused");
+        return 1;
+    }
+    for (int v = 0; v < VIEWS; v++) {
+        double c[3] = {uniform(seed, -0.15, 0.15),
+                       uniform(seed, -0.15, 0.15),
+                       uniform(seed, -0.03, 0.03)};
+        double *p = params + 28 * (1 + v);
+        random_camera(seed, &RIG, RW, RH, c, refractive, water_z, p);
+        if (ap_camera_init(&cams[v], p)) {
+            puts("FAIL: a source camera was refused");
+            return 1;
+        }
+        ap_gpu_frame_init(&frames[v], &cams[v]);
+    }
+    static double rays[AP_RAY_DOUBLES * RN];
+    for (int i = 0; i < RN; i++) {     /* as ap_rays_kernel makes them */
+        double o[3], d[3];
+        if (!ap_cast(&ref_cam, i % RW, i / RW, o, d)) {
+            o[0] = o[1] = o[2] = d[0] = d[1] = d[2] = NAN;
+        }
+        ap_ray_write(rays, i, o, d);
+    }
+    static float ref[RN], srcs[VIEWS * RN], cpu[RN * DEPTHS], got[RN];
+    texture(seed, ref, RH, RW);
+    for (int v = 0; v < VIEWS; v++) {
+        texture(seed, srcs + v * RN, RH, RW);
+    }
+    double depths[DEPTHS];
+    for (int j = 0; j < DEPTHS; j++) {
+        depths[j] = water_z + 0.3 + 0.15 * j + uniform(seed, 0.0, 0.1);
+    }
+    ap_sweep_args a = {.ref = ref, .srcs = srcs, .h = RH, .w = RW,
+                       .n = VIEWS, .ref_cam = &ref_cam, .src_cams = cams,
+                       .depths = depths, .d = DEPTHS, .first = 0,
+                       .count = DEPTHS, .cost = cost, .window = 2 * r + 1,
+                       .threads = 1, .parity = AP_PARITY_TEXTBOOK};
+    if (ap_cost_volume(&a, cpu) != 0) {
+        puts("FAIL: the CPU's cost volume failed");
+        return 1;
+    }
+    int failures = 0;
+    for (int j = 0; j < DEPTHS; j++) {
+        plane_views pv = {.views = VIEWS, .frames = frames};
+        for (int v = 0; v < VIEWS; v++) {
+            pv.imgs[v] = srcs + v * RN;
+        }
+        ap_strip_block b = {.ref = ref, .rays = rays, .h = RH, .w = RW,
+                            .cost = cost, .r = r, .depth = depths[j],
+                            .full = (double)(2 * r + 1) * (2 * r + 1)};
+        strip_plane(b, &pv, got);
+        for (int i = 0; i < RN; i++) {
+            float want = cpu[(size_t)i * DEPTHS + j];
+            double off = fabs((double)got[i] - want);
+            *worst = off > *worst ? off : *worst;
+            (*compared)++;
+            if (!(off <= 1e-4) && failures++ < 3) {
+                printf("FAIL: %s rig, %s radius %d, pixel (%d, %d), depth "
+                       "%g: strip %.9g, CPU %.9g\n",
+                       refractive ? "refractive" : "pinhole",
+                       cost == AP_COST_SAD ? "SAD" : "NCC", r, i % RW,
+                       i / RW, depths[j], got[i], want);
+            }
+        }
+    }
+    return failures;
+}
+
+static int
+kernel_against_cpu(void)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    static const int radii[] = {5, 1, 3, 7, 9};
+    int failures = 0;
+    double worst = 0.0;
+    long compared = 0;
+    for (int rig = 0; rig < 12; rig++) {
+        int cost = rig % 4 == 2 ? AP_COST_SAD : AP_COST_NCC;
+        failures += compare_rig(&seed, rig % 3 != 2, cost,
+                                radii[rig % 5], &worst, &compared);
+    }
+    printf("gpu strip: 12 rigs, %ld costs against the CPU's, worst %.3g; "
+           "%d past 1e-4\n", compared, worst, failures);
+    return failures;
+}
+
+int
+main(void)
+{
+    int failures = sums_against_afresh();
+    failures += uniform_windows();
+    failures += kernel_against_cpu();
+    return failures ? 1 : 0;
+}

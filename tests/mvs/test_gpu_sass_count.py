@@ -1,0 +1,83 @@
+"""benchmarks/mvs/gpu_sass_count.py: the static instruction count of the GPU
+cost kernel, read from its sm_90 machine code without a device."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from repo_paths import ROOT  # noqa: E402
+SCRIPT = ROOT / "benchmarks" / "mvs" / "gpu_sass_count.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import gpu_sass_count  # noqa: E402
+
+FOUND = gpu_sass_count.tools()
+needs_tools = pytest.mark.skipif(
+    isinstance(FOUND, str),
+    reason=f"nvcc, cuobjdump and nvdisasm are needed: {FOUND}")
+
+
+def run(*args):
+    done = subprocess.run([sys.executable, str(SCRIPT), *args],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def per_output(out):
+    last = out.strip().splitlines()[-1]
+    m = re.fullmatch(r"instructions per \(pixel, plane, source\): (\d+)",
+                     last)
+    assert m, last
+    return int(m.group(1))
+
+
+def parts(out):
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(r"^\s+(warp|sums|other):\s+([\d.]+)$",
+                                 out, re.M)}
+
+
+@needs_tools
+def test_the_count_ends_on_one_line_and_adds_up_its_parts():
+    """The last line is the count; the warp's and the sums' shares and
+    the rest add up to it; ptxas's registers and spills are reported and
+    every loop found has its trips declared."""
+    out = run()
+    total = per_output(out)
+    shares = parts(out)
+    assert set(shares) == {"warp", "sums", "other"}
+    assert abs(sum(shares.values()) - total) <= 1
+    assert shares["warp"] > 0 and shares["sums"] > 0
+    assert re.search(r"\d+ registers, \d+ bytes spill stores, \d+ bytes "
+                     r"spill loads", out)
+    assert re.search(r"loop 0x[0-9a-f]+-0x[0-9a-f]+ sweep\.cu:\d+", out)
+
+
+@needs_tools
+def test_a_wider_window_and_fewer_views_cost_what_they_should():
+    """The weighing follows the case: window 21 sums more rows and warps
+    a wider halo than window 11; with one source the block's set-up is
+    spread over one output, not five."""
+    narrow, wide = parts(run("--window", "11")), parts(run("--window", "21"))
+    assert wide["sums"] > narrow["sums"] + 50
+    assert wide["warp"] > narrow["warp"] * 1.2
+    one = parts(run("--views", "1"))
+    assert one["other"] == pytest.approx(5 * narrow["other"], rel=0.01)
+
+
+def test_trips_of_a_strided_loop_are_counted_by_warps():
+    """spread(n, threads): a warp issues an iteration while any of its
+    lanes runs it."""
+    assert gpu_sass_count.spread(512, 512) == 1
+    assert gpu_sass_count.spread(1092, 512) == 2 + 3 / 16
+    assert gpu_sass_count.spread(33, 64) == 1
+
+
+def test_missing_tools_are_named(monkeypatch, tmp_path):
+    """Without nvcc, cuobjdump or nvdisasm the script says which."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(gpu_sass_count, "find_tool", lambda *a: None)
+    monkeypatch.delenv("AQUAPROF_NVCC", raising=False)
+    assert gpu_sass_count.tools() == "not found: nvcc, cuobjdump, nvdisasm"

@@ -1,0 +1,127 @@
+"""`make gpu-check` (tests/device/gpu_check.sh) where there is no GPU, or
+no time left: it must say so, name every step and pack its logs, without
+touching a device; and it must never change a GPU's settings."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from fake_gpu import ROOT
+
+DRIVER = ROOT / "tests" / "device" / "gpu_check.sh"
+STEPS = ["env", "build", "verify", "pytest_gpu", "raw_small",
+         "cupti_pipeline", "cupti_torch_profiler", "cupti_open_stage",
+         "cupti_stop_thread", "cupti_fork", "cupti_overhead", "cupti_blocks",
+         "pytest_fork", "pytest_refcounts_then_mvs_gpu", "demo_cuda",
+         "bench_mvs_cuda", "bench_gpu_overhead", "bench_aquamvs_ncc_cuda",
+         "bench_aquamvs_ssim_cuda", "bench_aquamvs_cpu",
+         "sanitizer_memcheck", "sanitizer_racecheck", "ncu_cost",
+         "ncu_cost_planes",
+         "pytest_all"]
+
+
+def run_driver(tmp_path, nvidia_smi, budget):
+    """Runs the driver into tmp_path/out; its scratch goes under
+    tmp_path/tmp, which the test reads after."""
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, PYTHON=sys.executable, TMPDIR=str(tmp_path /
+                                                             "tmp"),
+               GPU_CHECK_NVIDIA_SMI=str(nvidia_smi),
+               GPU_CHECK_BUDGET=str(budget))
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", str(DRIVER), str(out)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    summary = (out / "SUMMARY.txt").read_text()
+    rows = {line.split()[0]: line for line in summary.splitlines()
+            if line.split()[:1] and line.split()[0] in STEPS}
+    return run, out, summary, rows
+
+
+def packed(out):
+    with tarfile.open(out / "gpu-check.tgz") as tgz:
+        return sorted(tgz.getnames())
+
+
+@pytest.mark.slow
+def test_without_a_gpu_it_says_so_and_exits_2(tmp_path):
+    run, out, summary, rows = run_driver(tmp_path, tmp_path / "nvidia-smi",
+                                         60)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert list(rows) == STEPS
+    # the environment is reported, to show why; nothing else runs
+    assert rows["env"].split()[-1] == "ok", (out / "env.log").read_text()
+    for name in STEPS[1:]:
+        assert "SKIPPED (no GPU: " in rows[name] and "not found" in \
+            rows[name]
+    assert "NO GPU here" in summary
+    assert "no GPU: " in (out / "env.log").read_text()
+    assert sorted(p.name for p in out.iterdir()) == [
+        "SUMMARY.txt", "env.log", "gpu-check.tgz"]
+    assert packed(out) == ["SUMMARY.txt", "env.log"]
+    assert not list((tmp_path / "tmp").iterdir()), "scratch left behind"
+
+
+def test_steps_that_no_longer_fit_the_budget_are_skipped(tmp_path):
+    """A GPU that nvidia-smi lists, but no time: every step says so."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: Fake GPU (UUID: GPU-0)'\n")
+    smi.chmod(0o755)
+    run, out, summary, rows = run_driver(tmp_path, smi, 5)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert list(rows) == STEPS
+    for name in STEPS:
+        # or, before the budget is asked, a CUDA tool this machine lacks
+        assert re.search(r"SKIPPED \((needs \d+s, -?\d+s of the 5s budget "
+                         r"left|(compute-sanitizer|ncu) not found)\)",
+                         rows[name]), rows[name]
+    assert "NO GPU" not in summary
+    assert packed(out) == ["SUMMARY.txt"]
+
+
+def test_the_driver_parses_and_never_sets_anything_on_the_gpu():
+    subprocess.run(["bash", "-n", str(DRIVER)], check=True)
+    text = DRIVER.read_text()
+    calls = re.findall(r'"\$NVIDIA_SMI"((?:[ \t]+-[^\s|;&)>]*)*)', text)
+    assert any(calls), "the driver asks nvidia-smi nothing"
+    for args in calls:
+        for arg in args.split():
+            assert arg in ("-L",) or arg.startswith(("--query-gpu=",
+                                                     "--format=")), args
+    # ncu locks the clocks to base unless told not to
+    assert "--clock-control none" in text
+    assert not re.search(r"nvidia-smi\s+-(r|pm|pl|ac|lgc|rgc|lmc|c|mig)\b",
+                         text)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+def test_make_gpu_check_runs_the_driver_with_plain_python(tmp_path):
+    # a make that runs this test (make gpu-check OUT=...) passes its
+    # command-line variables down through MAKEFLAGS: none of them here
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    dry = subprocess.run(["make", "-n", "gpu-check"], cwd=ROOT, text=True,
+                         capture_output=True, check=True,
+                         env=dict(env, OUT="/elsewhere")).stdout
+    assert "tests/device/gpu_check.sh gpu-check-out" in dry
+    assert ".venv" not in dry
+    dry = subprocess.run(["make", "-n", "gpu-check", f"OUT={tmp_path}"],
+                         cwd=ROOT, text=True, capture_output=True,
+                         check=True, env=env).stdout
+    assert f"tests/device/gpu_check.sh {tmp_path}" in dry
+
+
+def test_the_kernel_variants_script_parses_and_builds_back_as_committed():
+    """benchmarks/mvs/gpu_variants.sh, for a lent GPU's spare minutes: it
+    parses, times each variant without torch, and ends by building the
+    code as committed, so that the tree it leaves is the tested one."""
+    script = ROOT / "benchmarks" / "mvs" / "gpu_variants.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "--skip-torch" in text and 'AQUAPROF_NVCC_FLAGS="$1"' in text
+    last_build = text.rindex('build ""')
+    assert last_build > text.rindex("bench_mvs.py")
+    assert "nvidia-smi" not in text

@@ -1,0 +1,277 @@
+"""Threads are named after their Python thread (threading.Thread.name) in
+the report and every view: the name as it is when the report is built,
+for threads renamed meanwhile or ended before it; threads that threading
+did not start, and reports written before names, keep the tid label.
+Names are the program's text, escaped in every output."""
+import _thread
+import gc
+import json
+import threading
+import weakref
+import xml.etree.ElementTree as ET
+
+import pytest
+
+import aquaprof as ap
+import crafted
+from aquaprof.views.html import report_html
+from aquaprof.views.speedscope import speedscope
+from aquaprof.views.threads import thread_label, threads_summary
+from aquaprof.views.trace import chrome_trace
+
+HOSTILE = 'loader <script>alert("x")</script>\n\'q\' & \x1b[31m'
+PRINTED = 'loader <script>alert("x")</script>\\n\'q\' & \\x1b[31m'
+
+
+def staged(name="work"):
+    with ap.stage(name):
+        pass
+
+
+def run_on_thread(name=None, target=staged):
+    t = threading.Thread(target=target, name=name)
+    t.start()
+    t.join()
+    return t
+
+
+def names_of(report):
+    return [t.get("name") for t in report.threads]
+
+
+def test_main_thread_and_named_threads_are_named():
+    with ap.Profiler(sample=None) as prof:
+        staged()
+        run_on_thread("loader-0")
+    assert names_of(prof.report()) == ["MainThread", "loader-0"]
+
+
+def test_a_thread_renamed_after_its_first_stage_has_its_last_name():
+    entered, renamed = threading.Event(), threading.Event()
+
+    def work():
+        staged()
+        entered.set()
+        renamed.wait(10)
+        staged()
+
+    with ap.Profiler(sample=None) as prof:
+        t = threading.Thread(target=work, name="before")
+        t.start()
+        entered.wait(10)
+        t.name = "after"
+        renamed.set()
+        t.join()
+    assert names_of(prof.report()) == ["after"]
+
+
+def test_a_thread_ended_and_dropped_before_the_report_keeps_its_name():
+    with ap.Profiler(sample=None) as prof:
+        run_on_thread("gone")      # its Thread object dropped at once
+        staged()
+    assert names_of(prof.report()) == ["gone", "MainThread"]
+
+
+def test_a_thread_still_running_at_the_report_is_named():
+    entered, release = threading.Event(), threading.Event()
+
+    def wait():
+        with ap.stage("waiting"):
+            entered.set()
+            release.wait(10)
+
+    t = threading.Thread(target=wait, name="still here")
+    with ap.Profiler(sample=None) as prof:
+        t.start()
+        assert entered.wait(10)
+    try:
+        assert names_of(prof.report()) == ["still here"]
+    finally:
+        release.set()
+        t.join()
+
+
+def test_threads_threading_did_not_start_keep_the_tid_label():
+    done = threading.Event()
+
+    def raw():
+        staged("raw")
+        done.set()
+
+    def dummy():
+        threading.current_thread()     # a _DummyThread, "Dummy-N"
+        staged("dummy")
+        done.set()
+
+    with ap.Profiler(sample=None) as prof:
+        for target in (raw, dummy):
+            done.clear()
+            _thread.start_new_thread(target, ())
+            assert done.wait(10)
+    threads = prof.report().threads
+    assert [t.get("name") for t in threads] == [None, None]
+    assert [thread_label(t) for t in threads] == [
+        f"thread {t['index']} (tid {t['native_id']})" for t in threads]
+
+
+def test_a_name_property_of_a_subclass_is_never_run():
+    class Worker(threading.Thread):
+        @property
+        def name(self):
+            raise AssertionError("the report ran the program's code")
+
+        @name.setter
+        def name(self, value):
+            self._name = value
+
+    with ap.Profiler(sample=None) as prof:
+        w = Worker(target=staged, name="worker")
+        w.start()
+        w.join()
+    assert names_of(prof.report()) == ["worker"]
+
+
+def test_names_survive_a_run_started_before_the_report():
+    with ap.Profiler(sample=None) as first:
+        run_on_thread("first run")
+    with ap.Profiler(sample=None) as second:
+        run_on_thread("second run")
+    assert names_of(first.report()) == ["first run"]
+    assert names_of(second.report()) == ["second run"]
+
+
+def test_a_nested_profiler_names_its_threads():
+    with ap.Profiler(sample=None):
+        with ap.Profiler(sample=None) as inner:
+            run_on_thread("inner worker")
+    assert names_of(inner.report()) == ["inner worker"]
+
+
+def test_snapshots_name_the_threads():
+    with ap.Profiler(sample=None, window=4) as prof:
+        staged()
+        threads = prof._core.snapshot_data()["threads"]
+    assert [t.get("name") for t in threads] == ["MainThread"]
+
+
+def test_noted_threads_are_held_until_the_report_then_let_go():
+    with ap.Profiler(sample=None) as prof:
+        ref = weakref.ref(run_on_thread("held"))
+    gc.collect()
+    assert ref() is not None        # its name is read when the report is
+    assert names_of(prof.report()) == ["held"]
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_profiler_dropped_while_running_lets_go_of_its_threads():
+    prof = ap.Profiler(sample=None)
+    prof.start()
+    ref = weakref.ref(run_on_thread("dropped"))
+    del prof
+    gc.collect()
+    assert not ap.active()
+    assert ref() is None
+
+
+# ------------------------------------------------------------- the file
+
+def test_names_are_saved_and_loaded(tmp_path):
+    with ap.Profiler(sample=None) as prof:
+        run_on_thread(HOSTILE)
+    report = prof.report()
+    loaded = ap.Report.load(report.save(tmp_path / "r.json"))
+    assert loaded == report
+    assert names_of(loaded) == [HOSTILE]
+
+
+def test_a_report_without_names_shows_the_old_labels():
+    report = ap.Report.from_dict(crafted.report([crafted.stage("only")]))
+    assert "name" not in report.threads[0]
+    label = f"thread 0 (tid {report.threads[0]['native_id']})"
+    assert thread_label(report.threads[0]) == label
+    trace = json.loads(chrome_trace(report))
+    assert [e["args"]["name"] for e in trace["traceEvents"]
+            if e["name"] == "thread_name"] == [label]
+    assert [p["name"] for p in speedscope(report)["profiles"]] == [label]
+    assert "1 thread," in str(report)
+
+
+def test_a_name_that_is_not_text_is_refused():
+    data = crafted.report([crafted.stage("only")])
+    data["threads"][0]["name"] = 42
+    with pytest.raises(ap.ReportError, match=r"threads\[0\]\['name'\] "
+                                             r"must be str"):
+        ap.Report.from_dict(data)
+
+
+# ------------------------------------------------------------ the views
+
+@pytest.fixture(scope="module")
+def hostile():
+    with ap.Profiler(sample=None) as prof:
+        staged()
+        run_on_thread(HOSTILE)
+    return prof.report()
+
+
+def test_the_trace_names_each_track(hostile):
+    trace = json.loads(chrome_trace(hostile))
+    tids = [t["native_id"] for t in hostile.threads]
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["name"] == "thread_name"}
+    assert names == {tids[0]: f"MainThread (tid {tids[0]})",
+                     tids[1]: f"{PRINTED} (tid {tids[1]})"}
+
+
+def test_speedscope_profiles_carry_the_names(hostile):
+    profiles = json.loads(json.dumps(speedscope(hostile)))["profiles"]
+    assert [p["name"] for p in profiles] == [
+        thread_label(t) for t in hostile.threads]
+    assert profiles[1]["name"].startswith(PRINTED)
+
+
+def test_the_text_header_names_the_threads_on_one_line(hostile):
+    first = str(hostile).splitlines()[0]
+    short = PRINTED[:37] + "..."
+    assert f"2 threads (MainThread, {short})," in first
+
+
+def test_the_flamegraph_root_names_the_threads_and_parses(hostile,
+                                                          tmp_path):
+    path = hostile.to_flamegraph(tmp_path / "f.svg")
+    root = ET.parse(path).getroot()      # still well-formed XML
+    ns = "{http://www.w3.org/2000/svg}"
+    top = next(g for g in root.iter(f"{ns}g")
+               if g.get("data-path") == "")
+    assert "(MainThread, loader <script>" in top.get("data-details")
+    assert "<script>alert" not in path.read_text()
+
+
+def test_html_escapes_the_names(hostile):
+    page = report_html(hostile)
+    assert "loader &lt;script&gt;alert(&quot;x&quot;)" in page
+    assert "<script>" not in page
+
+
+def test_merged_processes_keep_their_threads_names(hostile):
+    merged = ap.merge([hostile, hostile], ["a", "b"])
+    assert names_of(merged) == ["MainThread", HOSTILE] * 2
+    assert [t["process"] for t in merged.threads] == [0, 0, 1, 1]
+    assert threads_summary(merged.threads).startswith("MainThread x2, ")
+    trace = json.loads(chrome_trace(merged))
+    pids = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+            if e["name"] == "process_name"}
+    by_process = sorted((pids[e["pid"]], e["args"]["name"].split(" (")[0])
+                        for e in trace["traceEvents"]
+                        if e["name"] == "thread_name")
+    assert by_process == [("a", "MainThread"), ("a", PRINTED),
+                          ("b", "MainThread"), ("b", PRINTED)]
+
+
+def test_a_summary_lists_a_few_names_then_counts_the_rest():
+    threads = [{"index": i, "native_id": 100 + i, "name": f"w{i}"}
+               for i in range(6)] + [{"index": 6, "native_id": 106}]
+    assert threads_summary(threads) == "w0, w1, w2, w3 and 3 more"
+    assert threads_summary(threads[-1:]) == ""
+    assert threads_summary([threads[0], threads[-1]]) == "w0, tid 106"

@@ -1,0 +1,138 @@
+"""Targets for the child-process tests: importable by name, so that
+spawn and forkserver children, which pickle their target, can run them;
+and how those tests wait for a child."""
+import os
+import signal
+import time
+
+import aquaprof as ap
+
+
+@ap.stage("work")
+def work(x):
+    return x * 2
+
+
+def calls(n):
+    for i in range(n):
+        work(i)
+
+
+def calls_then_wait(n, seconds, ready=None):
+    """Records n calls, says so on `ready` (an Event), then waits."""
+    calls(n)
+    if ready is not None:
+        ready.set()
+    time.sleep(seconds)
+
+
+def _sigterm_to_a_thread_once_waiting(until=lambda: True):
+    """A thread of this process takes a SIGTERM once the main thread
+    sleeps in a lock's wait (x86-64 futex) and until() holds: the state a
+    SIGTERM leaves when it lands as the wait begins (Python's C handler
+    ran, the wait was not interrupted)."""
+    import threading
+    path = f"/proc/self/task/{threading.get_native_id()}/syscall"
+
+    def take_sigterm():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with open(path) as f:
+                if f.read().split()[0] == "202" and until():
+                    break
+            time.sleep(0.01)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    threading.Thread(target=take_sigterm, daemon=True).start()
+
+
+def calls_then_wait_on(n, lock, ready):
+    """Records n calls, then waits on `lock` (held by the parent) as a
+    pool worker waits for work, and a SIGTERM comes as that wait begins."""
+    calls(n)
+    _sigterm_to_a_thread_once_waiting()
+    ready.set()
+    lock.acquire()
+
+
+def waits_on_past_its_capture(lock, ready):
+    """The same, the SIGTERM coming once the parent's Profiler stopped
+    and this child's capture ended."""
+    from aquaprof.record.processes import child
+    _sigterm_to_a_thread_once_waiting(lambda: child._child is None)
+    ready.set()
+    lock.acquire()
+
+
+def calls_then_exit_at_once(n):
+    """Ends the way multiprocessing never does: no exit finalizers."""
+    calls(n)
+    os._exit(0)
+
+
+def calls_with_own_sigterm_handler(n, ready):
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(7))
+    calls(n)
+    ready.set()
+    time.sleep(60)
+
+
+def calls_and_a_grandchild(n):
+    import multiprocessing
+    calls(n)
+    grandchild = multiprocessing.get_context("fork").Process(
+        target=calls, args=(n,))
+    grandchild.start()
+    grandchild.join()
+
+
+class Squares:
+    """A map-style dataset whose items are a stage."""
+
+    def __len__(self):
+        return 32
+
+    @ap.stage("getitem")
+    def __getitem__(self, i):
+        return float(i * i)
+
+
+def says_whether_recording_after(seconds, answer):
+    """Waits past its parent's stop, then answers whether this process
+    still records."""
+    calls(1)
+    answer.put("started")
+    time.sleep(seconds)
+    answer.put(ap.active())
+
+
+class Slow(Squares):
+    """Items that take 20 ms each: loading is what the loop waits on."""
+
+    @ap.stage("getitem")
+    def __getitem__(self, i):
+        time.sleep(0.02)
+        return float(i)
+
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def spins_in_a_stage(seconds):
+    """A child's own sampled work: `spin` inside the stage "child"."""
+    with ap.stage("child"):
+        spin(seconds)
+
+
+def exitcode_within(p, seconds):
+    """p's exit code once it ended, or None after killing it when it did
+    not end within `seconds`."""
+    p.join(seconds)
+    if p.exitcode is None:
+        p.kill()
+        p.join()
+        return None
+    return p.exitcode
