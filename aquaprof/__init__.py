@@ -41,6 +41,9 @@ def merge(reports, labels=None) -> Report:
 
 
 def __getattr__(name: str):
+    if f"{__name__}.{name}" in moved.MOVED:   # aquaprof.schema.KERNEL
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
     # History pulls in sqlite3: only for those who use it
     if name in ("History", "HistoryError"):
         from .integrations import history

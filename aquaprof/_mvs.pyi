@@ -27,6 +27,12 @@ def cost_volume(ref: np.ndarray, srcs: np.ndarray, ref_params: np.ndarray,
                 out: np.ndarray, parity: int = ...) -> None: ...
 def extract_depth(volume: np.ndarray, depths: np.ndarray
                   ) -> Tuple[np.ndarray, np.ndarray]: ...
+# doubles a pixel of depth_fold's state (csrc/mvs/cuda/gpu_depth.h)
+DEPTH_STATE_DOUBLES: int
+
+def depth_fold(chunk: np.ndarray, lead: int, count: int, first: int,
+               depths: np.ndarray, state: np.ndarray, depth: np.ndarray,
+               confidence: np.ndarray) -> None: ...
 # ("polynomial", degree, Newton steps), ("table", points a side, steps) or
 # ("per sample", 0, steps): each crossing solved alone, as on the GPU
 def snell_guess(params: np.ndarray, dist2_max: float, depth_min: float,
@@ -48,3 +54,6 @@ def gpu_cost_volume(device: int, stream: int, ref: int, srcs: int, n: int,
 def gpu_extract_depth(device: int, stream: int, volume: int, h: int, w: int,
                       d: int, depths: int, depth: int,
                       confidence: int) -> None: ...
+def gpu_depth_fold(device: int, stream: int, chunk: int, h: int, w: int,
+                   k: int, first: int, d: int, depths: int, state: int,
+                   depth: int, confidence: int) -> None: ...

@@ -84,7 +84,7 @@ def _threshold(text: str) -> float:
 def _interval(text: str) -> float:
     """--sample's seconds, within the Profiler's bounds (0, which turns
     sampling off there, is --no-sample's to say)."""
-    from ..record.profiler import sample_interval_ns
+    from ..record.options import sample_interval_ns
     try:
         value = float(text)
         if value == 0:

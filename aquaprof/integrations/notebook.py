@@ -69,7 +69,7 @@ def _seconds(name: str, check: Callable[[float], Any] = lambda v: v) \
 
 
 def _sample_check(value: float) -> None:
-    from ..record.profiler import sample_interval_ns
+    from ..record.options import sample_interval_ns
     if value == 0:
         raise ValueError("0 takes no samples: use --no-sample")
     sample_interval_ns(value)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator
 
+from ..common.checks import whole
+
 if TYPE_CHECKING:
     from .monitor import Monitor
 
@@ -89,7 +91,7 @@ def register(monitor: "Monitor", target: Any) -> Any:
     """Registers the monitor's collector with target, a registry, or
     serves it on target, a port (int): returns the HTTP server then."""
     client = _client()
-    if isinstance(target, int) and not isinstance(target, bool):
+    if whole(target):
         if not 0 <= target <= 65535:
             raise ValueError(f"prometheus port must be 0..65535, got "
                              f"{target}")

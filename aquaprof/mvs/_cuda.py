@@ -221,33 +221,87 @@ def warp_room(views: int, h: int, w: int, planes: int) -> int:
     return min(planes, WARP_PLANES_BYTES // (views * h * w * 4))
 
 
+class _Sweep:
+    """What the cost launches of one call share: the depths on the
+    device, the rays, AquaMVS parity's scratch and the warped planes."""
+
+    def __init__(self, ref: GpuArray, stack: GpuArray, n: int,
+                 ref_params: np.ndarray, cams: np.ndarray,
+                 depths: np.ndarray, cost: int, window: int, batch: int,
+                 parity: int):
+        _mvs.gpu_check(ref.device)
+        warp_mode()      # a bad value is refused whatever the parity
+        self.ref, self.stack, self.n = ref, stack, n
+        self.ref_params, self.cams = ref_params, cams
+        self.cost, self.window, self.parity = cost, window, parity
+        h, w = ref.shape
+        self.depths = ref.upload(depths)
+        self.rays = ref.empty((6, h, w), "float64")
+        # AquaMVS parity's passes meet in global memory: per view of a
+        # launch, the warped image and the centred reference and source
+        views = min(n, _mvs.GPU_VIEWS)
+        self.scratch = ref.empty((views, 3, h, w), "float64") \
+            if parity else None
+        self.room = 0 if parity else warp_room(views, h, w,
+                                               min(batch, depths.size))
+        self.warped = ref.empty((self.room, views, h, w)) \
+            if self.room else None
+        self.stream = ref.stream()
+
+    def launch(self, depths: int, d: int, first: int, count: int,
+               out: GpuObject) -> None:
+        """Planes [first, first + count) of the d depths at device
+        address `depths` into out, float32 (H, W, d)."""
+        h, w = self.ref.shape
+        _mvs.gpu_cost_volume(
+            self.ref.device, self.stream, self.ref.ptr, self.stack.ptr,
+            self.n, h, w, self.ref_params, self.cams, depths, d, first,
+            count, self.cost, self.window, _pointer(self.rays),
+            _pointer(out), self.parity,
+            0 if self.scratch is None else _pointer(self.scratch),
+            0 if self.warped is None else _pointer(self.warped), self.room)
+
+
 def cost_volume(ref: GpuArray, stack: GpuArray, n: int,
                 ref_params: np.ndarray, cams: np.ndarray, depths: np.ndarray,
                 cost: int, window: int, depth_batch: int,
                 parity: int = 0) -> GpuObject:
-    _mvs.gpu_check(ref.device)
-    warp_mode()      # a bad value is refused whatever the parity
+    sweep = _Sweep(ref, stack, n, ref_params, cams, depths, cost, window,
+                   depth_batch, parity)
     h, w = ref.shape
     d = depths.size
-    on_device = ref.upload(depths)
-    rays = ref.empty((6, h, w), "float64")
     out = ref.empty((h, w, d))
-    # AquaMVS parity's passes meet in global memory: per view of a launch,
-    # the warped image and the centred reference and source
-    scratch = ref.empty((min(n, _mvs.GPU_VIEWS), 3, h, w), "float64") \
-        if parity else None
-    views = min(n, _mvs.GPU_VIEWS)
-    room = 0 if parity else warp_room(views, h, w, min(depth_batch, d))
-    warped = ref.empty((room, views, h, w)) if room else None
-    stream = ref.stream()
     for first in range(0, d, depth_batch):
-        _mvs.gpu_cost_volume(ref.device, stream, ref.ptr, stack.ptr, n, h, w,
-                             ref_params, cams, _pointer(on_device), d, first,
-                             min(depth_batch, d - first), cost, window,
-                             _pointer(rays), _pointer(out), parity,
-                             0 if scratch is None else _pointer(scratch),
-                             0 if warped is None else _pointer(warped), room)
+        sweep.launch(_pointer(sweep.depths), d, first,
+                     min(depth_batch, d - first), out)
     return out
+
+
+def depth_map(ref: GpuArray, stack: GpuArray, n: int,
+              ref_params: np.ndarray, cams: np.ndarray, depths: np.ndarray,
+              cost: int, window: int, chunk: int,
+              parity: int = 0) -> Tuple[GpuObject, GpuObject]:
+    """build_cost_volume(reduce="depth") on the GPU: chunks of `chunk`
+    planes, each swept into an (H, W, chunk) buffer as a volume of its
+    own (its depths a slice of the call's, so that its costs are the
+    volume's bits) and folded in plane order into each pixel's state
+    (ap_depth_fold_kernel); the last fold writes depth and confidence."""
+    sweep = _Sweep(ref, stack, n, ref_params, cams, depths, cost, window,
+                   chunk, parity)
+    h, w = ref.shape
+    d = depths.size
+    out = ref.empty((h, w, chunk))
+    state = ref.empty((h, w, _mvs.DEPTH_STATE_DOUBLES), "float64")
+    depth, confidence = ref.empty((h, w)), ref.empty((h, w))
+    for first in range(0, d, chunk):
+        count = min(chunk, d - first)
+        sliced = _pointer(sweep.depths) + 8 * first
+        sweep.launch(sliced, count, 0, count, out)
+        _mvs.gpu_depth_fold(ref.device, sweep.stream, _pointer(out), h, w,
+                            count, first, d, _pointer(sweep.depths),
+                            _pointer(state), _pointer(depth),
+                            _pointer(confidence))
+    return depth, confidence
 
 
 def extract_depth(volume: object, depths: np.ndarray) -> Tuple[GpuObject,

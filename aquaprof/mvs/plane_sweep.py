@@ -3,7 +3,7 @@ kernels on the CPU, GPU arrays (torch, CuPy, DLPack) the CUDA kernels."""
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence, Tuple, Union
+from typing import Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 
@@ -16,6 +16,11 @@ from .camera import Camera
 COSTS = {"ncc": 0, "ssim": 1, "sad": 2}
 #: whose costs build_cost_volume computes (ap_parity in csrc/mvs/cpu/sweep.h)
 PARITIES = {"textbook": 0, "aquamvs": 1}
+#: what build_cost_volume may reduce its volume to (None: the volume)
+REDUCTIONS = ("depth",)
+#: planes a chunk of reduce="depth" holds where depth_batch is not given:
+#: H x W x 16 floats at a time, not the volume's H x W x D
+DEPTH_CHUNK = 16
 
 
 def _image(value: object, name: str) -> np.ndarray:
@@ -82,14 +87,37 @@ def warp(src: np.ndarray, ref_cam: Camera, src_cam: Camera,
     return _mvs.warp(_image(src, "src"), ref_params, src_params, float(d[0]))
 
 
-def build_cost_volume(ref: np.ndarray,
-                      srcs: Union[np.ndarray, Sequence[np.ndarray]],
-                      ref_cam: Camera, src_cams: Sequence[Camera],
-                      depths: Union[np.ndarray, Sequence[float]],
+Images = Union[np.ndarray, Sequence[np.ndarray]]
+Depths = Union[np.ndarray, Sequence[float]]
+
+
+@overload
+def build_cost_volume(ref: np.ndarray, srcs: Images, ref_cam: Camera,
+                      src_cams: Sequence[Camera], depths: Depths,
+                      cost: str = ..., window: int = ...,
+                      depth_batch: Optional[int] = ...,
+                      threads: Optional[int] = ..., parity: str = ...,
+                      *, reduce: None = ...) -> np.ndarray: ...
+
+
+@overload
+def build_cost_volume(ref: np.ndarray, srcs: Images, ref_cam: Camera,
+                      src_cams: Sequence[Camera], depths: Depths,
+                      cost: str = ..., window: int = ...,
+                      depth_batch: Optional[int] = ...,
+                      threads: Optional[int] = ..., parity: str = ...,
+                      *, reduce: Literal["depth"]
+                      ) -> Tuple[np.ndarray, np.ndarray]: ...
+
+
+def build_cost_volume(ref: np.ndarray, srcs: Images, ref_cam: Camera,
+                      src_cams: Sequence[Camera], depths: Depths,
                       cost: str = "ncc",
                       window: int = 11, depth_batch: Optional[int] = None,
                       threads: Optional[int] = None,
-                      parity: str = "textbook") -> np.ndarray:
+                      parity: str = "textbook", *,
+                      reduce: Optional[str] = None
+                      ) -> Union[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
     """float32 (H, W, D) matching costs, lower is better, the mean over
     source views; the warped images are never stored.
 
@@ -115,7 +143,20 @@ def build_cost_volume(ref: np.ndarray,
     GPU arrays (torch, CuPy, DLPack; all on one device) run the CUDA
     kernels and give an array of the same library on that device, queued
     on its current stream without waiting for it. Within 1e-4 of the CPU
-    result; threads does not apply there."""
+    result; threads does not apply there.
+
+    reduce: None (the volume) or "depth": extract_depth's (depth,
+    confidence) of the volume, the same bits, without holding it. The
+    planes are swept depth_batch at a time (default DEPTH_CHUNK) into a
+    chunk of H x W x depth_batch costs, each chunk folded in plane order
+    into 32 bytes a pixel of what the extraction reads (the least cost,
+    its plane, its neighbours' costs, the costs' sum). Every cost, window,
+    parity and device takes it; a bad value is a ValueError."""
+    if reduce is not None and (not isinstance(reduce, str)
+                               or reduce not in REDUCTIONS):
+        raise ValueError(f"reduce must be None or one of "
+                         f"{', '.join(map(repr, REDUCTIONS))}, got "
+                         f"{reduce!r}")
     ref_params = _camera(ref_cam, "ref_cam").params
     gpu = _cuda.is_gpu(ref) or _cuda.is_gpu(srcs)
     if gpu:
@@ -155,12 +196,17 @@ def build_cost_volume(ref: np.ndarray,
         raise ValueError("parity='aquamvs' has no 'sad' cost (AquaMVS "
                          "has ncc and ssim only)")
     if depth_batch is None:
-        depth_batch = d.size
+        depth_batch = DEPTH_CHUNK if reduce else d.size
     if not whole(depth_batch, 1):
         raise ValueError(f"depth_batch must be an int >= 1, got "
                          f"{depth_batch!r}")
     n_threads = _threads(threads)
     if gpu:
+        if reduce:
+            return _cuda.depth_map(ref_view, stack, n, ref_params, cams, d,
+                                   COSTS[cost], window,
+                                   min(depth_batch, d.size),
+                                   PARITIES[parity])
         return _cuda.cost_volume(ref_view, stack, n, ref_params, cams, d,
                                 COSTS[cost], window, depth_batch,
                                 PARITIES[parity])
@@ -168,12 +214,41 @@ def build_cost_volume(ref: np.ndarray,
     # contiguous if it must); a sequence is stacked once
     host_stack = srcs if stacked and isinstance(srcs, np.ndarray) \
         else np.stack(views)
+    if reduce:
+        return _depth_map(ref, host_stack, ref_params, cams, d, COSTS[cost],
+                          window, min(depth_batch, d.size), n_threads,
+                          PARITIES[parity])
     out = np.empty(ref.shape + (d.size,), dtype=np.float32)
     for first in range(0, d.size, depth_batch):
         _mvs.cost_volume(ref, host_stack, ref_params, cams, d, first,
                          min(depth_batch, d.size - first), COSTS[cost],
                          window, n_threads, out, PARITIES[parity])
     return out
+
+
+def _depth_map(ref: np.ndarray, stack: np.ndarray, ref_params: np.ndarray,
+               cams: np.ndarray, d: np.ndarray, cost: int, window: int,
+               chunk: int, threads: int, parity: int
+               ) -> Tuple[np.ndarray, np.ndarray]:
+    """build_cost_volume(reduce="depth") on the CPU: chunks of `chunk`
+    planes swept and folded in turn. A sweep fits its refraction guesses
+    to its depths' first and last entries, so each chunk is swept among
+    those two, at planes 1 to count of count + 2 (the two ends never
+    computed): the chunk's costs are the whole volume's bits."""
+    h, w = ref.shape
+    state = np.empty((h, w, _mvs.DEPTH_STATE_DOUBLES), dtype=np.float64)
+    depth = np.empty((h, w), dtype=np.float32)
+    confidence = np.empty((h, w), dtype=np.float32)
+    out = np.empty((h, w, chunk + 2), dtype=np.float32)
+    for first in range(0, d.size, chunk):
+        count = min(chunk, d.size - first)
+        if count + 2 != out.shape[2]:
+            out = np.empty((h, w, count + 2), dtype=np.float32)
+        among = np.concatenate(([d[0]], d[first:first + count], [d[-1]]))
+        _mvs.cost_volume(ref, stack, ref_params, cams, among, 1, count,
+                         cost, window, threads, out, parity)
+        _mvs.depth_fold(out, 1, count, first, d, state, depth, confidence)
+    return depth, confidence
 
 
 def extract_depth(cost_volume: np.ndarray,

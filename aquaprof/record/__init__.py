@@ -1,4 +1,5 @@
-"""Recording a run: the Profiler and its options, nested profilers, the
-profiler's own cost, CUPTI's lookup, the capture of child processes
-(processes) and of torch ops, modules, backward passes and DataLoader
-waits (torch)."""
+"""Recording a run: the Profiler (profiler) and its options (options),
+nested profilers (nesting), the profiler's own cost (calibration),
+asyncio and greenlet suspension (suspendable), the host (host), the GPU
+status line (gpu_status), CUPTI's lookup (cupti), child processes
+(processes) and torch (torch)."""

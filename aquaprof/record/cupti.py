@@ -1,14 +1,11 @@
-"""Where CUPTI and the CUDA driver are looked for, and what
-Profiler(cuda=..., cuda_sync=...) asks of the C layer."""
+"""Where CUPTI is looked for, and who else is tracing with it: CUPTI
+serves one client at a time."""
 from __future__ import annotations
 
-import functools
 import glob
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional
-
-_MODES = {False: 0, "auto": 1, True: 2}
+from typing import List, Optional
 
 
 def cupti_candidates() -> List[str]:
@@ -61,56 +58,3 @@ def cupti_neighbor() -> Optional[str]:
         return f"a CUDA tool injected through CUDA_INJECTION64_PATH " \
                f"({os.path.basename(injected)}, Nsight's as a rule)"
     return None
-
-
-_FLUSHES_FIRST = "_aquaprof_flushes_first"
-
-
-def flush_before_torch_profiler() -> None:
-    """Has torch.profiler hand aquaprof the CUPTI records of the run so far
-    before it registers its own CUPTI callbacks: CUPTI delivers a buffer
-    to whoever's callback is registered when it fills, so the buffer
-    aquaprof was filling would otherwise go to torch.profiler, which
-    drops a buffer it did not allocate, with aquaprof's records and its
-    own first ones. Wraps torch's two profiler entry points once per
-    process (a flush when no trace runs does nothing); torch not yet
-    imported, or another torch, is left alone."""
-    module = sys.modules.get("torch.autograd.profiler")
-    if module is None:
-        return
-    for name in ("_prepare_profiler", "_enable_profiler"):
-        original = getattr(module, name, None)
-        if callable(original) and not getattr(original, _FLUSHES_FIRST,
-                                              False):
-            wrapped = _flushing_first(original)
-            try:
-                setattr(module, name, wrapped)
-            except (AttributeError, TypeError):  # a module refusing it
-                pass
-
-
-def _flushing_first(original: Callable[..., Any]) -> Callable[..., Any]:
-    from .. import _core
-
-    @functools.wraps(original)
-    def flushing_first(*args: Any, **kwargs: Any) -> Any:
-        _core._gpu_flush()
-        return original(*args, **kwargs)
-
-    setattr(flushing_first, _FLUSHES_FIRST, True)
-    return flushing_first
-
-
-def profiler_args(cuda: Any, cuda_sync: Any) -> Dict[str, Any]:
-    """The _core.Profiler keywords for cuda= and cuda_sync=."""
-    if cuda is not True and cuda is not False and cuda != "auto":
-        raise ValueError(f"cuda must be 'auto', True or False, got {cuda!r}")
-    if not isinstance(cuda_sync, bool):
-        raise ValueError(f"cuda_sync must be True or False, got "
-                         f"{cuda_sync!r}")
-    args: Dict[str, Any] = {"cuda": _MODES[cuda], "cuda_sync": cuda_sync}
-    if cuda is not False:
-        args["cupti_paths"] = cupti_candidates()
-    # the driver ($AQUAPROF_LIBCUDA, else libcuda.so.1) is the C loader's
-    # to name, for the profiler and the plane-sweep kit alike
-    return args

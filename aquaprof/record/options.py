@@ -13,6 +13,8 @@ import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
 from .. import _core
+from ..common.checks import whole
+from . import cupti
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +48,6 @@ class Options:
                                                    compare=False)
 
     def __post_init__(self) -> None:
-        from .cupti import profiler_args
         from .torch.hooks import check_options
         # in the order a Profiler has always checked them: the first bad
         # one named is the same
@@ -64,7 +65,7 @@ class Options:
                     cpu_resolution=self.cpu_resolution, window=self.window,
                     max_stages=self.max_stages,
                     max_gpu_events=self.max_gpu_events,
-                    **profiler_args(self.cuda, self.cuda_sync))
+                    **_cuda_args(self.cuda, self.cuda_sync))
         _core.Profiler(**core)
         derived["_core_args"] = core
         derived["torch_hooks"] = check_options(self.torch_ops,
@@ -98,7 +99,7 @@ class Options:
 
 
 def _check_count(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not whole(value):
         raise TypeError(f"{name} must be an int, got {value!r}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
@@ -118,3 +119,22 @@ def sample_interval_ns(sample: Any) -> int:
         raise ValueError(f"sample must be between 0.0001 and 60 seconds "
                          f"(or None, for no sampling), got {sample!r}")
     return round(sample * 1e9)
+
+
+_CUDA_MODES = {False: 0, "auto": 1, True: 2}
+
+
+def _cuda_args(cuda: Any, cuda_sync: Any) -> Dict[str, Any]:
+    """The _core.Profiler keywords for cuda= and cuda_sync=."""
+    if cuda is not True and cuda is not False and cuda != "auto":
+        raise ValueError(f"cuda must be 'auto', True or False, got {cuda!r}")
+    if not isinstance(cuda_sync, bool):
+        raise ValueError(f"cuda_sync must be True or False, got "
+                         f"{cuda_sync!r}")
+    args: Dict[str, Any] = {"cuda": _CUDA_MODES[cuda], "cuda_sync": cuda_sync}
+    if cuda is not False:
+        # through the module: tests point it at a fake CUPTI
+        args["cupti_paths"] = cupti.cupti_candidates()
+    # the driver ($AQUAPROF_LIBCUDA, else libcuda.so.1) is the C loader's
+    # to name, for the profiler and the plane-sweep kit alike
+    return args

@@ -7,12 +7,11 @@ import time
 from typing import Any, Callable, List, Optional, Tuple
 
 from .. import _core
+from ..model.schema import TIMELINE_DTYPE
 from ..report import Report
 from .gpu_status import losses
 from .host import host_info, static_host
 from .options import Options
-# still here: the command line and the notebook check their flag with it
-from .options import sample_interval_ns  # noqa: F401
 from .processes.parent import Capture
 
 # Held while a Profiler calibrates and starts: a Profiler started on
@@ -219,7 +218,7 @@ class Profiler:
 
     def _flush_torch_profiler(self) -> None:
         if self._cuda:
-            from .cupti import flush_before_torch_profiler
+            from .torch.torch_profiler import flush_before_torch_profiler
             flush_before_torch_profiler()
 
     def stop(self) -> None:
@@ -501,13 +500,13 @@ def _calibration(cpu_resolution: float, memory: bool,
 
 def _samples(raw: dict) -> dict:
     """The sampler's data as the report holds it: the timeline as one
-    structured array (aquaprof.schema.TIMELINE_DTYPE)."""
+    structured array (TIMELINE_DTYPE)."""
     import numpy as np
-    times = np.frombuffer(raw.pop("timeline_t"), dtype="<i8")
-    stacks = np.frombuffer(raw.pop("timeline_stack"), dtype="<u4")
-    timeline = np.empty(len(times), dtype=[("t_ns", "<i8"),
-                                           ("stack", "<u4")])
+    times = np.frombuffer(raw.pop("timeline_t"),
+                          dtype=TIMELINE_DTYPE["t_ns"])
+    timeline = np.empty(len(times), dtype=TIMELINE_DTYPE)
     timeline["t_ns"] = times
-    timeline["stack"] = stacks
+    timeline["stack"] = np.frombuffer(raw.pop("timeline_stack"),
+                                      dtype=TIMELINE_DTYPE["stack"])
     raw["timeline"] = timeline
     return raw

@@ -12,23 +12,10 @@ from pathlib import Path
 import pytest
 
 import aquaprof as ap
+from cli_runs import cli, one_line_error
 from profiled import busy
 
 from repo_paths import ROOT  # noqa: E402
-
-
-def cli(*args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "aquaprof", *map(str, args)],
-                          capture_output=True, text=True, env=env,
-                          cwd=cwd or ROOT)
-
-
-def one_line_error(out, text):
-    assert out.returncode == 2
-    assert "Traceback" not in out.stderr
-    assert text in out.stderr
-    assert out.stderr.count("\n") == 1     # usage errors too
 
 
 def saved_report(path, scale):

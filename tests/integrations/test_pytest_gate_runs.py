@@ -9,7 +9,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof.integrations.pytest_plugin import base_runs, report_name
-from test_pytest_plugin import PLUGIN
+from plugin_args import PLUGIN
 
 pytest_plugins = ["pytester"]
 

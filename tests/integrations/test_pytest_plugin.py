@@ -4,7 +4,6 @@ but not on two runs of the same code."""
 import json
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -12,20 +11,11 @@ import pytest
 import aquaprof as ap
 from aquaprof.integrations.pytest_plugin import report_name
 
+from plugin_args import PLUGIN
+
 pytest_plugins = ["pytester"]
 
 
-def installed_plugin():
-    """Whether pytest loads the plugin by itself (an installed aquaprof,
-    or a build's egg-info on the path): then -p would load it twice."""
-    try:
-        points = metadata.entry_points(group="pytest11")
-    except TypeError:                     # Python < 3.10
-        points = metadata.entry_points().get("pytest11", [])
-    return any(p.value == "aquaprof.pytest_plugin" for p in points)
-
-
-PLUGIN = () if installed_plugin() else ("-p", "aquaprof.pytest_plugin")
 # the gates judge thread CPU time: on a busy machine preemption moves a
 # spinning step's wall time past any threshold, a real change of wall
 # time that one run a side cannot tell from the code's

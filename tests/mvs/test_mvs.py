@@ -513,3 +513,109 @@ def test_window_loops_run_at_eight_lanes_exactly_where_the_cpu_has_avx512():
     v4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl",
           "avx2", "fma", "bmi1", "bmi2", "movbe", "f16c", "abm"}
     assert _mvs.WIDE_LANES == int(v4 <= flags)
+
+
+# ------------------------------------------------- depth without the volume
+@pytest.mark.parametrize("cost,parity", [("ncc", "textbook"),
+                                         ("sad", "textbook"),
+                                         ("ssim", "textbook"),
+                                         ("ncc", "aquamvs")])
+@pytest.mark.parametrize("model", ["refractive", "pinhole"])
+def test_reduce_depth_is_the_volumes_extraction_to_the_bit(cost, parity,
+                                                            model):
+    """Chunks of every size, the last one short, and one chunk for all:
+    each chunk's costs are the volume's bits (swept among the depths'
+    ends, as the refraction guesses are fitted to them) and the fold
+    keeps ap_extract_pixel's order and ties."""
+    sc = scenes.make_scene("wavy", model, views=3, height=40, width=36)
+    depths = np.linspace(*sc.depth_range(0.03), 23)
+    args = (sc.ref, sc.images[1:], sc.ref_cam, sc.cameras[1:], depths, cost,
+            7)
+    want = mvs.extract_depth(mvs.build_cost_volume(*args, parity=parity),
+                             depths)
+    assert np.isfinite(want[0]).mean() > 0.5
+    for batch in (None, 1, 5, 23, 40):
+        depth, conf = mvs.build_cost_volume(*args, depth_batch=batch,
+                                            threads=2, parity=parity,
+                                            reduce="depth")
+        assert depth.dtype == conf.dtype == np.float32
+        assert np.array_equal(depth, want[0], equal_nan=True)
+        assert np.array_equal(conf, want[1])
+
+
+def test_the_fold_keeps_the_extractions_ties_and_non_finite_costs():
+    rng = np.random.default_rng(9)
+    volume = rng.choice(np.float32([0.1, 0.2, 0.5, 0.9, 1.5]),
+                        (9, 11, 17))
+    volume[0, :, 3] = np.nan
+    volume[1, :, 5] = np.inf
+    volume[2, :, 0] = -1.0          # least at the first plane
+    volume[3, :, 16] = -1.0         # and at the last
+    volume[4, :, [2, 9]] = -1.0     # tied
+    depths = np.cumsum(rng.uniform(0.01, 0.03, 17)) + 0.8
+    want = mvs.extract_depth(volume, depths)
+    for chunk in (1, 2, 5, 16, 17):
+        state = np.empty((9, 11, _mvs.DEPTH_STATE_DOUBLES))
+        depth = np.empty((9, 11), np.float32)
+        conf = np.empty((9, 11), np.float32)
+        for first in range(0, 17, chunk):
+            part = np.ascontiguousarray(volume[:, :, first:first + chunk])
+            _mvs.depth_fold(part, 0, part.shape[2], first, depths, state,
+                            depth, conf)
+        assert np.array_equal(depth, want[0], equal_nan=True)
+        assert np.array_equal(conf, want[1])
+
+
+@pytest.mark.parametrize("reduce", ["Depth", "volume", "", 1, True,
+                                    ["depth"]])
+def test_reduce_takes_none_or_depth(reduce):
+    with pytest.raises(ValueError, match="reduce must be None or one of "
+                                         "'depth', got"):
+        mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0, 1.1],
+                              reduce=reduce)
+
+
+def test_reduce_depth_refuses_what_the_volume_refuses():
+    with pytest.raises(ValueError, match="depth_batch"):
+        mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0, 1.1],
+                              depth_batch=0, reduce="depth")
+    with pytest.raises(ValueError, match="window must be"):
+        mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0, 1.1], window=4,
+                              reduce="depth")
+    with pytest.raises(ValueError, match="no 'sad' cost"):
+        mvs.build_cost_volume(IMG, [IMG], CAM, [CAM], [1.0, 1.1], "sad",
+                              parity="aquamvs", reduce="depth")
+
+
+def test_the_binding_refuses_a_fold_that_does_not_fit():
+    h, w = 3, 4
+    good = [np.zeros((h, w, 2), np.float32), 0, 2, 0, np.ones(3),
+            np.empty((h, w, _mvs.DEPTH_STATE_DOUBLES)),
+            np.empty((h, w), np.float32), np.empty((h, w), np.float32)]
+
+    def call(**changes):
+        args = list(good)
+        for i, value in changes.items():
+            args[int(i[1:])] = value
+        _mvs.depth_fold(*args)
+
+    call()
+    call(a3=1)                      # planes 1 and 2 of 3: the last chunk
+    for change in ({"a1": -1}, {"a2": 0}, {"a2": 3}, {"a1": 1, "a2": 2},
+                   {"a3": 2}, {"a3": -1}):
+        with pytest.raises(ValueError, match="are not planes"):
+            call(**change)
+    with pytest.raises(ValueError, match="chunk must be"):
+        call(a0=np.zeros((h, w), np.float32))
+    with pytest.raises(ValueError, match="chunk must be"):
+        call(a0=np.zeros((h, w, 2)))
+    with pytest.raises(ValueError, match="state must be"):
+        call(a5=np.empty((h, w, 3)))
+    with pytest.raises(ValueError, match="depth must be"):
+        call(a6=np.empty((h, w + 1), np.float32))
+    frozen = np.empty((h, w), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="confidence must be"):
+        call(a7=frozen)
+    with pytest.raises(TypeError):
+        call(a0=[0.0])

@@ -420,6 +420,43 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
     assert not found
 
 
+def test_the_depth_fold_checks_its_planes_and_pointers_then_launches(
+        fakes):
+    """Through the fake driver: gpu_depth_fold refuses planes that are
+    not among the depths and pointers the driver does not know, naming
+    them, before any launch; a good call launches the fold once."""
+    lib, load = fake_driver(fakes)
+    found = scenario(load + """
+        H, W, K, D = 12, 16, 3, 7
+        fake.fake_cuda_launched.restype = ctypes.c_char_p
+
+        def alloc(size):
+            return fake.fake_cuda_alloc(size, 2)
+
+        p = [alloc(H * W * K * 4), alloc(D * 8), alloc(H * W * 32),
+             alloc(H * W * 4), alloc(H * W * 4)]
+
+        def run(k=K, first=0, ptrs=p):
+            before = fake.fake_cuda_launches()
+            try:
+                _mvs.gpu_depth_fold(0, 0, ptrs[0], H, W, k, first, D,
+                                    *ptrs[1:])
+            except ValueError as e:
+                return str(e)
+            return [fake.fake_cuda_launched(i).decode()
+                    for i in range(before, fake.fake_cuda_launches())]
+
+        print(json.dumps({"good": run(), "last": run(first=4),
+                          "past": run(first=5), "none": run(k=0),
+                          "unknown": run(ptrs=p[:2] + [0x7000] + p[3:])}))
+    """, {"AQUAPROF_LIBCUDA": lib})
+    assert found["good"] == found["last"] == ["ap_depth_fold_kernel"]
+    assert found["past"] == "planes 5 to 7 are not among the 7 depths"
+    assert found["none"] == "planes 0 to -1 are not among the 7 depths"
+    assert found["unknown"].startswith("state (0x7000) is not memory the "
+                                       "CUDA driver knows")
+
+
 def test_the_cost_kernel_is_chosen_by_cost_and_window(fakes):
     """Through the fake driver: box windows (NCC, SAD) take the strip
     kernel, NCC's own for windows 3 to 15 and the one that reads the
@@ -1002,3 +1039,42 @@ def test_cuda_images_taller_than_one_grid_are_covered(monkeypatch):
     assert close(volume, expected)
     depth, _ = mvs.extract_depth(volume, depths)
     assert close(depth, mvs.extract_depth(expected, depths)[0], 1e-6)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("cost,window", [("ncc", 11), ("sad", 5),
+                                         ("ncc", 17)])
+@pytest.mark.parametrize("views", [3, 11])
+def test_cuda_reduce_depth_is_the_gpu_volumes_extraction(cost, window,
+                                                         views):
+    """The strip kernel's chunks folded on the device: the same bits as
+    extracting the GPU's whole volume (the chunks' costs are its costs:
+    the strip kernel's samples do not depend on the planes beside them),
+    more views than one launch holds included; against the CPU, the same
+    plane wherever the CPU's least cost leads every other by more than
+    2e-4 (each GPU cost is within 1e-4 of the CPU's), so the depths are
+    within a step there."""
+    sc = scenes.make_scene("wavy", views=views, height=72, width=150)
+    depths = np.linspace(*sc.depth_range(0.03), 37)
+    args = (sc.ref_cam, sc.cameras[1:], depths, cost, window)
+    stack = cuda(np.stack(sc.images[1:]))
+    volume = mvs.build_cost_volume(cuda(sc.ref), stack, *args)
+    want_depth, want_conf = mvs.extract_depth(volume, depths)
+    for batch in (None, 5, 37):
+        depth, conf = mvs.build_cost_volume(cuda(sc.ref), stack, *args,
+                                            depth_batch=batch,
+                                            reduce="depth")
+        assert depth.is_cuda and conf.is_cuda
+        assert torch.equal(torch.nan_to_num(depth, 7.0),
+                           torch.nan_to_num(want_depth, 7.0))
+        assert torch.equal(conf, want_conf)
+    cpu_volume = mvs.build_cost_volume(sc.ref, sc.images[1:], *args)
+    cpu_depth, _ = mvs.build_cost_volume(sc.ref, sc.images[1:], *args,
+                                         reduce="depth")
+    best = np.sort(cpu_volume, axis=2)
+    leads = (best[..., 1] - best[..., 0] > 2e-4) & np.isfinite(cpu_depth)
+    assert leads.mean() > 0.5
+    got = depth.cpu().numpy()
+    step = depths[1] - depths[0]
+    assert (np.abs(got[leads] - cpu_depth[leads]) <= step).all()

@@ -7,6 +7,8 @@ names, that no import cycle exists, and that the doc places every
 module. The same for the C sources' #include lines."""
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -294,3 +296,13 @@ def test_documented_old_import_paths_give_the_module_itself(module):
     old = importlib.import_module(module)
     assert old is importlib.import_module(MOVED[module])
     assert old.__spec__.name == MOVED[module]
+
+
+def test_an_old_path_reads_as_an_attribute_of_the_package_too():
+    code = ("import aquaprof as ap\n"
+            "from aquaprof.model import schema\n"
+            "assert ap.schema is schema, ap.schema\n"
+            "assert ap.schema.KERNEL == schema.KERNEL\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

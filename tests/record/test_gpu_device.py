@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import aquaprof as ap
+from aquaprof.model import schema
 
 try:
     import torch
@@ -91,7 +92,7 @@ def test_streams_keep_their_stage(inputs):
     assert rep["stream0"].cuda.kernels == 1
     assert rep["stream1"].cuda.kernels == 2
     ev = rep.gpu_events()
-    kernels = ev[ev["kind"] == ap.schema.KERNEL]
+    kernels = ev[ev["kind"] == schema.KERNEL]
     assert len(set(kernels["stream"].tolist())) == 2
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof import _core
+from aquaprof.model import schema
 from aquaprof.record.cupti import cupti_candidates
 from fake_gpu import scenario
 
@@ -205,7 +206,7 @@ def test_spans_link_to_their_gpu_work_even_past_max_spans(traced):
     # dropped spans lose the link, never the stage
     assert ((ev["span"] == -1) & (ev["stage"] >= 0)).any()
     per_span = rep.span_gpu_time()
-    kernels = linked[linked["kind"] == ap.schema.KERNEL]
+    kernels = linked[linked["kind"] == schema.KERNEL]
     assert per_span.sum() == pytest.approx(
         float((kernels["end_ns"] - kernels["start_ns"]).sum()) * 1e-9)
 
@@ -263,7 +264,7 @@ def test_corrupt_gpu_sections_are_refused(traced):
     def with_events(change):
         events = rep.gpu_events().copy()
         change(events)
-        return dict(good, gpu=dict(good["gpu"], events=ap.schema.
+        return dict(good, gpu=dict(good["gpu"], events=schema.
                                    encode_array(events, _core.GPU_DTYPE)))
 
     def set_field(name, value):

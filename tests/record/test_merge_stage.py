@@ -11,7 +11,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof import _core
-from test_refcounts import blocks_after
+from leaks import blocks_after
 
 BUCKETS = len(_core.HIST_LOWER_NS) - 1   # the bounds: one past the last
 KEYS = ["name", "parent", "depth", "count", "raised", "unclosed",

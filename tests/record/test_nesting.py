@@ -20,24 +20,11 @@ from hypothesis import strategies as st
 import aquaprof as ap
 from aquaprof import _core
 from aquaprof.record.nesting import GPU_STATUS, subtract
+from plugin_args import PLUGIN
 from profiled import busy
 from repo_paths import ROOT
 
 pytest_plugins = ["pytester"]
-
-
-def _installed_plugin():
-    """Whether pytest loads the plugin by itself (an installed aquaprof,
-    or a build's egg-info on the path): then -p would load it twice."""
-    from importlib import metadata
-    try:
-        points = metadata.entry_points(group="pytest11")
-    except TypeError:                     # Python < 3.10
-        points = metadata.entry_points().get("pytest11", [])
-    return any(p.value == "aquaprof.pytest_plugin" for p in points)
-
-
-PLUGIN = () if _installed_plugin() else ("-p", "aquaprof.pytest_plugin")
 
 
 # ------------------------------------------------------------ arithmetic

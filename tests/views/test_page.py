@@ -12,11 +12,12 @@ import pytest
 import aquaprof as ap
 import crafted
 from aquaprof import _core
+from aquaprof.common.units import fmt_bytes, fmt_time
 from aquaprof.views import page, timeline
 from aquaprof.views.flamegraph import flamegraph_svg
+from cli_runs import cli, one_line_error
 from page_reports import SECTIONS, STAGES, bare_report, full_report, \
     gpu_report
-from test_cli import cli, one_line_error
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_the_page_has_every_section_in_order(rep, tmp_path):
     host = rep.meta["host"]
     assert "<dt>command</dt>" in text and "<dt>host</dt>" in text
     assert host["hostname"] in text
-    assert f"{ap._units.fmt_time(rep.wall)} wall" in text
+    assert f"{fmt_time(rep.wall)} wall" in text
     # the stage table, with its share bars
     for stage in rep.stages:
         assert f"{stage.name}</td>" in parsed.body["stages"]
@@ -118,7 +119,7 @@ def test_a_timeline_past_its_cap_draws_the_longest_and_says_so(
     assert note == (f"the 3 longest spans drawn, {len(spans) - 3:,} "
                     f"shorter ones left out")
     longest = sorted(spans["end_ns"] - spans["start_ns"])[-3:]
-    drawn = [ap._units.fmt_time(d * 1e-9) for d in longest]
+    drawn = [fmt_time(d * 1e-9) for d in longest]
     assert sorted(re.findall(r": ([^<]*)</title>", svg)) == sorted(drawn)
 
 
@@ -132,7 +133,7 @@ def test_each_top_stage_has_its_call_time_distribution(rep):
         counts = [int(n.replace(",", "")) for n in
                   re.findall(r"<title>([\d,]+) calls? of", chart)]
         assert sum(counts) == stage.count
-        assert f"p50 {ap._units.fmt_time(stage.wall.p50)}" in chart
+        assert f"p50 {fmt_time(stage.wall.p50)}" in chart
 
 
 def test_memory_is_drawn_from_the_rss_samples(rep):
@@ -140,7 +141,7 @@ def test_memory_is_drawn_from_the_rss_samples(rep):
     points = re.search(r'points="([^"]*)"', section).group(1).split()
     assert len(points) == len(rep.memory_samples)
     top = max(rss for _, rss in rep.memory_samples)
-    assert ap._units.fmt_bytes(top) in section
+    assert fmt_bytes(top) in section
 
 
 def test_sections_the_report_lacks_say_so_in_one_line(tmp_path):

@@ -37,7 +37,7 @@ def load_torch() -> Any:
     import torch as _torch
     torch = _torch
     compiler = getattr(torch, "compiler", None)
-    # is_dynamo_compiling is the cheaper (20 ns a call against 100 ns)
+    # is_dynamo_compiling is the cheaper of the two to call
     compiling = getattr(compiler, "is_dynamo_compiling", None) or \
         getattr(compiler, "is_compiling", None) or _never
     return torch

@@ -10,6 +10,7 @@
 #include "../cpu/vectorize.h"
 #include "../cpu/wide_lanes.h"
 #include "../cuda/cuda_sweep.h"
+#include "../cuda/gpu_depth.h"
 #include "../geometry/projector.h"
 
 #include <time.h>
@@ -551,6 +552,90 @@ done:
     return Py_BuildValue("(NN)", depth, conf);
 }
 
+/* 0 when a is a C-contiguous, aligned array of `type` and shape dims
+ * (ndim of them), writeable where `writes`; -1 with ValueError naming
+ * what otherwise. */
+static int
+check_exact(PyArrayObject *a, int type, int ndim, const npy_intp *dims,
+            int writes, const char *what)
+{
+    int ok = PyArray_TYPE(a) == type && PyArray_NDIM(a) == ndim &&
+             PyArray_IS_C_CONTIGUOUS(a) && PyArray_ISALIGNED(a) &&
+             (!writes || PyArray_ISWRITEABLE(a));
+    for (int k = 0; ok && k < ndim; k++) {
+        ok = PyArray_DIM(a, k) == dims[k];
+    }
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "%s must be a%s C-contiguous %s "
+                     "array of %d dimensions, its shape the chunk's",
+                     what, writes ? " writeable," : "",
+                     type == NPY_FLOAT ? "float32" : "float64", ndim);
+        return -1;
+    }
+    return 0;
+}
+
+/* Planes [lead, lead + count) of a chunk, [first, first + count) of the
+ * depths, folded into each pixel's state (gpu_depth.h), the CPU's twin
+ * of the GPU's ap_depth_fold_kernel: the last chunk writes depth and
+ * confidence. */
+static PyObject *
+depth_fold(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyArrayObject *chunk, *state, *depth, *conf;
+    PyObject *depths_obj;
+    Py_ssize_t lead, count, first;
+    if (!PyArg_ParseTuple(args, "O!nnnOO!O!O!:depth_fold", &PyArray_Type,
+                          &chunk, &lead, &count, &first, &depths_obj,
+                          &PyArray_Type, &state, &PyArray_Type, &depth,
+                          &PyArray_Type, &conf)) {
+        return NULL;
+    }
+    if (PyArray_NDIM(chunk) != 3) {
+        PyErr_SetString(PyExc_ValueError, "chunk must be a float32 "
+                        "(H, W, K) array");
+        return NULL;
+    }
+    const npy_intp *dims = PyArray_DIMS(chunk);
+    const npy_intp state_dims[] = {dims[0], dims[1], AP_DEPTH_STATE_DOUBLES};
+    if (volume_dims(dims, 3, "chunk") < 0 ||
+        check_exact(chunk, NPY_FLOAT, 3, dims, 0, "chunk") < 0 ||
+        check_exact(state, NPY_DOUBLE, 3, state_dims, 1, "state") < 0 ||
+        check_exact(depth, NPY_FLOAT, 2, dims, 1, "depth") < 0 ||
+        check_exact(conf, NPY_FLOAT, 2, dims, 1, "confidence") < 0) {
+        return NULL;
+    }
+    PyArrayObject *depths = checked_array(depths_obj, NPY_DOUBLE, 1,
+                                          list_dims, "depths");
+    if (depths == NULL) {
+        return NULL;
+    }
+    Py_ssize_t d = PyArray_DIM(depths, 0), k = dims[2];
+    if (lead < 0 || count < 1 || count > k - lead || first < 0 ||
+        count > d - first) {
+        PyErr_Format(PyExc_ValueError, "planes %zd to %zd of a chunk of "
+                     "%zd are not planes %zd to %zd of the %zd depths",
+                     lead, lead + count - 1, k, first, first + count - 1,
+                     d);
+        Py_DECREF(depths);
+        return NULL;
+    }
+    size_t n = (size_t)dims[0] * (size_t)dims[1];
+    const float *c = (const float *)PyArray_DATA(chunk) + lead;
+    const double *at = PyArray_DATA(depths);
+    ap_depth_state *s = PyArray_DATA(state);
+    float *out = PyArray_DATA(depth), *confidence = PyArray_DATA(conf);
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < n; i++) {
+        ap_depth_fold_pixel(c, i, (int)k, (int)count, (int)first, (int)d,
+                            at, s, out, confidence);
+    }
+    Py_END_ALLOW_THREADS
+    Py_DECREF(depths);
+    Py_RETURN_NONE;
+}
+
 /* Which guess of the interface point a sweep would use for a refractive
  * source camera over a box of points: for tests and for users who want
  * to know. */
@@ -601,6 +686,12 @@ static PyMethodDef mvs_methods[] = {
      "AquaMVS's costs (ncc or ssim)"},
     {"extract_depth", extract_depth, METH_VARARGS,
      "extract_depth(volume, depths) -> depth, confidence"},
+    {"depth_fold", depth_fold, METH_VARARGS,
+     "depth_fold(chunk, lead, count, first, depths, state, depth, "
+     "confidence): planes [lead, lead + count) of chunk's float32 (H, W, "
+     "K) costs, [first, first + count) of depths, folded into state "
+     "(float64 (H, W, 4)); the last chunk writes depth and confidence "
+     "(float32 (H, W))"},
     {"snell_guess", snell_guess, METH_VARARGS,
      "snell_guess(params, dist2_max, depth_min, depth_max) -> (kind, "
      "the polynomial's degree or the table's points a side, Newton "
@@ -622,6 +713,8 @@ mvs_exec(PyObject *module)
         PyModule_AddIntConstant(module, "NEWTON_WARM", AP_NEWTON_WARM) < 0 ||
         PyModule_AddIntConstant(module, "MAX_WINDOW", AP_MAX_WINDOW) < 0 ||
         PyModule_AddIntConstant(module, "GPU_VIEWS", AP_GPU_VIEWS) < 0 ||
+        PyModule_AddIntConstant(module, "DEPTH_STATE_DOUBLES",
+                                AP_DEPTH_STATE_DOUBLES) < 0 ||
         PyModule_AddIntConstant(module, "CAST_AQUAMVS", AP_CAST_AQUAMVS) <
             0 ||
         PyModule_AddIntConstant(module, "VECTOR_CLONES", AP_CLONES) < 0 ||

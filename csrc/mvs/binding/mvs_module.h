@@ -54,6 +54,7 @@ PyObject *ap_gpu_check(PyObject *module, PyObject *device);
 PyObject *ap_gpu_warp(PyObject *module, PyObject *args);
 PyObject *ap_gpu_cost_volume(PyObject *module, PyObject *args);
 PyObject *ap_gpu_extract_depth(PyObject *module, PyObject *args);
+PyObject *ap_gpu_depth_fold(PyObject *module, PyObject *args);
 
 #define AP_GPU_METHODS                                                       \
     {"gpu_check", ap_gpu_check, METH_O,                                      \
@@ -72,6 +73,11 @@ PyObject *ap_gpu_extract_depth(PyObject *module, PyObject *args);
      "at a time before their costs"},                                        \
     {"gpu_extract_depth", ap_gpu_extract_depth, METH_VARARGS,                \
      "gpu_extract_depth(device, stream, volume, h, w, d, depths, depth, "    \
-     "confidence)"},
+     "confidence)"},                                                        \
+    {"gpu_depth_fold", ap_gpu_depth_fold, METH_VARARGS,                      \
+     "gpu_depth_fold(device, stream, chunk, h, w, k, first, d, depths, "     \
+     "state, depth, confidence): planes [first, first + k) of d, chunk's "   \
+     "float (h, w, k) costs, folded into state (4 h w doubles); the last "   \
+     "chunk writes depth and confidence"},
 
 #endif

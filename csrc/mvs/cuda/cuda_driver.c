@@ -99,6 +99,7 @@ load_device(int ordinal, char *error, size_t size)
                    {&d->warp, "ap_warp_kernel"},
                    {&d->cost, "ap_cost_kernel"},
                    {&d->extract, "ap_extract_kernel"},
+                   {&d->depth_fold, "ap_depth_fold_kernel"},
                    {&d->warp_planes, "ap_warp_planes_kernel"},
                    {&d->cost_planes, "ap_cost_planes_kernel"},
                    {&d->parity_warp, "ap_parity_warp_kernel"},

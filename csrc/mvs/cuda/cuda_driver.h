@@ -52,6 +52,8 @@ typedef struct {
 typedef struct {
     CUcontext ctx;
     CUfunction rays, warp, cost, extract;
+    /* depth without the volume: a chunk of planes folded (gpu_depth.h) */
+    CUfunction depth_fold;
     /* the sources' planes warped first, then their costs */
     CUfunction warp_planes, cost_planes;
     /* AquaMVS parity's three passes (parity_sweep.cuh) */

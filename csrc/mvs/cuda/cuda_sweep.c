@@ -13,6 +13,7 @@
 
 #include "cuda_sweep.h"
 #include "cuda_driver.h"
+#include "gpu_depth.h"
 #include "gpu_strip.h"
 
 _Static_assert(AP_CUDA_STRIP_RADII == AP_STRIP_RADII,
@@ -607,6 +608,49 @@ ap_gpu_extract_depth(PyObject *module, PyObject *args)
     void *params[] = {&ptrs[0], &h, &w, &d, &ptrs[1], &ptrs[2], &ptrs[3]};
     if (launch(api, dev, dev->extract, blocks((long long)h * w, 256), 1, 1,
                256, 1, 0, stream, params) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *
+ap_gpu_depth_fold(PyObject *module, PyObject *args)
+{
+    (void)module;
+    int ordinal;
+    Py_ssize_t h_size, w_size, k, first, d;
+    unsigned long long stream, ptrs[5];
+    const ap_cuda_api *api;
+    if (!PyArg_ParseTuple(args, "iKKnnnnnKKKK:gpu_depth_fold", &ordinal,
+                          &stream, &ptrs[0], &h_size, &w_size, &k, &first,
+                          &d, &ptrs[1], &ptrs[2], &ptrs[3], &ptrs[4]) ||
+        image_size(h_size, w_size, 1, "chunk") < 0 ||
+        ap_mvs_check_count(d, "depths", "entries") < 0) {
+        return NULL;
+    }
+    if (first < 0 || k < 1 || k > d - first) {
+        PyErr_Format(PyExc_ValueError, "planes %zd to %zd are not among "
+                     "the %zd depths", first, first + k - 1, d);
+        return NULL;
+    }
+    const buffer b[] = {{"chunk", ptrs[0], 4},
+                        {"depths", ptrs[1], 8},
+                        {"state", ptrs[2], 8},
+                        {"depth", ptrs[3], 4},
+                        {"confidence", ptrs[4], 4}};
+    if (buffers_shaped(b, 5) < 0) {
+        return NULL;
+    }
+    int h = (int)h_size, w = (int)w_size, planes = (int)k;
+    int from = (int)first, all = (int)d;
+    const ap_cuda_device *dev = device_or_raise(ordinal, &api);
+    if (dev == NULL || buffers_on_device(api, dev, b, 5) < 0) {
+        return NULL;
+    }
+    void *params[] = {&ptrs[0], &h, &w, &planes, &from, &all, &ptrs[1],
+                      &ptrs[2], &ptrs[3], &ptrs[4]};
+    if (launch(api, dev, dev->depth_fold, blocks((long long)h * w, 256), 1,
+               1, 256, 1, 0, stream, params) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;

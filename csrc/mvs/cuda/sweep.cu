@@ -16,6 +16,7 @@
  * starts Newton from a table, the cost kernels' samples (gpu_sample.h)
  * solve from the paraxial guess, or in a strip from the rows above's. */
 #include "cuda_sweep.h"
+#include "gpu_depth.h"
 #include "gpu_sample.h"
 #include "gpu_strip.h"
 #include "../cpu/cost_math.h"
@@ -336,6 +337,22 @@ ap_extract_kernel(const float *volume, int h, int w, int d,
         return;
     }
     ap_extract_pixel(volume + i * d, d, depths, depth + i, confidence + i);
+}
+
+/* A chunk of k planes, [first, first + k) of d, folded into each
+ * pixel's state (gpu_depth.h), after the cost launches that filled the
+ * chunk: depth and confidence once the last plane is in. */
+extern "C" __global__ void
+ap_depth_fold_kernel(const float *chunk, int h, int w, int k, int first,
+                     int d, const double *depths, ap_depth_state *state,
+                     float *depth, float *confidence)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)h * w) {
+        return;
+    }
+    ap_depth_fold_pixel(chunk, i, k, k, first, d, depths, state, depth,
+                        confidence);
 }
 
 #include "parity_sweep.cuh"

@@ -15,7 +15,14 @@
  *   1, where float32 sums would leave noise above AP_NCC_MIN_VARIANCE;
  * - the whole kernel against the CPU path (ap_cost_volume): random rigs
  *   of refractive and pinhole cameras over a textured plane, NCC and
- *   SAD: no cost more than 1e-4 from the CPU's.
+ *   SAD: no cost more than 1e-4 from the CPU's;
+ * - depth without the volume (gpu_depth.h): the fold of a pixel's
+ *   planes a chunk at a time gives ap_extract_pixel's depth and
+ *   confidence to the bit, for every chunk size, on random costs full of
+ *   ties, NaN and infinities, the least at either end; and on the rigs,
+ *   the fold of the strip kernel's costs picks the CPU extraction's
+ *   plane wherever the CPU's least cost leads every other by more than
+ *   2e-4 (each cost within 1e-4 of the CPU's cannot swap them there).
  * Exits 1 saying what failed. */
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +32,8 @@
 
 #include "../../../csrc/mvs/cpu/cost_math.h"
 #include "../../../csrc/mvs/cpu/sweep.h"
+#include "../../../csrc/mvs/cpu/extract_math.h"
+#include "../../../csrc/mvs/cuda/gpu_depth.h"
 #include "../../../csrc/mvs/cuda/gpu_sample.h"
 #include "../../../csrc/mvs/cuda/gpu_strip.h"
 #include "../../../csrc/mvs/geometry/camera_math.h"
@@ -314,6 +323,137 @@ texture(uint64_t *seed, float *img, int h, int w)
     }
 }
 
+/* ------------------------------------------- depth without the volume */
+
+static long fold_compared, fold_led, fold_agreed;
+
+/* Whether two results are the same bits (NaN depths alike). */
+static int
+same_result(float depth, float conf, float want_depth, float want_conf)
+{
+    int depths_same = (depth != depth && want_depth != want_depth) ||
+                      memcmp(&depth, &want_depth, sizeof(float)) == 0;
+    return depths_same && memcmp(&conf, &want_conf, sizeof(float)) == 0;
+}
+
+/* Pixel i of an (n, d) volume folded `chunk` planes at a time, each
+ * chunk copied apart as the GPU's chunk buffer holds it. */
+static void
+fold_chunks(const float *volume, size_t i, int d, int chunk,
+            const double *depths, float *depth, float *conf)
+{
+    float part[64];
+    ap_depth_state s;
+    for (int first = 0; first < d; first += chunk) {
+        int k = d - first < chunk ? d - first : chunk;
+        memcpy(part, volume + i * d + first, (size_t)k * sizeof(float));
+        ap_depth_fold_pixel(part, 0, k, k, first, d, depths, &s, depth,
+                            conf);
+    }
+}
+
+/* Random pixels of d costs: few distinct values (ties), some NaN and
+ * infinite, some least at the first or last plane; every chunk size. */
+static int
+fold_against_extract(void)
+{
+    static const float values[] = {0.25f, 0.5f, 0.75f, 1.0f, 0.1f,
+                                   1.9f, 0.0f, -0.5f};
+    uint64_t seed = 0x5851f42d4c957f2dull;
+    int failures = 0;
+    long pixels = 0;
+    for (int trial = 0; trial < 4000; trial++) {
+        int d = 1 + (int)uniform(&seed, 0.0, 40.0);
+        float c[64];
+        double depths[64];
+        double at = uniform(&seed, 0.3, 2.0);
+        for (int k = 0; k < d; k++) {
+            double pick = uniform(&seed, 0.0, 1.0);
+            c[k] = pick < 0.5 ? values[(int)uniform(&seed, 0.0, 8.0)]
+                              : (float)uniform(&seed, 0.0, 2.0);
+            at += uniform(&seed, 0.001, 0.05);     /* uneven steps */
+            depths[k] = at;
+        }
+        int odd = trial % 16;
+        if (odd == 1) {
+            c[(int)uniform(&seed, 0.0, d)] = NAN;
+        } else if (odd == 2) {
+            c[(int)uniform(&seed, 0.0, d)] = INFINITY;
+        } else if (odd == 3) {
+            c[(int)uniform(&seed, 0.0, d)] = -INFINITY;
+        } else if (odd == 4) {
+            c[0] = -1.0f;
+        } else if (odd == 5) {
+            c[d - 1] = -1.0f;
+        } else if (odd == 6 && d > 2) {   /* ties with the least */
+            c[1] = c[d - 2] = -1.0f;
+        }
+        float want_depth, want_conf;
+        ap_extract_pixel(c, d, depths, &want_depth, &want_conf);
+        for (int chunk = 1; chunk <= d; chunk++) {
+            float depth, conf;
+            fold_chunks(c, 0, d, chunk, depths, &depth, &conf);
+            pixels++;
+            if (!same_result(depth, conf, want_depth, want_conf) &&
+                failures++ < 3) {
+                printf("FAIL: fold of %d planes in chunks of %d: depth "
+                       "%.9g confidence %.9g, extracted %.9g %.9g\n", d,
+                       chunk, depth, conf, want_depth, want_conf);
+            }
+        }
+    }
+    printf("gpu depth: %ld pixel folds against ap_extract_pixel, %d not "
+           "the same bits\n", pixels, failures);
+    return failures;
+}
+
+/* A rig's volumes, the CPU's and the strip kernel's (n, d): each folded
+ * in chunks as its own extraction to the bit, and the strip's fold on
+ * the CPU extraction's plane where the CPU's least leads by 2e-4. */
+static int
+fold_rig(const float *cpu, const float *strip, size_t n, int d,
+         const double *depths)
+{
+    int failures = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int v = 0; v < 2; v++) {
+            const float *volume = v ? strip : cpu;
+            float want_depth, want_conf, depth, conf;
+            ap_extract_pixel(volume + i * d, d, depths, &want_depth,
+                             &want_conf);
+            fold_chunks(volume, i, d, 1 + (int)(i % d), depths, &depth,
+                        &conf);
+            fold_compared++;
+            if (!same_result(depth, conf, want_depth, want_conf) &&
+                failures++ < 3) {
+                printf("FAIL: %s volume, pixel %zu: fold %.9g %.9g, "
+                       "extracted %.9g %.9g\n", v ? "strip" : "CPU", i,
+                       depth, conf, want_depth, want_conf);
+            }
+        }
+        const float *c = cpu + i * d, *g = strip + i * d;
+        int best = 0, gbest = 0;
+        for (int k = 1; k < d; k++) {
+            best = c[k] < c[best] ? k : best;
+            gbest = g[k] < g[gbest] ? k : gbest;
+        }
+        int leads = 1;
+        for (int k = 0; k < d; k++) {
+            leads &= k == best || c[k] > c[best] + 2e-4;
+        }
+        if (leads) {
+            fold_led++;
+            fold_agreed += gbest == best;
+            if (gbest != best && failures++ < 3) {
+                printf("FAIL: pixel %zu: the strip's least cost at plane "
+                       "%d, the CPU's at %d by a lead over 2e-4\n", i,
+                       gbest, best);
+            }
+        }
+    }
+    return failures;
+}
+
 enum { RH = 80, RW = 150, VIEWS = 3, DEPTHS = 4, RN = RH * RW };
 
 /* One rig: its costs by the strip kernel against the CPU's. */
@@ -351,6 +491,7 @@ compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
         ap_ray_write(rays, i, o, d);
     }
     static float ref[RN], srcs[VIEWS * RN], cpu[RN * DEPTHS], got[RN];
+    static float strip[RN * DEPTHS];
     texture(seed, ref, RH, RW);
     for (int v = 0; v < VIEWS; v++) {
         texture(seed, srcs + v * RN, RH, RW);
@@ -379,6 +520,9 @@ compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
                             .full = (double)(2 * r + 1) * (2 * r + 1)};
         strip_plane(b, &pv, got);
         for (int i = 0; i < RN; i++) {
+            strip[(size_t)i * DEPTHS + j] = got[i];
+        }
+        for (int i = 0; i < RN; i++) {
             float want = cpu[(size_t)i * DEPTHS + j];
             double off = fabs((double)got[i] - want);
             *worst = off > *worst ? off : *worst;
@@ -392,7 +536,7 @@ compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
             }
         }
     }
-    return failures;
+    return failures + fold_rig(cpu, strip, RN, DEPTHS, depths);
 }
 
 static int
@@ -410,6 +554,9 @@ kernel_against_cpu(void)
     }
     printf("gpu strip: 12 rigs, %ld costs against the CPU's, worst %.3g; "
            "%d past 1e-4\n", compared, worst, failures);
+    printf("gpu depth: 12 rigs, %ld folds against their volumes' "
+           "extraction; %ld of %ld pixels with a lead over 2e-4 on the "
+           "CPU's plane\n", fold_compared, fold_agreed, fold_led);
     return failures;
 }
 
@@ -419,5 +566,6 @@ main(void)
     int failures = sums_against_afresh();
     failures += uniform_windows();
     failures += kernel_against_cpu();
+    failures += fold_against_extract();
     return failures ? 1 : 0;
 }

@@ -1,0 +1,16 @@
+"""The arguments that load aquaprof's pytest plugin in a pytester run,
+for any room's tests: none when pytest loads it by itself (an installed
+aquaprof, or a build's egg-info on the path: -p would load it twice)."""
+from importlib import metadata
+
+
+def installed_plugin():
+    """Whether pytest loads the plugin by itself."""
+    try:
+        points = metadata.entry_points(group="pytest11")
+    except TypeError:                     # Python < 3.10
+        points = metadata.entry_points().get("pytest11", [])
+    return any(p.value == "aquaprof.pytest_plugin" for p in points)
+
+
+PLUGIN = () if installed_plugin() else ("-p", "aquaprof.pytest_plugin")
