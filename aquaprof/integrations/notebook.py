@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import inspect
 import shlex
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, NoReturn, Optional,
                     Tuple)
 
 from IPython.core.error import UsageError
+
+from ..record.options import Options
 
 if TYPE_CHECKING:
     from ..record.profiler import Profiler
@@ -75,6 +78,10 @@ def _sample_check(value: float) -> None:
     sample_interval_ns(value)
 
 
+#: the Profiler's defaults, as its options type holds them
+_DEFAULT = {f.name: f.default for f in dataclasses.fields(Options)}
+
+
 def line_parser() -> argparse.ArgumentParser:
     """The options of a %%aquaprof line: the Profiler's (docs/profiler.md),
     named as ``aquaprof run`` names those it has too."""
@@ -107,26 +114,27 @@ def line_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-memory", action="store_true",
                    help="no RSS samples (no memory columns)")
     p.add_argument("--memory-interval", type=_seconds("seconds"),
-                   default=0.001, metavar="SECONDS",
-                   help="seconds between RSS samples (default 0.001)")
+                   default=_DEFAULT["memory_interval"], metavar="SECONDS",
+                   help=f"seconds between RSS samples (default "
+                   f"{_DEFAULT['memory_interval']})")
     p.add_argument("--cpu-resolution", type=_seconds("seconds"),
-                   default=20e-6, metavar="SECONDS",
-                   help="how often a thread reads its CPU clock "
-                   "(default 2e-05)")
+                   default=_DEFAULT["cpu_resolution"], metavar="SECONDS",
+                   help=f"how often a thread reads its CPU clock "
+                   f"(default {_DEFAULT['cpu_resolution']})")
     p.add_argument("--no-compensate", action="store_true",
                    help="do not measure the profiler's own cost per stage")
     p.add_argument("--no-children", action="store_true",
                    help="do not record processes the cell starts")
     p.add_argument("--no-dataloaders", action="store_true",
                    help="no next(DataLoader) stages")
-    for flag, default, what in (
-            ("--window", 0, "each stage's last calls kept for live "
-             "figures"),
-            ("--max-spans", 1_000_000, "most raw spans kept"),
-            ("--max-stages", 100_000, "most distinct stage paths"),
-            ("--max-samples", 1_000_000, "most samples kept in time order"),
-            ("--max-gpu-events", 1_000_000, "most GPU events kept"),
-            ("--max-children", 1000, "most child reports merged")):
+    for flag, what in (
+            ("--window", "each stage's last calls kept for live figures"),
+            ("--max-spans", "most raw spans kept"),
+            ("--max-stages", "most distinct stage paths"),
+            ("--max-samples", "most samples kept in time order"),
+            ("--max-gpu-events", "most GPU events kept"),
+            ("--max-children", "most child reports merged")):
+        default = _DEFAULT[flag[2:].replace("-", "_")]
         p.add_argument(flag, type=int, default=default, metavar="N",
                        help=f"{what} (default {default:,})")
     return p
