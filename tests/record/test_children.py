@@ -58,6 +58,23 @@ def test_each_start_method_delivers_every_call(method):
     assert sorted(t.get("process", 0) for t in rep.threads) == [1, 2]
 
 
+def test_a_multiprocessing_util_imported_anew_still_captures(monkeypatch):
+    """pytest's in-process runs (pytester) drop the modules a run
+    imported: a multiprocessing.util imported again has an empty
+    after-fork registry, and the hook must be put in the new one."""
+    import importlib
+    import sys
+    first = profiled(lambda: run_processes("fork", calls, (1,), n=1))
+    assert first.meta["children"]["reported"] == 1   # hooked in util now
+    monkeypatch.delitem(sys.modules, "multiprocessing.util")
+    monkeypatch.setattr(multiprocessing, "util",
+                        importlib.import_module("multiprocessing.util"))
+    assert multiprocessing.util is sys.modules["multiprocessing.util"]
+    rep = profiled(lambda: run_processes("fork", calls, (3,)))
+    assert rep.meta["children"]["reported"] == 2, rep.meta["children"]
+    assert rep["work"].count == 6
+
+
 def test_a_child_never_reports_the_parents_stages():
     def parent():
         with ap.stage("outer"):

@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
 from ... import _core
@@ -41,7 +42,8 @@ from . import parent
 FOLDER_CHECK_S = 1.0
 
 _child: Optional[Dict[str, Any]] = None    # this process's capture, if any
-_hooked = False
+# the multiprocessing.util whose registry holds the after-fork hook
+_hooked: Optional[ModuleType] = None
 _delivering = False
 _pending_signal = 0     # a SIGTERM that came while delivering
 
@@ -54,10 +56,15 @@ def register_hook() -> None:
     publishes (multiprocessing is loaded by then)."""
     global _hooked
     parent.attach_child_side(_Entries, register_hook)
-    if "multiprocessing" not in sys.modules or _hooked:
+    if "multiprocessing" not in sys.modules or (
+            _hooked is not None
+            and sys.modules.get("multiprocessing.util") is _hooked):
         return
     import multiprocessing.util as util
-    _hooked = True
+    # the module itself, not a flag: a multiprocessing.util imported anew
+    # (pytest's in-process runs drop the modules a run imported) holds
+    # an empty registry
+    _hooked = util
     util.register_after_fork(_HOOK_OWNER, _after_fork)
     process = sys.modules["multiprocessing.process"]
     if process.parent_process() is not None:
