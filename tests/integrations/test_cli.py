@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import aquaprof as ap
-from cli_runs import cli, one_line_error
+from cli_runs import as_from_a_terminal, cli, one_line_error
 from profiled import busy
 
 from repo_paths import ROOT  # noqa: E402
@@ -219,7 +219,7 @@ def test_ctrl_c_keeps_prints_and_saves_the_profile(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "aquaprof", "run", "-o", tmp_path / "out",
          script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=env, cwd=tmp_path)
+        env=env, cwd=tmp_path, preexec_fn=as_from_a_terminal)
     try:
         assert proc.stdout.readline().strip() == "serving"
         proc.send_signal(signal.SIGINT)

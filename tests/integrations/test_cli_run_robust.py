@@ -13,6 +13,7 @@ import pytest
 
 import aquaprof as ap
 
+from cli_runs import as_from_a_terminal
 from repo_paths import ROOT  # noqa: E402
 
 
@@ -162,7 +163,7 @@ def test_ctrl_c_while_waiting_for_threads_saves_what_they_recorded(
     proc = subprocess.Popen(
         [sys.executable, "-m", "aquaprof", "run", "--no-sample", "job.py"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        cwd=tmp_path)
+        cwd=tmp_path, preexec_fn=as_from_a_terminal)
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "started").exists():

@@ -19,3 +19,13 @@ def one_line_error(out, text):
     assert "Traceback" not in out.stderr
     assert text in out.stderr
     assert out.stderr.count("\n") == 1     # usage errors too
+
+
+def as_from_a_terminal():
+    """preexec_fn for a child that a test interrupts: SIGINT at its
+    default, as a shell's foreground job has it. A test runner started in
+    the background (nohup, `make test &`) ignores SIGINT, its children
+    inherit that, and Python then never turns SIGINT into
+    KeyboardInterrupt."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
