@@ -58,21 +58,39 @@ def test_each_start_method_delivers_every_call(method):
     assert sorted(t.get("process", 0) for t in rep.threads) == [1, 2]
 
 
-def test_a_multiprocessing_util_imported_anew_still_captures(monkeypatch):
+def test_a_multiprocessing_util_imported_anew_still_captures():
     """pytest's in-process runs (pytester) drop the modules a run
     imported: a multiprocessing.util imported again has an empty
-    after-fork registry, and the hook must be put in the new one."""
-    import importlib
+    after-fork registry, and the hook must be put in the new one. In a
+    process of its own: a second multiprocessing.util is no state to
+    leave in this one."""
+    import subprocess
     import sys
-    first = profiled(lambda: run_processes("fork", calls, (1,), n=1))
-    assert first.meta["children"]["reported"] == 1   # hooked in util now
-    monkeypatch.delitem(sys.modules, "multiprocessing.util")
-    monkeypatch.setattr(multiprocessing, "util",
-                        importlib.import_module("multiprocessing.util"))
-    assert multiprocessing.util is sys.modules["multiprocessing.util"]
-    rep = profiled(lambda: run_processes("fork", calls, (3,)))
-    assert rep.meta["children"]["reported"] == 2, rep.meta["children"]
-    assert rep["work"].count == 6
+    code = """
+import importlib, multiprocessing, sys
+import aquaprof as ap
+from child_work import calls
+
+def children():
+    ctx = multiprocessing.get_context("fork")
+    with ap.Profiler(memory=False) as prof:
+        p = ctx.Process(target=calls, args=(3,))
+        p.start()
+        p.join(30)
+    return prof.report().meta["children"]["reported"]
+
+first = children()                       # the hook goes into util now
+del sys.modules["multiprocessing.util"]
+multiprocessing.util = importlib.import_module("multiprocessing.util")
+print(first, children())
+"""
+    from repo_paths import ROOT, SUPPORT
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, timeout=120,
+                          env=dict(os.environ,
+                                   PYTHONPATH=f"{ROOT}{os.pathsep}{SUPPORT}"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1"]
 
 
 def test_a_child_never_reports_the_parents_stages():

@@ -30,7 +30,6 @@ import signal
 import sys
 import threading
 import time
-from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
 from ... import _core
@@ -42,8 +41,8 @@ from . import parent
 FOLDER_CHECK_S = 1.0
 
 _child: Optional[Dict[str, Any]] = None    # this process's capture, if any
-# the multiprocessing.util whose registry holds the after-fork hook
-_hooked: Optional[ModuleType] = None
+# marks the multiprocessing.util whose registry holds the after-fork hook
+_HOOKED = "_aquaprof_after_fork"
 _delivering = False
 _pending_signal = 0     # a SIGTERM that came while delivering
 
@@ -54,17 +53,16 @@ def register_hook() -> None:
     running: aquaprof imported from inside the target). Called as
     aquaprof is imported, and again by the parent side once a Profiler
     publishes (multiprocessing is loaded by then)."""
-    global _hooked
     parent.attach_child_side(_Entries, register_hook)
-    if "multiprocessing" not in sys.modules or (
-            _hooked is not None
-            and sys.modules.get("multiprocessing.util") is _hooked):
+    if "multiprocessing" not in sys.modules:
         return
     import multiprocessing.util as util
-    # the module itself, not a flag: a multiprocessing.util imported anew
-    # (pytest's in-process runs drop the modules a run imported) holds
-    # an empty registry
-    _hooked = util
+    # the module marked, not a flag here: a multiprocessing.util imported
+    # anew (pytest's in-process runs drop the modules a run imported)
+    # holds an empty registry, and the old one must not get the hook twice
+    if getattr(util, _HOOKED, False):
+        return
+    setattr(util, _HOOKED, True)
     util.register_after_fork(_HOOK_OWNER, _after_fork)
     process = sys.modules["multiprocessing.process"]
     if process.parent_process() is not None:
