@@ -31,6 +31,9 @@ def test_busy(aquaprof):
 def test_waits(aquaprof):
     for _ in range(20):
         with ap.stage("wait"):
+            # some CPU work of its own: a wait of bare microseconds of CPU
+            # doubles by a busy machine's scheduling alone
+            busy(0.001)
             time.sleep({wait})
 """
 
