@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, \
 import numpy as np
 
 from .analysis.gpu_stats import stage_cuda
-from .analysis.merging import merged_data
 from .analysis.overhead import compensate
 from .analysis.samples import HotFunction, stage_hot, summary
 from .model import report as model
@@ -209,6 +208,9 @@ class Report(model.Report):
 def merge_reports(reports: Sequence[model.Report],
                   labels: Optional[Sequence[str]] = None) -> Report:
     """One report of several processes (aquaprof.merge)."""
+    # imported here: importing aquaprof need not load what only a merge
+    # uses
+    from .analysis.merging import merged_data
     return Report(merged_data(reports, labels))
 
 
