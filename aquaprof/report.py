@@ -20,7 +20,7 @@ import numpy as np
 
 from .analysis.gpu_stats import stage_cuda
 from .analysis.overhead import compensate
-from .analysis.samples import HotFunction, stage_hot, summary
+from .analysis.samples import HotFunction, sampled, stage_hot, summary
 from .model import report as model
 from .model import schema
 from .model.report import ProcessStats, Timing, read_report_file
@@ -67,10 +67,9 @@ class Report(model.Report):
         for sid, cuda in stage_cuda(self).items():
             self._stats[sid].cuda = cuda
         self.sampling = summary(self)
-        if self.samples is not None:
-            sampled = (self.samples, self.stage_parents)
-            for stage in self._stats:
-                cast(StageStats, stage)._sampled = sampled
+        found = sampled(self)    # what hot() reads, None when unsampled
+        for stage in self._stats:
+            cast(StageStats, stage)._sampled = found
 
     if TYPE_CHECKING:   # the stages this class holds are its own kind
         def __getitem__(self, path: str) -> StageStats: ...
