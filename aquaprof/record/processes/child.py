@@ -182,9 +182,18 @@ def _end_with_the_parent(child: Dict[str, Any]) -> None:
 def _finalize_at_exit() -> None:
     """multiprocessing runs its finalizers as the child's target returns
     or raises, before its os._exit: after everything the child did, and
-    after it joined its own children."""
+    after it joined its own children. Registered with every
+    multiprocessing.util that may run them: from Python 3.13 a forked
+    child's exit runs the one popen_fork imported, which is not the one in
+    sys.modules once that was imported anew (pytest's in-process runs);
+    deliver runs once whichever comes first."""
     import multiprocessing.util
-    multiprocessing.util.Finalize(None, deliver, exitpriority=-100)
+    fork = sys.modules.get("multiprocessing.popen_fork")
+    utils = {id(util): util for util in (
+        multiprocessing.util, sys.modules.get("multiprocessing.util"),
+        getattr(fork, "util", None)) if util is not None}
+    for util in utils.values():
+        util.Finalize(None, deliver, exitpriority=-100)
 
 
 def _current_process() -> Any:
