@@ -60,8 +60,13 @@ The method, a static count:
   the test (or, carried round the loop, after it) adds a constant to
   itself.
 
-No instruction-issue floor yet: it needs a kernel of the least work an
-output must do with the exact maths, counted the same way.
+The instruction-issue floor: benchmarks/mvs/floor_kernel.cu is the least
+work an output of the NCC strip kernel must do with the same maths
+(every sample seen and settled by the walk's steps, three moments slid,
+the reference's sums made once a frame, no test a real kernel needs),
+counted the same way; the line before the last gives it and how many
+times it the kernel issues. --kernel other than a strip NCC kernel of a
+radius up to AP_STRIP_RADII gives no floor.
 
 Needs nvcc (CUDA 12.8 or later, for sm_90 with -O3 as setup.py builds)
 and cuobjdump with nvdisasm (CUDA's bin folder, or the
@@ -89,6 +94,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 KIT = ROOT / "csrc" / "mvs"
 SOURCE = KIT / "cuda" / "sweep.cu"
+FLOOR = Path(__file__).resolve().parent / "floor_kernel.cu"
 # the kernel the default path launches: the strip kernel of the window's
 # radius (ap_strip_ncc_kernel past AP_STRIP_RADII); ap_cost_kernel is the
 # tile kernel, AQUAPROF_MVS_GPU_WARP=tile
@@ -345,9 +351,11 @@ _LINES: dict = {}
 
 def source_lines(name):
     """The lines of the kit's file `name` (a base name, as the line table
-    gives it; base names are unique across csrc/mvs/), [] if none."""
+    gives it; base names are unique across csrc/mvs/), or the floor's,
+    [] if none."""
     if name not in _LINES:
-        path = next(iter(sorted(KIT.rglob(name))), None)
+        path = FLOOR if name == FLOOR.name else \
+            next(iter(sorted(KIT.rglob(name))), None)
         _LINES[name] = path.read_text().splitlines() if path else []
     return _LINES[name]
 
@@ -605,7 +613,22 @@ def main(argv=None):
         text = (source_lines(name)[line - 1].strip()
                 if 0 < line <= len(source_lines(name)) else "")
         print(f"  {weight:7.1f}  {name}:{line}  {text[:60]}")
+    floor = floor_kernel(args.kernel)
+    if floor is not None:
+        floor_parts = analyse(FLOOR, floor, case, extra, found)[0]
+        least = sum(floor_parts.values())
+        print(f"instruction-issue floor ({FLOOR.relative_to(ROOT)}, "
+              f"{floor}): {least:.1f} (warp {floor_parts.get('warp', 0):.1f},"
+              f" sums {floor_parts.get('sums', 0):.1f}, other "
+              f"{floor_parts.get('other', 0):.1f}); the kernel issues "
+              f"{total / least:.2f} times it")
     print(f"instructions per (pixel, plane, source): {round(total)}")
+
+
+def floor_kernel(kernel):
+    """The floor kernel for a strip NCC kernel of its own radius."""
+    m = re.fullmatch(r"ap_strip_ncc_r(\d+)_kernel", kernel)
+    return f"ap_floor_ncc_r{m.group(1)}_kernel" if m else None
 
 
 if __name__ == "__main__":

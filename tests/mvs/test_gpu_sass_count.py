@@ -67,6 +67,34 @@ def test_a_wider_window_and_fewer_views_cost_what_they_should():
     assert one["other"] == pytest.approx(5 * narrow["other"], rel=0.01)
 
 
+FLOOR_LINE = re.compile(
+    r"^instruction-issue floor \(benchmarks/mvs/floor_kernel\.cu, "
+    r"ap_floor_ncc_r(\d+)_kernel\): ([\d.]+) \(warp ([\d.]+), sums "
+    r"([\d.]+), other ([\d.]+)\); the kernel issues ([\d.]+) times it$",
+    re.M)
+
+
+@needs_tools
+def test_the_floor_is_counted_the_same_way_and_lies_below_the_kernel():
+    """The floor kernel of the window's radius is counted with the
+    kernel's method, its parts add up, and the kernel, which does all the
+    floor does and more, issues more; a window with no strip kernel of
+    its own has no floor to compare with."""
+    out = run()
+    total = per_output(out)
+    m = FLOOR_LINE.search(out)
+    assert m, out
+    radius, least = int(m.group(1)), float(m.group(2))
+    warp, sums, other, ratio = map(float, m.group(3, 4, 5, 6))
+    assert radius == 5
+    assert warp > 0 and sums > 0 and other > 0
+    assert warp + sums + other == pytest.approx(least, abs=0.2)
+    assert 0 < least < total
+    assert ratio == pytest.approx(total / least, abs=0.01)
+    assert out.strip().splitlines()[-2] == m.group(0)
+    assert not FLOOR_LINE.search(run("--window", "21"))
+
+
 def test_trips_of_a_strided_loop_are_counted_by_warps():
     """spread(n, threads): a warp issues an iteration while any of its
     lanes runs it."""
