@@ -93,6 +93,12 @@ $(KT)/test_gpu_strip: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEA
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
 
+# AquaMVS parity's strip kernel the same way, against its windows summed
+# whole and against the CPU's AquaMVS parity
+$(KT)/test_gpu_parity_strip: $(KT)/test_gpu_parity_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) \
+	  $(KT)/test_gpu_parity_strip.c $(KERNEL_SOURCES) -lm -o $@
+
 WINDOW_SOURCES = csrc/mvs/cpu/window_costs.c \
 	csrc/mvs/parity/parity_filters.c csrc/mvs/cpu/wide_lanes.c
 $(KT)/test_window_sums: $(KT)/test_window_sums.c $(WINDOW_SOURCES) $(KERNEL_TEST_HEADERS)
@@ -104,7 +110,8 @@ $(KT)/test_workers: $(KT)/test_workers.c csrc/mvs/cpu/workers.c $(KERNEL_TEST_HE
 	  -o $@
 
 KERNEL_TESTS = $(KT)/test_crossing $(KT)/test_sampling \
-	$(KT)/test_gpu_sample $(KT)/test_gpu_strip $(KT)/test_window_sums \
+	$(KT)/test_gpu_sample $(KT)/test_gpu_strip $(KT)/test_gpu_parity_strip \
+	$(KT)/test_window_sums \
 	$(KT)/test_workers
 test-kernels: $(KERNEL_TESTS)
 	set -e; for t in $(KERNEL_TESTS); do ./$$t; done

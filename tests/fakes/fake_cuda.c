@@ -86,6 +86,7 @@ int cuDeviceGetAttribute(int *v, int attribute, int d)
     case 16: *v = 132; break;          /* SMs */
     case 39: *v = 2048; break;         /* threads per SM */
     case 81: *v = 233472; break;       /* shared memory per SM */
+    case 97: *v = 232448; break;       /* shared memory a block, opt-in */
     case 82: *v = 65536; break;        /* registers per SM */
     case 106: *v = 32; break;          /* blocks per SM */
     case 10: *v = 32; break;           /* warp */

@@ -435,13 +435,17 @@ def test_textbook_costs_are_unchanged_bit_for_bit(key):
 
 # ---------------------------------------------- through the fake driver
 
-def test_gpu_parity_launches_its_three_passes_a_plane(fakes):
+def test_gpu_parity_launches_its_strip_kernel_or_three_passes_a_plane(
+        fakes):
     """Through the fake driver (which runs no kernel): AquaMVS parity
     needs its scratch, checked like every device pointer before any
-    launch, then launches the rays and three passes a plane; sad with
+    launch, then launches the rays and, for windows up to 15, its strip
+    kernel once for every plane (NCC's or SSIM's); wider windows, or
+    $AQUAPROF_MVS_GPU_PARITY=passes, take three passes a plane. sad with
     parity is refused before the driver is asked anything."""
     lib = str(fakes / "libcuda.so")
     found = scenario(f"""
+        import os
         from aquaprof import _mvs
         from aquaprof.mvs import Camera
         fake = ctypes.CDLL({lib!r})
@@ -461,20 +465,31 @@ def test_gpu_parity_launches_its_three_passes_a_plane(fakes):
         p = [alloc(H * W * 4), alloc(N * H * W * 4), alloc(D * 8),
              alloc(6 * H * W * 8), alloc(H * W * D * 4)]
 
-        def run(cost, parity, scratch):
+        fake.fake_cuda_launched.restype = ctypes.c_char_p
+        fake.fake_cuda_launched.argtypes = [ctypes.c_int]
+
+        def run(cost, parity, scratch, window=5, passes=False):
+            if passes:
+                os.environ["AQUAPROF_MVS_GPU_PARITY"] = "passes"
             before = fake.fake_cuda_launches()
             try:
                 _mvs.gpu_cost_volume(0, 0, p[0], p[1], N, H, W, cam, cams,
-                                     p[2], D, 0, D, cost, 5, p[3], p[4],
-                                     parity, scratch)
+                                     p[2], D, 0, D, cost, window, p[3],
+                                     p[4], parity, scratch)
                 error = None
             except ValueError as e:
                 error = str(e)
-            return [error, fake.fake_cuda_launches() - before]
+            os.environ.pop("AQUAPROF_MVS_GPU_PARITY", None)
+            after = fake.fake_cuda_launches()
+            names = sorted({{fake.fake_cuda_launched(k).decode()
+                            for k in range(before + 1, after)}})
+            return [error, after - before, names]
 
         print(json.dumps({{
             "ncc": run(0, 1, alloc(N * 3 * H * W * 8)),
-            "ssim": run(1, 1, alloc(N * 3 * H * W * 8)),
+            "ssim": run(1, 1, alloc(N * 3 * H * W * 8), window=15),
+            "wide": run(0, 1, alloc(N * 3 * H * W * 8), window=17),
+            "passes": run(1, 1, alloc(N * 3 * H * W * 8), passes=True),
             "no scratch": run(0, 1, 0),
             "sad": run(2, 1, alloc(N * 3 * H * W * 8)),
             "textbook": run(0, 0, 0),
@@ -482,12 +497,16 @@ def test_gpu_parity_launches_its_three_passes_a_plane(fakes):
     """, {"AQUAPROF_LIBCUDA": lib})
     if isinstance(found, str):
         pytest.skip(found)
-    assert found["ncc"] == [None, 1 + 3 * 3]
-    assert found["ssim"] == [None, 1 + 3 * 3]
-    assert found["no scratch"] == ["scratch is a null device pointer", 0]
+    three = ["ap_parity_centre_kernel", "ap_parity_cost_kernel",
+             "ap_parity_warp_kernel"]
+    assert found["ncc"] == [None, 1 + 1, ["ap_parity_strip_ncc_kernel"]]
+    assert found["ssim"] == [None, 1 + 1, ["ap_parity_strip_ssim_kernel"]]
+    assert found["wide"] == [None, 1 + 3 * 3, three]
+    assert found["passes"] == [None, 1 + 3 * 3, three]
+    assert found["no scratch"] == ["scratch is a null device pointer", 0, []]
     assert found["sad"][0].startswith("AquaMVS parity has no SAD cost")
-    assert found["sad"][1] == 0
-    assert found["textbook"] == [None, 2]
+    assert found["sad"][1:] == [0, []]
+    assert found["textbook"][:2] == [None, 2]
 
 
 # ------------------------------------------------------------ on a GPU
@@ -502,8 +521,14 @@ def cuda(a):
                                          ("ncc", 5), ("ssim", 63)])
 @pytest.mark.parametrize("kind,model", [("flat", "refractive"),
                                         ("wavy", "pinhole")])
+@pytest.mark.parametrize("kernels", ["strip", "passes"])
 def test_cuda_parity_equals_the_cpu_and_the_reference(kind, model, cost,
-                                                      window):
+                                                      window, kernels,
+                                                      monkeypatch):
+    """Both GPU paths: the strip kernel (windows up to 15; window 63
+    takes the passes either way) and the three passes."""
+    if kernels == "passes":
+        monkeypatch.setenv("AQUAPROF_MVS_GPU_PARITY", "passes")
     sc = scenes.make_scene(kind, model, views=5, height=120, width=160)
     depths = scene_depths(sc)
     args = (sc.ref_cam, sc.cameras[1:], depths, cost, window)

@@ -41,6 +41,7 @@ open_api(void)
         {(void **)&api.Init, "cuInit"},
         {(void **)&api.DeviceGetCount, "cuDeviceGetCount"},
         {(void **)&api.DeviceGet, "cuDeviceGet"},
+        {(void **)&api.DeviceGetAttribute, "cuDeviceGetAttribute"},
         {(void **)&api.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
         {(void **)&api.DevicePrimaryCtxRelease,
          "cuDevicePrimaryCtxRelease_v2"},
@@ -78,6 +79,10 @@ load_device(int ordinal, char *error, size_t size)
     CUresult rc;
     const char *call = "cuDeviceGet";
     if ((rc = api.DeviceGet(&device, ordinal)) != AP_CUDA_SUCCESS ||
+        (call = "cuDeviceGetAttribute",
+         rc = api.DeviceGetAttribute(&d->shared_optin,
+                                     AP_CU_DEVICE_ATTRIBUTE_SHARED_OPTIN,
+                                     device)) != AP_CUDA_SUCCESS ||
         (call = "cuDevicePrimaryCtxRetain",
          rc = api.DevicePrimaryCtxRetain(&d->ctx, device)) !=
             AP_CUDA_SUCCESS) {
@@ -105,6 +110,8 @@ load_device(int ordinal, char *error, size_t size)
                    {&d->parity_warp, "ap_parity_warp_kernel"},
                    {&d->parity_centre, "ap_parity_centre_kernel"},
                    {&d->parity_cost, "ap_parity_cost_kernel"},
+                   {&d->parity_strip_ncc, "ap_parity_strip_ncc_kernel"},
+                   {&d->parity_strip_ssim, "ap_parity_strip_ssim_kernel"},
                    {&d->strip_ncc[0], "ap_strip_ncc_kernel"},
                    {&d->strip_ncc[1], "ap_strip_ncc_r1_kernel"},
                    {&d->strip_ncc[2], "ap_strip_ncc_r2_kernel"},

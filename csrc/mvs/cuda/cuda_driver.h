@@ -16,6 +16,8 @@ typedef struct CUstream_st *CUstream;
 
 #define AP_CUDA_SUCCESS 0
 #define AP_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+/* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+#define AP_CU_DEVICE_ATTRIBUTE_SHARED_OPTIN 97
 /* cuPointerGetAttribute's attributes (CUpointer_attribute) and the
  * memory types it answers (CUmemorytype) */
 #define AP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
@@ -26,6 +28,8 @@ typedef struct {
     CUresult (*Init)(unsigned flags);
     CUresult (*DeviceGetCount)(int *count);
     CUresult (*DeviceGet)(CUdevice *device, int ordinal);
+    CUresult (*DeviceGetAttribute)(int *value, int attribute,
+                                   CUdevice device);
     CUresult (*DevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice device);
     CUresult (*DevicePrimaryCtxRelease)(CUdevice device);
     CUresult (*CtxPushCurrent)(CUcontext ctx);
@@ -56,8 +60,12 @@ typedef struct {
     CUfunction depth_fold;
     /* the sources' planes warped first, then their costs */
     CUfunction warp_planes, cost_planes;
-    /* AquaMVS parity's three passes (parity_sweep.cuh) */
+    /* AquaMVS parity's three passes and its strip kernels, NCC's and
+     * SSIM's (parity_sweep.cuh) */
     CUfunction parity_warp, parity_centre, parity_cost;
+    CUfunction parity_strip_ncc, parity_strip_ssim;
+    /* the most dynamic shared memory a block may ask for */
+    int shared_optin;
     /* the strip cost kernels (gpu_strip.h): NCC's by radius, [0] the one
      * that reads it at run time; SAD's at any radius */
     CUfunction strip_ncc[AP_CUDA_STRIP_RADII + 1], strip_sad;

@@ -14,6 +14,7 @@
 #include "cuda_sweep.h"
 #include "cuda_driver.h"
 #include "gpu_depth.h"
+#include "gpu_parity_strip.h"
 #include "gpu_strip.h"
 
 _Static_assert(AP_CUDA_STRIP_RADII == AP_STRIP_RADII,
@@ -452,10 +453,54 @@ launch_sweep(const ap_cuda_api *api, const ap_cuda_device *dev,
     return 0;
 }
 
-/* AquaMVS parity over planes [first, first + count): per group of views
- * and plane, the three passes of parity_sweep.cuh, each over every
- * row before the next (a window reaches across row slices). p holds the
- * rest, scratch included. 0, or -1 with an exception. */
+/* The AquaMVS parity strip kernel for p's cost and window, or NULL: the
+ * three passes' (a window wider than the strip's, a device whose blocks
+ * cannot hold its shared memory, or $AQUAPROF_MVS_GPU_PARITY "passes",
+ * kept to time one against the other). */
+static CUfunction
+parity_strip_kernel(const ap_cuda_device *dev, const ap_cuda_sweep *p)
+{
+    const char *how = getenv("AQUAPROF_MVS_GPU_PARITY");
+    if (p->radius > AP_PSTRIP_RADII ||
+        ap_pstrip_shared(p->radius) > (unsigned)dev->shared_optin ||
+        (how != NULL && strcmp(how, "passes") == 0)) {
+        return NULL;
+    }
+    return p->cost == AP_COST_SSIM ? dev->parity_strip_ssim
+                                   : dev->parity_strip_ncc;
+}
+
+/* AquaMVS parity over planes [first, first + count) of p's views by the
+ * strip kernel f, in grid slices of planes and of rows. 0, or -1 with
+ * an exception. */
+static int
+launch_parity_strip(const ap_cuda_api *api, const ap_cuda_device *dev,
+                    unsigned long long stream, ap_cuda_sweep *p,
+                    CUfunction f, int first, int count)
+{
+    void *params[] = {p};
+    for (int z = 0; z < count; z += MAX_GRID_Z) {
+        int slice = count - z < MAX_GRID_Z ? count - z : MAX_GRID_Z;
+        p->first = first + z;
+        for (p->row0 = 0; p->row0 < p->h;
+             p->row0 += MAX_GRID_Y * AP_PSTRIP_ROWS) {
+            int rows = slice_rows(p->h, p->row0, AP_PSTRIP_ROWS);
+            if (launch(api, dev, f, blocks(p->w, ap_pstrip_outputs(p->radius)),
+                       blocks(rows, AP_PSTRIP_ROWS), (unsigned)slice,
+                       AP_PSTRIP_COLS, 1, ap_pstrip_shared(p->radius),
+                       stream, params) < 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* AquaMVS parity over planes [first, first + count): per group of views,
+ * the strip kernel where it takes the window, else per plane the three
+ * passes of parity_sweep.cuh, each over every row before the next (a
+ * window reaches across row slices). p holds the rest, scratch
+ * included. 0, or -1 with an exception. */
 static int
 launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
               unsigned long long stream, ap_cuda_sweep *p,
@@ -463,9 +508,17 @@ launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
               int count)
 {
     void *params[] = {p};
+    CUfunction strip = parity_strip_kernel(dev, p);
     for (int v = 0; v < n; v += AP_GPU_VIEWS) {
         if (view_group(p, cams, n, v, srcs) < 0) {
             return -1;
+        }
+        if (strip != NULL) {
+            if (launch_parity_strip(api, dev, stream, p, strip, first,
+                                    count) < 0) {
+                return -1;
+            }
+            continue;
         }
         for (p->first = first; p->first < first + count; p->first++) {
             const CUfunction passes[] = {dev->parity_warp,

@@ -1,11 +1,16 @@
 /* The CUDA kernels of AquaMVS parity (../parity/parity_costs.h), included by
- * sweep.cu. Three launches a plane, each over every pixel of the
+ * sweep.cu. Windows up to AP_PSTRIP_RADII take the strip kernels
+ * (gpu_parity_strip.h): one launch, the samples warped once a block and
+ * never written out. Wider windows, and every window where
+ * $AQUAPROF_MVS_GPU_PARITY is "passes", take three launches a plane, each
+ * over every pixel of the
  * launch's views, through global scratch (three (h, w) double planes a
  * view: the warped sample, NaN unseen, then the centred reference and
  * source): warp; centre each pixel by its own window's means; filter the
  * centred products and add the views' costs into the volume. Windows are
  * summed whole (no shared tiles): simple and exact, for every window up
  * to AP_MAX_WINDOW, where a fused tile would need a halo of two radii. */
+#include "gpu_parity_strip.h"
 #include "../parity/parity_math.h"
 
 enum { PARITY_WARPED, PARITY_RC, PARITY_SC, PARITY_PLANES };
@@ -134,4 +139,75 @@ ap_parity_cost_kernel(ap_cuda_sweep p)
     }
     float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d + p.first;
     *out = (float)(((p.add ? *out : 0.0f) + total) * p.scale);
+}
+
+/* The strip kernels (gpu_parity_strip.h): a block of AP_PSTRIP_COLS
+ * threads, one a column, down AP_PSTRIP_ROWS output rows of one plane,
+ * each source in turn; the cost kind a constant. */
+template <int COST>
+static __device__ __forceinline__ void
+parity_strip(const ap_cuda_sweep &p)
+{
+    extern __shared__ double shared[];
+    const int r = p.radius, c = threadIdx.x;
+    const int outputs = ap_pstrip_outputs(r);
+    const ap_pstrip_shared_at at = ap_pstrip_layout(shared, r);
+    ap_pstrip_block b;
+    b.ref = (const float *)p.ref;
+    b.rays = (const double *)p.rays;
+    b.taps = COST == AP_COST_SSIM ? p.gauss : NULL;
+    b.h = p.h;
+    b.w = p.w;
+    b.x0 = (int)blockIdx.x * outputs - 2 * r;
+    b.y0 = p.row0 + (int)blockIdx.y * AP_PSTRIP_ROWS;
+    b.cost = COST;
+    b.r = r;
+    b.depth = ((const double *)p.depths)[p.first + blockIdx.z];
+    for (int i = c; i < AP_PSTRIP_ROWS * outputs; i += AP_PSTRIP_COLS) {
+        at.acc[i] = 0.0f;
+    }
+    const size_t n = (size_t)p.h * p.w;
+    const int end = ap_pstrip_end(&b);
+    for (int v = 0; v < p.views; v++) {
+        b.img = (const float *)p.srcs + (size_t)v * n;
+        b.cam = &p.cams[v];
+        for (int y = b.y0 - 2 * r; y < end; y++) {
+            ap_pstrip_enter(&b, at, c, y);
+            if (y < b.y0) {
+                continue;
+            }
+            __syncthreads();
+            if (c >= r && c < AP_PSTRIP_COLS - r) {
+                ap_pstrip_centre(&b, at, c, y);
+            }
+            __syncthreads();
+            if (y >= b.y0 + 2 * r && c >= 2 * r &&
+                c < AP_PSTRIP_COLS - 2 * r) {
+                ap_pstrip_cost(&b, at, c, y);
+            }
+        }
+    }
+    __syncthreads();
+    for (int i = c; i < AP_PSTRIP_ROWS * outputs; i += AP_PSTRIP_COLS) {
+        int y = b.y0 + i / outputs, x = b.x0 + 2 * r + i % outputs;
+        if (x < p.w && y < p.h) {
+            float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d +
+                         p.first + blockIdx.z;
+            *out = ((p.add ? *out : 0.0f) + at.acc[i]) * p.scale;
+        }
+    }
+}
+
+extern "C" __global__ void
+__launch_bounds__(AP_PSTRIP_COLS)
+ap_parity_strip_ncc_kernel(ap_cuda_sweep p)
+{
+    parity_strip<AP_COST_NCC>(p);
+}
+
+extern "C" __global__ void
+__launch_bounds__(AP_PSTRIP_COLS)
+ap_parity_strip_ssim_kernel(ap_cuda_sweep p)
+{
+    parity_strip<AP_COST_SSIM>(p);
 }

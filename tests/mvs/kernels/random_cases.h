@@ -5,8 +5,10 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "../../../csrc/mvs/geometry/camera.h"
 #include "../../../csrc/mvs/geometry/camera_math.h"
 
 /* A double in [lo, hi), advancing the state *s. */
@@ -64,6 +66,61 @@ random_camera(uint64_t *seed, const rig_ranges *range, int w, int h,
     p[25] = -1.0;
     p[26] = 1.0;
     p[27] = uniform(seed, 1.33, 1.34);
+}
+
+/* A texture of blobs a few pixels wide: what the sources see of the
+ * plane, band-limited as a camera's image is. */
+static inline void
+texture(uint64_t *seed, float *img, int h, int w)
+{
+    double fx[6], fy[6], ph[6];
+    for (int k = 0; k < 6; k++) {
+        fx[k] = uniform(seed, 0.1, 0.9);
+        fy[k] = uniform(seed, 0.1, 0.9);
+        ph[k] = uniform(seed, 0.0, 6.3);
+    }
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            double v = 0.0;
+            for (int k = 0; k < 6; k++) {
+                v += sin(fx[k] * x + fy[k] * y + ph[k]);
+            }
+            img[(size_t)y * w + x] = (float)(0.5 + v / 12.0);
+        }
+    }
+}
+
+/* The cost kernels' rigs (random_rig): cameras a little tilted and
+ * turned, looking down at a textured plane below the water. */
+static const rig_ranges COST_RIG = {1.6, 0.1, 0.2};
+
+/* A reference camera over the origin and `views` source cameras near it
+ * (w x h images), refractive or pinhole, over water at *water_z (drawn
+ * here). 0, or 1 saying which camera was refused. */
+static inline int
+random_rig(uint64_t *seed, int refractive, int w, int h, int views,
+           double *water_z, ap_camera *ref_cam, ap_camera *cams)
+{
+    double params[28], centre[3] = {0.0, 0.0, 0.0};
+    *water_z = uniform(seed, 0.05, 0.5);
+    random_camera(seed, &COST_RIG, w, h, centre, refractive, *water_z,
+                  params);
+    if (ap_camera_init(ref_cam, params)) {
+        puts("FAIL: a reference camera was refused");
+        return 1;
+    }
+    for (int v = 0; v < views; v++) {
+        double c[3] = {uniform(seed, -0.15, 0.15),
+                       uniform(seed, -0.15, 0.15),
+                       uniform(seed, -0.03, 0.03)};
+        random_camera(seed, &COST_RIG, w, h, c, refractive, *water_z,
+                      params);
+        if (ap_camera_init(&cams[v], params)) {
+            puts("FAIL: a source camera was refused");
+            return 1;
+        }
+    }
+    return 0;
 }
 
 #endif

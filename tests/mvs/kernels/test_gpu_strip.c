@@ -298,31 +298,6 @@ uniform_windows(void)
 
 /* ------------------------------------------- the kernel, against the CPU */
 
-/* the rigs' cameras (random_camera) */
-static const rig_ranges RIG = {1.6, 0.1, 0.2};
-
-/* A texture of blobs a few pixels wide: what the sources see of the
- * plane, band-limited as a camera's image is. */
-static void
-texture(uint64_t *seed, float *img, int h, int w)
-{
-    double fx[6], fy[6], ph[6];
-    for (int k = 0; k < 6; k++) {
-        fx[k] = uniform(seed, 0.1, 0.9);
-        fy[k] = uniform(seed, 0.1, 0.9);
-        ph[k] = uniform(seed, 0.0, 6.3);
-    }
-    for (int y = 0; y < h; y++) {
-        for (int x = 0; x < w; x++) {
-            double v = 0.0;
-            for (int k = 0; k < 6; k++) {
-                v += sin(fx[k] * x + fy[k] * y + ph[k]);
-            }
-            img[(size_t)y * w + x] = (float)(0.5 + v / 12.0);
-        }
-    }
-}
-
 /* ------------------------------------------- depth without the volume */
 
 static long fold_compared, fold_led, fold_agreed;
@@ -461,25 +436,14 @@ static int
 compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
             long *compared)
 {
-    double water_z = uniform(seed, 0.05, 0.5), params[(1 + VIEWS) * 28];
-    double centre[3] = {0.0, 0.0, 0.0};
+    double water_z;
     ap_camera ref_cam, cams[VIEWS];
     ap_gpu_frame frames[VIEWS];
-    random_camera(seed, &RIG, RW, RH, centre, refractive, water_z, params);
-    if (ap_camera_init(&ref_cam, params)) {
-        puts("FAIL: a reference camera was refused");
+    if (random_rig(seed, refractive, RW, RH, VIEWS, &water_z, &ref_cam,
+                   cams)) {
         return 1;
     }
     for (int v = 0; v < VIEWS; v++) {
-        double c[3] = {uniform(seed, -0.15, 0.15),
-                       uniform(seed, -0.15, 0.15),
-                       uniform(seed, -0.03, 0.03)};
-        double *p = params + 28 * (1 + v);
-        random_camera(seed, &RIG, RW, RH, c, refractive, water_z, p);
-        if (ap_camera_init(&cams[v], p)) {
-            puts("FAIL: a source camera was refused");
-            return 1;
-        }
         ap_gpu_frame_init(&frames[v], &cams[v]);
     }
     static double rays[AP_RAY_DOUBLES * RN];

@@ -1,0 +1,273 @@
+/* AquaMVS parity's costs (../parity/parity_costs.h) in strips, the way
+ * gpu_strip.h makes the textbook costs. A block of AP_PSTRIP_COLS
+ * threads, one a column of the reference, walks down a strip of
+ * AP_PSTRIP_ROWS output rows of one plane, each source in turn. AquaMVS
+ * filters twice: each pixel is centred by its own window's means, then
+ * the centred products are filtered. So an output needs samples two
+ * radii around it: a block outputs all its columns but 2 r each side,
+ * and warps 4 r rows more than it outputs. At each row, each thread:
+ *   1. warps the sample of its column entering (a ring of 2 r + 1 rows)
+ *      and sums the column's m, r m and s m down the window's rows;
+ *   2. (the block met) sums those along the row: the count and means of
+ *      its pixel r rows up, which it centres, then sums its column's
+ *      centred products down the window's rows;
+ *   3. (met again) sums those along the row: the cost of its pixel 2 r
+ *      rows up, added to the block's accumulators.
+ * Each window is summed afresh (SSIM's Gaussian taps, or a box), down
+ * then along, in float64 as the CPU does; costs are added in float32
+ * (the volume's type) over the sources. Each sample is warped once a
+ * block, where the three passes of parity_sweep.cuh warp it once and
+ * read it back from global memory 2 (2 r + 1)^2 times.
+ * Written in C for the host too, so that
+ * tests/mvs/kernels/test_gpu_parity_strip.c runs a block's threads in
+ * turn against the windows summed whole and against the CPU path;
+ * parity_sweep.cuh calls these with the cost as a template constant. */
+#ifndef AP_GPU_PARITY_STRIP_H
+#define AP_GPU_PARITY_STRIP_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include "gpu_sample.h"
+#include "../cpu/sweep.h"
+#include "../geometry/camera_math.h"
+#include "../geometry/host_device.h"
+#include "../parity/parity_math.h"
+
+/* Threads (columns, both halos included) and output rows of a block;
+ * radii up to AP_PSTRIP_RADII take the strip, wider windows the three
+ * passes (a block of 128 columns would output under half of them). */
+#define AP_PSTRIP_COLS 128
+#define AP_PSTRIP_ROWS 64
+#define AP_PSTRIP_RADII 7
+
+#ifdef __CUDACC__
+#define AP_PSTRIP_FN static __forceinline__ AP_HD
+#else
+#define AP_PSTRIP_FN static inline
+#endif
+
+#if AP_PSTRIP_COLS <= 4 * AP_PSTRIP_RADII
+#error "a block must have a column of outputs at the widest strip window"
+#endif
+
+/* Output columns of a block. */
+AP_PSTRIP_FN int
+ap_pstrip_outputs(int r)
+{
+    return AP_PSTRIP_COLS - 4 * r;
+}
+
+/* The block's shared memory: the ring of samples (a double a column and
+ * row, NaN unseen), the column sums of the first filter (three doubles a
+ * column: m, r m, s m), the ring of centred products (three a column and
+ * row: rc^2, sc^2, rc sc), their column sums, the ring of the centred
+ * rows' count and means (r + 1 rows) and the outputs' accumulated
+ * costs. */
+typedef struct {
+    double *ring, *first, *products, *second, *stats;
+    float *acc;
+} ap_pstrip_shared_at;
+
+AP_PSTRIP_FN unsigned
+ap_pstrip_shared(int r)
+{
+    unsigned doubles = (unsigned)((2 * r + 1) * 4 + 6 + 3 * (r + 1)) *
+                       AP_PSTRIP_COLS;
+    return doubles * 8 + (unsigned)(AP_PSTRIP_ROWS * ap_pstrip_outputs(r)) * 4;
+}
+
+AP_PSTRIP_FN ap_pstrip_shared_at
+ap_pstrip_layout(double *base, int r)
+{
+    ap_pstrip_shared_at at;
+    at.ring = base;
+    at.first = at.ring + (2 * r + 1) * AP_PSTRIP_COLS;
+    at.products = at.first + 3 * AP_PSTRIP_COLS;
+    at.second = at.products + 3 * (2 * r + 1) * AP_PSTRIP_COLS;
+    at.stats = at.second + 3 * AP_PSTRIP_COLS;
+    at.acc = (float *)(at.stats + 3 * (r + 1) * AP_PSTRIP_COLS);
+    return at;
+}
+
+/* What a block's threads share for one source: the images, the rays of
+ * the reference's pixels (ap_ray_read), the source's camera, the
+ * window's taps (SSIM's Gaussian weights, NULL for NCC's box) and the
+ * plane's depth; x0: the image column of thread 0 (2 r left of the
+ * first output), y0: the first output row. */
+typedef struct {
+    const float *ref, *img;
+    const double *rays, *taps;
+    const ap_camera *cam;
+    int h, w, x0, y0, cost, r;
+    double depth;
+#ifndef __CUDA_ARCH__
+    /* the host's tests of the sums: not NULL, the samples themselves
+     * (h x w, NaN unseen), which ap_pstrip_sample reads instead of
+     * warping */
+    const double *warped;
+#endif
+} ap_pstrip_block;
+
+/* The ring's slot of row y (rows [y0 - 2 r, ...) of the block), for a
+ * ring of `rows` rows. */
+AP_PSTRIP_FN int
+ap_pstrip_slot(const ap_pstrip_block *b, int y, int rows)
+{
+    return (y - b->y0 + 2 * b->r) % rows;
+}
+
+AP_PSTRIP_FN double
+ap_pstrip_tap(const ap_pstrip_block *b, int k)
+{
+    return b->taps != NULL ? b->taps[k] : 1.0;
+}
+
+/* The sample of source b->cam at reference pixel (x, y), zero-padded as
+ * AquaMVS samples; NaN where it is not seen, and outside the reference,
+ * which no filter counts. */
+AP_PSTRIP_FN double
+ap_pstrip_sample(const ap_pstrip_block *b, int x, int y)
+{
+    if (x < 0 || y < 0 || x >= b->w || y >= b->h) {
+        return NAN;
+    }
+    size_t i = (size_t)y * b->w + x;
+#ifndef __CUDA_ARCH__
+    if (b->warped != NULL) {
+        return b->warped[i];
+    }
+#endif
+    double point[3], u, v;
+    ap_ray_point(b->rays, i, b->depth, point);
+    int seen = point[0] == point[0] &&
+               ap_project_fast(b->cam, point, &u, &v);
+    return seen ? ap_bilinear_zeros(b->img, b->h, b->w, u, v) : NAN;
+}
+
+/* Row y enters column c: its sample into the ring and, once the rows of
+ * the window centred r rows up are all in (y >= y0), the column's sums
+ * of m, r m and s m over them into `first`. */
+AP_PSTRIP_FN void
+ap_pstrip_enter(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
+                int y)
+{
+    const int r = b->r, rows = 2 * r + 1, x = b->x0 + c;
+    at.ring[ap_pstrip_slot(b, y, rows) * AP_PSTRIP_COLS + c] =
+        ap_pstrip_sample(b, x, y);
+    if (y < b->y0) {
+        return;
+    }
+    double n = 0.0, sr = 0.0, ss = 0.0;
+    for (int k = 0; k < rows; k++) {
+        int yy = y - 2 * r + k;
+        double s = at.ring[ap_pstrip_slot(b, yy, rows) * AP_PSTRIP_COLS + c];
+        if (s == s) {
+            double g = ap_pstrip_tap(b, k);
+            n += g;
+            sr += g * b->ref[(size_t)yy * b->w + x];
+            ss += g * s;
+        }
+    }
+    double *q = at.first + 3 * c;
+    q[0] = n;
+    q[1] = sr;
+    q[2] = ss;
+}
+
+/* Column c's pixel r rows above row y (r <= c < AP_PSTRIP_COLS - r):
+ * its window's count (unclamped) and means from `first` along the row,
+ * its centred products into their ring and its count and means into
+ * theirs; then, once the rows of the window centred 2 r rows above y
+ * are all centred, the column's sums of the products over them into
+ * `second`. */
+AP_PSTRIP_FN void
+ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
+                 int y)
+{
+    const int r = b->r, rows = 2 * r + 1, yc = y - r, x = b->x0 + c;
+    double n = 0.0, sr = 0.0, ss = 0.0;
+    for (int k = 0; k < rows; k++) {
+        const double *q = at.first + 3 * (c - r + k);
+        double g = ap_pstrip_tap(b, k);
+        n += g * q[0];
+        sr += g * q[1];
+        ss += g * q[2];
+    }
+    double least = b->cost == AP_COST_SSIM ? AP_AQUAMVS_SSIM_LEAST
+                                           : AP_AQUAMVS_NCC_LEAST;
+    double count = n < least ? least : n;
+    double mr = sr / count, ms = ss / count;
+    double s = at.ring[ap_pstrip_slot(b, yc, rows) * AP_PSTRIP_COLS + c];
+    int seen = s == s;
+    double rc = seen ? b->ref[(size_t)yc * b->w + x] - mr : 0.0;
+    double sc = seen ? s - ms : 0.0;
+    double *p = at.products +
+                3 * (ap_pstrip_slot(b, yc, rows) * AP_PSTRIP_COLS + c);
+    p[0] = rc * rc;
+    p[1] = sc * sc;
+    p[2] = rc * sc;
+    double *stats = at.stats +
+                    3 * (ap_pstrip_slot(b, yc, r + 1) * AP_PSTRIP_COLS + c);
+    stats[0] = n;
+    stats[1] = mr;
+    stats[2] = ms;
+    if (yc - r < b->y0) {
+        return;
+    }
+    double srr = 0.0, sss = 0.0, srs = 0.0;
+    for (int k = 0; k < rows; k++) {
+        const double *q = at.products +
+            3 * (ap_pstrip_slot(b, yc - 2 * r + k, rows) * AP_PSTRIP_COLS +
+                 c);
+        double g = ap_pstrip_tap(b, k);
+        srr += g * q[0];
+        sss += g * q[1];
+        srs += g * q[2];
+    }
+    double *q = at.second + 3 * c;
+    q[0] = srr;
+    q[1] = sss;
+    q[2] = srs;
+}
+
+/* Column c's output 2 r rows above row y (2 r <= c < AP_PSTRIP_COLS -
+ * 2 r, y - 2 r an output row of the block): the sums of the centred
+ * products from `second` along the row, its cost from them and the
+ * pixel's count and means, added to its accumulator where the pixel is
+ * in the image. */
+AP_PSTRIP_FN void
+ap_pstrip_cost(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
+               int y)
+{
+    const int r = b->r, rows = 2 * r + 1, yo = y - 2 * r, x = b->x0 + c;
+    double srr = 0.0, sss = 0.0, srs = 0.0;
+    for (int k = 0; k < rows; k++) {
+        const double *q = at.second + 3 * (c - r + k);
+        double g = ap_pstrip_tap(b, k);
+        srr += g * q[0];
+        sss += g * q[1];
+        srs += g * q[2];
+    }
+    const double *stats =
+        at.stats + 3 * (ap_pstrip_slot(b, yo, r + 1) * AP_PSTRIP_COLS + c);
+    double cost = b->cost == AP_COST_SSIM
+        ? ap_aquamvs_ssim(stats[0], stats[1], stats[2], srr, sss, srs)
+        : ap_aquamvs_ncc(stats[0], srr, sss, srs,
+                         (double)(rows * rows / 2));
+    if (x < b->w && yo < b->h) {
+        at.acc[(yo - b->y0) * ap_pstrip_outputs(r) + c - 2 * r] +=
+            (float)cost;
+    }
+}
+
+/* The last row a block warps, plus one: 2 r below its last output row
+ * in the image. */
+AP_PSTRIP_FN int
+ap_pstrip_end(const ap_pstrip_block *b)
+{
+    int last = b->y0 + AP_PSTRIP_ROWS < b->h ? b->y0 + AP_PSTRIP_ROWS : b->h;
+    return last + 2 * b->r;
+}
+
+#endif
