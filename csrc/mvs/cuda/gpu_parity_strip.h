@@ -59,14 +59,15 @@ ap_pstrip_outputs(int r)
 }
 
 /* The block's shared memory: the ring of samples (a double a column and
- * row, NaN unseen), the column sums of the first filter (three doubles a
+ * row, NaN unseen) and of the reference's values where they are seen (a
+ * float, 0 elsewhere), the column sums of the first filter (three doubles a
  * column: m, r m, s m), the ring of centred products (three a column and
  * row: rc^2, sc^2, rc sc), their column sums, the ring of the centred
  * rows' count and means (r + 1 rows) and the outputs' accumulated
  * costs. */
 typedef struct {
     double *ring, *first, *products, *second, *stats;
-    float *acc;
+    float *refs, *acc;
 } ap_pstrip_shared_at;
 
 AP_PSTRIP_FN unsigned
@@ -74,7 +75,9 @@ ap_pstrip_shared(int r)
 {
     unsigned doubles = (unsigned)((2 * r + 1) * 4 + 6 + 3 * (r + 1)) *
                        AP_PSTRIP_COLS;
-    return doubles * 8 + (unsigned)(AP_PSTRIP_ROWS * ap_pstrip_outputs(r)) * 4;
+    unsigned floats = (unsigned)((2 * r + 1) * AP_PSTRIP_COLS +
+                                 AP_PSTRIP_ROWS * ap_pstrip_outputs(r));
+    return doubles * 8 + floats * 4;
 }
 
 AP_PSTRIP_FN ap_pstrip_shared_at
@@ -86,7 +89,8 @@ ap_pstrip_layout(double *base, int r)
     at.products = at.first + 3 * AP_PSTRIP_COLS;
     at.second = at.products + 3 * (2 * r + 1) * AP_PSTRIP_COLS;
     at.stats = at.second + 3 * AP_PSTRIP_COLS;
-    at.acc = (float *)(at.stats + 3 * (r + 1) * AP_PSTRIP_COLS);
+    at.refs = (float *)(at.stats + 3 * (r + 1) * AP_PSTRIP_COLS);
+    at.acc = at.refs + (2 * r + 1) * AP_PSTRIP_COLS;
     return at;
 }
 
@@ -117,6 +121,13 @@ ap_pstrip_slot(const ap_pstrip_block *b, int y, int rows)
     return (y - b->y0 + 2 * b->r) % rows;
 }
 
+/* The slot after `slot` in a ring of `rows` rows. */
+AP_PSTRIP_FN int
+ap_pstrip_next(int slot, int rows)
+{
+    return slot + 1 == rows ? 0 : slot + 1;
+}
+
 AP_PSTRIP_FN double
 ap_pstrip_tap(const ap_pstrip_block *b, int k)
 {
@@ -145,27 +156,33 @@ ap_pstrip_sample(const ap_pstrip_block *b, int x, int y)
     return seen ? ap_bilinear_zeros(b->img, b->h, b->w, u, v) : NAN;
 }
 
-/* Row y enters column c: its sample into the ring and, once the rows of
- * the window centred r rows up are all in (y >= y0), the column's sums
- * of m, r m and s m over them into `first`. */
+/* Row y enters column c: its sample and r m into the rings and, once
+ * the rows of the window centred r rows up are all in (y >= y0), the
+ * column's sums of m, r m and s m over them into `first`. */
 AP_PSTRIP_FN void
 ap_pstrip_enter(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
                 int y)
 {
     const int r = b->r, rows = 2 * r + 1, x = b->x0 + c;
-    at.ring[ap_pstrip_slot(b, y, rows) * AP_PSTRIP_COLS + c] =
-        ap_pstrip_sample(b, x, y);
+    /* count: part=warp */
+    double sample = ap_pstrip_sample(b, x, y);
+    int slot = ap_pstrip_slot(b, y, rows);
+    at.ring[slot * AP_PSTRIP_COLS + c] = sample;
+    at.refs[slot * AP_PSTRIP_COLS + c] =
+        sample == sample ? b->ref[(size_t)y * b->w + x] : 0.0f;
     if (y < b->y0) {
         return;
     }
     double n = 0.0, sr = 0.0, ss = 0.0;
+    /* count: trips=window * (H / ceil(H / AP_PSTRIP_ROWS) + 2 * radius) /
+     * (H / ceil(H / AP_PSTRIP_ROWS) + 4 * radius) */
     for (int k = 0; k < rows; k++) {
-        int yy = y - 2 * r + k;
-        double s = at.ring[ap_pstrip_slot(b, yy, rows) * AP_PSTRIP_COLS + c];
+        slot = ap_pstrip_next(slot, rows);     /* row y - 2 r + k */
+        double s = at.ring[slot * AP_PSTRIP_COLS + c];
         if (s == s) {
             double g = ap_pstrip_tap(b, k);
             n += g;
-            sr += g * b->ref[(size_t)yy * b->w + x];
+            sr += g * at.refs[slot * AP_PSTRIP_COLS + c];
             ss += g * s;
         }
     }
@@ -185,8 +202,9 @@ AP_PSTRIP_FN void
 ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
                  int y)
 {
-    const int r = b->r, rows = 2 * r + 1, yc = y - r, x = b->x0 + c;
+    const int r = b->r, rows = 2 * r + 1, yc = y - r;
     double n = 0.0, sr = 0.0, ss = 0.0;
+    /* count: trips=window */
     for (int k = 0; k < rows; k++) {
         const double *q = at.first + 3 * (c - r + k);
         double g = ap_pstrip_tap(b, k);
@@ -198,12 +216,12 @@ ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
                                            : AP_AQUAMVS_NCC_LEAST;
     double count = n < least ? least : n;
     double mr = sr / count, ms = ss / count;
-    double s = at.ring[ap_pstrip_slot(b, yc, rows) * AP_PSTRIP_COLS + c];
+    int slot = ap_pstrip_slot(b, yc, rows);
+    double s = at.ring[slot * AP_PSTRIP_COLS + c];
     int seen = s == s;
-    double rc = seen ? b->ref[(size_t)yc * b->w + x] - mr : 0.0;
+    double rc = seen ? at.refs[slot * AP_PSTRIP_COLS + c] - mr : 0.0;
     double sc = seen ? s - ms : 0.0;
-    double *p = at.products +
-                3 * (ap_pstrip_slot(b, yc, rows) * AP_PSTRIP_COLS + c);
+    double *p = at.products + 3 * (slot * AP_PSTRIP_COLS + c);
     p[0] = rc * rc;
     p[1] = sc * sc;
     p[2] = rc * sc;
@@ -216,10 +234,11 @@ ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
         return;
     }
     double srr = 0.0, sss = 0.0, srs = 0.0;
+    /* count: trips=window * (H / ceil(H / AP_PSTRIP_ROWS)) / (H / ceil(H /
+     * AP_PSTRIP_ROWS) + 2 * radius) */
     for (int k = 0; k < rows; k++) {
-        const double *q = at.products +
-            3 * (ap_pstrip_slot(b, yc - 2 * r + k, rows) * AP_PSTRIP_COLS +
-                 c);
+        slot = ap_pstrip_next(slot, rows);     /* row yc - 2 r + k */
+        const double *q = at.products + 3 * (slot * AP_PSTRIP_COLS + c);
         double g = ap_pstrip_tap(b, k);
         srr += g * q[0];
         sss += g * q[1];
@@ -242,6 +261,7 @@ ap_pstrip_cost(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
 {
     const int r = b->r, rows = 2 * r + 1, yo = y - 2 * r, x = b->x0 + c;
     double srr = 0.0, sss = 0.0, srs = 0.0;
+    /* count: trips=window */
     for (int k = 0; k < rows; k++) {
         const double *q = at.second + 3 * (c - r + k);
         double g = ap_pstrip_tap(b, k);

@@ -38,8 +38,10 @@ parity_means(const ap_cuda_sweep &p, const double *warped, int x, int y,
     const float *ref = (const float *)p.ref;
     const int r = p.radius;
     double n = 0.0, sr = 0.0, ss = 0.0;
+    /* count: trips=window */
     for (int i = 0; i <= 2 * r; i++) {
         int yy = y + i - r;
+        /* count: trips=window */
         for (int j = 0; j <= 2 * r && yy >= 0 && yy < p.h; j++) {
             int xx = x + j - r;
             if (xx < 0 || xx >= p.w) {
@@ -66,6 +68,7 @@ parity_means(const ap_cuda_sweep &p, const double *warped, int x, int y,
 extern "C" __global__ void
 ap_parity_warp_kernel(ap_cuda_sweep p)
 {
+    /* count: kernel=ap_parity_warp_kernel; per=1 */
     int x = blockIdx.x * blockDim.x + threadIdx.x;
     int y = p.row0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
     int view = blockIdx.z;
@@ -85,6 +88,7 @@ ap_parity_warp_kernel(ap_cuda_sweep p)
 extern "C" __global__ void
 ap_parity_centre_kernel(ap_cuda_sweep p)
 {
+    /* count: kernel=ap_parity_centre_kernel; per=1 */
     int x = blockIdx.x * blockDim.x + threadIdx.x;
     int y = p.row0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
     int view = blockIdx.z;
@@ -104,6 +108,7 @@ ap_parity_centre_kernel(ap_cuda_sweep p)
 extern "C" __global__ void
 ap_parity_cost_kernel(ap_cuda_sweep p)
 {
+    /* count: kernel=ap_parity_cost_kernel; per=views */
     int x = blockIdx.x * blockDim.x + threadIdx.x;
     int y = p.row0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
     if (x >= p.w || y >= p.h) {
@@ -112,6 +117,7 @@ ap_parity_cost_kernel(ap_cuda_sweep p)
     const int r = p.radius;
     const double fewest = (double)((2 * r + 1) * (2 * r + 1) / 2);
     double total = 0.0;
+    /* count: trips=views */
     for (int view = 0; view < p.views; view++) {
         const double *rc = parity_plane(p, view, PARITY_RC);
         const double *sc = parity_plane(p, view, PARITY_SC);
@@ -119,8 +125,10 @@ ap_parity_cost_kernel(ap_cuda_sweep p)
         double n = parity_means(p, parity_plane(p, view, PARITY_WARPED), x,
                                 y, &mr, &ms);
         double srr = 0.0, sss = 0.0, srs = 0.0;
+        /* count: trips=window */
         for (int i = 0; i <= 2 * r; i++) {
             int yy = y + i - r;
+            /* count: trips=window */
             for (int j = 0; j <= 2 * r && yy >= 0 && yy < p.h; j++) {
                 int xx = x + j - r;
                 if (xx < 0 || xx >= p.w) {
@@ -148,6 +156,9 @@ template <int COST>
 static __device__ __forceinline__ void
 parity_strip(const ap_cuda_sweep &p)
 {
+    /* count: kernel=ap_parity_strip_*; per=views * H * W / (ceil(W /
+     * (AP_PSTRIP_COLS - 4 * radius)) * ceil(H / AP_PSTRIP_ROWS) *
+     * AP_PSTRIP_COLS) */
     extern __shared__ double shared[];
     const int r = p.radius, c = threadIdx.x;
     const int outputs = ap_pstrip_outputs(r);
@@ -163,14 +174,18 @@ parity_strip(const ap_cuda_sweep &p)
     b.cost = COST;
     b.r = r;
     b.depth = ((const double *)p.depths)[p.first + blockIdx.z];
+    /* count: trips=spread(AP_PSTRIP_ROWS * (AP_PSTRIP_COLS - 4 * radius),
+     * AP_PSTRIP_COLS); step=AP_PSTRIP_COLS */
     for (int i = c; i < AP_PSTRIP_ROWS * outputs; i += AP_PSTRIP_COLS) {
         at.acc[i] = 0.0f;
     }
     const size_t n = (size_t)p.h * p.w;
     const int end = ap_pstrip_end(&b);
+    /* count: trips=views; part=sums */
     for (int v = 0; v < p.views; v++) {
         b.img = (const float *)p.srcs + (size_t)v * n;
         b.cam = &p.cams[v];
+        /* count: trips=H / ceil(H / AP_PSTRIP_ROWS) + 4 * radius */
         for (int y = b.y0 - 2 * r; y < end; y++) {
             ap_pstrip_enter(&b, at, c, y);
             if (y < b.y0) {
@@ -178,16 +193,22 @@ parity_strip(const ap_cuda_sweep &p)
             }
             __syncthreads();
             if (c >= r && c < AP_PSTRIP_COLS - r) {
+                /* count: share=(H / ceil(H / AP_PSTRIP_ROWS) + 2 *
+                 * radius) / (H / ceil(H / AP_PSTRIP_ROWS) + 4 * radius) */
                 ap_pstrip_centre(&b, at, c, y);
             }
             __syncthreads();
             if (y >= b.y0 + 2 * r && c >= 2 * r &&
                 c < AP_PSTRIP_COLS - 2 * r) {
+                /* count: share=(H / ceil(H / AP_PSTRIP_ROWS)) / (H /
+                 * ceil(H / AP_PSTRIP_ROWS) + 4 * radius) */
                 ap_pstrip_cost(&b, at, c, y);
             }
         }
     }
     __syncthreads();
+    /* count: trips=spread(AP_PSTRIP_ROWS * (AP_PSTRIP_COLS - 4 * radius),
+     * AP_PSTRIP_COLS); step=AP_PSTRIP_COLS */
     for (int i = c; i < AP_PSTRIP_ROWS * outputs; i += AP_PSTRIP_COLS) {
         int y = b.y0 + i / outputs, x = b.x0 + 2 * r + i % outputs;
         if (x < p.w && y < p.h) {
