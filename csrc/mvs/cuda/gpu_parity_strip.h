@@ -134,6 +134,23 @@ ap_pstrip_tap(const ap_pstrip_block *b, int k)
     return b->taps != NULL ? b->taps[k] : 1.0;
 }
 
+/* The window's sums along a row of column sums (three a column) that
+ * centre on column c. */
+AP_PSTRIP_FN void
+ap_pstrip_along(const ap_pstrip_block *b, const double *row, int c,
+                double *sums)
+{
+    sums[0] = sums[1] = sums[2] = 0.0;
+    /* count: trips=window */
+    for (int k = 0; k <= 2 * b->r; k++) {
+        const double *q = row + 3 * (c - b->r + k);
+        double g = ap_pstrip_tap(b, k);
+        sums[0] += g * q[0];
+        sums[1] += g * q[1];
+        sums[2] += g * q[2];
+    }
+}
+
 /* The sample of source b->cam at reference pixel (x, y), zero-padded as
  * AquaMVS samples; NaN where it is not seen, and outside the reference,
  * which no filter counts. */
@@ -203,15 +220,9 @@ ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
                  int y)
 {
     const int r = b->r, rows = 2 * r + 1, yc = y - r;
-    double n = 0.0, sr = 0.0, ss = 0.0;
-    /* count: trips=window */
-    for (int k = 0; k < rows; k++) {
-        const double *q = at.first + 3 * (c - r + k);
-        double g = ap_pstrip_tap(b, k);
-        n += g * q[0];
-        sr += g * q[1];
-        ss += g * q[2];
-    }
+    double sums[3];
+    ap_pstrip_along(b, at.first, c, sums);
+    double n = sums[0], sr = sums[1], ss = sums[2];
     double least = b->cost == AP_COST_SSIM ? AP_AQUAMVS_SSIM_LEAST
                                            : AP_AQUAMVS_NCC_LEAST;
     double count = n < least ? least : n;
@@ -260,20 +271,13 @@ ap_pstrip_cost(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
                int y)
 {
     const int r = b->r, rows = 2 * r + 1, yo = y - 2 * r, x = b->x0 + c;
-    double srr = 0.0, sss = 0.0, srs = 0.0;
-    /* count: trips=window */
-    for (int k = 0; k < rows; k++) {
-        const double *q = at.second + 3 * (c - r + k);
-        double g = ap_pstrip_tap(b, k);
-        srr += g * q[0];
-        sss += g * q[1];
-        srs += g * q[2];
-    }
+    double q[3];
+    ap_pstrip_along(b, at.second, c, q);
     const double *stats =
         at.stats + 3 * (ap_pstrip_slot(b, yo, r + 1) * AP_PSTRIP_COLS + c);
     double cost = b->cost == AP_COST_SSIM
-        ? ap_aquamvs_ssim(stats[0], stats[1], stats[2], srr, sss, srs)
-        : ap_aquamvs_ncc(stats[0], srr, sss, srs,
+        ? ap_aquamvs_ssim(stats[0], stats[1], stats[2], q[0], q[1], q[2])
+        : ap_aquamvs_ncc(stats[0], q[0], q[1], q[2],
                          (double)(rows * rows / 2));
     if (x < b->w && yo < b->h) {
         at.acc[(yo - b->y0) * ap_pstrip_outputs(r) + c - 2 * r] +=

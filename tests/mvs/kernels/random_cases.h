@@ -10,6 +10,7 @@
 
 #include "../../../csrc/mvs/geometry/camera.h"
 #include "../../../csrc/mvs/geometry/camera_math.h"
+#include "../../../csrc/mvs/cuda/gpu_sample.h"
 
 /* A double in [lo, hi), advancing the state *s. */
 static inline double
@@ -121,6 +122,30 @@ random_rig(uint64_t *seed, int refractive, int w, int h, int views,
         }
     }
     return 0;
+}
+
+/* A rig's scene (w x h): each reference pixel's ray as ap_rays_kernel
+ * makes them (gpu_sample.h), textures of the reference and of `views`
+ * sources, and d depths of the plane below the water. */
+static inline void
+rig_scene(uint64_t *seed, const ap_camera *ref_cam, int w, int h, int views,
+          double water_z, int d, double *rays, float *ref, float *srcs,
+          double *depths)
+{
+    for (int i = 0; i < w * h; i++) {
+        double o[3], dir[3];
+        if (!ap_cast(ref_cam, i % w, i / w, o, dir)) {
+            o[0] = o[1] = o[2] = dir[0] = dir[1] = dir[2] = NAN;
+        }
+        ap_ray_write(rays, i, o, dir);
+    }
+    texture(seed, ref, h, w);
+    for (int v = 0; v < views; v++) {
+        texture(seed, srcs + (size_t)v * w * h, h, w);
+    }
+    for (int j = 0; j < d; j++) {
+        depths[j] = water_z + 0.3 + 0.15 * j + uniform(seed, 0.0, 0.1);
+    }
 }
 
 #endif

@@ -267,22 +267,10 @@ compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
         return 1;
     }
     static double rays[AP_RAY_DOUBLES * RN];
-    for (int i = 0; i < RN; i++) {     /* as ap_rays_kernel makes them */
-        double o[3], d[3];
-        if (!ap_cast(&ref_cam, i % RW, i / RW, o, d)) {
-            o[0] = o[1] = o[2] = d[0] = d[1] = d[2] = NAN;
-        }
-        ap_ray_write(rays, i, o, d);
-    }
     static float ref[RN], srcs[VIEWS * RN], cpu[RN * DEPTHS], got[RN];
-    texture(seed, ref, RH, RW);
-    for (int v = 0; v < VIEWS; v++) {
-        texture(seed, srcs + v * RN, RH, RW);
-    }
     double depths[DEPTHS], taps[AP_MAX_WINDOW];
-    for (int j = 0; j < DEPTHS; j++) {
-        depths[j] = water_z + 0.3 + 0.15 * j + uniform(seed, 0.0, 0.1);
-    }
+    rig_scene(seed, &ref_cam, RW, RH, VIEWS, water_z, DEPTHS, rays, ref,
+              srcs, depths);
     ap_gauss_weights(r, taps);
     ap_sweep_args a = {.ref = ref, .srcs = srcs, .h = RH, .w = RW,
                        .n = VIEWS, .ref_cam = &ref_cam, .src_cams = cams,
