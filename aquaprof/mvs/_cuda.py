@@ -237,11 +237,13 @@ class _Sweep:
         h, w = ref.shape
         self.depths = ref.upload(depths)
         self.rays = ref.empty((6, h, w), "float64")
-        # AquaMVS parity's passes meet in global memory: per view of a
-        # launch, the warped image and the centred reference and source
+        # AquaMVS parity's three passes meet in global memory: per view
+        # of a launch, the warped image and the centred reference and
+        # source (its strip kernel, for windows up to 15, needs none)
         views = min(n, _mvs.GPU_VIEWS)
         self.scratch = ref.empty((views, 3, h, w), "float64") \
-            if parity else None
+            if parity and _mvs.gpu_parity_scratch(ref.device, cost, window) \
+            else None
         self.room = 0 if parity else warp_room(views, h, w,
                                                min(batch, depths.size))
         self.warped = ref.empty((self.room, views, h, w)) \

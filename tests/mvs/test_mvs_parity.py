@@ -438,11 +438,12 @@ def test_textbook_costs_are_unchanged_bit_for_bit(key):
 def test_gpu_parity_launches_its_strip_kernel_or_three_passes_a_plane(
         fakes):
     """Through the fake driver (which runs no kernel): AquaMVS parity
-    needs its scratch, checked like every device pointer before any
-    launch, then launches the rays and, for windows up to 15, its strip
-    kernel once for every plane (NCC's or SSIM's); wider windows, or
-    $AQUAPROF_MVS_GPU_PARITY=passes, take three passes a plane. sad with
-    parity is refused before the driver is asked anything."""
+    launches the rays and, for windows up to 15, its strip kernel once
+    for every plane (NCC's or SSIM's), which needs no scratch; wider
+    windows, or $AQUAPROF_MVS_GPU_PARITY=passes, take three passes a
+    plane, which need it (gpu_parity_scratch says so), checked like
+    every device pointer before any launch. sad with parity is refused
+    before the driver is asked anything."""
     lib = str(fakes / "libcuda.so")
     found = scenario(f"""
         import os
@@ -491,6 +492,11 @@ def test_gpu_parity_launches_its_strip_kernel_or_three_passes_a_plane(
             "wide": run(0, 1, alloc(N * 3 * H * W * 8), window=17),
             "passes": run(1, 1, alloc(N * 3 * H * W * 8), passes=True),
             "no scratch": run(0, 1, 0),
+            "no scratch, wide": run(0, 1, 0, window=17),
+            "no scratch, passes": run(0, 1, 0, passes=True),
+            "needs scratch": [_mvs.gpu_parity_scratch(0, 0, 5),
+                              _mvs.gpu_parity_scratch(0, 1, 15),
+                              _mvs.gpu_parity_scratch(0, 0, 17)],
             "sad": run(2, 1, alloc(N * 3 * H * W * 8)),
             "textbook": run(0, 0, 0),
         }}))
@@ -503,10 +509,29 @@ def test_gpu_parity_launches_its_strip_kernel_or_three_passes_a_plane(
     assert found["ssim"] == [None, 1 + 1, ["ap_parity_strip_ssim_kernel"]]
     assert found["wide"] == [None, 1 + 3 * 3, three]
     assert found["passes"] == [None, 1 + 3 * 3, three]
-    assert found["no scratch"] == ["scratch is a null device pointer", 0, []]
+    # the strip kernel needs no scratch; the passes refuse to start
+    # without it, before any launch
+    assert found["no scratch"] == [None, 1 + 1, ["ap_parity_strip_ncc_kernel"]]
+    missing = ("scratch is a null device pointer: AquaMVS parity at window "
+               "{} takes the three passes here, which need it")
+    assert found["no scratch, wide"] == [missing.format(17), 0, []]
+    assert found["no scratch, passes"] == [missing.format(5), 0, []]
+    assert found["needs scratch"] == [False, False, True]
     assert found["sad"][0].startswith("AquaMVS parity has no SAD cost")
     assert found["sad"][1:] == [0, []]
     assert found["textbook"][:2] == [None, 2]
+
+
+@pytest.mark.parametrize("cost,window,message", [
+    (2, 11, "AquaMVS parity has no SAD cost"),
+    (3, 11, r"cost must be 0 \(ncc\), 1 \(ssim\) or 2 \(sad\), got 3"),
+    (0, 10, "window must be odd, from 3 to 63, got 10"),
+    (1, 65, "window must be odd, from 3 to 63, got 65")])
+def test_gpu_parity_scratch_refuses_what_no_sweep_takes(cost, window,
+                                                        message):
+    """Checked before any driver is opened: no GPU needed."""
+    with pytest.raises(ValueError, match=message):
+        _mvs.gpu_parity_scratch(0, cost, window)
 
 
 # ------------------------------------------------------------ on a GPU

@@ -53,6 +53,7 @@ void ap_mvs_camera_error(const double *params, int status,
 PyObject *ap_gpu_check(PyObject *module, PyObject *device);
 PyObject *ap_gpu_warp(PyObject *module, PyObject *args);
 PyObject *ap_gpu_cost_volume(PyObject *module, PyObject *args);
+PyObject *ap_gpu_parity_scratch(PyObject *module, PyObject *args);
 PyObject *ap_gpu_extract_depth(PyObject *module, PyObject *args);
 PyObject *ap_gpu_depth_fold(PyObject *module, PyObject *args);
 
@@ -68,9 +69,14 @@ PyObject *ap_gpu_depth_fold(PyObject *module, PyObject *args);
      "gpu_cost_volume(device, stream, ref, srcs, n, h, w, ref_params, "      \
      "src_params, depths, d, first, count, cost, window, rays, out, "        \
      "parity=0, scratch=0, warped=0, room=0): parity 1 (AquaMVS) needs "     \
-     "scratch: min(n, GPU_VIEWS) 3 h w doubles; warped (textbook only): "    \
+     "scratch where gpu_parity_scratch says so: min(n, GPU_VIEWS) 3 h w "     \
+     "doubles; warped (textbook only): "                                     \
      "room min(n, GPU_VIEWS) h w floats, the sources warped room planes "    \
      "at a time before their costs"},                                        \
+    {"gpu_parity_scratch", ap_gpu_parity_scratch, METH_VARARGS,              \
+     "gpu_parity_scratch(device, cost, window): whether AquaMVS parity "     \
+     "takes the three passes there, which need gpu_cost_volume's scratch "   \
+     "(the strip kernel needs none)"},                                       \
     {"gpu_extract_depth", ap_gpu_extract_depth, METH_VARARGS,                \
      "gpu_extract_depth(device, stream, volume, h, w, d, depths, depth, "    \
      "confidence)"},                                                        \

@@ -458,16 +458,51 @@ launch_sweep(const ap_cuda_api *api, const ap_cuda_device *dev,
  * cannot hold its shared memory, or $AQUAPROF_MVS_GPU_PARITY "passes",
  * kept to time one against the other). */
 static CUfunction
-parity_strip_kernel(const ap_cuda_device *dev, const ap_cuda_sweep *p)
+parity_strip_kernel(const ap_cuda_device *dev, int cost, int radius)
 {
     const char *how = getenv("AQUAPROF_MVS_GPU_PARITY");
-    if (p->radius > AP_PSTRIP_RADII ||
-        ap_pstrip_shared(p->radius) > (unsigned)dev->shared_optin ||
+    if (radius > AP_PSTRIP_RADII ||
+        ap_pstrip_shared(radius) > (unsigned)dev->shared_optin ||
         (how != NULL && strcmp(how, "passes") == 0)) {
         return NULL;
     }
-    return p->cost == AP_COST_SSIM ? dev->parity_strip_ssim
-                                   : dev->parity_strip_ncc;
+    return cost == AP_COST_SSIM ? dev->parity_strip_ssim
+                                : dev->parity_strip_ncc;
+}
+
+/* ValueError where AquaMVS parity takes the three passes on dev and has
+ * no scratch for them (the strip kernel needs none): -1, else 0. */
+static int
+parity_scratch_missing(const ap_cuda_device *dev, int cost, int window,
+                       ap_devptr scratch)
+{
+    if (scratch != 0 || parity_strip_kernel(dev, cost, window / 2)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "scratch is a null device pointer: "
+                 "AquaMVS parity at window %d takes the three passes here, "
+                 "which need it", window);
+    return -1;
+}
+
+PyObject *
+ap_gpu_parity_scratch(PyObject *module, PyObject *args)
+{
+    (void)module;
+    int ordinal, cost, window;
+    const ap_cuda_api *api;
+    if (!PyArg_ParseTuple(args, "iii:gpu_parity_scratch", &ordinal, &cost,
+                          &window) ||
+        sweep_sizes(1, 2, 2, 1, 0, 1, cost, window) < 0 ||
+        ap_mvs_check_parity(AP_PARITY_AQUAMVS, cost) < 0) {
+        return NULL;
+    }
+    const ap_cuda_device *dev = device_or_raise(ordinal, &api);
+    if (dev == NULL) {
+        return NULL;
+    }
+    return PyBool_FromLong(parity_strip_kernel(dev, cost, window / 2) ==
+                           NULL);
 }
 
 /* AquaMVS parity over planes [first, first + count) of p's views by the
@@ -508,7 +543,7 @@ launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
               int count)
 {
     void *params[] = {p};
-    CUfunction strip = parity_strip_kernel(dev, p);
+    CUfunction strip = parity_strip_kernel(dev, p->cost, p->radius);
     for (int v = 0; v < n; v += AP_GPU_VIEWS) {
         if (view_group(p, cams, n, v, srcs) < 0) {
             return -1;
@@ -564,16 +599,17 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
         return NULL;
     }
     /* the sizes' limits keep every product under 2^64; parity's scratch
-     * (double (min(n, AP_GPU_VIEWS), 3, h, w)) is checked only there,
-     * the warped planes (float (room, min(n, AP_GPU_VIEWS), h, w)) only
-     * where given */
+     * (double (min(n, AP_GPU_VIEWS), 3, h, w)) is checked only where
+     * given (once the device is known, where the passes need it), the
+     * warped planes (float (room, min(n, AP_GPU_VIEWS), h, w)) only where
+     * given */
     buffer b[] = {{"ref", ptrs[0], 4},
                   {"srcs", ptrs[1], 4},
                   {"depths", ptrs[2], 8},
                   {"rays", ptrs[3], 8},
                   {"out", ptrs[4], 4},
                   {"scratch", ptrs[5], 8}};
-    int buffers = parity == AP_PARITY_AQUAMVS ? 6 : 5;
+    int buffers = parity == AP_PARITY_AQUAMVS && ptrs[5] != 0 ? 6 : 5;
     if (ptrs[6] != 0) {
         b[5] = (buffer){"warped", ptrs[6], 4};
         buffers = 6;
@@ -599,7 +635,10 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
         goto done;
     }
     dev = device_or_raise(ordinal, &api);
-    if (dev == NULL || buffers_on_device(api, dev, b, buffers) < 0 ||
+    if (dev == NULL ||
+        (parity == AP_PARITY_AQUAMVS &&
+         parity_scratch_missing(dev, cost, window, ptrs[5]) < 0) ||
+        buffers_on_device(api, dev, b, buffers) < 0 ||
         launch_rays(api, dev, stream, &ref_cam, (int)h, (int)w, ptrs[3]) <
             0) {
         goto done;
