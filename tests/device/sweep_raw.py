@@ -7,13 +7,15 @@ nothing of torch's in between.
 
 small: warp, cost volumes (each cost, windows 3 to 63, depth batches,
        the sources warped by the cost kernel or as whole planes first,
-       more views than one launch takes) and depth extraction, each
-       against the CPU within the tests' tolerance;
+       more views than one launch takes), AquaMVS parity (the strip
+       kernel and the three passes) and depth extraction, each against
+       the CPU within the tests' tolerance;
 san:   a few of those, smaller, for compute-sanitizer;
 ncu:   one cost volume of a realistic size, for ncu; ncu_planes: the
        same with the sources' planes warped first.
 One line per case ('ok' or 'BAD'); exits 1 when any case is BAD."""
 import ctypes
+import os
 import sys
 
 import numpy as np
@@ -23,6 +25,7 @@ from aquaprof.mvs import scenes
 from aquaprof.mvs.plane_sweep import COSTS
 
 TOLERANCE = 1e-4        # what tests/mvs/test_mvs_gpu.py allows
+PARITY_TOLERANCE = 1e-5  # what tests/mvs/test_mvs_parity.py allows
 NAN_BITS = 0x7FC00000   # a float32 NaN: a pixel never written shows up
 
 u64, size_t, vp = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
@@ -145,6 +148,39 @@ class Cases:
                                        room), want)
         return want
 
+    def parity(self, sc, depths, cost, window, batch, name, passes=False):
+        """AquaMVS parity on the GPU against the CPU's (the parity tests'
+        tolerance): the strip kernel where it takes the window, else, or
+        with passes, the three passes and their scratch."""
+        h, w = sc.ref.shape
+        n, d = len(sc.images) - 1, depths.size
+        if passes:
+            os.environ["AQUAPROF_MVS_GPU_PARITY"] = "passes"
+        try:
+            views = min(n, _mvs.GPU_VIEWS)
+            scratch = self.dev.alloc(views * 3 * h * w * 8) \
+                if _mvs.gpu_parity_scratch(0, COSTS[cost], window) else 0
+            cams = np.stack([c.params for c in sc.cameras[1:]])
+            ref = self.dev.upload(sc.ref)
+            srcs = self.dev.upload(np.stack(sc.images[1:]))
+            on_device = self.dev.upload(depths.astype(np.float64))
+            rays = self.dev.alloc(6 * h * w * 8)
+            out = self.dev.alloc(h * w * d * 4)
+            for first in range(0, d, batch):
+                _mvs.gpu_cost_volume(0, 0, ref, srcs, n, h, w,
+                                     sc.ref_cam.params, cams, on_device, d,
+                                     first, min(batch, d - first),
+                                     COSTS[cost], window, rays, out, 1,
+                                     scratch)
+        finally:
+            os.environ.pop("AQUAPROF_MVS_GPU_PARITY", None)
+        want = mvs.build_cost_volume(sc.ref, sc.images[1:], sc.ref_cam,
+                                     sc.cameras[1:], depths, cost, window,
+                                     parity="aquamvs")
+        kernels = "passes" if scratch else "strip"
+        self.compare(f"{name}, {kernels}", self.dev.download(out, (h, w, d)),
+                     want, PARITY_TOLERANCE)
+
     def extract(self, volume, depths, name):
         h, w, d = volume.shape
         # the kernel reads doubles: a scene's range is float32 (NumPy 2
@@ -182,8 +218,18 @@ def small(cases):
                 cases.cost(sc, depths, cost, window, batch,
                            f"cost {model} {cost} w{window}, 3 views, depth "
                            f"batch {batch}", room)
+        for cost, window in (("ncc", 11), ("ssim", 5), ("ncc", 17)):
+            for passes in (False, True):
+                cases.parity(sc, depths, cost, window, 4,
+                             f"parity {model} {cost} w{window}, 3 views",
+                             passes)
         cases.dev.free_all()
     many_views(cases, _mvs.GPU_VIEWS + 3, 24, 32)
+    sc = scenes.make_scene("flat", "refractive", views=_mvs.GPU_VIEWS + 3,
+                           height=70, width=150)
+    cases.parity(sc, np.linspace(*sc.depth_range(0.03), 3), "ssim", 15, 3,
+                 f"parity ssim w15, {_mvs.GPU_VIEWS + 2} views, blocks "
+                 f"across and down")
     many_views(cases, _mvs.GPU_VIEWS + 3, 24, 32, room=4)
     rng = np.random.default_rng(6)
     volume = rng.random((30, 40, 9)).astype(np.float32)
@@ -202,6 +248,10 @@ def san(cases):
                                       ("ssim", 63, 2, 2)):
         cases.cost(sc, depths, cost, window, batch,
                    f"cost {cost} w{window}, depth batch {batch}", room)
+    for cost, window, passes in (("ncc", 11, False), ("ssim", 15, False),
+                                 ("ncc", 5, True)):
+        cases.parity(sc, depths, cost, window, 5,
+                     f"parity {cost} w{window}", passes)
     cases.dev.free_all()
     many_views(cases, _mvs.GPU_VIEWS + 2, 16, 24, room=3)
     volume, depths = many_views(cases, _mvs.GPU_VIEWS + 2, 16, 24)
