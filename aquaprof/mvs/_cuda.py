@@ -19,14 +19,19 @@ from ._limits import check_count, check_image_size, check_pixels
 
 DLPACK_CUDA, DLPACK_CUDA_MANAGED = 2, 13
 
-#: how the textbook sweep warps its sources (``AQUAPROF_MVS_GPU_WARP``):
-#: "tile", the cost kernel warps each tile and its window's halo as it
-#: goes (about two warps a sample at window 11); "planes", a kernel first
-#: warps every plane of the sources once into a buffer of at most
-#: WARP_PLANES_BYTES, each ray walked down the planes. "planes" has not
-#: yet been timed on a GPU, so "tile" stays the default.
+#: how the textbook sweep warps its sources (``AQUAPROF_MVS_GPU_WARP``,
+#: WARP_MODES): "tile", the cost kernel warps each tile and its window's
+#: halo as it goes (about two warps a sample at window 11); "planes", a
+#: kernel first warps every plane of the sources once into a buffer of at
+#: most WARP_PLANES_BYTES, each ray walked down the planes.
 WARP_ENV = "AQUAPROF_MVS_GPU_WARP"
 WARP_PLANES_BYTES = 512 << 20
+#: which kernels AquaMVS parity takes (``AQUAPROF_MVS_GPU_PARITY``):
+#: "strip" (the default: one launch, windows up to 15, no scratch) or
+#: "passes" (three launches a plane through global scratch, as wider
+#: windows take anyway); the launcher reads the same variable
+PARITY_ENV = "AQUAPROF_MVS_GPU_PARITY"
+PARITY_MODES = ("strip", "passes")
 
 #: a torch tensor or a CuPy array, used through the attributes both have
 #: (``__cuda_array_interface__``, ``device``); both libraries are optional,
@@ -195,19 +200,29 @@ def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
 
 
 #: how the GPU cost kernels may warp: "strip" (the default: a thread a
-#: column slides its window sums down a strip of rows, SSIM and parity
-#: aside), "tile" (a block warps its tile and halo), "planes" (whole
-#: planes first, into a buffer); the launcher reads the same variable
+#: column slides its window sums down a strip of rows, SSIM aside),
+#: "tile" (a block warps its tile and halo), "planes" (whole planes
+#: first, into a buffer); the launcher reads the same variable
 WARP_MODES = ("strip", "tile", "planes")
 
 
 def warp_mode() -> str:
     """AQUAPROF_MVS_GPU_WARP's value ("strip" when unset), or
     ValueError."""
-    how = os.environ.get(WARP_ENV, "strip")
-    if how not in WARP_MODES:
-        raise ValueError(f"{WARP_ENV} must be one of "
-                         f"{', '.join(map(repr, WARP_MODES))}, got {how!r}")
+    return _mode(WARP_ENV, WARP_MODES)
+
+
+def parity_mode() -> str:
+    """AQUAPROF_MVS_GPU_PARITY's value ("strip" when unset), or
+    ValueError."""
+    return _mode(PARITY_ENV, PARITY_MODES)
+
+
+def _mode(variable: str, modes: Tuple[str, ...]) -> str:
+    how = os.environ.get(variable, modes[0])
+    if how not in modes:
+        raise ValueError(f"{variable} must be one of "
+                         f"{', '.join(map(repr, modes))}, got {how!r}")
     return how
 
 
@@ -231,6 +246,8 @@ class _Sweep:
                  parity: int):
         _mvs.gpu_check(ref.device)
         warp_mode()      # a bad value is refused whatever the parity
+        if parity:
+            parity_mode()
         self.ref, self.stack, self.n = ref, stack, n
         self.ref_params, self.cams = ref_params, cams
         self.cost, self.window, self.parity = cost, window, parity

@@ -845,6 +845,21 @@ def test_the_warp_buffer_is_asked_for_by_name(monkeypatch):
             call()
 
 
+def test_the_parity_kernels_are_asked_for_by_name(monkeypatch):
+    """AQUAPROF_MVS_GPU_PARITY: the strip kernel by default ("strip"),
+    or "passes"; anything else is refused, naming the variable, rather
+    than taken silently as the default."""
+    monkeypatch.delenv(_cuda.PARITY_ENV, raising=False)
+    assert _cuda.parity_mode() == "strip"
+    for mode in ("strip", "passes"):
+        monkeypatch.setenv(_cuda.PARITY_ENV, mode)
+        assert _cuda.parity_mode() == mode
+    monkeypatch.setenv(_cuda.PARITY_ENV, "pases")
+    with pytest.raises(ValueError, match="AQUAPROF_MVS_GPU_PARITY must be "
+                       "one of 'strip', 'passes', got 'pases'"):
+        _cuda.parity_mode()
+
+
 # ------------------------------------------------------------ on a GPU
 
 def cuda(a):
