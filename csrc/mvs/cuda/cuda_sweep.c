@@ -462,7 +462,7 @@ parity_strip_kernel(const ap_cuda_device *dev, int cost, int radius)
 {
     const char *how = getenv("AQUAPROF_MVS_GPU_PARITY");
     if (radius > AP_PSTRIP_RADII ||
-        ap_pstrip_shared(radius) > (unsigned)dev->shared_optin ||
+        ap_pstrip_shared(cost, radius) > (unsigned)dev->shared_optin ||
         (how != NULL && strcmp(how, "passes") == 0)) {
         return NULL;
     }
@@ -522,7 +522,8 @@ launch_parity_strip(const ap_cuda_api *api, const ap_cuda_device *dev,
             int rows = slice_rows(p->h, p->row0, AP_PSTRIP_ROWS);
             if (launch(api, dev, f, blocks(p->w, ap_pstrip_outputs(p->radius)),
                        blocks(rows, AP_PSTRIP_ROWS), (unsigned)slice,
-                       AP_PSTRIP_COLS, 1, ap_pstrip_shared(p->radius),
+                       AP_PSTRIP_COLS, 1,
+                       ap_pstrip_shared(p->cost, p->radius),
                        stream, params) < 0) {
                 return -1;
             }

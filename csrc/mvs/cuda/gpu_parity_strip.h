@@ -58,22 +58,33 @@ ap_pstrip_outputs(int r)
     return AP_PSTRIP_COLS - 4 * r;
 }
 
+/* What a cost keeps of a centred pixel until its output row: NCC its
+ * window's count, SSIM the count and the two means. */
+AP_PSTRIP_FN int
+ap_pstrip_nstats(int cost)
+{
+    return cost == AP_COST_SSIM ? 3 : 1;
+}
+
 /* The block's shared memory: the ring of samples (a double a column and
  * row, NaN unseen) and of the reference's values where they are seen (a
  * float, 0 elsewhere), the column sums of the first filter (three doubles a
  * column: m, r m, s m), the ring of centred products (three a column and
- * row: rc^2, sc^2, rc sc), their column sums, the ring of the centred
- * rows' count and means (r + 1 rows) and the outputs' accumulated
- * costs. */
+ * row: rc^2, sc^2, rc sc), their column sums, the ring of what the
+ * centred rows keep (ap_pstrip_nstats, r + 1 rows) and the outputs'
+ * accumulated costs. 88.5 KiB for NCC at window 11, under the 99 KiB a
+ * block of the GeForce cards of compute capability 8.6 and 8.9 may ask
+ * for. */
 typedef struct {
     double *ring, *first, *products, *second, *stats;
     float *refs, *acc;
 } ap_pstrip_shared_at;
 
 AP_PSTRIP_FN unsigned
-ap_pstrip_shared(int r)
+ap_pstrip_shared(int cost, int r)
 {
-    unsigned doubles = (unsigned)((2 * r + 1) * 4 + 6 + 3 * (r + 1)) *
+    unsigned doubles = (unsigned)((2 * r + 1) * 4 + 6 +
+                                  ap_pstrip_nstats(cost) * (r + 1)) *
                        AP_PSTRIP_COLS;
     unsigned floats = (unsigned)((2 * r + 1) * AP_PSTRIP_COLS +
                                  AP_PSTRIP_ROWS * ap_pstrip_outputs(r));
@@ -81,7 +92,7 @@ ap_pstrip_shared(int r)
 }
 
 AP_PSTRIP_FN ap_pstrip_shared_at
-ap_pstrip_layout(double *base, int r)
+ap_pstrip_layout(double *base, int cost, int r)
 {
     ap_pstrip_shared_at at;
     at.ring = base;
@@ -89,7 +100,8 @@ ap_pstrip_layout(double *base, int r)
     at.products = at.first + 3 * AP_PSTRIP_COLS;
     at.second = at.products + 3 * (2 * r + 1) * AP_PSTRIP_COLS;
     at.stats = at.second + 3 * AP_PSTRIP_COLS;
-    at.refs = (float *)(at.stats + 3 * (r + 1) * AP_PSTRIP_COLS);
+    at.refs = (float *)(at.stats +
+                        ap_pstrip_nstats(cost) * (r + 1) * AP_PSTRIP_COLS);
     at.acc = at.refs + (2 * r + 1) * AP_PSTRIP_COLS;
     return at;
 }
@@ -236,11 +248,14 @@ ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
     p[0] = rc * rc;
     p[1] = sc * sc;
     p[2] = rc * sc;
-    double *stats = at.stats +
-                    3 * (ap_pstrip_slot(b, yc, r + 1) * AP_PSTRIP_COLS + c);
+    int nstats = ap_pstrip_nstats(b->cost);
+    double *stats = at.stats + nstats * (ap_pstrip_slot(b, yc, r + 1) *
+                                         AP_PSTRIP_COLS + c);
     stats[0] = n;
-    stats[1] = mr;
-    stats[2] = ms;
+    if (nstats == 3) {
+        stats[1] = mr;
+        stats[2] = ms;
+    }
     if (yc - r < b->y0) {
         return;
     }
@@ -274,7 +289,8 @@ ap_pstrip_cost(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
     double q[3];
     ap_pstrip_along(b, at.second, c, q);
     const double *stats =
-        at.stats + 3 * (ap_pstrip_slot(b, yo, r + 1) * AP_PSTRIP_COLS + c);
+        at.stats + ap_pstrip_nstats(b->cost) *
+                       (ap_pstrip_slot(b, yo, r + 1) * AP_PSTRIP_COLS + c);
     double cost = b->cost == AP_COST_SSIM
         ? ap_aquamvs_ssim(stats[0], stats[1], stats[2], q[0], q[1], q[2])
         : ap_aquamvs_ncc(stats[0], q[0], q[1], q[2],

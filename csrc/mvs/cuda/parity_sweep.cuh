@@ -162,7 +162,7 @@ parity_strip(const ap_cuda_sweep &p)
     extern __shared__ double shared[];
     const int r = p.radius, c = threadIdx.x;
     const int outputs = ap_pstrip_outputs(r);
-    const ap_pstrip_shared_at at = ap_pstrip_layout(shared, r);
+    const ap_pstrip_shared_at at = ap_pstrip_layout(shared, COST, r);
     ap_pstrip_block b;
     b.ref = (const float *)p.ref;
     b.rays = (const double *)p.rays;

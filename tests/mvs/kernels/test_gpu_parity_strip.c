@@ -8,7 +8,10 @@
  *   float32 accumulators' share), on samples with some not seen
  *   (scattered, in runs and in whole rows), images whose width and
  *   height are not whole blocks, NCC and SSIM, radii 1 to 7, one to
- *   three sources;
+ *   three sources; the same bits with the block's threads run in
+ *   reverse between the points where they meet, and shared memory
+ *   filled with NaN first (no result may depend on their order, nor on
+ *   memory no thread wrote);
  * - the whole kernel against the CPU's AquaMVS parity
  *   (ap_aquamvs_cost_volume): random rigs of refractive and pinhole
  *   cameras over a textured plane, NCC and SSIM: no cost more than 1e-5
@@ -18,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../../csrc/mvs/cpu/sweep.h"
 #include "../../../csrc/mvs/cuda/gpu_parity_strip.h"
@@ -36,18 +40,34 @@ typedef struct {
     const double *warped[MAX_VIEWS];
 } plane_views;
 
+/* Whether a block's threads run in reverse between the points where
+ * they meet: a result that depends on their order, or on shared memory
+ * no thread wrote (filled with NaN before each plane), differs between
+ * the two orders. */
+static int reversed;
+
+/* Column k of a phase's columns [lo, hi), in the order of the run. */
+static int
+column(int k, int lo, int hi)
+{
+    return reversed ? hi - 1 - (k - lo) : k;
+}
+
 /* One plane's costs (h x w, the mean over the views), the strip
  * kernel's blocks in turn. */
 static void
 strip_plane(ap_pstrip_block proto, const plane_views *pv, float *out)
 {
     int r = proto.r, outputs = ap_pstrip_outputs(r);
-    double *shared = malloc(ap_pstrip_shared(r));
+    double *shared = malloc(ap_pstrip_shared(proto.cost, r));
     if (shared == NULL) {
         puts("FAIL: out of memory");
         exit(1);
     }
-    ap_pstrip_shared_at at = ap_pstrip_layout(shared, r);
+    for (size_t i = 0; i < ap_pstrip_shared(proto.cost, r) / sizeof(double); i++) {
+        shared[i] = NAN;
+    }
+    ap_pstrip_shared_at at = ap_pstrip_layout(shared, proto.cost, r);
     for (int y0 = 0; y0 < proto.h; y0 += AP_PSTRIP_ROWS) {
         for (int bx = 0; bx * outputs < proto.w; bx++) {
             ap_pstrip_block b = proto;
@@ -61,19 +81,23 @@ strip_plane(ap_pstrip_block proto, const plane_views *pv, float *out)
                 b.cam = pv->cams != NULL ? &pv->cams[v] : NULL;
                 b.warped = pv->warped[v];
                 for (int y = b.y0 - 2 * r; y < ap_pstrip_end(&b); y++) {
-                    for (int c = 0; c < AP_PSTRIP_COLS; c++) {
-                        ap_pstrip_enter(&b, at, c, y);
+                    for (int k = 0; k < AP_PSTRIP_COLS; k++) {
+                        ap_pstrip_enter(&b, at, column(k, 0, AP_PSTRIP_COLS),
+                                        y);
                     }
                     if (y < b.y0) {
                         continue;
                     }
-                    for (int c = r; c < AP_PSTRIP_COLS - r; c++) {
-                        ap_pstrip_centre(&b, at, c, y);
+                    for (int k = r; k < AP_PSTRIP_COLS - r; k++) {
+                        ap_pstrip_centre(&b, at,
+                                         column(k, r, AP_PSTRIP_COLS - r), y);
                     }
-                    for (int c = 2 * r;
-                         y >= b.y0 + 2 * r && c < AP_PSTRIP_COLS - 2 * r;
-                         c++) {
-                        ap_pstrip_cost(&b, at, c, y);
+                    for (int k = 2 * r;
+                         y >= b.y0 + 2 * r && k < AP_PSTRIP_COLS - 2 * r;
+                         k++) {
+                        ap_pstrip_cost(&b, at,
+                                       column(k, 2 * r,
+                                              AP_PSTRIP_COLS - 2 * r), y);
                     }
                 }
             }
@@ -197,11 +221,11 @@ static int
 filterings_against_whole(void)
 {
     enum { H = 93, W = 141 };
-    static float ref[H * W], got[H * W];
+    static float ref[H * W], got[H * W], again[H * W];
     static double warped[MAX_VIEWS][H * W], n[MAX_VIEWS][H * W];
     static double mr[MAX_VIEWS][H * W], ms[MAX_VIEWS][H * W];
     uint64_t seed = 0x4d595df4d0f33173ull;
-    int failures = 0;
+    int failures = 0, order_failures = 0;
     double worst = 0.0;
     long costs = 0;
     for (int r = 1; r <= AP_PSTRIP_RADII; r++) {
@@ -220,6 +244,18 @@ filterings_against_whole(void)
             ap_pstrip_block b = {.ref = ref, .taps = weights, .h = H,
                                  .w = W, .cost = cost, .r = r};
             strip_plane(b, &pv, got);
+            reversed = 1;
+            strip_plane(b, &pv, again);
+            reversed = 0;
+            for (int i = 0; i < H * W; i++) {
+                if (memcmp(&got[i], &again[i], sizeof(float)) != 0 &&
+                    order_failures++ < 3) {
+                    printf("FAIL: %s radius %d, pixel (%d, %d): %.9g with "
+                           "the threads in order, %.9g in reverse\n",
+                           cost == AP_COST_SSIM ? "SSIM" : "NCC", r, i % W,
+                           i / W, got[i], again[i]);
+                }
+            }
             for (int v = 0; v < pv.views; v++) {
                 whole_all_means(ref, warped[v], H, W, r, cost, weights,
                                 n[v], mr[v], ms[v]);
@@ -247,8 +283,9 @@ filterings_against_whole(void)
         }
     }
     printf("gpu parity strip: %ld costs against their windows summed "
-           "whole, worst %.3g; %d failures\n", costs, worst, failures);
-    return failures;
+           "whole, worst %.3g; %d failures; %d not the same bits with the "
+           "threads in reverse\n", costs, worst, failures, order_failures);
+    return failures + order_failures;
 }
 
 /* ------------------------------------------- the kernel, against the CPU */
@@ -312,16 +349,16 @@ static int
 kernel_against_cpu(void)
 {
     uint64_t seed = 0x6a09e667f3bcc909ull;
-    static const int radii[] = {5, 1, 3, 7, 2};
+    static const int radii[] = {5, 1, 3, 7, 2, 4, 6};
     int failures = 0;
     double worst = 0.0;
     long compared = 0;
-    for (int rig = 0; rig < 10; rig++) {
+    for (int rig = 0; rig < 14; rig++) {
         int cost = rig % 2 ? AP_COST_SSIM : AP_COST_NCC;
-        failures += compare_rig(&seed, rig % 3 != 2, cost, radii[rig % 5],
+        failures += compare_rig(&seed, rig % 3 != 2, cost, radii[rig % 7],
                                 &worst, &compared);
     }
-    printf("gpu parity strip: 10 rigs, %ld costs against the CPU's AquaMVS "
+    printf("gpu parity strip: 14 rigs, %ld costs against the CPU's AquaMVS "
            "parity, worst %.3g; %d past 1e-5\n", compared, worst, failures);
     return failures;
 }
