@@ -128,13 +128,13 @@ def pipeline():
           and (lead >= -SKEW_NS).all() and (lag <= SKEW_NS).all()
           and per_stage.get("compute", 0) >= 4 * steps
           and per_stage.get("compute/norm", 0) >= steps
-          and "ap_cost_kernel" in sweep["cost volume"]
+          and "ap_strip_ncc_r5_kernel" in sweep["cost volume"]
           and "ap_extract_kernel" in sweep["depth"])
     result("every kernel linked to its span and inside it (within "
            f"{SKEW_NS // 1000} us: each stage waits for its work), no zero "
            f"timestamp; compute >= {4 * steps} kernels, compute/norm >= "
-           f"{steps}, ap_cost_kernel in 'cost volume', ap_extract_kernel "
-           "in 'depth'", ok)
+           f"{steps}, ap_strip_ncc_r5_kernel in 'cost volume', "
+           "ap_extract_kernel in 'depth'", ok)
 
 
 def torch_profiler():
