@@ -191,9 +191,9 @@ step_pytest_rest() {
 
 step_ncu() {
     # the second cost volume, once the code is warm (its one cost kernel,
-    # or with the planes warped first, its warp and cost kernels); clocks
-    # as they are
-    local kernels=ap_cost_kernel count=1
+    # the strip kernel of NCC at window 11, or with the planes warped
+    # first, its warp and cost kernels); clocks as they are
+    local kernels=ap_strip_ncc_r5_kernel count=1
     if [ "$1" = ncu_planes ]; then
         kernels="ap_(warp|cost)_planes_kernel" count=2
     fi
