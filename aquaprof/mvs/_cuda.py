@@ -200,7 +200,8 @@ def warp(src: object, ref_params: np.ndarray, src_params: np.ndarray,
 
 
 #: how the GPU cost kernels may warp: "strip" (the default: a thread a
-#: column slides its window sums down a strip of rows, SSIM aside),
+#: column walks down a strip of rows, sliding its window sums, or for
+#: SSIM summing them afresh),
 #: "tile" (a block warps its tile and halo), "planes" (whole planes
 #: first, into a buffer); the launcher reads the same variable
 WARP_MODES = ("strip", "tile", "planes")

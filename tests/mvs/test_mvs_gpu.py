@@ -460,9 +460,10 @@ def test_the_depth_fold_checks_its_planes_and_pointers_then_launches(
 def test_the_cost_kernel_is_chosen_by_cost_and_window(fakes):
     """Through the fake driver: box windows (NCC, SAD) take the strip
     kernel, NCC's own for windows 3 to 15 and the one that reads the
-    radius beyond; SSIM's Gaussian window, which does not slide, the tile
-    kernel; AQUAPROF_MVS_GPU_WARP=tile the tile kernel for every cost,
-    and sources warped first the kernel that reads them."""
+    radius beyond; SSIM's Gaussian window, which does not slide, its own
+    strip kernel, which sums it afresh; AQUAPROF_MVS_GPU_WARP=tile the
+    tile kernel for every cost, and sources warped first the kernel that
+    reads them."""
     lib, load = fake_driver(fakes)
     found = scenario(load + """
         import os
@@ -491,7 +492,8 @@ def test_the_cost_kernel_is_chosen_by_cost_and_window(fakes):
         print(json.dumps({
             **{f"ncc {w}": run(0, w) for w in (3, 11, 15, 17, 63)},
             "sad 5": run(2, 5), "sad 63": run(2, 63),
-            "ssim 7": run(1, 7),
+            "ssim 7": run(1, 7), "ssim 63": run(1, 63),
+            "ssim 7, tile": run(1, 7, "tile"),
             "ncc 11, tile": run(0, 11, "tile"),
             "sad 5, tile": run(2, 5, "tile"),
             "ncc 11, planes": run(0, 11, "planes", room=D),
@@ -506,7 +508,9 @@ def test_the_cost_kernel_is_chosen_by_cost_and_window(fakes):
         "ncc 63": ["ap_strip_ncc_kernel"],
         "sad 5": ["ap_strip_sad_kernel"],
         "sad 63": ["ap_strip_sad_kernel"],
-        "ssim 7": ["ap_cost_kernel"],
+        "ssim 7": ["ap_strip_ssim_kernel"],
+        "ssim 63": ["ap_strip_ssim_kernel"],
+        "ssim 7, tile": ["ap_cost_kernel"],
         "ncc 11, tile": ["ap_cost_kernel"],
         "sad 5, tile": ["ap_cost_kernel"],
         "ncc 11, planes": ["ap_warp_planes_kernel", "ap_cost_planes_kernel"],
@@ -867,8 +871,8 @@ def cuda(a):
 
 
 def use_kernel(warp, monkeypatch):
-    """The cost kernel by AQUAPROF_MVS_GPU_WARP: unset, the strip kernel
-    (for box windows); "tile" or "planes"."""
+    """The cost kernel by AQUAPROF_MVS_GPU_WARP: unset, the strip
+    kernels; "tile" or "planes"."""
     if warp == "strip":
         monkeypatch.delenv(_cuda.WARP_ENV, raising=False)
     else:
@@ -897,14 +901,15 @@ def test_cuda_warp_equals_the_cpu(model):
 @pytest.mark.gpu
 @needs_cuda
 @pytest.mark.parametrize("cost,window", [("ncc", 11), ("ssim", 7),
-                                         ("sad", 5), ("ncc", 63)])
+                                         ("sad", 5), ("ncc", 63),
+                                         ("ssim", 63)])
 @pytest.mark.parametrize("model", ["refractive", "pinhole"])
 @pytest.mark.parametrize("warp", ["strip", "tile", "planes"])
 def test_cuda_cost_volume_equals_the_cpu(cost, window, model, warp,
                                          monkeypatch):
-    """Every cost kernel: the strip kernel's (the default; SSIM takes the
-    tile kernel), the tile kernel's, which warps its tiles and their
-    halos, and whole planes warped first (in groups of depth_batch
+    """Every cost kernel: the strip kernels (the default; SSIM's sums its
+    Gaussian window afresh), the tile kernel's, which warps its tiles and
+    their halos, and whole planes warped first (in groups of depth_batch
     planes)."""
     use_kernel(warp, monkeypatch)
     sc = scenes.make_scene("wavy", model, views=3, height=40, width=56)

@@ -120,7 +120,8 @@ load_device(int ordinal, char *error, size_t size)
                    {&d->strip_ncc[5], "ap_strip_ncc_r5_kernel"},
                    {&d->strip_ncc[6], "ap_strip_ncc_r6_kernel"},
                    {&d->strip_ncc[7], "ap_strip_ncc_r7_kernel"},
-                   {&d->strip_sad, "ap_strip_sad_kernel"}};
+                   {&d->strip_sad, "ap_strip_sad_kernel"},
+                   {&d->strip_ssim, "ap_strip_ssim_kernel"}};
     _Static_assert(AP_CUDA_STRIP_RADII == 7,
                    "a strip NCC kernel by name for every radius");
     size_t count = sizeof(kernels) / sizeof(kernels[0]);

@@ -67,8 +67,9 @@ typedef struct {
     /* the most dynamic shared memory a block may ask for */
     int shared_optin;
     /* the strip cost kernels (gpu_strip.h): NCC's by radius, [0] the one
-     * that reads it at run time; SAD's at any radius */
-    CUfunction strip_ncc[AP_CUDA_STRIP_RADII + 1], strip_sad;
+     * that reads it at run time; SAD's and SSIM's (gpu_ssim_strip.h) at
+     * any radius */
+    CUfunction strip_ncc[AP_CUDA_STRIP_RADII + 1], strip_sad, strip_ssim;
 } ap_cuda_device;
 
 /* Opens the driver (once: $AQUAPROF_LIBCUDA, else libcuda.so.1) and

@@ -15,6 +15,7 @@
 #include "cuda_driver.h"
 #include "gpu_depth.h"
 #include "gpu_parity_strip.h"
+#include "gpu_ssim_strip.h"
 #include "gpu_strip.h"
 
 _Static_assert(AP_CUDA_STRIP_RADII == AP_STRIP_RADII,
@@ -349,19 +350,30 @@ tile_asked(void)
     return how != NULL && strcmp(how, "tile") == 0;
 }
 
-/* The strip cost kernel for p's cost and window (box windows: NCC,
- * SAD), or NULL: the tile kernel's (SSIM, whose Gaussian window does not
- * slide; the sources warped first; or asked for). */
+/* The strip cost kernel for p's cost and window, or NULL: the tile
+ * kernel's (the sources warped first, or asked for). */
 static CUfunction
 strip_kernel(const ap_cuda_device *dev, const ap_cuda_sweep *p)
 {
-    if (p->warped || p->cost == AP_COST_SSIM || tile_asked()) {
+    if (p->warped || tile_asked()) {
         return NULL;
+    }
+    if (p->cost == AP_COST_SSIM) {
+        return dev->strip_ssim;
     }
     if (p->cost == AP_COST_SAD) {
         return dev->strip_sad;
     }
     return dev->strip_ncc[p->radius <= AP_STRIP_RADII ? p->radius : 0];
+}
+
+/* The strip cost kernels' shared memory: SSIM's sums its window afresh
+ * (gpu_ssim_strip.h), the box windows slide theirs (gpu_strip.h). */
+static unsigned
+strip_shared(const ap_cuda_sweep *p)
+{
+    return p->cost == AP_COST_SSIM ? ap_sstrip_shared(p->radius)
+                                   : ap_strip_shared(p->cost, p->radius);
 }
 
 /* The strip kernels' parameters for p's launch: its buffers and sizes,
@@ -374,6 +386,7 @@ strip_params(ap_cuda_strip *s, const ap_cuda_sweep *p)
                          .w = p->w, .d = p->d, .first = p->first,
                          .row0 = p->row0, .views = p->views, .add = p->add,
                          .scale = p->scale, .radius = p->radius};
+    memcpy(s->gauss, p->gauss, sizeof(s->gauss));
     for (int v = 0; v < p->views; v++) {
         ap_gpu_frame_init(&s->frames[v], &p->cams[v]);
     }
@@ -394,8 +407,7 @@ launch_costs(const ap_cuda_api *api, const ap_cuda_device *dev,
     unsigned by = f ? 1 : AP_GPU_TILE_Y;
     int across = f ? ap_strip_outputs(p->radius) : AP_GPU_TILE_X;
     int down = f ? AP_STRIP_ROWS : AP_GPU_TILE_Y;
-    unsigned shared = f ? ap_strip_shared(p->cost, p->radius)
-                        : ap_cuda_sweep_shared(p->radius);
+    unsigned shared = f ? strip_shared(p) : ap_cuda_sweep_shared(p->radius);
     ap_cuda_strip strip;
     void *params[] = {p};
     if (f == NULL) {

@@ -67,6 +67,7 @@ typedef struct {
     int h, w, d, first, row0, views, add;
     float scale;
     int radius;
+    double gauss[AP_MAX_WINDOW];        /* SSIM: 2 radius + 1 weights */
     ap_gpu_frame frames[AP_GPU_VIEWS];
 } ap_cuda_strip;
 

@@ -15,7 +15,8 @@
  * Float64, because a uniform window's variance (n sum s^2 - (sum s)^2)
  * is below float32's resolution; float32 only once the differences are
  * formed (ap_strip_ncc). Box windows only (NCC, SAD): SSIM's Gaussian
- * window does not slide. Written in C for the host too, so that
+ * window does not slide (gpu_ssim_strip.h sums it afresh in the same
+ * blocks). Written in C for the host too, so that
  * tests/mvs/kernels/test_gpu_strip.c runs a block's threads in turn, against
  * sums made afresh and against the CPU path; csrc/mvs/cuda/sweep.cu calls
  * these with the cost and the radius as template constants. */
@@ -121,10 +122,11 @@ ap_strip_layout(double *base, int cost, int r)
 /* What a block's threads share for one source: the images, the rays of
  * the reference's pixels (ap_ray_read), the source's frame and the
  * plane's depth; x0, y0: the image column of thread 0 (r left of the
- * first output) and the first output row. */
+ * first output) and the first output row; SSIM's window taps
+ * (gpu_ssim_strip.h). */
 typedef struct {
     const float *ref, *img;
-    const double *rays;
+    const double *rays, *taps;
     const ap_gpu_frame *frame;
     int h, w, x0, y0, cost, r;
     double depth, full;

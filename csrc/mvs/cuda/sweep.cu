@@ -4,10 +4,12 @@
  * nvcc into a fat binary that the extension embeds.
  *
  * The cost kernels are fused: the warped images never reach global
- * memory. Box windows (NCC, SAD) take the strip kernels (gpu_strip.h): a
- * thread a column walks down a strip of rows, warping each sample once a
- * block and sliding float64 window sums. SSIM, and every cost where
- * $AQUAPROF_MVS_GPU_WARP is "tile", take the tile kernel: a block owns a
+ * memory. Every cost takes a strip kernel (gpu_strip.h): a thread a
+ * column walks down a strip of rows, warping each sample once a block;
+ * box windows (NCC, SAD) slide their float64 window sums, SSIM's
+ * Gaussian window is summed afresh at each row (gpu_ssim_strip.h). Every
+ * cost where $AQUAPROF_MVS_GPU_WARP is "tile" takes the tile kernel: a
+ * block owns a
  * tile of output pixels of one depth plane, warps each source view over
  * the tile and its window halo into shared memory, sums the window
  * quantities there (columns, then rows) and keeps the running cost in a
@@ -18,6 +20,7 @@
 #include "cuda_sweep.h"
 #include "gpu_depth.h"
 #include "gpu_sample.h"
+#include "gpu_ssim_strip.h"
 #include "gpu_strip.h"
 #include "../cpu/cost_math.h"
 #include "../cpu/extract_math.h"
@@ -327,6 +330,81 @@ AP_STRIP_KERNEL(ap_strip_ncc_r6_kernel, AP_COST_NCC, 6)
 AP_STRIP_KERNEL(ap_strip_ncc_r7_kernel, AP_COST_NCC, 7)
 AP_STRIP_KERNEL(ap_strip_ncc_kernel, AP_COST_NCC, 0)
 AP_STRIP_KERNEL(ap_strip_sad_kernel, AP_COST_SAD, 0)
+
+/* SSIM's strip kernel (gpu_ssim_strip.h): the same blocks, its Gaussian
+ * window summed afresh down and along at each row. */
+static __device__ __forceinline__ void
+ssim_strip(const ap_cuda_strip &p)
+{
+    /* count: kernel=ap_strip_ssim_kernel; per=views * H * W / (ceil(W /
+     * (AP_STRIP_COLS - 2 * radius)) * ceil(H / AP_STRIP_ROWS) *
+     * AP_STRIP_COLS) */
+    extern __shared__ double shared[];
+    const int r = p.radius, c = threadIdx.x;
+    const int outputs = ap_strip_outputs(r);
+    const ap_sstrip_shared_at at = ap_sstrip_layout(shared, r);
+    ap_strip_block b;
+    b.ref = (const float *)p.ref;
+    b.rays = (const double *)p.rays;
+    b.taps = p.gauss;
+    b.h = p.h;
+    b.w = p.w;
+    b.x0 = (int)blockIdx.x * outputs - r;
+    b.y0 = p.row0 + (int)blockIdx.y * AP_STRIP_ROWS;
+    b.cost = AP_COST_SSIM;
+    b.r = r;
+    b.depth = ((const double *)p.depths)[p.first + blockIdx.z];
+    b.full = 1.0;
+    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
+     * AP_STRIP_COLS); step=AP_STRIP_COLS */
+    for (int i = c; i < AP_STRIP_ROWS * outputs; i += AP_STRIP_COLS) {
+        at.acc[i] = 0.0f;
+    }
+    const size_t n = (size_t)p.h * p.w;
+    const int end = ap_sstrip_end(&b);
+    AP_NO_UNROLL
+    /* count: trips=views; part=sums */
+    for (int v = 0; v < p.views; v++) {
+        b.img = (const float *)p.srcs + (size_t)v * n;
+        asm("mov.b64 %0, %0;" : "+l"(b.img));
+        b.frame = &p.frames[v];
+        ap_walk walk;
+        walk.last = -1.0;
+        walk.before = -1.0;
+        AP_NO_UNROLL
+        /* count: trips=H / ceil(H / AP_STRIP_ROWS) + 2 * radius */
+        for (int y = b.y0 - r; y < end; y++) {
+            ap_sstrip_enter(&b, at, &walk, c, y);
+            if (y < b.y0 + r) {
+                continue;
+            }
+            __syncthreads();
+            if (c >= r && c < AP_STRIP_COLS - r) {
+                /* count: share=(H / ceil(H / AP_STRIP_ROWS)) / (H /
+                 * ceil(H / AP_STRIP_ROWS) + 2 * radius) */
+                ap_sstrip_cost(&b, at, c, y);
+            }
+            __syncthreads();
+        }
+    }
+    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
+     * AP_STRIP_COLS); step=AP_STRIP_COLS */
+    for (int i = c; i < AP_STRIP_ROWS * outputs; i += AP_STRIP_COLS) {
+        int y = b.y0 + i / outputs, x = b.x0 + r + i % outputs;
+        if (x < p.w && y < p.h) {
+            float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d +
+                         p.first + blockIdx.z;
+            *out = ((p.add ? *out : 0.0f) + at.acc[i]) * p.scale;
+        }
+    }
+}
+
+extern "C" __global__ void
+__launch_bounds__(AP_STRIP_COLS, AP_STRIP_BLOCKS)
+ap_strip_ssim_kernel(ap_cuda_strip p)
+{
+    ssim_strip(p);
+}
 
 extern "C" __global__ void
 ap_extract_kernel(const float *volume, int h, int w, int d,

@@ -35,6 +35,7 @@
 #include "../../../csrc/mvs/cpu/extract_math.h"
 #include "../../../csrc/mvs/cuda/gpu_depth.h"
 #include "../../../csrc/mvs/cuda/gpu_sample.h"
+#include "../../../csrc/mvs/cuda/gpu_ssim_strip.h"
 #include "../../../csrc/mvs/cuda/gpu_strip.h"
 #include "../../../csrc/mvs/geometry/camera_math.h"
 #include "random_cases.h"
@@ -147,6 +148,78 @@ strip_plane(ap_strip_block proto, const plane_views *pv, float *out)
     free(shared);
 }
 
+/* Whether SSIM's blocks run their threads in reverse between the points
+ * where they meet (the sums' test runs both orders: no cost may depend
+ * on theirs, nor on shared memory no thread wrote, filled with NaN). */
+static int ssim_reversed;
+
+/* One plane's SSIM costs (h x w, the mean over the views), SSIM's strip
+ * kernel's blocks (gpu_ssim_strip.h) in turn. */
+static void
+ssim_plane(ap_strip_block proto, const plane_views *pv, float *out)
+{
+    int r = proto.r, outputs = ap_strip_outputs(r);
+    unsigned bytes = ap_sstrip_shared(r);
+    double *shared = malloc(bytes);
+    static ap_walk walks[AP_STRIP_COLS];
+    if (shared == NULL) {
+        puts("FAIL: out of memory");
+        exit(1);
+    }
+    for (unsigned i = 0; i < bytes / sizeof(double); i++) {
+        shared[i] = NAN;
+    }
+    ap_sstrip_shared_at at = ap_sstrip_layout(shared, r);
+    for (int y0 = 0; y0 < proto.h; y0 += AP_STRIP_ROWS) {
+        for (int bx = 0; bx * outputs < proto.w; bx++) {
+            ap_strip_block b = proto;
+            b.x0 = bx * outputs - r;
+            b.y0 = y0;
+            for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
+                at.acc[i] = 0.0f;
+            }
+            for (int v = 0; v < pv->views; v++) {
+                b.img = pv->imgs[v];
+                b.frame = pv->frames != NULL ? &pv->frames[v] : NULL;
+                b.warped = pv->warped[v];
+                for (int c = 0; c < AP_STRIP_COLS; c++) {
+                    walks[c].last = walks[c].before = -1.0;
+                }
+                for (int y = b.y0 - r; y < ap_sstrip_end(&b); y++) {
+                    for (int k = 0; k < AP_STRIP_COLS; k++) {
+                        int c = ssim_reversed ? AP_STRIP_COLS - 1 - k : k;
+                        ap_sstrip_enter(&b, at, &walks[c], c, y);
+                    }
+                    for (int k = r; y >= b.y0 + r && k < AP_STRIP_COLS - r;
+                         k++) {
+                        int c = ssim_reversed ? AP_STRIP_COLS - 1 - k : k;
+                        ap_sstrip_cost(&b, at, c, y);
+                    }
+                }
+            }
+            float scale = (float)(1.0 / pv->views);
+            for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
+                int y = b.y0 + i / outputs, x = b.x0 + r + i % outputs;
+                if (x < b.w && y < b.h) {
+                    out[(size_t)y * b.w + x] = at.acc[i] * scale;
+                }
+            }
+        }
+    }
+    free(shared);
+}
+
+/* A plane's costs by the strip kernel of its cost. */
+static void
+cost_plane(ap_strip_block proto, const plane_views *pv, float *out)
+{
+    if (proto.cost == AP_COST_SSIM) {
+        ssim_plane(proto, pv, out);
+    } else {
+        strip_plane(proto, pv, out);
+    }
+}
+
 /* ------------------------------------------- the sums, against afresh */
 
 /* The window cost of pixel (x, y) from its six sums made afresh. */
@@ -154,7 +227,8 @@ static double
 afresh_cost(const float *ref, const float *warped, int h, int w, int x,
             int y, int r, int cost)
 {
-    double q[6] = {0, 0, 0, 0, 0, 0};
+    double q[6] = {0, 0, 0, 0, 0, 0}, taps[AP_MAX_WINDOW];
+    ap_gauss_weights(r, taps);
     for (int yy = y - r; yy <= y + r; yy++) {
         for (int xx = x - r; xx <= x + r; xx++) {
             if (xx < 0 || yy < 0 || xx >= w || yy >= h) {
@@ -164,17 +238,22 @@ afresh_cost(const float *ref, const float *warped, int h, int w, int x,
             double rv = ref[(size_t)yy * w + xx];
             if (s == s) {
                 double d = cost == AP_COST_SAD ? fabs(rv - s) : rv;
+                double g = cost == AP_COST_SSIM
+                    ? taps[yy - y + r] * taps[xx - x + r] : 1.0;
                 double sample[6] = {1.0, d, s, rv * rv, (double)s * s,
                                     rv * s};
                 for (int k = 0; k < 6; k++) {
-                    q[k] += sample[k];
+                    q[k] += g * sample[k];
                 }
             }
         }
     }
-    double full = (double)(2 * r + 1) * (2 * r + 1);
+    double full = cost == AP_COST_SSIM ? 1.0
+                                       : (double)(2 * r + 1) * (2 * r + 1);
     return cost == AP_COST_SAD
         ? ap_sad_cost(full, q[0], q[1])
+        : cost == AP_COST_SSIM
+        ? ap_ssim_cost(full, q[0], q[1], q[2], q[3], q[4], q[5])
         : ap_ncc_cost(full, q[0], q[1], q[2], q[3], q[4], q[5]);
 }
 
@@ -252,6 +331,64 @@ sums_against_afresh(void)
            "column sums worst %.3g; %d failures\n", costs, worst,
            column_worst, failures + column_failures);
     return failures + column_failures;
+}
+
+/* SSIM's strip kernel against its window's Gaussian sums made afresh,
+ * and run with its threads in reverse: the same bits. */
+static int
+ssim_against_afresh(void)
+{
+    enum { H = 150, W = 141 };
+    static float ref[H * W], warped[MAX_VIEWS][H * W], got[H * W];
+    static float again[H * W];
+    static const int radii[] = {1, 2, 3, 5, 7, 9, 15, 31};
+    uint64_t seed = 0x1d8e4e27c47d124full;
+    int failures = 0, order = 0;
+    double worst = 0.0, taps[AP_MAX_WINDOW];
+    long costs = 0;
+    for (size_t ri = 0; ri < sizeof(radii) / sizeof(radii[0]); ri++) {
+        int r = radii[ri];
+        ap_gauss_weights(r, taps);
+        for (int i = 0; i < H * W; i++) {
+            ref[i] = (float)uniform(&seed, 0.0, 1.0);
+        }
+        plane_views pv = {.views = 1 + (int)ri % MAX_VIEWS};
+        for (int v = 0; v < pv.views; v++) {
+            warped_image(&seed, warped[v], H, W, 0.02 * v);
+            pv.warped[v] = warped[v];
+        }
+        ap_strip_block b = {.ref = ref, .taps = taps, .h = H, .w = W,
+                            .cost = AP_COST_SSIM, .r = r, .full = 1.0};
+        ssim_plane(b, &pv, got);
+        ssim_reversed = 1;
+        ssim_plane(b, &pv, again);
+        ssim_reversed = 0;
+        for (int i = 0; i < H * W; i++) {
+            double want = 0.0;
+            for (int v = 0; v < pv.views; v++) {
+                want += afresh_cost(ref, warped[v], H, W, i % W, i / W, r,
+                                    AP_COST_SSIM);
+            }
+            want /= pv.views;
+            double off = fabs(got[i] - want);
+            worst = off > worst ? off : worst;
+            costs++;
+            if (!(off <= 2e-6) && failures++ < 3) {
+                printf("FAIL: SSIM radius %d, pixel (%d, %d): strip %.9g, "
+                       "afresh %.9g\n", r, i % W, i / W, got[i], want);
+            }
+            if (memcmp(&got[i], &again[i], sizeof(float)) != 0 &&
+                order++ < 3) {
+                printf("FAIL: SSIM radius %d, pixel (%d, %d): %.9g with "
+                       "the threads in order, %.9g in reverse\n", r, i % W,
+                       i / W, got[i], again[i]);
+            }
+        }
+    }
+    printf("gpu ssim strip: %ld costs against their sums afresh, worst "
+           "%.3g; %d failures; %d not the same bits with the threads in "
+           "reverse\n", costs, worst, failures, order);
+    return failures + order;
 }
 
 /* A warped image of noise whose rows [flat0, h) hold one value, c, and
@@ -462,15 +599,19 @@ compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
         return 1;
     }
     int failures = 0;
+    double taps[AP_MAX_WINDOW];
+    ap_gauss_weights(r, taps);
     for (int j = 0; j < DEPTHS; j++) {
         plane_views pv = {.views = VIEWS, .frames = frames};
         for (int v = 0; v < VIEWS; v++) {
             pv.imgs[v] = srcs + v * RN;
         }
-        ap_strip_block b = {.ref = ref, .rays = rays, .h = RH, .w = RW,
-                            .cost = cost, .r = r, .depth = depths[j],
-                            .full = (double)(2 * r + 1) * (2 * r + 1)};
-        strip_plane(b, &pv, got);
+        ap_strip_block b = {.ref = ref, .rays = rays, .taps = taps,
+                            .h = RH, .w = RW, .cost = cost, .r = r,
+                            .depth = depths[j],
+                            .full = cost == AP_COST_SSIM
+                                ? 1.0 : (double)(2 * r + 1) * (2 * r + 1)};
+        cost_plane(b, &pv, got);
         for (int i = 0; i < RN; i++) {
             strip[(size_t)i * DEPTHS + j] = got[i];
         }
@@ -483,7 +624,8 @@ compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
                 printf("FAIL: %s rig, %s radius %d, pixel (%d, %d), depth "
                        "%g: strip %.9g, CPU %.9g\n",
                        refractive ? "refractive" : "pinhole",
-                       cost == AP_COST_SAD ? "SAD" : "NCC", r, i % RW,
+                       cost == AP_COST_SAD ? "SAD"
+                       : cost == AP_COST_SSIM ? "SSIM" : "NCC", r, i % RW,
                        i / RW, depths[j], got[i], want);
             }
         }
@@ -509,13 +651,26 @@ kernel_against_cpu(void)
     printf("gpu depth: 12 rigs, %ld folds against their volumes' "
            "extraction; %ld of %ld pixels with a lead over 2e-4 on the "
            "CPU's plane\n", fold_compared, fold_agreed, fold_led);
-    return failures;
+    static const int ssim_radii[] = {5, 1, 3, 7, 9, 15};
+    int ssim_failures = 0;
+    double ssim_worst = 0.0;
+    long ssim_compared = 0;
+    for (int rig = 0; rig < 6; rig++) {
+        ssim_failures += compare_rig(&seed, rig % 3 != 2, AP_COST_SSIM,
+                                     ssim_radii[rig], &ssim_worst,
+                                     &ssim_compared);
+    }
+    printf("gpu ssim strip: 6 rigs, %ld costs against the CPU's, worst "
+           "%.3g; %d past 1e-4\n", ssim_compared, ssim_worst,
+           ssim_failures);
+    return failures + ssim_failures;
 }
 
 int
 main(void)
 {
     int failures = sums_against_afresh();
+    failures += ssim_against_afresh();
     failures += uniform_windows();
     failures += kernel_against_cpu();
     failures += fold_against_extract();
