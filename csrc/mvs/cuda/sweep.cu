@@ -239,6 +239,59 @@ ap_cost_planes_kernel(ap_cuda_sweep p)
     cost_tiles<true>(p);
 }
 
+/* What a strip kernel's block shares but its sources' images and
+ * frames: its place in the image, the plane's depth, the window. */
+static __device__ __forceinline__ ap_strip_block
+strip_block(const ap_cuda_strip &p, int cost, int r)
+{
+    ap_strip_block b;
+    b.ref = (const float *)p.ref;
+    b.rays = (const double *)p.rays;
+    b.taps = p.gauss;
+    b.h = p.h;
+    b.w = p.w;
+    b.x0 = (int)blockIdx.x * ap_strip_outputs(r) - r;
+    b.y0 = p.row0 + (int)blockIdx.y * AP_STRIP_ROWS;
+    b.cost = cost;
+    b.r = r;
+    b.depth = ((const double *)p.depths)[p.first + blockIdx.z];
+    b.full = cost == AP_COST_SSIM ? 1.0 : (double)(2 * r + 1) * (2 * r + 1);
+    return b;
+}
+
+/* A strip kernel's accumulators (AP_STRIP_ROWS rows of its block's
+ * outputs) set to 0. */
+static __device__ __forceinline__ void
+strip_zero(float *acc, int r)
+{
+    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
+     * AP_STRIP_COLS); step=AP_STRIP_COLS */
+    for (int i = threadIdx.x; i < AP_STRIP_ROWS * ap_strip_outputs(r);
+         i += AP_STRIP_COLS) {
+        acc[i] = 0.0f;
+    }
+}
+
+/* A strip kernel's accumulated costs into the volume: added to what it
+ * holds where p.add, times p.scale. */
+static __device__ __forceinline__ void
+strip_store(const ap_cuda_strip &p, const ap_strip_block &b,
+            const float *acc)
+{
+    const int outputs = ap_strip_outputs(b.r);
+    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
+     * AP_STRIP_COLS); step=AP_STRIP_COLS */
+    for (int i = threadIdx.x; i < AP_STRIP_ROWS * outputs;
+         i += AP_STRIP_COLS) {
+        int y = b.y0 + i / outputs, x = b.x0 + b.r + i % outputs;
+        if (x < p.w && y < p.h) {
+            float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d +
+                         p.first + blockIdx.z;
+            *out = ((p.add ? *out : 0.0f) + acc[i]) * p.scale;
+        }
+    }
+}
+
 /* The strip cost kernel (gpu_strip.h): a block of AP_STRIP_COLS threads,
  * one a column, down AP_STRIP_ROWS output rows of one plane, each source
  * in turn; the cost kind and the radius are constants (R 0: the radius
@@ -253,24 +306,9 @@ strip_costs(const ap_cuda_strip &p)
      * AP_STRIP_COLS) */
     extern __shared__ double shared[];
     const int r = R > 0 ? R : p.radius, c = threadIdx.x;
-    const int outputs = ap_strip_outputs(r);
     const ap_strip_shared_at at = ap_strip_layout(shared, COST, r);
-    ap_strip_block b;
-    b.ref = (const float *)p.ref;
-    b.rays = (const double *)p.rays;
-    b.h = p.h;
-    b.w = p.w;
-    b.x0 = (int)blockIdx.x * outputs - r;
-    b.y0 = p.row0 + (int)blockIdx.y * AP_STRIP_ROWS;
-    b.cost = COST;
-    b.r = r;
-    b.depth = ((const double *)p.depths)[p.first + blockIdx.z];
-    b.full = (double)(2 * r + 1) * (2 * r + 1);
-    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
-     * AP_STRIP_COLS); step=AP_STRIP_COLS */
-    for (int i = c; i < AP_STRIP_ROWS * outputs; i += AP_STRIP_COLS) {
-        at.acc[i] = 0.0f;
-    }
+    ap_strip_block b = strip_block(p, COST, r);
+    strip_zero(at.acc, r);
     __syncthreads();
     const size_t n = (size_t)p.h * p.w;
     AP_NO_UNROLL
@@ -299,16 +337,7 @@ strip_costs(const ap_cuda_strip &p)
             __syncthreads();   /* the group's rows are rewritten next */
         }
     }
-    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
-     * AP_STRIP_COLS); step=AP_STRIP_COLS */
-    for (int i = c; i < AP_STRIP_ROWS * outputs; i += AP_STRIP_COLS) {
-        int y = b.y0 + i / outputs, x = b.x0 + r + i % outputs;
-        if (x < p.w && y < p.h) {
-            float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d +
-                         p.first + blockIdx.z;
-            *out = ((p.add ? *out : 0.0f) + at.acc[i]) * p.scale;
-        }
-    }
+    strip_store(p, b, at.acc);
 }
 
 /* The strip kernels by name (csrc/mvs/cuda/cuda_driver.c loads them):
@@ -341,25 +370,9 @@ ssim_strip(const ap_cuda_strip &p)
      * AP_STRIP_COLS) */
     extern __shared__ double shared[];
     const int r = p.radius, c = threadIdx.x;
-    const int outputs = ap_strip_outputs(r);
     const ap_sstrip_shared_at at = ap_sstrip_layout(shared, r);
-    ap_strip_block b;
-    b.ref = (const float *)p.ref;
-    b.rays = (const double *)p.rays;
-    b.taps = p.gauss;
-    b.h = p.h;
-    b.w = p.w;
-    b.x0 = (int)blockIdx.x * outputs - r;
-    b.y0 = p.row0 + (int)blockIdx.y * AP_STRIP_ROWS;
-    b.cost = AP_COST_SSIM;
-    b.r = r;
-    b.depth = ((const double *)p.depths)[p.first + blockIdx.z];
-    b.full = 1.0;
-    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
-     * AP_STRIP_COLS); step=AP_STRIP_COLS */
-    for (int i = c; i < AP_STRIP_ROWS * outputs; i += AP_STRIP_COLS) {
-        at.acc[i] = 0.0f;
-    }
+    ap_strip_block b = strip_block(p, AP_COST_SSIM, r);
+    strip_zero(at.acc, r);
     const size_t n = (size_t)p.h * p.w;
     const int end = ap_sstrip_end(&b);
     AP_NO_UNROLL
@@ -387,16 +400,7 @@ ssim_strip(const ap_cuda_strip &p)
             __syncthreads();
         }
     }
-    /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
-     * AP_STRIP_COLS); step=AP_STRIP_COLS */
-    for (int i = c; i < AP_STRIP_ROWS * outputs; i += AP_STRIP_COLS) {
-        int y = b.y0 + i / outputs, x = b.x0 + r + i % outputs;
-        if (x < p.w && y < p.h) {
-            float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d +
-                         p.first + blockIdx.z;
-            *out = ((p.add ? *out : 0.0f) + at.acc[i]) * p.scale;
-        }
-    }
+    strip_store(p, b, at.acc);
 }
 
 extern "C" __global__ void

@@ -88,6 +88,21 @@ check_column(const ap_strip_block *b, const float *warped, const double *q,
     }
 }
 
+/* A block's accumulated costs (AP_STRIP_ROWS rows of its outputs) into
+ * the plane's, their mean over the views. */
+static void
+block_out(const ap_strip_block *b, const float *acc, int views, float *out)
+{
+    int outputs = ap_strip_outputs(b->r);
+    float scale = (float)(1.0 / views);
+    for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
+        int y = b->y0 + i / outputs, x = b->x0 + b->r + i % outputs;
+        if (x < b->w && y < b->h) {
+            out[(size_t)y * b->w + x] = acc[i] * scale;
+        }
+    }
+}
+
 /* One plane's costs (h x w, the mean over the views), the strip
  * kernel's blocks in turn. */
 static void
@@ -136,13 +151,7 @@ strip_plane(ap_strip_block proto, const plane_views *pv, float *out)
                     }
                 }
             }
-            float scale = (float)(1.0 / pv->views);
-            for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
-                int y = b.y0 + i / outputs, x = b.x0 + r + i % outputs;
-                if (x < b.w && y < b.h) {
-                    out[(size_t)y * b.w + x] = at.acc[i] * scale;
-                }
-            }
+            block_out(&b, at.acc, pv->views, out);
         }
     }
     free(shared);
@@ -197,13 +206,7 @@ ssim_plane(ap_strip_block proto, const plane_views *pv, float *out)
                     }
                 }
             }
-            float scale = (float)(1.0 / pv->views);
-            for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
-                int y = b.y0 + i / outputs, x = b.x0 + r + i % outputs;
-                if (x < b.w && y < b.h) {
-                    out[(size_t)y * b.w + x] = at.acc[i] * scale;
-                }
-            }
+            block_out(&b, at.acc, pv->views, out);
         }
     }
     free(shared);
@@ -281,10 +284,30 @@ warped_image(uint64_t *s, float *img, int h, int w, double scattered)
     }
 }
 
+/* The sums' tests' planes: not whole blocks across nor down. */
+enum { NOISE_H = 150, NOISE_W = 141 };
+
+/* A reference of noise and `views` warped images (warped_image) of
+ * h x w, their samples the views' (no images, no frames). */
+static plane_views
+noise_plane(uint64_t *seed, float *ref, float (*warped)[NOISE_H * NOISE_W],
+            int h, int w, int views)
+{
+    for (int i = 0; i < h * w; i++) {
+        ref[i] = (float)uniform(seed, 0.0, 1.0);
+    }
+    plane_views pv = {.views = views};
+    for (int v = 0; v < views; v++) {
+        warped_image(seed, warped[v], h, w, 0.02 * v);
+        pv.warped[v] = warped[v];
+    }
+    return pv;
+}
+
 static int
 sums_against_afresh(void)
 {
-    enum { H = 150, W = 141 };
+    enum { H = NOISE_H, W = NOISE_W };
     static float ref[H * W], warped[MAX_VIEWS][H * W], got[H * W];
     static const int radii[] = {1, 2, 3, 4, 5, 6, 7, 9, 15, 31};
     uint64_t seed = 0x853c49e6748fea9bull;
@@ -294,14 +317,8 @@ sums_against_afresh(void)
     for (size_t ri = 0; ri < sizeof(radii) / sizeof(radii[0]); ri++) {
         for (int cost = AP_COST_NCC; cost <= AP_COST_SAD; cost += 2) {
             int r = radii[ri];
-            for (int i = 0; i < H * W; i++) {
-                ref[i] = (float)uniform(&seed, 0.0, 1.0);
-            }
-            plane_views pv = {.views = 1 + (int)ri % MAX_VIEWS};
-            for (int v = 0; v < pv.views; v++) {
-                warped_image(&seed, warped[v], H, W, 0.02 * v);
-                pv.warped[v] = warped[v];
-            }
+            plane_views pv = noise_plane(&seed, ref, warped, H, W,
+                                         1 + (int)ri % MAX_VIEWS);
             ap_strip_block b = {.ref = ref, .h = H, .w = W, .cost = cost,
                                 .r = r,
                                 .full = (double)(2 * r + 1) * (2 * r + 1)};
@@ -338,7 +355,7 @@ sums_against_afresh(void)
 static int
 ssim_against_afresh(void)
 {
-    enum { H = 150, W = 141 };
+    enum { H = NOISE_H, W = NOISE_W };
     static float ref[H * W], warped[MAX_VIEWS][H * W], got[H * W];
     static float again[H * W];
     static const int radii[] = {1, 2, 3, 5, 7, 9, 15, 31};
@@ -349,14 +366,8 @@ ssim_against_afresh(void)
     for (size_t ri = 0; ri < sizeof(radii) / sizeof(radii[0]); ri++) {
         int r = radii[ri];
         ap_gauss_weights(r, taps);
-        for (int i = 0; i < H * W; i++) {
-            ref[i] = (float)uniform(&seed, 0.0, 1.0);
-        }
-        plane_views pv = {.views = 1 + (int)ri % MAX_VIEWS};
-        for (int v = 0; v < pv.views; v++) {
-            warped_image(&seed, warped[v], H, W, 0.02 * v);
-            pv.warped[v] = warped[v];
-        }
+        plane_views pv = noise_plane(&seed, ref, warped, H, W,
+                                     1 + (int)ri % MAX_VIEWS);
         ap_strip_block b = {.ref = ref, .taps = taps, .h = H, .w = W,
                             .cost = AP_COST_SSIM, .r = r, .full = 1.0};
         ssim_plane(b, &pv, got);
