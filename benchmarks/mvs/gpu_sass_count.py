@@ -2,12 +2,15 @@
 from its sm_90 machine code (SASS) without a GPU.
 
     python benchmarks/mvs/gpu_sass_count.py [--kernel ap_cost_kernel]
+        [--cost ncc|ssim|sad]
         [--height 1200 --width 1600 --views 5 --planes 128 --window 11]
         [--nvcc-flags "-DAP_STRIP_BLOCKS=2"] [--lines 30]
 
 The kernel counted is the one the default path launches for the window:
 the strip kernel of its radius (ap_strip_ncc_r5_kernel at window 11);
---kernel ap_cost_kernel counts the tile kernel. --lines N lists the N
+--kernel ap_cost_kernel counts the tile kernel. The cost counted is the
+one the kernel's name says (ssim, sad), else NCC, or --cost's: the other
+costs' code weighs nothing. --lines N lists the N
 source lines that weigh most (the innermost line of each instruction's
 chain of inlined calls).
 
@@ -103,17 +106,21 @@ SM90 = ["-gencode", "arch=compute_90,code=sm_90"]
 NVCC_FLAGS = ["-cubin", "-O3", "-std=c++17", *SM90, "-lineinfo",
               "-Xptxas", "-v"]
 
-# (file, function): code the default path (NCC, refractive, settled
+# (file, function): code the default path (refractive, settled
 # crossings) never runs
 OFF_PATH = [
     ("camera_math.h", "ap_crossing_cold"),
     ("gpu_sample.h", "ap_gpu_share_slow"),
     ("gpu_sample.h", "ap_gpu_pinhole"),
     ("camera_math.h", "ap_cast_aquamvs"),
-    ("cost_math.h", "ap_ssim_cost"),
-    ("cost_math.h", "ap_sad_cost"),
-    ("cost_math.h", "ap_window_moments"),
 ]
+# (file, function): each cost's own code, off the path of the others
+COST_CODE = {
+    "ncc": [("cost_math.h", "ap_ncc_cost")],
+    "ssim": [("cost_math.h", "ap_ssim_cost"),
+             ("cost_math.h", "ap_window_moments")],
+    "sad": [("cost_math.h", "ap_sad_cost")],
+}
 # (file, text of the line): call sites off the default path
 OFF_PATH_LINES = [
     ("camera_math.h", "return ap_pinhole(cam, x, u, v);"),
@@ -393,9 +400,11 @@ def function_lines(name, function):
     return set()
 
 
-def off_path_lines(notes):
+def off_path_lines(notes, cost):
     lines = {key for key, fields in notes.items() if "off-path" in fields}
-    for name, function in OFF_PATH:
+    others = [at for kind, code in COST_CODE.items() if kind != cost
+              for at in code]
+    for name, function in OFF_PATH + others:
         lines |= {(name, n) for n in function_lines(name, function)}
     for name, text in OFF_PATH_LINES:
         lines |= {(name, n) for n, line in enumerate(source_lines(name), 1)
@@ -512,9 +521,9 @@ def count(code, loops, off_lines, shares, parts_of, per):
     return parts, mix, lines
 
 
-def analyse(source, kernel, case, extra, found):
+def analyse(source, kernel, case, extra, found, cost="ncc"):
     """(parts, mix, resources, loops, listed instructions) of one kernel
-    of one source."""
+    of one source, on the path of `cost`."""
     nvcc, cuobjdump, nvdisasm = found
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "kernels.cubin"
@@ -537,8 +546,8 @@ def analyse(source, kernel, case, extra, found):
               if "share" in f}
     parts_of = {at: f["part"] for at, f in notes.items()
                 if "part" in f and "trips" not in f}
-    parts, mix, lines = count(code, loops, off_path_lines(notes), shares,
-                              parts_of, evaluate(per, case))
+    parts, mix, lines = count(code, loops, off_path_lines(notes, cost),
+                              shares, parts_of, evaluate(per, case))
     return (parts, mix, lines, resources(ptxas).get(kernel, {}), loops,
             code, listed)
 
@@ -566,6 +575,9 @@ def main(argv=None):
     parser.add_argument("--kernel", default=None,
                         help="the kernel to count (default: the strip "
                              "kernel the window takes)")
+    parser.add_argument("--cost", choices=sorted(COST_CODE), default=None,
+                        help="the cost whose path is counted (default: "
+                             "the kernel name's, else ncc)")
     parser.add_argument("--height", type=int, default=1200)
     parser.add_argument("--width", type=int, default=1600)
     parser.add_argument("--views", type=int, default=5)
@@ -584,6 +596,8 @@ def main(argv=None):
                 planes=args.planes, radius=args.window // 2,
                 window=args.window)
     args.kernel = args.kernel or default_kernel(case)
+    args.cost = args.cost or next(
+        (kind for kind in ("ssim", "sad") if kind in args.kernel), "ncc")
     extra = shlex.split(args.nvcc_flags or
                         os.environ.get("AQUAPROF_NVCC_FLAGS", ""))
     version = next((line for line in subprocess.run(
@@ -591,9 +605,10 @@ def main(argv=None):
         env=tool_env()).stdout.splitlines() if "release" in line), "nvcc")
     print(f"{args.kernel} in {SOURCE.relative_to(ROOT)}, sm_90, {version}")
     print(f"case: {args.height} x {args.width}, {args.views} sources, "
-          f"{args.planes} planes, window {args.window}, NCC, refractive")
+          f"{args.planes} planes, window {args.window}, "
+          f"{args.cost.upper()}, refractive")
     parts, mix, lines, res, loops, code, listed = analyse(
-        SOURCE, args.kernel, case, extra, found)
+        SOURCE, args.kernel, case, extra, found, args.cost)
     print(f"machine code: {listed} instructions, "
           f"{res.get('registers', '?')} registers, "
           f"{res.get('spill_stores', '?')} bytes spill stores, "

@@ -95,6 +95,22 @@ def test_the_floor_is_counted_the_same_way_and_lies_below_the_kernel():
     assert not FLOOR_LINE.search(run("--window", "21"))
 
 
+@needs_tools
+def test_the_cost_counted_is_the_kernels_or_the_one_asked_for():
+    """SSIM's strip kernel is counted on SSIM's path, its formula
+    included; the tile kernel, which reads its cost at run time, on the
+    path --cost names, the other costs' code weighing nothing."""
+    ssim = run("--kernel", "ap_strip_ssim_kernel", "--lines", "300")
+    assert "window 11, SSIM, refractive" in ssim
+    assert "double ssim = ((2 * mr * ms" in ssim
+    tile_ncc = run("--kernel", "ap_cost_kernel", "--lines", "300")
+    tile_ssim = run("--kernel", "ap_cost_kernel", "--cost", "ssim",
+                    "--lines", "300")
+    assert "double ssim = ((2 * mr * ms" not in tile_ncc
+    assert "double ssim = ((2 * mr * ms" in tile_ssim
+    assert per_output(tile_ncc) != per_output(tile_ssim)
+
+
 def test_trips_of_a_strided_loop_are_counted_by_warps():
     """spread(n, threads): a warp issues an iteration while any of its
     lanes runs it."""

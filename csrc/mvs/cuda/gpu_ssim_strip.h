@@ -44,29 +44,33 @@ ap_sstrip_layout(double *base, int r)
     return at;
 }
 
-/* Row y enters column c: its reference value and sample into the ring
- * and, once the rows of the window centred r rows up are all in, the
- * column's weighted sums over them into `cols`. The walk moves on to
- * row y. */
+/* A thread's column: the ring's slot of the row that enters next (the
+ * oldest of the window's rows once it is full) and the walk down it. */
+typedef struct {
+    int slot;
+    ap_walk walk;
+} ap_sstrip_column;
+
+/* A column before a source's first row: the ring's first slot, no
+ * crossing to walk from. */
 AP_STRIP_FN void
-ap_sstrip_enter(const ap_strip_block *b, ap_sstrip_shared_at at,
-                ap_walk *walk, int c, int y)
+ap_sstrip_start(ap_sstrip_column *col)
 {
-    const int r = b->r, rows = 2 * r + 1, x = b->x0 + c;
-    int inside = x >= 0 && y >= 0 && x < b->w && y < b->h;
-    int slot = (y - b->y0 + r) % rows;
-    float *in = at.ring + 2 * (slot * AP_STRIP_COLS + c);
-    in[0] = inside ? b->ref[(size_t)y * b->w + x] : 0.0f;
-    /* count: part=warp */
-    in[1] = ap_strip_sample(b, x, y, inside, walk);
-    if (y < b->y0 + r) {
-        return;
-    }
+    col->slot = 0;
+    col->walk.last = -1.0;
+    col->walk.before = -1.0;
+}
+
+/* Column c's weighted sums over the ring's rows, oldest first (from
+ * `slot`), into `cols`. */
+AP_STRIP_FN void
+ap_sstrip_down(const ap_strip_block *b, ap_sstrip_shared_at at, int c,
+               int slot)
+{
+    const int rows = 2 * b->r + 1;
     double q[6] = {0, 0, 0, 0, 0, 0};
-    /* count: trips=window * (H / ceil(H / AP_STRIP_ROWS)) / (H / ceil(H /
-     * AP_STRIP_ROWS) + 2 * radius) */
+    /* count: trips=window */
     for (int k = 0; k < rows; k++) {
-        slot = slot + 1 == rows ? 0 : slot + 1;     /* row y - 2 r + k */
         const float *at_k = at.ring + 2 * (slot * AP_STRIP_COLS + c);
         float s = at_k[1];
         if (s == s) {
@@ -78,9 +82,34 @@ ap_sstrip_enter(const ap_strip_block *b, ap_sstrip_shared_at at,
             q[4] += g * (double)s * s;
             q[5] += g * rv * s;
         }
+        slot = slot + 1 == rows ? 0 : slot + 1;
     }
     for (int k = 0; k < 6; k++) {
         at.cols[6 * c + k] = q[k];
+    }
+}
+
+/* Row y enters column c: its reference value and sample into the ring
+ * and, once the rows of the window centred r rows up are all in, the
+ * column's weighted sums over them into `cols`. The walk moves on to
+ * row y. */
+AP_STRIP_FN void
+ap_sstrip_enter(const ap_strip_block *b, ap_sstrip_shared_at at,
+                ap_sstrip_column *col, int c, int y)
+{
+    const int r = b->r, x = b->x0 + c;
+    int inside = x >= 0 && y >= 0 && x < b->w && y < b->h;
+    float ref = inside ? b->ref[(size_t)y * b->w + x] : 0.0f;
+    /* count: part=warp */
+    float s = ap_strip_sample(b, x, y, inside, &col->walk);
+    float *in = at.ring + 2 * (col->slot * AP_STRIP_COLS + c);
+    in[0] = ref;
+    in[1] = s;
+    col->slot = col->slot == 2 * r ? 0 : col->slot + 1;
+    if (y >= b->y0 + r) {
+        /* count: share=(H / ceil(H / AP_STRIP_ROWS)) / (H / ceil(H /
+         * AP_STRIP_ROWS) + 2 * radius) */
+        ap_sstrip_down(b, at, c, col->slot);
     }
 }
 

@@ -301,7 +301,7 @@ template <int COST, int R>
 static __device__ __forceinline__ void
 strip_costs(const ap_cuda_strip &p)
 {
-    /* count: kernel=ap_strip_*; per=views * H * W / (ceil(W /
+    /* count: kernel=ap_strip_[ns][ca]*; per=views * H * W / (ceil(W /
      * (AP_STRIP_COLS - 2 * radius)) * ceil(H / AP_STRIP_ROWS) *
      * AP_STRIP_COLS) */
     extern __shared__ double shared[];
@@ -381,13 +381,12 @@ ssim_strip(const ap_cuda_strip &p)
         b.img = (const float *)p.srcs + (size_t)v * n;
         asm("mov.b64 %0, %0;" : "+l"(b.img));
         b.frame = &p.frames[v];
-        ap_walk walk;
-        walk.last = -1.0;
-        walk.before = -1.0;
+        ap_sstrip_column col;
+        ap_sstrip_start(&col);
         AP_NO_UNROLL
         /* count: trips=H / ceil(H / AP_STRIP_ROWS) + 2 * radius */
         for (int y = b.y0 - r; y < end; y++) {
-            ap_sstrip_enter(&b, at, &walk, c, y);
+            ap_sstrip_enter(&b, at, &col, c, y);
             if (y < b.y0 + r) {
                 continue;
             }

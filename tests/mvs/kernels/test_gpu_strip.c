@@ -170,7 +170,7 @@ ssim_plane(ap_strip_block proto, const plane_views *pv, float *out)
     int r = proto.r, outputs = ap_strip_outputs(r);
     unsigned bytes = ap_sstrip_shared(r);
     double *shared = malloc(bytes);
-    static ap_walk walks[AP_STRIP_COLS];
+    static ap_sstrip_column cols[AP_STRIP_COLS];
     if (shared == NULL) {
         puts("FAIL: out of memory");
         exit(1);
@@ -192,12 +192,12 @@ ssim_plane(ap_strip_block proto, const plane_views *pv, float *out)
                 b.frame = pv->frames != NULL ? &pv->frames[v] : NULL;
                 b.warped = pv->warped[v];
                 for (int c = 0; c < AP_STRIP_COLS; c++) {
-                    walks[c].last = walks[c].before = -1.0;
+                    ap_sstrip_start(&cols[c]);
                 }
                 for (int y = b.y0 - r; y < ap_sstrip_end(&b); y++) {
                     for (int k = 0; k < AP_STRIP_COLS; k++) {
                         int c = ssim_reversed ? AP_STRIP_COLS - 1 - k : k;
-                        ap_sstrip_enter(&b, at, &walks[c], c, y);
+                        ap_sstrip_enter(&b, at, &cols[c], c, y);
                     }
                     for (int k = r; y >= b.y0 + r && k < AP_STRIP_COLS - r;
                          k++) {
