@@ -27,31 +27,40 @@ def calls_then_wait(n, seconds, ready=None):
 
 
 def _sigterm_to_a_thread_once_waiting(until=lambda: True):
-    """A thread of this process takes a SIGTERM once the main thread
-    sleeps in a lock's wait (x86-64 futex) and until() holds: the state a
-    SIGTERM leaves when it lands as the wait begins (Python's C handler
-    ran, the wait was not interrupted)."""
+    """A thread of this process takes a SIGTERM once the main thread,
+    armed by the function returned, sleeps in a lock's wait (x86-64
+    futex) and until() holds: the state a SIGTERM leaves when it lands
+    as the wait begins (Python's C handler ran, the wait was not
+    interrupted). Armed only just before that wait: the main thread
+    sleeps in other futexes before it (starting this thread; setting a
+    multiprocessing Event, which waits for the waiters it wakes), and a
+    SIGTERM there would kill it holding the Event's lock, which the
+    parent then waits for for ever."""
     import threading
     path = f"/proc/self/task/{threading.get_native_id()}/syscall"
+    armed = threading.Event()
 
     def take_sigterm():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             with open(path) as f:
-                if f.read().split()[0] == "202" and until():
+                if armed.is_set() and f.read().split()[0] == "202" \
+                        and until():
                     break
             time.sleep(0.01)
         signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
 
     threading.Thread(target=take_sigterm, daemon=True).start()
+    return armed.set
 
 
 def calls_then_wait_on(n, lock, ready):
     """Records n calls, then waits on `lock` (held by the parent) as a
     pool worker waits for work, and a SIGTERM comes as that wait begins."""
     calls(n)
-    _sigterm_to_a_thread_once_waiting()
+    arm = _sigterm_to_a_thread_once_waiting()
     ready.set()
+    arm()
     lock.acquire()
 
 
@@ -59,8 +68,9 @@ def waits_on_past_its_capture(lock, ready):
     """The same, the SIGTERM coming once the parent's Profiler stopped
     and this child's capture ended."""
     from aquaprof.record.processes import child
-    _sigterm_to_a_thread_once_waiting(lambda: child._child is None)
+    arm = _sigterm_to_a_thread_once_waiting(lambda: child._child is None)
     ready.set()
+    arm()
     lock.acquire()
 
 
