@@ -32,6 +32,14 @@ WARP_PLANES_BYTES = 512 << 20
 #: windows take anyway); the launcher reads the same variable
 PARITY_ENV = "AQUAPROF_MVS_GPU_PARITY"
 PARITY_MODES = ("strip", "passes")
+#: the order of the strip kernels' blocks (``AQUAPROF_MVS_GPU_ORDER``):
+#: "planes" (the default: every plane of a column of tiles side by side,
+#: so that the rays of its pixels are read from memory once for all
+#: planes and sources, and a sector of the volume is written whole) or
+#: "tiles" (a plane's blocks at a time: the order before, kept to time
+#: against); the launcher reads the same variable
+ORDER_ENV = "AQUAPROF_MVS_GPU_ORDER"
+ORDER_MODES = ("planes", "tiles")
 
 #: a torch tensor or a CuPy array, used through the attributes both have
 #: (``__cuda_array_interface__``, ``device``); both libraries are optional,
@@ -219,6 +227,12 @@ def parity_mode() -> str:
     return _mode(PARITY_ENV, PARITY_MODES)
 
 
+def order_mode() -> str:
+    """AQUAPROF_MVS_GPU_ORDER's value ("planes" when unset), or
+    ValueError."""
+    return _mode(ORDER_ENV, ORDER_MODES)
+
+
 def _mode(variable: str, modes: Tuple[str, ...]) -> str:
     how = os.environ.get(variable, modes[0])
     if how not in modes:
@@ -247,6 +261,7 @@ class _Sweep:
                  parity: int):
         _mvs.gpu_check(ref.device)
         warp_mode()      # a bad value is refused whatever the parity
+        order_mode()
         if parity:
             parity_mode()
         self.ref, self.stack, self.n = ref, stack, n

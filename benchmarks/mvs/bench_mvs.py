@@ -20,12 +20,14 @@ frames, CPU or CUDA: benchmarks/mvs/bench_aquamvs_dropin.py.
 
 CUDA: both on the GPU, timed with CUDA events (3 warm-ups, median of
 --gpu-repeats), ours once for each way of warping the sources
-(--gpu-warps: strips of rows, the cost kernel's tiles, or whole planes
-first), beside
+(--gpu-warps: strips of rows, their blocks in either order, the cost
+kernel's tiles, or whole planes first), and the depth map without the
+volume (reduce="depth") for each, beside
 the bytes-moved roofline: the bytes a cost volume must move at least
 (inputs read once, the volume written once) over the device-to-device
-copy bandwidth measured in the same run. Target: >= 100x the torch GPU
-version.
+copy bandwidth measured in the same run. Targets: >= 100x the torch GPU
+version; the depth map within 20 ms at 1200 x 1600, 5 sources, 128
+depths.
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ except ImportError:
 
 NEWTON = 10     # the torch version's cold-start iteration count
 GPU_TARGET = 100   # the GPU kernel against the users' torch way, same GPU
+GPU_DEPTH_TARGET_MS = 20   # reduce="depth" at full size, without the volume
 # what our CPU path computes per sample (pixel, depth, view): the ray point
 # in the interface frame (~25), the table guess (~15), one Newton step
 # (~25), the pixel (~20), bilinear (~10), window sums and cost (~40)
@@ -191,6 +194,31 @@ def gpu_timed(fn, repeats):
     return statistics.median(times), result
 
 
+def use_way(how):
+    """Sets the environment for one --gpu-warps entry: a warp mode
+    (AQUAPROF_MVS_GPU_WARP), "strip-tiles" the strip kernel with its
+    blocks a plane at a time (AQUAPROF_MVS_GPU_ORDER)."""
+    os.environ[_cuda.ORDER_ENV] = "tiles" if how == "strip-tiles" \
+        else "planes"
+    os.environ[_cuda.WARP_ENV] = "strip" if how == "strip-tiles" else how
+
+
+def depth_agreement(depth, confidence, want_depth, want_confidence, step):
+    """How a depth map from reduce="depth" stands against the CPU
+    volume's extraction: pixels a plane apart or more (a half step), the
+    pixels NaN on one side only, and the largest confidence difference
+    where both have a depth. Costs within 1e-4 of the CPU's may swap
+    planes whose costs are that close: a count, not a pass or fail."""
+    seen = ~np.isnan(want_depth) & ~np.isnan(depth)
+    apart = int((np.abs(depth[seen] - want_depth[seen]) >= step / 2).sum())
+    nan_apart = int((np.isnan(depth) != np.isnan(want_depth)).sum())
+    conf = float(np.abs(confidence[seen] - want_confidence[seen]).max()) \
+        if seen.any() else 0.0
+    return (f"{apart} of {depth.size} pixels a plane or more from the "
+            f"CPU's, {nan_apart} NaN on one side only, confidence within "
+            f"{conf:.1e}")
+
+
 def gpu_bandwidth():
     """Device-to-device copy bandwidth (read + write), 1 GiB."""
     a = torch.empty(1 << 28, dtype=torch.float32, device="cuda")
@@ -215,7 +243,9 @@ def bench_cuda(args, scene, depth_counts) -> int:
           f"{'of roof':>8} {'torch ms':>9} {'x torch':>8} {'max |diff|':>10} "
           f"warp")
     worst = {}
-    asked = os.environ.get(_cuda.WARP_ENV)
+    asked = {env: os.environ.get(env)
+             for env in (_cuda.WARP_ENV, _cuda.ORDER_ENV)}
+    depth_lines = []
     for count in depth_counts:
         depths = np.linspace(*scene.depth_range(0.03), count)
         torch_t = float("nan") if args.skip_torch else gpu_timed(
@@ -226,11 +256,12 @@ def bench_cuda(args, scene, depth_counts) -> int:
         cpu = mvs.build_cost_volume(scene.ref, scene.images[1:],
                                     scene.ref_cam, cams, depths, "ncc",
                                     args.window)
+        want_depth, want_conf = mvs.extract_depth(cpu, depths)
         roof = (4 * count + 4 * (n + 1)) * h * w / bandwidth
         samples = n * count * h * w
         # each way of warping the sources in turn, in one process
         for how in args.gpu_warps.split(","):
-            os.environ[_cuda.WARP_ENV] = how
+            use_way(how)
             ours_t, ours = gpu_timed(lambda: mvs.build_cost_volume(
                 ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window),
                 args.gpu_repeats)
@@ -250,10 +281,34 @@ def bench_cuda(args, scene, depth_counts) -> int:
                   f"by more than 1e-4, {nan_apart} seen by one side only")
             ratio = torch_t / ours_t
             worst[how] = min(worst.get(how, ratio), ratio)
-    if asked is None:
-        os.environ.pop(_cuda.WARP_ENV)
-    else:
-        os.environ[_cuda.WARP_ENV] = asked
+            # depth without the volume: chunks of planes folded as they
+            # come (plane_sweep.DEPTH_CHUNK at a time)
+            depth_t, (depth, conf) = gpu_timed(
+                lambda: mvs.build_cost_volume(
+                    ref, srcs, scene.ref_cam, cams, depths, "ncc",
+                    args.window, reduce="depth"), args.gpu_repeats)
+            depth_lines.append(
+                (count, how, depth_t, torch_t, depth_agreement(
+                    depth.cpu().numpy(), conf.cpu().numpy(), want_depth,
+                    want_conf, depths[1] - depths[0])))
+            del depth, conf
+    for env, value in asked.items():
+        if value is None:
+            os.environ.pop(env)
+        else:
+            os.environ[env] = value
+    print('\ndepth map (reduce="depth": no volume held), ms, against the '
+          'torch volume alone:')
+    for count, how, depth_t, torch_t, agreement in depth_lines:
+        print(f"depth map {count:4d} depths {how:>11}: "
+              f"{depth_t * 1e3:8.2f} ms {torch_t / depth_t:7.1f}x; "
+              f"{agreement}")
+    for count, how, depth_t, _, _ in depth_lines:
+        if count == max(depth_counts):
+            met = depth_t * 1e3 <= GPU_DEPTH_TARGET_MS
+            print(f"target: depth map <= {GPU_DEPTH_TARGET_MS} ms, warp "
+                  f"{how}: {'met' if met else 'not met'} "
+                  f"({depth_t * 1e3:.1f} ms, {count} depths)")
     for how, ratio in worst.items() if not args.skip_torch else ():
         print(f"\ntarget: >= {GPU_TARGET}x torch on the GPU, warp {how}: "
               f"{'met' if ratio >= GPU_TARGET else 'not met'} "
@@ -280,9 +335,13 @@ def main() -> int:
                              "empty: none)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--gpu-repeats", type=int, default=20)
-    parser.add_argument("--gpu-warps", default="strip,tile,planes",
+    parser.add_argument("--gpu-warps",
+                        default="strip,strip-tiles,tile,planes",
                         help="ways of warping the sources to time "
-                             f"({_cuda.WARP_ENV}; default strip,tile,planes)")
+                             f"({_cuda.WARP_ENV}; strip-tiles: the strip "
+                             f"kernel's blocks a plane at a time, "
+                             f"{_cuda.ORDER_ENV}=tiles; default "
+                             f"strip,strip-tiles,tile,planes)")
     args = parser.parse_args()
     depth_counts = [int(x) for x in args.depths.split(",")]
     if args.device == "cuda":

@@ -2,6 +2,7 @@
 # The device check: aquaprof's GPU paths on one NVIDIA GPU, in one go.
 #
 #     tests/device/gpu_check.sh [OUT]     (`make gpu-check [OUT=dir]`)
+#     tests/device/gpu_check.sh --figures OUT   (the figures of its logs)
 #
 # Runs from a bare checkout with plain python3 (torch with CUDA, numpy,
 # pytest) and CUDA's tools; builds in place and needs no network. Each step
@@ -191,8 +192,10 @@ step_pytest_rest() {
 
 step_ncu() {
     # the second cost volume, once the code is warm (its one cost kernel,
-    # the strip kernel of NCC at window 11, or with the planes warped
-    # first, its warp and cost kernels); clocks as they are
+    # the strip kernel of NCC at window 11, its blocks in either order,
+    # or with the planes warped first, its warp and cost kernels); the
+    # bytes it moved to and from DRAM, against the 0.98 GB volume's
+    # write; clocks as they are
     local kernels=ap_strip_ncc_r5_kernel count=1
     if [ "$1" = ncu_planes ]; then
         kernels="ap_(warp|cost)_planes_kernel" count=2
@@ -203,6 +206,7 @@ step_ncu() {
         --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section Occupancy --section WarpStateStats \
         --section ComputeWorkloadAnalysis --section InstructionStats \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
         --page details \
         "$PY" tests/device/sweep_raw.py "$1"
 }
@@ -303,7 +307,7 @@ failures() {
 figures() {
     if [ -f "$OUT/bench_mvs_cuda.log" ]; then
         echo "bench_mvs, 1200x1600, 5 source views, 128 depths, NCC 11:"
-        grep -hE '^depths|^ +128 |^target' "$OUT/bench_mvs_cuda.log" | sed 's/^/    /'
+        grep -hE '^depths|^ +128 |^target|^depth map' "$OUT/bench_mvs_cuda.log" | sed 's/^/    /'
     fi
     grep -hE '^stage pair|aquaprof \(CUPTI\)' "$OUT/bench_gpu_overhead.log" 2>/dev/null |
         sed 's/^ */bench_gpu_overhead: /'
@@ -313,16 +317,26 @@ figures() {
         /spill stores/ { s = $0; sub(/^ +/, "", s) }
         /Used [0-9]+ registers/ { sub(/.*: /, ""); print "ptxas sm_90 " k ": " $0 "; " s }' \
         "$OUT/verify.log" 2>/dev/null
-    # each line named by the kernel whose section it is in
-    awk '/^  ap_[a-z_]+_kernel \(/ { k = $1 }
-        /^ +(Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy) / {
+    # each line named by the log's workload and the kernel whose section
+    # it is in
+    awk 'FNR == 1 { w = FILENAME; sub(/.*ncu_cost_?/, "", w); sub(/\.log$/, "", w)
+            if (w == "tiles") w = " (blocks a plane at a time)"
+            else if (w == "planes") w = " (planes warped first)" }
+        /^  ap_[a-z0-9_]+_kernel \(/ { k = $1 }
+        /^ +(Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|dram__bytes_(read|write)\.sum|lts__t_sector_hit_rate\.pct) / {
             s = $0; gsub(/ +/, " ", s); sub(/^ /, "", s)
-            print FILENAME == ARGV[1] ? "ncu " k ": " s : "ncu (planes first) " k ": " s }' \
-        "$OUT/ncu_cost.log" "$OUT/ncu_cost_planes.log" 2>/dev/null
+            print "ncu" w " " k ": " s }' \
+        "$OUT/ncu_cost.log" "$OUT/ncu_cost_tiles.log" \
+        "$OUT/ncu_cost_planes.log" 2>/dev/null
 }
 
 # ------------------------------------------------------------- the run
 
+if [ "${1:-}" = --figures ]; then    # the figures of the logs in $2
+    OUT=$2
+    figures
+    exit
+fi
 if [ "${1:-}" = --step ]; then
     NO_GPU=${GPU_CHECK_NO_GPU:-}
     SCRATCH=${GPU_CHECK_SCRATCH:-/tmp}
@@ -394,7 +408,7 @@ for check in memcheck racecheck; do
         skip "sanitizer_$check" "compute-sanitizer not found"
     fi
 done
-for mode in ncu ncu_planes; do
+for mode in ncu ncu_tiles ncu_planes; do
     name=ncu_cost${mode#ncu}
     if [ -n "$NCU" ] || [ -n "$NO_GPU" ]; then
         step "$name" 30 150 bash "$SELF" --step ncu "$mode"

@@ -3,17 +3,21 @@ calls, without torch: it starts in a second, so compute-sanitizer and ncu
 can run it whole, and it checks the kernels against the CPU path with
 nothing of torch's in between.
 
-    python3 tests/device/sweep_raw.py small|san|ncu|ncu_planes
+    python3 tests/device/sweep_raw.py small|san|ncu|ncu_tiles|ncu_planes
 
 small: warp, cost volumes (each cost, windows 3 to 63, depth batches,
        the sources warped by the cost kernel or as whole planes first,
        more views than one launch takes), AquaMVS parity (the strip
-       kernel and the three passes) and depth extraction, each against
-       the CPU within the tests' tolerance;
+       kernel and the three passes), the strip kernels' blocks in
+       either order, and depth extraction, each against the CPU within
+       the tests' tolerance;
 san:   a few of those, smaller, for compute-sanitizer;
-ncu:   one cost volume of a realistic size, for ncu; ncu_planes: the
-       same with the sources' planes warped first.
+ncu:   the full-size cost volume (1200 x 1600, 5 sources, 128 planes,
+       NCC 11), for ncu; ncu_tiles: the same with the strip kernel's
+       blocks a plane at a time; ncu_planes: a smaller one with the
+       sources' planes warped first.
 One line per case ('ok' or 'BAD'); exits 1 when any case is BAD."""
+import contextlib
 import ctypes
 import os
 import sys
@@ -196,6 +200,17 @@ class Cases:
                      want_conf, 1e-6)
 
 
+@contextlib.contextmanager
+def tiles_first():
+    """The strip kernels' blocks a plane at a time, the order before
+    AQUAPROF_MVS_GPU_ORDER's default."""
+    os.environ["AQUAPROF_MVS_GPU_ORDER"] = "tiles"
+    try:
+        yield
+    finally:
+        os.environ.pop("AQUAPROF_MVS_GPU_ORDER", None)
+
+
 def many_views(cases, views, height, width, room=0):
     """More source views than one launch takes: the accumulating path."""
     sc = scenes.make_scene("flat", "pinhole", views=views, height=height,
@@ -223,6 +238,14 @@ def small(cases):
                 cases.parity(sc, depths, cost, window, 4,
                              f"parity {model} {cost} w{window}, 3 views",
                              passes)
+        with tiles_first():
+            for cost, window in (("ncc", 11), ("ssim", 7), ("sad", 5)):
+                cases.cost(sc, depths, cost, window, 4,
+                           f"cost {model} {cost} w{window}, 3 views, "
+                           f"depth batch 4, blocks a plane at a time")
+            cases.parity(sc, depths, "ncc", 11, 4,
+                         f"parity {model} ncc w11, 3 views, blocks a plane "
+                         f"at a time")
         cases.dev.free_all()
     many_views(cases, _mvs.GPU_VIEWS + 3, 24, 32)
     sc = scenes.make_scene("flat", "refractive", views=_mvs.GPU_VIEWS + 3,
@@ -259,21 +282,29 @@ def san(cases):
     cases.dev.free_all()
 
 
-def ncu(cases, room=0):
+def ncu(cases, height=1200, width=1600, planes=128, room=0):
     """Two volumes: ncu profiles the second, once the code is warm."""
-    sc = scenes.make_scene("flat", "refractive", views=5, height=480,
-                           width=640)
-    depths = np.linspace(*sc.depth_range(0.03), 32)
+    sc = scenes.make_scene("flat", "refractive", views=6, height=height,
+                           width=width)
+    depths = np.linspace(*sc.depth_range(0.03), planes)
     for _ in range(2):
-        cases.volume(sc, depths, "ncc", 11, 32, room)
+        cases.volume(sc, depths, "ncc", 11, planes, room)
     cases.dev.free_all()
-    print(f"ncu workload: 480x640, 4 source views, 32 depths, NCC 11"
-          f"{', planes warped first' if room else ''}")
+    order = os.environ.get("AQUAPROF_MVS_GPU_ORDER", "planes")
+    print(f"ncu workload: {height}x{width}, 5 source views, {planes} "
+          f"depths, NCC 11, "
+          + (f"planes warped first, {room} at a time" if room else
+             f"the strip kernel's blocks {order} first"))
+
+
+def ncu_tiles(cases):
+    with tiles_first():
+        ncu(cases)
 
 
 if __name__ == "__main__":
-    modes = {"small": small, "san": san, "ncu": ncu,
-             "ncu_planes": lambda cases: ncu(cases, room=32)}
+    modes = {"small": small, "san": san, "ncu": ncu, "ncu_tiles": ncu_tiles,
+             "ncu_planes": lambda cases: ncu(cases, 480, 640, 32, room=32)}
     if len(sys.argv) != 2 or sys.argv[1] not in modes:
         sys.exit(f"usage: {sys.argv[0]} {'|'.join(modes)}")
     cases = Cases(Device())

@@ -5,9 +5,12 @@
  * Allocations are address ranges only: nothing ever reads or writes
  * them, so no host memory backs them. cuPointerGetAttribute answers for
  * them alone, with the codes the real driver documents. Launches are
- * counted and named, not run. */
+ * counted and named, not run; their grids are kept, and the plane sweep's
+ * strip kernels' parameters read. */
 #include <stddef.h>
 #include <string.h>
+
+#include "../../csrc/mvs/cuda/cuda_sweep.h"
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
@@ -32,6 +35,10 @@ static int launches;
  * name), the first MAX_NAMED of them */
 #define MAX_NAMED 4096
 static const char *launched[MAX_NAMED];
+/* and their grids, and for the strip kernels the first plane and the
+ * order of the blocks their parameters give (-1 for the others) */
+static unsigned grids[MAX_NAMED][3];
+static int strip_params[MAX_NAMED][2];
 static int module;              /* its address is the module's handle */
 
 /* A range of `bytes` that the driver reports as memory of `type` (a
@@ -56,6 +63,19 @@ int fake_cuda_launches(void) { return launches; }
 const char *fake_cuda_launched(int k)
 {
     return k >= 0 && k < launches && k < MAX_NAMED ? launched[k] : "";
+}
+
+/* Launch k's grid into grid[3] and, for a strip kernel, its first
+ * plane and whether its blocks run a plane at a time into at[2] (-1
+ * for other kernels); 0, or -1 past those kept. */
+int fake_cuda_launch_grid(int k, unsigned *grid, int *at)
+{
+    if (k < 0 || k >= launches || k >= MAX_NAMED) {
+        return -1;
+    }
+    memcpy(grid, grids[k], sizeof(grids[k]));
+    memcpy(at, strip_params[k], sizeof(strip_params[k]));
+    return 0;
 }
 
 int cuPointerGetAttribute(void *data, int attribute, unsigned long long ptr)
@@ -123,10 +143,24 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    void *stream, void **params, void **extra)
 {
-    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz;
-    (void)shared, (void)stream, (void)params, (void)extra;
+    (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)extra;
     if (launches < MAX_NAMED) {
-        launched[launches] = f;
+        const char *name = f;
+        launched[launches] = name;
+        grids[launches][0] = gx;
+        grids[launches][1] = gy;
+        grids[launches][2] = gz;
+        int *at = strip_params[launches];
+        at[0] = at[1] = -1;
+        if (strncmp(name, "ap_strip_", 9) == 0) {
+            const ap_cuda_strip *p = params[0];
+            at[0] = p->first;
+            at[1] = p->tiles_first;
+        } else if (strncmp(name, "ap_parity_strip_", 16) == 0) {
+            const ap_cuda_sweep *p = params[0];
+            at[0] = p->first;
+            at[1] = p->tiles_first;
+        }
     }
     launches++;
     return CUDA_SUCCESS;

@@ -268,6 +268,73 @@ def fake_driver(fakes):
     """
 
 
+def test_the_strip_launches_hold_every_plane_of_a_column_of_tiles(fakes):
+    """Through the fake driver, which keeps each launch's grid and reads
+    the strip kernels' parameters: one launch holds the planes times the
+    columns of blocks across (planes varying fastest in the kernel), the
+    row strips down; its first plane is the call's; the blocks run a plane
+    at a time only where AQUAPROF_MVS_GPU_ORDER=tiles; AquaMVS parity's
+    strip kernel alike; the tile kernel keeps its grid of tiles, a plane
+    deep."""
+    lib, load = fake_driver(fakes)
+    found = scenario(load + """
+        import os
+        H, W, N, D = 150, 300, 2, 7
+        fake.fake_cuda_launched.restype = ctypes.c_char_p
+        fake.fake_cuda_launched.argtypes = [ctypes.c_int]
+        def alloc(size):
+            return fake.fake_cuda_alloc(size, 2)
+        p = [alloc(H * W * 4), alloc(N * H * W * 4), alloc(D * 8),
+             alloc(6 * H * W * 8), alloc(H * W * D * 4)]
+
+        def run(cost, window, first=0, count=D, parity=0, env={}):
+            os.environ.update(env)
+            before = fake.fake_cuda_launches()
+            _mvs.gpu_cost_volume(0, 0, p[0], p[1], N, H, W, cam,
+                                 np.stack([cam] * N), p[2], D, first, count,
+                                 cost, window, p[3], p[4], parity, 0)
+            for name in env:
+                del os.environ[name]
+            out = []
+            for k in range(before + 1, fake.fake_cuda_launches()):
+                grid, at = (ctypes.c_uint * 3)(), (ctypes.c_int * 2)()
+                assert fake.fake_cuda_launch_grid(k, grid, at) == 0
+                out.append([fake.fake_cuda_launched(k).decode(), list(grid),
+                            list(at)])
+            return out
+
+        print(json.dumps({
+            "ncc 11": run(0, 11),
+            "ncc 11, tiles first": run(
+                0, 11, env={"AQUAPROF_MVS_GPU_ORDER": "tiles"}),
+            "ncc 11, planes 2 to 5": run(0, 11, first=2, count=4),
+            "ssim 7": run(1, 7),
+            "sad 5": run(2, 5),
+            "parity ncc 11": run(0, 11, parity=1),
+            "parity ncc 11, tiles first": run(
+                0, 11, parity=1, env={"AQUAPROF_MVS_GPU_ORDER": "tiles"}),
+            "tile kernel": run(0, 11, env={"AQUAPROF_MVS_GPU_WARP": "tile"}),
+        }))
+    """, {"AQUAPROF_LIBCUDA": lib})
+    # 300 columns: 3 blocks of 118 outputs at window 11 (122 at 7, 124 at
+    # 5, AquaMVS parity's 108 at 11); 150 rows: 3 strips of 64
+    assert found == {
+        "ncc 11": [["ap_strip_ncc_r5_kernel", [7 * 3, 3, 1], [0, 0]]],
+        "ncc 11, tiles first": [["ap_strip_ncc_r5_kernel", [7 * 3, 3, 1],
+                                 [0, 1]]],
+        "ncc 11, planes 2 to 5": [["ap_strip_ncc_r5_kernel", [4 * 3, 3, 1],
+                                   [2, 0]]],
+        "ssim 7": [["ap_strip_ssim_kernel", [7 * 3, 3, 1], [0, 0]]],
+        "sad 5": [["ap_strip_sad_kernel", [7 * 3, 3, 1], [0, 0]]],
+        "parity ncc 11": [["ap_parity_strip_ncc_kernel", [7 * 3, 3, 1],
+                           [0, 0]]],
+        "parity ncc 11, tiles first": [["ap_parity_strip_ncc_kernel",
+                                        [7 * 3, 3, 1], [0, 1]]],
+        # 32 x 16 tiles, a plane deep
+        "tile kernel": [["ap_cost_kernel", [10, 10, 7], [-1, -1]]],
+    }
+
+
 def test_every_device_pointer_is_checked_before_any_launch(fakes):
     """Through the fake driver, which knows only its own allocations: a
     pointer to memory the driver does not know, to host memory, or not
@@ -864,6 +931,21 @@ def test_the_parity_kernels_are_asked_for_by_name(monkeypatch):
         _cuda.parity_mode()
 
 
+def test_the_order_of_the_strip_blocks_is_asked_for_by_name(monkeypatch):
+    """AQUAPROF_MVS_GPU_ORDER: every plane of a column of tiles side by
+    side by default ("planes"), or "tiles"; anything else is refused,
+    naming the variable, before anything runs."""
+    monkeypatch.delenv(_cuda.ORDER_ENV, raising=False)
+    assert _cuda.order_mode() == "planes"
+    for mode in ("planes", "tiles"):
+        monkeypatch.setenv(_cuda.ORDER_ENV, mode)
+        assert _cuda.order_mode() == mode
+    monkeypatch.setenv(_cuda.ORDER_ENV, "tile")
+    with pytest.raises(ValueError, match="AQUAPROF_MVS_GPU_ORDER must be "
+                       "one of 'planes', 'tiles', got 'tile'"):
+        _cuda.order_mode()
+
+
 # ------------------------------------------------------------ on a GPU
 
 def cuda(a):
@@ -872,8 +954,12 @@ def cuda(a):
 
 def use_kernel(warp, monkeypatch):
     """The cost kernel by AQUAPROF_MVS_GPU_WARP: unset, the strip
-    kernels; "tile" or "planes"."""
-    if warp == "strip":
+    kernels ("strip-tiles": their blocks a plane at a time, by
+    AQUAPROF_MVS_GPU_ORDER); "tile" or "planes"."""
+    monkeypatch.delenv(_cuda.ORDER_ENV, raising=False)
+    if warp == "strip-tiles":
+        monkeypatch.setenv(_cuda.ORDER_ENV, "tiles")
+    if warp.startswith("strip"):
         monkeypatch.delenv(_cuda.WARP_ENV, raising=False)
     else:
         monkeypatch.setenv(_cuda.WARP_ENV, warp)
@@ -904,13 +990,13 @@ def test_cuda_warp_equals_the_cpu(model):
                                          ("sad", 5), ("ncc", 63),
                                          ("ssim", 63)])
 @pytest.mark.parametrize("model", ["refractive", "pinhole"])
-@pytest.mark.parametrize("warp", ["strip", "tile", "planes"])
+@pytest.mark.parametrize("warp", ["strip", "strip-tiles", "tile", "planes"])
 def test_cuda_cost_volume_equals_the_cpu(cost, window, model, warp,
                                          monkeypatch):
     """Every cost kernel: the strip kernels (the default; SSIM's sums its
-    Gaussian window afresh), the tile kernel's, which warps its tiles and
-    their halos, and whole planes warped first (in groups of depth_batch
-    planes)."""
+    Gaussian window afresh), their blocks in either order, the tile
+    kernel's, which warps its tiles and their halos, and whole planes
+    warped first (in groups of depth_batch planes)."""
     use_kernel(warp, monkeypatch)
     sc = scenes.make_scene("wavy", model, views=3, height=40, width=56)
     depths = np.linspace(*sc.depth_range(0.03), 9)

@@ -546,14 +546,17 @@ def cuda(a):
                                          ("ncc", 5), ("ssim", 63)])
 @pytest.mark.parametrize("kind,model", [("flat", "refractive"),
                                         ("wavy", "pinhole")])
-@pytest.mark.parametrize("kernels", ["strip", "passes"])
+@pytest.mark.parametrize("kernels", ["strip", "strip-tiles", "passes"])
 def test_cuda_parity_equals_the_cpu_and_the_reference(kind, model, cost,
                                                       window, kernels,
                                                       monkeypatch):
     """Both GPU paths: the strip kernel (windows up to 15; window 63
-    takes the passes either way) and the three passes."""
+    takes the passes either way), its blocks in either order
+    (AQUAPROF_MVS_GPU_ORDER), and the three passes."""
     if kernels == "passes":
         monkeypatch.setenv("AQUAPROF_MVS_GPU_PARITY", "passes")
+    if kernels == "strip-tiles":
+        monkeypatch.setenv("AQUAPROF_MVS_GPU_ORDER", "tiles")
     sc = scenes.make_scene(kind, model, views=5, height=120, width=160)
     depths = scene_depths(sc)
     args = (sc.ref_cam, sc.cameras[1:], depths, cost, window)

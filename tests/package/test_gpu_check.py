@@ -20,7 +20,7 @@ STEPS = ["env", "build", "verify", "pytest_gpu", "raw_small",
          "bench_mvs_cuda", "bench_gpu_overhead", "bench_aquamvs_ncc_cuda",
          "bench_aquamvs_ssim_cuda", "bench_aquamvs_cpu",
          "sanitizer_memcheck", "sanitizer_racecheck", "ncu_cost",
-         "ncu_cost_planes",
+         "ncu_cost_tiles", "ncu_cost_planes",
          "pytest_all"]
 
 
@@ -125,3 +125,61 @@ def test_the_kernel_variants_script_parses_and_builds_back_as_committed():
     last_build = text.rindex('build ""')
     assert last_build > text.rindex("bench_mvs.py")
     assert "nvidia-smi" not in text
+
+
+NCU_LOG = """==PROF== Connected to process 4242
+  {kernel} (210, 19, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
+    Section: GPU Speed Of Light Throughput
+    ----------------------- ----------- ------------
+    Metric Name             Metric Unit Metric Value
+    ----------------------- ----------- ------------
+    Memory Throughput                 %        {memory}
+    Duration                         ms        {ms}
+    Compute (SM) Throughput           %        81.02
+    Section: Command line profiler metrics
+    ----------------------------- ----------- ------------
+    dram__bytes_read.sum                Gbyte         {read}
+    dram__bytes_write.sum               Gbyte         {write}
+    lts__t_sector_hit_rate.pct              %        93.10
+"""
+
+
+def test_the_figures_name_each_ncu_workload_and_its_dram_bytes(tmp_path):
+    """The summary's figures from the logs a device run leaves: the
+    headline bench lines, and each ncu workload's time and DRAM bytes
+    named by its kernel (the strip kernel's name has digits) and its
+    order, planted here."""
+    (tmp_path / "ncu_cost.log").write_text(NCU_LOG.format(
+        kernel="ap_strip_ncc_r5_kernel", memory="20.50", ms="24.90",
+        read="0.41", write="1.01"))
+    (tmp_path / "ncu_cost_tiles.log").write_text(NCU_LOG.format(
+        kernel="ap_strip_ncc_r5_kernel", memory="61.00", ms="31.20",
+        read="14.70", write="3.90"))
+    (tmp_path / "ncu_cost_planes.log").write_text(NCU_LOG.format(
+        kernel="ap_cost_planes_kernel", memory="40.00", ms="9.00",
+        read="1.00", write="0.10"))
+    (tmp_path / "bench_mvs_cuda.log").write_text(
+        "depths  ours ms\n   128    24.90 strip\n"
+        "depth map  128 depths       strip:    19.00 ms   150.0x; 3 of "
+        "1920000 pixels a plane or more from the CPU's\n"
+        "target: depth map <= 20 ms, warp strip: met (19.0 ms, 128 "
+        "depths)\n")
+    done = subprocess.run(["bash", str(DRIVER), "--figures", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=True)
+    lines = done.stdout.splitlines()
+    for want in [
+            "ncu ap_strip_ncc_r5_kernel: Duration ms 24.90",
+            "ncu ap_strip_ncc_r5_kernel: dram__bytes_write.sum Gbyte 1.01",
+            "ncu ap_strip_ncc_r5_kernel: dram__bytes_read.sum Gbyte 0.41",
+            "ncu (blocks a plane at a time) ap_strip_ncc_r5_kernel: "
+            "dram__bytes_read.sum Gbyte 14.70",
+            "ncu (blocks a plane at a time) ap_strip_ncc_r5_kernel: "
+            "Memory Throughput % 61.00",
+            "ncu (planes warped first) ap_cost_planes_kernel: Duration ms "
+            "9.00",
+            "    target: depth map <= 20 ms, warp strip: met (19.0 ms, 128 "
+            "depths)"]:
+        assert want in lines, done.stdout
+    assert any(line.startswith("    depth map  128 depths") for line in
+               lines), done.stdout

@@ -385,11 +385,50 @@ strip_params(ap_cuda_strip *s, const ap_cuda_sweep *p)
                          .depths = p->depths, .out = p->out, .h = p->h,
                          .w = p->w, .d = p->d, .first = p->first,
                          .row0 = p->row0, .views = p->views, .add = p->add,
-                         .scale = p->scale, .radius = p->radius};
+                         .scale = p->scale, .radius = p->radius,
+                         .tiles_first = p->tiles_first};
     memcpy(s->gauss, p->gauss, sizeof(s->gauss));
     for (int v = 0; v < p->views; v++) {
         ap_gpu_frame_init(&s->frames[v], &p->cams[v]);
     }
+}
+
+/* Whether $AQUAPROF_MVS_GPU_ORDER asks for the strip kernels' blocks a
+ * plane at a time ("tiles"), where every plane of a column of tiles
+ * would run side by side: kept to time one against the other. */
+static int
+tiles_first_asked(void)
+{
+    const char *how = getenv("AQUAPROF_MVS_GPU_ORDER");
+    return how != NULL && strcmp(how, "tiles") == 0;
+}
+
+/* A strip kernel f of `threads` threads a block over planes [first,
+ * first + count) of an h x w image, its blocks `outputs` x `rows`
+ * outputs: in launches of the planes a grid's x holds
+ * (ap_strip_launch_planes) and slices of rows; *first_at and *row0_at,
+ * in f's parameters, take each launch's first plane and row. 0, or -1
+ * with RuntimeError. */
+static int
+launch_strips(const ap_cuda_api *api, const ap_cuda_device *dev,
+              unsigned long long stream, CUfunction f, void **params,
+              int *first_at, int *row0_at, int h, int w, int first,
+              int count, int outputs, int rows, unsigned threads,
+              unsigned shared)
+{
+    int columns = (int)blocks(w, outputs);
+    for (int done = 0, slice; done < count; done += slice) {
+        slice = ap_strip_launch_planes(count - done, columns);
+        *first_at = first + done;
+        for (*row0_at = 0; *row0_at < h; *row0_at += MAX_GRID_Y * rows) {
+            if (launch(api, dev, f, (unsigned)slice * (unsigned)columns,
+                       blocks(slice_rows(h, *row0_at, rows), rows), 1,
+                       threads, 1, shared, stream, params) < 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 /* The cost kernel over planes [first, first + count) of p's views (the
@@ -402,29 +441,27 @@ launch_costs(const ap_cuda_api *api, const ap_cuda_device *dev,
              int count)
 {
     CUfunction f = strip_kernel(dev, p);
-    /* a block: its threads, its output columns and rows */
-    unsigned bx = f ? AP_STRIP_COLS : AP_GPU_TILE_X;
-    unsigned by = f ? 1 : AP_GPU_TILE_Y;
-    int across = f ? ap_strip_outputs(p->radius) : AP_GPU_TILE_X;
-    int down = f ? AP_STRIP_ROWS : AP_GPU_TILE_Y;
-    unsigned shared = f ? strip_shared(p) : ap_cuda_sweep_shared(p->radius);
-    ap_cuda_strip strip;
-    void *params[] = {p};
-    if (f == NULL) {
-        f = p->warped ? dev->cost_planes : dev->cost;
-    } else {
+    if (f != NULL) {
+        ap_cuda_strip strip;
+        void *params[] = {&strip};
         strip_params(&strip, p);
-        params[0] = &strip;
+        return launch_strips(api, dev, stream, f, params, &strip.first,
+                             &strip.row0, p->h, p->w, first, count,
+                             ap_strip_outputs(p->radius), AP_STRIP_ROWS,
+                             AP_STRIP_COLS, strip_shared(p));
     }
-    int h = p->h, w = p->w;
+    void *params[] = {p};
+    f = p->warped ? dev->cost_planes : dev->cost;
+    unsigned shared = ap_cuda_sweep_shared(p->radius);
     for (int z = 0; z < count; z += MAX_GRID_Z) {
         int slice = count - z < MAX_GRID_Z ? count - z : MAX_GRID_Z;
-        p->first = strip.first = first + z;
-        for (p->row0 = 0; p->row0 < h; p->row0 += MAX_GRID_Y * down) {
-            int rows = slice_rows(h, p->row0, down);
-            strip.row0 = p->row0;
-            if (launch(api, dev, f, blocks(w, across), blocks(rows, down),
-                       (unsigned)slice, bx, by, shared, stream,
+        p->first = first + z;
+        for (p->row0 = 0; p->row0 < p->h;
+             p->row0 += MAX_GRID_Y * AP_GPU_TILE_Y) {
+            int rows = slice_rows(p->h, p->row0, AP_GPU_TILE_Y);
+            if (launch(api, dev, f, blocks(p->w, AP_GPU_TILE_X),
+                       blocks(rows, AP_GPU_TILE_Y), (unsigned)slice,
+                       AP_GPU_TILE_X, AP_GPU_TILE_Y, shared, stream,
                        params) < 0) {
                 return -1;
             }
@@ -517,33 +554,6 @@ ap_gpu_parity_scratch(PyObject *module, PyObject *args)
                            NULL);
 }
 
-/* AquaMVS parity over planes [first, first + count) of p's views by the
- * strip kernel f, in grid slices of planes and of rows. 0, or -1 with
- * an exception. */
-static int
-launch_parity_strip(const ap_cuda_api *api, const ap_cuda_device *dev,
-                    unsigned long long stream, ap_cuda_sweep *p,
-                    CUfunction f, int first, int count)
-{
-    void *params[] = {p};
-    for (int z = 0; z < count; z += MAX_GRID_Z) {
-        int slice = count - z < MAX_GRID_Z ? count - z : MAX_GRID_Z;
-        p->first = first + z;
-        for (p->row0 = 0; p->row0 < p->h;
-             p->row0 += MAX_GRID_Y * AP_PSTRIP_ROWS) {
-            int rows = slice_rows(p->h, p->row0, AP_PSTRIP_ROWS);
-            if (launch(api, dev, f, blocks(p->w, ap_pstrip_outputs(p->radius)),
-                       blocks(rows, AP_PSTRIP_ROWS), (unsigned)slice,
-                       AP_PSTRIP_COLS, 1,
-                       ap_pstrip_shared(p->cost, p->radius),
-                       stream, params) < 0) {
-                return -1;
-            }
-        }
-    }
-    return 0;
-}
-
 /* AquaMVS parity over planes [first, first + count): per group of views,
  * the strip kernel where it takes the window, else per plane the three
  * passes of parity_sweep.cuh, each over every row before the next (a
@@ -562,8 +572,11 @@ launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
             return -1;
         }
         if (strip != NULL) {
-            if (launch_parity_strip(api, dev, stream, p, strip, first,
-                                    count) < 0) {
+            if (launch_strips(api, dev, stream, strip, params, &p->first,
+                              &p->row0, p->h, p->w, first, count,
+                              ap_pstrip_outputs(p->radius), AP_PSTRIP_ROWS,
+                              AP_PSTRIP_COLS,
+                              ap_pstrip_shared(p->cost, p->radius)) < 0) {
                 return -1;
             }
             continue;
@@ -659,8 +672,9 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
     *p = (ap_cuda_sweep){.ref = ptrs[0], .rays = ptrs[3],
                          .depths = ptrs[2], .out = ptrs[4], .h = (int)h,
                          .w = (int)w, .d = (int)d, .cost = cost,
-                         .radius = window / 2, .scratch = ptrs[5],
-                         .warped = ptrs[6]};
+                         .radius = window / 2,
+                         .tiles_first = tiles_first_asked(),
+                         .scratch = ptrs[5], .warped = ptrs[6]};
     ap_gauss_weights(p->radius, p->gauss);
     if (parity == AP_PARITY_AQUAMVS
         ? launch_parity(api, dev, stream, p, cams, (int)n, ptrs[1],

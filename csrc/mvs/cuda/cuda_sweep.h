@@ -39,8 +39,9 @@ typedef struct {
     ap_devptr depths;   /* double (d) */
     ap_devptr out;      /* float (h, w, d) */
     int h, w, d;
-    int first;          /* planes [first, first + gridDim.z); AquaMVS
-                         * parity: the one plane */
+    int first;          /* planes [first, first + gridDim.z); a strip
+                         * kernel's, ap_strip_place's; AquaMVS parity's
+                         * passes: the one plane */
     int row0;           /* blocks from this row down (a multiple of
                          * their rows, AP_GPU_TILE_Y or AP_STRIP_ROWS):
                          * grids hold 65535 blocks down */
@@ -48,6 +49,8 @@ typedef struct {
     int add;            /* add to out: a later launch of the same planes */
     float scale;        /* out = (out if add) + sum of costs, times scale */
     int cost, radius;
+    int tiles_first;    /* the strip kernels' blocks a plane at a time
+                         * (ap_strip_place) */
     ap_devptr scratch;  /* AquaMVS parity: double (views, 3, h, w) */
     ap_devptr warped;   /* 0, or float (planes, views, h, w): this
                          * launch's views at planes [warp_first,
@@ -66,7 +69,7 @@ typedef struct {
     ap_devptr ref, srcs, rays, depths, out;
     int h, w, d, first, row0, views, add;
     float scale;
-    int radius;
+    int radius, tiles_first;
     double gauss[AP_MAX_WINDOW];        /* SSIM: 2 radius + 1 weights */
     ap_gpu_frame frames[AP_GPU_VIEWS];
 } ap_cuda_strip;

@@ -69,6 +69,38 @@
 #error "a block must have a column of outputs at the widest window"
 #endif
 
+/* Where block x of a strip launch of `planes` planes, `columns` blocks
+ * across, sits: its plane of the launch and its column of blocks.
+ * Planes first (the default), so that the blocks of one column of
+ * tiles at every plane run side by side: the rays of their reference
+ * pixels (48 bytes a sample, 92 MB at 1200 x 1600, more than an L2)
+ * come from memory once for all the planes and sources rather than once
+ * a plane and source, and the 8 planes that share a 32-byte sector of
+ * the (H, W, D) volume are written together. Tiles first runs one
+ * plane's blocks after another's: the order before, kept to time
+ * against ($AQUAPROF_MVS_GPU_ORDER). */
+AP_STRIP_FN void
+ap_strip_place(unsigned x, int planes, int columns, int tiles_first,
+               int *plane, int *column)
+{
+    if (tiles_first) {
+        *column = (int)(x % (unsigned)columns);
+        *plane = (int)(x / (unsigned)columns);
+    } else {
+        *plane = (int)(x % (unsigned)planes);
+        *column = (int)(x / (unsigned)planes);
+    }
+}
+
+/* The planes of `count` that one strip launch holds: its grid's x, the
+ * planes times `columns` blocks, holds 2^31 - 1 blocks at most. */
+AP_STRIP_FN int
+ap_strip_launch_planes(int count, int columns)
+{
+    int most = 0x7fffffff / columns;
+    return count < most ? count : most;
+}
+
 /* The column sums a cost keeps: NCC the count of seen samples and r, s,
  * r^2, s^2, r s (reference, warped); SAD the count and |r - s|. */
 AP_STRIP_FN int

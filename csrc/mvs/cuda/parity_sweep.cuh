@@ -163,17 +163,20 @@ parity_strip(const ap_cuda_sweep &p)
     const int r = p.radius, c = threadIdx.x;
     const int outputs = ap_pstrip_outputs(r);
     const ap_pstrip_shared_at at = ap_pstrip_layout(shared, COST, r);
+    int column;
+    const int plane = strip_place(p.w, p.first, outputs, p.tiles_first,
+                                  &column);
     ap_pstrip_block b;
     b.ref = (const float *)p.ref;
     b.rays = (const double *)p.rays;
     b.taps = COST == AP_COST_SSIM ? p.gauss : NULL;
     b.h = p.h;
     b.w = p.w;
-    b.x0 = (int)blockIdx.x * outputs - 2 * r;
+    b.x0 = column * outputs - 2 * r;
     b.y0 = p.row0 + (int)blockIdx.y * AP_PSTRIP_ROWS;
     b.cost = COST;
     b.r = r;
-    b.depth = ((const double *)p.depths)[p.first + blockIdx.z];
+    b.depth = ((const double *)p.depths)[plane];
     /* count: trips=spread(AP_PSTRIP_ROWS * (AP_PSTRIP_COLS - 4 * radius),
      * AP_PSTRIP_COLS); step=AP_PSTRIP_COLS */
     for (int i = c; i < AP_PSTRIP_ROWS * outputs; i += AP_PSTRIP_COLS) {
@@ -213,7 +216,7 @@ parity_strip(const ap_cuda_sweep &p)
         int y = b.y0 + i / outputs, x = b.x0 + 2 * r + i % outputs;
         if (x < p.w && y < p.h) {
             float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d +
-                         p.first + blockIdx.z;
+                         plane;
             *out = ((p.add ? *out : 0.0f) + at.acc[i]) * p.scale;
         }
     }

@@ -239,10 +239,22 @@ ap_cost_planes_kernel(ap_cuda_sweep p)
     cost_tiles<true>(p);
 }
 
+/* This block's plane of the volume and column of blocks, in a strip
+ * launch of blocks `outputs` columns across (ap_strip_place): the grid's
+ * x holds the launch's planes times its columns. */
+static __device__ __forceinline__ int
+strip_place(int w, int first, int outputs, int tiles_first, int *column)
+{
+    int columns = (w + outputs - 1) / outputs, plane;
+    ap_strip_place(blockIdx.x, (int)gridDim.x / columns, columns,
+                   tiles_first, &plane, column);
+    return first + plane;
+}
+
 /* What a strip kernel's block shares but its sources' images and
  * frames: its place in the image, the plane's depth, the window. */
 static __device__ __forceinline__ ap_strip_block
-strip_block(const ap_cuda_strip &p, int cost, int r)
+strip_block(const ap_cuda_strip &p, int cost, int r, int plane, int column)
 {
     ap_strip_block b;
     b.ref = (const float *)p.ref;
@@ -250,11 +262,11 @@ strip_block(const ap_cuda_strip &p, int cost, int r)
     b.taps = p.gauss;
     b.h = p.h;
     b.w = p.w;
-    b.x0 = (int)blockIdx.x * ap_strip_outputs(r) - r;
+    b.x0 = column * ap_strip_outputs(r) - r;
     b.y0 = p.row0 + (int)blockIdx.y * AP_STRIP_ROWS;
     b.cost = cost;
     b.r = r;
-    b.depth = ((const double *)p.depths)[p.first + blockIdx.z];
+    b.depth = ((const double *)p.depths)[plane];
     b.full = cost == AP_COST_SSIM ? 1.0 : (double)(2 * r + 1) * (2 * r + 1);
     return b;
 }
@@ -276,7 +288,7 @@ strip_zero(float *acc, int r)
  * holds where p.add, times p.scale. */
 static __device__ __forceinline__ void
 strip_store(const ap_cuda_strip &p, const ap_strip_block &b,
-            const float *acc)
+            const float *acc, int plane)
 {
     const int outputs = ap_strip_outputs(b.r);
     /* count: trips=spread(AP_STRIP_ROWS * (AP_STRIP_COLS - 2 * radius),
@@ -286,7 +298,7 @@ strip_store(const ap_cuda_strip &p, const ap_strip_block &b,
         int y = b.y0 + i / outputs, x = b.x0 + b.r + i % outputs;
         if (x < p.w && y < p.h) {
             float *out = (float *)p.out + ((size_t)y * p.w + x) * p.d +
-                         p.first + blockIdx.z;
+                         plane;
             *out = ((p.add ? *out : 0.0f) + acc[i]) * p.scale;
         }
     }
@@ -307,7 +319,10 @@ strip_costs(const ap_cuda_strip &p)
     extern __shared__ double shared[];
     const int r = R > 0 ? R : p.radius, c = threadIdx.x;
     const ap_strip_shared_at at = ap_strip_layout(shared, COST, r);
-    ap_strip_block b = strip_block(p, COST, r);
+    int column;
+    const int plane = strip_place(p.w, p.first, ap_strip_outputs(r),
+                                  p.tiles_first, &column);
+    ap_strip_block b = strip_block(p, COST, r, plane, column);
     strip_zero(at.acc, r);
     __syncthreads();
     const size_t n = (size_t)p.h * p.w;
@@ -337,7 +352,7 @@ strip_costs(const ap_cuda_strip &p)
             __syncthreads();   /* the group's rows are rewritten next */
         }
     }
-    strip_store(p, b, at.acc);
+    strip_store(p, b, at.acc, plane);
 }
 
 /* The strip kernels by name (csrc/mvs/cuda/cuda_driver.c loads them):
@@ -371,7 +386,10 @@ ssim_strip(const ap_cuda_strip &p)
     extern __shared__ double shared[];
     const int r = p.radius, c = threadIdx.x;
     const ap_sstrip_shared_at at = ap_sstrip_layout(shared, r);
-    ap_strip_block b = strip_block(p, AP_COST_SSIM, r);
+    int column;
+    const int plane = strip_place(p.w, p.first, ap_strip_outputs(r),
+                                  p.tiles_first, &column);
+    ap_strip_block b = strip_block(p, AP_COST_SSIM, r, plane, column);
     strip_zero(at.acc, r);
     const size_t n = (size_t)p.h * p.w;
     const int end = ap_sstrip_end(&b);
@@ -399,7 +417,7 @@ ssim_strip(const ap_cuda_strip &p)
             __syncthreads();
         }
     }
-    strip_store(p, b, at.acc);
+    strip_store(p, b, at.acc, plane);
 }
 
 extern "C" __global__ void

@@ -23,6 +23,10 @@
  *   the fold of the strip kernel's costs picks the CPU extraction's
  *   plane wherever the CPU's least cost leads every other by more than
  *   2e-4 (each cost within 1e-4 of the CPU's cannot swap them there).
+ * - the launches' grid (ap_strip_place, ap_strip_launch_planes): every
+ *   (plane, column of blocks) of a volume is one block's, in either
+ *   order, across the launches a grid's x limit cuts the planes into;
+ *   planes first, a column's planes are neighbours in the grid.
  * Exits 1 saying what failed. */
 #include <math.h>
 #include <stdint.h>
@@ -677,10 +681,92 @@ kernel_against_cpu(void)
     return failures + ssim_failures;
 }
 
+/* The blocks of strip launches of `count` planes over `columns`
+ * columns of blocks, as csrc/mvs/cuda/cuda_sweep.c's launch_strips cuts
+ * them: each (plane, column) placed once, each launch's grid within
+ * 2^31 - 1 blocks; planes first, block x + 1 is the next plane of x's
+ * column until the launch's last plane. Where the grid is too large to
+ * walk, only the cut is checked. */
+static int
+grid_places_each_block_once(void)
+{
+    static const int cases[][2] = {{1, 1}, {128, 14}, {7, 3}, {65537, 2},
+                                   {300, 1}, {1, 300},
+                                   /* launches cut by the grid's limit */
+                                   {1000, 0x7fffffff / 100},
+                                   {65535, 0x7fffffff / 7 + 1}};
+    int failures = 0;
+    long placed = 0;
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        int count = cases[k][0], columns = cases[k][1];
+        long long blocks = (long long)count * columns;
+        unsigned char *seen = blocks <= 1 << 20 ? calloc((size_t)blocks, 1)
+                                                : NULL;
+        for (int tiles_first = 0; tiles_first < 2; tiles_first++) {
+            if (seen != NULL) {
+                memset(seen, 0, (size_t)blocks);
+            }
+            int launches = 0;
+            for (int done = 0, slice; done < count; done += slice) {
+                slice = ap_strip_launch_planes(count - done, columns);
+                launches++;
+                if (slice < 1 || (long long)slice * columns > 0x7fffffff) {
+                    printf("FAIL: %d planes of %d columns: a launch of %d "
+                           "planes\n", count, columns, slice);
+                    failures++;
+                    break;
+                }
+                for (unsigned x = 0; seen != NULL &&
+                     x < (unsigned)(slice * columns); x++) {
+                    int plane, column, next_plane, next_column;
+                    ap_strip_place(x, slice, columns, tiles_first, &plane,
+                                   &column);
+                    ap_strip_place(x + 1, slice, columns, tiles_first,
+                                   &next_plane, &next_column);
+                    if (plane < 0 || plane >= slice || column < 0 ||
+                        column >= columns ||
+                        seen[(long long)(done + plane) * columns + column]++
+                        || (!tiles_first && plane + 1 < slice &&
+                            (next_plane != plane + 1 ||
+                             next_column != column))) {
+                        if (failures++ < 3) {
+                            printf("FAIL: %d planes of %d columns, %s: "
+                                   "block %u at plane %d, column %d\n",
+                                   count, columns, tiles_first
+                                   ? "tiles first" : "planes first", x,
+                                   done + plane, column);
+                        }
+                    }
+                    placed++;
+                }
+            }
+            long long most = 0x7fffffff / columns;
+            if (launches != (count + most - 1) / most) {
+                printf("FAIL: %d planes of %d columns took %d launches\n",
+                       count, columns, launches);
+                failures++;
+            }
+            for (long long i = 0; seen != NULL && i < blocks; i++) {
+                if (seen[i] != 1 && failures++ < 3) {
+                    printf("FAIL: %d planes of %d columns, %s: plane %lld, "
+                           "column %lld placed %d times\n", count, columns,
+                           tiles_first ? "tiles first" : "planes first",
+                           i / columns, i % columns, seen[i]);
+                }
+            }
+        }
+        free(seen);
+    }
+    printf("gpu strip grid: %ld blocks placed, %d failures\n", placed,
+           failures);
+    return failures;
+}
+
 int
 main(void)
 {
-    int failures = sums_against_afresh();
+    int failures = grid_places_each_block_once();
+    failures += sums_against_afresh();
     failures += ssim_against_afresh();
     failures += uniform_windows();
     failures += kernel_against_cpu();
