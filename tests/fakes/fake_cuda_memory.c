@@ -152,12 +152,9 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
         grids[launches][2] = gz;
         int *at = strip_params[launches];
         at[0] = at[1] = -1;
-        if (strncmp(name, "ap_strip_", 9) == 0) {
+        if (strncmp(name, "ap_strip_", 9) == 0 ||
+            strncmp(name, "ap_parity_strip_", 16) == 0) {
             const ap_cuda_strip *p = params[0];
-            at[0] = p->first;
-            at[1] = p->tiles_first;
-        } else if (strncmp(name, "ap_parity_strip_", 16) == 0) {
-            const ap_cuda_sweep *p = params[0];
             at[0] = p->first;
             at[1] = p->tiles_first;
         }

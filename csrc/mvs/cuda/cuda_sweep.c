@@ -572,8 +572,11 @@ launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
             return -1;
         }
         if (strip != NULL) {
-            if (launch_strips(api, dev, stream, strip, params, &p->first,
-                              &p->row0, p->h, p->w, first, count,
+            ap_cuda_strip s;
+            void *strip_args[] = {&s};
+            strip_params(&s, p);
+            if (launch_strips(api, dev, stream, strip, strip_args, &s.first,
+                              &s.row0, p->h, p->w, first, count,
                               ap_pstrip_outputs(p->radius), AP_PSTRIP_ROWS,
                               AP_PSTRIP_COLS,
                               ap_pstrip_shared(p->cost, p->radius)) < 0) {

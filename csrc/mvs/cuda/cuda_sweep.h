@@ -39,9 +39,8 @@ typedef struct {
     ap_devptr depths;   /* double (d) */
     ap_devptr out;      /* float (h, w, d) */
     int h, w, d;
-    int first;          /* planes [first, first + gridDim.z); a strip
-                         * kernel's, ap_strip_place's; AquaMVS parity's
-                         * passes: the one plane */
+    int first;          /* planes [first, first + gridDim.z); AquaMVS
+                         * parity's passes: the one plane */
     int row0;           /* blocks from this row down (a multiple of
                          * their rows, AP_GPU_TILE_Y or AP_STRIP_ROWS):
                          * grids hold 65535 blocks down */
@@ -50,7 +49,7 @@ typedef struct {
     float scale;        /* out = (out if add) + sum of costs, times scale */
     int cost, radius;
     int tiles_first;    /* the strip kernels' blocks a plane at a time
-                         * (ap_strip_place) */
+                         * (ap_strip_place), for ap_cuda_strip */
     ap_devptr scratch;  /* AquaMVS parity: double (views, 3, h, w) */
     ap_devptr warped;   /* 0, or float (planes, views, h, w): this
                          * launch's views at planes [warp_first,
@@ -61,10 +60,11 @@ typedef struct {
     ap_camera cams[AP_GPU_VIEWS];
 } ap_cuda_sweep;
 
-/* What the strip cost kernels take (gpu_strip.h): ap_cuda_sweep's
- * buffers and sizes, and the views' frames made on the host, so that
- * they sit in the kernel's constant bank, which barriers do not make it
- * read again as they do shared memory. */
+/* What the strip cost kernels take (gpu_strip.h, gpu_ssim_strip.h,
+ * gpu_parity_strip.h): ap_cuda_sweep's buffers and sizes, and the views'
+ * frames made on the host, so that they sit in the kernel's constant
+ * bank, which barriers do not make it read again as they do shared
+ * memory; planes [first, ...) placed by ap_strip_place. */
 typedef struct {
     ap_devptr ref, srcs, rays, depths, out;
     int h, w, d, first, row0, views, add;

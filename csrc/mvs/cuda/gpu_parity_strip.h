@@ -13,7 +13,9 @@
  *      centred products down the window's rows;
  *   3. (met again) sums those along the row: the cost of its pixel 2 r
  *      rows up, added to the block's accumulators.
- * Each window is summed afresh (SSIM's Gaussian taps, or a box), down
+ * Samples are warped as the textbook strip kernel warps them (the
+ * source's frame, the crossing walked down the column from the two rows
+ * above's). Each window is summed afresh (SSIM's Gaussian taps, or a box), down
  * then along, in float64 as the CPU does; costs are added in float32
  * (the volume's type) over the sources. Each sample is warped once a
  * block, where the three passes of parity_sweep.cuh warp it once and
@@ -107,14 +109,15 @@ ap_pstrip_layout(double *base, int cost, int r)
 }
 
 /* What a block's threads share for one source: the images, the rays of
- * the reference's pixels (ap_ray_read), the source's camera, the
- * window's taps (SSIM's Gaussian weights, NULL for NCC's box) and the
- * plane's depth; x0: the image column of thread 0 (2 r left of the
- * first output), y0: the first output row. */
+ * the reference's pixels (ap_ray_read), the source's frame (as the
+ * textbook strip kernel projects), the window's taps (SSIM's Gaussian
+ * weights, NULL for NCC's box) and the plane's depth; x0: the image
+ * column of thread 0 (2 r left of the first output), y0: the first
+ * output row. */
 typedef struct {
     const float *ref, *img;
     const double *rays, *taps;
-    const ap_camera *cam;
+    const ap_gpu_frame *frame;
     int h, w, x0, y0, cost, r;
     double depth;
 #ifndef __CUDA_ARCH__
@@ -163,11 +166,13 @@ ap_pstrip_along(const ap_pstrip_block *b, const double *row, int c,
     }
 }
 
-/* The sample of source b->cam at reference pixel (x, y), zero-padded as
- * AquaMVS samples; NaN where it is not seen, and outside the reference,
- * which no filter counts. */
+/* The sample of source b->frame at reference pixel (x, y), zero-padded
+ * as AquaMVS samples; NaN where it is not seen, and outside the
+ * reference, which no filter counts. A refractive crossing from the walk
+ * down the column (ap_gpu_uv_with): the crossing converged, as the
+ * CPU's parity finds it, to within 2^-30 of its share. */
 AP_PSTRIP_FN double
-ap_pstrip_sample(const ap_pstrip_block *b, int x, int y)
+ap_pstrip_sample(const ap_pstrip_block *b, int x, int y, ap_walk *walk)
 {
     if (x < 0 || y < 0 || x >= b->w || y >= b->h) {
         return NAN;
@@ -181,20 +186,21 @@ ap_pstrip_sample(const ap_pstrip_block *b, int x, int y)
     double point[3], u, v;
     ap_ray_point(b->rays, i, b->depth, point);
     int seen = point[0] == point[0] &&
-               ap_project_fast(b->cam, point, &u, &v);
+               ap_gpu_uv_with(b->frame, point, &u, &v, walk);
     return seen ? ap_bilinear_zeros(b->img, b->h, b->w, u, v) : NAN;
 }
 
-/* Row y enters column c: its sample and r m into the rings and, once
- * the rows of the window centred r rows up are all in (y >= y0), the
- * column's sums of m, r m and s m over them into `first`. */
+/* Row y enters column c, whose crossings walk down it: its sample and
+ * r m into the rings and, once the rows of the window centred r rows up
+ * are all in (y >= y0), the column's sums of m, r m and s m over them
+ * into `first`. */
 AP_PSTRIP_FN void
 ap_pstrip_enter(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
-                int y)
+                int y, ap_walk *walk)
 {
     const int r = b->r, rows = 2 * r + 1, x = b->x0 + c;
     /* count: part=warp */
-    double sample = ap_pstrip_sample(b, x, y);
+    double sample = ap_pstrip_sample(b, x, y, walk);
     int slot = ap_pstrip_slot(b, y, rows);
     at.ring[slot * AP_PSTRIP_COLS + c] = sample;
     at.refs[slot * AP_PSTRIP_COLS + c] =

@@ -154,7 +154,7 @@ ap_parity_cost_kernel(ap_cuda_sweep p)
  * each source in turn; the cost kind a constant. */
 template <int COST>
 static __device__ __forceinline__ void
-parity_strip(const ap_cuda_sweep &p)
+parity_strip(const ap_cuda_strip &p)
 {
     /* count: kernel=ap_parity_strip_*; per=views * H * W / (ceil(W /
      * (AP_PSTRIP_COLS - 4 * radius)) * ceil(H / AP_PSTRIP_ROWS) *
@@ -187,10 +187,11 @@ parity_strip(const ap_cuda_sweep &p)
     /* count: trips=views; part=sums */
     for (int v = 0; v < p.views; v++) {
         b.img = (const float *)p.srcs + (size_t)v * n;
-        b.cam = &p.cams[v];
+        b.frame = &p.frames[v];
+        ap_walk walk = {-1.0, -1.0};
         /* count: trips=H / ceil(H / AP_PSTRIP_ROWS) + 4 * radius */
         for (int y = b.y0 - 2 * r; y < end; y++) {
-            ap_pstrip_enter(&b, at, c, y);
+            ap_pstrip_enter(&b, at, c, y, &walk);
             if (y < b.y0) {
                 continue;
             }
@@ -224,14 +225,14 @@ parity_strip(const ap_cuda_sweep &p)
 
 extern "C" __global__ void
 __launch_bounds__(AP_PSTRIP_COLS)
-ap_parity_strip_ncc_kernel(ap_cuda_sweep p)
+ap_parity_strip_ncc_kernel(ap_cuda_strip p)
 {
     parity_strip<AP_COST_NCC>(p);
 }
 
 extern "C" __global__ void
 __launch_bounds__(AP_PSTRIP_COLS)
-ap_parity_strip_ssim_kernel(ap_cuda_sweep p)
+ap_parity_strip_ssim_kernel(ap_cuda_strip p)
 {
     parity_strip<AP_COST_SSIM>(p);
 }

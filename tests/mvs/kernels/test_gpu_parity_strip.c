@@ -31,12 +31,12 @@
 
 #define MAX_VIEWS 3
 
-/* What a plane's blocks read for each source: its image and camera or,
+/* What a plane's blocks read for each source: its image and frame or,
  * for the sums' tests, its samples themselves. */
 typedef struct {
     int views;
     const float *imgs[MAX_VIEWS];
-    const ap_camera *cams;
+    const ap_gpu_frame *frames;
     const double *warped[MAX_VIEWS];
 } plane_views;
 
@@ -77,13 +77,18 @@ strip_plane(ap_pstrip_block proto, const plane_views *pv, float *out)
                 at.acc[i] = 0.0f;
             }
             for (int v = 0; v < pv->views; v++) {
+                /* each thread's walk down its column, from no guess */
+                ap_walk walks[AP_PSTRIP_COLS];
+                for (int c = 0; c < AP_PSTRIP_COLS; c++) {
+                    walks[c] = (ap_walk){-1.0, -1.0};
+                }
                 b.img = pv->imgs[v];
-                b.cam = pv->cams != NULL ? &pv->cams[v] : NULL;
+                b.frame = pv->frames != NULL ? &pv->frames[v] : NULL;
                 b.warped = pv->warped[v];
                 for (int y = b.y0 - 2 * r; y < ap_pstrip_end(&b); y++) {
                     for (int k = 0; k < AP_PSTRIP_COLS; k++) {
-                        ap_pstrip_enter(&b, at, column(k, 0, AP_PSTRIP_COLS),
-                                        y);
+                        int c = column(k, 0, AP_PSTRIP_COLS);
+                        ap_pstrip_enter(&b, at, c, y, &walks[c]);
                     }
                     if (y < b.y0) {
                         continue;
@@ -318,9 +323,13 @@ compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
         puts("FAIL: the CPU's AquaMVS cost volume failed");
         return 1;
     }
+    ap_gpu_frame frames[VIEWS];
+    for (int v = 0; v < VIEWS; v++) {
+        ap_gpu_frame_init(&frames[v], &cams[v]);
+    }
     int failures = 0;
     for (int j = 0; j < DEPTHS; j++) {
-        plane_views pv = {.views = VIEWS, .cams = cams};
+        plane_views pv = {.views = VIEWS, .frames = frames};
         for (int v = 0; v < VIEWS; v++) {
             pv.imgs[v] = srcs + v * RN;
         }
