@@ -916,34 +916,25 @@ def test_the_warp_buffer_is_asked_for_by_name(monkeypatch):
             call()
 
 
-def test_the_parity_kernels_are_asked_for_by_name(monkeypatch):
-    """AQUAPROF_MVS_GPU_PARITY: the strip kernel by default ("strip"),
-    or "passes"; anything else is refused, naming the variable, rather
-    than taken silently as the default."""
-    monkeypatch.delenv(_cuda.PARITY_ENV, raising=False)
-    assert _cuda.parity_mode() == "strip"
-    for mode in ("strip", "passes"):
-        monkeypatch.setenv(_cuda.PARITY_ENV, mode)
-        assert _cuda.parity_mode() == mode
-    monkeypatch.setenv(_cuda.PARITY_ENV, "pases")
-    with pytest.raises(ValueError, match="AQUAPROF_MVS_GPU_PARITY must be "
-                       "one of 'strip', 'passes', got 'pases'"):
-        _cuda.parity_mode()
-
-
-def test_the_order_of_the_strip_blocks_is_asked_for_by_name(monkeypatch):
-    """AQUAPROF_MVS_GPU_ORDER: every plane of a column of tiles side by
-    side by default ("planes"), or "tiles"; anything else is refused,
-    naming the variable, before anything runs."""
-    monkeypatch.delenv(_cuda.ORDER_ENV, raising=False)
-    assert _cuda.order_mode() == "planes"
-    for mode in ("planes", "tiles"):
-        monkeypatch.setenv(_cuda.ORDER_ENV, mode)
-        assert _cuda.order_mode() == mode
-    monkeypatch.setenv(_cuda.ORDER_ENV, "tile")
-    with pytest.raises(ValueError, match="AQUAPROF_MVS_GPU_ORDER must be "
-                       "one of 'planes', 'tiles', got 'tile'"):
-        _cuda.order_mode()
+@pytest.mark.parametrize("variable,read,modes,typo", [
+    (_cuda.PARITY_ENV, _cuda.parity_mode, ("strip", "passes"), "pases"),
+    (_cuda.ORDER_ENV, _cuda.order_mode, ("planes", "tiles"), "tile")])
+def test_the_kernels_ways_are_asked_for_by_name(variable, read, modes, typo,
+                                                monkeypatch):
+    """AQUAPROF_MVS_GPU_PARITY: AquaMVS parity's strip kernel by default
+    ("strip"), or its three passes; AQUAPROF_MVS_GPU_ORDER: the strip
+    kernels' blocks every plane of a tile side by side by default
+    ("planes"), or a plane at a time ("tiles"). Anything else is refused,
+    naming the variable, rather than taken silently as the default."""
+    monkeypatch.delenv(variable, raising=False)
+    assert read() == modes[0]
+    for mode in modes:
+        monkeypatch.setenv(variable, mode)
+        assert read() == mode
+    monkeypatch.setenv(variable, typo)
+    with pytest.raises(ValueError, match=f"{variable} must be one of "
+                       f"'{modes[0]}', '{modes[1]}', got '{typo}'"):
+        read()
 
 
 # ------------------------------------------------------------ on a GPU

@@ -83,7 +83,7 @@ def test_a_stop_from_a_handler_at_any_moment_of_start_ends_the_run(
 
 
 SAVE_ON_SIGTERM = """
-import signal, sys, threading, os
+import signal, sys, threading, time, os
 import aquaprof as ap
 
 def save_and_exit(signum, frame):
@@ -91,10 +91,26 @@ def save_and_exit(signum, frame):
     prof.report().save(sys.argv[1])
     sys.exit(0)
 
+def in_start(thread):
+    frame = sys._current_frames().get(thread)
+    while frame is not None and not (
+            frame.f_code.co_name == "start"
+            and "aquaprof" in frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame is not None
+
+def sigterm_once_started(main):
+    # while the first start() calibrates (about 30 ms), as soon as the
+    # main thread is inside it: a SIGTERM before start() is called would
+    # find a Profiler never started, which stop() rightly refuses
+    while not (in_start(main) or prof.running):
+        time.sleep(0.0001)
+    os.kill(os.getpid(), signal.SIGTERM)
+
 signal.signal(signal.SIGTERM, save_and_exit)
 prof = ap.Profiler()
-# SIGTERM at once, while the first start() calibrates (about 30 ms)
-threading.Timer(0.002, os.kill, (os.getpid(), signal.SIGTERM)).start()
+threading.Thread(target=sigterm_once_started,
+                 args=(threading.get_ident(),), daemon=True).start()
 prof.start()
 while True:
     with ap.stage("work"):
