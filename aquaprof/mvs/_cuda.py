@@ -33,11 +33,9 @@ WARP_PLANES_BYTES = 512 << 20
 PARITY_ENV = "AQUAPROF_MVS_GPU_PARITY"
 PARITY_MODES = ("strip", "passes")
 #: the order of the strip kernels' blocks (``AQUAPROF_MVS_GPU_ORDER``):
-#: "planes" (the default: every plane of a column of tiles side by side,
-#: so that the rays of its pixels are read from memory once for all
-#: planes and sources, and a sector of the volume is written whole) or
-#: "tiles" (a plane's blocks at a time: the order before, kept to time
-#: against); the launcher reads the same variable
+#: "planes" (the default: every plane of a tile side by side, why in
+#: docs/mvs.md) or "tiles" (a plane's blocks at a time, the order before,
+#: kept to time against); the launcher reads the same variable
 ORDER_ENV = "AQUAPROF_MVS_GPU_ORDER"
 ORDER_MODES = ("planes", "tiles")
 

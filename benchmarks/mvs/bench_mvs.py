@@ -203,20 +203,29 @@ def use_way(how):
     os.environ[_cuda.WARP_ENV] = "strip" if how == "strip-tiles" else how
 
 
-def depth_agreement(depth, confidence, want_depth, want_confidence, step):
-    """How a depth map from reduce="depth" stands against the CPU
-    volume's extraction: pixels a plane apart or more (a half step), the
-    pixels NaN on one side only, and the largest confidence difference
-    where both have a depth. Costs within 1e-4 of the CPU's may swap
-    planes whose costs are that close: a count, not a pass or fail."""
+def depth_agreement(depth, confidence, volume_depth, volume_confidence,
+                    want_depth, want_confidence, step):
+    """How a depth map from reduce="depth" stands: against the extraction
+    of the same way's volume, which it must equal to the bit (the fold
+    is ap_extract_pixel's); and against the CPU volume's extraction,
+    from costs within 1e-4 of the CPU's. Two planes whose costs are that
+    close may swap, which the parabola's refinement (clamped to half a
+    step) moves by under a step: pixels more than half a step apart are
+    the CPU's least cost lost to a plane further off. Arrays on the host;
+    step, the depths' spacing."""
+    bits = int((depth.view(np.uint32) != volume_depth.view(np.uint32)).sum()
+               + (confidence.view(np.uint32)
+                  != volume_confidence.view(np.uint32)).sum())
     seen = ~np.isnan(want_depth) & ~np.isnan(depth)
-    apart = int((np.abs(depth[seen] - want_depth[seen]) >= step / 2).sum())
+    apart = np.abs(depth[seen] - want_depth[seen]) / step
     nan_apart = int((np.isnan(depth) != np.isnan(want_depth)).sum())
     conf = float(np.abs(confidence[seen] - want_confidence[seen]).max()) \
         if seen.any() else 0.0
-    return (f"{apart} of {depth.size} pixels a plane or more from the "
-            f"CPU's, {nan_apart} NaN on one side only, confidence within "
-            f"{conf:.1e}")
+    return (f"{bits} values not the bits of its volume's extraction; "
+            f"against the CPU: {int((apart > 0.5).sum())} of {depth.size} "
+            f"pixels over half a step apart (at most "
+            f"{apart.max() if apart.size else 0.0:.2g} steps), {nan_apart} "
+            f"NaN on one side only, confidence within {conf:.1e}")
 
 
 def gpu_bandwidth():
@@ -246,57 +255,16 @@ def bench_cuda(args, scene, depth_counts) -> int:
     asked = {env: os.environ.get(env)
              for env in (_cuda.WARP_ENV, _cuda.ORDER_ENV)}
     depth_lines = []
-    for count in depth_counts:
-        depths = np.linspace(*scene.depth_range(0.03), count)
-        torch_t = float("nan") if args.skip_torch else gpu_timed(
-            lambda: torch_cost_volume(
-                scene.ref, scene.images[1:], scene.ref_cam, cams, depths,
-                args.window, torch.float32, "cuda"),
-            max(3, args.gpu_repeats // 4))[0]
-        cpu = mvs.build_cost_volume(scene.ref, scene.images[1:],
-                                    scene.ref_cam, cams, depths, "ncc",
-                                    args.window)
-        want_depth, want_conf = mvs.extract_depth(cpu, depths)
-        roof = (4 * count + 4 * (n + 1)) * h * w / bandwidth
-        samples = n * count * h * w
-        # each way of warping the sources in turn, in one process
-        for how in args.gpu_warps.split(","):
-            use_way(how)
-            ours_t, ours = gpu_timed(lambda: mvs.build_cost_volume(
-                ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window),
-                args.gpu_repeats)
-            got = ours.cpu().numpy()
-            del ours
-            diff = float(np.nanmax(np.abs(got - cpu)))
-            # where they part, and how often: a max alone hides whether
-            # one window of near-zero variance or a whole border disagrees
-            seen = ~np.isnan(cpu) & ~np.isnan(got)
-            off = int((np.abs(got[seen] - cpu[seen]) > 1e-4).sum())
-            nan_apart = int((np.isnan(cpu) != np.isnan(got)).sum())
-            print(f"{count:6d} {ours_t * 1e3:8.2f} "
-                  f"{samples / ours_t / 1e9:8.2f} {roof * 1e3:8.3f} "
-                  f"{roof / ours_t * 100:7.1f}% {torch_t * 1e3:9.1f} "
-                  f"{torch_t / ours_t:8.1f} {diff:10.1e} {how}")
-            print(f"       against the CPU: {off} of {cpu.size} costs off "
-                  f"by more than 1e-4, {nan_apart} seen by one side only")
-            ratio = torch_t / ours_t
-            worst[how] = min(worst.get(how, ratio), ratio)
-            # depth without the volume: chunks of planes folded as they
-            # come (plane_sweep.DEPTH_CHUNK at a time)
-            depth_t, (depth, conf) = gpu_timed(
-                lambda: mvs.build_cost_volume(
-                    ref, srcs, scene.ref_cam, cams, depths, "ncc",
-                    args.window, reduce="depth"), args.gpu_repeats)
-            depth_lines.append(
-                (count, how, depth_t, torch_t, depth_agreement(
-                    depth.cpu().numpy(), conf.cpu().numpy(), want_depth,
-                    want_conf, depths[1] - depths[0])))
-            del depth, conf
-    for env, value in asked.items():
-        if value is None:
-            os.environ.pop(env)
-        else:
-            os.environ[env] = value
+    try:
+        for count in depth_counts:
+            bench_cuda_depths(args, scene, ref, srcs, cams, count, bandwidth,
+                              worst, depth_lines)
+    finally:
+        for env, value in asked.items():
+            if value is None:
+                os.environ.pop(env, None)
+            else:
+                os.environ[env] = value
     print('\ndepth map (reduce="depth": no volume held), ms, against the '
           'torch volume alone:')
     for count, how, depth_t, torch_t, agreement in depth_lines:
@@ -317,6 +285,63 @@ def bench_cuda(args, scene, depth_counts) -> int:
     depth_batch_sweep(args, scene, ref, srcs, depth_counts[0],
                       lambda fn: gpu_timed(fn, args.gpu_repeats))
     return 0
+
+
+def bench_cuda_depths(args, scene, ref, srcs, cams, count, bandwidth, worst,
+                      depth_lines):
+    """One --depths count on the GPU: the torch way, then each way of
+    ours (--gpu-warps), its volume and its depth map; the volume's lines
+    printed, the worst ratio to torch kept in `worst`, the depth map's
+    line in depth_lines."""
+    h, w, n = args.height, args.width, args.views
+    depths = np.linspace(*scene.depth_range(0.03), count)
+    torch_t = float("nan") if args.skip_torch else gpu_timed(
+        lambda: torch_cost_volume(
+            scene.ref, scene.images[1:], scene.ref_cam, cams, depths,
+            args.window, torch.float32, "cuda"),
+        max(3, args.gpu_repeats // 4))[0]
+    cpu = mvs.build_cost_volume(scene.ref, scene.images[1:],
+                                scene.ref_cam, cams, depths, "ncc",
+                                args.window)
+    want_depth, want_conf = mvs.extract_depth(cpu, depths)
+    roof = (4 * count + 4 * (n + 1)) * h * w / bandwidth
+    samples = n * count * h * w
+    # each way of warping the sources in turn, in one process
+    for how in args.gpu_warps.split(","):
+        use_way(how)
+        ours_t, ours = gpu_timed(lambda: mvs.build_cost_volume(
+            ref, srcs, scene.ref_cam, cams, depths, "ncc", args.window),
+            args.gpu_repeats)
+        got = ours.cpu().numpy()
+        diff = float(np.nanmax(np.abs(got - cpu)))
+        # where they part, and how often: a max alone hides whether
+        # one window of near-zero variance or a whole border disagrees
+        seen = ~np.isnan(cpu) & ~np.isnan(got)
+        off = int((np.abs(got[seen] - cpu[seen]) > 1e-4).sum())
+        nan_apart = int((np.isnan(cpu) != np.isnan(got)).sum())
+        print(f"{count:6d} {ours_t * 1e3:8.2f} "
+              f"{samples / ours_t / 1e9:8.2f} {roof * 1e3:8.3f} "
+              f"{roof / ours_t * 100:7.1f}% {torch_t * 1e3:9.1f} "
+              f"{torch_t / ours_t:8.1f} {diff:10.1e} {how}")
+        print(f"       against the CPU: {off} of {cpu.size} costs off "
+              f"by more than 1e-4, {nan_apart} seen by one side only")
+        ratio = torch_t / ours_t
+        worst[how] = min(worst.get(how, ratio), ratio)
+        volume_depth, volume_conf = (
+            a.cpu().numpy() for a in mvs.extract_depth(ours, depths))
+        del ours
+        # depth without the volume: chunks of planes folded as they
+        # come (plane_sweep.DEPTH_CHUNK at a time)
+        depth_t, (depth, conf) = gpu_timed(
+            lambda: mvs.build_cost_volume(
+                ref, srcs, scene.ref_cam, cams, depths, "ncc",
+                args.window, reduce="depth"), args.gpu_repeats)
+        depth_lines.append(
+            (count, how, depth_t, torch_t, depth_agreement(
+                depth.cpu().numpy(), conf.cpu().numpy(), volume_depth,
+                volume_conf, want_depth, want_conf,
+                np.ptp(depths) / max(count - 1, 1))))
+        del depth, conf
 
 
 def main() -> int:

@@ -318,22 +318,25 @@ figures() {
         /Used [0-9]+ registers/ { sub(/.*: /, ""); print "ptxas sm_90 " k ": " $0 "; " s }' \
         "$OUT/verify.log" 2>/dev/null
     # each line named by the log's workload and the kernel whose section
-    # it is in
+    # it is in (mawk stops at a missing file: the logs there are given)
+    local logs=() log
+    for log in ncu_cost ncu_cost_tiles ncu_cost_planes; do
+        if [ -f "$OUT/$log.log" ]; then logs+=("$OUT/$log.log"); fi
+    done
+    if [ ${#logs[@]} -eq 0 ]; then return; fi
     awk 'FNR == 1 { w = FILENAME; sub(/.*ncu_cost_?/, "", w); sub(/\.log$/, "", w)
             if (w == "tiles") w = " (blocks a plane at a time)"
             else if (w == "planes") w = " (planes warped first)" }
         /^  ap_[a-z0-9_]+_kernel \(/ { k = $1 }
         /^ +(Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|dram__bytes_(read|write)\.sum|lts__t_sector_hit_rate\.pct) / {
             s = $0; gsub(/ +/, " ", s); sub(/^ /, "", s)
-            print "ncu" w " " k ": " s }' \
-        "$OUT/ncu_cost.log" "$OUT/ncu_cost_tiles.log" \
-        "$OUT/ncu_cost_planes.log" 2>/dev/null
+            print "ncu" w " " k ": " s }' "${logs[@]}"
 }
 
 # ------------------------------------------------------------- the run
 
 if [ "${1:-}" = --figures ]; then    # the figures of the logs in $2
-    OUT=$2
+    OUT=${2:?usage: gpu_check.sh --figures OUT}
     figures
     exit
 fi

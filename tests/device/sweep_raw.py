@@ -203,12 +203,16 @@ class Cases:
 @contextlib.contextmanager
 def tiles_first():
     """The strip kernels' blocks a plane at a time, the order before
-    AQUAPROF_MVS_GPU_ORDER's default."""
+    AQUAPROF_MVS_GPU_ORDER's default; the variable as it was after."""
+    before = os.environ.get("AQUAPROF_MVS_GPU_ORDER")
     os.environ["AQUAPROF_MVS_GPU_ORDER"] = "tiles"
     try:
         yield
     finally:
-        os.environ.pop("AQUAPROF_MVS_GPU_ORDER", None)
+        if before is None:
+            del os.environ["AQUAPROF_MVS_GPU_ORDER"]
+        else:
+            os.environ["AQUAPROF_MVS_GPU_ORDER"] = before
 
 
 def many_views(cases, views, height, width, room=0):

@@ -35,10 +35,11 @@ static int launches;
  * name), the first MAX_NAMED of them */
 #define MAX_NAMED 4096
 static const char *launched[MAX_NAMED];
-/* and their grids, and for the strip kernels the first plane and the
- * order of the blocks their parameters give (-1 for the others) */
+/* and their grids, and for the strip kernels the first plane, the
+ * planes and the order of the blocks their parameters give (-1 for the
+ * others) */
 static unsigned grids[MAX_NAMED][3];
-static int strip_params[MAX_NAMED][2];
+static int strip_params[MAX_NAMED][3];
 static int module;              /* its address is the module's handle */
 
 /* A range of `bytes` that the driver reports as memory of `type` (a
@@ -66,8 +67,8 @@ const char *fake_cuda_launched(int k)
 }
 
 /* Launch k's grid into grid[3] and, for a strip kernel, its first
- * plane and whether its blocks run a plane at a time into at[2] (-1
- * for other kernels); 0, or -1 past those kept. */
+ * plane, its planes and whether its blocks run a plane at a time into
+ * at[3] (-1 for other kernels); 0, or -1 past those kept. */
 int fake_cuda_launch_grid(int k, unsigned *grid, int *at)
 {
     if (k < 0 || k >= launches || k >= MAX_NAMED) {
@@ -151,12 +152,13 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
         grids[launches][1] = gy;
         grids[launches][2] = gz;
         int *at = strip_params[launches];
-        at[0] = at[1] = -1;
+        at[0] = at[1] = at[2] = -1;
         if (strncmp(name, "ap_strip_", 9) == 0 ||
             strncmp(name, "ap_parity_strip_", 16) == 0) {
             const ap_cuda_strip *p = params[0];
             at[0] = p->first;
-            at[1] = p->tiles_first;
+            at[1] = p->planes;
+            at[2] = p->tiles_first;
         }
     }
     launches++;

@@ -27,7 +27,10 @@ def test_each_way_sets_the_launchers_variables(how, warp, order,
     assert _cuda.warp_mode() == warp and _cuda.order_mode() == order
 
 
-def test_the_depth_maps_agreement_counts_planes_nans_and_confidence():
+def test_the_depth_maps_agreement_counts_bits_planes_nans_confidence():
+    """Planted: a value that is not its volume's extraction's bits; pixels
+    a plane off the CPU's and two neighbours' swap refined to within half
+    a step, which is no lost plane; NaN on one side; a confidence off."""
     rng = np.random.default_rng(3)
     want = rng.uniform(1.0, 2.0, (30, 40)).astype(np.float32)
     want_conf = rng.random((30, 40)).astype(np.float32)
@@ -36,12 +39,19 @@ def test_the_depth_maps_agreement_counts_planes_nans_and_confidence():
     step = 0.01
     depth[5, 5] += step              # a plane away
     depth[6, 6] -= 2 * step
-    depth[7, 7] += 0.4 * step        # refined within the same plane
+    depth[7, 7] += 0.4 * step        # a swap, refined within half a step
     depth[8, 8] = np.nan             # NaN here only
     depth[0, 0] = 1.5                # a depth where the CPU has none
     conf[9, 9] += 0.25
-    said = bench_mvs.depth_agreement(depth, conf, want, want_conf, step)
-    assert said == ("2 of 1200 pixels a plane or more from the CPU's, 2 "
-                    "NaN on one side only, confidence within 2.5e-01")
-    same = bench_mvs.depth_agreement(want, want_conf, want, want_conf, step)
-    assert same.startswith("0 of 1200 pixels") and "0 NaN" in same
+    volume_depth, volume_conf = depth.copy(), conf.copy()
+    volume_conf[1, 1] = np.nextafter(conf[1, 1], np.float32(2))
+    said = bench_mvs.depth_agreement(depth, conf, volume_depth, volume_conf,
+                                     want, want_conf, step)
+    assert said == ("1 values not the bits of its volume's extraction; "
+                    "against the CPU: 2 of 1200 pixels over half a step "
+                    "apart (at most 2 steps), 2 NaN on one side only, "
+                    "confidence within 2.5e-01")
+    same = bench_mvs.depth_agreement(want, want_conf, want, want_conf, want,
+                                     want_conf, step)
+    assert same.startswith("0 values not the bits") and \
+        "0 of 1200 pixels" in same and "0 NaN" in same

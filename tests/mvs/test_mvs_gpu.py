@@ -272,8 +272,9 @@ def test_the_strip_launches_hold_every_plane_of_a_column_of_tiles(fakes):
     """Through the fake driver, which keeps each launch's grid and reads
     the strip kernels' parameters: one launch holds the planes times the
     columns of blocks across (planes varying fastest in the kernel), the
-    row strips down; its first plane is the call's; the blocks run a plane
-    at a time only where AQUAPROF_MVS_GPU_ORDER=tiles; AquaMVS parity's
+    row strips down; its first plane and its count are the call's; where
+    AQUAPROF_MVS_GPU_ORDER=tiles, the grid of before, the columns across
+    and the planes deep, a plane's blocks at a time; AquaMVS parity's
     strip kernel alike; the tile kernel keeps its grid of tiles, a plane
     deep."""
     lib, load = fake_driver(fakes)
@@ -296,11 +297,12 @@ def test_the_strip_launches_hold_every_plane_of_a_column_of_tiles(fakes):
             for name in env:
                 del os.environ[name]
             out = []
-            for k in range(before + 1, fake.fake_cuda_launches()):
-                grid, at = (ctypes.c_uint * 3)(), (ctypes.c_int * 2)()
+            for k in range(before, fake.fake_cuda_launches()):
+                name = fake.fake_cuda_launched(k).decode()
+                grid, at = (ctypes.c_uint * 3)(), (ctypes.c_int * 3)()
                 assert fake.fake_cuda_launch_grid(k, grid, at) == 0
-                out.append([fake.fake_cuda_launched(k).decode(), list(grid),
-                            list(at)])
+                if name != "ap_rays_kernel":
+                    out.append([name, list(grid), list(at)])
             return out
 
         print(json.dumps({
@@ -319,19 +321,19 @@ def test_the_strip_launches_hold_every_plane_of_a_column_of_tiles(fakes):
     # 300 columns: 3 blocks of 118 outputs at window 11 (122 at 7, 124 at
     # 5, AquaMVS parity's 108 at 11); 150 rows: 3 strips of 64
     assert found == {
-        "ncc 11": [["ap_strip_ncc_r5_kernel", [7 * 3, 3, 1], [0, 0]]],
-        "ncc 11, tiles first": [["ap_strip_ncc_r5_kernel", [7 * 3, 3, 1],
-                                 [0, 1]]],
+        "ncc 11": [["ap_strip_ncc_r5_kernel", [7 * 3, 3, 1], [0, 7, 0]]],
+        "ncc 11, tiles first": [["ap_strip_ncc_r5_kernel", [3, 3, 7],
+                                 [0, 7, 1]]],
         "ncc 11, planes 2 to 5": [["ap_strip_ncc_r5_kernel", [4 * 3, 3, 1],
-                                   [2, 0]]],
-        "ssim 7": [["ap_strip_ssim_kernel", [7 * 3, 3, 1], [0, 0]]],
-        "sad 5": [["ap_strip_sad_kernel", [7 * 3, 3, 1], [0, 0]]],
+                                   [2, 4, 0]]],
+        "ssim 7": [["ap_strip_ssim_kernel", [7 * 3, 3, 1], [0, 7, 0]]],
+        "sad 5": [["ap_strip_sad_kernel", [7 * 3, 3, 1], [0, 7, 0]]],
         "parity ncc 11": [["ap_parity_strip_ncc_kernel", [7 * 3, 3, 1],
-                           [0, 0]]],
+                           [0, 7, 0]]],
         "parity ncc 11, tiles first": [["ap_parity_strip_ncc_kernel",
-                                        [7 * 3, 3, 1], [0, 1]]],
+                                        [3, 3, 7], [0, 7, 1]]],
         # 32 x 16 tiles, a plane deep
-        "tile kernel": [["ap_cost_kernel", [10, 10, 7], [-1, -1]]],
+        "tile kernel": [["ap_cost_kernel", [10, 10, 7], [-1, -1, -1]]],
     }
 
 

@@ -183,3 +183,11 @@ def test_the_figures_name_each_ncu_workload_and_its_dram_bytes(tmp_path):
         assert want in lines, done.stdout
     assert any(line.startswith("    depth map  128 depths") for line in
                lines), done.stdout
+    # a step that left no log (skipped, no ncu) loses no other's figures
+    (tmp_path / "ncu_cost_tiles.log").unlink()
+    again = subprocess.run(["bash", str(DRIVER), "--figures",
+                            str(tmp_path)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60, check=True).stdout
+    assert "ncu (planes warped first) ap_cost_planes_kernel: Duration ms " \
+        "9.00" in again.splitlines()
+    assert "a plane at a time" not in again

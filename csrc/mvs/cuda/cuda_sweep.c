@@ -376,26 +376,9 @@ strip_shared(const ap_cuda_sweep *p)
                                    : ap_strip_shared(p->cost, p->radius);
 }
 
-/* The strip kernels' parameters for p's launch: its buffers and sizes,
- * and its views' frames, made here once a launch. */
-static void
-strip_params(ap_cuda_strip *s, const ap_cuda_sweep *p)
-{
-    *s = (ap_cuda_strip){.ref = p->ref, .srcs = p->srcs, .rays = p->rays,
-                         .depths = p->depths, .out = p->out, .h = p->h,
-                         .w = p->w, .d = p->d, .first = p->first,
-                         .row0 = p->row0, .views = p->views, .add = p->add,
-                         .scale = p->scale, .radius = p->radius,
-                         .tiles_first = p->tiles_first};
-    memcpy(s->gauss, p->gauss, sizeof(s->gauss));
-    for (int v = 0; v < p->views; v++) {
-        ap_gpu_frame_init(&s->frames[v], &p->cams[v]);
-    }
-}
-
 /* Whether $AQUAPROF_MVS_GPU_ORDER asks for the strip kernels' blocks a
- * plane at a time ("tiles"), where every plane of a column of tiles
- * would run side by side: kept to time one against the other. */
+ * plane at a time ("tiles", kept to time against; gpu_strip.h says why
+ * planes go first). */
 static int
 tiles_first_asked(void)
 {
@@ -403,26 +386,47 @@ tiles_first_asked(void)
     return how != NULL && strcmp(how, "tiles") == 0;
 }
 
+/* The strip kernels' parameters for p's launches: its buffers and
+ * sizes, its views' frames, made here once a group of views, and the
+ * order of the blocks. */
+static void
+strip_params(ap_cuda_strip *s, const ap_cuda_sweep *p)
+{
+    *s = (ap_cuda_strip){.ref = p->ref, .srcs = p->srcs, .rays = p->rays,
+                         .depths = p->depths, .out = p->out, .h = p->h,
+                         .w = p->w, .d = p->d, .views = p->views,
+                         .add = p->add, .scale = p->scale,
+                         .radius = p->radius,
+                         .tiles_first = tiles_first_asked()};
+    memcpy(s->gauss, p->gauss, sizeof(s->gauss));
+    for (int v = 0; v < p->views; v++) {
+        ap_gpu_frame_init(&s->frames[v], &p->cams[v]);
+    }
+}
+
 /* A strip kernel f of `threads` threads a block over planes [first,
- * first + count) of an h x w image, its blocks `outputs` x `rows`
- * outputs: in launches of the planes a grid's x holds
- * (ap_strip_launch_planes) and slices of rows; *first_at and *row0_at,
- * in f's parameters, take each launch's first plane and row. 0, or -1
- * with RuntimeError. */
+ * first + count) of p's views, its blocks `outputs` x `rows` outputs, in
+ * launches of the planes a grid holds (ap_strip_launch_planes) and slices
+ * of rows. 0, or -1 with RuntimeError. */
 static int
 launch_strips(const ap_cuda_api *api, const ap_cuda_device *dev,
-              unsigned long long stream, CUfunction f, void **params,
-              int *first_at, int *row0_at, int h, int w, int first,
-              int count, int outputs, int rows, unsigned threads,
-              unsigned shared)
+              unsigned long long stream, CUfunction f,
+              const ap_cuda_sweep *p, int first, int count, int outputs,
+              int rows, unsigned threads, unsigned shared)
 {
-    int columns = (int)blocks(w, outputs);
-    for (int done = 0, slice; done < count; done += slice) {
-        slice = ap_strip_launch_planes(count - done, columns);
-        *first_at = first + done;
-        for (*row0_at = 0; *row0_at < h; *row0_at += MAX_GRID_Y * rows) {
-            if (launch(api, dev, f, (unsigned)slice * (unsigned)columns,
-                       blocks(slice_rows(h, *row0_at, rows), rows), 1,
+    ap_cuda_strip s;
+    void *params[] = {&s};
+    strip_params(&s, p);
+    int columns = (int)blocks(p->w, outputs);
+    for (int done = 0; done < count; done += s.planes) {
+        s.planes = ap_strip_launch_planes(count - done, columns,
+                                          s.tiles_first);
+        s.first = first + done;
+        unsigned gx, gz;
+        ap_strip_grid(s.planes, columns, s.tiles_first, &gx, &gz);
+        for (s.row0 = 0; s.row0 < p->h; s.row0 += MAX_GRID_Y * rows) {
+            if (launch(api, dev, f, gx,
+                       blocks(slice_rows(p->h, s.row0, rows), rows), gz,
                        threads, 1, shared, stream, params) < 0) {
                 return -1;
             }
@@ -442,11 +446,7 @@ launch_costs(const ap_cuda_api *api, const ap_cuda_device *dev,
 {
     CUfunction f = strip_kernel(dev, p);
     if (f != NULL) {
-        ap_cuda_strip strip;
-        void *params[] = {&strip};
-        strip_params(&strip, p);
-        return launch_strips(api, dev, stream, f, params, &strip.first,
-                             &strip.row0, p->h, p->w, first, count,
+        return launch_strips(api, dev, stream, f, p, first, count,
                              ap_strip_outputs(p->radius), AP_STRIP_ROWS,
                              AP_STRIP_COLS, strip_shared(p));
     }
@@ -572,11 +572,7 @@ launch_parity(const ap_cuda_api *api, const ap_cuda_device *dev,
             return -1;
         }
         if (strip != NULL) {
-            ap_cuda_strip s;
-            void *strip_args[] = {&s};
-            strip_params(&s, p);
-            if (launch_strips(api, dev, stream, strip, strip_args, &s.first,
-                              &s.row0, p->h, p->w, first, count,
+            if (launch_strips(api, dev, stream, strip, p, first, count,
                               ap_pstrip_outputs(p->radius), AP_PSTRIP_ROWS,
                               AP_PSTRIP_COLS,
                               ap_pstrip_shared(p->cost, p->radius)) < 0) {
@@ -675,9 +671,8 @@ ap_gpu_cost_volume(PyObject *module, PyObject *args)
     *p = (ap_cuda_sweep){.ref = ptrs[0], .rays = ptrs[3],
                          .depths = ptrs[2], .out = ptrs[4], .h = (int)h,
                          .w = (int)w, .d = (int)d, .cost = cost,
-                         .radius = window / 2,
-                         .tiles_first = tiles_first_asked(),
-                         .scratch = ptrs[5], .warped = ptrs[6]};
+                         .radius = window / 2, .scratch = ptrs[5],
+                         .warped = ptrs[6]};
     ap_gauss_weights(p->radius, p->gauss);
     if (parity == AP_PARITY_AQUAMVS
         ? launch_parity(api, dev, stream, p, cams, (int)n, ptrs[1],

@@ -48,8 +48,6 @@ typedef struct {
     int add;            /* add to out: a later launch of the same planes */
     float scale;        /* out = (out if add) + sum of costs, times scale */
     int cost, radius;
-    int tiles_first;    /* the strip kernels' blocks a plane at a time
-                         * (ap_strip_place), for ap_cuda_strip */
     ap_devptr scratch;  /* AquaMVS parity: double (views, 3, h, w) */
     ap_devptr warped;   /* 0, or float (planes, views, h, w): this
                          * launch's views at planes [warp_first,
@@ -69,7 +67,8 @@ typedef struct {
     ap_devptr ref, srcs, rays, depths, out;
     int h, w, d, first, row0, views, add;
     float scale;
-    int radius, tiles_first;
+    int radius;
+    int planes, tiles_first;    /* the launch's, ap_strip_place's */
     double gauss[AP_MAX_WINDOW];        /* SSIM: 2 radius + 1 weights */
     ap_gpu_frame frames[AP_GPU_VIEWS];
 } ap_cuda_strip;

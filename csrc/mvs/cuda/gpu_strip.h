@@ -69,36 +69,52 @@
 #error "a block must have a column of outputs at the widest window"
 #endif
 
-/* Where block x of a strip launch of `planes` planes, `columns` blocks
- * across, sits: its plane of the launch and its column of blocks.
- * Planes first (the default), so that the blocks of one column of
- * tiles at every plane run side by side: the rays of their reference
- * pixels (48 bytes a sample, 92 MB at 1200 x 1600, more than an L2)
- * come from memory once for all the planes and sources rather than once
- * a plane and source, and the 8 planes that share a 32-byte sector of
- * the (H, W, D) volume are written together. Tiles first runs one
- * plane's blocks after another's: the order before, kept to time
- * against ($AQUAPROF_MVS_GPU_ORDER). */
+/* The grids of the strip kernels (csrc/mvs/cuda/cuda_sweep.c launches
+ * them, the kernels place their blocks by ap_strip_place), row strips
+ * down the grid's y either way. Planes first (the default): x holds a
+ * launch's planes times its columns of blocks, the planes varying
+ * fastest, so that the blocks of one tile at every plane run side by
+ * side. Then the rays of a tile's reference pixels (48 bytes a sample,
+ * 92 MB at 1200 x 1600, more than an L2) come from memory once for all
+ * planes and sources, not once a plane and source, and the 8 planes
+ * that share a 32-byte sector of the (H, W, D) volume are written
+ * together (figures: docs/benchmarks.md). Tiles first ($AQUAPROF_MVS_
+ * GPU_ORDER=tiles, kept to time against): x the columns and z the
+ * planes, a plane's blocks at a time, the order before. */
+
+/* The planes of `count` that one strip launch holds: within a grid's x
+ * of 2^31 - 1 blocks planes first, its z of 65535 tiles first. */
+AP_STRIP_FN int
+ap_strip_launch_planes(int count, int columns, int tiles_first)
+{
+    int most = tiles_first ? 65535 : 0x7fffffff / columns;
+    return count < most ? count : most;
+}
+
+/* The grid's x and z of a launch of `planes` planes, `columns` blocks
+ * across. */
 AP_STRIP_FN void
-ap_strip_place(unsigned x, int planes, int columns, int tiles_first,
+ap_strip_grid(int planes, int columns, int tiles_first, unsigned *x,
+              unsigned *z)
+{
+    *x = tiles_first ? (unsigned)columns
+                     : (unsigned)planes * (unsigned)columns;
+    *z = tiles_first ? (unsigned)planes : 1u;
+}
+
+/* The plane of the launch and the column of blocks of the block at
+ * grid x and z in a launch of `planes` planes. */
+AP_STRIP_FN void
+ap_strip_place(unsigned x, unsigned z, int planes, int tiles_first,
                int *plane, int *column)
 {
     if (tiles_first) {
-        *column = (int)(x % (unsigned)columns);
-        *plane = (int)(x / (unsigned)columns);
+        *column = (int)x;
+        *plane = (int)z;
     } else {
         *plane = (int)(x % (unsigned)planes);
         *column = (int)(x / (unsigned)planes);
     }
-}
-
-/* The planes of `count` that one strip launch holds: its grid's x, the
- * planes times `columns` blocks, holds 2^31 - 1 blocks at most. */
-AP_STRIP_FN int
-ap_strip_launch_planes(int count, int columns)
-{
-    int most = 0x7fffffff / columns;
-    return count < most ? count : most;
 }
 
 /* The column sums a cost keeps: NCC the count of seen samples and r, s,

@@ -164,8 +164,7 @@ parity_strip(const ap_cuda_strip &p)
     const int outputs = ap_pstrip_outputs(r);
     const ap_pstrip_shared_at at = ap_pstrip_layout(shared, COST, r);
     int column;
-    const int plane = strip_place(p.w, p.first, outputs, p.tiles_first,
-                                  &column);
+    const int plane = strip_place(p, &column);
     ap_pstrip_block b;
     b.ref = (const float *)p.ref;
     b.rays = (const double *)p.rays;

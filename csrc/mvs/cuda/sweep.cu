@@ -239,16 +239,15 @@ ap_cost_planes_kernel(ap_cuda_sweep p)
     cost_tiles<true>(p);
 }
 
-/* This block's plane of the volume and column of blocks, in a strip
- * launch of blocks `outputs` columns across (ap_strip_place): the grid's
- * x holds the launch's planes times its columns. */
+/* This block's plane of the volume and its column of blocks
+ * (ap_strip_place). */
 static __device__ __forceinline__ int
-strip_place(int w, int first, int outputs, int tiles_first, int *column)
+strip_place(const ap_cuda_strip &p, int *column)
 {
-    int columns = (w + outputs - 1) / outputs, plane;
-    ap_strip_place(blockIdx.x, (int)gridDim.x / columns, columns,
-                   tiles_first, &plane, column);
-    return first + plane;
+    int plane;
+    ap_strip_place(blockIdx.x, blockIdx.z, p.planes, p.tiles_first, &plane,
+                   column);
+    return p.first + plane;
 }
 
 /* What a strip kernel's block shares but its sources' images and
@@ -320,8 +319,7 @@ strip_costs(const ap_cuda_strip &p)
     const int r = R > 0 ? R : p.radius, c = threadIdx.x;
     const ap_strip_shared_at at = ap_strip_layout(shared, COST, r);
     int column;
-    const int plane = strip_place(p.w, p.first, ap_strip_outputs(r),
-                                  p.tiles_first, &column);
+    const int plane = strip_place(p, &column);
     ap_strip_block b = strip_block(p, COST, r, plane, column);
     strip_zero(at.acc, r);
     __syncthreads();
@@ -387,8 +385,7 @@ ssim_strip(const ap_cuda_strip &p)
     const int r = p.radius, c = threadIdx.x;
     const ap_sstrip_shared_at at = ap_sstrip_layout(shared, r);
     int column;
-    const int plane = strip_place(p.w, p.first, ap_strip_outputs(r),
-                                  p.tiles_first, &column);
+    const int plane = strip_place(p, &column);
     ap_strip_block b = strip_block(p, AP_COST_SSIM, r, plane, column);
     strip_zero(at.acc, r);
     const size_t n = (size_t)p.h * p.w;

@@ -23,10 +23,11 @@
  *   the fold of the strip kernel's costs picks the CPU extraction's
  *   plane wherever the CPU's least cost leads every other by more than
  *   2e-4 (each cost within 1e-4 of the CPU's cannot swap them there).
- * - the launches' grid (ap_strip_place, ap_strip_launch_planes): every
- *   (plane, column of blocks) of a volume is one block's, in either
- *   order, across the launches a grid's x limit cuts the planes into;
- *   planes first, a column's planes are neighbours in the grid.
+ * - the launches' grids (ap_strip_launch_planes, ap_strip_grid,
+ *   ap_strip_place): every (plane, column of blocks) of a volume is one
+ *   block's, in either order, across the launches a grid's limits cut
+ *   the planes into; planes first, the GPU starts a column's planes one
+ *   after another, tiles first a plane's columns.
  * Exits 1 saying what failed. */
 #include <math.h>
 #include <stdint.h>
@@ -683,16 +684,18 @@ kernel_against_cpu(void)
 
 /* The blocks of strip launches of `count` planes over `columns`
  * columns of blocks, as csrc/mvs/cuda/cuda_sweep.c's launch_strips cuts
- * them: each (plane, column) placed once, each launch's grid within
- * 2^31 - 1 blocks; planes first, block x + 1 is the next plane of x's
- * column until the launch's last plane. Where the grid is too large to
- * walk, only the cut is checked. */
+ * them (a row strip's; the grid's y holds the strips): each (plane,
+ * column) placed once, each launch's grid within its limits. Planes
+ * first, block x + 1 is the next plane of x's column until the launch's
+ * last plane; tiles first, a launch's blocks go a plane at a time, its
+ * columns in turn. Where the grid is too large to walk, only the cut is
+ * checked. */
 static int
 grid_places_each_block_once(void)
 {
     static const int cases[][2] = {{1, 1}, {128, 14}, {7, 3}, {65537, 2},
-                                   {300, 1}, {1, 300},
-                                   /* launches cut by the grid's limit */
+                                   {300, 1}, {1, 300}, {70000, 3},
+                                   /* launches cut by the grid's x */
                                    {1000, 0x7fffffff / 100},
                                    {65535, 0x7fffffff / 7 + 1}};
     int failures = 0;
@@ -703,55 +706,68 @@ grid_places_each_block_once(void)
         unsigned char *seen = blocks <= 1 << 20 ? calloc((size_t)blocks, 1)
                                                 : NULL;
         for (int tiles_first = 0; tiles_first < 2; tiles_first++) {
+            const char *order = tiles_first ? "tiles first" : "planes first";
             if (seen != NULL) {
                 memset(seen, 0, (size_t)blocks);
             }
             int launches = 0;
             for (int done = 0, slice; done < count; done += slice) {
-                slice = ap_strip_launch_planes(count - done, columns);
+                slice = ap_strip_launch_planes(count - done, columns,
+                                               tiles_first);
+                unsigned gx, gz;
+                ap_strip_grid(slice, columns, tiles_first, &gx, &gz);
                 launches++;
-                if (slice < 1 || (long long)slice * columns > 0x7fffffff) {
-                    printf("FAIL: %d planes of %d columns: a launch of %d "
-                           "planes\n", count, columns, slice);
+                if (slice < 1 || (long long)gx * gz != (long long)slice *
+                    columns || gx > 0x7fffffffu || gz > 65535u) {
+                    printf("FAIL: %d planes of %d columns, %s: a launch of "
+                           "%d planes in %u x %u blocks\n", count, columns,
+                           order, slice, gx, gz);
                     failures++;
                     break;
                 }
-                for (unsigned x = 0; seen != NULL &&
-                     x < (unsigned)(slice * columns); x++) {
-                    int plane, column, next_plane, next_column;
-                    ap_strip_place(x, slice, columns, tiles_first, &plane,
-                                   &column);
-                    ap_strip_place(x + 1, slice, columns, tiles_first,
-                                   &next_plane, &next_column);
-                    if (plane < 0 || plane >= slice || column < 0 ||
-                        column >= columns ||
-                        seen[(long long)(done + plane) * columns + column]++
-                        || (!tiles_first && plane + 1 < slice &&
-                            (next_plane != plane + 1 ||
-                             next_column != column))) {
-                        if (failures++ < 3) {
-                            printf("FAIL: %d planes of %d columns, %s: "
-                                   "block %u at plane %d, column %d\n",
-                                   count, columns, tiles_first
-                                   ? "tiles first" : "planes first", x,
-                                   done + plane, column);
+                int last_plane = -1, last_column = -1;
+                for (unsigned z = 0; seen != NULL && z < gz; z++) {
+                    for (unsigned x = 0; x < gx; x++) {
+                        int plane, column;
+                        ap_strip_place(x, z, slice, tiles_first, &plane,
+                                       &column);
+                        /* the blocks in the order the GPU starts them */
+                        int next = last_plane < 0 ||
+                            (tiles_first
+                             ? (plane == last_plane &&
+                                column == last_column + 1) ||
+                               (plane == last_plane + 1 && column == 0)
+                             : (column == last_column &&
+                                plane == last_plane + 1) ||
+                               (column == last_column + 1 && plane == 0));
+                        if (plane < 0 || plane >= slice || column < 0 ||
+                            column >= columns || !next ||
+                            seen[(long long)(done + plane) * columns +
+                                 column]++) {
+                            if (failures++ < 3) {
+                                printf("FAIL: %d planes of %d columns, %s: "
+                                       "block (%u, %u) at plane %d, column "
+                                       "%d\n", count, columns, order, x, z,
+                                       done + plane, column);
+                            }
                         }
+                        last_plane = plane;
+                        last_column = column;
+                        placed++;
                     }
-                    placed++;
                 }
             }
-            long long most = 0x7fffffff / columns;
+            long long most = tiles_first ? 65535 : 0x7fffffff / columns;
             if (launches != (count + most - 1) / most) {
-                printf("FAIL: %d planes of %d columns took %d launches\n",
-                       count, columns, launches);
+                printf("FAIL: %d planes of %d columns, %s, took %d "
+                       "launches\n", count, columns, order, launches);
                 failures++;
             }
             for (long long i = 0; seen != NULL && i < blocks; i++) {
                 if (seen[i] != 1 && failures++ < 3) {
                     printf("FAIL: %d planes of %d columns, %s: plane %lld, "
                            "column %lld placed %d times\n", count, columns,
-                           tiles_first ? "tiles first" : "planes first",
-                           i / columns, i % columns, seen[i]);
+                           order, i / columns, i % columns, seen[i]);
                 }
             }
         }
