@@ -120,7 +120,9 @@ class BuildWithKernels(build_ext):
             fatbin = out / "sweep.fatbin"
             # $AQUAPROF_NVCC_FLAGS: variants of the kernels to time
             # (benchmarks/mvs/gpu_variants.sh), e.g. -DAP_GPU_PLANES_BLOCKS=3
-            command = [nvcc, "-fatbin", "-O3", "-std=c++17", *CUDA_TARGETS,
+            # --threads 0: the targets compiled side by side, one a core
+            command = [nvcc, "--threads", "0", "-fatbin", "-O3",
+                       "-std=c++17", *CUDA_TARGETS,
                        *shlex.split(os.environ.get("AQUAPROF_NVCC_FLAGS",
                                                    "")),
                        "-o", str(fatbin), "csrc/mvs/cuda/sweep.cu"]
