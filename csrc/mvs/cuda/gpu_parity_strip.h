@@ -15,11 +15,11 @@
  *      rows up, added to the block's accumulators.
  * Samples are warped as the textbook strip kernel warps them (the
  * source's frame, the crossing walked down the column from the two rows
- * above's). Each window is summed afresh (SSIM's Gaussian taps, or a box), down
- * then along, in float64 as the CPU does; costs are added in float32
- * (the volume's type) over the sources. Each sample is warped once a
- * block, where the three passes of parity_sweep.cuh warp it once and
- * read it back from global memory 2 (2 r + 1)^2 times.
+ * above's). Each window is summed afresh (SSIM's Gaussian taps, or a
+ * box), down then along, in float64 as the CPU does; costs are added in
+ * float32 (the volume's type) over the sources. Each sample is warped
+ * once a block, where the three passes of parity_sweep.cuh warp it once
+ * and read it back from global memory 2 (2 r + 1)^2 times.
  * Written in C for the host too, so that
  * tests/mvs/kernels/test_gpu_parity_strip.c runs a block's threads in
  * turn against the windows summed whole and against the CPU path;
