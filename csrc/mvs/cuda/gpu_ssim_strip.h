@@ -57,8 +57,7 @@ AP_STRIP_FN void
 ap_sstrip_start(ap_sstrip_column *col)
 {
     col->slot = 0;
-    col->walk.last = -1.0;
-    col->walk.before = -1.0;
+    col->walk = ap_walk_none();
 }
 
 /* Column c's weighted sums over the ring's rows, oldest first (from

@@ -247,8 +247,7 @@ ap_strip_start(ap_strip_column *col, float *ring, int c, int r)
     }
     col->seen = 0;
     col->slot = 0;
-    col->walk.last = -1.0;
-    col->walk.before = -1.0;
+    col->walk = ap_walk_none();
     /* count: trips=2 * radius + 1; part=sums */
     for (int k = 0; k <= 2 * r; k++) {
         ring[2 * (k * AP_STRIP_COLS + c)] = 0.0f;

@@ -187,7 +187,7 @@ parity_strip(const ap_cuda_strip &p)
     for (int v = 0; v < p.views; v++) {
         b.img = (const float *)p.srcs + (size_t)v * n;
         b.frame = &p.frames[v];
-        ap_walk walk = {-1.0, -1.0};
+        ap_walk walk = ap_walk_none();
         /* count: trips=H / ceil(H / AP_PSTRIP_ROWS) + 4 * radius */
         for (int y = b.y0 - 2 * r; y < end; y++) {
             ap_pstrip_enter(&b, at, c, y, &walk);

@@ -268,6 +268,14 @@ typedef struct {
     double last, before;
 } ap_walk;
 
+/* A walk with no crossing behind it yet. */
+static inline AP_HD ap_walk
+ap_walk_none(void)
+{
+    ap_walk walk = {-1.0, -1.0};
+    return walk;
+}
+
 /* The walking thread's crossing: from the line through the two planes
  * before's shares (or the one before's), else ap_crossing_fast; the walk
  * moves on a plane. Consecutive planes' crossings lie close, so the walk

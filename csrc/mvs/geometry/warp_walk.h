@@ -20,7 +20,7 @@ ap_warp_walk(const double *o, const double *d, const double *depths,
              int planes, const ap_camera *cam, const float *img, int h,
              int w, float *out, size_t stride)
 {
-    ap_walk walk = {-1.0, -1.0};
+    ap_walk walk = ap_walk_none();
     for (int j = 0; j < planes; j++) {
         double x[3], u, v;
         for (int k = 0; k < 3; k++) {

@@ -85,7 +85,7 @@ walk_against_cold(void)
         double dy = hc * uniform(&seed, -0.02, 0.02);
         double depth0 = hc * uniform(&seed, 0.01, 1.0);
         double step = hc * uniform(&seed, 0.001, 0.02);
-        ap_walk walk = {-1.0, -1.0};
+        ap_walk walk = ap_walk_none();
         for (int k = 0; k < PLANES; k++) {
             double px = hx + k * dx, py = hy + k * dy;
             double dist = sqrt(px * px + py * py), depth = depth0 + k * step;

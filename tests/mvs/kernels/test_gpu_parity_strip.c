@@ -80,7 +80,7 @@ strip_plane(ap_pstrip_block proto, const plane_views *pv, float *out)
                 /* each thread's walk down its column, from no guess */
                 ap_walk walks[AP_PSTRIP_COLS];
                 for (int c = 0; c < AP_PSTRIP_COLS; c++) {
-                    walks[c] = (ap_walk){-1.0, -1.0};
+                    walks[c] = ap_walk_none();
                 }
                 b.img = pv->imgs[v];
                 b.frame = pv->frames != NULL ? &pv->frames[v] : NULL;

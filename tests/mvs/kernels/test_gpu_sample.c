@@ -236,7 +236,7 @@ walks_down_columns(void)
         ap_gpu_frame_init(&f, &src);
         double depth = water_z + uniform(&seed, 0.1, 3.0);
         for (int x = rig; x < WW; x += 41) {
-            ap_walk walk = {-1.0, -1.0};
+            ap_walk walk = ap_walk_none();
             int rows = 0;
             for (int y = 0; y < WH; y++) {
                 double o[3], d[3], p[3];
