@@ -37,6 +37,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -252,19 +253,12 @@ def bench_cuda(args, scene, depth_counts) -> int:
           f"{'of roof':>8} {'torch ms':>9} {'x torch':>8} {'max |diff|':>10} "
           f"warp")
     worst = {}
-    asked = {env: os.environ.get(env)
-             for env in (_cuda.WARP_ENV, _cuda.ORDER_ENV)}
     depth_lines = []
-    try:
+    # each way sets the launcher's variables: as they were after
+    with mock.patch.dict(os.environ):
         for count in depth_counts:
             bench_cuda_depths(args, scene, ref, srcs, cams, count, bandwidth,
                               worst, depth_lines)
-    finally:
-        for env, value in asked.items():
-            if value is None:
-                os.environ.pop(env, None)
-            else:
-                os.environ[env] = value
     print('\ndepth map (reduce="depth": no volume held), ms, against the '
           'torch volume alone:')
     for count, how, depth_t, torch_t, agreement in depth_lines:

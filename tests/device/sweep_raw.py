@@ -17,10 +17,10 @@ ncu:   the full-size cost volume (1200 x 1600, 5 sources, 128 planes,
        blocks a plane at a time; ncu_planes: a smaller one with the
        sources' planes warped first.
 One line per case ('ok' or 'BAD'); exits 1 when any case is BAD."""
-import contextlib
 import ctypes
 import os
 import sys
+from unittest import mock
 
 import numpy as np
 
@@ -158,9 +158,8 @@ class Cases:
         with passes, the three passes and their scratch."""
         h, w = sc.ref.shape
         n, d = len(sc.images) - 1, depths.size
-        if passes:
-            os.environ["AQUAPROF_MVS_GPU_PARITY"] = "passes"
-        try:
+        with mock.patch.dict(os.environ, {"AQUAPROF_MVS_GPU_PARITY":
+                                          "passes"} if passes else {}):
             views = min(n, _mvs.GPU_VIEWS)
             scratch = self.dev.alloc(views * 3 * h * w * 8) \
                 if _mvs.gpu_parity_scratch(0, COSTS[cost], window) else 0
@@ -176,8 +175,6 @@ class Cases:
                                      first, min(batch, d - first),
                                      COSTS[cost], window, rays, out, 1,
                                      scratch)
-        finally:
-            os.environ.pop("AQUAPROF_MVS_GPU_PARITY", None)
         want = mvs.build_cost_volume(sc.ref, sc.images[1:], sc.ref_cam,
                                      sc.cameras[1:], depths, cost, window,
                                      parity="aquamvs")
@@ -200,19 +197,10 @@ class Cases:
                      want_conf, 1e-6)
 
 
-@contextlib.contextmanager
 def tiles_first():
     """The strip kernels' blocks a plane at a time, the order before
     AQUAPROF_MVS_GPU_ORDER's default; the variable as it was after."""
-    before = os.environ.get("AQUAPROF_MVS_GPU_ORDER")
-    os.environ["AQUAPROF_MVS_GPU_ORDER"] = "tiles"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["AQUAPROF_MVS_GPU_ORDER"]
-        else:
-            os.environ["AQUAPROF_MVS_GPU_ORDER"] = before
+    return mock.patch.dict(os.environ, {"AQUAPROF_MVS_GPU_ORDER": "tiles"})
 
 
 def many_views(cases, views, height, width, room=0):
