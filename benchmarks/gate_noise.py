@@ -14,13 +14,16 @@ A CPU hog is switched on for every other run (base and candidate alike):
 when gating on wall time it is pinned to the other core (the work is
 pinned to core 0), when gating on CPU time to the work's core as well.
 For each measure: 6 base runs, then 20 candidates of each kind
-(unchanged, and the three planted shapes), each judged four ways:
+(unchanged, and the three planted shapes), each judged five ways:
 - "runs": the verdict on one candidate run against the 6 base runs
   (noise between runs learned from them);
 - "runs, rounds 3": the same, and where a stage is suspect (slower, or
   grown past the threshold without the evidence), two more runs of the
   candidate and the verdict on all three (what `--aquaprof-rounds 3`
   does in the pytest gate);
+- "runs alone": the first, without what a run's own calls say of its
+  figure's spread (verdict.own_spread), kept here as the reference for
+  what that changes;
 - "1 run": the verdict against the first base run alone (block
   bootstrap over the calls);
 - "before": the rule aquaprof used before (Mann-Whitney on the calls of
@@ -47,6 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List
+from unittest import mock
 
 import numpy as np
 
@@ -54,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import aquaprof as ap  # noqa: E402
+from aquaprof.analysis import verdict  # noqa: E402
 from aquaprof.analysis.compare import (Comparison, parse_threshold,  # noqa
                                        run_figures)
 
@@ -159,7 +164,8 @@ def measure_runs(measure: str, candidates: int, threshold: float,
     print(f"  {measure}: noise between the 6 base runs (sd of the log of "
           f"each stage's total): {base_noise(base, measure)}", flush=True)
     counts = {rule: {kind: 0 for kind in (*SHAPES, "others")}
-              for rule in ("runs", "runs, rounds 3", "1 run", "before")}
+              for rule in ("runs", "runs, rounds 3", "runs alone",
+                           "1 run", "before")}
     made = 0
 
     def candidate(shape: str) -> ap.Report:
@@ -182,6 +188,9 @@ def measure_runs(measure: str, candidates: int, threshold: float,
             verdicts["runs, rounds 3"] = judged(compared(
                 base, [new, candidate(shape), candidate(shape)])) \
                 if first.suspects else verdicts["runs"]
+            with mock.patch.object(verdict, "own_spread",
+                                   lambda figure, calls: 0.0):
+                verdicts["runs alone"] = judged(compared(base, new))
             verdicts["1 run"] = judged(compared(base[0], new))
             verdicts["before"] = before_slower(base[0], new, threshold,
                                                measure)

@@ -49,8 +49,10 @@ class Slow(Dataset):
         return torch.full((16,), float(i % 7))
 
 
-def train(item_seconds: float, path: Path) -> ap.Report:
-    """40 steps of a small model fed by 2 workers; the report saved."""
+def train(item_seconds: float, path: Path, step_iterations: int = 20
+          ) -> ap.Report:
+    """40 steps of a small model fed by 2 workers, each step
+    step_iterations passes over its batch; the report saved."""
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = torch.nn.Sequential(torch.nn.Linear(16, 256), torch.nn.ReLU(),
@@ -63,7 +65,7 @@ def train(item_seconds: float, path: Path) -> ap.Report:
             with ap.stage("data"):
                 x = next(batches)
             with ap.stage("step"):
-                for _ in range(20):
+                for _ in range(step_iterations):
                     loss = model(x).pow(2).mean()
                     opt.zero_grad()
                     loss.backward()

@@ -9,6 +9,12 @@ is slower too; Comparison.own_changes gives the same verdicts on each
 call's self time instead (the differential flamegraph colours by them).
 Times are wall time, or with measure="cpu" the thread CPU time of each
 call, which a machine busy with other processes moves far less.
+
+Where the runs say how busy their machine was (meta["host"]: the CPUs
+other processes kept busy, a hypervisor's steal), a comparison whose new
+runs met a busier or quieter machine than every base run says so: a
+stage slower only because the machine was busier reads, by its figures,
+like slower code.
 """
 from __future__ import annotations
 
@@ -129,6 +135,51 @@ def run_figures(report: "Report", own: bool = False, measure: str = "wall"
 
 Runs = Union["Report", Sequence["Report"]]
 
+#: other processes' CPUs, and a hypervisor's share of the CPU time, by
+#: which the new runs' mean must differ from every base run's for the
+#: machine to be said to differ
+BUSIER_CPUS = 0.5
+BUSIER_STEAL = 0.05
+
+
+def machine_change(base: Sequence["Report"], new: Sequence["Report"]
+                   ) -> str:
+    """A sentence when the new runs met a busier (or quieter) machine
+    than every base run did; "" otherwise, or where a run does not say."""
+    said, words = [], set()
+    for field, gap, what, scale, unit in (
+            ("other_cpus", BUSIER_CPUS, "other processes kept {} busy",
+             1, " CPUs"),
+            ("steal", BUSIER_STEAL, "a hypervisor took {} of the CPU time",
+             100, " %")):
+        def shown(value: float) -> str:
+            return f"{value * scale:.{1 if scale == 1 else 0}f}"
+
+        before = [r.meta.get("host", {}).get(field) for r in base]
+        after = [r.meta.get("host", {}).get(field) for r in new]
+        if None in before or None in after:
+            continue
+        now = float(np.mean(after))
+        if now - max(before) >= gap:
+            words.add("busier")
+        elif min(before) - now >= gap:
+            words.add("quieter")
+        else:
+            continue
+        low, high = shown(min(before)), shown(max(before))
+        was = low if low == high else f"{low}-{high}"
+        runs = "run" if len(base) == 1 else "runs"
+        said.append(what.format(shown(now) + unit) +
+                    f" ({was}{unit} in the base {runs})")
+    if not said:
+        return ""
+    word = words.pop() if len(words) == 1 else "busier and quieter"
+    runs = "run" if len(new) == 1 else "runs"
+    return (f"the machine was {word} during the new {runs}: "
+            f"{'; '.join(said)}. A busier machine slows unchanged code "
+            f"and a quieter one speeds it: compare runs made under the "
+            f"same load")
+
 
 def _runs(reports: Runs, side: str) -> List["Report"]:
     many = [reports] if isinstance(reports, Report) else list(reports) \
@@ -201,6 +252,9 @@ class Comparison:
         self._reports = (_runs(base, "base"), _runs(new, "new"))
         self.changes = stage_changes(*self._reports, threshold, alpha,
                                      measure=measure)
+        #: a sentence when the new runs met a busier or quieter machine
+        #: than every base run, else ""
+        self.machine = machine_change(*self._reports)
         self._own: Optional[List[StageChange]] = None
 
     @property
@@ -256,6 +310,8 @@ class Comparison:
                  f"(slower: the total or tail grew by more "
                  f"than {self.threshold * 100:g} % at p < {self.alpha:g}; "
                  f"{evidence})"]
+        if self.machine:
+            lines.append(f"note: {self.machine}")
         for c in self.changes:
             mark = "!" if c.verdict in SLOWER else " "
             lines.append(f"{mark} {printable(c.path)}: {c.summary()}")

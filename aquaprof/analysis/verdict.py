@@ -19,7 +19,19 @@ certainty (p = 1e-11 for code that did not change). So:
   them: the logs of the runs' figures are compared by Student's t-test
   with the variance pooled over the sides that have more than one run.
   Where the base holds runs made on a quiet and a busy machine, a
-  candidate run on either is within that noise.
+  candidate run on either is within that noise. A few runs can agree by
+  chance far more closely than their figures can be known: the 95th
+  percentile of 40 calls, most instant and a few waits, sits on the
+  third-longest call, and five runs may all have two waits where the
+  next has three and a p95 twice as long. So where the runs agree more
+  closely than a run's own calls can pin its figure down (the variance
+  of its log over block resamples of the calls, as below, averaged over
+  the runs), that variance counts as PRIOR_RUNS runs' worth of evidence
+  on the noise: pooled with the runs' variance, never lowering it. In a
+  real DataLoader loop this took the reruns of unchanged code whose
+  "data" stage was called slower against 5 runs from 19 of 300 to 1,
+  and the loader made twice as slow was caught as often
+  (benchmarks/loader_verdicts.py).
 - With one run a side, noise between runs is unknown and the verdict says
   so ("1 run a side"). The ratio of the figures is resampled by a moving
   block bootstrap over consecutive calls (blocks of about sqrt(n) calls,
@@ -57,6 +69,15 @@ MIN_CALLS = 5
 MIN_TAIL_CALLS = 20
 #: bootstrap resamples; the smallest p it can give is 1 / RESAMPLES
 RESAMPLES = 2000
+#: block resamples a run's own spread is measured from (a variance, which
+#: needs far fewer than a p-value's tail)
+SPREAD_RESAMPLES = 400
+#: the runs a run's own spread counts as, pooled with the runs' variance
+#: where it is larger: two, so that five runs agreeing by chance on a
+#: figure their calls cannot pin down are not certainty, while a spread
+#: that the block resampling overstates (a run's one warm-up call,
+#: resampled 0 to 3 times) does not outweigh the runs themselves
+PRIOR_RUNS = 2
 #: most calls a percentile is resampled from (memory and time bounded)
 PERCENTILE_CALLS = 1000
 #: the verdicts that are regressions
@@ -177,20 +198,25 @@ def t_two_sided_p(t: float, df: int) -> float:
     return _incomplete_beta(df / 2, 0.5, df / (df + t * t))
 
 
-def runs_p(base: Sequence[float], new: Sequence[float]
-           ) -> Tuple[float, float]:
+def runs_p(base: Sequence[float], new: Sequence[float],
+           own: float = 0.0) -> Tuple[float, float]:
     """(p that new's figures are not above base's, p that they are not
     below): one-sided t-tests on two groups of runs' figures, the variance
     pooled over the groups with two or more runs (at least one has). On
-    their logs (relative noise), or where a run has 0 (a stage one run
-    never called) on the figures themselves."""
+    their logs (relative noise), pooled with own (the variance of a log
+    figure that the runs' own calls give) as PRIOR_RUNS runs where own
+    is the larger; or where a run has 0 (a stage one run never called)
+    on the figures themselves, own unused."""
     x, y = np.asarray(base, np.float64), np.asarray(new, np.float64)
-    if min(x.min(), y.min()) > 0:
+    logs = min(x.min(), y.min()) > 0
+    if logs:
         x, y = np.log(x), np.log(y)
     df = (len(x) - 1) + (len(y) - 1)
     ss = float(((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum())
+    variance = max(ss / df, (ss + PRIOR_RUNS * own) / (df + PRIOR_RUNS)
+                   ) if logs else ss / df
     diff = float(y.mean() - x.mean())
-    se = math.sqrt(ss / df * (1 / len(x) + 1 / len(y)))
+    se = math.sqrt(variance * (1 / len(x) + 1 / len(y)))
     if se == 0:
         return ((1.0, 1.0) if diff == 0 else (0.0, 1.0) if diff > 0
                 else (1.0, 0.0))
@@ -198,26 +224,26 @@ def runs_p(base: Sequence[float], new: Sequence[float]
     return (far, 1 - far) if diff > 0 else (1 - far, far)
 
 
-def _block_starts(n: int, rng: np.random.Generator
+def _block_starts(n: int, rng: np.random.Generator, resamples: int
                   ) -> Tuple[int, np.ndarray]:
     """The block length for n calls (about sqrt(n)) and, for each of
-    RESAMPLES resamples, the starts of the blocks that make it up."""
+    the resamples, the starts of the blocks that make it up."""
     block = max(1, int(round(math.sqrt(n))))
     blocks = -(-n // block)
-    return block, rng.integers(0, n - block + 1, (RESAMPLES, blocks),
+    return block, rng.integers(0, n - block + 1, (resamples, blocks),
                                dtype=np.int64 if n >> 31 else np.int32)
 
 
-def _resampled(figure: str, calls: np.ndarray, rng: np.random.Generator
-               ) -> np.ndarray:
-    """The figure of each of RESAMPLES moving-block resamples of calls:
+def _resampled(figure: str, calls: np.ndarray, rng: np.random.Generator,
+               resamples: int = RESAMPLES) -> np.ndarray:
+    """The figure of each of the moving-block resamples of calls:
     the total (the count of calls kept: a run that called twice as often
     pays twice as much) or the 95th percentile call.
     Bounded whatever the calls: a total sums whole blocks' sums, and a
     percentile is taken from at most PERCENTILE_CALLS calls, thinned
     evenly (which only widens its spread: less evidence, never more)."""
     if figure == "total":
-        block, starts = _block_starts(len(calls), rng)
+        block, starts = _block_starts(len(calls), rng, resamples)
         sums = np.concatenate([[0.0], np.cumsum(calls)])
         per_block = sums[block:] - sums[:-block]
         # the blocks cover a little more than n calls: scaled back to n
@@ -225,10 +251,32 @@ def _resampled(figure: str, calls: np.ndarray, rng: np.random.Generator
                                                 (starts.shape[1] * block))
     if len(calls) > PERCENTILE_CALLS:
         calls = calls[::-(-len(calls) // PERCENTILE_CALLS)]
-    block, starts = _block_starts(len(calls), rng)
-    index = (starts[:, :, None] + np.arange(block)).reshape(RESAMPLES, -1)
-    return np.percentile(calls[index[:, :len(calls)]], 95, axis=1,
-                         method="inverted_cdf")
+    n = len(calls)
+    block, starts = _block_starts(n, rng, resamples)
+    index = (starts[:, :, None] + np.arange(block)).reshape(resamples, -1)
+    # the nearest rank, as RunFigures.of's (numpy's inverted_cdf), by a
+    # partial sort: a full one of every resample cost 20 times as much
+    rank = _rank95(n)
+    return np.partition(calls[index[:, :n]], rank, axis=1)[:, rank]
+
+
+def _rank95(n: int) -> int:
+    """The 0-based rank of the nearest-rank 95th percentile of n values."""
+    return max(0, -(-95 * n // 100) - 1)
+
+
+def own_spread(figure: str, calls: Optional[np.ndarray]) -> float:
+    """How far a run's own calls move its figure by chance: the variance
+    of the log of the figure over block resamples of the calls (0 where
+    the calls are unknown or too few, or the figure can be 0). Seeded:
+    the same calls give the same spread."""
+    if calls is None or len(calls) < MIN_CALLS:
+        return 0.0
+    figures = _resampled(figure, calls, np.random.default_rng(len(calls)),
+                         SPREAD_RESAMPLES)
+    if figures.min() <= 0:
+        return 0.0
+    return float(np.var(np.log(figures), ddof=1))
 
 
 def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str
@@ -296,7 +344,7 @@ def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
 
 
 def _figure_p(figure: str, base: Sequence[RunFigures],
-              new: Sequence[RunFigures], moved: float
+              new: Sequence[RunFigures], moved: float, alpha: float
               ) -> Tuple[Optional[float], Optional[float], Optional[float]]:
     """(p that the figure grew, p that it shrank, the p to show) from the
     runs when either side has several, else from one run's calls; Nones
@@ -305,6 +353,13 @@ def _figure_p(figure: str, base: Sequence[RunFigures],
         field = "total" if figure == "total" else "p95"
         values = [getattr(r, field) for r in (*base, *new)]
         p_up, p_down = runs_p(values[:len(base)], values[len(base):])
+        if min(p_up, p_down) < alpha:
+            # the runs' own spread can only raise p: resampled only where
+            # it could change the verdict
+            own = float(np.mean([own_spread(figure, r.calls)
+                                 for r in (*base, *new)]))
+            p_up, p_down = runs_p(values[:len(base)], values[len(base):],
+                                  own)
         return p_up, p_down, p_up if moved >= 0 else p_down
     b, n = base[0].calls, new[0].calls
     if b is None or n is None or min(len(b), len(n)) < MIN_CALLS:
@@ -335,7 +390,7 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     each = alpha / len(moved)      # no more false alarms for more figures
     words: List[Tuple[str, Optional[str], Optional[float]]] = []
     for name, change in moved.items():
-        p_up, p_down, p = _figure_p(name, base, new, change)
+        p_up, p_down, p = _figure_p(name, base, new, change, each)
         words.append((_word(change, p_up, p_down, threshold, each,
                             name == "total"), name, p))
     order = ("slower", "slower?", "faster", "faster?", NOISY, "same")
@@ -363,7 +418,7 @@ def describe(v: Verdict) -> str:
     p = "" if v.p_value is None else f", p={v.p_value:.2g}"
     why = f" ({v.figure}" + (f": {v.detail})" if v.detail else ")") \
         if v.figure else ""
-    unsure = ("; no further than chance moves it: more runs would tell"
+    unsure = ("; not proven against the noise: more runs would tell"
               if v.word == NOISY else "")
     return (f"total {fmt_time(v.base_total)} -> {fmt_time(v.new_total)} a "
             f"run ({change}){tail}, median {fmt_time(v.base_p50)} -> "

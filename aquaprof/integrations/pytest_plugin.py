@@ -538,6 +538,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                       f"noise: {', '.join(c.path for c in comparison.noisy)}"
                       f" (more base runs, --aquaprof-rounds or "
                       f"--aquaprof-measure=cpu would tell)", yellow=True)
+                if comparison.machine:
+                    write(f"    note: {comparison.machine}")
                 for c in comparison.noisy:
                     write(f"    {c.path}: {c.summary()}")
                 continue

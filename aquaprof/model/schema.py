@@ -69,6 +69,10 @@ HOST_OPTIONAL: Fields = {
     # the CPUs the process could run on, and the machine's load average
     # over the last minute when the report was made
     "cpus": int, "load": float,
+    # during the run: the CPUs other processes kept busy on average, and
+    # the share of all CPU time a hypervisor took (Linux; runs of at least
+    # half a CPU-second of the machine's)
+    "other_cpus": float, "steal": float,
 }
 OVERHEAD_FIELDS: Fields = {"span_ns": float, "inside_ns": float}
 OVERHEAD_OPTIONAL: Fields = {

@@ -1,6 +1,8 @@
 """The host a run recorded on, for its report's meta["host"]: the
-machine, the Python and aquaprof, the command, and the CPUs and load
-that diagnose() weighs CPU starvation against."""
+machine, the Python and aquaprof, the command, the CPUs and load that
+diagnose() weighs CPU starvation against, and how busy the machine was
+during the run apart from it (which compare weighs: a busier machine
+slows unchanged code)."""
 from __future__ import annotations
 
 import functools
@@ -8,7 +10,13 @@ import os
 import platform
 import socket
 import sys
+import time
 from typing import Any, Dict, Optional, Tuple
+
+#: fewest ticks of all the CPUs together (at the kernel's 100 a second a
+#: CPU) for how busy a run's machine was to be said: fewer, and the ticks'
+#: rounding alone moves it by more than a tenth of a CPU
+BUSY_TICKS = 50
 
 from .._version import __version__
 
@@ -21,8 +29,10 @@ def static_host() -> Tuple[str, str]:
     return socket.gethostname(), platform.platform()
 
 
-def host_info(started_at: Optional[float]) -> Dict[str, Any]:
-    """meta["host"] of a run started at `started_at` (time.time())."""
+def host_info(started_at: Optional[float],
+              busy: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+    """meta["host"] of a run started at `started_at` (time.time()); busy:
+    what busy_between() found of the run."""
     hostname, system = static_host()
     return {
         "hostname": hostname,
@@ -33,7 +43,52 @@ def host_info(started_at: Optional[float]) -> Dict[str, Any]:
         "cwd": os.getcwd(),
         "started_at": started_at,
         **_cpus_and_load(),
+        **(busy or {}),
     }
+
+
+Ticks = Tuple[float, float, int, int, int]
+
+
+def cpu_ticks() -> Optional[Ticks]:
+    """(time.monotonic(), this process's CPU seconds, the machine's busy,
+    stolen and all ticks so far, from /proc/stat); None where the system
+    has no /proc/stat or it cannot be read. Never raises: it runs as a
+    session starts and stops."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            line = f.readline().split()
+        # user nice system idle iowait irq softirq steal (guests are in
+        # user and nice already)
+        user, nice, system, idle, iowait, irq, softirq, steal = map(
+            int, line[1:9])
+    except (OSError, ValueError):
+        return None
+    return (time.monotonic(), time.process_time(),
+            user + nice + system + irq + softirq, steal,
+            user + nice + system + idle + iowait + irq + softirq + steal)
+
+
+def busy_between(start: Optional[Ticks], stop: Optional[Ticks]
+                 ) -> Dict[str, float]:
+    """How busy the machine was between two cpu_ticks(): "other_cpus",
+    the CPUs that other processes (this one's children among them) kept
+    busy on average, and "steal", the share of all CPU time a hypervisor
+    took from this virtual machine; {} where unknown or too short to
+    tell."""
+    if start is None or stop is None:
+        return {}
+    wall = stop[0] - start[0]
+    busy, stolen, ticks = (b - a for a, b in zip(start[2:], stop[2:]))
+    if ticks < BUSY_TICKS or wall <= 0:
+        return {}
+    try:
+        hz = os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError, AttributeError):
+        return {}
+    others = (busy / hz - (stop[1] - start[1])) / wall
+    return {"other_cpus": round(max(0.0, others), 3),
+            "steal": round(stolen / ticks, 4)}
 
 
 def _cpus_and_load() -> Dict[str, Any]:

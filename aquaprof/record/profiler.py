@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import _core
 from ..model.schema import TIMELINE_DTYPE
 from ..report import Report
 from .gpu_status import losses
-from .host import host_info, static_host
+from .host import busy_between, cpu_ticks, host_info, static_host
 from .options import Options
 from .processes.parent import Capture
 
@@ -157,6 +157,10 @@ class Profiler:
         self._overhead: Optional[dict] = calibration
         self._report: Optional[Report] = None
         self._started_at: Optional[float] = None
+        # the machine's CPU ticks at the start, and how busy it was over
+        # the run (host.busy_between) once stopped
+        self._ticks: Any = None
+        self._busy: Dict[str, float] = {}
         # start() has not returned; a stop() meanwhile (a signal handler's)
         self._starting = False
         self._stop_asked = False
@@ -182,6 +186,7 @@ class Profiler:
         try:
             with _STARTING:
                 self._started_at = time.time()
+                self._ticks = cpu_ticks()
                 self._starting = True
                 if self._compensate and not _core.active():
                     self._overhead = _calibration(
@@ -246,6 +251,7 @@ class Profiler:
 
     def _stop_core(self) -> None:
         self._core.stop(neighbor=self._cupti_neighbor())
+        self._busy = busy_between(self._ticks, cpu_ticks())
 
     def _end_watches(self) -> None:
         """What the run watched besides stages: samples, loaders and torch,
@@ -387,7 +393,7 @@ class Profiler:
             if "gpu" in data:
                 data["gpu"]["events"].flags.writeable = False
                 data["gpu_status"] += losses(data["gpu"])
-            data["host"] = host_info(self._started_at)
+            data["host"] = host_info(self._started_at, self._busy)
             if self._sampler is not None:
                 from ..analysis.own_frames import without_own_frames
                 data["samples"] = without_own_frames(

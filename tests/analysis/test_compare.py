@@ -7,8 +7,9 @@ import aquaprof as ap
 from profiled import busy
 
 
-from aquaprof.analysis.verdict import (RESAMPLES, RunFigures, describe,
-                                       judge, t_two_sided_p)
+from aquaprof.analysis.verdict import (RESAMPLES, SLOWER, RunFigures,
+                                       describe, judge, own_spread, runs_p,
+                                       t_two_sided_p)
 
 
 def timings(rng, n, median, spread=0.05):
@@ -115,6 +116,47 @@ def test_drift_between_runs_is_learned_from_the_base_runs():
     assert v.word == "same" and v.evidence == "6 vs 1 runs"
     slower = [RunFigures.of(timings(rng, 40, 1.4e-3, 0.02))]
     assert judge(base, slower).word == "slower"
+
+
+def waits(rng, count, wait=3e-3, n=40):
+    """One run of a DataLoader that keeps up: n instant calls but count
+    waits for a batch, scattered."""
+    x = timings(rng, n, 0.05e-3)
+    x[rng.choice(n, count, replace=False)] = timings(rng, count, wait)
+    return RunFigures.of(x)
+
+
+def test_runs_that_agree_by_chance_do_not_prove_a_tail_moved():
+    # five base runs with two waits each put their p95 (the 38th of 40
+    # calls) on an instant call; a rerun with three puts it on a wait,
+    # 60x longer. The runs' p95s agree far more closely than 40 calls
+    # can tell them: that is chance, and the verdict may not call it
+    rng = np.random.default_rng(21)
+    base = [waits(rng, 2) for _ in range(5)]
+    rerun = [waits(rng, 3)]
+    assert rerun[0].p95 > 30 * max(b.p95 for b in base)
+    v = judge(base, rerun)
+    assert v.word not in SLOWER, describe(v)
+    assert v.tail_change > 30 and v.p_value > 0.005
+    # what the runs' figures alone said (a t-test on five near-equal p95s)
+    assert runs_p([b.p95 for b in base], [rerun[0].p95])[0] < 1e-4
+    # the waits twice as long and six times as many in every run: slower
+    # (two waits more of 40 calls are within what a run's own calls
+    # show by chance: the one-run bootstrap does not prove them either)
+    slow = [waits(rng, 12, wait=6e-3) for _ in range(3)]
+    v = judge(base, slow)
+    assert v.word == "slower" and v.change > 1, describe(v)
+
+
+def test_a_runs_own_spread_is_what_its_calls_make_of_its_figure():
+    rng = np.random.default_rng(22)
+    steady = 1e-3 * np.exp(rng.normal(0, 0.01, 400))     # no outliers
+    assert own_spread("total", steady) < 1e-4
+    assert own_spread("tail", steady) < 1e-3
+    # the p95 on the edge of two groups: the calls alone move it 60x
+    assert own_spread("tail", waits(rng, 2).calls) > 1
+    assert own_spread("total", None) == own_spread("tail", steady[:4]) == 0
+    assert own_spread("tail", steady) == own_spread("tail", steady.copy())
 
 
 def test_runs_without_calls_are_judged_by_their_figures():
@@ -257,3 +299,51 @@ def test_a_stage_one_base_run_never_called_is_no_regression():
     # all the base runs called it at a tenth of the new cost: slower
     tenth = RunFigures(0.001, 10, 0.0001, 0.00012)
     assert judge([tenth, tenth, tenth], [called]).word == "slower"
+
+
+def on_machine(report, **busy):
+    """The report as if its run had met a machine this busy."""
+    return ap.Report(dict(report._data, host=dict(report.meta["host"],
+                                                  **busy)))
+
+
+def test_a_busier_machine_in_the_new_run_is_said():
+    base = [on_machine(timed(1.0, seed), other_cpus=c, steal=0.0)
+            for seed, c in ((1, 0.05), (4, 0.2), (5, 0.1))]
+    busy = on_machine(timed(1.6, 2), other_cpus=1.04, steal=0.0)
+    comparison = busy.compare(base)
+    note = ("note: the machine was busier during the new run: other "
+            "processes kept 1.0 CPUs busy (0.1-0.2 CPUs in the base runs). "
+            "A busier machine slows unchanged code")
+    assert note in str(comparison)
+    assert comparison.machine in str(comparison)
+    # the verdicts stand: the note says why they may be the machine's
+    assert [c.path for c in comparison.regressions] == ["step"]
+    # a hypervisor's steal, and the other way round: a quieter machine
+    quiet = [on_machine(timed(1.0, seed), other_cpus=0.0, steal=0.12)
+             for seed in (6, 7)]
+    assert quiet[0].compare(base[:1]).machine.startswith(
+        "the machine was busier during the new run: a hypervisor took 12 % "
+        "of the CPU time (0 % in the base run)")
+    assert base[0].compare(quiet).machine.startswith(
+        "the machine was quieter during the new run: a hypervisor took 0 % "
+        "of the CPU time (12 % in the base runs)")
+    both = on_machine(timed(1.0, 8), other_cpus=0.9, steal=0.0)
+    assert both.compare(quiet).machine.startswith(
+        "the machine was busier and quieter during the new run: other "
+        "processes kept 0.9 CPUs busy (0.0 CPUs in the base runs); a "
+        "hypervisor took 0 % of the CPU time (12 % in the base runs)")
+
+
+def test_no_machine_note_within_the_base_runs_or_where_a_run_is_silent():
+    base = [on_machine(timed(1.0, seed), other_cpus=c, steal=0.0)
+            for seed, c in ((1, 0.1), (4, 1.0))]
+    within = on_machine(timed(1.0, 2), other_cpus=0.9, steal=0.02)
+    assert within.compare(base).machine == ""
+    assert "note:" not in str(within.compare(base))
+    # a run made before the machine was measured, or off Linux
+    made = timed(1.0, 3)
+    silent = ap.Report(dict(made._data, host={
+        k: v for k, v in made.meta["host"].items() if k != "other_cpus"}))
+    busy = on_machine(timed(1.0, 5), other_cpus=1.9, steal=0.0)
+    assert busy.compare([*base, silent]).machine == ""
