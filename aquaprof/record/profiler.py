@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from .. import _core
 from ..model.schema import TIMELINE_DTYPE
@@ -157,10 +157,10 @@ class Profiler:
         self._overhead: Optional[dict] = calibration
         self._report: Optional[Report] = None
         self._started_at: Optional[float] = None
-        # the machine's CPU ticks at the start, and how busy it was over
-        # the run (host.busy_between) once stopped
+        # the machine's CPU ticks at the start and the stop: how busy it
+        # was over the run (host.busy_between)
         self._ticks: Any = None
-        self._busy: Dict[str, float] = {}
+        self._stop_ticks: Any = None
         # start() has not returned; a stop() meanwhile (a signal handler's)
         self._starting = False
         self._stop_asked = False
@@ -186,8 +186,8 @@ class Profiler:
         try:
             with _STARTING:
                 self._started_at = time.time()
-                self._ticks = cpu_ticks()
                 self._starting = True
+                self._ticks = cpu_ticks()
                 if self._compensate and not _core.active():
                     self._overhead = _calibration(
                         self._options.cpu_resolution, self._options.memory,
@@ -243,7 +243,11 @@ class Profiler:
         finally:
             self._end_sampler()
             self._stop_core()
-            self._end_watches()
+            try:
+                if self._stop_ticks is None:    # the first stop's
+                    self._stop_ticks = cpu_ticks()
+            finally:        # a Ctrl-C in it still ends the watches
+                self._end_watches()
 
     def _cupti_neighbor(self) -> Optional[str]:
         from .cupti import cupti_neighbor
@@ -251,7 +255,6 @@ class Profiler:
 
     def _stop_core(self) -> None:
         self._core.stop(neighbor=self._cupti_neighbor())
-        self._busy = busy_between(self._ticks, cpu_ticks())
 
     def _end_watches(self) -> None:
         """What the run watched besides stages: samples, loaders and torch,
@@ -393,7 +396,8 @@ class Profiler:
             if "gpu" in data:
                 data["gpu"]["events"].flags.writeable = False
                 data["gpu_status"] += losses(data["gpu"])
-            data["host"] = host_info(self._started_at, self._busy)
+            data["host"] = host_info(self._started_at, busy_between(
+                self._ticks, self._stop_ticks))
             if self._sampler is not None:
                 from ..analysis.own_frames import without_own_frames
                 data["samples"] = without_own_frames(

@@ -56,3 +56,13 @@ def test_busy_between_ticks(monkeypatch):
     assert busy_between(start, (10.1, 5.1, 1010, 0, 5000 + BUSY_TICKS - 1)
                         ) == {}
     assert busy_between(None, stop) == busy_between(start, None) == {}
+
+
+@linux_only
+def test_a_second_stop_does_not_stretch_the_run():
+    prof = ap.Profiler().start()
+    prof.stop()
+    first = prof._stop_ticks
+    time.sleep(0.05)
+    prof.stop()
+    assert prof._stop_ticks is first
