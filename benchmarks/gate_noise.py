@@ -189,7 +189,7 @@ def measure_runs(measure: str, candidates: int, threshold: float,
                 base, [new, candidate(shape), candidate(shape)])) \
                 if first.suspects else verdicts["runs"]
             with mock.patch.object(verdict, "own_spread",
-                                   lambda figure, calls: 0.0):
+                                   lambda figure, calls: None):
                 verdicts["runs alone"] = judged(compared(base, new))
             verdicts["1 run"] = judged(compared(base[0], new))
             verdicts["before"] = before_slower(base[0], new, threshold,

@@ -34,6 +34,7 @@ Nothing else should run on the machine meanwhile: the hog is the noise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import subprocess
 import sys
@@ -145,10 +146,9 @@ def main() -> None:
             effects.append(f"{shape}: {hog_effect(unchanged)}")
             print(f"  {effects[-1]}", flush=True)
             for rule in ("now", "runs alone"):
-                with mock.patch.object(
-                        verdict, "own_spread",
-                        verdict.own_spread if rule == "now" else
-                        (lambda figure, calls: 0.0)):
+                with (contextlib.nullcontext() if rule == "now" else
+                      mock.patch.object(verdict, "own_spread",
+                                        lambda figure, calls: None)):
                     counts = judged(unchanged, slow, args.draws)
                 rows.append((shape, rule, counts))
                 print(f"  {shape} {rule}: {counts}", flush=True)

@@ -3,9 +3,11 @@
 
 Each run trains a small model for 40 steps; the loader's batches come
 from 2 worker processes whose __getitem__ sleeps (the base: 1.5 ms an
-item; the slow run: 3 ms). The main process mostly finds a batch ready,
-and now and then waits for one: a stage of many instant calls and a few
-long waits, whose median does not move when the waits grow.
+item; the slow run: 3 ms). The main process waits for most batches,
+some briefly and some long: the median wait jumps between runs of the
+same code, and misses the long waits growing. (train()'s
+step_iterations=60 makes the model the bottleneck instead: a batch is
+then mostly ready, benchmarks/loader_verdicts.py's second shape.)
 
     python benchmarks/slow_loader.py [OUT_DIR]
 

@@ -147,8 +147,14 @@ def machine_change(base: Sequence["Report"], new: Sequence["Report"]
     """A sentence when the new runs met a busier (or quieter) machine
     than every base run did; "" otherwise, or where a run does not say."""
     said, words = [], set()
+    # a child's CPU (a DataLoader worker's) is no other process to the
+    # user, but to the kernel's ticks it is
+    children = any(r.meta.get("children", {}).get("started")
+                   for r in (*base, *new))
+    others = ("other processes (the runs' own child processes among them)"
+              if children else "other processes")
     for field, gap, what, scale, unit in (
-            ("other_cpus", BUSIER_CPUS, "other processes kept {} busy",
+            ("other_cpus", BUSIER_CPUS, others + " kept {} busy",
              1, " CPUs"),
             ("steal", BUSIER_STEAL, "a hypervisor took {} of the CPU time",
              100, " %")):

@@ -26,8 +26,9 @@ certainty (p = 1e-11 for code that did not change). So:
   next has three and a p95 twice as long. So where the runs agree more
   closely than a run's own calls can pin its figure down (the variance
   of its log over block resamples of the calls, as below, averaged over
-  the runs), that variance counts as PRIOR_RUNS runs' worth of evidence
-  on the noise: pooled with the runs' variance, never lowering it. In a
+  the runs), that variance is pooled with the runs' as if PRIOR_RUNS
+  more runs had shown it (never lowering it, and adding no degrees of
+  freedom to the test). In a
   real DataLoader loop this took the reruns of unchanged code whose
   "data" stage was called slower against 5 runs from 19 of 300 to 1,
   and the loader made twice as slow was caught as often
@@ -71,7 +72,7 @@ MIN_TAIL_CALLS = 20
 RESAMPLES = 2000
 #: block resamples a run's own spread is measured from (a variance, which
 #: needs far fewer than a p-value's tail)
-SPREAD_RESAMPLES = 400
+SPREAD_RESAMPLES = 200
 #: the runs a run's own spread counts as, pooled with the runs' variance
 #: where it is larger: two, so that five runs agreeing by chance on a
 #: figure their calls cannot pin down are not certainty, while a spread
@@ -204,9 +205,11 @@ def runs_p(base: Sequence[float], new: Sequence[float],
     below): one-sided t-tests on two groups of runs' figures, the variance
     pooled over the groups with two or more runs (at least one has). On
     their logs (relative noise), pooled with own (the variance of a log
-    figure that the runs' own calls give) as PRIOR_RUNS runs where own
-    is the larger; or where a run has 0 (a stage one run never called)
-    on the figures themselves, own unused."""
+    figure that the runs' own calls give) as if PRIOR_RUNS more runs had
+    shown it, where own is the larger (their degrees of freedom not
+    added: the test is no bolder than the runs alone allow); or where a
+    run has 0 (a stage one run never called) on the figures themselves,
+    own unused."""
     x, y = np.asarray(base, np.float64), np.asarray(new, np.float64)
     logs = min(x.min(), y.min()) > 0
     if logs:
@@ -265,18 +268,20 @@ def _rank95(n: int) -> int:
     return max(0, -(-95 * n // 100) - 1)
 
 
-def own_spread(figure: str, calls: Optional[np.ndarray]) -> float:
+def own_spread(figure: str, calls: Optional[np.ndarray]
+               ) -> Optional[float]:
     """How far a run's own calls move its figure by chance: the variance
-    of the log of the figure over block resamples of the calls (0 where
-    the calls are unknown or too few, or the figure can be 0). Seeded:
-    the same calls give the same spread."""
-    if calls is None or len(calls) < MIN_CALLS:
-        return 0.0
+    of the log of the figure over block resamples of the calls, a
+    resample's figure taken at least the smallest call above 0 (a
+    waiting stage's CPU time is mostly 0); None where the calls are
+    unknown, too few, or all 0. Seeded: the same calls give the same
+    spread."""
+    if calls is None or len(calls) < MIN_CALLS or not (calls > 0).any():
+        return None
     figures = _resampled(figure, calls, np.random.default_rng(len(calls)),
                          SPREAD_RESAMPLES)
-    if figures.min() <= 0:
-        return 0.0
-    return float(np.var(np.log(figures), ddof=1))
+    least = float(calls[calls > 0].min())
+    return float(np.var(np.log(np.maximum(figures, least)), ddof=1))
 
 
 def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str
@@ -344,7 +349,7 @@ def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
 
 
 def _figure_p(figure: str, base: Sequence[RunFigures],
-              new: Sequence[RunFigures], moved: float, alpha: float
+              new: Sequence[RunFigures], moved: float
               ) -> Tuple[Optional[float], Optional[float], Optional[float]]:
     """(p that the figure grew, p that it shrank, the p to show) from the
     runs when either side has several, else from one run's calls; Nones
@@ -352,14 +357,10 @@ def _figure_p(figure: str, base: Sequence[RunFigures],
     if len(base) > 1 or len(new) > 1:
         field = "total" if figure == "total" else "p95"
         values = [getattr(r, field) for r in (*base, *new)]
-        p_up, p_down = runs_p(values[:len(base)], values[len(base):])
-        if min(p_up, p_down) < alpha:
-            # the runs' own spread can only raise p: resampled only where
-            # it could change the verdict
-            own = float(np.mean([own_spread(figure, r.calls)
-                                 for r in (*base, *new)]))
-            p_up, p_down = runs_p(values[:len(base)], values[len(base):],
-                                  own)
+        spreads = [own_spread(figure, r.calls) for r in (*base, *new)]
+        known = [v for v in spreads if v is not None]
+        p_up, p_down = runs_p(values[:len(base)], values[len(base):],
+                              float(np.mean(known)) if known else 0.0)
         return p_up, p_down, p_up if moved >= 0 else p_down
     b, n = base[0].calls, new[0].calls
     if b is None or n is None or min(len(b), len(n)) < MIN_CALLS:
@@ -390,7 +391,7 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     each = alpha / len(moved)      # no more false alarms for more figures
     words: List[Tuple[str, Optional[str], Optional[float]]] = []
     for name, change in moved.items():
-        p_up, p_down, p = _figure_p(name, base, new, change, each)
+        p_up, p_down, p = _figure_p(name, base, new, change)
         words.append((_word(change, p_up, p_down, threshold, each,
                             name == "total"), name, p))
     order = ("slower", "slower?", "faster", "faster?", NOISY, "same")

@@ -545,6 +545,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                 continue
             if not slower:
                 write(f"{nodeid}: no regression", green=True)
+                if comparison.machine:  # a quieter one may hide one
+                    write(f"    note: {comparison.machine}")
                 continue
             write(f"{nodeid}: REGRESSION: "
                   f"{', '.join(c.path for c in slower)}", red=True, bold=True)

@@ -10,15 +10,18 @@ import os
 import platform
 import socket
 import sys
+import math
 import time
 from typing import Any, Dict, Optional, Tuple
 
-#: fewest ticks of all the CPUs together (at the kernel's 100 a second a
-#: CPU) for how busy a run's machine was to be said: fewer, and the ticks'
-#: rounding alone moves it by more than a tenth of a CPU
-BUSY_TICKS = 50
-
 from .._version import __version__
+
+#: the shortest run (seconds, on a machine of 2 CPUs; times the square
+#: root of half the CPUs on larger ones) whose machine's busy CPUs are
+#: said: the kernel counts each CPU's time in ticks of 10 ms, and over a
+#: shorter run their rounding alone moves the figure by about a tenth of
+#: a CPU
+BUSY_SECONDS = 0.25
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,8 +56,8 @@ Ticks = Tuple[float, float, int, int, int]
 def cpu_ticks() -> Optional[Ticks]:
     """(time.monotonic(), this process's CPU seconds, the machine's busy,
     stolen and all ticks so far, from /proc/stat); None where the system
-    has no /proc/stat or it cannot be read. Never raises: it runs as a
-    session starts and stops."""
+    has no /proc/stat or it cannot be read. Never raises (an audit hook
+    may refuse the open): it runs as a session starts and stops."""
     try:
         with open("/proc/stat", "rb") as f:
             line = f.readline().split()
@@ -62,7 +65,7 @@ def cpu_ticks() -> Optional[Ticks]:
         # user and nice already)
         user, nice, system, idle, iowait, irq, softirq, steal = map(
             int, line[1:9])
-    except (OSError, ValueError):
+    except Exception:
         return None
     return (time.monotonic(), time.process_time(),
             user + nice + system + irq + softirq, steal,
@@ -72,19 +75,22 @@ def cpu_ticks() -> Optional[Ticks]:
 def busy_between(start: Optional[Ticks], stop: Optional[Ticks]
                  ) -> Dict[str, float]:
     """How busy the machine was between two cpu_ticks(): "other_cpus",
-    the CPUs that other processes (this one's children among them) kept
-    busy on average, and "steal", the share of all CPU time a hypervisor
-    took from this virtual machine; {} where unknown or too short to
-    tell."""
+    the CPUs that other processes (this one's child processes among them)
+    kept busy on average, and "steal", the share of all CPU time a
+    hypervisor took from this virtual machine; {} where unknown or too
+    short to tell."""
     if start is None or stop is None:
         return {}
     wall = stop[0] - start[0]
     busy, stolen, ticks = (b - a for a, b in zip(start[2:], stop[2:]))
-    if ticks < BUSY_TICKS or wall <= 0:
+    if wall < BUSY_SECONDS * math.sqrt(max(1.0, (os.cpu_count() or 2) / 2)
+                                       ) or ticks <= 0:
         return {}
     try:
         hz = os.sysconf("SC_CLK_TCK")
     except (ValueError, OSError, AttributeError):
+        return {}
+    if hz <= 0:
         return {}
     others = (busy / hz - (stop[1] - start[1])) / wall
     return {"other_cpus": round(max(0.0, others), 3),

@@ -10,7 +10,7 @@ from .. import _core
 from ..model.schema import TIMELINE_DTYPE
 from ..report import Report
 from .gpu_status import losses
-from .host import busy_between, cpu_ticks, host_info, static_host
+from .host import Ticks, busy_between, cpu_ticks, host_info, static_host
 from .options import Options
 from .processes.parent import Capture
 
@@ -159,8 +159,8 @@ class Profiler:
         self._started_at: Optional[float] = None
         # the machine's CPU ticks at the start and the stop: how busy it
         # was over the run (host.busy_between)
-        self._ticks: Any = None
-        self._stop_ticks: Any = None
+        self._ticks: Optional[Ticks] = None
+        self._stop_ticks: Optional[Ticks] = None
         # start() has not returned; a stop() meanwhile (a signal handler's)
         self._starting = False
         self._stop_asked = False

@@ -155,7 +155,15 @@ def test_a_runs_own_spread_is_what_its_calls_make_of_its_figure():
     assert own_spread("tail", steady) < 1e-3
     # the p95 on the edge of two groups: the calls alone move it 60x
     assert own_spread("tail", waits(rng, 2).calls) > 1
-    assert own_spread("total", None) == own_spread("tail", steady[:4]) == 0
+    # unknown: no calls, too few, or all of them 0
+    assert own_spread("total", None) is None
+    assert own_spread("tail", steady[:4]) is None
+    assert own_spread("total", np.zeros(40)) is None
+    # a waiting stage's CPU time: mostly 0, a few calls' worth; the
+    # resamples with none of them count as the least call, not as 0
+    waiting = np.zeros(40)
+    waiting[[3, 17, 30]] = 2e-5
+    assert own_spread("total", waiting) > 0.1
     assert own_spread("tail", steady) == own_spread("tail", steady.copy())
 
 
@@ -347,3 +355,15 @@ def test_no_machine_note_within_the_base_runs_or_where_a_run_is_silent():
         k: v for k, v in made.meta["host"].items() if k != "other_cpus"}))
     busy = on_machine(timed(1.0, 5), other_cpus=1.9, steal=0.0)
     assert busy.compare([*base, silent]).machine == ""
+
+
+def test_the_machine_note_counts_the_runs_own_children_as_others():
+    # a DataLoader's workers are processes of their own to the kernel's
+    # ticks: the note says that they are among the "other processes"
+    base = [on_machine(timed(1.0, 1), other_cpus=0.1, steal=0.0)]
+    busy = on_machine(timed(1.0, 2), other_cpus=1.2, steal=0.0)
+    workers = ap.Report(dict(busy._data, children={
+        "started": 2, "reported": 2, "lost": []}))
+    assert "other processes (the runs' own child processes among them) " \
+           "kept 1.2 CPUs busy" in workers.compare(base).machine
+    assert "other processes kept 1.2 CPUs busy" in busy.compare(base).machine

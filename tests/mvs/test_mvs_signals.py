@@ -115,7 +115,7 @@ def test_ctrl_c_ends_build_cost_volume(scene, alarm):
         finally:    # a late signal still lands in this block
             signal.setitimer(signal.ITIMER_REAL, 0)
     # a handler left for the call's end would have run after all of it;
-    # this one ends it within 0.1 s and a work item (1/64 of it)
+    # this one ends it within 0.1 s and a work item (1/256 of it)
     assert time.perf_counter() - start < whole / 2
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof.record import host
-from aquaprof.record.host import BUSY_TICKS, busy_between, cpu_ticks
+from aquaprof.record.host import BUSY_SECONDS, busy_between, cpu_ticks
 
 linux_only = pytest.mark.skipif(cpu_ticks() is None,
                                 reason="no /proc/stat on this system")
@@ -34,8 +34,9 @@ def test_a_process_spinning_beside_the_run_is_counted_and_the_run_not(
     finally:
         hog.kill()
         hog.wait()
-    # the run's own spinning (a CPU) is not in it; the hog's is
-    assert 0.5 <= busy["other_cpus"] <= 2.0, busy
+    # the hog's CPU is in it, and the run's own spinning (a CPU more) is
+    # not
+    assert 0.5 <= busy["other_cpus"] <= 1.5, busy
     assert 0 <= busy["steal"] <= 1
     saved = ap.Report.load(spin(0.3).save(tmp_path / "run.json"))
     assert "other_cpus" in saved.meta["host"]
@@ -43,6 +44,7 @@ def test_a_process_spinning_beside_the_run_is_counted_and_the_run_not(
 
 def test_busy_between_ticks(monkeypatch):
     monkeypatch.setattr(host.os, "sysconf", lambda name: 100)
+    monkeypatch.setattr(host.os, "cpu_count", lambda: 2)
     # 2 s of a 2-CPU machine at 100 ticks a second: 400 ticks, 300 busy
     # of which this process used 1.2 s, 20 stolen
     start = (10.0, 5.0, 1000, 0, 5000)
@@ -52,10 +54,29 @@ def test_busy_between_ticks(monkeypatch):
     # below 0
     assert busy_between(start, (12.0, 9.0, 1300, 20, 5400))[
         "other_cpus"] == 0.0
-    # too few ticks to tell, or nothing read
-    assert busy_between(start, (10.1, 5.1, 1010, 0, 5000 + BUSY_TICKS - 1)
-                        ) == {}
+    # too short to tell (on 2 CPUs; 4 times as long on 32), or nothing
+    # read, or a clock that says nothing
+    short = (10.0 + BUSY_SECONDS * 0.99, 5.1, 1010, 0, 5050)
+    assert busy_between(start, short) == {}
+    long = (10.0 + BUSY_SECONDS * 2, 5.1, 1010, 0, 5100)
+    assert busy_between(start, long) != {}
+    monkeypatch.setattr(host.os, "cpu_count", lambda: 32)
+    assert busy_between(start, long) == {}
     assert busy_between(None, stop) == busy_between(start, None) == {}
+    monkeypatch.setattr(host.os, "sysconf", lambda name: -1)
+    assert busy_between(start, stop) == {}
+
+
+def test_a_run_where_the_ticks_cannot_be_read_says_nothing_of_them(
+        monkeypatch):
+    # no /proc/stat (not Linux), or an audit hook refusing the open
+    def refused(*args, **kwargs):
+        raise RuntimeError("audit hook: open refused")
+    monkeypatch.setattr(host, "open", refused, raising=False)
+    assert cpu_ticks() is None
+    report = spin(0.3)
+    assert "other_cpus" not in report.meta["host"]
+    assert report["spin"].count == 1
 
 
 @linux_only
