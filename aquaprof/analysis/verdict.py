@@ -30,7 +30,7 @@ certainty (p = 1e-11 for code that did not change). So:
   more runs had shown it (never lowering it, and adding no degrees of
   freedom to the test). In a
   real DataLoader loop this took the reruns of unchanged code whose
-  "data" stage was called slower against 5 runs from 19 of 300 to 1,
+  "data" stage was called slower against 5 runs from 27 of 300 to 3,
   and the loader made twice as slow was caught as often
   (benchmarks/loader_verdicts.py).
 - With one run a side, noise between runs is unknown and the verdict says

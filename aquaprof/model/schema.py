@@ -70,8 +70,8 @@ HOST_OPTIONAL: Fields = {
     # over the last minute when the report was made
     "cpus": int, "load": float,
     # during the run: the CPUs other processes kept busy on average, and
-    # the share of all CPU time a hypervisor took (Linux; runs of at least
-    # half a CPU-second of the machine's)
+    # the share of all CPU time a hypervisor took (Linux; runs long
+    # enough for the kernel's 10 ms ticks, record.host.BUSY_SECONDS)
     "other_cpus": float, "steal": float,
 }
 OVERHEAD_FIELDS: Fields = {"span_ns": float, "inside_ns": float}
