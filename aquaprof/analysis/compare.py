@@ -154,7 +154,7 @@ def machine_change(base: Sequence["Report"], new: Sequence["Report"]
     others = ("other processes (the runs' own child processes among them)"
               if children else "other processes")
     for field, gap, what, scale, unit in (
-            ("other_cpus", BUSIER_CPUS, others + " kept {} busy",
+            ("other_cpus", BUSIER_CPUS, others + " kept {} busy on average",
              1, " CPUs"),
             ("steal", BUSIER_STEAL, "a hypervisor took {} of the CPU time",
              100, " %")):
@@ -179,7 +179,8 @@ def machine_change(base: Sequence["Report"], new: Sequence["Report"]
                     f" ({was}{unit} in the base {runs})")
     if not said:
         return ""
-    word = words.pop() if len(words) == 1 else "busier and quieter"
+    word = words.pop() if len(words) == 1 else \
+        "busier by one measure and quieter by another"
     runs = "run" if len(new) == 1 else "runs"
     return (f"the machine was {word} during the new {runs}: "
             f"{'; '.join(said)}. A busier machine slows unchanged code "

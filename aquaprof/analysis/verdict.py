@@ -21,18 +21,18 @@ certainty (p = 1e-11 for code that did not change). So:
   Where the base holds runs made on a quiet and a busy machine, a
   candidate run on either is within that noise. A few runs can agree by
   chance far more closely than their figures can be known: the 95th
-  percentile of 40 calls, most instant and a few waits, sits on the
+  percentile of 40 calls, most short and a few waits, sits on the
   third-longest call, and five runs may all have two waits where the
-  next has three and a p95 twice as long. So where the runs agree more
+  next has three and its p95 on a wait. So where the runs agree more
   closely than a run's own calls can pin its figure down (the variance
   of its log over block resamples of the calls, as below, averaged over
-  the runs), that variance is pooled with the runs' as if PRIOR_RUNS
-  more runs had shown it (never lowering it, and adding no degrees of
-  freedom to the test). In a
-  real DataLoader loop this took the reruns of unchanged code whose
-  "data" stage was called slower against 5 runs from 27 of 300 to 3,
-  and the loader made twice as slow was caught as often
-  (benchmarks/loader_verdicts.py).
+  the runs whose calls say), that variance is pooled with the runs' as
+  if PRIOR_RUNS more runs had shown it (never lowering it, and adding no
+  degrees of freedom to the test). In a real DataLoader loop this took
+  the reruns of unchanged code whose "data" stage was called slower
+  against 5 runs from 27 of 300 to 3 (the model the bottleneck; 3 to 0
+  where the loader was), and the loader made twice as slow was caught
+  as often (benchmarks/loader_verdicts.py).
 - With one run a side, noise between runs is unknown and the verdict says
   so ("1 run a side"). The ratio of the figures is resampled by a moving
   block bootstrap over consecutive calls (blocks of about sqrt(n) calls,

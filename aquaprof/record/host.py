@@ -56,8 +56,9 @@ Ticks = Tuple[float, float, int, int, int]
 def cpu_ticks() -> Optional[Ticks]:
     """(time.monotonic(), this process's CPU seconds, the machine's busy,
     stolen and all ticks so far, from /proc/stat); None where the system
-    has no /proc/stat or it cannot be read. Never raises (an audit hook
-    may refuse the open): it runs as a session starts and stops."""
+    has no /proc/stat or it cannot be read. Raises nothing of its own: it
+    runs as a session starts and stops (an exception from a signal
+    handler that runs meanwhile is the program's, and goes on)."""
     try:
         with open("/proc/stat", "rb") as f:
             line = f.readline().split()
@@ -65,7 +66,7 @@ def cpu_ticks() -> Optional[Ticks]:
         # user and nice already)
         user, nice, system, idle, iowait, irq, softirq, steal = map(
             int, line[1:9])
-    except Exception:
+    except (OSError, ValueError):
         return None
     return (time.monotonic(), time.process_time(),
             user + nice + system + irq + softirq, steal,

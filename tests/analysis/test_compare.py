@@ -321,7 +321,8 @@ def test_a_busier_machine_in_the_new_run_is_said():
     busy = on_machine(timed(1.6, 2), other_cpus=1.04, steal=0.0)
     comparison = busy.compare(base)
     note = ("note: the machine was busier during the new run: other "
-            "processes kept 1.0 CPUs busy (0.1-0.2 CPUs in the base runs). "
+            "processes kept 1.0 CPUs busy on average (0.1-0.2 CPUs in the "
+            "base runs). "
             "A busier machine slows unchanged code")
     assert note in str(comparison)
     assert comparison.machine in str(comparison)
@@ -338,8 +339,9 @@ def test_a_busier_machine_in_the_new_run_is_said():
         "of the CPU time (12 % in the base runs)")
     both = on_machine(timed(1.0, 8), other_cpus=0.9, steal=0.0)
     assert both.compare(quiet).machine.startswith(
-        "the machine was busier and quieter during the new run: other "
-        "processes kept 0.9 CPUs busy (0.0 CPUs in the base runs); a "
+        "the machine was busier by one measure and quieter by another "
+        "during the new run: other processes kept 0.9 CPUs busy on average "
+        "(0.0 CPUs in the base runs); a "
         "hypervisor took 0 % of the CPU time (12 % in the base runs)")
 
 
@@ -366,4 +368,5 @@ def test_the_machine_note_counts_the_runs_own_children_as_others():
         "started": 2, "reported": 2, "lost": []}))
     assert "other processes (the runs' own child processes among them) " \
            "kept 1.2 CPUs busy" in workers.compare(base).machine
-    assert "other processes kept 1.2 CPUs busy" in busy.compare(base).machine
+    assert "other processes kept 1.2 CPUs busy" in \
+        busy.compare(base).machine
