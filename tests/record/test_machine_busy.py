@@ -87,3 +87,20 @@ def test_a_second_stop_does_not_stretch_the_run():
     time.sleep(0.05)
     prof.stop()
     assert prof._stop_ticks is first
+
+
+@linux_only
+def test_compare_on_the_command_line_says_the_machine_was_busier(tmp_path):
+    quiet = spin(0.4).save(tmp_path / "quiet.json")
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        busy = spin(0.4).save(tmp_path / "busy.json")
+    finally:
+        hog.kill()
+        hog.wait()
+    out = subprocess.run([sys.executable, "-m", "aquaprof", "compare",
+                          str(quiet), str(busy)], capture_output=True,
+                         text=True).stdout
+    assert "note: the machine was busier during the new run: other " \
+           "processes kept" in out, out
