@@ -58,13 +58,19 @@ SHAPES = {"loader-bound": 20, "model-bound": 60}
 BASE_RUNS = 5
 
 
+def hogged(i: int) -> bool:
+    """Whether the i-th run of a kind has the hog beside it: every other
+    five."""
+    return bool(i // 5 % 2)
+
+
 def runs(count: int, item_seconds: float, step_iterations: int,
          folder: Path, tag: str) -> List[ap.Report]:
     """count runs of the loop, the hog on for every other five."""
     out = []
     for i in range(count):
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) \
-            if i // 5 % 2 else None
+            if hogged(i) else None
         try:
             out.append(ap.Report.load(train(
                 item_seconds, folder / f"{tag}{i}.json", step_iterations)))
@@ -82,14 +88,14 @@ def hog_effect(unchanged: List[ap.Report]) -> str:
         return float(np.median([
             run_figures(r, measure=what)["step"].total if what != "host"
             else r.meta["host"].get("other_cpus", np.nan) for r in runs]))
-    hogged = [r for i, r in enumerate(unchanged) if i // 5 % 2]
-    quiet = [r for i, r in enumerate(unchanged) if not i // 5 % 2]
-    wall, cpu = (median(hogged, m) / median(quiet, m) - 1
+    busy = [r for i, r in enumerate(unchanged) if hogged(i)]
+    quiet = [r for i, r in enumerate(unchanged) if not hogged(i)]
+    wall, cpu = (median(busy, m) / median(quiet, m) - 1
                  for m in ("wall", "cpu"))
     return (f"the hog on: step wall {wall * 100:+.0f} %, CPU "
             f"{cpu * 100:+.0f} % (medians); other processes' CPUs "
             f"recorded {median(quiet, 'host'):.2f} without the hog, "
-            f"{median(hogged, 'host'):.2f} with it")
+            f"{median(busy, 'host'):.2f} with it")
 
 
 def verdicts(base: List[ap.Report], new: ap.Report

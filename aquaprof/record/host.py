@@ -6,11 +6,11 @@ slows unchanged code)."""
 from __future__ import annotations
 
 import functools
+import math
 import os
 import platform
 import socket
 import sys
-import math
 import time
 from typing import Any, Dict, Optional, Tuple
 

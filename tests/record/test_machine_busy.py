@@ -1,6 +1,7 @@
 """How busy the machine was during a run, apart from the run itself:
 measured from the kernel's CPU ticks, recorded in meta["host"], and
 read back by compare (a busier machine slows unchanged code)."""
+import contextlib
 import subprocess
 import sys
 import time
@@ -24,16 +25,23 @@ def spin(seconds):
     return prof.report()
 
 
-@linux_only
-def test_a_process_spinning_beside_the_run_is_counted_and_the_run_not(
-        tmp_path):
+@contextlib.contextmanager
+def a_process_spinning():
+    """Another process spinning on a CPU meanwhile, already running."""
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        time.sleep(0.2)         # the hog running before the run
-        busy = spin(0.5).meta["host"]
+        time.sleep(0.2)
+        yield
     finally:
         hog.kill()
         hog.wait()
+
+
+@linux_only
+def test_a_process_spinning_beside_the_run_is_counted_and_the_run_not(
+        tmp_path):
+    with a_process_spinning():
+        busy = spin(0.5).meta["host"]
     # the hog's CPU is in it, and the run's own spinning (a CPU more) is
     # not
     assert 0.5 <= busy["other_cpus"] <= 1.5, busy
@@ -92,13 +100,8 @@ def test_a_second_stop_does_not_stretch_the_run():
 @linux_only
 def test_compare_on_the_command_line_says_the_machine_was_busier(tmp_path):
     quiet = spin(0.4).save(tmp_path / "quiet.json")
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.2)
+    with a_process_spinning():
         busy = spin(0.4).save(tmp_path / "busy.json")
-    finally:
-        hog.kill()
-        hog.wait()
     out = subprocess.run([sys.executable, "-m", "aquaprof", "compare",
                           str(quiet), str(busy)], capture_output=True,
                          text=True).stdout
