@@ -3,9 +3,13 @@ the parent unprofiled, profiled with children=False, and profiled with
 children=True (the child starts its own session, and at exit writes its
 report), for each start method; the same for a child that records
 `calls` stage calls (its report grows with them); and the parent's
-stop() and report() gathering N children's reports; and the parent's own
-stage pair with capture on and off, interleaved (nothing on the stage
-path changes; bench_overhead.py has the finer measure).
+stop() and report() gathering N children's reports, of children that
+exited and of children still running (a pool's or persistent DataLoader
+workers, asked for their reports at the stop); what a child's thread
+looking for that request every REQUEST_CHECK_S costs the child's own
+Python work, against one look a second, interleaved; and the parent's
+own stage pair with capture on and off, interleaved (nothing on the
+stage path changes; bench_overhead.py has the finer measure).
 
     python benchmarks/bench_children.py [--repeats 7]
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import statistics
 import sys
 import time
@@ -72,6 +77,78 @@ def gathering(children: int, calls: int) -> tuple:
     return t1 - t0, t2 - t1
 
 
+def record_then_wait(calls: int, ready, go) -> None:
+    record(calls)
+    ready.set()
+    go.wait(60)
+
+
+def asking(children: int, calls: int) -> tuple:
+    """Seconds of the parent's stop() and report() with `children` still
+    running, each with `calls` spans to deliver when asked."""
+    ctx = multiprocessing.get_context("fork")
+    prof = ap.Profiler(memory=False).start()
+    go = ctx.Event()
+    readies = [ctx.Event() for _ in range(children)]
+    procs = [ctx.Process(target=record_then_wait, args=(calls, r, go))
+             for r in readies]
+    for p in procs:
+        p.start()
+    for r in readies:
+        assert r.wait(60)
+    t0 = time.perf_counter()
+    prof.stop()
+    t1 = time.perf_counter()
+    rep = prof.report()
+    t2 = time.perf_counter()
+    go.set()
+    for p in procs:
+        p.join()
+    assert rep["step"].count == children * calls, rep.meta["children"]
+    return t1 - t0, t2 - t1
+
+
+def python_work(answer) -> None:
+    """A child's pure-Python loop, timed in the child."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(20_000_000):
+        total += i & 7
+    answer.put(time.perf_counter() - t0)
+
+
+def child_work_seconds(check_s: float) -> float:
+    """python_work's seconds in a captured forked child whose thread
+    looks for its parent's request every check_s."""
+    from aquaprof.record.processes import child
+    ctx = multiprocessing.get_context("fork")
+    answer = ctx.Queue()
+    saved, child.REQUEST_CHECK_S = child.REQUEST_CHECK_S, check_s
+    try:
+        with ap.Profiler(memory=False):
+            p = ctx.Process(target=python_work, args=(answer,))
+            p.start()
+            took = answer.get(timeout=120)
+            p.join()
+    finally:
+        child.REQUEST_CHECK_S = saved
+    return took
+
+
+def look_us(repeats: int = 20_000) -> float:
+    """Microseconds of one look of a child's thread for its parent's
+    request (a stat, the GIL released), as the thread makes it."""
+    import tempfile
+    from aquaprof import _core
+    from aquaprof.record.processes import folder as files
+    with tempfile.TemporaryDirectory() as folder:
+        missing = [files.request(folder)]
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            _core._wait_for_file(missing, 1.0, 0.0)
+        return (time.perf_counter() - t0) / repeats * 1e6
+
+
 def stage_pair_ns(children: bool, pairs: int = 200_000) -> float:
     with ap.Profiler(memory=False, compensate=False, children=children,
                      max_spans=0):
@@ -112,6 +189,26 @@ def main() -> None:
         runs = [gathering(children, calls) for _ in range(args.repeats)]
         print(f"{children:>9} {calls:>11} {med(r[0] for r in runs) * 1e3:>8.1f}"
               f" {med(r[1] for r in runs) * 1e3:>8.1f}")
+    print(f"\nthe same with the children still running, asked at stop(), "
+          f"median of {args.repeats}, ms")
+    print(f"{'children':>9} {'calls each':>11} {'stop':>8} {'report':>8}")
+    for children, calls in ((2, 1000), (8, 1000), (2, 100_000)):
+        runs = [asking(children, calls) for _ in range(args.repeats)]
+        print(f"{children:>9} {calls:>11} {med(r[0] for r in runs) * 1e3:>8.1f}"
+              f" {med(r[1] for r in runs) * 1e3:>8.1f}")
+    from aquaprof.record.processes import child
+    looks: dict = {child.REQUEST_CHECK_S: [], 1.0: []}
+    for _ in range(args.repeats):
+        for check_s in looks:
+            looks[check_s].append(child_work_seconds(check_s))
+    now, once = (med(looks[c]) * 1e3 for c in looks)
+    print(f"\na child's Python loop, median of {args.repeats}: "
+          f"{now:.1f} ms with a look every {child.REQUEST_CHECK_S:g} s, "
+          f"{once:.1f} ms with one a second ({(now / once - 1) * 100:+.2f} %)")
+    look = look_us()
+    print(f"one look: {look:.2f} us, {look / child.REQUEST_CHECK_S / 1e4:.4f} "
+          f"% of a second's CPU at one look every "
+          f"{child.REQUEST_CHECK_S:g} s")
 
 
 if __name__ == "__main__":

@@ -427,8 +427,11 @@ class Profiler:
         data = merged_data([own, *reports],
                            [r.processes[0]["label"] for r in
                             (own, *reports)])
+        # the run is this process's: a child still running at the stop
+        # recorded on until it noticed (child.FOLDER_CHECK_S), which is
+        # not the run's time
         data.update(gpu_status=own.gpu_status, children=account,
-                    host=own.meta["host"])
+                    host=own.meta["host"], stop_ns=own.meta["stop_ns"])
         for key in ("overhead", "nested"):
             if key in own.meta:
                 data[key] = own.meta[key]

@@ -9,6 +9,7 @@
 #include "../core/session.h"
 #include "../gpu/gpu_trace.h"
 #include "term_deadline.h"
+#include "file_wait.h"
 
 static PyObject *
 active(PyObject *module, PyObject *unused)
@@ -101,6 +102,10 @@ static PyMethodDef module_methods[] = {
      "_sigterm_release(): SIGTERM's default action back where the handler\n"
      "is still _sigterm_deadline()'s, and its watch ended; a SIGTERM that\n"
      "came and Python never held is sent again."},
+    {"_wait_for_file", ap_wait_for_file, METH_VARARGS,
+     "_wait_for_file(paths, interval_s, timeout_s): looks every\n"
+     "interval_s, the GIL released, until one of the files exists (its\n"
+     "index) or timeout_s passed (-1)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -236,23 +236,129 @@ def test_a_killed_child_is_counted_lost_and_the_rest_kept():
     assert "lost" in str(rep) and "killed" in str(rep)
 
 
-def test_a_child_still_running_at_stop_is_counted_without_waiting():
-    ctx = multiprocessing.get_context("fork")
-    ready = ctx.Event()
-    prof = ap.Profiler(memory=False).start()
-    p = ctx.Process(target=child_work.calls_then_wait, args=(1, 60, ready))
+def start_running(method, target, *args):
+    """A child of target(*args, ready, ...) started and past `ready`: the
+    process, and the Events passed after ready."""
+    ctx = multiprocessing.get_context(method)
+    events = [ctx.Event() for _ in range(target.__code__.co_argcount
+                                         - len(args))]
+    p = ctx.Process(target=target, args=(*args, *events))
     p.start()
-    assert ready.wait(20)
+    assert events[0].wait(60)
+    return p, events[1:]
+
+
+def timed_stop(prof):
     start = time.monotonic()
     prof.stop()
-    stopping = time.monotonic() - start
-    rep = prof.report()
+    return time.monotonic() - start
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_child_still_running_at_stop_delivers_what_it_recorded(method):
+    """A pool or persistent worker outlives the run: the parent asks for
+    its report at stop() and gets it within the child's look at the
+    folder; the child goes on with its work, its 2 calls after the stop
+    recorded nowhere."""
+    prof = ap.Profiler(memory=False).start()
+    p, (go, done) = start_running(method, child_work.calls_around_a_wait,
+                                  3, 2)
+    stopping = timed_stop(prof)
+    go.set()
+    assert done.wait(20)       # the child's work goes on
     p.kill()
     p.join()
-    # bounded by the wait for children caught writing, which it is not
-    assert stopping < parent.EXIT_WAIT_S
-    assert rep.meta["children"]["lost"][0]["reason"] == \
-        "still running when the profiler stopped"
+    rep = prof.report()
+    assert rep.meta["children"] == {"started": 1, "reported": 1, "lost": []}
+    assert rep["work"].count == 3
+    assert stopping < 1.0, stopping
+
+
+def test_the_run_ends_at_the_parents_stop_though_a_child_records_on(
+        monkeypatch):
+    """A child records until it notices the request, which comes after
+    the parent's recording stopped: the merged run is no longer for it,
+    and shares of the run stay the parent's."""
+    asked_ns = []
+    collect = parent.collect
+
+    def asking(*args, **kwargs):
+        asked_ns.append(time.monotonic_ns())
+        return collect(*args, **kwargs)
+
+    monkeypatch.setattr(parent, "collect", asking)
+    prof = ap.Profiler(memory=False).start()
+    p, _ = start_running("fork", child_work.records_until_killed)
+    timed_stop(prof)
+    p.kill()
+    p.join()
+    rep = prof.report()
+    assert rep.meta["children"]["reported"] == 1
+    assert rep.spans()["end_ns"].max() > asked_ns[0]    # it recorded on
+    assert rep.meta["stop_ns"] <= asked_ns[0]
+
+
+def test_a_child_holding_python_in_c_at_stop_is_counted_lost_in_bounds():
+    prof = ap.Profiler(memory=False).start()
+    p, _ = start_running("fork", child_work.calls_then_holds_python, 1, 30)
+    stopping = timed_stop(prof)
+    p.kill()
+    p.join()
+    assert stopping < parent.EXIT_WAIT_S + 1, stopping
+    lost = prof.report().meta["children"]["lost"]
+    assert len(lost) == 1
+    assert lost[0]["reason"].startswith(
+        "still running when the profiler stopped, and its report did not "
+        "come within 2 s")
+
+
+def test_a_child_ending_while_its_thread_delivers_waits_for_it():
+    """The child's own thread is building the report its parent asked for
+    when the child's target returns: the exit waits for that delivery
+    instead of ending the process halfway through it."""
+    prof = ap.Profiler(memory=False).start()
+    p, _ = start_running("fork",
+                         child_work.returns_while_its_report_is_delivered)
+    timed_stop(prof)
+    assert exitcode_within(p, 20) == 0
+    rep = prof.report()
+    assert rep.meta["children"] == {"started": 1, "reported": 1, "lost": []}
+    assert rep["work"].count == 2
+
+
+def test_a_sigterm_while_the_childs_thread_delivers_ends_it_after():
+    prof = ap.Profiler(memory=False).start()
+    p, _ = start_running("fork",
+                         child_work.takes_sigterm_while_its_report_is_delivered)
+    timed_stop(prof)
+    assert exitcode_within(p, 20) == -signal.SIGTERM
+    rep = prof.report()
+    assert rep.meta["children"] == {"started": 1, "reported": 1, "lost": []}
+    assert rep["work"].count == 2
+
+
+def test_a_child_of_nested_profilers_records_on_for_the_outer():
+    """The inner Profiler stops while the child runs: it is told at once
+    that the child records on for the outer one, whose report gets every
+    call, those made after the inner's stop too."""
+    outer = ap.Profiler(memory=False).start()
+    inner = ap.Profiler(memory=False).start()
+    p, (go, done) = start_running("fork", child_work.calls_around_a_wait,
+                                  2, 3)
+    inner_stopping = timed_stop(inner)
+    go.set()
+    assert done.wait(20)
+    outer_stopping = timed_stop(outer)
+    p.kill()
+    p.join()
+    lost = inner.report().meta["children"]["lost"]
+    assert [c["reason"] for c in lost] == [
+        "still running, recording for an enclosing Profiler: its calls "
+        "are in that one's report"]
+    assert "work" not in inner.report()
+    assert outer.report()["work"].count == 5
+    assert outer.report().meta["children"]["reported"] == 1
+    assert inner_stopping < 1.0 and outer_stopping < 1.0
 
 
 def test_a_child_ending_by_its_own_os_exit_is_counted_lost():
@@ -349,6 +455,24 @@ def test_dataloader_workers_deliver_every_item(method):
     # the loop's waits, in the parent only: 8 batches and the epoch's end
     assert rep["next(DataLoader)"].count == 9
     assert "next(DataLoader)" not in own_stages(rep, 1)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_persistent_dataloader_workers_deliver_at_stop(method):
+    """persistent_workers=True keeps the workers past the epoch and past
+    the Profiler's stop: they deliver what they recorded when asked."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+    loader = DataLoader(child_work.Squares(), batch_size=4, num_workers=2,
+                        persistent_workers=True,
+                        multiprocessing_context=method)
+    with ap.Profiler(memory=False) as prof:
+        for batch in loader:
+            torch.as_tensor(batch).sum()
+    del loader
+    rep = prof.report()
+    assert rep.meta["children"] == {"started": 2, "reported": 2, "lost": []}
+    assert rep["getitem"].count == 32
 
 
 def test_dataloaders_false_leaves_the_loader_alone():
@@ -459,12 +583,13 @@ def test_a_child_outliving_the_profiler_stops_recording():
     its capture instead of holding memory for nobody."""
     ctx = multiprocessing.get_context("fork")
     answer = ctx.Queue()
-    with ap.Profiler(memory=False):
+    with ap.Profiler(memory=False) as prof:
         p = ctx.Process(target=child_work.says_whether_recording_after,
                         args=(3.0, answer))
         p.start()
         assert answer.get(timeout=20) == "started"
     assert answer.get(timeout=20) is False
+    assert prof.report()["work"].count == 1
     p.join(20)
     assert p.exitcode == 0
 

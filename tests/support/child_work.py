@@ -146,3 +146,73 @@ def exitcode_within(p, seconds):
         p.join()
         return None
     return p.exitcode
+
+
+def calls_around_a_wait(n, more, ready, go, done):
+    """Records n calls, says so on `ready`, waits for `go`, records `more`
+    calls, says so on `done`, then waits to be ended."""
+    calls(n)
+    ready.set()
+    go.wait(60)
+    calls(more)
+    done.set()
+    time.sleep(60)
+
+
+def calls_then_holds_python(n, seconds, ready):
+    """Records n calls, then holds the interpreter (the GIL) in one C
+    call for `seconds`: a wait on a mutex it holds already, through
+    ctypes.PyDLL, which keeps the GIL where CDLL lets it go."""
+    import ctypes
+
+    class Timespec(ctypes.Structure):
+        _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+    calls(n)
+    libc = ctypes.PyDLL(None)
+    mutex = ctypes.create_string_buffer(64)   # zeros: an unlocked mutex
+    libc.pthread_mutex_lock(mutex)
+    ready.set()
+    until = Timespec(int(time.time() + seconds) + 1, 0)
+    libc.pthread_mutex_timedlock(mutex, ctypes.byref(until))
+
+
+def _slow_report_once_asked(ready):
+    """Records 2 calls and makes this child's report slow to build (half
+    a second), says so on `ready`, and waits until the child's own thread
+    delivers it: the parent asked."""
+    from aquaprof.record.processes import child
+    original = child._report_text
+
+    def slow(prof):
+        time.sleep(0.5)
+        return original(prof)
+
+    child._report_text = slow
+    calls(2)
+    ready.set()
+    end = time.monotonic() + 20
+    while not child._delivering and time.monotonic() < end:
+        time.sleep(0.001)
+
+
+def returns_while_its_report_is_delivered(ready):
+    """Ends (its exit's own delivery comes next) while its thread is
+    delivering the report its parent asked for."""
+    _slow_report_once_asked(ready)
+
+
+def takes_sigterm_while_its_report_is_delivered(ready):
+    """Takes a SIGTERM while its thread is delivering the report its
+    parent asked for."""
+    _slow_report_once_asked(ready)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(20)
+
+
+def records_until_killed(ready):
+    """Records a call every 10 ms, saying so on `ready` after the first."""
+    while True:
+        with ap.stage("work"):
+            time.sleep(0.01)
+        ready.set()

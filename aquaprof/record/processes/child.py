@@ -37,7 +37,12 @@ from ..profiler import Profiler
 from . import folder as files
 from . import parent
 
-# how often a child looks whether its parent's Profiler still runs
+# how often a child looks for its parent's request for the report (which
+# bounds the parent's stop() and the child's recording past it): a stat,
+# with the GIL released (_core._wait_for_file), so the child's own Python
+# is not held up by it
+REQUEST_CHECK_S = 0.02
+# how often a child looks whether its parents' folders are gone
 FOLDER_CHECK_S = 1.0
 
 _child: Optional[Dict[str, Any]] = None    # this process's capture, if any
@@ -45,6 +50,12 @@ _child: Optional[Dict[str, Any]] = None    # this process's capture, if any
 _HOOKED = "_aquaprof_after_fork"
 _delivering = False
 _pending_signal = 0     # a SIGTERM that came while delivering
+# the threads that asked to deliver, the first the one that does (the
+# main thread at exit or on a SIGTERM, the child's own thread when the
+# parent asks): a list's append is atomic, and no lock is taken that a
+# signal handler of the same thread could wait on for ever
+_claims: List[int] = []
+_delivered = threading.Event()
 
 
 def register_hook() -> None:
@@ -104,7 +115,10 @@ def _after_fork(_owner: Any) -> None:
         # before Python 3.11): the exit finalizers were cleared since
         _finalize_at_exit()
         return
-    _child = None     # a fork of a capturing child is a child of its own
+    # a fork of a capturing child is a child of its own
+    _child = None
+    del _claims[:]
+    _delivered.clear()
     _start_capture()
 
 
@@ -137,9 +151,16 @@ def _start_capture(entries: Optional[Tuple[Dict[str, Any], ...]] = None
             prof.stop()
             _core._sigterm_release()
             return
-    _start_quiet(threading.Thread(target=_end_with_the_parent,
+    _start_quiet(threading.Thread(target=_answer_the_parent,
                                   args=(_child,), name="aquaprof-child",
                                   daemon=True))
+
+
+def _answer_the_parent(child: Dict[str, Any]) -> None:
+    try:
+        _end_with_the_parent(child)
+    except Exception:    # noqa: BLE001 - never break the child: the
+        pass             # parent counts a child that did not deliver
 
 
 def _start_quiet(thread: threading.Thread) -> None:
@@ -159,22 +180,35 @@ def _start_quiet(thread: threading.Thread) -> None:
 
 
 def _end_with_the_parent(child: Dict[str, Any]) -> None:
-    """Stops the capture of a child that outlives its parent's Profiler
-    (a pool or persistent DataLoader worker still running at stop()):
-    once every parent's folder is gone, nobody will read its report, and
-    recording on would only hold memory and a sampler thread."""
-    global _child
+    """A child still running when its parent's Profiler stops (a pool or
+    persistent DataLoader worker, a loader's iterator not yet dropped)
+    delivers what it recorded: the parent asks by a file in its folder,
+    and waits for the report (parent.EXIT_WAIT_S). Then, or once the
+    folders are gone, nobody will read any more: recording on would only
+    hold memory and a sampler thread. Where an enclosing Profiler of the
+    parent's still runs, the child records on for it, and tells the
+    one that asked not to wait."""
     folders = [entry["dir"] for entry in child["entries"]]
+    asked: List[str] = []
     while _child is child:
-        time.sleep(FOLDER_CHECK_S)
-        if any(os.path.isdir(folder) for folder in folders):
+        _core._wait_for_file([files.request(f) for f in folders
+                              if f not in asked],
+                             REQUEST_CHECK_S, FOLDER_CHECK_S)
+        now = [f for f in folders
+               if f not in asked and os.path.exists(files.request(f))]
+        asked += now
+        running = [f for f in folders
+                   if f not in asked and os.path.isdir(f)]
+        if running:
+            for folder in now:
+                files.write(files.path(folder, child["token"], files.LATER),
+                            "")
             continue
-        if _child is child and not _delivering:
-            _child = None
-            child["profiler"].stop()
+        # delivered, or stopped where no parent is left to read it
+        if deliver():
             # nothing left to deliver: SIGTERM ends the process as it
-            # would have, at once (one that came and was not handled
-            # yet too)
+            # would have, at once (one that came and was not handled yet
+            # too)
             _core._sigterm_release()
         return
 
@@ -234,13 +268,21 @@ def _dataloader_worker_id(process: Any) -> Optional[int]:
     return worker if isinstance(worker, int) else None
 
 
-def deliver() -> None:
+def deliver() -> bool:
     """Stops this child's capture and writes its report for each parent
-    Profiler; once, and only in the process that started it."""
+    Profiler; once, and only in the process that started it. True when
+    this call delivered. A delivery under way in another thread (the
+    child's own, for a parent that asked) is waited for, not repeated:
+    the process must not exit halfway through it."""
     global _child, _delivering
     child = _child
-    if child is None or _delivering or child["pid"] != os.getpid():
-        return
+    if child is None or child["pid"] != os.getpid():
+        return False
+    me = threading.get_ident()
+    _claims.append(me)
+    if _claims[0] != me:
+        _delivered.wait(parent.EXIT_WAIT_S)
+        return False
     _delivering = True
     try:
         # a SIGTERM meanwhile waits for the delivery, even one in C
@@ -250,21 +292,29 @@ def deliver() -> None:
         _child = None
         _delivering = False
         _core._sigterm_hold(False)
-        if _pending_signal:
+        _delivered.set()
+        # a signal's handler runs in the main thread, and ends the
+        # process itself once another thread's delivery is done
+        if _pending_signal and \
+                threading.current_thread() is threading.main_thread():
             _die_by(_pending_signal)
+    return True
 
 
 def _deliver(child: Dict[str, Any]) -> None:
-    token, entries = child["token"], child["entries"]
-    for entry in entries:
-        if not files.write(files.path(entry["dir"], token, files.EXITING),
-                           ""):
-            return      # a parent gone: nobody to read it
+    token = child["token"]
+    # the parents still there (one gone is nobody to read it)
+    folders = [entry["dir"] for entry in child["entries"]
+               if files.write(files.path(entry["dir"], token,
+                                         files.EXITING), "")]
+    if not folders:
+        child["profiler"].stop()     # nobody to read it: recording ends
+        return
     text = _report_text(child["profiler"])
     if text is None:
         return      # the parent counts it lost
-    for entry in entries:
-        files.write(files.path(entry["dir"], token, files.REPORT), text)
+    for folder in folders:
+        files.write(files.path(folder, token, files.REPORT), text)
 
 
 def _report_text(prof: Profiler) -> Optional[str]:
@@ -312,13 +362,14 @@ def _on_sigterm(signum: int, _frame: Any) -> None:
     global _pending_signal
     # for good: the process ends by the signal once delivered
     _core._sigterm_hold(True)
-    if _delivering:
-        # the exit's own delivery, interrupted (a Pool worker ending on
-        # its sentinel as terminate() signals it): die once it is done
-        _pending_signal = signum
+    _pending_signal = signum
+    if _delivering and _claims[:1] == [threading.get_ident()]:
+        # this thread's delivery, interrupted (the exit's, a Pool worker
+        # ending on its sentinel as terminate() signals it): it dies by
+        # the signal once done
         return
     try:
-        deliver()
+        deliver()     # or waits for the child's own thread's
     finally:
         _die_by(signum)     # whatever happened: the signal's own end
 

@@ -13,7 +13,13 @@ by a token of its own (`<pid>-<random>`):
 - `<token>.json`: its report (Report.to_dict(), with "label" and, for a
   DataLoader worker, "worker");
 - `<token>.killed`: written by the native SIGTERM watcher when the
-  deadline passed with the main thread in C.
+  deadline passed with the main thread in C;
+- `<token>.later`: empty, written by a child still running when the
+  parent asked for its report, where an enclosing Profiler of the
+  parent's still runs and the child records on for it.
+
+The parent asks children still running for their reports at its stop by
+writing `report-now` (REQUEST) into the folder.
 
 Every file appears whole: written under a temporary name, then renamed,
 so the parent reads whole files only.
@@ -28,6 +34,8 @@ from typing import Any, Callable, Dict, Optional
 CONFIG_KEY = "aquaprof_children"
 # the files' suffixes, in the order a child writes them
 STARTED, EXITING, REPORT, KILLED = ".started", ".exiting", ".json", ".killed"
+LATER = ".later"
+REQUEST = "report-now"
 # what a SIGTERM deadline that is none, or out of bounds, becomes
 SIGTERM_DEADLINE_DEFAULT_S = 1.0
 
@@ -35,6 +43,11 @@ SIGTERM_DEADLINE_DEFAULT_S = 1.0
 def path(folder: str, token: str, suffix: str) -> str:
     """A child's file of that kind in the folder."""
     return os.path.join(folder, token + suffix)
+
+
+def request(folder: str) -> str:
+    """The file by which the parent asks for the reports now."""
+    return os.path.join(folder, REQUEST)
 
 
 def config() -> Dict[str, Any]:

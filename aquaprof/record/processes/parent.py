@@ -28,7 +28,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 from ...report import Report, ReportError
 from . import folder as files
 
-# how long a parent's stop() waits for a child caught writing its report
+# how long a parent's stop() waits for its children's reports: those still
+# running, asked for theirs, and those caught writing theirs as they exit
 EXIT_WAIT_S = 2.0
 # how long a child's SIGTERM waits for its Python handler to start (the
 # main thread busy in C) before it ends the child as it would unprofiled;
@@ -198,16 +199,21 @@ def collect(folder: str, max_children: int,
     # plain strings: pathlib interns every part of a path, and on
     # Python 3.12 an interned string is never freed, so a Path of each
     # run's unique folder would leak a string a run
+    # children still running deliver what they recorded when asked (their
+    # thread looks every child.FOLDER_CHECK_S); those caught writing finish
+    files.write(files.request(folder), "")
     deadline = time.monotonic() + EXIT_WAIT_S
     started = _markers(folder)
+    states = _states(folder, started)
     while time.monotonic() < deadline and any(
-            _state(folder, token) == "exiting" and _alive(marker["pid"])
-            for token, marker in started.items()):
+            states[token] in ("running", "exiting") and
+            _alive(marker["pid"]) for token, marker in started.items()):
         time.sleep(0.01)
+        states = _states(folder, started)
     reports: List[Report] = []
     lost: List[Dict[str, Any]] = []
     for token, marker in started.items():
-        state = _state(folder, token)
+        state = states[token]
         if state == "reported":
             try:
                 reports.append(Report.load(
@@ -225,8 +231,14 @@ def collect(folder: str, max_children: int,
                      f"the profiler stopped"
         elif state == "exiting":
             reason = "ended while writing its report"
+        elif state == "later":
+            reason = "still running, recording for an enclosing " \
+                     "Profiler: its calls are in that one's report"
         elif _alive(marker["pid"]):
-            reason = "still running when the profiler stopped"
+            reason = f"still running when the profiler stopped, and its " \
+                     f"report did not come within {EXIT_WAIT_S:g} s " \
+                     f"(EXIT_WAIT_S): its Python held up (one long C " \
+                     f"call) or its report that large"
         else:
             reason = "ended without reporting (killed, or exited " \
                      "outside multiprocessing)"
@@ -257,13 +269,24 @@ def _markers(folder: str) -> Dict[str, Dict[str, Any]]:
     return found
 
 
-def _state(folder: str, token: str) -> str:
-    for suffix, state in ((files.REPORT, "reported"),
-                          (files.KILLED, "killed"),
-                          (files.EXITING, "exiting")):
-        if os.path.exists(files.path(folder, token, suffix)):
-            return state
-    return "silent"
+def _states(folder: str, started: Dict[str, Dict[str, Any]]
+            ) -> Dict[str, str]:
+    """Where each started child is: reported, killed, exiting, later (it
+    records on for an enclosing Profiler) or running; from one listing
+    of the folder."""
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        names = set()
+    found = {}
+    for token in started:
+        found[token] = next(
+            (state for suffix, state in ((files.REPORT, "reported"),
+                                         (files.KILLED, "killed"),
+                                         (files.EXITING, "exiting"),
+                                         (files.LATER, "later"))
+             if token + suffix in names), "running")
+    return found
 
 
 def _alive(pid: int) -> bool:
