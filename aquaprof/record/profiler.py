@@ -428,7 +428,7 @@ class Profiler:
                            [r.processes[0]["label"] for r in
                             (own, *reports)])
         # the run is this process's: a child still running at the stop
-        # recorded on until it noticed (child.FOLDER_CHECK_S), which is
+        # recorded on until it noticed (child.REQUEST_CHECK_S), which is
         # not the run's time
         data.update(gpu_status=own.gpu_status, children=account,
                     host=own.meta["host"], stop_ns=own.meta["stop_ns"])

@@ -47,13 +47,15 @@ ap_wait_for_file(PyObject *module, PyObject *args)
     (void)module;
     PyObject *seq;
     double interval_s, timeout_s;
-    if (!PyArg_ParseTuple(args, "Odd", &seq, &interval_s, &timeout_s)) {
+    if (!PyArg_ParseTuple(args, "Odd:_wait_for_file", &seq, &interval_s,
+                          &timeout_s)) {
         return NULL;
     }
-    if (!(interval_s > 0 && interval_s <= 3600) ||
+    /* a microsecond at least: a shorter look would spin */
+    if (!(interval_s >= 1e-6 && interval_s <= 3600) ||
         !(timeout_s >= 0 && timeout_s <= 86400)) {
         PyErr_SetString(PyExc_ValueError,
-                        "_wait_for_file needs 0 < interval_s <= 3600 and "
+                        "_wait_for_file needs 1e-6 <= interval_s <= 3600 and "
                         "0 <= timeout_s <= 86400");
         return NULL;
     }
@@ -65,6 +67,7 @@ ap_wait_for_file(PyObject *module, PyObject *args)
     PyObject **bytes = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*bytes));
     char **paths = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*paths));
     PyObject *result = NULL;
+    Py_ssize_t found = -1;
     if (bytes == NULL || paths == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -75,11 +78,10 @@ ap_wait_for_file(PyObject *module, PyObject *args)
         }
         paths[i] = PyBytes_AS_STRING(bytes[i]);
     }
-    Py_ssize_t found;
     Py_BEGIN_ALLOW_THREADS
     int64_t interval = (int64_t)(interval_s * 1e9);
     int64_t end = now_ns() + (int64_t)(timeout_s * 1e9);
-    while ((found = first_existing(paths, n)) < 0) {
+    while (n > 0 && (found = first_existing(paths, n)) < 0) {
         int64_t left = end - now_ns();
         if (left <= 0) {
             break;

@@ -301,6 +301,7 @@ def test_the_run_ends_at_the_parents_stop_though_a_child_records_on(
 def test_a_child_holding_python_in_c_at_stop_is_counted_lost_in_bounds():
     prof = ap.Profiler(memory=False).start()
     p, _ = start_running("fork", child_work.calls_then_holds_python, 1, 30)
+    time.sleep(0.3)      # in its C call by now
     stopping = timed_stop(prof)
     p.kill()
     p.join()
@@ -310,6 +311,17 @@ def test_a_child_holding_python_in_c_at_stop_is_counted_lost_in_bounds():
     assert lost[0]["reason"].startswith(
         "still running when the profiler stopped, and its report did not "
         "come within 2 s")
+
+
+def test_a_child_whose_report_cannot_be_made_says_so_without_the_wait():
+    prof = ap.Profiler(memory=False).start()
+    p, _ = start_running("fork", child_work.cannot_make_its_report)
+    stopping = timed_stop(prof)
+    p.kill()
+    p.join()
+    assert [c["reason"] for c in prof.report().meta["children"]["lost"]] \
+        == ["its report could not be made"]
+    assert stopping < 1.0, stopping
 
 
 def test_a_child_ending_while_its_thread_delivers_waits_for_it():
@@ -335,6 +347,24 @@ def test_a_sigterm_while_the_childs_thread_delivers_ends_it_after():
     rep = prof.report()
     assert rep.meta["children"] == {"started": 1, "reported": 1, "lost": []}
     assert rep["work"].count == 2
+
+
+def test_a_child_in_c_while_its_thread_delivers_still_dies_by_sigterm():
+    """The child's thread, delivering, cannot finish while the main thread
+    holds the GIL in C: a SIGTERM then still ends the child within its
+    deadline, as it would unprofiled (the delivery holds no deadline off),
+    and the parent's stop() waited a bounded time."""
+    prof = ap.Profiler(memory=False).start()
+    p, _ = start_running(
+        "fork", child_work.holds_python_while_its_report_is_delivered)
+    stopping = timed_stop(prof)
+    start = time.monotonic()
+    p.terminate()
+    code = exitcode_within(p, 8)
+    took = time.monotonic() - start
+    assert code == -signal.SIGTERM
+    assert took < parent.SIGTERM_DEADLINE_S + 1.5, took
+    assert stopping < parent.EXIT_WAIT_S + 1, stopping
 
 
 def test_a_child_of_nested_profilers_records_on_for_the_outer():
@@ -382,6 +412,26 @@ def test_a_nested_profiler_gets_the_children_it_saw_start():
         run_processes("fork", calls, (3,), n=1)
     assert inner.report()["work"].count == 2
     assert outer.report()["work"].count == 5
+
+
+def test_a_child_of_nested_profilers_stopped_outer_first_goes_to_both():
+    """The outer Profiler's stop ends the inner one's run too: the child
+    delivers then, to both."""
+    outer = ap.Profiler(memory=False).start()
+    inner = ap.Profiler(memory=False).start()
+    p, (go, done) = start_running("fork", child_work.calls_around_a_wait,
+                                  2, 3)
+    outer_stopping = timed_stop(outer)
+    go.set()
+    assert done.wait(20)
+    inner_stopping = timed_stop(inner)
+    p.kill()
+    p.join()
+    for prof in (outer, inner):
+        assert prof.report().meta["children"] == {
+            "started": 1, "reported": 1, "lost": []}
+        assert prof.report()["work"].count == 2
+    assert inner_stopping < 1.0 and outer_stopping < 1.0
 
 
 def test_children_false_records_no_child():

@@ -28,12 +28,18 @@ def test_a_file_made_meanwhile_ends_the_wait_within_a_look(tmp_path):
 def test_none_there_by_the_timeout_is_minus_one(tmp_path):
     start = time.monotonic()
     assert _core._wait_for_file([str(tmp_path / "a")], 0.01, 0.05) == -1
-    assert _core._wait_for_file([], 0.01, 0.0) == -1
     assert time.monotonic() - start >= 0.05
+
+
+def test_no_paths_is_minus_one_at_once():
+    start = time.monotonic()
+    assert _core._wait_for_file([], 0.01, 10.0) == -1
+    assert time.monotonic() - start < 5.0
 
 
 @pytest.mark.parametrize("args, error", [
     ((["a"], 0.0, 1.0), ValueError),
+    ((["a"], 1e-9, 1.0), ValueError),
     ((["a"], -1.0, 1.0), ValueError),
     ((["a"], float("nan"), 1.0), ValueError),
     ((["a"], 0.01, -1.0), ValueError),

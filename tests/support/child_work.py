@@ -159,22 +159,28 @@ def calls_around_a_wait(n, more, ready, go, done):
     time.sleep(60)
 
 
-def calls_then_holds_python(n, seconds, ready):
-    """Records n calls, then holds the interpreter (the GIL) in one C
-    call for `seconds`: a wait on a mutex it holds already, through
-    ctypes.PyDLL, which keeps the GIL where CDLL lets it go."""
+def _hold_python(seconds):
+    """Holds the interpreter (the GIL) in one C call for `seconds`: a wait
+    on a mutex this thread holds already, through ctypes.PyDLL, which
+    keeps the GIL where CDLL lets it go."""
     import ctypes
 
     class Timespec(ctypes.Structure):
         _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
-    calls(n)
     libc = ctypes.PyDLL(None)
     mutex = ctypes.create_string_buffer(64)   # zeros: an unlocked mutex
     libc.pthread_mutex_lock(mutex)
-    ready.set()
     until = Timespec(int(time.time() + seconds) + 1, 0)
     libc.pthread_mutex_timedlock(mutex, ctypes.byref(until))
+
+
+def calls_then_holds_python(n, seconds, ready):
+    """Records n calls, says so on `ready`, then holds the interpreter in
+    one C call for `seconds`."""
+    calls(n)
+    ready.set()
+    _hold_python(seconds)
 
 
 def _slow_report_once_asked(ready):
@@ -202,6 +208,13 @@ def returns_while_its_report_is_delivered(ready):
     _slow_report_once_asked(ready)
 
 
+def holds_python_while_its_report_is_delivered(ready):
+    """Holds the interpreter in one C call for 30 s while its thread is
+    delivering the report its parent asked for."""
+    _slow_report_once_asked(ready)
+    _hold_python(30)
+
+
 def takes_sigterm_while_its_report_is_delivered(ready):
     """Takes a SIGTERM while its thread is delivering the report its
     parent asked for."""
@@ -216,3 +229,12 @@ def records_until_killed(ready):
         with ap.stage("work"):
             time.sleep(0.01)
         ready.set()
+
+
+def cannot_make_its_report(ready):
+    """Records a call, its report made impossible, then waits."""
+    from aquaprof.record.processes import child
+    child._report_text = lambda prof: None
+    calls(1)
+    ready.set()
+    time.sleep(60)

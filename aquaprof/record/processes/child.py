@@ -52,10 +52,11 @@ _delivering = False
 _pending_signal = 0     # a SIGTERM that came while delivering
 # the threads that asked to deliver, the first the one that does (the
 # main thread at exit or on a SIGTERM, the child's own thread when the
-# parent asks): a list's append is atomic, and no lock is taken that a
-# signal handler of the same thread could wait on for ever
+# parent asks), and whether that delivery is done: a list's append is
+# atomic, and no lock is taken (an Event's is) that a signal handler on
+# the same thread could then wait on for ever
 _claims: List[int] = []
-_delivered = threading.Event()
+_delivered = False
 
 
 def register_hook() -> None:
@@ -109,16 +110,16 @@ _HOOK_OWNER = _HookOwner()
 
 
 def _after_fork(_owner: Any) -> None:
-    global _child
+    global _child, _claims, _delivered, _delivering, _pending_signal
     if _child is not None and _child["pid"] == os.getpid():
         # started as the process object arrived (forkserver, and spawn
         # before Python 3.11): the exit finalizers were cleared since
         _finalize_at_exit()
         return
-    # a fork of a capturing child is a child of its own
+    # a fork of a capturing child is a child of its own: nothing of its
+    # parent's delivery
     _child = None
-    del _claims[:]
-    _delivered.clear()
+    _claims, _delivered, _delivering, _pending_signal = [], False, False, 0
     _start_capture()
 
 
@@ -141,7 +142,8 @@ def _start_capture(entries: Optional[Tuple[Dict[str, Any], ...]] = None
     _finalize_at_exit()
     _catch_sigterm([files.path(entry["dir"], token, files.KILLED)
                     for entry in entries],
-                   files.deadline_s(entries[0].get("sigterm_deadline_s")))
+                   files.seconds(entries[0].get("sigterm_deadline_s"),
+                                 files.SIGTERM_DEADLINE_DEFAULT_S))
     # last: a child counted as started can deliver from here on
     marker = files.marker_text(os.getpid(), _label())
     for entry in entries:
@@ -183,12 +185,13 @@ def _end_with_the_parent(child: Dict[str, Any]) -> None:
     """A child still running when its parent's Profiler stops (a pool or
     persistent DataLoader worker, a loader's iterator not yet dropped)
     delivers what it recorded: the parent asks by a file in its folder,
-    and waits for the report (parent.EXIT_WAIT_S). Then, or once the
-    folders are gone, nobody will read any more: recording on would only
-    hold memory and a sampler thread. Where an enclosing Profiler of the
-    parent's still runs, the child records on for it, and tells the
-    one that asked not to wait."""
-    folders = [entry["dir"] for entry in child["entries"]]
+    and waits for the report (EXIT_WAIT_S). Then, or once the folders
+    are gone, nobody will read any more: recording on would only hold
+    memory and a sampler thread. The outermost Profiler still there
+    decides: an inner one's stop leaves the child recording for the
+    outer (and tells the inner so at once), while an outer one's stop
+    ended the inner ones' runs too."""
+    folders = [entry["dir"] for entry in child["entries"]]  # outer first
     asked: List[str] = []
     while _child is child:
         _core._wait_for_file([files.request(f) for f in folders
@@ -197,9 +200,8 @@ def _end_with_the_parent(child: Dict[str, Any]) -> None:
         now = [f for f in folders
                if f not in asked and os.path.exists(files.request(f))]
         asked += now
-        running = [f for f in folders
-                   if f not in asked and os.path.isdir(f)]
-        if running:
+        first = next((f for f in folders if os.path.isdir(f)), None)
+        if first is not None and first not in asked:
             for folder in now:
                 files.write(files.path(folder, child["token"], files.LATER),
                             "")
@@ -272,33 +274,48 @@ def deliver() -> bool:
     """Stops this child's capture and writes its report for each parent
     Profiler; once, and only in the process that started it. True when
     this call delivered. A delivery under way in another thread (the
-    child's own, for a parent that asked) is waited for, not repeated:
-    the process must not exit halfway through it."""
-    global _child, _delivering
+    child's own, for a parent that asked) is waited for, as long as the
+    parent waits, not repeated: the process must not exit halfway
+    through it."""
+    global _child, _delivering, _delivered
     child = _child
     if child is None or child["pid"] != os.getpid():
         return False
     me = threading.get_ident()
     _claims.append(me)
     if _claims[0] != me:
-        _delivered.wait(parent.EXIT_WAIT_S)
+        _wait_delivered(child)
         return False
+    main = threading.current_thread() is threading.main_thread()
     _delivering = True
     try:
-        # a SIGTERM meanwhile waits for the delivery, even one in C
-        _core._sigterm_hold(True)
+        # on the main thread, a SIGTERM meanwhile waits for the delivery,
+        # even one in C; another thread's delivery holds nothing, or a
+        # main thread stuck in C holding the GIL would stall it and with
+        # it the deadline
+        if main:
+            _core._sigterm_hold(True)
         _deliver(child)
     finally:
         _child = None
         _delivering = False
-        _core._sigterm_hold(False)
-        _delivered.set()
-        # a signal's handler runs in the main thread, and ends the
-        # process itself once another thread's delivery is done
-        if _pending_signal and \
-                threading.current_thread() is threading.main_thread():
-            _die_by(_pending_signal)
+        _delivered = True
+        if main:
+            _core._sigterm_hold(False)
+            # a signal's handler runs in the main thread, and ends the
+            # process itself once another thread's delivery is done
+            if _pending_signal:
+                _die_by(_pending_signal)
     return True
+
+
+def _wait_delivered(child: Dict[str, Any]) -> None:
+    """Polled, not an Event: a signal's handler may come here on a
+    thread already inside the wait."""
+    end = time.monotonic() + files.seconds(child["entries"][0].get(
+        "exit_wait_s"), files.EXIT_WAIT_DEFAULT_S)
+    while not _delivered and time.monotonic() < end:
+        time.sleep(0.005)
 
 
 def _deliver(child: Dict[str, Any]) -> None:
@@ -312,7 +329,9 @@ def _deliver(child: Dict[str, Any]) -> None:
         return
     text = _report_text(child["profiler"])
     if text is None:
-        return      # the parent counts it lost
+        for folder in folders:    # the parent counts it lost, and says why
+            files.write(files.path(folder, token, files.FAILED), "")
+        return
     for folder in folders:
         files.write(files.path(folder, token, files.REPORT), text)
 

@@ -5,7 +5,7 @@ written.
 The entries travel in multiprocessing's process config under CONFIG_KEY,
 outermost Profiler first, each a dict: "dir" (the folder), "options"
 (the child's record.options.Options), "overhead" (the parent's
-calibration, or None) and "sigterm_deadline_s". A child names its files
+calibration, or None), "sigterm_deadline_s" and "exit_wait_s". A child names its files
 by a token of its own (`<pid>-<random>`):
 
 - `<token>.started`: JSON {"pid", "label"}, written once its capture runs;
@@ -14,6 +14,7 @@ by a token of its own (`<pid>-<random>`):
   DataLoader worker, "worker");
 - `<token>.killed`: written by the native SIGTERM watcher when the
   deadline passed with the main thread in C;
+- `<token>.failed`: empty, written where its report could not be made;
 - `<token>.later`: empty, written by a child still running when the
   parent asked for its report, where an enclosing Profiler of the
   parent's still runs and the child records on for it.
@@ -34,10 +35,11 @@ from typing import Any, Callable, Dict, Optional
 CONFIG_KEY = "aquaprof_children"
 # the files' suffixes, in the order a child writes them
 STARTED, EXITING, REPORT, KILLED = ".started", ".exiting", ".json", ".killed"
-LATER = ".later"
+FAILED, LATER = ".failed", ".later"
 REQUEST = "report-now"
-# what a SIGTERM deadline that is none, or out of bounds, becomes
+# the settings' defaults (processes.parent)
 SIGTERM_DEADLINE_DEFAULT_S = 1.0
+EXIT_WAIT_DEFAULT_S = 2.0
 
 
 def path(folder: str, token: str, suffix: str) -> str:
@@ -60,13 +62,13 @@ def config() -> Dict[str, Any]:
     return found
 
 
-def deadline_s(value: Any) -> float:
-    """value as a SIGTERM deadline in seconds, or the default where it is
-    none."""
+def seconds(value: Any, default: float) -> float:
+    """value as a setting in seconds (SIGTERM_DEADLINE_S, EXIT_WAIT_S), or
+    the default where it is none or out of bounds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) \
             and 0 < value <= 1e6:
         return float(value)
-    return SIGTERM_DEADLINE_DEFAULT_S
+    return default
 
 
 def marker_text(pid: int, label: str) -> str:

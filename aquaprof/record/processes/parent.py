@@ -28,12 +28,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 from ...report import Report, ReportError
 from . import folder as files
 
-# how long a parent's stop() waits for its children's reports: those still
-# running, asked for theirs, and those caught writing theirs as they exit
-EXIT_WAIT_S = 2.0
+# Both read by each Profiler as it starts, and carried to its children.
+# How long a parent's stop() waits for its children's reports (those still
+# running, asked for theirs, and those caught writing theirs as they
+# exit), and a child's exit for a delivery under way in another thread.
+EXIT_WAIT_S = files.EXIT_WAIT_DEFAULT_S
 # how long a child's SIGTERM waits for its Python handler to start (the
-# main thread busy in C) before it ends the child as it would unprofiled;
-# read by each Profiler as it starts, and carried to its children
+# main thread busy in C) before it ends the child as it would unprofiled
 SIGTERM_DEADLINE_S = files.SIGTERM_DEADLINE_DEFAULT_S
 
 Entry = Dict[str, Any]
@@ -71,8 +72,11 @@ class Capture:
         self.pid = os.getpid()
         self.result: Optional[Tuple[List[Report], Dict[str, Any]]] = None
         self.folder: Optional[str] = None
-        # the module's value now: a setting assigned before the start
-        self.sigterm_deadline_s = files.deadline_s(SIGTERM_DEADLINE_S)
+        # the module's values now: settings assigned before the start
+        self.sigterm_deadline_s = files.seconds(
+            SIGTERM_DEADLINE_S, files.SIGTERM_DEADLINE_DEFAULT_S)
+        self.exit_wait_s = files.seconds(EXIT_WAIT_S,
+                                         files.EXIT_WAIT_DEFAULT_S)
         # only the OS calls inside the try: an exception that a signal
         # handler of the program's raises in between (a TimeoutError is
         # an OSError) is the program's, and goes on
@@ -100,7 +104,8 @@ class Capture:
                 and running()
 
         publish({"dir": folder, "options": options, "overhead": overhead,
-                 "sigterm_deadline_s": self.sigterm_deadline_s}, live)
+                 "sigterm_deadline_s": self.sigterm_deadline_s,
+                 "exit_wait_s": self.exit_wait_s}, live)
 
     def _no_folder(self, error: OSError) -> None:
         """No temporary folder (read-only disk, a bad TMPDIR): the process
@@ -120,7 +125,7 @@ class Capture:
         try:
             withdraw()
             self.result = collect(folder, max_children,
-                                  self.sigterm_deadline_s)
+                                  self.sigterm_deadline_s, self.exit_wait_s)
         finally:
             remove_folder(folder, self.pid)
 
@@ -187,22 +192,27 @@ def _refresh() -> None:
 
 
 def collect(folder: str, max_children: int,
-            sigterm_deadline_s: Optional[float] = None
+            sigterm_deadline_s: Optional[float] = None,
+            exit_wait_s: Optional[float] = None
             ) -> Tuple[List[Report], Dict[str, Any]]:
     """The reports delivered to `folder`, oldest start first (at most
     max_children), and the account of the children: how many started,
     reported, and which were lost or left out and why (sigterm_deadline_s:
-    the deadline the children were given, for the reason; the setting's
-    value now when not given)."""
+    the deadline the children were given, for the reason; exit_wait_s:
+    how long to wait for their reports; the settings' values now when
+    not given)."""
     if sigterm_deadline_s is None:
-        sigterm_deadline_s = files.deadline_s(SIGTERM_DEADLINE_S)
+        sigterm_deadline_s = files.seconds(
+            SIGTERM_DEADLINE_S, files.SIGTERM_DEADLINE_DEFAULT_S)
+    if exit_wait_s is None:
+        exit_wait_s = files.seconds(EXIT_WAIT_S, files.EXIT_WAIT_DEFAULT_S)
     # plain strings: pathlib interns every part of a path, and on
     # Python 3.12 an interned string is never freed, so a Path of each
     # run's unique folder would leak a string a run
     # children still running deliver what they recorded when asked (their
-    # thread looks every child.FOLDER_CHECK_S); those caught writing finish
+    # thread looks every child.REQUEST_CHECK_S); those caught writing finish
     files.write(files.request(folder), "")
-    deadline = time.monotonic() + EXIT_WAIT_S
+    deadline = time.monotonic() + exit_wait_s
     started = _markers(folder)
     states = _states(folder, started)
     while time.monotonic() < deadline and any(
@@ -227,18 +237,19 @@ def collect(folder: str, max_children: int,
                      f"(SIGTERM_DEADLINE_S), so its report was not " \
                      f"delivered"
         elif state == "exiting" and _alive(marker["pid"]):
-            reason = f"still writing its report {EXIT_WAIT_S:g} s after " \
-                     f"the profiler stopped"
+            reason = f"still writing its report {exit_wait_s:g} s after " \
+                     f"the profiler stopped (EXIT_WAIT_S)"
         elif state == "exiting":
             reason = "ended while writing its report"
+        elif state == "failed":
+            reason = "its report could not be made"
         elif state == "later":
             reason = "still running, recording for an enclosing " \
                      "Profiler: its calls are in that one's report"
         elif _alive(marker["pid"]):
             reason = f"still running when the profiler stopped, and its " \
-                     f"report did not come within {EXIT_WAIT_S:g} s " \
-                     f"(EXIT_WAIT_S): its Python held up (one long C " \
-                     f"call) or its report that large"
+                     f"report did not come within {exit_wait_s:g} s " \
+                     f"(EXIT_WAIT_S)"
         else:
             reason = "ended without reporting (killed, or exited " \
                      "outside multiprocessing)"
@@ -271,9 +282,9 @@ def _markers(folder: str) -> Dict[str, Dict[str, Any]]:
 
 def _states(folder: str, started: Dict[str, Dict[str, Any]]
             ) -> Dict[str, str]:
-    """Where each started child is: reported, killed, exiting, later (it
-    records on for an enclosing Profiler) or running; from one listing
-    of the folder."""
+    """Where each started child is: reported, killed, failed (its report
+    could not be made), exiting, later (it records on for an enclosing
+    Profiler) or running; from one listing of the folder."""
     try:
         names = set(os.listdir(folder))
     except OSError:
@@ -283,6 +294,7 @@ def _states(folder: str, started: Dict[str, Dict[str, Any]]
         found[token] = next(
             (state for suffix, state in ((files.REPORT, "reported"),
                                          (files.KILLED, "killed"),
+                                         (files.FAILED, "failed"),
                                          (files.EXITING, "exiting"),
                                          (files.LATER, "later"))
              if token + suffix in names), "running")
