@@ -3,7 +3,8 @@
 
 Each run trains a small model for 40 steps; the loader's batches come
 from 2 worker processes whose __getitem__ sleeps (the base: 1.5 ms an
-item; the slow run: 3 ms). The main process waits for most batches,
+item; the slow run: 3 ms), a stage, `getitem`, that the workers deliver
+when the Profiler stops with the loader's iterator still alive. The main process waits for most batches,
 some briefly and some long: the median wait jumps between runs of the
 same code, and misses the long waits growing. (train()'s
 step_iterations=60 makes the model the bottleneck instead: a batch is
@@ -46,6 +47,7 @@ class Slow(Dataset):
     def __len__(self) -> int:
         return STEPS * BATCH
 
+    @ap.stage("getitem")
     def __getitem__(self, i: int) -> torch.Tensor:
         time.sleep(self.seconds)
         return torch.full((16,), float(i % 7))
