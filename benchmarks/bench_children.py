@@ -185,20 +185,19 @@ def main() -> None:
     print(f"\nthe parent's stage pair (loop included), median of "
           f"{args.repeats}: children=False {med(pairs[False]):.1f} ns, "
           f"children=True {med(pairs[True]):.1f} ns")
-    print(f"\nparent stop() and report() with N children's reports, "
-          f"median of {args.repeats}, ms")
-    print(f"{'children':>9} {'calls each':>11} {'stop':>8} {'report':>8}")
-    for children, calls in ((4, 1000), (16, 1000), (4, 100_000)):
-        runs = [gathering(children, calls) for _ in range(args.repeats)]
-        print(f"{children:>9} {calls:>11} {med(r[0] for r in runs) * 1e3:>8.1f}"
-              f" {med(r[1] for r in runs) * 1e3:>8.1f}")
-    print(f"\nthe same with the children still running, asked at stop(), "
-          f"median of {args.repeats}, ms")
-    print(f"{'children':>9} {'calls each':>11} {'stop':>8} {'report':>8}")
-    for children, calls in ((2, 1000), (8, 1000), (2, 100_000)):
-        runs = [asking(children, calls) for _ in range(args.repeats)]
-        print(f"{children:>9} {calls:>11} {med(r[0] for r in runs) * 1e3:>8.1f}"
-              f" {med(r[1] for r in runs) * 1e3:>8.1f}")
+    for title, gather, sizes in (
+            ("", gathering, ((4, 1000), (16, 1000), (4, 100_000))),
+            (", the children still running, asked at stop()", asking,
+             ((2, 1000), (8, 1000), (2, 100_000)))):
+        print(f"\nparent stop() and report() with N children's reports"
+              f"{title}, median of {args.repeats}, ms")
+        print(f"{'children':>9} {'calls each':>11} {'stop':>8} "
+              f"{'report':>8}")
+        for children, calls in sizes:
+            runs = [gather(children, calls) for _ in range(args.repeats)]
+            print(f"{children:>9} {calls:>11} "
+                  f"{med(r[0] for r in runs) * 1e3:>8.1f} "
+                  f"{med(r[1] for r in runs) * 1e3:>8.1f}")
     from aquaprof.record.processes import child
     print()
     looks: dict = {child.REQUEST_CHECK_S: [], 1.0: []}

@@ -367,28 +367,39 @@ def test_a_child_in_c_while_its_thread_delivers_still_dies_by_sigterm():
     assert stopping < parent.EXIT_WAIT_S + 1, stopping
 
 
-def test_a_child_of_nested_profilers_records_on_for_the_outer():
-    """The inner Profiler stops while the child runs: it is told at once
-    that the child records on for the outer one, whose report gets every
-    call, those made after the inner's stop too."""
-    outer = ap.Profiler(memory=False).start()
-    inner = ap.Profiler(memory=False).start()
+LATER = ("still running, recording for an enclosing Profiler: its calls "
+         "are in that one's report")
+
+
+@pytest.mark.parametrize("first", ["inner", "outer"])
+def test_a_live_child_of_nested_profilers_goes_where_the_outer_says(first):
+    """The inner Profiler stopped first is told at once that the child
+    records on for the outer one, whose report gets every call, those
+    made after the inner's stop too. The outer one stopped first ends the
+    inner's run too: the child delivers then, to both."""
+    profs = {"outer": ap.Profiler(memory=False).start(),
+             "inner": ap.Profiler(memory=False).start()}
     p, (go, done) = start_running("fork", child_work.calls_around_a_wait,
                                   2, 3)
-    inner_stopping = timed_stop(inner)
+    second = "outer" if first == "inner" else "inner"
+    stopping = [timed_stop(profs[first])]
     go.set()
     assert done.wait(20)
-    outer_stopping = timed_stop(outer)
+    stopping.append(timed_stop(profs[second]))
     p.kill()
     p.join()
-    lost = inner.report().meta["children"]["lost"]
-    assert [c["reason"] for c in lost] == [
-        "still running, recording for an enclosing Profiler: its calls "
-        "are in that one's report"]
-    assert "work" not in inner.report()
-    assert outer.report()["work"].count == 5
-    assert outer.report().meta["children"]["reported"] == 1
-    assert inner_stopping < 1.0 and outer_stopping < 1.0
+    inner, outer = profs["inner"].report(), profs["outer"].report()
+    if first == "inner":
+        assert [c["reason"] for c in inner.meta["children"]["lost"]] == \
+            [LATER]
+        assert "work" not in inner
+        assert outer["work"].count == 5
+    else:
+        assert inner["work"].count == outer["work"].count == 2
+        assert inner.meta["children"]["reported"] == 1
+    assert outer.meta["children"] == {"started": 1, "reported": 1,
+                                      "lost": []}
+    assert max(stopping) < 1.0, stopping
 
 
 def test_a_child_ending_by_its_own_os_exit_is_counted_lost():
@@ -412,26 +423,6 @@ def test_a_nested_profiler_gets_the_children_it_saw_start():
         run_processes("fork", calls, (3,), n=1)
     assert inner.report()["work"].count == 2
     assert outer.report()["work"].count == 5
-
-
-def test_a_child_of_nested_profilers_stopped_outer_first_goes_to_both():
-    """The outer Profiler's stop ends the inner one's run too: the child
-    delivers then, to both."""
-    outer = ap.Profiler(memory=False).start()
-    inner = ap.Profiler(memory=False).start()
-    p, (go, done) = start_running("fork", child_work.calls_around_a_wait,
-                                  2, 3)
-    outer_stopping = timed_stop(outer)
-    go.set()
-    assert done.wait(20)
-    inner_stopping = timed_stop(inner)
-    p.kill()
-    p.join()
-    for prof in (outer, inner):
-        assert prof.report().meta["children"] == {
-            "started": 1, "reported": 1, "lost": []}
-        assert prof.report()["work"].count == 2
-    assert inner_stopping < 1.0 and outer_stopping < 1.0
 
 
 def test_children_false_records_no_child():

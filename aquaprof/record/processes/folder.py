@@ -5,8 +5,8 @@ written.
 The entries travel in multiprocessing's process config under CONFIG_KEY,
 outermost Profiler first, each a dict: "dir" (the folder), "options"
 (the child's record.options.Options), "overhead" (the parent's
-calibration, or None), "sigterm_deadline_s" and "exit_wait_s". A child names its files
-by a token of its own (`<pid>-<random>`):
+calibration, or None), "sigterm_deadline_s" and "exit_wait_s". A child
+names its files by a token of its own (`<pid>-<random>`):
 
 - `<token>.started`: JSON {"pid", "label"}, written once its capture runs;
 - `<token>.exiting`: empty, written as its delivery begins;
@@ -33,7 +33,8 @@ from typing import Any, Callable, Dict, Optional
 
 # the multiprocessing config key the entries travel under
 CONFIG_KEY = "aquaprof_children"
-# the files' suffixes, in the order a child writes them
+# the files' suffixes, in the order a child writes them, and the parent's
+# request
 STARTED, EXITING, REPORT, KILLED = ".started", ".exiting", ".json", ".killed"
 FAILED, LATER = ".failed", ".later"
 REQUEST = "report-now"

@@ -206,12 +206,12 @@ def collect(folder: str, max_children: int,
             SIGTERM_DEADLINE_S, files.SIGTERM_DEADLINE_DEFAULT_S)
     if exit_wait_s is None:
         exit_wait_s = files.seconds(EXIT_WAIT_S, files.EXIT_WAIT_DEFAULT_S)
-    # plain strings: pathlib interns every part of a path, and on
-    # Python 3.12 an interned string is never freed, so a Path of each
-    # run's unique folder would leak a string a run
     # children still running deliver what they recorded when asked (their
     # thread looks every child.REQUEST_CHECK_S); those caught writing finish
     files.write(files.request(folder), "")
+    # plain strings: pathlib interns every part of a path, and on
+    # Python 3.12 an interned string is never freed, so a Path of each
+    # run's unique folder would leak a string a run
     deadline = time.monotonic() + exit_wait_s
     started = _markers(folder)
     states = _states(folder, started)
