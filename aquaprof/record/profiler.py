@@ -345,19 +345,24 @@ class Profiler:
         calibration (processes.parent)."""
         if not self._options.children:
             return
-        self._capture = Capture(self._options.for_child(), self._overhead,
-                                self._running_while_alive())
         # what a child's report() needs, loaded and computed here once, so
-        # that forked children do not each load it at their exit
+        # that forked children do not each load it at their exit; before
+        # the folder is named to them: a child forked (by another thread)
+        # while an import lock or platform's uname lock is held would wait
+        # on it for ever as it delivers, and its parent on the child
         from ..analysis import gpu_stats, overhead  # noqa: F401
         static_host()
+        self._capture = Capture(self._options.for_child(), self._overhead,
+                                self._running_while_alive())
 
     def _collect_children(self) -> None:
         """What the children delivered, read once."""
         capture, self._capture = self._capture, None
         if capture is not None:
-            capture.end(self._options.max_children)
-            self._children = capture.result
+            try:
+                capture.end(self._options.max_children)
+            finally:       # an interrupted read leaves its account too
+                self._children = capture.result
 
     def on_stop(self, callback: Callable[[], Any]) -> None:
         """Calls callback() at stop(), before the recording ends: how a

@@ -154,6 +154,16 @@ ap_nests_end(ap_module_state *st, ap_session *s)
     PyErr_Restore(type, value, tb);
 }
 
+int
+ap_nests_running(const ap_session *s)
+{
+    int count = 0;
+    for (const ap_nest *n = list_head(); n; n = n->next) {
+        count += s != NULL && n->session == s;
+    }
+    return count;
+}
+
 void
 ap_nest_clear(ap_nest *n)
 {

@@ -46,6 +46,9 @@ PyObject *ap_nest_snapshot(ap_module_state *st, ap_nest *n, uint32_t keep);
  * nest whose figures cannot be taken ends without them. */
 void ap_nests_end(ap_module_state *st, ap_session *s);
 
+/* How many nests of s run in this process. */
+int ap_nests_running(const ap_session *s);
+
 /* Unlists n and drops its figures. */
 void ap_nest_clear(ap_nest *n);
 

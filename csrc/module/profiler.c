@@ -521,6 +521,15 @@ profiler_get_nested(ProfilerObject *self, void *closure)
 }
 
 static PyObject *
+profiler_get_nests_running(ProfilerObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(
+        self->nested || self->state != RUNNING
+            ? 0 : ap_nests_running(self->session));
+}
+
+static PyObject *
 profiler_get_nest_base(ProfilerObject *self, void *closure)
 {
     (void)closure;
@@ -601,6 +610,9 @@ static PyGetSetDef profiler_getset[] = {
      "inside another Profiler's session.", NULL},
     {"nest_base", (getter)profiler_get_nest_base, NULL, "A nested "
      "Profiler's figures of the session at its start, else None.", NULL},
+    {"nests_running", (getter)profiler_get_nests_running, NULL, "The "
+     "Profilers nested in this running one's session (in this process), "
+     "which its stop would end.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -64,8 +64,6 @@ def test_a_multiprocessing_util_imported_anew_still_captures():
     after-fork registry, and the hook must be put in the new one. In a
     process of its own: a second multiprocessing.util is no state to
     leave in this one."""
-    import subprocess
-    import sys
     code = """
 import importlib, multiprocessing, sys
 import aquaprof as ap
@@ -84,13 +82,7 @@ del sys.modules["multiprocessing.util"]
 multiprocessing.util = importlib.import_module("multiprocessing.util")
 print(first, children())
 """
-    from repo_paths import ROOT, SUPPORT
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True, timeout=120,
-                          env=dict(os.environ,
-                                   PYTHONPATH=f"{ROOT}{os.pathsep}{SUPPORT}"))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1", "1"]
+    assert run_apart(code).split() == ["1", "1"]
 
 
 def test_a_child_never_reports_the_parents_stages():
@@ -400,6 +392,107 @@ def test_a_live_child_of_nested_profilers_goes_where_the_outer_says(first):
     assert outer.meta["children"] == {"started": 1, "reported": 1,
                                       "lost": []}
     assert max(stopping) < 1.0, stopping
+
+
+def run_apart(code):
+    """stdout of `code` run by a Python of its own (the first Profiler of
+    its process, or state not to leave in this one)."""
+    import subprocess
+    import sys
+    from repo_paths import ROOT, SUPPORT
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, timeout=120,
+                          env=dict(os.environ,
+                                   PYTHONPATH=f"{ROOT}{os.pathsep}{SUPPORT}"))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_children_forked_by_a_thread_during_the_first_start_do_not_hang_it():
+    """The process's first start computes what a child's report needs
+    (platform's uname, under a lock, through a subprocess): a child forked
+    by another thread meanwhile would inherit the lock held, wait on it as
+    it delivers, and hold the subprocess's pipe open, start() waiting on
+    it for ever. Five processes, each its first start."""
+    code = """
+import multiprocessing, threading, time
+import aquaprof as ap
+
+ctx = multiprocessing.get_context("fork")
+done = threading.Event()
+
+def churn():
+    while not done.is_set():
+        p = ctx.Process(target=time.sleep, args=(0,))
+        p.start()
+        p.join()
+
+threading.Thread(target=churn, daemon=True).start()
+time.sleep(0.05)
+prof = ap.Profiler(memory=False).start()
+prof.stop()
+done.set()
+print("ok")
+"""
+    for _ in range(5):
+        assert run_apart(code).split() == ["ok"]
+
+
+def test_a_workers_own_profiler_is_not_cut_short_by_the_parents_stop():
+    """A pool task running a Profiler of its own when the parent stops:
+    stopping the worker's capture would end it, so the worker records on
+    and the parent says why its report did not come."""
+    ctx = multiprocessing.get_context("fork")
+    with ap.Profiler(memory=False) as prof:
+        pool = ctx.Pool(1)
+        result = pool.apply_async(child_work.own_profiler_for, (1.5,))
+        time.sleep(0.5)
+        start = time.monotonic()
+    stopping = time.monotonic() - start
+    made, counted = result.get(60)
+    pool.close()
+    pool.join()
+    assert counted == made
+    assert [c["reason"] for c in prof.report().meta["children"]["lost"]] \
+        == ["still running a Profiler of its own, which stopping its "
+            "capture would have cut short: its calls are not in this "
+            "report"]
+    assert stopping < 1.0, stopping
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_spawned_child_lost_later_keeps_its_name(method):
+    """Its start marker, written as its process object arrives, names it
+    `child` until then: named again once it is known."""
+    ctx = multiprocessing.get_context(method)
+    ready = ctx.Event()
+    prof = ap.Profiler(memory=False).start()
+    p = ctx.Process(target=child_work.waits_for, args=(ready, 60),
+                    name="Loader-7")
+    p.start()
+    assert ready.wait(60)
+    time.sleep(1.5)            # past the child's first look at its name
+    p.kill()
+    p.join()
+    prof.stop()
+    lost = prof.report().meta["children"]["lost"]
+    assert [c["label"] for c in lost] == [f"Loader-7 (pid {p.pid})"]
+
+
+def test_an_interrupted_read_of_the_childrens_reports_says_so(monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parent, "collect", interrupted)
+    prof = ap.Profiler(memory=False).start()
+    run_processes("fork", calls, (2,), n=1)
+    with pytest.raises(KeyboardInterrupt):
+        prof.stop()
+    rep = prof.report()
+    assert rep.meta["children"]["error"] == (
+        "interrupted while the children's reports were read: they are "
+        "missing")
+    assert "interrupted while the children's reports were read" in str(rep)
 
 
 def test_a_child_ending_by_its_own_os_exit_is_counted_lost():

@@ -238,3 +238,22 @@ def cannot_make_its_report(ready):
     calls(1)
     ready.set()
     time.sleep(60)
+
+
+def own_profiler_for(seconds):
+    """A task with a Profiler of its own, recording a stage call after
+    another for `seconds`: (calls made, calls its report counts)."""
+    made = 0
+    with ap.Profiler(memory=False) as mine:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            with ap.stage("own"):
+                pass
+            made += 1
+    return made, mine.report()["own"].count
+
+
+def waits_for(ready, seconds):
+    """Says so on `ready`, then waits."""
+    ready.set()
+    time.sleep(seconds)

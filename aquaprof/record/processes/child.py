@@ -145,7 +145,8 @@ def _start_capture(entries: Optional[Tuple[Dict[str, Any], ...]] = None
                    files.seconds(entries[0].get("sigterm_deadline_s"),
                                  files.SIGTERM_DEADLINE_DEFAULT_S))
     # last: a child counted as started can deliver from here on
-    marker = files.marker_text(os.getpid(), _label())
+    _child["label"] = _label()
+    marker = files.marker_text(os.getpid(), _child["label"])
     for entry in entries:
         if not files.write(files.path(entry["dir"], token, files.STARTED),
                            marker):
@@ -190,21 +191,28 @@ def _end_with_the_parent(child: Dict[str, Any]) -> None:
     memory and a sampler thread. The outermost Profiler still there
     decides: an inner one's stop leaves the child recording for the
     outer (and tells the inner so at once), while an outer one's stop
-    ended the inner ones' runs too."""
+    ended the inner ones' runs too. A Profiler of the child's own, nested
+    in its capture, is never cut short: the capture ends after it."""
     folders = [entry["dir"] for entry in child["entries"]]  # outer first
     asked: List[str] = []
     while _child is child:
-        _core._wait_for_file([files.request(f) for f in folders
-                              if f not in asked],
-                             REQUEST_CHECK_S, FOLDER_CHECK_S)
+        _relabel(child, folders)
+        waiting = [files.request(f) for f in folders if f not in asked]
+        if waiting:
+            _core._wait_for_file(waiting, REQUEST_CHECK_S, FOLDER_CHECK_S)
+        else:       # every parent asked: a Profiler of its own to end
+            time.sleep(FOLDER_CHECK_S)
         now = [f for f in folders
                if f not in asked and os.path.exists(files.request(f))]
         asked += now
         first = next((f for f in folders if os.path.isdir(f)), None)
         if first is not None and first not in asked:
-            for folder in now:
-                files.write(files.path(folder, child["token"], files.LATER),
-                            "")
+            _mark(now, child, files.LATER)
+            continue
+        if child["profiler"]._core.nests_running:
+            # a Profiler of the child's own runs, and stopping the capture
+            # would end it: the parents are told, and the capture waits
+            _mark(now, child, files.OWN)
             continue
         # delivered, or stopped where no parent is left to read it
         if deliver():
@@ -213,6 +221,24 @@ def _end_with_the_parent(child: Dict[str, Any]) -> None:
             # too)
             _core._sigterm_release()
         return
+
+
+def _relabel(child: Dict[str, Any], folders: List[str]) -> None:
+    """A spawned child's start marker names it `child` until its process
+    object arrives: named again then, for a parent that counts it lost."""
+    label = _label()
+    if label != child["label"]:
+        child["label"] = label
+        _mark(folders, child, files.STARTED,
+              files.marker_text(os.getpid(), label))
+
+
+def _mark(folders: List[str], child: Dict[str, Any], suffix: str,
+          text: str = "") -> None:
+    """Leaves the parents whose folders these are a file: why no report
+    comes, or who the child is."""
+    for folder in folders:
+        files.write(files.path(folder, child["token"], suffix), text)
 
 
 def _finalize_at_exit() -> None:

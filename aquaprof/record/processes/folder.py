@@ -17,7 +17,9 @@ names its files by a token of its own (`<pid>-<random>`):
 - `<token>.failed`: empty, written where its report could not be made;
 - `<token>.later`: empty, written by a child still running when the
   parent asked for its report, where an enclosing Profiler of the
-  parent's still runs and the child records on for it.
+  parent's still runs and the child records on for it;
+- `<token>.own`: empty, written by a child asked for its report while a
+  Profiler of its own runs, which stopping its capture would end.
 
 The parent asks children still running for their reports at its stop by
 writing `report-now` (REQUEST) into the folder.
@@ -36,7 +38,7 @@ CONFIG_KEY = "aquaprof_children"
 # the files' suffixes, in the order a child writes them, and the parent's
 # request
 STARTED, EXITING, REPORT, KILLED = ".started", ".exiting", ".json", ".killed"
-FAILED, LATER = ".failed", ".later"
+FAILED, LATER, OWN = ".failed", ".later", ".own"
 REQUEST = "report-now"
 # the settings' defaults (processes.parent)
 SIGTERM_DEADLINE_DEFAULT_S = 1.0

@@ -122,6 +122,9 @@ class Capture:
         folder, self.folder = self.folder, None
         if folder is None or os.getpid() != self.pid:
             return
+        self.result = ([], {"started": 0, "reported": 0, "lost": [],
+                            "error": "interrupted while the children's "
+                                     "reports were read: they are missing"})
         try:
             withdraw()
             self.result = collect(folder, max_children,
@@ -243,6 +246,10 @@ def collect(folder: str, max_children: int,
             reason = "ended while writing its report"
         elif state == "failed":
             reason = "its report could not be made"
+        elif state == "own":
+            reason = "still running a Profiler of its own, which " \
+                     "stopping its capture would have cut short: its " \
+                     "calls are not in this report"
         elif state == "later":
             reason = "still running, recording for an enclosing " \
                      "Profiler: its calls are in that one's report"
@@ -284,7 +291,8 @@ def _states(folder: str, started: Dict[str, Dict[str, Any]]
             ) -> Dict[str, str]:
     """Where each started child is: reported, killed, failed (its report
     could not be made), exiting, later (it records on for an enclosing
-    Profiler) or running; from one listing of the folder."""
+    Profiler), own (a Profiler of its own runs) or running; from one
+    listing of the folder."""
     try:
         names = set(os.listdir(folder))
     except OSError:
@@ -296,7 +304,8 @@ def _states(folder: str, started: Dict[str, Dict[str, Any]]
                                          (files.KILLED, "killed"),
                                          (files.FAILED, "failed"),
                                          (files.EXITING, "exiting"),
-                                         (files.LATER, "later"))
+                                         (files.LATER, "later"),
+                                         (files.OWN, "own"))
              if token + suffix in names), "running")
     return found
 
