@@ -29,7 +29,22 @@ def static_host() -> Tuple[str, str]:
     """(hostname, platform), found once per process: platform.platform()
     reads files and runs uname, a few ms. A process that forks workers
     calls it first, so that each child does not pay it at its exit."""
-    return socket.gethostname(), platform.platform()
+    return socket.gethostname(), _platform()
+
+
+def _platform() -> str:
+    """platform.platform(), on Linux without its processor: that runs
+    `uname -p` in a subprocess, whose pipe a child forked meanwhile (by
+    another thread) would hold open, and the start with it, for as long
+    as the child lives; Linux's platform string leaves it out anyway
+    (the machine's, or unknown)."""
+    if sys.platform.startswith("linux"):
+        uname = os.uname()
+        libc, version = platform.libc_ver()
+        return "-".join(part for part in (
+            "Linux", uname.release, uname.machine, "with",
+            libc + version) if part)
+    return platform.platform()
 
 
 def host_info(started_at: Optional[float],

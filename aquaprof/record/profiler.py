@@ -197,10 +197,13 @@ class Profiler:
                     return self
                 self._core.start(neighbor=neighbor)
                 # the profiler's own start is no part of the program: the
-                # sampler last
+                # sampler last; the children's folder named after every
+                # import the start makes, as a child forked meanwhile (by
+                # another thread) inherits a module's import lock held,
+                # and would wait on it for ever as it imports the same
                 for step in (self._flush_torch_profiler,
-                             self._capture_children, self._watch_dataloaders,
-                             self._watch_torch, self._start_sampler):
+                             self._watch_dataloaders, self._watch_torch,
+                             self._capture_children, self._start_sampler):
                     if self._stop_asked:
                         break
                     step()
@@ -346,22 +349,22 @@ class Profiler:
         if not self._options.children:
             return
         # what a child's report() needs, loaded and computed here once, so
-        # that forked children do not each load it at their exit; before
-        # the folder is named to them: a child forked (by another thread)
-        # while an import lock or platform's uname lock is held would wait
-        # on it for ever as it delivers, and its parent on the child
-        from ..analysis import gpu_stats, overhead  # noqa: F401
+        # that forked children do not each load it as they deliver, and
+        # before the folder is named to them (the import locks, start())
+        if self._options.sample:
+            from ..analysis import own_frames  # noqa: F401
         static_host()
         self._capture = Capture(self._options.for_child(), self._overhead,
                                 self._running_while_alive())
 
     def _collect_children(self) -> None:
         """What the children delivered, read once."""
-        capture, self._capture = self._capture, None
+        capture = self._capture
         if capture is not None:
             try:
                 capture.end(self._options.max_children)
             finally:       # an interrupted read leaves its account too
+                self._capture = None
                 self._children = capture.result
 
     def on_stop(self, callback: Callable[[], Any]) -> None:

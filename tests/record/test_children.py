@@ -14,6 +14,7 @@ import pytest
 
 import aquaprof as ap
 import child_work
+from aquaprof.record.processes import folder as files
 from aquaprof.record.processes import parent
 from child_work import calls, exitcode_within
 
@@ -438,18 +439,51 @@ print("ok")
         assert run_apart(code).split() == ["ok"]
 
 
-def test_a_workers_own_profiler_is_not_cut_short_by_the_parents_stop():
+def test_the_start_imports_nothing_once_the_folder_is_named():
+    """The same hazard, for any import: a child forked while start()
+    imports a module would inherit its import lock held, and hang as it
+    imports the same. Every module start() needs is loaded before the
+    children's folder is named to them."""
+    code = """
+import sys
+import aquaprof as ap
+from aquaprof.record.processes import parent
+
+named = []
+publish = parent.publish
+
+def spy(*args, **kwargs):
+    publish(*args, **kwargs)
+    named.append(set(sys.modules))
+
+parent.publish = spy
+for options in ({}, {"sample": 0.001}):
+    named.clear()
+    prof = ap.Profiler(memory=False, **options).start()
+    print(sorted(set(sys.modules) - named[0]))
+    prof.stop()
+"""
+    assert run_apart(code).split("\n") == ["[]", "[]", ""]
+
+
+def test_a_workers_own_profiler_is_not_cut_short_by_the_parents_stop(
+        tmp_path):
     """A pool task running a Profiler of its own when the parent stops:
     stopping the worker's capture would end it, so the worker records on
-    and the parent says why its report did not come."""
+    and the parent says why its report did not come; the capture ends
+    after the worker's own Profiler."""
     ctx = multiprocessing.get_context("fork")
+    inside = tmp_path / "inside"
     with ap.Profiler(memory=False) as prof:
         pool = ctx.Pool(1)
-        result = pool.apply_async(child_work.own_profiler_for, (1.5,))
-        time.sleep(0.5)
+        result = pool.apply_async(child_work.own_profiler_for,
+                                  (1.5, str(inside)))
+        deadline = time.monotonic() + 60
+        while not inside.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         start = time.monotonic()
     stopping = time.monotonic() - start
-    made, counted = result.get(60)
+    made, counted, recording_after = result.get(60)
     pool.close()
     pool.join()
     assert counted == made
@@ -457,6 +491,7 @@ def test_a_workers_own_profiler_is_not_cut_short_by_the_parents_stop():
         == ["still running a Profiler of its own, which stopping its "
             "capture would have cut short: its calls are not in this "
             "report"]
+    assert recording_after is False
     assert stopping < 1.0, stopping
 
 
@@ -471,12 +506,17 @@ def test_a_spawned_child_lost_later_keeps_its_name(method):
                     name="Loader-7")
     p.start()
     assert ready.wait(60)
-    time.sleep(1.5)            # past the child's first look at its name
+    label = f"Loader-7 (pid {p.pid})"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(
+            m["label"] == label
+            for m in parent._markers(prof._capture.folder).values()):
+        time.sleep(0.05)
     p.kill()
     p.join()
     prof.stop()
     lost = prof.report().meta["children"]["lost"]
-    assert [c["label"] for c in lost] == [f"Loader-7 (pid {p.pid})"]
+    assert [c["label"] for c in lost] == [label]
 
 
 def test_an_interrupted_read_of_the_childrens_reports_says_so(monkeypatch):
@@ -485,14 +525,16 @@ def test_an_interrupted_read_of_the_childrens_reports_says_so(monkeypatch):
 
     monkeypatch.setattr(parent, "collect", interrupted)
     prof = ap.Profiler(memory=False).start()
+    folder = prof._capture.folder
     run_processes("fork", calls, (2,), n=1)
     with pytest.raises(KeyboardInterrupt):
         prof.stop()
     rep = prof.report()
     assert rep.meta["children"]["error"] == (
-        "interrupted while the children's reports were read: they are "
-        "missing")
-    assert "interrupted while the children's reports were read" in str(rep)
+        "stopped before the children's reports were read: they are missing")
+    assert "stopped before the children's reports were read" in str(rep)
+    assert not os.path.exists(folder)
+    assert folder not in str(files.config().get(files.CONFIG_KEY, ()))
 
 
 def test_a_child_ending_by_its_own_os_exit_is_counted_lost():

@@ -240,17 +240,21 @@ def cannot_make_its_report(ready):
     time.sleep(60)
 
 
-def own_profiler_for(seconds):
+def own_profiler_for(seconds, inside):
     """A task with a Profiler of its own, recording a stage call after
-    another for `seconds`: (calls made, calls its report counts)."""
+    another for `seconds`, the file `inside` made once it runs: (calls
+    made, calls its report counts, whether this process still records
+    a while after)."""
     made = 0
     with ap.Profiler(memory=False) as mine:
+        open(inside, "w").close()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             with ap.stage("own"):
                 pass
             made += 1
-    return made, mine.report()["own"].count
+    time.sleep(1.5)      # the capture's next look, once a second
+    return made, mine.report()["own"].count, ap.active()
 
 
 def waits_for(ready, seconds):

@@ -119,13 +119,14 @@ class Capture:
         """Reads what the children delivered and removes the folder;
         children that report later find it gone. Nothing in a forked
         child's copy: the folder is the parent's."""
-        folder, self.folder = self.folder, None
+        folder = self.folder
         if folder is None or os.getpid() != self.pid:
             return
         self.result = ([], {"started": 0, "reported": 0, "lost": [],
-                            "error": "interrupted while the children's "
+                            "error": "stopped before the children's "
                                      "reports were read: they are missing"})
         try:
+            self.folder = None
             withdraw()
             self.result = collect(folder, max_children,
                                   self.sigterm_deadline_s, self.exit_wait_s)
@@ -223,6 +224,9 @@ def collect(folder: str, max_children: int,
             _alive(marker["pid"]) for token, marker in started.items()):
         time.sleep(0.01)
         states = _states(folder, started)
+    # named again meanwhile (a spawned child's process object arrived)
+    started.update((token, marker) for token, marker in
+                   _markers(folder).items() if token in started)
     reports: List[Report] = []
     lost: List[Dict[str, Any]] = []
     for token, marker in started.items():
