@@ -5,11 +5,14 @@ the workers deliver when asked).
 
 Where the regression lives, the workers' `getitem` stage, it is proven
 whatever the machine does. The loop's wait for batches (`data`) grows
-as much as the model's step leaves it: on a quiet machine about four
-times, proven however its median call moved; with two more processes
-spinning on this 2-CPU machine the slower step took up most of it (+9
-to +50 % measured), which more runs may or may not prove, and the
-verdict says so ("noisy"), never "same"."""
+only as much as the model's step leaves it: on a quiet machine the
+workers' time is twice the step's, and the wait about four times the
+base's, proven however its median call moved. Where the step takes
+about as long as the workers (two more processes spinning on this
+2-CPU machine: the wait +9 to +50 %; the extension under
+AddressSanitizer: +15 %, the step 0.54 s a run against the workers'
+0.50 s), more runs may or may not prove it, and the verdict says so
+("noisy"), never "same"."""
 import sys
 from pathlib import Path
 
@@ -22,15 +25,16 @@ from repo_paths import ROOT  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from slow_loader import train  # noqa: E402
 
-#: the CPUs other processes kept busy, under which a run counts as quiet
-#: (measured: 0.15 with nothing else running, 1.08 with one more process
-#: spinning)
-QUIET_CPUS = 0.5
+#: how much longer than the model's step the workers must take for the
+#: loop to wait on them for sure (measured: 2.0 quiet, 1.25 with two
+#: processes spinning beside it, 0.92 under AddressSanitizer)
+LOADER_BOUND = 1.5
 
 
-def quiet(report):
-    busy = report.meta["host"].get("other_cpus")
-    return busy is not None and busy < QUIET_CPUS
+def loader_bound(report):
+    """The workers' time (2 in parallel) against the step's, in a run."""
+    return report["getitem"].wall.total / 2 > \
+        LOADER_BOUND * report["step"].wall.total
 
 
 def test_slower_loader_workers_are_caught_and_a_rerun_is_not(tmp_path):
@@ -47,7 +51,7 @@ def test_slower_loader_workers_are_caught_and_a_rerun_is_not(tmp_path):
     assert getitem.change > 0.5
     assert "5 vs 1 runs" in getitem.summary()
     assert data.verdict in ("slower", "noisy"), data.summary()
-    if all(quiet(r) for r in (*base, slow)):
+    if loader_bound(slow):
         assert data.verdict == "slower", data.summary()
         assert data.judgement.figure in ("total", "tail")
         assert data.change > 0.5
