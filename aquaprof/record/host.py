@@ -26,9 +26,9 @@ BUSY_SECONDS = 0.25
 
 @functools.lru_cache(maxsize=None)
 def static_host() -> Tuple[str, str]:
-    """(hostname, platform), found once per process: platform.platform()
-    reads files and runs uname, a few ms. A process that forks workers
-    calls it first, so that each child does not pay it at its exit."""
+    """(hostname, platform), found once per process: the platform string
+    reads files, a few ms. A process that forks workers calls it first,
+    so that each child does not pay it as it delivers."""
     return socket.gethostname(), _platform()
 
 
