@@ -244,13 +244,19 @@ class Profiler:
             for callback in self._on_stop:
                 callback()
         finally:
-            self._end_sampler()
-            self._stop_core()
+            neighbor = None
             try:
-                if self._stop_ticks is None:    # the first stop's
-                    self._stop_ticks = cpu_ticks()
-            finally:        # a Ctrl-C in it still ends the watches
-                self._end_watches()
+                self._end_sampler()
+                neighbor = self._cupti_neighbor()
+            finally:
+                # the C call itself, no Python call before it: a Ctrl-C
+                # anywhere in stop() leaves no session running
+                self._core.stop(neighbor=neighbor)
+                try:
+                    if self._stop_ticks is None:    # the first stop's
+                        self._stop_ticks = cpu_ticks()
+                finally:        # a Ctrl-C in it still ends the watches
+                    self._end_watches()
 
     def _cupti_neighbor(self) -> Optional[str]:
         from .cupti import cupti_neighbor

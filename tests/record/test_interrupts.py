@@ -192,9 +192,10 @@ def test_ctrl_c_in_start_and_stop_calls_leaves_no_hidden_session(
 
     def check(kept):
         prof = held.pop() if held else None
-        # an interrupt out of start() leaves nothing running; after it,
-        # the Profiler the user holds may run on, and says so
+        # an interrupt out of start() or stop() leaves nothing running;
+        # between them, the Profiler the user holds runs on, and says so
         assert not (ap.active() and raised_in(kept, Profiler.start)), kept
+        assert not (ap.active() and raised_in(kept, Profiler.stop)), kept
         assert not ap.active() or (prof and prof.running), kept
         if prof and prof.running:
             prof.stop()
