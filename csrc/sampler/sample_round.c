@@ -282,13 +282,17 @@ delay_since(ap_sampler *self, ap_thread_seen *seen, int64_t off_cpu,
 }
 
 /* Whether the thread sleeps on the GIL now. The thread taking the round
- * holds it; one that has not run since the last round sleeps where it
- * slept then, once known. */
+ * holds it: the main thread, answering once it has it back, slept on it
+ * where the ticker saw it so as it asked. One that has not run since the
+ * last round sleeps where it slept then, once known. */
 static int
 on_gil(ap_sampler *self, ap_thread_seen *seen, thread_now *th, int ran)
 {
-    if (!self->gil_hi || th->thread_id == PyThread_get_thread_ident()) {
+    if (!self->gil_hi) {
         return 0;
+    }
+    if (th->thread_id == PyThread_get_thread_ident()) {
+        return self->taking_on_gil;
     }
     if (ran || seen->on_gil < 0) {
         int sleeps = ap_sleeps_on(&seen->files, self->gil_lo, self->gil_hi);
@@ -427,6 +431,8 @@ ap_take_round(ap_sampler *self, uint64_t round)
         !atomic_compare_exchange_strong(&self->want, &expected, 0)) {
         return 0;
     }
+    self->taking_on_gil = !pthread_equal(pthread_self(), self->taker) &&
+                          atomic_load(&self->main_gil) == (round << 1 | 1);
     sample_round(self);
     return 1;
 }

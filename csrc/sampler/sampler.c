@@ -48,6 +48,11 @@ on_main_thread(void *arg)
     ap_mailbox *box = arg;
     atomic_store(&box->queued, 0);
     ap_sampler *self = box->sampler;
+#ifdef __linux__
+    if (self && !atomic_load(&self->main_tid)) {
+        atomic_store(&self->main_tid, (int64_t)syscall(SYS_gettid));
+    }
+#endif
     if (self && ap_take_round(self, atomic_load(&self->want))) {
         atomic_store(&self->main_idle, 0);
     }
@@ -107,6 +112,26 @@ next_tick(ap_sampler *self, int64_t next, int64_t t, int64_t started)
     return next < after_all ? after_all : next;
 }
 
+/* Whether the main thread sleeps on the GIL as the ticker asks it for
+ * round. A main thread that answers the round once it has the GIL back
+ * runs as it takes it, so only the ticker, which holds no GIL, can see
+ * that it waited for it until then (sample_round.c, on_gil). */
+static void
+note_main_gil(ap_sampler *self, ap_wait_files *files, int *tried,
+              uint64_t round)
+{
+    int64_t tid = atomic_load(&self->main_tid);
+    if (!self->gil_hi || tid <= 0) {
+        return;
+    }
+    if (!*tried) {
+        *tried = 1;
+        ap_wait_files_open(files, tid);
+    }
+    int on = ap_sleeps_on(files, self->gil_lo, self->gil_hi) == 1;
+    atomic_store(&self->main_gil, round << 1 | (uint64_t)on);
+}
+
 /* The ticker: no Python thread state, never the GIL. */
 static void *
 ticker_main(void *arg)
@@ -115,11 +140,14 @@ ticker_main(void *arg)
     uint64_t round = 0;
     int64_t started = ap_now_ns();
     int64_t next = started + self->interval_ns;
+    ap_wait_files main_files = {-1, -1};
+    int main_tried = 0;
     while (!wait_until(self, next)) {
         int64_t overslept = ap_now_ns() - next;
         if (overslept > self->interval_ns / 2) {
             atomic_fetch_add(&self->unseen_ns, overslept);
         }
+        note_main_gil(self, &main_files, &main_tried, round + 1);
         /* a round still wanted is replaced: one sample a tick */
         uint64_t unanswered = atomic_exchange(&self->want, ++round);
         if (unanswered) {
@@ -134,6 +162,7 @@ ticker_main(void *arg)
         }
         next = next_tick(self, next, ap_now_ns(), started);
     }
+    ap_wait_files_close(&main_files);
     return NULL;
 }
 

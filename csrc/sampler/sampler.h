@@ -81,6 +81,10 @@ typedef struct ap_sampler {
     ap_sample_store store;
     _Atomic int main_idle;   /* the main thread left the last round
                               * to the taker: the next is its too */
+    _Atomic int64_t main_tid;    /* the main thread's, once it answered */
+    _Atomic uint64_t main_gil;   /* (round << 1) | whether the main
+                                  * thread slept on the GIL as the ticker
+                                  * asked it for that round */
     pthread_mutex_t lock;
     pthread_cond_t wake;     /* the ticker's, stop() signals it */
     pthread_cond_t take;     /* the taker's */
@@ -103,6 +107,8 @@ typedef struct ap_sampler {
     int64_t delay_total, gil_total;  /* what the samples stand for */
     int delay_known;         /* some thread's run delay could be read */
     int gil_known;           /* and where some thread slept */
+    int taking_on_gil;       /* the round's taker slept on the GIL until
+                              * it answered (the main thread) */
     ap_path_map seen_index;  /* native id (high, low) -> its seen entry */
     int seen_index_ok;       /* the index could be made */
     void *threads;           /* a round's threads (sample_round.c) */

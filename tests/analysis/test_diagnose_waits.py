@@ -71,6 +71,16 @@ def test_eight_threads_running_python_are_gil_bound():
     assert "py_work" in found["evidence"].split("hold the GIL")[1]
 
 
+@linux_only
+def test_the_main_thread_waiting_for_the_gil_is_gil_bound_not_blocked():
+    # the main thread answers the sampler's round as it gets the GIL back:
+    # only the sampler's ticker saw it sleep on the GIL until then
+    found = planted("gil_main")["main_py"]
+    assert found["kind"] == "gil-bound", found
+    assert found["gil"] > 0.4, found
+    assert found["blocked"] < found["gil"], found
+
+
 def test_an_unsampled_waiting_stage_says_sampling_would_tell_more():
     with ap.Profiler() as prof:
         with ap.stage("nap"):

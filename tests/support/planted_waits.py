@@ -1,9 +1,10 @@
 """Planted waits, each in a process of its own: a stage starved of CPU
 by busy processes pinned to its core, stages blocked on a sleep and a
-pipe, and eight threads fighting for the GIL. Prints, as JSON, each
-diagnosed stage's class and the shares of its sampled time.
+pipe, eight threads fighting for the GIL, and the main thread fighting
+three for it. Prints, as JSON, each diagnosed stage's class and the
+shares of its sampled time.
 
-    python planted_waits.py starved|blocked|gil
+    python planted_waits.py starved|blocked|gil|gil_main
 """
 import json
 import os
@@ -70,9 +71,34 @@ def gil():
         t.join()
 
 
+def gil_main():
+    """The main thread's stage runs Python beside three threads running
+    Python outside any stage: the main thread answers the sampler's
+    rounds itself once it has the GIL back."""
+    done = threading.Event()
+
+    def hog():
+        x = 0
+        while not done.is_set():
+            for i in range(1000):
+                x += i
+    hogs = [threading.Thread(target=hog) for _ in range(3)]
+    for t in hogs:
+        t.start()
+    try:
+        time.sleep(0.05)
+        with ap.stage("main_py"):
+            spin_cpu(0.2)
+    finally:
+        done.set()
+        for t in hogs:
+            t.join()
+
+
 def main(case):
     with ap.Profiler(sample=0.002) as prof:
-        {"starved": starved, "blocked": blocked, "gil": gil}[case]()
+        {"starved": starved, "blocked": blocked, "gil": gil,
+         "gil_main": gil_main}[case]()
     rep = prof.report()
     found = {}
     for f in rep.diagnose(top=5):
@@ -82,6 +108,8 @@ def main(case):
             "cpu": waits.cpu_s / waits.wall_s if waits else None,
             "delay": waits.delay_s / waits.wall_s if waits else None,
             "gil": waits.gil_s / waits.wall_s if waits else None,
+            "blocked": (waits.wall_s - waits.cpu_s - waits.delay_s -
+                        waits.gil_s) / waits.wall_s if waits else None,
             "measured": [waits.delay_known, waits.gil_known] if waits
             else None}
     print(json.dumps(found))
