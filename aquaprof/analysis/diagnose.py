@@ -18,10 +18,11 @@ host memory it drove up:
 - awaiting: most of its calls were suspended at an await (asyncio), so
   their CPU time is unknown and the wall time is mostly waiting on I/O or
   on other tasks of the event loop;
-- allocation-heavy (added to the others): while the stage was open the
-  process's RSS rose ALLOC_BYTES or more above what it was when the stage
-  was first entered (from the report's memory samples), or the stage
-  called cudaMalloc about once a call or more.
+- allocation-heavy (added to the others): within one call the process's
+  RSS rose ALLOC_BYTES or more above what it was as that call began
+  (StageStats.mem_rise: memory other code kept between the stage's calls
+  is not the stage's), or the stage called cudaMalloc about once a call
+  or more.
 GPU classes, for stages that launched traced GPU work (StageStats.cuda);
 the first that holds wins, and the host class stays in Finding.host:
 - transfer-bound: copies take most of the stage's GPU time and a fair
@@ -51,8 +52,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
-
-import numpy as np
 
 from ..common.checks import whole
 from ..common.words import plural
@@ -193,24 +192,6 @@ class Finding:
                 f"    verify:   {self.verify}")
 
 
-def _entry_rss(stage: "StageStats", report: "Report") -> Optional[int]:
-    """RSS when the stage was first entered in the process whose memory
-    samples the report holds: the last sample at or before its first span
-    there; None when that process never entered it (a worker's stage is
-    not judged against another process's memory)."""
-    samples = report.memory_samples     # the first process's
-    spans = report.spans()
-    first_process = [t["index"] for t in report.threads
-                     if t.get("process", 0) == 0]
-    mine = spans[(spans["stage"] == stage.id)
-                 & np.isin(spans["thread"], first_process)]
-    if not samples or not len(mine):
-        return None
-    first = int(mine["start_ns"].min())
-    before = [rss for t, rss in samples if t <= first]
-    return before[-1] if before else samples[0][1]
-
-
 def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
     """The GPU class of a stage that launched GPU work, with its
     evidence; None when no GPU class holds."""
@@ -264,7 +245,7 @@ def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
 
 
 def _also(finding: Finding, what: str, evidence: str) -> None:
-    finding.also.append("allocation-heavy")
+    finding.also.append("allocation-heavy")   # host or device: each its fix
     fix, verify = _FIXES[what]
     finding.evidence += f"; {evidence}"
     finding.fix += f"; and {fix}"
@@ -509,11 +490,11 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
         evidence += f"; hottest code: {code}"
     finding = Finding(stage.path, kind, evidence, fix, verify, host=host,
                       code=code)
-    entry = _entry_rss(stage, report)
-    if stage.mem_peak and entry and stage.mem_peak - entry >= ALLOC_BYTES:
+    if stage.mem_rise and stage.mem_rise >= ALLOC_BYTES:
         _also(finding, "allocation-heavy",
-              f"RSS peaked {fmt_bytes(stage.mem_peak - entry)} above its "
-              f"value at entry ({fmt_bytes(stage.mem_delta, True)} kept)")
+              f"RSS rose up to {fmt_bytes(stage.mem_rise)} above its value "
+              f"at entry within a call ({fmt_bytes(stage.mem_delta, True)} "
+              f"kept over all calls)")
     cuda = stage.cuda
     if cuda and cuda.allocations >= max(DEVICE_ALLOCS, stage.count * 0.9):
         _also(finding, "device-allocation",

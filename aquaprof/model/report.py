@@ -126,7 +126,8 @@ class StageStats:
 
     __slots__ = ("id", "path", "name", "parent", "depth", "count", "wall",
                  "self_time", "cpu", "items", "throughput", "share",
-                 "mem_peak", "mem_delta", "raised", "unclosed", "suspended",
+                 "mem_peak", "mem_rise", "mem_delta", "raised", "unclosed",
+                 "suspended",
                  "compensated_total", "compensated_self", "cuda")
 
     def __init__(self, sid: int, path: str, parent: Optional[str],
@@ -149,6 +150,11 @@ class StageStats:
         self.share: float = self.wall.total / run_wall if run_wall else 0.0
         #: highest process RSS seen while the stage was open, None if off
         self.mem_peak: Optional[int] = stage["mem_peak"] or None
+        #: the most RSS rose above its value at entry within one call:
+        #: what the stage itself took at once, not memory other code kept
+        #: between its calls; None if off, or in files from before it
+        self.mem_rise: Optional[int] = (
+            stage.get("mem_rise") if self.mem_peak else None)
         #: sum over calls of RSS at exit minus RSS at entry
         self.mem_delta: int = stage["mem_delta"]
         self.raised: int = stage["raised"]

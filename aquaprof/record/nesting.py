@@ -70,7 +70,8 @@ def subtract(end: Dict[str, Any], start: Optional[Dict[str, Any]],
     d["hist"] = [(b, n) for b, n in hist if n > 0]
     n = d["count"]
     if n == 0:
-        return dict(d, min_ns=0, max_ns=0, mean_ns=0.0, m2=0.0, mem_peak=0)
+        return dict(d, min_ns=0, max_ns=0, mean_ns=0.0, m2=0.0, mem_peak=0,
+                    mem_rise=0)
     d["mean_ns"] = d["total_ns"] / n
     d["min_ns"], d["max_ns"] = _extremes(end, start, d)
     delta = d["mean_ns"] - start["mean_ns"]
@@ -80,6 +81,9 @@ def subtract(end: Dict[str, Any], start: Optional[Dict[str, Any]],
     d["m2"] = min(max(m2, 0.0), n * spread * spread / 4) if n > 1 else 0.0
     if end["mem_peak"] <= start["mem_peak"] and rss_peak:
         d["mem_peak"] = min(end["mem_peak"], rss_peak)
+    if end.get("mem_rise", 0) <= start.get("mem_rise", 0):
+        # a rise no call between start and end is shown to have made
+        d["mem_rise"] = 0
     return d
 
 

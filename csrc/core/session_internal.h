@@ -200,7 +200,8 @@ ap_status ap_path_resolve_locked(ap_session *s, uint32_t parent,
 void ap_paths_free(ap_session *s);
 
 /* Folds into st the host memory of frame f closing now, when RSS reads
- * rss after seq samples: the peak it saw while open, and its change. */
+ * rss after seq samples: the peak it saw while open, how far that rose
+ * above its entry, and its change. */
 static inline void
 frame_memory(ap_session *s, const ap_frame *f, uint64_t seq, int64_t rss,
              ap_stats *st)
@@ -211,6 +212,8 @@ frame_memory(ap_session *s, const ap_frame *f, uint64_t seq, int64_t rss,
         peak = seen > peak ? seen : peak;
     }
     st->mem_peak = peak > st->mem_peak ? peak : st->mem_peak;
+    st->mem_rise = peak - f->rss0 > st->mem_rise ? peak - f->rss0
+                                                 : st->mem_rise;
     st->mem_delta += rss - f->rss0;
 }
 

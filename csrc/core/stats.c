@@ -105,6 +105,9 @@ merge_scalars(ap_stats *dst, const ap_stats *src)
     if (src->mem_peak > dst->mem_peak) {
         dst->mem_peak = src->mem_peak;
     }
+    if (src->mem_rise > dst->mem_rise) {
+        dst->mem_rise = src->mem_rise;
+    }
 }
 
 ap_status

@@ -31,11 +31,11 @@ PyDoc_STRVAR(merge_stage_doc,
 "merge_stage(into, other)\n--\n\n"
 "A new stage dict: into's aggregates merged with other's by the core's\n"
 "merge (count, Chan's parallel mean and m2, sums, min, max, mem_peak,\n"
-"histogram), as report_data() merges a session's threads. Both are\n"
-"stage dicts as report_data() gives them; the result keeps into's keys\n"
-"(name, parent, depth and any other) and order. A stage of count 0\n"
-"contributes nothing; into of count 0 takes other's figures as they\n"
-"are. TypeError or ValueError names a missing or ill-typed key;\n"
+"mem_rise, histogram), as report_data() merges a session's threads.\n"
+"Both are stage dicts as report_data() gives them; the result keeps\n"
+"into's keys (name, parent, depth and any other) and order. A stage of\n"
+"count 0 contributes nothing; into of count 0 takes other's figures as\n"
+"they are. TypeError or ValueError names a missing or ill-typed key;\n"
 "OverflowError, a sum past 64 bits.");
 
 PyDoc_STRVAR(fail_allocations_doc,

@@ -26,6 +26,7 @@ const ap_stage_field ap_stage_fields[] = {
     {"items", offsetof(ap_stats, items), AP_FIELD_SUM, 0},
     {"mem_peak", offsetof(ap_stats, mem_peak), AP_FIELD_EXTREME, 0},
     {"mem_delta", offsetof(ap_stats, mem_delta), AP_FIELD_SUM, 0},
+    {"mem_rise", offsetof(ap_stats, mem_rise), AP_FIELD_EXTREME, 1},
 };
 const size_t ap_stage_nfields =
     sizeof(ap_stage_fields) / sizeof(ap_stage_fields[0]);

@@ -39,6 +39,37 @@ def test_planted_workloads_are_classified(report):
         assert "wall" in f.evidence and f.fix and f.verify
 
 
+def test_memory_other_stages_kept_between_calls_is_not_a_stages_allocation():
+    # `light` allocates nothing; between its two calls another stage keeps
+    # 300 MiB, so the process's peak in its second call is far above its
+    # first entry; `churn` takes 300 MiB and gives it back within a call.
+    # Each stage waits before its exit: RSS is known as of its last sample
+    # (memory_interval), later on a busy machine
+    kept = []
+    with ap.Profiler(memory_interval=0.001, cuda=False) as prof:
+        with ap.stage("light"):
+            time.sleep(0.02)
+        with ap.stage("keep"):
+            kept.append(np.ones(300 << 20 >> 3))
+            time.sleep(0.05)
+        with ap.stage("light"):
+            time.sleep(0.02)
+        with ap.stage("churn"):
+            block = np.ones(300 << 20 >> 3)
+            del block
+            time.sleep(0.05)
+    del kept
+    rep = prof.report()
+    assert rep["light"].mem_peak - rep["light"].mem_rise > 250 << 20
+    assert rep["light"].mem_rise < 100 << 20
+    assert rep["churn"].mem_rise > 280 << 20
+    found = {f.path: f for f in rep.diagnose(top=4)}
+    assert found["light"].also == []
+    assert found["keep"].also == ["allocation-heavy"]
+    assert found["churn"].also == ["allocation-heavy"]
+    assert "RSS rose up to" in found["churn"].evidence
+
+
 def test_the_printed_report_ends_with_the_diagnosis(report):
     text = str(report)
     assert "Diagnosis (details: report.diagnose()):" in text

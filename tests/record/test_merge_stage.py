@@ -16,7 +16,9 @@ from leaks import blocks_after
 BUCKETS = len(_core.HIST_LOWER_NS) - 1   # the bounds: one past the last
 KEYS = ["name", "parent", "depth", "count", "raised", "unclosed",
         "suspended", "total_ns", "self_ns", "min_ns", "max_ns", "mean_ns", "m2",
-        "cpu_ns", "items", "mem_peak", "mem_delta", "hist"]
+        "cpu_ns", "items", "mem_peak", "mem_delta", "mem_rise", "hist"]
+#: keys that files written by earlier versions lack
+OPTIONAL = ("suspended", "mem_rise")
 
 
 def reference(into, other):
@@ -42,6 +44,7 @@ def reference(into, other):
     into["min_ns"] = min(into["min_ns"], other["min_ns"])
     into["max_ns"] = max(into["max_ns"], other["max_ns"])
     into["mem_peak"] = max(into["mem_peak"], other["mem_peak"])
+    into["mem_rise"] = max(into["mem_rise"], other["mem_rise"])
     buckets = dict(into["hist"])
     for index, count in other["hist"]:
         buckets[index] = buckets.get(index, 0) + count
@@ -73,6 +76,7 @@ def random_stage(rng, name="load", count=None):
         "cpu_ns": rng.randrange(0, top), "items": rng.randrange(0, 100),
         "mem_peak": rng.randrange(0, 1 << 40),
         "mem_delta": rng.randrange(-(1 << 30), 1 << 30),
+        "mem_rise": rng.randrange(0, 1 << 40),
         "hist": [(b, rng.randrange(1, 1 << 40)) for b in hist],
     }
 
@@ -143,7 +147,7 @@ def good_pair():
     return random_stage(rng, count=4), random_stage(rng, count=5)
 
 
-@pytest.mark.parametrize("key", [k for k in KEYS if k != "suspended"])
+@pytest.mark.parametrize("key", [k for k in KEYS if k not in OPTIONAL])
 @pytest.mark.parametrize("which", [0, 1])
 def test_a_missing_key_is_named(key, which):
     pair = list(good_pair())
@@ -153,11 +157,12 @@ def test_a_missing_key_is_named(key, which):
         _core.merge_stage(*pair)
 
 
-def test_a_stage_written_before_suspended_existed_merges_as_none():
+@pytest.mark.parametrize("key", OPTIONAL)
+def test_a_stage_written_before_a_field_existed_merges_it_as_none(key):
     into, other = good_pair()
-    del into["suspended"], other["suspended"]
+    del into[key], other[key]
     got = _core.merge_stage(into, other)
-    assert got["suspended"] == 0 and set(got) == set(KEYS)
+    assert got[key] == 0 and set(got) == set(KEYS)
 
 
 @pytest.mark.parametrize("key,value,error", [

@@ -105,6 +105,14 @@ def test_the_memory_peak_is_exact_at_a_new_high_else_bounded_by_the_run():
     assert lower["mem_peak"] == 60
 
 
+def test_a_memory_rise_is_the_windows_only_where_a_call_in_it_made_it():
+    start = dict(stats_of([1]), mem_rise=50)
+    same = dict(stats_of([1, 2]), mem_rise=50)
+    assert subtract(same, start)["mem_rise"] == 0
+    higher = dict(same, mem_rise=80)
+    assert subtract(higher, start)["mem_rise"] == 80
+
+
 # ------------------------------------------------------------- semantics
 
 def work(prefix, n):
