@@ -7,6 +7,16 @@ that per-process figures survive dropped spans. Sampled call stacks are
 kept too: their code frames deduplicated, each stack's process and stage
 moved like its thread's and spans', its timeline on the merged clock.
 
+Calibration (the profiler's cost of a stage pair, aquaprof.analysis.
+overhead): the merged report keeps the one its inputs share, so that its
+compensated times and cost line are theirs. Processes calibrated apart
+(other machines, other runs) measured slightly different figures: the
+merged report holds each figure's mean weighted by each process's stage
+calls, so that the cost line adds up what each process paid; the calls
+of the torch hooks that no stage counts are added up. An input without a
+calibration is compensated with the others', as a DataLoader worker's
+report is with its parent's.
+
 Timelines: processes on one host share CLOCK_MONOTONIC and keep their
 times. Reports from different hosts are aligned on the wall-clock time at
 which each profiler started (``host.started_at``), as good as the hosts'
@@ -20,7 +30,7 @@ import numpy as np
 
 from .. import _core
 from ..model.report import Report
-from ..model.schema import KERNEL, TIMELINE_DTYPE
+from ..model.schema import KERNEL, OVERHEAD_OPTIONAL, TIMELINE_DTYPE
 
 
 def _offsets(datas: Sequence[Dict[str, Any]]) -> List[int]:
@@ -67,6 +77,9 @@ def merged_data(reports: Sequence[Report],
                              for label, r in zip(labels, reports)))
     if merger.children is not None:
         merged["children"] = merger.children
+    overhead = _calibration(reports)
+    if overhead is not None:
+        merged["overhead"] = overhead
     samples = merger.samples.section()
     if samples is not None:
         merged["samples"] = samples
@@ -82,6 +95,34 @@ def merged_data(reports: Sequence[Report],
                for k in ("dropped", "unattributed", "incomplete",
                          "over_max", "late")}}
     return merged
+
+
+def _calibration(reports: Sequence[Report]) -> Optional[Dict[str, Any]]:
+    """The merged report's calibration (see the module's docstring); None
+    when no input carries one."""
+    found = [(r.meta["overhead"], sum(s.count for s in r.stages))
+             for r in reports if r.meta.get("overhead")]
+    if not found:
+        return None
+    merged: Dict[str, Any] = {}
+    for key in dict.fromkeys(k for cost, _ in found for k in cost):
+        pairs = [(cost[key], calls) for cost, calls in found if key in cost]
+        if OVERHEAD_OPTIONAL.get(key) is int:       # calls: they add up
+            merged[key] = sum(value for value, _ in pairs)
+        elif len({value for value, _ in pairs}) == 1:
+            merged[key] = pairs[0][0]
+        else:
+            merged[key] = _weighted_mean(pairs)
+    return merged
+
+
+def _weighted_mean(pairs: List[Tuple[float, int]]) -> float:
+    """The mean of (value, weight) pairs; the plain mean when no weight
+    counts (processes that made no stage call)."""
+    weight = sum(w for _, w in pairs)
+    if not weight:
+        return sum(v for v, _ in pairs) / len(pairs)
+    return sum(v * w for v, w in pairs) / weight
 
 
 def _run_fields(datas: Sequence[Dict[str, Any]],

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import errno
 import math
 import os
 import re
@@ -602,8 +603,21 @@ def cmd_folded(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         sys.stdout.flush()
-        buffer.write(text.encode("utf-8"))
+        _write_all(buffer, text.encode("utf-8"))
     return 0
+
+
+def _write_all(buffer: Any, data: bytes) -> None:
+    """Writes all of data to a binary stream. A reader that leaves in the
+    middle of a write makes the write return short, not raise: the next
+    one raises BrokenPipeError, which main() answers as it does for
+    show."""
+    view = memoryview(data)
+    while view:
+        written = buffer.write(view)
+        if not written:     # None or 0: the stream took nothing
+            raise BrokenPipeError(errno.EPIPE, "stdout took no more bytes")
+        view = view[written:]
 
 
 def cmd_speedscope(args: argparse.Namespace) -> int:

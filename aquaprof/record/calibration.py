@@ -97,9 +97,11 @@ def _pair_cost(cpu_resolution: float, memory: bool, rounds: int):
 def calibrate(cpu_resolution: float = 20e-6, memory: bool = True,
               rounds: int = 5) -> Dict[str, float]:
     """{"span_ns", "inside_ns", "read_ns", "resolution_ns"}: a stage pair
-    timed with the CPU clock never read, and with it read at every edge.
-    Cached per process and settings (about 30 ms the first time). Needs
-    no Profiler running: SessionBusy (a RuntimeError) otherwise."""
+    timed with the CPU clock never read, and with it read at every edge,
+    each in `rounds` private sessions of PAIRS pairs (the median kept):
+    2 x 5 sessions by default, about 140 ms the first time on a 2-vCPU
+    development VM. Cached per process and settings. Needs no Profiler
+    running: SessionBusy (a RuntimeError) otherwise."""
     key = (cpu_resolution, memory)
     if key not in _CACHE:
         span, inside = _pair_cost(1.0, memory, rounds)   # no clock reads

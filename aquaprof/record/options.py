@@ -85,11 +85,12 @@ class Options:
     def for_child(self) -> "Options":
         """What a child process records with: the session's settings and
         sampling, no calibration of its own (it reuses the parent's: same
-        machine, no 20 ms at every worker start), no GPU tracing (a forked
-        child cannot use CUDA, and workers must not initialise it), no
-        capture of its own children (they report to the parent's folder
-        directly), no DataLoader watch (its lock would be taken in the
-        SIGTERM handler's stop); the rest at their defaults."""
+        machine, no 140 ms calibration at every worker start), no GPU
+        tracing (a forked child cannot use CUDA, and workers must not
+        initialise it), no capture of its own children (they report to
+        the parent's folder directly), no DataLoader watch (its lock would
+        be taken in the SIGTERM handler's stop); the rest at their
+        defaults."""
         return Options(max_spans=self.max_spans, memory=self.memory,
                        memory_interval=self.memory_interval,
                        cpu_resolution=self.cpu_resolution,

@@ -70,9 +70,10 @@ class Profiler:
     cpu_resolution: the thread CPU clock is a system call (0.1-0.6 us), so
         each thread reads it at most this often (seconds) and counts the
         time in between as on-CPU; 0 reads it at every stage edge.
-    compensate: measure the cost of a stage pair once per process (about
-        20 ms, the first time) and report stage times with it taken out
-        beside the raw ones (StageStats.compensated_total/_self).
+    compensate: measure the cost of a stage pair once per process and
+        settings (about 140 ms at the first start() on a 2-vCPU VM) and
+        report stage times with it taken out beside the raw ones
+        (StageStats.compensated_total/_self).
     cuda: "auto" traces GPU activity with CUPTI when a CUDA driver, a
         device and CUPTI can be loaded, and otherwise says in
         report.gpu_status exactly what was missing; True makes a missing
@@ -81,7 +82,9 @@ class Profiler:
         launched during the run is measured.
     cuda_sync: synchronize the device at every stage edge, the exact but
         pipeline-serializing style of stage timing: each stage's wall time
-        then includes its GPU work, and the run changes its timing.
+        then includes its GPU work, and the run changes its timing. Needs
+        a CUDA driver and device whatever cuda says (RuntimeError at
+        start() naming cuda_sync otherwise).
     window: keep each stage's last `window` calls on each thread (48
         bytes a call, allocated with the stage) for live figures while the
         profiler runs: snapshot() and monitor(). 0 keeps none.

@@ -276,7 +276,12 @@ profiler_start(ProfilerObject *self, PyObject *args, PyObject *kwargs)
         return busy();
     }
     if (st != AP_OK) {
-        PyErr_Format(PyExc_RuntimeError, "cuda=True: %s", status);
+        /* the option that asked for the GPU: cuda_sync needs it whatever
+         * cuda says */
+        PyErr_Format(PyExc_RuntimeError, "%s: %s",
+                     self->gpu.mode == AP_CUDA_REQUIRED ? "cuda=True"
+                                                        : "cuda_sync=True",
+                     status);
         return NULL;
     }
     self->gpu_status = PyUnicode_DecodeUTF8(status, strlen(status),

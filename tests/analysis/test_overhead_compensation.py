@@ -85,3 +85,54 @@ def test_the_cost_line_adds_stage_pairs_and_clock_readings():
     said = f"{share:.2f}%" if share < 1 else f"{share:.1f}%"
     assert f"profiler cost: about {said} of the run: stages {said} (" in \
         str(rep)
+
+
+# ------------------------------------------------------------ merges
+
+def calibrated(rep, **cost):
+    return ap.Report.from_dict(dict(rep.to_dict(), overhead=cost))
+
+
+def flat_run(calls):
+    with ap.Profiler(compensate=False) as prof:
+        for _ in range(calls):
+            with ap.stage("outer"):
+                pass
+    return prof.report()
+
+
+def test_a_merge_keeps_the_calibration_its_inputs_share(tmp_path):
+    cost = {"span_ns": 100.0, "inside_ns": 40.0}
+    a = calibrated(nested_run(compensate=False), **cost)
+    b = calibrated(nested_run(compensate=False), **cost)
+    merged = ap.merge([a, b])
+    assert merged.meta["overhead"] == cost
+    # the compensation is linear in the calls: each process's adds up
+    for path in ("outer", "outer/mid"):
+        assert merged[path].compensated_total == pytest.approx(
+            a[path].compensated_total + b[path].compensated_total)
+    assert "compensated times: StageStats" in str(merged)
+    again = ap.Report.load(merged.save(tmp_path / "m.json"))
+    assert again["outer"].compensated_total == \
+        merged["outer"].compensated_total
+
+
+def test_a_merge_of_calibrations_made_apart_weights_them_by_stage_calls():
+    # 75 stage calls at 100 ns and 25 at 200 ns: 12.5 us in all
+    a = calibrated(nested_run(compensate=False), span_ns=100.0,
+                   inside_ns=40.0, torch_quiet_calls=3)
+    b = calibrated(flat_run(25), span_ns=200.0, inside_ns=40.0,
+                   torch_quiet_calls=2)
+    merged = ap.merge([a, b])
+    assert merged.meta["overhead"] == {"span_ns": 125.0, "inside_ns": 40.0,
+                                       "torch_quiet_calls": 5}
+    from aquaprof.analysis.run_cost import run_cost
+    assert run_cost(merged).stages == pytest.approx(12.5e-6)
+
+
+def test_a_merge_compensates_an_uncalibrated_input_with_the_others():
+    raw = nested_run(compensate=False)
+    cost = {"span_ns": 100.0, "inside_ns": 40.0}
+    assert ap.merge([raw, calibrated(raw, **cost)]).meta["overhead"] == cost
+    assert ap.merge([raw, raw]).meta.get("overhead") is None
+    assert ap.merge([raw, raw])["outer"].compensated_total is None

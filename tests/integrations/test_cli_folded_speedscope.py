@@ -82,6 +82,25 @@ def test_folded_to_stdout_is_utf8_whatever_the_locale(saved):
     assert "train;évaluer ".encode("utf-8") in out.stdout
 
 
+def test_folded_into_a_reader_that_leaves_mid_write_exits_141(tmp_path):
+    # stacks far past a pipe's capacity: the reader leaves while the
+    # write is under way, which makes it return short rather than raise
+    with ap.Profiler(sample=None) as prof:
+        for i in range(10_000):
+            with ap.stage(f"stage {i:05d} " + "x" * 80):
+                pass
+    saved = prof.report().save(tmp_path / "many.json")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "aquaprof", "folded", str(saved)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = child.stdout.readline()
+    child.stdout.close()            # `| head -1`
+    err = child.stderr.read()
+    assert child.wait(timeout=60) == 141, err
+    assert first.startswith(b"stage ") and err == b""
+
+
 # ------------------------------------------------------- speedscope
 
 def test_speedscope_writes_a_file_speedscope_reads(saved, tmp_path):

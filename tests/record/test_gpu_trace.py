@@ -42,6 +42,11 @@ def test_without_a_driver_everything_else_works(tmp_path):
     assert status.startswith("no CUDA driver: cannot open ")
     assert str(tmp_path) in status and count == 1 and no_gpu
     assert scenario(REQUIRED, env).startswith("cuda=True: no CUDA driver")
+    # the synchronizing style needs the driver too, and says it asked
+    for options in ("cuda_sync=True", "cuda=False, cuda_sync=True"):
+        code = REQUIRED.replace("cuda=True", options)
+        assert scenario(code, env).startswith(
+            "cuda_sync=True: no CUDA driver"), options
 
 
 def test_without_a_device(fakes):

@@ -5,7 +5,7 @@ library frame where the time is stay, and the tree fits a terminal.
 Planted samples first, shares worked out by hand; then `aquaprof run` on
 a script that imports torch and trains a small model.
 
-    PYTHONPATH=. python tests/views/test_calltree_folding.py
+    PYTHONPATH=.:tests/support python tests/views/test_calltree_folding.py
 
 prints the line counts and widest line of `aquaprof run` on that script,
 folded and with --show-all."""
