@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, \
 
 import numpy as np
 
+from .analysis.concurrency import Clock
 from .analysis.gpu_stats import stage_cuda
 from .analysis.overhead import compensate
 from .analysis.samples import HotFunction, sampled, stage_hot, summary
@@ -68,8 +69,10 @@ class Report(model.Report):
             self._stats[sid].cuda = cuda
         self.sampling = summary(self)
         found = sampled(self)    # what hot() reads, None when unsampled
+        clock = Clock(self.spans(), len(self._stats))
         for stage in self._stats:
             cast(StageStats, stage)._sampled = found
+            stage.clock = clock
 
     if TYPE_CHECKING:   # the stages this class holds are its own kind
         def __getitem__(self, path: str) -> StageStats: ...

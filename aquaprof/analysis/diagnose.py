@@ -509,7 +509,7 @@ class Diagnosis:
     def __init__(self, report: "Report", top: int = 3):
         if not whole(top, 1):
             raise ValueError(f"top must be an int >= 1, got {top!r}")
-        tops = [s for s in report.top(top) if s.self_time > 0]
+        tops = [s for s in report.top(top) if s.self_wall > 0]
         # a loop bound by its data loading is given whether or not its
         # wait ranks among the top: with num_workers=0 the self time is in
         # the dataset's stages nested in it

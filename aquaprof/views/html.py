@@ -7,7 +7,7 @@ import html
 from typing import TYPE_CHECKING
 
 from ..common.units import fmt_bytes, fmt_rate, fmt_time, printable
-from .text import header_lines, straggler_lines, warning_lines
+from .text import header_lines, overlap_note, straggler_lines, warning_lines
 
 if TYPE_CHECKING:
     from ..model.report import Report
@@ -59,11 +59,11 @@ def report_html(report: "Report") -> str:
     if not report.stages:
         parts.append("<div>no stages were recorded (mark them with "
                      "aquaprof.stage)</div>")
-    top = [s for s in report.top(3) if s.self_time > 0]
+    top = [s for s in report.top(3) if s.self_wall > 0]
     if top:
         parts.append("<div><b>Top bottlenecks by self time:</b><ol>")
-        parts += [f"<li>{e(printable(s.path))}: {fmt_time(s.self_time)}</li>"
-                  for s in top]
+        parts += [f"<li>{e(printable(s.path))}: {fmt_time(s.self_wall)}"
+                  f"{e(overlap_note(s))}</li>" for s in top]
         parts.append("</ol></div>")
     stragglers = straggler_lines(report)
     if stragglers:

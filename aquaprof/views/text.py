@@ -452,7 +452,7 @@ def format_report(rep: "Report", width: Optional[int] = None,
     rows = [["stage"] + [h for h, _ in columns]]
     rows += [[label] + [c[i] for _, c in columns]
              for i, label in enumerate(labels)]
-    top = [s for s in rep.top(3) if s.self_time > 0]
+    top = [s for s in rep.top(3) if s.self_wall > 0]
     hottest = top[0].id if top else None
     table = align_columns(rows)
     lines.append("")
@@ -477,9 +477,10 @@ def format_report(rep: "Report", width: Optional[int] = None,
                      for p in paths]
         path_width = max(len(p) for p in paths)
         for i, (s, path) in enumerate(zip(top, paths), 1):
-            share = s.self_time / rep.wall * 100 if rep.wall else 0.0
+            share = s.self_wall / rep.wall * 100 if rep.wall else 0.0
             lines.append(f"  {i}. {path.ljust(path_width)}  "
-                         f"{fmt_time(s.self_time):>9}  {share:5.1f}% of run")
+                         f"{fmt_time(s.self_wall):>9}  {share:5.1f}% of run"
+                         f"{overlap_note(s)}")
     stragglers = straggler_lines(rep)
     if stragglers:
         lines.append("")
@@ -495,15 +496,24 @@ def format_report(rep: "Report", width: Optional[int] = None,
     return "\n".join(lines + _gpu_footer(rep))
 
 
+def overlap_note(s: "StageStats") -> str:
+    """What a stage's calls summed where they overlapped: its time on the
+    run's clock counts that once."""
+    if s.self_wall >= s.self_time * 0.99:
+        return ""
+    return (f"  ({fmt_time(s.self_time)} summed over its calls, up to "
+            f"{s.at_once:,} at once)")
+
+
 def summed_note(rep: "Report") -> Optional[str]:
     """Why a share passes 100 %, when one does: a report of several
     processes sums each stage's time over them."""
     processes = len(rep.processes)
     if processes < 2 or not any(s.share > 1 for s in rep.stages):
         return None
-    return (f"(share and % of run: each stage's time summed over the "
-            f"{processes:,} processes, against the run's wall time; past "
-            f"100% where processes ran it at once)")
+    return (f"(share: each stage's time summed over the {processes:,} "
+            f"processes, against the run's wall time; past 100% where "
+            f"processes ran it at once)")
 
 
 def _gpu_footer(rep: "Report") -> List[str]:

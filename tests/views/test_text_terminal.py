@@ -355,9 +355,9 @@ def test_shares_summed_over_processes_say_why_they_pass_100():
     merged = ap.merge([ap.Report.from_dict(one), ap.Report.from_dict(one)])
     assert merged["work"].share == pytest.approx(1.6)
     text = str(merged)
-    note = ("(share and % of run: each stage's time summed over the 2 "
-            "processes, against the run's wall time; past 100% where "
-            "processes ran it at once)")
+    note = ("(share: each stage's time summed over the 2 processes, "
+            "against the run's wall time; past 100% where processes ran it "
+            "at once)")
     assert note in text.splitlines()
     assert "160.0%" in text
     # one process, or shares under 100 %: nothing to explain

@@ -1,0 +1,102 @@
+"""Stages on the run's clock: calls that overlap (threads, asyncio tasks,
+processes) count their common time once, so that the bottlenecks are
+where the run's time went, not where most calls were open at once."""
+import asyncio
+import random
+import threading
+import time
+
+import numpy as np
+
+import aquaprof as ap
+from aquaprof import _core
+from aquaprof.analysis.concurrency import on_clock
+
+
+def spans(rows):
+    out = np.zeros(len(rows), _core.SPAN_DTYPE)
+    for i, (stage, start, end) in enumerate(rows):
+        out[i]["stage"], out[i]["start_ns"], out[i]["end_ns"] = \
+            stage, start, end
+    return out
+
+
+def test_cover_and_most_at_once_equal_a_count_tick_by_tick():
+    rng = random.Random(7)
+    for _ in range(300):
+        stages = rng.randrange(1, 4)
+        rows = []
+        for _ in range(rng.randrange(1, 25)):
+            start = rng.randrange(0, 100)
+            rows.append((rng.randrange(stages), start,
+                         start + rng.randrange(0, 30)))
+        got = on_clock(spans(rows), stages)
+        for stage in range(stages):
+            open_at = [sum(1 for s, a, b in rows if s == stage and a <= t < b)
+                       for t in range(140)]
+            assert got.covered_ns[stage] == sum(1 for k in open_at if k)
+            assert got.at_once[stage] == max(open_at)
+            assert got.summed_ns[stage] == sum(b - a for s, a, b in rows
+                                               if s == stage)
+
+
+def test_a_clock_range_past_64_bits_of_lift_is_still_exact():
+    # start times far apart across many stages: the ranks path
+    rows = [(s, s * 2 ** 54, s * 2 ** 54 + 10) for s in range(200)]
+    rows += [(s, s * 2 ** 54 + 5, s * 2 ** 54 + 20) for s in range(200)]
+    got = on_clock(spans(rows), 200)
+    assert list(got.covered_ns) == [20] * 200
+    assert list(got.at_once) == [2] * 200
+
+
+def test_threads_at_once_rank_below_longer_serial_work():
+    def nap():
+        with ap.stage("fanout"):
+            time.sleep(0.1)
+    with ap.Profiler(compensate=False) as prof:
+        threads = [threading.Thread(target=nap) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with ap.stage("serial"):
+            time.sleep(0.3)
+    rep = prof.report()
+    fanout = rep["fanout"]
+    assert fanout.self_time > 0.75 and fanout.at_once == 8
+    assert 0.09 < fanout.self_wall < 0.2
+    assert [s.path for s in rep.top(2)] == ["serial", "fanout"]
+    line = next(x for x in str(rep).splitlines() if "2. fanout" in x)
+    assert "summed over its calls, up to 8 at once" in line
+
+
+def test_asyncio_tasks_asleep_at_once_rank_below_the_one_that_computes():
+    async def sleeper():
+        with ap.stage("task"):
+            await asyncio.sleep(0.1)
+
+    async def main():
+        await asyncio.gather(*(sleeper() for _ in range(100)))
+        with ap.stage("compute"):
+            end = time.perf_counter() + 0.2
+            while time.perf_counter() < end:
+                pass
+    with ap.Profiler(compensate=False) as prof:
+        asyncio.run(main())
+    rep = prof.report()
+    assert rep["task"].self_time > 5 and rep["task"].at_once == 100
+    assert rep["task"].self_wall < 0.3
+    assert rep.top(1)[0].path == "compute"
+    assert rep.diagnose(top=1).findings[0].path == "compute"
+
+
+def test_calls_that_never_overlap_keep_their_self_time():
+    with ap.Profiler(compensate=False) as prof:
+        for _ in range(3):
+            with ap.stage("outer"):
+                with ap.stage("inner"):
+                    time.sleep(0.005)
+    rep = prof.report()
+    for s in rep.stages:
+        assert s.at_once == 1 and s.self_wall == s.self_time
+        assert "summed over its calls" not in str(rep)
