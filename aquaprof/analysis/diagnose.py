@@ -15,6 +15,10 @@ host memory it drove up:
 - gil-bound (the same): its threads slept on the GIL for GIL_BOUND or
   more of the stage's sampled time (each sample of a thread asleep in a
   futex on the GIL's condition variable or mutex);
+- threads-bound (the same): a waiting stage while whose calls the other
+  threads of its process used THREADS_BUSY CPUs or more on average, and
+  at least twice what they used outside it (a pool it handed its work
+  to; aquaprof.analysis.other_threads);
 - awaiting: most of its calls were suspended at an await (asyncio), so
   their CPU time is unknown and the wall time is mostly waiting on I/O or
   on other tasks of the event loop;
@@ -56,6 +60,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 from ..common.checks import whole
 from ..common.words import plural
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
+from .other_threads import other_threads
 from .samples import sampled, stage_hot, stage_waits
 
 if TYPE_CHECKING:
@@ -75,6 +80,10 @@ LAUNCH_IDLE = 0.4        # ... and the GPU idle this share or more
 STARVED = 0.5            # GPU idle this share or more
 CPU_STARVED = 0.25       # run delay share of the sampled time from this
 GIL_BOUND = 0.25         # GIL sleep share of the sampled time from this
+# CPUs the process's other threads used on average while a waiting stage
+# was open, from which it waits for them (a pool it handed its work to),
+# where they used under half as much outside it
+THREADS_BUSY = 0.5
 # next(DataLoader)'s share of its parent's wall time from which the loop
 # is data-loading-bound. Hiding the loading entirely speeds the loop up
 # by at most 1 / (1 - share): 1.4x at 30 %, only 1.1x at 10 %, where the
@@ -113,6 +122,14 @@ _FIXES = {
         "the work in NumPy or torch calls long enough to release the GIL",
         "the stage's GIL share before and after: aquaprof.analysis."
         "samples.stage_waits(rep, STAGE).gil_s; its wall time with "
+        "aquaprof compare"),
+    "threads-bound": (
+        "the work is in the threads the stage waits for (a pool it handed "
+        "its work to): mark their work with stages (inside the task the "
+        "pool runs) to see where it goes, then speed that up, or give it "
+        "more workers where CPUs are free",
+        "the other threads' CPU while STAGE runs: aquaprof.analysis."
+        "other_threads.other_threads(rep, rep[STAGE]); its wall time with "
         "aquaprof compare"),
     "awaiting": (
         "find what the task awaits: slow I/O, a semaphore or pool limit, "
@@ -404,12 +421,21 @@ def _waits_class(stage: "StageStats", report: "Report",
             f"; asleep on the GIL {fmt_time(waits.gil_s)} of "
             f"{fmt_time(waits.wall_s)} sampled ({gil * 100:.0f} %); "
             f"{_python_elsewhere(report, stage)}")
-    if not (waits.delay_known or waits.gil_known):
-        return host, ""
-    return host, (f"; of its sampled time: blocked "
-                  f"{waits.blocked_s / waits.wall_s * 100:.0f} %, "
-                  f"runnable {delay * 100:.0f} %, on the GIL "
-                  f"{gil * 100:.0f} %")
+    shares = (f"; of its sampled time: blocked "
+              f"{waits.blocked_s / waits.wall_s * 100:.0f} %, "
+              f"runnable {delay * 100:.0f} %, on the GIL {gil * 100:.0f} %"
+              if waits.delay_known or waits.gil_known else "")
+    others = other_threads(report, stage) if host == "waiting" else None
+    if others is None or others.inside < THREADS_BUSY:
+        return host, shares
+    outside = ("" if others.outside is None else
+               f", {others.outside:.1f} while it was not")
+    hottest = f"; hottest there: {others.hottest}" if others.hottest else ""
+    said = (f"; while it was open, the other threads of its process used "
+            f"{others.inside:.1f} CPUs on average{outside}{hottest}")
+    if others.outside is None or others.inside >= 2 * others.outside:
+        return "threads-bound", shares + said
+    return host, shares + said
 
 
 def _competition(report: "Report") -> str:

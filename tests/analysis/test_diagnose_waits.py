@@ -81,6 +81,20 @@ def test_the_main_thread_waiting_for_the_gil_is_gil_bound_not_blocked():
     assert found["blocked"] < found["gil"], found
 
 
+def test_a_stage_waiting_for_the_pool_it_handed_its_work_to_is_threads_bound():
+    found = planted("pool")["handed over"]
+    assert found["kind"] == "threads-bound", found
+    assert "the other threads of its process used" in found["evidence"]
+    assert "hottest there: hash_cpu" in found["evidence"]
+
+
+def test_a_stage_asleep_beside_a_thread_busy_all_the_run_stays_waiting():
+    found = planted("background")["nap"]
+    assert found["kind"] == "waiting", found
+    assert "CPUs on average" in found["evidence"]
+    assert "while it was not" in found["evidence"]
+
+
 def test_an_unsampled_waiting_stage_says_sampling_would_tell_more():
     with ap.Profiler() as prof:
         with ap.stage("nap"):

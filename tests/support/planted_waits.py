@@ -1,10 +1,11 @@
 """Planted waits, each in a process of its own: a stage starved of CPU
 by busy processes pinned to its core, stages blocked on a sleep and a
 pipe, eight threads fighting for the GIL, and the main thread fighting
-three for it. Prints, as JSON, each diagnosed stage's class and the
-shares of its sampled time.
+three for it, a stage waiting for the thread pool it handed its work to,
+and one asleep beside a thread busy all the run. Prints, as JSON, each
+diagnosed stage's class and the shares of its sampled time.
 
-    python planted_waits.py starved|blocked|gil|gil_main
+    python planted_waits.py starved|blocked|gil|gil_main|pool|background
 """
 import json
 import os
@@ -95,10 +96,49 @@ def gil_main():
             t.join()
 
 
+def hash_cpu(seconds):
+    """Computes without the GIL (hashlib releases it for large data)
+    until this thread has used `seconds` of CPU."""
+    import hashlib
+    block = bytes(1 << 20)
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        hashlib.sha256(block).digest()
+
+
+def pool():
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as workers:
+        workers.submit(int).result()    # its threads started
+        time.sleep(0.1)
+        with ap.stage("handed over"):
+            list(workers.map(hash_cpu, [0.2, 0.2]))
+        time.sleep(0.1)
+
+
+def background():
+    done = threading.Event()
+
+    def busy():
+        while not done.is_set():
+            spin_cpu(0.01)
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        time.sleep(0.3)
+        with ap.stage("nap"):
+            time.sleep(0.3)
+        time.sleep(0.3)
+    finally:
+        done.set()
+        worker.join()
+
+
 def main(case):
     with ap.Profiler(sample=0.002) as prof:
         {"starved": starved, "blocked": blocked, "gil": gil,
-         "gil_main": gil_main}[case]()
+         "gil_main": gil_main, "pool": pool,
+         "background": background}[case]()
     rep = prof.report()
     found = {}
     for f in rep.diagnose(top=5):
