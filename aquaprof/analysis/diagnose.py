@@ -438,6 +438,35 @@ def _waits_class(stage: "StageStats", report: "Report",
     return host, shares + said
 
 
+def _awaiting_class(stage: "StageStats", report: "Report"
+                    ) -> Tuple[str, str]:
+    """A stage whose calls were mostly suspended at an await: awaiting,
+    or cpu-bound where the samples show that the event loop ran the stage
+    itself, computing, for most of the time its calls were open on the
+    run's clock (a coroutine that computes between short awaits holds
+    the loop: its thread CPU, shared with the other tasks, is unknown)."""
+    said = (f"{stage.suspended} of {plural(stage.count, 'call')} "
+            f"suspended at an await, {fmt_time(stage.wall.total)} wall, "
+            f"self time {fmt_time(stage.self_time)}")
+    waits = stage_waits(report, stage.path)
+    nested = any(s.parent == stage.path for s in report.stages)
+    if waits is None or nested or stage.self_wall <= 0:
+        hint = ("; sample the run (Profiler(sample=0.001)) to tell a task "
+                "computing on the event loop from one awaiting"
+                if report.samples is None else "")
+        return "awaiting", (f"{said}; their CPU time is unknown (the event "
+                            f"loop ran other tasks meanwhile){hint}")
+    running = min(waits.wall_s / stage.self_wall, 1.0)
+    ran = (f"; the event loop ran it {fmt_time(waits.wall_s)} of the "
+           f"{fmt_time(stage.self_wall)} its calls were open on the run's "
+           f"clock ({running * 100:.0f} %)")
+    if running >= WAITING and waits.cpu_s >= CPU_BOUND * waits.wall_s:
+        return "cpu-bound", (f"{said}{ran}, computing "
+                             f"{waits.cpu_s / waits.wall_s * 100:.0f} % of "
+                             f"that: it holds the loop")
+    return "awaiting", f"{said}{ran}"
+
+
 def _competition(report: "Report") -> str:
     """What competed for the CPUs: the machine's, this report's busy
     threads and processes, the load average."""
@@ -493,11 +522,7 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
                 f"{plural(stage.count, 'call')}, "
                 f"self time {fmt_time(stage.self_time)}{waits}")
     if stage.suspended * 2 >= stage.count > 0:
-        host = "awaiting"
-        evidence = (f"{stage.suspended} of {plural(stage.count, 'call')} "
-                    f"suspended at an await, {fmt_time(wall)} wall, self "
-                    f"time {fmt_time(stage.self_time)}; their CPU time is "
-                    f"unknown (the event loop ran other tasks meanwhile)")
+        host, evidence = _awaiting_class(stage, report)
     kind = host
     loader = _loader_class(stage, report)
     gpu = None if loader else _gpu_class(stage)
@@ -511,6 +536,10 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
             evidence = f"{gpu_evidence}; host {host}: {evidence}"
         fix, verify = _FIXES[kind]
         verify = verify.replace("STAGE", repr(stage.path))
+        if stage.suspended and kind == "cpu-bound":
+            fix += ("; or off the event loop, which runs one task at a "
+                    "time (asyncio.to_thread, loop.run_in_executor with a "
+                    "process pool)")
     code = _hottest_code(report, stage)
     if code:
         evidence += f"; hottest code: {code}"

@@ -56,6 +56,37 @@ def test_a_hundred_gathered_tasks_each_get_their_own_stack():
     assert kinds["serve/task"] == "awaiting"
 
 
+def test_tasks_computing_between_short_awaits_hold_the_loop_not_await():
+    # sampled: the loop ran each stage's tasks, computing, or ran others
+    @ap.stage("compute")
+    async def compute():
+        for _ in range(3):
+            spin(0.005)
+            await asyncio.sleep(0)
+
+    async def nap():
+        with ap.stage("nap"):
+            await asyncio.sleep(0.1)
+
+    async def main():
+        await asyncio.gather(*(nap() for _ in range(50)))
+        await asyncio.gather(*(compute() for _ in range(10)))
+    with ap.Profiler(sample=0.001) as prof:
+        asyncio.run(main())
+    rep = prof.report()
+    found = {f.path: f for f in rep.diagnose(top=2).findings}
+    assert found["compute"].kind == "cpu-bound", found["compute"].evidence
+    assert "it holds the loop" in found["compute"].evidence
+    assert "asyncio.to_thread" in found["compute"].fix
+    assert found["nap"].kind == "awaiting", found["nap"].evidence
+    # unsampled, the loop's CPU cannot be told apart: the finding says so
+    with ap.Profiler() as prof:
+        asyncio.run(main())
+    found = {f.path: f for f in prof.report().diagnose(top=2).findings}
+    assert found["compute"].kind == "awaiting"
+    assert "sample the run" in found["compute"].evidence
+
+
 def test_a_stage_held_across_an_await_does_not_collect_other_tasks():
     order = []
 
