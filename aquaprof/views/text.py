@@ -158,12 +158,14 @@ _NO_CUDA = ("no CUDA driver", "no CUDA device")
 
 
 def _no_cuda_here(rep: "Report") -> bool:
-    """Whether the GPU went untraced only because this machine (each of
-    its processes) has no CUDA driver or no device: the ordinary CPU
-    run."""
+    """Whether the GPU went untraced only because this machine (each run
+    merged into the report) has no CUDA driver or no device: the ordinary
+    CPU run. Child processes a run captured never look for a GPU: the
+    status is their parent's."""
     status = rep.gpu_status
     found = sum(status.count(reason) for reason in _NO_CUDA)
-    return rep.gpu is None and found == max(len(rep.processes), 1)
+    runs = rep.meta.get("host", {}).get("merged", 1)
+    return rep.gpu is None and found >= max(runs, 1)
 
 
 def gpu_line(rep: "Report") -> Optional[str]:

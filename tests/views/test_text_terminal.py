@@ -196,6 +196,29 @@ def test_no_cuda_is_said_once_and_short_at_the_end():
     assert "libcuda.so.1" not in text
 
 
+def child_stage():
+    with ap.stage("in child"):
+        pass
+
+
+def test_no_cuda_in_a_run_with_child_processes_is_said_short_at_the_end(
+        monkeypatch):
+    # children never look for a GPU: the parent's status is the run's
+    import multiprocessing
+    monkeypatch.setenv("AQUAPROF_LIBCUDA", "/nonexistent/libcuda.so.1")
+    with ap.Profiler() as prof:
+        child = multiprocessing.get_context("fork").Process(
+            target=child_stage)
+        child.start()
+        child.join()
+    rep = prof.report()
+    assert len(rep.processes) == 2
+    lines = str(rep).splitlines()
+    assert [line for line in lines if "GPU" in line] == [
+        "GPU: not traced (no CUDA driver)"]
+    assert lines[-1] == "GPU: not traced (no CUDA driver)"
+
+
 def test_a_gpu_that_was_expected_but_not_traced_is_said_first():
     rep = pipeline(gpu_status="CUPTI not found; tried: libcupti.so.12")
     lines = str(rep).splitlines()
