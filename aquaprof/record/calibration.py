@@ -18,6 +18,9 @@ from ..analysis.run_cost import run_cost, torch_kinds  # noqa: F401
 
 _CACHE: Dict[tuple, Dict[str, float]] = {}
 PAIRS = 20_000
+# pairs with the CPU clock read at each edge cost ten times as much: a
+# tenth as many time them as well, and keep the first start() short
+READ_SHARE = 10
 # the figures run_alone adds up over the paths of one stage name
 _SUMMED = ("count", "total_ns", "self_ns", "cpu_ns")
 
@@ -71,26 +74,28 @@ def median(values: list) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def _pair_cost(cpu_resolution: float, memory: bool, rounds: int):
+def _pair_cost(cpu_resolution: float, memory: bool, rounds: int,
+               count: int):
     """Median (ns a pair all told, ns inside the stage) over rounds of a
-    private session timing PAIRS empty stages inside one stage, against
+    private session timing `count` empty stages inside one stage, against
     the same loop without them."""
     outer, inner = stage("calibrate"), stage("pair")
+    count = max(count, 1)
 
     def pairs() -> None:
         with outer:
-            for _ in range(PAIRS):
+            for _ in range(count):
                 with inner:
                     pass
     spans, insides = [], []
     for _ in range(rounds):
         t = time.perf_counter_ns()
-        for _ in range(PAIRS):
+        for _ in range(count):
             pass
         bare = time.perf_counter_ns() - t
         _, stages = run_alone(pairs, cpu_resolution, memory)
-        insides.append(stages["pair"]["total_ns"] / PAIRS)
-        spans.append((stages["calibrate"]["total_ns"] - bare) / PAIRS)
+        insides.append(stages["pair"]["total_ns"] / count)
+        spans.append((stages["calibrate"]["total_ns"] - bare) / count)
     return median(spans), median(insides)
 
 
@@ -98,14 +103,16 @@ def calibrate(cpu_resolution: float = 20e-6, memory: bool = True,
               rounds: int = 5) -> Dict[str, float]:
     """{"span_ns", "inside_ns", "read_ns", "resolution_ns"}: a stage pair
     timed with the CPU clock never read, and with it read at every edge,
-    each in `rounds` private sessions of PAIRS pairs (the median kept):
-    2 x 5 sessions by default, about 140 ms the first time on a 2-vCPU
-    development VM. Cached per process and settings. Needs no Profiler
-    running: SessionBusy (a RuntimeError) otherwise."""
+    each in `rounds` private sessions (the median kept) of PAIRS pairs,
+    and of a READ_SHARE-th of them with the clock read: about 35 ms the
+    first time on a 2-vCPU development VM. Cached per process and
+    settings. Needs no Profiler running: SessionBusy (a RuntimeError)
+    otherwise."""
     key = (cpu_resolution, memory)
     if key not in _CACHE:
-        span, inside = _pair_cost(1.0, memory, rounds)   # no clock reads
-        every, _ = _pair_cost(0.0, memory, rounds)       # two a pair
+        # no clock reads, then two a pair
+        span, inside = _pair_cost(1.0, memory, rounds, PAIRS)
+        every, _ = _pair_cost(0.0, memory, rounds, PAIRS // READ_SHARE)
         _CACHE[key] = {"span_ns": max(span, 0.0),
                        "inside_ns": max(inside, 0.0),
                        "read_ns": max((every - span) / 2, 0.0),

@@ -85,7 +85,7 @@ class Options:
     def for_child(self) -> "Options":
         """What a child process records with: the session's settings and
         sampling, no calibration of its own (it reuses the parent's: same
-        machine, no 140 ms calibration at every worker start), no GPU
+        machine, no 35 ms calibration at every worker start), no GPU
         tracing (a forked child cannot use CUDA, and workers must not
         initialise it), no capture of its own children (they report to
         the parent's folder directly), no DataLoader watch (its lock would

@@ -71,7 +71,7 @@ class Profiler:
         each thread reads it at most this often (seconds) and counts the
         time in between as on-CPU; 0 reads it at every stage edge.
     compensate: measure the cost of a stage pair once per process and
-        settings (about 140 ms at the first start() on a 2-vCPU VM) and
+        settings (about 35 ms at the first start() on a 2-vCPU VM) and
         report stage times with it taken out beside the raw ones
         (StageStats.compensated_total/_self).
     cuda: "auto" traces GPU activity with CUPTI when a CUDA driver, a
