@@ -69,7 +69,12 @@ class Report(model.Report):
             self._stats[sid].cuda = cuda
         self.sampling = summary(self)
         found = sampled(self)    # what hot() reads, None when unsampled
-        clock = Clock(self.spans(), len(self._stats))
+        spans = self.spans()
+        # one thread's calls of a stage overlap only across awaits
+        overlap = bool(len(spans)) and (
+            spans["thread"].min() != spans["thread"].max() or
+            any(s.suspended for s in self._stats))
+        clock = Clock(spans, len(self._stats), overlap)
         for stage in self._stats:
             cast(StageStats, stage)._sampled = found
             stage.clock = clock

@@ -31,73 +31,85 @@ def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
     stage = spans["stage"].astype(np.int64)
     start = spans["start_ns"].astype(np.int64)
     end = np.maximum(spans["end_ns"].astype(np.int64), start)
+    summed = _sums(stage, end - start, nstages)
     covered = np.zeros(nstages, np.int64)
-    summed = np.bincount(stage, weights=end - start,
-                         minlength=nstages).astype(np.int64)
     at_once = np.zeros(nstages, np.int64)
     if not len(spans):
         return OnClock(covered, summed, at_once)
-    order = np.lexsort((start, stage))
+    first_key, last_key = _lifted(stage, start, end, nstages)
+    order = np.argsort(first_key, kind="stable")
     stage, start, end = stage[order], start[order], end[order]
-    # the latest end of the stage's calls before each: a call starting
-    # after it begins a new stretch of the stage's time
-    first = np.r_[True, stage[1:] != stage[:-1]]
-    reach = _running_max_by_group(end, first)
-    fresh = first | np.r_[False, start[1:] >= reach[:-1]]
-    begins = np.flatnonzero(fresh)
+    first_key, last_key = first_key[order], last_key[order]
+    # a call starting after every earlier call of its stage ended begins
+    # a new stretch of the stage's time; each stage's keys lie above the
+    # stages' before it, so one running maximum serves them all
+    reach = np.maximum.accumulate(last_key)
+    begins = np.flatnonzero(np.r_[True, first_key[1:] >= reach[:-1]])
     stretch_end = np.maximum.reduceat(end, begins)
-    np.add.at(covered, stage[begins], stretch_end - start[begins])
-    at_once[:] = _most_at_once(stage, start, end, nstages)
+    covered = _sums(stage[begins], stretch_end - start[begins], nstages)
+    # open just after the i-th start: the starts so far less the ends at
+    # or before it; each stage has as many ends as starts, so the count
+    # need not know where its stage's keys begin
+    ends = np.sort(last_key)
+    open_now = np.arange(1, len(first_key) + 1) - np.searchsorted(
+        ends, first_key, "right")
+    groups = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]])
+    at_once[stage[groups]] = np.maximum.reduceat(open_now, groups)
     return OnClock(covered, summed, at_once)
 
 
-def _running_max_by_group(values: np.ndarray,
-                          first: np.ndarray) -> np.ndarray:
-    """The running maximum of values, restarting where first is True:
-    each group is lifted above every value of the groups before it, so
-    that one running maximum over all restarts at each group."""
-    group = np.cumsum(first) - 1
-    low = values.min()
-    span = int(values.max() - low) + 1
-    # ranks keep the lift within 64 bits whatever the clock's range
-    if span * (int(group[-1]) + 1) < 2 ** 62:
-        lifted = values - low + group * span
-        return np.maximum.accumulate(lifted) - group * span + low
-    ranks = np.unique(values, return_inverse=True)
-    levels, rank = ranks[0], ranks[1].ravel()
-    lifted = rank + group * len(levels)
-    return levels[np.maximum.accumulate(lifted) - group * len(levels)]
+def _sums(stage: np.ndarray, ns: np.ndarray, nstages: int) -> np.ndarray:
+    """Per stage id, the sum of ns (exact below 2^53 ns, 104 days)."""
+    return np.rint(np.bincount(stage, weights=ns.astype(np.float64),
+                               minlength=nstages)).astype(np.int64)
 
 
-def _most_at_once(stage: np.ndarray, start: np.ndarray, end: np.ndarray,
-                  nstages: int) -> np.ndarray:
-    """Per stage, the most of its calls open at one time: a sweep over
-    its starts (+1) and ends (-1), an end before a start at one time."""
-    times = np.concatenate([start, end])
-    steps = np.concatenate([np.ones(len(start), np.int64),
-                            -np.ones(len(end), np.int64)])
-    stages = np.concatenate([stage, stage])
-    order = np.lexsort((steps, times, stages))
-    stages = stages[order]
-    # each stage's steps sum to 0: one running sum serves every stage
-    open_now = np.cumsum(steps[order])
-    begins = np.flatnonzero(np.r_[True, stages[1:] != stages[:-1]])
-    most = np.zeros(nstages, np.int64)
-    most[stages[begins]] = np.maximum.reduceat(open_now, begins)
-    return most
+def _lifted(stage: np.ndarray, start: np.ndarray, end: np.ndarray,
+            nstages: int) -> "tuple[np.ndarray, np.ndarray]":
+    """start and end as keys that order as the times do within a stage,
+    every stage's keys above those of the stages with lower ids: the
+    times lifted by the stage's rank among those present, or, where that
+    would pass 64 bits, their ranks among all the times lifted so."""
+    present = np.zeros(nstages, bool)
+    present[stage] = True
+    group = (np.cumsum(present) - 1)[stage]
+    low = int(start.min())
+    width = int(end.max()) - low + 1
+    if width * (int(group.max()) + 1) < 2 ** 62:
+        base = group * width - low
+        return start + base, end + base
+    levels = np.unique(np.concatenate([start, end]))
+    base = group * len(levels)
+    return (np.searchsorted(levels, start) + base,
+            np.searchsorted(levels, end) + base)
+
+
+def apart(spans: np.ndarray, nstages: int) -> OnClock:
+    """on_clock() of spans known not to overlap within a stage: one
+    thread's, none suspended at an await (a stage nested in itself is
+    another path, another stage)."""
+    stage = spans["stage"].astype(np.int64)
+    summed = _sums(stage, spans["end_ns"].astype(np.int64) -
+                   spans["start_ns"].astype(np.int64), nstages)
+    at_once = np.zeros(nstages, np.int64)
+    at_once[stage] = 1
+    return OnClock(summed, summed, at_once)
 
 
 class Clock:
-    """A report's stages on the clock, measured at first use (a sort of
-    the spans: kept off the path of reports nobody ranks) and kept."""
+    """A report's stages on the clock, measured at first use (two sorts
+    of the spans where calls may overlap: kept off the path of reports
+    nobody ranks) and kept."""
 
-    def __init__(self, spans: np.ndarray, nstages: int):
+    def __init__(self, spans: np.ndarray, nstages: int, overlap: bool):
         self._spans, self._nstages = spans, nstages
+        self._overlap = overlap
         self._found: "OnClock | None" = None
 
     def _of(self) -> OnClock:
         if self._found is None:
-            self._found = on_clock(self._spans, self._nstages)
+            measure = on_clock if self._overlap else apart
+            self._found = measure(self._spans, self._nstages)
         return self._found
 
     def self_wall(self, sid: int, self_time: float) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 
 import aquaprof as ap
 from aquaprof import _core
-from aquaprof.analysis.concurrency import on_clock
+from aquaprof.analysis.concurrency import apart, on_clock
 
 
 def spans(rows):
@@ -100,3 +100,19 @@ def test_calls_that_never_overlap_keep_their_self_time():
     for s in rep.stages:
         assert s.at_once == 1 and s.self_wall == s.self_time
         assert "summed over its calls" not in str(rep)
+
+
+def test_one_threads_calls_without_awaits_are_measured_apart_the_same():
+    # recursion makes paths of their own: no stage overlaps itself there
+    def recurse(n):
+        with ap.stage("rec"):
+            if n:
+                recurse(n - 1)
+    with ap.Profiler(compensate=False) as prof:
+        for _ in range(3):
+            recurse(4)
+    rep = prof.report()
+    spans, n = rep.spans(), len(rep.stages)
+    for measured, known in zip(on_clock(spans, n), apart(spans, n)):
+        assert measured.tolist() == known.tolist()
+    assert all(s.at_once == 1 for s in rep.stages)
