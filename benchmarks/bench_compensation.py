@@ -3,7 +3,7 @@ pipeline timed unprofiled, then profiled; the root stage's raw and
 compensated totals against the unprofiled wall time, in the same run.
 Target: compensated within 2 %.
 
-    python benchmarks/bench_compensation.py [--runs 7]
+    python benchmarks/bench_compensation.py [--runs 7] [--read-share N]
 """
 from __future__ import annotations
 
@@ -48,7 +48,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=31)
     parser.add_argument("--cpu-resolution", type=float, default=20e-6,
                         help="Profiler(cpu_resolution=...), seconds")
+    parser.add_argument("--read-share", type=int, default=None,
+                        help="time a READ_SHARE-th of the pairs with the "
+                             "CPU clock read (1: as many as without, the "
+                             "calibration before 2026-11-29)")
     args = parser.parse_args()
+    if args.read_share is not None:
+        from aquaprof.record import calibration
+        calibration.READ_SHARE = args.read_share
     plain, raw, comp = [], [], []
     for _ in range(3):                    # warm-up: caches, calibration
         pipeline(profiled=False)
