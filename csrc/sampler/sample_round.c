@@ -292,7 +292,8 @@ on_gil(ap_sampler *self, ap_thread_seen *seen, thread_now *th, int ran)
         return 0;
     }
     if (th->thread_id == PyThread_get_thread_ident()) {
-        return self->taking_on_gil;
+        self->gil_known |= self->taking_on_gil >= 0;
+        return self->taking_on_gil == 1;
     }
     if (ran || seen->on_gil < 0) {
         int sleeps = ap_sleeps_on(&seen->files, self->gil_lo, self->gil_hi);
@@ -431,8 +432,13 @@ ap_take_round(ap_sampler *self, uint64_t round)
         !atomic_compare_exchange_strong(&self->want, &expected, 0)) {
         return 0;
     }
-    self->taking_on_gil = !pthread_equal(pthread_self(), self->taker) &&
-                          atomic_load(&self->main_gil) == (round << 1 | 1);
+    /* the main thread answering: where the ticker saw it as it asked */
+    uint64_t seen = atomic_load(&self->main_gil);
+    self->taking_on_gil =
+        pthread_equal(pthread_self(), self->taker) || seen >> 2 != round ||
+                !(seen & 2)
+            ? -1
+            : (int)(seen & 1);
     sample_round(self);
     return 1;
 }

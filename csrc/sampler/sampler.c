@@ -117,19 +117,19 @@ next_tick(ap_sampler *self, int64_t next, int64_t t, int64_t started)
  * runs as it takes it, so only the ticker, which holds no GIL, can see
  * that it waited for it until then (sample_round.c, on_gil). */
 static void
-note_main_gil(ap_sampler *self, ap_wait_files *files, int *tried,
-              uint64_t round)
+note_main_gil(ap_sampler *self, uint64_t round)
 {
     int64_t tid = atomic_load(&self->main_tid);
     if (!self->gil_hi || tid <= 0) {
         return;
     }
-    if (!*tried) {
-        *tried = 1;
-        ap_wait_files_open(files, tid);
+    if (!self->main_files_open) {
+        ap_wait_call_open(&self->main_files, tid);
+        self->main_files_open = 1;
     }
-    int on = ap_sleeps_on(files, self->gil_lo, self->gil_hi) == 1;
-    atomic_store(&self->main_gil, round << 1 | (uint64_t)on);
+    int sleeps = ap_sleeps_on(&self->main_files, self->gil_lo, self->gil_hi);
+    uint64_t seen = sleeps < 0 ? 0 : (uint64_t)(2 | (sleeps == 1));
+    atomic_store(&self->main_gil, round << 2 | seen);
 }
 
 /* The ticker: no Python thread state, never the GIL. */
@@ -140,14 +140,12 @@ ticker_main(void *arg)
     uint64_t round = 0;
     int64_t started = ap_now_ns();
     int64_t next = started + self->interval_ns;
-    ap_wait_files main_files = {-1, -1};
-    int main_tried = 0;
     while (!wait_until(self, next)) {
         int64_t overslept = ap_now_ns() - next;
         if (overslept > self->interval_ns / 2) {
             atomic_fetch_add(&self->unseen_ns, overslept);
         }
-        note_main_gil(self, &main_files, &main_tried, round + 1);
+        note_main_gil(self, round + 1);
         /* a round still wanted is replaced: one sample a tick */
         uint64_t unanswered = atomic_exchange(&self->want, ++round);
         if (unanswered) {
@@ -162,7 +160,6 @@ ticker_main(void *arg)
         }
         next = next_tick(self, next, ap_now_ns(), started);
     }
-    ap_wait_files_close(&main_files);
     return NULL;
 }
 
@@ -336,5 +333,9 @@ ap_sampler_close_files(ap_sampler *self)
         ap_wait_files_close(&self->seen[i].files);
     }
     self->nfiles = 0;
+    if (self->main_files_open) {
+        ap_wait_files_close(&self->main_files);
+        self->main_files_open = 0;
+    }
 }
 

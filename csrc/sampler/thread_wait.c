@@ -69,6 +69,19 @@ ap_wait_files_open(ap_wait_files *f, int64_t tid)
 }
 
 void
+ap_wait_call_open(ap_wait_files *f, int64_t tid)
+{
+    f->stat_fd = f->call_fd = -1;
+#ifdef AP_WAITS_KNOWN
+    if (tid > 0) {
+        f->call_fd = open_task_file(tid, "syscall");
+    }
+#else
+    (void)tid;
+#endif
+}
+
+void
 ap_wait_files_close(ap_wait_files *f)
 {
     if (f->stat_fd >= 0) {

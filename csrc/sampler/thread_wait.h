@@ -24,6 +24,9 @@ typedef struct {
 /* Opens tid's files (either may stay -1: the kernel lacks it). */
 void ap_wait_files_open(ap_wait_files *f, int64_t tid);
 
+/* Opens tid's syscall file alone: where it sleeps, not its run delay. */
+void ap_wait_call_open(ap_wait_files *f, int64_t tid);
+
 void ap_wait_files_close(ap_wait_files *f);
 
 /* The thread's run delay so far in ns, -1 when unknown. */

@@ -187,6 +187,43 @@ def test_threads_files_are_closed_when_they_end_and_bounded_while_alive():
     assert after <= before + 2, (before, after)
 
 
+def task_files():
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if "/task/" in os.readlink(f"/proc/self/fd/{fd}"):
+                found.append(fd)
+        except OSError:
+            pass
+    return found
+
+
+@linux_only
+def test_a_forked_child_stopping_the_sampling_it_inherited_keeps_no_files():
+    # the main thread answers rounds itself: the sampler's ticker opened
+    # its file too
+    prof = ap.Profiler(sample=0.001, compensate=False).start()
+    try:
+        end = time.perf_counter() + 0.1
+        while time.perf_counter() < end:
+            pass
+        assert task_files()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            prof.stop()
+            os.write(write, str(len(task_files())).encode())
+            os._exit(0)
+        os.close(write)
+        left = os.read(read, 16)
+        os.waitpid(pid, 0)
+        os.close(read)
+    finally:
+        prof.stop()
+    assert left == b"0"
+    assert not task_files()
+
+
 def test_rounds_the_gil_cost_the_sampler_are_counted_and_said():
     """Threads running Python keep the GIL a switch interval each: the
     sampler, which needs it, misses rounds, and the report says how many
