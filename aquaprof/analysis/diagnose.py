@@ -439,32 +439,35 @@ def _waits_class(stage: "StageStats", report: "Report",
 
 
 def _awaiting_class(stage: "StageStats", report: "Report"
-                    ) -> Tuple[str, str]:
-    """A stage whose calls were mostly suspended at an await: awaiting,
-    or cpu-bound where the samples show that the event loop ran the stage
-    itself, computing, for most of the time its calls were open on the
-    run's clock (a coroutine that computes between short awaits holds
-    the loop: its thread CPU, shared with the other tasks, is unknown)."""
+                    ) -> Tuple[str, str, bool]:
+    """A stage whose calls were mostly suspended at an await: awaiting;
+    or, where the samples show that the event loop ran the stage itself
+    (not its sub-stages) for most of its own time on the run's clock, it
+    holds the loop: cpu-bound where it computed then, waiting on a call
+    that blocks the loop where it did not. Its thread CPU, shared with
+    the other tasks, tells neither. The third value: it holds the loop."""
     said = (f"{stage.suspended} of {plural(stage.count, 'call')} "
             f"suspended at an await, {fmt_time(stage.wall.total)} wall, "
             f"self time {fmt_time(stage.self_time)}")
-    waits = stage_waits(report, stage.path)
-    nested = any(s.parent == stage.path for s in report.stages)
-    if waits is None or nested or stage.self_wall <= 0:
+    waits = stage_waits(report, stage.path, sub_stages=False)
+    if waits is None or stage.self_wall <= 0:
         hint = ("; sample the run (Profiler(sample=0.001)) to tell a task "
                 "computing on the event loop from one awaiting"
                 if report.samples is None else "")
         return "awaiting", (f"{said}; their CPU time is unknown (the event "
-                            f"loop ran other tasks meanwhile){hint}")
+                            f"loop ran other tasks meanwhile){hint}"), False
     running = min(waits.wall_s / stage.self_wall, 1.0)
     ran = (f"; the event loop ran it {fmt_time(waits.wall_s)} of the "
-           f"{fmt_time(stage.self_wall)} its calls were open on the run's "
+           f"{fmt_time(stage.self_wall)} of its own time on the run's "
            f"clock ({running * 100:.0f} %)")
-    if running >= WAITING and waits.cpu_s >= CPU_BOUND * waits.wall_s:
-        return "cpu-bound", (f"{said}{ran}, computing "
-                             f"{waits.cpu_s / waits.wall_s * 100:.0f} % of "
-                             f"that: it holds the loop")
-    return "awaiting", f"{said}{ran}"
+    if running < WAITING:
+        return "awaiting", f"{said}{ran}", False
+    busy = waits.cpu_s / waits.wall_s
+    if busy >= CPU_BOUND:
+        return "cpu-bound", (f"{said}{ran}, computing {busy * 100:.0f} % "
+                             f"of that: it holds the loop"), True
+    return "waiting", (f"{said}{ran}, computing only {busy * 100:.0f} % of "
+                       f"that: a call that blocks holds the loop"), True
 
 
 def _competition(report: "Report") -> str:
@@ -521,8 +524,9 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
                 f"{fmt_time(wall)} wall ({busy * 100:.0f} %), "
                 f"{plural(stage.count, 'call')}, "
                 f"self time {fmt_time(stage.self_time)}{waits}")
+    holds_loop = False
     if stage.suspended * 2 >= stage.count > 0:
-        host, evidence = _awaiting_class(stage, report)
+        host, evidence, holds_loop = _awaiting_class(stage, report)
     kind = host
     loader = _loader_class(stage, report)
     gpu = None if loader else _gpu_class(stage)
@@ -536,9 +540,10 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
             evidence = f"{gpu_evidence}; host {host}: {evidence}"
         fix, verify = _FIXES[kind]
         verify = verify.replace("STAGE", repr(stage.path))
-        if stage.suspended and kind == "cpu-bound":
-            fix += ("; or off the event loop, which runs one task at a "
-                    "time (asyncio.to_thread, loop.run_in_executor with a "
+        if holds_loop:
+            fix += ("; the event loop runs one task at a time: await the "
+                    "call's asyncio form, or move the work off the loop "
+                    "(asyncio.to_thread, loop.run_in_executor with a "
                     "process pool)")
     code = _hottest_code(report, stage)
     if code:

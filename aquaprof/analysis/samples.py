@@ -124,10 +124,11 @@ class Waits(NamedTuple):
         return max(self.wall_s - self.cpu_s - self.delay_s - self.gil_s, 0.0)
 
 
-def stage_waits(report: "Report", stage_path: str) -> Optional[Waits]:
-    """The Waits of the samples taken in a stage and its sub-stages (in
-    every process of a merged report); None for a run not sampled or a
-    stage never sampled."""
+def stage_waits(report: "Report", stage_path: str,
+                sub_stages: bool = True) -> Optional[Waits]:
+    """The Waits of the samples taken in a stage and its sub-stages (of
+    the stage alone with sub_stages=False), in every process of a merged
+    report; None for a run not sampled or a stage never sampled."""
     samples = report.samples
     if samples is None:
         return None
@@ -135,7 +136,8 @@ def stage_waits(report: "Report", stage_path: str) -> Optional[Waits]:
     parents = [-1] * len(ids)
     for s in report.stages:
         parents[s.id] = ids[s.parent] if s.parent else -1
-    wanted = subtree(parents, ids[stage_path])
+    wanted = (subtree(parents, ids[stage_path]) if sub_stages
+              else {ids[stage_path]})
     sums = [0, 0, 0, 0]
     for _p, _tid, stage, _frames, _count, *figures in samples["stacks"]:
         if stage in wanted:

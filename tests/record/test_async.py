@@ -5,6 +5,7 @@ import asyncio
 import functools
 import inspect
 import json
+import time
 
 import pytest
 
@@ -62,6 +63,14 @@ def test_tasks_computing_between_short_awaits_hold_the_loop_not_await():
     async def compute():
         for _ in range(3):
             spin(0.005)
+            with ap.stage("log"):    # a sub-stage takes none of its time
+                pass
+            await asyncio.sleep(0)
+
+    @ap.stage("block")
+    async def block():
+        for _ in range(3):
+            time.sleep(0.005)        # a blocking call on the loop
             await asyncio.sleep(0)
 
     async def nap():
@@ -71,18 +80,22 @@ def test_tasks_computing_between_short_awaits_hold_the_loop_not_await():
     async def main():
         await asyncio.gather(*(nap() for _ in range(50)))
         await asyncio.gather(*(compute() for _ in range(10)))
+        await asyncio.gather(*(block() for _ in range(10)))
     with ap.Profiler(sample=0.001) as prof:
         asyncio.run(main())
     rep = prof.report()
-    found = {f.path: f for f in rep.diagnose(top=2).findings}
+    found = {f.path: f for f in rep.diagnose(top=3).findings}
     assert found["compute"].kind == "cpu-bound", found["compute"].evidence
     assert "it holds the loop" in found["compute"].evidence
     assert "asyncio.to_thread" in found["compute"].fix
+    assert found["block"].kind == "waiting", found["block"].evidence
+    assert "a call that blocks holds the loop" in found["block"].evidence
+    assert "asyncio form" in found["block"].fix
     assert found["nap"].kind == "awaiting", found["nap"].evidence
     # unsampled, the loop's CPU cannot be told apart: the finding says so
     with ap.Profiler() as prof:
         asyncio.run(main())
-    found = {f.path: f for f in prof.report().diagnose(top=2).findings}
+    found = {f.path: f for f in prof.report().diagnose(top=3).findings}
     assert found["compute"].kind == "awaiting"
     assert "sample the run" in found["compute"].evidence
 
