@@ -40,11 +40,9 @@ def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
     order = np.argsort(first_key, kind="stable")
     stage, start, end = stage[order], start[order], end[order]
     first_key, last_key = first_key[order], last_key[order]
-    # a call starting after every earlier call of its stage ended begins
-    # a new stretch of the stage's time; each stage's keys lie above the
-    # stages' before it, so one running maximum serves them all
-    reach = np.maximum.accumulate(last_key)
-    begins = np.flatnonzero(np.r_[True, first_key[1:] >= reach[:-1]])
+    # each stage's keys lie above the stages' before it: one pass over
+    # all finds every stage's stretches
+    begins = _stretches(first_key, last_key)
     stretch_end = np.maximum.reduceat(end, begins)
     covered = _sums(stage[begins], stretch_end - start[begins], nstages)
     # open just after the i-th start: the starts so far less the ends at
@@ -56,6 +54,27 @@ def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
     groups = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]])
     at_once[stage[groups]] = np.maximum.reduceat(open_now, groups)
     return OnClock(covered, summed, at_once)
+
+
+def union(start: np.ndarray, end: np.ndarray
+          ) -> "tuple[np.ndarray, np.ndarray]":
+    """The union of the intervals [start, end) as sorted disjoint ones:
+    their starts and ends."""
+    order = np.argsort(start, kind="stable")
+    start = start[order].astype(np.int64)
+    end = np.maximum(end[order].astype(np.int64), start)
+    if not len(start):
+        return start, end
+    begins = _stretches(start, end)
+    return start[begins], np.maximum.reduceat(end, begins)
+
+
+def _stretches(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Where stretches of overlapping intervals begin, the intervals in
+    order of their starts: at an interval that starts at or after every
+    earlier one ended."""
+    reach = np.maximum.accumulate(last)
+    return np.flatnonzero(np.r_[True, first[1:] >= reach[:-1]])
 
 
 def _sums(stage: np.ndarray, ns: np.ndarray, nstages: int) -> np.ndarray:

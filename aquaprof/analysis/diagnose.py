@@ -17,8 +17,9 @@ host memory it drove up:
   futex on the GIL's condition variable or mutex);
 - threads-bound (the same): a waiting stage while whose calls the other
   threads of its process used THREADS_BUSY CPUs or more on average, and
-  at least twice what they used outside it (a pool it handed its work
-  to; aquaprof.analysis.other_threads);
+  at least twice what they used outside it, where the run had time
+  outside it to tell (a pool it handed its work to; aquaprof.analysis.
+  other_threads);
 - awaiting: most of its calls were suspended at an await (asyncio), so
   their CPU time is unknown and the wall time is mostly waiting on I/O or
   on other tasks of the event loop;
@@ -433,7 +434,7 @@ def _waits_class(stage: "StageStats", report: "Report",
     hottest = f"; hottest there: {others.hottest}" if others.hottest else ""
     said = (f"; while it was open, the other threads of its process used "
             f"{others.inside:.1f} CPUs on average{outside}{hottest}")
-    if others.outside is None or others.inside >= 2 * others.outside:
+    if others.outside is not None and others.inside >= 2 * others.outside:
         return "threads-bound", shares + said
     return host, shares + said
 

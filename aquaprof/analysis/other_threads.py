@@ -3,29 +3,40 @@ the sampled timeline: a stage that hands its work to a pool and waits
 uses no CPU of its own, yet keeps the machine busy. Its own thread's
 figures alone would call it waiting, as on I/O.
 
-Each sample on the timeline stands for its stack's mean CPU time a sample
-(the stacks keep sums, not each sample's). Other threads that were busy
-as much outside the stage as inside it (a monitor, an unrelated worker)
-are not its work: both rates are given."""
+Each sample on the timeline carries the CPU time its thread used since
+the one before, so the sums hold whatever the sampling's pace. Each
+process is measured over the time its timeline covers (its samples, the
+ones kept within max_samples): the stage's calls there, and the rest of
+that time. Other threads as busy outside the stage as inside it (a
+monitor, an unrelated worker) are not its work: both rates are given,
+and the second is unknown where the stage was open nearly all the
+time. Calls of a few sampling intervals or less are not split: a
+sample's CPU time, since the one before, crosses their edges."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, NamedTuple, Optional
 
 import numpy as np
 
 from ..common.units import printable
+from ..model.schema import CPU_UNKNOWN
+from .concurrency import union
 from .samples import frame
 
 if TYPE_CHECKING:
     from ..model.report import Report, StageStats
 
-_NS = 1e-9
+#: the rest of the time below this share of it: the outside rate unknown
+OUTSIDE_SHARE = 0.1
+#: calls shorter than this many sampling intervals on average are not
+#: split: a sample's CPU time since the last one crosses their edges
+INTERVALS_A_CALL = 4
 
 
 class OtherThreads(NamedTuple):
     """CPUs the process's other threads used on average while the stage
     was open (inside) and while it was not (outside; None where the stage
-    was open nearly all the run), and their hottest function inside."""
+    was open nearly all the time), and their hottest function inside."""
 
     inside: float
     outside: Optional[float]
@@ -34,63 +45,77 @@ class OtherThreads(NamedTuple):
 
 def other_threads(report: "Report", stage: "StageStats"
                   ) -> Optional[OtherThreads]:
-    """None for a run without a sampled timeline, or a stage whose
-    process's other threads were never sampled while it was open."""
+    """None for a run without a sampled timeline or without each
+    sample's CPU time (files from before it), a stage whose calls are
+    too short for the sampling's pace, or one during whose calls no other
+    thread of its processes was sampled."""
     samples = report.samples
-    if samples is None or "timeline" not in samples:
+    if samples is None or "timeline" not in samples or \
+            stage.wall.mean < INTERVALS_A_CALL * samples["interval_ns"] * 1e-9:
         return None
     spans = report.spans()
     spans = spans[spans["stage"] == stage.id]
-    if not len(spans):
+    timeline, stacks = samples["timeline"], samples["stacks"]
+    if not len(spans) or not len(timeline):
         return None
-    threads = {t["index"]: t for t in report.threads}
-    own = {(threads[i].get("process", 0), threads[i]["native_id"])
-           for i in np.unique(spans["thread"]).tolist()}
-    processes = {p for p, _tid in own}
-    starts, ends = _union(spans["start_ns"], spans["end_ns"])
-    covered = int((ends - starts).sum())
-    timeline = samples["timeline"]
-    stacks = samples["stacks"]
-    other = np.array([s[0] in processes and (s[0], s[1]) not in own
-                      for s in stacks] + [False], bool)
-    cpu = np.array([s[6] / s[4] if s[4] else 0.0 for s in stacks] + [0.0])
-    pick = np.minimum(timeline["stack"], len(stacks))
-    chosen = other[pick]
-    t = timeline["t_ns"][chosen]
-    where = np.searchsorted(starts, t, "right") - 1
-    inside = (where >= 0) & (t < ends[np.maximum(where, 0)])
-    each = cpu[pick][chosen]
-    if not inside.any() or covered <= 0:
+    threads = {t["index"]: (t.get("process", 0), t["native_id"])
+               for t in report.threads}
+    own = {threads[i] for i in np.unique(spans["thread"]).tolist()}
+    process_of = np.array([s[0] for s in stacks], np.int64)
+    other = np.array([(s[0], s[1]) not in own for s in stacks], bool)
+    stack = timeline["stack"].astype(np.int64)
+    totals = np.zeros(4)    # inside CPU, covered, outside CPU, the rest
+    picked = []
+    for process in sorted({p for p, _tid in own}):
+        mine = process_of[stack] == process
+        t = timeline["t_ns"][mine]
+        if len(t) < 2:
+            continue
+        theirs = other[stack[mine]]
+        cpu = timeline["cpu_us"][mine][theirs]
+        if (cpu == CPU_UNKNOWN).any():
+            return None
+        found = _split(spans, threads, process, t[0], t[-1], t[theirs], cpu)
+        totals += found[0]
+        picked.append((stack[mine][theirs][found[1]], cpu[found[1]]))
+    inside_cpu, covered, outside_cpu, rest = totals
+    if covered <= 0 or not any(len(k) for k, _cpu in picked):
         return None
-    run = int(report.meta["stop_ns"]) - int(report.meta["start_ns"])
-    rest = run - covered
-    outside = (float(each[~inside].sum()) / rest
-               if rest > max(covered, run) * 0.1 else None)
-    return OtherThreads(float(each[inside].sum()) / covered, outside,
-                        _hottest(report, pick[chosen][inside]))
+    outside = (outside_cpu / rest
+               if rest >= OUTSIDE_SHARE * (covered + rest) else None)
+    return OtherThreads(inside_cpu / covered, outside, _hottest(
+        report, np.concatenate([k for k, _cpu in picked]),
+        np.concatenate([c for _k, c in picked])))
 
 
-def _union(start: np.ndarray, end: np.ndarray
-           ) -> Tuple[np.ndarray, np.ndarray]:
-    """The intervals' union, as sorted disjoint [start, end) pairs."""
-    order = np.argsort(start, kind="stable")
-    start = start[order].astype(np.int64)
-    end = np.maximum(end[order].astype(np.int64), start)
-    reach = np.maximum.accumulate(end)
-    fresh = np.r_[True, start[1:] > reach[:-1]]
-    begins = np.flatnonzero(fresh)
-    return start[begins], np.maximum.reduceat(end, begins)
+def _split(spans: np.ndarray, threads: Dict[int, tuple], process: int,
+           first: int, last: int, t: np.ndarray, cpu_us: np.ndarray):
+    """([CPU inside, time covered, CPU outside, time outside], in ns; and
+    which samples fell inside) of the stage's calls in one process,
+    within the time its timeline covers, [first, last]."""
+    here = np.array([threads[i][0] == process
+                     for i in spans["thread"].tolist()], bool)
+    starts, ends = union(np.clip(spans["start_ns"][here], first, last),
+                         np.clip(spans["end_ns"][here], first, last))
+    at = np.searchsorted(starts, t, "right") - 1
+    inside = (at >= 0) & (t < ends[np.maximum(at, 0)])
+    cpu_ns = cpu_us.astype(np.float64) * 1e3
+    covered = float((ends - starts).sum())
+    return (np.array([cpu_ns[inside].sum(), covered, cpu_ns[~inside].sum(),
+                      float(last - first) - covered]), inside)
 
 
-def _hottest(report: "Report", picked: np.ndarray) -> str:
-    """The innermost function most often on the picked samples' stacks."""
+def _hottest(report: "Report", picked: np.ndarray, cpu_us: np.ndarray
+             ) -> str:
+    """The innermost function of the picked samples' stacks that used the
+    most CPU; "" where none used any."""
     stacks = report.samples["stacks"]      # type: ignore[index]
-    counts: Dict[int, int] = {}
-    for k, n in zip(*np.unique(picked, return_counts=True)):
-        chain = stacks[int(k)][3]
-        if chain:
-            counts[chain[-1]] = counts.get(chain[-1], 0) + int(n)
-    if not counts:
+    used: Dict[int, float] = {}
+    for k, cpu in zip(picked.tolist(), cpu_us.tolist()):
+        chain = stacks[k][3]
+        if chain and cpu:
+            used[chain[-1]] = used.get(chain[-1], 0.0) + cpu
+    if not used:
         return ""
-    top = max(counts, key=lambda f: (counts[f], -f))
+    top = max(used, key=lambda f: (used[f], -f))
     return printable(frame(report, top).label)

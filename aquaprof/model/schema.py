@@ -117,8 +117,13 @@ SAMPLES_OPTIONAL: Fields = {"timeline": dict, "timeline_dropped": int,
 #: and, in files that carry the waits (the section's delay_ns or gil_ns
 #: say which were measured), delay_ns and gil_ns
 STACK_LENGTHS = (7, 9)
-#: each sample in time order: when it was taken, and its stack's index
-TIMELINE_DTYPE = np.dtype([("t_ns", "<i8"), ("stack", "<u4")])
+#: each sample in time order: when it was taken, its stack's index, and
+#: the CPU time it stands for in us (CPU_UNKNOWN in files from before it)
+TIMELINE_DTYPE = np.dtype([("t_ns", "<i8"), ("stack", "<u4"),
+                           ("cpu_us", "<u4")])
+#: the timeline of files written before the samples' CPU time was kept
+TIMELINE_DTYPE_TIMES = np.dtype([("t_ns", "<i8"), ("stack", "<u4")])
+CPU_UNKNOWN = 0xFFFFFFFF
 DEVICE_FIELDS: Fields = {
     "name": str, "sms": int, "threads_per_sm": int, "blocks_per_sm": int,
     "registers_per_sm": int, "shared_per_sm": int, "warp_size": int,
@@ -178,9 +183,22 @@ def decode(obj: Any) -> Dict[str, Any]:
                            data["gpu"].get("events"))}
     samples = data.get("samples")
     if isinstance(samples, dict) and "timeline" in samples:
-        data["samples"] = dict(samples, timeline=decode_array(
-            samples["timeline"], TIMELINE_DTYPE, "samples timeline"))
+        data["samples"] = dict(samples, timeline=_decode_timeline(
+            samples["timeline"]))
     return data
+
+
+def _decode_timeline(obj: Any) -> np.ndarray:
+    """The samples' timeline in TIMELINE_DTYPE, from a file of either
+    layout (the CPU time CPU_UNKNOWN where the file has none)."""
+    if (isinstance(obj, dict)
+            and obj.get("dtype") == _dtype_fields(TIMELINE_DTYPE_TIMES)):
+        old = decode_array(obj, TIMELINE_DTYPE_TIMES, "samples timeline")
+        timeline = np.empty(len(old), TIMELINE_DTYPE)
+        timeline["t_ns"], timeline["stack"] = old["t_ns"], old["stack"]
+        timeline["cpu_us"] = CPU_UNKNOWN
+        return timeline
+    return decode_array(obj, TIMELINE_DTYPE, "samples timeline")
 
 
 def _dtype_fields(dtype: np.dtype) -> List[Any]:

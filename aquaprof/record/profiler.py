@@ -538,5 +538,7 @@ def _samples(raw: dict) -> dict:
     timeline["t_ns"] = times
     timeline["stack"] = np.frombuffer(raw.pop("timeline_stack"),
                                       dtype=TIMELINE_DTYPE["stack"])
+    timeline["cpu_us"] = np.frombuffer(raw.pop("timeline_cpu"),
+                                       dtype=TIMELINE_DTYPE["cpu_us"])
     raw["timeline"] = timeline
     return raw

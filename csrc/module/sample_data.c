@@ -80,7 +80,7 @@ ap_sample_data(ap_sampler *self)
         return NULL;
     }
     PyObject *data = Py_BuildValue(
-        "{sLsLsLsLsLsLsNsNsy#sy#sL}", "interval_ns",
+        "{sLsLsLsLsLsLsNsNsy#sy#sy#sL}", "interval_ns",
         (long long)self->interval_ns, "rounds", (long long)self->rounds,
         "late", (long long)self->late, "unseen_ns",
         (long long)self->unseen_total, "held_ns", (long long)self->held_ns,
@@ -89,6 +89,8 @@ ap_sample_data(ap_sampler *self)
         "timeline_t", s->tick_t ? (const char *)s->tick_t : "",
         (Py_ssize_t)(s->nticks * (int64_t)sizeof(int64_t)),
         "timeline_stack", s->tick_stack ? (const char *)s->tick_stack : "",
+        (Py_ssize_t)(s->nticks * (int64_t)sizeof(uint32_t)),
+        "timeline_cpu", s->tick_cpu ? (const char *)s->tick_cpu : "",
         (Py_ssize_t)(s->nticks * (int64_t)sizeof(uint32_t)),
         "timeline_dropped", (long long)s->timeline_dropped);
     /* the waits' totals only where they were measured */

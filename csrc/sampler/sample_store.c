@@ -166,6 +166,11 @@ tick_room(ap_sample_store *s)
         return 0;   /* tick_t grown: harmless, the next try reuses it */
     }
     s->tick_stack = k;
+    uint32_t *c = ap_realloc(s->tick_cpu, (size_t)want * sizeof(*c));
+    if (!c) {
+        return 0;   /* the same */
+    }
+    s->tick_cpu = c;
     s->ticks_cap = want;
     return 1;
 }
@@ -181,7 +186,11 @@ ap_sample_again(ap_sample_store *s, int64_t t_ns, uint32_t stack,
     k->delay_ns += time->delay_ns;
     k->gil_ns += time->gil_ns;
     if (tick_room(s)) {
+        int64_t us = time->cpu_ns / 1000;
         s->tick_t[s->nticks] = t_ns;
+        s->tick_cpu[s->nticks] = us < 0 ? 0 : us >= UINT32_MAX
+                                                 ? UINT32_MAX - 1
+                                                 : (uint32_t)us;
         s->tick_stack[s->nticks++] = stack;
     } else {
         s->timeline_dropped++;
@@ -233,6 +242,7 @@ ap_sample_store_free(ap_sample_store *s)
     free(s->stacks);
     free(s->tick_t);
     free(s->tick_stack);
+    free(s->tick_cpu);
     ap_path_map_free(&s->code_ids);
     ap_path_map_free(&s->tid_slots);
     ap_path_map_free(&s->node_ids);

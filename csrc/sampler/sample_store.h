@@ -45,8 +45,13 @@ typedef struct {
     ap_sample_stack *stacks;
     uint32_t nstacks, stacks_cap;
     ap_path_map stack_ids;      /* (where id, leaf) -> stack */
-    int64_t *tick_t;            /* the timeline: time, stack index */
+    int64_t *tick_t;            /* the timeline: time, stack index, and
+                                 * the CPU time the sample stands for, us
+                                 * (what each stack sums, a sample at a
+                                 * time: the other threads' work while a
+                                 * stage was open) */
     uint32_t *tick_stack;
+    uint32_t *tick_cpu;
     int64_t nticks, ticks_cap, max_ticks;
     int64_t timeline_dropped;
     int64_t lost;

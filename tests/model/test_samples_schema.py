@@ -107,6 +107,8 @@ def set_frame(i, field, value):
 
 
 def timeline_of(pairs, dtype=schema.TIMELINE_DTYPE):
+    if dtype == schema.TIMELINE_DTYPE:
+        pairs = [(t, k, schema.CPU_UNKNOWN) for t, k in pairs]
     array = np.array(pairs, dtype=dtype)
     return set_key("timeline", schema.encode_array(array, dtype))
 

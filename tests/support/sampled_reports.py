@@ -45,7 +45,8 @@ def section(report, stacks, frames=FRAMES, timeline=None,
             interval_ns=MS, **counts):
     """A samples section for `report`: stacks as (process, tid, stage path
     or None, frame indices, count, wall_ns, cpu_ns), timeline as
-    (t_ns, stack index) pairs, encoded as in a file."""
+    (t_ns, stack index) pairs or (t_ns, stack index, cpu_us) triples,
+    encoded as in a file (the CPU unknown where not given)."""
     paths = report.stage_names
     out = {"interval_ns": interval_ns,
            "rounds": counts.pop("rounds", sum(s[4] for s in stacks)),
@@ -56,7 +57,8 @@ def section(report, stacks, frames=FRAMES, timeline=None,
                       for p, tid, stage, chain, count, wall, cpu in stacks]}
     out.update(counts)
     if timeline is not None:
-        array = np.array(timeline, dtype=schema.TIMELINE_DTYPE)
+        array = np.array([tuple(t) + (schema.CPU_UNKNOWN,) * (3 - len(t))
+                          for t in timeline], dtype=schema.TIMELINE_DTYPE)
         out["timeline"] = schema.encode_array(array, schema.TIMELINE_DTYPE)
     return out
 
