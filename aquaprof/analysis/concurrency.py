@@ -120,9 +120,11 @@ class Clock:
     of the spans where calls may overlap: kept off the path of reports
     nobody ranks) and kept."""
 
-    def __init__(self, spans: np.ndarray, nstages: int, overlap: bool):
+    def __init__(self, spans: np.ndarray, nstages: int, overlap: bool,
+                 run_s: float):
         self._spans, self._nstages = spans, nstages
         self._overlap = overlap
+        self._run_s = run_s
         self._found: "OnClock | None" = None
 
     def _of(self) -> OnClock:
@@ -132,11 +134,13 @@ class Clock:
         return self._found
 
     def self_wall(self, sid: int, self_time: float) -> float:
+        """Its self time on the clock; never more than the run, which the
+        sum of calls whose spans were dropped (max_spans) may pass."""
         found = self._of()
         summed = int(found.summed_ns[sid])
-        if found.at_once[sid] <= 1 or summed <= 0:
-            return self_time
-        return self_time * int(found.covered_ns[sid]) / summed
+        if found.at_once[sid] > 1 and summed > 0:
+            self_time *= int(found.covered_ns[sid]) / summed
+        return min(self_time, self._run_s)
 
     def at_once(self, sid: int) -> int:
         return int(self._of().at_once[sid])

@@ -197,7 +197,8 @@ class Finding:
     fix: str
     verify: str
     also: List[str] = field(default_factory=list)   # allocation-heavy
-    #: cpu-bound, waiting, mixed, cpu-starved, gil-bound or awaiting
+    #: cpu-bound, waiting, mixed, cpu-starved, gil-bound, threads-bound
+    #: or awaiting
     host: str = ""
     #: the stage's hottest sampled code and its share, "" unsampled
     code: str = ""

@@ -71,7 +71,9 @@ def merged_data(reports: Sequence[Report],
     merged.update(
         stages=merger.stages, threads=merger.threads,
         spans=np.concatenate(merger.span_parts),
-        host=dict(datas[0].get("host", {}), merged=len(reports)),
+        # the runs in it: those of reports that were merges themselves too
+        host=dict(datas[0].get("host", {}), merged=sum(
+            d.get("host", {}).get("merged", 1) for d in datas)),
         processes=merger.processes,
         gpu_status="; ".join(f"{label}: {r.gpu_status}"
                              for label, r in zip(labels, reports)))

@@ -150,9 +150,10 @@ class StageStats:
         self.share: float = self.wall.total / run_wall if run_wall else 0.0
         #: highest process RSS seen while the stage was open, None if off
         self.mem_peak: Optional[int] = stage["mem_peak"] or None
-        #: the most RSS rose above its value at entry within one call:
-        #: what the stage itself took at once, not memory other code kept
-        #: between its calls; None if off, or in files from before it
+        #: the most the process's RSS rose above its value at entry within
+        #: one call: what the call took at once (with its sub-stages and
+        #: other threads meanwhile), not memory other code kept between its
+        #: calls; None if off, or in files from before it
         self.mem_rise: Optional[int] = (
             stage.get("mem_rise") if self.mem_peak else None)
         #: sum over calls of RSS at exit minus RSS at entry

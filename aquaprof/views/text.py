@@ -503,6 +503,10 @@ def overlap_note(s: "StageStats") -> str:
     run's clock counts that once."""
     if s.self_wall >= s.self_time * 0.99:
         return ""
+    if s.at_once <= 1:
+        return (f"  ({fmt_time(s.self_time)} summed over its calls, more "
+                f"than the run: their spans were dropped (max_spans), so "
+                f"how many ran at once is unknown)")
     return (f"  ({fmt_time(s.self_time)} summed over its calls, up to "
             f"{s.at_once:,} at once)")
 

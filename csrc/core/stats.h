@@ -30,10 +30,12 @@ typedef struct {
     int64_t items;
     int64_t mem_peak;    /* highest RSS seen while open, bytes */
     int64_t mem_delta;   /* sum of RSS(exit) - RSS(enter), bytes */
-    int64_t mem_rise;    /* the most RSS rose above its value at entry
-                          * within one call, bytes: what the stage itself
-                          * allocated, which mem_peak, over all calls,
-                          * cannot tell from what other code kept */
+    int64_t mem_rise;    /* the most the process's RSS rose above its
+                          * value at entry within one call, bytes: what
+                          * the call took at once (with its sub-stages and
+                          * other threads meanwhile), which mem_peak, over
+                          * all calls, cannot tell from what other code
+                          * kept between them */
     uint64_t *hist;      /* counts of buckets hist_lo .. hist_lo + hist_n
                           * - 1, owned; NULL (hist_n 0) before any call */
     uint16_t hist_lo, hist_n;

@@ -116,3 +116,24 @@ def test_one_threads_calls_without_awaits_are_measured_apart_the_same():
     for measured, known in zip(on_clock(spans, n), apart(spans, n)):
         assert measured.tolist() == known.tolist()
     assert all(s.at_once == 1 for s in rep.stages)
+
+
+def test_calls_whose_spans_were_dropped_count_no_more_than_the_run():
+    def work():
+        with ap.stage("work"):
+            time.sleep(0.1)
+    with ap.Profiler(compensate=False, max_spans=4) as prof:
+        for _ in range(4):
+            with ap.stage("fill"):
+                pass
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    rep = prof.report()
+    work = rep["work"]
+    assert work.self_time > 0.75 and work.at_once == 0
+    assert work.self_wall <= rep.wall
+    line = next(x for x in str(rep).splitlines() if ". work" in x)
+    assert "spans were dropped" in line

@@ -219,6 +219,16 @@ def test_no_cuda_in_a_run_with_child_processes_is_said_short_at_the_end(
     assert lines[-1] == "GPU: not traced (no CUDA driver)"
 
 
+def test_a_merge_of_merges_says_why_a_gpu_run_in_it_was_not_traced():
+    cpu = pipeline()
+    gpu = pipeline(gpu_status="CUPTI not found; tried: libcupti.so.12")
+    both = ap.merge([ap.merge([cpu, cpu]), gpu])
+    assert both.meta["host"]["merged"] == 3
+    assert "CUPTI not found" in str(both)
+    assert str(ap.merge([ap.merge([cpu, cpu]), cpu])).splitlines()[-1] == \
+        "GPU: not traced (no CUDA driver)"
+
+
 def test_a_gpu_that_was_expected_but_not_traced_is_said_first():
     rep = pipeline(gpu_status="CUPTI not found; tried: libcupti.so.12")
     lines = str(rep).splitlines()
