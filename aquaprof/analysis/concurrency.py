@@ -4,9 +4,9 @@ can pass the run's wall time: 100 tasks each asleep 0.1 s at once sum
 10 s of a 0.1 s run, 8 threads computing 0.1 s at once 0.8 s. Ranked by
 those sums, they would be called the bottleneck of a run whose time went
 elsewhere. On the clock, a stage's self time counts once where its calls
-overlap: the union of its calls' intervals, times the share of their
-summed time that is its own (exact where its calls have no sub-stages
-or never overlap).
+overlap: the time during which at least one of its calls was open and
+in none of its own sub-stages (exact where a call's sub-stages do not
+overlap one another, as on one thread; tasks a call gathers may).
 
 Measured on the raw spans: where some were dropped (max_spans), the
 recorded ones stand for the rest."""
@@ -20,11 +20,14 @@ import numpy as np
 class OnClock(NamedTuple):
     """Per stage id: covered_ns, the run's time during which at least one
     of its recorded calls was open; summed_ns, their summed durations;
-    at_once, the most of them open at once (0: none recorded)."""
+    at_once, the most of them open at once (0: none recorded); self_ns,
+    where at_once > 1, the time during which at least one was open and
+    in none of its sub-stages (0 elsewhere: its self time is its own)."""
 
     covered_ns: np.ndarray
     summed_ns: np.ndarray
     at_once: np.ndarray
+    self_ns: np.ndarray
 
 
 def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
@@ -35,7 +38,9 @@ def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
     covered = np.zeros(nstages, np.int64)
     at_once = np.zeros(nstages, np.int64)
     if not len(spans):
-        return OnClock(covered, summed, at_once)
+        return OnClock(covered, summed, at_once, covered.copy())
+    parent = spans["parent"].astype(np.int64)
+    by_span = (stage, start, end)
     first_key, last_key = _lifted(stage, start, end, nstages)
     order = np.argsort(first_key, kind="stable")
     stage, start, end = stage[order], start[order], end[order]
@@ -53,7 +58,36 @@ def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
         ends, first_key, "right")
     groups = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]])
     at_once[stage[groups]] = np.maximum.reduceat(open_now, groups)
-    return OnClock(covered, summed, at_once)
+    return OnClock(covered, summed, at_once,
+                   _self_open(*by_span, parent, at_once > 1, nstages))
+
+
+def _self_open(stage: np.ndarray, start: np.ndarray, end: np.ndarray,
+               parent: np.ndarray, wanted: np.ndarray,
+               nstages: int) -> np.ndarray:
+    """Per wanted stage, the time at least one of its calls was open and
+    in none of its sub-stages: a sweep counting, at each moment, its open
+    calls less their open sub-stage calls (each clipped to its call)."""
+    calls = np.flatnonzero(wanted[stage])
+    under = np.flatnonzero((parent >= 0) &
+                           wanted[stage[np.maximum(parent, 0)]])
+    up = parent[under]
+    inner_start = np.clip(start[under], start[up], end[up])
+    inner_end = np.clip(end[under], inner_start, end[up])
+    owner = np.concatenate([stage[calls], stage[calls], stage[up],
+                            stage[up]])
+    times = np.concatenate([start[calls], end[calls], inner_start,
+                            inner_end])
+    steps = np.concatenate([np.ones(len(calls), np.int64),
+                            -np.ones(len(calls), np.int64),
+                            -np.ones(len(up), np.int64),
+                            np.ones(len(up), np.int64)])
+    order = np.lexsort((times, owner))
+    owner, times, steps = owner[order], times[order], steps[order]
+    # each stage's steps sum to 0: one running count serves every stage
+    count = np.cumsum(steps)
+    active = (count[:-1] > 0) & (owner[1:] == owner[:-1])
+    return _sums(owner[:-1][active], np.diff(times)[active], nstages)
 
 
 def union(start: np.ndarray, end: np.ndarray
@@ -112,7 +146,7 @@ def apart(spans: np.ndarray, nstages: int) -> OnClock:
                    spans["start_ns"].astype(np.int64), nstages)
     at_once = np.zeros(nstages, np.int64)
     at_once[stage] = 1
-    return OnClock(summed, summed, at_once)
+    return OnClock(summed, summed, at_once, np.zeros(nstages, np.int64))
 
 
 class Clock:
@@ -137,9 +171,8 @@ class Clock:
         """Its self time on the clock; never more than the run, which the
         sum of calls whose spans were dropped (max_spans) may pass."""
         found = self._of()
-        summed = int(found.summed_ns[sid])
-        if found.at_once[sid] > 1 and summed > 0:
-            self_time *= int(found.covered_ns[sid]) / summed
+        if found.at_once[sid] > 1:
+            self_time = int(found.self_ns[sid]) * 1e-9
         return min(self_time, self._run_s)
 
     def at_once(self, sid: int) -> int:

@@ -137,3 +137,66 @@ def test_calls_whose_spans_were_dropped_count_no_more_than_the_run():
     assert work.self_wall <= rep.wall
     line = next(x for x in str(rep).splitlines() if ". work" in x)
     assert "spans were dropped" in line
+
+
+def test_self_time_on_the_clock_equals_a_count_tick_by_tick():
+    # calls of stage 0 on several threads at once, each with sequential
+    # calls of stage 1 inside: self-open where a call is open and in none
+    # of its own sub-stage calls
+    rng = random.Random(11)
+    for _ in range(200):
+        rows, parents = [], []
+        for _thread in range(rng.randrange(1, 4)):
+            t = rng.randrange(0, 20)
+            for _call in range(rng.randrange(1, 3)):
+                start = t
+                at = start
+                kids = []
+                for _kid in range(rng.randrange(0, 3)):
+                    a = at + rng.randrange(0, 5)
+                    b = a + rng.randrange(0, 6)
+                    kids.append((a, b))
+                    at = b
+                end = at + rng.randrange(0, 5)
+                me = len(rows)
+                rows.append((0, start, end))
+                parents.append(-1)
+                for a, b in kids:
+                    rows.append((1, a, b))
+                    parents.append(me)
+                t = end + rng.randrange(0, 4)
+        array = spans(rows)
+        array["parent"] = parents
+        got = on_clock(array, 2)
+        calls = [(i, a, b) for i, (s, a, b) in enumerate(rows) if s == 0]
+        self_open = sum(
+            1 for t in range(120)
+            if any(a <= t < b and not any(
+                p == i and x <= t < y
+                for (s, x, y), p in zip(rows, parents))
+                for i, a, b in calls))
+        if got.at_once[0] > 1:
+            assert got.self_ns[0] == self_open, (rows, parents)
+
+
+def test_a_stage_overlapping_itself_counts_the_self_time_its_threads_had():
+    # one thread's call is all its own; three others wait in `db` inside
+    # theirs: 0.2 s of the run was `handle`'s own, not a quarter of it
+    def handle(inner):
+        with ap.stage("handle"):
+            if inner:
+                with ap.stage("db"):
+                    time.sleep(0.2)
+            else:
+                time.sleep(0.2)
+    with ap.Profiler(compensate=False) as prof:
+        threads = [threading.Thread(target=handle, args=(i > 0,))
+                   for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    rep = prof.report()
+    assert rep["handle"].at_once == 4
+    assert 0.18 < rep["handle"].self_wall < 0.25
+    assert 0.18 < rep["handle/db"].self_wall < 0.25
