@@ -69,8 +69,9 @@ def _self_open(stage: np.ndarray, start: np.ndarray, end: np.ndarray,
     in none of its sub-stages: a sweep counting, at each moment, its open
     calls less their open sub-stage calls (each clipped to its call)."""
     calls = np.flatnonzero(wanted[stage])
-    under = np.flatnonzero((parent >= 0) &
-                           wanted[stage[np.maximum(parent, 0)]])
+    # a parent the array lacks is none: the span is taken as parentless
+    known = (parent >= 0) & (parent < len(stage))
+    under = np.flatnonzero(known & wanted[stage[np.where(known, parent, 0)]])
     up = parent[under]
     inner_start = np.clip(start[under], start[up], end[up])
     inner_end = np.clip(end[under], inner_start, end[up])

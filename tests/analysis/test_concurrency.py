@@ -200,3 +200,11 @@ def test_a_stage_overlapping_itself_counts_the_self_time_its_threads_had():
     assert rep["handle"].at_once == 4
     assert 0.18 < rep["handle"].self_wall < 0.25
     assert 0.18 < rep["handle/db"].self_wall < 0.25
+
+
+def test_a_span_naming_a_parent_the_array_lacks_is_taken_as_parentless():
+    rows = [(0, 0, 10), (0, 5, 15), (1, 6, 8)]
+    array = spans(rows)
+    array["parent"] = [-1, -1, 7]
+    got = on_clock(array, 2)
+    assert got.at_once[0] == 2 and got.self_ns[0] == 15
