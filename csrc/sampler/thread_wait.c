@@ -55,20 +55,6 @@ futex_in(const char *line, uintptr_t *addr)
 #endif
 
 void
-ap_wait_files_open(ap_wait_files *f, int64_t tid)
-{
-    f->stat_fd = f->call_fd = -1;
-#ifdef AP_WAITS_KNOWN
-    if (tid > 0) {
-        f->stat_fd = open_task_file(tid, "schedstat");
-        f->call_fd = open_task_file(tid, "syscall");
-    }
-#else
-    (void)tid;
-#endif
-}
-
-void
 ap_wait_call_open(ap_wait_files *f, int64_t tid)
 {
     f->stat_fd = f->call_fd = -1;
@@ -78,6 +64,17 @@ ap_wait_call_open(ap_wait_files *f, int64_t tid)
     }
 #else
     (void)tid;
+#endif
+}
+
+void
+ap_wait_files_open(ap_wait_files *f, int64_t tid)
+{
+    ap_wait_call_open(f, tid);
+#ifdef AP_WAITS_KNOWN
+    if (tid > 0) {
+        f->stat_fd = open_task_file(tid, "schedstat");
+    }
 #endif
 }
 
