@@ -61,6 +61,10 @@ def other_threads(report: "Report", stage: "StageStats"
     threads = {t["index"]: (t.get("process", 0), t["native_id"])
                for t in report.threads}
     own = {threads[i] for i in np.unique(spans["thread"]).tolist()}
+    process_of_thread = np.zeros(max(threads) + 1, np.int64)
+    for index, (process, _tid) in threads.items():
+        process_of_thread[index] = process
+    span_process = process_of_thread[spans["thread"]]
     process_of = np.array([s[0] for s in stacks], np.int64)
     other = np.array([(s[0], s[1]) not in own for s in stacks], bool)
     stack = timeline["stack"].astype(np.int64)
@@ -75,7 +79,8 @@ def other_threads(report: "Report", stage: "StageStats"
         cpu = timeline["cpu_us"][mine][theirs]
         if (cpu == CPU_UNKNOWN).any():
             return None
-        found = _split(spans, threads, process, t[0], t[-1], t[theirs], cpu)
+        found = _split(spans[span_process == process], t[0], t[-1],
+                       t[theirs], cpu)
         totals += found[0]
         picked.append((stack[mine][theirs][found[1]], cpu[found[1]]))
     inside_cpu, covered, outside_cpu, rest = totals
@@ -88,15 +93,13 @@ def other_threads(report: "Report", stage: "StageStats"
         np.concatenate([c for _k, c in picked])))
 
 
-def _split(spans: np.ndarray, threads: Dict[int, tuple], process: int,
-           first: int, last: int, t: np.ndarray, cpu_us: np.ndarray):
+def _split(spans: np.ndarray, first: int, last: int, t: np.ndarray,
+           cpu_us: np.ndarray):
     """([CPU inside, time covered, CPU outside, time outside], in ns; and
-    which samples fell inside) of the stage's calls in one process,
-    within the time its timeline covers, [first, last]."""
-    here = np.array([threads[i][0] == process
-                     for i in spans["thread"].tolist()], bool)
-    starts, ends = union(np.clip(spans["start_ns"][here], first, last),
-                         np.clip(spans["end_ns"][here], first, last))
+    which samples fell inside) of the stage's calls in one process (its
+    spans), within the time its timeline covers, [first, last]."""
+    starts, ends = union(np.clip(spans["start_ns"], first, last),
+                         np.clip(spans["end_ns"], first, last))
     at = np.searchsorted(starts, t, "right") - 1
     inside = (at >= 0) & (t < ends[np.maximum(at, 0)])
     cpu_ns = cpu_us.astype(np.float64) * 1e3
