@@ -91,6 +91,22 @@ def _self_open(stage: np.ndarray, start: np.ndarray, end: np.ndarray,
     return _sums(owner[:-1][active], np.diff(times)[active], nstages)
 
 
+def self_open_by_thread(spans: np.ndarray, sid: int,
+                        nthreads: int) -> np.ndarray:
+    """Per thread index, the time during which at least one of stage
+    sid's calls on that thread was open and in none of its sub-stages:
+    all that the thread's event loop could have spent running the stage
+    itself. Other threads' and processes' loops run theirs at the same
+    time: on the run's clock alone, their samples would sum past it."""
+    key = np.where(spans["stage"] == sid, spans["thread"].astype(np.int64),
+                   nthreads)
+    start = spans["start_ns"].astype(np.int64)
+    end = np.maximum(spans["end_ns"].astype(np.int64), start)
+    wanted = np.r_[np.ones(nthreads, bool), False]
+    return _self_open(key, start, end, spans["parent"].astype(np.int64),
+                      wanted, nthreads + 1)[:nthreads]
+
+
 def union(start: np.ndarray, end: np.ndarray
           ) -> "tuple[np.ndarray, np.ndarray]":
     """The union of the intervals [start, end) as sorted disjoint ones:

@@ -58,11 +58,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+import numpy as np
+
 from ..common.checks import whole
 from ..common.words import plural
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
+from .concurrency import self_open_by_thread
 from .other_threads import other_threads
-from .samples import sampled, stage_hot, stage_waits
+from .samples import Waits, sampled, stage_hot, stage_waits, \
+    stage_wall_by_thread
 
 if TYPE_CHECKING:
     from ..model.report import Report, StageStats
@@ -443,11 +447,12 @@ def _waits_class(stage: "StageStats", report: "Report",
 def _awaiting_class(stage: "StageStats", report: "Report"
                     ) -> Tuple[str, str, bool]:
     """A stage whose calls were mostly suspended at an await: awaiting;
-    or, where the samples show that the event loop ran the stage itself
-    (not its sub-stages) for most of its own time on the run's clock, it
-    holds the loop: cpu-bound where it computed then, waiting on a call
-    that blocks the loop where it did not. Its thread CPU, shared with
-    the other tasks, tells neither. The third value: it holds the loop."""
+    or, where the samples show that the event loops ran the stage itself
+    (not its sub-stages) for most of its own time on their threads'
+    clocks, it holds the loop: cpu-bound where it computed then, waiting
+    on a call that blocks the loop where it did not. Its thread CPU,
+    shared with the other tasks, tells neither. The third value: it
+    holds the loop."""
     said = (f"{stage.suspended} of {plural(stage.count, 'call')} "
             f"suspended at an await, {fmt_time(stage.wall.total)} wall, "
             f"self time {fmt_time(stage.self_time)}")
@@ -458,18 +463,43 @@ def _awaiting_class(stage: "StageStats", report: "Report"
                 if report.samples is None else "")
         return "awaiting", (f"{said}; their CPU time is unknown (the event "
                             f"loop ran other tasks meanwhile){hint}"), False
-    running = min(waits.wall_s / stage.self_wall, 1.0)
-    ran = (f"; the event loop ran it {fmt_time(waits.wall_s)} of the "
-           f"{fmt_time(stage.self_wall)} of its own time on the run's "
-           f"clock ({running * 100:.0f} %)")
+    ran, own, where = _on_loops(stage, report, waits)
+    running = ran / own if own > 0 else 0.0
+    loops = "loop" if where == "the run's clock" else "loops"
+    ran_said = (f"; the event {loops} ran it {fmt_time(ran)} of the "
+                f"{fmt_time(own)} of its own time on {where} "
+                f"({running * 100:.0f} %)")
     if running < WAITING:
-        return "awaiting", f"{said}{ran}", False
+        return "awaiting", f"{said}{ran_said}", False
     busy = waits.cpu_s / waits.wall_s
     if busy >= CPU_BOUND:
-        return "cpu-bound", (f"{said}{ran}, computing {busy * 100:.0f} % "
-                             f"of that: it holds the loop"), True
-    return "waiting", (f"{said}{ran}, computing only {busy * 100:.0f} % of "
-                       f"that: a call that blocks holds the loop"), True
+        return "cpu-bound", (f"{said}{ran_said}, computing "
+                             f"{busy * 100:.0f} % of that: it holds the "
+                             f"loop"), True
+    return "waiting", (f"{said}{ran_said}, computing only "
+                       f"{busy * 100:.0f} % of that: a call that blocks "
+                       f"holds the loop"), True
+
+
+def _on_loops(stage: "StageStats", report: "Report", waits: "Waits"
+              ) -> Tuple[float, float, str]:
+    """Seconds the event loops were sampled running the stage itself, of
+    its own time on the clocks of the threads that ran it (each thread's
+    loop, in each process, runs only its own calls), and whose clocks
+    those are. Where some of its spans were dropped (max_spans), the
+    run's clock and all its samples stand for them."""
+    spans = report.spans()
+    if np.count_nonzero(spans["stage"] == stage.id) != stage.count:
+        return (min(waits.wall_s, stage.self_wall), stage.self_wall,
+                "the run's clock")
+    threads = report.threads
+    own = self_open_by_thread(spans, stage.id, len(threads))
+    sampled_ns = stage_wall_by_thread(report, stage.id)
+    ran = sum(min(sampled_ns.get((t.get("process", 0), t["native_id"]), 0),
+                  int(own[t["index"]])) for t in threads)
+    used = int(np.count_nonzero(own))
+    where = "the run's clock" if used == 1 else f"its {used} threads' clocks"
+    return ran * 1e-9, float(own.sum()) * 1e-9, where
 
 
 def _competition(report: "Report") -> str:

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 _NS = 1e-9
 
 __all__ = ["CodeFrame", "HotFunction", "SampleStack", "Sampling", "Waits",
-           "frame", "hot", "stacks", "stage_hot", "stage_waits", "summary"]
+           "frame", "hot", "stacks", "stage_hot", "stage_waits",
+           "stage_wall_by_thread", "summary"]
 
 
 class SampleStack(NamedTuple):
@@ -148,6 +149,18 @@ def stage_waits(report: "Report", stage_path: str,
     wall, cpu, delay, gil = (x * _NS for x in sums)
     return Waits(wall, cpu, delay, gil, "delay_ns" in samples,
                  "gil_ns" in samples)
+
+
+def stage_wall_by_thread(report: "Report", sid: int
+                         ) -> Dict[Tuple[int, int], int]:
+    """The sampled wall time (ns) of stage id `sid` alone, not its
+    sub-stages, per (process, native thread id) that ran it."""
+    walls: Dict[Tuple[int, int], int] = {}
+    for process, tid, stage, _frames, _count, wall, *_ in \
+            (report.samples or {"stacks": []})["stacks"]:
+        if stage == sid:
+            walls[process, tid] = walls.get((process, tid), 0) + wall
+    return walls
 
 
 def frame(report: "Report", i: int) -> CodeFrame:

@@ -10,7 +10,8 @@ import numpy as np
 
 import aquaprof as ap
 from aquaprof import _core
-from aquaprof.analysis.concurrency import apart, on_clock
+from aquaprof.analysis.concurrency import apart, on_clock, \
+    self_open_by_thread
 
 
 def spans(rows):
@@ -142,11 +143,12 @@ def test_calls_whose_spans_were_dropped_count_no_more_than_the_run():
 def test_self_time_on_the_clock_equals_a_count_tick_by_tick():
     # calls of stage 0 on several threads at once, each with sequential
     # calls of stage 1 inside: self-open where a call is open and in none
-    # of its own sub-stage calls
+    # of its own sub-stage calls; on each thread, over its calls alone
     rng = random.Random(11)
     for _ in range(200):
-        rows, parents = [], []
-        for _thread in range(rng.randrange(1, 4)):
+        rows, parents, threads = [], [], []
+        nthreads = rng.randrange(1, 4)
+        for thread in range(nthreads):
             t = rng.randrange(0, 20)
             for _call in range(rng.randrange(1, 3)):
                 start = t
@@ -164,19 +166,26 @@ def test_self_time_on_the_clock_equals_a_count_tick_by_tick():
                 for a, b in kids:
                     rows.append((1, a, b))
                     parents.append(me)
+                threads += [thread] * (1 + len(kids))
                 t = end + rng.randrange(0, 4)
         array = spans(rows)
-        array["parent"] = parents
+        array["parent"], array["thread"] = parents, threads
         got = on_clock(array, 2)
-        calls = [(i, a, b) for i, (s, a, b) in enumerate(rows) if s == 0]
-        self_open = sum(
-            1 for t in range(120)
-            if any(a <= t < b and not any(
-                p == i and x <= t < y
-                for (s, x, y), p in zip(rows, parents))
-                for i, a, b in calls))
+        by_thread = self_open_by_thread(array, 0, nthreads)
+
+        def self_open(on=range(nthreads)):
+            calls = [(i, a, b) for i, (s, a, b) in enumerate(rows)
+                     if s == 0 and threads[i] in on]
+            return sum(
+                1 for t in range(120)
+                if any(a <= t < b and not any(
+                    p == i and x <= t < y
+                    for (s, x, y), p in zip(rows, parents))
+                    for i, a, b in calls))
         if got.at_once[0] > 1:
-            assert got.self_ns[0] == self_open, (rows, parents)
+            assert got.self_ns[0] == self_open(), (rows, parents)
+        assert [int(n) for n in by_thread] == \
+            [self_open([k]) for k in range(nthreads)], (rows, parents)
 
 
 def test_a_stage_overlapping_itself_counts_the_self_time_its_threads_had():

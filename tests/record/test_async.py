@@ -5,6 +5,9 @@ import asyncio
 import functools
 import inspect
 import json
+import multiprocessing
+import re
+import threading
 import time
 
 import pytest
@@ -98,6 +101,60 @@ def test_tasks_computing_between_short_awaits_hold_the_loop_not_await():
     found = {f.path: f for f in prof.report().diagnose(top=3).findings}
     assert found["compute"].kind == "awaiting"
     assert "sample the run" in found["compute"].evidence
+
+
+async def holds_its_loop_three_eighths():
+    # each call blocks its loop 3 ms of every 8: 37 % of its time
+    with ap.stage("serve"):
+        for _ in range(12):
+            time.sleep(0.003)
+            await asyncio.sleep(0.005)
+
+
+def serve_on_its_own_loop(path=None):
+    """One process's run of holds_its_loop_three_eighths, saved to
+    `path` when given."""
+    with ap.Profiler(sample=0.001) as prof:
+        asyncio.run(holds_its_loop_three_eighths())
+    if path:
+        prof.report().save(path)
+    return prof
+
+
+def test_loops_running_a_stage_at_once_are_each_judged_on_their_own_clock():
+    # two loops each held 37 % of the time, at the same time: summed on
+    # the run's clock they would read 75 % and be said to hold the loop
+    with ap.Profiler(sample=0.001) as prof:
+        threads = [threading.Thread(target=asyncio.run,
+                                    args=(holds_its_loop_three_eighths(),))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    rep = prof.report()
+    assert rep["serve"].at_once == 2
+    found = {f.path: f for f in rep.diagnose(top=3).findings}
+    assert found["serve"].kind == "awaiting", found["serve"].evidence
+    assert "on its 2 threads' clocks" in found["serve"].evidence
+
+
+def test_processes_running_a_stage_at_once_are_judged_on_their_own_clocks(
+        tmp_path):
+    paths = [tmp_path / f"{i}.aqp" for i in range(2)]
+    forked = multiprocessing.get_context("fork")
+    children = [forked.Process(target=serve_on_its_own_loop, args=(p,))
+                for p in paths]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join()
+        assert child.exitcode == 0
+    merged = ap.merge([ap.Report.load(p) for p in paths])
+    found = {f.path: f for f in merged.diagnose(top=3).findings}
+    assert found["serve"].kind == "awaiting", found["serve"].evidence
+    ran = re.search(r"threads' clocks \((\d+) %\)", found["serve"].evidence)
+    assert ran and 20 <= int(ran[1]) <= 50, found["serve"].evidence
 
 
 def test_a_stage_held_across_an_await_does_not_collect_other_tasks():
