@@ -42,10 +42,13 @@ certainty (p = 1e-11 for code that did not change). So:
   was slower for the whole of one run cannot be told from slower code
   this way; only more runs can, and the verdict says so.
 
-A stage is slower (faster) when one of its figures moved by more than
-`threshold` and the evidence above holds at level alpha (each figure at
+A stage is slower (faster) when the evidence above holds at level alpha
+that one of its figures moved by more than `threshold` (each figure at
 alpha / 2, so that judging two figures does not double the false
-alarms).
+alarms): the tests ask whether it moved past the threshold, not whether
+it moved at all. A figure that certainly moved a little (a p95 call
+1 % slower from a drift the whole run shared) and by chance a lot (two
+stray slow calls among 30) is no proof of a change past the threshold.
 With fewer than MIN_CALLS calls in a single run a side, no resampling is
 possible: the totals against the threshold decide, hedged ("slower?").
 A figure that moved by no more than its clock can resolve (`resolution`
@@ -58,7 +61,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -83,13 +86,15 @@ PRIOR_RUNS = 2
 PERCENTILE_CALLS = 1000
 #: the verdicts that are regressions
 SLOWER = ("slower", "slower?")
-#: the total moved past NOISY_AT times the threshold, but no further than
-#: the noise between runs (or the calls' spread) moves it by chance:
-#: never "same", which would hide a change that more runs might prove.
-#: Within twice the threshold an unproven change stays "same": noise
-#: moves unchanged code past the threshold itself often (a third of the
-#: time at 5 % with one run a side), and a word said that often is
-#: ignored.
+#: the total moved past the threshold but not surely past it: it surely
+#: moved (a 10 % slowdown of 40 calls against a 5 % threshold), or it
+#: moved past NOISY_AT times the threshold, no further than the noise
+#: between runs (or the calls' spread) moves it by chance. Never "same",
+#: which would hide a change that more runs might prove. An unproven
+#: change within twice the threshold that may not have moved at all
+#: stays "same": noise moves unchanged code past the threshold itself
+#: often (a third of the time at 5 % with one run a side), and a word
+#: said that often is ignored.
 NOISY = "noisy"
 NOISY_AT = 2.0
 #: the figures measured: wall time, or the thread's CPU time
@@ -99,12 +104,24 @@ MEASURES = ("wall", "cpu")
 @dataclass(frozen=True)
 class RunFigures:
     """One stage in one run: calls (seconds, in the order they started)
-    where known, else the figures a history keeps."""
+    where known, else the figures a history keeps, with what the calls
+    said of their spread (own_spread of the total and of the tail) where
+    it kept that."""
     total: float
     count: int
     p50: float
     p95: float
     calls: Optional[np.ndarray] = None
+    spread: Optional[Tuple[Optional[float], Optional[float]]] = None
+
+    def own_spread(self, figure: str) -> Optional[float]:
+        """own_spread() of the figure ("total" or "tail"), from the calls
+        or, where they are not kept, from what was kept of it."""
+        if self.calls is not None:
+            return own_spread(figure, self.calls)
+        if self.spread is None:
+            return None
+        return self.spread[0 if figure == "total" else 1]
 
     @classmethod
     def of(cls, calls: np.ndarray) -> "RunFigures":
@@ -200,31 +217,44 @@ def t_two_sided_p(t: float, df: int) -> float:
 
 
 def runs_p(base: Sequence[float], new: Sequence[float],
-           own: float = 0.0) -> Tuple[float, float]:
-    """(p that new's figures are not above base's, p that they are not
-    below): one-sided t-tests on two groups of runs' figures, the variance
-    pooled over the groups with two or more runs (at least one has). On
-    their logs (relative noise), pooled with own (the variance of a log
-    figure that the runs' own calls give) as if PRIOR_RUNS more runs had
-    shown it, where own is the larger (their degrees of freedom not
-    added: the test is no bolder than the runs alone allow); or where a
-    run has 0 (a stage one run never called) on the figures themselves,
-    own unused."""
+           own: float = 0.0, threshold: float = 0.0
+           ) -> Tuple[float, float]:
+    """(p that new's figures are not above base's by more than threshold,
+    p that they are not below by more than it): one-sided t-tests on two
+    groups of runs' figures, the variance pooled over the groups with two
+    or more runs (at least one has). On their logs (relative noise),
+    pooled with own (the variance of a log figure that the runs' own
+    calls give) as if PRIOR_RUNS more runs had shown it, where own is the
+    larger: then it counts as those runs' degrees of freedom too, so that
+    one base run against two new ones is not left with the single degree
+    of freedom that no change, however large, can pass. Where a run has 0
+    (a stage one run never called): on the figures themselves, the
+    threshold relative to the base's mean, own unused."""
     x, y = np.asarray(base, np.float64), np.asarray(new, np.float64)
     logs = min(x.min(), y.min()) > 0
     if logs:
         x, y = np.log(x), np.log(y)
+        margin = math.log1p(threshold)
+    else:
+        margin = threshold * float(x.mean())
     df = (len(x) - 1) + (len(y) - 1)
     ss = float(((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum())
-    variance = max(ss / df, (ss + PRIOR_RUNS * own) / (df + PRIOR_RUNS)
-                   ) if logs else ss / df
+    variance = ss / df
+    if logs and (ss + PRIOR_RUNS * own) / (df + PRIOR_RUNS) > variance:
+        df += PRIOR_RUNS
+        variance = (ss + PRIOR_RUNS * own) / df
     diff = float(y.mean() - x.mean())
     se = math.sqrt(variance * (1 / len(x) + 1 / len(y)))
+    return _beyond(diff - margin, se, df), _beyond(-diff - margin, se, df)
+
+
+def _beyond(excess: float, se: float, df: int) -> float:
+    """The one-sided p that a difference `excess` above its margin (with
+    standard error se, df degrees of freedom) is not above 0."""
     if se == 0:
-        return ((1.0, 1.0) if diff == 0 else (0.0, 1.0) if diff > 0
-                else (1.0, 0.0))
-    far = t_two_sided_p(diff / se, df) / 2
-    return (far, 1 - far) if diff > 0 else (1 - far, far)
+        return 0.0 if excess > 0 else 1.0
+    far = t_two_sided_p(excess / se, df) / 2
+    return far if excess > 0 else 1 - far
 
 
 def _block_starts(n: int, rng: np.random.Generator, resamples: int
@@ -284,36 +314,55 @@ def own_spread(figure: str, calls: Optional[np.ndarray]
     return float(np.var(np.log(np.maximum(figures, least)), ddof=1))
 
 
-def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str
-                ) -> Tuple[float, float]:
-    """(share of block resamples in which the figure of new is not above
-    base's, the share in which it is not below): one-sided evidence that
-    it grew (shrank), small when it did, never under 1 / RESAMPLES.
-    Seeded: the same calls give the same p."""
+def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str,
+                *thresholds: float) -> Tuple[float, ...]:
+    """For each threshold (0 where none is given): the share of block
+    resamples in which the figure of new is not above base's by more
+    than it, and the share in which it is not below by more than it:
+    one-sided evidence that it grew (shrank) past it, small when it did,
+    never under 1 / RESAMPLES. Seeded: the same calls give the same p."""
     rng = np.random.default_rng(len(base) * 7919 + len(new))
     fb = _resampled(figure, base, rng)
     fn = _resampled(figure, new, rng)
     floor = 1 / RESAMPLES
-    return (max(floor, float(np.mean(fn <= fb))),
-            max(floor, float(np.mean(fn >= fb))))
+    out: List[float] = []
+    for grown in (1 + t for t in thresholds or (0.0,)):
+        out += [max(floor, float(np.mean(fn <= fb * grown))),
+                max(floor, float(np.mean(fn * grown >= fb)))]
+    return tuple(out)
 
 
-def _word(change: float, p_up: Optional[float], p_down: Optional[float],
-          threshold: float, alpha: float, noisy_allowed: bool) -> str:
+class Evidence(NamedTuple):
+    """One figure's p-values: that it did not grow (shrink) past the
+    threshold, and that it did not grow (shrink) at all."""
+    up: float
+    down: float
+    up_at_all: float
+    down_at_all: float
+
+
+def _word(change: float, p: Optional[Evidence], threshold: float,
+          alpha: float, noisy_allowed: bool) -> str:
     """slower/faster/same/noisy of one figure; p None: hedged by the
     change. Only the total may be noisy: the p95 call of a few dozen
-    calls moves far by chance alone."""
-    if p_up is None or p_down is None:
+    calls moves far by chance alone. A total past the threshold that
+    surely moved, though not surely past it, is noisy: neither proven
+    nor to be hidden."""
+    if p is None:
         return ("slower?" if change > threshold else
                 "faster?" if change < -threshold / (1 + threshold) else
                 "same")
-    if change > threshold and p_up < alpha:
+    if change > threshold and p.up < alpha:
         return "slower"
-    if change < -threshold / (1 + threshold) and p_down < alpha:
+    if change < -threshold / (1 + threshold) and p.down < alpha:
         return "faster"
     far = threshold * NOISY_AT
-    return (NOISY if noisy_allowed and (change > far or change < -far /
-                                        (1 + far)) else "same")
+    if change > threshold:
+        moved = change > far or p.up_at_all < alpha
+    else:
+        moved = change < -far / (1 + far) or (
+            change < -threshold / (1 + threshold) and p.down_at_all < alpha)
+    return NOISY if noisy_allowed and moved else "same"
 
 
 def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
@@ -349,24 +398,27 @@ def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
 
 
 def _figure_p(figure: str, base: Sequence[RunFigures],
-              new: Sequence[RunFigures], moved: float
-              ) -> Tuple[Optional[float], Optional[float], Optional[float]]:
-    """(p that the figure grew, p that it shrank, the p to show) from the
-    runs when either side has several, else from one run's calls; Nones
-    where neither is possible (a single run a side of too few calls)."""
+              new: Sequence[RunFigures], moved: float, threshold: float
+              ) -> Tuple[Optional[Evidence], Optional[float]]:
+    """The figure's Evidence and the p to show (that it did not move past
+    the threshold the way it moved) from the runs when either side has
+    several, else from one run's calls; None where neither is possible
+    (a single run a side of too few calls)."""
     if len(base) > 1 or len(new) > 1:
         field = "total" if figure == "total" else "p95"
         values = [getattr(r, field) for r in (*base, *new)]
-        spreads = [own_spread(figure, r.calls) for r in (*base, *new)]
+        spreads = [r.own_spread(figure) for r in (*base, *new)]
         known = [v for v in spreads if v is not None]
-        p_up, p_down = runs_p(values[:len(base)], values[len(base):],
-                              float(np.mean(known)) if known else 0.0)
-        return p_up, p_down, p_up if moved >= 0 else p_down
-    b, n = base[0].calls, new[0].calls
-    if b is None or n is None or min(len(b), len(n)) < MIN_CALLS:
-        return None, None, None
-    p_up, p_down = bootstrap_p(b, n, figure)
-    return p_up, p_down, p_up if moved >= 0 else p_down
+        own = float(np.mean(known)) if known else 0.0
+        before, after = values[:len(base)], values[len(base):]
+        p = Evidence(*runs_p(before, after, own, threshold),
+                     *runs_p(before, after, own))
+    else:
+        b, n = base[0].calls, new[0].calls
+        if b is None or n is None or min(len(b), len(n)) < MIN_CALLS:
+            return None, None
+        p = Evidence(*bootstrap_p(b, n, figure, threshold, 0.0))
+    return p, p.up if moved >= 0 else p.down
 
 
 def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
@@ -391,8 +443,8 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     each = alpha / len(moved)      # no more false alarms for more figures
     words: List[Tuple[str, Optional[str], Optional[float]]] = []
     for name, change in moved.items():
-        p_up, p_down, p = _figure_p(name, base, new, change)
-        words.append((_word(change, p_up, p_down, threshold, each,
+        evidence, p = _figure_p(name, base, new, change, threshold)
+        words.append((_word(change, evidence, threshold, each,
                             name == "total"), name, p))
     order = ("slower", "slower?", "faster", "faster?", NOISY, "same")
     word, figure, p = min(words, key=lambda w: order.index(w[0]))
