@@ -27,8 +27,10 @@ import numpy as np
 
 from ..common.units import printable, text_html
 from ..model.report import Report
+from ..record.host import BUSY_SECONDS
 from .verdict import (
-    MEASURES, NOISY, SLOWER, RunFigures, Verdict, describe, judge)
+    MEASURES, NOISY, SLOWER, RunFigures, Verdict, describe, judge,
+    own_spread)
 
 
 def parse_threshold(text: str) -> float:
@@ -94,9 +96,11 @@ def run_figures(report: "Report", own: bool = False, measure: str = "wall"
     """Each stage's figures in this run, from its raw spans in the order
     they started: wall time (measure "cpu": the thread's CPU time) of each
     call, or own: of each call less the calls recorded inside it (its self
-    time, what the differential flamegraph judges). A stage whose spans
-    were all dropped falls back to its count of mean calls, without the
-    calls themselves."""
+    time, what the differential flamegraph judges). A stage some of
+    whose spans were dropped (max_spans) is judged on its exact total
+    and count of calls, its percentiles from the calls kept, without the
+    calls themselves (whose resamples would stand for a run of fewer
+    calls); one whose spans were all dropped, on its mean call."""
     if measure not in MEASURES:
         raise ValueError(f"measure must be one of {MEASURES}, got "
                          f"{measure!r}")
@@ -117,20 +121,61 @@ def run_figures(report: "Report", own: bool = False, measure: str = "wall"
     seconds = np.maximum(field_ns[order], 0) * 1e-9
     bounds = np.searchsorted(spans["stage"][order],
                              np.arange(len(names) + 1)).tolist()
+    # with none dropped, every call has its span (the measured windows
+    # keep only some of them, by design)
+    recorded = (np.bincount(spans["stage"], minlength=len(names))
+                if report.spans_dropped else None)
     out: Dict[str, RunFigures] = {}
     for sid, path in enumerate(names):
         mine = seconds[bounds[sid]:bounds[sid + 1]]
-        if len(mine):
+        stats = report[path]
+        if len(mine) and (recorded is None or
+                          recorded[sid] >= stats.count):
             out[path] = RunFigures.of(mine)
             continue
-        stats = report[path]
         if measure == "cpu":
             total = stats.cpu if not own else 0.0
         else:
             total = stats.self_time if own else stats.wall.total
         mean = total / stats.count if stats.count else 0.0
-        out[path] = RunFigures(total, stats.count, mean, mean)
+        out[path] = _partial(total, stats.count, mine)
     return out
+
+
+def _partial(total: float, count: int, kept: np.ndarray) -> RunFigures:
+    """A stage's figures from its exact total and count, and the calls
+    of it that were kept: their percentiles, and their spread, the
+    total's narrowed to as many calls as it had (a sum of N calls
+    spreads sqrt(N / n) times less, relatively, than one of n)."""
+    mean = total / count if count else 0.0
+    if not len(kept):
+        return RunFigures(total, count, mean, mean)
+    figures = RunFigures.of(kept)
+    spread_total = own_spread("total", kept)
+    if spread_total is not None:
+        spread_total *= len(kept) / count
+    return RunFigures(total, count, figures.p50, figures.p95,
+                      spread=(spread_total, own_spread("tail", kept)))
+
+
+def dropped_spans(base: Sequence["Report"], new: Sequence["Report"]
+                  ) -> str:
+    """A sentence when some runs dropped spans past max_spans; "" else."""
+    said = []
+    for side, runs in (("base", base), ("new", new)):
+        dropped = [r for r in runs if r.spans_dropped]
+        if dropped:
+            lost = sum(r.spans_dropped for r in dropped)
+            kept = sum(r.spans_recorded for r in dropped)
+            which = ("run" if len(runs) == 1 else
+                     f"{len(dropped)} of {len(runs)} runs")
+            said.append(f"the {side} {which} dropped {lost} of "
+                        f"{lost + kept} spans (max_spans)")
+    if not said:
+        return ""
+    return (f"{' and '.join(said)}: their stages are judged on their "
+            f"exact totals and calls, their percentiles and spread from "
+            f"the calls kept")
 
 
 Runs = Union["Report", Sequence["Report"]]
@@ -195,6 +240,12 @@ def _runs(reports: Runs, side: str) -> List["Report"]:
         raise TypeError(f"{side} must be a Report or a non-empty list of "
                         f"Reports (runs of one program), got "
                         f"{type(reports).__name__}")
+    # one run given twice would pass for two that agree exactly
+    for i, run in enumerate(many):
+        for j in range(i):
+            if many[j] == run:
+                raise ValueError(f"{side} runs {j + 1} and {i + 1} are the "
+                                 f"same run: give each run once")
     return many
 
 
@@ -250,6 +301,10 @@ class Comparison:
                 < math.inf):
             raise ValueError(f"threshold must be a finite value >= 0, "
                              f"got {threshold!r}")
+        if isinstance(threshold, int) and threshold > 1:
+            raise ValueError(f"threshold={threshold} would be "
+                             f"{threshold * 100} %: it is a fraction, "
+                             f"{threshold / 100:g} for {threshold} %")
         if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
             raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
         if measure not in MEASURES:
@@ -262,7 +317,26 @@ class Comparison:
         #: a sentence when the new runs met a busier or quieter machine
         #: than every base run, else ""
         self.machine = machine_change(*self._reports)
+        #: a sentence when some runs dropped spans (max_spans), else ""
+        self.dropped = dropped_spans(*self._reports)
         self._own: Optional[List[StageChange]] = None
+
+    def _load_unknown(self) -> str:
+        """Where stages were called slower and how busy the machine was
+        is not known of some runs (too short to tell): that it is not."""
+        if self.machine or not self.regressions:
+            return ""
+        silent = sum(1 for r in (*self._reports[0], *self._reports[1])
+                     if "other_cpus" not in r.meta.get("host", {}))
+        if not silent:
+            return ""
+        total = sum(self.runs)
+        which = "the runs" if silent == total else \
+            f"{silent} of the {total} runs"
+        return (f"how busy the machine was is not known for {which} (a "
+                f"run under {BUSY_SECONDS:g} s is too short to tell): a "
+                f"busier machine slows unchanged code, and only runs made "
+                f"under the same load can tell")
 
     @property
     def runs(self) -> Tuple[int, int]:
@@ -317,8 +391,9 @@ class Comparison:
                  f"(slower: the total or tail grew by more "
                  f"than {self.threshold * 100:g} % at p < {self.alpha:g}; "
                  f"{evidence})"]
-        if self.machine:
-            lines.append(f"note: {self.machine}")
+        for note in (self.machine, self.dropped, self._load_unknown()):
+            if note:
+                lines.append(f"note: {note}")
         for c in self.changes:
             mark = "!" if c.verdict in SLOWER else " "
             lines.append(f"{mark} {printable(c.path)}: {c.summary()}")

@@ -415,10 +415,38 @@ def _figure_p(figure: str, base: Sequence[RunFigures],
                      *runs_p(before, after, own))
     else:
         b, n = base[0].calls, new[0].calls
-        if b is None or n is None or min(len(b), len(n)) < MIN_CALLS:
-            return None, None
-        p = Evidence(*bootstrap_p(b, n, figure, threshold, 0.0))
+        if b is not None and n is not None and min(len(b), len(n)) >= \
+                MIN_CALLS:
+            p = Evidence(*bootstrap_p(b, n, figure, threshold, 0.0))
+        else:
+            found = _spread_p(figure, base[0], new[0], threshold)
+            if found is None:
+                return None, None
+            p = found
     return p, p.up if moved >= 0 else p.down
+
+
+def _spread_p(figure: str, base: RunFigures, new: RunFigures,
+              threshold: float) -> Optional[Evidence]:
+    """One run a side whose calls are not all known (a history's, or a
+    run that dropped spans): the log figures' difference against the
+    spreads the runs' calls gave (a normal test: they stand for many
+    resamples); None where a spread is unknown or a figure is 0."""
+    field = "total" if figure == "total" else "p95"
+    before, after = getattr(base, field), getattr(new, field)
+    spreads = (base.own_spread(figure), new.own_spread(figure))
+    if None in spreads or min(before, after) <= 0:
+        return None
+    se = math.sqrt(sum(v for v in spreads if v is not None))
+    diff, margin = math.log(after / before), math.log1p(threshold)
+    # no surer than the bootstrap may be
+    return Evidence(*(max(1 / RESAMPLES, _beyond(excess, se, _NORMAL_DF))
+                      for excess in (diff - margin, -diff - margin, diff,
+                                     -diff)))
+
+
+#: degrees of freedom at which Student's t is the normal distribution
+_NORMAL_DF = 10 ** 6
 
 
 def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],

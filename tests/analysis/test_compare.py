@@ -1,5 +1,7 @@
 """Verdicts of Report.compare: a real shift is called, noise is not."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -401,3 +403,49 @@ def test_the_machine_note_counts_the_runs_own_children_as_others():
            "kept 1.2 CPUs busy" in workers.compare(base).machine
     assert "other processes kept 1.2 CPUs busy" in \
         busy.compare(base).machine
+
+
+def test_the_load_of_runs_too_short_to_tell_is_said_unknown_with_a_regression():
+    made = timed(1.0, 3)
+    silent = ap.Report(dict(made._data, host={
+        k: v for k, v in made.meta["host"].items() if k != "other_cpus"}))
+    slower = on_machine(timed(1.6, 2), other_cpus=0.1, steal=0.0)
+    said = str(slower.compare(silent))
+    assert "note: how busy the machine was is not known for 1 of the 2 " \
+        "runs (a run under 0.25 s is too short to tell)" in said
+    # no regression: nothing to explain
+    assert "how busy" not in str(on_machine(
+        timed(1.0, 4), other_cpus=0.1, steal=0.0).compare(silent))
+
+
+def planted(seconds, max_spans):
+    with ap.Profiler(max_spans=max_spans) as prof:
+        for _ in range(30):
+            with ap.stage("decode"):
+                time.sleep(seconds)
+            with ap.stage("steady"):
+                time.sleep(0.001)
+    return prof.report()
+
+
+def test_dropped_spans_leave_a_stage_judged_on_its_exact_total():
+    # the new run kept 10 of its 60 spans: its kept calls alone would
+    # read 5 calls of the slower stage against 30, a run less costly
+    base = planted(0.001, 1_000_000)
+    new = planted(0.0028, 10)
+    assert new.spans_dropped == 50
+    comparison = new.compare(base)
+    decode = {c.path: c for c in comparison.changes}["decode"]
+    assert decode.verdict == "slower" and decode.new_calls == 30
+    assert decode.change > 1.0
+    assert "the new run dropped 50 of 60 spans (max_spans)" in \
+        str(comparison)
+    assert [c.path for c in comparison.regressions] == ["decode"]
+
+
+def test_one_run_given_twice_or_a_whole_number_threshold_is_refused():
+    run = timed(1.0, 1)
+    with pytest.raises(ValueError, match="base runs 1 and 3 are the same"):
+        timed(1.0, 3).compare([run, timed(1.0, 2), run])
+    with pytest.raises(ValueError, match=r"threshold=5 would be 500 %"):
+        run.compare(timed(1.0, 2), threshold=5)

@@ -108,10 +108,11 @@ def test_compare_exits_1_on_a_regression(reports):
 def test_compare_takes_repeated_runs_and_the_cpu_measure(reports, tmp_path):
     base, slow = reports
     again = saved_report(tmp_path / "again.json", 1.0)
-    worse = cli("compare", base, slow, "--base", again, "--new", slow,
+    slow_again = saved_report(tmp_path / "slow_again.json", 3.0)
+    worse = cli("compare", base, slow, "--base", again, "--new", slow_again,
                 "--threshold", "50%", "--measure", "cpu")
     assert worse.returncode == 1, worse.stdout
-    assert f"{base}, {again} -> {slow}, {slow}" in worse.stdout
+    assert f"{base}, {again} -> {slow}, {slow_again}" in worse.stdout
     assert "cpu time per stage" in worse.stdout
     assert "2 vs 2 runs" in worse.stdout
     refused = cli("compare", base, slow, "--measure", "gpu")
@@ -120,6 +121,9 @@ def test_compare_takes_repeated_runs_and_the_cpu_measure(reports, tmp_path):
                    "alpha must be a number in (0, 1), got '1.5'")
     one_line_error(cli("compare", base, slow, "--base",
                        tmp_path / "none.json"), "cannot read report")
+    # one run given twice would pass for two that agree exactly
+    one_line_error(cli("compare", base, slow, "--new", slow),
+                   "new runs 1 and 2 are the same run: give each run once")
 
 
 def test_flamegraph_and_diff(reports, tmp_path):
