@@ -206,10 +206,13 @@ class Report(model.Report):
         from .views.page import write_page
         return write_page(self, path, title)
 
-    def to_speedscope(self, path: PathLike) -> Path:
-        """The speedscope file format: an evented profile per thread."""
+    def to_speedscope(self, path: PathLike,
+                      max_events: int = 1_000_000) -> Path:
+        """The speedscope file format: an evented profile per thread and
+        concurrent asyncio task lane; past max_events spans the shortest
+        are left out, and the file's name says so."""
         from .views.speedscope import write_speedscope
-        return write_speedscope(self, path)
+        return write_speedscope(self, path, max_events=max_events)
 
 
 def merge_reports(reports: Sequence[model.Report],

@@ -624,7 +624,8 @@ def cmd_speedscope(args: argparse.Namespace) -> int:
     from ..views.speedscope import write_speedscope
     out = _out_path(args.out, f"{_stem(args.report)}.speedscope.json")
     path = write_speedscope(_load(args.report), out,
-                            name=Path(args.report).name)
+                            name=Path(args.report).name,
+                            max_events=args.max_events)
     print(f"{path} (open in www.speedscope.app)")
     return 0
 
@@ -816,6 +817,10 @@ def parser() -> argparse.ArgumentParser:
     scope.add_argument("report", help=REPORT_HELP)
     scope.add_argument("-o", "--out", default=".", help="the file, or "
                        "a folder for REPORT.speedscope.json (default: here)")
+    scope.add_argument("--max-events", type=int, default=1_000_000,
+                       help="most spans written; past it the shortest are "
+                       "left out and the file's name says so (default: "
+                       "%(default)s)")
     scope.set_defaults(func=cmd_speedscope)
 
     trace = sub.add_parser("trace", help="Chrome/Perfetto trace JSON")

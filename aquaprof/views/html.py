@@ -1,19 +1,27 @@
 """The report as an HTML page fragment for Jupyter: the stage table with a
 bar per stage for its share of the run, the top bottlenecks and the
-report's warnings."""
+report's warnings. A run with many stage paths shows the top ones as a
+tree and folds the rest under a <details> (no script needed), so the
+table stays a screen or two tall and still holds every stage."""
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ..common.units import fmt_bytes, fmt_rate, fmt_time, printable
 from .text import header_lines, overlap_note, straggler_lines, warning_lines
 
 if TYPE_CHECKING:
-    from ..model.report import Report
+    from ..model.report import Report, StageStats
 
 #: the share bar of a stage that took the whole run, px
 BAR_PX = 60
+#: past this many stages the table shows the top ones (and their
+#: ancestors) and folds the rest under a <details>
+SHOWN_STAGES = 50
+
+_COLUMNS = ["stage", "share", "count", "total", "self", "mean", "p50",
+            "p95", "max", "cpu", "mem delta", "items/s"]
 
 # narrow enough for an output area beside JupyterLab's file browser;
 # a wider table (long stage names) scrolls inside it, never past it
@@ -30,32 +38,67 @@ _STYLE = """<style>
 </style>"""
 
 
+def _shown_stages(report: "Report"
+                  ) -> Tuple[List["StageStats"], List["StageStats"]]:
+    """The table's stages, in tree order: where there are more than
+    SHOWN_STAGES, the SHOWN_STAGES that took the most of the run's clock
+    (Report.top) and their ancestors, so the tree reads; and the rest."""
+    stages = report.stages
+    if len(stages) <= SHOWN_STAGES:
+        return list(stages), []
+    parent = {s.path: s.parent for s in stages}
+    wanted = set()
+    for s in report.top(SHOWN_STAGES):
+        path: Optional[str] = s.path
+        while path is not None and path not in wanted:
+            wanted.add(path)
+            path = parent.get(path)
+    shown = [s for s in stages if s.path in wanted]
+    return shown, [s for s in stages if s.path not in wanted]
+
+
+def _indented(s: "StageStats") -> str:
+    return f"{'&nbsp;' * 2 * s.depth}{html.escape(printable(s.name))}"
+
+
+def _table(rows: List[str]) -> str:
+    head = "".join(f"<th>{c}</th>" for c in _COLUMNS)
+    return f"<table><tr>{head}</tr>\n" + "\n".join(rows) + "\n</table>"
+
+
+def _row(s: "StageStats", label: str) -> str:
+    """A stage's row, its first cell label (HTML)."""
+    w = s.wall
+    bar = max(0.0, min(s.share, 1.0)) * BAR_PX
+    cells = [
+        f'<td class="stage">{label}</td>',
+        f'<td><span class="bar" style="width:{bar:.1f}px"></span>'
+        f'{s.share * 100:.1f}%</td>',
+    ] + [f"<td>{html.escape(v)}</td>" for v in (
+        f"{s.count:,}", fmt_time(w.total), fmt_time(s.self_time),
+        fmt_time(w.mean), fmt_time(w.p50), fmt_time(w.p95),
+        fmt_time(w.max), fmt_time(s.cpu),
+        fmt_bytes(s.mem_delta, signed=True) if s.mem_peak else "-",
+        fmt_rate(s.throughput))]
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
 def report_html(report: "Report") -> str:
     """The stage table (a bar per stage for its share of the run), the
     top bottlenecks and the report's warnings."""
     e = html.escape
     parts = [_STYLE, '<div class="aquaprof">']
     parts += [f"<div>{e(line)}</div>" for line in header_lines(report)]
-    columns = ["stage", "share", "count", "total", "self", "mean", "p50",
-               "p95", "max", "cpu", "mem delta", "items/s"]
-    parts.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in columns)
-                 + "</tr>")
-    for s in report.stages:
-        w = s.wall
-        bar = max(0.0, min(s.share, 1.0)) * BAR_PX
-        cells = [
-            f'<td class="stage">{"&nbsp;" * 2 * s.depth}'
-            f'{e(printable(s.name))}</td>',
-            f'<td><span class="bar" style="width:{bar:.1f}px"></span>'
-            f'{s.share * 100:.1f}%</td>',
-        ] + [f"<td>{e(v)}</td>" for v in (
-            f"{s.count:,}", fmt_time(w.total), fmt_time(s.self_time),
-            fmt_time(w.mean), fmt_time(w.p50), fmt_time(w.p95),
-            fmt_time(w.max), fmt_time(s.cpu),
-            fmt_bytes(s.mem_delta, signed=True) if s.mem_peak else "-",
-            fmt_rate(s.throughput))]
-        parts.append("<tr>" + "".join(cells) + "</tr>")
-    parts.append("</table>")
+    shown, rest = _shown_stages(report)
+    parts.append(_table([_row(s, _indented(s)) for s in shown]))
+    if rest:
+        # the rest stays on the page, folded, so the tree above is the
+        # page's first screen; each keeps its full path, as its parent
+        # may be above
+        parts.append(f"<details><summary>{len(rest):,} more stages"
+                     f"</summary>"
+                     + _table([_row(s, e(printable(s.path))) for s in rest])
+                     + "</details>")
     if not report.stages:
         parts.append("<div>no stages were recorded (mark them with "
                      "aquaprof.stage)</div>")

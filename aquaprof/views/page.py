@@ -118,8 +118,9 @@ def _timeline(report: "Report") -> str:
     svg, note = spans_svg(report)
     if not svg:
         return _absent(f"no timeline: {note}")
-    return ('<p class="note">a band per thread, a row per stage depth; '
-            'hover a bar for its stage and duration</p>' + svg + _note(note))
+    return ('<p class="note">a band per thread, a row per stage depth, '
+            'a lane of rows per concurrent asyncio task; hover a bar for '
+            'its stage and duration</p>' + svg + _note(note))
 
 
 def _distributions(report: "Report") -> str:

@@ -1,9 +1,18 @@
 """The speedscope file format (https://www.speedscope.app): one evented
 profile per thread, frames shared, open and close events from the raw
-spans in time order. Where the run was sampled with a timeline, the code
-frames (``function (file.py:line)``) open and close inside their stage's
-events (views/code.py), the longest code.MAX_SLICES of them, and a thread
-sampled without spans of its own gets a profile of its code."""
+spans in time order. Where asyncio tasks interleaved on a thread, the
+thread has a profile per concurrent task ("task lane N", views/lanes.py,
+as in the Chrome trace) so that every profile nests and every task keeps
+its own close. Where the run was sampled with a timeline, the code frames
+(``function (file.py:line)``) open and close inside their stage's events
+(views/code.py), and a thread sampled without spans of its own gets a
+profile of its code.
+
+Large files stay usable, as the trace does: past ``max_events`` spans
+the shortest are left out (a kept span's parent is never shorter, so
+nesting holds), and so are code slices past ``max_events`` and those of
+a span left out; the file's name (speedscope's title bar) says how many,
+and its "aquaprof" member counts them."""
 from __future__ import annotations
 
 import json
@@ -15,9 +24,12 @@ import numpy as np
 
 from .._version import __version__
 from ..common.atomic import write_atomic
+from ..common.checks import whole
 from ..analysis.sampled_code import (
     MAX_SLICES, CodeSlice, labels, longest, slices)
+from .lanes import task_lanes
 from .threads import thread_label
+from .trace import MAX_EVENTS
 
 if TYPE_CHECKING:
     from ..model.report import Report
@@ -29,40 +41,104 @@ SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 Track = Tuple[List[int], List[int], List[int], List[int]]
 
 
-def speedscope(report: "Report", name: str = "aquaprof") -> Dict[str, Any]:
-    names = report.stage_names
-    start, stop = report.meta["start_ns"], report.meta["stop_ns"]
-    tracks = _span_tracks(report)
-    titles = [thread_label(t) for t in report.threads]
-    _add_code(report, tracks, titles, len(names))
-    profiles = [{"type": "evented", "name": title, "unit": "nanoseconds",
-                 "startValue": 0, "endValue": stop - start,
-                 "events": _events(track, start)}
-                for track, title in zip(tracks, titles)]
-    return {
-        "$schema": SCHEMA,
-        "shared": {"frames": [{"name": path} for path in names]
-                   + _code_frames(report)},
-        "profiles": profiles,
-        "name": name,
-        "activeProfileIndex": 0,
-        "exporter": f"aquaprof {__version__}",
-    }
+def speedscope(report: "Report", name: str = "aquaprof",
+               max_events: int = MAX_EVENTS) -> Dict[str, Any]:
+    """The file's document."""
+    return json.loads(speedscope_json(report, name, max_events))
 
 
-def _span_tracks(report: "Report") -> List[Track]:
-    """Each thread's spans as a track."""
+def speedscope_json(report: "Report", name: str = "aquaprof",
+                    max_events: int = MAX_EVENTS) -> str:
+    """The file as JSON text (events written as text directly: a dict per
+    event costs several times the time and memory)."""
+    if not whole(max_events, 0):
+        raise ValueError(f"max_events must be an int >= 0, got "
+                         f"{max_events!r}")
     spans = report.spans()
-    # grouped by thread once: one pass over the spans, not one a thread
-    by_thread = spans[np.argsort(spans["thread"], kind="stable")]
-    bounds = np.searchsorted(by_thread["thread"],
-                             np.arange(len(report.threads) + 1)).tolist()
+    kept, left_out = _longest_spans(spans, max_events)
+    tracks, titles, track_of_span, thread_track = _span_tracks(
+        report, spans, kept)
+    code_left_out = _add_code(report, tracks, titles,
+                              (track_of_span, thread_track),
+                              len(report.stage_names), max_events)
+    start, stop = report.meta["start_ns"], report.meta["stop_ns"]
+    counts = {"spans_in_report": int(len(spans)),
+              "spans_left_out": left_out,
+              "spans_never_recorded": int(report.spans_dropped),
+              "max_events": max_events}
+    if report.samples is not None:
+        counts["code_slices_left_out"] = code_left_out
+    head = {"$schema": SCHEMA,
+            "shared": {"frames": [{"name": path}
+                                  for path in report.stage_names]
+                       + _code_frames(report)},
+            "name": name + _left_out_note(counts),
+            "activeProfileIndex": 0,
+            "exporter": f"aquaprof {__version__}",
+            "aquaprof": counts}
+    profiles = [
+        '{"type":"evented","name":' + json.dumps(title)
+        + f',"unit":"nanoseconds","startValue":0,"endValue":{stop - start}'
+        + ',"events":[' + ",".join(_events(track, start)) + "]}"
+        for track, title in zip(tracks, titles)]
+    text = json.dumps(head, separators=(",", ":"))
+    return text[:-1] + ',"profiles":[' + ",".join(profiles) + "]}"
+
+
+def _left_out_note(counts: Dict[str, int]) -> str:
+    """What the file leaves out, in the words of the trace's note; "" if
+    nothing."""
+    left_out, never = counts["spans_left_out"], counts["spans_never_recorded"]
+    if not (left_out or never):
+        return ""
+    return (f" (aquaprof: {left_out} shortest spans left out of this file "
+            f"(max_events={counts['max_events']}), {never} beyond "
+            f"max_spans never recorded; the report's aggregates count them "
+            f"all)")
+
+
+def _longest_spans(spans: np.ndarray, max_events: int
+                   ) -> Tuple[np.ndarray, int]:
+    """The indices of the spans written (the max_events longest, in
+    order) and how many were left out."""
+    if len(spans) <= max_events:
+        return np.arange(len(spans)), 0
+    duration = spans["end_ns"] - spans["start_ns"]
+    # stable: equal durations keep the earlier (outer) span
+    kept = np.sort(np.argsort(-duration, kind="stable")[:max_events])
+    return kept, len(spans) - max_events
+
+
+def _span_tracks(report: "Report", spans: np.ndarray, kept: np.ndarray
+                 ) -> Tuple[List[Track], List[str], np.ndarray, List[int]]:
+    """A track per thread and task lane of the kept spans, lanes right
+    after their thread's own; their titles; each span's track (-1 for a
+    span left out); and each thread's own track."""
+    threads = spans["thread"][kept].astype(np.int64)
+    lanes = task_lanes(spans, kept)
+    lane_count = np.ones(len(report.threads), np.int64)
+    np.maximum.at(lane_count, threads, lanes + 1)
+    first = np.concatenate(([0], np.cumsum(lane_count)))
+    track = first[threads] + lanes
+    track_of_span = np.full(len(spans), -1, np.int64)
+    track_of_span[kept] = track
+    # grouped by track once: one pass over the spans, not one a track
+    order = np.argsort(track, kind="stable")
+    mine_of = kept[order]
+    bounds = np.searchsorted(track[order],
+                             np.arange(int(first[-1]) + 1)).tolist()
     tracks: List[Track] = []
+    titles: List[str] = []
     for t in report.threads:
-        mine = by_thread[bounds[t["index"]]:bounds[t["index"] + 1]]
-        tracks.append((mine["start_ns"].tolist(), mine["end_ns"].tolist(),
-                       mine["stage"].tolist(), [0] * len(mine)))
-    return tracks
+        for lane in range(int(lane_count[t["index"]])):
+            at = int(first[t["index"]]) + lane
+            mine = spans[mine_of[bounds[at]:bounds[at + 1]]]
+            tracks.append((mine["start_ns"].tolist(),
+                           mine["end_ns"].tolist(),
+                           mine["stage"].tolist(), [0] * len(mine)))
+            titles.append(thread_label(t) + (f", task lane {lane}"
+                                             if lane else ""))
+    return tracks, titles, track_of_span, first[:-1].tolist()
 
 
 def _code_frames(report: "Report") -> List[Dict[str, Any]]:
@@ -74,64 +150,74 @@ def _code_frames(report: "Report") -> List[Dict[str, Any]]:
 
 
 def _add_code(report: "Report", tracks: List[Track], titles: List[str],
-              first: int) -> None:
-    """The timeline's code slices onto the track of their span's thread
-    (outside any stage: the first thread of that tid, or a track of its
-    own); code frame i is frame first + i."""
-    spans = report.spans()
-    thread_of: Dict[Tuple[int, int], int] = {}
+              places: Tuple[np.ndarray, List[int]], first: int,
+              max_events: int) -> int:
+    """The timeline's code slices onto the track of their span (outside
+    any stage: the first thread of that tid, or a track of its own); code
+    frame i is frame first + i. Returns how many were left out: past
+    max_events the shortest, and those of a span left out."""
+    track_of_span, thread_track = places
+    cuts = slices(report)
+    track_of_thread: Dict[Tuple[int, int], int] = {}
     for t in report.threads:
-        thread_of.setdefault((t.get("process", 0), t["native_id"]),
-                             t["index"])
-    for c in longest(slices(report), MAX_SLICES):
-        track = _track_of(c, spans, thread_of, tracks, titles)
+        track_of_thread.setdefault((t.get("process", 0), t["native_id"]),
+                                   thread_track[t["index"]])
+    written = 0
+    for c in longest(cuts, min(max_events, MAX_SLICES)):
+        track = _track_of(c, track_of_span, track_of_thread, tracks, titles)
+        if track < 0:
+            continue
         begins, ends, frames, levels = tracks[track]
         begins.append(c.start_ns)
         ends.append(c.end_ns)
         frames.append(first + c.frame)
         levels.append(1 + c.depth)
+        written += 1
+    return len(cuts) - written
 
 
-def _track_of(c: CodeSlice, spans: np.ndarray,
-              thread_of: Dict[Tuple[int, int], int], tracks: List[Track],
-              titles: List[str]) -> int:
+def _track_of(c: CodeSlice, track_of_span: np.ndarray,
+              track_of_thread: Dict[Tuple[int, int], int],
+              tracks: List[Track], titles: List[str]) -> int:
     if c.span >= 0:
-        return int(spans["thread"][c.span])
+        return int(track_of_span[c.span])
     key = (c.process, c.tid)
-    if key not in thread_of:
-        thread_of[key] = len(tracks)
+    if key not in track_of_thread:
+        track_of_thread[key] = len(tracks)
         tracks.append(([], [], [], []))
         titles.append(f"tid {c.tid} (process {c.process}), sampled code")
-    return thread_of[key]
+    return track_of_thread[key]
 
 
-def _events(track: Track, start: int) -> List[Dict[str, Any]]:
-    """A track's intervals as open and close events in time order."""
+def _events(track: Track, start: int) -> List[str]:
+    """A track's intervals as open and close events (JSON texts) in time
+    order."""
     begins, ends, frames, levels = (np.asarray(x, np.int64) for x in track)
     # outer before inner at equal starts: the longer first, then the
     # shallower
     order = np.lexsort((levels, -ends, begins))
-    events: List[Dict[str, Any]] = []
-    open_ends: List[tuple] = []        # (end_ns, frame) of open intervals
-    for begin, end, frame in zip(begins[order].tolist(),
-                                 ends[order].tolist(),
+    events: List[str] = []
+    open_ends: List[Tuple[int, int]] = []   # (end_ns, frame) still open
+    for begin, end, frame in zip((begins[order] - start).tolist(),
+                                 (ends[order] - start).tolist(),
                                  frames[order].tolist()):
         while open_ends and open_ends[-1][0] <= begin:
             close, closing = open_ends.pop()
-            events.append({"type": "C", "frame": closing,
-                           "at": close - start})
-        # a child ends within its parent; clamp what the clock blurs
+            events.append(f'{{"type":"C","frame":{closing},"at":{close}}}')
+        # a child ends within its parent (lanes see to spans); clamp what
+        # the clock blurs
         if open_ends:
             end = min(end, open_ends[-1][0])
-        events.append({"type": "O", "frame": frame, "at": begin - start})
+        events.append(f'{{"type":"O","frame":{frame},"at":{begin}}}')
         open_ends.append((end, frame))
     while open_ends:
-        close, frame = open_ends.pop()
-        events.append({"type": "C", "frame": frame, "at": close - start})
+        close, closing = open_ends.pop()
+        events.append(f'{{"type":"C","frame":{closing},"at":{close}}}')
     return events
 
 
 def write_speedscope(report: "Report", path: Union[str, os.PathLike],
-                     name: str = "aquaprof") -> Path:
-    text = json.dumps(speedscope(report, name), separators=(",", ":"))
-    return write_atomic(path, text.encode("utf-8"))
+                     name: str = "aquaprof",
+                     max_events: int = MAX_EVENTS) -> Path:
+    return write_atomic(path, speedscope_json(report, name, max_events)
+                        .encode("utf-8"))

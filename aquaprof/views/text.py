@@ -22,7 +22,7 @@ from ..common.words import first_of, plural, shorten, shorten_name, \
 from ..common.units import (
     align_columns, fmt_bytes, fmt_rate, fmt_time, printable)
 from ..analysis.run_cost import run_cost
-from .threads import threads_summary
+from .threads import thread_count, threads_summary
 
 if TYPE_CHECKING:
     from ..model.report import Report, StageStats
@@ -48,11 +48,8 @@ def _label(s: "StageStats", width: int = _NAME_MAX) -> str:
 
 def header_lines(rep: "Report") -> List[str]:
     meta = rep.meta
-    threads = len(rep.threads)
-    names = threads_summary(rep.threads)
     lines = [
-        f"aquaprof report: {fmt_time(rep.wall)} wall, "
-        f"{plural(threads, 'thread')}{f' ({names})' if names else ''}, "
+        f"aquaprof report: {fmt_time(rep.wall)} wall, {_threads_said(rep)}, "
         f"{plural(rep.spans_recorded, 'span')} recorded, "
         f"{rep.spans_dropped:,} dropped",
     ]
@@ -82,6 +79,21 @@ def header_lines(rep: "Report") -> List[str]:
     if children:
         lines.append(children)
     return lines
+
+
+def _threads_said(rep: "Report") -> str:
+    """``2 threads (MainThread, loader)``; where the sampler saw threads
+    that recorded no stage, how many it saw in all, as the flamegraph's
+    root counts them: ``1 thread with stages (MainThread), 7 sampled``."""
+    staged = len(rep.threads)
+    names = threads_summary(rep.threads)
+    named = f" ({names})" if names else ""
+    seen, processes = thread_count(rep)
+    if seen <= staged:
+        return f"{plural(staged, 'thread')}{named}"
+    where = f" in {processes} processes" if processes > 1 else ""
+    return (f"{plural(staged, 'thread')} with stages{named}, {seen:,} "
+            f"sampled{where}")
 
 
 #: what a late round is, said under the sampling line when there were some

@@ -1,6 +1,8 @@
 """Timelines of a report as static SVG for the HTML page: the stage spans
-of each thread of each process, nested by depth, and the GPU work of
-each device and stream where the run traced it.
+of each thread of each process, nested by depth (asyncio tasks that
+overlapped on a lane each, as in the trace), titled by the Python
+thread's name, and the GPU work of each device and stream where the run
+traced it.
 
 Both share the run's time axis (0 at the profiler's start) and one
 drawing width; every bar has a tooltip (<title>). A run with very many
@@ -16,7 +18,10 @@ from typing import TYPE_CHECKING, Dict, List, Tuple
 import numpy as np
 
 from ..common.units import fmt_time, printable
+from ..common.words import shorten
 from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
+from .lanes import task_lanes
+from .threads import thread_label
 
 if TYPE_CHECKING:
     from ..model.report import Report
@@ -25,6 +30,12 @@ WIDTH = 1200
 LABEL = 220          # the left column: thread and stream names
 ROW = 14
 MAX_BARS = 20_000    # per timeline: past it, the longest are drawn
+#: the most characters of a band's title: the rest of the label column
+#: is the bars'
+TITLE_CHARS = 34
+
+# a lane's rows: from which y, and the stage depth of its first row
+LaneRows = Tuple[int, int]
 
 _GPU_KINDS = {KERNEL: ("kernel", "rgb(118,185,0)"),
               MEMCPY: ("memcpy", "rgb(66,133,244)"),
@@ -77,8 +88,10 @@ def _svg(rows: List[str], bars: List[str], height: int,
 
 def spans_svg(report: "Report") -> Tuple[str, str]:
     """The stage timeline: a band per thread (grouped by process), a row
-    per stage depth in it; and a note of what was left out ("" if
-    nothing). ("", why) when there are no spans to draw."""
+    per stage depth in it, and where asyncio tasks overlapped a lane of
+    rows per concurrent task (views/lanes.py, as in the trace); and a
+    note of what was left out ("" if nothing). ("", why) when there are
+    no spans to draw."""
     spans = report.spans()
     if len(spans) == 0:
         why = ("no spans were recorded" if report.spans_dropped == 0 else
@@ -89,42 +102,26 @@ def spans_svg(report: "Report") -> Tuple[str, str]:
     names = report.stage_names
     depth = np.array([n.count("/") for n in names], dtype=np.int64)
     keep, left_out = _longest(spans["start_ns"], spans["end_ns"])
+    lanes = task_lanes(spans, keep).tolist()
     spans = spans[keep]
-    threads, processes = report.threads, report.processes
-    band: Dict[int, int] = {}        # thread -> its first row
-    rows, y = [], 24
-    for p, proc in enumerate(processes):
-        mine = [(ti, t) for ti, t in enumerate(threads)
-                if t.get("process", 0) == p]
-        if not mine:
-            continue
-        if len(processes) > 1:
-            rows.append(f'<text x="4" y="{y + 11}" class="proc">'
-                        f'{html.escape(printable(str(proc["label"])))}'
-                        f'</text>')
-            y += ROW + 2
-        for ti, t in mine:
-            on = spans["thread"] == ti
-            deepest = int(depth[spans["stage"][on]].max()) if on.any() \
-                else 0
-            band[ti] = y
-            rows.append(f'<rect x="0" y="{y}" width="{WIDTH}" '
-                        f'height="{(deepest + 1) * ROW}" fill="#f3f3ee"/>'
-                        f'<text x="4" y="{y + 11}">thread {t["index"]} '
-                        f'(tid {t["native_id"]})</text>')
-            y += (deepest + 1) * ROW + 4
+    span_depths = depth[spans["stage"]].tolist()
+    rows, row_of, height = _bands(report, spans["thread"].tolist(), lanes,
+                                  span_depths)
     scale = (WIDTH - LABEL - 10) / wall_ns if wall_ns > 0 else 0.0
     bars = []
-    for stage, thread, begin, end in zip(
-            spans["stage"].tolist(), spans["thread"].tolist(),
-            spans["start_ns"].tolist(), spans["end_ns"].tolist()):
-        if thread not in band:
+    for stage, thread, lane, at_depth, begin, end in zip(
+            spans["stage"].tolist(), spans["thread"].tolist(), lanes,
+            span_depths, spans["start_ns"].tolist(),
+            spans["end_ns"].tolist()):
+        if (thread, lane) not in row_of:
             continue
+        top, shallowest = row_of[(thread, lane)]
         x = LABEL + (begin - origin) * scale
         w = max((end - begin) * scale, 0.5)
         path = printable(names[stage])
-        bars.append(f'<rect x="{x:.2f}" y="{band[thread] + depth[stage] * ROW}'
-                    f'" width="{w:.2f}" height="{ROW - 1}" fill="'
+        y = top + (at_depth - shallowest) * ROW
+        bars.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" '
+                    f'height="{ROW - 1}" fill="'
                     f'{_stage_colour(path)}"><title>'
                     f'{html.escape(path)}: {fmt_time((end - begin) * 1e-9)}'
                     f'</title></rect>')
@@ -134,7 +131,69 @@ def spans_svg(report: "Report") -> Tuple[str, str]:
         note += ("; " if note else "") + (
             f"{report.spans_dropped:,} spans went past max_spans and were "
             f"never recorded")
-    return _svg(rows, bars, y + 4, wall_ns), note
+    return _svg(rows, bars, height, wall_ns), note
+
+
+def _lane_depths(threads: List[int], lanes: List[int], depths: List[int]
+                 ) -> Dict[Tuple[int, int], Tuple[int, int]]:
+    """{(thread, lane): (shallowest, deepest) stage depth drawn there}; a
+    thread's own lane starts at depth 0, so its top stages line up."""
+    out: Dict[Tuple[int, int], Tuple[int, int]] = {}
+    for key, d in zip(zip(threads, lanes), depths):
+        low, high = out.get(key, (0 if key[1] == 0 else d, d))
+        out[key] = (min(low, d), max(high, d))
+    return out
+
+
+def _lane_rows(thread: int, extent: Dict[Tuple[int, int], Tuple[int, int]],
+               row_of: Dict[Tuple[int, int], LaneRows], y: int
+               ) -> Tuple[List[str], int]:
+    """Places the thread's lanes from y on (a row for a thread that drew
+    nothing); their titles, and the y below them."""
+    titles: List[str] = []
+    lanes = sorted(lane for who, lane in extent if who == thread)
+    for lane in lanes or [0]:
+        low, high = extent.get((thread, lane), (0, 0))
+        row_of[(thread, lane)] = (y, low)
+        if lane:
+            titles.append(f'<text x="14" y="{y + 11}" class="lane" '
+                          f'fill="#777">'
+                          f'task lane {lane}</text>')
+        y += (high - low + 1) * ROW
+    return titles, y
+
+
+def _bands(report: "Report", threads: List[int], lanes: List[int],
+           depths: List[int]
+           ) -> Tuple[List[str], Dict[Tuple[int, int], LaneRows], int]:
+    """The threads' bands, grouped by process: their backgrounds and
+    titles, where each lane's rows start, and the height of them all."""
+    extent = _lane_depths(threads, lanes, depths)
+    processes = report.processes
+    rows: List[str] = []
+    row_of: Dict[Tuple[int, int], LaneRows] = {}
+    y = 24
+    for p, proc in enumerate(processes):
+        mine = [t for t in report.threads if t.get("process", 0) == p]
+        if not mine:
+            continue
+        if len(processes) > 1:
+            rows.append(f'<text x="4" y="{y + 11}" class="proc">'
+                        f'{html.escape(printable(str(proc["label"])))}'
+                        f'</text>')
+            y += ROW + 2
+        for t in mine:
+            top = y
+            lane_titles, y = _lane_rows(t["index"], extent, row_of, y)
+            title = shorten(thread_label(t), TITLE_CHARS)
+            # the background first: SVG paints in order
+            rows.append(f'<rect x="0" y="{top}" width="{WIDTH}" '
+                        f'height="{y - top}" fill="#f3f3ee"/>'
+                        f'<text x="4" y="{top + 11}">'
+                        f'{html.escape(title)}</text>')
+            rows += lane_titles
+            y += 4
+    return rows, row_of, y + 4
 
 
 def gpu_svg(report: "Report") -> Tuple[str, str]:

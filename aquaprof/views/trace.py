@@ -30,6 +30,7 @@ from ..common.atomic import write_atomic
 from ..common.progress import progress
 from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 from ..analysis.sampled_code import CodeSlice, labels, longest, slices
+from .lanes import task_lanes
 from .threads import thread_label
 
 if TYPE_CHECKING:
@@ -118,38 +119,13 @@ _LANE_TID = 1 << 40     # + thread tid * 4096 + lane: clear of real tids
 
 def _lane_tids(spans: np.ndarray, kept: np.ndarray,
                tids: List[int]) -> Dict[int, int]:
-    """The track (tid) of each kept span: its thread's, unless it overlaps
-    a span of its thread without nesting in it (asyncio tasks interleaved
-    at their awaits), then a lane of the thread where it nests. Only spans
-    suspended or left open can overlap so: without any, all is one lane."""
-    out = {int(k): tids[int(spans["thread"][k])] for k in kept}
-    flags = spans["flags"][kept]
-    if not (flags & (_core.SPAN_SUSPENDED | _core.SPAN_UNCLOSED)).any():
-        return out
-    order = kept[np.lexsort((-spans["end_ns"][kept], spans["start_ns"][kept],
-                             spans["thread"][kept]))]
-    lane_of: Dict[int, int] = {}
-    lanes: Dict[int, List[List[Any]]] = {}   # thread: lane: open (end, span)
-    for k, thread, start, end, parent in zip(
-            order.tolist(), spans["thread"][order].tolist(),
-            spans["start_ns"][order].tolist(),
-            spans["end_ns"][order].tolist(),
-            spans["parent"][order].tolist()):
-        stacks = lanes.setdefault(thread, [])
-        for stack in stacks:
-            while stack and stack[-1][0] <= start:
-                stack.pop()
-        lane = lane_of.get(parent, -1)
-        if lane < 0 or not stacks[lane] or stacks[lane][-1][1] != parent:
-            lane = next((i for i, st in enumerate(stacks) if not st),
-                        len(stacks))
-            if lane == len(stacks):
-                stacks.append([])
-        stacks[lane].append((end, k))
-        lane_of[k] = lane
-        if lane:
-            out[k] = _LANE_TID + tids[thread] * 4096 + lane
-    return out
+    """The track (tid) of each kept span: its thread's, or for a span on
+    another lane of its thread (lanes.py) a tid of that lane's."""
+    thread_tids = np.asarray(tids, np.int64)[spans["thread"][kept]]
+    lanes = task_lanes(spans, kept)
+    track = np.where(lanes > 0, _LANE_TID + thread_tids * 4096 + lanes,
+                     thread_tids)
+    return dict(zip(kept.tolist(), track.tolist()))
 
 
 def _lane_names(spans: np.ndarray, kept: np.ndarray,

@@ -13,6 +13,7 @@ import aquaprof as ap
 import crafted
 from aquaprof import _core
 from aquaprof.common.units import fmt_bytes, fmt_time
+from aquaprof.views.threads import thread_label
 from aquaprof.views import page, timeline
 from aquaprof.views.flamegraph import flamegraph_svg
 from cli_runs import cli, one_line_error
@@ -106,8 +107,8 @@ def test_the_timeline_draws_every_span_on_its_thread(rep):
     names = rep.stage_names
     assert sorted(t.split(":")[0] for t in titles) == sorted(
         names[s] for s in spans["stage"])
-    for t in rep.threads:
-        assert f"thread {t['index']} (tid {t['native_id']})" in svg
+    for t in rep.threads:       # titled by the Python thread's name
+        assert thread_label(t) in svg
 
 
 def test_a_timeline_past_its_cap_draws_the_longest_and_says_so(

@@ -3,6 +3,7 @@ folded stacks, the SVG flamegraph (plain and differential), speedscope,
 HTML, the DataFrame and the %%aquaprof magic; and merged reports."""
 import json
 import mmap
+import re
 import sys
 import threading
 import time
@@ -241,6 +242,40 @@ def test_speedscope_file_follows_the_format(report, tmp_path):
                 assert stack.pop() == e["frame"]
         assert stack == []
     assert opened == report.spans_recorded
+
+
+# ------------------------------------------------------ text header
+
+def test_the_header_counts_the_threads_sampled_as_the_root_does(tmp_path):
+    """Threads that only waited record no stage; the sampler saw them,
+    and the header says how many there were in all, as the flamegraph's
+    root does."""
+    done = threading.Event()
+    waiters = [threading.Thread(target=done.wait, name=f"waiter{i}")
+               for i in range(3)]
+    with ap.Profiler(sample=0.001) as prof:
+        for t in waiters:
+            t.start()
+        with ap.stage("compute"):
+            busy(0.03)
+        done.set()
+        for t in waiters:
+            t.join()
+    rep = prof.report()
+    first = str(rep).splitlines()[0]
+    root = ET.parse(rep.to_flamegraph(tmp_path / "f.svg")).getroot()
+    label = next(g.get("data-n") for g in root.iter(f"{SVG}g")
+                 if g.get("data-path") == "")
+    sampled = int(re.fullmatch(r"all \((\d+) threads\)", label).group(1))
+    assert sampled >= 4
+    assert f", 1 thread with stages (MainThread), {sampled} sampled, " \
+        in first
+
+
+def test_the_header_names_the_threads_once_where_all_have_stages(report):
+    first = str(report).splitlines()[0]
+    assert ", 2 threads (MainThread, Thread-" in first
+    assert "sampled" not in first
 
 
 # ------------------------------------------------------ notebook
