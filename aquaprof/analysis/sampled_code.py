@@ -12,13 +12,14 @@ that imported, and the imported module's code sits right on it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, AbstractSet, Any, Dict, List, NamedTuple, \
-    Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Hashable, List, \
+    NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..common.units import printable
 from ..model.report import CodeFrame
+from .concurrency import union
 
 if TYPE_CHECKING:
     from ..model.report import Report
@@ -69,16 +70,16 @@ def _unimported(samples: Dict[str, Any]) -> List[Chain]:
 
 
 def trimmed(samples: Dict[str, Any],
-            groups: Optional[Sequence[int]] = None) -> List[Chain]:
+            groups: Optional[Sequence[Hashable]] = None) -> List[Chain]:
     """Each stack's frames, the import system's left out, without the
     leading frames that every stack of its group (by default its stage;
     else groups[i] for stack i) holds, the deepest of them kept; at most
     MAX_DEPTH of them, the outermost (deeper ones count as the last
     one's own)."""
     chains = _unimported(samples)
-    keys = groups if groups is not None else \
+    keys: Sequence[Hashable] = groups if groups is not None else \
         [s[2] for s in samples["stacks"]]
-    by_group: Dict[int, List[Chain]] = {}
+    by_group: Dict[Hashable, List[Chain]] = {}
     for key, chain in zip(keys, chains):
         if chain:
             by_group.setdefault(key, []).append(chain)
@@ -100,72 +101,292 @@ def _split(total: int, parts: Sequence[int]) -> List[int]:
     return out
 
 
-def weights(report: "Report") -> Dict[int, Dict[Chain, int]]:
-    """{stage id (-1: none): {trimmed chain: ns}}: a stage's self time
-    split over its stacks in proportion to their sampled wall time (a
-    stack of no frame keeps its part in the stage), so that the stage's
-    figures stay the spans'; outside any stage, the sampled wall time.
-    Chains of equal frames are one; the split rounds down cumulatively,
-    chains in the order of their labels (the empty chain first)."""
-    samples = report.samples
-    if not samples:
-        return {}
-    walls: Dict[int, Dict[Chain, int]] = {}
-    for s, chain in zip(samples["stacks"], trimmed(samples)):
-        mine = walls.setdefault(s[2], {})
-        mine[chain] = mine.get(chain, 0) + s[5]
-    names = labels(samples)
-    self_ns = {s.id: round(s.self_time * 1e9) for s in report.stages}
-    out: Dict[int, Dict[Chain, int]] = {}
-    for stage, chains in walls.items():
-        order = sorted(chains, key=lambda c: [names[f] for f in c])
-        ns = ([chains[c] for c in order] if stage < 0 else
-              _split(self_ns[stage], [chains[c] for c in order]))
-        out[stage] = {c: w for c, w in zip(order, ns) if c and w > 0}
+# ------------------------------------------------- stages on their clocks
+
+class StageClock(NamedTuple):
+    """Per stage id, ns: width, the stage's time on the clocks of the
+    threads that ran it, its sub-stages' included; own, the part of it
+    in none of its sub-stages (width less the sub-stages' widths); and
+    whether some thread's calls overlapped (asyncio tasks, greenlets),
+    where width and own differ from the stage's summed wall.total and
+    self_time."""
+
+    width: Dict[int, int]
+    own: Dict[int, int]
+    overlapped: bool
+
+
+def stage_clock(report: "Report") -> StageClock:
+    """Each stage's width and own time, counting every instant of a
+    thread once: an instant in which several calls of one thread were
+    open and in none of their sub-stages (tasks suspended at awaits) is
+    shared equally among them; one in which a single call was innermost
+    goes to it whole, so that on threads whose calls never overlapped
+    the figures are the stage's wall.total and self_time. A stage's
+    width is its own time and its sub-stages' widths: never less than
+    they add up to. Where spans were dropped (max_spans), the dropped
+    calls count as they are summed."""
+    stages = report.stages
+    width = {s.id: round(s.wall.total * 1e9) for s in stages}
+    own = {s.id: round(s.self_time * 1e9) for s in stages}
+    spans = report.spans()
+    swept = _overlapping(report)
+    if not swept.any():
+        return StageClock(width, own, False)
+    rows = np.flatnonzero(swept[spans["thread"]])
+    share = _leaf_shares(spans, rows)
+    ids = spans["stage"][rows].astype(np.int64)
+    length = np.maximum(spans["end_ns"][rows].astype(np.int64) -
+                        spans["start_ns"][rows].astype(np.int64), 0)
+    count = len(report)
+    swept_own = np.bincount(ids, weights=share, minlength=count)
+    swept_sum = np.bincount(ids, weights=length, minlength=count)
+    ids_of = {s.path: s.id for s in stages}
+    swept_width = swept_own.copy()
+    for s in reversed(stages):              # children before parents
+        if s.parent is not None:
+            swept_width[ids_of[s.parent]] += swept_width[s.id]
+    kids = dict.fromkeys(width, 0)
+    for s in reversed(stages):
+        sid = s.id
+        mine = max(width[sid] - int(round(swept_sum[sid] -
+                                          swept_width[sid])), 0)
+        width[sid] = max(mine, kids[sid])
+        own[sid] = width[sid] - kids[sid]
+        if s.parent is not None:
+            kids[ids_of[s.parent]] += width[sid]
+    return StageClock(width, own, True)
+
+
+def _overlapping(report: "Report") -> np.ndarray:
+    """overlapping_threads() of the report's spans; none where no call
+    was suspended, as one thread's calls overlap only across a switch
+    of task (an await, a greenlet's switch)."""
+    if not any(s.suspended for s in report.stages):
+        return np.zeros(0, bool)
+    return overlapping_threads(report.spans())
+
+
+def overlapping_threads(spans: np.ndarray) -> np.ndarray:
+    """Per thread index, whether two of its calls under the same call (or
+    both outside any) were open at once: asyncio tasks, greenlets. Sorted
+    by start, a group of intervals holds an overlap only where two
+    neighbours overlap."""
+    threads = int(spans["thread"].max()) + 1 if len(spans) else 0
+    out = np.zeros(threads, bool)
+    if len(spans) < 2:
+        return out
+    thread = spans["thread"].astype(np.int64)
+    parent = spans["parent"].astype(np.int64)
+    start = spans["start_ns"].astype(np.int64)
+    end = np.maximum(spans["end_ns"].astype(np.int64), start)
+    order = np.lexsort((start, parent, thread))
+    thread, parent = thread[order], parent[order]
+    start, end = start[order], end[order]
+    same = (thread[1:] == thread[:-1]) & (parent[1:] == parent[:-1])
+    out[thread[1:][same & (start[1:] < end[:-1])]] = True
     return out
 
 
+def _leaf_shares(spans: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per span of rows (ns, float): its share of its thread's time,
+    each instant shared equally among the calls then open and in none of
+    their sub-stages (the innermost)."""
+    share = np.zeros(len(spans))
+    parent = spans["parent"].tolist()
+    thread = spans["thread"][rows]
+    for t in np.unique(thread).tolist():
+        _sweep(spans, rows[thread == t], parent, share)
+    return share[rows]
+
+
+def _sweep(spans: np.ndarray, mine: np.ndarray, parent: List[int],
+           share: np.ndarray) -> None:
+    """One thread's calls (indices `mine`) in time order: `share` gets
+    each call's part of the time it was innermost. phi is the time each
+    innermost call has been given so far: a call's part is phi at its end
+    as innermost less phi at its start."""
+    start = spans["start_ns"][mine].astype(np.int64)
+    end = np.maximum(spans["end_ns"][mine].astype(np.int64), start)
+    times = np.concatenate([end, start])
+    opens = np.r_[np.zeros(len(mine), bool), np.ones(len(mine), bool)]
+    who = np.concatenate([mine, mine]).astype(np.int64)
+    # at one time, ends before starts; a parent (a lower index) starts
+    # before its children and ends after them
+    order = np.lexsort((np.where(opens, who, -who), opens, times))
+    inner: Dict[int, float] = {}        # innermost call: phi when it began
+    kids: Dict[int, int] = {}           # open call: its open sub-calls
+    phi, last = 0.0, 0
+    for t, is_open, x in zip(times[order].tolist(), opens[order].tolist(),
+                             who[order].tolist()):
+        if inner and t > last:
+            phi += (t - last) / len(inner)
+        last = t
+        p = parent[x]
+        if is_open:
+            if p in kids:
+                kids[p] += 1
+                if p in inner:
+                    share[p] += phi - inner.pop(p)
+            kids[x] = 0
+            inner[x] = phi
+        elif x in kids:
+            del kids[x]
+            if x in inner:
+                share[x] += phi - inner.pop(x)
+            if p in kids:
+                kids[p] -= 1
+                if not kids[p]:
+                    inner[p] = phi
+
+
+# ---------------------------------------------------- code on the stages
+
+#: the frame of a stage's own time during which the samples show none of
+#: its code running: its calls were suspended at an await
+AWAITING = "(awaiting)"
 #: the group of code sampled outside any stage on threads that only
 #: waited (views/threads.py idle_threads): the flamegraph folds it
 IDLE_GROUP = -2
 
 
+class CodeNames(NamedTuple):
+    """The names code chains hold: the samples' frame labels, then the
+    awaiting frame, then one frame per process (index processes + p), which
+    a report of several processes puts under each of its chains outside
+    any stage."""
+
+    names: List[str]
+    awaiting: int
+    processes: int
+
+
+def code_names(report: "Report") -> CodeNames:
+    frames = labels(report.samples) if report.samples else []
+    processes = [printable(str(p.get("label", f"pid {p.get('pid')}")))
+                 for p in report.processes]
+    return CodeNames(frames + [AWAITING] + processes, len(frames),
+                     len(frames) + 1)
+
+
+def weights(report: "Report") -> Dict[int, Dict[Chain, int]]:
+    """{stage id (-1: none): {chain: ns}}: code_times()'s wall times, no
+    thread folded (what the folded stacks write)."""
+    return {group: {c: wall for c, (wall, _) in chains.items() if wall > 0}
+            for group, chains in code_times(report).items()}
+
+
 def code_times(report: "Report",
-               idle: AbstractSet[Tuple[int, int]] = frozenset()
+               idle: AbstractSet[Tuple[int, int]] = frozenset(),
+               clock: Optional[StageClock] = None
                ) -> Dict[int, Dict[Chain, Tuple[int, int]]]:
     """{group: {trimmed chain: (wall ns, cpu ns)}}, the groups: a stage
     id, -1 for code sampled outside any stage on a thread not in `idle`
-    ((process, native id) pairs), IDLE_GROUP for those in it. A stage's
-    self wall time is split over its chains as weights() splits it, its
-    self CPU time (its CPU time less its sub-stages') in proportion to
-    their sampled CPU time; outside any stage, the sampled times. Chains
-    with neither time are left out."""
+    ((process, native id) pairs), IDLE_GROUP for those in it; chains
+    index code_names(). A stage's own time on the clock (stage_clock) is
+    split over its chains in proportion to their sampled wall time; a
+    stage whose calls were suspended at awaits gives its chains their
+    sampled wall time alone (what ran), and the rest of its own time to
+    the awaiting frame. Its self CPU time (its CPU time less its
+    sub-stages') is split in proportion to their sampled CPU time (where
+    calls were suspended, whose CPU time is not known, each chain has
+    its sampled CPU time). Code
+    outside any stage: its sampled times, less what a thread whose calls
+    overlapped spent in them (their stages' widths hold it); in a report
+    of several processes, under its process's frame. Chains with
+    neither time are left out."""
     samples = report.samples
     if not samples:
         return {}
+    clock = clock or stage_clock(report)
     stacks = samples["stacks"]
     groups = [s[2] if s[2] >= 0 else
               IDLE_GROUP if (s[0], s[1]) in idle else -1 for s in stacks]
+    several = len(report.processes) > 1
+    # with several processes, each thread's code outside stages is
+    # trimmed on its own: a forked child's stacks hold its parent's
+    # frames down to the fork
+    keys = [(g, s[0], s[1]) if g < 0 and several else g
+            for g, s in zip(groups, stacks)]
+    names = code_names(report)
+    inside = in_stages(report) if clock.overlapped else {}
     sampled: Dict[int, Dict[Chain, List[int]]] = {}
-    for s, group, chain in zip(stacks, groups, trimmed(samples, groups)):
+    for i, (s, group, chain) in enumerate(
+            zip(stacks, groups, trimmed(samples, keys))):
+        kept = 1.0 - inside.get(i, 0.0) if group < 0 else 1.0
+        if group < 0 and several:
+            chain = (names.processes + s[0],) + chain
         slot = sampled.setdefault(group, {}).setdefault(chain, [0, 0])
-        slot[0] += s[5]
-        slot[1] += s[6]
-    names = labels(samples)
-    stages = report.stages
-    self_wall = {s.id: round(s.self_time * 1e9) for s in stages}
-    self_cpu = _self_cpu(stages)
+        slot[0] += round(s[5] * kept)
+        slot[1] += round(s[6] * kept)
+    suspended = {s.id for s in report.stages if s.suspended}
+    self_cpu = _self_cpu(report.stages)
     out: Dict[int, Dict[Chain, Tuple[int, int]]] = {}
     for group, chains in sampled.items():
-        order = sorted(chains, key=lambda c: [names[f] for f in c])
+        order = sorted(chains, key=lambda c: [names.names[f] for f in c])
         wall = [chains[c][0] for c in order]
         cpu = [chains[c][1] for c in order]
         if group >= 0:
-            wall = _split(self_wall[group], wall)
-            cpu = _split(self_cpu[group], cpu)
+            # a suspended call's CPU time is not known: its samples' is
+            if group not in suspended:
+                cpu = _split(self_cpu[group], cpu)
+            wall = _stage_wall(clock.own[group], wall,
+                               group in suspended)
+            if len(wall) > len(order):
+                order.append((names.awaiting,))
+                cpu.append(0)
         out[group] = {c: (w, u) for c, w, u in zip(order, wall, cpu)
                       if c and (w > 0 or u > 0)}
     return out
+
+
+def _stage_wall(own: int, sampled: List[int], suspended: bool
+                ) -> List[int]:
+    """A stage's own wall time over its chains' sampled wall times: in
+    proportion; where its calls were suspended and the samples hold less
+    than its own time, each its sampled time and the rest last (the
+    awaiting frame's)."""
+    ran = sum(sampled)
+    if not suspended or ran >= own:
+        return _split(own, sampled)
+    return sampled + [own - ran]
+
+
+def in_stages(report: "Report") -> Dict[int, float]:
+    """{stack index: the share of its timeline samples taken while a
+    call of its thread was open}, for the stacks outside any stage of
+    the threads whose calls overlapped: the event loop between task
+    steps, which those calls' widths already hold."""
+    samples = report.samples or {}
+    timeline = samples.get("timeline")
+    if timeline is None or not len(timeline):
+        return {}
+    spans = report.spans()
+    swept = _overlapping(report)
+    if not swept.any():
+        return {}
+    index = {(int(t.get("process", 0)), int(t["native_id"])): t["index"]
+             for t in report.threads}
+    stacks = samples["stacks"]
+    thread = np.asarray([index.get((s[0], s[1]), -1) if s[2] < 0 else -1
+                         for s in stacks], np.int64)
+    thread[thread >= len(swept)] = -1
+    thread[thread >= 0] = np.where(swept[thread[thread >= 0]],
+                                   thread[thread >= 0], -1)
+    stack = timeline["stack"].astype(np.int64)
+    t = timeline["t_ns"].astype(np.int64)
+    of_sample = thread[stack]
+    open_then = np.zeros(len(t), bool)
+    for th in np.unique(of_sample[of_sample >= 0]).tolist():
+        rows = np.flatnonzero(of_sample == th)
+        mine = spans[spans["thread"] == th]
+        lo, hi = union(mine["start_ns"], mine["end_ns"])
+        at = np.searchsorted(lo, t[rows], "right") - 1
+        open_then[rows] = (at >= 0) & (t[rows] <= hi[np.maximum(at, 0)])
+    seen = np.bincount(stack, minlength=len(stacks))
+    inside = np.bincount(stack, weights=open_then, minlength=len(stacks))
+    return {i: float(inside[i] / seen[i])
+            for i in np.flatnonzero((thread >= 0) & (seen > 0)).tolist()}
 
 
 def _self_cpu(stages: Sequence[Any]) -> Dict[int, int]:

@@ -2,22 +2,29 @@
 self-contained interactive SVG (hover for name, time and share; click to
 zoom; a search box), plain or differential.
 
-A frame is a stage path, as wide as its total wall time; its children sit
-on it, left to right by name, and the gap beside them is its self time.
-Widths are thread time (threads that ran at once add up past the run's
-wall time); shares are of the run's wall time, as in the table. A
+A frame is a stage path, as wide as its time on the clocks of the
+threads that ran it (sampled_code.stage_clock: its total wall time,
+where its calls on a thread never overlapped; asyncio tasks open at once
+on one event loop counted once, not summed); its children sit on it,
+left to right by name, and the gap beside them is its own time. Widths
+are thread time (threads that ran at once add up past the run's wall
+time); shares are of the run's wall time, as in the table. A
 differential flamegraph colours each stage by the verdict Report.compare
 gives its self time per call, so that a parent is not painted for what
 its sub-stages did.
 Where the run was sampled, code frames (``function (file.py:line)``, in
-cool colours) share out a stage's self time in proportion to the sampled
-time of each call stack (views/code.py), and code sampled outside any
-stage sits on the root, as wide as its sampled time.
+cool colours) share out a stage's own time in proportion to the sampled
+time of each call stack; a stage whose calls were suspended at awaits
+gives its code only the time sampled running and the rest to an
+"(awaiting)" frame. Code sampled outside any stage sits on the root, as
+wide as its sampled time, under a frame naming its process where the
+report holds several.
 
-The work leads: threads that only waited (views/threads.py) fold into
-one grey frame, last on the root and drawn as their CPU time, which the
-script expands to their wall time. Every frame carries its wall and its
-CPU width, and the script switches between them. Code frames under
+The work leads: time that threads spent waiting outside any stage
+(views/threads.py) folds into one grey frame, last on the root and drawn
+as their CPU time, which the script expands to their wall time. Every
+frame carries its wall and its CPU width, and the script switches
+between them. Code frames under
 MIN_SHARE of the root are merged into the frame under them, and a note
 says how many. A frame names its parent by index and a code frame holds
 only its own name (the script makes paths), so that the drawing's size
@@ -37,7 +44,8 @@ from ..common.atomic import write_atomic
 from ..common.words import plural
 from ..common.units import fmt_time, printable
 from ..analysis.sampled_code import (
-    IDLE_GROUP, Chain, code_times, labels, weights)
+    IDLE_GROUP, Chain, CodeNames, StageClock, code_names, code_times,
+    stage_clock, weights)
 from .flamegraph_script import flamegraph_script
 from .threads import count_phrase, idle_threads, thread_count, threads_summary
 
@@ -52,21 +60,24 @@ _TOP = 77          # title, legend, switches and details lines
 
 
 def folded_lines(report: "Report") -> List[str]:
-    """``a;b;c <self ns>`` per stage path with self time, then a line per
-    sampled code stack under it, its share of that self time; the values
-    of a path and everything under it add up to its total. Code sampled
-    outside any stage comes last, at its sampled time. Frames are stage
-    names and code labels, ';' in a name written as ':', characters that
-    are not printable escaped (_units.printable)."""
+    """``a;b;c <self ns>`` per stage path with own time, then a line per
+    sampled code stack under it, its share of that own time (and the
+    awaiting frame's); the values of a path and everything under it add
+    up to its width, the flamegraph's (sampled_code.stage_clock: calls
+    that overlapped on a thread counted once). Code sampled outside any
+    stage comes last, at its sampled time, under its process's frame in
+    a report of several. Frames are stage names and code labels, ';' in
+    a name written as ':', characters that are not printable escaped
+    (_units.printable)."""
+    clock = stage_clock(report)
     code = weights(report)
-    names = [n.replace(";", ":") for n in
-             (labels(report.samples) if report.samples else [])]
+    names = [n.replace(";", ":") for n in code_names(report).names]
     lines = []
     for stage in report.stages:
         frames = [printable(part).replace(";", ":")
                   for part in stage.path.split("/")]
         mine = code.get(stage.id, {})
-        self_ns = round(stage.self_time * 1e9) - sum(mine.values())
+        self_ns = clock.own[stage.id] - sum(mine.values())
         if self_ns > 0:
             lines.append(f"{';'.join(frames)} {self_ns}")
         lines += _code_lines(frames, mine, names)
@@ -98,7 +109,7 @@ IDLE_LABEL = "idle threads"
 class _Frame:
     __slots__ = ("path", "name", "key", "depth", "total", "cpu",
                  "self_time", "x", "children", "base", "code", "idle",
-                 "hidden", "change", "calls", "parent")
+                 "hidden", "change", "calls", "parent", "about")
 
     def __init__(self, path: Optional[str], name: str, depth: int,
                  total: float, self_time: float, code: bool = False,
@@ -120,6 +131,7 @@ class _Frame:
         self.code = code                      # sampled code, not a stage
         self.idle = False                     # the idle threads' frame
         self.hidden = False                   # folded with the idle ones
+        self.about = "sampled code" if code else ""   # hover text's end
         # a diff's verdicts on the stage: of its self time per call (its
         # colour), and of its whole calls (what compare says)
         self.change: Optional["StageChange"] = None
@@ -144,8 +156,21 @@ class _Tree(NamedTuple):
     min_share: float
 
 
+#: what the hover text says of the frames that are not code
+AWAITING_ABOUT = ("its calls suspended at an await: time of the stage's "
+                  "own that no sample shows its code running")
+PROCESS_ABOUT = "the code this process ran outside any stage"
+
+
+def _about(f: int, names: CodeNames) -> str:
+    """The end of a code chain's frame's hover text."""
+    if f == names.awaiting:
+        return AWAITING_ABOUT
+    return PROCESS_ABOUT if f >= names.processes else "sampled code"
+
+
 def _add_code(parent: _Frame, chains: Dict[Chain, Tuple[int, int]],
-              names: Sequence[str]) -> None:
+              names: CodeNames) -> None:
     """The sampled code stacks ((wall, cpu) ns each) as frames above
     parent."""
     # by label: code objects that read the same are one frame
@@ -153,11 +178,13 @@ def _add_code(parent: _Frame, chains: Dict[Chain, Tuple[int, int]],
     for chain, (wall, cpu) in chains.items():
         under = parent
         for f in chain:
-            frame = made.get((id(under), names[f]))
+            name = names.names[f]
+            frame = made.get((id(under), name))
             if frame is None:
-                frame = _Frame(None, names[f], under.depth + 1, 0.0, 0.0,
-                               code=True, key=(under.key, names[f]))
-                made[(id(under), names[f])] = frame
+                frame = _Frame(None, name, under.depth + 1, 0.0, 0.0,
+                               code=True, key=(under.key, name))
+                frame.about = _about(f, names)
+                made[(id(under), name)] = frame
                 under.children.append(frame)
             frame.total += wall * 1e-9
             frame.cpu += cpu * 1e-9
@@ -165,20 +192,49 @@ def _add_code(parent: _Frame, chains: Dict[Chain, Tuple[int, int]],
         under.self_time += wall * 1e-9
 
 
-def _stage_frames(report: "Report") -> Tuple[_Frame, Dict[str, _Frame]]:
-    """The root and a frame per stage path on it."""
+def _stage_frames(report: "Report", clock: StageClock
+                  ) -> Tuple[_Frame, Dict[str, _Frame]]:
+    """The root and a frame per stage path on it, as wide as the stage's
+    time on its threads' clocks (calls that overlapped counted once)."""
     root = _Frame("", "all", 0, 0.0, 0.0)
     by_path: Dict[str, _Frame] = {}
     for s in report.stages:                 # tree order: parents first
-        frame = _Frame(s.path, s.name, s.depth + 1, s.wall.total,
-                       s.self_time, cpu=s.cpu, key=s.path)
+        frame = _Frame(s.path, s.name, s.depth + 1,
+                       clock.width[s.id] * 1e-9, clock.own[s.id] * 1e-9,
+                       cpu=s.cpu, key=s.path)
+        frame.about = _overlap(s, frame.total)
         by_path[s.path] = frame
         (by_path[s.parent] if s.parent else root).children.append(frame)
     return root, by_path
 
 
+def _overlap(stage: Any, width: float) -> str:
+    """What a stage frame narrower than its summed calls says of them:
+    ``50 calls, up to 50 at once, 8.86 s summed``."""
+    summed = stage.wall.total
+    if summed - width < 1e-9:
+        return ""
+    at_once = f", up to {stage.at_once} at once" if stage.at_once > 1 \
+        else ", some at once"
+    return (f"{plural(stage.count, 'call')}{at_once}, {fmt_time(summed)} "
+            f"summed, drawn once on the clock")
+
+
+def _cpu_fitted(frame: _Frame) -> None:
+    """Every frame at least as wide by CPU time as what stands on it: a
+    stage whose calls were suspended at awaits knows no CPU time of
+    those calls, its sub-stages and code may."""
+    order, todo = [], [frame]
+    while todo:
+        f = todo.pop()
+        order.append(f)
+        todo.extend(f.children)
+    for f in reversed(order):
+        f.cpu = max(f.cpu, sum(c.cpu for c in f.children))
+
+
 def _idle_frame(root: _Frame, chains: Dict[Chain, Tuple[int, int]],
-                names: Sequence[str], threads: int) -> _Frame:
+                names: CodeNames, threads: int) -> _Frame:
     """The threads that only waited, folded into one frame on the root."""
     frame = _Frame(None, f"{IDLE_LABEL} ({threads})", 1, 0.0, 0.0,
                    code=True, key=((), IDLE_LABEL))
@@ -250,16 +306,18 @@ def _frames(report: "Report", min_share: float = MIN_SHARE) -> _Tree:
     thread time of everything on it (threads that ran at once add up
     past the run's wall time), the threads that only waited counted by
     their CPU time until the idle threads' frame is expanded."""
-    root, by_path = _stage_frames(report)
+    clock = stage_clock(report)
+    root, by_path = _stage_frames(report, clock)
     idle = idle_threads(report)
-    code = code_times(report, idle)
-    names = labels(report.samples) if report.samples else []
+    code = code_times(report, idle, clock)
+    names = code_names(report)
     for s in report.stages:
         if s.id in code:
             _add_code(by_path[s.path], code[s.id], names)
     _add_code(root, code.get(-1, {}), names)
     folded = _idle_frame(root, code[IDLE_GROUP], names, len(idle)) \
         if code.get(IDLE_GROUP) else None
+    _cpu_fitted(root)
     root.total = sum(f.width for f in root.children)
     root.cpu = sum(f.cpu for f in root.children)
     merged, merged_s = _prune(root, min_share)
@@ -338,8 +396,9 @@ def _root_details(tree: _Tree, report: "Report") -> str:
     idle = tree.idle
     if idle is not None:
         text += (f"; the {tree.idle_threads} idle threads count their "
-                 f"{fmt_time(idle.cpu)} of CPU time, not their "
-                 f"{fmt_time(idle.total)} of waiting, until expanded")
+                 f"{fmt_time(idle.cpu)} of CPU time outside any stage, "
+                 f"not their {fmt_time(idle.total)} of waiting there, "
+                 f"until expanded")
     return text
 
 
@@ -354,8 +413,8 @@ def _details(frame: _Frame, tree: _Tree, report: "Report",
     elif frame.idle:
         busy = frame.cpu / frame.total * 100 if frame.total else 0.0
         text = (f"{frame.name}: {fmt_time(frame.total)} of thread time, on "
-                f"a CPU {busy:.0f} % of it: threads that opened no stage "
-                f"and only waited, drawn as their {fmt_time(frame.cpu)} of "
+                f"a CPU {busy:.0f} % of it: threads that waited outside "
+                f"any stage, drawn as their {fmt_time(frame.cpu)} of "
                 f"CPU time until expanded (click)")
     else:
         share = frame.total / report.wall * 100 if report.wall else 0.0
@@ -364,7 +423,7 @@ def _details(frame: _Frame, tree: _Tree, report: "Report",
         text = (f"{frame.path if frame.path is not None else frame.name}: "
                 f"{fmt_time(frame.total)} ({share:.1f} % of the run), "
                 f"self {fmt_time(max(self_time, 0.0))}"
-                + ("; sampled code" if frame.code else ""))
+                + (f"; {frame.about}" if frame.about else ""))
     return text + _diff_details(frame) if diff else text
 
 
@@ -392,8 +451,9 @@ def legend_svg(diff: bool, threshold: float, alpha: float) -> str:
     """The lines under the title: what width and shares are, and for a
     diff what each colour says."""
     lines = ['<text class="legend" x="10" y="40">width: thread time, wall '
-             'or CPU (threads that ran at once add up); % of the run\'s '
-             'wall time, as in the table; click to zoom</text>']
+             'or CPU (threads that ran at once add up, tasks open at once '
+             'on one thread count once); % of the run\'s wall time, as in '
+             'the table; click to zoom</text>']
     if diff:
         key = [("slower", "rgb(235,95,95)"), ("same or noisy", NEUTRAL),
                ("faster", "rgb(95,95,235)"), ("new", NEW)]
@@ -452,8 +512,8 @@ def _notes(tree: _Tree) -> List[str]:
         busy = idle.cpu / idle.total * 100 if idle.total else 0.0
         n = tree.idle_threads
         notes.append(
-            f"{plural(n, 'idle thread')} (no stage, on a CPU {busy:.0f} % "
-            f"of their {fmt_time(idle.total)}) folded into "
+            f"{plural(n, 'idle thread')} (outside any stage, on a CPU "
+            f"{busy:.0f} % of their {fmt_time(idle.total)}) folded into "
             f"\"{IDLE_LABEL} ({n})\", drawn as their CPU time")
     if tree.merged:
         notes.append(
@@ -537,11 +597,26 @@ def controls_svg(drawing: Drawing, y: int) -> str:
                      f'data-show="{show}" data-fold="{fold}">{show}</text>')
         x += 7 * max(len(show), len(fold)) + 14
     if drawing.notes:
-        # past the right edge the line is cut: its tooltip holds it all
-        note = html.escape("; ".join(drawing.notes))
-        parts.append(f'<text class="legend note" x="{x}" y="{y}">'
-                     f'<title>{note}</title>{note}</text>')
+        # what does not fit ends in an ellipsis, its tooltip holds it all;
+        # the script fits it again to the width the drawing takes
+        note = "; ".join(drawing.notes)
+        shown = html.escape(ellipsized(note, int((WIDTH - PAD - x) / 7.5)))
+        note = html.escape(note, True)
+        parts.append(f'<text class="legend note" x="{x}" y="{y}" '
+                     f'data-note="{note}"><title>{note}</title>{shown}'
+                     f'</text>')
     return "\n".join(parts)
+
+
+def ellipsized(text: str, room: int) -> str:
+    """text cut to `room` characters at a word's end, an ellipsis
+    after it, where it holds more."""
+    if len(text) <= room:
+        return text
+    cut = text[:max(room - 1, 0)]
+    if text[len(cut)] != " " and " " in cut:     # a word cut short
+        cut = cut[:cut.rindex(" ")]
+    return cut.rstrip(" ;,") + "\u2026"
 
 
 def fold_labels(threads: int) -> Tuple[str, str]:

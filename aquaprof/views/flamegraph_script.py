@@ -219,6 +219,22 @@ _ENGINE = r"""
     if (!open && view > idle && view < end[idle]) { view = 0; }
     draw(); search(term.value);
   }
+  // the SVG file's note cut at a word's end to the width it has, an
+  // ellipsis after it (the fragment's is HTML, which CSS cuts)
+  function fitNote() {
+    Array.prototype.forEach.call(root.querySelectorAll("text[data-note]"),
+      function (el) {
+        var words = el.getAttribute("data-note").split(" ");
+        var room = width - PAD - parseFloat(el.getAttribute("x"));
+        var shown = words.join(" ");
+        el.lastChild.nodeValue = shown;
+        while (el.getComputedTextLength() > room && words.length > 1) {
+          words.pop();
+          shown = words.join(" ").replace(/[ ;,]+$/, "") + "\u2026";
+          el.lastChild.nodeValue = shown;
+        }
+      });
+  }
   // the drawing as wide as it shows: a viewBox of its width in pixels,
   // the frames laid out again and what hangs on the right edge moved
   function measure() {
@@ -231,6 +247,7 @@ _ENGINE = r"""
         var right = parseFloat(el.getAttribute("data-right"));
         el.setAttribute("x", width - right);
       });
+    fitNote();
     draw();
   }
   frames.forEach(function (g, i) {
@@ -266,6 +283,7 @@ _ENGINE = r"""
     new ResizeObserver(measure).observe(svg);
   }
   window.addEventListener("resize", measure);
+  fitNote();
   measure();
 })(@ROOT@, @KEYS@);
 """

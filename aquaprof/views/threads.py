@@ -5,15 +5,18 @@ files written before names were recorded). Names are the program's text:
 non-printable characters come escaped (_units.printable); each view
 escapes them further for its format (XML, HTML, JSON).
 
-Which threads only waited (sampled all run, no stage, hardly on a CPU:
-queue feeders, a DataLoader worker's resource sharer), so that the
-flamegraph folds them, and how many threads and processes a report saw
-in all, for its root."""
+Which threads only waited outside their stages (most of their sampled
+time outside any stage, hardly on a CPU there: queue feeders, a
+DataLoader worker's resource sharer, a DataLoader worker blocked on its
+queue between the items it loads), so that the flamegraph folds that
+time, and how many threads and processes a report saw in all, for its
+root."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, \
-    Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, \
+    Optional, Sequence, Set, Tuple
 
+from ..analysis.sampled_code import in_stages
 from ..common.words import first_of
 from ..common.units import printable
 
@@ -59,42 +62,61 @@ def threads_summary(threads: Sequence[Mapping[str, Any]],
 
 # ------------------------------------------------- who worked, who waited
 
-#: a sampled thread that opened no stage and was on a CPU for less than
-#: this share of its sampled wall time only waited (queue feeders, a
-#: DataLoader worker's resource sharer, pools' idle workers): the
-#: flamegraph folds such threads into one frame
+#: a sampled thread that was on a CPU for less than this share of its
+#: sampled wall time outside any stage, and spent most of its time there,
+#: only waited there (queue feeders, a DataLoader worker's resource
+#: sharer, pools' idle workers, a DataLoader worker between the items it
+#: loads in a stage): the flamegraph folds that time into one frame
 IDLE_CPU_SHARE = 0.1
 
 ThreadKey = Tuple[int, int]         # (process, native thread id)
+
+
+class Sampled(NamedTuple):
+    """What the sampler saw of one thread, ns: its wall and CPU time in
+    all, and outside any stage."""
+
+    wall: int
+    cpu: int
+    outside_wall: int
+    outside_cpu: int
 
 
 def _key(thread: Mapping[str, Any]) -> ThreadKey:
     return (int(thread.get("process", 0)), int(thread["native_id"]))
 
 
-def sampled_time(report: "Report") -> Dict[ThreadKey, List[int]]:
-    """{(process, native id): [wall ns, cpu ns, opened a stage (0/1)]}
-    of every thread the sampler saw."""
-    out: Dict[ThreadKey, List[int]] = {}
+def sampled_time(report: "Report") -> Dict[ThreadKey, Sampled]:
+    """{(process, native id): Sampled} of every thread the sampler saw.
+    An event loop's time outside any stage while its tasks' stages were
+    open (between task steps) is their time, not outside."""
+    sums: Dict[ThreadKey, List[int]] = {}
+    inside = in_stages(report)
     # by position: files of later formats add figures at the end
-    for s in (report.samples or {"stacks": []})["stacks"]:
-        slot = out.setdefault((s[0], s[1]), [0, 0, 0])
+    for i, s in enumerate((report.samples or {"stacks": []})["stacks"]):
+        slot = sums.setdefault((s[0], s[1]), [0, 0, 0, 0])
         slot[0] += s[5]
         slot[1] += s[6]
-        if s[2] >= 0:
-            slot[2] = 1
-    return out
+        if s[2] < 0:
+            kept = 1.0 - inside.get(i, 0.0)
+            slot[2] += round(s[5] * kept)
+            slot[3] += round(s[6] * kept)
+    return {key: Sampled(*slot) for key, slot in sums.items()}
 
 
 def idle_threads(report: "Report") -> Set[ThreadKey]:
-    """The sampled threads that only waited: no stage opened (neither
-    sampled in one nor recording spans) and on a CPU under
-    IDLE_CPU_SHARE of their sampled wall time."""
-    staged = {_key(t) for t in report.threads if t.get("spans", 1)}
-    return {key for key, (wall, cpu, in_stage) in
-            sampled_time(report).items()
-            if not in_stage and key not in staged
-            and cpu < IDLE_CPU_SHARE * wall}
+    """The sampled threads whose time outside any stage was waiting: most
+    of their sampled wall time outside any stage (all of it for a thread
+    that opened none), and on a CPU under IDLE_CPU_SHARE of that time.
+    A thread that opened a stage keeps its stages; only its code outside
+    them folds (a DataLoader worker blocked on its queue between items).
+    The program's own main thread never folds: its waits outside any
+    stage (a download, a sleep between batches) are the program's."""
+    processes = report.processes
+    program = (0, int(processes[0]["pid"])) if processes else None
+    return {key for key, t in sampled_time(report).items()
+            if key != program and 2 * t.outside_wall > t.wall
+            and t.outside_cpu < IDLE_CPU_SHARE * t.outside_wall}
 
 
 def thread_count(report: "Report") -> Tuple[int, int]:
