@@ -10,8 +10,15 @@ The file records what it is in SQLite's header, as a report records its
 "format" and "version": the application id APPLICATION_ID and, in
 user_version, the schema VERSION of its tables. A history of a newer
 schema is refused with both versions named; one written before versions
-were recorded (both 0, tables of VERSION 1) is read, and stamped when a
-run is added to it.
+were recorded (both 0, tables of version 1) is read, and stamped when a
+run is added to it. A history of an older version is read as it is (its
+rows lack what later versions added: None) and brought up to VERSION
+when a run is added to it.
+
+Each stage row keeps what the run's calls said of the spread of its
+total and tail (verdict.own_spread, from the calls compare judges), so
+that a few runs agreeing by chance on a figure their calls cannot pin
+down are no certainty in steps(), as they are none in compare.
 
 Opening a history writes nothing unless the file is new, so a history on
 a read-only file or filesystem can still be read. A run that cannot be
@@ -37,13 +44,16 @@ from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
 from ..model import limits, schema
 from ..report import Report
-from ..analysis.verdict import SLOWER, RunFigures, Verdict, judge
+from ..analysis.compare import run_figures
+from ..analysis.verdict import (
+    MIN_TAIL_CALLS, SLOWER, RunFigures, Verdict, judge, own_spread)
 
 #: "AQPF": what marks a SQLite file as an aquaprof history, in every
 #: schema version
 APPLICATION_ID = 0x41515046
-#: the schema version this aquaprof writes and reads (user_version)
-VERSION = 1
+#: the schema version this aquaprof writes and reads (user_version);
+#: 2 added the stages' own spreads
+VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -54,15 +64,23 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS stages (
     run INTEGER NOT NULL REFERENCES runs(id), path TEXT NOT NULL,
     count INTEGER, total_s REAL, self_s REAL, mean_s REAL, p50_s REAL,
-    p95_s REAL, PRIMARY KEY (run, path));
+    p95_s REAL, total_spread REAL, tail_spread REAL,
+    PRIMARY KEY (run, path));
 """
-#: the columns of each table, as _SCHEMA makes them: what tells a
-#: history from another program's SQLite file
-_TABLES = {
+#: the columns version 2 added to the stages table
+_SPREAD_COLUMNS = ("total_spread", "tail_spread")
+#: the columns of each table in each schema version, as _SCHEMA makes
+#: them (version 1 before the spreads): what tells a history from
+#: another program's SQLite file
+_TABLES_V1 = {
     "runs": ["id", "time", "label", "git_commit", "host", "python", "torch",
              "cuda", "device", "report"],
     "stages": ["run", "path", "count", "total_s", "self_s", "mean_s",
                "p50_s", "p95_s"],
+}
+_TABLES_BY_VERSION = {
+    1: _TABLES_V1,
+    2: dict(_TABLES_V1, stages=_TABLES_V1["stages"] + list(_SPREAD_COLUMNS)),
 }
 METRICS = ("total_s", "self_s", "mean_s", "p50_s", "p95_s")
 _RUN_COLUMNS = ("r.id, r.time, r.label, r.git_commit, r.host, r.python, "
@@ -132,6 +150,8 @@ class History:
         self._timeout = timeout
         # False for a history written before versions were recorded
         self._stamped = True
+        # the schema version of the file's tables
+        self._version = VERSION
         self._db = self._open()
 
     def _fail(self, doing: str, e: object) -> HistoryError:
@@ -190,6 +210,7 @@ class History:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if application == 0:
             self._stamped = False
+            self._version = 1
             return
         if application != APPLICATION_ID:
             problem = (f"not an aquaprof history: its SQLite application "
@@ -200,6 +221,7 @@ class History:
         elif version < 1:
             problem = f"history schema version {version} is invalid"
         else:
+            self._version = version
             return
         db.close()
         raise self._fail("open", problem)
@@ -213,7 +235,7 @@ class History:
         tables = {name: [row[1] for row in db.execute(
             "SELECT * FROM pragma_table_info(?)", (name,))]
             for name in names}
-        if tables and tables != _TABLES:
+        if tables and tables != _TABLES_BY_VERSION[self._version]:
             listed = ", ".join(names[:5]) + (", ..." if len(names) > 5
                                              else "")
             what = "a damaged" if self._stamped else "not an"
@@ -238,6 +260,7 @@ class History:
             _rollback(db)
             raise
         self._stamped = True
+        self._version = VERSION
 
     def close(self) -> None:
         self._db.close()
@@ -264,8 +287,17 @@ class History:
         info = dict(run_metadata(report), **meta)
         started = report.meta.get("host", {}).get("started_at", time.time())
         blob = zlib.compress(json.dumps(report.to_dict()).encode(), 6)
+        spreads = _spreads(report)
         try:
             self._db.execute("BEGIN IMMEDIATE")
+            # another writer may have changed the file since it was opened
+            newer = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if newer > VERSION:
+                raise self._fail("add to", f"history schema version {newer} "
+                                 f"is newer than this aquaprof reads "
+                                 f"({VERSION}); upgrade aquaprof")
+            if self._version < VERSION:
+                _upgrade(self._db)
             cursor = self._db.execute(
                 "INSERT INTO runs (time, label, git_commit, host, python, "
                 "torch, cuda, device, report) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -276,12 +308,12 @@ class History:
             # not None
             run = cast(int, cursor.lastrowid)
             self._db.executemany(
-                "INSERT INTO stages VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO stages VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [(run, s.path, s.count, s.wall.total, s.self_time,
-                  s.wall.mean, s.wall.p50, s.wall.p95)
+                  s.wall.mean, s.wall.p50, s.wall.p95,
+                  *spreads.get(s.path, (None, None)))
                  for s in report.stages])
-            if not self._stamped:
-                # a history from before versions: its tables are VERSION's
+            if not self._stamped or self._version < VERSION:
                 _stamp(self._db)
             self._db.execute("COMMIT")
         except sqlite3.Error as e:
@@ -293,6 +325,7 @@ class History:
             _rollback(self._db)
             raise
         self._stamped = True
+        self._version = VERSION
         return int(run)
 
     def _rows(self, sql: str, args: Tuple[Any, ...] = ()) -> List[Any]:
@@ -358,22 +391,30 @@ class History:
             if isinstance(row[0], str)]
 
     def figures(self, stage: str) -> List[Tuple[Run, RunFigures]]:
-        """(run, the stage's figures in it: total, calls, p50, p95) for
-        every run that has stage, oldest first."""
+        """(run, the stage's figures in it: total, calls, p50, p95, and
+        the spread its calls gave the total and tail where it was kept)
+        for every run that has stage, oldest first."""
+        # rows of an older version have no spreads: None, as unknown
+        spread = ("s.total_spread, s.tail_spread" if self._version >= 2
+                  else "NULL, NULL")
         rows = self._rows(
-            f"SELECT {_RUN_COLUMNS}, s.total_s, s.count, s.p50_s, s.p95_s "
-            f"FROM stages s JOIN runs r ON r.id = s.run WHERE s.path = ? "
-            f"ORDER BY r.time, r.id", (stage,))
+            f"SELECT {_RUN_COLUMNS}, s.total_s, s.count, s.p50_s, s.p95_s, "
+            f"{spread} FROM stages s JOIN runs r ON r.id = s.run "
+            f"WHERE s.path = ? ORDER BY r.time, r.id", (stage,))
         out = []
         for row in rows:
-            total, count, p50, p95 = row[-4:]
+            total, count, p50, p95, *spreads = row[-6:]
             if not (all(_is_number(v) and v >= 0 for v in (total, p50, p95))
-                    and isinstance(count, int) and count >= 0):
+                    and isinstance(count, int) and count >= 0
+                    and all(v is None or (_is_number(v) and v >= 0)
+                            for v in spreads)):
                 raise self._fail("read", f"run {row[0]!r} holds malformed "
                                  f"figures for {stage!r}")
-            out.append((self._run(row[:-4]),
+            known = [None if v is None else float(v) for v in spreads]
+            out.append((self._run(row[:-6]),
                         RunFigures(float(total), count, float(p50),
-                                   float(p95))))
+                                   float(p95),
+                                   spread=(known[0], known[1]))))
         return out
 
     def steps(self, stage: str, threshold: float = 0.1, window: int = 5,
@@ -400,6 +441,29 @@ class History:
 def _is_number(value: Any) -> bool:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value))
+
+
+def _spreads(report: Report
+             ) -> Dict[str, Tuple[Optional[float], Optional[float]]]:
+    """Each stage's own_spread of its total and of its tail, from the
+    calls compare judges (a benchmark's timed rounds); None where they
+    tell nothing: too few calls, dropped spans, a tail never judged."""
+    out = {}
+    for path, figures in run_figures(report).items():
+        calls = figures.calls
+        tail = calls if figures.count >= MIN_TAIL_CALLS else None
+        out[path] = (own_spread("total", calls), own_spread("tail", tail))
+    return out
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Brings the tables of an older history up to VERSION (the columns
+    it lacks, None in its rows); part of the transaction open on db."""
+    have = {row[1] for row in db.execute(
+        "SELECT * FROM pragma_table_info('stages')")}
+    for column in _SPREAD_COLUMNS:
+        if column not in have:
+            db.execute(f"ALTER TABLE stages ADD COLUMN {column} REAL")
 
 
 def _stamp(db: sqlite3.Connection) -> None:

@@ -19,9 +19,11 @@ package, ``-p aquaprof.pytest_plugin``).
   ``--aquaprof-measure=cpu`` judges thread CPU time instead of wall time.
   A gate never switches itself off: a BASE_DIR that is no folder is a
   usage error, and a profiled test with no base report (a typo, a renamed
-  test, a first run) fails a gated run, named, unless
+  test, a first run), or whose runs had no stage in common with its base
+  runs (a renamed stage), fails a gated run, named, unless
   ``--aquaprof-allow-missing-base`` says that is expected; a gated run
-  that profiled no test fails too.
+  that profiled no test fails too. A test that opens no stage is judged
+  on its profiled run's wall time.
 - Under pytest-xdist each worker profiles its tests and hands the reports
   to the controller (xdist's workeroutput), which shows, compares and
   gates exactly as a serial run does.
@@ -35,14 +37,18 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import (
+    Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple)
 
+import numpy as np
 import pytest
 
 from ..record.profiler import Profiler
-from ..analysis.compare import Comparison, parse_threshold, run_figures
-from ..analysis.verdict import MEASURES
+from ..analysis.compare import (
+    Comparison, StageChange, parse_threshold, run_figures)
+from ..analysis.verdict import MEASURES, NOISY, SLOWER, RunFigures, judge
 from ..report import Report, ReportError
+from ..common.units import fmt_time, printable
 from ..common.words import plural
 
 __all__ = ["AquaprofWarning", "aquaprof", "base_folders", "base_runs",
@@ -59,6 +65,8 @@ _PROBLEMS = pytest.StashKey[List[str]]()
 _UNCOMPARED = pytest.StashKey[List[str]]()
 #: profiled tests whose base runs exist but none could be read
 _UNREADABLE = pytest.StashKey[List[str]]()
+#: compared tests of which nothing could be judged (no stage in common)
+_UNJUDGED = pytest.StashKey[List[str]]()
 #: runs of each test id made in this process (rounds)
 _RUNS = pytest.StashKey[Dict[str, int]]()
 #: each test id's base runs, read once: whether it has any files, and
@@ -89,8 +97,8 @@ def pytest_addoption(parser: Any) -> None:
                          "BASE_DIR by more than THRESHOLD (5%% or 0.05)")
     group.addoption("--aquaprof-allow-missing-base", action="store_true",
                     help="tests with no report in BASE_DIR (or no "
-                         "BASE_DIR yet: a first run) are listed, not "
-                         "failed")
+                         "BASE_DIR yet: a first run), or no stage in "
+                         "common with it, are listed, not failed")
     group.addoption("--aquaprof-measure", metavar="MEASURE", default="wall",
                     choices=MEASURES,
                     help="judge each stage's wall time (default) or its "
@@ -107,6 +115,7 @@ def pytest_configure(config: Any) -> None:
     config.stash[_PROBLEMS] = []
     config.stash[_UNCOMPARED] = []
     config.stash[_UNREADABLE] = []
+    config.stash[_UNJUDGED] = []
     config.stash[_RUNS] = {}
     config.stash[_BASES] = {}
     config.addinivalue_line("markers", "aquaprof: profiled by aquaprof")
@@ -349,17 +358,111 @@ def _bases(config: Any, nodeid: str) -> Tuple[bool, List[Report]]:
     return cache[nodeid]
 
 
-def _compare_test(config: Any, nodeid: str) -> Optional[Comparison]:
+#: the level the gate judges at
+ALPHA = 0.01
+#: what a test that opens no stage is judged by, named as a stage
+WHOLE_TEST = "the whole test"
+#: most stages named in one line
+NAMED = 5
+
+
+def _whole_test(base: List[Report], new: List[Report], threshold: float
+                ) -> StageChange:
+    """The verdict on the runs' wall time (the profiled window: the test's
+    call, or the aquaprof fixture's life): all that is known of a test that
+    opens no stage. One call a run, so with one run a side it is hedged
+    (the change alone decides)."""
+    def figures(runs: List[Report]) -> List[RunFigures]:
+        return [RunFigures.of(np.array([r.wall])) for r in runs]
+    verdict = judge(figures(base), figures(new), threshold, ALPHA)
+    return StageChange(WHOLE_TEST, verdict.word, verdict, verdict.base_calls,
+                       verdict.new_calls)
+
+
+class _TestComparison:
+    """A test's runs against its base runs: its stages' verdicts and, where
+    no run on either side opened a stage, the verdict on the runs' wall
+    time instead (whole)."""
+
+    def __init__(self, base: List[Report], new: List[Report],
+                 threshold: float, measure: str):
+        self.comparison = Comparison(base, new, threshold, ALPHA, measure)
+        self._reports = (base, new)
+        self._measure = measure
+        no_stages = not any(r.stage_names for r in (*base, *new))
+        # a run's CPU time is not recorded: only its wall time can stand in
+        self.whole = (_whole_test(base, new, threshold)
+                      if no_stages and measure == "wall" else None)
+
+    @property
+    def changes(self) -> List[StageChange]:
+        return self.comparison.changes + ([self.whole] if self.whole else [])
+
+    @property
+    def regressions(self) -> List[StageChange]:
+        return [c for c in self.changes if c.verdict in SLOWER]
+
+    @property
+    def noisy(self) -> List[StageChange]:
+        return [c for c in self.changes if c.verdict == NOISY]
+
+    @property
+    def suspects(self) -> List[StageChange]:
+        return [c for c in self.changes
+                if c.judgement is not None and c.judgement.suspect]
+
+    def one_side_only(self) -> str:
+        """The stages only one side ran, with what a run paid for each:
+        "gone: load (63 ms a run), new: load_v2 (190 ms a run)"; "" when
+        every stage ran on both sides."""
+        parts = []
+        for word, runs in (("gone", self._reports[0]),
+                           ("new", self._reports[1])):
+            paths = [c.path for c in self.comparison.changes
+                     if c.verdict == word]
+            if not paths:
+                continue
+            figures = [run_figures(r, measure=self._measure) for r in runs]
+            named = [f"{printable(path)} ({fmt_time(_a_run(figures, path))}"
+                     f"{' of CPU' if self._measure == 'cpu' else ''} a run)"
+                     for path in paths[:NAMED]]
+            more = (f" and {len(paths) - NAMED} more"
+                    if len(paths) > NAMED else "")
+            parts.append(f"{word}: {', '.join(named)}{more}")
+        return ", ".join(parts)
+
+    def nothing_compared(self) -> str:
+        """Why not one stage of the test could be judged, in words; ""
+        when one was."""
+        if any(c.judgement is not None for c in self.changes):
+            return ""
+        unmatched = self.one_side_only()
+        if unmatched:
+            both = ("both runs" if self.comparison.runs == (1, 1) else
+                    "both the base runs and the new ones")
+            return f"nothing compared: no stage ran in {both}; {unmatched}"
+        return ("nothing compared: the test opened no stage, and a run's "
+                "CPU time is not recorded (--aquaprof-measure=cpu judges "
+                "stages only)")
+
+
+def _a_run(figures: List[Dict[str, RunFigures]], path: str) -> float:
+    """What a run paid for the stage, on average over the runs."""
+    return float(np.mean([f[path].total if path in f else 0.0
+                          for f in figures]))
+
+
+def _compare_test(config: Any, nodeid: str) -> Optional[_TestComparison]:
     """A test's runs in this session against its base runs."""
     runs = [r for i, r in config.stash[_REPORTS] if i == nodeid]
     base = _bases(config, nodeid)[1]
     if not runs or not base:
         return None
-    return Comparison(base, runs, _threshold(config), 0.01,
-                      config.getoption("aquaprof_measure"))
+    return _TestComparison(base, runs, _threshold(config),
+                           config.getoption("aquaprof_measure"))
 
 
-def _comparisons(config: Any) -> List[Tuple[str, Any]]:
+def _comparisons(config: Any) -> List[Tuple[str, _TestComparison]]:
     base_dir = config.getoption("aquaprof_compare")
     if not base_dir:
         return []
@@ -373,8 +476,11 @@ def _comparisons(config: Any) -> List[Tuple[str, Any]]:
             config.stash[_UNREADABLE].append(nodeid)
             continue
         comparison = _compare_test(config, nodeid)
-        if comparison is not None:
-            out.append((nodeid, comparison))
+        if comparison is None:
+            continue
+        if comparison.nothing_compared():
+            config.stash[_UNJUDGED].append(nodeid)
+        out.append((nodeid, comparison))
     return out
 
 
@@ -383,48 +489,77 @@ def _some(nodeids: List[str]) -> str:
     return ", ".join(nodeids[:5]) + (", ..." if len(nodeids) > 5 else "")
 
 
-def _gate_holes(config: Any) -> List[str]:
+class _Hole(NamedTuple):
+    """Why a gated run compared less than it should: in a few words (the
+    last line's), and in a line that names the tests."""
+    reason: str
+    line: str
+
+
+def _gate_holes(config: Any) -> List[_Hole]:
     """Why a gated run (--aquaprof-fail) compared less than it should:
-    each reason fails the run, in one line."""
+    each reason fails the run."""
     if config.getoption("aquaprof_fail") is None:
         return []
     base_dir = config.getoption("aquaprof_compare")
     if not config.stash[_REPORTS]:
-        return [f"--aquaprof-fail: no test was profiled, nothing was "
-                f"compared with {base_dir} (profile them: --aquaprof=DIR "
-                f"or the aquaprof fixture)"]
+        return [_Hole("no test was profiled",
+                      f"--aquaprof-fail: no test was profiled, nothing was "
+                      f"compared with {base_dir} (profile them: "
+                      f"--aquaprof=DIR or the aquaprof fixture)")]
     holes = []
     unreadable = config.stash[_UNREADABLE]
     if unreadable:
         # a base that exists but cannot be read is no missing base: the
         # gate would pass having compared nothing
-        holes.append(f"--aquaprof-fail: {plural(len(unreadable), 'test')}'"
-                     f" base reports in {base_dir} could not be read (see "
-                     f"the warnings): {_some(unreadable)}")
+        tests = (f"{plural(len(unreadable), 'test')}"
+                 f"'{'s' if len(unreadable) == 1 else ''} base reports")
+        holes.append(_Hole(
+            f"{tests} could not be read",
+            f"--aquaprof-fail: {tests} in {base_dir} could not be read (see "
+            f"the warnings): {_some(unreadable)}"))
+    allowed = config.getoption("aquaprof_allow_missing_base")
     missing = config.stash[_UNCOMPARED]
-    if missing and not config.getoption("aquaprof_allow_missing_base"):
+    if missing and not allowed:
         tests = plural(len(missing), "profiled test")
-        holes.append(f"--aquaprof-fail: {tests} "
-                     f"{'has' if len(missing) == 1 else 'have'} no "
-                     f"report in {base_dir} to compare with (a renamed "
-                     f"test, a wrong folder; --aquaprof-allow-missing-base "
-                     f"if expected): {_some(missing)}")
+        have = 'has' if len(missing) == 1 else 'have'
+        holes.append(_Hole(
+            f"{tests} {have} no base report",
+            f"--aquaprof-fail: {tests} {have} no report in {base_dir} to "
+            f"compare with (a renamed test, a wrong folder; "
+            f"--aquaprof-allow-missing-base if expected): {_some(missing)}"))
+    unjudged = config.stash[_UNJUDGED]
+    if unjudged and not allowed:
+        # a stage renamed is a stage with no base: the gate would pass
+        # having judged nothing of the test
+        tests = plural(len(unjudged), "profiled test")
+        holes.append(_Hole(
+            f"{tests} compared nothing",
+            f"--aquaprof-fail: {tests} compared nothing with {base_dir}, not "
+            f"one stage judged (a renamed stage, or none at all under "
+            f"--aquaprof-measure=cpu; --aquaprof-allow-missing-base if "
+            f"expected): {_some(unjudged)}"))
     return holes
 
 
-def _gate_failure(config: Any) -> Optional[str]:
-    """Why the gate (--aquaprof-fail) fails the run, in a few words; None
-    when it passes or there is no gate."""
+def _gate_failure(config: Any, holes: List[_Hole]) -> Optional[str]:
+    """Why the gate (--aquaprof-fail) fails the run, in a few words: the
+    slower tests and the holes, both; None when it passes or there is no
+    gate."""
     if config.getoption("aquaprof_fail") is None:
         return None
-    if config.aquaprof_gate_holes:
-        return "the regression gate compared less than it should"
+    reasons = []
     slower = [nodeid for nodeid, c in config.aquaprof_comparisons
               if c.regressions]
-    if not slower:
-        return None
-    return (f"{plural(len(slower), 'test')} slower than the base reports "
-            f"by more than {config.getoption('aquaprof_fail')}")
+    if slower:
+        reasons.append(f"{plural(len(slower), 'test')} slower than the base "
+                       f"reports by more than "
+                       f"{config.getoption('aquaprof_fail')} "
+                       f"({_some(slower)})")
+    if holes:
+        reasons.append("the regression gate compared less than it should: "
+                       + ", ".join(h.reason for h in holes))
+    return "; ".join(reasons) or None
 
 
 def _is_worker(config: Any) -> bool:
@@ -473,8 +608,9 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
                         for nodeid, report in config.stash[_REPORTS]]}
         return
     config.aquaprof_comparisons = _comparisons(config)
-    config.aquaprof_gate_holes = _gate_holes(config)
-    config.aquaprof_gate_failure = _gate_failure(config)
+    holes = _gate_holes(config)
+    config.aquaprof_gate_holes = [h.line for h in holes]
+    config.aquaprof_gate_failure = _gate_failure(config, holes)
     if config.aquaprof_gate_failure:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -494,6 +630,51 @@ def _first_runs(config: Any) -> List[Tuple[str, Report]]:
     for nodeid, report in config.stash[_REPORTS]:
         first.setdefault(nodeid, report)
     return list(first.items())
+
+
+def _names(changes: List[StageChange]) -> str:
+    return ", ".join(WHOLE_TEST + " (it opened no stage)"
+                     if c.path == WHOLE_TEST else printable(c.path)
+                     for c in changes)
+
+
+def _write_test(write: Callable[..., None], nodeid: str,
+                judged: _TestComparison, hole: bool) -> None:
+    """A test's verdict in aquaprof's section: what was compared and what
+    was not, never "no regression" for a test of which nothing was."""
+    nothing = judged.nothing_compared()
+    if nothing:
+        write(f"{nodeid}: {nothing}", red=hole, bold=hole, yellow=not hole)
+        return
+    comparison, slower = judged.comparison, judged.regressions
+    if slower:
+        write(f"{nodeid}: REGRESSION: {_names(slower)}", red=True, bold=True)
+        for line in str(comparison).splitlines()[1:]:
+            write(f"    {line}")
+        if judged.whole is not None:
+            write(f"    ! {WHOLE_TEST}: {judged.whole.summary()}")
+        return
+    if judged.noisy:
+        # a change the runs cannot tell from noise is said, never passed
+        # off as "no regression"
+        write(f"{nodeid}: no regression shown, but within the noise: "
+              f"{_names(judged.noisy)} (more base runs, --aquaprof-rounds or "
+              f"--aquaprof-measure=cpu would tell)", yellow=True)
+        if comparison.machine:
+            write(f"    note: {comparison.machine}")
+        for c in judged.noisy:
+            write(f"    {printable(c.path)}: {c.summary()}")
+    else:
+        write(f"{nodeid}: no regression"
+              + (" in its run time (it opened no stage)"
+                 if judged.whole is not None else ""), green=True)
+        if comparison.machine:  # a quieter one may hide one
+            write(f"    note: {comparison.machine}")
+        if judged.whole is not None:
+            write(f"    {WHOLE_TEST}: {judged.whole.summary()}")
+    unmatched = judged.one_side_only()
+    if unmatched:
+        write(f"    not compared, run on one side only: {unmatched}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
@@ -523,35 +704,23 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
             write(f"no base report for "
                   f"{plural(len(missing), 'profiled test')}, not "
                   f"compared: {_some(missing)}", yellow=True)
-    comparisons: Optional[List[Tuple[str, Any]]] = getattr(
+    comparisons: Optional[List[Tuple[str, _TestComparison]]] = getattr(
         config, "aquaprof_comparisons", None)
     if comparisons:
-        failed = any(c.regressions for _, c in comparisons)
+        # nothing compared fails a gate as a missing base does
+        unjudged_holes = (
+            set(config.stash[_UNJUDGED])
+            if config.getoption("aquaprof_fail") is not None and
+            not config.getoption("aquaprof_allow_missing_base") else set())
+        failed = bool(unjudged_holes) or any(c.regressions
+                                             for _, c in comparisons)
+        unsure = bool(config.stash[_UNJUDGED])
         terminalreporter.section("aquaprof: against the base reports",
-                                 red=failed, green=not failed)
+                                 red=failed, yellow=unsure and not failed,
+                                 green=not failed and not unsure)
         for nodeid, comparison in comparisons:
-            slower = comparison.regressions
-            if not slower and comparison.noisy:
-                # a change the runs cannot tell from noise is said, never
-                # passed off as "no regression"
-                write(f"{nodeid}: no regression shown, but within the "
-                      f"noise: {', '.join(c.path for c in comparison.noisy)}"
-                      f" (more base runs, --aquaprof-rounds or "
-                      f"--aquaprof-measure=cpu would tell)", yellow=True)
-                if comparison.machine:
-                    write(f"    note: {comparison.machine}")
-                for c in comparison.noisy:
-                    write(f"    {c.path}: {c.summary()}")
-                continue
-            if not slower:
-                write(f"{nodeid}: no regression", green=True)
-                if comparison.machine:  # a quieter one may hide one
-                    write(f"    note: {comparison.machine}")
-                continue
-            write(f"{nodeid}: REGRESSION: "
-                  f"{', '.join(c.path for c in slower)}", red=True, bold=True)
-            for line in str(comparison).splitlines()[1:]:
-                write(f"    {line}")
+            _write_test(write, nodeid, comparison,
+                        nodeid in unjudged_holes)
     why = getattr(config, "aquaprof_gate_failure", None)
     if why:
         write(f"aquaprof: FAILED: {why}", red=True, bold=True)

@@ -18,9 +18,9 @@ VERSION = history_module.VERSION
 APPLICATION_ID = history_module.APPLICATION_ID
 
 
-def report():
+def report(calls=3):
     with ap.Profiler() as prof:
-        for _ in range(3):
+        for _ in range(calls):
             with ap.stage("step"):
                 busy(0.0003)
     return prof.report()
@@ -91,14 +91,32 @@ def test_a_history_of_a_newer_schema_is_refused_naming_both_versions(
     assert contents(saved) == before
 
 
-def old_history(path):
-    """A history as aquaprof wrote it before versions were recorded: the
-    same tables, nothing in SQLite's header."""
+def version_1(path, *header_statements):
+    """A history as aquaprof wrote version 1: no spreads in the stage
+    rows, the header as header_statements leave it."""
     with ap.History(path) as history:
         history.add(report(), label="old")
-    edit(path, "PRAGMA application_id = 0", "PRAGMA user_version = 0")
+    edit(path, "ALTER TABLE stages DROP COLUMN total_spread",
+         "ALTER TABLE stages DROP COLUMN tail_spread",
+         "PRAGMA user_version = 1", *header_statements)
+    return path
+
+
+def old_history(path):
+    """A history as aquaprof wrote it before versions were recorded: the
+    tables of version 1, nothing in SQLite's header."""
+    version_1(path, "PRAGMA application_id = 0", "PRAGMA user_version = 0")
     assert header(path) == (0, 0)
     return path
+
+
+def stage_columns(path):
+    db = sqlite3.connect(path)
+    try:
+        return [row[1] for row in db.execute(
+            "SELECT * FROM pragma_table_info('stages')")]
+    finally:
+        db.close()
 
 
 def test_a_history_written_before_versions_still_loads(tmp_path):
@@ -114,10 +132,46 @@ def test_a_history_written_before_versions_still_loads(tmp_path):
     # read, it is left as it was
     assert contents(path) == before
     with ap.History(path) as history:
-        history.add(report(), label="new")
+        history.add(report(calls=5), label="new")
     assert header(path) == (APPLICATION_ID, VERSION)
     with ap.History(path) as history:
         assert [r.label for r in history.runs()] == ["old", "new"]
+        old, new = (f.spread for _, f in history.figures("step"))
+    assert old == (None, None) and new[0] is not None
+
+
+def test_a_version_1_history_is_read_as_it_is_and_upgraded_on_add(
+        tmp_path):
+    """Version 1 kept no spreads: its runs read with none (the runs alone
+    then give the noise), and the file is left as it was until a run is
+    added, which brings its tables to this version."""
+    path = version_1(tmp_path / "v1.db")
+    assert header(path) == (APPLICATION_ID, 1)
+    before = contents(path)
+    with ap.History(path) as history:
+        [(_, figures)] = history.figures("step")
+        assert figures.count == 3 and figures.spread == (None, None)
+        assert history.steps("step") == []
+    out = cli("history", path, "--stage", "step")
+    assert out.returncode == 0, out.stderr
+    assert contents(path) == before
+    with ap.History(path) as history:
+        history.add(report(calls=5), label="new")
+        old, new = (f.spread for _, f in history.figures("step"))
+    assert header(path) == (APPLICATION_ID, VERSION)
+    assert stage_columns(path)[-2:] == ["total_spread", "tail_spread"]
+    # 5 calls: too few for the tail to be judged, or its spread kept
+    assert old == (None, None) and new[0] > 0 and new[1] is None
+
+
+def test_tables_of_another_version_than_the_header_says_are_refused(
+        tmp_path):
+    path = version_1(tmp_path / "v1.db", f"PRAGMA user_version = {VERSION}")
+    before = contents(path)
+    with pytest.raises(ap.HistoryError, match="a damaged aquaprof history: "
+                       "its tables are runs, stages"):
+        ap.History(path)
+    assert contents(path) == before
 
 
 @pytest.mark.parametrize("statements, words", [
