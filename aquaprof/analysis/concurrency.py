@@ -21,13 +21,18 @@ class OnClock(NamedTuple):
     """Per stage id: covered_ns, the run's time during which at least one
     of its recorded calls was open; summed_ns, their summed durations;
     at_once, the most of them open at once (0: none recorded); self_ns,
-    where at_once > 1, the time during which at least one was open and
-    in none of its sub-stages (0 elsewhere: its self time is its own)."""
+    where self_known, the time during which at least one was open and in
+    none of its sub-stages (0 elsewhere: its self time is its own);
+    self_known: where its calls or a sub-stage's overlapped (asyncio
+    tasks a call gathers leave it no time of its own while any is open,
+    though its self time, their suspended time not taken from it, is its
+    wall time)."""
 
     covered_ns: np.ndarray
     summed_ns: np.ndarray
     at_once: np.ndarray
     self_ns: np.ndarray
+    self_known: np.ndarray
 
 
 def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
@@ -38,7 +43,8 @@ def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
     covered = np.zeros(nstages, np.int64)
     at_once = np.zeros(nstages, np.int64)
     if not len(spans):
-        return OnClock(covered, summed, at_once, covered.copy())
+        return OnClock(covered, summed, at_once, covered.copy(),
+                       np.zeros(nstages, bool))
     parent = spans["parent"].astype(np.int64)
     by_span = (stage, start, end)
     first_key, last_key = _lifted(stage, start, end, nstages)
@@ -58,8 +64,19 @@ def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
         ends, first_key, "right")
     groups = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]])
     at_once[stage[groups]] = np.maximum.reduceat(open_now, groups)
+    known = _overlapped_or_over(by_span[0], parent, at_once > 1)
     return OnClock(covered, summed, at_once,
-                   _self_open(*by_span, parent, at_once > 1, nstages))
+                   _self_open(*by_span, parent, known, nstages), known)
+
+
+def _overlapped_or_over(stage: np.ndarray, parent: np.ndarray,
+                        overlapped: np.ndarray) -> np.ndarray:
+    """Per stage id: its calls overlapped, or those of a sub-stage did."""
+    under = (parent >= 0) & (parent < len(stage))
+    under &= overlapped[stage]
+    out = overlapped.copy()
+    out[stage[parent[under]]] = True
+    return out
 
 
 def _self_open(stage: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -163,7 +180,8 @@ def apart(spans: np.ndarray, nstages: int) -> OnClock:
                    spans["start_ns"].astype(np.int64), nstages)
     at_once = np.zeros(nstages, np.int64)
     at_once[stage] = 1
-    return OnClock(summed, summed, at_once, np.zeros(nstages, np.int64))
+    return OnClock(summed, summed, at_once, np.zeros(nstages, np.int64),
+                   np.zeros(nstages, bool))
 
 
 class Clock:
@@ -188,7 +206,7 @@ class Clock:
         """Its self time on the clock; never more than the run, which the
         sum of calls whose spans were dropped (max_spans) may pass."""
         found = self._of()
-        if found.at_once[sid] > 1:
+        if found.self_known[sid]:
             self_time = int(found.self_ns[sid]) * 1e-9
         return min(self_time, self._run_s)
 

@@ -217,3 +217,22 @@ def test_a_span_naming_a_parent_the_array_lacks_is_taken_as_parentless():
     array["parent"] = [-1, -1, 7]
     got = on_clock(array, 2)
     assert got.at_once[0] == 2 and got.self_ns[0] == 15
+
+
+def test_a_call_whose_gathered_tasks_overlap_has_no_time_of_its_own_then():
+    # the tasks' suspended time is not taken from the gathering call's
+    # self time; on the clock, while any task of it is open, it is theirs
+    async def task():
+        with ap.stage("task"):
+            await asyncio.sleep(0.05)
+
+    async def main():
+        with ap.stage("gather"):
+            await asyncio.gather(*(task() for _ in range(20)))
+    with ap.Profiler(compensate=False) as prof:
+        asyncio.run(main())
+    rep = prof.report()
+    gather = rep["gather"]
+    assert gather.at_once == 1 and gather.self_time > 0.04
+    assert gather.self_wall < 0.01
+    assert [s.path for s in rep.top(1)] == ["gather/task"]
