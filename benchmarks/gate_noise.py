@@ -26,6 +26,10 @@ For each measure: 6 base runs, then 20 candidates of each kind
   what that changes;
 - "1 run": the verdict against the first base run alone (block
   bootstrap over the calls);
+- "runs, no margin" and "1 run, no margin": the first and the fourth
+  with the evidence asked only that the tail (the p95 call) moved at
+  all, not that it moved past the threshold (the rule before), kept
+  here as the reference for what that changes;
 - "before": the rule aquaprof used before (Mann-Whitney on the calls of
   one base run and one candidate run, and a median change over the
   threshold), kept here as the reference.
@@ -145,6 +149,14 @@ def before_slower(base: ap.Report, new: ap.Report, threshold: float,
     return out
 
 
+_with_margin = verdict._figure_p
+
+
+def no_margin(figure, base, new, moved, margin):
+    """The evidence that a figure moved at all, whatever the threshold."""
+    return _with_margin(figure, base, new, moved, 0.0)
+
+
 # --------------------------------------------------------------- driver
 
 def base_noise(base: List[ap.Report], measure: str) -> str:
@@ -165,7 +177,8 @@ def measure_runs(measure: str, candidates: int, threshold: float,
           f"each stage's total): {base_noise(base, measure)}", flush=True)
     counts = {rule: {kind: 0 for kind in (*SHAPES, "others")}
               for rule in ("runs", "runs, rounds 3", "runs alone",
-                           "1 run", "before")}
+                           "1 run", "runs, no margin", "1 run, no margin",
+                           "before")}
     made = 0
 
     def candidate(shape: str) -> ap.Report:
@@ -192,6 +205,9 @@ def measure_runs(measure: str, candidates: int, threshold: float,
                                    lambda figure, calls: None):
                 verdicts["runs alone"] = judged(compared(base, new))
             verdicts["1 run"] = judged(compared(base[0], new))
+            with mock.patch.object(verdict, "_figure_p", no_margin):
+                verdicts["runs, no margin"] = judged(compared(base, new))
+                verdicts["1 run, no margin"] = judged(compared(base[0], new))
             verdicts["before"] = before_slower(base[0], new, threshold,
                                                measure)
             for rule, slower in verdicts.items():

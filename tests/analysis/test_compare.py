@@ -68,18 +68,14 @@ def test_a_slower_tail_is_slower():
 
 def test_every_call_slower_and_faster():
     rng = np.random.default_rng(7)
-    detected = flagged = noise_flagged = 0
+    detected = noise_flagged = 0
     for _ in range(100):
         base = one(timings(rng, 40, 1e-3))
-        word = judge(base, one(timings(rng, 40, 1.1e-3))).word
-        detected += word == "slower"
-        flagged += word in ("slower", "noisy")
+        detected += judge(base, one(timings(rng, 40, 1.1e-3))).word == \
+            "slower"
         noise_flagged += judge(base, one(timings(rng, 40, 1e-3))).word != \
             "same"
-    # one run a side, the total of 40 calls: 10 % slower against a 5 %
-    # threshold is surely slower, not always surely past the threshold;
-    # then it is noisy (more runs would tell)
-    assert flagged >= 90 and detected >= 30
+    assert detected >= 90      # one run a side: the total of 40 calls
     assert noise_flagged <= 2
     v = judge(one(timings(rng, 40, 1e-3)), one(timings(rng, 40, 0.8e-3)))
     assert v.word == "faster" and v.change == pytest.approx(-0.2, abs=0.05)
@@ -89,9 +85,7 @@ def test_a_shift_under_the_threshold_is_the_same():
     rng = np.random.default_rng(3)
     v = judge(one(timings(rng, 500, 1e-3, 0.01)),
               one(timings(rng, 500, 1.02e-3, 0.01)), threshold=0.05)
-    # real, but surely under the threshold: the p shown is that of
-    # having moved past it
-    assert v.word == "same" and v.p_value > 0.5
+    assert v.p_value < 0.01 and v.word == "same"   # real, but small
 
 
 def test_a_small_sure_drift_and_two_stray_calls_are_no_slower_tail():
