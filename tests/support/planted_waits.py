@@ -2,11 +2,14 @@
 by busy processes pinned to its core, stages blocked on a sleep and a
 pipe, eight threads fighting for the GIL, and the main thread fighting
 three for it, a stage waiting for the thread pool it handed its work to,
-and one asleep beside a thread busy all the run. Prints, as JSON, each
-diagnosed stage's class and the shares of its sampled time.
+and one asleep beside a thread busy all the run; two event loops, each
+on a thread of its own, whose stage blocks its loop 3 ms of every 8 at
+the same time. Prints, as JSON, each diagnosed stage's class and the
+shares of its sampled time.
 
-    python planted_waits.py starved|blocked|gil|gil_main|pool|background
+    python planted_waits.py starved|blocked|gil|gil_main|pool|background|loops
 """
+import asyncio
 import json
 import os
 import subprocess
@@ -134,11 +137,25 @@ def background():
         worker.join()
 
 
+def loops():
+    async def serve():
+        with ap.stage("serve"):
+            for _ in range(12):
+                time.sleep(0.003)
+                await asyncio.sleep(0.005)
+    threads = [threading.Thread(target=asyncio.run, args=(serve(),))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def main(case):
     with ap.Profiler(sample=0.002) as prof:
         {"starved": starved, "blocked": blocked, "gil": gil,
          "gil_main": gil_main, "pool": pool,
-         "background": background}[case]()
+         "background": background, "loops": loops}[case]()
     rep = prof.report()
     found = {}
     for f in rep.diagnose(top=5):
