@@ -121,17 +121,22 @@ def run_figures(report: "Report", own: bool = False, measure: str = "wall"
     seconds = np.maximum(field_ns[order], 0) * 1e-9
     bounds = np.searchsorted(spans["stage"][order],
                              np.arange(len(names) + 1)).tolist()
-    # with none dropped, every call has its span (the measured windows
-    # keep only some of them, by design)
+    # with none dropped, every call has its span; the measured windows
+    # keep only some of them, by design, and the stage's exact figures
+    # count its calls outside them too: there the kept calls stand
     recorded = (np.bincount(spans["stage"], minlength=len(names))
-                if report.spans_dropped else None)
+                if report.spans_dropped and not report.meta.get("measured")
+                else None)
+    # a benchmark's figures are a timed round's: it fills about max_time
+    # with rounds, so a run's total stays whatever a round costs
+    rounds = max(len(report.meta.get("measured") or ()), 1)
     out: Dict[str, RunFigures] = {}
     for sid, path in enumerate(names):
         mine = seconds[bounds[sid]:bounds[sid + 1]]
         stats = report[path]
         if len(mine) and (recorded is None or
                           recorded[sid] >= stats.count):
-            out[path] = RunFigures.of(mine)
+            out[path] = RunFigures.of(mine, rounds)
             continue
         if measure == "cpu":
             total = stats.cpu if not own else 0.0
@@ -173,6 +178,12 @@ def dropped_spans(base: Sequence["Report"], new: Sequence["Report"]
                         f"{lost + kept} spans (max_spans)")
     if not said:
         return ""
+    if any(r.spans_dropped and r.meta.get("measured")
+           for r in (*base, *new)):
+        # the exact figures count the rounds outside the timed ones too
+        return (f"{' and '.join(said)}: the calls kept in the timed "
+                f"rounds stand for their stages, and fewer calls a run "
+                f"there may be spans dropped, not a change")
     return (f"{' and '.join(said)}: their stages are judged on their "
             f"exact totals and calls, their percentiles and spread from "
             f"the calls kept")
@@ -297,14 +308,14 @@ class Comparison:
 
     def __init__(self, base: Runs, new: Runs, threshold: float = 0.05,
                  alpha: float = 0.01, measure: str = "wall"):
-        if not (isinstance(threshold, (int, float)) and 0 <= threshold
-                < math.inf):
+        if not (isinstance(threshold, (int, float, np.integer, np.floating))
+                and 0 <= threshold < math.inf):
             raise ValueError(f"threshold must be a finite value >= 0, "
                              f"got {threshold!r}")
-        if isinstance(threshold, int) and threshold > 1:
+        if isinstance(threshold, (int, np.integer)) and threshold >= 1:
             raise ValueError(f"threshold={threshold} would be "
-                             f"{threshold * 100} %: it is a fraction, "
-                             f"{threshold / 100:g} for {threshold} %")
+                             f"{int(threshold) * 100} %: it is a fraction, "
+                             f"{int(threshold) / 100:g} for {threshold} %")
         if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
             raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
         if measure not in MEASURES:
@@ -334,7 +345,8 @@ class Comparison:
         which = "the runs" if silent == total else \
             f"{silent} of the {total} runs"
         return (f"how busy the machine was is not known for {which} (a "
-                f"run under {BUSY_SECONDS:g} s is too short to tell): a "
+                f"run too short to tell, under {BUSY_SECONDS:g} s on 2 "
+                f"CPUs, or a system or version that does not say): a "
                 f"busier machine slows unchanged code, and only runs made "
                 f"under the same load can tell")
 

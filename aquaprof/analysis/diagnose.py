@@ -498,7 +498,7 @@ def _on_loops(stage: "StageStats", report: "Report", waits: "Waits"
     ran = sum(min(sampled_ns.get((t.get("process", 0), t["native_id"]), 0),
                   int(own[t["index"]])) for t in threads)
     used = int(np.count_nonzero(own))
-    where = "the run's clock" if used == 1 else f"its {used} threads' clocks"
+    where = "the run's clock" if used <= 1 else f"its {used} threads' clocks"
     return ran * 1e-9, float(own.sum()) * 1e-9, where
 
 

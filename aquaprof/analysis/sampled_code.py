@@ -206,8 +206,11 @@ def _sweep(spans: np.ndarray, mine: np.ndarray, parent: List[int],
     each call's part of the time it was innermost. phi is the time each
     innermost call has been given so far: a call's part is phi at its end
     as innermost less phi at its start."""
+    # a call of no length owns no time, and would be opened after its
+    # own close at one time
+    mine = mine[spans["end_ns"][mine] > spans["start_ns"][mine]]
     start = spans["start_ns"][mine].astype(np.int64)
-    end = np.maximum(spans["end_ns"][mine].astype(np.int64), start)
+    end = spans["end_ns"][mine].astype(np.int64)
     times = np.concatenate([end, start])
     opens = np.r_[np.zeros(len(mine), bool), np.ones(len(mine), bool)]
     who = np.concatenate([mine, mine]).astype(np.int64)
@@ -269,11 +272,12 @@ def code_names(report: "Report") -> CodeNames:
                      len(frames) + 1)
 
 
-def weights(report: "Report") -> Dict[int, Dict[Chain, int]]:
+def weights(report: "Report", clock: Optional[StageClock] = None
+            ) -> Dict[int, Dict[Chain, int]]:
     """{stage id (-1: none): {chain: ns}}: code_times()'s wall times, no
     thread folded (what the folded stacks write)."""
     return {group: {c: wall for c, (wall, _) in chains.items() if wall > 0}
-            for group, chains in code_times(report).items()}
+            for group, chains in code_times(report, clock=clock).items()}
 
 
 def code_times(report: "Report",

@@ -109,13 +109,17 @@ class RunFigures:
     """One stage in one run: calls (seconds, in the order they started)
     where known, else the figures a history keeps, with what the calls
     said of their spread (own_spread of the total and of the tail) where
-    it kept that."""
+    it kept that. Where the run timed rounds of a benchmark, its total
+    and count are a round's (rounds: how many): pytest-benchmark fills
+    about max_time with rounds, so a run's total stays the same however
+    long a round takes."""
     total: float
-    count: int
+    count: float
     p50: float
     p95: float
     calls: Optional[np.ndarray] = None
     spread: Optional[Tuple[Optional[float], Optional[float]]] = None
+    rounds: int = 1
 
     def own_spread(self, figure: str) -> Optional[float]:
         """own_spread() of the figure ("total" or "tail"), from the calls
@@ -126,15 +130,21 @@ class RunFigures:
             return None
         return self.spread[0 if figure == "total" else 1]
 
+    @property
+    def calls_known(self) -> int:
+        """How many calls the figures were measured on."""
+        return len(self.calls) if self.calls is not None else \
+            round(self.count * self.rounds)
+
     @classmethod
-    def of(cls, calls: np.ndarray) -> "RunFigures":
+    def of(cls, calls: np.ndarray, rounds: int = 1) -> "RunFigures":
         calls = np.asarray(calls, np.float64)
         if not len(calls):
-            return cls(0.0, 0, 0.0, 0.0, calls)
+            return cls(0.0, 0, 0.0, 0.0, calls, rounds=rounds)
         # nearest rank, as the table's percentiles (Timing.percentile)
         p50, p95 = np.percentile(calls, [50, 95], method="inverted_cdf")
-        return cls(float(calls.sum()), len(calls), float(p50), float(p95),
-                   calls)
+        return cls(float(calls.sum()) / rounds, len(calls) / rounds,
+                   float(p50), float(p95), calls, rounds=rounds)
 
 
 @dataclass(frozen=True)
@@ -160,6 +170,8 @@ class Verdict:
     #: slower, or a figure grew past the threshold without the evidence
     #: for it: worth more runs before a verdict (the gate's rounds)
     suspect: bool = False
+    #: what the total and calls are of: "a run", or a benchmark's "a round"
+    per: str = "a run"
 
     @property
     def evidence(self) -> str:
@@ -318,15 +330,19 @@ def own_spread(figure: str, calls: Optional[np.ndarray]
 
 
 def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str,
-                threshold: float = 0.0) -> Tuple[float, float]:
+                threshold: float = 0.0, rounds: Tuple[int, int] = (1, 1)
+                ) -> Tuple[float, float]:
     """(share of block resamples in which the figure of new is not above
     base's by more than threshold, the share in which it is not below by
     more than it): one-sided evidence that it grew (shrank) past it,
-    small when it did, never under 1 / RESAMPLES. Seeded: the same calls
+    small when it did, never under 1 / RESAMPLES; a total is a round's
+    where the runs timed `rounds` of a benchmark. Seeded: the same calls
     give the same p."""
     rng = np.random.default_rng(len(base) * 7919 + len(new))
     fb = _resampled(figure, base, rng)
     fn = _resampled(figure, new, rng)
+    if figure == "total":
+        fb, fn = fb / rounds[0], fn / rounds[1]
     floor = 1 / RESAMPLES
     grown = 1 + threshold
     return (max(floor, float(np.mean(fn <= fb * grown))),
@@ -352,7 +368,8 @@ def _word(change: float, p_up: Optional[float], p_down: Optional[float],
 
 
 def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
-            change: float, median_change: float, threshold: float) -> str:
+            change: float, median_change: float, threshold: float,
+            per: str) -> str:
     """Which calls moved, in words: every call, or how many long ones."""
     calls_b = [r.calls for r in base if r.calls is not None and
                len(r.calls)]
@@ -361,7 +378,7 @@ def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
     count_n = float(np.mean([r.count for r in new]))
     parts = []
     if abs(_change(count_b, count_n)) > threshold:
-        parts.append(f"calls {count_b:.3g} -> {count_n:.3g} a run")
+        parts.append(f"calls {count_b:.3g} -> {count_n:.3g} {per}")
     if abs(median_change) > threshold and abs(median_change) >= \
             abs(change) / 2:
         parts.append(f"the median call {median_change * 100:+.0f} %")
@@ -376,11 +393,17 @@ def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
                          if len(long) else "")
                 return (f"{len(long) / runs:.3g} of {len(every) / runs:.3g}",
                         about)
-            now, now_about = share(long_n, all_n, len(calls_n))
-            were, were_about = share(long_b, all_b, len(calls_b))
-            parts.append(f"{now} calls a run over {fmt_time(cut)}"
+            now, now_about = share(long_n, all_n, _rounds(new))
+            were, were_about = share(long_b, all_b, _rounds(base))
+            parts.append(f"{now} calls {per} over {fmt_time(cut)}"
                          f"{now_about}, were {were}{were_about}")
     return "; ".join(parts)
+
+
+def _rounds(runs: Sequence[RunFigures]) -> int:
+    """The runs (their rounds, a benchmark's) whose calls are known."""
+    return sum(r.rounds for r in runs if r.calls is not None and
+               len(r.calls))
 
 
 def _figure_p(figure: str, base: Sequence[RunFigures],
@@ -402,7 +425,8 @@ def _figure_p(figure: str, base: Sequence[RunFigures],
         b, n = base[0].calls, new[0].calls
         if b is not None and n is not None and min(len(b), len(n)) >= \
                 MIN_CALLS:
-            p_up, p_down = bootstrap_p(b, n, figure, margin)
+            p_up, p_down = bootstrap_p(b, n, figure, margin,
+                                       (base[0].rounds, new[0].rounds))
         else:
             found = _spread_p(figure, base[0], new[0], margin)
             if found is None:
@@ -448,7 +472,8 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     unresolved = 2 * resolution
     moved = {"total": _change(tb, tn) if abs(tn - tb) > unresolved *
              max(cb, cn) else 0.0}
-    tail_judged = all(r.count >= MIN_TAIL_CALLS for r in (*base, *new))
+    tail_judged = all(r.calls_known >= MIN_TAIL_CALLS
+                      for r in (*base, *new))
     if tail_judged:
         moved["tail"] = _change(pb, pn) if abs(pn - pb) > unresolved \
             else 0.0
@@ -463,13 +488,15 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     word, figure, p = min(words, key=lambda w: order.index(w[0]))
     if word == "same":
         figure, p = None, words[0][2]
-    detail = (_detail(base, new, moved["total"], _change(mb, mn), threshold)
-              if word != "same" else "")
+    per = "a round" if any(r.rounds > 1 for r in (*base, *new)) \
+        else "a run"
+    detail = (_detail(base, new, moved["total"], _change(mb, mn), threshold,
+                      per) if word != "same" else "")
     suspect = word in SLOWER or any(c > threshold for c in moved.values())
     return Verdict(word, figure, _change(tb, tn),
                    _change(pb, pn) if tail_judged else None, p,
                    len(base), len(new), tb, tn, cb, cn, mb, mn, pb, pn,
-                   detail, suspect)
+                   detail, suspect, per)
 
 
 def describe(v: Verdict) -> str:
@@ -486,8 +513,8 @@ def describe(v: Verdict) -> str:
         if v.figure else ""
     unsure = ("; not proven against the noise: more runs would tell"
               if v.word == NOISY else "")
-    return (f"total {fmt_time(v.base_total)} -> {fmt_time(v.new_total)} a "
-            f"run ({change}){tail}, median {fmt_time(v.base_p50)} -> "
+    return (f"total {fmt_time(v.base_total)} -> {fmt_time(v.new_total)} "
+            f"{v.per} ({change}){tail}, median {fmt_time(v.base_p50)} -> "
             f"{fmt_time(v.new_p50)}, {v.base_calls:.3g} vs "
             f"{v.new_calls:.3g} calls, {v.evidence}{p}: {v.word}{why}"
             f"{unsure}")

@@ -38,7 +38,7 @@ import sys
 import time
 import urllib.parse
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
@@ -431,7 +431,13 @@ class History:
         out, level = [], 0
         for i in range(1, len(series)):
             before = [f for _, f in series[max(level, i - window):i]]
-            verdict = judge(before, [series[i][1]], threshold, alpha)
+            new = [series[i][1]]
+            if len(before) == 1:
+                # one run a side: the history keeps no calls to resample
+                # as compare does, and its spreads alone would be bolder
+                before, new = [replace(before[0], spread=None)], \
+                    [replace(new[0], spread=None)]
+            verdict = judge(before, new, threshold, alpha)
             if verdict.word in SLOWER:
                 out.append((series[i][0], verdict))
                 level = i
@@ -451,7 +457,7 @@ def _spreads(report: Report
     out = {}
     for path, figures in run_figures(report).items():
         calls = figures.calls
-        tail = calls if figures.count >= MIN_TAIL_CALLS else None
+        tail = calls if figures.calls_known >= MIN_TAIL_CALLS else None
         out[path] = (own_spread("total", calls), own_spread("tail", tail))
     return out
 

@@ -198,8 +198,9 @@ def _breakdown(report: Report) -> Dict[str, Dict[str, float]]:
     """Each stage's figures over the measured calls (a benchmark's timed
     rounds, without calibration and warm-up)."""
     whole, own = run_figures(report), run_figures(report, own=True)
-    return {path: {"count": f.count, "total_s": f.total,
-                   "self_s": own[path].total,
+    # run_figures gives a round's figures: these are of all the rounds
+    return {path: {"count": f.calls_known, "total_s": f.total * f.rounds,
+                   "self_s": own[path].total * f.rounds,
                    "mean_s": f.total / f.count if f.count else 0.0,
                    "p50_s": f.p50, "p95_s": f.p95}
             for path, f in whole.items()}
@@ -346,14 +347,23 @@ def _bases(config: Any, nodeid: str) -> Tuple[bool, List[Report]]:
         if _FOLDERS not in config.stash:
             config.stash[_FOLDERS] = base_folders(base_dir)
         paths = base_runs(base_dir, nodeid, config.stash[_FOLDERS])
-        runs = []
+        runs: List[Report] = []
         for path in paths:
             try:
-                runs.append(Report.load(path))
+                run = Report.load(path)
             except ReportError as e:
                 # one unreadable base report loses one run, said so
                 config.stash[_PROBLEMS].append(
                     f"--aquaprof-compare: {nodeid}: {e}")
+                continue
+            if run in runs:
+                # a copy (a linked or copied folder) is no second run:
+                # counted twice, it would pass for two that agree exactly
+                config.stash[_PROBLEMS].append(
+                    f"--aquaprof-compare: {nodeid}: {path} is a copy of "
+                    f"a base run already read; counted once")
+                continue
+            runs.append(run)
         cache[nodeid] = (bool(paths), runs)
     return cache[nodeid]
 
@@ -369,12 +379,19 @@ NAMED = 5
 def _whole_test(base: List[Report], new: List[Report], threshold: float
                 ) -> StageChange:
     """The verdict on the runs' wall time (the profiled window: the test's
-    call, or the aquaprof fixture's life): all that is known of a test that
-    opens no stage. One call a run, so with one run a side it is hedged
-    (the change alone decides)."""
-    def figures(runs: List[Report]) -> List[RunFigures]:
-        return [RunFigures.of(np.array([r.wall])) for r in runs]
-    verdict = judge(figures(base), figures(new), threshold, ALPHA)
+    call, or the aquaprof fixture's life; a benchmark's timed rounds, each
+    a call): all that is known of a test that opens no stage. One call a
+    run outside a benchmark, so with one run a side it is hedged (the
+    change alone decides)."""
+    def figures(run: Report) -> RunFigures:
+        # a benchmark's timed rounds are its calls, judged a round each:
+        # its whole time stays near max_time whatever a round costs
+        rounds = [(end - start) * 1e-9
+                  for start, end in run.meta.get("measured") or ()]
+        return (RunFigures.of(np.array(rounds), len(rounds)) if rounds
+                else RunFigures.of(np.array([run.wall])))
+    verdict = judge([figures(r) for r in base], [figures(r) for r in new],
+                    threshold, ALPHA)
     return StageChange(WHOLE_TEST, verdict.word, verdict, verdict.base_calls,
                        verdict.new_calls)
 
@@ -423,8 +440,10 @@ class _TestComparison:
             if not paths:
                 continue
             figures = [run_figures(r, measure=self._measure) for r in runs]
+            per = ("a round" if any(r.meta.get("measured") for r in runs)
+                   else "a run")
             named = [f"{printable(path)} ({fmt_time(_a_run(figures, path))}"
-                     f"{' of CPU' if self._measure == 'cpu' else ''} a run)"
+                     f"{' of CPU' if self._measure == 'cpu' else ''} {per})"
                      for path in paths[:NAMED]]
             more = (f" and {len(paths) - NAMED} more"
                     if len(paths) > NAMED else "")
@@ -447,7 +466,8 @@ class _TestComparison:
 
 
 def _a_run(figures: List[Dict[str, RunFigures]], path: str) -> float:
-    """What a run paid for the stage, on average over the runs."""
+    """What a run (a benchmark's round) paid for the stage, on average
+    over the runs."""
     return float(np.mean([f[path].total if path in f else 0.0
                           for f in figures]))
 

@@ -70,7 +70,7 @@ def folded_lines(report: "Report") -> List[str]:
     a name written as ':', characters that are not printable escaped
     (_units.printable)."""
     clock = stage_clock(report)
-    code = weights(report)
+    code = weights(report, clock)
     names = [n.replace(";", ":") for n in code_names(report).names]
     lines = []
     for stage in report.stages:

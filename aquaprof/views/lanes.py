@@ -1,5 +1,6 @@
-"""Lanes of a thread's spans, for the views that draw a track of nested
-slices per thread (the Chrome trace, speedscope, the HTML timeline).
+"""Which spans a view draws, and the lanes of a thread's spans, for the
+views that draw a track of nested slices per thread (the Chrome trace,
+speedscope, the HTML timeline).
 
 asyncio tasks interleaved at their awaits hold stages that overlap
 without nesting, which one track cannot draw: a span that overlaps a span
@@ -15,6 +16,18 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from .. import _core
+
+
+def longest_spans(spans: np.ndarray, max_events: int
+                  ) -> Tuple[np.ndarray, int]:
+    """The indices of the spans a view draws, the max_events longest in
+    their order, and how many it leaves out. Of equal durations the
+    earlier (the outer) is kept, so that a parent stays with its child."""
+    if len(spans) <= max_events:
+        return np.arange(len(spans)), 0
+    duration = spans["end_ns"] - spans["start_ns"]
+    kept = np.sort(np.argsort(-duration, kind="stable")[:max_events])
+    return kept, len(spans) - max_events
 
 
 def task_lanes(spans: np.ndarray, kept: np.ndarray) -> np.ndarray:

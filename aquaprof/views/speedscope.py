@@ -27,7 +27,7 @@ from ..common.atomic import write_atomic
 from ..common.checks import whole
 from ..analysis.sampled_code import (
     MAX_SLICES, CodeSlice, labels, longest, slices)
-from .lanes import task_lanes
+from .lanes import longest_spans, task_lanes
 from .threads import thread_label
 from .trace import MAX_EVENTS
 
@@ -55,7 +55,7 @@ def speedscope_json(report: "Report", name: str = "aquaprof",
         raise ValueError(f"max_events must be an int >= 0, got "
                          f"{max_events!r}")
     spans = report.spans()
-    kept, left_out = _longest_spans(spans, max_events)
+    kept, left_out = longest_spans(spans, max_events)
     tracks, titles, track_of_span, thread_track = _span_tracks(
         report, spans, kept)
     code_left_out = _add_code(report, tracks, titles,
@@ -95,18 +95,6 @@ def _left_out_note(counts: Dict[str, int]) -> str:
             f"(max_events={counts['max_events']}), {never} beyond "
             f"max_spans never recorded; the report's aggregates count them "
             f"all)")
-
-
-def _longest_spans(spans: np.ndarray, max_events: int
-                   ) -> Tuple[np.ndarray, int]:
-    """The indices of the spans written (the max_events longest, in
-    order) and how many were left out."""
-    if len(spans) <= max_events:
-        return np.arange(len(spans)), 0
-    duration = spans["end_ns"] - spans["start_ns"]
-    # stable: equal durations keep the earlier (outer) span
-    kept = np.sort(np.argsort(-duration, kind="stable")[:max_events])
-    return kept, len(spans) - max_events
 
 
 def _span_tracks(report: "Report", spans: np.ndarray, kept: np.ndarray

@@ -112,17 +112,29 @@ def idle_threads(report: "Report") -> Set[ThreadKey]:
     them folds (a DataLoader worker blocked on its queue between items).
     The program's own main thread never folds: its waits outside any
     stage (a download, a sleep between batches) are the program's."""
-    processes = report.processes
-    program = (0, int(processes[0]["pid"])) if processes else None
+    program = _program_main(report)
     return {key for key, t in sampled_time(report).items()
-            if key != program and 2 * t.outside_wall > t.wall
+            if key not in program and 2 * t.outside_wall > t.wall
             and t.outside_cpu < IDLE_CPU_SHARE * t.outside_wall}
+
+
+def _program_main(report: "Report") -> Set[ThreadKey]:
+    """The key of the program's main thread: on Linux its id is the pid;
+    elsewhere it is known by name where it recorded a stage."""
+    keys = {_key(t) for t in report.threads
+            if t.get("process", 0) == 0 and t.get("name") == "MainThread"}
+    processes = report.processes
+    if processes:
+        keys.add((0, int(processes[0]["pid"])))
+    return keys
 
 
 def thread_count(report: "Report") -> Tuple[int, int]:
     """How many threads, and in how many processes, the report saw:
     those that recorded stages and those the sampler saw."""
-    keys = {_key(t) for t in report.threads} | set(sampled_time(report))
+    sampled = (report.samples or {"stacks": []})["stacks"]
+    keys = {_key(t) for t in report.threads} | {(s[0], s[1])
+                                                for s in sampled}
     return len(keys), max(len({p for p, _ in keys}), 1)
 
 

@@ -30,7 +30,7 @@ from ..common.atomic import write_atomic
 from ..common.progress import progress
 from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 from ..analysis.sampled_code import CodeSlice, labels, longest, slices
-from .lanes import task_lanes
+from .lanes import longest_spans, task_lanes
 from .threads import thread_label
 
 if TYPE_CHECKING:
@@ -55,13 +55,7 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     tids = [t["native_id"] for t in threads]
     tpids = [pids[t.get("process", 0)] for t in threads]
     events = _track_names(processes, threads, pids)
-    kept = np.arange(len(spans))
-    left_out = 0
-    if len(spans) > max_events:
-        duration = spans["end_ns"] - spans["start_ns"]
-        # stable: equal durations keep the earlier (outer) span
-        kept = np.sort(np.argsort(-duration, kind="stable")[:max_events])
-        left_out = len(spans) - max_events
+    kept, left_out = longest_spans(spans, max_events)
     span_tids = _lane_tids(spans, kept, tids)
     events += _lane_names(spans, kept, span_tids, tids, tpids,
                           [thread_label(t) for t in threads])

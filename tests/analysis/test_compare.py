@@ -406,7 +406,7 @@ def test_the_load_of_runs_too_short_to_tell_is_said_unknown_with_a_regression():
     slower = on_machine(timed(1.6, 2), other_cpus=0.1, steal=0.0)
     said = str(slower.compare(silent))
     assert "note: how busy the machine was is not known for 1 of the 2 " \
-        "runs (a run under 0.25 s is too short to tell)" in said
+        "runs (a run too short to tell, under 0.25 s on 2 CPUs" in said
     # no regression: nothing to explain
     assert "how busy" not in str(on_machine(
         timed(1.0, 4), other_cpus=0.1, steal=0.0).compare(silent))
@@ -443,3 +443,5 @@ def test_one_run_given_twice_or_a_whole_number_threshold_is_refused():
         timed(1.0, 3).compare([run, timed(1.0, 2), run])
     with pytest.raises(ValueError, match=r"threshold=5 would be 500 %"):
         run.compare(timed(1.0, 2), threshold=5)
+    with pytest.raises(ValueError, match=r"threshold=1 would be 100 %"):
+        run.compare(timed(1.0, 2), threshold=np.int64(1))

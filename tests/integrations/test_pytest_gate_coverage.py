@@ -4,9 +4,11 @@ renamed compared nothing and fails a gated run as a missing base does,
 stages on one side only are named, and the failing last line names the
 slower tests and the holes both. Real pytest runs (pytester)."""
 import json
+from pathlib import Path
 
 import pytest
 
+import aquaprof as ap
 from aquaprof.integrations.pytest_plugin import report_name
 from plugin_args import PLUGIN
 
@@ -170,3 +172,56 @@ def test_a_base_of_no_stages_against_a_run_with_some(pytester, base):
     saved = json.loads((base / report_name(
         "test_suite.py::test_no_stages")).read_text())
     assert saved["stages"] == []
+
+
+def test_a_copy_of_a_base_run_in_a_linked_folder_counts_once(pytester,
+                                                             base):
+    # a "latest" link into the base folder holds the same reports: read
+    # twice, one run would pass for two that agree exactly
+    (base / "latest").symlink_to(base, target_is_directory=True)
+    result = gate(pytester, base, "-k", "steady")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "is a copy of a base run already read; counted once" in out
+    result.stdout.fnmatch_lines(["*test_steady:*"])
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+
+
+BENCH = """
+import time
+import aquaprof as ap
+
+def staged(seconds):
+    with ap.stage("decode"):
+        time.sleep(seconds)
+
+def test_bench(benchmark, aquaprof):
+    benchmark({work}, {sleep})
+"""
+
+
+@pytest.mark.parametrize("work, slower", [
+    ("time.sleep", ["*test_bench: REGRESSION: the whole test (it opened "
+                    "no stage)",
+                    "*! the whole test: total * a round (+*: slower*"]),
+    ("staged", ["*test_bench: REGRESSION: decode*",
+                "*! decode: total * a round (+*: slower*"])])
+def test_a_benchmark_three_times_slower_is_slower_a_round(
+        pytester, monkeypatch, work, slower):
+    # pytest-benchmark fills about max_time with rounds: three times
+    # slower, the test and a stage's calls in its rounds take as long
+    # in all, each round three times as long (17 rounds of 6 ms against
+    # 47 of 2 ms: too few calls for the tail to be judged)
+    pytest.importorskip("pytest_benchmark")
+    monkeypatch.setenv("PYTHONPATH", str(Path(ap.__file__).parent.parent))
+    args = ("--benchmark-max-time=0.1", "--benchmark-warmup=off")
+    pytester.makepyfile(test_bench=BENCH.format(work=work, sleep=0.002))
+    base = pytester.path / "base"
+    pytester.runpytest_subprocess(*PLUGIN, *args, f"--aquaprof={base}"
+                                  ).assert_outcomes(passed=1)
+    pytester.makepyfile(test_bench=BENCH.format(work=work, sleep=0.006))
+    slow = pytester.runpytest_subprocess(
+        *PLUGIN, *args, f"--aquaprof={pytester.path / 'new'}",
+        f"--aquaprof-compare={base}", "--aquaprof-fail=50%")
+    assert slow.ret == pytest.ExitCode.TESTS_FAILED, slow.stdout.str()
+    slow.stdout.fnmatch_lines(slower)

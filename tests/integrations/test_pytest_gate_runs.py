@@ -197,4 +197,8 @@ def test_bench(benchmark, aquaprof):
     assert report["inner"].count > timed
     assert len(report.meta["measured"]) == bench["stats"]["rounds"]
     from aquaprof.analysis.compare import run_figures
-    assert run_figures(report)["inner"].count == timed
+    figures = run_figures(report)["inner"]
+    assert figures.calls_known == timed
+    # a round's figures: rounds fill about max_time whatever one costs
+    assert figures.rounds == bench["stats"]["rounds"]
+    assert figures.count == pytest.approx(bench["stats"]["iterations"])

@@ -8,6 +8,7 @@ import html
 import re
 import time
 
+import numpy as np
 import pytest
 
 import aquaprof as ap
@@ -144,3 +145,17 @@ def test_a_program_without_overlap_keeps_its_summed_widths():
     for s in rep.stages:
         assert clock.width[s.id] == round(s.wall.total * 1e9)
         assert clock.own[s.id] == round(s.self_time * 1e9)
+
+
+def test_a_call_of_no_length_takes_no_time_from_the_clock():
+    # at one time a call's close sorts before opens: one of no length
+    # would stay open for the rest of its thread's time
+    from aquaprof import _core
+    from aquaprof.analysis.sampled_code import _leaf_shares
+    rows = [(0, -1, 0, 100), (1, 0, 10, 90), (1, 0, 20, 80), (2, 1, 30, 30)]
+    spans = np.zeros(len(rows), _core.SPAN_DTYPE)
+    for i, (stage, parent, start, end) in enumerate(rows):
+        spans[i]["stage"], spans[i]["parent"] = stage, parent
+        spans[i]["start_ns"], spans[i]["end_ns"] = start, end
+    shares = _leaf_shares(spans, np.arange(len(rows)))
+    assert list(shares) == [20, 50, 30, 0]
