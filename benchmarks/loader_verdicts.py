@@ -17,10 +17,11 @@ after the other, as a user takes them) and one run from outside them as
 the candidate, judged as `aquaprof compare` judges (threshold 5 %, alpha
 0.01); and against a planted run.
 
-Two rules: "now", and "runs alone": the same t-test between runs
+Three rules: "now"; "runs alone": the same t-test between runs
 without what a run's own calls say of its figure's spread
-(verdict.own_spread), kept here as the reference for what that
-changes.
+(verdict.own_spread); "tail, no margin": the tail (the p95 call) asked
+only to have moved at all, not past the threshold (the rule before);
+kept here as the references for what each changes.
 
 It also prints what the hog did to the base's runs: the "step" stage's
 median total a run, wall and thread CPU time, with the hog and without,
@@ -132,6 +133,24 @@ def judged(unchanged: List[ap.Report], slow: List[ap.Report], draws: int
     return counts
 
 
+_with_margin = verdict._figure_p
+
+
+def no_margin(figure, base, new, moved, margin):
+    """The evidence that a figure moved at all, whatever the threshold."""
+    return _with_margin(figure, base, new, moved, 0.0)
+
+
+#: each rule, as the verdict module patched for it
+RULES = {
+    "now": contextlib.nullcontext,
+    "runs alone": lambda: mock.patch.object(
+        verdict, "own_spread", lambda figure, calls: None),
+    "tail, no margin": lambda: mock.patch.object(
+        verdict, "_figure_p", no_margin),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -151,10 +170,8 @@ def main() -> None:
                         f"{shape}-slow")
             effects.append(f"{shape}: {hog_effect(unchanged)}")
             print(f"  {effects[-1]}", flush=True)
-            for rule in ("now", "runs alone"):
-                with (contextlib.nullcontext() if rule == "now" else
-                      mock.patch.object(verdict, "own_spread",
-                                        lambda figure, calls: None)):
+            for rule, patched in RULES.items():
+                with patched():
                     counts = judged(unchanged, slow, args.draws)
                 rows.append((shape, rule, counts))
                 print(f"  {shape} {rule}: {counts}", flush=True)
