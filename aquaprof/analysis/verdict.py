@@ -50,9 +50,9 @@ the threshold. The p95 call of a few dozen calls sits on one of the
 longest: a tail that certainly moved a little (every call 1 % slower,
 a drift the whole run shared) and by chance a lot (two stray slow calls
 among 30, +18 %) is no proof of a change past the threshold, while a
-total, a sum of every call, moves by chance far less than its spread
-allows. Asking the total for a move past the threshold as well halved
-the catches of a 25 % slower stage and spared no false alarm
+total, a sum of every call, is not moved so far by a few calls. Asking
+the total for a move past the threshold as well halved the catches of
+a 25 % slower stage for few fewer false alarms
 (benchmarks/gate_noise.py).
 With fewer than MIN_CALLS calls in a single run a side, no resampling is
 possible: the totals against the threshold decide, hedged ("slower?").

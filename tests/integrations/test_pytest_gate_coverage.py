@@ -10,20 +10,11 @@ import pytest
 
 import aquaprof as ap
 from aquaprof.integrations.pytest_plugin import report_name
-from plugin_args import PLUGIN
+from plugin_args import PLUGIN, SUITE_HEAD
 
 pytest_plugins = ["pytester"]
 
-SUITE = """
-import time
-import aquaprof as ap
-
-def busy(seconds):
-    # spins for its thread's CPU time: a busy machine adds wall time
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-
+SUITE = SUITE_HEAD + """
 def test_no_stages():
     # sleeps: a busy machine moves a sleep far less than a spin
     time.sleep({sleep})

@@ -9,20 +9,11 @@ import pytest
 
 import aquaprof as ap
 from aquaprof.integrations.pytest_plugin import base_runs, report_name
-from plugin_args import PLUGIN
+from plugin_args import PLUGIN, SUITE_HEAD
 
 pytest_plugins = ["pytester"]
 
-SUITE = """
-import time
-import aquaprof as ap
-
-def busy(seconds):
-    # spins for its thread's CPU time: a busy machine adds wall time
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-
+SUITE = SUITE_HEAD + """
 def test_busy(aquaprof):
     for _ in range(20):
         with ap.stage("step"):

@@ -14,3 +14,16 @@ def installed_plugin():
 
 
 PLUGIN = () if installed_plugin() else ("-p", "aquaprof.pytest_plugin")
+
+
+#: the head of a profiled test suite for pytester: imports, and a spin
+#: for its thread's CPU time (a busy machine adds wall time, not CPU)
+SUITE_HEAD = """
+import time
+import aquaprof as ap
+
+def busy(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+"""
