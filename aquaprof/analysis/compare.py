@@ -27,7 +27,7 @@ import numpy as np
 
 from ..common.units import printable, text_html
 from ..model.report import Report
-from ..record.host import BUSY_SECONDS
+from ..model.schema import BUSY_SECONDS
 from .verdict import (
     MEASURES, NOISY, SLOWER, RunFigures, Verdict, describe, judge,
     own_spread)

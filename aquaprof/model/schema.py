@@ -71,9 +71,15 @@ HOST_OPTIONAL: Fields = {
     "cpus": int, "load": float,
     # during the run: the CPUs other processes kept busy on average, and
     # the share of all CPU time a hypervisor took (Linux; runs long
-    # enough for the kernel's 10 ms ticks, record.host.BUSY_SECONDS)
+    # enough for the kernel's 10 ms ticks, BUSY_SECONDS)
     "other_cpus": float, "steal": float,
 }
+#: the shortest run (seconds, on a machine of 2 CPUs; times the square
+#: root of half the CPUs on larger ones) whose machine's busy CPUs are
+#: said: the kernel counts each CPU's time in ticks of 10 ms, and over a
+#: shorter run their rounding alone moves the figure by about a tenth of
+#: a CPU
+BUSY_SECONDS = 0.25
 OVERHEAD_FIELDS: Fields = {"span_ns": float, "inside_ns": float}
 OVERHEAD_OPTIONAL: Fields = {
     "read_ns": float, "resolution_ns": float,

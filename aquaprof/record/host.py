@@ -15,13 +15,11 @@ import time
 from typing import Any, Dict, Optional, Tuple
 
 from .._version import __version__
+from ..model.schema import BUSY_SECONDS
 
-#: the shortest run (seconds, on a machine of 2 CPUs; times the square
-#: root of half the CPUs on larger ones) whose machine's busy CPUs are
-#: said: the kernel counts each CPU's time in ticks of 10 ms, and over a
-#: shorter run their rounding alone moves the figure by about a tenth of
-#: a CPU
-BUSY_SECONDS = 0.25
+__all__ = ["BUSY_SECONDS", "busy_between", "cpu_ticks", "host_info",
+           "static_host"]
+
 
 
 @functools.lru_cache(maxsize=None)
