@@ -1136,8 +1136,13 @@ def test_cuda_images_taller_than_one_grid_are_covered(monkeypatch):
     volume = mvs.build_cost_volume(cuda(ref_img), cuda(src_img[None]),
                                    ref_cam, [src_cam], depths, "sad", 3)
     assert close(volume, expected)
-    depth, _ = mvs.extract_depth(volume, depths)
-    assert close(depth, mvs.extract_depth(expected, depths)[0], 1e-6)
+    # the extraction covers every row too: the bits of the host's
+    # extraction of the same volume (the CPU volume's depths may differ,
+    # as costs within 1e-4 may swap two planes)
+    depth, conf = mvs.extract_depth(volume, depths)
+    host_depth, host_conf = mvs.extract_depth(volume.cpu().numpy(), depths)
+    assert np.array_equal(depth.cpu().numpy(), host_depth, equal_nan=True)
+    assert np.array_equal(conf.cpu().numpy(), host_conf, equal_nan=True)
 
 
 @pytest.mark.gpu
@@ -1150,10 +1155,11 @@ def test_cuda_reduce_depth_is_the_gpu_volumes_extraction(cost, window,
     """The strip kernel's chunks folded on the device: the same bits as
     extracting the GPU's whole volume (the chunks' costs are its costs:
     the strip kernel's samples do not depend on the planes beside them),
-    more views than one launch holds included; against the CPU, the same
-    plane wherever the CPU's least cost leads every other by more than
-    2e-4 (each GPU cost is within 1e-4 of the CPU's), so the depths are
-    within a step there."""
+    more views than one launch holds included; against the CPU, NaN at
+    the same pixels and depths within half a step but where costs within
+    1e-4 of the CPU's swapped two close planes (on a smooth cost curve the
+    planes beside the least are often within 1e-5 of it, so a swap moves
+    the refined depth: at most 0.1 % of pixels)."""
     sc = scenes.make_scene("wavy", views=views, height=72, width=150)
     depths = np.linspace(*sc.depth_range(0.03), 37)
     args = (sc.ref_cam, sc.cameras[1:], depths, cost, window)
@@ -1168,12 +1174,11 @@ def test_cuda_reduce_depth_is_the_gpu_volumes_extraction(cost, window,
         assert torch.equal(torch.nan_to_num(depth, 7.0),
                            torch.nan_to_num(want_depth, 7.0))
         assert torch.equal(conf, want_conf)
-    cpu_volume = mvs.build_cost_volume(sc.ref, sc.images[1:], *args)
     cpu_depth, _ = mvs.build_cost_volume(sc.ref, sc.images[1:], *args,
                                          reduce="depth")
-    best = np.sort(cpu_volume, axis=2)
-    leads = (best[..., 1] - best[..., 0] > 2e-4) & np.isfinite(cpu_depth)
-    assert leads.mean() > 0.5
     got = depth.cpu().numpy()
-    step = depths[1] - depths[0]
-    assert (np.abs(got[leads] - cpu_depth[leads]) <= step).all()
+    assert np.array_equal(np.isnan(got), np.isnan(cpu_depth))
+    assert np.isfinite(cpu_depth).mean() > 0.9
+    seen = np.isfinite(cpu_depth)
+    apart = np.abs(got[seen] - cpu_depth[seen]) / (depths[1] - depths[0])
+    assert (apart > 0.5).mean() <= 1e-3

@@ -191,3 +191,39 @@ def test_the_figures_name_each_ncu_workload_and_its_dram_bytes(tmp_path):
     assert "ncu (planes warped first) ap_cost_planes_kernel: Duration ms " \
         "9.00" in again.splitlines()
     assert "a plane at a time" not in again
+
+
+# What a GPU machine's image may lack of requirements-dev.txt: its
+# python3 is the one with a CUDA torch, and nothing can be installed
+# there. Hypothesis is there, and required.
+OPTIONAL = ("gevent", "greenlet", "IPython", "ipykernel", "nbformat",
+            "nbclient", "nbconvert", "playwright", "atheris", "pyinstrument",
+            "aquamvs", "pydantic", "yaml", "pandas", "prometheus_client",
+            "torch", "mypy")
+BLOCKER = """import sys
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {names!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
+sys.meta_path.insert(0, Missing())
+"""
+
+
+@pytest.mark.slow
+def test_the_gpu_tests_collect_where_optional_packages_are_missing(
+        tmp_path):
+    """The GPU step runs `pytest -m gpu tests`, which imports every test
+    file: one file that imports a missing package at its top stops the
+    whole collection, and no GPU test runs at all."""
+    (tmp_path / "sitecustomize.py").write_text(
+        BLOCKER.format(names=set(OPTIONAL)))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path),
+               PYTHONDONTWRITEBYTECODE="1")
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only",
+                          "-q", "-p", "no:cacheprovider", "-m", "gpu",
+                          "tests"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "could not import 'gevent'" in run.stdout  # the blocker worked
+    collected = re.search(r"(\d+)/\d+ tests collected", run.stdout)
+    assert collected and int(collected.group(1)) > 50, run.stdout[-500:]
