@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, List, Optional, Tuple
 
 import torch
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import aquamvs_torch as reference  # noqa: E402
 from aquaprof.mvs import aquamvs, scenes  # noqa: E402
+from aquaprof.mvs._aquamvs_inputs import geometry  # noqa: E402
 
 
 @dataclass
@@ -70,12 +72,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     models = {n: reference.RefractiveModel.from_camera(c, torch.float32,
                                                        args.device)
               for n, c in zip(names, scene.cameras)}
+    # The drop-in gets what its users hand it, AquaMVS's own
+    # RefractiveProjectionModel, which it reads natively: the models'
+    # attributes without their methods stand for it (aquamvs need not be
+    # installed). The torch reference's models, whose cast_ray and
+    # project are their own, would send the drop-in down its torch path.
+    native = {n: SimpleNamespace(**vars(m)) for n, m in models.items()}
+    kernels = all(geometry(native[n], n, role).camera is not None
+                  for n, role in zip(names, ["ref"] + ["src"] * len(names)))
     config = Config(args.depths, args.cost, args.window)
     depth_range = tuple(float(x) for x in scene.depth_range(0.03))
 
     def dropin(parity: str = "aquamvs") -> torch.Tensor:
         return aquamvs.plane_sweep_stereo(
-            names[0], models[names[0]], names[1:], models, frames[names[0]],
+            names[0], native[names[0]], names[1:], native, frames[names[0]],
             frames, depth_range, config, args.device,
             parity=parity)["cost_volume"]
 
@@ -99,6 +109,8 @@ def main(argv: Optional[List[str]] = None) -> int:
           + (f" ({torch.cuda.get_device_name()})"
              if args.device == "cuda" else
              f", {torch.get_num_threads()} torch threads"))
+    print("drop-in geometry: " + ("native, the kernels" if kernels else
+                                  "the models' own methods, in torch"))
     print(f"AquaMVS in torch (float32): {theirs * 1e3:9.1f} ms")
     print(f"drop-in, parity=aquamvs:    {ours * 1e3:9.1f} ms  "
           f"{theirs / ours:6.1f}x faster")

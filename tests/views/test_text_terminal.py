@@ -15,6 +15,7 @@ from aquaprof.views.text import format_report, header_lines, \
     terminal_text, warning_lines
 
 import crafted
+from fake_gpu import scenario
 
 ESC = "\x1b["
 LONG = ("load_data_from_a_very_long_named_source_directory",
@@ -196,24 +197,27 @@ def test_no_cuda_is_said_once_and_short_at_the_end():
     assert "libcuda.so.1" not in text
 
 
-def child_stage():
-    with ap.stage("in child"):
-        pass
+def test_no_cuda_in_a_run_with_child_processes_is_said_short_at_the_end():
+    # children never look for a GPU: the parent's status is the run's. A
+    # fresh interpreter, as the driver stays open for a process's life
+    # once an earlier test opened a real one.
+    lines = scenario("""
+        import multiprocessing
 
+        def child_stage():
+            with ap.stage("in child"):
+                pass
 
-def test_no_cuda_in_a_run_with_child_processes_is_said_short_at_the_end(
-        monkeypatch):
-    # children never look for a GPU: the parent's status is the run's
-    import multiprocessing
-    monkeypatch.setenv("AQUAPROF_LIBCUDA", "/nonexistent/libcuda.so.1")
-    with ap.Profiler() as prof:
-        child = multiprocessing.get_context("fork").Process(
-            target=child_stage)
-        child.start()
-        child.join()
-    rep = prof.report()
-    assert len(rep.processes) == 2
-    lines = str(rep).splitlines()
+        with ap.Profiler() as prof:
+            child = multiprocessing.get_context("fork").Process(
+                target=child_stage)
+            child.start()
+            child.join()
+        rep = prof.report()
+        print(json.dumps([len(rep.processes), str(rep).splitlines()]))
+    """, {"AQUAPROF_LIBCUDA": "/nonexistent/libcuda.so.1"})
+    processes, lines = lines
+    assert processes == 2
     assert [line for line in lines if "GPU" in line] == [
         "GPU: not traced (no CUDA driver)"]
     assert lines[-1] == "GPU: not traced (no CUDA driver)"
