@@ -93,6 +93,13 @@ $(KT)/test_gpu_strip: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEA
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
 
+# the same under another block geometry (the variants that
+# benchmarks/mvs/gpu_variants.sh times): the sizes are parameters
+STRIP_VARIANT = -DAP_STRIP_ROWS=32 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8
+$(KT)/test_gpu_strip_variant: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) $(STRIP_VARIANT) \
+	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
+
 # AquaMVS parity's strip kernel the same way, against its windows summed
 # whole and against the CPU's AquaMVS parity
 $(KT)/test_gpu_parity_strip: $(KT)/test_gpu_parity_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
@@ -110,7 +117,8 @@ $(KT)/test_workers: $(KT)/test_workers.c csrc/mvs/cpu/workers.c $(KERNEL_TEST_HE
 	  -o $@
 
 KERNEL_TESTS = $(KT)/test_crossing $(KT)/test_sampling \
-	$(KT)/test_gpu_sample $(KT)/test_gpu_strip $(KT)/test_gpu_parity_strip \
+	$(KT)/test_gpu_sample $(KT)/test_gpu_strip $(KT)/test_gpu_strip_variant \
+	$(KT)/test_gpu_parity_strip \
 	$(KT)/test_window_sums \
 	$(KT)/test_workers
 test-kernels: $(KERNEL_TESTS)

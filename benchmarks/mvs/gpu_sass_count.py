@@ -71,6 +71,16 @@ counted the same way; the line before the last gives it and how many
 times it the kernel issues. --kernel other than a strip NCC kernel of a
 radius up to AP_STRIP_RADII gives no floor.
 
+For the strip kernels, a line gives the blocks an SM can hold by
+sm_90's limits (65,536 registers in 256-register units a warp, 228 KiB
+of shared memory with 1 KiB reserved a block, 64 warps, 32 blocks): the
+registers from ptxas, the shared memory from the launcher's own
+functions (ap_strip_shared, ap_sstrip_shared), compiled for the host
+with the same -D macros. The H200's profile of the default kernel read
+the same 3 blocks (docs/benchmarks.md, run 10). Variants of the blocks'
+geometry (-DAP_STRIP_ROWS, _GROUP, _SEGMENT, _BLOCKS in --nvcc-flags)
+are counted with their own #defines.
+
 Needs nvcc (CUDA 12.8 or later, for sm_90 with -O3 as setup.py builds)
 and cuobjdump with nvdisasm (CUDA's bin folder, or the
 nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels); $AQUAPROF_NVCC,
@@ -422,6 +432,97 @@ def defines():
     return names
 
 
+def macros(extra):
+    """The -D macros of nvcc flags, as NAME or NAME=VALUE."""
+    return [flag[2:] or value for flag, value in zip(extra, extra[1:] + [""])
+            if flag.startswith("-D")]
+
+
+def variant_defines(extra):
+    """The integer -D macros of the nvcc flags, which override the
+    headers' #defines as they do for nvcc."""
+    return {name: int(value) for name, _, value in
+            (m.partition("=") for m in macros(extra))
+            if re.fullmatch(r"\d+", value)}
+
+
+# sm_90's limits an SM: registers (allocated 256 at a time a warp),
+# shared memory (1 KiB of it reserved a block), warps, blocks
+SM90_REGISTERS, SM90_SHARED, SM90_RESERVED = 65536, 228 * 1024, 1024
+SM90_WARPS, SM90_BLOCKS = 64, 32
+
+
+def blocks_an_sm(registers, shared, threads):
+    """{limit: blocks an SM} for a kernel of `threads` a block."""
+    warps = math.ceil(threads / 32)
+    per_warp = math.ceil(registers * 32 / 256) * 256
+    limits = {"warps": SM90_WARPS // warps, "blocks": SM90_BLOCKS}
+    if registers:
+        limits["registers"] = SM90_REGISTERS // per_warp // warps
+    limits["shared memory"] = SM90_SHARED // (
+        math.ceil((shared + SM90_RESERVED) / 128) * 128)
+    return limits
+
+
+SHARED_PROBE = """#include <stdio.h>
+#include <stdlib.h>
+#include "gpu_strip.h"
+#include "gpu_ssim_strip.h"
+int main(int argc, char **argv)
+{
+    int r = argc > 1 ? atoi(argv[1]) : 0;
+    printf("%u %u %u\\n", ap_strip_shared(AP_COST_NCC, r),
+           ap_strip_shared(AP_COST_SAD, r), ap_sstrip_shared(r));
+    return 0;
+}
+"""
+
+
+def strip_shared(cost, radius, extra):
+    """The strip kernel's shared memory a block as the launcher sizes it
+    (the variant's -D macros given), or None without a host compiler."""
+    compiler = os.environ.get("CC") or shutil.which("cc") or \
+        shutil.which("gcc")
+    if not compiler:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "shared.c"
+        probe.write_text(SHARED_PROBE)
+        binary = Path(tmp) / "shared"
+        built = subprocess.run(
+            [compiler, "-std=c11", "-D_GNU_SOURCE",
+             *(f"-D{m}" for m in macros(extra)),
+             f"-I{KIT / 'cuda'}", str(probe), "-lm", "-o", str(binary)],
+            capture_output=True, text=True, env=tool_env())
+        if built.returncode:
+            sys.exit(f"the shared memory probe did not build:\n"
+                     f"{built.stderr}")
+        ncc, sad, ssim = map(int, subprocess.run(
+            [str(binary), str(radius)], capture_output=True, text=True,
+            check=True).stdout.split())
+    return {"ncc": ncc, "sad": sad, "ssim": ssim}[cost]
+
+
+def report_occupancy(kernel, cost, case, extra, registers):
+    if not kernel.startswith("ap_strip_"):
+        return
+    shared = strip_shared(cost, case["radius"], extra)
+    if shared is None:
+        print("occupancy: no host C compiler to size the shared memory")
+        return
+    threads = case["AP_STRIP_COLS"]
+    limits = blocks_an_sm(registers or 0, shared, threads)
+    blocks = min(limits.values())
+    warps = blocks * math.ceil(threads / 32)
+    print(f"occupancy on sm_90: {shared:,} bytes of shared memory and "
+          f"{registers} registers a thread, {threads} threads a block: "
+          f"{blocks} blocks an SM ("
+          + ", ".join(f"{k} {v}" for k, v in limits.items()
+                      if k in ("registers", "shared memory"))
+          + f"), {warps} warps of {SM90_WARPS} "
+          f"({100 * warps / SM90_WARPS:.1f} %)")
+
+
 def spread(n, threads):
     """Trips of `for (i = tid; i < n; i += threads)` per warp, averaged
     over a block's warps: a warp runs while any of its lanes does."""
@@ -592,14 +693,14 @@ def main(argv=None):
     if isinstance(found, str):
         sys.exit(f"gpu_sass_count: {found} (CUDA's bin folder, or the "
                  f"nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels)")
-    case = dict(defines(), H=args.height, W=args.width, views=args.views,
-                planes=args.planes, radius=args.window // 2,
-                window=args.window)
+    extra = shlex.split(args.nvcc_flags or
+                        os.environ.get("AQUAPROF_NVCC_FLAGS", ""))
+    case = dict(defines(), **variant_defines(extra), H=args.height,
+                W=args.width, views=args.views, planes=args.planes,
+                radius=args.window // 2, window=args.window)
     args.kernel = args.kernel or default_kernel(case)
     args.cost = args.cost or next(
         (kind for kind in ("ssim", "sad") if kind in args.kernel), "ncc")
-    extra = shlex.split(args.nvcc_flags or
-                        os.environ.get("AQUAPROF_NVCC_FLAGS", ""))
     version = next((line for line in subprocess.run(
         [found[0], "--version"], capture_output=True, text=True,
         env=tool_env()).stdout.splitlines() if "release" in line), "nvcc")
@@ -614,6 +715,8 @@ def main(argv=None):
           f"{res.get('spill_stores', '?')} bytes spill stores, "
           f"{res.get('spill_loads', '?')} bytes spill loads, "
           f"{res.get('stack', '?')} bytes stack")
+    report_occupancy(args.kernel, args.cost, case, extra,
+                     res.get("registers"))
     report_loops(code, loops)
     total = sum(parts.values())
     for part in ("warp", "sums", "other"):

@@ -125,3 +125,41 @@ def test_missing_tools_are_named(monkeypatch, tmp_path):
     monkeypatch.setattr(gpu_sass_count, "find_tool", lambda *a: None)
     monkeypatch.delenv("AQUAPROF_NVCC", raising=False)
     assert gpu_sass_count.tools() == "not found: nvcc, cuobjdump, nvdisasm"
+
+
+def occupancy(out):
+    """(shared memory a block, blocks an SM) of the count's output."""
+    m = re.search(r"occupancy on sm_90: ([\d,]+) bytes of shared memory"
+                  r".*: (\d+) blocks an SM", out)
+    assert m, out
+    return int(m.group(1).replace(",", "")), int(m.group(2))
+
+
+def test_blocks_an_sm_are_the_limits_the_h200_profile_read():
+    """ncu on an H200 read the default strip kernel (118 registers,
+    66,112 bytes of shared memory, 128 threads) as 4 blocks an SM by its
+    registers and 3 by its shared memory; a kernel of 255 registers
+    holds 2 blocks of 128 threads, one of 1 KiB of shared memory 32."""
+    limits = gpu_sass_count.blocks_an_sm(118, 66112, 128)
+    assert limits["registers"] == 4 and limits["shared memory"] == 3
+    assert min(limits.values()) == 3
+    assert gpu_sass_count.blocks_an_sm(255, 0, 128)["registers"] == 2
+    assert min(gpu_sass_count.blocks_an_sm(32, 1024, 64).values()) == 32
+
+
+def test_a_variants_macros_override_the_headers_for_the_count():
+    assert gpu_sass_count.variant_defines(
+        ["-DAP_STRIP_ROWS=32", "-D", "AP_STRIP_GROUP=2", "-DAP_FLAG",
+         "-O3"]) == {"AP_STRIP_ROWS": 32, "AP_STRIP_GROUP": 2}
+
+
+@needs_tools
+def test_a_variant_of_the_blocks_is_counted_with_its_own_sizes():
+    """Half the groups' rows of column sums free 12 KiB of shared
+    memory a block: a fourth block an SM, as the launcher would size it
+    (the variant's macros reach the host probe too)."""
+    out = run("--nvcc-flags=-DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8")
+    committed = run()
+    assert occupancy(committed) == (66112, 3)
+    assert occupancy(out) == (53792, 4)
+    assert per_output(out) != per_output(committed)

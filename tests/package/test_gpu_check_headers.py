@@ -83,3 +83,19 @@ def test_none_without_cuda_h_or_when_told(setup_py, tmp_path, monkeypatch):
     assert setup_py.find_cupti_headers([str(tmp_path)], []) != []
     monkeypatch.setenv("AQUAPROF_NO_CUDA", "1")
     assert setup_py.find_cupti_headers([str(tmp_path)], []) == []
+
+
+def test_a_kernel_variants_macros_reach_the_launchers_c(setup_py,
+                                                        monkeypatch):
+    """The launcher sizes the strip kernels' grids and shared memory from
+    the same #defines as the kernels: a variant's -D macros must reach
+    both compilers, and its other nvcc flags nvcc alone."""
+    monkeypatch.setenv("AQUAPROF_NVCC_FLAGS",
+                       "-DAP_STRIP_ROWS=32 -D AP_STRIP_GROUP=2 -DAP_FLAG "
+                       "-Xptxas -v")
+    assert setup_py.variant_macros() == [("AP_STRIP_ROWS", "32"),
+                                         ("AP_STRIP_GROUP", "2"),
+                                         ("AP_FLAG", None)]
+    assert "-Xptxas" in setup_py.variant_flags()
+    monkeypatch.delenv("AQUAPROF_NVCC_FLAGS")
+    assert setup_py.variant_macros() == []

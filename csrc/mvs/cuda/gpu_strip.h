@@ -38,11 +38,19 @@
  * of 118 outputs is one warp's). 128 x 64 holds 65 KiB of shared memory
  * at NCC's window 11 (ap_strip_shared): three blocks an SM. The launcher
  * (csrc/mvs/cuda/cuda_sweep.c) sizes its grids and shared memory from
- * these: a variant to time changes them here, for both compilers. */
+ * these, so a variant to time sets the rows, the group and the segment
+ * for both compilers: setup.py passes $AQUAPROF_NVCC_FLAGS's -D macros
+ * to the launcher's C too (benchmarks/mvs/gpu_variants.sh). */
 #define AP_STRIP_COLS 128
+#ifndef AP_STRIP_ROWS
 #define AP_STRIP_ROWS 64
+#endif
+#ifndef AP_STRIP_GROUP
 #define AP_STRIP_GROUP 4
+#endif
+#ifndef AP_STRIP_SEGMENT
 #define AP_STRIP_SEGMENT 16
+#endif
 /* blocks an SM the kernels' registers are capped for (kernel-side only:
  * a variant may come from $AQUAPROF_NVCC_FLAGS) */
 #ifndef AP_STRIP_BLOCKS
@@ -64,6 +72,9 @@
 
 #if AP_STRIP_ROWS % AP_STRIP_GROUP != 0
 #error "a strip must be a whole number of groups of rows"
+#endif
+#if AP_STRIP_SEGMENT < 1
+#error "a segment holds an output at least"
 #endif
 #if AP_STRIP_COLS <= AP_MAX_WINDOW
 #error "a block must have a column of outputs at the widest window"
