@@ -58,7 +58,8 @@ The method, a static count:
   else of the innermost declared loop around it: `warp` (the samples,
   halo included), `sums` (window sums and the cost formula), else
   `other` (a block's set-up and the store, spread over its sources).
-- A loop's back branch may test a second predicate (`BRA P1, target`);
+- A loop's back branch may test a second predicate (`BRA P1, target`),
+  or a thread's copy (PLOP3) of a uniform test's predicate;
   its unroll factor is read from the counter whose last write before
   the test (or, carried round the loop, after it) adds a constant to
   itself.
@@ -317,11 +318,19 @@ def counter_step(code, loop):
     body = code[loop.start:loop.end]
     for at in range(len(body) - 1, -1, -1):
         ops = body[at].text.split(None, 1)
-        if len(ops) < 2 or "SETP" not in ops[0]:
+        if len(ops) < 2:
             continue
         operands = [o.strip().replace(".reuse", "")
                     for o in ops[1].split(",")]
         if operands[0] != predicate:
+            continue
+        # a uniform test's predicate copied to a thread's (PLOP3 of one
+        # UP and PTs): the test is the uniform one's
+        copied = [o for o in operands[1:] if re.fullmatch(r"U?P\d+", o)]
+        if ops[0].startswith("PLOP3") and len(copied) == 1:
+            predicate = copied[0]
+            continue
+        if "SETP" not in ops[0]:
             continue
         registers = [o for o in operands[2:4] if re.fullmatch(r"U?R\d+", o)]
         # each register's last writer before the test (or, carried round

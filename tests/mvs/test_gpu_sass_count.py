@@ -163,3 +163,21 @@ def test_a_variant_of_the_blocks_is_counted_with_its_own_sizes():
     assert occupancy(committed) == (66112, 3)
     assert occupancy(out) == (53792, 4)
     assert per_output(out) != per_output(committed)
+
+
+def test_a_loop_tested_on_a_uniform_predicate_copied_is_unrolled_as_found():
+    """nvcc may test a loop's uniform counter (UISETP into UP0) and copy
+    the predicate to a thread's (PLOP3) for the branch: the unroll factor
+    is still the counter's step, here 16, not 1 (which once weighed a
+    16-fold unrolled window sum 11 times)."""
+    lines = ["UIADD3 UR17, UR17, -0x10, URZ",
+             "DADD R8, R6, R8",
+             "UISETP.GT.AND UP0, UPT, UR17, 0xc, UPT",
+             "PLOP3.LUT P1, PT, PT, PT, UP0, 0x80, 0x0",
+             "DADD R10, R10, R52",
+             "@P1 BRA `(.L_x_1)"]
+    code = [gpu_sass_count.Instruction(16 * i, text, ())
+            for i, text in enumerate(lines)]
+    code[0].label = ".L_x_1"
+    loop = gpu_sass_count.Loop(0, len(code) - 1)
+    assert gpu_sass_count.counter_step(code, loop) == 16

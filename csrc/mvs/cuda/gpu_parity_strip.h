@@ -15,9 +15,11 @@
  *      rows up, added to the block's accumulators.
  * Samples are warped as the textbook strip kernel warps them (the
  * source's frame, the crossing walked down the column from the two rows
- * above's). Each window is summed afresh (SSIM's Gaussian taps, or a
- * box), down then along, in float64 as the CPU does; costs are added in
- * float32 (the volume's type) over the sources. Each sample is warped
+ * above's). Sums are float64, as the CPU's. Down the columns, NCC's
+ * box windows slide (the entering row added, the leaving one, read back
+ * from its ring, taken out), SSIM's Gaussian windows are summed afresh;
+ * along the rows both are summed afresh. Costs are added in float32
+ * (the volume's type) over the sources. Each sample is warped
  * once a block, where the three passes of parity_sweep.cuh warp it once
  * and read it back from global memory 2 (2 r + 1)^2 times.
  * Written in C for the host too, so that
@@ -128,19 +130,55 @@ typedef struct {
 #endif
 } ap_pstrip_block;
 
-/* The ring's slot of row y (rows [y0 - 2 r, ...) of the block), for a
- * ring of `rows` rows. */
-AP_PSTRIP_FN int
-ap_pstrip_slot(const ap_pstrip_block *b, int y, int rows)
-{
-    return (y - b->y0 + 2 * b->r) % rows;
-}
+/* A thread's column, for one source: its walk down the column; the
+ * slot of the row entering the rings of 2 r + 1 rows and the slot, in
+ * the ring of r + 1 rows, of the row it centres (r rows up), both
+ * advanced as each row enters, so that no slot is a division; the rows
+ * entered; and, for a box window, its sums down the window's rows: the
+ * samples' m, r m and s m, and the centred products. */
+typedef struct {
+    ap_walk walk;
+    int slot, stat, entered;
+    double down[3], products[3], products_err[3];
+} ap_pstrip_column;
 
 /* The slot after `slot` in a ring of `rows` rows. */
 AP_PSTRIP_FN int
 ap_pstrip_next(int slot, int rows)
 {
     return slot + 1 == rows ? 0 : slot + 1;
+}
+
+/* A column before its first row: the slots one before those of its
+ * first row, y0 - 2 r, which enters slot 0 of the larger ring, and the
+ * row it would centre then, y0 - 3 r, slot (-r) mod (r + 1) = 1 of the
+ * smaller. */
+AP_PSTRIP_FN ap_pstrip_column
+ap_pstrip_column_start(int r)
+{
+    ap_pstrip_column col = {ap_walk_none(), 2 * r, 0, 0, {0.0, 0.0, 0.0},
+                            {0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}};
+    return col;
+}
+
+/* x added to the sum *sum + *err, the rounding of each step kept in
+ * *err (Neumaier): a window of centred products that slides from
+ * texture onto a nearly flat patch keeps its small sum to within a
+ * rounding of it, where a plain running sum would keep the rounding of
+ * the texture that left, as large as the patch's whole variance. */
+AP_PSTRIP_FN void
+ap_pstrip_add(double *sum, double *err, double x)
+{
+    double t = *sum + x;
+    *err += fabs(*sum) >= fabs(x) ? (*sum - t) + x : (x - t) + *sum;
+    *sum = t;
+}
+
+/* Whether the windows are boxes, whose sums down a column slide. */
+AP_PSTRIP_FN int
+ap_pstrip_box(const ap_pstrip_block *b)
+{
+    return b->taps == NULL;
 }
 
 AP_PSTRIP_FN double
@@ -195,17 +233,41 @@ ap_pstrip_sample(const ap_pstrip_block *b, int x, int y, ap_walk *walk)
  * are all in (y >= y0), the column's sums of m, r m and s m over them
  * into `first`. */
 AP_PSTRIP_FN void
-ap_pstrip_enter(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
-                int y, ap_walk *walk)
+ap_pstrip_enter(const ap_pstrip_block *b, ap_pstrip_shared_at at,
+                ap_pstrip_column *col, int c, int y)
 {
     const int r = b->r, rows = 2 * r + 1, x = b->x0 + c;
+    col->slot = ap_pstrip_next(col->slot, rows);
+    col->stat = ap_pstrip_next(col->stat, r + 1);
+    int slot = col->slot, at_c = slot * AP_PSTRIP_COLS + c;
     /* count: part=warp */
-    double sample = ap_pstrip_sample(b, x, y, walk);
-    int slot = ap_pstrip_slot(b, y, rows);
-    at.ring[slot * AP_PSTRIP_COLS + c] = sample;
-    at.refs[slot * AP_PSTRIP_COLS + c] =
-        sample == sample ? b->ref[(size_t)y * b->w + x] : 0.0f;
+    double sample = ap_pstrip_sample(b, x, y, &col->walk);
+    float ref = sample == sample ? b->ref[(size_t)y * b->w + x] : 0.0f;
+    if (ap_pstrip_box(b)) {
+        /* the row leaving the window held this slot */
+        double left = at.ring[at_c];
+        if (col->entered >= rows && left == left) {
+            col->down[0] -= 1.0;
+            col->down[1] -= at.refs[at_c];
+            col->down[2] -= left;
+        }
+        if (sample == sample) {
+            col->down[0] += 1.0;
+            col->down[1] += ref;
+            col->down[2] += sample;
+        }
+    }
+    col->entered++;
+    at.ring[at_c] = sample;
+    at.refs[at_c] = ref;
     if (y < b->y0) {
+        return;
+    }
+    double *q = at.first + 3 * c;
+    if (ap_pstrip_box(b)) {
+        q[0] = col->down[0];
+        q[1] = col->down[1];
+        q[2] = col->down[2];
         return;
     }
     double n = 0.0, sr = 0.0, ss = 0.0;
@@ -221,7 +283,6 @@ ap_pstrip_enter(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
             ss += g * s;
         }
     }
-    double *q = at.first + 3 * c;
     q[0] = n;
     q[1] = sr;
     q[2] = ss;
@@ -234,8 +295,8 @@ ap_pstrip_enter(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
  * are all centred, the column's sums of the products over them into
  * `second`. */
 AP_PSTRIP_FN void
-ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
-                 int y)
+ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at,
+                 ap_pstrip_column *col, int c, int y)
 {
     const int r = b->r, rows = 2 * r + 1, yc = y - r;
     double sums[3];
@@ -245,18 +306,30 @@ ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
                                            : AP_AQUAMVS_NCC_LEAST;
     double count = n < least ? least : n;
     double mr = sr / count, ms = ss / count;
-    int slot = ap_pstrip_slot(b, yc, rows);
+    /* row yc's slot in the rings of 2 r + 1 rows */
+    int slot = col->slot - r < 0 ? col->slot - r + rows : col->slot - r;
     double s = at.ring[slot * AP_PSTRIP_COLS + c];
     int seen = s == s;
     double rc = seen ? at.refs[slot * AP_PSTRIP_COLS + c] - mr : 0.0;
     double sc = seen ? s - ms : 0.0;
     double *p = at.products + 3 * (slot * AP_PSTRIP_COLS + c);
-    p[0] = rc * rc;
-    p[1] = sc * sc;
-    p[2] = rc * sc;
+    double entering[3] = {rc * rc, sc * sc, rc * sc};
+    if (ap_pstrip_box(b)) {
+        for (int k = 0; k < 3; k++) {
+            /* the products of row yc - 2 r - 1, centred from y0 - r on */
+            if (y >= b->y0 + rows) {
+                ap_pstrip_add(&col->products[k], &col->products_err[k],
+                              -p[k]);
+            }
+            ap_pstrip_add(&col->products[k], &col->products_err[k],
+                          entering[k]);
+        }
+    }
+    p[0] = entering[0];
+    p[1] = entering[1];
+    p[2] = entering[2];
     int nstats = ap_pstrip_nstats(b->cost);
-    double *stats = at.stats + nstats * (ap_pstrip_slot(b, yc, r + 1) *
-                                         AP_PSTRIP_COLS + c);
+    double *stats = at.stats + nstats * (col->stat * AP_PSTRIP_COLS + c);
     stats[0] = n;
     if (nstats == 3) {
         stats[1] = mr;
@@ -265,18 +338,27 @@ ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
     if (yc - r < b->y0) {
         return;
     }
+    double *q = at.second + 3 * c;
+    if (ap_pstrip_box(b)) {
+        for (int k = 0; k < 3; k++) {
+            q[k] = col->products[k] + col->products_err[k];
+        }
+        /* squares' sums below 0 by a rounding: the sum is 0 */
+        q[0] = q[0] > 0.0 ? q[0] : 0.0;
+        q[1] = q[1] > 0.0 ? q[1] : 0.0;
+        return;
+    }
     double srr = 0.0, sss = 0.0, srs = 0.0;
     /* count: trips=window * (H / ceil(H / AP_PSTRIP_ROWS)) / (H / ceil(H /
      * AP_PSTRIP_ROWS) + 2 * radius) */
     for (int k = 0; k < rows; k++) {
         slot = ap_pstrip_next(slot, rows);     /* row yc - 2 r + k */
-        const double *q = at.products + 3 * (slot * AP_PSTRIP_COLS + c);
+        const double *pk = at.products + 3 * (slot * AP_PSTRIP_COLS + c);
         double g = ap_pstrip_tap(b, k);
-        srr += g * q[0];
-        sss += g * q[1];
-        srs += g * q[2];
+        srr += g * pk[0];
+        sss += g * pk[1];
+        srs += g * pk[2];
     }
-    double *q = at.second + 3 * c;
     q[0] = srr;
     q[1] = sss;
     q[2] = srs;
@@ -288,15 +370,17 @@ ap_pstrip_centre(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
  * pixel's count and means, added to its accumulator where the pixel is
  * in the image. */
 AP_PSTRIP_FN void
-ap_pstrip_cost(const ap_pstrip_block *b, ap_pstrip_shared_at at, int c,
-               int y)
+ap_pstrip_cost(const ap_pstrip_block *b, ap_pstrip_shared_at at,
+               const ap_pstrip_column *col, int c, int y)
 {
     const int r = b->r, rows = 2 * r + 1, yo = y - 2 * r, x = b->x0 + c;
     double q[3];
     ap_pstrip_along(b, at.second, c, q);
+    /* row yo's slot in the ring of r + 1 rows: the one after yc's */
     const double *stats =
         at.stats + ap_pstrip_nstats(b->cost) *
-                       (ap_pstrip_slot(b, yo, r + 1) * AP_PSTRIP_COLS + c);
+                       (ap_pstrip_next(col->stat, r + 1) * AP_PSTRIP_COLS +
+                        c);
     double cost = b->cost == AP_COST_SSIM
         ? ap_aquamvs_ssim(stats[0], stats[1], stats[2], q[0], q[1], q[2])
         : ap_aquamvs_ncc(stats[0], q[0], q[1], q[2],

@@ -187,10 +187,10 @@ parity_strip(const ap_cuda_strip &p)
     for (int v = 0; v < p.views; v++) {
         b.img = (const float *)p.srcs + (size_t)v * n;
         b.frame = &p.frames[v];
-        ap_walk walk = ap_walk_none();
+        ap_pstrip_column col = ap_pstrip_column_start(r);
         /* count: trips=H / ceil(H / AP_PSTRIP_ROWS) + 4 * radius */
         for (int y = b.y0 - 2 * r; y < end; y++) {
-            ap_pstrip_enter(&b, at, c, y, &walk);
+            ap_pstrip_enter(&b, at, &col, c, y);
             if (y < b.y0) {
                 continue;
             }
@@ -198,14 +198,14 @@ parity_strip(const ap_cuda_strip &p)
             if (c >= r && c < AP_PSTRIP_COLS - r) {
                 /* count: share=(H / ceil(H / AP_PSTRIP_ROWS) + 2 *
                  * radius) / (H / ceil(H / AP_PSTRIP_ROWS) + 4 * radius) */
-                ap_pstrip_centre(&b, at, c, y);
+                ap_pstrip_centre(&b, at, &col, c, y);
             }
             __syncthreads();
             if (y >= b.y0 + 2 * r && c >= 2 * r &&
                 c < AP_PSTRIP_COLS - 2 * r) {
                 /* count: share=(H / ceil(H / AP_PSTRIP_ROWS)) / (H /
                  * ceil(H / AP_PSTRIP_ROWS) + 4 * radius) */
-                ap_pstrip_cost(&b, at, c, y);
+                ap_pstrip_cost(&b, at, &col, c, y);
             }
         }
     }

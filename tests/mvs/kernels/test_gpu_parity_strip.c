@@ -6,7 +6,8 @@
  * - the two filterings: every cost against its windows summed whole, as
  *   the three passes of parity_sweep.cuh sum them (within 1e-6, the
  *   float32 accumulators' share), on samples with some not seen
- *   (scattered, in runs and in whole rows), images whose width and
+ *   (scattered, in runs and in whole rows) and a flat patch that
+ *   windows slide onto from random texture, images whose width and
  *   height are not whole blocks, NCC and SSIM, radii 1 to 7, one to
  *   three sources; the same bits with the block's threads run in
  *   reverse between the points where they meet, and shared memory
@@ -14,8 +15,10 @@
  *   memory no thread wrote);
  * - the whole kernel against the CPU's AquaMVS parity
  *   (ap_aquamvs_cost_volume): random rigs of refractive and pinhole
- *   cameras over a textured plane, NCC and SSIM: no cost more than 1e-5
- *   (the GPU parity tests' tolerance) from the CPU's.
+ *   cameras over a textured plane, NCC and SSIM: no cost more than 1e-6
+ *   from the CPU's (the float32 accumulators' share; the GPU parity
+ *   tests allow 1e-5 on a device). A running sum of centred products
+ *   without its roundings kept reads 3.5e-6 off here.
  * Exits 1 saying what failed. */
 #include <math.h>
 #include <stdint.h>
@@ -77,10 +80,11 @@ strip_plane(ap_pstrip_block proto, const plane_views *pv, float *out)
                 at.acc[i] = 0.0f;
             }
             for (int v = 0; v < pv->views; v++) {
-                /* each thread's walk down its column, from no guess */
-                ap_walk walks[AP_PSTRIP_COLS];
+                /* each thread's column: its walk from no guess, its
+                 * rings' slots and sums */
+                ap_pstrip_column cols[AP_PSTRIP_COLS];
                 for (int c = 0; c < AP_PSTRIP_COLS; c++) {
-                    walks[c] = ap_walk_none();
+                    cols[c] = ap_pstrip_column_start(r);
                 }
                 b.img = pv->imgs[v];
                 b.frame = pv->frames != NULL ? &pv->frames[v] : NULL;
@@ -88,21 +92,20 @@ strip_plane(ap_pstrip_block proto, const plane_views *pv, float *out)
                 for (int y = b.y0 - 2 * r; y < ap_pstrip_end(&b); y++) {
                     for (int k = 0; k < AP_PSTRIP_COLS; k++) {
                         int c = column(k, 0, AP_PSTRIP_COLS);
-                        ap_pstrip_enter(&b, at, c, y, &walks[c]);
+                        ap_pstrip_enter(&b, at, &cols[c], c, y);
                     }
                     if (y < b.y0) {
                         continue;
                     }
                     for (int k = r; k < AP_PSTRIP_COLS - r; k++) {
-                        ap_pstrip_centre(&b, at,
-                                         column(k, r, AP_PSTRIP_COLS - r), y);
+                        int c = column(k, r, AP_PSTRIP_COLS - r);
+                        ap_pstrip_centre(&b, at, &cols[c], c, y);
                     }
                     for (int k = 2 * r;
                          y >= b.y0 + 2 * r && k < AP_PSTRIP_COLS - 2 * r;
                          k++) {
-                        ap_pstrip_cost(&b, at,
-                                       column(k, 2 * r,
-                                              AP_PSTRIP_COLS - 2 * r), y);
+                        int c = column(k, 2 * r, AP_PSTRIP_COLS - 2 * r);
+                        ap_pstrip_cost(&b, at, &cols[c], c, y);
                     }
                 }
             }
@@ -222,6 +225,22 @@ warped_samples(uint64_t *s, double *img, int h, int w, double scattered)
     }
 }
 
+/* A patch of flat samples (0.5, as a source's zero padding is flat)
+ * under the reference's random texture, where windows slide from
+ * texture onto a variance of exactly 0: there, AquaMVS's epsilon (1e-8)
+ * is all the cost's denominator, so a running sum down the column must
+ * not keep the rounding of the texture that left. */
+static void
+flat_patch(double *img, int h, int w)
+{
+    for (int y = h / 3; y < 2 * h / 3; y++) {
+        for (int x = w / 4; x < w / 2; x++) {
+            size_t i = (size_t)y * w + x;
+            img[i] = img[i] == img[i] ? 0.0 : img[i];
+        }
+    }
+}
+
 static int
 filterings_against_whole(void)
 {
@@ -244,6 +263,7 @@ filterings_against_whole(void)
             plane_views pv = {.views = 1 + (r + cost) % MAX_VIEWS};
             for (int v = 0; v < pv.views; v++) {
                 warped_samples(&seed, warped[v], H, W, 0.03 * v);
+                flat_patch(warped[v], H, W);
                 pv.warped[v] = warped[v];
             }
             ap_pstrip_block b = {.ref = ref, .taps = weights, .h = H,
@@ -342,7 +362,7 @@ compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
             double off = fabs((double)got[i] - want);
             *worst = off > *worst ? off : *worst;
             (*compared)++;
-            if (!(off <= 1e-5) && failures++ < 3) {
+            if (!(off <= 1e-6) && failures++ < 3) {
                 printf("FAIL: %s rig, %s radius %d, pixel (%d, %d), depth "
                        "%g: strip %.9g, CPU %.9g\n",
                        refractive ? "refractive" : "pinhole",
@@ -368,7 +388,7 @@ kernel_against_cpu(void)
                                 &worst, &compared);
     }
     printf("gpu parity strip: 14 rigs, %ld costs against the CPU's AquaMVS "
-           "parity, worst %.3g; %d past 1e-5\n", compared, worst, failures);
+           "parity, worst %.3g; %d past 1e-6\n", compared, worst, failures);
     return failures;
 }
 
