@@ -93,9 +93,10 @@ $(KT)/test_gpu_strip: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEA
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
 
-# the same under another block geometry (the variants that
-# benchmarks/mvs/gpu_variants.sh times): the sizes are parameters
-STRIP_VARIANT = -DAP_STRIP_ROWS=32 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8
+# the same under another block geometry, each row read a row ahead (the
+# variants that benchmarks/mvs/gpu_variants.sh times): they are parameters
+STRIP_VARIANT = -DAP_STRIP_ROWS=32 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8 \
+	-DAP_STRIP_AHEAD=1
 $(KT)/test_gpu_strip_variant: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) $(STRIP_VARIANT) \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@

@@ -56,6 +56,13 @@
 #ifndef AP_STRIP_BLOCKS
 #define AP_STRIP_BLOCKS 3
 #endif
+/* 1: a thread reads the next row's ray and reference value a row
+ * ahead, into registers, so that their loads are in flight while it
+ * warps the row before (a variant to time: the kernel waits on latency,
+ * docs/benchmarks.md; three blocks an SM leave it the registers). */
+#ifndef AP_STRIP_AHEAD
+#define AP_STRIP_AHEAD 0
+#endif
 /* Radii with a kernel of their own (windows 3 to 15); wider windows take
  * the kernel that reads the radius at run time. */
 #define AP_STRIP_RADII 7
@@ -196,19 +203,45 @@ typedef struct {
 #endif
 } ap_strip_block;
 
+/* What a sample reads of its reference pixel, a row ahead with
+ * AP_STRIP_AHEAD: the pixel's ray (origin, direction; NaN where it has
+ * none) and value, or nothing (`inside` 0) outside the image. */
+typedef struct {
+    double o[3], d[3];
+    float ref;
+    int inside;
+} ap_strip_pixel;
+
 /* A thread's column: its sums over the window's rows (the count's made
  * from `seen`, a bit a row, the newest lowest), the ring's slot of the
- * row that leaves next, and the crossings of the rows above. */
+ * row that leaves next, and the crossings of the rows above; with
+ * AP_STRIP_AHEAD, the next row's pixel, once read (`primed`). */
 typedef struct {
     double q[6];
     unsigned long long seen;
     int slot;
     ap_walk walk;
+#if AP_STRIP_AHEAD
+    ap_strip_pixel ahead;
+    int primed;
+#endif
 } ap_strip_column;
 
+/* Source b->frame's sample at the point p of a reference pixel's ray:
+ * NaN where the pixel has no ray or the source does not see it. A
+ * refractive crossing from the walk down the column (ap_gpu_uv_with). */
+AP_STRIP_FN float
+ap_strip_warp(const ap_strip_block *b, const double *p, ap_walk *walk)
+{
+    double u, v;
+    if (!(p[0] == p[0]) || !ap_gpu_uv_with(b->frame, p, &u, &v, walk)) {
+        return NAN;
+    }
+    return ap_bilinear(b->img, b->h, b->w, u, v);
+}
+
 /* The sample of source b->frame at reference pixel (x, y), inside the
- * image or not: NaN where it is not seen, or outside. A refractive
- * crossing from the walk down the column (ap_gpu_uv_with). */
+ * image or not: NaN where it is not seen, or outside. */
 AP_STRIP_FN float
 ap_strip_sample(const ap_strip_block *b, int x, int y, int inside,
                 ap_walk *walk)
@@ -222,13 +255,57 @@ ap_strip_sample(const ap_strip_block *b, int x, int y, int inside,
         return b->warped[i];
     }
 #endif
-    double p[3], u, v;
+    double p[3];
     ap_ray_point(b->rays, i, b->depth, p);
-    if (!(p[0] == p[0]) || !ap_gpu_uv_with(b->frame, p, &u, &v, walk)) {
+    return ap_strip_warp(b, p, walk);
+}
+
+#if AP_STRIP_AHEAD
+/* Reference pixel (x, y) of the block, read for a later sample. */
+AP_STRIP_FN ap_strip_pixel
+ap_strip_read(const ap_strip_block *b, int x, int y)
+{
+    ap_strip_pixel px;
+    px.inside = x >= 0 && y >= 0 && x < b->w && y < b->h;
+    px.ref = 0.0f;
+    int i = y * b->w + x;
+#ifndef __CUDA_ARCH__
+    if (b->warped != NULL) {    /* the host's tests of the sums: no rays */
+        px.o[0] = NAN;
+        px.ref = px.inside ? b->ref[i] : 0.0f;
+        return px;
+    }
+#endif
+    if (px.inside) {
+        px.ref = b->ref[i];
+        ap_ray_read(b->rays, (size_t)i, px.o, px.d);
+    }
+    return px;
+}
+
+/* The sample of source b->frame at reference pixel (x, y), read as px. */
+AP_STRIP_FN float
+ap_strip_sample_read(const ap_strip_block *b, const ap_strip_pixel *px,
+                     int x, int y, ap_walk *walk)
+{
+    if (!px->inside) {
         return NAN;
     }
-    return ap_bilinear(b->img, b->h, b->w, u, v);
+#ifndef __CUDA_ARCH__
+    if (b->warped != NULL) {
+        return b->warped[y * b->w + x];
+    }
+#else
+    (void)x;
+    (void)y;
+#endif
+    double p[3];
+    for (int k = 0; k < 3; k++) {
+        p[k] = px->o[k] + b->depth * px->d[k];
+    }
+    return ap_strip_warp(b, p, walk);
 }
+#endif
 
 /* Adds weight (1: entering, -1: leaving) times the quantities of a
  * sample whose values are r and v (both 0 where it is not seen) to a
@@ -259,6 +336,9 @@ ap_strip_start(ap_strip_column *col, float *ring, int c, int r)
     col->seen = 0;
     col->slot = 0;
     col->walk = ap_walk_none();
+#if AP_STRIP_AHEAD
+    col->primed = 0;
+#endif
     /* count: trips=2 * radius + 1; part=sums */
     for (int k = 0; k <= 2 * r; k++) {
         ring[2 * (k * AP_STRIP_COLS + c)] = 0.0f;
@@ -306,10 +386,19 @@ ap_strip_enter(const ap_strip_block *b, ap_strip_column *col, float *ring,
                int c, int y)
 {
     int x = b->x0 + c;
+#if AP_STRIP_AHEAD
+    ap_strip_pixel px = col->primed ? col->ahead : ap_strip_read(b, x, y);
+    col->ahead = ap_strip_read(b, x, y + 1);
+    col->primed = 1;
+    float ref = px.ref;
+    /* count: part=warp */
+    float s = ap_strip_sample_read(b, &px, x, y, &col->walk);
+#else
     int inside = x >= 0 && y >= 0 && x < b->w && y < b->h;
     float ref = inside ? b->ref[y * b->w + x] : 0.0f;
     /* count: part=warp */
     float s = ap_strip_sample(b, x, y, inside, &col->walk);
+#endif
     /* count: part=sums */
     ap_strip_slide(col, ring, c, b->cost, b->r, ref, s);
 }
