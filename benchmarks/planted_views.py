@@ -7,17 +7,22 @@ large ones cost:
   flamegraph and its summed wall time, the code `busy` and the stage's
   awaited time, the top bottlenecks, and the tasks' time in speedscope
   against spans();
+- a server: --server tasks open at once, each a stage that awaits
+  20 ms; the page timeline's height with its lanes capped
+  (timeline.MAX_LANES) and with every lane drawn;
 - many spans: --spans tiny calls over 600 stage paths, sampled; the
   size and writing time of the HTML page, the Chrome trace and
   speedscope (both capped at 1,000,000 spans by default).
 
     .venv/bin/python benchmarks/planted_views.py [--spans 1500000]
+        [--server 1000]
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import re
 import sys
 import tempfile
 import time
@@ -96,6 +101,37 @@ def drawn(rep: "ap.Report", task_id: int) -> None:
         f"{s.path} {s.self_wall * 1e3:.0f} ms" for s in rep.top(2)))
 
 
+async def request() -> None:
+    with ap.stage("request"):
+        await asyncio.sleep(0.02)
+
+
+async def serve(count: int) -> None:
+    await asyncio.gather(*(request() for _ in range(count)))
+
+
+def server(count: int) -> None:
+    from aquaprof.views import timeline
+    with ap.Profiler(sample=None) as prof:
+        asyncio.run(serve(count))
+    rep = prof.report()
+
+    def height() -> int:
+        svg, _ = timeline.spans_svg(rep)
+        return int(re.search(r'viewBox="0 0 \d+ (\d+)"', svg).group(1))
+    capped = height()
+    _, note = timeline.spans_svg(rep)
+    lanes = timeline.MAX_LANES
+    timeline.MAX_LANES = count + 1
+    try:
+        whole = height()
+    finally:
+        timeline.MAX_LANES = lanes
+    print(f"a server, {count} tasks open at once: the page's timeline "
+          f"{capped:,} px tall with {lanes} lanes a thread, {whole:,} px "
+          f"with every lane; its note: {note}")
+
+
 def many_spans(folder: Path, count: int) -> None:
     names = [f"stage{i:03d}" for i in range(600)]
     with ap.Profiler(sample=0.001, max_spans=count) as prof:
@@ -119,9 +155,11 @@ def many_spans(folder: Path, count: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--spans", type=int, default=1_500_000)
+    parser.add_argument("--server", type=int, default=1000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tasks_run(Path(tmp))
+        server(args.server)
         many_spans(Path(tmp), args.spans)
 
 

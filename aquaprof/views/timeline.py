@@ -8,7 +8,8 @@ Both share the run's time axis (0 at the profiler's start) and one
 drawing width; every bar has a tooltip (<title>). A run with very many
 spans draws its longest ones: a parent is never shorter than its child,
 so what is drawn still nests, and a line under the timeline says how
-many were left out.
+many were left out. A thread draws its first MAX_LANES lanes; a row
+under them counts the task lanes and spans past them.
 """
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ WIDTH = 1200
 LABEL = 220          # the left column: thread and stream names
 ROW = 14
 MAX_BARS = 20_000    # per timeline: past it, the longest are drawn
+#: lanes drawn a thread (its own and its asyncio tasks'): a server with a
+#: thousand tasks open at once would draw a page 14,000 pixels tall; the
+#: trace and speedscope draw every lane
+MAX_LANES = 32
 #: the most characters of a band's title: the rest of the label column
 #: is the bars'
 TITLE_CHARS = 34
@@ -102,11 +107,14 @@ def spans_svg(report: "Report") -> Tuple[str, str]:
     names = report.stage_names
     depth = np.array([n.count("/") for n in names], dtype=np.int64)
     keep, left_out = _longest(spans["start_ns"], spans["end_ns"])
-    lanes = task_lanes(spans, keep).tolist()
+    lane_of = task_lanes(spans, keep)
+    over = lane_of >= MAX_LANES
+    hidden = _hidden_lanes(spans["thread"][keep][over], lane_of[over])
+    keep, lanes = keep[~over], lane_of[~over].tolist()
     spans = spans[keep]
     span_depths = depth[spans["stage"]].tolist()
     rows, row_of, height = _bands(report, spans["thread"].tolist(), lanes,
-                                  span_depths)
+                                  span_depths, hidden)
     scale = (WIDTH - LABEL - 10) / wall_ns if wall_ns > 0 else 0.0
     bars = []
     for stage, thread, lane, at_depth, begin, end in zip(
@@ -127,11 +135,25 @@ def spans_svg(report: "Report") -> Tuple[str, str]:
                     f'</title></rect>')
     note = (f"the {MAX_BARS:,} longest spans drawn, {left_out:,} shorter "
             f"ones left out" if left_out else "")
+    if hidden:
+        note += ("; " if note else "") + (
+            f"{int(over.sum()):,} spans on task lanes past the {MAX_LANES} "
+            f"a thread left out (the trace draws them all)")
     if report.spans_dropped:
         note += ("; " if note else "") + (
             f"{report.spans_dropped:,} spans went past max_spans and were "
             f"never recorded")
     return _svg(rows, bars, height, wall_ns), note
+
+
+def _hidden_lanes(threads: np.ndarray, lanes: np.ndarray
+                  ) -> Dict[int, Tuple[int, int]]:
+    """{thread: (lanes, spans) past MAX_LANES, not drawn}."""
+    out: Dict[int, Tuple[int, int]] = {}
+    for thread in np.unique(threads).tolist():
+        mine = lanes[threads == thread]
+        out[thread] = (len(np.unique(mine)), len(mine))
+    return out
 
 
 def _lane_depths(threads: List[int], lanes: List[int], depths: List[int]
@@ -146,10 +168,11 @@ def _lane_depths(threads: List[int], lanes: List[int], depths: List[int]
 
 
 def _lane_rows(thread: int, extent: Dict[Tuple[int, int], Tuple[int, int]],
-               row_of: Dict[Tuple[int, int], LaneRows], y: int
-               ) -> Tuple[List[str], int]:
+               row_of: Dict[Tuple[int, int], LaneRows], y: int,
+               hidden: Tuple[int, int]) -> Tuple[List[str], int]:
     """Places the thread's lanes from y on (a row for a thread that drew
-    nothing); their titles, and the y below them."""
+    nothing) and a row saying what lanes past MAX_LANES were left out;
+    their titles, and the y below them."""
     titles: List[str] = []
     lanes = sorted(lane for who, lane in extent if who == thread)
     for lane in lanes or [0]:
@@ -160,11 +183,18 @@ def _lane_rows(thread: int, extent: Dict[Tuple[int, int], Tuple[int, int]],
                           f'fill="#777">'
                           f'task lane {lane}</text>')
         y += (high - low + 1) * ROW
+    more, spans = hidden
+    if more:
+        titles.append(f'<text x="14" y="{y + 11}" class="lane" '
+                      f'fill="#777">{more:,} more task '
+                      f'lane{"s" if more > 1 else ""}, {spans:,} '
+                      f'span{"s" if spans > 1 else ""}: in the trace</text>')
+        y += ROW
     return titles, y
 
 
 def _bands(report: "Report", threads: List[int], lanes: List[int],
-           depths: List[int]
+           depths: List[int], hidden: Dict[int, Tuple[int, int]]
            ) -> Tuple[List[str], Dict[Tuple[int, int], LaneRows], int]:
     """The threads' bands, grouped by process: their backgrounds and
     titles, where each lane's rows start, and the height of them all."""
@@ -184,7 +214,8 @@ def _bands(report: "Report", threads: List[int], lanes: List[int],
             y += ROW + 2
         for t in mine:
             top = y
-            lane_titles, y = _lane_rows(t["index"], extent, row_of, y)
+            lane_titles, y = _lane_rows(t["index"], extent, row_of, y,
+                                        hidden.get(t["index"], (0, 0)))
             title = shorten(thread_label(t), TITLE_CHARS)
             # the background first: SVG paints in order
             rows.append(f'<rect x="0" y="{top}" width="{WIDTH}" '

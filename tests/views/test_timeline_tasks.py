@@ -1,5 +1,6 @@
 """The HTML page's timeline of an asyncio program: overlapping tasks each
-on a lane of their own (no bar drawn over another), and bands titled by
+on a lane of their own (no bar drawn over another), as many lanes a
+thread as the page can hold and the rest counted, and bands titled by
 the Python thread's name, as the trace titles its tracks."""
 import asyncio
 import re
@@ -85,3 +86,26 @@ def test_a_long_thread_name_is_cut_in_the_middle(tasks):
     assert len(title) <= timeline.TITLE_CHARS
     assert title.startswith("a-very") and \
         title.endswith(f"(tid {long['native_id']})")
+
+
+def test_lanes_past_the_most_a_thread_draws_are_counted_not_drawn(
+        tasks, monkeypatch):
+    """A server with a thousand tasks open at once would draw a page
+    14,000 pixels tall: a thread draws MAX_LANES lanes, and says how
+    many task lanes and spans it left to the trace."""
+    whole, _ = timeline.spans_svg(tasks)
+    monkeypatch.setattr(timeline, "MAX_LANES", 8)
+    svg, note = timeline.spans_svg(tasks)
+    lanes = re.findall(r'class="lane"[^>]*>task lane (\d+)<', svg)
+    assert lanes == [str(n) for n in range(1, 8)] * 2
+    # each loop's 20 tasks: the first under `gather` in the thread's own
+    # lane, 7 on lanes 1 to 7, 12 on lanes past them
+    more = re.findall(r'class="lane"[^>]*>([\d,]+) more task lanes, '
+                      r'([\d,]+) spans: in the trace<', svg)
+    assert more == [("12", "12")] * 2
+    assert len(bars(svg)) == len(tasks.spans()) - 24
+    assert note == ("24 spans on task lanes past the 8 a thread left out "
+                    "(the trace draws them all)")
+    height = int(re.search(r'viewBox="0 0 \d+ (\d+)"', svg).group(1))
+    assert height < int(re.search(r'viewBox="0 0 \d+ (\d+)"',
+                                  whole).group(1)) - 20 * timeline.ROW
