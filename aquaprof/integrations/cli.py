@@ -482,6 +482,8 @@ def _print_history(history, db: str, stage: Optional[str],
         print(f"! run {run.id} ({_when(run)}, "
               f"{printable((run.git_commit or '-')[:10])}): "
               f"{printable(stage)} stepped up: {describe(verdict)}")
+        if verdict.machine:
+            print(f"  {verdict.machine}")
 
 
 def _stage_path(stages: List[str], name: str, db: str) -> str:

@@ -18,7 +18,9 @@ when a run is added to it.
 Each stage row keeps what the run's calls said of the spread of its
 total and tail (verdict.own_spread, from the calls compare judges), so
 that a few runs agreeing by chance on a figure their calls cannot pin
-down are no certainty in steps(), as they are none in compare.
+down are no certainty in steps(), as they are none in compare; a step
+on a busier or quieter machine says so, as compare does, from the
+stored reports.
 
 Opening a history writes nothing unless the file is new, so a history on
 a read-only file or filesystem can still be read. A run that cannot be
@@ -44,7 +46,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
 from ..model import limits, schema
 from ..report import Report
-from ..analysis.compare import run_figures
+from ..analysis.compare import machine_change, run_figures
 from ..analysis.verdict import (
     MIN_TAIL_CALLS, SLOWER, RunFigures, Verdict, judge, own_spread)
 
@@ -424,13 +426,17 @@ class History:
         the noise between runs) by the rule compare uses (on the total
         and tail a run), those runs taken from the last step
         on, so that a new level is flagged once. A run with one run before
-        it gets a hedged verdict ("slower?", the change alone)."""
+        it gets a hedged verdict ("slower?", the change alone). Where the
+        flagged run met a busier or quieter machine than every run it was
+        judged against, the verdict's `machine` says so, as compare's
+        notes do (from the stored reports)."""
         if window < 1:
             raise ValueError(f"window must be 1 or more, got {window!r}")
         series = self.figures(stage)
         out, level = [], 0
         for i in range(1, len(series)):
-            before = [f for _, f in series[max(level, i - window):i]]
+            first = max(level, i - window)
+            before = [f for _, f in series[first:i]]
             new = [series[i][1]]
             if len(before) == 1:
                 # one run a side: the history keeps no calls to resample
@@ -439,9 +445,20 @@ class History:
                     [replace(new[0], spread=None)]
             verdict = judge(before, new, threshold, alpha)
             if verdict.word in SLOWER:
-                out.append((series[i][0], verdict))
+                note = self._machine([run for run, _ in series[first:i]],
+                                     series[i][0])
+                out.append((series[i][0], replace(verdict, machine=note)))
                 level = i
         return out
+
+    def _machine(self, base: List[Run], new: Run) -> str:
+        """compare's sentence on the machine's load for these runs, from
+        their stored reports; "" where a report cannot be read."""
+        try:
+            reports = [self.report(run.id) for run in (*base, new)]
+        except (KeyError, schema.ReportError, HistoryError):
+            return ""
+        return machine_change(reports[:-1], reports[-1:])
 
 
 def _is_number(value: Any) -> bool:

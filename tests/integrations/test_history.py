@@ -373,3 +373,4 @@ def test_a_read_only_history_file_can_be_read(tmp_path):
     assert out["runs"] == 1 and out["trend"] == 1
     assert "cannot add to history" in out["add"] and \
         "readonly database" in out["add"]
+

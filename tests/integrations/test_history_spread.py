@@ -2,7 +2,7 @@
 total and tail, so that steps() judges a run as compare does on the same
 runs: a few runs agreeing by chance on a figure their calls cannot pin
 down are no certainty, and a real step is judged against all the runs
-before it."""
+before it; and a step on a busier machine says so, as compare does."""
 import os
 import sqlite3
 import subprocess
@@ -128,3 +128,42 @@ def test_a_malformed_spread_is_an_error_not_a_crash(tmp_path, value):
             history.figures("load")
         with pytest.raises(ap.HistoryError, match="malformed figures"):
             history.steps("load")
+
+
+def on_machine(rep, other_cpus):
+    """The report as if its run had met a machine this busy."""
+    return ap.Report(dict(rep._data, host=dict(rep.meta.get("host", {}),
+                                               other_cpus=other_cpus,
+                                               steal=0.0)))
+
+
+def test_a_step_on_a_busier_machine_says_so(tmp_path):
+    """A run flagged on a machine whose other processes kept more CPUs
+    busy than in every run before it: its verdict and `aquaprof history`
+    say so, as compare does; a step under the same load says nothing."""
+    path = tmp_path / "h.db"
+    with ap.History(path) as history:
+        for waits, load in (([7], 0.1), ([18], 0.2), ([25], 0.05),
+                            ([3], 0.1)):
+            history.add(on_machine(loader(2, waits), load))
+        busy_step = history.add(on_machine(loader(5, [12]), 1.6))
+        history.add(on_machine(loader(5, [20]), 1.5))
+        quiet_step = history.add(on_machine(loader(12, [9]), 1.5))
+        steps = {run.id: verdict for run, verdict in
+                 history.steps("load", threshold=0.3)}
+    assert set(steps) == {busy_step, quiet_step}
+    assert steps[busy_step].machine.startswith(
+        "the machine was busier during the new run: other processes kept "
+        "1.6 CPUs busy on average (0.1-0.2 CPUs in the base runs)")
+    assert steps[quiet_step].machine == ""
+    out = subprocess.run([sys.executable, "-m", "aquaprof", "history",
+                          str(path)], capture_output=True, text=True,
+                         cwd=ROOT, env=dict(os.environ,
+                                            PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    flagged = [i for i, line in enumerate(lines) if line.startswith("! run")]
+    assert [lines[i].split()[2] for i in flagged] == [str(busy_step),
+                                                       str(quiet_step)]
+    assert lines[flagged[0] + 1] == "  " + steps[busy_step].machine
+    assert lines[flagged[1] + 1:] == []
