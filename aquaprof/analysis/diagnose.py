@@ -26,8 +26,10 @@ host memory it drove up:
 - allocation-heavy (added to the others): within one call the process's
   RSS rose ALLOC_BYTES or more above what it was as that call began
   (StageStats.mem_rise: memory other code kept between the stage's calls
-  is not the stage's), or the stage called cudaMalloc about once a call
-  or more.
+  is not the stage's; where the sampled timeline shows the process's
+  other threads at work during its calls, the evidence says that what
+  they allocated counts too), or the stage called cudaMalloc about once
+  a call or more.
 GPU classes, for stages that launched traced GPU work (StageStats.cuda);
 the first that holds wins, and the host class stays in Finding.host:
 - transfer-bound: copies take most of the stage's GPU time and a fair
@@ -273,6 +275,18 @@ def _also(finding: Finding, what: str, evidence: str) -> None:
     finding.evidence += f"; {evidence}"
     finding.fix += f"; and {fix}"
     finding.verify += f"; {verify}"
+
+
+def _others_allocate(report: "Report", stage: "StageStats") -> str:
+    """Where the stage's process had other threads at work during its
+    calls, the words that say its RSS rise may be theirs: RSS is the
+    process's."""
+    others = other_threads(report, stage)
+    if others is None or others.inside < THREADS_BUSY:
+        return ""
+    return (f"; RSS is the process's, and its other threads used "
+            f"{others.inside:.1f} CPUs on average meanwhile: what they "
+            f"allocated counts here too")
 
 
 def _share(part: float, whole: float) -> str:
@@ -586,7 +600,7 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
         _also(finding, "allocation-heavy",
               f"RSS rose up to {fmt_bytes(stage.mem_rise)} above its value "
               f"at entry within a call ({fmt_bytes(stage.mem_delta, True)} "
-              f"kept over all calls)")
+              f"kept over all calls){_others_allocate(report, stage)}")
     cuda = stage.cuda
     if cuda and cuda.allocations >= max(DEVICE_ALLOCS, stage.count * 0.9):
         _also(finding, "device-allocation",

@@ -156,3 +156,36 @@ def test_gpu_classes_of_planted_workloads(fakes):
     assert "12 device allocations in 12 calls" in found["alloc"][3]
     assert found["cpu"][2] == [] and "GPU" not in found["cpu"][3]
     assert "rep['copy'].cuda.memcpy" in found["copy"][4]
+
+
+def test_an_rss_rise_while_other_threads_worked_says_it_may_be_theirs():
+    """RSS is the process's: `light` allocates nothing while a worker
+    thread fills 400 MiB during its call. It is still said to have seen
+    the rise, but the evidence says the other threads worked meanwhile;
+    `own`, which allocates on its own thread alone, says nothing of
+    them."""
+    def worker():
+        block = np.ones(400 << 20 >> 3)
+        busy(0.05)
+        del block
+
+    import threading
+    with ap.Profiler(memory_interval=0.001, sample=0.001, cuda=False) \
+            as prof:
+        with ap.stage("light"):
+            thread = threading.Thread(target=worker)
+            thread.start()
+            thread.join()
+            time.sleep(0.02)
+        with ap.stage("own"):
+            block = np.ones(400 << 20 >> 3)
+            busy(0.05)
+            del block
+            time.sleep(0.02)
+    rep = prof.report()
+    found = {f.path: f for f in rep.diagnose(top=4)}
+    assert found["light"].also == ["allocation-heavy"]
+    assert "RSS is the process's, and its other threads used" in \
+        found["light"].evidence
+    assert found["own"].also == ["allocation-heavy"]
+    assert "other threads" not in found["own"].evidence
