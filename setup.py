@@ -95,15 +95,26 @@ def variant_flags():
     return shlex.split(os.environ.get("AQUAPROF_NVCC_FLAGS", ""))
 
 
-def variant_macros():
-    """The variant's -D macros, which the launcher's C is built with too:
-    it sizes the kernels' grids and shared memory from the same
-    #defines (csrc/mvs/cuda/gpu_strip.h)."""
-    flags = variant_flags()
-    given = [flag[2:] or value for flag, value in zip(flags, flags[1:] + [""])
-             if flag.startswith("-D")]
-    return [tuple(m.split("=", 1)) if "=" in m else (m, None)
-            for m in given]
+def variant_macros(flags=None):
+    """The variant's -D macros as (name, value or None), which the
+    launcher's C is built with too: it sizes the kernels' grids and
+    shared memory from the same #defines (csrc/mvs/cuda/gpu_strip.h).
+    A macro nvcc would get in another form (--define-macro, -U) would
+    reach the kernels alone, so it is refused, as is a -D without a
+    name. flags: nvcc's flags (default $AQUAPROF_NVCC_FLAGS's)."""
+    flags = variant_flags() if flags is None else flags
+    macros = []
+    for flag, value in zip(flags, flags[1:] + [""]):
+        if flag.startswith(("--define-macro", "-U", "--undefine-macro")):
+            sys.exit(f"AQUAPROF_NVCC_FLAGS: give macros as -DNAME[=VALUE], "
+                     f"which the launcher's C gets too, not {flag!r}")
+        if not flag.startswith("-D"):
+            continue
+        name, equals, text = (flag[2:] or value).partition("=")
+        if not name.isidentifier():
+            sys.exit(f"AQUAPROF_NVCC_FLAGS: {flag!r} names no macro")
+        macros.append((name, text if equals else None))
+    return macros
 
 
 def fatbin_header(path: Path, data: bytes) -> None:

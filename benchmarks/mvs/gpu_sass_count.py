@@ -93,6 +93,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import glob
+import importlib.util
 import math
 import os
 import re
@@ -442,17 +443,20 @@ def defines():
 
 
 def macros(extra):
-    """The -D macros of nvcc flags, as NAME or NAME=VALUE."""
-    return [flag[2:] or value for flag, value in zip(extra, extra[1:] + [""])
-            if flag.startswith("-D")]
+    """The -D macros of nvcc flags as setup.py reads them for the
+    launcher's C: (name, value or None)."""
+    spec = importlib.util.spec_from_file_location("aquaprof_setup",
+                                                  ROOT / "setup.py")
+    setup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup)
+    return setup.variant_macros(extra)
 
 
 def variant_defines(extra):
     """The integer -D macros of the nvcc flags, which override the
     headers' #defines as they do for nvcc."""
-    return {name: int(value) for name, _, value in
-            (m.partition("=") for m in macros(extra))
-            if re.fullmatch(r"\d+", value)}
+    return {name: int(value) for name, value in macros(extra)
+            if value is not None and re.fullmatch(r"\d+", value)}
 
 
 # sm_90's limits an SM: registers (allocated 256 at a time a warp),
@@ -464,10 +468,9 @@ SM90_WARPS, SM90_BLOCKS = 64, 32
 def blocks_an_sm(registers, shared, threads):
     """{limit: blocks an SM} for a kernel of `threads` a block."""
     warps = math.ceil(threads / 32)
-    per_warp = math.ceil(registers * 32 / 256) * 256
-    limits = {"warps": SM90_WARPS // warps, "blocks": SM90_BLOCKS}
-    if registers:
-        limits["registers"] = SM90_REGISTERS // per_warp // warps
+    per_warp = max(1, math.ceil(registers * 32 / 256)) * 256
+    limits = {"warps": SM90_WARPS // warps, "blocks": SM90_BLOCKS,
+              "registers": SM90_REGISTERS // per_warp // warps}
     limits["shared memory"] = SM90_SHARED // (
         math.ceil((shared + SM90_RESERVED) / 128) * 128)
     return limits
@@ -500,7 +503,8 @@ def strip_shared(cost, radius, extra):
         binary = Path(tmp) / "shared"
         built = subprocess.run(
             [compiler, "-std=c11", "-D_GNU_SOURCE",
-             *(f"-D{m}" for m in macros(extra)),
+             *(f"-D{name}" + ("" if value is None else f"={value}")
+               for name, value in macros(extra)),
              f"-I{KIT / 'cuda'}", str(probe), "-lm", "-o", str(binary)],
             capture_output=True, text=True, env=tool_env())
         if built.returncode:
@@ -520,7 +524,10 @@ def report_occupancy(kernel, cost, case, extra, registers):
         print("occupancy: no host C compiler to size the shared memory")
         return
     threads = case["AP_STRIP_COLS"]
-    limits = blocks_an_sm(registers or 0, shared, threads)
+    if registers is None:
+        print("occupancy: ptxas gave no registers for the kernel")
+        return
+    limits = blocks_an_sm(registers, shared, threads)
     blocks = min(limits.values())
     warps = blocks * math.ceil(threads / 32)
     print(f"occupancy on sm_90: {shared:,} bytes of shared memory and "

@@ -57,7 +57,7 @@ for flags in "$@"; do
         /against the CPU:/ && ms != "" {
             printf "%-40s %-7s %9s ms  %s of %s costs off by more than 1e-4\n",
                    name, how, ms, $4, $6; ms = "" }
-        /^depth map / { sub(/:$/, "", $5)
+        /^depth map +[0-9]+ depths / { sub(/:$/, "", $5)
             printf "%-40s %-7s %9s ms  the depth map\n", name, $5, $6 }')")
 done
 echo "=== the code as committed, built again"

@@ -1136,7 +1136,7 @@ def test_cuda_images_taller_than_one_grid_are_covered(monkeypatch):
     volume = mvs.build_cost_volume(cuda(ref_img), cuda(src_img[None]),
                                    ref_cam, [src_cam], depths, "sad", 3)
     assert close(volume, expected)
-    # the extraction covers every row too: the bits of the host's
+    # the extraction covers every row too: the values of the host's
     # extraction of the same volume (the CPU volume's depths may differ,
     # as costs within 1e-4 may swap two planes)
     depth, conf = mvs.extract_depth(volume, depths)

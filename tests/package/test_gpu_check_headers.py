@@ -99,3 +99,10 @@ def test_a_kernel_variants_macros_reach_the_launchers_c(setup_py,
     assert "-Xptxas" in setup_py.variant_flags()
     monkeypatch.delenv("AQUAPROF_NVCC_FLAGS")
     assert setup_py.variant_macros() == []
+    # forms that would reach nvcc alone, and a -D without a name
+    for flags, said in (("--define-macro=AP_STRIP_ROWS=32", "not"),
+                        ("-UAP_STRIP_AHEAD", "not"), ("-O3 -D", "names no"),
+                        ("-D -O3", "names no")):
+        monkeypatch.setenv("AQUAPROF_NVCC_FLAGS", flags)
+        with pytest.raises(SystemExit, match=said):
+            setup_py.variant_macros()

@@ -17,8 +17,11 @@
  *   (ap_aquamvs_cost_volume): random rigs of refractive and pinhole
  *   cameras over a textured plane, NCC and SSIM: no cost more than 1e-6
  *   from the CPU's (the float32 accumulators' share; the GPU parity
- *   tests allow 1e-5 on a device). A running sum of centred products
- *   without its roundings kept reads 3.5e-6 off here.
+ *   tests allow 1e-5 on a device).
+ * - NCC's sums of centred products down a column, slid, against the
+ *   window's products summed afresh: within 1e-12 of their magnitude
+ *   and 1e-24, which a running sum that does not keep its roundings
+ *   fails where a window turns flat.
  * Exits 1 saying what failed. */
 #include <math.h>
 #include <stdint.h>
@@ -48,6 +51,35 @@ typedef struct {
  * no thread wrote (filled with NaN before each plane), differs between
  * the two orders. */
 static int reversed;
+/* box windows: the second filter's column sums that strayed from the
+ * products summed afresh, and the worst such gap */
+static long second_strays;
+static double second_worst;
+
+/* Column c's sums down the window of centred products, against the
+ * ring's rows summed afresh (the ring holds the window's rows once they
+ * are all centred), within 1e-12 of the window's products' magnitude
+ * and 1e-24: a running sum that kept the rounding of texture long gone
+ * is off by about 1e-15 where the window turned flat. */
+static void
+check_second(ap_pstrip_shared_at at, int c, int r)
+{
+    for (int q = 0; q < 3; q++) {
+        /* the window's own products' magnitude: the cross products'
+         * signed sum is known to a rounding of it, not of the sum */
+        double whole = 0.0, size = 0.0;
+        for (int k = 0; k <= 2 * r; k++) {
+            double p = at.products[3 * (k * AP_PSTRIP_COLS + c) + q];
+            whole += p;
+            size += fabs(p);
+        }
+        double off = fabs(at.second[3 * c + q] - whole);
+        second_worst = off > second_worst ? off : second_worst;
+        if (!(off <= 1e-12 * size + 1e-24)) {
+            second_strays++;
+        }
+    }
+}
 
 /* Column k of a phase's columns [lo, hi), in the order of the run. */
 static int
@@ -100,6 +132,9 @@ strip_plane(ap_pstrip_block proto, const plane_views *pv, float *out)
                     for (int k = r; k < AP_PSTRIP_COLS - r; k++) {
                         int c = column(k, r, AP_PSTRIP_COLS - r);
                         ap_pstrip_centre(&b, at, &cols[c], c, y);
+                        if (b.taps == NULL && y - 2 * r >= b.y0) {
+                            check_second(at, c, r);
+                        }
                     }
                     for (int k = 2 * r;
                          y >= b.y0 + 2 * r && k < AP_PSTRIP_COLS - 2 * r;
@@ -225,11 +260,11 @@ warped_samples(uint64_t *s, double *img, int h, int w, double scattered)
     }
 }
 
-/* A patch of flat samples (0.5, as a source's zero padding is flat)
- * under the reference's random texture, where windows slide from
- * texture onto a variance of exactly 0: there, AquaMVS's epsilon (1e-8)
- * is all the cost's denominator, so a running sum down the column must
- * not keep the rounding of the texture that left. */
+/* A patch of flat samples (0, as a source's zero padding is flat) under
+ * the reference's random texture, where windows slide from texture onto
+ * a variance of 0: a running sum down the column must neither keep the
+ * rounding of the texture that left (check_second) nor fall below 0,
+ * which would make the cost NaN. */
 static void
 flat_patch(double *img, int h, int w)
 {
@@ -310,7 +345,11 @@ filterings_against_whole(void)
     printf("gpu parity strip: %ld costs against their windows summed "
            "whole, worst %.3g; %d failures; %d not the same bits with the "
            "threads in reverse\n", costs, worst, failures, order_failures);
-    return failures + order_failures;
+    printf("gpu parity strip: NCC's sliding sums of centred products "
+           "against the ring summed afresh, worst %.3g; %ld past 1e-12 of "
+           "the products' magnitude and 1e-24\n", second_worst,
+           second_strays);
+    return failures + order_failures + (second_strays > 0);
 }
 
 /* ------------------------------------------- the kernel, against the CPU */
