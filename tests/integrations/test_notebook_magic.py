@@ -12,6 +12,7 @@ import time
 import pytest
 
 import aquaprof as ap
+from fake_gpu import scenario
 
 pytest.importorskip("IPython")      # installed by `make test`
 from IPython.core.error import UsageError  # noqa: E402
@@ -128,25 +129,28 @@ def test_a_bad_line_is_a_usage_error_and_the_cell_does_not_run(
     assert not ap.active()
 
 
-def driver_open():
-    """Whether this process already holds a CUDA driver, which stays open
-    for its life: then no later path can stand for a missing one."""
-    with open("/proc/self/maps") as maps:
-        return any("libcuda.so" in line for line in maps)
-
-
-def test_gpu_on_without_a_driver_is_a_usage_error(shell, monkeypatch):
-    if driver_open():
-        pytest.skip("a real CUDA driver is open in this process already")
-    # the driver the Profiler opens: one no machine has
-    monkeypatch.setenv("AQUAPROF_LIBCUDA", "/nonexistent/libcuda.so.1")
-    result, out, err = run(shell, "%%aquaprof --gpu on\nran = True\n")
-    (said,) = err.strip().splitlines()
-    assert said.startswith("UsageError: %%aquaprof: the Profiler cannot "
+def test_gpu_on_without_a_driver_is_a_usage_error():
+    # the driver the Profiler opens: one no machine has. A fresh
+    # interpreter, as the driver stays open for a process's life once an
+    # earlier test opened a real one
+    said, success, ran, active = scenario("""
+        import contextlib, io
+        from IPython.testing.globalipapp import get_ipython
+        shell = get_ipython()
+        shell.run_line_magic("load_ext", "aquaprof")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), \\
+                contextlib.redirect_stdout(io.StringIO()):
+            result = shell.run_cell("%%aquaprof --gpu on\\nran = True\\n")
+        print(json.dumps([err.getvalue().strip().splitlines(),
+                          result.success, "ran" in shell.user_ns,
+                          ap.active()]))
+    """, {"AQUAPROF_LIBCUDA": "/nonexistent/libcuda.so.1"})
+    (line,) = said
+    assert line.startswith("UsageError: %%aquaprof: the Profiler cannot "
                            "start: cuda=True: no CUDA driver: cannot open "
                            "/nonexistent/libcuda.so.1")
-    assert not result.success and "ran" not in shell.user_ns
-    assert not ap.active()
+    assert not success and not ran and not active
 
 
 def test_help_lists_the_options_and_runs_nothing(shell):
