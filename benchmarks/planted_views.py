@@ -116,15 +116,14 @@ def server(count: int) -> None:
         asyncio.run(serve(count))
     rep = prof.report()
 
-    def height() -> int:
-        svg, _ = timeline.spans_svg(rep)
+    def height(svg: str) -> int:
         return int(re.search(r'viewBox="0 0 \d+ (\d+)"', svg).group(1))
-    capped = height()
-    _, note = timeline.spans_svg(rep)
+    svg, note = timeline.spans_svg(rep)
+    capped = height(svg)
     lanes = timeline.MAX_LANES
     timeline.MAX_LANES = count + 1
     try:
-        whole = height()
+        whole = height(timeline.spans_svg(rep)[0])
     finally:
         timeline.MAX_LANES = lanes
     print(f"a server, {count} tasks open at once: the page's timeline "

@@ -21,8 +21,10 @@ from .. import _core
 def longest_spans(spans: np.ndarray, max_events: int
                   ) -> Tuple[np.ndarray, int]:
     """The indices of the spans a view draws, the max_events longest in
-    their order, and how many it leaves out. Of equal durations the
-    earlier (the outer) is kept, so that a parent stays with its child."""
+    their order, and how many it leaves out (spans, or any rows with
+    start_ns and end_ns: the page's GPU events too). Of equal durations
+    the earlier (the outer) is kept, so that a parent stays with its
+    child."""
     if len(spans) <= max_events:
         return np.arange(len(spans)), 0
     duration = spans["end_ns"] - spans["start_ns"]

@@ -21,7 +21,7 @@ import numpy as np
 from ..common.units import fmt_time, printable
 from ..common.words import shorten
 from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
-from .lanes import task_lanes
+from .lanes import longest_spans, task_lanes
 from .threads import thread_label
 
 if TYPE_CHECKING:
@@ -74,15 +74,6 @@ def _axis(wall_ns: int, top: int, bottom: int) -> List[str]:
     return parts
 
 
-def _longest(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, int]:
-    """Indices of the bars to draw (the MAX_BARS longest, in order) and
-    how many were left out."""
-    if len(start) <= MAX_BARS:
-        return np.arange(len(start)), 0
-    keep = np.argsort(-(end - start), kind="stable")[:MAX_BARS]
-    return np.sort(keep), len(start) - MAX_BARS
-
-
 def _svg(rows: List[str], bars: List[str], height: int,
          wall_ns: int) -> str:
     return (f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" '
@@ -106,7 +97,7 @@ def spans_svg(report: "Report") -> Tuple[str, str]:
         report.meta["start_ns"]
     names = report.stage_names
     depth = np.array([n.count("/") for n in names], dtype=np.int64)
-    keep, left_out = _longest(spans["start_ns"], spans["end_ns"])
+    keep, left_out = longest_spans(spans, MAX_BARS)
     lane_of = task_lanes(spans, keep)
     over = lane_of >= MAX_LANES
     hidden = _hidden_lanes(spans["thread"][keep][over], lane_of[over])
@@ -243,7 +234,7 @@ def gpu_svg(report: "Report") -> Tuple[str, str]:
     devices = gpu["devices"] or []
     kernel_names = gpu["kernel_names"]
     stage_names = report.stage_names
-    keep, left_out = _longest(events["start_ns"], events["end_ns"])
+    keep, left_out = longest_spans(events, MAX_BARS)
     events = events[keep]
     lanes = sorted({(int(d), -1 if int(k) == SYNC else int(s))
                     for d, s, k in zip(events["device"], events["stream"],

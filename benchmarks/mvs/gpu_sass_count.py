@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import glob
 import importlib.util
 import math
@@ -442,14 +443,20 @@ def defines():
     return names
 
 
-def macros(extra):
-    """The -D macros of nvcc flags as setup.py reads them for the
-    launcher's C: (name, value or None)."""
+@functools.lru_cache(maxsize=None)
+def _setup():
+    """setup.py as a module (not run: it builds only as __main__)."""
     spec = importlib.util.spec_from_file_location("aquaprof_setup",
                                                   ROOT / "setup.py")
     setup = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(setup)
-    return setup.variant_macros(extra)
+    return setup
+
+
+def macros(extra):
+    """The -D macros of nvcc flags as setup.py reads them for the
+    launcher's C: (name, value or None)."""
+    return _setup().variant_macros(extra)
 
 
 def variant_defines(extra):
@@ -519,14 +526,14 @@ def strip_shared(cost, radius, extra):
 def report_occupancy(kernel, cost, case, extra, registers):
     if not kernel.startswith("ap_strip_"):
         return
+    if registers is None:
+        print("occupancy: ptxas gave no registers for the kernel")
+        return
     shared = strip_shared(cost, case["radius"], extra)
     if shared is None:
         print("occupancy: no host C compiler to size the shared memory")
         return
     threads = case["AP_STRIP_COLS"]
-    if registers is None:
-        print("occupancy: ptxas gave no registers for the kernel")
-        return
     limits = blocks_an_sm(registers, shared, threads)
     blocks = min(limits.values())
     warps = blocks * math.ceil(threads / 32)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import aquaprof as ap
+from crafted import on_machine
 from profiled import busy
 
 
@@ -334,12 +335,6 @@ def test_a_stage_one_base_run_never_called_is_no_regression():
     # all the base runs called it at a tenth of the new cost: slower
     tenth = RunFigures(0.001, 10, 0.0001, 0.00012)
     assert judge([tenth, tenth, tenth], [called]).word == "slower"
-
-
-def on_machine(report, **busy):
-    """The report as if its run had met a machine this busy."""
-    return ap.Report(dict(report._data, host=dict(report.meta["host"],
-                                                  **busy)))
 
 
 def test_a_busier_machine_in_the_new_run_is_said():

@@ -130,11 +130,8 @@ def test_a_malformed_spread_is_an_error_not_a_crash(tmp_path, value):
             history.steps("load")
 
 
-def on_machine(rep, other_cpus):
-    """The report as if its run had met a machine this busy."""
-    return ap.Report(dict(rep._data, host=dict(rep.meta.get("host", {}),
-                                               other_cpus=other_cpus,
-                                               steal=0.0)))
+def busier(rep, other_cpus):
+    return crafted.on_machine(rep, other_cpus=other_cpus, steal=0.0)
 
 
 def test_a_step_on_a_busier_machine_says_so(tmp_path):
@@ -145,10 +142,10 @@ def test_a_step_on_a_busier_machine_says_so(tmp_path):
     with ap.History(path) as history:
         for waits, load in (([7], 0.1), ([18], 0.2), ([25], 0.05),
                             ([3], 0.1)):
-            history.add(on_machine(loader(2, waits), load))
-        busy_step = history.add(on_machine(loader(5, [12]), 1.6))
-        history.add(on_machine(loader(5, [20]), 1.5))
-        quiet_step = history.add(on_machine(loader(12, [9]), 1.5))
+            history.add(busier(loader(2, waits), load))
+        busy_step = history.add(busier(loader(5, [12]), 1.6))
+        history.add(busier(loader(5, [20]), 1.5))
+        quiet_step = history.add(busier(loader(12, [9]), 1.5))
         steps = {run.id: verdict for run, verdict in
                  history.steps("load", threshold=0.3)}
     assert set(steps) == {busy_step, quiet_step}

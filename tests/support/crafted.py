@@ -62,6 +62,14 @@ def flat(n, calls=1):
     return report(stages, spans)
 
 
+def on_machine(rep, **busy):
+    """The report as if its run had met a machine this busy (host fields
+    other_cpus, steal)."""
+    from aquaprof import Report
+    return Report(dict(rep._data, host=dict(rep.meta.get("host", {}),
+                                            **busy)))
+
+
 def packed(raw):
     """Bytes as a report array's data field (zlib, base64)."""
     return base64.b64encode(zlib.compress(raw)).decode("ascii")

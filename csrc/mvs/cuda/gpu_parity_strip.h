@@ -133,12 +133,12 @@ typedef struct {
 /* A thread's column, for one source: its walk down the column; the
  * slot of the row entering the rings of 2 r + 1 rows and the slot, in
  * the ring of r + 1 rows, of the row it centres (r rows up), both
- * advanced as each row enters, so that no slot is a division; the rows
- * entered; and, for a box window, its sums down the window's rows: the
- * samples' m, r m and s m, and the centred products. */
+ * advanced as each row enters, so that no slot is a division; and, for
+ * a box window, its sums down the window's rows: the samples' m, r m
+ * and s m, and the centred products. */
 typedef struct {
     ap_walk walk;
-    int slot, stat, entered;
+    int slot, stat;
     double down[3], products[3], products_err[3];
 } ap_pstrip_column;
 
@@ -156,7 +156,7 @@ ap_pstrip_next(int slot, int rows)
 AP_PSTRIP_FN ap_pstrip_column
 ap_pstrip_column_start(int r)
 {
-    ap_pstrip_column col = {ap_walk_none(), 2 * r, 0, 0, {0.0, 0.0, 0.0},
+    ap_pstrip_column col = {ap_walk_none(), 2 * r, 0, {0.0, 0.0, 0.0},
                             {0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}};
     return col;
 }
@@ -244,9 +244,10 @@ ap_pstrip_enter(const ap_pstrip_block *b, ap_pstrip_shared_at at,
     double sample = ap_pstrip_sample(b, x, y, &col->walk);
     float ref = sample == sample ? b->ref[(size_t)y * b->w + x] : 0.0f;
     if (ap_pstrip_box(b)) {
-        /* the row leaving the window held this slot */
+        /* the row leaving the window, y - 2 r - 1, held this slot; the
+         * block's first row entered is y0 - 2 r */
         double left = at.ring[at_c];
-        if (col->entered >= rows && left == left) {
+        if (y > b->y0 && left == left) {
             col->down[0] -= 1.0;
             col->down[1] -= at.refs[at_c];
             col->down[2] -= left;
@@ -257,7 +258,6 @@ ap_pstrip_enter(const ap_pstrip_block *b, ap_pstrip_shared_at at,
             col->down[2] += sample;
         }
     }
-    col->entered++;
     at.ring[at_c] = sample;
     at.refs[at_c] = ref;
     if (y < b->y0) {
