@@ -93,12 +93,18 @@ $(KT)/test_gpu_strip: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEA
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
 
-# the same under another block geometry, each row read a row ahead (the
-# variants that benchmarks/mvs/gpu_variants.sh times): they are parameters
-STRIP_VARIANT = -DAP_STRIP_ROWS=32 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8 \
-	-DAP_STRIP_AHEAD=1
+# the same under the variants that benchmarks/mvs/gpu_variants.sh times:
+# two sources a thread in another block geometry, and each row read a
+# row ahead besides; they are parameters
+STRIP_VARIANT = -DAP_STRIP_SOURCES=2 -DAP_STRIP_ROWS=48 -DAP_STRIP_GROUP=2 \
+	-DAP_STRIP_SEGMENT=8
+STRIP_AHEAD = -DAP_STRIP_SOURCES=2 -DAP_STRIP_ROWS=32 -DAP_STRIP_GROUP=2 \
+	-DAP_STRIP_SEGMENT=8 -DAP_STRIP_AHEAD=1
 $(KT)/test_gpu_strip_variant: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) $(STRIP_VARIANT) \
+	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
+$(KT)/test_gpu_strip_ahead: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) $(STRIP_AHEAD) \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
 
 # AquaMVS parity's strip kernel the same way, against its windows summed
@@ -119,7 +125,7 @@ $(KT)/test_workers: $(KT)/test_workers.c csrc/mvs/cpu/workers.c $(KERNEL_TEST_HE
 
 KERNEL_TESTS = $(KT)/test_crossing $(KT)/test_sampling \
 	$(KT)/test_gpu_sample $(KT)/test_gpu_strip $(KT)/test_gpu_strip_variant \
-	$(KT)/test_gpu_parity_strip \
+	$(KT)/test_gpu_strip_ahead $(KT)/test_gpu_parity_strip \
 	$(KT)/test_window_sums \
 	$(KT)/test_workers
 test-kernels: $(KERNEL_TESTS)

@@ -245,6 +245,78 @@ ap_gpu_pinhole(const ap_gpu_frame *f, const double *x, double *hu,
     *zc = ap_row_apply(f->depth, x, 1.0);
 }
 
+/* The pixel (u, v) of homogeneous pixel (hu, hv, hw): one reciprocal. */
+static inline AP_HD void
+ap_gpu_pixel(double hu, double hv, double hw, double *u, double *v)
+{
+    double inv = ap_gpu_rcp(hw);
+    *u = hu * inv;
+    *v = hv * inv;
+}
+
+/* A refractive camera's crossing of the ray to world point x: the
+ * point's depth z below the surface (seen where z > 0), its horizontal
+ * offset (hx, hy) from the foot and its square d2, and once found the share t of the way
+ * from the foot to it where the ray crosses, `settled` where a walk's
+ * steps found it (ap_gpu_share_walk). */
+typedef struct {
+    double z, hx, hy, d2, t;
+    int seen, settled;
+} ap_gpu_crossing;
+
+static inline AP_HD ap_gpu_crossing
+ap_gpu_cross_at(const ap_gpu_frame *f, const double *x)
+{
+    ap_gpu_crossing c;
+    c.z = f->below[3] - ap_dot3(f->below, x);
+    c.hx = ap_row_apply(f->e1, x, 1.0);
+    c.hy = ap_row_apply(f->e2, x, 1.0);
+    c.d2 = c.hx * c.hx + c.hy * c.hy;
+    c.seen = c.z > 0;
+    c.t = 0.0;
+    c.settled = 0;
+    return c;
+}
+
+/* The crossing from the walk down a column: computed whether the point
+ * is seen or not, without a branch, so that the crossings of a thread's
+ * sources, which depend on nothing of each other's, are issued side by
+ * side (gpu_strip.h, AP_STRIP_SOURCES). */
+static inline AP_HD ap_gpu_crossing
+ap_gpu_cross_walk(const ap_gpu_frame *f, const double *x,
+                  const ap_walk *walk)
+{
+    ap_gpu_crossing c = ap_gpu_cross_at(f, x);
+    c.settled = ap_gpu_share_walk(f, c.d2, c.z, walk, &c.t);
+    return c;
+}
+
+/* A seen crossing's share where the walk's steps did not settle: a
+ * column's first sample of a strip, and its second, guessed from the
+ * first alone, for a warp of which some lane does not settle; rarely a
+ * later one. */
+static inline AP_HD void
+ap_gpu_cross_settle(const ap_gpu_frame *f, ap_gpu_crossing *c)
+{
+    if (c->seen & !c->settled) {
+        /* count: share=2 / (AP_STRIP_ROWS + 2 * radius) */
+        c->t = ap_gpu_share_cold(f, c->d2, c->z);
+    }
+}
+
+/* The homogeneous pixel (hu, hv, hw) and camera depth zc of a
+ * crossing's interface point, once its share is found. */
+static inline AP_HD void
+ap_gpu_cross_point(const ap_gpu_frame *f, const ap_gpu_crossing *c,
+                   double *hu, double *hv, double *hw, double *zc)
+{
+    double qx = c->t * c->hx, qy = c->t * c->hy;
+    *hu = f->A[0] + qx * f->A[1] + qy * f->A[2];
+    *hv = f->A[3] + qx * f->A[4] + qy * f->A[5];
+    *hw = f->A[6] + qx * f->A[7] + qy * f->A[8];
+    *zc = f->Z[0] + qx * f->Z[1] + qy * f->Z[2];
+}
+
 /* The pixel (u, v) of world point x in the camera of f; 0 where x is not
  * seen (behind a pinhole, above a refractive camera's water, or behind
  * it), as the CPU's projector decides. A refractive camera's crossing
@@ -258,34 +330,20 @@ ap_gpu_uv_with(const ap_gpu_frame *f, const double *x, double *u,
     if (!f->refractive) {
         ap_gpu_pinhole(f, x, &hu, &hv, &hw, &zc);
     } else {
-        double z = f->below[3] - ap_dot3(f->below, x);
-        if (!(z > 0)) {
+        ap_gpu_crossing c = ap_gpu_cross_at(f, x);
+        if (!c.seen) {
             return 0;
         }
-        double hx = ap_row_apply(f->e1, x, 1.0);
-        double hy = ap_row_apply(f->e2, x, 1.0);
-        double d2 = hx * hx + hy * hy, t;
-        if (walk == NULL) {
-            t = ap_gpu_share_cold(f, d2, z);
+        if (walk != NULL) {
+            c.settled = ap_gpu_share_walk(f, c.d2, c.z, walk, &c.t);
+            ap_gpu_cross_settle(f, &c);
+            ap_gpu_walk_on(walk, c.t);
         } else {
-            if (!ap_gpu_share_walk(f, d2, z, walk, &t)) {
-                /* a column's first sample of a strip, and its second,
-                 * guessed from the first alone, for a warp of which
-                 * some lane does not settle; rarely a later one */
-                /* count: share=2 / (AP_STRIP_ROWS + 2 * radius) */
-                t = ap_gpu_share_cold(f, d2, z);
-            }
-            ap_gpu_walk_on(walk, t);
+            c.t = ap_gpu_share_cold(f, c.d2, c.z);
         }
-        double qx = t * hx, qy = t * hy;
-        hu = f->A[0] + qx * f->A[1] + qy * f->A[2];
-        hv = f->A[3] + qx * f->A[4] + qy * f->A[5];
-        hw = f->A[6] + qx * f->A[7] + qy * f->A[8];
-        zc = f->Z[0] + qx * f->Z[1] + qy * f->Z[2];
+        ap_gpu_cross_point(f, &c, &hu, &hv, &hw, &zc);
     }
-    double inv = ap_gpu_rcp(hw);
-    *u = hu * inv;
-    *v = hv * inv;
+    ap_gpu_pixel(hu, hv, hw, u, v);
     return zc > 0;
 }
 

@@ -1,7 +1,8 @@
 /* The strip cost kernel's work, a thread's at a time: a block of
  * AP_STRIP_COLS threads, one a column of the reference (its window's
  * halo included), walks down a strip of AP_STRIP_ROWS output rows of one
- * depth plane, each source in turn. Each thread warps the sample
+ * depth plane, each source in turn (AP_STRIP_SOURCES at once). Each
+ * thread warps the sample
  * entering its column's window, its refracted crossing found from the
  * two rows above's (ap_gpu_share_walk), and slides the column's sums in
  * float64: the entering row added, the leaving one, read back from a
@@ -62,6 +63,19 @@
  * docs/benchmarks.md; three blocks an SM leave it the registers). */
 #ifndef AP_STRIP_AHEAD
 #define AP_STRIP_AHEAD 0
+#endif
+/* Sources a thread warps at once, side by side (ap_strip_warps): each
+ * sample is a chain of dependent float64 steps, and at three blocks an
+ * SM the kernel waits on them (docs/benchmarks.md), so that a second
+ * source's chain fills the first's waits; the sources share the ray's
+ * and the reference's loads and a pass down the strip. A variant to
+ * time: each source keeps its own sums in registers and in shared
+ * memory. */
+#ifndef AP_STRIP_SOURCES
+#define AP_STRIP_SOURCES 1
+#endif
+#if AP_STRIP_SOURCES < 1
+#error "a thread warps one source at least"
 #endif
 /* Radii with a kernel of their own (windows 3 to 15); wider windows take
  * the kernel that reads the radius at run time. */
@@ -159,9 +173,10 @@ ap_strip_stride(int cost)
     return AP_STRIP_COLS * ap_strip_nq(cost) + 2;
 }
 
-/* The block's shared memory: the column sums of a group of rows
- * (doubles), the ring of the window's samples (a float pair a column
- * and row: reference, warped) and the outputs' accumulated costs. */
+/* The block's shared memory: the column sums of a group of rows for
+ * each of the sources a thread warps at once (doubles), the ring of the
+ * window's rows (a float pair a source, column and row: reference,
+ * warped) and the outputs' accumulated costs. */
 typedef struct {
     double *cols;
     float *ring, *acc;
@@ -170,8 +185,9 @@ typedef struct {
 AP_STRIP_FN unsigned
 ap_strip_shared(int cost, int r)
 {
-    return (unsigned)(AP_STRIP_GROUP * ap_strip_stride(cost) * 8 +
-                      (2 * r + 1) * AP_STRIP_COLS * 8 +
+    return (unsigned)(AP_STRIP_SOURCES * AP_STRIP_GROUP *
+                          ap_strip_stride(cost) * 8 +
+                      AP_STRIP_SOURCES * (2 * r + 1) * AP_STRIP_COLS * 8 +
                       AP_STRIP_ROWS * ap_strip_outputs(r) * 4);
 }
 
@@ -180,68 +196,82 @@ ap_strip_layout(double *base, int cost, int r)
 {
     ap_strip_shared_at at;
     at.cols = base;
-    at.ring = (float *)(base + AP_STRIP_GROUP * ap_strip_stride(cost));
-    at.acc = at.ring + 2 * (2 * r + 1) * AP_STRIP_COLS;
+    at.ring = (float *)(base + AP_STRIP_SOURCES * AP_STRIP_GROUP *
+                                   ap_strip_stride(cost));
+    at.acc = at.ring + 2 * AP_STRIP_SOURCES * (2 * r + 1) * AP_STRIP_COLS;
     return at;
 }
 
-/* What a block's threads share for one source: the images, the rays of
- * the reference's pixels (ap_ray_read), the source's frame and the
- * plane's depth; x0, y0: the image column of thread 0 (r left of the
- * first output) and the first output row; SSIM's window taps
- * (gpu_ssim_strip.h). */
+/* Column c's pair of ring floats of source k at slot `slot`: the
+ * reference's value and the sample, as they count in the sums. */
+AP_STRIP_FN float *
+ap_strip_ring(float *ring, int r, int k, int slot, int c)
+{
+    return ring + 2 * ((k * (2 * r + 1) + slot) * AP_STRIP_COLS + c);
+}
+
+/* What a block's threads share for the sources they warp at once: the
+ * images, the rays of the reference's pixels (ap_ray_read), the
+ * sources' frames and the plane's depth; x0, y0: the image column of
+ * thread 0 (r left of the first output) and the first output row;
+ * `refracted`: every source of the pass refractive, so that their
+ * samples are warped side by side (ap_strip_warps); SSIM's window taps
+ * (gpu_ssim_strip.h), whose kernel warps one source at a time. */
 typedef struct {
-    const float *ref, *img;
+    const float *ref, *img[AP_STRIP_SOURCES];
     const double *rays, *taps;
-    const ap_gpu_frame *frame;
-    int h, w, x0, y0, cost, r;
+    const ap_gpu_frame *frame[AP_STRIP_SOURCES];
+    int h, w, x0, y0, cost, r, refracted;
     double depth, full;
 #ifndef __CUDA_ARCH__
     /* the host's tests of the sums: not NULL, the samples themselves
-     * (h x w), which ap_strip_sample reads instead of warping */
-    const float *warped;
+     * (h x w), which the samples read instead of warping */
+    const float *warped[AP_STRIP_SOURCES];
 #endif
 } ap_strip_block;
 
-/* What a sample reads of its reference pixel, a row ahead with
- * AP_STRIP_AHEAD: the pixel's ray (origin, direction; NaN where it has
- * none) and value, or nothing (`inside` 0) outside the image. */
+/* What the samples of a row read of its reference pixel: its value, or
+ * nothing (`inside` 0) outside the image; with AP_STRIP_AHEAD, read a
+ * row ahead, its ray too (origin, direction; NaN where it has none),
+ * which the samples otherwise read as they warp. */
 typedef struct {
     double o[3], d[3];
     float ref;
     int inside;
 } ap_strip_pixel;
 
-/* A thread's column: its sums over the window's rows (the count's made
- * from `seen`, a bit a row, the newest lowest), the ring's slot of the
- * row that leaves next, and the crossings of the rows above; with
- * AP_STRIP_AHEAD, the next row's pixel, once read (`primed`). */
+/* A thread's column: for each source of the pass, its sums over the
+ * window's rows (the count's made from `seen`, a bit a row, the newest
+ * lowest) and the crossings of the rows above; the ring's slot of the
+ * row that leaves next; with AP_STRIP_AHEAD, the next row's pixel, once
+ * read (`primed`). */
 typedef struct {
-    double q[6];
-    unsigned long long seen;
+    double q[AP_STRIP_SOURCES][6];
+    unsigned long long seen[AP_STRIP_SOURCES];
     int slot;
-    ap_walk walk;
+    ap_walk walk[AP_STRIP_SOURCES];
 #if AP_STRIP_AHEAD
     ap_strip_pixel ahead;
     int primed;
 #endif
 } ap_strip_column;
 
-/* Source b->frame's sample at the point p of a reference pixel's ray:
- * NaN where the pixel has no ray or the source does not see it. A
+/* Source k's sample at the point p of a reference pixel's ray: NaN
+ * where the pixel has no ray or the source does not see it. A
  * refractive crossing from the walk down the column (ap_gpu_uv_with). */
 AP_STRIP_FN float
-ap_strip_warp(const ap_strip_block *b, const double *p, ap_walk *walk)
+ap_strip_warp(const ap_strip_block *b, int k, const double *p,
+              ap_walk *walk)
 {
     double u, v;
-    if (!(p[0] == p[0]) || !ap_gpu_uv_with(b->frame, p, &u, &v, walk)) {
+    if (!(p[0] == p[0]) || !ap_gpu_uv_with(b->frame[k], p, &u, &v, walk)) {
         return NAN;
     }
-    return ap_bilinear(b->img, b->h, b->w, u, v);
+    return ap_bilinear(b->img[k], b->h, b->w, u, v);
 }
 
-/* The sample of source b->frame at reference pixel (x, y), inside the
- * image or not: NaN where it is not seen, or outside. */
+/* The first source's sample at reference pixel (x, y), inside the image
+ * or not: NaN where it is not seen, or outside (SSIM's kernel's). */
 AP_STRIP_FN float
 ap_strip_sample(const ap_strip_block *b, int x, int y, int inside,
                 ap_walk *walk)
@@ -251,17 +281,16 @@ ap_strip_sample(const ap_strip_block *b, int x, int y, int inside,
     }
     int i = y * b->w + x;       /* images hold under 2^31 pixels */
 #ifndef __CUDA_ARCH__
-    if (b->warped != NULL) {
-        return b->warped[i];
+    if (b->warped[0] != NULL) {
+        return b->warped[0][i];
     }
 #endif
     double p[3];
     ap_ray_point(b->rays, i, b->depth, p);
-    return ap_strip_warp(b, p, walk);
+    return ap_strip_warp(b, 0, p, walk);
 }
 
-#if AP_STRIP_AHEAD
-/* Reference pixel (x, y) of the block, read for a later sample. */
+/* Reference pixel (x, y) of the block, read for its samples. */
 AP_STRIP_FN ap_strip_pixel
 ap_strip_read(const ap_strip_block *b, int x, int y)
 {
@@ -270,42 +299,89 @@ ap_strip_read(const ap_strip_block *b, int x, int y)
     px.ref = 0.0f;
     int i = y * b->w + x;
 #ifndef __CUDA_ARCH__
-    if (b->warped != NULL) {    /* the host's tests of the sums: no rays */
-        px.o[0] = NAN;
+    if (b->warped[0] != NULL) { /* the host's tests of the sums: no rays */
+        for (int k = 0; k < 3; k++) {
+            px.o[k] = px.d[k] = NAN;
+        }
         px.ref = px.inside ? b->ref[i] : 0.0f;
         return px;
     }
 #endif
     if (px.inside) {
         px.ref = b->ref[i];
+#if AP_STRIP_AHEAD
         ap_ray_read(b->rays, (size_t)i, px.o, px.d);
+#endif
     }
     return px;
 }
 
-/* The sample of source b->frame at reference pixel (x, y), read as px. */
-AP_STRIP_FN float
-ap_strip_sample_read(const ap_strip_block *b, const ap_strip_pixel *px,
-                     int x, int y, ap_walk *walk)
+/* The samples s[0, n) of the pass's sources at reference pixel (x, y),
+ * read as px, each crossing from its source's walk. Two or more
+ * refractive sources: each source's crossing found, then settled where
+ * the walk's steps did not, then its pixel and sample, the sources side
+ * by side with no branch between them, so that the latency of one
+ * source's chain of float64 steps is spent on the other's. */
+AP_STRIP_FN void
+ap_strip_warps(const ap_strip_block *b, int n, const ap_strip_pixel *px,
+               int x, int y, ap_walk *walk, float *s)
 {
     if (!px->inside) {
-        return NAN;
+        for (int k = 0; k < n; k++) {
+            s[k] = NAN;
+        }
+        return;
     }
 #ifndef __CUDA_ARCH__
-    if (b->warped != NULL) {
-        return b->warped[y * b->w + x];
+    if (b->warped[0] != NULL) {
+        for (int k = 0; k < n; k++) {
+            s[k] = b->warped[k][y * b->w + x];
+        }
+        return;
     }
-#else
-    (void)x;
-    (void)y;
 #endif
     double p[3];
-    for (int k = 0; k < 3; k++) {
-        p[k] = px->o[k] + b->depth * px->d[k];
+#if AP_STRIP_AHEAD
+    for (int j = 0; j < 3; j++) {
+        p[j] = px->o[j] + b->depth * px->d[j];
     }
-    return ap_strip_warp(b, p, walk);
-}
+#else
+    ap_ray_point(b->rays, y * b->w + x, b->depth, p);
 #endif
+    if (n == 1) {
+        s[0] = ap_strip_warp(b, 0, p, &walk[0]);
+        return;
+    }
+    if (!b->refracted) {
+        for (int k = 0; k < n; k++) {
+            /* count: off-path */
+            s[k] = ap_strip_warp(b, k, p, &walk[k]);
+        }
+        return;
+    }
+    ap_gpu_crossing c[AP_STRIP_SOURCES];
+    AP_UNROLL
+    for (int k = 0; k < n; k++) {
+        /* NaN where the pixel has no ray: not seen */
+        c[k] = ap_gpu_cross_walk(b->frame[k], p, &walk[k]);
+    }
+    AP_UNROLL
+    for (int k = 0; k < n; k++) {
+        ap_gpu_cross_settle(b->frame[k], &c[k]);
+    }
+    AP_UNROLL
+    for (int k = 0; k < n; k++) {
+        ap_walk on = walk[k];
+        ap_gpu_walk_on(&on, c[k].t);
+        walk[k].before = c[k].seen ? on.before : walk[k].before;
+        walk[k].last = c[k].seen ? on.last : walk[k].last;
+        double hu, hv, hw, zc, u, v;
+        ap_gpu_cross_point(b->frame[k], &c[k], &hu, &hv, &hw, &zc);
+        ap_gpu_pixel(hu, hv, hw, &u, &v);
+        int seen = c[k].seen & (zc > 0);
+        s[k] = ap_bilinear(b->img[k], b->h, b->w, seen ? u : NAN, v);
+    }
+}
 
 /* Adds weight (1: entering, -1: leaving) times the quantities of a
  * sample whose values are r and v (both 0 where it is not seen) to a
@@ -325,110 +401,125 @@ ap_strip_add(double *q, int cost, double r, double v, double weight)
     q[5] += wv * r;
 }
 
-/* A thread's column before its source's first row: no sums, the ring's
- * rows not seen. */
+/* A thread's column before the first row of a pass of n sources: no
+ * sums, the ring's rows not seen. */
 AP_STRIP_FN void
-ap_strip_start(ap_strip_column *col, float *ring, int c, int r)
+ap_strip_start(ap_strip_column *col, float *ring, int c, int r, int n)
 {
-    for (int k = 0; k < 6; k++) {
-        col->q[k] = 0.0;
+    for (int k = 0; k < n; k++) {
+        for (int j = 0; j < 6; j++) {
+            col->q[k][j] = 0.0;
+        }
+        col->seen[k] = 0;
+        col->walk[k] = ap_walk_none();
     }
-    col->seen = 0;
     col->slot = 0;
-    col->walk = ap_walk_none();
 #if AP_STRIP_AHEAD
     col->primed = 0;
 #endif
     /* count: trips=2 * radius + 1; part=sums */
-    for (int k = 0; k <= 2 * r; k++) {
-        ring[2 * (k * AP_STRIP_COLS + c)] = 0.0f;
-        ring[2 * (k * AP_STRIP_COLS + c) + 1] = 0.0f;
+    for (int j = 0; j <= 2 * r; j++) {
+        for (int k = 0; k < n; k++) {
+            float *at = ap_strip_ring(ring, r, k, j, c);
+            at[0] = at[1] = 0.0f;
+        }
     }
 }
 
 /* The count of seen samples among the window's rows of a column: the
- * bits of col->seen, a row each. */
+ * bits of `seen`, a row each. */
 AP_STRIP_FN double
-ap_strip_count(const ap_strip_column *col)
+ap_strip_count(unsigned long long seen)
 {
 #ifdef __CUDA_ARCH__
-    return (double)__popcll(col->seen);
+    return (double)__popcll(seen);
 #else
-    return (double)__builtin_popcountll(col->seen);
+    return (double)__builtin_popcountll(seen);
 #endif
 }
 
-/* (ref, s) enters column c's window and the row 2 r + 1 above leaves
- * it. The ring keeps each row's reference value and sample as they
- * count in the sums, 0 where not seen, so that the leaving row's
- * quantities come back without a test. */
+/* Reference value ref and the samples s[0, n) enter column c's window
+ * and the row 2 r + 1 above leaves it. The ring keeps each row's
+ * reference value and sample of each source as they count in its sums,
+ * 0 where not seen, so that the leaving row's quantities come back
+ * without a test. */
 AP_STRIP_FN void
 ap_strip_slide(ap_strip_column *col, float *ring, int c, int cost, int r,
-               float ref, float s)
+               float ref, const float *s, int n)
 {
-    float *at = ring + 2 * (col->slot * AP_STRIP_COLS + c);
-    int seen = s == s;
-    float rs = seen ? ref : 0.0f, vs = seen ? s : 0.0f;
-    ap_strip_add(col->q, cost, at[0], at[1], -1.0);
-    ap_strip_add(col->q, cost, rs, vs, 1.0);
-    at[0] = rs;
-    at[1] = vs;
     /* the window's 2 r + 1 rows, the newest in the lowest bit */
     unsigned long long rows = (2ull << (2 * r)) - 1;
-    col->seen = ((col->seen << 1) | (unsigned)seen) & rows;
+    for (int k = 0; k < n; k++) {
+        float *at = ap_strip_ring(ring, r, k, col->slot, c);
+        int seen = s[k] == s[k];
+        float rs = seen ? ref : 0.0f, vs = seen ? s[k] : 0.0f;
+        ap_strip_add(col->q[k], cost, at[0], at[1], -1.0);
+        ap_strip_add(col->q[k], cost, rs, vs, 1.0);
+        at[0] = rs;
+        at[1] = vs;
+        col->seen[k] = ((col->seen[k] << 1) | (unsigned)seen) & rows;
+    }
     col->slot = col->slot == 2 * r ? 0 : col->slot + 1;
 }
 
-/* Row y enters column c's window: its reference value (0 outside the
- * image) and its sample. */
+/* Row y enters column c's window of each of the pass's n sources: its
+ * reference value (0 outside the image) and samples. */
 AP_STRIP_FN void
 ap_strip_enter(const ap_strip_block *b, ap_strip_column *col, float *ring,
-               int c, int y)
+               int c, int y, int n)
 {
     int x = b->x0 + c;
 #if AP_STRIP_AHEAD
     ap_strip_pixel px = col->primed ? col->ahead : ap_strip_read(b, x, y);
     col->ahead = ap_strip_read(b, x, y + 1);
     col->primed = 1;
-    float ref = px.ref;
-    /* count: part=warp */
-    float s = ap_strip_sample_read(b, &px, x, y, &col->walk);
 #else
-    int inside = x >= 0 && y >= 0 && x < b->w && y < b->h;
-    float ref = inside ? b->ref[y * b->w + x] : 0.0f;
-    /* count: part=warp */
-    float s = ap_strip_sample(b, x, y, inside, &col->walk);
+    ap_strip_pixel px = ap_strip_read(b, x, y);
 #endif
+    float s[AP_STRIP_SOURCES];
+    /* count: part=warp */
+    ap_strip_warps(b, n, &px, x, y, col->walk, s);
     /* count: part=sums */
-    ap_strip_slide(col, ring, c, b->cost, b->r, ref, s);
+    ap_strip_slide(col, ring, c, b->cost, b->r, px.ref, s, n);
 }
 
 /* The 2 r rows above the strip's first output row, into column c. */
 AP_STRIP_FN void
 ap_strip_prologue(const ap_strip_block *b, ap_strip_column *col,
-                  float *ring, int c)
+                  float *ring, int c, int n)
 {
     AP_NO_UNROLL
     /* count: trips=2 * radius */
     for (int j = 0; j < 2 * b->r; j++) {
-        ap_strip_enter(b, col, ring, c, b->y0 - b->r + j);
+        ap_strip_enter(b, col, ring, c, b->y0 - b->r + j, n);
     }
 }
 
+/* Column c's sums of source k at group row `row`, in cols. */
+AP_STRIP_FN double *
+ap_strip_cols(double *cols, int cost, int k, int row, int c)
+{
+    return cols + (k * AP_STRIP_GROUP + row) * ap_strip_stride(cost) +
+           c * ap_strip_nq(cost);
+}
+
 /* Output rows [row, row + AP_STRIP_GROUP) of the strip into column c:
- * the rows below enter, and the column's sums at each go to its group
- * row of cols. */
+ * the rows below enter, and the column's sums of each source at each go
+ * to its group row of cols. */
 AP_STRIP_FN void
 ap_strip_down(const ap_strip_block *b, ap_strip_column *col, float *ring,
-              double *cols, int c, int row)
+              double *cols, int c, int row, int n)
 {
-    int nq = ap_strip_nq(b->cost), stride = ap_strip_stride(b->cost);
+    int nq = ap_strip_nq(b->cost);
     /* count: trips=AP_STRIP_GROUP */
-    for (int k = 0; k < AP_STRIP_GROUP; k++) {
-        ap_strip_enter(b, col, ring, c, b->y0 + row + k + b->r);
-        col->q[0] = ap_strip_count(col);
-        for (int q = 0; q < nq; q++) {
-            cols[k * stride + c * nq + q] = col->q[q];
+    for (int j = 0; j < AP_STRIP_GROUP; j++) {
+        ap_strip_enter(b, col, ring, c, b->y0 + row + j + b->r, n);
+        for (int k = 0; k < n; k++) {
+            double *at = ap_strip_cols(cols, b->cost, k, j, c);
+            col->q[k][0] = ap_strip_count(col->seen[k]);
+            for (int q = 0; q < nq; q++) {
+                at[q] = col->q[k][q];
+            }
         }
     }
 }
@@ -481,23 +572,32 @@ ap_strip_items(int r)
 }
 
 /* Item i of the group at output row `row`: the window slid along its
- * outputs (those of the block and the image), each output's cost added
- * to the accumulators acc (AP_STRIP_ROWS rows of the block's outputs). */
+ * outputs (those of the block and the image), each output's costs of
+ * the pass's n sources added to the accumulators acc (AP_STRIP_ROWS
+ * rows of the block's outputs) one source after another. */
 AP_STRIP_FN void
-ap_strip_along(const ap_strip_block *b, const double *cols, float *acc,
-               int row, int i)
+ap_strip_along(const ap_strip_block *b, double *cols, float *acc, int row,
+               int i, int n)
 {
-    int nq = ap_strip_nq(b->cost), stride = ap_strip_stride(b->cost);
+    int nq = ap_strip_nq(b->cost);
     int k = i % AP_STRIP_GROUP, first = i / AP_STRIP_GROUP * AP_STRIP_SEGMENT;
     int outputs = ap_strip_outputs(b->r);
     int last = outputs < b->w - b->x0 - b->r ? outputs : b->w - b->x0 - b->r;
-    const double *at = cols + k * stride + first * nq;
     float *out = acc + (row + k) * outputs + first;
-    double s[6] = {0, 0, 0, 0, 0, 0};
+    const double *at[AP_STRIP_SOURCES];
+    double s[AP_STRIP_SOURCES][6];
+    for (int m = 0; m < n; m++) {
+        at[m] = ap_strip_cols(cols, b->cost, m, k, first);
+        for (int q = 0; q < 6; q++) {
+            s[m][q] = 0.0;
+        }
+    }
     /* count: trips=window; part=sums */
     for (int j = 0; j <= 2 * b->r; j++) {
-        for (int q = 0; q < nq; q++) {
-            s[q] += at[j * nq + q];
+        for (int m = 0; m < n; m++) {
+            for (int q = 0; q < nq; q++) {
+                s[m][q] += at[m][j * nq + q];
+            }
         }
     }
     /* the block's or the image's last output: its window's last column
@@ -508,14 +608,18 @@ ap_strip_along(const ap_strip_block *b, const double *cols, float *acc,
     /* count: trips=AP_STRIP_SEGMENT; part=sums */
     for (int j = 0; j < AP_STRIP_SEGMENT; j++) {
         if (j < count) {
-            if (j > 0) {
-                for (int q = 0; q < nq; q++) {
-                    s[q] += at[(j + 2 * b->r) * nq + q] -
-                            at[(j - 1) * nq + q];
+            float cost = out[j];
+            for (int m = 0; m < n; m++) {
+                if (j > 0) {
+                    for (int q = 0; q < nq; q++) {
+                        s[m][q] += at[m][(j + 2 * b->r) * nq + q] -
+                                   at[m][(j - 1) * nq + q];
+                    }
                 }
+                cost += b->cost == AP_COST_SAD ? ap_strip_sad(b->full, s[m])
+                                               : ap_strip_ncc(b->full, s[m]);
             }
-            out[j] += b->cost == AP_COST_SAD ? ap_strip_sad(b->full, s)
-                                             : ap_strip_ncc(b->full, s);
+            out[j] = cost;
         }
     }
 }

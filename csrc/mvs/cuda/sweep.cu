@@ -303,11 +303,50 @@ strip_store(const ap_cuda_strip &p, const ap_strip_block &b,
     }
 }
 
+/* Sources [v, v + N) of a strip kernel's block, warped at once: the
+ * rows of the strip enter its threads' columns, and every
+ * AP_STRIP_GROUP rows the block slides the windows along them. */
+template <int COST, int R, int N>
+static __device__ __forceinline__ void
+strip_sources(const ap_cuda_strip &p, ap_strip_block &b,
+              const ap_strip_shared_at &at, int v)
+{
+    const int r = b.r, c = threadIdx.x;
+    const size_t n = (size_t)p.h * p.w;
+    b.refracted = 1;
+    for (int k = 0; k < N; k++) {
+        b.img[k] = (const float *)p.srcs + (size_t)(v + k) * n;
+        /* one register, so that each sample adds its 32-bit index to it
+         * (nvcc would fold v n into every index, in 64 bits) */
+        asm("mov.b64 %0, %0;" : "+l"(b.img[k]));
+        b.frame[k] = &p.frames[v + k];
+        b.refracted &= b.frame[k]->refractive;
+    }
+    ap_strip_column col;
+    ap_strip_start(&col, at.ring, c, r, N);
+    ap_strip_prologue(&b, &col, at.ring, c, N);
+    AP_NO_UNROLL
+    /* count: trips=AP_STRIP_ROWS / AP_STRIP_GROUP;
+     * step=AP_STRIP_GROUP; part=sums */
+    for (int row = 0; row < AP_STRIP_ROWS; row += AP_STRIP_GROUP) {
+        ap_strip_down(&b, &col, at.ring, at.cols, c, row, N);
+        __syncthreads();
+        /* count: trips=spread(AP_STRIP_GROUP * ceil((AP_STRIP_COLS -
+         * 2 * radius) / AP_STRIP_SEGMENT), AP_STRIP_COLS);
+         * step=AP_STRIP_COLS; part=sums */
+        for (int i = c; i < ap_strip_items(r); i += AP_STRIP_COLS) {
+            ap_strip_along(&b, at.cols, at.acc, row, i, N);
+        }
+        __syncthreads();   /* the group's rows are rewritten next */
+    }
+}
+
 /* The strip cost kernel (gpu_strip.h): a block of AP_STRIP_COLS threads,
- * one a column, down AP_STRIP_ROWS output rows of one plane, each source
- * in turn; the cost kind and the radius are constants (R 0: the radius
- * read at run time), so that the window's loops unroll and the other
- * costs' code is not there. */
+ * one a column, down AP_STRIP_ROWS output rows of one plane, its sources
+ * AP_STRIP_SOURCES at a time, then those left one at a time; the cost
+ * kind and the radius are constants (R 0: the radius read at run time),
+ * so that the window's loops unroll and the other costs' code is not
+ * there. */
 template <int COST, int R>
 static __device__ __forceinline__ void
 strip_costs(const ap_cuda_strip &p)
@@ -316,38 +355,25 @@ strip_costs(const ap_cuda_strip &p)
      * (AP_STRIP_COLS - 2 * radius)) * ceil(H / AP_STRIP_ROWS) *
      * AP_STRIP_COLS) */
     extern __shared__ double shared[];
-    const int r = R > 0 ? R : p.radius, c = threadIdx.x;
+    const int r = R > 0 ? R : p.radius;
     const ap_strip_shared_at at = ap_strip_layout(shared, COST, r);
     int column;
     const int plane = strip_place(p, &column);
     ap_strip_block b = strip_block(p, COST, r, plane, column);
     strip_zero(at.acc, r);
     __syncthreads();
-    const size_t n = (size_t)p.h * p.w;
+    int v = 0;
     AP_NO_UNROLL
-    /* count: trips=views; part=sums */
-    for (int v = 0; v < p.views; v++) {
-        b.img = (const float *)p.srcs + (size_t)v * n;
-        /* one register, so that each sample adds its 32-bit index to it
-         * (nvcc would fold v n into every index, in 64 bits) */
-        asm("mov.b64 %0, %0;" : "+l"(b.img));
-        b.frame = &p.frames[v];
-        ap_strip_column col;
-        ap_strip_start(&col, at.ring, c, r);
-        ap_strip_prologue(&b, &col, at.ring, c);
+    /* count: trips=floor(views / AP_STRIP_SOURCES);
+     * step=AP_STRIP_SOURCES; part=sums */
+    for (; v + AP_STRIP_SOURCES <= p.views; v += AP_STRIP_SOURCES) {
+        strip_sources<COST, R, AP_STRIP_SOURCES>(p, b, at, v);
+    }
+    if (AP_STRIP_SOURCES > 1) {
         AP_NO_UNROLL
-        /* count: trips=AP_STRIP_ROWS / AP_STRIP_GROUP;
-         * step=AP_STRIP_GROUP; part=sums */
-        for (int row = 0; row < AP_STRIP_ROWS; row += AP_STRIP_GROUP) {
-            ap_strip_down(&b, &col, at.ring, at.cols, c, row);
-            __syncthreads();
-            /* count: trips=spread(AP_STRIP_GROUP * ceil((AP_STRIP_COLS -
-             * 2 * radius) / AP_STRIP_SEGMENT), AP_STRIP_COLS);
-             * step=AP_STRIP_COLS; part=sums */
-            for (int i = c; i < ap_strip_items(r); i += AP_STRIP_COLS) {
-                ap_strip_along(&b, at.cols, at.acc, row, i);
-            }
-            __syncthreads();   /* the group's rows are rewritten next */
+        /* count: trips=views % AP_STRIP_SOURCES; part=sums */
+        for (; v < p.views; v++) {
+            strip_sources<COST, R, 1>(p, b, at, v);
         }
     }
     strip_store(p, b, at.acc, plane);
@@ -393,9 +419,9 @@ ssim_strip(const ap_cuda_strip &p)
     AP_NO_UNROLL
     /* count: trips=views; part=sums */
     for (int v = 0; v < p.views; v++) {
-        b.img = (const float *)p.srcs + (size_t)v * n;
-        asm("mov.b64 %0, %0;" : "+l"(b.img));
-        b.frame = &p.frames[v];
+        b.img[0] = (const float *)p.srcs + (size_t)v * n;
+        asm("mov.b64 %0, %0;" : "+l"(b.img[0]));
+        b.frame[0] = &p.frames[v];
         ap_sstrip_column col;
         ap_sstrip_start(&col);
         AP_NO_UNROLL

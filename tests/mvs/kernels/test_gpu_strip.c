@@ -108,19 +108,63 @@ block_out(const ap_strip_block *b, const float *acc, int views, float *out)
     }
 }
 
+/* Sources [v, v + n) of block b, warped at once (sweep.cu's
+ * strip_sources): each group's column sums checked against the
+ * samples summed afresh where the views are samples. */
+static void
+strip_sources(ap_strip_block *b, const plane_views *pv,
+              ap_strip_shared_at at, int v, int n)
+{
+    static ap_strip_column col[AP_STRIP_COLS];
+    int r = b->r, nq = ap_strip_nq(b->cost);
+    b->refracted = 1;
+    for (int k = 0; k < n; k++) {
+        b->img[k] = pv->imgs[v + k];
+        b->frame[k] = pv->frames != NULL ? &pv->frames[v + k] : NULL;
+        b->warped[k] = pv->warped[v + k];
+        b->refracted &= b->frame[k] != NULL && b->frame[k]->refractive;
+    }
+    for (int c = 0; c < AP_STRIP_COLS; c++) {
+        ap_strip_start(&col[c], at.ring, c, r, n);
+        ap_strip_prologue(b, &col[c], at.ring, c, n);
+    }
+    for (int row = 0; row < AP_STRIP_ROWS; row += AP_STRIP_GROUP) {
+        for (int c = 0; c < AP_STRIP_COLS; c++) {
+            ap_strip_down(b, &col[c], at.ring, at.cols, c, row, n);
+        }
+        for (int c = 0; b->warped[0] != NULL && c < AP_STRIP_COLS; c++) {
+            for (int k = 0; k < n; k++) {
+                for (int j = 0; j < AP_STRIP_GROUP; j++) {
+                    check_column(b, b->warped[k],
+                                 at.cols + (k * AP_STRIP_GROUP + j) *
+                                     ap_strip_stride(b->cost) + c * nq,
+                                 c, b->y0 + row + j);
+                }
+            }
+        }
+        for (int i = 0; i < ap_strip_items(r); i++) {
+            ap_strip_along(b, at.cols, at.acc, row, i, n);
+        }
+    }
+}
+
 /* One plane's costs (h x w, the mean over the views), the strip
- * kernel's blocks in turn. */
+ * kernel's blocks in turn, AP_STRIP_SOURCES sources at once, then
+ * those left one at a time; shared memory starts NaN, so that a sum
+ * read from a place no thread wrote shows. */
 static void
 strip_plane(ap_strip_block proto, const plane_views *pv, float *out)
 {
     int r = proto.r, outputs = ap_strip_outputs(r);
-    double *shared = malloc(ap_strip_shared(proto.cost, r));
-    static ap_strip_column col[AP_STRIP_COLS];
+    unsigned bytes = ap_strip_shared(proto.cost, r);
+    double *shared = malloc(bytes);
     if (shared == NULL) {
         puts("FAIL: out of memory");
         exit(1);
     }
-    int stride = ap_strip_stride(proto.cost), nq = ap_strip_nq(proto.cost);
+    for (unsigned i = 0; i < bytes / sizeof(double); i++) {
+        shared[i] = NAN;
+    }
     for (int y0 = 0; y0 < proto.h; y0 += AP_STRIP_ROWS) {
         for (int bx = 0; bx * outputs < proto.w; bx++) {
             ap_strip_block b = proto;
@@ -130,31 +174,12 @@ strip_plane(ap_strip_block proto, const plane_views *pv, float *out)
             for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
                 at.acc[i] = 0.0f;
             }
-            for (int v = 0; v < pv->views; v++) {
-                b.img = pv->imgs[v];
-                b.frame = pv->frames != NULL ? &pv->frames[v] : NULL;
-                b.warped = pv->warped[v];
-                for (int c = 0; c < AP_STRIP_COLS; c++) {
-                    ap_strip_start(&col[c], at.ring, c, r);
-                    ap_strip_prologue(&b, &col[c], at.ring, c);
-                }
-                for (int row = 0; row < AP_STRIP_ROWS;
-                     row += AP_STRIP_GROUP) {
-                    for (int c = 0; c < AP_STRIP_COLS; c++) {
-                        ap_strip_down(&b, &col[c], at.ring, at.cols, c, row);
-                    }
-                    for (int c = 0; b.warped != NULL && c < AP_STRIP_COLS;
-                         c++) {
-                        for (int k = 0; k < AP_STRIP_GROUP; k++) {
-                            check_column(&b, b.warped,
-                                         at.cols + k * stride + c * nq, c,
-                                         y0 + row + k);
-                        }
-                    }
-                    for (int i = 0; i < ap_strip_items(r); i++) {
-                        ap_strip_along(&b, at.cols, at.acc, row, i);
-                    }
-                }
+            int v = 0;
+            for (; v + AP_STRIP_SOURCES <= pv->views; v += AP_STRIP_SOURCES) {
+                strip_sources(&b, pv, at, v, AP_STRIP_SOURCES);
+            }
+            for (; v < pv->views; v++) {
+                strip_sources(&b, pv, at, v, 1);
             }
             block_out(&b, at.acc, pv->views, out);
         }
@@ -193,9 +218,9 @@ ssim_plane(ap_strip_block proto, const plane_views *pv, float *out)
                 at.acc[i] = 0.0f;
             }
             for (int v = 0; v < pv->views; v++) {
-                b.img = pv->imgs[v];
-                b.frame = pv->frames != NULL ? &pv->frames[v] : NULL;
-                b.warped = pv->warped[v];
+                b.img[0] = pv->imgs[v];
+                b.frame[0] = pv->frames != NULL ? &pv->frames[v] : NULL;
+                b.warped[0] = pv->warped[v];
                 for (int c = 0; c < AP_STRIP_COLS; c++) {
                     ap_sstrip_start(&cols[c]);
                 }
