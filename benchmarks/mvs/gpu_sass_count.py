@@ -469,7 +469,7 @@ def variant_defines(extra):
 # sm_90's limits an SM: registers (allocated 256 at a time a warp),
 # shared memory (1 KiB of it reserved a block), warps, blocks
 SM90_REGISTERS, SM90_SHARED, SM90_RESERVED = 65536, 228 * 1024, 1024
-SM90_WARPS, SM90_BLOCKS = 64, 32
+SM90_WARPS, SM90_BLOCKS, SM90_SCHEDULERS = 64, 32, 4
 
 
 def blocks_an_sm(registers, shared, threads):
@@ -537,13 +537,19 @@ def report_occupancy(kernel, cost, case, extra, registers):
     limits = blocks_an_sm(registers, shared, threads)
     blocks = min(limits.values())
     warps = blocks * math.ceil(threads / 32)
+    # the box costs' kernels warp AP_STRIP_SOURCES samples a thread side
+    # by side, each a chain of dependent steps; SSIM's one
+    sources = 1 if kernel == "ap_strip_ssim_kernel" else \
+        case["AP_STRIP_SOURCES"]
     print(f"occupancy on sm_90: {shared:,} bytes of shared memory and "
           f"{registers} registers a thread, {threads} threads a block: "
           f"{blocks} blocks an SM ("
           + ", ".join(f"{k} {v}" for k, v in limits.items()
                       if k in ("registers", "shared memory"))
           + f"), {warps} warps of {SM90_WARPS} "
-          f"({100 * warps / SM90_WARPS:.1f} %)")
+          f"({100 * warps / SM90_WARPS:.1f} %), "
+          f"{warps * sources / SM90_SCHEDULERS:g} samples in flight a "
+          f"scheduler ({sources} a thread)")
 
 
 def spread(n, threads):

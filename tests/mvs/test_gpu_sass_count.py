@@ -165,6 +165,24 @@ def test_a_variant_of_the_blocks_is_counted_with_its_own_sizes():
     assert per_output(out) != per_output(committed)
 
 
+@needs_tools
+def test_two_sources_a_thread_put_twice_the_samples_in_flight():
+    """Two sources a thread at 48 rows: the same three blocks an SM as
+    the committed kernel, at the shared memory the launcher would size
+    (a second source's group rows and ring), and twice the samples in
+    flight a scheduler, for fewer instructions an output (the ray's and
+    the reference's loads and the pass down the strip shared)."""
+    out = run("--nvcc-flags=-DAP_STRIP_SOURCES=2 -DAP_STRIP_ROWS=48 "
+              "-DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8")
+    committed = run()
+    assert occupancy(out) == (69824, 3)
+    flight = r"(\S+) samples in flight a scheduler \((\d) a thread\)"
+    assert re.search(flight, committed).groups() == ("3", "1")
+    assert re.search(flight, out).groups() == ("6", "2")
+    assert "0 bytes spill stores" in out
+    assert per_output(out) < per_output(committed)
+
+
 def test_a_loop_tested_on_a_uniform_predicate_copied_is_unrolled_as_found():
     """nvcc may test a loop's uniform counter (UISETP into UP0) and copy
     the predicate to a thread's (PLOP3) for the branch: the unroll factor
