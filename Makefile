@@ -93,13 +93,13 @@ $(KT)/test_gpu_strip: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEA
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
 
-# the same under the variants that benchmarks/mvs/gpu_variants.sh times:
-# two sources a thread in another block geometry, and each row read a
-# row ahead besides; they are parameters
+# the same under the kinds of variant that benchmarks/mvs/gpu_variants.sh
+# times (they are parameters): two sources a thread in another block
+# geometry, and each row read a row ahead in a third
 STRIP_VARIANT = -DAP_STRIP_SOURCES=2 -DAP_STRIP_ROWS=48 -DAP_STRIP_GROUP=2 \
 	-DAP_STRIP_SEGMENT=8
-STRIP_AHEAD = -DAP_STRIP_SOURCES=2 -DAP_STRIP_ROWS=32 -DAP_STRIP_GROUP=2 \
-	-DAP_STRIP_SEGMENT=8 -DAP_STRIP_AHEAD=1
+STRIP_AHEAD = -DAP_STRIP_ROWS=32 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8 \
+	-DAP_STRIP_AHEAD=1
 $(KT)/test_gpu_strip_variant: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) $(STRIP_VARIANT) \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@

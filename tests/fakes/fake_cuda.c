@@ -86,7 +86,10 @@ int cuDeviceGetAttribute(int *v, int attribute, int d)
     case 16: *v = 132; break;          /* SMs */
     case 39: *v = 2048; break;         /* threads per SM */
     case 81: *v = 233472; break;       /* shared memory per SM */
-    case 97: *v = 232448; break;       /* shared memory a block, opt-in */
+    case 97:                           /* shared memory a block, opt-in */
+        *v = getenv("FAKE_CUDA_SHARED_OPTIN")
+            ? atoi(getenv("FAKE_CUDA_SHARED_OPTIN")) : 232448;
+        break;
     case 82: *v = 65536; break;        /* registers per SM */
     case 106: *v = 32; break;          /* blocks per SM */
     case 10: *v = 32; break;           /* warp */

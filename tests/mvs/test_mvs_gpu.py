@@ -337,6 +337,40 @@ def test_the_strip_launches_hold_every_plane_of_a_column_of_tiles(fakes):
     }
 
 
+def test_a_device_whose_blocks_hold_less_shared_memory_takes_the_tiles(
+        fakes):
+    """A device whose blocks can hold 48 KiB of shared memory (opt-in),
+    less than the strip kernels' blocks at window 11 ask (66 KiB, more
+    with two sources a thread): the tile cost kernel runs where the
+    strip kernel would fail to launch, and AquaMVS parity takes its
+    three passes."""
+    lib, load = fake_driver(fakes)
+    found = scenario(load + """
+        H, W, N, D = 40, 60, 2, 3
+        fake.fake_cuda_launched.restype = ctypes.c_char_p
+        fake.fake_cuda_launched.argtypes = [ctypes.c_int]
+        def alloc(size):
+            return fake.fake_cuda_alloc(size, 2)
+        p = [alloc(H * W * 4), alloc(N * H * W * 4), alloc(D * 8),
+             alloc(6 * H * W * 8), alloc(H * W * D * 4),
+             alloc(N * 3 * H * W * 8)]
+
+        def run(parity):
+            before = fake.fake_cuda_launches()
+            _mvs.gpu_cost_volume(0, 0, p[0], p[1], N, H, W, cam,
+                                 np.stack([cam] * N), p[2], D, 0, D, 0, 11,
+                                 p[3], p[4], parity, p[5] if parity else 0)
+            return sorted({fake.fake_cuda_launched(k).decode()
+                           for k in range(before, fake.fake_cuda_launches())}
+                          - {"ap_rays_kernel"})
+
+        print(json.dumps({"textbook": run(0), "parity": run(1)}))
+    """, {"AQUAPROF_LIBCUDA": lib, "FAKE_CUDA_SHARED_OPTIN": "49152"})
+    assert found["textbook"] == ["ap_cost_kernel"]
+    assert found["parity"] and not any("strip" in name
+                                       for name in found["parity"])
+
+
 def test_every_device_pointer_is_checked_before_any_launch(fakes):
     """Through the fake driver, which knows only its own allocations: a
     pointer to memory the driver does not know, to host memory, or not
@@ -644,11 +678,12 @@ emulated_warp(const double *ref_params, const double *src_params,
 """
 
 
-def built_on_the_host(tmp_path_factory, name, source):
+def built_on_the_host(tmp_path_factory, name, source, macros=()):
     """C source of the GPU's maths built for this CPU with fused
     multiply-adds, as the device computes, linked with the kernels'
-    camera.c: a ctypes library (skips where the CPU has no FMA)."""
-    flags = ["-ffp-contract=fast"]
+    camera.c, with the -D `macros` of a variant: a ctypes library (skips
+    where the CPU has no FMA)."""
+    flags = ["-ffp-contract=fast", *macros]
     if platform.machine() == "x86_64":
         with open("/proc/cpuinfo") as f:
             if " fma " not in f.read():
@@ -751,8 +786,8 @@ def test_the_gpus_walk_down_the_planes_sees_what_the_cpu_sees(
 
 # the strip cost kernel (gpu_strip.h) over a whole volume, its blocks run
 # thread by thread between the points where the device's threads meet,
-# as sweep.cu's strip_costs calls the same functions; the rays and the
-# frames made as the launch makes them
+# in sweep.cu's passes of sources (strip_costs, strip_sources); the rays
+# and the frames made as the launch makes them
 GPU_STRIP_ON_THE_HOST = r"""
 #include <stdlib.h>
 
@@ -768,7 +803,7 @@ emulated_strip(const double *ref_params, const double *src_params, int n,
 {
     ap_camera ref_cam, cam;
     ap_gpu_frame frames[AP_GPU_VIEWS];
-    int r = window / 2, outputs = ap_strip_outputs(r);
+    int r = window / 2, outputs = ap_strip_outputs(r), k;
     if (n > AP_GPU_VIEWS || ap_camera_init(&ref_cam, ref_params)) {
         return -1;
     }
@@ -806,21 +841,21 @@ emulated_strip(const double *ref_params, const double *src_params, int n,
                 for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
                     at.acc[i] = 0.0f;
                 }
-                for (int v = 0; v < n; v++) {
-                    b.img = srcs + (size_t)v * h * w;
-                    b.frame = &frames[v];
+                for (int v = 0; v < n; v += k) {
+                    k = v < ap_strip_paired(n) ? AP_STRIP_SOURCES : 1;
+                    ap_strip_sources(&b, k, v, srcs, (size_t)h * w, frames);
                     for (int c = 0; c < AP_STRIP_COLS; c++) {
-                        ap_strip_start(&col[c], at.ring, c, r);
-                        ap_strip_prologue(&b, &col[c], at.ring, c);
+                        ap_strip_start(&col[c], at.ring, c, r, k);
+                        ap_strip_prologue(&b, &col[c], at.ring, c, k);
                     }
                     for (int row = 0; row < AP_STRIP_ROWS;
                          row += AP_STRIP_GROUP) {
                         for (int c = 0; c < AP_STRIP_COLS; c++) {
                             ap_strip_down(&b, &col[c], at.ring, at.cols, c,
-                                          row);
+                                          row, k);
                         }
                         for (int i = 0; i < ap_strip_items(r); i++) {
-                            ap_strip_along(&b, at.cols, at.acc, row, i);
+                            ap_strip_along(&b, at.cols, at.acc, row, i, k);
                         }
                     }
                 }
@@ -842,12 +877,16 @@ emulated_strip(const double *ref_params, const double *src_params, int n,
 """
 
 
-@pytest.fixture(scope="module")
-def contracted_strip(tmp_path_factory):
+@pytest.fixture(scope="module", params=[
+    (), ("-DAP_STRIP_SOURCES=2", "-DAP_STRIP_ROWS=48", "-DAP_STRIP_GROUP=2",
+         "-DAP_STRIP_SEGMENT=8")], ids=["one-source", "two-sources"])
+def contracted_strip(tmp_path_factory, request):
     """The strip cost kernel built for this CPU with fused
-    multiply-adds, over a whole volume."""
+    multiply-adds, over a whole volume: as committed, and with two
+    sources a thread (a variant benchmarks/mvs/gpu_variants.sh times;
+    three views: a pass of two, then one)."""
     lib = built_on_the_host(tmp_path_factory, "strip",
-                            GPU_STRIP_ON_THE_HOST)
+                            GPU_STRIP_ON_THE_HOST, request.param)
     array = np.ctypeslib.ndpointer
     lib.emulated_strip.argtypes = [
         array(np.float64, flags="C"), array(np.float64, flags="C"),

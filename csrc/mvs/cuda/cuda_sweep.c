@@ -350,12 +350,24 @@ tile_asked(void)
     return how != NULL && strcmp(how, "tile") == 0;
 }
 
+/* The strip cost kernels' shared memory: SSIM's sums its window afresh
+ * (gpu_ssim_strip.h), the box windows slide theirs (gpu_strip.h). */
+static unsigned
+strip_shared(const ap_cuda_sweep *p)
+{
+    return p->cost == AP_COST_SSIM ? ap_sstrip_shared(p->radius)
+                                   : ap_strip_shared(p->cost, p->radius);
+}
+
 /* The strip cost kernel for p's cost and window, or NULL: the tile
- * kernel's (the sources warped first, or asked for). */
+ * kernel's (the sources warped first, asked for, or a device whose
+ * blocks cannot hold the strip's shared memory, as a variant of two
+ * sources a thread may ask at wide windows). */
 static CUfunction
 strip_kernel(const ap_cuda_device *dev, const ap_cuda_sweep *p)
 {
-    if (p->warped || tile_asked()) {
+    if (p->warped || tile_asked() ||
+        strip_shared(p) > (unsigned)dev->shared_optin) {
         return NULL;
     }
     if (p->cost == AP_COST_SSIM) {
@@ -365,15 +377,6 @@ strip_kernel(const ap_cuda_device *dev, const ap_cuda_sweep *p)
         return dev->strip_sad;
     }
     return dev->strip_ncc[p->radius <= AP_STRIP_RADII ? p->radius : 0];
-}
-
-/* The strip cost kernels' shared memory: SSIM's sums its window afresh
- * (gpu_ssim_strip.h), the box windows slide theirs (gpu_strip.h). */
-static unsigned
-strip_shared(const ap_cuda_sweep *p)
-{
-    return p->cost == AP_COST_SSIM ? ap_sstrip_shared(p->radius)
-                                   : ap_strip_shared(p->cost, p->radius);
 }
 
 /* Whether $AQUAPROF_MVS_GPU_ORDER asks for the strip kernels' blocks a

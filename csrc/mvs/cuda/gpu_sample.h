@@ -256,9 +256,9 @@ ap_gpu_pixel(double hu, double hv, double hw, double *u, double *v)
 
 /* A refractive camera's crossing of the ray to world point x: the
  * point's depth z below the surface (seen where z > 0), its horizontal
- * offset (hx, hy) from the foot and its square d2, and once found the share t of the way
- * from the foot to it where the ray crosses, `settled` where a walk's
- * steps found it (ap_gpu_share_walk). */
+ * offset (hx, hy) from the foot and its square d2, and once found the
+ * share t of the way from the foot to it where the ray crosses,
+ * `settled` where a walk's steps found it (ap_gpu_share_walk). */
 typedef struct {
     double z, hx, hy, d2, t;
     int seen, settled;
@@ -299,6 +299,10 @@ static inline AP_HD void
 ap_gpu_cross_settle(const ap_gpu_frame *f, ap_gpu_crossing *c)
 {
     if (c->seen & !c->settled) {
+#ifdef AP_GPU_COUNT_COLD
+        extern long ap_gpu_colds;   /* the host's tests: how many */
+        ap_gpu_colds++;
+#endif
         /* count: share=2 / (AP_STRIP_ROWS + 2 * radius) */
         c->t = ap_gpu_share_cold(f, c->d2, c->z);
     }
@@ -335,6 +339,8 @@ ap_gpu_uv_with(const ap_gpu_frame *f, const double *x, double *u,
             return 0;
         }
         if (walk != NULL) {
+            /* ap_gpu_cross_walk's steps, after the test: one thread's
+             * point not seen costs no more */
             c.settled = ap_gpu_share_walk(f, c.d2, c.z, walk, &c.t);
             ap_gpu_cross_settle(f, &c);
             ap_gpu_walk_on(walk, c.t);

@@ -1,7 +1,8 @@
 /* SSIM's strip cost kernel, a thread's work at a time: the block of the
  * box windows' strip kernel (gpu_strip.h: AP_STRIP_COLS threads, one a
- * column, down AP_STRIP_ROWS output rows of one plane, each source in
- * turn, each sample warped once a block by the walk down its column).
+ * column, down AP_STRIP_ROWS output rows of one plane, each sample
+ * warped once a block by the walk down its column), its sources one at
+ * a time whatever AP_STRIP_SOURCES.
  * SSIM's Gaussian window does not slide, so its sums are made afresh:
  * at each row a thread sums its column's six quantities down the
  * window's rows, weighted by the taps, from a ring of the rows' values;

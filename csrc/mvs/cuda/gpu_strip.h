@@ -2,16 +2,16 @@
  * AP_STRIP_COLS threads, one a column of the reference (its window's
  * halo included), walks down a strip of AP_STRIP_ROWS output rows of one
  * depth plane, each source in turn (AP_STRIP_SOURCES at once). Each
- * thread warps the sample
- * entering its column's window, its refracted crossing found from the
- * two rows above's (ap_gpu_share_walk), and slides the column's sums in
- * float64: the entering row added, the leaving one, read back from a
- * ring of the window's values, taken out. Every AP_STRIP_GROUP rows the
- * block's column sums meet in shared memory and a thread slides a window
- * along AP_STRIP_SEGMENT outputs of one of those rows, adding their
- * costs to the block's accumulators. Every sample is warped once a
- * block: 1.25 samples an output at window 11 (1.31 at 1600 x 1200, whose
- * last blocks are part outside), where the tile kernel warps 2.19.
+ * thread warps the sample entering its column's window, its refracted
+ * crossing found from the two rows above's (ap_gpu_share_walk), and
+ * slides the column's sums in float64: the entering row added, the
+ * leaving one, read back from a ring of the window's values, taken out.
+ * Every AP_STRIP_GROUP rows the block's column sums meet in shared
+ * memory and a thread slides a window along AP_STRIP_SEGMENT outputs of
+ * one of those rows, adding their costs to the block's accumulators.
+ * Every sample is warped once a block: 1.25 samples an output at window
+ * 11 (1.31 at 1600 x 1200, whose last blocks are part outside), where
+ * the tile kernel warps 2.19.
  *
  * Float64, because a uniform window's variance (n sum s^2 - (sum s)^2)
  * is below float32's resolution; float32 only once the differences are
@@ -37,7 +37,8 @@
  * slides its window along in such a pass (the window summed afresh once
  * a segment, then slid a column at a time; at 16 the pass over 4 rows
  * of 118 outputs is one warp's). 128 x 64 holds 65 KiB of shared memory
- * at NCC's window 11 (ap_strip_shared): three blocks an SM. The launcher
+ * at NCC's window 11 with one source a thread (ap_strip_shared): three
+ * blocks an SM. The launcher
  * (csrc/mvs/cuda/cuda_sweep.c) sizes its grids and shared memory from
  * these, so a variant to time sets the rows, the group and the segment
  * for both compilers: setup.py passes $AQUAPROF_NVCC_FLAGS's -D macros
@@ -224,8 +225,8 @@ typedef struct {
     int h, w, x0, y0, cost, r, refracted;
     double depth, full;
 #ifndef __CUDA_ARCH__
-    /* the host's tests of the sums: not NULL, the samples themselves
-     * (h x w), which the samples read instead of warping */
+    /* the host's tests of the sums: warped[0] not NULL, each source's
+     * samples themselves (h x w), read instead of warped */
     const float *warped[AP_STRIP_SOURCES];
 #endif
 } ap_strip_block;
@@ -255,6 +256,35 @@ typedef struct {
     int primed;
 #endif
 } ap_strip_column;
+
+/* The block's pass over sources [v, v + n) of `frames` (srcs: each
+ * source's `pixels` floats in turn): their images and frames, and
+ * whether every one is refractive, so that ap_strip_warps warps them
+ * side by side. No frames: the host's tests of the sums. */
+AP_STRIP_FN void
+ap_strip_sources(ap_strip_block *b, int n, int v, const float *srcs,
+                 size_t pixels, const ap_gpu_frame *frames)
+{
+    b->refracted = frames != NULL;
+    for (int k = 0; k < n; k++) {
+        b->img[k] = srcs == NULL ? NULL : srcs + (size_t)(v + k) * pixels;
+#ifdef __CUDA_ARCH__
+        /* one register, so that each sample adds its 32-bit index to it
+         * (nvcc would fold v n into every index, in 64 bits) */
+        asm("mov.b64 %0, %0;" : "+l"(b->img[k]));
+#endif
+        b->frame[k] = frames == NULL ? NULL : &frames[v + k];
+        b->refracted &= frames != NULL && frames[v + k].refractive;
+    }
+}
+
+/* The sources a strip kernel's block warps in passes of
+ * AP_STRIP_SOURCES, of `views`: those after are warped one a pass. */
+AP_STRIP_FN int
+ap_strip_paired(int views)
+{
+    return views - views % AP_STRIP_SOURCES;
+}
 
 /* Source k's sample at the point p of a reference pixel's ray: NaN
  * where the pixel has no ray or the source does not see it. A
@@ -348,6 +378,8 @@ ap_strip_warps(const ap_strip_block *b, int n, const ap_strip_pixel *px,
 #else
     ap_ray_point(b->rays, y * b->w + x, b->depth, p);
 #endif
+    /* one source, and the rigs with a pinhole (off the count's path),
+     * take the same per-source warp, written twice for the count */
     if (n == 1) {
         s[0] = ap_strip_warp(b, 0, p, &walk[0]);
         return;
@@ -373,8 +405,7 @@ ap_strip_warps(const ap_strip_block *b, int n, const ap_strip_pixel *px,
     for (int k = 0; k < n; k++) {
         ap_walk on = walk[k];
         ap_gpu_walk_on(&on, c[k].t);
-        walk[k].before = c[k].seen ? on.before : walk[k].before;
-        walk[k].last = c[k].seen ? on.last : walk[k].last;
+        walk[k] = c[k].seen ? on : walk[k];     /* not seen: not moved */
         double hu, hv, hw, zc, u, v;
         ap_gpu_cross_point(b->frame[k], &c[k], &hu, &hv, &hw, &zc);
         ap_gpu_pixel(hu, hv, hw, &u, &v);
@@ -495,11 +526,11 @@ ap_strip_prologue(const ap_strip_block *b, ap_strip_column *col,
     }
 }
 
-/* Column c's sums of source k at group row `row`, in cols. */
-AP_STRIP_FN double *
-ap_strip_cols(double *cols, int cost, int k, int row, int c)
+/* Where column c's sums of source k at group row `row` start in cols. */
+AP_STRIP_FN int
+ap_strip_cols(int cost, int k, int row, int c)
 {
-    return cols + (k * AP_STRIP_GROUP + row) * ap_strip_stride(cost) +
+    return (k * AP_STRIP_GROUP + row) * ap_strip_stride(cost) +
            c * ap_strip_nq(cost);
 }
 
@@ -515,7 +546,7 @@ ap_strip_down(const ap_strip_block *b, ap_strip_column *col, float *ring,
     for (int j = 0; j < AP_STRIP_GROUP; j++) {
         ap_strip_enter(b, col, ring, c, b->y0 + row + j + b->r, n);
         for (int k = 0; k < n; k++) {
-            double *at = ap_strip_cols(cols, b->cost, k, j, c);
+            double *at = cols + ap_strip_cols(b->cost, k, j, c);
             col->q[k][0] = ap_strip_count(col->seen[k]);
             for (int q = 0; q < nq; q++) {
                 at[q] = col->q[k][q];
@@ -576,8 +607,8 @@ ap_strip_items(int r)
  * the pass's n sources added to the accumulators acc (AP_STRIP_ROWS
  * rows of the block's outputs) one source after another. */
 AP_STRIP_FN void
-ap_strip_along(const ap_strip_block *b, double *cols, float *acc, int row,
-               int i, int n)
+ap_strip_along(const ap_strip_block *b, const double *cols, float *acc,
+               int row, int i, int n)
 {
     int nq = ap_strip_nq(b->cost);
     int k = i % AP_STRIP_GROUP, first = i / AP_STRIP_GROUP * AP_STRIP_SEGMENT;
@@ -587,7 +618,7 @@ ap_strip_along(const ap_strip_block *b, double *cols, float *acc, int row,
     const double *at[AP_STRIP_SOURCES];
     double s[AP_STRIP_SOURCES][6];
     for (int m = 0; m < n; m++) {
-        at[m] = ap_strip_cols(cols, b->cost, m, k, first);
+        at[m] = cols + ap_strip_cols(b->cost, m, k, first);
         for (int q = 0; q < 6; q++) {
             s[m][q] = 0.0;
         }

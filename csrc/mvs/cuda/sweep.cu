@@ -312,16 +312,8 @@ strip_sources(const ap_cuda_strip &p, ap_strip_block &b,
               const ap_strip_shared_at &at, int v)
 {
     const int r = b.r, c = threadIdx.x;
-    const size_t n = (size_t)p.h * p.w;
-    b.refracted = 1;
-    for (int k = 0; k < N; k++) {
-        b.img[k] = (const float *)p.srcs + (size_t)(v + k) * n;
-        /* one register, so that each sample adds its 32-bit index to it
-         * (nvcc would fold v n into every index, in 64 bits) */
-        asm("mov.b64 %0, %0;" : "+l"(b.img[k]));
-        b.frame[k] = &p.frames[v + k];
-        b.refracted &= b.frame[k]->refractive;
-    }
+    ap_strip_sources(&b, N, v, (const float *)p.srcs, (size_t)p.h * p.w,
+                     p.frames);
     ap_strip_column col;
     ap_strip_start(&col, at.ring, c, r, N);
     ap_strip_prologue(&b, &col, at.ring, c, N);
@@ -362,11 +354,12 @@ strip_costs(const ap_cuda_strip &p)
     ap_strip_block b = strip_block(p, COST, r, plane, column);
     strip_zero(at.acc, r);
     __syncthreads();
+    const int paired = ap_strip_paired(p.views);
     int v = 0;
     AP_NO_UNROLL
     /* count: trips=floor(views / AP_STRIP_SOURCES);
      * step=AP_STRIP_SOURCES; part=sums */
-    for (; v + AP_STRIP_SOURCES <= p.views; v += AP_STRIP_SOURCES) {
+    for (; v < paired; v += AP_STRIP_SOURCES) {
         strip_sources<COST, R, AP_STRIP_SOURCES>(p, b, at, v);
     }
     if (AP_STRIP_SOURCES > 1) {
@@ -419,9 +412,7 @@ ssim_strip(const ap_cuda_strip &p)
     AP_NO_UNROLL
     /* count: trips=views; part=sums */
     for (int v = 0; v < p.views; v++) {
-        b.img[0] = (const float *)p.srcs + (size_t)v * n;
-        asm("mov.b64 %0, %0;" : "+l"(b.img[0]));
-        b.frame[0] = &p.frames[v];
+        ap_strip_sources(&b, 1, v, (const float *)p.srcs, n, p.frames);
         ap_sstrip_column col;
         ap_sstrip_start(&col);
         AP_NO_UNROLL

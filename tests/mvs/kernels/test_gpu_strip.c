@@ -29,6 +29,8 @@
  *   the planes into; planes first, the GPU starts a column's planes one
  *   after another, tiles first a plane's columns.
  * Exits 1 saying what failed. */
+/* crossings the walks' steps did not settle, counted (gpu_sample.h) */
+#define AP_GPU_COUNT_COLD
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,13 +47,20 @@
 #include "../../../csrc/mvs/geometry/camera_math.h"
 #include "random_cases.h"
 
-#define MAX_VIEWS 3
+#define MAX_VIEWS 5
 
-/* What a plane's blocks read: the views' images or, for the sums'
- * tests, their samples themselves. */
+long ap_gpu_colds;
+/* 1: strip_plane warps its sources one a pass, whatever
+ * AP_STRIP_SOURCES (the side by side passes' test) */
+static int one_at_a_time;
+
+/* What a plane's blocks read: the views' images (srcs, `pixels` floats
+ * each in turn) and frames or, for the sums' tests, their samples
+ * themselves. */
 typedef struct {
     int views;
-    const float *imgs[MAX_VIEWS];
+    const float *srcs;
+    size_t pixels;
     const ap_gpu_frame *frames;
     const float *warped[MAX_VIEWS];
 } plane_views;
@@ -116,13 +125,10 @@ strip_sources(ap_strip_block *b, const plane_views *pv,
               ap_strip_shared_at at, int v, int n)
 {
     static ap_strip_column col[AP_STRIP_COLS];
-    int r = b->r, nq = ap_strip_nq(b->cost);
-    b->refracted = 1;
+    int r = b->r;
+    ap_strip_sources(b, n, v, pv->srcs, pv->pixels, pv->frames);
     for (int k = 0; k < n; k++) {
-        b->img[k] = pv->imgs[v + k];
-        b->frame[k] = pv->frames != NULL ? &pv->frames[v + k] : NULL;
         b->warped[k] = pv->warped[v + k];
-        b->refracted &= b->frame[k] != NULL && b->frame[k]->refractive;
     }
     for (int c = 0; c < AP_STRIP_COLS; c++) {
         ap_strip_start(&col[c], at.ring, c, r, n);
@@ -136,8 +142,7 @@ strip_sources(ap_strip_block *b, const plane_views *pv,
             for (int k = 0; k < n; k++) {
                 for (int j = 0; j < AP_STRIP_GROUP; j++) {
                     check_column(b, b->warped[k],
-                                 at.cols + (k * AP_STRIP_GROUP + j) *
-                                     ap_strip_stride(b->cost) + c * nq,
+                                 at.cols + ap_strip_cols(b->cost, k, j, c),
                                  c, b->y0 + row + j);
                 }
             }
@@ -175,7 +180,8 @@ strip_plane(ap_strip_block proto, const plane_views *pv, float *out)
                 at.acc[i] = 0.0f;
             }
             int v = 0;
-            for (; v + AP_STRIP_SOURCES <= pv->views; v += AP_STRIP_SOURCES) {
+            int paired = one_at_a_time ? 0 : ap_strip_paired(pv->views);
+            for (; v < paired; v += AP_STRIP_SOURCES) {
                 strip_sources(&b, pv, at, v, AP_STRIP_SOURCES);
             }
             for (; v < pv->views; v++) {
@@ -218,8 +224,8 @@ ssim_plane(ap_strip_block proto, const plane_views *pv, float *out)
                 at.acc[i] = 0.0f;
             }
             for (int v = 0; v < pv->views; v++) {
-                b.img[0] = pv->imgs[v];
-                b.frame[0] = pv->frames != NULL ? &pv->frames[v] : NULL;
+                ap_strip_sources(&b, 1, v, pv->srcs, pv->pixels,
+                                 pv->frames);
                 b.warped[0] = pv->warped[v];
                 for (int c = 0; c < AP_STRIP_COLS; c++) {
                     ap_sstrip_start(&cols[c]);
@@ -643,10 +649,8 @@ compare_rig(uint64_t *seed, int refractive, int cost, int r, double *worst,
     double taps[AP_MAX_WINDOW];
     ap_gauss_weights(r, taps);
     for (int j = 0; j < DEPTHS; j++) {
-        plane_views pv = {.views = VIEWS, .frames = frames};
-        for (int v = 0; v < VIEWS; v++) {
-            pv.imgs[v] = srcs + v * RN;
-        }
+        plane_views pv = {.views = VIEWS, .srcs = srcs, .pixels = RN,
+                          .frames = frames};
         ap_strip_block b = {.ref = ref, .rays = rays, .taps = taps,
                             .h = RH, .w = RW, .cost = cost, .r = r,
                             .depth = depths[j],
@@ -803,6 +807,72 @@ grid_places_each_block_once(void)
     return failures;
 }
 
+/* Sources warped side by side (AP_STRIP_SOURCES) against the same
+ * sources one a pass: the same bits and as many cold crossings, on rigs
+ * of five sources (passes of two, then one, each added to the
+ * accumulators of those before), with rays that are NaN, a plane above
+ * the water (not seen), and a pinhole among refractive sources (those
+ * passes warp a source at a time). */
+static int
+paired_against_single(void)
+{
+    enum { V = MAX_VIEWS, D = 3 };
+    static double rays[AP_RAY_DOUBLES * RN];
+    static float ref[RN], srcs[V * RN], paired[RN], single[RN];
+    uint64_t seed = 0xd1b54a32d192ed03ull;
+    int failures = 0;
+    long costs = 0, colds = 0;
+    for (int rig = 0; rig < 6; rig++) {
+        double water_z, depths[D];
+        ap_camera ref_cam, cams[V];
+        ap_gpu_frame frames[V];
+        if (random_rig(&seed, 1, RW, RH, V, &water_z, &ref_cam, cams)) {
+            return 1;
+        }
+        for (int v = 0; v < V; v++) {
+            ap_gpu_frame_init(&frames[v], &cams[v]);
+        }
+        frames[rig % V].refractive = rig % 3 != 1;
+        rig_scene(&seed, &ref_cam, RW, RH, V, water_z, D, rays, ref, srcs,
+                  depths);
+        depths[D - 1] = -0.05;
+        for (int i = rig; i < RN; i += 37) {
+            rays[AP_RAY_DOUBLES * i] = NAN;
+        }
+        int cost = rig % 2 ? AP_COST_SAD : AP_COST_NCC, r = 1 + rig;
+        plane_views pv = {.views = V, .srcs = srcs, .pixels = RN,
+                          .frames = frames};
+        for (int j = 0; j < D; j++) {
+            ap_strip_block b = {.ref = ref, .rays = rays, .h = RH, .w = RW,
+                                .cost = cost, .r = r, .depth = depths[j],
+                                .full = (double)(2 * r + 1) * (2 * r + 1)};
+            long before = ap_gpu_colds;
+            strip_plane(b, &pv, paired);
+            long side_by_side = ap_gpu_colds - before;
+            one_at_a_time = 1;
+            strip_plane(b, &pv, single);
+            one_at_a_time = 0;
+            long apart = ap_gpu_colds - before - side_by_side;
+            colds += apart;
+            costs += RN;
+            if (memcmp(paired, single, sizeof(paired)) != 0 &&
+                failures++ < 3) {
+                printf("FAIL: rig %d, plane %d: the sources side by side "
+                       "do not cost the bits of one a pass\n", rig, j);
+            }
+            if (side_by_side != apart && failures++ < 3) {
+                printf("FAIL: rig %d, plane %d: %ld cold crossings side by "
+                       "side, %ld one a pass\n", rig, j, side_by_side,
+                       apart);
+            }
+        }
+    }
+    printf("gpu strip: AP_STRIP_SOURCES %d against one source a pass, %ld "
+           "costs of 6 rigs (%ld cold crossings each way); %d not the "
+           "same\n", AP_STRIP_SOURCES, costs, colds, failures);
+    return failures;
+}
+
 int
 main(void)
 {
@@ -811,6 +881,7 @@ main(void)
     failures += ssim_against_afresh();
     failures += uniform_windows();
     failures += kernel_against_cpu();
+    failures += paired_against_single();
     failures += fold_against_extract();
     return failures ? 1 : 0;
 }
