@@ -38,11 +38,11 @@
  * a segment, then slid a column at a time; at 16 the pass over 4 rows
  * of 118 outputs is one warp's). 128 x 64 holds 65 KiB of shared memory
  * at NCC's window 11 with one source a thread (ap_strip_shared): three
- * blocks an SM. The launcher
- * (csrc/mvs/cuda/cuda_sweep.c) sizes its grids and shared memory from
- * these, so a variant to time sets the rows, the group and the segment
- * for both compilers: setup.py passes $AQUAPROF_NVCC_FLAGS's -D macros
- * to the launcher's C too (benchmarks/mvs/gpu_variants.sh). */
+ * blocks an SM. The launcher (csrc/mvs/cuda/cuda_sweep.c) sizes its
+ * grids and shared memory from these, so a variant to time sets the
+ * rows, the group and the segment for both compilers: setup.py passes
+ * $AQUAPROF_NVCC_FLAGS's -D macros to the launcher's C too
+ * (benchmarks/mvs/gpu_variants.sh). */
 #define AP_STRIP_COLS 128
 #ifndef AP_STRIP_ROWS
 #define AP_STRIP_ROWS 64
