@@ -251,8 +251,9 @@ NEVER_ALLOCATED = 0x100000
 
 def fake_driver(fakes):
     """The fake driver's path, and a scenario's lines that load it as
-    `fake` with a pinhole camera's parameters as `cam`; a skip where the
-    extension was built without its kernels."""
+    `fake`, with `alloc(size)` for its device memory and a pinhole
+    camera's parameters as `cam`; a skip where the extension was built
+    without its kernels."""
     lib = str(fakes / "libcuda.so")
     why = fresh_driver_error({"AQUAPROF_LIBCUDA": lib})
     if why and "built without its CUDA kernels" in why:
@@ -263,6 +264,10 @@ def fake_driver(fakes):
         fake = ctypes.CDLL({lib!r})
         fake.fake_cuda_alloc.restype = ctypes.c_ulonglong
         fake.fake_cuda_alloc.argtypes = [ctypes.c_ulonglong, ctypes.c_uint]
+        fake.fake_cuda_launched.restype = ctypes.c_char_p
+        fake.fake_cuda_launched.argtypes = [ctypes.c_int]
+        def alloc(size):
+            return fake.fake_cuda_alloc(size, 2)    # device memory
         K = np.array([[20.0, 0, 8], [0, 20, 6], [0, 0, 1]])
         cam = Camera.pinhole(K, np.eye(3), np.zeros(3)).params
     """
@@ -281,10 +286,6 @@ def test_the_strip_launches_hold_every_plane_of_a_column_of_tiles(fakes):
     found = scenario(load + """
         import os
         H, W, N, D = 150, 300, 2, 7
-        fake.fake_cuda_launched.restype = ctypes.c_char_p
-        fake.fake_cuda_launched.argtypes = [ctypes.c_int]
-        def alloc(size):
-            return fake.fake_cuda_alloc(size, 2)
         p = [alloc(H * W * 4), alloc(N * H * W * 4), alloc(D * 8),
              alloc(6 * H * W * 8), alloc(H * W * D * 4)]
 
@@ -347,10 +348,6 @@ def test_a_device_whose_blocks_hold_less_shared_memory_takes_the_tiles(
     lib, load = fake_driver(fakes)
     found = scenario(load + """
         H, W, N, D = 40, 60, 2, 3
-        fake.fake_cuda_launched.restype = ctypes.c_char_p
-        fake.fake_cuda_launched.argtypes = [ctypes.c_int]
-        def alloc(size):
-            return fake.fake_cuda_alloc(size, 2)
         p = [alloc(H * W * 4), alloc(N * H * W * 4), alloc(D * 8),
              alloc(6 * H * W * 8), alloc(H * W * D * 4),
              alloc(N * 3 * H * W * 8)]
@@ -457,8 +454,6 @@ def test_the_warp_buffer_takes_a_warp_launch_per_group_of_planes(fakes):
         def alloc(size, kind=2):
             return fake.fake_cuda_alloc(size, kind)
 
-        fake.fake_cuda_launched.restype = ctypes.c_char_p
-
         def run(n, room, warped=None, parity=0, scratch=0, first=0):
             views = min(n, _mvs.GPU_VIEWS)
             if warped is None:
@@ -531,11 +526,6 @@ def test_the_depth_fold_checks_its_planes_and_pointers_then_launches(
     lib, load = fake_driver(fakes)
     found = scenario(load + """
         H, W, K, D = 12, 16, 3, 7
-        fake.fake_cuda_launched.restype = ctypes.c_char_p
-
-        def alloc(size):
-            return fake.fake_cuda_alloc(size, 2)
-
         p = [alloc(H * W * K * 4), alloc(D * 8), alloc(H * W * 32),
              alloc(H * W * 4), alloc(H * W * 4)]
 
@@ -571,11 +561,6 @@ def test_the_cost_kernel_is_chosen_by_cost_and_window(fakes):
     found = scenario(load + """
         import os
         H, W, D = 12, 16, 3
-        def alloc(size):
-            return fake.fake_cuda_alloc(size, 2)
-
-        fake.fake_cuda_launched.restype = ctypes.c_char_p
-
         def run(cost, window, how=None, room=0):
             if how is None:
                 os.environ.pop("AQUAPROF_MVS_GPU_WARP", None)
