@@ -98,12 +98,12 @@ ap_sstrip_enter(const ap_strip_block *b, ap_sstrip_shared_at at,
                 ap_sstrip_column *col, int c, int y)
 {
     const int r = b->r, x = b->x0 + c;
-    int inside = x >= 0 && y >= 0 && x < b->w && y < b->h;
-    float ref = inside ? b->ref[(size_t)y * b->w + x] : 0.0f;
+    ap_strip_pixel px = ap_strip_read(b, x, y);
+    float s;
     /* count: part=warp */
-    float s = ap_strip_sample(b, x, y, inside, &col->walk);
+    ap_strip_warps(b, 1, &px, x, y, &col->walk, &s);
     float *in = at.ring + 2 * (col->slot * AP_STRIP_COLS + c);
-    in[0] = ref;
+    in[0] = px.ref;
     in[1] = s;
     col->slot = col->slot == 2 * r ? 0 : col->slot + 1;
     if (y >= b->y0 + r) {

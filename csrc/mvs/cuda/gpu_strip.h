@@ -300,26 +300,6 @@ ap_strip_warp(const ap_strip_block *b, int k, const double *p,
     return ap_bilinear(b->img[k], b->h, b->w, u, v);
 }
 
-/* The first source's sample at reference pixel (x, y), inside the image
- * or not: NaN where it is not seen, or outside (SSIM's kernel's). */
-AP_STRIP_FN float
-ap_strip_sample(const ap_strip_block *b, int x, int y, int inside,
-                ap_walk *walk)
-{
-    if (!inside) {
-        return NAN;
-    }
-    int i = y * b->w + x;       /* images hold under 2^31 pixels */
-#ifndef __CUDA_ARCH__
-    if (b->warped[0] != NULL) {
-        return b->warped[0][i];
-    }
-#endif
-    double p[3];
-    ap_ray_point(b->rays, i, b->depth, p);
-    return ap_strip_warp(b, 0, p, walk);
-}
-
 /* Reference pixel (x, y) of the block, read for its samples. */
 AP_STRIP_FN ap_strip_pixel
 ap_strip_read(const ap_strip_block *b, int x, int y)

@@ -16,6 +16,9 @@
  * - the whole kernel against the CPU path (ap_cost_volume): random rigs
  *   of refractive and pinhole cameras over a textured plane, NCC and
  *   SAD: no cost more than 1e-4 from the CPU's;
+ * - sources warped side by side (AP_STRIP_SOURCES) against the same
+ *   sources one a pass: the same bits and as many cold crossings, with
+ *   NaN rays, a plane above the water and a pinhole among the sources;
  * - depth without the volume (gpu_depth.h): the fold of a pixel's
  *   planes a chunk at a time gives ap_extract_pixel's depth and
  *   confidence to the bit, for every chunk size, on random costs full of
