@@ -89,22 +89,17 @@ $(KT)/test_gpu_sample: $(KT)/test_gpu_sample.c $(SAMPLING_SOURCES) $(KERNEL_TEST
 # file of the kit but its binding and the C side of its CUDA path
 KERNEL_SOURCES = $(wildcard csrc/mvs/geometry/*.c csrc/mvs/cpu/*.c \
 	csrc/mvs/parity/*.c)
-$(KT)/test_gpu_strip: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
-	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) \
-	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
-
-# the same under the kinds of variant that benchmarks/mvs/gpu_variants.sh
-# times (they are parameters): two sources a thread in another block
-# geometry, and each row read a row ahead in a third
-STRIP_VARIANT = -DAP_STRIP_SOURCES=2 -DAP_STRIP_ROWS=48 -DAP_STRIP_GROUP=2 \
-	-DAP_STRIP_SEGMENT=8
-STRIP_AHEAD = -DAP_STRIP_ROWS=32 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8 \
-	-DAP_STRIP_AHEAD=1
-$(KT)/test_gpu_strip_variant: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
-	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) $(STRIP_VARIANT) \
-	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
-$(KT)/test_gpu_strip_ahead: $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
-	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) $(STRIP_AHEAD) \
+# ... and the same under the kinds of variant that
+# benchmarks/mvs/gpu_variants.sh times (they are parameters): two sources
+# a thread in another block geometry, and each row read a row ahead in a
+# third
+$(KT)/test_gpu_strip_variant: STRIP_FLAGS = -DAP_STRIP_SOURCES=2 \
+	-DAP_STRIP_ROWS=48 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8
+$(KT)/test_gpu_strip_ahead: STRIP_FLAGS = -DAP_STRIP_ROWS=32 \
+	-DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8 -DAP_STRIP_AHEAD=1
+$(KT)/test_gpu_strip $(KT)/test_gpu_strip_variant $(KT)/test_gpu_strip_ahead: \
+	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS)
+	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) $(STRIP_FLAGS) \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) -lm -o $@
 
 # AquaMVS parity's strip kernel the same way, against its windows summed

@@ -1,5 +1,6 @@
 """benchmarks/mvs/gpu_sass_count.py: the static instruction count of the GPU
 cost kernel, read from its sm_90 machine code without a device."""
+import functools
 import re
 import subprocess
 import sys
@@ -18,7 +19,10 @@ needs_tools = pytest.mark.skipif(
     reason=f"nvcc, cuobjdump and nvdisasm are needed: {FOUND}")
 
 
+@functools.lru_cache(maxsize=None)
 def run(*args):
+    """The script's output for these arguments, counted once a session
+    (the sources do not change while the tests run)."""
     done = subprocess.run([sys.executable, str(SCRIPT), *args],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
