@@ -678,7 +678,8 @@ def built_on_the_host(tmp_path_factory, name, source, macros=()):
     out = tmp_path_factory.mktemp("emulated")
     (out / f"{name}.c").write_text(source)
     subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O2",
-                    "-shared", "-fPIC", *flags, "-I", str(kit),
+                    "-shared", "-fPIC", *flags, "-I", str(kit), "-I",
+                    str(ROOT / "tests" / "mvs" / "kernels"),
                     str(out / f"{name}.c"), str(kit / "geometry" / "camera.c"),
                     "-o", str(out / f"{name}.so"), "-lm"], check=True)
     return ctypes.CDLL(str(out / f"{name}.so"))
@@ -771,14 +772,16 @@ def test_the_gpus_walk_down_the_planes_sees_what_the_cpu_sees(
 
 # the strip cost kernel (gpu_strip.h) over a whole volume, its blocks run
 # thread by thread between the points where the device's threads meet,
-# in sweep.cu's passes of sources (strip_costs, strip_sources); the rays
-# and the frames made as the launch makes them
+# in sweep.cu's passes of sources (strip_on_host.h, which
+# tests/mvs/kernels/test_gpu_strip.c drives too); the rays and the frames
+# made as the launch makes them
 GPU_STRIP_ON_THE_HOST = r"""
 #include <stdlib.h>
 
 #include "cuda/cuda_sweep.h"
 #include "cuda/gpu_strip.h"
 #include "geometry/camera_math.h"
+#include "strip_on_host.h"
 
 int
 emulated_strip(const double *ref_params, const double *src_params, int n,
@@ -827,22 +830,9 @@ emulated_strip(const double *ref_params, const double *src_params, int n,
                     at.acc[i] = 0.0f;
                 }
                 for (int v = 0; v < n; v += k) {
-                    k = v < ap_strip_paired(n) ? AP_STRIP_SOURCES : 1;
+                    k = strip_pass_sources(v, n, 0);
                     ap_strip_sources(&b, k, v, srcs, (size_t)h * w, frames);
-                    for (int c = 0; c < AP_STRIP_COLS; c++) {
-                        ap_strip_start(&col[c], at.ring, c, r, k);
-                        ap_strip_prologue(&b, &col[c], at.ring, c, k);
-                    }
-                    for (int row = 0; row < AP_STRIP_ROWS;
-                         row += AP_STRIP_GROUP) {
-                        for (int c = 0; c < AP_STRIP_COLS; c++) {
-                            ap_strip_down(&b, &col[c], at.ring, at.cols, c,
-                                          row, k);
-                        }
-                        for (int i = 0; i < ap_strip_items(r); i++) {
-                            ap_strip_along(&b, at.cols, at.acc, row, i, k);
-                        }
-                    }
+                    strip_pass(&b, at, col, k, NULL);
                 }
                 for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
                     int y = y0 + i / outputs, x = x0 + r + i % outputs;

@@ -49,6 +49,7 @@
 #include "../../../csrc/mvs/cuda/gpu_strip.h"
 #include "../../../csrc/mvs/geometry/camera_math.h"
 #include "random_cases.h"
+#include "strip_on_host.h"
 
 #define MAX_VIEWS 5
 
@@ -120,38 +121,18 @@ block_out(const ap_strip_block *b, const float *acc, int views, float *out)
     }
 }
 
-/* Sources [v, v + n) of block b, warped at once (sweep.cu's
- * strip_sources): each group's column sums checked against the
- * samples summed afresh where the views are samples. */
+/* Each group's column sums checked against the samples summed afresh,
+ * where the views are samples. */
 static void
-strip_sources(ap_strip_block *b, const plane_views *pv,
-              ap_strip_shared_at at, int v, int n)
+check_group(const ap_strip_block *b, ap_strip_shared_at at, int row, int n)
 {
-    static ap_strip_column col[AP_STRIP_COLS];
-    int r = b->r;
-    ap_strip_sources(b, n, v, pv->srcs, pv->pixels, pv->frames);
-    for (int k = 0; k < n; k++) {
-        b->warped[k] = pv->warped[v + k];
-    }
-    for (int c = 0; c < AP_STRIP_COLS; c++) {
-        ap_strip_start(&col[c], at.ring, c, r, n);
-        ap_strip_prologue(b, &col[c], at.ring, c, n);
-    }
-    for (int row = 0; row < AP_STRIP_ROWS; row += AP_STRIP_GROUP) {
-        for (int c = 0; c < AP_STRIP_COLS; c++) {
-            ap_strip_down(b, &col[c], at.ring, at.cols, c, row, n);
-        }
-        for (int c = 0; b->warped[0] != NULL && c < AP_STRIP_COLS; c++) {
-            for (int k = 0; k < n; k++) {
-                for (int j = 0; j < AP_STRIP_GROUP; j++) {
-                    check_column(b, b->warped[k],
-                                 at.cols + ap_strip_cols(b->cost, k, j, c),
-                                 c, b->y0 + row + j);
-                }
+    for (int c = 0; b->warped[0] != NULL && c < AP_STRIP_COLS; c++) {
+        for (int k = 0; k < n; k++) {
+            for (int j = 0; j < AP_STRIP_GROUP; j++) {
+                check_column(b, b->warped[k],
+                             at.cols + ap_strip_cols(b->cost, k, j, c), c,
+                             b->y0 + row + j);
             }
-        }
-        for (int i = 0; i < ap_strip_items(r); i++) {
-            ap_strip_along(b, at.cols, at.acc, row, i, n);
         }
     }
 }
@@ -166,6 +147,7 @@ strip_plane(ap_strip_block proto, const plane_views *pv, float *out)
     int r = proto.r, outputs = ap_strip_outputs(r);
     unsigned bytes = ap_strip_shared(proto.cost, r);
     double *shared = malloc(bytes);
+    static ap_strip_column col[AP_STRIP_COLS];
     if (shared == NULL) {
         puts("FAIL: out of memory");
         exit(1);
@@ -182,13 +164,13 @@ strip_plane(ap_strip_block proto, const plane_views *pv, float *out)
             for (int i = 0; i < AP_STRIP_ROWS * outputs; i++) {
                 at.acc[i] = 0.0f;
             }
-            int v = 0;
-            int paired = one_at_a_time ? 0 : ap_strip_paired(pv->views);
-            for (; v < paired; v += AP_STRIP_SOURCES) {
-                strip_sources(&b, pv, at, v, AP_STRIP_SOURCES);
-            }
-            for (; v < pv->views; v++) {
-                strip_sources(&b, pv, at, v, 1);
+            for (int v = 0, n; v < pv->views; v += n) {
+                n = strip_pass_sources(v, pv->views, one_at_a_time);
+                ap_strip_sources(&b, n, v, pv->srcs, pv->pixels, pv->frames);
+                for (int k = 0; k < n; k++) {
+                    b.warped[k] = pv->warped[v + k];
+                }
+                strip_pass(&b, at, col, n, check_group);
             }
             block_out(&b, at.acc, pv->views, out);
         }
