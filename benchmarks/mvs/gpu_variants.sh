@@ -23,13 +23,12 @@ cd "$(dirname "$0")/../.." || exit 1
 PY=${PYTHON:-python3}
 WAYS=${WAYS:-strip}
 if [ $# -eq 0 ]; then
-    # two sources a thread, at three blocks an SM (48 rows) and at two
-    # (the default geometry); each row's ray read a row ahead; half the
-    # group's rows, a fourth block an SM; half the strip's rows too, a
-    # fifth
-    set -- "" \
-        "-DAP_STRIP_SOURCES=2 -DAP_STRIP_ROWS=48 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8" \
-        "-DAP_STRIP_SOURCES=2" "-DAP_STRIP_AHEAD=1" \
+    # two sources a thread at three blocks an SM (48 rows), and with
+    # each row's ray read a row ahead too; a source a thread, read ahead;
+    # half the group's rows, a fourth block an SM; half the strip's rows
+    # too, a fifth
+    S2="-DAP_STRIP_SOURCES=2 -DAP_STRIP_ROWS=48 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8"
+    set -- "" "$S2" "$S2 -DAP_STRIP_AHEAD=1" "-DAP_STRIP_AHEAD=1" \
         "-DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=4 -DAP_STRIP_BLOCKS=4" \
         "-DAP_STRIP_ROWS=32 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=4 -DAP_STRIP_BLOCKS=5"
 fi
