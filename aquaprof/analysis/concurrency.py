@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import _core
+
 
 class OnClock(NamedTuple):
     """Per stage id: covered_ns, the run's time during which at least one
@@ -23,10 +25,10 @@ class OnClock(NamedTuple):
     at_once, the most of them open at once (0: none recorded); self_ns,
     where self_known, the time during which at least one was open and in
     none of its sub-stages (0 elsewhere: its self time is its own);
-    self_known: where its calls or a sub-stage's overlapped (asyncio
-    tasks a call gathers leave it no time of its own while any is open,
-    though its self time, their suspended time not taken from it, is its
-    wall time)."""
+    self_known: where its calls or a sub-stage's overlapped or were
+    suspended at an await (asyncio tasks a call gathers or awaits leave
+    it no time of its own while any is open, though its self time, their
+    time not taken from it, is its wall time)."""
 
     covered_ns: np.ndarray
     summed_ns: np.ndarray
@@ -64,7 +66,14 @@ def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
         ends, first_key, "right")
     groups = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]])
     at_once[stage[groups]] = np.maximum.reduceat(open_now, groups)
-    known = _overlapped_or_over(by_span[0], parent, at_once > 1)
+    # a call suspended at an await may have its sub-stages in other
+    # tasks (create_task, wait_for), which the core's self time, kept a
+    # task at a time, does not take from it
+    suspended = np.zeros(nstages, bool)
+    suspended[by_span[0][(spans["flags"] & _core.SPAN_SUSPENDED) != 0]] = \
+        True
+    known = _overlapped_or_over(by_span[0], parent,
+                                (at_once > 1) | suspended)
     return OnClock(covered, summed, at_once,
                    _self_open(*by_span, parent, known, nstages), known)
 

@@ -467,9 +467,13 @@ def _awaiting_class(stage: "StageStats", report: "Report"
     on a call that blocks the loop where it did not. Its thread CPU,
     shared with the other tasks, tells neither. The third value: it
     holds the loop."""
+    outside = (f" ({fmt_time(stage.self_wall)} on the run's clock "
+               f"outside its sub-stages, which ran in tasks it awaited)"
+               if stage.at_once <= 1 and
+               stage.self_wall < 0.99 * stage.self_time else "")
     said = (f"{stage.suspended} of {plural(stage.count, 'call')} "
             f"suspended at an await, {fmt_time(stage.wall.total)} wall, "
-            f"self time {fmt_time(stage.self_time)}")
+            f"self time {fmt_time(stage.self_time)}{outside}")
     waits = stage_waits(report, stage.path, sub_stages=False)
     if waits is None or stage.self_wall <= 0:
         hint = ("; sample the run (Profiler(sample=0.001)) to tell a task "

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Hashable, List, \
 
 import numpy as np
 
+from .. import _core
 from ..common.units import printable
 from ..model.report import CodeFrame
 from .concurrency import union
@@ -159,12 +160,19 @@ def stage_clock(report: "Report") -> StageClock:
 
 
 def _overlapping(report: "Report") -> np.ndarray:
-    """overlapping_threads() of the report's spans; none where no call
-    was suspended, as one thread's calls overlap only across a switch
-    of task (an await, a greenlet's switch)."""
+    """Per thread index, whether its time is shared among its calls on
+    the clock: overlapping_threads(), and the threads with a call
+    suspended at an await, whose sub-stages may have run in other tasks
+    (create_task, wait_for), which the core's self time, kept a task at
+    a time, does not take from it. None where no call was suspended, as
+    one thread's calls overlap only across a switch of task (an await, a
+    greenlet's switch)."""
     if not any(s.suspended for s in report.stages):
         return np.zeros(0, bool)
-    return overlapping_threads(report.spans())
+    spans = report.spans()
+    out = overlapping_threads(spans)
+    out[spans["thread"][(spans["flags"] & _core.SPAN_SUSPENDED) != 0]] = True
+    return out
 
 
 def overlapping_threads(spans: np.ndarray) -> np.ndarray:

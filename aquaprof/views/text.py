@@ -515,6 +515,9 @@ def overlap_note(s: "StageStats") -> str:
     run's clock counts that once."""
     if s.self_wall >= s.self_time * 0.99:
         return ""
+    if s.at_once <= 1 and s.suspended:
+        return (f"  (self time {fmt_time(s.self_time)}: its sub-stages ran "
+                f"in tasks it awaited)")
     if s.at_once <= 1:
         return (f"  ({fmt_time(s.self_time)} summed over its calls, more "
                 f"than the run: their spans were dropped (max_spans), so "

@@ -236,3 +236,36 @@ def test_a_call_whose_gathered_tasks_overlap_has_no_time_of_its_own_then():
     assert gather.at_once == 1 and gather.self_time > 0.04
     assert gather.self_wall < 0.01
     assert [s.path for s in rep.top(1)] == ["gather/task"]
+
+
+def test_a_call_awaiting_one_task_has_no_time_of_its_own_while_it_runs():
+    # create_task and wait_for run the awaited coroutine in a task of its
+    # own: the core's self time, kept a task at a time, does not take its
+    # sub-stage from the awaiting call; on the clock it has none of it
+    async def child():
+        with ap.stage("inner"):
+            await asyncio.sleep(0.1)
+
+    async def main():
+        with ap.stage("created"):
+            await asyncio.create_task(child())
+        with ap.stage("waited"):
+            await asyncio.wait_for(child(), 5)
+    with ap.Profiler(compensate=False) as prof:
+        asyncio.run(main())
+    rep = prof.report()
+    for path in ("created", "waited"):
+        outer, inner = rep[path], rep[f"{path}/inner"]
+        assert outer.at_once == 1 and outer.self_time > 0.09
+        assert outer.self_wall < 0.01
+        assert inner.self_wall > 0.09
+    assert sorted(s.path for s in rep.top(2)) == ["created/inner",
+                                                  "waited/inner"]
+    assert sum(s.self_wall for s in rep.stages) <= rep.wall
+    text = str(rep)
+    assert "its sub-stages ran in tasks it awaited" in text
+    assert "spans were dropped" not in text
+    found = {f.path: f for f in rep.diagnose(top=4).findings}
+    assert "outside its sub-stages, which ran in tasks it awaited" in \
+        found["created"].evidence
+    assert "outside its sub-stages" not in found["created/inner"].evidence

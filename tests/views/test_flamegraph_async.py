@@ -159,3 +159,31 @@ def test_a_call_of_no_length_takes_no_time_from_the_clock():
         spans[i]["start_ns"], spans[i]["end_ns"] = start, end
     shares = _leaf_shares(spans, np.arange(len(rows)))
     assert list(shares) == [20, 50, 30, 0]
+
+
+def test_a_call_awaiting_one_task_is_as_wide_as_its_sub_stage(tmp_path):
+    # the awaited coroutine runs in a task of its own (create_task): the
+    # awaiting call's own time is not its sub-stage's too, so the folded
+    # stacks under it add up to its width, and the SVG says the same
+    async def child():
+        with ap.stage("inner"):
+            await asyncio.sleep(0.1)
+
+    async def main():
+        with ap.stage("request"):
+            await asyncio.create_task(child())
+    with ap.Profiler(sample=0.001) as prof:
+        asyncio.run(main())
+    rep = prof.report()
+    clock = stage_clock(rep)
+    outer, inner = rep["request"], rep["request/inner"]
+    assert clock.own[outer.id] < 0.01e9
+    assert clock.width[outer.id] == clock.width[inner.id] + \
+        clock.own[outer.id]
+    lines = rep.to_folded(tmp_path / "f.folded").read_text().splitlines()
+    under = sum(int(line.rsplit(" ", 1)[1]) for line in lines
+                if line.split(";")[0].split(" ")[0] == "request")
+    assert under == clock.width[outer.id] <= rep.wall * 1e9
+    shown = by_path(flamegraph_svg(rep, min_share=0))
+    assert shown["request"][0] == pytest.approx(under * 1e-9, abs=1e-9)
+    assert "self 100" not in shown["request"][1]
