@@ -316,10 +316,12 @@ def _loader_class(stage: "StageStats",
               f"{ratio} (now {_share(wait, whole)}) should fall under "
               f"{DATA_BOUND * 100:.0f} %")
     workers = _workers_hottest(report)
-    tagged = any("worker" in p for p in report.processes)
-    # DataLoader workers known as such decide: a sampler staged inside
-    # next(DataLoader) does not mean the loading ran in the loop
-    inline = None if tagged and workers else _inline_hottest(stage, report)
+    tagged = sum("worker" in p for p in report.processes)
+    # DataLoader workers known as such decide, whether or not they
+    # staged anything: a sampler staged inside next(DataLoader), or the
+    # torch ops of its collate (torch_ops), do not mean the loading ran
+    # in the loop
+    inline = None if tagged else _inline_hottest(stage, report)
     if inline:
         name, took = inline
         return (f"the loop spent {_share(wait, whole)} of {of} loading its "
@@ -346,14 +348,18 @@ def _loader_class(stage: "StageStats",
                 f"GPU, persistent_workers=True so that each epoch does not "
                 f"start its workers again; or make {name} cheaper",
                 verify)
+    where = (f"its {plural(tagged, 'worker process', 'worker processes')} "
+             f"recorded none" if tagged else
+             "neither nested in next(DataLoader) nor in worker processes "
+             "of this report")
     return (f"the loop waited {_share(wait, whole)} of {of} in "
             f"next(DataLoader); {waited}; no stage recorded where the "
-            f"batches are made (neither nested in next(DataLoader) nor in "
-            f"worker processes of this report)",
-            "more workers (DataLoader num_workers), prefetch_factor, "
-            "pin_memory=True when batches go to the GPU, "
-            "persistent_workers=True; stage the dataset's __getitem__ "
-            "(ap.stage) to find what to make cheaper",
+            f"batches are made ({where})",
+            f"more workers (DataLoader num_workers"
+            f"{f', {tagged} in this report' if tagged else ''}), "
+            f"prefetch_factor, pin_memory=True when batches go to the GPU, "
+            f"persistent_workers=True; stage the dataset's __getitem__ "
+            f"(ap.stage) to find what to make cheaper",
             verify)
 
 

@@ -633,6 +633,29 @@ def test_dataloader_workers_deliver_every_item(method):
     assert "next(DataLoader)" not in own_stages(rep, 1)
 
 
+def test_a_loop_waiting_on_workers_that_stage_nothing_is_not_told_to_add_them():
+    """Workers of a dataset with no stage of its own record nothing; the
+    torch ops recorded in the loop's next(DataLoader) (torch_ops) are not
+    the loading: the loop waits on its two workers, which it is told,
+    not that it loads its batches itself with no worker."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    def parent():
+        with ap.stage("train"):
+            for batch in DataLoader(child_work.Unstaged(), batch_size=8,
+                                    num_workers=2):
+                torch.as_tensor(batch).sum()
+
+    rep = profiled(parent, torch_ops=True)
+    assert rep.meta["children"]["reported"] == 2
+    found = [f for f in rep.diagnose() if f.path == "train/next(DataLoader)"]
+    assert len(found) == 1 and found[0].kind == "data-loading-bound"
+    assert "its 2 worker processes recorded none" in found[0].evidence
+    assert "num_workers=0" not in found[0].evidence
+    assert "2 in this report" in found[0].fix
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_persistent_dataloader_workers_deliver_at_stop(method):
     """persistent_workers=True keeps the workers past the epoch and past

@@ -125,6 +125,15 @@ class Slow(Squares):
         return float(i)
 
 
+class Unstaged(Squares):
+    """Items that take 10 ms each in no stage, as a torchvision dataset's
+    do: the workers record nothing of their own."""
+
+    def __getitem__(self, i):
+        time.sleep(0.01)
+        return float(i)
+
+
 def spin(seconds):
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
