@@ -165,9 +165,13 @@ def timed(fn, repeats):
     return statistics.median(times), result
 
 
-def depth_batch_sweep(args, scene, ref, srcs, count, timer):
+def depth_batch_sweep(args, scene, ref, srcs, count, timer,
+                      depth_maps=False):
     """The same cost volume at each --batches depth_batch, timed by
-    timer(fn) -> (seconds, result)."""
+    timer(fn) -> (seconds, result); with depth_maps, the depth map
+    without the volume too, its planes swept depth_batch at a time
+    (each chunk a launch and a fold: what a launch's last wave leaves
+    idle is paid once a chunk)."""
     if not args.batches:
         return
     depths = np.linspace(*scene.depth_range(0.03), count)
@@ -176,7 +180,13 @@ def depth_batch_sweep(args, scene, ref, srcs, count, timer):
         t, _ = timer(lambda: mvs.build_cost_volume(
             ref, srcs, scene.ref_cam, scene.cameras[1:], depths, "ncc",
             args.window, depth_batch=batch))
-        print(f"  depth_batch {batch:3d}: {t * 1e3:9.1f} ms")
+        line = f"  depth_batch {batch:3d}: {t * 1e3:9.1f} ms"
+        if depth_maps:
+            t, _ = timer(lambda: mvs.build_cost_volume(
+                ref, srcs, scene.ref_cam, scene.cameras[1:], depths, "ncc",
+                args.window, reduce="depth", depth_batch=batch))
+            line += f", depth map {t * 1e3:9.1f} ms"
+        print(line)
 
 
 def gpu_timed(fn, repeats):
@@ -276,8 +286,9 @@ def bench_cuda(args, scene, depth_counts) -> int:
               f"{'met' if ratio >= GPU_TARGET else 'not met'} "
               f"({ratio:.1f}x); CUDA equals the CPU within 1e-4: see max "
               f"|diff|")
-    depth_batch_sweep(args, scene, ref, srcs, depth_counts[0],
-                      lambda fn: gpu_timed(fn, args.gpu_repeats))
+    depth_batch_sweep(args, scene, ref, srcs, max(depth_counts),
+                      lambda fn: gpu_timed(fn, args.gpu_repeats),
+                      depth_maps=True)
     return 0
 
 

@@ -307,7 +307,7 @@ failures() {
 figures() {
     if [ -f "$OUT/bench_mvs_cuda.log" ]; then
         echo "bench_mvs, 1200x1600, 5 source views, 128 depths, NCC 11:"
-        grep -hE '^depths|^ +128 |^target|^depth map' "$OUT/bench_mvs_cuda.log" | sed 's/^/    /'
+        grep -hE '^depths|^ +128 |^target|^depth map|^  depth_batch' "$OUT/bench_mvs_cuda.log" | sed 's/^/    /'
     fi
     grep -hE '^stage pair|aquaprof \(CUPTI\)' "$OUT/bench_gpu_overhead.log" 2>/dev/null |
         sed 's/^ */bench_gpu_overhead: /'
@@ -395,7 +395,7 @@ step demo_cuda 20 90 "$PY" -m aquaprof demo --device cuda --height 240 \
 # with its depth map, where run 9 timed three ways without
 step bench_mvs_cuda 60 200 "$PY" benchmarks/mvs/bench_mvs.py --device cuda \
     --height 1200 --width 1600 --views 5 --depths 128 --window 11 \
-    --gpu-repeats 5 --batches 8,32
+    --gpu-repeats 5 --batches 8,16,32,64,128
 step bench_gpu_overhead 20 90 "$PY" benchmarks/bench_gpu_overhead.py \
     --runs 3 --steps 100
 # the AquaMVS drop-in (parity and textbook) against AquaMVS in torch

@@ -163,7 +163,8 @@ def test_the_figures_name_each_ncu_workload_and_its_dram_bytes(tmp_path):
         "depth map  128 depths       strip:    19.00 ms   150.0x; 3 of "
         "1920000 pixels a plane or more from the CPU's\n"
         "target: depth map <= 20 ms, warp strip: met (19.0 ms, 128 "
-        "depths)\n")
+        "depths)\n\ndepth_batch sweep, 128 depths:\n"
+        "  depth_batch  32:      25.1 ms, depth map      21.3 ms\n")
     done = subprocess.run(["bash", str(DRIVER), "--figures", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True,
                           timeout=60, check=True)
@@ -179,7 +180,8 @@ def test_the_figures_name_each_ncu_workload_and_its_dram_bytes(tmp_path):
             "ncu (planes warped first) ap_cost_planes_kernel: Duration ms "
             "9.00",
             "    target: depth map <= 20 ms, warp strip: met (19.0 ms, 128 "
-            "depths)"]:
+            "depths)",
+            "      depth_batch  32:      25.1 ms, depth map      21.3 ms"]:
         assert want in lines, done.stdout
     assert any(line.startswith("    depth map  128 depths") for line in
                lines), done.stdout
