@@ -66,8 +66,9 @@ typedef struct {
     PyObject *stack_var;             /* ContextVar: the context's stack */
     PyObject *wrap_suspendable;      /* aquaprof._suspendable.wrap, loaded
                                       * at the first such decoration */
-    PyObject *seen_threads;          /* {thread index: threading.Thread}
-                                      * of session seen_gen, or NULL */
+    PyObject *seen_threads;          /* {thread index: its note
+                                      * (thread_names.c)} of session
+                                      * seen_gen, or NULL */
     uint64_t seen_gen;
     /* Direct-mapped cache: str object -> interned id, and a Stage that
      * 'with aquaprof.stage(name)' may reuse instead of allocating. */
@@ -158,8 +159,8 @@ int ap_add_dtype(PyObject *module, const char *name, PyObject *spec,
 /* A core report (a stopped session's, or a running one's snapshot) as a
  * dict of plain Python objects and a NumPy span array, with a "gpu" entry
  * built from gpu when it is not NULL, and a "name" in each thread whose
- * threading.Thread `threads` holds ({index: Thread}, ap_threads_noted; may
- * be NULL); r is freed. NULL with an exception set leaves r to the caller,
+ * note `threads` holds ({index: note}, ap_threads_noted or
+ * ap_threads_take; may be NULL); r is freed. NULL with an exception set leaves r to the caller,
  * to free or to try again (out of memory, say): whole, or at worst without
  * its spans, then counted as shed. */
 PyObject *ap_report_to_python(ap_module_state *st, ap_report *r,
@@ -172,16 +173,18 @@ PyObject *ap_report_to_python(ap_module_state *st, ap_report *r,
  * leaves a pending exception as it was. */
 void ap_threads_note(ap_module_state *st, int64_t index);
 
-/* A new reference to the active session's notes ({index: Thread}), or
+/* A new reference to the active session's notes ({index: note}), or
  * NULL (no exception) for none. ap_threads_take also lets go of them: the
- * session's owner takes them at stop. */
+ * session's owner takes them at stop, as the threads' names then
+ * ({index: str}, no thread referred to). */
 PyObject *ap_threads_noted(ap_module_state *st);
 PyObject *ap_threads_take(ap_module_state *st);
 
-/* A new reference to thread's name (Thread.name, as an exact str), or
- * NULL (no exception) when it holds none. Runs no Python code; leaves a
- * pending exception as it was. */
-PyObject *ap_thread_name(PyObject *thread);
+/* A new reference to the name of the thread a note stands for (its
+ * Thread.name, as an exact str, while the thread's object lives, else
+ * the name it had when noted), or NULL (no exception) when it has none.
+ * Runs no Python code; leaves a pending exception as it was. */
+PyObject *ap_thread_name(PyObject *note);
 
 /* The aggregates of a stage dict besides its histogram, in the order
  * report_data() writes them: where ap_stats keeps each and how a merge

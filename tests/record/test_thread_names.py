@@ -1,7 +1,9 @@
 """Threads are named after their Python thread (threading.Thread.name) in
-the report and every view: the name as it is when the report is built,
-for threads renamed meanwhile or ended before it; threads that threading
-did not start, and reports written before names, keep the tid label.
+the report and every view: the name as it is at stop (or at a running
+profiler's report) while the Thread lives, and, for one the program
+dropped before, the name it had at its first stage, without holding its
+Thread; threads that threading did not start, and reports written
+before names, keep the tid label.
 Names are the program's text, escaped in every output."""
 import _thread
 import gc
@@ -154,14 +156,72 @@ def test_snapshots_name_the_threads():
     assert [t.get("name") for t in threads] == ["MainThread"]
 
 
-def test_noted_threads_are_held_until_the_report_then_let_go():
+def test_an_ended_thread_is_the_programs_to_free_while_the_run_goes_on():
+    """A service that starts a thread per request: each ended Thread,
+    with what it holds, is freed as the program drops it, not kept until
+    the report; the report names it as it was named at its first stage."""
+    class Request(threading.Thread):
+        def __init__(self):
+            super().__init__(name="request")
+            self.payload = bytearray(1 << 20)
+
+        def run(self):
+            staged()
+
     with ap.Profiler(sample=None) as prof:
-        ref = weakref.ref(run_on_thread("held"))
+        refs = []
+        for _ in range(20):
+            t = Request()
+            refs.append(weakref.ref(t))
+            t.start()
+            t.join()
+            del t
+        gc.collect()
+        assert sum(ref() is not None for ref in refs) == 0
+    assert names_of(prof.report()) == ["request"] * 20
+
+
+def test_a_thread_renamed_then_dropped_keeps_its_first_stages_name():
+    # its object, which held the new name, is gone: the name noted at
+    # its first stage stands
+    entered, renamed = threading.Event(), threading.Event()
+
+    def work():
+        staged()
+        entered.set()
+        renamed.wait(10)
+
+    with ap.Profiler(sample=None) as prof:
+        t = threading.Thread(target=work, name="before")
+        t.start()
+        entered.wait(10)
+        t.name = "after"
+        renamed.set()
+        t.join()
+        del t
+        gc.collect()
+    assert names_of(prof.report()) == ["before"]
+
+
+def test_a_thread_alive_at_stop_is_named_as_then_and_let_go():
+    go = threading.Event()
+
+    def work():
+        staged()
+        go.wait(10)
+
+    prof = ap.Profiler(sample=None).start()
+    t = threading.Thread(target=work, name="at stop")
+    t.start()
+    prof.stop()
+    t.name = "renamed after the stop"
+    ref = weakref.ref(t)
+    go.set()
+    t.join()
+    del t
     gc.collect()
-    assert ref() is not None        # its name is read when the report is
-    assert names_of(prof.report()) == ["held"]
-    gc.collect()
-    assert ref() is None
+    assert ref() is None          # the stopped profiler holds names only
+    assert names_of(prof.report()) == ["at stop"]
 
 
 def test_a_profiler_dropped_while_running_lets_go_of_its_threads():
