@@ -98,9 +98,11 @@ def run_figures(report: "Report", own: bool = False, measure: str = "wall"
     call, or own: of each call less the calls recorded inside it (its self
     time, what the differential flamegraph judges). A stage some of
     whose spans were dropped (max_spans) is judged on its exact total
-    and count of calls, its percentiles from the calls kept, without the
+    and count of calls, its wall times' p50 and p95 from its histogram
+    (the kept calls are the run's first: a tail that grew later would
+    not show in them) and its spread from the calls kept, without the
     calls themselves (whose resamples would stand for a run of fewer
-    calls); one whose spans were all dropped, on its mean call."""
+    calls)."""
     if measure not in MEASURES:
         raise ValueError(f"measure must be one of {MEASURES}, got "
                          f"{measure!r}")
@@ -142,24 +144,32 @@ def run_figures(report: "Report", own: bool = False, measure: str = "wall"
             total = stats.cpu if not own else 0.0
         else:
             total = stats.self_time if own else stats.wall.total
-        mean = total / stats.count if stats.count else 0.0
-        out[path] = _partial(total, stats.count, mine)
+        # the kept calls are the run's first: its wall times' median and
+        # tail are the histogram's, which every call went into
+        whole = ((stats.wall.p50, stats.wall.p95)
+                 if measure == "wall" and not own and stats.count else None)
+        out[path] = _partial(total, stats.count, mine, whole)
     return out
 
 
-def _partial(total: float, count: int, kept: np.ndarray) -> RunFigures:
+def _partial(total: float, count: int, kept: np.ndarray,
+             whole: Optional[Tuple[float, float]] = None) -> RunFigures:
     """A stage's figures from its exact total and count, and the calls
-    of it that were kept: their percentiles, and their spread, the
-    total's narrowed to as many calls as it had (a sum of N calls
-    spreads sqrt(N / n) times less, relatively, than one of n)."""
+    of it that were kept: their spread, the total's narrowed to as many
+    calls as it had (a sum of N calls spreads sqrt(N / n) times less,
+    relatively, than one of n), and their percentiles where `whole`, the
+    p50 and p95 of every call (the histogram's), is not given."""
     mean = total / count if count else 0.0
+    p50, p95 = whole if whole is not None else (mean, mean)
     if not len(kept):
-        return RunFigures(total, count, mean, mean)
-    figures = RunFigures.of(kept)
+        return RunFigures(total, count, p50, p95)
+    if whole is None:
+        figures = RunFigures.of(kept)
+        p50, p95 = figures.p50, figures.p95
     spread_total = own_spread("total", kept)
     if spread_total is not None:
         spread_total *= len(kept) / count
-    return RunFigures(total, count, figures.p50, figures.p95,
+    return RunFigures(total, count, p50, p95,
                       spread=(spread_total, own_spread("tail", kept)))
 
 
@@ -185,8 +195,9 @@ def dropped_spans(base: Sequence["Report"], new: Sequence["Report"]
                 f"rounds stand for their stages, and fewer calls a run "
                 f"there may be spans dropped, not a change")
     return (f"{' and '.join(said)}: their stages are judged on their "
-            f"exact totals and calls, their percentiles and spread from "
-            f"the calls kept")
+            f"exact totals and calls, their wall times' percentiles from "
+            f"every call (the histogram's), their spread (and self and "
+            f"CPU times' percentiles) from the calls kept, the run's first")
 
 
 Runs = Union["Report", Sequence["Report"]]

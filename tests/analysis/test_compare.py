@@ -432,6 +432,30 @@ def test_dropped_spans_leave_a_stage_judged_on_its_exact_total():
     assert [c.path for c in comparison.regressions] == ["decode"]
 
 
+def tail_late(slow_late, max_spans):
+    """60 calls of 1 ms spun; with slow_late, every 4th of the last 30
+    takes 1.6 ms: a tail that grew after the calls kept."""
+    with ap.Profiler(max_spans=max_spans) as prof:
+        for i in range(60):
+            with ap.stage("resize"):
+                busy(0.0016 if slow_late and i >= 30 and i % 4 == 0
+                     else 0.001)
+    return prof.report()
+
+
+def test_a_tail_that_grew_after_the_calls_kept_is_judged_on_every_call():
+    # the kept calls are a run's first: their p95 would read no change;
+    # the histogram, which every call went into, reads the late tail
+    base, new = tail_late(False, 20), tail_late(True, 20)
+    assert new.spans_dropped == base.spans_dropped == 40
+    change = {c.path: c for c in new.compare(base).changes}["resize"]
+    assert change.judgement.new_p95 == pytest.approx(new["resize"].wall.p95)
+    assert change.judgement.new_p95 > 1.4e-3
+    assert change.judgement.base_p95 < 1.2e-3
+    assert change.verdict == "slower"
+    assert "the histogram's" in str(new.compare(base))
+
+
 def test_one_run_given_twice_or_a_whole_number_threshold_is_refused():
     run = timed(1.0, 1)
     with pytest.raises(ValueError, match="base runs 1 and 3 are the same"):
