@@ -136,7 +136,9 @@ class Report(model.Report):
         """Calls far slower than their stage's previous `window` calls
         (robust z-score over `threshold`, at least `min_ratio` times the
         median and `min_excess` seconds over it), from the raw spans, in
-        time order."""
+        time order: a list (analysis.anomaly.Anomalies) whose
+        not_examined counts the calls whose spans were dropped
+        (max_spans), which a warning then says."""
         from .analysis.anomaly import find_anomalies
         return find_anomalies(self, window, threshold, min_ratio,
                               min_excess)

@@ -7,6 +7,7 @@ seconds longer, so that neither noise, nor a perfectly steady stage, nor
 the jitter of sub-microsecond calls raises false alarms."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Tuple
 
@@ -19,6 +20,26 @@ if TYPE_CHECKING:
 
 MIN_HISTORY = 10
 BLOCK = 20_000
+
+
+class Anomalies(list):
+    """The anomalies found (a list of Anomaly, in time order), and how
+    many calls were not examined: those whose spans the run dropped
+    (max_spans), which are its last; note says so ("" when none)."""
+
+    def __init__(self, found: List["Anomaly"], examined: int,
+                 not_examined: int):
+        super().__init__(found)
+        self.examined = examined
+        self.not_examined = not_examined
+
+    @property
+    def note(self) -> str:
+        if not self.not_examined:
+            return ""
+        return (f"anomalies() examined the {self.examined:,} calls whose "
+                f"spans were kept; {self.not_examined:,} calls after "
+                f"them were dropped (max_spans) and not examined")
 
 
 @dataclass
@@ -52,7 +73,7 @@ def outliers(current: np.ndarray, median: np.ndarray, mad: np.ndarray,
 
 def find_anomalies(report: "Report", window: int = 50,
                    threshold: float = 6.0, min_ratio: float = 1.5,
-                   min_excess: float = 1e-5) -> List[Anomaly]:
+                   min_excess: float = 1e-5) -> Anomalies:
     if not whole(window, MIN_HISTORY):
         raise ValueError(f"window must be an int >= {MIN_HISTORY}, got "
                          f"{window!r}")
@@ -92,4 +113,11 @@ def find_anomalies(report: "Report", window: int = 50,
                 path, int(i), (int(spans["start_ns"][i]) - origin) * 1e-9,
                 float(current[k]) * 1e-9, float(median[k]) * 1e-9,
                 float(score[k])))
-    return sorted(found, key=lambda a: a.start)
+    kept = np.bincount(spans["stage"], minlength=len(report.stage_names))
+    missing = sum(max(s.count - int(kept[s.id]), 0) for s in report.stages)
+    out = Anomalies(sorted(found, key=lambda a: a.start), len(spans),
+                    missing)
+    if missing:
+        # a list found empty would read as a run without anomalies
+        warnings.warn(f"aquaprof: {out.note}", stacklevel=3)
+    return out

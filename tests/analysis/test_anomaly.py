@@ -99,3 +99,29 @@ def test_too_few_calls_and_bad_arguments():
         rep.anomalies(threshold=0)
     with pytest.raises(ValueError, match="min_ratio"):
         rep.anomalies(min_ratio=0.5)
+
+
+def test_calls_past_max_spans_are_counted_and_said_not_found_clean():
+    # the kept spans are the run's first: a slow call after them cannot
+    # be found, and an empty list alone would read as none
+    with ap.Profiler(max_spans=200) as prof:
+        for i in range(400):
+            with ap.stage("step"):
+                busy(0.02 if i == 350 else 0.0005)
+    rep = prof.report()
+    with pytest.warns(UserWarning, match="200 calls after them were "
+                      r"dropped \(max_spans\) and not examined"):
+        found = rep.anomalies()
+    assert found == [] and rep["step"].wall.max > 0.015
+    assert (found.examined, found.not_examined) == (200, 200)
+    assert "not examined" in found.note
+
+
+def test_a_run_that_kept_every_span_says_nothing_more(recwarn):
+    with ap.Profiler() as prof:
+        for _ in range(30):
+            with ap.stage("step"):
+                pass
+    found = prof.report().anomalies()
+    assert found.not_examined == 0 and found.note == ""
+    assert not [w for w in recwarn if "aquaprof" in str(w.message)]
