@@ -140,18 +140,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     except _NotStarted:
         return 1                # as `python script.py` after a SyntaxError
     code = ending.code if left is None else 130
-    try:
-        # saved before anything is printed: a reader that leaves early
-        # (`| head`) still gets the files
+    given = args.out or args.script
+    # saved before anything is printed: a reader that leaves early
+    # (`| head`) still gets the files; a Ctrl-C meanwhile waits for the
+    # report, which is what the run was for
+    with _ctrl_c_noted() as pressed:
         report = prof.report()
         saved = report.save(out / f"{script.stem}.aquaprof.json")
+    try:
+        if pressed:
+            raise KeyboardInterrupt
         trace = report.to_chrome_trace(out / f"{script.stem}.trace.json")
         if page is not None:
             page = report.to_html(page, f"aquaprof: {script.name}")
     except KeyboardInterrupt:
-        # a second Ctrl-C while saving: files are written atomically, so
-        # each is whole or absent
-        return _error("interrupted while saving the report", 130)
+        # files are written atomically: each is whole or absent
+        return _error(f"interrupted: the report is saved "
+                      f"({_shown(saved, given, here)}); the trace"
+                      f"{' and the page were' if page else ' was'} not "
+                      f"written", 130)
     # only now: the script's own prints keep Python's encoding errors
     _escape_unencodable(sys.stdout)
     failed = _failure(script, ending)
@@ -163,7 +170,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_call_tree(report, run_stage, str(script),
                          user_roots=[str(folder), str(here)],
                          show_all=args.show_all)
-        given = args.out or args.script
         print(f"\nreport: {_shown(saved, given, here)}"
               f"{f' (of a failed run: {failed})' if failed else ''}\n"
               f"trace:  {_shown(trace, given, here)} (open in "

@@ -242,6 +242,48 @@ def test_ctrl_c_keeps_prints_and_saves_the_profile(tmp_path):
     assert (tmp_path / "out" / "server.trace.json").exists()
 
 
+# `aquaprof run` with a second Ctrl-C planted while the report is saved
+# (at the first call of Report.save) or while the trace is written
+SECOND_CTRL_C = r"""
+import os, signal, sys
+from aquaprof.report import Report
+from aquaprof.integrations.cli import main
+where = sys.argv[1]
+original = getattr(Report, where)
+def planted(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    return original(self, *args, **kwargs)
+setattr(Report, where, planted)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("where", ["save", "to_chrome_trace"])
+def test_a_second_ctrl_c_keeps_the_report_and_says_where_it_is(tmp_path,
+                                                               where):
+    """A second Ctrl-C as the profile is written: the report is saved
+    whole (a Ctrl-C while saving it waits for it), and the error says
+    where it is and what was not written."""
+    script = tmp_path / "job.py"
+    script.write_text("import aquaprof as ap\nwith ap.stage('step'):\n"
+                      "    pass\n")
+    driver = tmp_path / "driver.py"
+    driver.write_text(SECOND_CTRL_C)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, driver, where, "run", "-o", "out", script],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+        preexec_fn=as_from_a_terminal)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == (
+        f"aquaprof: error: interrupted: the report is saved "
+        f"({os.path.join('out', 'job.aquaprof.json')}); the trace was not "
+        f"written")
+    rep = ap.Report.load(tmp_path / "out" / "job.aquaprof.json")
+    assert rep["run job.py/step"].count == 1
+    assert not (tmp_path / "out" / "job.trace.json").exists()
+
+
 @pytest.mark.parametrize("ending, code, stderr, cause", [
     ("sys.exit(7)", 7, "", "sys.exit(7)"),
     ("sys.exit()", 0, "", None),
