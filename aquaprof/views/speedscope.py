@@ -68,6 +68,8 @@ def speedscope_json(report: "Report", name: str = "aquaprof",
               "max_events": max_events}
     if report.samples is not None:
         counts["code_slices_left_out"] = code_left_out
+        counts["code_samples_untimed"] = int(
+            report.samples.get("timeline_dropped", 0))
     head = {"$schema": SCHEMA,
             "shared": {"frames": [{"name": path}
                                   for path in report.stage_names]
@@ -89,12 +91,17 @@ def _left_out_note(counts: Dict[str, int]) -> str:
     """What the file leaves out, in the words of the trace's note; "" if
     nothing."""
     left_out, never = counts["spans_left_out"], counts["spans_never_recorded"]
-    if not (left_out or never):
-        return ""
-    return (f" (aquaprof: {left_out} shortest spans left out of this file "
-            f"(max_events={counts['max_events']}), {never} beyond "
-            f"max_spans never recorded; the report's aggregates count them "
-            f"all)")
+    untimed = counts.get("code_samples_untimed", 0)
+    said = []
+    if left_out or never:
+        said.append(f"{left_out} shortest spans left out of this file "
+                    f"(max_events={counts['max_events']}), {never} beyond "
+                    f"max_spans never recorded; the report's aggregates "
+                    f"count them all")
+    if untimed:
+        said.append(f"{untimed} code samples past max_samples have no "
+                    f"time: the code drawn stops where the timeline filled")
+    return f" (aquaprof: {'; '.join(said)})" if said else ""
 
 
 def _span_tracks(report: "Report", spans: np.ndarray, kept: np.ndarray

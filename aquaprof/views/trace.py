@@ -70,6 +70,7 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
                            "ts": (t_ns - origin) * _US,
                            "args": {"RSS MiB": round(rss / 2**20, 3)}})
     dropped = report.spans_dropped
+    untimed = int((report.samples or {}).get("timeline_dropped", 0))
     if left_out or dropped:
         events.append({
             "ph": "i", "s": "g", "name":
@@ -77,11 +78,21 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
                 f"(max_events={max_events}), {dropped} beyond max_spans "
                 f"never recorded; the report's aggregates count them all",
             "pid": pids[0], "tid": 0, "ts": 0.0})
+    if untimed:
+        # the code slices stop where the timeline filled: later code is in
+        # the flamegraph (its samples' stacks), not in time here
+        events.append({
+            "ph": "i", "s": "g", "name":
+                f"aquaprof: {untimed} code samples past max_samples have "
+                f"no time: the code drawn here stops where the timeline "
+                f"filled; the flamegraph counts them",
+            "pid": pids[0], "tid": 0, "ts": 0.0})
     other = {"producer": "aquaprof", "spans_in_report": int(len(spans)),
              "spans_left_out": int(left_out),
              "spans_never_recorded": int(dropped), "max_events": max_events}
     if report.samples is not None:
         other["code_slices_left_out"] = code_left_out
+        other["code_samples_untimed"] = untimed
     return "".join([
         '{"traceEvents":[',
         ",".join([json.dumps(e, separators=(",", ":")) for e in events]

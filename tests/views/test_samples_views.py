@@ -421,6 +421,27 @@ def test_trace_past_its_cap_keeps_the_longest_code_slices(rep, tmp_path):
     check_nesting(trace["traceEvents"])
 
 
+def test_samples_past_the_timelines_cap_are_said_in_both_files(base,
+                                                               tmp_path):
+    # the code drawn stops where the timeline filled: each file says it
+    rep = with_samples(base, planted(main_tid(base)),
+                       timeline=timeline(Times(base)), timeline_dropped=7)
+    trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json").read_text())
+    assert trace["otherData"]["code_samples_untimed"] == 7
+    said = [e["name"] for e in trace["traceEvents"] if e.get("ph") == "i"]
+    assert any("7 code samples past max_samples have no time" in n
+               for n in said)
+    doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
+    assert doc["aquaprof"]["code_samples_untimed"] == 7
+    assert "7 code samples past max_samples" in doc["name"]
+    quiet = json.loads(
+        with_samples(base, planted(main_tid(base)),
+                     timeline=timeline(Times(base))).to_chrome_trace(
+            tmp_path / "q.json").read_text())
+    assert quiet["otherData"]["code_samples_untimed"] == 0
+    assert not [e for e in quiet["traceEvents"] if e.get("ph") == "i"]
+
+
 def test_without_a_timeline_the_trace_has_no_code(base, tmp_path):
     rep = with_samples(base, planted(main_tid(base)))
     trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json").read_text())
