@@ -198,22 +198,28 @@ def overlapping_threads(spans: np.ndarray) -> np.ndarray:
 
 def _leaf_shares(spans: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Per span of rows (ns, float): its share of its thread's time,
-    each instant shared equally among the calls then open and in none of
-    their sub-stages (the innermost)."""
+    each instant given to the calls then open and in none of their
+    sub-stages (the innermost): to the one that ran without being
+    suspended where one is open, else equally among them."""
     share = np.zeros(len(spans))
     parent = spans["parent"].tolist()
+    ran = ((spans["flags"] & _core.SPAN_SUSPENDED) == 0).tolist()
     thread = spans["thread"][rows]
     for t in np.unique(thread).tolist():
-        _sweep(spans, rows[thread == t], parent, share)
+        _sweep(spans, rows[thread == t], parent, ran, share)
     return share[rows]
 
 
 def _sweep(spans: np.ndarray, mine: np.ndarray, parent: List[int],
-           share: np.ndarray) -> None:
+           ran: List[bool], share: np.ndarray) -> None:
     """One thread's calls (indices `mine`) in time order: `share` gets
-    each call's part of the time it was innermost. phi is the time each
-    innermost call has been given so far: a call's part is phi at its end
-    as innermost less phi at its start."""
+    each call's part of the time it was innermost. A call never
+    suspended (ran[call]) held its thread from its start to its end: no
+    other task's call ran then, however many were open, suspended at
+    their awaits, so its time is its own; the instants no such call
+    holds are shared equally among the innermost suspended calls. phi[c]
+    is the time each innermost call of kind c has been given so far: a
+    call's part is phi at its end as innermost less phi at its start."""
     # a call of no length owns no time, and would be opened after its
     # own close at one time
     mine = mine[spans["end_ns"][mine] > spans["start_ns"][mine]]
@@ -226,29 +232,42 @@ def _sweep(spans: np.ndarray, mine: np.ndarray, parent: List[int],
     # before its children and ends after them
     order = np.lexsort((np.where(opens, who, -who), opens, times))
     inner: Dict[int, float] = {}        # innermost call: phi when it began
+    count = [0, 0]                      # innermost calls: suspended, ran
+    phi = [0.0, 0.0]
     kids: Dict[int, int] = {}           # open call: its open sub-calls
-    phi, last = 0.0, 0
+    last = 0
+
+    def begin(x: int) -> None:
+        inner[x] = phi[ran[x]]
+        count[ran[x]] += 1
+
+    def finish(x: int) -> None:
+        share[x] += phi[ran[x]] - inner.pop(x)
+        count[ran[x]] -= 1
+
     for t, is_open, x in zip(times[order].tolist(), opens[order].tolist(),
                              who[order].tolist()):
-        if inner and t > last:
-            phi += (t - last) / len(inner)
+        if t > last:
+            kind = 1 if count[1] else 0
+            if count[kind]:
+                phi[kind] += (t - last) / count[kind]
         last = t
         p = parent[x]
         if is_open:
             if p in kids:
                 kids[p] += 1
                 if p in inner:
-                    share[p] += phi - inner.pop(p)
+                    finish(p)
             kids[x] = 0
-            inner[x] = phi
+            begin(x)
         elif x in kids:
             del kids[x]
             if x in inner:
-                share[x] += phi - inner.pop(x)
+                finish(x)
             if p in kids:
                 kids[p] -= 1
                 if not kids[p]:
-                    inner[p] = phi
+                    begin(p)
 
 
 # ---------------------------------------------------- code on the stages

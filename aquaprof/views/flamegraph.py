@@ -210,14 +210,18 @@ def _stage_frames(report: "Report", clock: StageClock
 
 def _overlap(stage: Any, width: float) -> str:
     """What a stage frame narrower than its summed calls says of them:
-    ``50 calls, up to 50 at once, 8.86 s summed``."""
+    ``50 calls, up to 50 at once, 8.86 s summed``; or, where its calls
+    did not overlap one another but were suspended while other tasks'
+    calls were open on their thread, that they shared its time."""
     summed = stage.wall.total
     if summed - width < 1e-9:
         return ""
-    at_once = f", up to {stage.at_once} at once" if stage.at_once > 1 \
-        else ", some at once"
-    return (f"{plural(stage.count, 'call')}{at_once}, {fmt_time(summed)} "
-            f"summed, drawn once on the clock")
+    if stage.at_once > 1:
+        return (f"{plural(stage.count, 'call')}, up to {stage.at_once} at "
+                f"once, {fmt_time(summed)} summed, drawn once on the clock")
+    return (f"{plural(stage.count, 'call')}, {fmt_time(summed)} summed; "
+            f"suspended, they shared their thread's time with the other "
+            f"tasks' calls open then")
 
 
 def _cpu_fitted(frame: _Frame) -> None:

@@ -187,3 +187,45 @@ def test_a_call_awaiting_one_task_is_as_wide_as_its_sub_stage(tmp_path):
     shown = by_path(flamegraph_svg(rep, min_share=0))
     assert shown["request"][0] == pytest.approx(under * 1e-9, abs=1e-9)
     assert "self 100" not in shown["request"][1]
+
+
+def test_a_call_that_never_awaits_holds_its_thread_beside_suspended_ones(
+        tmp_path):
+    # 20 tasks asleep in a stage while a call that never awaits computes
+    # 100 ms: no task ran meanwhile, so the whole 100 ms is its own, not
+    # a 21st of it; the sleepers share the rest of the clock
+    async def sleeper():
+        with ap.stage("sleeper"):
+            await asyncio.sleep(0.2)
+
+    async def lone():
+        with ap.stage("lone"):
+            await asyncio.sleep(0.2)
+
+    async def main():
+        tasks = [asyncio.create_task(sleeper()) for _ in range(20)]
+        tasks.append(asyncio.create_task(lone()))
+        await asyncio.sleep(0.02)
+        with ap.stage("hog"):
+            spin(0.1)
+        await asyncio.gather(*tasks)
+    with ap.Profiler(sample=0.001) as prof:
+        asyncio.run(main())
+    rep = prof.report()
+    hog = rep["hog"]
+    assert hog.suspended == 0 and hog.at_once == 1
+    clock = stage_clock(rep)
+    assert clock.own[hog.id] == round(hog.wall.total * 1e9)
+    lines = rep.to_folded(tmp_path / "f.folded").read_text().splitlines()
+    under = sum(int(line.rsplit(" ", 1)[1]) for line in lines
+                if line.split(";")[0].split(" ")[0] == "hog")
+    assert under == clock.width[hog.id]
+    shown = by_path(flamegraph_svg(rep, min_share=0))
+    assert shown["hog"][0] == pytest.approx(hog.wall.total, abs=1e-9)
+    sleepers = clock.width[rep["sleeper"].id]
+    assert sleepers + clock.width[hog.id] <= rep.wall * 1e9
+    # one call, which overlapped no other of its stage, yet shared its
+    # thread's clock with the sleepers' while suspended
+    assert rep["lone"].at_once == 1
+    assert "shared their thread's time" in shown["lone"][1]
+    assert "up to 20 at once" in shown["sleeper"][1]
