@@ -499,7 +499,7 @@ def _awaiting_class(stage: "StageStats", report: "Report"
                f"outside its sub-stages, which ran in tasks it awaited)"
                if stage.at_once <= 1 and
                stage.self_wall < 0.99 * stage.self_time else "")
-    said = (f"{stage.suspended} of {plural(stage.count, 'call')} "
+    said = (f"{stage.suspended:,} of {plural(stage.count, 'call')} "
             f"suspended at an await, {fmt_time(stage.wall.total)} wall, "
             f"self time {fmt_time(stage.self_time)}{outside}")
     waits = stage_waits(report, stage.path, sub_stages=False)
@@ -694,8 +694,8 @@ class Diagnosis:
         lines = ["Diagnosis (details: report.diagnose()):"]
         for i, f in enumerate(self.findings, 1):
             extra = f" + {', '.join(f.also)}" if f.also else ""
-            code = f"; hottest code: {f.code.split(',')[0]}" \
+            code = f"; hottest code: {f.code.split(', ')[0]}" \
                 if f.code else ""
             lines.append(f"  {i}. {printable(f.path)}: {f.kind}{extra}; "
-                         f"{f.evidence.split(',')[0]}{code}")
+                         f"{f.evidence.split(', ')[0]}{code}")
         return "\n".join(lines)

@@ -259,8 +259,8 @@ def warning_lines(rep: "Report") -> List[str]:
                    f"{open_ones}")
     suspended = [s for s in rep.stages if s.suspended]
     if suspended:
-        listed = first_of([f"{printable(s.path)} ({s.suspended} of "
-                           f"{s.count})" for s in suspended], 5)
+        listed = first_of([f"{printable(s.path)} ({s.suspended:,} of "
+                           f"{s.count:,})" for s in suspended], 5)
         out.append(f"  calls suspended at an await have no CPU time of "
                    f"their own (their thread ran other tasks meanwhile); "
                    f"cpu counts the others: {listed}")

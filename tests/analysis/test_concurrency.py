@@ -269,3 +269,20 @@ def test_a_call_awaiting_one_task_has_no_time_of_its_own_while_it_runs():
     assert "outside its sub-stages, which ran in tasks it awaited" in \
         found["created"].evidence
     assert "outside its sub-stages" not in found["created/inner"].evidence
+
+
+def test_counts_of_thousands_keep_their_digits_in_the_printed_lines():
+    # "1,000 calls": the printed diagnosis keeps a finding's first clause,
+    # which must not end at the thousands' comma
+    async def task():
+        with ap.stage("req"):
+            await asyncio.sleep(0)
+
+    async def main():
+        await asyncio.gather(*(task() for _ in range(1000)))
+    with ap.Profiler(compensate=False) as prof:
+        asyncio.run(main())
+    text = str(prof.report())
+    assert "req: awaiting; 1,000 of 1,000 calls suspended at an await" in \
+        text
+    assert "req (1,000 of 1,000)" in text
