@@ -445,18 +445,10 @@ def _hottest_code(report: "Report", stage: "StageStats") -> str:
             f"sampled self time")
 
 
-def _waits_class(stage: "StageStats", report: "Report",
-                 host: str) -> Tuple[str, str]:
-    """cpu-starved or gil-bound with its evidence, where the samples show
-    it; otherwise `host` with what the samples say of its off-CPU time
-    ("" for a cpu-bound stage or one whose waits were not measured)."""
-    if host == "cpu-bound":
-        return host, ""
-    waits = stage_waits(report, stage.path)
-    if waits is None:
-        return host, ("; sample the run (Profiler(sample=0.001)) to tell "
-                      "CPU starvation and the GIL from blocking"
-                      if report.samples is None else "")
+def _starved_or_gil(stage: "StageStats", report: "Report",
+                    waits: "Waits") -> Optional[Tuple[str, str]]:
+    """cpu-starved or gil-bound with its evidence, where the sampled
+    waits show it; None otherwise."""
     delay = waits.delay_s / waits.wall_s
     gil = waits.gil_s / waits.wall_s
     if waits.delay_known and delay >= CPU_STARVED and delay >= gil:
@@ -469,6 +461,26 @@ def _waits_class(stage: "StageStats", report: "Report",
             f"; asleep on the GIL {fmt_time(waits.gil_s)} of "
             f"{fmt_time(waits.wall_s)} sampled ({gil * 100:.0f} %); "
             f"{_python_elsewhere(report, stage)}")
+    return None
+
+
+def _waits_class(stage: "StageStats", report: "Report",
+                 host: str) -> Tuple[str, str]:
+    """cpu-starved or gil-bound with its evidence, where the samples show
+    it; otherwise `host` with what the samples say of its off-CPU time
+    ("" for a cpu-bound stage or one whose waits were not measured)."""
+    if host == "cpu-bound":
+        return host, ""
+    waits = stage_waits(report, stage.path)
+    if waits is None:
+        return host, ("; sample the run (Profiler(sample=0.001)) to tell "
+                      "CPU starvation and the GIL from blocking"
+                      if report.samples is None else "")
+    held = _starved_or_gil(stage, report, waits)
+    if held is not None:
+        return held
+    delay = waits.delay_s / waits.wall_s
+    gil = waits.gil_s / waits.wall_s
     shares = (f"; of its sampled time: blocked "
               f"{waits.blocked_s / waits.wall_s * 100:.0f} %, "
               f"runnable {delay * 100:.0f} %, on the GIL {gil * 100:.0f} %"
@@ -522,9 +534,21 @@ def _awaiting_class(stage: "StageStats", report: "Report"
         return "cpu-bound", (f"{said}{ran_said}, computing "
                              f"{busy * 100:.0f} % of that: it holds the "
                              f"loop"), True
+    # not blocked, where the loop's thread waited for a CPU or the GIL
+    held = _starved_or_gil(stage, report, waits)
+    if held is not None:
+        return held[0], (f"{said}{ran_said}, computing {busy * 100:.0f} % "
+                         f"of that: it holds the loop{held[1]}"), True
+    shares = (f" (blocked {waits.blocked_s / waits.wall_s * 100:.0f} %, "
+              f"runnable {waits.delay_s / waits.wall_s * 100:.0f} %, on "
+              f"the GIL {waits.gil_s / waits.wall_s * 100:.0f} %)"
+              if waits.delay_known or waits.gil_known else "")
+    if busy >= WAITING:
+        return "mixed", (f"{said}{ran_said}, computing {busy * 100:.0f} % "
+                         f"of that{shares}: it holds the loop"), True
     return "waiting", (f"{said}{ran_said}, computing only "
-                       f"{busy * 100:.0f} % of that: a call that blocks "
-                       f"holds the loop"), True
+                       f"{busy * 100:.0f} % of that{shares}: a call that "
+                       f"blocks holds the loop"), True
 
 
 def _on_loops(stage: "StageStats", report: "Report", waits: "Waits"

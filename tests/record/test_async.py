@@ -417,3 +417,32 @@ def test_a_profiler_nested_inside_a_task_reports_that_tasks_work():
     assert inner["task"].count == 10 and inner["task/work"].count == 10
     assert inner.unclosed == 0
     assert outer.report()["serve/task"].count == 10
+
+
+def test_a_coroutine_computing_beside_a_python_thread_is_not_called_blocked():
+    # the hog never blocks: what it does not compute of the loop's time
+    # it waits for the GIL (a thread spins Python meanwhile) or a CPU;
+    # however the shares fall, it holds the loop, and no blocking call
+    @ap.stage("hog")
+    async def hog():
+        for _ in range(30):
+            spin(0.01)
+            await asyncio.sleep(0)
+
+    def python_thread():
+        end = time.perf_counter() + 0.4
+        while time.perf_counter() < end:
+            pass
+
+    async def main():
+        beside = asyncio.create_task(asyncio.to_thread(python_thread))
+        await hog()
+        await beside
+    with ap.Profiler(sample=0.001) as prof:
+        asyncio.run(main())
+    found = {f.path: f for f in prof.report().diagnose(top=3).findings}
+    hog_found = found["hog"]
+    assert hog_found.kind in ("cpu-bound", "gil-bound", "cpu-starved",
+                              "mixed"), hog_found.evidence
+    assert "it holds the loop" in hog_found.evidence
+    assert "a call that blocks" not in hog_found.evidence
