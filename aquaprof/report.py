@@ -74,7 +74,8 @@ class Report(model.Report):
         overlap = bool(len(spans)) and (
             spans["thread"].min() != spans["thread"].max() or
             any(s.suspended for s in self._stats))
-        clock = Clock(spans, len(self._stats), overlap, self.wall)
+        clock = Clock(spans, np.array([s.count for s in self._stats],
+                                      np.int64), overlap, self.wall)
         for stage in self._stats:
             cast(StageStats, stage)._sampled = found
             stage.clock = clock

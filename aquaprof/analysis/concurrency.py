@@ -37,7 +37,16 @@ class OnClock(NamedTuple):
     self_known: np.ndarray
 
 
-def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
+def suspended_spans(spans: np.ndarray) -> np.ndarray:
+    """Which spans are of calls suspended at an await."""
+    return (spans["flags"] & _core.SPAN_SUSPENDED) != 0
+
+
+def on_clock(spans: np.ndarray, nstages: int,
+             counts: "np.ndarray | None" = None) -> OnClock:
+    """counts: per stage id, its calls, where some spans may have been
+    dropped (max_spans): a stage suspended at awaits is measured on the
+    clock only where every call of it has its span."""
     stage = spans["stage"].astype(np.int64)
     start = spans["start_ns"].astype(np.int64)
     end = np.maximum(spans["end_ns"].astype(np.int64), start)
@@ -68,10 +77,12 @@ def on_clock(spans: np.ndarray, nstages: int) -> OnClock:
     at_once[stage[groups]] = np.maximum.reduceat(open_now, groups)
     # a call suspended at an await may have its sub-stages in other
     # tasks (create_task, wait_for), which the core's self time, kept a
-    # task at a time, does not take from it
+    # task at a time, does not take from it; where calls of it were
+    # dropped, the kept ones cannot stand for them
     suspended = np.zeros(nstages, bool)
-    suspended[by_span[0][(spans["flags"] & _core.SPAN_SUSPENDED) != 0]] = \
-        True
+    suspended[by_span[0][suspended_spans(spans)]] = True
+    if counts is not None:
+        suspended &= np.bincount(by_span[0], minlength=nstages) >= counts
     known = _overlapped_or_over(by_span[0], parent,
                                 (at_once > 1) | suspended)
     return OnClock(covered, summed, at_once,
@@ -198,17 +209,19 @@ class Clock:
     of the spans where calls may overlap: kept off the path of reports
     nobody ranks) and kept."""
 
-    def __init__(self, spans: np.ndarray, nstages: int, overlap: bool,
-                 run_s: float):
-        self._spans, self._nstages = spans, nstages
+    def __init__(self, spans: np.ndarray, counts: np.ndarray,
+                 overlap: bool, run_s: float):
+        self._spans, self._counts = spans, counts
+        self._nstages = len(counts)
         self._overlap = overlap
         self._run_s = run_s
         self._found: "OnClock | None" = None
 
     def _of(self) -> OnClock:
         if self._found is None:
-            measure = on_clock if self._overlap else apart
-            self._found = measure(self._spans, self._nstages)
+            self._found = (on_clock(self._spans, self._nstages,
+                                    self._counts) if self._overlap
+                           else apart(self._spans, self._nstages))
         return self._found
 
     def self_wall(self, sid: int, self_time: float) -> float:
@@ -221,3 +234,7 @@ class Clock:
 
     def at_once(self, sid: int) -> int:
         return int(self._of().at_once[sid])
+
+    def measured(self, sid: int) -> bool:
+        """Whether its self time was measured on the clock."""
+        return bool(self._of().self_known[sid])

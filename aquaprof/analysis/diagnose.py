@@ -509,8 +509,7 @@ def _awaiting_class(stage: "StageStats", report: "Report"
     holds the loop."""
     outside = (f" ({fmt_time(stage.self_wall)} on the run's clock "
                f"outside its sub-stages, which ran in tasks it awaited)"
-               if stage.at_once <= 1 and
-               stage.self_wall < 0.99 * stage.self_time else "")
+               if stage.awaited_sub_stages else "")
     said = (f"{stage.suspended:,} of {plural(stage.count, 'call')} "
             f"suspended at an await, {fmt_time(stage.wall.total)} wall, "
             f"self time {fmt_time(stage.self_time)}{outside}")

@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Hashable, List, \
 
 import numpy as np
 
-from .. import _core
 from ..common.units import printable
 from ..model.report import CodeFrame
-from .concurrency import union
+from .concurrency import suspended_spans, union
 
 if TYPE_CHECKING:
     from ..model.report import Report
@@ -171,7 +170,7 @@ def _overlapping(report: "Report") -> np.ndarray:
         return np.zeros(0, bool)
     spans = report.spans()
     out = overlapping_threads(spans)
-    out[spans["thread"][(spans["flags"] & _core.SPAN_SUSPENDED) != 0]] = True
+    out[spans["thread"][suspended_spans(spans)]] = True
     return out
 
 
@@ -203,7 +202,7 @@ def _leaf_shares(spans: np.ndarray, rows: np.ndarray) -> np.ndarray:
     suspended where one is open, else equally among them."""
     share = np.zeros(len(spans))
     parent = spans["parent"].tolist()
-    ran = ((spans["flags"] & _core.SPAN_SUSPENDED) == 0).tolist()
+    ran = (~suspended_spans(spans)).tolist()
     thread = spans["thread"][rows]
     for t in np.unique(thread).tolist():
         _sweep(spans, rows[thread == t], parent, ran, share)

@@ -186,6 +186,16 @@ class StageStats:
         return float(self.clock.self_wall(self.id, self.self_time))
 
     @property
+    def awaited_sub_stages(self) -> bool:
+        """Whether its self time holds sub-stages that ran in other tasks
+        it awaited (create_task, wait_for, gather), which its time on the
+        clock leaves out: its calls suspended, none at once with another,
+        every one of them kept (max_spans)."""
+        return (self.clock is not None and self.suspended > 0 and
+                self.at_once <= 1 and self.clock.measured(self.id) and
+                self.self_wall < 0.99 * self.self_time)
+
+    @property
     def at_once(self) -> int:
         """The most of the stage's recorded calls open at one time: above
         1, its times sum overlapping calls (0: none recorded or not

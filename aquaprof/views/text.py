@@ -515,7 +515,7 @@ def overlap_note(s: "StageStats") -> str:
     run's clock counts that once."""
     if s.self_wall >= s.self_time * 0.99:
         return ""
-    if s.at_once <= 1 and s.suspended:
+    if s.awaited_sub_stages:
         return (f"  (self time {fmt_time(s.self_time)}: its sub-stages ran "
                 f"in tasks it awaited)")
     if s.at_once <= 1:

@@ -7,6 +7,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 import aquaprof as ap
 from aquaprof import _core
@@ -286,3 +287,21 @@ def test_counts_of_thousands_keep_their_digits_in_the_printed_lines():
     assert "req: awaiting; 1,000 of 1,000 calls suspended at an await" in \
         text
     assert "req (1,000 of 1,000)" in text
+
+
+def test_a_suspended_stage_whose_spans_were_dropped_keeps_its_self_time():
+    # the kept calls cannot stand for the dropped ones on the clock: an
+    # awaiting stage past max_spans keeps the core's self time, and the
+    # note says spans were dropped, not that sub-stages ran elsewhere
+    async def main():
+        for _ in range(40):
+            with ap.stage("fetch"):
+                await asyncio.sleep(0.002)
+    with ap.Profiler(compensate=False, max_spans=10) as prof:
+        asyncio.run(main())
+    rep = prof.report()
+    fetch = rep["fetch"]
+    assert rep.spans_dropped > 0 and fetch.suspended == 40
+    assert fetch.self_wall == pytest.approx(fetch.self_time)
+    assert not fetch.awaited_sub_stages
+    assert "tasks it awaited" not in str(rep)
