@@ -144,9 +144,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     # saved before anything is printed: a reader that leaves early
     # (`| head`) still gets the files; a Ctrl-C meanwhile waits for the
     # report, which is what the run was for
-    with _ctrl_c_noted() as pressed:
+    with _ctrl_c_noted(over_the_scripts=True) as pressed:
         report = prof.report()
         saved = report.save(out / f"{script.stem}.aquaprof.json")
+    trace = None
     try:
         if pressed:
             raise KeyboardInterrupt
@@ -155,9 +156,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             page = report.to_html(page, f"aquaprof: {script.name}")
     except KeyboardInterrupt:
         # files are written atomically: each is whole or absent
+        unwritten = ("the page was" if trace is not None else
+                     "the trace and the page were" if page is not None
+                     else "the trace was")
         return _error(f"interrupted: the report is saved "
-                      f"({_shown(saved, given, here)}); the trace"
-                      f"{' and the page were' if page else ' was'} not "
+                      f"({_shown(saved, given, here)}); {unwritten} not "
                       f"written", 130)
     # only now: the script's own prints keep Python's encoding errors
     _escape_unencodable(sys.stdout)
@@ -222,14 +225,16 @@ def _wait_for_threads() -> Optional[List[threading.Thread]]:
 
 
 @contextlib.contextmanager
-def _ctrl_c_noted() -> Iterator[List[bool]]:
+def _ctrl_c_noted(over_the_scripts: bool = False) -> Iterator[List[bool]]:
     """Ctrl-C noted in the list it yields instead of raised: a
     KeyboardInterrupt inside Thread.join can mark a thread that still
     runs as stopped (CPython 3.11), and the wait must know which run. A
-    SIGINT handler the script set stays in place."""
+    SIGINT handler the script set stays in place, unless
+    over_the_scripts (the script has ended: its handler has nothing left
+    to stop)."""
     pressed: List[bool] = []
     previous = signal.getsignal(signal.SIGINT)
-    swap = (previous is signal.default_int_handler
+    swap = ((over_the_scripts or previous is signal.default_int_handler)
             and threading.current_thread() is threading.main_thread())
     if swap:
         signal.signal(signal.SIGINT, lambda *_: pressed.append(True))

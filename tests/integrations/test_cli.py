@@ -258,30 +258,45 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-@pytest.mark.parametrize("where", ["save", "to_chrome_trace"])
-def test_a_second_ctrl_c_keeps_the_report_and_says_where_it_is(tmp_path,
-                                                               where):
+JOB = "import aquaprof as ap\nwith ap.stage('step'):\n    pass\n"
+# a script whose own SIGINT handler raises, as servers' do
+OWN_HANDLER = ("import signal\ndef stop(*_):\n    raise KeyboardInterrupt\n"
+               "signal.signal(signal.SIGINT, stop)\n")
+
+
+@pytest.mark.parametrize("where, script, html, unwritten", [
+    ("save", JOB, False, "the trace was"),
+    ("save", OWN_HANDLER + JOB, False, "the trace was"),
+    ("to_chrome_trace", JOB, True, "the trace and the page were"),
+    ("to_html", JOB, True, "the page was"),
+], ids=["saving", "saving-under-the-scripts-handler", "the-trace",
+        "the-page"])
+def test_a_second_ctrl_c_keeps_the_report_and_says_where_it_is(
+        tmp_path, where, script, html, unwritten):
     """A second Ctrl-C as the profile is written: the report is saved
-    whole (a Ctrl-C while saving it waits for it), and the error says
-    where it is and what was not written."""
-    script = tmp_path / "job.py"
-    script.write_text("import aquaprof as ap\nwith ap.stage('step'):\n"
-                      "    pass\n")
+    whole (a Ctrl-C while saving it waits for it, whatever handler the
+    script left), and the error says where it is and what was not
+    written."""
+    job = tmp_path / "job.py"
+    job.write_text(script)
     driver = tmp_path / "driver.py"
     driver.write_text(SECOND_CTRL_C)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    page = ["--html", "page.html"] if html else []
     done = subprocess.run(
-        [sys.executable, driver, where, "run", "-o", "out", script],
+        [sys.executable, driver, where, "run", "-o", "out", *page, job],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
         preexec_fn=as_from_a_terminal)
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip() == (
         f"aquaprof: error: interrupted: the report is saved "
-        f"({os.path.join('out', 'job.aquaprof.json')}); the trace was not "
+        f"({os.path.join('out', 'job.aquaprof.json')}); {unwritten} not "
         f"written")
     rep = ap.Report.load(tmp_path / "out" / "job.aquaprof.json")
     assert rep["run job.py/step"].count == 1
-    assert not (tmp_path / "out" / "job.trace.json").exists()
+    assert (tmp_path / "out" / "job.trace.json").exists() == \
+        (where == "to_html")
+    assert not (tmp_path / "page.html").exists()
 
 
 @pytest.mark.parametrize("ending, code, stderr, cause", [
