@@ -69,6 +69,7 @@ from ..common.words import plural
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from .concurrency import self_open_by_thread
 from .other_threads import other_threads
+from .run_cost import torch_kinds
 from .samples import Waits, sampled, stage_hot, stage_waits, \
     stage_wall_by_thread
 
@@ -328,12 +329,12 @@ def _loader_class(stage: "StageStats",
               f"{ratio} (now {_share(wait, whole)}) should fall under "
               f"{DATA_BOUND * 100:.0f} %")
     workers = _workers_hottest(report)
-    tagged = sum("worker" in p for p in report.processes)
-    # DataLoader workers known as such decide, whether or not they
-    # staged anything: a sampler staged inside next(DataLoader), or the
-    # torch ops of its collate (torch_ops), do not mean the loading ran
-    # in the loop
-    inline = None if tagged else _inline_hottest(stage, report)
+    # workers, counted by their ids: non-persistent ones start again
+    # each epoch
+    tagged = len({p["worker"] for p in report.processes if "worker" in p})
+    # DataLoader workers known as such decide: a sampler staged inside
+    # next(DataLoader) does not mean the loading ran in the loop
+    inline = None if tagged and workers else _inline_hottest(stage, report)
     if inline:
         name, took = inline
         return (f"the loop spent {_share(wait, whole)} of {of} loading its "
@@ -355,7 +356,7 @@ def _loader_class(stage: "StageStats",
                 f"{fmt_time(staged)} in stages, {fmt_time(took)} of it as "
                 f"self time of {name}",
                 f"feed the loop faster: more workers (DataLoader "
-                f"num_workers, {processes} in this report), a deeper queue "
+                f"num_workers, {tagged or processes} in this report), a deeper queue "
                 f"(prefetch_factor), pin_memory=True when batches go to the "
                 f"GPU, persistent_workers=True so that each epoch does not "
                 f"start its workers again; or make {name} cheaper",
@@ -377,22 +378,36 @@ def _loader_class(stage: "StageStats",
 
 def _loop_time(stage: "StageStats", report: "Report") -> Optional[float]:
     """Seconds from the first call of next(DataLoader) `stage` to the end
-    of its last; None where some of its spans were dropped (max_spans)."""
+    of its last, on each thread that called it (ranks merged, several
+    loops), added up; None where some of its spans were dropped
+    (max_spans), or where a thread called it fewer than three times (two
+    batches and the end): one batch taken before a loop is no loop."""
     spans = report.spans()
     spans = spans[spans["stage"] == stage.id]
     if not len(spans) or len(spans) != stage.count:
         return None
-    return float(spans["end_ns"].max() - spans["start_ns"].min()) * 1e-9
+    total = 0
+    for thread in np.unique(spans["thread"]).tolist():
+        mine = spans[spans["thread"] == thread]
+        if len(mine) < 3:
+            return None
+        total += int(mine["end_ns"].max() - mine["start_ns"].min())
+    return total * 1e-9
 
 
 def _inline_hottest(stage: "StageStats",
                     report: "Report") -> Optional[Tuple[str, float]]:
     """The stage nested in next(DataLoader) with the most self time (its
     path below it) and that time; None when nothing is nested. The
-    DataLoader's own code outside any stage competes as such."""
+    DataLoader's own code outside any stage competes as such, and so do
+    the torch hooks' stages nested in it."""
     below = stage.path + "/"
+    # the torch hooks' stages (torch_ops: the collate's ops, or what the
+    # main process runs while its workers load) are not the dataset's
+    hooks = torch_kinds(report)
     nested = [s for s in report.stages
-              if s.path.startswith(below) and s.self_time > 0]
+              if s.path.startswith(below) and s.self_time > 0
+              and s.path not in hooks]
     if not nested:
         return None
     top = max(nested, key=lambda s: (s.self_time, s.path))

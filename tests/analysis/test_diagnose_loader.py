@@ -174,6 +174,36 @@ def test_a_loop_under_a_stage_entered_once_is_measured_on_its_own_time(
         f.verify
 
 
+def test_one_batch_taken_before_the_steps_is_no_loop_of_its_own():
+    # next(iter(loader)) once, then 400 ms of steps: 50 ms of 450, not
+    # "100 % of its time from its first batch to its last"
+    with ap.Profiler(cpu_resolution=0) as prof:
+        with ap.stage("train"):
+            with ap.stage(LOADER_STAGE):
+                time.sleep(0.05)
+            busy(0.4)
+    rep = prof.report()
+    assert finding(rep, f"train/{LOADER_STAGE}") is None or \
+        finding(rep, f"train/{LOADER_STAGE}").kind != "data-loading-bound"
+
+
+def test_loops_of_merged_ranks_at_the_root_add_their_own_times():
+    # each rank waits 60 % of its loop: so do they all, not 4 x 60 %
+    ranks = []
+    for _ in range(4):
+        with ap.Profiler(cpu_resolution=0) as prof:
+            for _ in range(STEPS):
+                with ap.stage(LOADER_STAGE):
+                    time.sleep(0.006)
+                busy(0.004)
+        ranks.append(prof.report())
+    merged = ap.merge(ranks, labels=[f"rank {r}" for r in range(4)])
+    f = finding(merged, LOADER_STAGE)
+    assert f.kind == "data-loading-bound"
+    share = int(f.evidence.split(" %")[0].rsplit(" ", 1)[-1])
+    assert 45 <= share <= 80, f.evidence
+
+
 def test_a_loop_under_a_stage_entered_for_each_step_is_a_share_of_it():
     rep = loop(0.006, 0.004)
     f = finding(rep, "step/next(DataLoader)")

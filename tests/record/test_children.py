@@ -656,6 +656,33 @@ def test_a_loop_waiting_on_workers_that_stage_nothing_is_not_told_to_add_them():
     assert "2 in this report" in found[0].fix
 
 
+def test_a_loader_without_workers_beside_one_with_them_loads_itself():
+    """Training on 2 workers of an unstaged dataset, validating with
+    num_workers=0 on one whose loading is staged: the validation loop is
+    told it loads its batches itself, its decode named; the training
+    loop that it waits on its workers."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    def parent():
+        with ap.stage("train"):
+            for batch in DataLoader(child_work.Unstaged(), batch_size=8,
+                                    num_workers=2):
+                torch.as_tensor(batch).sum()
+        with ap.stage("val"):
+            for batch in DataLoader(child_work.Decoded(), batch_size=8):
+                torch.as_tensor(batch).sum()
+
+    rep = profiled(parent, torch_ops=True)
+    found = {f.path: f for f in rep.diagnose()
+             if f.kind == "data-loading-bound"}
+    val = found["val/next(DataLoader)"].evidence
+    assert "loading its batches itself" in val and "decode" in val
+    assert "num_workers=0" in val
+    assert "its 2 worker processes recorded none" in \
+        found["train/next(DataLoader)"].evidence
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_persistent_dataloader_workers_deliver_at_stop(method):
     """persistent_workers=True keeps the workers past the epoch and past

@@ -134,6 +134,15 @@ class Unstaged(Squares):
         return float(i)
 
 
+class Decoded(Squares):
+    """Items whose 5 ms of loading is the stage `decode`."""
+
+    def __getitem__(self, i):
+        with ap.stage("decode"):
+            time.sleep(0.005)
+        return float(i)
+
+
 def spin(seconds):
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
