@@ -112,7 +112,9 @@ def test_calls_past_max_spans_are_counted_and_said_not_found_clean():
     with pytest.warns(UserWarning, match="200 calls after them were "
                       r"dropped \(max_spans\) and not examined"):
         found = rep.anomalies()
-    assert found == [] and rep["step"].wall.max > 0.015
+    # the planted call is past the kept spans: found among none of them
+    assert not [a for a in found if a.duration > 0.015]
+    assert rep["step"].wall.max > 0.015
     assert (found.examined, found.not_examined) == (200, 200)
     assert "not examined" in found.note
 
