@@ -91,14 +91,13 @@ KERNEL_SOURCES = $(wildcard csrc/mvs/geometry/*.c csrc/mvs/cpu/*.c \
 	csrc/mvs/parity/*.c)
 # ... and the same under the kinds of variant that
 # benchmarks/mvs/gpu_variants.sh times (they are parameters): two sources
-# a thread in another block geometry, and each row read a row ahead in a
-# third, two sources a thread too (its passes of one source, the fifth of
-# five and the side by side check's, read ahead as well)
-$(KT)/test_gpu_strip_variant: STRIP_FLAGS = -DAP_STRIP_SOURCES=2 \
-	-DAP_STRIP_ROWS=48 -DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8
-$(KT)/test_gpu_strip_ahead: STRIP_FLAGS = -DAP_STRIP_ROWS=32 \
-	-DAP_STRIP_GROUP=2 -DAP_STRIP_SEGMENT=8 -DAP_STRIP_AHEAD=1 \
-	-DAP_STRIP_SOURCES=2
+# a thread in another block geometry, and the same with each row read a
+# row ahead (its passes of one source, the fifth of five and the side by
+# side check's, read ahead as well)
+STRIP_TWO = -DAP_STRIP_SOURCES=2 -DAP_STRIP_ROWS=48 -DAP_STRIP_GROUP=2 \
+	-DAP_STRIP_SEGMENT=8
+$(KT)/test_gpu_strip_variant: STRIP_FLAGS = $(STRIP_TWO)
+$(KT)/test_gpu_strip_ahead: STRIP_FLAGS = $(STRIP_TWO) -DAP_STRIP_AHEAD=1
 $(KT)/test_gpu_strip $(KT)/test_gpu_strip_variant $(KT)/test_gpu_strip_ahead: \
 	  $(KT)/test_gpu_strip.c $(KERNEL_SOURCES) $(KERNEL_TEST_HEADERS) Makefile
 	$(CC) $(CFLAGS_STRICT) -ffp-contract=fast $(HOST_FMA) $(STRIP_FLAGS) \

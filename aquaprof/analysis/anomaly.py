@@ -38,8 +38,9 @@ class Anomalies(list):
         if not self.not_examined:
             return ""
         return (f"anomalies() examined the {self.examined:,} calls whose "
-                f"spans were kept; {self.not_examined:,} calls after "
-                f"them were dropped (max_spans) and not examined")
+                f"spans were kept; {self.not_examined:,} calls whose "
+                f"spans were not (max_spans: the run's last) were not "
+                f"examined")
 
 
 @dataclass

@@ -12,7 +12,7 @@ without any has one lane a thread."""
 from __future__ import annotations
 
 import heapq
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -31,6 +31,16 @@ def longest_spans(spans: np.ndarray, max_events: int
     duration = spans["end_ns"] - spans["start_ns"]
     kept = np.sort(np.argsort(-duration, kind="stable")[:max_events])
     return kept, len(spans) - max_events
+
+
+def untimed_samples(report: Any) -> Tuple[int, str]:
+    """How many code samples past the timeline's cap (max_samples) have
+    no time, and what a view that draws code in time says of them ("" for
+    none): the code it draws stops where the timeline filled."""
+    untimed = int((report.samples or {}).get("timeline_dropped", 0))
+    return untimed, (f"{untimed} code samples past max_samples have no "
+                     f"time: the code drawn stops where the timeline "
+                     f"filled" if untimed else "")
 
 
 def task_lanes(spans: np.ndarray, kept: np.ndarray) -> np.ndarray:

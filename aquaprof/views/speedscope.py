@@ -27,7 +27,7 @@ from ..common.atomic import write_atomic
 from ..common.checks import whole
 from ..analysis.sampled_code import (
     MAX_SLICES, CodeSlice, labels, longest, slices)
-from .lanes import longest_spans, task_lanes
+from .lanes import longest_spans, task_lanes, untimed_samples
 from .threads import thread_label
 from .trace import MAX_EVENTS
 
@@ -68,13 +68,13 @@ def speedscope_json(report: "Report", name: str = "aquaprof",
               "max_events": max_events}
     if report.samples is not None:
         counts["code_slices_left_out"] = code_left_out
-        counts["code_samples_untimed"] = int(
-            report.samples.get("timeline_dropped", 0))
+        counts["code_samples_untimed"] = untimed_samples(report)[0]
     head = {"$schema": SCHEMA,
             "shared": {"frames": [{"name": path}
                                   for path in report.stage_names]
                        + _code_frames(report)},
-            "name": name + _left_out_note(counts),
+            "name": name + _left_out_note(counts,
+                                          untimed_samples(report)[1]),
             "activeProfileIndex": 0,
             "exporter": f"aquaprof {__version__}",
             "aquaprof": counts}
@@ -87,20 +87,18 @@ def speedscope_json(report: "Report", name: str = "aquaprof",
     return text[:-1] + ',"profiles":[' + ",".join(profiles) + "]}"
 
 
-def _left_out_note(counts: Dict[str, int]) -> str:
+def _left_out_note(counts: Dict[str, int], untimed_said: str) -> str:
     """What the file leaves out, in the words of the trace's note; "" if
     nothing."""
     left_out, never = counts["spans_left_out"], counts["spans_never_recorded"]
-    untimed = counts.get("code_samples_untimed", 0)
     said = []
     if left_out or never:
         said.append(f"{left_out} shortest spans left out of this file "
                     f"(max_events={counts['max_events']}), {never} beyond "
                     f"max_spans never recorded; the report's aggregates "
                     f"count them all")
-    if untimed:
-        said.append(f"{untimed} code samples past max_samples have no "
-                    f"time: the code drawn stops where the timeline filled")
+    if untimed_said:
+        said.append(untimed_said)
     return f" (aquaprof: {'; '.join(said)})" if said else ""
 
 

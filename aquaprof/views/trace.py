@@ -30,7 +30,7 @@ from ..common.atomic import write_atomic
 from ..common.progress import progress
 from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 from ..analysis.sampled_code import CodeSlice, labels, longest, slices
-from .lanes import longest_spans, task_lanes
+from .lanes import longest_spans, task_lanes, untimed_samples
 from .threads import thread_label
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
                            "ts": (t_ns - origin) * _US,
                            "args": {"RSS MiB": round(rss / 2**20, 3)}})
     dropped = report.spans_dropped
-    untimed = int((report.samples or {}).get("timeline_dropped", 0))
+    untimed, untimed_said = untimed_samples(report)
     if left_out or dropped:
         events.append({
             "ph": "i", "s": "g", "name":
@@ -79,13 +79,11 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
                 f"never recorded; the report's aggregates count them all",
             "pid": pids[0], "tid": 0, "ts": 0.0})
     if untimed:
-        # the code slices stop where the timeline filled: later code is in
-        # the flamegraph (its samples' stacks), not in time here
+        # later code is in the flamegraph (its samples' stacks), not in
+        # time here
         events.append({
             "ph": "i", "s": "g", "name":
-                f"aquaprof: {untimed} code samples past max_samples have "
-                f"no time: the code drawn here stops where the timeline "
-                f"filled; the flamegraph counts them",
+                f"aquaprof: {untimed_said}; the flamegraph counts them",
             "pid": pids[0], "tid": 0, "ts": 0.0})
     other = {"producer": "aquaprof", "spans_in_report": int(len(spans)),
              "spans_left_out": int(left_out),

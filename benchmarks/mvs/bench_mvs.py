@@ -361,8 +361,9 @@ def main() -> int:
     parser.add_argument("--skip-torch", action="store_true",
                         help="time our kernels only")
     parser.add_argument("--batches", default="1,8,16,32",
-                        help="depth_batch values to sweep (first depths; "
-                             "empty: none)")
+                        help="depth_batch values to sweep (the first "
+                             "--depths on the CPU, the largest with the "
+                             "depth map too on the GPU; empty: none)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--gpu-repeats", type=int, default=20)
     parser.add_argument("--gpu-warps",

@@ -179,6 +179,8 @@ void ap_threads_note(ap_module_state *st, int64_t index);
  * ({index: str}, no thread referred to). */
 PyObject *ap_threads_noted(ap_module_state *st);
 PyObject *ap_threads_take(ap_module_state *st);
+/* Lets go of the active session's notes, for a report none will ask. */
+void ap_threads_forget(ap_module_state *st);
 
 /* A new reference to the name of the thread a note stands for (its
  * Thread.name, as an exact str, while the thread's object lives, else

@@ -564,8 +564,7 @@ profiler_dealloc(ProfilerObject *self)
         !ap_session_is_foreign(self->session)) {
         if (st) {
             ap_nests_end(st, self->session);
-            /* the session's threads, noted for a report none will ask */
-            Py_XDECREF(ap_threads_take(st));
+            ap_threads_forget(st);
         }
         undo_gpu();
     }

@@ -141,6 +141,10 @@ ap_threads_note(ap_module_state *st, int64_t index)
         st->seen_gen = gen;
     }
     PyObject *thread = thread_object();
+    /* the note's tuple and weak reference are objects the collector
+     * tracks: their allocation must not start a collection, whose
+     * finalizers would run the program's code inside a stage's entry */
+    int collecting = PyGC_Disable();
     PyObject *note = thread ? note_of(thread) : NULL;
     PyObject *key = note ? PyLong_FromLongLong(index) : NULL;
     if (key != NULL && st->seen_threads == NULL) {
@@ -148,6 +152,9 @@ ap_threads_note(ap_module_state *st, int64_t index)
     }
     if (key != NULL && st->seen_threads != NULL) {
         (void)PyDict_SetItem(st->seen_threads, key, note);
+    }
+    if (collecting) {
+        PyGC_Enable();
     }
     Py_XDECREF(key);
     Py_XDECREF(note);
@@ -166,12 +173,18 @@ ap_threads_noted(ap_module_state *st)
     return Py_NewRef(st->seen_threads);
 }
 
+void
+ap_threads_forget(ap_module_state *st)
+{
+    Py_CLEAR(st->seen_threads);
+    st->seen_gen = 0;
+}
+
 PyObject *
 ap_threads_take(ap_module_state *st)
 {
     PyObject *seen = ap_threads_noted(st);
-    Py_CLEAR(st->seen_threads);
-    st->seen_gen = 0;
+    ap_threads_forget(st);
     if (seen == NULL) {
         return NULL;
     }

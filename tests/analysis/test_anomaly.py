@@ -109,8 +109,8 @@ def test_calls_past_max_spans_are_counted_and_said_not_found_clean():
             with ap.stage("step"):
                 busy(0.02 if i == 350 else 0.0005)
     rep = prof.report()
-    with pytest.warns(UserWarning, match="200 calls after them were "
-                      r"dropped \(max_spans\) and not examined"):
+    with pytest.warns(UserWarning, match="200 calls whose spans were not "
+                      r"\(max_spans: the run's last\) were not examined"):
         found = rep.anomalies()
     # the planted call is past the kept spans: found among none of them
     assert not [a for a in found if a.duration > 0.015]

@@ -48,7 +48,12 @@ def test_main_thread_and_named_threads_are_named():
     assert names_of(prof.report()) == ["MainThread", "loader-0"]
 
 
-def test_a_thread_renamed_after_its_first_stage_has_its_last_name():
+@pytest.mark.parametrize("dropped, named", [(False, "after"),
+                                            (True, "before")])
+def test_a_thread_renamed_after_its_first_stage(dropped, named):
+    """Named as it is at stop while the program holds its Thread; once the
+    program dropped it, which held the new name, the name noted at its
+    first stage stands."""
     entered, renamed = threading.Event(), threading.Event()
 
     def work():
@@ -64,7 +69,10 @@ def test_a_thread_renamed_after_its_first_stage_has_its_last_name():
         t.name = "after"
         renamed.set()
         t.join()
-    assert names_of(prof.report()) == ["after"]
+        if dropped:
+            del t
+            gc.collect()
+    assert names_of(prof.report()) == [named]
 
 
 def test_a_thread_ended_and_dropped_before_the_report_keeps_its_name():
@@ -179,28 +187,6 @@ def test_an_ended_thread_is_the_programs_to_free_while_the_run_goes_on():
         gc.collect()
         assert sum(ref() is not None for ref in refs) == 0
     assert names_of(prof.report()) == ["request"] * 20
-
-
-def test_a_thread_renamed_then_dropped_keeps_its_first_stages_name():
-    # its object, which held the new name, is gone: the name noted at
-    # its first stage stands
-    entered, renamed = threading.Event(), threading.Event()
-
-    def work():
-        staged()
-        entered.set()
-        renamed.wait(10)
-
-    with ap.Profiler(sample=None) as prof:
-        t = threading.Thread(target=work, name="before")
-        t.start()
-        entered.wait(10)
-        t.name = "after"
-        renamed.set()
-        t.join()
-        del t
-        gc.collect()
-    assert names_of(prof.report()) == ["before"]
 
 
 def test_a_thread_alive_at_stop_is_named_as_then_and_let_go():

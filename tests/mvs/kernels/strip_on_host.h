@@ -19,7 +19,7 @@ typedef void strip_group_check(const ap_strip_block *b,
 
 /* One pass of b's sources (already set, ap_strip_sources): n of them a
  * thread; col: the block's AP_STRIP_COLS columns. */
-static void
+static inline void
 strip_pass(const ap_strip_block *b, ap_strip_shared_at at,
            ap_strip_column *col, int n, strip_group_check *check)
 {
@@ -43,7 +43,7 @@ strip_pass(const ap_strip_block *b, ap_strip_shared_at at,
 /* The sources a pass at v warps: AP_STRIP_SOURCES while a whole pass of
  * them is left among the first ap_strip_paired(views), one after that;
  * one always where `single`. */
-static int
+static inline int
 strip_pass_sources(int v, int views, int single)
 {
     return !single && v < ap_strip_paired(views) ? AP_STRIP_SOURCES : 1;
