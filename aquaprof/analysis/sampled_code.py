@@ -367,6 +367,10 @@ def code_times(report: "Report",
                 cpu.append(0)
         out[group] = {c: (w, u) for c, w, u in zip(order, wall, cpu)
                       if c and (w > 0 or u > 0)}
+    # a suspended stage no sample caught running: its own time awaited
+    for sid in suspended - set(sampled):
+        if clock.own[sid] > 0:
+            out[sid] = {(names.awaiting,): (clock.own[sid], 0)}
     return out
 
 

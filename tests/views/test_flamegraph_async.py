@@ -229,3 +229,22 @@ def test_a_call_that_never_awaits_holds_its_thread_beside_suspended_ones(
     assert rep["lone"].at_once == 1
     assert "shared their thread's time" in shown["lone"][1]
     assert "up to 20 at once" in shown["sleeper"][1]
+
+
+def test_a_suspended_stage_no_sample_caught_running_awaited_its_time(
+        tmp_path):
+    # sampled twice a second, a 50 ms await is seen by no sample: its own
+    # time is the awaiting frame's, as when samples see the loop elsewhere
+    async def main():
+        with ap.stage("fetch"):
+            await asyncio.sleep(0.05)
+    with ap.Profiler(sample=0.5) as prof:
+        asyncio.run(main())
+    rep = prof.report()
+    assert rep.samples is not None
+    lines = rep.to_folded(tmp_path / "f.folded").read_text().splitlines()
+    awaited = [line for line in lines
+               if line.startswith(f"fetch;{AWAITING} ")]
+    assert len(awaited) == 1
+    assert int(awaited[0].rsplit(" ", 1)[1]) == \
+        stage_clock(rep).own[rep["fetch"].id]
