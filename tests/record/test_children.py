@@ -633,34 +633,13 @@ def test_dataloader_workers_deliver_every_item(method):
     assert "next(DataLoader)" not in own_stages(rep, 1)
 
 
-def test_a_loop_waiting_on_workers_that_stage_nothing_is_not_told_to_add_them():
-    """Workers of a dataset with no stage of its own record nothing; the
-    torch ops recorded in the loop's next(DataLoader) (torch_ops) are not
-    the loading: the loop waits on its two workers, which it is told,
-    not that it loads its batches itself with no worker."""
-    torch = pytest.importorskip("torch")
-    from torch.utils.data import DataLoader
-
-    def parent():
-        with ap.stage("train"):
-            for batch in DataLoader(child_work.Unstaged(), batch_size=8,
-                                    num_workers=2):
-                torch.as_tensor(batch).sum()
-
-    rep = profiled(parent, torch_ops=True)
-    assert rep.meta["children"]["reported"] == 2
-    found = [f for f in rep.diagnose() if f.path == "train/next(DataLoader)"]
-    assert len(found) == 1 and found[0].kind == "data-loading-bound"
-    assert "its 2 worker processes recorded none" in found[0].evidence
-    assert "num_workers=0" not in found[0].evidence
-    assert "2 in this report" in found[0].fix
-
-
-def test_a_loader_without_workers_beside_one_with_them_loads_itself():
-    """Training on 2 workers of an unstaged dataset, validating with
-    num_workers=0 on one whose loading is staged: the validation loop is
-    told it loads its batches itself, its decode named; the training
-    loop that it waits on its workers."""
+def test_loops_are_told_whether_they_wait_on_workers_or_load_themselves():
+    """Training on 2 workers of an unstaged dataset (the workers record
+    nothing; the torch ops recorded in its next(DataLoader) are not the
+    loading), validating with num_workers=0 on one whose loading is
+    staged: the training loop is told it waits on its two workers, not to
+    add some; the validation loop that it loads its batches itself, its
+    decode named."""
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
@@ -676,11 +655,14 @@ def test_a_loader_without_workers_beside_one_with_them_loads_itself():
     rep = profiled(parent, torch_ops=True)
     found = {f.path: f for f in rep.diagnose()
              if f.kind == "data-loading-bound"}
+    assert rep.meta["children"]["reported"] == 2
+    train = found["train/next(DataLoader)"]
+    assert "its 2 worker processes recorded none" in train.evidence
+    assert "num_workers=0" not in train.evidence
+    assert "2 in this report" in train.fix
     val = found["val/next(DataLoader)"].evidence
     assert "loading its batches itself" in val and "decode" in val
     assert "num_workers=0" in val
-    assert "its 2 worker processes recorded none" in \
-        found["train/next(DataLoader)"].evidence
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
