@@ -356,10 +356,11 @@ def _loader_class(stage: "StageStats",
                 f"{fmt_time(staged)} in stages, {fmt_time(took)} of it as "
                 f"self time of {name}",
                 f"feed the loop faster: more workers (DataLoader "
-                f"num_workers, {tagged or processes} in this report), a deeper queue "
-                f"(prefetch_factor), pin_memory=True when batches go to the "
-                f"GPU, persistent_workers=True so that each epoch does not "
-                f"start its workers again; or make {name} cheaper",
+                f"num_workers, {tagged or processes} in this report), a "
+                f"deeper queue (prefetch_factor), pin_memory=True when "
+                f"batches go to the GPU, persistent_workers=True so that "
+                f"each epoch does not start its workers again; or make "
+                f"{name} cheaper",
                 verify)
     where = (f"its {plural(tagged, 'worker process', 'worker processes')} "
              f"recorded none" if tagged else
@@ -479,6 +480,13 @@ def _starved_or_gil(stage: "StageStats", report: "Report",
     return None
 
 
+def _shares(waits: "Waits") -> str:
+    """Where its sampled time went off the CPU, in shares of it."""
+    return (f"blocked {waits.blocked_s / waits.wall_s * 100:.0f} %, "
+            f"runnable {waits.delay_s / waits.wall_s * 100:.0f} %, on the "
+            f"GIL {waits.gil_s / waits.wall_s * 100:.0f} %")
+
+
 def _waits_class(stage: "StageStats", report: "Report",
                  host: str) -> Tuple[str, str]:
     """cpu-starved or gil-bound with its evidence, where the samples show
@@ -494,11 +502,7 @@ def _waits_class(stage: "StageStats", report: "Report",
     held = _starved_or_gil(stage, report, waits)
     if held is not None:
         return held
-    delay = waits.delay_s / waits.wall_s
-    gil = waits.gil_s / waits.wall_s
-    shares = (f"; of its sampled time: blocked "
-              f"{waits.blocked_s / waits.wall_s * 100:.0f} %, "
-              f"runnable {delay * 100:.0f} %, on the GIL {gil * 100:.0f} %"
+    shares = (f"; of its sampled time: {_shares(waits)}"
               if waits.delay_known or waits.gil_known else "")
     others = other_threads(report, stage) if host == "waiting" else None
     if others is None or others.inside < THREADS_BUSY:
@@ -553,9 +557,7 @@ def _awaiting_class(stage: "StageStats", report: "Report"
     if held is not None:
         return held[0], (f"{said}{ran_said}, computing {busy * 100:.0f} % "
                          f"of that: it holds the loop{held[1]}"), True
-    shares = (f" (blocked {waits.blocked_s / waits.wall_s * 100:.0f} %, "
-              f"runnable {waits.delay_s / waits.wall_s * 100:.0f} %, on "
-              f"the GIL {waits.gil_s / waits.wall_s * 100:.0f} %)"
+    shares = (f" ({_shares(waits)})"
               if waits.delay_known or waits.gil_known else "")
     if busy >= WAITING:
         return "mixed", (f"{said}{ran_said}, computing {busy * 100:.0f} % "
