@@ -76,7 +76,7 @@ def on_clock(spans: np.ndarray, nstages: int,
     groups = np.flatnonzero(np.r_[True, stage[1:] != stage[:-1]])
     at_once[stage[groups]] = np.maximum.reduceat(open_now, groups)
     # a call suspended at an await may have its sub-stages in other
-    # tasks (create_task, wait_for), which the core's self time, kept a
+    # tasks (create_task), which the core's self time, kept a
     # task at a time, does not take from it; where calls of it were
     # dropped, the kept ones cannot stand for them
     suspended = np.zeros(nstages, bool)

@@ -162,7 +162,7 @@ def _overlapping(report: "Report") -> np.ndarray:
     """Per thread index, whether its time is shared among its calls on
     the clock: overlapping_threads(), and the threads with a call
     suspended at an await, whose sub-stages may have run in other tasks
-    (create_task, wait_for), which the core's self time, kept a task at
+    (create_task), which the core's self time, kept a task at
     a time, does not take from it. None where no call was suspended, as
     one thread's calls overlap only across a switch of task (an await, a
     greenlet's switch)."""

@@ -188,7 +188,7 @@ class StageStats:
     @property
     def awaited_sub_stages(self) -> bool:
         """Whether its self time holds sub-stages that ran in other tasks
-        it awaited (create_task, wait_for, gather), which its time on the
+        it awaited (create_task, gather), which its time on the
         clock leaves out: its calls suspended, none at once with another,
         every one of them kept (max_spans)."""
         return (self.clock is not None and self.suspended > 0 and

@@ -240,9 +240,10 @@ def test_a_call_whose_gathered_tasks_overlap_has_no_time_of_its_own_then():
 
 
 def test_a_call_awaiting_one_task_has_no_time_of_its_own_while_it_runs():
-    # create_task and wait_for run the awaited coroutine in a task of its
-    # own: the core's self time, kept a task at a time, does not take its
-    # sub-stage from the awaiting call; on the clock it has none of it
+    # create_task (and wait_for before Python 3.12) runs the awaited
+    # coroutine in a task of its own: the core's self time, kept a task at
+    # a time, does not take its sub-stage from the awaiting call; on the
+    # clock it has none of it, whichever task ran the sub-stage
     async def child():
         with ap.stage("inner"):
             await asyncio.sleep(0.1)
@@ -255,10 +256,10 @@ def test_a_call_awaiting_one_task_has_no_time_of_its_own_while_it_runs():
     with ap.Profiler(compensate=False) as prof:
         asyncio.run(main())
     rep = prof.report()
+    assert rep["created"].self_time > 0.09
     for path in ("created", "waited"):
         outer, inner = rep[path], rep[f"{path}/inner"]
-        assert outer.at_once == 1 and outer.self_time > 0.09
-        assert outer.self_wall < 0.01
+        assert outer.at_once == 1 and outer.self_wall < 0.01
         assert inner.self_wall > 0.09
     assert sorted(s.path for s in rep.top(2)) == ["created/inner",
                                                   "waited/inner"]
