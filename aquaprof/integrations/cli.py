@@ -234,7 +234,9 @@ def _ctrl_c_noted(over_the_scripts: bool = False) -> Iterator[List[bool]]:
     to stop)."""
     pressed: List[bool] = []
     previous = signal.getsignal(signal.SIGINT)
-    swap = ((over_the_scripts or previous is signal.default_int_handler)
+    # None: a handler set in C, which Python could not put back
+    swap = ((over_the_scripts and previous is not None
+             or previous is signal.default_int_handler)
             and threading.current_thread() is threading.main_thread())
     if swap:
         signal.signal(signal.SIGINT, lambda *_: pressed.append(True))
