@@ -158,11 +158,13 @@ def _partial(total: float, count: int, kept: np.ndarray,
     of it that were kept: their spread, the total's narrowed to as many
     calls as it had (a sum of N calls spreads sqrt(N / n) times less,
     relatively, than one of n), and their percentiles where `whole`, the
-    p50 and p95 of every call (the histogram's), is not given."""
+    p50 and p95 of every call (the histogram's), is not given. Its tail
+    is judged only where MIN_TAIL_CALLS calls or more were kept: fewer
+    cannot say how far the p95 of all of them moves by chance."""
     mean = total / count if count else 0.0
     p50, p95 = whole if whole is not None else (mean, mean)
     if not len(kept):
-        return RunFigures(total, count, p50, p95)
+        return RunFigures(total, count, p50, p95, kept=0)
     if whole is None:
         figures = RunFigures.of(kept)
         p50, p95 = figures.p50, figures.p95
@@ -170,7 +172,8 @@ def _partial(total: float, count: int, kept: np.ndarray,
     if spread_total is not None:
         spread_total *= len(kept) / count
     return RunFigures(total, count, p50, p95,
-                      spread=(spread_total, own_spread("tail", kept)))
+                      spread=(spread_total, own_spread("tail", kept)),
+                      kept=len(kept))
 
 
 def dropped_spans(base: Sequence["Report"], new: Sequence["Report"]

@@ -120,6 +120,9 @@ class RunFigures:
     calls: Optional[np.ndarray] = None
     spread: Optional[Tuple[Optional[float], Optional[float]]] = None
     rounds: int = 1
+    #: where the calls are not all kept (max_spans): how many the spread
+    #: was measured on; a tail is judged on no fewer than MIN_TAIL_CALLS
+    kept: Optional[int] = None
 
     def own_spread(self, figure: str) -> Optional[float]:
         """own_spread() of the figure ("total" or "tail"), from the calls
@@ -475,7 +478,8 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     unresolved = 2 * resolution
     moved = {"total": _change(tb, tn) if abs(tn - tb) > unresolved *
              max(cb, cn) else 0.0}
-    tail_judged = all(r.calls_known >= MIN_TAIL_CALLS
+    tail_judged = all(r.calls_known >= MIN_TAIL_CALLS and
+                      (r.kept is None or r.kept >= MIN_TAIL_CALLS)
                       for r in (*base, *new))
     if tail_judged:
         moved["tail"] = _change(pb, pn) if abs(pn - pb) > unresolved \

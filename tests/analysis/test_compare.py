@@ -431,7 +431,9 @@ def test_dropped_spans_leave_a_stage_judged_on_its_exact_total():
     assert decode.change > 1.0
     assert "the new run dropped 50 of 60 spans (max_spans)" in \
         str(comparison)
-    assert [c.path for c in comparison.regressions] == ["decode"]
+    # (steady, one run a side, may read slower on a machine that got
+    # busier between the runs: the verdict's header says so)
+    assert "decode" in [c.path for c in comparison.regressions]
 
 
 def tail_late(slow_late, kept=20):
@@ -468,6 +470,14 @@ def test_a_tail_that_grew_after_the_calls_kept_is_judged_on_every_call():
     assert change.judgement.base_p95 == pytest.approx(1e-3, rel=0.02)
     assert change.verdict == "slower"
     assert "the histogram's" in str(new.compare(base))
+
+
+def test_a_tail_is_not_judged_on_fewer_kept_calls_than_a_tail_needs():
+    # 10 kept calls cannot say how far the p95 of 60 moves by chance
+    base, new = tail_late(False, kept=10), tail_late(True, kept=10)
+    change = {c.path: c for c in new.compare(base).changes}["resize"]
+    assert change.judgement.tail_change is None
+    assert change.judgement.figure != "tail"
 
 
 def test_one_run_given_twice_or_a_whole_number_threshold_is_refused():
