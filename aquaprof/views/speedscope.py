@@ -66,15 +66,15 @@ def speedscope_json(report: "Report", name: str = "aquaprof",
               "spans_left_out": left_out,
               "spans_never_recorded": int(report.spans_dropped),
               "max_events": max_events}
+    untimed, untimed_said = untimed_samples(report)
     if report.samples is not None:
         counts["code_slices_left_out"] = code_left_out
-        counts["code_samples_untimed"] = untimed_samples(report)[0]
+        counts["code_samples_untimed"] = untimed
     head = {"$schema": SCHEMA,
             "shared": {"frames": [{"name": path}
                                   for path in report.stage_names]
                        + _code_frames(report)},
-            "name": name + _left_out_note(counts,
-                                          untimed_samples(report)[1]),
+            "name": name + _left_out_note(counts, untimed_said),
             "activeProfileIndex": 0,
             "exporter": f"aquaprof {__version__}",
             "aquaprof": counts}
