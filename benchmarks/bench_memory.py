@@ -2,6 +2,7 @@
 in a fresh process:
 
     python benchmarks/bench_memory.py [--paths 100000] [--threads 4000]
+                                      [--max-spans 1000000]
                                       [--idle 5] [--limit-mib M]
                                       [--root DIR] [--only CASE ...]
 
@@ -14,7 +15,9 @@ in a fresh process:
   out.
 - threads: a new thread per "request", N of them one after the other,
   each entering two stages. Prints the RSS they added while recording
-  (MiB, KiB a thread ever created) and after report().
+  (MiB, KiB a thread ever created; past the first 16,484 threads, where
+  ended threads that kept no span fold, bytes a thread) and after
+  report().
 - idle: a running profiler (memory=True, the default) while the process
   sleeps, and with one stage held open, against no profiler at all:
   CPU time of the whole process over wall time, in % of one core.
@@ -91,27 +94,32 @@ print(json.dumps(out))
 
 _THREADS = _COMMON + r"""
 import threading
-n = int(sys.argv[1])
+n, max_spans, mark = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 def request():
     with ap.stage("request"):
         with ap.stage("parse"):
             pass
-prof = quiet_profiler()
+prof = quiet_profiler(max_spans=max_spans)
 prof.start()
 for _ in range(8):          # warm-up: thread stacks, the span pool
     t = threading.Thread(target=request); t.start(); t.join()
 base = rss()
-for _ in range(n):
+at_mark = None
+for i in range(n):
+    if i == mark:
+        at_mark = rss()
     t = threading.Thread(target=request)
     t.start()
     t.join()
-recording = rss() - base
+end = rss()
 prof.stop()
 rep = prof.report()
 print(json.dumps({
-    "threads": n, "recording_bytes": recording,
+    "threads": n, "recording_bytes": end - base,
+    "past_mark_bytes": None if at_mark is None else end - at_mark,
     "after_report_bytes": rss() - base,
     "requests": rep["request"].count, "report_threads": len(rep.threads),
+    "folded": sum(t.get("folded", 0) for t in rep.threads),
 }))
 """
 
@@ -138,6 +146,11 @@ print(json.dumps(out))
 """
 
 
+#: ended threads kept whole before the core takes over their records
+#: (csrc/core/session_internal.h, AP_KEPT_THREADS)
+KEPT_THREADS = 16_384
+
+
 def run_case(code: str, args: List[str], root: Path) -> Dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(root))
     proc = subprocess.run([sys.executable, "-c", code, *args], env=env,
@@ -158,6 +171,9 @@ def main(argv=None) -> int:
     p.add_argument("--paths", type=int, default=100_000,
                    help="distinct paths (>= 2), the first one a warm-up")
     p.add_argument("--threads", type=int, default=4000)
+    p.add_argument("--max-spans", type=int, default=1_000_000,
+                   help="the threads case's max_spans: past it, and past "
+                        "the first 16,384 threads, ended threads fold")
     p.add_argument("--idle", type=float, default=5.0,
                    help="seconds of each idle measurement")
     p.add_argument("--limit-mib", type=int, default=0,
@@ -189,18 +205,25 @@ def main(argv=None) -> int:
                       f"{r['lost']:,} lost, {r['spans_shed']:,} spans "
                       f"shed")
     if "threads" in a.only:
-        r = run_case(_THREADS, [str(a.threads)], a.root)
+        r = run_case(_THREADS, [str(a.threads), str(a.max_spans),
+                                str(KEPT_THREADS + 100)], a.root)
         print(f"threads: {a.threads:,} short-lived threads, one after "
-              f"the other")
+              f"the other, max_spans={a.max_spans:,}")
         if "error" in r:
             print(f"  failed: {r['error']}")
         else:
             print(f"  recording: +{mib(r['recording_bytes'])}, "
                   f"{r['recording_bytes'] / a.threads / 1024:,.1f} KiB "
                   f"a thread")
+            past = a.threads - KEPT_THREADS - 100
+            if r["past_mark_bytes"] is not None and past > 0:
+                print(f"  past the first {KEPT_THREADS + 100:,}: "
+                      f"+{mib(r['past_mark_bytes'])}, "
+                      f"{r['past_mark_bytes'] / past:,.0f} bytes a thread")
             print(f"  after report(): +{mib(r['after_report_bytes'])}")
             print(f"  report: {r['requests']:,} requests on "
-                  f"{r['report_threads']:,} threads")
+                  f"{r['report_threads']:,} rows, {r['folded']:,} ended "
+                  f"threads folded into one")
     if "idle" in a.only:
         r = run_case(_IDLE, [str(a.idle)], a.root)
         print(f"idle: CPU of the process over {a.idle:g} s of sleep, % of "

@@ -349,7 +349,9 @@ class Report:
     @property
     def threads(self) -> List[Dict[str, Any]]:
         """Threads that recorded stages: index, native_id, spans, dropped,
-        and name (threading.Thread.name) for Python threads."""
+        and name (threading.Thread.name) for Python threads. Past the
+        first 16,384 threads, one row with ``folded`` (a count) sums the
+        ended threads that kept no span (docs/profiler.md)."""
         return [dict(t) for t in self._data["threads"]]
 
     @property

@@ -61,7 +61,11 @@ THREAD_FIELDS: Fields = {"index": int, "native_id": int, "spans": int,
 #: "name": the Python thread's name (threading.Thread.name) at the
 #: report; absent for a thread threading did not start, and in files
 #: written before names were recorded
-THREAD_OPTIONAL: Fields = {"cpu_reads": int, "process": int, "name": str}
+#: "folded": the row is no thread but the sum of this many ended threads
+#: (past the first 16,384, those that kept no span), whose index a new
+#: thread took
+THREAD_OPTIONAL: Fields = {"cpu_reads": int, "process": int, "name": str,
+                           "folded": int}
 #: all optional: a host field, where present, has this type
 HOST_OPTIONAL: Fields = {
     "hostname": str, "platform": str, "python": str, "aquaprof": str,
@@ -544,6 +548,8 @@ def _check_threads(threads: List[Any]) -> None:
         check_fields(t, THREAD_FIELDS, f"threads[{i}]", THREAD_OPTIONAL)
         if t["index"] != i:
             raise ReportError(f"threads[{i}]['index'] is {t['index']}")
+        if t.get("folded", 1) < 1:
+            raise ReportError(f"threads[{i}]['folded'] is {t['folded']}")
 
 
 def _check_overhead(overhead: Any) -> None:

@@ -165,20 +165,51 @@ def _with_calls(order: List[str], table: Dict[str, Dict[str, Any]]) \
     return [p for p in order if p in alive]
 
 
+_NO_ROW = {"dropped": 0, "cpu_reads": 0, "folded": 0}
+
+
+def _rows_before(base: List[Dict[str, Any]], end: List[Dict[str, Any]]
+                 ) -> Dict[int, Dict[str, int]]:
+    """Each row's figures at the mark, by index. A row whose thread ended
+    and gave its index to a new one (the core takes over such records
+    past the first 16,384 threads) starts from nothing, and the folded
+    row that took the old thread's figures starts from them too. Native
+    ids tell the threads apart: the kernel hands an ended thread's id out
+    again only after every other."""
+    before = {t["index"]: dict(_NO_ROW, **{k: t.get(k, 0) for k in _NO_ROW})
+              for t in base}
+    fold = next((t["index"] for t in end if t.get("folded")), None)
+    for t in end:
+        was = base[t["index"]] if t["index"] < len(base) else None
+        if (was is None or t.get("folded")
+                or was["native_id"] == t["native_id"]):
+            continue
+        del before[t["index"]]
+        if fold is not None:
+            into = before.setdefault(fold, dict(_NO_ROW))
+            into["dropped"] += was["dropped"]
+            into["cpu_reads"] += was.get("cpu_reads", 0)
+            into["folded"] += 1
+    return before
+
+
 def _spans_and_threads(base: Dict[str, Any], end: Dict[str, Any],
                        stage_of: np.ndarray) -> Tuple[np.ndarray, List[Any]]:
     """The spans entered in the inner's run, their stages and threads
     renumbered, and the threads that entered a stage in it."""
-    before = {t["index"]: t for t in base["threads"]}
+    before = _rows_before(base["threads"], end["threads"])
     threads: List[Dict[str, Any]] = []
     thread_of = np.zeros(max(len(end["threads"]), 1), dtype=np.int64)
     for t in end["threads"]:
-        was = before.get(t["index"], {"dropped": 0, "cpu_reads": 0})
+        was = before.get(t["index"], _NO_ROW)
         dropped = t["dropped"] - was["dropped"]
-        if t["spans"] or dropped:
+        folded = t.get("folded", 0) - was["folded"]
+        if t["spans"] or dropped or folded:
             thread_of[t["index"]] = len(threads)
             threads.append(dict(t, index=len(threads), dropped=dropped,
                                 cpu_reads=t["cpu_reads"] - was["cpu_reads"]))
+            if folded:
+                threads[-1]["folded"] = folded
     spans = end["spans"].copy()
     if len(spans):
         spans["stage"] = stage_of[spans["stage"]]

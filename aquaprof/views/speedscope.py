@@ -109,7 +109,9 @@ def _span_tracks(report: "Report", spans: np.ndarray, kept: np.ndarray
     span left out); and each thread's own track."""
     threads = spans["thread"][kept].astype(np.int64)
     lanes = task_lanes(spans, kept)
-    lane_count = np.ones(len(report.threads), np.int64)
+    # a folded row is no thread, and has no span: no track
+    lane_count = np.array([0 if t.get("folded") else 1
+                           for t in report.threads], np.int64)
     np.maximum.at(lane_count, threads, lanes + 1)
     first = np.concatenate(([0], np.cumsum(lane_count)))
     track = first[threads] + lanes
@@ -153,8 +155,10 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
     cuts = slices(report)
     track_of_thread: Dict[Tuple[int, int], int] = {}
     for t in report.threads:
-        track_of_thread.setdefault((t.get("process", 0), t["native_id"]),
-                                   thread_track[t["index"]])
+        if not t.get("folded"):
+            track_of_thread.setdefault((t.get("process", 0),
+                                        t["native_id"]),
+                                       thread_track[t["index"]])
     written = 0
     for c in longest(cuts, min(max_events, MAX_SLICES)):
         track = _track_of(c, track_of_span, track_of_thread, tracks, titles)

@@ -22,7 +22,7 @@ from ..common.words import first_of, plural, shorten, shorten_name, \
 from ..common.units import (
     align_columns, fmt_bytes, fmt_rate, fmt_time, printable)
 from ..analysis.run_cost import run_cost
-from .threads import thread_count, threads_summary
+from .threads import staged_threads, thread_count, threads_summary
 
 if TYPE_CHECKING:
     from ..model.report import Report, StageStats
@@ -85,7 +85,7 @@ def _threads_said(rep: "Report") -> str:
     """``2 threads (MainThread, loader)``; where the sampler saw threads
     that recorded no stage, how many it saw in all, as the flamegraph's
     root counts them: ``1 thread with stages (MainThread), 7 sampled``."""
-    staged = len(rep.threads)
+    staged = staged_threads(rep.threads)
     names = threads_summary(rep.threads)
     named = f" ({names})" if names else ""
     seen, processes = thread_count(rep)

@@ -34,11 +34,27 @@ def _name(thread: Mapping[str, Any]) -> Optional[str]:
     return printable(name) if isinstance(name, str) and name else None
 
 
+def _folded(thread: Mapping[str, Any]) -> str:
+    """``16,000 ended threads, folded`` for the row that sums the ended
+    threads whose index a new thread took; empty for a thread."""
+    n = int(thread.get("folded", 0))
+    return f"{n:,} ended threads, folded" if n else ""
+
+
 def thread_label(thread: Mapping[str, Any]) -> str:
     """``MainThread (tid 4242)``, or ``thread 0 (tid 4242)`` for a thread
     without a name: a track's title in the trace and speedscope."""
+    folded = _folded(thread)
+    if folded:
+        return folded
     who = _name(thread) or f"thread {thread['index']}"
     return f"{who} (tid {thread['native_id']})"
+
+
+def staged_threads(threads: Sequence[Mapping[str, Any]]) -> int:
+    """How many threads recorded stages: a folded row counts the ended
+    threads it sums."""
+    return sum(int(t.get("folded", 1)) for t in threads)
 
 
 def threads_summary(threads: Sequence[Mapping[str, Any]],
@@ -52,7 +68,7 @@ def threads_summary(threads: Sequence[Mapping[str, Any]],
         return ""       # tids alone: the old header, as it always read
     counts: Dict[str, int] = {}
     for t in threads:
-        short = _name(t) or f"tid {t['native_id']}"
+        short = _folded(t) or _name(t) or f"tid {t['native_id']}"
         if len(short) > SUMMARY_CHARS:
             short = short[:SUMMARY_CHARS - 3] + "..."
         counts[short] = counts.get(short, 0) + 1
@@ -131,11 +147,20 @@ def _program_main(report: "Report") -> Set[ThreadKey]:
 
 def thread_count(report: "Report") -> Tuple[int, int]:
     """How many threads, and in how many processes, the report saw:
-    those that recorded stages and those the sampler saw."""
+    those that recorded stages and those the sampler saw. A folded row
+    counts the threads it sums; those of them the sampler caught in a
+    stage have no row, and count once (one it caught only outside its
+    stages cannot be told from a thread that staged nothing)."""
     sampled = (report.samples or {"stacks": []})["stacks"]
-    keys = {_key(t) for t in report.threads} | {(s[0], s[1])
-                                                for s in sampled}
-    return len(keys), max(len({p for p, _ in keys}), 1)
+    threads = report.threads
+    rows = {_key(t) for t in threads if not t.get("folded")}
+    keys = rows | {(s[0], s[1]) for s in sampled}
+    folded = sum(int(t.get("folded", 0)) for t in threads)
+    caught = {(s[0], s[1]) for s in sampled if s[2] >= 0} - rows
+    processes = {p for p, _ in keys} | {int(t.get("process", 0))
+                                        for t in threads}
+    return (len(keys) + folded - min(len(caught), folded),
+            max(len(processes), 1))
 
 
 def count_phrase(threads: int, processes: int) -> str:

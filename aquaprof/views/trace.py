@@ -110,6 +110,8 @@ def _track_names(processes: List[Dict[str, Any]],
         events.append({"ph": "M", "name": "process_sort_index",
                        "pid": pids[p], "args": {"sort_index": p}})
     for t in threads:
+        if t.get("folded"):
+            continue        # no thread, and no span: no track
         pid = pids[t.get("process", 0)]
         events.append({"ph": "M", "name": "thread_name", "pid": pid,
                        "tid": t["native_id"],

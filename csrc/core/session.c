@@ -363,6 +363,13 @@ ap_session_thread_index(ap_session *s)
     return t ? (int64_t)t->index : -1;
 }
 
+void
+ap_session_thread_forget(void)
+{
+    tls_thread = NULL;
+    tls_gen = 0;
+}
+
 static AP_CORE_COLD ap_thread *
 register_thread(ap_session *s)
 {

@@ -72,7 +72,9 @@ typedef struct {
  * slot (0 when the span was dropped) in 64 bits, so that work recorded
  * elsewhere (on the GPU) can be traced back to it after the run with
  * ap_report_resolve_tag. 0 is never a tag. Threads past 16383 and nodes
- * past 262143 get tag 0: their work counts as outside any stage. */
+ * past 262143 get tag 0: their work counts as outside any stage. Records
+ * of threads past 16383 are the ones a new thread may take over once
+ * their thread ended (session_internal.h, AP_KEPT_THREADS). */
 #define AP_TAG_THREAD_BITS 14
 #define AP_TAG_NODE_BITS 18
 
@@ -180,6 +182,9 @@ typedef struct {
                               * node 0, the root, maps to no stage */
     uint32_t nnodes;
     int64_t first_span;      /* its spans' offset in the report's spans */
+    int64_t folded;          /* > 0: not a thread, but the sum of this many
+                              * ended threads whose index a new thread took
+                              * (AP_KEPT_THREADS) */
 } ap_report_thread;
 
 typedef struct {

@@ -105,7 +105,14 @@ typedef struct ap_thread {
     struct ap_thread **owner;
     int retired;                 /* its thread exited; merged, trimmed */
     int last_chunk_exact;  /* the last chunk was trimmed to its spans */
+    int64_t folded;        /* the fold record: ended threads it sums */
 } ap_thread;
+
+/* The ended threads kept whole, by index: past them (those a tag can
+ * name), an ended thread that kept no span gives its index to the next
+ * new thread (session_thread.c), so that a service starting a thread a
+ * request holds a bounded number of records. */
+#define AP_KEPT_THREADS (1u << AP_TAG_THREAD_BITS)
 
 struct ap_session {
     uint64_t gen;
@@ -119,8 +126,13 @@ struct ap_session {
     pthread_mutex_t lock;         /* everything below but rss */
     int64_t unclosed;
     ap_thread *threads;           /* live: their thread may still record */
-    ap_thread *all;               /* every record, retired ones too */
+    ap_thread *all;               /* every record, retired ones too, by
+                                   * index from the highest down */
     uint32_t nthreads;
+    ap_thread *vacant;            /* retired records a new thread may take
+                                   * the place of, linked by next */
+    ap_thread *fold;              /* sums the records taken over; made at
+                                   * the first vacancy */
     /* Every distinct path recorded on any thread, parents first: the
      * report's stages. Their stats hold what exited threads recorded. */
     ap_report_stage *paths;
@@ -150,6 +162,10 @@ extern pthread_mutex_t ap_link_lock;
 
 /* The calling thread's index in s, -1 when it has recorded nothing. */
 int64_t ap_session_thread_index(ap_session *s);
+
+/* The calling thread records no more through the record it had: its exit
+ * hook retired it, and another thread may take it over. */
+void ap_session_thread_forget(void);
 
 /* session_thread.c: a record for the calling thread in s, linked so that
  * its exit merges it into s. AP_ERR_NOMEM leaves nothing behind. */

@@ -101,8 +101,9 @@ link_to_thread(ap_thread *t)
     }
 }
 
-ap_status
-ap_thread_register(ap_session *s, ap_thread **out)
+/* A fresh record for the calling thread, in no list yet. */
+static ap_status
+new_record(ap_session *s, ap_thread **out)
 {
     ap_thread *t = ap_calloc(1, sizeof(*t));
     if (!t) {
@@ -121,23 +122,122 @@ ap_thread_register(ap_session *s, ap_thread **out)
     t->native_id = (int64_t)syscall(SYS_gettid);
     t->pthread = (uint64_t)pthread_self();
     t->cpu_wall = INT64_MIN / 2;
-    pthread_mutex_lock(&s->lock);
+    *out = t;
+    return AP_OK;
+}
+
+/* Gives t the next index, at the head of s->all. Under s->lock. */
+static ap_status
+add_record_locked(ap_session *s, ap_thread *t)
+{
     ap_status st = reserve_report_thread(s);
     if (st == AP_OK) {
         t->index = s->nthreads++;
-        t->next = s->threads;
-        s->threads = t;
         t->next_all = s->all;
         s->all = t;
+    }
+    return st;
+}
+
+/* Fresh record t takes vacant record v's index and place in s->all (so
+ * that it stays in index order): their contents are swapped, and v's
+ * old ones, folded into s->fold, are left in t to be freed. Under
+ * s->lock. */
+static void
+take_over_locked(ap_session *s, ap_thread *v, ap_thread *t)
+{
+    ap_thread *fold = s->fold;
+    fold->dropped += v->dropped;
+    fold->cpu_reads += v->cpu_reads;
+    fold->lost += v->lost;
+    fold->folded++;
+    ap_thread old;
+    memcpy(&old, v, sizeof old);
+    memcpy(v, t, sizeof *v);
+    memcpy(t, &old, sizeof *t);
+    v->index = old.index;
+    v->next_all = old.next_all;
+    for (ap_stack *k = v->stacks; k; k = k->next) {
+        k->thread = v;
+    }
+}
+
+ap_status
+ap_thread_register(ap_session *s, ap_thread **out)
+{
+    ap_thread *t, *old = NULL;
+    if (new_record(s, &t) != AP_OK) {
+        return AP_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&s->lock);
+    ap_status st = AP_OK;
+    if (s->vacant) {
+        ap_thread *v = s->vacant;
+        s->vacant = v->next;
+        take_over_locked(s, v, t);
+        old = t;
+        t = v;
+    } else {
+        st = add_record_locked(s, t);
+    }
+    if (st == AP_OK) {
+        t->next = s->threads;
+        s->threads = t;
     }
     pthread_mutex_unlock(&s->lock);
     if (st != AP_OK) {
         ap_thread_free(t);
         return st;
     }
+    if (old) {
+        ap_thread_free(old);
+    }
     link_to_thread(t);
     *out = t;
     return AP_OK;
+}
+
+/* Whether t, retiring, may be taken over: nothing can name it any more.
+ * Tags name threads below AP_KEPT_THREADS; spans name their thread; a
+ * context's ContextStack points at its stack, and that at the record,
+ * until it is released. */
+static int
+vacates(const ap_thread *t)
+{
+    if (t->index < AP_KEPT_THREADS || t->nspans) {
+        return 0;
+    }
+    for (const ap_stack *k = t->stacks; k; k = k->next) {
+        if (k != t->home && !k->released) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* s->fold, made at the first vacancy: a retired record of no thread.
+ * NULL when memory is short (records are then kept whole). Under
+ * s->lock. */
+static ap_thread *
+fold_locked(ap_session *s)
+{
+    if (s->fold) {
+        return s->fold;
+    }
+    ap_thread *f;
+    if (new_record(s, &f) != AP_OK) {
+        return NULL;
+    }
+    if (add_record_locked(s, f) != AP_OK) {
+        ap_thread_free(f);
+        return NULL;
+    }
+    f->native_id = 0;
+    f->pthread = 0;
+    f->retired = 1;
+    free_tree(f);
+    s->fold = f;
+    return f;
 }
 
 /* Keeps only the spans of t's last chunk, and gives the capacity it had
@@ -171,10 +271,11 @@ trim_spans(ap_session *s, ap_thread *t)
 }
 
 /* The calls of ring node (oldest first) and of into->calls merged by end
- * time into out, keeping the latest `window`; their stage becomes path. */
+ * time into out, keeping the latest `window`; their stage becomes path,
+ * their thread `thread`. */
 static uint32_t
 merge_recent(const ap_node *node, uint32_t window, uint32_t path,
-             const ap_recent *into, ap_span *out)
+             uint32_t thread, const ap_recent *into, ap_span *out)
 {
     uint32_t first = node->nrecent < window ? 0 : node->recent_at;
     uint32_t i = node->nrecent, j = into->n, k = window;
@@ -189,6 +290,7 @@ merge_recent(const ap_node *node, uint32_t window, uint32_t path,
         if (a && (!b || a->end_ns >= b->end_ns)) {
             out[--k] = *a;
             out[k].stage = path;
+            out[k].thread = thread;
             i--;
         } else {
             out[--k] = *b;
@@ -201,9 +303,10 @@ merge_recent(const ap_node *node, uint32_t window, uint32_t path,
 }
 
 /* Keeps the recent calls of an exiting thread for snapshots, merged by
- * path. Out of memory, they are let go: only live figures lose them. */
+ * path, as calls of thread `as`. Out of memory, they are let go: only
+ * live figures lose them. */
 static void
-keep_recent_locked(ap_session *s, ap_thread *t)
+keep_recent_locked(ap_session *s, ap_thread *t, uint32_t as)
 {
     if (s->ended_recent_cap < s->npaths) {
         ap_recent *fresh = ap_realloc(s->ended_recent,
@@ -227,7 +330,7 @@ keep_recent_locked(ap_session *s, ap_thread *t)
         }
         ap_recent *into = &s->ended_recent[t->paths[n]];
         uint32_t kept = merge_recent(&t->nodes[n], t->window, t->paths[n],
-                                     into, spare);
+                                     as, into, spare);
         ap_span *old = into->calls;
         into->calls = spare;
         into->n = kept;
@@ -256,8 +359,10 @@ retire_locked(ap_session *s, ap_thread *t)
             t->lost++;
         }
     }
+    /* a record taken over keeps no thread's recent calls: the fold's */
+    ap_thread *fold = vacates(t) ? fold_locked(s) : NULL;
     if (t->window) {
-        keep_recent_locked(s, t);
+        keep_recent_locked(s, t, fold ? fold->index : t->index);
     }
     free_tree(t);
     trim_spans(s, t);
@@ -268,6 +373,10 @@ retire_locked(ap_session *s, ap_thread *t)
     *at = t->next;
     t->next = NULL;
     t->retired = 1;
+    if (fold) {
+        t->next = s->vacant;
+        s->vacant = t;
+    }
 }
 
 static void
@@ -290,6 +399,8 @@ thread_exit_hook(void *unused)
         pthread_mutex_unlock(&s->lock);
     }
     pthread_mutex_unlock(&ap_link_lock);
+    /* a later key's destructor that records makes a new record */
+    ap_session_thread_forget();
 }
 
 void

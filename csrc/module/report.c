@@ -175,6 +175,18 @@ add_name(PyObject *d, PyObject *threads, uint32_t index)
     return rc;
 }
 
+static int
+add_count(PyObject *d, const char *key, int64_t n)
+{
+    PyObject *value = PyLong_FromLongLong(n);
+    if (value == NULL) {
+        return -1;
+    }
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
 static PyObject *
 threads_list(const ap_report *r, PyObject *threads)
 {
@@ -195,6 +207,10 @@ threads_list(const ap_report *r, PyObject *threads)
             return NULL;
         }
         PyList_SET_ITEM(list, i, d);
+        if (t->folded && add_count(d, "folded", t->folded) < 0) {
+            Py_DECREF(list);
+            return NULL;
+        }
         if (threads && add_name(d, threads, t->index) < 0) {
             Py_DECREF(list);
             return NULL;

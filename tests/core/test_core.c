@@ -33,6 +33,9 @@ static int passed, failed;
 
 static const ap_config default_config = {.max_spans = 1000000};
 
+/* ended threads kept whole (session_internal.h's AP_KEPT_THREADS) */
+#define AP_KEPT_THREADS_FOR_TESTS (1 << AP_TAG_THREAD_BITS)
+
 /* spans per buffer chunk, as the core grants them */
 #define CHUNK_SPANS 4096
 
@@ -1021,6 +1024,77 @@ test_ended_threads_are_merged_and_trimmed(void)
     finish(s, r);
 }
 
+/* A thread that opens a context's stack and leaves it to the program
+ * (a ContextStack outliving its thread) */
+static ap_stack *kept_stack;
+
+static void *
+context_thread(void *arg)
+{
+    (void)arg;
+    int owner = 0;     /* only its address counts */
+    ap_enter(id_request, 0, &owner);
+    ap_exit(&owner, 0);
+    CHECK(ap_stack_open(NULL, 1, &kept_stack) == AP_OK);
+    return NULL;
+}
+
+/* Past the threads a tag can name, an ended thread that kept no span
+ * gives its index to the next new thread, and one record sums those it
+ * replaced: a service starting a thread a request holds a bounded number
+ * of records, with every aggregate and count exact. A thread whose
+ * context's stack is still held elsewhere keeps its record. */
+static void
+test_ended_threads_past_the_tagged_ones_are_taken_over(void)
+{
+    ap_config c = default_config;
+    c.max_spans = CHUNK_SPANS;
+    ap_session *s = start(&c);
+    int zero = 0, one = 1;
+    pthread_t th;
+    const int n = AP_KEPT_THREADS_FOR_TESTS + 1000;
+    int64_t at_first = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == AP_KEPT_THREADS_FOR_TESTS + 100) {
+            at_first = ap_session_footprint(s);
+        }
+        if (i == AP_KEPT_THREADS_FOR_TESTS + 500) {
+            CHECK(pthread_create(&th, NULL, context_thread, NULL) == 0);
+            pthread_join(th, NULL);
+        }
+        CHECK(pthread_create(&th, NULL, request_thread,
+                             i == n - 200 ? &one : &zero) == 0);
+        pthread_join(th, NULL);
+    }
+    /* 900 threads more, and a record more (the context's) */
+    int64_t grown = ap_session_footprint(s) - at_first;
+    printf("footprint: %lld bytes over the last 900 threads\n",
+           (long long)grown);
+    CHECK(grown < 4096);
+    ap_stack_release(ap_session_gen(), kept_stack);
+    ap_report *r = stop_and_report(s);
+    /* the kept threads, the fold, the index taken over, the context's */
+    CHECK(r->nthreads == AP_KEPT_THREADS_FOR_TESTS + 3);
+    const ap_report_stage *req = find_stage(r, "request");
+    CHECK(req && req->stats.count == n + 1);
+    CHECK(find_stage(r, "left open")->stats.unclosed == 1);
+    int64_t folded = 0, dropped = 0, folds = 0, spans = 0;
+    for (uint32_t k = 0; k < r->nthreads; k++) {
+        const ap_report_thread *t = &r->threads[k];
+        CHECK(t->index == k);
+        folds += t->folded > 0;
+        folded += t->folded;
+        dropped += t->dropped;
+        spans += t->spans;
+        CHECK(t->folded == 0 || (t->native_id == 0 && t->spans == 0));
+    }
+    /* every thread but the kept ones, the context's and the last */
+    CHECK(folds == 1 && folded == n - AP_KEPT_THREADS_FOR_TESTS - 1);
+    CHECK(dropped == r->dropped && spans == r->nspans);
+    CHECK(r->nspans + r->dropped == 2 * (int64_t)n + 2);
+    finish(s, r);
+}
+
 /* The report needs no memory but the span array's: with every
  * allocation failing it is still built, aggregates whole, the spans shed
  * and counted; a tag of a shed span still names its stage. */
@@ -1429,6 +1503,7 @@ main(void)
     test_max_stages_folds_and_counts();
     test_depth_folds_and_items_saturate();
     test_ended_threads_are_merged_and_trimmed();
+    test_ended_threads_past_the_tagged_ones_are_taken_over();
     test_report_needs_no_memory();
     test_report_keeps_what_fits();
     test_out_of_memory_while_recording_is_counted();

@@ -85,6 +85,9 @@ def good_dict():
     (lambda d: dict(d, spans=dict(d["spans"], dtype=[["x", "<i8"]])),
      "has dtype"),
     (lambda d: dict(d, stages=[]), "names a stage id the report lacks"),
+    (lambda d: dict(d, threads=[dict(d["threads"][0], folded=0)]
+                    + d["threads"][1:]),
+     r"threads\[0\]\['folded'\] is 0"),
 ])
 def test_bad_report_files_raise_a_clear_error(tmp_path, mutate, message):
     path = write(tmp_path, mutate(good_dict()))

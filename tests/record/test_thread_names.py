@@ -10,6 +10,7 @@ import gc
 import json
 import threading
 import weakref
+from types import SimpleNamespace
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -18,7 +19,8 @@ import aquaprof as ap
 import crafted
 from aquaprof.views.html import report_html
 from aquaprof.views.speedscope import speedscope
-from aquaprof.views.threads import thread_label, threads_summary
+from aquaprof.views.threads import thread_count, thread_label, \
+    threads_summary
 from aquaprof.views.trace import chrome_trace
 
 HOSTILE = 'loader <script>alert("x")</script>\n\'q\' & \x1b[31m'
@@ -241,6 +243,32 @@ def test_a_report_without_names_shows_the_old_labels():
             if e["name"] == "thread_name"] == [label]
     assert [p["name"] for p in speedscope(report)["profiles"]] == [label]
     assert "1 thread," in str(report)
+
+
+def test_a_folded_row_counts_its_threads_and_draws_no_track():
+    # past the first 16,384 threads, one row sums the ended threads that
+    # kept no span
+    data = crafted.report([crafted.stage("only")])
+    data["threads"][0]["name"] = "MainThread"
+    data["threads"].append({"index": 1, "native_id": 0, "spans": 0,
+                            "dropped": 7, "folded": 20_000})
+    report = ap.Report.from_dict(data)
+    fold = report.threads[1]
+    assert thread_label(fold) == "20,000 ended threads, folded"
+    assert threads_summary(report.threads) == \
+        "MainThread, 20,000 ended threads, folded"
+    assert "20,001 threads (MainThread, 20,000 ended" in str(report)
+    trace = json.loads(chrome_trace(report))
+    assert [e["args"]["name"] for e in trace["traceEvents"]
+            if e["name"] == "thread_name"] == ["MainThread (tid 42)"]
+    assert [p["name"] for p in speedscope(report)["profiles"]] == \
+        ["MainThread (tid 42)"]
+    # the sampler saw two folded threads in a stage (they have no row, and
+    # count once) and one thread that staged nothing
+    stacks = [[0, 42, 0], [0, 7001, 0], [0, 7002, 0], [0, 7003, -1]]
+    seen = SimpleNamespace(threads=report.threads,
+                           samples={"stacks": stacks})
+    assert thread_count(seen) == (20_002, 1)
 
 
 def test_a_name_that_is_not_text_is_refused():
