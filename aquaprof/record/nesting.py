@@ -168,28 +168,28 @@ def _with_calls(order: List[str], table: Dict[str, Dict[str, Any]]) \
 _NO_ROW = {"dropped": 0, "cpu_reads": 0, "folded": 0}
 
 
-def _rows_before(base: List[Dict[str, Any]], end: List[Dict[str, Any]]
+def _rows_before(base: Dict[str, Any], end: Dict[str, Any]
                  ) -> Dict[int, Dict[str, int]]:
-    """Each row's figures at the mark, by index. A row whose thread ended
-    and gave its index to a new one (the core takes over such records
-    past the first 16,384 threads) starts from nothing, and the folded
-    row that took the old thread's figures starts from them too. Native
-    ids tell the threads apart: the kernel hands an ended thread's id out
-    again only after every other."""
-    before = {t["index"]: dict(_NO_ROW, **{k: t.get(k, 0) for k in _NO_ROW})
-              for t in base}
-    fold = next((t["index"] for t in end if t.get("folded")), None)
-    for t in end:
-        was = base[t["index"]] if t["index"] < len(base) else None
-        if (was is None or t.get("folded")
-                or was["native_id"] == t["native_id"]):
+    """Each row's figures at the mark, by index. A row whose index an
+    ended thread gave to a new one since (the core takes such records
+    over past the first 16,384 threads; their serials differ) starts
+    from nothing, and the folded row that took the ended thread's
+    figures starts from them too; it counts that thread, which ended
+    while the inner ran."""
+    before = {t["index"]: {k: t.get(k, 0) for k in _NO_ROW}
+              for t in base["threads"]}
+    was_serial = base["thread_serials"]
+    fold = next((t["index"] for t in end["threads"] if t.get("folded")),
+                None)
+    for t, serial in zip(end["threads"], end["thread_serials"]):
+        i = t["index"]
+        if i >= len(was_serial) or was_serial[i] == serial:
             continue
-        del before[t["index"]]
+        was = before.pop(i)
         if fold is not None:
             into = before.setdefault(fold, dict(_NO_ROW))
             into["dropped"] += was["dropped"]
-            into["cpu_reads"] += was.get("cpu_reads", 0)
-            into["folded"] += 1
+            into["cpu_reads"] += was["cpu_reads"]
     return before
 
 
@@ -197,7 +197,7 @@ def _spans_and_threads(base: Dict[str, Any], end: Dict[str, Any],
                        stage_of: np.ndarray) -> Tuple[np.ndarray, List[Any]]:
     """The spans entered in the inner's run, their stages and threads
     renumbered, and the threads that entered a stage in it."""
-    before = _rows_before(base["threads"], end["threads"])
+    before = _rows_before(base, end)
     threads: List[Dict[str, Any]] = []
     thread_of = np.zeros(max(len(end["threads"]), 1), dtype=np.int64)
     for t in end["threads"]:
@@ -208,6 +208,7 @@ def _spans_and_threads(base: Dict[str, Any], end: Dict[str, Any],
             thread_of[t["index"]] = len(threads)
             threads.append(dict(t, index=len(threads), dropped=dropped,
                                 cpu_reads=t["cpu_reads"] - was["cpu_reads"]))
+            threads[-1].pop("folded", None)
             if folded:
                 threads[-1]["folded"] = folded
     spans = end["spans"].copy()

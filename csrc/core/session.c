@@ -755,16 +755,22 @@ ap_stack_release(uint64_t gen, ap_stack *k)
     /* a thread's exit trims its stacks (on that thread, without the GIL) */
     pthread_mutex_lock(&s->lock);
     ap_thread *t = k->thread;
-    if (!k->released && !t->retired) {
+    if (!k->released) {
         k->released = 1;
-        if (t->cur == k) {
-            t->cur = t->home;
-            t->cur_key = AP_NO_KEY;
-        }
-        /* a stack left with open stages keeps them for stop() to close */
-        if (k->depth == 0 && k != t->home) {
-            k->next_spare = t->spare;
-            t->spare = k;
+        if (t->retired) {
+            /* its thread ended while this context lived on */
+            ap_thread_released_locked(s, t);
+        } else {
+            if (t->cur == k) {
+                t->cur = t->home;
+                t->cur_key = AP_NO_KEY;
+            }
+            /* a stack left with open stages keeps them for stop() to
+             * close */
+            if (k->depth == 0 && k != t->home) {
+                k->next_spare = t->spare;
+                t->spare = k;
+            }
         }
     }
     pthread_mutex_unlock(&s->lock);

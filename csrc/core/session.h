@@ -185,6 +185,8 @@ typedef struct {
     int64_t folded;          /* > 0: not a thread, but the sum of this many
                               * ended threads whose index a new thread took
                               * (AP_KEPT_THREADS) */
+    uint64_t serial;         /* tells the threads that held one index apart
+                              * (0: the fold) */
 } ap_report_thread;
 
 typedef struct {

@@ -106,6 +106,9 @@ typedef struct ap_thread {
     int retired;                 /* its thread exited; merged, trimmed */
     int last_chunk_exact;  /* the last chunk was trimmed to its spans */
     int64_t folded;        /* the fold record: ended threads it sums */
+    uint64_t serial;       /* which record of the session's it is, from 1;
+                            * an index taken over gets a new one */
+    int vacant;            /* in s->vacant */
 } ap_thread;
 
 /* The ended threads kept whole, by index: past them (those a tag can
@@ -133,6 +136,7 @@ struct ap_session {
                                    * the place of, linked by next */
     ap_thread *fold;              /* sums the records taken over; made at
                                    * the first vacancy */
+    uint64_t serials;             /* records made, and taken over */
     /* Every distinct path recorded on any thread, parents first: the
      * report's stages. Their stats hold what exited threads recorded. */
     ap_report_stage *paths;
@@ -170,6 +174,10 @@ void ap_session_thread_forget(void);
 /* session_thread.c: a record for the calling thread in s, linked so that
  * its exit merges it into s. AP_ERR_NOMEM leaves nothing behind. */
 ap_status ap_thread_register(ap_session *s, ap_thread **out);
+
+/* A context's stack of retired record t was let go: t may be taken over
+ * now. Under s->lock. */
+void ap_thread_released_locked(ap_session *s, ap_thread *t);
 
 /* Adds t's root node (session.c). */
 ap_status ap_thread_add_root(ap_thread *t);

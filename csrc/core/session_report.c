@@ -73,7 +73,7 @@ report_thread(ap_report *r, const ap_thread *t)
     r->threads[t->index] = (ap_report_thread){
         .index = t->index, .native_id = t->native_id,
         .dropped = t->dropped, .cpu_reads = t->cpu_reads,
-        .nnodes = t->nnodes, .folded = t->folded,
+        .nnodes = t->nnodes, .folded = t->folded, .serial = t->serial,
     };
     r->dropped += t->dropped;
     r->lost += t->lost;

@@ -171,6 +171,7 @@ ap_thread_register(ap_session *s, ap_thread **out)
     }
     pthread_mutex_lock(&s->lock);
     ap_status st = AP_OK;
+    t->serial = ++s->serials;
     if (s->vacant) {
         ap_thread *v = s->vacant;
         s->vacant = v->next;
@@ -238,6 +239,15 @@ fold_locked(ap_session *s)
     free_tree(f);
     s->fold = f;
     return f;
+}
+
+/* Retired record t joins those a new thread may take over. */
+static void
+vacate_locked(ap_session *s, ap_thread *t)
+{
+    t->next = s->vacant;
+    s->vacant = t;
+    t->vacant = 1;
 }
 
 /* Keeps only the spans of t's last chunk, and gives the capacity it had
@@ -374,8 +384,17 @@ retire_locked(ap_session *s, ap_thread *t)
     t->next = NULL;
     t->retired = 1;
     if (fold) {
-        t->next = s->vacant;
-        s->vacant = t;
+        vacate_locked(s, t);
+    }
+}
+
+void
+ap_thread_released_locked(ap_session *s, ap_thread *t)
+{
+    /* its recent calls stay filed under its index: a snapshot may show
+     * them on the thread that takes it over */
+    if (!t->vacant && vacates(t) && fold_locked(s)) {
+        vacate_locked(s, t);
     }
 }
 

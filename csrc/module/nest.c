@@ -48,8 +48,26 @@ set_owned(PyObject *d, const char *key, PyObject *value)
     return rc;
 }
 
+/* Each thread row's serial: which thread held the row's index, for
+ * nesting.py to tell a row taken over since the mark. */
+static PyObject *
+serials(const ap_report *r)
+{
+    PyObject *list = PyList_New(r->nthreads);
+    for (uint32_t i = 0; list != NULL && i < r->nthreads; i++) {
+        PyObject *n = PyLong_FromUnsignedLongLong(r->threads[i].serial);
+        if (n == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, n);
+    }
+    return list;
+}
+
 /* The figures of s since n's mark as report_data() gives a report, and
- * since_ns, caller_stage and rss_peak (session_since.h). */
+ * since_ns, caller_stage, rss_peak (session_since.h) and thread_serials
+ * (serials above). */
 static PyObject *
 figures(ap_module_state *st, ap_session *s, const ap_mark *m, uint32_t keep)
 {
@@ -58,14 +76,21 @@ figures(ap_module_state *st, ap_session *s, const ap_mark *m, uint32_t keep)
     if (status != AP_OK) {
         return ap_status_error(status, "take the session's figures");
     }
+    PyObject *rows = serials(since.report);
+    if (rows == NULL) {
+        ap_report_free(since.report);
+        return NULL;
+    }
     PyObject *threads = ap_threads_noted(st);
     PyObject *d = ap_report_to_python(st, since.report, NULL, threads);
     Py_XDECREF(threads);
     if (d == NULL) {
+        Py_DECREF(rows);
         ap_report_free(since.report);   /* left to us on failure */
         return NULL;
     }
-    if (set_owned(d, "since_ns", PyLong_FromLongLong(since.since_ns)) < 0 ||
+    if (set_owned(d, "thread_serials", rows) < 0 ||
+        set_owned(d, "since_ns", PyLong_FromLongLong(since.since_ns)) < 0 ||
         set_owned(d, "caller_stage", PyLong_FromLong(since.caller_stage))
             < 0 ||
         set_owned(d, "rss_peak", PyLong_FromLongLong(since.rss_peak)) < 0) {

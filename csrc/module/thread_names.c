@@ -146,12 +146,19 @@ ap_threads_note(ap_module_state *st, int64_t index)
      * finalizers would run the program's code inside a stage's entry */
     int collecting = PyGC_Disable();
     PyObject *note = thread ? note_of(thread) : NULL;
-    PyObject *key = note ? PyLong_FromLongLong(index) : NULL;
-    if (key != NULL && st->seen_threads == NULL) {
+    PyObject *key = PyLong_FromLongLong(index);
+    if (key != NULL && note != NULL && st->seen_threads == NULL) {
         st->seen_threads = PyDict_New();
     }
     if (key != NULL && st->seen_threads != NULL) {
-        (void)PyDict_SetItem(st->seen_threads, key, note);
+        if (note != NULL) {
+            (void)PyDict_SetItem(st->seen_threads, key, note);
+        } else if (PyDict_DelItem(st->seen_threads, key) < 0) {
+            /* a thread threading did not start, at an index no ended
+             * thread held before it (an index taken over drops the
+             * ended one's name) */
+            PyErr_Clear();
+        }
     }
     if (collecting) {
         PyGC_Enable();

@@ -5,6 +5,7 @@ cap, allocation failures while recording and at report(), the memory
 sampler at rest. Memory is read as the core counts its own
 (Profiler._footprint(); tracemalloc does not see the C core) and as RSS
 with wide margins; benchmarks/bench_memory.py prints the figures."""
+import _thread
 import contextvars
 import json
 import threading
@@ -80,30 +81,36 @@ def test_ended_threads_cost_little_memory():
     assert len(rep.spans()) == 2040 and rep.spans_dropped == 0
 
 
+#: ended threads kept whole (csrc/core/session_internal.h's
+#: AP_KEPT_THREADS): past them, an ended thread that kept no span gives
+#: its index to the next new thread
+KEPT = 16_384
+
+
+def request():
+    with ap.stage("request"):
+        with ap.stage("parse"):
+            pass
+
+
+def run_threads(n, target=request):
+    for _ in range(n):
+        t = threading.Thread(target=target, name=target.__name__)
+        t.start()
+        t.join()
+
+
 def test_ended_threads_past_the_first_16384_share_one_row(tmp_path):
     # a record an ended thread, without end: 8 GiB a day at 100 threads a
-    # second. Past the threads a GPU tag can name, an ended thread that
-    # kept no span gives its index to the next new thread
-    kept = 16_384
+    # second
     held_contexts = []
-
-    def request():
-        with ap.stage("request"):
-            with ap.stage("parse"):
-                pass
 
     def request_keeping_its_context():
         request()
         held_contexts.append(contextvars.copy_context())
 
-    def run_threads(n, target=request):
-        for _ in range(n):
-            t = threading.Thread(target=target, name=target.__name__)
-            t.start()
-            t.join()
-
     with quiet(memory=False, max_spans=1000) as prof:
-        run_threads(kept + 100)
+        run_threads(KEPT + 100)
         before = prof._core._footprint()
         run_threads(1, request_keeping_its_context)
         with quiet(memory=False) as inner:
@@ -111,22 +118,22 @@ def test_ended_threads_past_the_first_16384_share_one_row(tmp_path):
         grown = prof._core._footprint() - before
     assert grown < 8192, f"{grown} bytes over 401 threads"
     rep = prof.report()
-    n = kept + 501
+    n = KEPT + 501
     assert rep["request"].count == rep["request/parse"].count == n
     rows = rep.threads
     folds = [t for t in rows if t.get("folded")]
-    past = [t for t in rows[kept:] if not t.get("folded")]
+    past = [t for t in rows[KEPT:] if not t.get("folded")]
     # Thread.join() returns before the thread's exit hook retires its
     # record, so a thread may start before the last one's index is free:
     # a few rows past the kept ones, never one a thread
     assert len(folds) == 1 and len(past) < 20, len(past)
-    assert folds[0]["folded"] + len(past) == n - kept
+    assert folds[0]["folded"] + len(past) == n - KEPT
     assert "name" not in folds[0] and folds[0]["spans"] == 0
     # the program still holds that thread's context, which points at it
     assert "request_keeping_its_context" in [t["name"] for t in past]
     assert sum(t["dropped"] for t in rows) == rep.spans_dropped
     assert len(rep.spans()) + rep.spans_dropped == 2 * n
-    assert rows[kept - 1]["name"] == "request"
+    assert rows[KEPT - 1]["name"] == "request"
     assert f"{n:,} threads" in str(rep)
     loaded = ap.Report.from_dict(rep.to_dict())
     assert loaded.threads == rows
@@ -146,6 +153,59 @@ def test_ended_threads_past_the_first_16384_share_one_row(tmp_path):
     assert inner_folds[0]["folded"] + len(inner_rows) == 400
     assert sum(t["dropped"] for t in inner_rep.threads) \
         == inner_rep.spans_dropped == 800
+
+
+def test_an_index_taken_over_holds_nothing_of_the_thread_before():
+    held, names = [], []
+    go = threading.Event()
+
+    def request_keeping_its_context():
+        request()
+        held.append(contextvars.copy_context())
+
+    def long_lived():
+        request()               # its record made before the inner run
+        go.wait(30)
+        request()               # dropped while the inner runs
+
+    def unnamed():
+        request()
+        names.append(threading.get_native_id())
+        go.set()
+
+    with quiet(memory=False, max_spans=1000) as prof:
+        run_threads(KEPT + 100)
+        run_threads(1, request_keeping_its_context)
+        time.sleep(0.05)        # its exit hook ran
+        held.clear()            # the context, and so the record, let go
+        run_threads(20)
+        waiting = threading.Thread(target=long_lived)
+        waiting.start()
+        time.sleep(0.05)
+        with quiet(memory=False) as inner:
+            go.set()
+            waiting.join()
+            time.sleep(0.05)
+            run_threads(20)     # one takes over its index
+        go.clear()
+        _thread.start_new_thread(unnamed, ())
+        assert go.wait(30)
+        time.sleep(0.05)
+    rows = prof.report().threads
+    # the record of a thread whose context outlived it is taken over once
+    # the context goes
+    assert "request_keeping_its_context" not in [t.get("name")
+                                                 for t in rows]
+    # a thread threading did not start, at an index a named one held
+    mine = [t for t in rows if t["native_id"] == names[0]]
+    assert len(mine) == 1 and "name" not in mine[0]
+    # the inner run counts the threads that ran in it: 20, and the one
+    # that ended in it
+    inner_rep = inner.report()
+    assert inner_rep["request"].count == 21
+    staged = sum(t.get("folded", 1) for t in inner_rep.threads)
+    assert staged == 21, inner_rep.threads
+    assert f"{staged} threads" in str(inner_rep)
 
 
 def test_a_thread_ending_with_a_stage_open_closes_it():
