@@ -174,11 +174,11 @@ def _rows_before(base: Dict[str, Any], end: Dict[str, Any]
     ended thread gave to a new one since (the core takes such records
     over past the first 16,384 threads; their serials differ) starts
     from nothing, and the folded row that took the ended thread's
-    figures starts from them too; it counts that thread, which ended
-    while the inner ran."""
+    figures starts from them too. It counts that thread where it was
+    still running at the mark, not where it had ended before."""
     before = {t["index"]: {k: t.get(k, 0) for k in _NO_ROW}
               for t in base["threads"]}
-    was_serial = base["thread_serials"]
+    was_serial, was_ended = base["thread_serials"], base["thread_ended"]
     fold = next((t["index"] for t in end["threads"] if t.get("folded")),
                 None)
     for t, serial in zip(end["threads"], end["thread_serials"]):
@@ -190,6 +190,7 @@ def _rows_before(base: Dict[str, Any], end: Dict[str, Any]
             into = before.setdefault(fold, dict(_NO_ROW))
             into["dropped"] += was["dropped"]
             into["cpu_reads"] += was["cpu_reads"]
+            into["folded"] += was_ended[i]
     return before
 
 

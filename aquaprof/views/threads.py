@@ -62,18 +62,25 @@ def threads_summary(threads: Sequence[Mapping[str, Any]],
     """The threads' names in one short phrase, in order: ``MainThread,
     loader, tid 4243``; a name several threads share once with its count
     (``MainThread x4``, the main threads of a merged report); each cut to
-    SUMMARY_CHARS; past `most` names, ``and N more``. Empty when no
+    SUMMARY_CHARS; past `most` names, ``and N more``; then the threads
+    of a folded row (``; 3,614 ended threads, folded``). Empty when no
     thread has a name (a report written before names were recorded)."""
     if not any(_name(t) for t in threads):
         return ""       # tids alone: the old header, as it always read
     counts: Dict[str, int] = {}
+    folds = [t for t in threads if t.get("folded")]
+    # one row a process of a merged report
+    folded = f"; {_folded({'folded': sum(t['folded'] for t in folds)})}" \
+        if folds else ""
     for t in threads:
-        short = _folded(t) or _name(t) or f"tid {t['native_id']}"
+        if t.get("folded"):
+            continue
+        short = _name(t) or f"tid {t['native_id']}"
         if len(short) > SUMMARY_CHARS:
             short = short[:SUMMARY_CHARS - 3] + "..."
         counts[short] = counts.get(short, 0) + 1
     return first_of([name if n == 1 else f"{name} x{n}"
-                      for name, n in counts.items()], most)
+                     for name, n in counts.items()], most) + folded
 
 
 # ------------------------------------------------- who worked, who waited

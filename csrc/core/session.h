@@ -187,6 +187,7 @@ typedef struct {
                               * (AP_KEPT_THREADS) */
     uint64_t serial;         /* tells the threads that held one index apart
                               * (0: the fold) */
+    int ended;               /* its thread had ended */
 } ap_report_thread;
 
 typedef struct {

@@ -74,6 +74,7 @@ report_thread(ap_report *r, const ap_thread *t)
         .index = t->index, .native_id = t->native_id,
         .dropped = t->dropped, .cpu_reads = t->cpu_reads,
         .nnodes = t->nnodes, .folded = t->folded, .serial = t->serial,
+        .ended = t->retired,
     };
     r->dropped += t->dropped;
     r->lost += t->lost;

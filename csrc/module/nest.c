@@ -48,26 +48,29 @@ set_owned(PyObject *d, const char *key, PyObject *value)
     return rc;
 }
 
-/* Each thread row's serial: which thread held the row's index, for
- * nesting.py to tell a row taken over since the mark. */
+/* Each thread row's serial (which thread held the row's index), or
+ * with `ended` whether that thread had ended: for nesting.py to tell a
+ * row taken over since the mark, and from which thread. */
 static PyObject *
-serials(const ap_report *r)
+row_list(const ap_report *r, int ended)
 {
     PyObject *list = PyList_New(r->nthreads);
     for (uint32_t i = 0; list != NULL && i < r->nthreads; i++) {
-        PyObject *n = PyLong_FromUnsignedLongLong(r->threads[i].serial);
-        if (n == NULL) {
+        const ap_report_thread *t = &r->threads[i];
+        PyObject *v = ended ? PyBool_FromLong(t->ended)
+                            : PyLong_FromUnsignedLongLong(t->serial);
+        if (v == NULL) {
             Py_CLEAR(list);
             break;
         }
-        PyList_SET_ITEM(list, i, n);
+        PyList_SET_ITEM(list, i, v);
     }
     return list;
 }
 
 /* The figures of s since n's mark as report_data() gives a report, and
- * since_ns, caller_stage, rss_peak (session_since.h) and thread_serials
- * (serials above). */
+ * since_ns, caller_stage, rss_peak (session_since.h), thread_serials
+ * and thread_ended (row_list above). */
 static PyObject *
 figures(ap_module_state *st, ap_session *s, const ap_mark *m, uint32_t keep)
 {
@@ -76,20 +79,23 @@ figures(ap_module_state *st, ap_session *s, const ap_mark *m, uint32_t keep)
     if (status != AP_OK) {
         return ap_status_error(status, "take the session's figures");
     }
-    PyObject *rows = serials(since.report);
-    if (rows == NULL) {
-        ap_report_free(since.report);
-        return NULL;
-    }
+    PyObject *serials = row_list(since.report, 0);
+    PyObject *ended = row_list(since.report, 1);
     PyObject *threads = ap_threads_noted(st);
-    PyObject *d = ap_report_to_python(st, since.report, NULL, threads);
+    PyObject *d = serials && ended
+                      ? ap_report_to_python(st, since.report, NULL, threads)
+                      : NULL;
     Py_XDECREF(threads);
     if (d == NULL) {
-        Py_DECREF(rows);
+        Py_XDECREF(serials);
+        Py_XDECREF(ended);
         ap_report_free(since.report);   /* left to us on failure */
         return NULL;
     }
-    if (set_owned(d, "thread_serials", rows) < 0 ||
+    /* each call takes its value, whatever happens */
+    int failed = set_owned(d, "thread_serials", serials) < 0;
+    failed |= set_owned(d, "thread_ended", ended) < 0;
+    if (failed ||
         set_owned(d, "since_ns", PyLong_FromLongLong(since.since_ns)) < 0 ||
         set_owned(d, "caller_stage", PyLong_FromLong(since.caller_stage))
             < 0 ||

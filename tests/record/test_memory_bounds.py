@@ -168,6 +168,10 @@ def test_an_index_taken_over_holds_nothing_of_the_thread_before():
         go.wait(30)
         request()               # dropped while the inner runs
 
+    def request_then(barrier):
+        request()
+        barrier.wait(30)
+
     def unnamed():
         request()
         names.append(threading.get_native_id())
@@ -182,11 +186,20 @@ def test_an_index_taken_over_holds_nothing_of_the_thread_before():
         waiting = threading.Thread(target=long_lived)
         waiting.start()
         time.sleep(0.05)
+        run_threads(1)          # its record free at the mark, taken over
+        time.sleep(0.05)        # in the inner run: not the inner's thread
         with quiet(memory=False) as inner:
             go.set()
             waiting.join()
             time.sleep(0.05)
-            run_threads(20)     # one takes over its index
+            for _ in range(10):     # two at once take both free records
+                both = threading.Barrier(2)
+                pair = [threading.Thread(target=request_then, args=(both,))
+                        for _ in "ab"]
+                for t in pair:
+                    t.start()
+                for t in pair:
+                    t.join()
         go.clear()
         _thread.start_new_thread(unnamed, ())
         assert go.wait(30)

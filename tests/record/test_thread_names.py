@@ -256,8 +256,8 @@ def test_a_folded_row_counts_its_threads_and_draws_no_track():
     fold = report.threads[1]
     assert thread_label(fold) == "20,000 ended threads, folded"
     assert threads_summary(report.threads) == \
-        "MainThread, 20,000 ended threads, folded"
-    assert "20,001 threads (MainThread, 20,000 ended" in str(report)
+        "MainThread; 20,000 ended threads, folded"
+    assert "20,001 threads (MainThread; 20,000 ended" in str(report)
     trace = json.loads(chrome_trace(report))
     assert [e["args"]["name"] for e in trace["traceEvents"]
             if e["name"] == "thread_name"] == ["MainThread (tid 42)"]
