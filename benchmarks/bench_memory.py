@@ -2,7 +2,8 @@
 in a fresh process:
 
     python benchmarks/bench_memory.py [--paths 100000] [--threads 4000]
-                                      [--max-spans 1000000]
+                                      [--max-spans 1000000] [--sample S]
+                                      [--request-ms MS]
                                       [--idle 5] [--limit-mib M]
                                       [--root DIR] [--only CASE ...]
 
@@ -95,11 +96,15 @@ print(json.dumps(out))
 _THREADS = _COMMON + r"""
 import threading
 n, max_spans, mark = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+sample = float(sys.argv[4]) or None
+busy = float(sys.argv[5]) / 1000
 def request():
     with ap.stage("request"):
         with ap.stage("parse"):
-            pass
-prof = quiet_profiler(max_spans=max_spans)
+            end = time.perf_counter() + busy
+            while time.perf_counter() < end:
+                pass
+prof = quiet_profiler(max_spans=max_spans, sample=sample)
 prof.start()
 for _ in range(8):          # warm-up: thread stacks, the span pool
     t = threading.Thread(target=request); t.start(); t.join()
@@ -171,6 +176,11 @@ def main(argv=None) -> int:
     p.add_argument("--paths", type=int, default=100_000,
                    help="distinct paths (>= 2), the first one a warm-up")
     p.add_argument("--threads", type=int, default=4000)
+    p.add_argument("--sample", type=float, default=0.0,
+                   help="the threads case's sampling interval, s (0: off)")
+    p.add_argument("--request-ms", type=float, default=0.0,
+                   help="the threads case's computing a request, ms: long "
+                        "enough for the sampler to see each thread")
     p.add_argument("--max-spans", type=int, default=1_000_000,
                    help="the threads case's max_spans: past it, and past "
                         "the first 16,384 threads, ended threads fold")
@@ -206,9 +216,12 @@ def main(argv=None) -> int:
                       f"shed")
     if "threads" in a.only:
         r = run_case(_THREADS, [str(a.threads), str(a.max_spans),
-                                str(KEPT_THREADS + 100)], a.root)
+                                str(KEPT_THREADS + 100), str(a.sample),
+                                str(a.request_ms)], a.root)
+        sampled = f", sample={a.sample:g}" if a.sample else ""
+        sampled += f", {a.request_ms:g} ms a request" if a.request_ms else ""
         print(f"threads: {a.threads:,} short-lived threads, one after "
-              f"the other, max_spans={a.max_spans:,}")
+              f"the other, max_spans={a.max_spans:,}{sampled}")
         if "error" in r:
             print(f"  failed: {r['error']}")
         else:
