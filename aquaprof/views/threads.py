@@ -34,17 +34,16 @@ def _name(thread: Mapping[str, Any]) -> Optional[str]:
     return printable(name) if isinstance(name, str) and name else None
 
 
-def _folded(thread: Mapping[str, Any]) -> str:
-    """``16,000 ended threads, folded`` for the row that sums the ended
-    threads whose index a new thread took; empty for a thread."""
-    n = int(thread.get("folded", 0))
+def _folded(n: int) -> str:
+    """``16,000 ended threads, folded``: the row that sums the ended
+    threads whose index a new thread took; empty for none."""
     return f"{n:,} ended threads, folded" if n else ""
 
 
 def thread_label(thread: Mapping[str, Any]) -> str:
     """``MainThread (tid 4242)``, or ``thread 0 (tid 4242)`` for a thread
     without a name: a track's title in the trace and speedscope."""
-    folded = _folded(thread)
+    folded = _folded(int(thread.get("folded", 0)))
     if folded:
         return folded
     who = _name(thread) or f"thread {thread['index']}"
@@ -68,10 +67,8 @@ def threads_summary(threads: Sequence[Mapping[str, Any]],
     if not any(_name(t) for t in threads):
         return ""       # tids alone: the old header, as it always read
     counts: Dict[str, int] = {}
-    folds = [t for t in threads if t.get("folded")]
-    # one row a process of a merged report
-    folded = f"; {_folded({'folded': sum(t['folded'] for t in folds)})}" \
-        if folds else ""
+    # a merged report has one folded row a process
+    folded = _folded(sum(int(t.get("folded", 0)) for t in threads))
     for t in threads:
         if t.get("folded"):
             continue
@@ -79,8 +76,9 @@ def threads_summary(threads: Sequence[Mapping[str, Any]],
         if len(short) > SUMMARY_CHARS:
             short = short[:SUMMARY_CHARS - 3] + "..."
         counts[short] = counts.get(short, 0) + 1
-    return first_of([name if n == 1 else f"{name} x{n}"
-                     for name, n in counts.items()], most) + folded
+    names = first_of([name if n == 1 else f"{name} x{n}"
+                      for name, n in counts.items()], most)
+    return f"{names}; {folded}" if folded else names
 
 
 # ------------------------------------------------- who worked, who waited
