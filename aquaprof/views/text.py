@@ -83,8 +83,9 @@ def header_lines(rep: "Report") -> List[str]:
 
 def _threads_said(rep: "Report") -> str:
     """``2 threads (MainThread, loader)``; where the sampler saw threads
-    that recorded no stage, how many it saw in all, as the flamegraph's
-    root counts them: ``1 thread with stages (MainThread), 7 sampled``."""
+    that recorded no stage, how many threads the run saw in all (those
+    with stages among them), as the flamegraph's root counts them:
+    ``1 thread with stages (MainThread), 7 in all``."""
     staged = staged_threads(rep.threads)
     names = threads_summary(rep.threads)
     named = f" ({names})" if names else ""
@@ -92,8 +93,8 @@ def _threads_said(rep: "Report") -> str:
     if seen <= staged:
         return f"{plural(staged, 'thread')}{named}"
     where = f" in {processes} processes" if processes > 1 else ""
-    return (f"{plural(staged, 'thread')} with stages{named}, {seen:,} "
-            f"sampled{where}")
+    return (f"{plural(staged, 'thread')} with stages{named}, {seen:,} in "
+            f"all{where}")
 
 
 #: what a late round is, said under the sampling line when there were some

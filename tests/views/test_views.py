@@ -268,14 +268,14 @@ def test_the_header_counts_the_threads_sampled_as_the_root_does(tmp_path):
                  if g.get("data-path") == "")
     sampled = int(re.fullmatch(r"all \((\d+) threads\)", label).group(1))
     assert sampled >= 4
-    assert f", 1 thread with stages (MainThread), {sampled} sampled, " \
+    assert f", 1 thread with stages (MainThread), {sampled} in all, " \
         in first
 
 
 def test_the_header_names_the_threads_once_where_all_have_stages(report):
     first = str(report).splitlines()[0]
     assert ", 2 threads (MainThread, Thread-" in first
-    assert "sampled" not in first
+    assert "in all" not in first
 
 
 # ------------------------------------------------------ notebook
