@@ -586,11 +586,8 @@ cpu_at(ap_session *s, ap_thread *t, int64_t w)
 static inline uint32_t
 exit_flags(const ap_stack *k, uint64_t key, int raised)
 {
-    uint32_t flags = raised ? AP_SPAN_RAISED : 0;
-    if (k->suspendable && k->frames[k->depth - 1].key0 != key) {
-        flags |= AP_SPAN_SUSPENDED;
-    }
-    return flags;
+    return (raised ? AP_SPAN_RAISED : 0) |
+           ap_open_flags(k, &k->frames[k->depth - 1], key, 0);
 }
 
 /* exit_on when owner's frame is not k's innermost: AP_IGNORED when k
@@ -613,7 +610,9 @@ exit_below(ap_session *s, ap_thread *t, ap_stack *k, uint64_t key,
         if (s->config.hooks) {
             s->config.hooks->exit();
         }
-        ap_close_frame(s, t, k, w, cpu, AP_SPAN_UNCLOSED);
+        ap_close_frame(s, t, k, w, cpu,
+                       ap_open_flags(k, &k->frames[k->depth - 1], key,
+                                     AP_SPAN_UNCLOSED));
         s->unclosed++;
     }
     if (s->config.hooks) {
@@ -783,7 +782,7 @@ ap_session_is_foreign(const ap_session *s)
 }
 
 ap_status
-ap_session_stop(ap_session *s)
+ap_session_stop(ap_session *s, uint64_t key)
 {
     if (ap_session_is_foreign(s)) {
         return AP_ERR_FORKED;
@@ -796,16 +795,19 @@ ap_session_stop(ap_session *s)
     s->stop = ap_clock_anchor_now();
     ap_thread *self = current_thread(s);
     int64_t cpu_now = self ? ap_thread_cpu_ns() : 0;
+    int64_t self_index = self ? (int64_t)self->index : -1;
     pthread_mutex_lock(&s->lock);
     for (ap_thread *t = s->threads; t; t = t->next) {
+        uint64_t now_key = ap_thread_key_now(t, self_index, key);
         for (ap_stack *k = t->stacks; k; k = k->next) {
             while (k->depth) {
                 /* another thread's CPU clock is not ours to read: its
                  * open stages get the CPU time they had when they
                  * entered */
-                int64_t cpu = t == self ? cpu_now
-                                        : k->frames[k->depth - 1].cpu0;
-                close_frame(s, t, k, s->stop.ticks, cpu, AP_SPAN_UNCLOSED);
+                ap_frame *f = &k->frames[k->depth - 1];
+                close_frame(s, t, k, s->stop.ticks,
+                            t == self ? cpu_now : f->cpu0,
+                            ap_open_flags(k, f, now_key, AP_SPAN_UNCLOSED));
                 s->unclosed++;
             }
         }

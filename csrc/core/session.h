@@ -149,9 +149,12 @@ void ap_stack_release(uint64_t gen, ap_stack *k);
 uint64_t ap_session_gen(void);
 int64_t ap_thread_index_now(void);
 
-/* Deactivates s and closes stages still open, flagged AP_SPAN_UNCLOSED.
+/* Deactivates s and closes stages still open, flagged AP_SPAN_UNCLOSED,
+ * and AP_SPAN_SUSPENDED with no CPU time where their context was left
+ * since they were entered (a task parked at an await). key: the calling
+ * thread's context key now (AP_NO_KEY: that of its last stage edge).
  * AP_IGNORED if already stopped, AP_ERR_FORKED in a forked child. */
-ap_status ap_session_stop(ap_session *s);
+ap_status ap_session_stop(ap_session *s, uint64_t key);
 
 /* Frees s. In a forked child, discards the parent's data. */
 void ap_session_free(ap_session *s);
@@ -228,11 +231,12 @@ void ap_report_free(ap_report *r);
  * spans (parent -1) the last config.window calls closed of each stage on
  * each thread still running followed by the calls open now, flagged
  * AP_SPAN_UNCLOSED and ending now, with the CPU time of the caller's own
- * open calls only.
+ * open calls only, and as ap_session_stop flags them, under the caller's
+ * context key.
  * Same threading contract as ap_session_stop: other threads must not be
  * inside ap_enter/ap_exit meanwhile. AP_ERR_INVALID when the session is
  * stopped, AP_ERR_FORKED, AP_ERR_NOMEM. */
-ap_status ap_session_snapshot(ap_session *s, ap_report **out);
+ap_status ap_session_snapshot(ap_session *s, uint64_t key, ap_report **out);
 
 
 /* The report stage and span index of a tag given out during the run: AP_OK

@@ -55,6 +55,25 @@ struct ap_stack {
                                   * stages are open (an asyncio task) */
 };
 
+/* Whether frame f of stack k was left by its context since it was
+ * entered (an await, a greenlet's switch), key being the context key of
+ * k's thread now: then its CPU time is the thread's, which ran other
+ * contexts meanwhile, not the call's. Every frame of a stack other than
+ * the thread's current one was entered under an older key. */
+static inline int
+ap_frame_left(const ap_stack *k, const ap_frame *f, uint64_t key)
+{
+    return k->suspendable && f->key0 != key;
+}
+
+/* flags, with AP_SPAN_SUSPENDED where f was left (ap_frame_left). */
+static inline uint32_t
+ap_open_flags(const ap_stack *k, const ap_frame *f, uint64_t key,
+              uint32_t flags)
+{
+    return flags | (ap_frame_left(k, f, key) ? AP_SPAN_SUSPENDED : 0);
+}
+
 typedef struct {
     uint32_t name;
     uint32_t parent;
@@ -166,6 +185,35 @@ extern pthread_mutex_t ap_link_lock;
 
 /* The calling thread's index in s, -1 when it has recorded nothing. */
 int64_t ap_session_thread_index(ap_session *s);
+
+/* The context key now of thread t, asked on the thread of index self
+ * (ap_session_thread_index) whose key now is key (AP_NO_KEY: not known):
+ * another thread's is the key of its last stage edge, which is older
+ * than the key of any stack it left since. */
+static inline uint64_t
+ap_thread_key_now(const ap_thread *t, int64_t self, uint64_t key)
+{
+    return (int64_t)t->index == self && key != AP_NO_KEY ? key : t->cur_key;
+}
+
+/* Frame f of t's stack k, open at tick now, as a span ending then
+ * (parent -1), as ap_session_stop would close it: flagged unclosed, and
+ * suspended with no CPU time where its context left it since (key: t's
+ * key now); cpu_now: t's CPU clock now, < 0 for another thread's, which
+ * is not ours to read (no CPU time). */
+static inline ap_span
+ap_open_span(const ap_thread *t, const ap_stack *k, const ap_frame *f,
+             int64_t now, int64_t cpu_now, uint64_t key)
+{
+    uint32_t flags = ap_open_flags(k, f, key, AP_SPAN_UNCLOSED);
+    int64_t wall = ap_ticks_to_ns(now - f->t0);
+    wall = wall < 0 ? 0 : wall;
+    int64_t cpu = cpu_now >= 0 && !(flags & AP_SPAN_SUSPENDED)
+                      ? cpu_now - f->cpu0 : 0;
+    cpu = cpu < 0 ? 0 : (cpu > wall ? wall : cpu);
+    return (ap_span){f->node, t->index, -1, flags, f->t0, now, cpu,
+                     f->items};
+}
 
 /* The calling thread records no more through the record it had: its exit
  * hook retired it, and another thread may take it over. */

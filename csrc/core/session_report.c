@@ -219,7 +219,7 @@ ap_session_report(ap_session *s, ap_report **out)
 static int64_t
 snapshot_spans(const ap_session *s, const ap_clock_anchor *now,
                const ap_thread *t, const uint32_t *map, int64_t cpu_now,
-               ap_span *out)
+               uint64_t key, ap_span *out)
 {
     int64_t k = 0;
     for (uint32_t n = 1; n < t->nnodes; n++) {
@@ -233,12 +233,9 @@ snapshot_spans(const ap_session *s, const ap_clock_anchor *now,
     }
     for (const ap_stack *st = t->stacks; st; st = st->next) {
         for (uint32_t d = 0; d < st->depth; d++) {
-            const ap_frame *f = &st->frames[d];
-            /* another thread's CPU clock is not ours to read */
-            out[k++] = report_span(s, now, map, (ap_span){
-                f->node, t->index, -1, AP_SPAN_UNCLOSED, f->t0, now->ticks,
-                cpu_now >= 0 ? cpu_now - f->cpu0 : 0, f->items,
-            });
+            out[k++] = report_span(s, now, map,
+                                   ap_open_span(t, st, &st->frames[d],
+                                                now->ticks, cpu_now, key));
         }
     }
     return k;
@@ -339,7 +336,8 @@ ap_snapshot_base_locked(ap_session *s, const ap_clock_anchor *now,
 }
 
 static ap_status
-snapshot_locked(ap_session *s, const ap_clock_anchor *now, ap_report *r)
+snapshot_locked(ap_session *s, const ap_clock_anchor *now, uint64_t key,
+                ap_report *r)
 {
     if (ap_snapshot_base_locked(s, now, r) != AP_OK) {
         return AP_ERR_NOMEM;
@@ -363,14 +361,14 @@ snapshot_locked(ap_session *s, const ap_clock_anchor *now, ap_report *r)
         if (!t->retired) {
             snapshot_spans(s, now, t, rt->stage_of_node,
                            t->index == self ? ap_thread_cpu_ns() : -1,
-                           r->spans + after);
+                           ap_thread_key_now(t, self, key), r->spans + after);
         }
     }
     return snapshot_ended_recent(s, now, r);
 }
 
 ap_status
-ap_session_snapshot(ap_session *s, ap_report **out)
+ap_session_snapshot(ap_session *s, uint64_t key, ap_report **out)
 {
     if (ap_session_is_foreign(s)) {
         return AP_ERR_FORKED;
@@ -385,7 +383,8 @@ ap_session_snapshot(ap_session *s, ap_report **out)
     }
     r->memory = ap_malloc(sizeof(ap_rss_sample));
     pthread_mutex_lock(&s->lock);
-    ap_status st = r->memory ? snapshot_locked(s, &now, r) : AP_ERR_NOMEM;
+    ap_status st = r->memory ? snapshot_locked(s, &now, key, r)
+                                : AP_ERR_NOMEM;
     pthread_mutex_unlock(&s->lock);
     if (st != AP_OK) {
         ap_report_free(r);

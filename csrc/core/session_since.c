@@ -40,28 +40,14 @@ first_since(ap_thread *t, int64_t since)
     return lo;
 }
 
-/* What an open call has used until tick now, as stop() would close it:
- * another thread's CPU clock is not ours to read (cpu_now < 0). */
-static int64_t
-open_wall(const ap_frame *f, int64_t now)
-{
-    int64_t wall = ap_ticks_to_ns(now - f->t0);
-    return wall < 0 ? 0 : wall;
-}
-
-static int64_t
-open_cpu(const ap_frame *f, int64_t wall, int64_t cpu_now)
-{
-    int64_t cpu = cpu_now >= 0 ? cpu_now - f->cpu0 : 0;
-    return cpu < 0 ? 0 : (cpu > wall ? wall : cpu);
-}
 
 /* Adds to r's aggregates t's calls open now that were entered at or after
  * since, innermost first, each one's wall time taken from its parent's
  * self time as stop() does. */
 static void
 close_open_calls(ap_session *s, const ap_thread *t, const uint32_t *map,
-                 int64_t since, int64_t now, int64_t cpu_now, ap_report *r)
+                 int64_t since, int64_t now, int64_t cpu_now, uint64_t key,
+                 ap_report *r)
 {
     int64_t rss = 0;
     uint64_t seq = 0;
@@ -76,13 +62,16 @@ close_open_calls(ap_session *s, const ap_thread *t, const uint32_t *map,
             if (f->t0 < since) {
                 break;   /* and so were the calls below it */
             }
-            int64_t wall = open_wall(f, now);
+            ap_span sp = ap_open_span(t, k, f, now, cpu_now, key);
+            int64_t wall = ap_ticks_to_ns(sp.end_ns - sp.start_ns);
+            wall = wall < 0 ? 0 : wall;
             ap_stats *st = &r->stages[map[f->node]].stats;
-            if (ap_stats_add(st, wall, wall - f->child_ns - above,
-                             open_cpu(f, wall, cpu_now), f->items) != AP_OK) {
+            if (ap_stats_add(st, wall, wall - f->child_ns - above, sp.cpu_ns,
+                             f->items) != AP_OK) {
                 r->lost++;
             }
             st->unclosed++;
+            st->suspended += (sp.flags & AP_SPAN_SUSPENDED) != 0;
             if (s->config.memory) {
                 frame_memory(s, f, seq, rss, st);
             }
@@ -97,7 +86,7 @@ close_open_calls(ap_session *s, const ap_thread *t, const uint32_t *map,
 static void
 copy_spans_since(const ap_session *s, const ap_clock_anchor *now,
                  ap_thread *t, const uint32_t *map, int64_t first,
-                 int64_t cpu_now, ap_span *out, int64_t offset)
+                 int64_t cpu_now, uint64_t key, ap_span *out, int64_t offset)
 {
     for (int64_t i = first; i < t->nspans; i++) {
         out[offset + i - first] = *span_at(t, i);
@@ -107,9 +96,10 @@ copy_spans_since(const ap_session *s, const ap_clock_anchor *now,
             const ap_frame *f = &k->frames[d];
             if (f->span >= first) {
                 ap_span *sp = &out[offset + f->span - first];
-                sp->end_ns = now->ticks;
-                sp->cpu_ns = open_cpu(f, open_wall(f, now->ticks), cpu_now);
-                sp->flags = AP_SPAN_UNCLOSED;
+                ap_span open = ap_open_span(t, k, f, now->ticks, cpu_now, key);
+                sp->end_ns = open.end_ns;
+                sp->cpu_ns = open.cpu_ns;
+                sp->flags = open.flags;
             }
         }
     }
@@ -159,7 +149,7 @@ recent_since(const ap_session *s, const ap_clock_anchor *now,
 static int64_t
 snapshot_since(const ap_session *s, const ap_clock_anchor *now,
                const ap_thread *t, const uint32_t *map, int64_t since,
-               uint32_t keep, int64_t cpu_now, ap_span *out)
+               uint32_t keep, int64_t cpu_now, uint64_t key, ap_span *out)
 {
     int64_t k = 0;
     for (uint32_t n = 1; t->window && t->nodes && n < t->nnodes; n++) {
@@ -173,11 +163,9 @@ snapshot_since(const ap_session *s, const ap_clock_anchor *now,
                 continue;
             }
             if (out) {
-                int64_t wall = open_wall(f, now->ticks);
-                out[k] = report_span(s, now, map, (ap_span){
-                    f->node, t->index, -1, AP_SPAN_UNCLOSED, f->t0,
-                    now->ticks, open_cpu(f, wall, cpu_now), f->items,
-                });
+                out[k] = report_span(s, now, map,
+                                     ap_open_span(t, st, f, now->ticks,
+                                                  cpu_now, key));
             }
             k++;
         }
@@ -201,7 +189,7 @@ caller_stage(const ap_thread *t, const uint32_t *map, int64_t since)
 
 ap_status
 ap_session_since(ap_session *s, const ap_mark *m, uint32_t keep,
-                 ap_since *out)
+                 uint64_t key, ap_since *out)
 {
     if (ap_session_is_foreign(s)) {
         return AP_ERR_FORKED;
@@ -232,10 +220,12 @@ ap_session_since(ap_session *s, const ap_mark *m, uint32_t keep,
         ap_thread *t = threads[k];
         const uint32_t *map = r->threads[k].stage_of_node;
         int64_t cpu = (int64_t)k == self ? cpu_now : -1;
-        close_open_calls(s, t, map, m->ticks, now.ticks, cpu, r);
+        uint64_t now_key = ap_thread_key_now(t, self, key);
+        close_open_calls(s, t, map, m->ticks, now.ticks, cpu, now_key, r);
         first[k] = first_since(t, m->ticks);
         r->threads[k].spans =
-            keep ? snapshot_since(s, &now, t, map, m->ticks, keep, cpu, NULL)
+            keep ? snapshot_since(s, &now, t, map, m->ticks, keep, cpu,
+                                  now_key, NULL)
                  : t->nspans - first[k];
         r->threads[k].recorded = r->threads[k].spans;
         r->nspans += r->threads[k].spans;
@@ -251,13 +241,14 @@ ap_session_since(ap_session *s, const ap_mark *m, uint32_t keep,
         ap_thread *t = threads[k];
         const uint32_t *map = r->threads[k].stage_of_node;
         int64_t cpu = (int64_t)k == self ? cpu_now : -1;
+        uint64_t now_key = ap_thread_key_now(t, self, key);
         r->threads[k].first_span = offset;
         if (keep) {
-            snapshot_since(s, &now, t, map, m->ticks, keep, cpu,
+            snapshot_since(s, &now, t, map, m->ticks, keep, cpu, now_key,
                            r->spans + offset);
         } else {
-            copy_spans_since(s, &now, t, map, first[k], cpu, r->spans,
-                             offset);
+            copy_spans_since(s, &now, t, map, first[k], cpu, now_key,
+                             r->spans, offset);
         }
         offset += r->threads[k].spans;
     }

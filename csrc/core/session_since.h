@@ -26,7 +26,8 @@ typedef struct {
     /* Aggregates: every call closed so far (as ap_session_snapshot), and
      * the calls open now that were entered since the mark, closed now as
      * ap_session_stop closes them (flagged unclosed, counted in
-     * report->unclosed, CPU time for the caller's own calls only).
+     * report->unclosed, CPU time for the caller's own calls only, and
+     * suspended where their context was left).
      * Spans: with keep 0, every kept span entered since the mark, in
      * order on each thread, parents among them (else -1), those still
      * open flagged AP_SPAN_UNCLOSED and ending now; with keep > 0, as a
@@ -44,9 +45,10 @@ typedef struct {
 } ap_since;
 
 /* Fills *out (its report to be freed with ap_report_free) with s's
- * figures since m, a mark of s. AP_ERR_INVALID when s is stopped,
+ * figures since m, a mark of s; key: the calling thread's context key
+ * now, as ap_session_stop takes it. AP_ERR_INVALID when s is stopped,
  * AP_ERR_FORKED, AP_ERR_NOMEM (nothing left allocated). */
 ap_status ap_session_since(ap_session *s, const ap_mark *m, uint32_t keep,
-                           ap_since *out);
+                           uint64_t key, ap_since *out);
 
 #endif

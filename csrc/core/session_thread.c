@@ -354,11 +354,15 @@ static void
 retire_locked(ap_session *s, ap_thread *t)
 {
     if (atomic_load_explicit(&t->open, memory_order_relaxed)) {
-        /* the thread ended with stages open: they end with it */
+        /* the thread ended with stages open: they end with it, and
+         * every context that could be left was (a task's, parked at an
+         * await when its loop ended) */
         int64_t w = ap_ticks(), cpu = ap_thread_cpu_ns();
         for (ap_stack *k = t->stacks; k; k = k->next) {
             while (k->depth) {
-                ap_close_frame(s, t, k, w, cpu, AP_SPAN_UNCLOSED);
+                ap_close_frame(s, t, k, w, cpu,
+                               AP_SPAN_UNCLOSED |
+                                   (k->suspendable ? AP_SPAN_SUSPENDED : 0));
                 s->unclosed++;
             }
         }

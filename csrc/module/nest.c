@@ -75,7 +75,8 @@ static PyObject *
 figures(ap_module_state *st, ap_session *s, const ap_mark *m, uint32_t keep)
 {
     ap_since since;
-    ap_status status = ap_session_since(s, m, keep, &since);
+    ap_status status = ap_session_since(s, m, keep, ap_context_key(),
+                                        &since);
     if (status != AP_OK) {
         return ap_status_error(status, "take the session's figures");
     }

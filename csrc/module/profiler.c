@@ -342,7 +342,8 @@ stop_run(ProfilerObject *self, const char *neighbor)
         ap_nests_end(mst, self->session);
     }
     Py_XSETREF(self->threads, ap_threads_take(mst));
-    if (ap_session_stop(self->session) == AP_ERR_FORKED) {
+    if (ap_session_stop(self->session, ap_context_key()) ==
+        AP_ERR_FORKED) {
         /* a forked child's copy of the parent's data: discard it */
         ap_session_free(self->session);
         self->session = NULL;
@@ -486,7 +487,8 @@ profiler_snapshot_data(ProfilerObject *self, PyObject *unused)
         return NULL;
     }
     ap_report *r = NULL;
-    ap_status st = ap_session_snapshot(self->session, &r);
+    ap_status st = ap_session_snapshot(self->session, ap_context_key(),
+                                       &r);
     if (st != AP_OK) {
         return ap_status_error(st, "build the report");
     }

@@ -67,7 +67,7 @@ static ap_report *
 stop_and_report(ap_session *s)
 {
     ap_report *r = NULL;
-    CHECK(ap_session_stop(s) == AP_OK);
+    CHECK(ap_session_stop(s, AP_NO_KEY) == AP_OK);
     if (ap_session_report(s, &r) != AP_OK) {
         fprintf(stderr, "cannot build the report\n");
         exit(2);
@@ -248,8 +248,8 @@ test_nesting_and_self_time(void)
     CHECK(ap_exit(&outer, 0) == AP_IGNORED);
     ap_report *r;
     CHECK(ap_session_report(s, &r) == AP_ERR_RUNNING);
-    CHECK(ap_session_stop(s) == AP_OK);
-    CHECK(ap_session_stop(s) == AP_IGNORED);
+    CHECK(ap_session_stop(s, AP_NO_KEY) == AP_OK);
+    CHECK(ap_session_stop(s, AP_NO_KEY) == AP_IGNORED);
     CHECK(ap_enter(o, 0, &outer) == AP_IGNORED);
     CHECK(ap_session_report(s, &r) == AP_OK);
     const ap_report_stage *so = find_stage(r, "outer");
@@ -299,7 +299,7 @@ test_unclosed_at_stop(void)
     int a, b;
     ap_enter(name("left-open"), 0, &a);
     ap_enter(name("child"), 0, &b);
-    CHECK(ap_session_stop(s) == AP_OK);
+    CHECK(ap_session_stop(s, AP_NO_KEY) == AP_OK);
     CHECK(ap_exit(&b, 0) == AP_IGNORED);
     ap_report *r;
     CHECK(ap_session_report(s, &r) == AP_OK);
@@ -642,7 +642,7 @@ test_snapshot_windows(void)
         ap_exit(&step, 0);
     }
     ap_report *r = NULL;
-    CHECK(ap_session_snapshot(s, &r) == AP_OK);
+    CHECK(ap_session_snapshot(s, AP_NO_KEY, &r) == AP_OK);
     const ap_report_stage *st = find_stage(r, "outer/step");
     CHECK(st && st->stats.count == 5 && find_stage(r, "outer")->stats.count
           == 0);
@@ -665,8 +665,8 @@ test_snapshot_windows(void)
           r->memory[0].t_ns == r->stop_ns);
     ap_report_free(r);
     ap_exit(&outer, 0);
-    CHECK(ap_session_stop(s) == AP_OK);
-    CHECK(ap_session_snapshot(s, &r) == AP_ERR_INVALID);
+    CHECK(ap_session_stop(s, AP_NO_KEY) == AP_OK);
+    CHECK(ap_session_snapshot(s, AP_NO_KEY, &r) == AP_ERR_INVALID);
     ap_session_free(s);
     c.window = AP_WINDOW_MAX + 1;
     CHECK(ap_session_start(&c, &s) == AP_ERR_INVALID);
@@ -693,7 +693,7 @@ test_since_a_mark(void)
         }
     }
     ap_since got;
-    CHECK(ap_session_since(s, &m, 0, &got) == AP_OK);
+    CHECK(ap_session_since(s, &m, 0, AP_NO_KEY, &got) == AP_OK);
     ap_report *r = got.report;
     const ap_report_stage *sa = find_stage(r, "before/a");
     const ap_report_stage *sb = find_stage(r, "before/a/b");
@@ -726,7 +726,7 @@ test_since_a_mark(void)
     /* the session itself is untouched: the calls close as usual */
     ap_exit(&b, 0);
     ap_exit(&a, 0);
-    CHECK(ap_session_since(s, &m, 0, &got) == AP_OK);
+    CHECK(ap_session_since(s, &m, 0, AP_NO_KEY, &got) == AP_OK);
     CHECK(got.report->unclosed == 0 && got.caller_stage >= 0);
     ap_report_free(got.report);
     ap_exit(&before, 0);
@@ -734,7 +734,7 @@ test_since_a_mark(void)
     sa = find_stage(r, "before/a");
     CHECK(sa && sa->stats.count == 2 && sa->stats.unclosed == 0);
     CHECK(r->unclosed == 0);
-    CHECK(ap_session_since(s, &m, 0, &got) == AP_ERR_INVALID);
+    CHECK(ap_session_since(s, &m, 0, AP_NO_KEY, &got) == AP_ERR_INVALID);
     finish(s, r);
 }
 
@@ -756,7 +756,7 @@ test_since_a_mark_as_a_snapshot(void)
     }
     ap_enter(name("open"), 0, &open);
     ap_since got;
-    CHECK(ap_session_since(s, &m, 3, &got) == AP_OK);
+    CHECK(ap_session_since(s, &m, 3, AP_NO_KEY, &got) == AP_OK);
     ap_report *r = got.report;
     /* of the window, the latest 3 steps entered since the mark, then the
      * call open now */
@@ -1143,7 +1143,7 @@ test_report_needs_no_memory(void)
     CHECK(pthread_create(&th, NULL, request_thread, &zero) == 0);
     pthread_join(th, NULL);
     uint64_t tag = last_tag;        /* the other thread's parse span */
-    CHECK(ap_session_stop(s) == AP_OK);
+    CHECK(ap_session_stop(s, AP_NO_KEY) == AP_OK);
     ap_alloc_fail(0, -1);
     ap_report *r = NULL;
     CHECK(ap_session_report(s, &r) == AP_OK);
@@ -1173,7 +1173,7 @@ test_report_keeps_what_fits(void)
         ap_exit(&inner, 0);
         ap_exit(&outer, 0);
     }
-    CHECK(ap_session_stop(s) == AP_OK);
+    CHECK(ap_session_stop(s, AP_NO_KEY) == AP_OK);
     ap_alloc_fail(0, 2);        /* the whole array, twice: half fits */
     ap_report *r = NULL;
     CHECK(ap_session_report(s, &r) == AP_OK);
@@ -1250,7 +1250,7 @@ test_out_of_memory_while_recording_is_counted(void)
         }
         CHECK(pthread_create(&th, NULL, request_thread, &left_open) == 0);
         pthread_join(th, NULL);
-        ap_session_stop(t);
+        ap_session_stop(t, AP_NO_KEY);
         ap_report *rt = NULL;
         built &= ap_session_report(t, &rt) == AP_OK;
         ap_alloc_fail(0, 0);
@@ -1412,7 +1412,7 @@ test_thread_exit_races_stop_report_free(void)
         }
         ap_report *r = NULL;
         if (c.window) {
-            CHECK(ap_session_snapshot(s, &r) == AP_OK);
+            CHECK(ap_session_snapshot(s, AP_NO_KEY, &r) == AP_OK);
             ap_report_free(r);
             r = NULL;
         }
@@ -1421,11 +1421,11 @@ test_thread_exit_races_stop_report_free(void)
             ap_session_free(s);
             break;
         case 1:             /* stop, then free */
-            CHECK(ap_session_stop(s) == AP_OK);
+            CHECK(ap_session_stop(s, AP_NO_KEY) == AP_OK);
             ap_session_free(s);
             break;
         default:            /* the whole report */
-            CHECK(ap_session_stop(s) == AP_OK);
+            CHECK(ap_session_stop(s, AP_NO_KEY) == AP_OK);
             CHECK(ap_session_report(s, &r) == AP_OK);
             const ap_report_stage *st = find_stage(r, "race");
             int64_t calls = 0;
@@ -1469,7 +1469,7 @@ test_snapshot_keeps_ended_threads_latest_calls(void)
     CHECK(pthread_create(&th, NULL, three_requests, &two) == 0);
     pthread_join(th, NULL);
     ap_report *r = NULL;
-    CHECK(ap_session_snapshot(s, &r) == AP_OK);
+    CHECK(ap_session_snapshot(s, AP_NO_KEY, &r) == AP_OK);
     const ap_report_stage *req = find_stage(r, "request");
     CHECK(req && req->stats.count == 7);
     /* the first thread's items 3, 4, then the second's 0, 1 */

@@ -54,6 +54,30 @@ def test_greenlets_switching_inside_stages_are_not_charged_each_other():
     assert kinds["idles"] != "cpu-bound"
 
 
+def test_greenlets_parked_in_a_stage_at_stop_get_no_cpu_time():
+    """stop() closes the stages of greenlets parked at a switch: suspended,
+    as an exit after the switch would have flagged them."""
+    main = greenlet.getcurrent()
+
+    def parked():
+        with ap.stage("parked"):
+            main.switch()
+
+    prof = quiet()
+    prof.start()
+    waiting = [greenlet.greenlet(parked) for _ in range(10)]
+    for g in waiting:
+        g.switch()
+    with ap.stage("busy"):
+        busy(0.05)
+    prof.stop()
+    rep = prof.report()
+    s = rep["parked"]
+    assert (s.count, s.unclosed, s.suspended, s.cpu) == (10, 10, 10, 0)
+    kinds = {d.path: d.host for d in rep.diagnose(top=5)}
+    assert kinds["parked"] == "awaiting"
+
+
 def test_a_gevent_server_shape():
     def request(i):
         with ap.stage("request"):
