@@ -54,7 +54,7 @@ class Options:
         derived: Dict[str, Any] = {"sample_ns":
                                    sample_interval_ns(self.sample)}
         _check_count("max_samples", self.max_samples)
-        for name in ("children", "dataloaders"):
+        for name in ("children", "dataloaders", "memory", "compensate"):
             flag = getattr(self, name)
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be True or False, got "

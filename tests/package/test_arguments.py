@@ -41,6 +41,12 @@ from profiled import run_profiled
      "cpu_resolution must be between"),
     (lambda: ap.Profiler(cpu_resolution=math.inf), ValueError,
      "cpu_resolution must be between"),
+    # a string such as "false" is truthy: taken, it would turn them on
+    (lambda: ap.Profiler(memory="false"), TypeError,
+     "memory must be True or False, got 'false'"),
+    (lambda: ap.Profiler(compensate="no"), TypeError,
+     "compensate must be True or False, got 'no'"),
+    (lambda: ap.Profiler(memory=1), TypeError, "memory must be True or"),
     (lambda: ap.Profiler(1), TypeError, "positional"),
     (lambda: ap.Profiler(colour=1), TypeError, "colour"),
 ])
