@@ -100,6 +100,12 @@ THREADS_BUSY = 0.5
 # step's own stages are the larger target. A loop its workers keep fed
 # waits only for a queue get and a batch's unpickling, a few % of a step.
 DATA_BOUND = 0.3
+# A stage entered once a batch that holds the wait is the step, whose
+# time is the loop's, where it covers this much of the loop's time from
+# its first batch to its last; one that covers less (a stage around
+# next() alone) holds part of each step, and the wait is judged against
+# the loop's time instead.
+STEP_COVERS = 0.9
 #: the stage every next() on a torch DataLoader iterator is recorded as
 LOADER_STAGE = "next(DataLoader)"
 
@@ -300,7 +306,9 @@ def _loader_class(stage: "StageStats",
                   report: "Report") -> Optional[Tuple[str, str, str]]:
     """Evidence, fix and check when stage is a next(DataLoader) that took
     DATA_BOUND or more of its parent's wall time, or of the loop's time
-    under a parent entered once or at the root; None otherwise."""
+    under a parent entered once, at the root, or under a parent entered
+    each batch that covers less than STEP_COVERS of the loop; None
+    otherwise."""
     if stage.name != LOADER_STAGE:
         return None
     parent = report[stage.parent] if stage.parent else None
@@ -309,12 +317,15 @@ def _loader_class(stage: "StageStats",
              + (f"rep[{parent.path!r}].wall.total" if parent else "rep.wall"))
     of = f"{printable(parent.path)}'s wall time" if parent else \
         "the run's wall time"
-    loop = _loop_time(stage, report) \
-        if parent is None or parent.count == 1 else None
-    if loop is not None and loop < whole:
-        # a stage entered once around the loop (the run itself, the
-        # script aquaprof run wraps, a train stage) holds the imports and
-        # the setup before it too
+    once = parent is None or parent.count == 1
+    each_batch = parent is not None and parent.count >= stage.count
+    loop = _loop_time(stage, report) if once or each_batch else None
+    # a stage entered once around the loop (the run itself, the script
+    # aquaprof run wraps, a train stage) holds the imports and the setup
+    # before it too; one entered each batch that covers less than the
+    # loop (with ap.stage("load"): next(it)) holds part of a step only
+    if loop is not None and (loop < whole if once else
+                             whole < STEP_COVERS * loop):
         whole, ratio = loop, (f"rep[{stage.path!r}].wall.total over the "
                               f"loop's time from its first batch to its "
                               f"last")

@@ -217,6 +217,35 @@ def test_a_loop_under_a_stage_entered_for_each_step_is_a_share_of_it():
         "rep['step'].wall.total" in f.verify
 
 
+@pytest.mark.parametrize("wait, work, bound", [
+    (0.001, 0.012, False),    # 8 % of the loop: the model's
+    (0.012, 0.003, True),     # 80 %
+])
+def test_a_stage_around_next_alone_is_judged_on_the_loops_time(
+        wait, work, bound):
+    """`with ap.stage("load"): batch = next(it)`: the stage holds the
+    wait and nothing else, so the wait is all of its time whatever the
+    loop's; the loop's time from its first batch to its last decides."""
+    with ap.Profiler(cpu_resolution=0) as prof:
+        for _ in range(STEPS):
+            with ap.stage("load"):
+                with ap.stage(LOADER_STAGE):
+                    time.sleep(wait)
+            with ap.stage("forward"):
+                busy(work)
+    rep = prof.report()
+    path = f"load/{LOADER_STAGE}"
+    f = finding(rep, path, top=5)
+    if not bound:
+        assert f is None or f.kind != "data-loading-bound", f.evidence
+        return
+    assert f.kind == "data-loading-bound"
+    share = rep[path].wall.total / loop_time(rep, path)
+    assert f.evidence.startswith(
+        f"the loop waited {pct(share, 1)} of its time from its first batch "
+        f"to its last (")
+
+
 def test_nothing_recorded_where_batches_are_made_says_so():
     rep = loop(0.006, 0.004)             # workers not in the report
     f = finding(rep, "step/next(DataLoader)")
