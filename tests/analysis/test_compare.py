@@ -70,15 +70,20 @@ def test_a_slower_tail_is_slower():
 
 
 def test_every_call_slower_and_faster():
+    # one run a side: the total of 40 calls must be shown to have grown
+    # past half the 5 % threshold, which a change of three times the
+    # threshold nearly always is, and of twice it most of the time
     rng = np.random.default_rng(7)
-    detected = noise_flagged = 0
+    detected = {1.1: 0, 1.15: 0}
+    noise_flagged = 0
     for _ in range(100):
         base = one(timings(rng, 40, 1e-3))
-        detected += judge(base, one(timings(rng, 40, 1.1e-3))).word == \
-            "slower"
+        for factor in detected:
+            detected[factor] += judge(
+                base, one(timings(rng, 40, factor * 1e-3))).word == "slower"
         noise_flagged += judge(base, one(timings(rng, 40, 1e-3))).word != \
             "same"
-    assert detected >= 90      # one run a side: the total of 40 calls
+    assert detected[1.15] >= 95 and detected[1.1] >= 60, detected
     assert noise_flagged <= 2
     v = judge(one(timings(rng, 40, 1e-3)), one(timings(rng, 40, 0.8e-3)))
     assert v.word == "faster" and v.change == pytest.approx(-0.2, abs=0.05)
@@ -88,7 +93,26 @@ def test_a_shift_under_the_threshold_is_the_same():
     rng = np.random.default_rng(3)
     v = judge(one(timings(rng, 500, 1e-3, 0.01)),
               one(timings(rng, 500, 1.02e-3, 0.01)), threshold=0.05)
-    assert v.p_value < 0.01 and v.word == "same"   # real, but small
+    assert v.change == pytest.approx(0.02, abs=0.01) and v.word == "same"
+
+
+@pytest.mark.parametrize("drift", [0.001, 0.01, 0.02])
+def test_one_stalled_call_on_a_run_that_drifted_is_no_regression(drift):
+    """Unchanged code, one run a side: the machine made every call of the
+    new run a little slower and stalled one of its 40 calls 6.6x (a
+    preemption). The total reads +14 % and that it grew at all is sure;
+    that it grew past the threshold rests on the one call, which the
+    resamples that leave it out (a quarter) do not show."""
+    rng = np.random.default_rng(1)
+    alarms = 0
+    for _ in range(20):
+        base = 500e-6 * np.exp(rng.normal(0, 0.01, 40))
+        new = 500e-6 * (1 + drift) * np.exp(rng.normal(0, 0.01, 40))
+        new[rng.integers(40)] = 3.3e-3
+        v = judge(one(base), one(new))
+        assert v.change > 0.1
+        alarms += v.word in SLOWER
+    assert alarms == 0
 
 
 def test_a_small_sure_drift_and_two_stray_calls_are_no_slower_tail():
