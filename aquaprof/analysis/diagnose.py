@@ -12,6 +12,10 @@ host memory it drove up:
   for CPU_STARVED or more of the stage's sampled time (the run delay the
   kernel counts per thread, /proc/.../schedstat), and for longer than they
   slept on the GIL;
+- cpu-starved? (unsampled, on a busy machine): on the CPU for
+  STARVED_FLOOR to CPU_BOUND of its wall time while the machine's other
+  processes left the run less than BUSY_MACHINE_FREE of a CPU: a wait
+  for a CPU cannot be told from a blocking call without samples;
 - gil-bound (the same): its threads slept on the GIL for GIL_BOUND or
   more of the stage's sampled time (each sample of a thread asleep in a
   futex on the GIL's condition variable or mutex);
@@ -89,6 +93,14 @@ LAUNCH_PER_CALL = 10     # ... with this many kernels a call or more
 LAUNCH_IDLE = 0.4        # ... and the GPU idle this share or more
 STARVED = 0.5            # GPU idle this share or more
 CPU_STARVED = 0.25       # run delay share of the sampled time from this
+# Unsampled, on a machine whose other processes kept all but this many
+# CPUs busy on average, a stage neither computing nor idle may have
+# waited for a CPU as well as blocked: its thread CPU time cannot tell.
+# It is called cpu-starved? (hedged) from STARVED_FLOOR of its wall time
+# on the CPU; under it, a thread computing all along would have had a
+# larger share even beside four busy threads a CPU, so it waited.
+BUSY_MACHINE_FREE = 0.5
+STARVED_FLOOR = 0.2
 GIL_BOUND = 0.25         # GIL sleep share of the sampled time from this
 # CPUs the process's other threads used on average while a waiting stage
 # was open, from which it waits for them (a pool it handed its work to),
@@ -153,6 +165,16 @@ _FIXES = {
         "stages' CPU time)",
         "PYTHONASYNCIODEBUG=1 logs callbacks slower than 100 ms; compare "
         "the stage's wall time again after the change (aquaprof compare)"),
+    "cpu-starved?": (
+        "sample the run (Profiler(sample=0.001)) to tell a wait for a CPU "
+        "from a blocking call: unsampled, both read as time off the CPU; "
+        "if starved, give the stage a CPU: no more busy threads and "
+        "processes than CPUs (DataLoader num_workers, "
+        "torch.set_num_threads, OMP_NUM_THREADS), or move the competing "
+        "work elsewhere",
+        "profile again sampled and read the stage's run delay share: "
+        "aquaprof.analysis.samples.stage_waits(rep, STAGE); top or uptime "
+        "show the machine's load"),
     "mixed": (
         "split the stage into finer stages to separate computing from "
         "waiting, then treat each part",
@@ -212,8 +234,8 @@ class Finding:
     fix: str
     verify: str
     also: List[str] = field(default_factory=list)   # allocation-heavy
-    #: cpu-bound, waiting, mixed, cpu-starved, gil-bound, threads-bound
-    #: or awaiting
+    #: cpu-bound, waiting, mixed, cpu-starved, cpu-starved? (unsampled, on
+    #: a busy machine), gil-bound, threads-bound or awaiting
     host: str = ""
     #: the stage's hottest sampled code and its share, "" unsampled
     code: str = ""
@@ -507,9 +529,15 @@ def _waits_class(stage: "StageStats", report: "Report",
         return host, ""
     waits = stage_waits(report, stage.path)
     if waits is None:
-        return host, ("; sample the run (Profiler(sample=0.001)) to tell "
-                      "CPU starvation and the GIL from blocking"
-                      if report.samples is None else "")
+        if report.samples is not None:
+            return host, ""
+        sample = ("; sample the run (Profiler(sample=0.001)) to tell CPU "
+                  "starvation and the GIL from blocking")
+        busy = _busy_machine(report)
+        on_cpu = stage.cpu / stage.wall.total if stage.wall.total else 0.0
+        if busy is None or on_cpu < STARVED_FLOOR:
+            return host, sample
+        return "cpu-starved?", f"; {busy}{sample}"
     held = _starved_or_gil(stage, report, waits)
     if held is not None:
         return held
@@ -597,6 +625,22 @@ def _on_loops(stage: "StageStats", report: "Report", waits: "Waits"
     used = int(np.count_nonzero(own))
     where = "the run's clock" if used <= 1 else f"its {used} threads' clocks"
     return ran * 1e-9, float(own.sum()) * 1e-9, where
+
+
+def _busy_machine(report: "Report") -> Optional[str]:
+    """'the machine's other processes kept 1.8 of its 2 CPUs busy ...'
+    where they left this run less than BUSY_MACHINE_FREE of a CPU on
+    average; None otherwise or where unknown."""
+    host = report.meta.get("host")
+    if not isinstance(host, dict):
+        return None
+    others, cpus = host.get("other_cpus"), host.get("cpus")
+    if not isinstance(others, (int, float)) or not isinstance(cpus, int) \
+            or cpus - others >= BUSY_MACHINE_FREE:
+        return None
+    return (f"the machine's other processes kept {others:.1f} of its "
+            f"{plural(cpus, 'CPU')} busy on average during the run, so its "
+            f"time off the CPU may be a wait for one")
 
 
 def _competition(report: "Report") -> str:

@@ -14,6 +14,8 @@ import pytest
 import aquaprof as ap
 from aquaprof.analysis.samples import stage_waits
 from aquaprof.model.schema import ReportError
+import crafted
+from planted_waits import spin_cpu
 from repo_paths import ROOT, SUPPORT
 from sampled_reports import MS, main_tid, profile_stages, with_samples
 
@@ -93,6 +95,43 @@ def test_a_stage_asleep_beside_a_thread_busy_all_the_run_stays_waiting():
     assert found["kind"] == "waiting", found
     assert "CPUs on average" in found["evidence"]
     assert "while it was not" in found["evidence"]
+
+
+@linux_only
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
+                    reason="pinning needs sched_setaffinity")
+def test_unsampled_a_stage_starved_on_a_busy_machine_is_not_called_waiting():
+    """Without samples its thread CPU time (a third of its wall time,
+    beside two hogs on its one CPU) cannot tell a wait for the CPU from a
+    blocking call; the machine's figures say the CPUs were taken."""
+    found = planted("starved unsampled")["compute"]
+    assert found["kind"] == "cpu-starved?", found
+    assert "other processes kept" in found["evidence"]
+    assert "sample the run" in found["evidence"]
+
+
+def test_the_busy_machine_hedge_takes_a_stage_partly_on_the_cpu_only():
+    """The rule on one run's figures, its machine's said otherwise: a
+    stage half on the CPU is hedged where the other processes left under
+    half a CPU; a sleeping one stays waiting; a quiet machine changes
+    nothing."""
+    with ap.Profiler() as prof:
+        for _ in range(5):
+            with ap.stage("half"):
+                spin_cpu(0.02)
+                time.sleep(0.01)
+        with ap.stage("nap"):
+            time.sleep(0.05)
+    rep = prof.report()
+    on_cpu = rep["half"].cpu / rep["half"].wall.total
+    assert 0.2 <= on_cpu < 0.8, on_cpu    # two thirds on a quiet machine
+    cpus = rep.meta["host"]["cpus"]
+    quiet = "mixed" if on_cpu >= 0.5 else "waiting"
+    for others, half in ((cpus - 0.2, "cpu-starved?"), (cpus - 0.6, quiet),
+                         (0.0, quiet)):
+        kinds = {f.path: f.kind for f in
+                 crafted.on_machine(rep, other_cpus=others).diagnose(top=2)}
+        assert kinds == {"half": half, "nap": "waiting"}, (others, kinds)
 
 
 def test_an_unsampled_waiting_stage_says_sampling_would_tell_more():

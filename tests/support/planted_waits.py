@@ -1,5 +1,5 @@
 """Planted waits, each in a process of its own: a stage starved of CPU
-by busy processes pinned to its core, stages blocked on a sleep and a
+by busy processes pinned to its core (sampled, and not), stages blocked on a sleep and a
 pipe, eight threads fighting for the GIL, and the main thread fighting
 three for it, a stage waiting for the thread pool it handed its work to,
 and one asleep beside a thread busy all the run; two event loops, each
@@ -8,6 +8,7 @@ the same time. Prints, as JSON, each diagnosed stage's class and the
 shares of its sampled time.
 
     python planted_waits.py starved|blocked|gil|gil_main|pool|background|loops
+    python planted_waits.py "starved unsampled"
 """
 import asyncio
 import json
@@ -32,12 +33,13 @@ def spin_cpu(seconds):
             x += i * i
 
 
-def starved():
+def starved(hogs_on_its_core=3):
     # the sampler's threads start unpinned; only this thread and the hogs
     # share one CPU
     cpu = min(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)]
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG])
+            for _ in range(hogs_on_its_core)]
     try:
         for hog in hogs:
             os.sched_setaffinity(hog.pid, {cpu})
@@ -152,10 +154,14 @@ def loops():
 
 
 def main(case):
-    with ap.Profiler(sample=0.002) as prof:
+    # unsampled: the process stays on the one CPU it shares with two hogs
+    # until the run's machine figures are taken at its stop
+    with ap.Profiler(sample=None if case == "starved unsampled"
+                     else 0.002) as prof:
         {"starved": starved, "blocked": blocked, "gil": gil,
          "gil_main": gil_main, "pool": pool,
-         "background": background, "loops": loops}[case]()
+         "background": background, "loops": loops,
+         "starved unsampled": lambda: starved(2)}[case]()
     rep = prof.report()
     found = {}
     for f in rep.diagnose(top=5):
