@@ -3,12 +3,14 @@
 #include "session_internal.h"
 #include "where.h"
 
-/* The path of the innermost stage open on stack k, NO_PATH for none. */
+/* The path of the innermost stage open on stack k, NO_PATH for none;
+ * *top: its call, NULL where k's own stages hold none. */
 static uint32_t
-stack_path(const ap_stack *k)
+stack_path(const ap_stack *k, const ap_frame **top)
 {
     const ap_thread *t = k->thread;
     uint32_t node = k->depth ? k->frames[k->depth - 1].node : k->base_node;
+    *top = k->depth ? &k->frames[k->depth - 1] : NULL;
     if (node == ROOT_NODE || !t->paths || node >= t->nnodes) {
         return NO_PATH;
     }
@@ -17,13 +19,17 @@ stack_path(const ap_stack *k)
 
 int64_t
 ap_stage_now(uint64_t pthread, uint64_t key, const ap_stack *context_stack,
-             int64_t *native_id)
+             int64_t *native_id, ap_open_call *call)
 {
+    if (call) {
+        *call = (ap_open_call){-1, 0};
+    }
     ap_session *s = atomic_load(&ap_current_session);
     if (!s) {
         return -1;
     }
     uint32_t path = NO_PATH;
+    const ap_frame *top = NULL;
     pthread_mutex_lock(&s->lock);   /* exiting threads leave s->threads */
     for (ap_thread *t = s->threads; t; t = t->next) {
         if (t->pthread != pthread || t->retired) {
@@ -31,13 +37,17 @@ ap_stage_now(uint64_t pthread, uint64_t key, const ap_stack *context_stack,
         }
         *native_id = t->native_id;
         if (key == t->cur_key && t->cur) {
-            path = stack_path(t->cur);
+            path = stack_path(t->cur, &top);
             context_stack = NULL;
         }
         break;
     }
     if (context_stack && context_stack->thread && !context_stack->released) {
-        path = stack_path(context_stack);
+        path = stack_path(context_stack, &top);
+    }
+    if (call && top && path != NO_PATH) {
+        int64_t open = ap_ticks_to_ns(ap_ticks() - top->t0);
+        *call = (ap_open_call){open < 0 ? 0 : open, top->cpu0};
     }
     pthread_mutex_unlock(&s->lock);
     return path == NO_PATH ? -1 : (int64_t)path;

@@ -11,9 +11,17 @@
  * its own stack when key is the context key of its last stage edge,
  * else context_stack (the stack its current context's variable names,
  * NULL for none), whose stages are then the open ones. Sets *native_id
- * when the thread has recorded in the active session. The caller keeps
+ * when the thread has recorded in the active session, and *call (if not
+ * NULL) to that stage's open call: how long it has been open (open_ns,
+ * -1 where none is or the stack's stages nest under another's call) and
+ * the thread's CPU clock as it entered (cpu0_ns). The caller keeps
  * ap_enter/ap_exit from running meanwhile (the binding holds the GIL). */
+typedef struct {
+    int64_t open_ns, cpu0_ns;
+} ap_open_call;
+
 int64_t ap_stage_now(uint64_t pthread, uint64_t key,
-                     const ap_stack *context_stack, int64_t *native_id);
+                     const ap_stack *context_stack, int64_t *native_id,
+                     ap_open_call *call);
 
 #endif

@@ -303,19 +303,43 @@ on_gil(ap_sampler *self, ap_thread_seen *seen, thread_now *th, int ran)
     return seen->on_gil == 1;
 }
 
+/* Cuts a sample's times to the last `wall` ns, in which the thread used
+ * `cpu` ns of CPU (its clock since the stage's call entered). A thread
+ * waits for a CPU when it wants one, so the run delay of the whole
+ * sample is shared out as its CPU time was (as its wall time where it
+ * used none); the GIL is a wait the thread is in now, kept up to what
+ * is left. */
+static void
+fit_time(ap_sample_time *time, int64_t wall, int64_t cpu)
+{
+    int64_t whole = time->wall_ns, used = time->cpu_ns;
+    cpu = cpu < 0 ? 0 : cpu < used ? cpu : used;
+    cpu = cpu < wall ? cpu : wall;
+    double share = used > 0 ? (double)cpu / (double)used
+                            : (double)wall / (double)whole;
+    int64_t delay = (int64_t)((double)time->delay_ns * share);
+    int64_t room = wall - cpu;
+    time->wall_ns = wall;
+    time->cpu_ns = cpu;
+    time->delay_ns = delay < room ? delay : room;
+    room -= time->delay_ns;
+    time->gil_ns = time->gil_ns < room ? time->gil_ns : room;
+}
+
 /* Samples thread th at t, standing for wall ns; takes its references. */
 static void
 sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
               uint32_t *ids)
 {
     ap_thread_seen *seen = th->tid > 0 ? seen_of(self, th->tid) : NULL;
-    int64_t cpu = -1;
+    int64_t cpu = -1, cpu_now = -1;
     ap_sample_time time = {wall, 0, 0, 0};
     if (seen) {
         seen->round = self->rounds;
-        int64_t now = thread_cpu_ns(th->tid);
-        cpu = now >= 0 && seen->cpu_ns >= 0 ? now - seen->cpu_ns : -1;
-        seen->cpu_ns = now;
+        cpu_now = thread_cpu_ns(th->tid);
+        cpu = cpu_now >= 0 && seen->cpu_ns >= 0 ? cpu_now - seen->cpu_ns
+                                                 : -1;
+        seen->cpu_ns = cpu_now;
         time.cpu_ns = cpu < 0 ? 0 : cpu < wall ? cpu : wall;
         if (cpu != 0) {
             files_for(self, seen);
@@ -340,10 +364,20 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
         seen->stack = -1;
     }
     int64_t tid = th->tid;
+    ap_open_call call;
     int64_t stage = ap_stage_now(th->thread_id, th->context_ver,
                                  self->context_stack(self->module,
-                                                     th->context), &tid);
+                                                     th->context), &tid,
+                                 &call);
     Py_XDECREF(th->context);
+    if (call.open_ns >= 0 && call.open_ns < time.wall_ns) {
+        /* a thread that ran since its last sample may have entered its
+         * stage since: what it did and waited before is not the stage's
+         * (a late round on a starved machine filed the run delay of the
+         * code before a sleep under the sleep) */
+        fit_time(&time, call.open_ns,
+                 cpu_now >= 0 ? cpu_now - call.cpu0_ns : time.cpu_ns);
+    }
     if (tid < 0) {
         tid = (int64_t)th->thread_id;   /* 3.9/3.10, never recorded */
     }

@@ -56,6 +56,21 @@ def test_a_stage_sharing_its_core_with_busy_processes_is_cpu_starved():
 
 
 @linux_only
+def test_a_late_sample_files_under_a_stage_only_the_time_it_was_open():
+    """A round taken late (the GIL held by a thread computing outside any
+    stage, or a CPU given to other processes) after the thread entered a
+    sleep stands for the whole interval, of which the stage had a few
+    ms: only those are filed under the stage, with its own CPU time and
+    the run delay shared as the CPU time was. Filed whole, the sleep's
+    sampled time was ten times its wall time and 90 % on the CPU (on a
+    busy machine, half the runs read the sleep cpu-starved)."""
+    found = planted("late sampler")["sleep"]
+    assert found["sampled_s"] <= found["wall_s"] * 1.05 + 0.002, found
+    assert found["sampled_cpu_s"] <= 0.1 * found["sampled_s"], found
+    assert found["kind"] == "waiting", found
+
+
+@linux_only
 def test_stages_blocked_on_a_sleep_and_a_pipe_are_waiting():
     found = planted("blocked")
     for path in ("sleep", "pipe read"):

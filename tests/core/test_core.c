@@ -393,31 +393,39 @@ test_stage_now_follows_contexts(void)
 {
     uint64_t me = (uint64_t)pthread_self();
     int64_t tid = -1;
-    CHECK(ap_stage_now(me, 7, NULL, &tid) == -1);     /* no session */
+    CHECK(ap_stage_now(me, 7, NULL, &tid, NULL) == -1);     /* no session */
     ap_session *s = start(&default_config);
-    CHECK(ap_stage_now(me, 7, NULL, &tid) == -1 && tid == -1);
+    CHECK(ap_stage_now(me, 7, NULL, &tid, NULL) == -1 && tid == -1);
     int serve, task;
     ap_stack *home, *a;
     CHECK(ap_stack_open(NULL, 0, &home) == AP_OK);
     ap_stack_use(7, home);
     CHECK(ap_enter_in(7, name("serve"), 0, &serve) == AP_OK);
     CHECK(ap_stack_open(home, 1, &a) == AP_OK);
-    int64_t at_serve = ap_stage_now(me, 7, NULL, &tid);
+    struct timespec nap = {0, 2000000};
+    nanosleep(&nap, NULL);
+    ap_open_call call = {-2, -2};
+    int64_t at_serve = ap_stage_now(me, 7, NULL, &tid, &call);
     CHECK(tid == (int64_t)syscall(SYS_gettid));
-    CHECK(ap_stage_now(me, 8, a, &tid) == at_serve);  /* a nests there */
-    CHECK(ap_stage_now(me, 8, NULL, &tid) == -1);     /* a context unseen */
-    CHECK(ap_stage_now(me + 1, 7, NULL, &tid) == -1); /* another thread */
+    /* how long serve's call has been open: a sample stands for no more */
+    CHECK(call.open_ns >= 2000000 && call.open_ns < 1000000000);
+    CHECK(call.cpu0_ns >= 0 && call.cpu0_ns <= ap_thread_cpu_ns());
+    CHECK(ap_stage_now(me, 8, a, &tid, &call) == at_serve);  /* nests */
+    CHECK(call.open_ns == -1);  /* a's own stages hold no call of serve's */
+    CHECK(ap_stage_now(me, 8, NULL, &tid, NULL) == -1);     /* a context unseen */
+    CHECK(ap_stage_now(me + 1, 7, NULL, &tid, NULL) == -1); /* another thread */
     ap_stack_use(8, a);
     CHECK(ap_enter_in(8, name("task"), 0, &task) == AP_OK);
-    int64_t at_task = ap_stage_now(me, 8, NULL, &tid);
-    CHECK(ap_stage_now(me, 9, home, &tid) == at_serve);
+    int64_t at_task = ap_stage_now(me, 8, NULL, &tid, NULL);
+    CHECK(ap_stage_now(me, 9, home, &tid, NULL) == at_serve);
     ap_stack_use(9, home);
-    CHECK(ap_stage_now(me, 9, a, &tid) == at_serve);  /* key wins */
+    CHECK(ap_stage_now(me, 9, a, &tid, NULL) == at_serve);  /* key wins */
     ap_stack_use(10, a);
     CHECK(ap_exit_in(10, &task, 0) == AP_OK);
     ap_stack_use(11, home);
     CHECK(ap_exit_in(11, &serve, 0) == AP_OK);
-    CHECK(ap_stage_now(me, 11, NULL, &tid) == -1);
+    CHECK(ap_stage_now(me, 11, NULL, &tid, &call) == -1 &&
+          call.open_ns == -1);
     ap_report *r = stop_and_report(s);
     CHECK(at_serve == find_stage(r, "serve") - r->stages);
     CHECK(at_task == find_stage(r, "serve/task") - r->stages);

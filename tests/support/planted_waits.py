@@ -1,5 +1,6 @@
 """Planted waits, each in a process of its own: a stage starved of CPU
-by busy processes pinned to its core (sampled, and not), stages blocked on a sleep and a
+by busy processes pinned to its core (sampled, and not), a sleep after
+work outside any stage that held the GIL from the sampler, stages blocked on a sleep and a
 pipe, eight threads fighting for the GIL, and the main thread fighting
 three for it, a stage waiting for the thread pool it handed its work to,
 and one asleep beside a thread busy all the run; two event loops, each
@@ -8,7 +9,7 @@ the same time. Prints, as JSON, each diagnosed stage's class and the
 shares of its sampled time.
 
     python planted_waits.py starved|blocked|gil|gil_main|pool|background|loops
-    python planted_waits.py "starved unsampled"
+    python planted_waits.py "starved unsampled"|"late sampler"
 """
 import asyncio
 import json
@@ -50,6 +51,27 @@ def starved(hogs_on_its_core=3):
         for hog in hogs:
             hog.kill()
             hog.wait()
+
+
+def sleep_after_work():
+    # a thread other than the main one computes outside any stage,
+    # holding the GIL for its whole 30 ms (the switch interval raised),
+    # then sleeps in a stage: the round that the main thread, blocked in
+    # join(), leaves to the sampler's own thread waits for the GIL until
+    # that sleep, and its interval holds the computing
+    def worker():
+        for _ in range(10):
+            spin_cpu(0.03)
+            with ap.stage("sleep"):
+                time.sleep(0.003)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.1)
+    try:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def blocked():
@@ -153,16 +175,22 @@ def loops():
         t.join()
 
 
-def main(case):
+def profiled(case):
     # unsampled: the process stays on the one CPU it shares with two hogs
     # until the run's machine figures are taken at its stop
     with ap.Profiler(sample=None if case == "starved unsampled"
-                     else 0.002) as prof:
+                     else 0.001 if case == "late sampler" else 0.002
+                     ) as prof:
         {"starved": starved, "blocked": blocked, "gil": gil,
          "gil_main": gil_main, "pool": pool,
          "background": background, "loops": loops,
-         "starved unsampled": lambda: starved(2)}[case]()
-    rep = prof.report()
+         "starved unsampled": lambda: starved(2),
+         "late sampler": sleep_after_work}[case]()
+    return prof.report()
+
+
+def main(case):
+    rep = profiled(case)
     found = {}
     for f in rep.diagnose(top=5):
         waits = stage_waits(rep, f.path)
@@ -174,7 +202,10 @@ def main(case):
             "blocked": (waits.wall_s - waits.cpu_s - waits.delay_s -
                         waits.gil_s) / waits.wall_s if waits else None,
             "measured": [waits.delay_known, waits.gil_known] if waits
-            else None}
+            else None,
+            "sampled_s": waits.wall_s if waits else None,
+            "sampled_cpu_s": waits.cpu_s if waits else None,
+            "wall_s": rep[f.path].wall.total}
     print(json.dumps(found))
 
 
