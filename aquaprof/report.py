@@ -134,9 +134,11 @@ class Report(model.Report):
     def anomalies(self, window: int = 50, threshold: float = 6.0,
                   min_ratio: float = 1.5, min_excess: float = 1e-5
                   ) -> List[Any]:
-        """Calls far slower than their stage's previous `window` calls
-        (robust z-score over `threshold`, at least `min_ratio` times the
-        median and `min_excess` seconds over it), from the raw spans, in
+        """Calls far slower than their stage's previous `window` calls,
+        and rare among them (robust z-score over the median above
+        `threshold`, at least `min_ratio` times and `min_excess` seconds
+        over the window's longest 2.5 % of calls, so that a long call
+        every few calls is not one), from the raw spans, in
         time order: a list (analysis.anomaly.Anomalies) whose
         not_examined counts the calls whose spans were dropped
         (max_spans), which a warning then says."""

@@ -1,10 +1,15 @@
 """Calls far outside their stage's recent distribution: each call's
-duration against the median and the median absolute deviation (MAD) of
-the `window` calls of the same stage before it. A call is flagged when it
-is more than `threshold` robust standard deviations (1.4826 MAD) above
-that median, at least `min_ratio` times it and at least `min_excess`
-seconds longer, so that neither noise, nor a perfectly steady stage, nor
-the jitter of sub-microsecond calls raises false alarms."""
+duration against the `window` calls of the same stage before it. A call is
+flagged when it is more than `threshold` robust standard deviations above
+that window's median, and at least `min_ratio` times and `min_excess`
+seconds longer than the window's tail: the shortest of its longest
+TAIL_SHARE (2.5 %) calls. So an anomaly is both extreme (neither noise
+nor the jitter of sub-microsecond calls raises it) and rare (fewer than
+2.5 % of the window's calls come within min_ratio of it: a stage's
+regular long calls, a DataLoader's refill every few batches, are its
+tail, not anomalies).
+The rule is `judge()`, shared by Report.anomalies() and the live
+Snapshot.anomalies()."""
 from __future__ import annotations
 
 import warnings
@@ -59,17 +64,58 @@ def check_limits(threshold: float, min_ratio: float) -> None:
         raise ValueError("threshold must be > 0 and min_ratio >= 1")
 
 
-def outliers(current: np.ndarray, median: np.ndarray, mad: np.ndarray,
-             threshold: float, min_ratio: float, min_excess: float
-             ) -> Tuple[np.ndarray, np.ndarray]:
-    """Scores of durations (ns) against their history's median and MAD,
-    and which of them are flagged."""
-    # a floor under the spread: 1 % of the median, so that a stage with
-    # identical calls still needs a real jump
-    spread = np.maximum(1.4826 * mad, 0.01 * median)
+# an anomaly must be rarer than 1 in 40 of its window's calls: a long call
+# that recurs every 20th call or more often (a refill every few batches) is
+# then never one (but for a first, with none as long before it) once the
+# window holds 20 calls: n such calls hold at least n // 20 of them, never
+# fewer than ceil(n / 40). In the default window of 50 the tail is the
+# second longest call, so one earlier spike does not hide the next
+TAIL_SHARE = 0.025
+# the normal distribution's 90th - 10th percentile range, in standard
+# deviations
+_DECILE_SIGMAS = 2.5631
+
+
+def _at(ordered: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
+    """Each row's q-quantile (linear interpolation) of its first n[row]
+    values, ordered ascending."""
+    pos = q * (n - 1)
+    lo = np.floor(pos).astype(np.intp)
+    hi = np.minimum(lo + 1, n - 1)
+    rows = np.arange(len(ordered))
+    return (ordered[rows, lo] +
+            (pos - lo) * (ordered[rows, hi] - ordered[rows, lo]))
+
+
+def judge(current: np.ndarray, windows: np.ndarray, threshold: float,
+          min_ratio: float, min_excess: float
+          ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Durations (ns) each set against its window (a row of `windows`,
+    NaN where the window holds fewer calls, at least one call a row):
+    their windows' medians, their scores and which of them are flagged."""
+    ordered = np.sort(windows, axis=1)             # NaN last
+    n = np.count_nonzero(~np.isnan(windows), axis=1)
+    median = _at(ordered, n, 0.5)
+    mad = np.nanmedian(np.abs(windows - median[:, None]), axis=1)
+    # MAD is 0 as soon as over half the window's calls are equal (a steady
+    # stage with a long call every few), and says nothing then of the
+    # others: the 10th-90th percentile range does not collapse until 80 %
+    # are equal, and 1 % of the median floors it for a stage of identical
+    # calls, so that it still needs a real jump
+    spread = np.maximum.reduce([
+        1.4826 * mad,
+        (_at(ordered, n, 0.9) - _at(ordered, n, 0.1)) / _DECILE_SIGMAS,
+        0.01 * median])
     score = (current - median) / np.where(spread > 0, spread, 1.0)
-    return score, ((score > threshold) & (current >= min_ratio * median) &
-                   (current - median >= min_excess * 1e9))
+    # the window's tail: the shortest of its ceil(TAIL_SHARE n) longest
+    # calls; a call must clear it by the ratio, so that a long call that
+    # recurs (and jitters a little) is never flagged against the short
+    # ones, however steady they are
+    k = np.ceil(TAIL_SHARE * n - 1e-9).astype(np.intp)
+    tail = ordered[np.arange(len(ordered)), n - k]
+    return median, score, ((score > threshold) &
+                           (current >= min_ratio * tail) &
+                           (current - tail >= min_excess * 1e9))
 
 
 def find_anomalies(report: "Report", window: int = 50,
@@ -99,14 +145,13 @@ def find_anomalies(report: "Report", window: int = 50,
         windows = windows[MIN_HISTORY - 1:]
         current = d[MIN_HISTORY:]
         median = np.empty(len(current))
-        mad = np.empty(len(current))
+        score = np.empty(len(current))
+        flagged = np.empty(len(current), dtype=bool)
         for lo in range(0, len(current), BLOCK):
-            block = windows[lo:lo + BLOCK]
-            median[lo:lo + BLOCK] = np.nanmedian(block, axis=1)
-            mad[lo:lo + BLOCK] = np.nanmedian(
-                np.abs(block - median[lo:lo + BLOCK, None]), axis=1)
-        score, flagged = outliers(current, median, mad, threshold,
-                                  min_ratio, min_excess)
+            part = slice(lo, lo + BLOCK)
+            median[part], score[part], flagged[part] = judge(
+                current[part], windows[part], threshold, min_ratio,
+                min_excess)
         hits = np.flatnonzero(flagged)
         for k in hits:
             i = index[MIN_HISTORY + k]

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _core
 from ..common.units import align_columns, fmt_bytes, fmt_rate, fmt_time
-from ..analysis.anomaly import MIN_HISTORY, Anomaly, check_limits, outliers
+from ..analysis.anomaly import MIN_HISTORY, Anomaly, check_limits, judge
 from ..model.report import StageStats, stage_stats
 
 _NS = 1e-9
@@ -133,9 +133,10 @@ class Snapshot:
     def anomalies(self, threshold: float = 6.0, min_ratio: float = 1.5,
                   min_excess: float = 1e-5) -> List[Anomaly]:
         """Each stage's latest closed call, and its open calls, set against
-        the median and MAD of its window (the same rule as
-        Report.anomalies()). An open call is judged on its age so far, so
-        a stage that hangs is flagged while it hangs."""
+        its window by the rule of Report.anomalies() (one rule,
+        analysis.anomaly.judge: extreme for the window and longer than its
+        tail). An open call is judged on its age so far, so a stage that
+        hangs is flagged while it hangs."""
         check_limits(threshold, min_ratio)
         spans = self._data["spans"]
         now = self._data["stop_ns"]
@@ -149,17 +150,14 @@ class Snapshot:
             judged += [(int(i), float(now - spans["start_ns"][i]), d, True)
                        for i in self._open[sid] if len(d) >= MIN_HISTORY]
             for i, current, history, running in judged:
-                median = np.median(history)
-                mad = np.median(np.abs(history - median))
-                score, flagged = outliers(np.array([current]),
-                                          np.array([median]),
-                                          np.array([mad]), threshold,
-                                          min_ratio, min_excess)
+                median, score, flagged = judge(
+                    np.array([current]), history[None, :], threshold,
+                    min_ratio, min_excess)
                 if flagged[0]:
                     found.append(Anomaly(
                         path, i,
                         (int(spans["start_ns"][i]) - self._data["start_ns"])
-                        * _NS, current * _NS, float(median) * _NS,
+                        * _NS, current * _NS, float(median[0]) * _NS,
                         float(score[0]), running))
         return found
 

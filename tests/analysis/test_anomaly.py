@@ -127,3 +127,64 @@ def test_a_run_that_kept_every_span_says_nothing_more(recwarn):
     found = prof.report().anomalies()
     assert found.not_examined == 0 and found.note == ""
     assert not [w for w in recwarn if "aquaprof" in str(w.message)]
+
+
+def periodic_steps(period, steps=200, seed=0):
+    """1 ms calls, identical (over half the window equal: MAD 0), but every
+    `period`-th call about 3 ms, each a little longer or shorter than the
+    last (a refill, as a DataLoader's wait every few batches)."""
+    rng = np.random.default_rng(seed)
+    d = np.full(steps, 1e6)
+    d[::period] = 3e6 * (1 + rng.uniform(-0.02, 0.02, len(d[::period])))
+    return d
+
+
+@pytest.mark.parametrize("period", [4, 8, 20])
+def test_periodic_long_calls_are_the_stage_s_pattern(period):
+    rep, _ = with_durations(recorded(200), periodic_steps(period).astype(
+        np.int64))
+    assert rep.anomalies() == []
+    # nor with a longer window, nor the shortest one
+    assert rep.anomalies(window=120) == []
+    assert rep.anomalies(window=20) == []
+
+
+@pytest.mark.parametrize("period", [4, 8, 20])
+def test_a_spike_among_periodic_calls_is_still_flagged(period):
+    d = periodic_steps(period)
+    d[151] = 20e6                     # not a periodic call's place
+    rep, index = with_durations(recorded(200), d.astype(np.int64))
+    (a,) = rep.anomalies()
+    assert a.span == index[151] and a.usual == pytest.approx(1e-3)
+    assert a.score > 6
+
+
+def test_steady_calls_with_ties_are_quiet_and_a_spike_is_not():
+    # over half the calls exactly equal (MAD 0), the others a few percent
+    # off: none is an anomaly, a 3x call is
+    rng = np.random.default_rng(1)
+    d = np.where(rng.uniform(size=80) < 0.6, 1e6,
+                 1e6 * (1 + rng.uniform(-0.05, 0.05, 80)))
+    rep, _ = with_durations(recorded(80), d.astype(np.int64))
+    assert rep.anomalies() == []
+    d[60] = 3e6
+    rep, index = with_durations(recorded(80), d.astype(np.int64))
+    assert [a.span for a in rep.anomalies()] == [index[60]]
+    # a long call that comes back, at no period, tied: the first is news,
+    # the others are as long as one in 40 of the calls before them
+    d[60] = 1e6
+    d[[20, 33, 41, 58, 70]] = 2.5e6
+    rep, index = with_durations(recorded(80), d.astype(np.int64))
+    assert [a.span for a in rep.anomalies()] == [index[20]]
+
+
+def test_one_earlier_spike_does_not_hide_the_next():
+    d = np.full(120, 1e6)
+    d[[60, 80]] = 20e6
+    rep, index = with_durations(recorded(120), d.astype(np.int64))
+    assert [a.span for a in rep.anomalies()] == [index[60], index[80]]
+    # a third, with two as long among the 50 before it, is the stage's
+    # tail: an anomaly is rarer than one in 40 of its window's calls
+    d[100] = 20e6
+    rep, index = with_durations(recorded(120), d.astype(np.int64))
+    assert [a.span for a in rep.anomalies()] == [index[60], index[80]]

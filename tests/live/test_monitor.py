@@ -112,6 +112,30 @@ def test_snapshot_anomalies_flag_the_latest_call_and_a_hang():
         hung.anomalies(threshold=0)
 
 
+@pytest.mark.parametrize("period", [4, 8, 20])
+def test_snapshot_anomalies_leave_periodic_calls_alone(period):
+    # 1 ms calls, identical (MAD 0), every period-th about 3 ms: the
+    # latest call or an open one as long as them is the stage's pattern
+    with ap.Profiler(window=60) as prof:
+        for _ in range(60):
+            with ap.stage("step"):
+                pass
+        with ap.stage("step"):
+            real = prof.snapshot()
+    rng = np.random.default_rng(period)
+    steps = [3.0 * (1 + rng.uniform(-0.02, 0.02)) if i % period == 0
+             else 1.0 for i in range(60)][::-1]      # the latest one long
+    assert _with_durations(real, steps, open_ms=1.0).anomalies() == []
+    assert _with_durations(real, steps[1:] + [1.0],
+                           open_ms=3.05).anomalies() == []
+    # a spike among them is still found, closed or open
+    (a,) = _with_durations(real, steps[:-1] + [20.0],
+                           open_ms=1.0).anomalies()
+    assert (a.running, a.usual) == (False, pytest.approx(1e-3))
+    (a,) = _with_durations(real, steps, open_ms=20.0).anomalies()
+    assert a.running and a.duration == pytest.approx(20e-3)
+
+
 def test_monitor_alerts_once_per_crossing_and_keeps_callback_errors():
     seen = []
 
