@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..common.checks import whole
-from ..common.words import plural
+from ..common.words import plural, shorten_path
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from .concurrency import self_open_by_thread
 from .other_threads import other_threads
@@ -791,6 +791,7 @@ class Diagnosis:
             extra = f" + {', '.join(f.also)}" if f.also else ""
             code = f"; hottest code: {f.code.split(', ')[0]}" \
                 if f.code else ""
-            lines.append(f"  {i}. {printable(f.path)}: {f.kind}{extra}; "
-                         f"{f.evidence.split(', ')[0]}{code}")
+            lines.append(f"  {i}. {shorten_path(printable(f.path), 120)}: "
+                         f"{f.kind}{extra}; {f.evidence.split(', ')[0]}"
+                         f"{code}")
         return "\n".join(lines)

@@ -20,10 +20,14 @@ from typing import Any, Dict, Iterator, List, NamedTuple, \
 import numpy as np
 
 from ..common.checks import whole
+from ..common.words import shorten_path
 from .. import _core
 from . import limits, schema
 from ..common.atomic import write_atomic
 from .schema import ReportError
+
+#: the stage paths a KeyError for a missing one lists
+KNOWN_SHOWN = 20
 
 _NS = 1e-9
 
@@ -436,9 +440,16 @@ class Report:
         try:
             return self._by_path[path]
         except KeyError:
-            known = ", ".join(sorted(self._by_path)) or "none"
-            raise KeyError(f"no stage {path!r} in this report; stage paths "
-                           f"are: {known}") from None
+            paths = sorted(self._by_path)
+            # a report of a name a request holds thousands: the first few
+            known = ", ".join(shorten_path(p, 80)
+                              for p in paths[:KNOWN_SHOWN]) or "none"
+            more = (f" and {len(paths) - KNOWN_SHOWN:,} more"
+                    if len(paths) > KNOWN_SHOWN else "")
+            shown = repr(shorten_path(path, 200)) if isinstance(path, str) \
+                else repr(path)[:200]
+            raise KeyError(f"no stage {shown} in this report; stage paths "
+                           f"are: {known}{more}") from None
 
     def top(self, n: int = 3) -> List[StageStats]:
         """The n stages that took the most of the run's clock running

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from ..model.report import Report, StageStats
 
 _NAME_MAX = 40
+#: the longest a stage path is shown on a line of its own, where no
+#: terminal width is known
+PATH_MAX = 120
 #: the fewest characters a shortened stage label keeps
 _NAME_MIN = 12
 
@@ -485,11 +488,10 @@ def format_report(rep: "Report", width: Optional[int] = None,
         lines.append("")
         lines.append(_paint(f"Top {plural(len(top), 'bottleneck')} by self "
                             f"time:", _BOLD, color))
-        paths = [printable(s.path) for s in top]
-        if width is not None:
-            # a path keeps what the rank, time and share leave of the line
-            paths = [shorten_path(p, max(width - 35, _NAME_MIN))
-                     for p in paths]
+        # a path keeps what the rank, time and share leave of the line
+        paths = [shorten_path(printable(s.path),
+                              PATH_MAX if width is None else
+                              max(width - 35, _NAME_MIN)) for s in top]
         path_width = max(len(p) for p in paths)
         for i, (s, path) in enumerate(zip(top, paths), 1):
             share = s.self_wall / rep.wall * 100 if rep.wall else 0.0

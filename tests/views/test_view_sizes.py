@@ -216,3 +216,25 @@ def test_a_flamegraph_grows_linearly_with_the_depth_of_its_stacks():
     small = len(flamegraph_svg(deep_report(100)).encode())
     large = len(flamegraph_svg(deep_report(400)).encode())
     assert large / small < 4.5          # 4x the frames; quadratic: ~16x
+
+
+def test_a_stage_name_of_100000_characters_keeps_the_printed_report_short():
+    """A name made from a request's data: the table, the bottleneck and
+    diagnosis lines and the error for a missing stage each show it cut,
+    never 100 KB a line."""
+    long = "request-" + "x" * 100_000
+    with ap.Profiler() as prof:
+        for i in range(30):
+            with ap.stage(f"{i}-{long}"):
+                pass
+        with ap.stage(long):
+            busy = sum(range(200_000))
+    rep = prof.report()
+    assert busy
+    lines = str(rep).splitlines()
+    assert max(map(len, lines)) < 400, max(lines, key=len)[:200]
+    assert any(line.startswith("  1. request-xx") for line in lines)
+    with pytest.raises(KeyError) as err:
+        rep["missing"]
+    said = str(err.value)
+    assert len(said) < 3000 and said.endswith("and 11 more\"")
