@@ -40,7 +40,6 @@ first_since(ap_thread *t, int64_t since)
     return lo;
 }
 
-
 /* Adds to r's aggregates t's calls open now that were entered at or after
  * since, innermost first, each one's wall time taken from its parent's
  * self time as stop() does. */
