@@ -52,6 +52,10 @@ def stage(name: Optional[str] = ..., *, items: Optional[int] = ...) -> Stage: ..
 MAX_DEPTH: int
 def active() -> bool: ...
 def _gpu_flush() -> None: ...
+def _interned_names() -> int:
+    """How many stage names the process holds for its life: for tests of
+    their bound."""
+    ...
 def _sigterm_deadline(seconds: float, marks: Sequence[str]) -> bool:
     """Wraps SIGTERM's Python handler: one that has not started within
     `seconds` creates the files `marks` and ends the process by SIGTERM's

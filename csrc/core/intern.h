@@ -2,7 +2,9 @@
  * sight. ap_intern_table is the table itself, for a caller that locks it
  * and frees it (the GPU layer's kernel names, one table a trace); ap_intern
  * is the process-wide stage-name table: a name gets one id for the life of
- * the process, so ids cached by callers stay valid across sessions. */
+ * the process, so ids cached by callers stay valid across sessions. Never
+ * freed, it is bounded by what adds to it: stage entries add names
+ * through ap_stage_name_id (session.h), max_stages a session at most. */
 #ifndef AP_INTERN_H
 #define AP_INTERN_H
 
@@ -23,14 +25,22 @@ typedef struct {
     uint32_t mask;
 } ap_intern_table;
 
+/* Ids are below this: a table holds at most this many texts, and the ids
+ * above are free for callers' markers (ap_stage_name_id's AP_NAME_OVER). */
+#define AP_INTERN_MAX_IDS (1u << 30)
+
 /* An empty table; all zeros is one too. */
 #define AP_INTERN_TABLE_INIT {NULL, 0, 0, NULL, 0}
 
 /* Looks up or adds text[0:len] (len may be 0) in t. Not thread-safe.
- * Returns AP_OK and sets *id, or AP_ERR_NOMEM with t holding what it
- * held. */
+ * Returns AP_OK and sets *id, or AP_ERR_NOMEM (out of memory, or
+ * AP_INTERN_MAX_IDS texts held) with t holding what it held. */
 ap_status ap_intern_table_add(ap_intern_table *t, const char *text,
                               size_t len, uint32_t *id);
+
+/* Looks text[0:len] up in t without adding it: 1 and *id set, or 0. */
+int ap_intern_table_find(const ap_intern_table *t, const char *text,
+                         size_t len, uint32_t *id);
 
 /* The text for id, NUL-terminated, or NULL if t has no such id. The
  * pointer stays valid until t is freed, whatever is added meanwhile. */
@@ -44,6 +54,18 @@ void ap_intern_table_free(ap_intern_table *t);
  * table. Thread-safe. Returns AP_OK and sets *id, AP_ERR_INVALID for an
  * empty name, AP_ERR_NOMEM. */
 ap_status ap_intern(const char *name, size_t len, uint32_t *id);
+
+/* As ap_intern; *added is 1 when name was new to the table (0 on any
+ * failure). */
+ap_status ap_intern_added(const char *name, size_t len, uint32_t *id,
+                          int *added);
+
+/* Looks name[0:len] up in the process-wide table without adding it: 1
+ * and *id set, or 0 (an empty name: 0). Thread-safe. */
+int ap_intern_find(const char *name, size_t len, uint32_t *id);
+
+/* How many names the process-wide table holds: for tests of its bound. */
+uint32_t ap_intern_count(void);
 
 /* The name for id, NUL-terminated, or NULL if id was never given out.
  * The pointer stays valid for the life of the process. */

@@ -431,7 +431,10 @@ enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
         f->rss0 = atomic_load_explicit(&s->rss.current, memory_order_relaxed);
     }
     if (s->config.hooks) {
-        s->config.hooks->enter(span_tag(t->index, f->node, f->span), name);
+        /* a name left out of the table is the overflow path's */
+        s->config.hooks->enter(span_tag(t->index, f->node, f->span),
+                               name == AP_NAME_OVER ? s->overflow_name
+                                                    : name);
     }
     int64_t w = ap_ticks();
     if (w - t->cpu_wall >= s->cpu_resolution_ticks) {

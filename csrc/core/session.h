@@ -60,6 +60,25 @@ typedef struct {
  * one under each parent that has them; its own children fold into it. */
 #define AP_OVERFLOW_NAME "(over max_stages)"
 
+/* The name id of an entry whose name was left out of the process-wide
+ * table (ap_stage_name_id): ap_enter files it as an entry of a new path
+ * past config.max_stages, in its parent's AP_OVERFLOW_NAME path, counted
+ * in the report's `overflowed`. Never an interned id. */
+#define AP_NAME_OVER (UINT32_MAX - 1)
+
+/* The id to enter stage name[0:len] (UTF-8, len > 0) under in the active
+ * session, interning the name only when it can still become a path:
+ * names already in the process-wide table (ap_intern) keep their id; a
+ * new one is added while the session's table of paths has room and the
+ * session has added fewer than config.max_stages names, so that the
+ * table, never freed, grows by at most max_stages names a session;
+ * otherwise *id is AP_NAME_OVER and nothing is kept. A caller may cache
+ * an interned id for good, never AP_NAME_OVER (a later session may have
+ * room). AP_IGNORED for a name not held when no session is active
+ * (nothing interned), AP_ERR_INVALID for an empty name, AP_ERR_NOMEM
+ * (nothing kept). Same threading contract as ap_enter. */
+ap_status ap_stage_name_id(const char *name, size_t len, uint32_t *id);
+
 /* The deepest a path may be (a top-level stage has depth 0): what the
  * report reader accepts (aquaprof.limits.MAX_DEPTH), so that no run writes
  * a file its own reader refuses. An entry deeper folds into its parent's

@@ -169,6 +169,8 @@ struct ap_session {
     uint32_t overflow_name;
     uint32_t too_deep_name;
     int64_t overflowed;           /* entries folded past max_stages */
+    uint32_t names_added;         /* to the process-wide table, by
+                                   * ap_stage_name_id: at most max_stages */
     int64_t too_deep;             /* entries folded past AP_MAX_DEPTH */
     uint64_t entries_seen;        /* the threads' entries at the memory
                                    * sampler's last look */
@@ -259,8 +261,8 @@ void ap_thread_free(ap_thread *t);
 
 /* session_paths.c: the path an entry of `name` under path `parent`
  * (NO_PATH: the top level) is recorded in, added when new. Past
- * config.max_stages paths, the entry folds into the parent's overflow path
- * and is counted in s->overflowed, and past AP_MAX_DEPTH into the parent's
+ * config.max_stages paths, or for name AP_NAME_OVER, the entry folds into
+ * the parent's overflow path and is counted in s->overflowed, and past AP_MAX_DEPTH into the parent's
  * too-deep path, counted in s->too_deep; *filed is the name the thread
  * files it under (name, or the folding path's). AP_ERR_NOMEM when a new path could
  * not be added. Under s->lock. */

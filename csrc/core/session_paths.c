@@ -2,9 +2,11 @@
  * thread files its calls in its own tree, whose nodes name a path here,
  * so that the report's stages are this table (no merge by name at the
  * end), a thread's exit merges into it, and config.max_stages bounds it. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "alloc.h"
+#include "intern.h"
 #include "session_internal.h"
 
 /* Adds the path (parent, name). AP_ERR_NOMEM leaves s unchanged. */
@@ -59,6 +61,12 @@ fold_path(ap_session *s, uint32_t parent, uint32_t fold, uint32_t *path,
     return st;
 }
 
+static uint32_t
+max_stages(const ap_session *s)
+{
+    return s->config.max_stages ? s->config.max_stages : AP_MAX_STAGES;
+}
+
 ap_status
 ap_path_resolve_locked(ap_session *s, uint32_t parent, uint32_t name,
                        uint32_t *path, uint32_t *filed)
@@ -72,15 +80,50 @@ ap_path_resolve_locked(ap_session *s, uint32_t parent, uint32_t name,
         return fold_path(s, parent, s->too_deep_name, path, filed,
                          &s->too_deep);
     }
-    uint32_t cap = s->config.max_stages ? s->config.max_stages
-                                        : AP_MAX_STAGES;
-    if (s->npaths < cap) {
+    if (name != AP_NAME_OVER && s->npaths < max_stages(s)) {
         return add_path(s, parent, name, path);
     }
     /* the table holds at most 2 * max_stages + 1 paths, and the too-deep
-     * ones */
+     * ones; AP_NAME_OVER, a name that could make no path, is never one */
     return fold_path(s, parent, s->overflow_name, path, filed,
                      &s->overflowed);
+}
+
+ap_status
+ap_stage_name_id(const char *name, size_t len, uint32_t *id)
+{
+    if (ap_intern_find(name, len, id)) {
+        return AP_OK;
+    }
+    if (!name || len == 0) {
+        return AP_ERR_INVALID;
+    }
+    ap_session *s = atomic_load_explicit(&ap_current_session,
+                                         memory_order_acquire);
+    if (!s) {
+        return AP_IGNORED;
+    }
+    /* A name new to the process makes a new path at its entry, if any:
+     * none once the table is full (npaths never falls while s records).
+     * The room is taken before the name is added, and given back when
+     * the name was not added (another thread's was first), so that
+     * threads racing to add names never pass max_stages. */
+    pthread_mutex_lock(&s->lock);
+    int room = s->npaths < max_stages(s) && s->names_added < max_stages(s);
+    s->names_added += room;
+    pthread_mutex_unlock(&s->lock);
+    if (!room) {
+        *id = AP_NAME_OVER;
+        return AP_OK;
+    }
+    int added;
+    ap_status st = ap_intern_added(name, len, id, &added);
+    if (!added) {
+        pthread_mutex_lock(&s->lock);
+        s->names_added--;
+        pthread_mutex_unlock(&s->lock);
+    }
+    return st;
 }
 
 void

@@ -6,6 +6,7 @@
 #include <numpy/arrayobject.h>
 
 #include "../core/alloc.h"
+#include "../core/intern.h"
 #include "../core/session.h"
 #include "../gpu/gpu_trace.h"
 #include "term_deadline.h"
@@ -78,6 +79,14 @@ gpu_flush(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+interned_names(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLong(ap_intern_count());
+}
+
 static PyMethodDef module_methods[] = {
     {"stage", (PyCFunction)(void (*)(void))ap_stage_function,
      METH_FASTCALL | METH_KEYWORDS, stage_doc},
@@ -89,6 +98,9 @@ static PyMethodDef module_methods[] = {
     {"_fail_allocations", fail_allocations, METH_VARARGS,
      fail_allocations_doc},
     {"_gpu_flush", gpu_flush, METH_NOARGS, gpu_flush_doc},
+    {"_interned_names", interned_names, METH_NOARGS,
+     "_interned_names(): how many stage names the process holds for its\n"
+     "life (csrc/core/intern.h), for tests of their bound."},
     {"_sigterm_deadline", ap_sigterm_deadline, METH_VARARGS,
      "_sigterm_deadline(seconds, marks): wraps SIGTERM's Python handler\n"
      "in this process; a SIGTERM whose Python handler has not started\n"

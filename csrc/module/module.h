@@ -223,22 +223,33 @@ PyObject *ap_merge_stage(PyObject *module, PyObject *const *args,
 PyObject *ap_gpu_trace_to_python(ap_module_state *st, ap_gpu_trace *t,
                                  const ap_report *r);
 
-/* The id of a stage name not interned yet: a stage made while no session
- * runs interns its name at its first entry in one, so that names a
- * program makes without a profiler are never held for the process's
- * life. */
+/* The id of a stage name not interned yet: a stage interns its name at
+ * its first entry in a session, and only while that session can still
+ * record a new path (ap_stage_name_id), so that names a program makes
+ * without a profiler, or past max_stages, are never held for the
+ * process's life. */
 #define AP_NAME_UNSET UINT32_MAX
 
-/* Checks a stage name (non-empty str without '/') and, when intern is set,
- * interns it (else *id may be AP_NAME_UNSET). Returns 0, sets *id and
- * *slot (the cache slot now holding name, NULL for str subclasses), or -1
- * with an exception set. */
+/* How ap_stage_name treats a name's id. */
+enum {
+    AP_NAME_CHECK,   /* checks only: *id is the cached one or UNSET */
+    AP_NAME_INTERN,  /* interns it (decorated functions: few) */
+    AP_NAME_ENTER,   /* for an entry in the active session: interns it
+                      * only if it can become a path, else *id is
+                      * AP_NAME_OVER (never cached); AP_NAME_UNSET when no
+                      * session is active */
+};
+
+/* Checks a stage name (non-empty str without '/') and gets its id as
+ * `intern` says. Returns 0, sets *id and *slot (the cache slot now
+ * holding name, NULL for str subclasses), or -1 with an exception set. */
 int ap_stage_name(ap_module_state *st, PyObject *name, int intern,
                   uint32_t *id, ap_name_slot **slot);
 
 /* The name for a 'with aquaprof.stage()' without one: where the block is,
  * the running function's qualified name (or, at module level, the file's
- * name) and the line. Interned; 0, or -1 with an exception set. */
+ * name) and the line; its id as AP_NAME_ENTER gives it. 0, or -1 with an
+ * exception set. */
 int ap_stage_name_here(uint32_t *id);
 
 /* items=: None means 0, else an int in [0, 2**63). 0 or -1 with an

@@ -24,8 +24,9 @@ name_text(PyObject *name, PyObject **owned, Py_ssize_t *len)
     return PyBytes_AS_STRING(*owned);
 }
 
+/* name's id as `how` says (AP_NAME_INTERN or AP_NAME_ENTER). */
 static int
-intern_str(PyObject *name, uint32_t *id)
+intern_str(PyObject *name, int how, uint32_t *id)
 {
     Py_ssize_t len;
     PyObject *owned;
@@ -33,13 +34,24 @@ intern_str(PyObject *name, uint32_t *id)
     if (!text) {
         return -1;
     }
-    ap_status rc = ap_intern(text, (size_t)len, id);
+    ap_status rc = how == AP_NAME_ENTER
+                       ? ap_stage_name_id(text, (size_t)len, id)
+                       : ap_intern(text, (size_t)len, id);
     Py_XDECREF(owned);
-    if (rc != AP_OK) {
+    if (rc == AP_IGNORED) {
+        *id = AP_NAME_UNSET;    /* no session: nothing to enter it in */
+    } else if (rc != AP_OK) {
         PyErr_NoMemory();
         return -1;
     }
     return 0;
+}
+
+/* The id to keep for a name: an interned one, never a marker. */
+static uint32_t
+cacheable(uint32_t id)
+{
+    return id == AP_NAME_OVER ? AP_NAME_UNSET : id;
 }
 
 int
@@ -50,10 +62,13 @@ ap_stage_name(ap_module_state *st, PyObject *name, int intern, uint32_t *id,
     ap_name_slot *s = &st->names[((uintptr_t)name >> 4) % AP_NAME_CACHE];
     *slot = NULL;
     if (exact && s->name == name) {
-        if (intern && s->id == AP_NAME_UNSET && intern_str(name, &s->id) < 0) {
-            return -1;
-        }
         *id = s->id;
+        if (intern && *id == AP_NAME_UNSET) {
+            if (intern_str(name, intern, id) < 0) {
+                return -1;
+            }
+            s->id = cacheable(*id);
+        }
         *slot = s;
         return 0;
     }
@@ -82,14 +97,14 @@ ap_stage_name(ap_module_state *st, PyObject *name, int intern, uint32_t *id,
         return -1;
     }
     *id = AP_NAME_UNSET;
-    if (intern && intern_str(name, id) < 0) {
+    if (intern && intern_str(name, intern, id) < 0) {
         return -1;
     }
     if (exact) {
         Py_INCREF(name);
         Py_XSETREF(s->name, name);
         Py_CLEAR(s->stage);
-        s->id = *id;
+        s->id = cacheable(*id);
         *slot = s;
     }
     return 0;
@@ -134,7 +149,7 @@ ap_stage_name_here(uint32_t *id)
     }
     /* a slash would split the path: "<lambda>" and qualnames have none,
      * a file's base name neither */
-    int rc = intern_str(name, id);
+    int rc = intern_str(name, AP_NAME_ENTER, id);
     Py_DECREF(name);
     return rc;
 }

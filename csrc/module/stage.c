@@ -30,7 +30,8 @@ typedef struct {
 } ProtocolObject;
 
 /* The stage's name id in a running session: interned at the first entry
- * in one (a stage without a name is named after where it is entered). */
+ * in one that can still record a new path, else AP_NAME_OVER, not kept
+ * (a stage without a name is named after where it is entered). */
 static AP_NOINLINE int
 stage_intern(StageObject *self, uint32_t *id)
 {
@@ -40,10 +41,13 @@ stage_intern(StageObject *self, uint32_t *id)
     PyObject *module = PyType_GetModule(Py_TYPE(self));
     ap_name_slot *slot;
     if (module == NULL ||
-        ap_stage_name(ap_state(module), self->name, 1, id, &slot) < 0) {
+        ap_stage_name(ap_state(module), self->name, AP_NAME_ENTER, id,
+                      &slot) < 0) {
         return -1;
     }
-    self->name_id = *id;
+    if (*id != AP_NAME_OVER) {
+        self->name_id = *id;
+    }
     return 0;
 }
 
@@ -61,7 +65,9 @@ stage_enter_on(StageObject *self)
         }
         PyErr_Clear();
     }
-    ap_context_enter((PyObject *)self, id, self->items);
+    if (id != AP_NAME_UNSET) {    /* else no session to enter it in */
+        ap_context_enter((PyObject *)self, id, self->items);
+    }
     return Py_NewRef(self);
 }
 
@@ -325,7 +331,9 @@ ap_stage_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
     uint32_t name_id;
     ap_name_slot *slot;
-    if (ap_stage_name(st, name, ap_active(), &name_id, &slot) < 0) {
+    /* the name is interned at the stage's first entry, when it can
+     * become a path (the cache slot may hold its id already) */
+    if (ap_stage_name(st, name, AP_NAME_CHECK, &name_id, &slot) < 0) {
         return NULL;
     }
     /* Reuse the slot's stage when only the cache holds it: nobody else can

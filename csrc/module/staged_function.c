@@ -150,7 +150,8 @@ ap_restage(PyObject *module, PyObject *args)
     ap_module_state *st = ap_state(module);
     uint32_t name_id;
     ap_name_slot *slot;
-    if (items < 0 || ap_stage_name(st, name, 1, &name_id, &slot) < 0) {
+    if (items < 0 ||
+        ap_stage_name(st, name, AP_NAME_INTERN, &name_id, &slot) < 0) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_ValueError, "_restage: items < 0");
         }
@@ -316,12 +317,14 @@ ap_wrap_function(ap_module_state *st, PyObject *func, PyObject *name,
     ap_name_slot *slot;
     if (name == NULL) {
         name = owned_name = default_name(func);
-        if (name == NULL || ap_stage_name(st, name, 1, &name_id, &slot) < 0) {
+        if (name == NULL ||
+            ap_stage_name(st, name, AP_NAME_INTERN, &name_id, &slot) < 0) {
             Py_XDECREF(owned_name);
             return NULL;
         }
     } else if (name_id == AP_NAME_UNSET &&
-               ap_stage_name(st, name, 1, &name_id, &slot) < 0) {
+               ap_stage_name(st, name, AP_NAME_INTERN, &name_id, &slot) <
+                   0) {
         /* a stage made while no session ran, now decorating: functions
          * are few, their names interned at once */
         return NULL;

@@ -920,6 +920,150 @@ test_max_stages_folds_and_counts(void)
     CHECK(ap_session_start(&c, &s) == AP_ERR_INVALID);
 }
 
+/* The id a stage entry of name gets: ap_stage_name_id's, which must
+ * succeed here. */
+static uint32_t
+entry_name(const char *s)
+{
+    uint32_t id = AP_NAME_OVER - 1;
+    ap_status st = ap_stage_name_id(s, strlen(s), &id);
+    CHECK(st == AP_OK && id != AP_NAME_OVER - 1);
+    return id;
+}
+
+/* A name new to the process is interned only while it can make a path:
+ * once the table of paths is full, its entries fold as any new path's
+ * do, counted, and the process-wide table, never freed, stays as it was;
+ * names held before keep working; a later session has room again. */
+static void
+test_names_past_max_stages_are_not_kept(void)
+{
+    ap_config c = default_config;
+    c.max_stages = 3;
+    char buf[32];
+    uint32_t id;
+    CHECK(ap_stage_name_id("no session yet", 14, &id) == AP_IGNORED);
+    ap_session *s = start(&c);
+    CHECK(ap_stage_name_id("", 0, &id) == AP_ERR_INVALID);
+    int a, x, y;
+    uint32_t na = entry_name("a");
+    CHECK(na == name("a"));
+    ap_enter(na, 0, &a);
+    ap_exit(&a, 0);
+    uint32_t held = name("held before");   /* interned, never entered */
+    uint32_t before = ap_intern_count();
+    for (int i = 0; i < 1000; i++) {
+        snprintf(buf, sizeof(buf), "request-%d", i);
+        uint32_t n = entry_name(buf);
+        CHECK(i == 0 ? n < AP_INTERN_MAX_IDS : n == AP_NAME_OVER);
+        ap_enter(n, 0, &x);
+        ap_enter(entry_name("its child"), 0, &y);
+        ap_exit(&y, 0);
+        ap_exit(&x, 0);
+    }
+    /* request-0 and request-0/its child filled the table */
+    CHECK(ap_intern_count() == before + 2);
+    CHECK(ap_intern_find("request-2", 9, &id) == 0);
+    CHECK(entry_name("held before") == held);
+    CHECK(entry_name("a") == na);
+    ap_enter(held, 0, &x);                      /* a new path: folded */
+    ap_exit(&x, 0);
+    ap_enter(na, 0, &a);                        /* known: exact */
+    ap_exit(&a, 0);
+    ap_report *r = stop_and_report(s);
+    /* 999 folded requests, their children (inside the fold), and "held
+     * before": all in the one overflow path */
+    CHECK(r->overflowed == 999 + 999 + 1);
+    const ap_report_stage *top = find_stage(r, AP_OVERFLOW_NAME);
+    CHECK(top && top->parent == -1 && top->stats.count == 999 + 999 + 1);
+    CHECK(find_stage(r, "request-0/its child") &&
+          find_stage(r, "request-0/its child")->stats.count == 1);
+    CHECK(find_stage(r, "a")->stats.count == 2);
+    CHECK(r->nstages == 3 + 1);
+    finish(s, r);
+    /* the next session adds names again, max_stages at most */
+    s = start(&c);
+    before = ap_intern_count();
+    for (int i = 0; i < 100; i++) {
+        snprintf(buf, sizeof(buf), "next-%d", i);
+        ap_enter(entry_name(buf), 0, &x);
+        ap_exit(&x, 0);
+    }
+    CHECK(ap_intern_count() == before + 3);
+    r = stop_and_report(s);
+    CHECK(r->overflowed == 97 && r->nstages == 4);
+    finish(s, r);
+}
+
+/* Threads entering names new to the process all at once, while the table
+ * of paths fills: the process-wide table grows by max_stages names at
+ * most, and every entry is recorded, in its path or folded and counted. */
+#define NAME_THREADS 8
+#define NAMES_EACH 2000
+#define RACE_MAX_STAGES 50
+
+static atomic_int names_go;
+
+static void *
+naming_thread(void *arg)
+{
+    int index = *(int *)arg, owner;
+    char buf[48];
+    while (!atomic_load(&names_go)) {
+    }
+    for (int i = 0; i < NAMES_EACH; i++) {
+        /* half the names shared by all threads, half their own */
+        if (i % 2) {
+            snprintf(buf, sizeof(buf), "race-shared-%d", i);
+        } else {
+            snprintf(buf, sizeof(buf), "race-%d-own-%d", index, i);
+        }
+        uint32_t id;
+        if (ap_stage_name_id(buf, strlen(buf), &id) != AP_OK) {
+            return arg;             /* a failure, seen by the join */
+        }
+        ap_enter(id, 0, &owner);
+        ap_exit(&owner, 0);
+    }
+    return NULL;
+}
+
+static void
+test_names_racing_past_max_stages(void)
+{
+    ap_config c = default_config;
+    c.max_stages = RACE_MAX_STAGES;
+    ap_session *s = start(&c);
+    uint32_t before = ap_intern_count();
+    pthread_t th[NAME_THREADS];
+    int index[NAME_THREADS];
+    atomic_store(&names_go, 0);
+    for (int i = 0; i < NAME_THREADS; i++) {
+        index[i] = i;
+        CHECK(pthread_create(&th[i], NULL, naming_thread, &index[i]) == 0);
+    }
+    atomic_store(&names_go, 1);
+    int failures = 0;
+    for (int i = 0; i < NAME_THREADS; i++) {
+        void *out;
+        pthread_join(th[i], &out);
+        failures += out != NULL;
+    }
+    CHECK(failures == 0);
+    uint32_t added = ap_intern_count() - before;
+    CHECK(added > 0 && added <= RACE_MAX_STAGES);
+    ap_report *r = stop_and_report(s);
+    int64_t in_paths = 0;
+    const ap_report_stage *fold = find_stage(r, AP_OVERFLOW_NAME);
+    for (uint32_t i = 0; i < r->nstages; i++) {
+        in_paths += &r->stages[i] == fold ? 0 : r->stages[i].stats.count;
+    }
+    CHECK(fold && fold->stats.count == r->overflowed);
+    CHECK(in_paths + r->overflowed == NAME_THREADS * NAMES_EACH);
+    CHECK(r->nstages <= RACE_MAX_STAGES + 1 && r->lost == 0);
+    finish(s, r);
+}
+
 /* Entries nested past AP_MAX_DEPTH fold into one path at that depth, so
  * that no report is deeper than its reader accepts; items sums hold at
  * INT64_MAX. */
@@ -1521,6 +1665,8 @@ main(void)
     test_hist_out_of_memory_folds();
     test_many_paths_cost_little();
     test_max_stages_folds_and_counts();
+    test_names_past_max_stages_are_not_kept();
+    test_names_racing_past_max_stages();
     test_depth_folds_and_items_saturate();
     test_ended_threads_are_merged_and_trimmed();
     test_ended_threads_past_the_tagged_ones_are_taken_over();

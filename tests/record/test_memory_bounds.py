@@ -264,6 +264,45 @@ def test_max_stages_defaults_to_100000():
     assert "max_stages" not in str(rep)
 
 
+def test_a_name_per_request_past_max_stages_is_not_kept():
+    # every name entered was interned for the process's life: 92 MB a
+    # million names like these, whatever max_stages, across sessions too
+    n, cap = 200_000, 100
+    suffix = "-a-suffix-as-long-as-a-request-path-makes-it" * 2
+
+    def requests(prefix):
+        for i in range(n):
+            with ap.stage(f"{prefix}-{i:07d}{suffix}"):
+                pass
+
+    with quiet(memory=False, max_stages=cap, max_spans=1000) as prof:
+        with ap.stage("known"):
+            pass
+        names0 = _core._interned_names()
+        requests("warm-up")             # fills the table, the allocator's
+        names1, rss1 = _core._interned_names(), rss()
+        requests("request")
+        with ap.stage("known"):         # a name held before still works
+            pass
+        names2, rss2 = _core._interned_names(), rss()
+    assert names1 - names0 <= cap       # at most a path's worth each
+    assert names2 == names1             # the table was full: none added
+    # 200,000 names held were 36 MB here; the margin is for the machine
+    assert rss2 - rss1 < 8 * 2**20, f"{(rss2 - rss1) / 2**20:.1f} MiB"
+    rep = prof.report()
+    assert len(rep.stages) == cap + 1   # the paths, and the fold
+    overflowed = 2 * n - (cap - 1)
+    assert rep.meta["stages_overflowed"] == overflowed
+    assert rep["(over max_stages)"].count == overflowed
+    assert rep["known"].count == 2
+    assert f"{overflowed:,} entries of stage paths past max_stages=100" \
+        in str(rep)
+    with quiet(memory=False, max_stages=cap, max_spans=1000) as again:
+        requests("next run")            # a session adds max_stages at most
+    assert _core._interned_names() - names2 <= cap
+    assert again.report().meta["stages_overflowed"] == n - cap
+
+
 @pytest.mark.parametrize("bad, error", [
     (0, ValueError), (-1, ValueError), (2**30 + 1, ValueError),
     (True, TypeError), ("10", TypeError), (1.5, TypeError),
