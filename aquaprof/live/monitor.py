@@ -5,15 +5,19 @@ alert in .alerts. It can publish the rolling figures to Prometheus.
 
 An alert fires when its condition becomes true and again only after it
 has been false: a memory limit crossed once gives one alert, not one per
-check; an anomalous call is reported once.
+check; an anomalous call is reported once, whether it is seen open (a
+hang) and then closed, or closed in several checks' windows. Each check
+judges every call of the window that closed since the check before, not
+only each stage's latest.
 """
 from __future__ import annotations
 
+import collections
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional,
-                    Sequence, Tuple)
+from typing import (TYPE_CHECKING, Any, Callable, Deque, Dict, List,
+                    Optional, Sequence, Tuple)
 
 from ..common.checks import whole
 from ..common.units import fmt_bytes, fmt_time
@@ -23,6 +27,11 @@ if TYPE_CHECKING:
     from ..record.profiler import Profiler
 
 Rule = Callable[[Snapshot], Optional[str]]
+#: starts of one call in two snapshots differ by less (an anomalous call
+#: is longer than this, so two of them on a thread start further apart)
+SAME_CALL_NS = 1000
+#: the calls alerted on that are remembered a stage and thread
+ALERTED_KEPT = 64
 
 
 @dataclass
@@ -60,7 +69,9 @@ class Monitor:
         goes above this many bytes; RuntimeError at start when NVML cannot
         be read, so that a limit asked for is never silently unwatched.
     anomalies: alert on calls far outside their stage's window
-        (Snapshot.anomalies(threshold)), open calls included.
+        (Snapshot.anomalies(threshold, since=the check before)): every
+        call the window holds that closed since the check before, and
+        the calls open.
     rules: callables taking a Snapshot and returning a message (alert) or
         None; a rule that raises gives an alert saying so.
     prometheus: a port to serve the figures on (prometheus_client's HTTP
@@ -104,6 +115,11 @@ class Monitor:
         #: device memory in use at the latest check (NVML), when watched
         self.gpu_used: Optional[List[int]] = None
         self._active: Dict[Any, bool] = {}
+        # the starts of the calls alerted on, a bounded few a stage and
+        # thread: a snapshot maps a call's start from the clock's ticks
+        # anew, a few ns apart from one snapshot to the next
+        self._alerted: Dict[Tuple[str, int], Deque[int]] = {}
+        self._checked: Optional[float] = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -126,6 +142,40 @@ class Monitor:
         was = self._active.get(key, False)
         self._active[key] = on
         return on and not was
+
+    def _first_alert(self, path: str, thread: int, start_ns: int) -> bool:
+        """Whether the call of `path` on `thread` that started at start_ns
+        is alerted on for the first time (and note it)."""
+        seen = self._alerted.setdefault(
+            (path, thread), collections.deque(maxlen=ALERTED_KEPT))
+        if any(abs(start_ns - s) < SAME_CALL_NS for s in seen):
+            return False
+        seen.append(start_ns)
+        return True
+
+    def _anomaly_alerts(self, snap: Snapshot) -> List[Alert]:
+        """An alert a stage with calls far off its window not alerted on
+        before: the longest of them, and how many there were."""
+        since, self._checked = self._checked or 0.0, snap.elapsed
+        spans = snap.spans()
+        fresh: Dict[str, List[Any]] = {}
+        for a in snap.anomalies(self.threshold, since=since):
+            span = spans[a.span]
+            if self._first_alert(a.path, int(span["thread"]),
+                                 int(span["start_ns"])):
+                fresh.setdefault(a.path, []).append(a)
+        alerts = []
+        for path, found in fresh.items():
+            a = max(found, key=lambda f: f.duration)
+            what = "still open after" if a.running else "took"
+            calls = ("a call" if len(found) == 1 else
+                     f"{len(found)} calls far off their window since the "
+                     f"last check; the longest")
+            alerts.append(Alert(
+                "anomaly", f"{path}: {calls} {what} {fmt_time(a.duration)}, "
+                f"usually {fmt_time(a.usual)} ({a.score:.0f} robust SD "
+                f"above)", snap.elapsed, a.duration, a.usual, path))
+        return alerts
 
     def check(self) -> List[Alert]:
         """Takes a snapshot now, raises the alerts it calls for and returns
@@ -152,16 +202,7 @@ class Monitor:
                             f"{fmt_bytes(self.gpu_memory)}", snap.elapsed,
                             used, self.gpu_memory))
             if self.anomalies:
-                for a in snap.anomalies(self.threshold):
-                    start_ns = int(snap.spans()["start_ns"][a.span])
-                    if self._edge(("anomaly", a.path, start_ns), True):
-                        what = "still open after" if a.running else "took"
-                        new.append(Alert(
-                            "anomaly", f"{a.path}: a call {what} "
-                            f"{fmt_time(a.duration)}, usually "
-                            f"{fmt_time(a.usual)} ({a.score:.0f} robust SD "
-                            f"above)", snap.elapsed, a.duration, a.usual,
-                            a.path))
+                new += self._anomaly_alerts(snap)
             for i, rule in enumerate(self.rules):
                 try:
                     message = rule(snap)

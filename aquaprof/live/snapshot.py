@@ -131,8 +131,11 @@ class Snapshot:
         return self._data["spans"]
 
     def anomalies(self, threshold: float = 6.0, min_ratio: float = 1.5,
-                  min_excess: float = 1e-5) -> List[Anomaly]:
-        """Each stage's latest closed call, and its open calls, set against
+                  min_excess: float = 1e-5,
+                  since: Optional[float] = None) -> List[Anomaly]:
+        """Each stage's latest closed call (with `since`, seconds from the
+        profiler's start: every call of the window that closed after it,
+        each against the calls before it), and its open calls, set against
         its window by the rule of Report.anomalies() (one rule,
         analysis.anomaly.judge: extreme for the window and longer than its
         tail). An open call is judged on its age so far, so a stage that
@@ -140,25 +143,37 @@ class Snapshot:
         check_limits(threshold, min_ratio)
         spans = self._data["spans"]
         now = self._data["stop_ns"]
+        after = None if since is None else \
+            self._data["start_ns"] + int(since * 1e9)
         found: List[Anomaly] = []
         for sid, path in enumerate(self.recent):
             closed = self._closed[sid]
             d = (spans["end_ns"][closed] - spans["start_ns"][closed]).astype(
                 np.float64)
-            judged = [(int(closed[-1]), d[-1], d[:-1], False)] \
-                if len(d) > MIN_HISTORY else []
-            judged += [(int(i), float(now - spans["start_ns"][i]), d, True)
-                       for i in self._open[sid] if len(d) >= MIN_HISTORY]
-            for i, current, history, running in judged:
-                median, score, flagged = judge(
-                    np.array([current]), history[None, :], threshold,
-                    min_ratio, min_excess)
-                if flagged[0]:
-                    found.append(Anomaly(
-                        path, i,
-                        (int(spans["start_ns"][i]) - self._data["start_ns"])
-                        * _NS, current * _NS, float(median[0]) * _NS,
-                        float(score[0]), running))
+            first = len(d) - 1 if after is None else int(
+                np.searchsorted(spans["end_ns"][closed], after, "right"))
+            # closed calls each against those before it, open ones (by
+            # their age) against all: a row each, NaN past its history
+            at = np.arange(max(first, MIN_HISTORY), len(d))
+            opened = self._open[sid] if len(d) >= MIN_HISTORY else \
+                np.empty(0, np.intp)
+            rows = np.concatenate([closed[at], opened]).astype(np.intp)
+            if not len(rows):
+                continue
+            current = np.concatenate(
+                [d[at], (now - spans["start_ns"][opened]).astype(np.float64)])
+            before = np.concatenate([at, np.full(len(opened), len(d))])
+            windows = np.where(np.arange(len(d)) < before[:, None], d,
+                               np.nan)
+            median, score, flagged = judge(current, windows, threshold,
+                                           min_ratio, min_excess)
+            for k in np.flatnonzero(flagged):
+                i = int(rows[k])
+                found.append(Anomaly(
+                    path, i,
+                    (int(spans["start_ns"][i]) - self._data["start_ns"]) * _NS,
+                    float(current[k]) * _NS, float(median[k]) * _NS,
+                    float(score[k]), k >= len(at)))
         return found
 
     def to_dict(self) -> Dict[str, Any]:

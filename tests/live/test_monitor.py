@@ -193,6 +193,53 @@ def test_monitor_thread_alerts_while_a_stage_hangs():
     assert str(hung[0]).startswith("[aquaprof ")
 
 
+def test_a_hung_call_is_alerted_once_over_many_checks_and_its_close():
+    """A snapshot maps a call's start from the clock's ticks anew each
+    time, a few ns apart: the call is still the one alerted on, open for
+    30 checks and then closed."""
+    alerts = []
+    with ap.Profiler(window=50) as prof:
+        for _ in range(20):
+            with ap.stage("step"):
+                pass
+        mon = prof.monitor(interval=0.01, on_alert=alerts.append)
+        with ap.stage("step"):
+            time.sleep(0.3)
+        for _ in range(5):
+            with ap.stage("step"):
+                pass
+        time.sleep(0.05)
+    said = [a.message for a in alerts]
+    # (a preempted call of nothing may be flagged too: look past it)
+    assert sum("still open after" in m for m in said) == 1, said
+    assert not any(a.value >= 0.2 for a in alerts), said
+
+
+def test_a_slow_call_that_is_not_the_latest_at_a_check_is_alerted():
+    """Each check judges every call that closed since the one before, so
+    a spike followed by steady calls is not missed; one alert a stage a
+    check, saying how many calls and the longest."""
+    with ap.Profiler(window=100) as prof:
+        for _ in range(30):
+            with ap.stage("step"):
+                pass
+        mon = ap.Monitor(prof, anomalies=True)
+        mon.check()
+        with ap.stage("step"):
+            time.sleep(0.03)
+        for _ in range(30):
+            with ap.stage("step"):
+                pass
+        found = mon.check()
+        again = mon.check()
+    (alert,) = [a for a in found if a.kind == "anomaly"]
+    assert alert.stage == "step" and alert.value == pytest.approx(
+        0.03, abs=0.02)
+    assert alert.message.startswith("step: a call took ") or \
+        "calls far off their window since the last check" in alert.message
+    assert again == []
+
+
 def test_gpu_memory_alerts_through_nvml(fakes, monkeypatch):
     monkeypatch.setenv("AQUAPROF_LIBNVML", str(fakes / "libnvidia-ml.so"))
     monkeypatch.setattr(aquaprof.live.nvml, "_lib", None)
