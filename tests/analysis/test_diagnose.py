@@ -158,10 +158,14 @@ def test_gpu_classes_of_planted_workloads(fakes):
     assert "rep['copy'].cuda.memcpy" in found["copy"][4]
 
 
-def test_an_rss_rise_while_other_threads_worked_says_it_may_be_theirs():
+@pytest.mark.parametrize("after", [0.02, 1.0])
+def test_an_rss_rise_while_other_threads_worked_says_it_may_be_theirs(
+        after):
     """RSS is the process's: `light` allocates nothing while a worker
     thread fills 400 MiB during its call. It is still said to have seen
-    the rise, but the evidence says the other threads worked meanwhile;
+    the rise, but the evidence says the other threads worked meanwhile,
+    also where the call then waits a second, so that they used a small
+    share of a CPU on average over it (more than its own thread did);
     `own`, which allocates on its own thread alone, says nothing of
     them."""
     def worker():
@@ -176,7 +180,7 @@ def test_an_rss_rise_while_other_threads_worked_says_it_may_be_theirs():
             thread = threading.Thread(target=worker)
             thread.start()
             thread.join()
-            time.sleep(0.02)
+            time.sleep(after)
         with ap.stage("own"):
             block = np.ones(400 << 20 >> 3)
             busy(0.05)
