@@ -229,6 +229,23 @@ def test_a_killed_child_is_counted_lost_and_the_rest_kept():
     assert "lost" in str(rep) and "killed" in str(rep)
 
 
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_child_dying_as_its_target_starts_is_lost_by_its_own_name(method):
+    """A spawned child's name arrives with its process object, after its
+    capture started: it is named as it bootstraps, not a second later, so
+    a crash in its first moments reads 'crasher (pid N)', not 'child'."""
+    ctx = multiprocessing.get_context(method)
+
+    def parent():
+        p = ctx.Process(target=child_work.killed_at_once, name="crasher")
+        p.start()
+        p.join(60)
+        assert p.exitcode == -signal.SIGKILL
+
+    (lost,) = profiled(parent).meta["children"]["lost"]
+    assert lost["label"].startswith("crasher (pid "), lost
+
+
 def start_running(method, target, *args):
     """A child of target(*args, ready, ...) started and past `ready`: the
     process, and the Events passed after ready."""

@@ -284,3 +284,10 @@ def waits_for(ready, seconds):
     """Says so on `ready`, then waits."""
     ready.set()
     time.sleep(seconds)
+
+
+def killed_at_once():
+    """Records a call and dies of SIGKILL: nothing of its own runs after
+    its target starts, as a crash in C."""
+    calls(1)
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -98,7 +98,32 @@ def _arrive(entries: Tuple[Dict[str, Any], ...]) -> "_Entries":
             getattr(process.current_process(), "_inheriting", False):
         register_hook()
         _start_capture(found)
+        _named_as_it_bootstraps()
     return found
+
+
+def _named_as_it_bootstraps() -> None:
+    """A spawned child's process object, and so its name, becomes the
+    current one as it bootstraps, where spawn runs no after-fork hooks
+    (SpawnProcess._after_fork does nothing): this child's is made to name
+    its capture then, so that one dying in its first moments is not
+    counted lost as `child`. The class is this process's own copy."""
+    context = sys.modules.get("multiprocessing.context")
+    spawn = getattr(context, "SpawnProcess", None)
+    before = vars(spawn).get("_after_fork") if spawn is not None else None
+    if not isinstance(before, staticmethod) or _child is None:
+        return
+
+    def after_fork() -> None:
+        before.__func__()
+        child = _child
+        if child is not None:
+            try:
+                _relabel(child, [e["dir"] for e in child["entries"]])
+            except Exception:   # noqa: BLE001 - never break the child
+                pass
+
+    spawn._after_fork = staticmethod(after_fork)
 
 
 class _HookOwner:
@@ -113,8 +138,10 @@ def _after_fork(_owner: Any) -> None:
     global _child, _claims, _delivered, _delivering, _pending_signal
     if _child is not None and _child["pid"] == os.getpid():
         # started as the process object arrived (forkserver, and spawn
-        # before Python 3.11): the exit finalizers were cleared since
+        # before Python 3.11): the exit finalizers were cleared since,
+        # and the process object, with its name, is the current one now
         _finalize_at_exit()
+        _relabel(_child, [entry["dir"] for entry in _child["entries"]])
         return
     # a fork of a capturing child is a child of its own: nothing of its
     # parent's delivery
