@@ -187,7 +187,8 @@ with ap.Profiler() as prof:
         with ap.stage("fetch"):
             spin(3e-3 if i % 4 == 3 else 1e-3)
 found = prof.report().anomalies()
-said = ", ".join(f"span {a.span}: {a.duration * 1e3:.1f} ms" for a in found)
+said = ", ".join(f"span {a.span}: {a.duration * 1e3:.1f} ms"
+                 for a in found[:3]) + (", ..." if len(found) > 3 else "")
 print(f"{len(found)} anomalies{' (' + said + ')' if found else ''}",
       not found)
 """

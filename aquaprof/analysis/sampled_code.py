@@ -536,6 +536,12 @@ def _places(report: "Report", own: np.ndarray, t: np.ndarray,
         i = np.searchsorted(spans["start_ns"][cand], t[rows], "right") - 1
         inside = (i >= 0) & (spans["end_ns"][cand[np.maximum(i, 0)]]
                              >= t[rows])
+        # calls of the stage open at once on the thread (asyncio tasks):
+        # a sample does not say whose it is, so it is placed in none,
+        # never all in the one that started last
+        ends = np.maximum.accumulate(spans["end_ns"][cand])
+        earlier = np.where(i >= 1, ends[np.maximum(i - 1, 0)], -1)
+        inside &= earlier < t[rows]
         span[rows[inside]] = cand[i[inside]]
     return _Places(span, lo, hi)
 

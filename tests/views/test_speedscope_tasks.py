@@ -182,3 +182,52 @@ def test_a_task_outliving_the_stage_that_started_it_keeps_its_length(
     spans = sorted((e for e in events if e["ph"] == "X"),
                    key=lambda e: e["ts"])
     assert len(spans) == 2 and spans[0]["tid"] != spans[1]["tid"]
+
+
+def own_work(k):
+    busy(0.003)
+
+
+def work_0():
+    own_work(0)
+
+
+def work_1():
+    own_work(1)
+
+
+def work_2():
+    own_work(2)
+
+
+async def computes(work):
+    with ap.stage("task"):
+        for _ in range(40):
+            work()
+            await asyncio.sleep(0)
+
+
+def test_sampled_code_of_tasks_open_at_once_goes_to_no_other_tasks_lane(
+        tmp_path):
+    """Three tasks of one stage open at once, each computing in its own
+    function: a sample says its stage, not its task, so where several of
+    the stage's calls were open it is drawn in none of their lanes, never
+    all in the lane of the one that began last (which showed every
+    task's work and the others idle)."""
+    async def three():
+        await asyncio.gather(computes(work_0), computes(work_1),
+                             computes(work_2))
+    with ap.Profiler(sample=0.001) as prof:
+        asyncio.run(three())
+    rep = prof.report()
+    doc = read(write_speedscope(rep, tmp_path / "s.json"))
+    for lane, frames in opened(doc).items():
+        works = {name.split(" ")[0] for name, _at, _to in frames
+                 if name.startswith("work_")}
+        assert len(works) <= 1, (lane, works)
+    events = json.loads(trace.chrome_trace(rep))
+    by_lane = {}
+    for e in events["traceEvents"] if isinstance(events, dict) else events:
+        if e.get("ph") == "X" and e.get("name", "").startswith("work_"):
+            by_lane.setdefault(e["tid"], set()).add(e["name"].split(" ")[0])
+    assert all(len(works) <= 1 for works in by_lane.values()), by_lane
