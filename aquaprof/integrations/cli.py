@@ -39,6 +39,7 @@ from typing import (Any, Iterator, List, NamedTuple, NoReturn, Optional,
 from .._version import __version__
 from ..common.units import fmt_time, printable
 from ..common.progress import progress
+from ..common.words import plural
 from ..report import Report, ReportError
 
 
@@ -307,15 +308,18 @@ TREE_LINES = 30
 
 def _print_call_tree(report: Any, run_stage: str, script: str,
                      user_roots: Sequence[str], show_all: bool) -> None:
-    """The script's sampled call tree, from its own first frame down;
-    library and import frames folded unless show_all."""
-    from ..views.calltree import call_tree
+    """The script's sampled call tree, from its own first frame down,
+    then that of the threads it started that did more than wait (its
+    work, where it handed it to a pool); library and import frames
+    folded unless show_all."""
+    from ..views.calltree import call_tree, threads_tree
     sampling = report.sampling
     if run_stage not in report or sampling is None:
         return
+    cut = None if show_all else TREE_LINES
     lines = call_tree(report, run_stage, start_file=script,
                       fold=not show_all, user_roots=user_roots,
-                      max_lines=None if show_all else TREE_LINES)
+                      max_lines=cut)
     if lines:
         print(f"\ncall tree of {run_stage!r}: share of its sampled time "
               f"with and without callees (sampled every "
@@ -324,6 +328,13 @@ def _print_call_tree(report: Any, run_stage: str, script: str,
             print("library and import frames folded into [N frames "
                   "hidden] lines; --show-all shows every frame")
         print("\n".join(lines))
+    others, threads = threads_tree(report, fold=not show_all,
+                                   user_roots=user_roots, max_lines=cut)
+    if others:
+        print(f"\ncall tree of the script's "
+              f"{plural(threads, 'other thread')} that did more than wait "
+              f"(their stages' samples too): share of their sampled time")
+        print("\n".join(others))
 
 
 class _Ending(NamedTuple):

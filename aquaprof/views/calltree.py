@@ -237,12 +237,41 @@ def call_tree(report: "Report", stage: str, *,
     raises the share under which branches fold (2 %, 5 %, ... each
     "(N more under X)" line says which) until the tree fits, and cuts
     what still does not. [] when the stage has no samples."""
+    return _tree_lines(report, _chains(report, stage, start_file),
+                       min_share, max_depth, fold, user_roots, max_lines)
+
+
+def threads_tree(report: "Report", *, min_share: float = 0.01,
+                 max_depth: int = 40, fold: bool = False,
+                 user_roots: Sequence[str] = (),
+                 max_lines: Optional[int] = None
+                 ) -> Tuple[List[str], int]:
+    """The call tree, as call_tree draws it, of the samples of the
+    threads other than the program's main one, in their stages or not,
+    but for the threads that only waited (views.threads.idle_threads: a
+    pool's workers between jobs): where a script's work ran when it
+    handed it to threads. Its lines and how many threads it holds."""
+    from .threads import idle_threads, program_main
+    skip = idle_threads(report) | program_main(report)
+    samples = report.samples or {"stacks": []}
+    chains = [(tuple(s[3]), s[5]) for s in samples["stacks"]
+              if s[3] and (s[0], s[1]) not in skip]
+    threads = len({(s[0], s[1]) for s in samples["stacks"]
+                   if s[3] and (s[0], s[1]) not in skip})
+    return (_tree_lines(report, chains, min_share, max_depth, fold,
+                        user_roots, max_lines), threads)
+
+
+def _tree_lines(report: "Report", chains: List[Tuple[Chain, int]],
+                min_share: float, max_depth: int, fold: bool,
+                user_roots: Sequence[str], max_lines: Optional[int]
+                ) -> List[str]:
     samples = report.samples or {"frames": []}
     library = None
     if fold:
         libraries = Libraries(user_roots)
         library = [libraries.of(f[1]) for f in samples["frames"]]
-    root = _tree(_chains(report, stage, start_file), library)
+    root = _tree(chains, library)
     if root.total <= 0:
         return []
     names = labels(samples)

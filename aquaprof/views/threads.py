@@ -133,13 +133,13 @@ def idle_threads(report: "Report") -> Set[ThreadKey]:
     them folds (a DataLoader worker blocked on its queue between items).
     The program's own main thread never folds: its waits outside any
     stage (a download, a sleep between batches) are the program's."""
-    program = _program_main(report)
+    program = program_main(report)
     return {key for key, t in sampled_time(report).items()
             if key not in program and 2 * t.outside_wall > t.wall
             and t.outside_cpu < IDLE_CPU_SHARE * t.outside_wall}
 
 
-def _program_main(report: "Report") -> Set[ThreadKey]:
+def program_main(report: "Report") -> Set[ThreadKey]:
     """The key of the program's main thread: on Linux its id is the pid;
     elsewhere it is known by name where it recorded a stage."""
     keys = {_key(t) for t in report.threads

@@ -59,6 +59,44 @@ def test_run_prints_the_call_tree_of_a_script_without_stages(tmp_path):
     assert saved.to_dict()["samples"]["stacks"]
 
 
+POOL = '''
+import concurrent.futures
+import time
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+def crunch():
+    spin(0.01)
+
+def job(i):
+    crunch()
+
+with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    list(pool.map(job, range(20)))
+time.sleep(0.05)
+'''
+
+
+def test_run_prints_the_tree_of_the_threads_the_work_was_handed_to(
+        tmp_path):
+    """The script hands its work to a pool and waits: its own tree is the
+    wait, and the pool's threads' tree shows the work, where before the
+    output never named it."""
+    script = tmp_path / "pool.py"
+    script.write_text(POOL)
+    proc = run("run", script, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    own, _, others = proc.stdout.partition(
+        "call tree of the script's 2 other threads that did more than wait")
+    assert "call tree of 'run pool.py'" in own and "crunch" not in own
+    lines = others.split("\nreport:")[0].splitlines()
+    assert any("crunch (pool.py:10)" in line for line in lines), others
+    assert any("job (pool.py:13)" in line for line in lines)
+
+
 def test_run_without_sampling_prints_no_call_tree(tmp_path):
     script = tmp_path / "nostage.py"
     script.write_text(SCRIPT)
