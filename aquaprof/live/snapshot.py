@@ -173,7 +173,7 @@ class Snapshot:
                     path, i,
                     (int(spans["start_ns"][i]) - self._data["start_ns"]) * _NS,
                     float(current[k]) * _NS, float(median[k]) * _NS,
-                    float(score[k]), k >= len(at)))
+                    float(score[k]), bool(k >= len(at))))
         return found
 
     def to_dict(self) -> Dict[str, Any]:

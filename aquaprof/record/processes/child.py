@@ -110,8 +110,10 @@ def _named_as_it_bootstraps() -> None:
     counted lost as `child`. The class is this process's own copy."""
     context = sys.modules.get("multiprocessing.context")
     spawn = getattr(context, "SpawnProcess", None)
-    before = vars(spawn).get("_after_fork") if spawn is not None else None
-    if not isinstance(before, staticmethod) or _child is None:
+    if spawn is None or _child is None:
+        return
+    before = vars(spawn).get("_after_fork")
+    if not isinstance(before, staticmethod):
         return
 
     def after_fork() -> None:
