@@ -3,6 +3,7 @@ bytes and rates in their shortest honest form, and left/right-aligned
 columns of text."""
 from __future__ import annotations
 
+import unicodedata
 from typing import List, Optional, Sequence
 
 
@@ -54,13 +55,30 @@ def printable(name: str) -> str:
 def align_columns(rows: Sequence[Sequence[str]]) -> List[str]:
     """Rows of cells as lines: the first column left-aligned, the rest
     right-aligned, two spaces apart."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    widths = [max(display_width(r[i]) for r in rows)
+              for i in range(len(rows[0]))]
     lines = []
     for r in rows:
-        cells = [r[0].ljust(widths[0])]
-        cells += [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+        cells = [ljust(r[0], widths[0])]
+        cells += [" " * (w - display_width(c)) + c
+                  for c, w in zip(r[1:], widths[1:])]
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def display_width(text: str) -> int:
+    """The terminal columns text takes: 2 a wide character (CJK), 0 a
+    combining one (an accent on the letter before), 1 any other."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
+def ljust(text: str, width: int) -> str:
+    """text padded with spaces to `width` terminal columns."""
+    return text + " " * max(0, width - display_width(text))
 
 
 def text_html(text: str) -> str:

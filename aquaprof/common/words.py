@@ -2,6 +2,8 @@
 cut to a width, lists cut to their first items."""
 from typing import List, Optional, Sequence
 
+from .units import display_width
+
 _ELLIPSIS = "..."
 
 
@@ -12,15 +14,29 @@ def plural(n: int, noun: str, many: Optional[str] = None) -> str:
 
 
 def shorten(text: str, width: int) -> str:
-    """text cut in the middle to at most width characters, '...' where
-    the middle was: both ends of a stage path tell which stage it is."""
-    if len(text) <= width:
+    """text cut in the middle to at most width terminal columns, '...'
+    where the middle was: both ends of a stage path tell which stage it
+    is."""
+    if display_width(text) <= width:
         return text
     if width <= len(_ELLIPSIS):
-        return text[:width]
+        return _first(text, width)
     keep = width - len(_ELLIPSIS)
     head = (keep + 1) // 2
-    return text[:head] + _ELLIPSIS + text[len(text) - (keep - head):]
+    return (_first(text, head) + _ELLIPSIS +
+            _first(text[::-1], keep - head)[::-1])
+
+
+def _first(text: str, width: int) -> str:
+    """The longest start of text at most width terminal columns wide."""
+    if text.isascii():
+        return text[:width]
+    used = 0
+    for i, c in enumerate(text):
+        used += display_width(c)
+        if used > width:
+            return text[:i]
+    return text
 
 
 def shorten_name(name: str, width: int) -> str:
@@ -28,7 +44,7 @@ def shorten_name(name: str, width: int) -> str:
     shapes (torch_ops="shapes": "aten::conv2d (1×3×32×32, 8×3×3×3, 8)")
     are cut whole, the last first, with '...' where they were, so that no
     shape is read cut; other names are cut in the middle (shorten)."""
-    if len(name) <= width:
+    if display_width(name) <= width:
         return name
     head, _, shapes = name.partition(" (")
     if "::" not in head or " " in head or not shapes.endswith(")"):
@@ -37,7 +53,7 @@ def shorten_name(name: str, width: int) -> str:
     while kept:
         kept.pop()
         text = f"{head} ({', '.join(kept + [_ELLIPSIS])})"
-        if len(text) <= width:
+        if display_width(text) <= width:
             return text
     return shorten(f"{head} ({_ELLIPSIS})", width)
 
@@ -45,13 +61,14 @@ def shorten_name(name: str, width: int) -> str:
 def shorten_path(path: str, width: int) -> str:
     """A stage path cut to at most width characters: its stages cut in the
     middle, its last one as shorten_name cuts it (whole shapes)."""
-    if len(path) <= width:
+    if display_width(path) <= width:
         return path
     parent, _, name = path.rpartition("/")
     if not parent:
         return shorten_name(name, width)
-    name = shorten_name(name, max(width - len(parent) - 1, width // 2))
-    room = width - len(name) - 1
+    name = shorten_name(name, max(width - display_width(parent) - 1,
+                                    width // 2))
+    room = width - display_width(name) - 1
     if room <= len(_ELLIPSIS):
         return shorten_name(name, width)
     return f"{shorten(parent, room)}/{name}"

@@ -20,7 +20,8 @@ from ..analysis.stragglers import find_stragglers
 from ..common.words import first_of, plural, shorten, shorten_name, \
     shorten_path
 from ..common.units import (
-    align_columns, fmt_bytes, fmt_rate, fmt_time, printable)
+    align_columns, display_width, fmt_bytes, fmt_rate, fmt_time, ljust,
+    printable)
 from ..analysis.run_cost import run_cost
 from .threads import staged_threads, thread_count, threads_summary
 
@@ -329,13 +330,13 @@ def straggler_lines(rep: "Report", top: int = 3) -> List[str]:
     lines = ["Stragglers (per stage, the slowest and the fastest process "
              "by total time):"]
     paths = [printable(s.path) for s in found]
-    width = max(len(p) for p in paths)
+    width = max(display_width(p) for p in paths)
     for i, (s, path) in enumerate(zip(found, paths), 1):
         slow, fast = s.slowest, s.fastest
         ratio = "inf" if math.isinf(s.ratio) else f"{s.ratio:.2f}x"
         calls = (f"; {slow.count:,} vs {fast.count:,} calls"
                  if slow.count != fast.count else "")
-        lines.append(f"  {i}. {path.ljust(width)}  slowest "
+        lines.append(f"  {i}. {ljust(path, width)}  slowest "
                      f"{_process_label(slow.label)} {fmt_time(slow.total)}, "
                      f"fastest {_process_label(fast.label)} "
                      f"{fmt_time(fast.total)}: {ratio}, "
@@ -382,10 +383,10 @@ def _stage_columns(rep: "Report") -> List[Tuple[str, List[str]]]:
     return [(h, [row[i] for row in cells]) for i, h in enumerate(headings)]
 
 
-def _table_width(columns: Sequence[Tuple[str, List[str]]],
+def _table_width(table: Sequence[Tuple[str, List[str]]],
                  labels: List[str]) -> int:
-    widths = [max(len(x) for x in ["stage"] + labels)]
-    widths += [max(len(x) for x in [h] + c) for h, c in columns]
+    widths = [max(display_width(x) for x in ["stage"] + labels)]
+    widths += [max(display_width(x) for x in [h] + c) for h, c in table]
     return sum(widths) + 2 * (len(widths) - 1)
 
 
@@ -408,7 +409,8 @@ def _fit(rep: "Report", width: Optional[int]
             break
         if isinstance(step, int):
             name_max = min(name_max, max(step, width - (
-                _table_width(columns, labels) - max(map(len, labels)))))
+                _table_width(columns, labels) -
+                max(map(display_width, labels)))))
             labels = [_label(s, name_max) for s in rep.stages]
         elif any(h == step for h, _ in columns):
             columns = [(h, c) for h, c in columns if h != step]
@@ -492,10 +494,10 @@ def format_report(rep: "Report", width: Optional[int] = None,
         paths = [shorten_path(printable(s.path),
                               PATH_MAX if width is None else
                               max(width - 35, _NAME_MIN)) for s in top]
-        path_width = max(len(p) for p in paths)
+        path_width = max(display_width(p) for p in paths)
         for i, (s, path) in enumerate(zip(top, paths), 1):
             share = s.self_wall / rep.wall * 100 if rep.wall else 0.0
-            lines.append(f"  {i}. {path.ljust(path_width)}  "
+            lines.append(f"  {i}. {ljust(path, path_width)}  "
                          f"{fmt_time(s.self_wall):>9}  {share:5.1f}% of run"
                          f"{overlap_note(s)}")
     stragglers = straggler_lines(rep)

@@ -10,6 +10,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof.integrations import cli
+from aquaprof.common.units import display_width
 from aquaprof.common.words import shorten, shorten_name, shorten_path
 from aquaprof.views.text import format_report, header_lines, \
     terminal_text, warning_lines
@@ -402,3 +403,29 @@ def test_shares_summed_over_processes_say_why_they_pass_100():
     half = crafted.report([crafted.stage("work", ns=300_000_000)],
                           gpu_status=NO_CUDA)
     assert "summed over" not in str(ap.merge([ap.Report.from_dict(half)] * 2))
+
+
+@pytest.mark.parametrize("width", [None, 60])
+def test_wide_and_combining_characters_keep_the_columns_aligned(
+        no_color_env, width):
+    """A terminal shows a CJK character two columns wide and an accent
+    over the letter before it: the table and the bottleneck list pad and
+    cut by those columns, so that every row's figures line up (the count
+    of 'データ読み込み' stood 7 columns right of the others)."""
+    names = ["模型训练步骤非常长的名字模型训练步骤非常长的名字", "データ読み込み",
+             "e\u0301tape", "plain"]
+    stages = [crafted.stage(name, count=5, ns=5_000_000 - i)
+              for i, name in enumerate(names)]
+    text = format_report(ap.Report.from_dict(crafted.report(stages)),
+                         width=width)
+    rows = [line for line in table(text)[1:5] if line.strip()]
+    assert len(rows) == 4
+    # each row's count column ends at the same terminal column
+    ends = {display_width(row[:row.index(" 5 ") + 2]) for row in rows}
+    assert len(ends) == 1, rows
+    lines = text.splitlines()
+    top = lines[lines.index("Top 3 bottlenecks by self time:") + 1:][:3]
+    assert len({display_width(line[:line.index(" ms ")]) for line in top}) \
+        == 1, top
+    if width is not None:
+        assert max(map(display_width, table(text) + top)) <= width
