@@ -25,6 +25,7 @@ import numpy as np
 from .._version import __version__
 from ..common.atomic import write_atomic
 from ..common.checks import whole
+from ..common.units import printable
 from ..analysis.sampled_code import (
     MAX_SLICES, CodeSlice, labels, longest, slices)
 from .lanes import longest_spans, task_lanes, untimed_samples
@@ -131,8 +132,9 @@ def _span_tracks(report: "Report", spans: np.ndarray, kept: np.ndarray
             tracks.append((mine["start_ns"].tolist(),
                            mine["end_ns"].tolist(),
                            mine["stage"].tolist(), [0] * len(mine)))
-            titles.append(thread_label(t) + (f", task lane {lane}"
-                                             if lane else ""))
+            titles.append(thread_label(t) + _of_process(
+                report, t.get("process", 0)) + (f", task lane {lane}"
+                                                 if lane else ""))
     return tracks, titles, track_of_span, first[:-1].tolist()
 
 
@@ -161,7 +163,8 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
                                        thread_track[t["index"]])
     written = 0
     for c in longest(cuts, min(max_events, MAX_SLICES)):
-        track = _track_of(c, track_of_span, track_of_thread, tracks, titles)
+        track = _track_of(report, c, track_of_span, track_of_thread,
+                          tracks, titles)
         if track < 0:
             continue
         begins, ends, frames, levels = tracks[track]
@@ -173,7 +176,7 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
     return len(cuts) - written
 
 
-def _track_of(c: CodeSlice, track_of_span: np.ndarray,
+def _track_of(report: "Report", c: CodeSlice, track_of_span: np.ndarray,
               track_of_thread: Dict[Tuple[int, int], int],
               tracks: List[Track], titles: List[str]) -> int:
     if c.span >= 0:
@@ -182,8 +185,18 @@ def _track_of(c: CodeSlice, track_of_span: np.ndarray,
     if key not in track_of_thread:
         track_of_thread[key] = len(tracks)
         tracks.append(([], [], [], []))
-        titles.append(f"tid {c.tid} (process {c.process}), sampled code")
+        titles.append(f"tid {c.tid}{_of_process(report, c.process)}, "
+                      f"sampled code")
     return track_of_thread[key]
+
+
+def _of_process(report: "Report", process: int) -> str:
+    """', worker 0 (pid 4243)': the process a thread's profile is of, in
+    a report of several (speedscope has no process of its own)."""
+    processes = report.processes
+    if len(processes) < 2 or not 0 <= process < len(processes):
+        return ""
+    return f", {printable(str(processes[process].get('label', process)))}"
 
 
 def _events(track: Track, start: int) -> List[str]:

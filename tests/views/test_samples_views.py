@@ -463,9 +463,15 @@ def test_a_thread_sampled_without_spans_gets_a_track(base, tmp_path):
     assert [(e["name"], e["tid"], e["dur"]) for e in code] == [
         (PARSE, 4242424, 1000.0)]
     doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
-    assert doc["profiles"][-1]["name"] == ("tid 4242424 (process 0), "
-                                           "sampled code")
+    assert doc["profiles"][-1]["name"] == "tid 4242424, sampled code"
     assert len(doc["profiles"]) == len(rep.threads) + 1
+    # in a report of several processes, each profile says whose it is
+    merged = ap.merge([rep, base], ["worker 0 (pid 7)", "train (pid 8)"])
+    doc = json.loads(merged.to_speedscope(tmp_path / "m.json").read_text())
+    names = [p["name"] for p in doc["profiles"]]
+    assert "tid 4242424, worker 0 (pid 7), sampled code" in names
+    assert all(name.endswith(("(pid 7)", "(pid 8)")) for name in names
+               if "sampled code" not in name), names
 
 
 # -------------------------------------------------------- speedscope
