@@ -17,7 +17,14 @@ how many runs concluded right.
 - periodic: 200 calls of 1 ms, every 4th 3 ms, judged by anomalies();
   right: none;
 - names: 200,000 stage names, one a request, under max_stages=100; right:
-  the process's memory flat (printed: MiB added).
+  the process's memory flat (printed: MiB added);
+- monitor: a Monitor checking every 0.25 s; a 30 ms call followed by 400
+  steady ones of 2 ms, then a call hung 1 s; right: one alert each;
+- task lanes: three asyncio tasks of one stage, each computing in its
+  own function, sampled; right: no task's lane in speedscope holds
+  another's code;
+- pool run: `aquaprof run` on a script whose work runs in a thread
+  pool; right: its output names the work.
 
     python benchmarks/planted_conclusions.py [--runs N] [--root DIR]
                                              [--only CASE ...]
@@ -211,6 +218,80 @@ added = rss_mib() - before
 print(f"+{added:.1f} MiB", added < 5)
 """
 
+_MONITOR = r"""
+import time
+import aquaprof as ap
+
+alerts = []
+with ap.Profiler(window=200) as prof:
+    for _ in range(100):
+        with ap.stage("step"):
+            time.sleep(0.002)
+    mon = prof.monitor(interval=0.25, on_alert=alerts.append)
+    with ap.stage("step"):
+        time.sleep(0.03)             # a spike, then steady calls
+    for _ in range(400):
+        with ap.stage("step"):
+            time.sleep(0.002)
+    with ap.stage("step"):
+        time.sleep(1.0)              # a hang, seen by four checks
+    time.sleep(0.3)
+spike = sum(0.02 < a.value < 0.1 for a in alerts)
+hang = sum(a.value >= 0.1 for a in alerts)
+print(f"the spike alerted {spike}x, the hang {hang}x", spike == 1 and hang == 1)
+"""
+
+_TASK_LANES = r"""
+import asyncio, json, os, tempfile, time
+import aquaprof as ap
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+def work_0(): spin(0.003)
+def work_1(): spin(0.003)
+def work_2(): spin(0.003)
+
+async def task(work):
+    with ap.stage("task"):
+        for _ in range(40):
+            work()
+            await asyncio.sleep(0)
+
+async def main():
+    await asyncio.gather(task(work_0), task(work_1), task(work_2))
+
+with ap.Profiler(sample=0.001) as prof:
+    asyncio.run(main())
+path = os.path.join(tempfile.mkdtemp(), "s.json")
+doc = json.load(open(prof.report().to_speedscope(path)))
+names = [f["name"].split(" ")[0] for f in doc["shared"]["frames"]]
+most = max(len({names[e["frame"]] for e in p["events"]
+                if names[e["frame"]].startswith("work_")})
+           for p in doc["profiles"])
+print(f"up to {most} tasks' code in one task's lane", most <= 1)
+"""
+
+_POOL_RUN = r"""
+import os, subprocess, sys, tempfile
+folder = tempfile.mkdtemp()
+with open(os.path.join(folder, "pool.py"), "w") as f:
+    f.write("import concurrent.futures, time\n"
+            "def crunch(i):\n"
+            "    end = time.perf_counter() + 0.01\n"
+            "    while time.perf_counter() < end:\n"
+            "        pass\n"
+            "with concurrent.futures.ThreadPoolExecutor(2) as pool:\n"
+            "    list(pool.map(crunch, range(20)))\n")
+out = subprocess.run([sys.executable, "-m", "aquaprof", "run", "pool.py"],
+                     capture_output=True, text=True, cwd=folder).stdout
+named = "crunch (pool.py" in out
+print("the pool's work named" if named else "the pool's work not shown",
+      named)
+"""
+
 CASES: Dict[str, Tuple[str, str]] = {
     "parked": (_PARKED, "awaiting, no CPU"),
     "wrapped loader": (_WRAPPED_LOADER, "not data-loading-bound"),
@@ -219,6 +300,9 @@ CASES: Dict[str, Tuple[str, str]] = {
     "late sampler": (_LATE, "waiting, sampled <= wall"),
     "periodic": (_PERIODIC, "no anomaly"),
     "names": (_NAMES, "memory flat"),
+    "monitor": (_MONITOR, "the spike and the hang alerted once each"),
+    "task lanes": (_TASK_LANES, "no task's code in another's lane"),
+    "pool run": (_POOL_RUN, "aquaprof run names the pool's work"),
 }
 
 
