@@ -87,6 +87,7 @@ DEVICE_ALLOCS = 10       # cudaMalloc calls (and ~one a call) to count
 TRANSFER = 0.5           # copies' share of the stage's GPU time above this
 TRANSFER_WALL = 0.2      # ... and of its wall time
 GPU_BUSY = 0.2           # GPU idle share at or below this: gpu-bound
+OWN_GPU = 0.5            # ... with its own GPU work this share of the busy
 SYNC = 0.3               # host blocked on the device for this share
 LAUNCH_KERNEL = 10e-6    # mean kernel shorter than this (seconds)
 LAUNCH_PER_CALL = 10     # ... with this many kernels a call or more
@@ -269,7 +270,12 @@ def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
             f"{fmt_time(wall)} wall; {fmt_bytes(moved)} moved at "
             f"{fmt_bytes(int(moved / copies))}/s, {fmt_bytes(pageable)} of "
             f"it from pageable host memory")
-    if idle is not None and idle <= GPU_BUSY and cuda.kernel_time > copies:
+    # the GPU busy with other stages' work (kernels queued before, still
+    # running) does not bind this one: its own must be most of it
+    own = idle is not None and \
+        cuda.busy_time >= OWN_GPU * (1 - idle) * wall
+    if idle is not None and idle <= GPU_BUSY and own and \
+            cuda.kernel_time > copies:
         top = cuda.top_kernels[0] if cuda.top_kernels else None
         longest = (f"; top kernel {printable(top.name)}: "
                    f"{fmt_time(top.total)} in "
@@ -301,7 +307,7 @@ def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
 
 
 def _also(finding: Finding, what: str, evidence: str) -> None:
-    finding.also.append("allocation-heavy")   # host or device: each its fix
+    finding.also.append(what)
     fix, verify = _FIXES[what]
     finding.evidence += f"; {evidence}"
     finding.fix += f"; and {fix}"

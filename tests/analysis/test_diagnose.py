@@ -124,6 +124,14 @@ GPU_WORKLOADS = """
                 busy(0.001)
         with ap.stage("cpu"):          # no GPU work at all
             busy(0.02)
+        time.sleep(0.01)
+        with ap.stage("queue"):        # 40 ms of kernels, run after it
+            for j in range(40):
+                fake.fake_kernel(b"big", 200_000 + j * 1_000_000,
+                                 1_000_000, 1, 8, 256, 16, 0)
+        with ap.stage("overlap"):      # the host's, the GPU on queue's
+            fake.fake_kernel(b"tiny", 0, 2000, 2, 1, 32, 8, 0)
+            busy(0.03)
     found = {f.path: [f.kind, f.host, f.also, f.evidence, f.verify]
              for f in prof.report().diagnose(top=10)}
     print(json.dumps(found))
@@ -139,10 +147,14 @@ def test_gpu_classes_of_planted_workloads(fakes):
                      {"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so")},
                      [fakes / "libcupti.so"])
     kinds = {path: f[0] for path, f in found.items()}
+    # overlap: its own 2 us of kernels bind nothing, however busy the
+    # GPU was with the kernels queue left running: its host class
     assert kinds == {"copy": "transfer-bound", "train": "gpu-bound",
                      "readback": "sync-bound", "tiny": "launch-bound",
                      "host": "gpu-starved", "alloc": found["alloc"][1],
-                     "cpu": found["cpu"][1]}
+                     "cpu": found["cpu"][1], "queue": found["queue"][0],
+                     "overlap": found["overlap"][1]}
+    assert found["overlap"][1] != "gpu-bound"
     # no GPU class: the host's (its CPU share depends on the machine's load)
     assert found["alloc"][1] in ("cpu-bound", "mixed", "waiting")
     assert found["copy"][1] == "waiting"
@@ -152,7 +164,7 @@ def test_gpu_classes_of_planted_workloads(fakes):
     assert "top kernel gemm: 60.0 ms in 1 launch;" in found["train"][3]
     assert "host blocked on the device 15.0 ms" in found["readback"][3]
     assert "150 kernels (50 a call) of 2.0 us on average" in found["tiny"][3]
-    assert found["alloc"][2] == ["allocation-heavy"]
+    assert found["alloc"][2] == ["device-allocation"]
     assert "12 device allocations in 12 calls" in found["alloc"][3]
     assert found["cpu"][2] == [] and "GPU" not in found["cpu"][3]
     assert "rep['copy'].cuda.memcpy" in found["copy"][4]
