@@ -64,7 +64,7 @@ next(DataLoader) stage that holds, among the top stages or not:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -766,12 +766,15 @@ class Diagnosis:
                    _loader_class(s, report) is not None]
         self.findings = [diagnose_stage(s, report) for s in tops + loaders]
         self._loaders = len(loaders)
-        #: why no GPU class could be given, None when GPU work was traced
+        #: why no GPU class could be given, or what GPU events dropped do
+        #: to the classes given; None when GPU work was traced whole
         self.gpu: Optional[str] = None
         if report.gpu is None:
             self.gpu = (f"GPU classes (gpu-bound, gpu-starved, sync-, "
                         f"transfer-, launch-bound) need traced GPU "
                         f"activity; GPU: {report.gpu_status}")
+        else:
+            self.gpu = _gpu_lost(report.gpu)
 
     def __iter__(self):
         return iter(self.findings)
@@ -809,4 +812,23 @@ class Diagnosis:
             lines.append(f"  {i}. {shorten_path(printable(f.path), 120)}: "
                          f"{f.kind}{extra}; {f.evidence.split(', ')[0]}"
                          f"{code}")
+        if self.gpu and not self.gpu.startswith("GPU classes"):
+            lines.append(f"  ({self.gpu})")
         return "\n".join(lines)
+
+
+def _gpu_lost(gpu: Dict[str, Any]) -> Optional[str]:
+    """What the GPU events dropped do to the findings, None where none
+    were: the stages that launched them have no GPU figures, and a host
+    class where a GPU one might hold."""
+    over, lost = int(gpu.get("over_max", 0)), int(gpu.get("dropped", 0))
+    if not over and not lost:
+        return None
+    why = "; ".join(
+        ([f"{over:,} past max_gpu_events={gpu.get('max_events', 0):,}"]
+         if over else []) +
+        ([f"{lost:,} lost by CUPTI"] if lost else []))
+    return (f"{plural(over + lost, 'GPU event')} dropped ({why}): the "
+            f"stages that launched them lack those GPU figures, and their "
+            f"classes may be the host's where a GPU class holds; raise "
+            f"max_gpu_events to keep them")

@@ -60,8 +60,8 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     events += _lane_names(spans, kept, span_tids, tids, tpids,
                           [thread_label(t) for t in threads])
     span_text = _span_events(report, kept, tpids, span_tids, origin)
-    gpu_text = _gpu_events(report, origin, kept, tpids, span_tids,
-                           max_events)
+    gpu_text, gpu_left_out = _gpu_events(report, origin, kept, tpids,
+                                         span_tids, max_events)
     code_text, code_left_out = _code_events(report, kept, pids, span_tids,
                                             origin, max_events)
     for p, proc in enumerate(processes):
@@ -78,6 +78,16 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
                 f"(max_events={max_events}), {dropped} beyond max_spans "
                 f"never recorded; the report's aggregates count them all",
             "pid": pids[0], "tid": 0, "ts": 0.0})
+    gpu = report.gpu
+    gpu_lost = 0 if gpu is None else int(gpu.get("over_max", 0)) + \
+        int(gpu.get("dropped", 0))
+    if gpu_left_out or gpu_lost:
+        events.append({
+            "ph": "i", "s": "g", "name":
+                f"aquaprof: {gpu_left_out} shortest GPU events left out of "
+                f"this trace (max_events={max_events}), {gpu_lost} dropped "
+                f"while recording (max_gpu_events, or lost by CUPTI)",
+            "pid": pids[0], "tid": 0, "ts": 0.0})
     if untimed:
         # later code is in the flamegraph (its samples' stacks), not in
         # time here
@@ -88,6 +98,9 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     other = {"producer": "aquaprof", "spans_in_report": int(len(spans)),
              "spans_left_out": int(left_out),
              "spans_never_recorded": int(dropped), "max_events": max_events}
+    if gpu is not None:
+        other["gpu_events_left_out"] = gpu_left_out
+        other["gpu_events_never_recorded"] = gpu_lost
     if report.samples is not None:
         other["code_slices_left_out"] = code_left_out
         other["code_samples_untimed"] = untimed
@@ -231,12 +244,13 @@ _GPU_CATEGORY = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset",
 
 def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
                 tpids: List[int], span_tids: Dict[int, int], max_events: int
-                ) -> List[str]:
-    """The GPU section's events as JSON texts (the longest max_events)."""
+                ) -> Tuple[List[str], int]:
+    """The GPU section's events as JSON texts (the longest max_events),
+    and how many were left out."""
     gpu = report.gpu
     # traced, but the program launched nothing: no device to show
     if gpu is None or not len(gpu["events"]):
-        return []
+        return [], 0
     ev = gpu["events"]
     names, paths = gpu["kernel_names"], report.stage_names
     spans = report.spans()
@@ -249,7 +263,8 @@ def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
         out.append({"ph": "M", "name": "thread_name", "pid": GPU_PID + d,
                     "tid": stream, "args": {"name": f"stream {stream}"}})
     timed = np.flatnonzero(np.isin(ev["kind"], list(_GPU_CATEGORY)))
-    if len(timed) > max_events:
+    left_out = max(0, len(timed) - max_events)
+    if left_out:
         duration = ev["end_ns"][timed] - ev["start_ns"][timed]
         timed = np.sort(timed[np.argsort(-duration, kind="stable")
                               [:max_events]])
@@ -298,7 +313,7 @@ def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
                     "pid": GPU_PID + int(e["device"]),
                     "ts": (int(e["start_ns"]) - origin) * _US,
                     "args": {"allocated MiB": round(total / 2**20, 3)}})
-    return [json.dumps(e, separators=(",", ":")) for e in out]
+    return [json.dumps(e, separators=(",", ":")) for e in out], left_out
 
 
 def write_chrome_trace(report: "Report", path: Union[str, os.PathLike],

@@ -102,11 +102,27 @@ def test_events_past_max_gpu_events_are_dropped_and_said(fakes):
             with ap.stage("work"):
                 for _ in range(5):
                     fake.fake_kernel(b"k", 0, 1000, 1, 1, 32, 8, 0)
-        print(json.dumps(gpu(prof.report())))
+        rep = prof.report()
+        from aquaprof.views.trace import chrome_trace
+        trace = json.loads(chrome_trace(rep, max_events=1))
+        print(json.dumps(dict(gpu(rep), diagnosis=str(rep.diagnose()),
+                              printed=str(rep), trace=trace)))
     """, GPU)
     assert len(got["kinds"]) == 3
     assert got["over_max"] == 2 and got["max_events"] == 3
     assert "2 GPU events past max_gpu_events=3 dropped" in got["status"]
+    # the classes given without them say so, in full and in the report
+    said = ("(2 GPU events dropped (2 past max_gpu_events=3): the stages "
+            "that launched them lack those GPU figures")
+    assert said in got["diagnosis"] and said in got["printed"]
+    # the trace says what it left out (the longest 1 kept) and what was
+    # never recorded, as it does for spans
+    other = got["trace"]["otherData"]
+    assert (other["gpu_events_left_out"],
+            other["gpu_events_never_recorded"]) == (2, 2)
+    assert any(e.get("ph") == "i" and "2 shortest GPU events left out" in
+               e["name"] and "2 dropped while recording" in e["name"]
+               for e in got["trace"]["traceEvents"])
 
 
 @pytest.mark.parametrize("value, error, text", [
