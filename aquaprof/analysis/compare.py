@@ -8,7 +8,11 @@ A stage's calls hold its sub-stages' calls, so a parent of a slower stage
 is slower too; Comparison.own_changes gives the same verdicts on each
 call's self time instead (the differential flamegraph colours by them).
 Times are wall time, or with measure="cpu" the thread CPU time of each
-call, which a machine busy with other processes moves far less.
+call, which a machine busy with other processes moves far less, or with
+measure="cuda" the time of the kernels each call launched (where GPU
+work was traced): a stage that launches without waiting for the device
+shows its kernels' time in no wall time, so a wall comparison names the
+stages whose kernels' time moved.
 
 Where the runs say how busy their machine was (meta["host"]: the CPUs
 other processes kept busy, a hypervisor's steal), a comparison whose new
@@ -108,9 +112,15 @@ def run_figures(report: "Report", own: bool = False, measure: str = "wall"
                          f"{measure!r}")
     spans = report.spans()
     names = report.stage_names
-    field_ns = ((spans["end_ns"] - spans["start_ns"]) if measure == "wall"
-                else spans["cpu_ns"].astype(np.int64))
-    if own and len(spans):
+    if measure == "cuda":
+        # the kernels a call launched itself, none of its sub-stages'
+        from .gpu_stats import span_gpu_time
+        field_ns = np.rint(span_gpu_time(report) * 1e9).astype(np.int64)
+    else:
+        field_ns = ((spans["end_ns"] - spans["start_ns"])
+                    if measure == "wall"
+                    else spans["cpu_ns"].astype(np.int64))
+    if own and len(spans) and measure != "cuda":
         # a parent index past the spans (a parent left out) takes nothing
         inner = (spans["parent"] >= 0) & (spans["parent"] < len(spans))
         field_ns = field_ns - np.bincount(
@@ -142,6 +152,8 @@ def run_figures(report: "Report", own: bool = False, measure: str = "wall"
             continue
         if measure == "cpu":
             total = stats.cpu if not own else 0.0
+        elif measure == "cuda":
+            total = stats.cuda.kernel_time if stats.cuda else 0.0
         else:
             total = stats.self_time if own else stats.wall.total
         # the kept calls are the run's first: its wall times' median and
@@ -286,7 +298,7 @@ def stage_changes(base: Sequence["Report"], new: Sequence["Report"],
     after = [run_figures(r, own, measure) for r in new]
     # thread CPU time is read at most every cpu_resolution_ns (a call's is
     # known to within that at each edge); wall time to the nanosecond
-    resolution = 0.0 if measure == "wall" else max(
+    resolution = 0.0 if measure != "cpu" else max(
         r.meta.get("cpu_resolution_ns", 0) for r in (*base, *new)) * 1e-9
     none = RunFigures(0.0, 0, 0.0, 0.0, np.zeros(0))
 
@@ -314,11 +326,42 @@ def stage_changes(base: Sequence["Report"], new: Sequence["Report"],
     return changes
 
 
+def gpu_change(base: Sequence["Report"], new: Sequence["Report"],
+               threshold: float, alpha: float) -> str:
+    """Where both sides traced GPU work: the stages whose kernels' time
+    was judged slower or faster (measure "cuda"), which a stage that
+    launches without waiting for the device does not show in its wall
+    time; "" where none was, or GPU work was not traced on both."""
+    if not all(r.gpu is not None and len(r.gpu["events"])
+               for r in (*base, *new)):
+        return ""
+    moved = [c for c in stage_changes(base, new, threshold, alpha,
+                                      measure="cuda")
+             if c.verdict in (*SLOWER, "faster", "faster?")
+             and c.change is not None]
+    if not moved:
+        return ""
+    said = ", ".join(f"{printable(c.path)} {c.verdict} "
+                     f"({(c.change or 0.0) * 100:+.0f} %)"
+                     for c in moved[:MOVED_SHOWN])
+    more = f" and {len(moved) - MOVED_SHOWN} more" \
+        if len(moved) > MOVED_SHOWN else ""
+    return (f"the time of the kernels the stages launched moved: {said}"
+            f"{more}; a stage that does not wait for the device shows it in "
+            f"no wall time (compare(measure=\"cuda\"), aquaprof compare "
+            f"--measure cuda)")
+
+
+#: the stages a note on GPU time names
+MOVED_SHOWN = 5
+
+
 class Comparison:
     """Every stage of the new runs against the base runs, with its
     verdict. base and new: a Report, or a list of Reports of repeated
     runs of one program (the noise between runs is then learned from
-    them); measure: "wall" or "cpu" (each call's thread CPU time)."""
+    them); measure: "wall", "cpu" (each call's thread CPU time) or "cuda"
+    (the time of the kernels each call launched, traced)."""
 
     def __init__(self, base: Runs, new: Runs, threshold: float = 0.05,
                  alpha: float = 0.01, measure: str = "wall"):
@@ -344,6 +387,10 @@ class Comparison:
         self.machine = machine_change(*self._reports)
         #: a sentence when some runs dropped spans (max_spans), else ""
         self.dropped = dropped_spans(*self._reports)
+        #: judged on wall or CPU time, a sentence naming the stages whose
+        #: CUDA time moved past the threshold, else ""
+        self.gpu = "" if measure == "cuda" else gpu_change(
+            *self._reports, threshold, alpha)
         self._own: Optional[List[StageChange]] = None
 
     def _load_unknown(self) -> str:
@@ -417,7 +464,8 @@ class Comparison:
                  f"(slower: the total or tail grew by more "
                  f"than {self.threshold * 100:g} % at p < {self.alpha:g}; "
                  f"{evidence})"]
-        for note in (self.machine, self.dropped, self._load_unknown()):
+        for note in (self.machine, self.dropped, self.gpu,
+                     self._load_unknown()):
             if note:
                 lines.append(f"note: {note}")
         for c in self.changes:

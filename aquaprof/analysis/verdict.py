@@ -110,8 +110,9 @@ NOISY_AT = 2.0
 #: threshold 0 times, and still catches a change of three times the
 #: threshold 197 times in 200 (tests/analysis/test_compare.py).
 TOTAL_MARGIN = 0.5
-#: the figures measured: wall time, or the thread's CPU time
-MEASURES = ("wall", "cpu")
+#: the figures measured: wall time, the thread's CPU time, or the time
+#: of the kernels each call launched (CUDA, traced)
+MEASURES = ("wall", "cpu", "cuda")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from .._version import __version__
 from ..common.units import fmt_time, printable
 from ..common.progress import progress
 from ..common.words import plural
+from ..analysis.verdict import MEASURES
 from ..report import Report, ReportError
 
 
@@ -788,9 +789,10 @@ def parser() -> argparse.ArgumentParser:
     compare.add_argument("--alpha", type=_alpha, default=0.01,
                          help="significance the evidence must reach "
                               "(default 0.01)")
-    compare.add_argument("--measure", choices=("wall", "cpu"),
-                         default="wall", help="judge wall time (default) "
-                         "or each call's thread CPU time")
+    compare.add_argument("--measure", choices=MEASURES,
+                         default="wall", help="judge wall time (default), "
+                         "each call's thread CPU time, or the time of the "
+                         "kernels each call launched (cuda)")
     compare.set_defaults(func=cmd_compare)
 
     hist = sub.add_parser(

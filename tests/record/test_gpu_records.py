@@ -252,3 +252,48 @@ def test_records_cupti_dropped_are_counted(fakes):
         print(json.dumps(gpu(prof.report())))
     """, GPU)
     assert got["dropped"] == 5 and got["kinds"] == [_core.GPU_KERNEL]
+
+
+@needs_cupti
+def test_kernels_made_twice_as_slow_are_judged_where_the_wall_cannot(fakes):
+    """A stage that launches its kernels and goes on without waiting for
+    the device keeps its wall time however slow they grow: a comparison
+    on wall time names it from its kernels' time, and measure="cuda"
+    judges it."""
+    got = traced(fakes, """
+        import time
+
+        def busy(seconds):
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+
+        def one(scale):
+            with ap.Profiler() as prof:
+                for _ in range(20):
+                    with ap.stage("launch"):
+                        for _ in range(4):
+                            fake.fake_kernel(b"k", 0, 1_000_000 * scale,
+                                             1, 1, 32, 8, 0)
+                        busy(0.005)
+                    time.sleep(0.006 * scale)     # the device drains
+            return prof.report()
+
+        base = [one(1) for _ in range(3)]
+        slow = one(2)
+        on_wall = slow.compare(base)
+        on_cuda = slow.compare(base, measure="cuda")
+        same = one(1).compare(base)
+        print(json.dumps({
+            "wall": [c.verdict for c in on_wall.changes],
+            "note": on_wall.gpu, "same_note": same.gpu,
+            "cuda": [(c.path, c.verdict, c.change)
+                     for c in on_cuda.changes]}))
+    """)
+    assert got["wall"] != ["slower"]                # the host hid it
+    assert got["note"].startswith("the time of the kernels the stages "
+                                  "launched moved: launch slower (+100 %)")
+    assert got["same_note"] == ""
+    (path, verdict, change), = got["cuda"]
+    assert (path, verdict) == ("launch", "slower")
+    assert change == pytest.approx(1.0, abs=0.01)
