@@ -22,7 +22,7 @@ ap_stage_now(uint64_t pthread, uint64_t key, const ap_stack *context_stack,
              int64_t *native_id, ap_open_call *call)
 {
     if (call) {
-        *call = (ap_open_call){-1, 0};
+        *call = (ap_open_call){-1, 0, 0, 0, 0};
     }
     ap_session *s = atomic_load(&ap_current_session);
     if (!s) {
@@ -30,6 +30,7 @@ ap_stage_now(uint64_t pthread, uint64_t key, const ap_stack *context_stack,
     }
     uint32_t path = NO_PATH;
     const ap_frame *top = NULL;
+    const ap_thread *owner = NULL;
     pthread_mutex_lock(&s->lock);   /* exiting threads leave s->threads */
     for (ap_thread *t = s->threads; t; t = t->next) {
         if (t->pthread != pthread || t->retired) {
@@ -38,16 +39,28 @@ ap_stage_now(uint64_t pthread, uint64_t key, const ap_stack *context_stack,
         *native_id = t->native_id;
         if (key == t->cur_key && t->cur) {
             path = stack_path(t->cur, &top);
+            owner = t;
             context_stack = NULL;
         }
         break;
     }
     if (context_stack && context_stack->thread && !context_stack->released) {
         path = stack_path(context_stack, &top);
+        owner = context_stack->thread;
+        if (owner->pthread != pthread) {
+            /* a context run on another thread than the one it recorded
+             * on (asyncio.to_thread copies it): its call's CPU clock is
+             * that thread's, and what this one did since is unknown */
+            top = NULL;
+        }
     }
     if (call && top && path != NO_PATH) {
         int64_t open = ap_ticks_to_ns(ap_ticks() - top->t0);
-        *call = (ap_open_call){open < 0 ? 0 : open, top->cpu0};
+        open = open < 0 ? 0 : open;
+        const ap_stats *st = &owner->nodes[top->node].stats;
+        *call = (ap_open_call){open, top->cpu0,
+                               (uint64_t)owner->index << 32 | top->node,
+                               st->total_ns + open, st->cpu_ns};
     }
     pthread_mutex_unlock(&s->lock);
     return path == NO_PATH ? -1 : (int64_t)path;

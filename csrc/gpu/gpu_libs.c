@@ -56,14 +56,26 @@ driver_error(const ap_cuda_fns *fns, int rc, const char *prefix, char *why,
     }
 }
 
+/* The words before a failed call's: a machine with no device says
+ * so, as a CPU machine's ordinary state; any other failure is the
+ * driver's, and must not read as that. */
+static const char *
+failed(int rc)
+{
+    return rc == AP_CUDA_ERROR_NO_DEVICE ? "no CUDA device"
+                                         : "the CUDA driver failed";
+}
+
 /* Counts the devices: AP_OK, or AP_ERR_SYSTEM when there is none. */
 static ap_status
 count_devices(const ap_cuda_fns *fns, int rc, int count, int *devices,
               char *why, size_t size)
 {
     if (rc != 0) {
-        driver_error(fns, rc, "no CUDA device: cuDeviceGetCount failed",
-                     why, size);
+        char prefix[64];
+        snprintf(prefix, sizeof(prefix), "%s: cuDeviceGetCount failed",
+                 failed(rc));
+        driver_error(fns, rc, prefix, why, size);
         return AP_ERR_SYSTEM;
     }
     if (count == 0) {
@@ -91,7 +103,9 @@ ap_cuda_init(const ap_cuda_fns *fns, int *devices, char *why, size_t size)
 {
     int rc = fns->Init(0);
     if (rc != 0) {
-        driver_error(fns, rc, "no CUDA device: cuInit failed", why, size);
+        char prefix[64];
+        snprintf(prefix, sizeof(prefix), "%s: cuInit failed", failed(rc));
+        driver_error(fns, rc, prefix, why, size);
         return AP_ERR_SYSTEM;
     }
     int count = 0;

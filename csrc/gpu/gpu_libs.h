@@ -29,6 +29,8 @@ typedef struct {
 
 /* The driver's answer when asked before cuInit. */
 #define AP_CUDA_ERROR_NOT_INITIALIZED 3
+/* ... and on a machine with no device. */
+#define AP_CUDA_ERROR_NO_DEVICE 100
 
 /* Opens the driver (path, e.g. "libcuda.so.1") without initializing it,
  * once per process. AP_ERR_SYSTEM with why filled: no driver, or one

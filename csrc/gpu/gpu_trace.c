@@ -331,8 +331,9 @@ stop_cupti(const char *neighbor, char *note, size_t size)
     drop_stale();     /* the stopping thread's stages left open */
     int devices = 0;
     char why[512];
-    int used_cuda = ap_cuda_devices_if_initialized(cuda, &devices, why,
-                                                   sizeof(why)) == AP_OK;
+    ap_status found = ap_cuda_devices_if_initialized(cuda, &devices, why,
+                                                     sizeof(why));
+    int used_cuda = found == AP_OK;
     if (used_cuda) {
         synchronize_devices(devices, note, size);
     }
@@ -360,8 +361,13 @@ stop_cupti(const char *neighbor, char *note, size_t size)
     t->run_mark = run_mark(runs);
     if (!used_cuda) {
         if (!t->nevents) {
-            add_note(note, size, "no GPU work: the program did not use "
-                     "CUDA");
+            /* a driver that answers with an error was started, and
+             * failed: the program did use CUDA */
+            char text[600];
+            snprintf(text, sizeof(text), "no GPU work: %s",
+                     found == AP_IGNORED ? "the program did not use CUDA"
+                                         : why);
+            add_note(note, size, text);
         }
         return t;
     }

@@ -94,7 +94,8 @@ seen_of(ap_sampler *self, int64_t tid)
     *t = (ap_thread_seen){.tid = tid, .cpu_ns = thread_cpu_ns(tid),
                           .stack = -1, .files = {-1, -1}, .delay_ns = -1,
                           .delay_round = self->rounds,
-                          .delay_every = IDLE_DELAY_FIRST, .on_gil = -1};
+                          .delay_every = IDLE_DELAY_FIRST, .on_gil = -1,
+                          .path_ns = -1};
     return t;
 }
 
@@ -303,27 +304,64 @@ on_gil(ap_sampler *self, ap_thread_seen *seen, thread_now *th, int ran)
     return seen->on_gil == 1;
 }
 
-/* Cuts a sample's times to the last `wall` ns, in which the thread used
- * `cpu` ns of CPU (its clock since the stage's call entered). A thread
- * waits for a CPU when it wants one, so the run delay of the whole
- * sample is shared out as its CPU time was (as its wall time where it
- * used none); the GIL is a wait the thread is in now, kept up to what
- * is left. */
+/* Splits a sample's times at its last `wall` ns, in which the thread
+ * used `cpu` ns of CPU (its clock since the stage's call entered): *time
+ * keeps those, *before gets the rest. A thread waits for a CPU when it
+ * wants one, so the run delay is shared out as the CPU time was (as the
+ * wall time where it used none); the GIL is a wait the thread is in now,
+ * kept up to what is left. */
 static void
-fit_time(ap_sample_time *time, int64_t wall, int64_t cpu)
+split_time(ap_sample_time *time, int64_t wall, int64_t cpu,
+           ap_sample_time *before)
 {
-    int64_t whole = time->wall_ns, used = time->cpu_ns;
-    cpu = cpu < 0 ? 0 : cpu < used ? cpu : used;
+    ap_sample_time whole = *time;
+    cpu = cpu < 0 ? 0 : cpu < whole.cpu_ns ? cpu : whole.cpu_ns;
     cpu = cpu < wall ? cpu : wall;
-    double share = used > 0 ? (double)cpu / (double)used
-                            : (double)wall / (double)whole;
-    int64_t delay = (int64_t)((double)time->delay_ns * share);
+    double share = whole.cpu_ns > 0
+                       ? (double)cpu / (double)whole.cpu_ns
+                       : (double)wall / (double)whole.wall_ns;
+    int64_t delay = (int64_t)((double)whole.delay_ns * share);
     int64_t room = wall - cpu;
     time->wall_ns = wall;
     time->cpu_ns = cpu;
     time->delay_ns = delay < room ? delay : room;
     room -= time->delay_ns;
-    time->gil_ns = time->gil_ns < room ? time->gil_ns : room;
+    time->gil_ns = whole.gil_ns < room ? whole.gil_ns : room;
+    *before = (ap_sample_time){
+        whole.wall_ns - time->wall_ns, whole.cpu_ns - time->cpu_ns,
+        whole.delay_ns - time->delay_ns, whole.gil_ns - time->gil_ns, 0,
+    };
+}
+
+/* Of the time since `seen` was last sampled, how long its thread spent
+ * in the stage path of its open call (*in_ns) and the CPU time it used
+ * there (*cpu_ns, -1 unknown): seen in the same path then, from the
+ * path's own clock, its calls' time since (the open one's so far
+ * included), and 1; else the open call's alone, and 0. Notes the path's
+ * clock for the next sample. */
+static int
+time_in_stage(ap_thread_seen *seen, const ap_open_call *call,
+              int64_t cpu_now, int64_t *in_ns, int64_t *cpu_ns)
+{
+    int open = call->open_ns >= 0;
+    int64_t call_cpu = open && cpu_now >= 0 ? cpu_now - call->cpu0_ns : -1;
+    int same = seen && open && seen->path_ns >= 0 &&
+               seen->node == call->node;
+    *in_ns = call->open_ns;
+    *cpu_ns = call_cpu;
+    if (same) {
+        *in_ns = call->path_ns - seen->path_ns;
+        *cpu_ns = call_cpu >= 0 && seen->path_cpu_ns >= 0
+                      ? call->path_cpu_ns + call_cpu - seen->path_cpu_ns
+                      : -1;
+    }
+    if (seen) {
+        seen->node = call->node;
+        seen->path_ns = open ? call->path_ns : -1;
+        seen->path_cpu_ns = call_cpu >= 0 ? call->path_cpu_ns + call_cpu
+                                          : -1;
+    }
+    return same;
 }
 
 /* Samples thread th at t, standing for wall ns; takes its references. */
@@ -332,8 +370,8 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
               uint32_t *ids)
 {
     ap_thread_seen *seen = th->tid > 0 ? seen_of(self, th->tid) : NULL;
-    int64_t cpu = -1, cpu_now = -1;
-    ap_sample_time time = {wall, 0, 0, 0};
+    int64_t cpu = -1, cpu_now = -1, before_stack = -1;
+    ap_sample_time time = {wall, 0, 0, 0, 0};
     if (seen) {
         seen->round = self->rounds;
         cpu_now = thread_cpu_ns(th->tid);
@@ -341,6 +379,7 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
                                                  : -1;
         seen->cpu_ns = cpu_now;
         time.cpu_ns = cpu < 0 ? 0 : cpu < wall ? cpu : wall;
+        time.tick_cpu_ns = time.cpu_ns;
         if (cpu != 0) {
             files_for(self, seen);
         }
@@ -354,13 +393,18 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
         self->gil_total += time.gil_ns;
         if (cpu == 0 && seen->top == (const void *)th->top &&
             seen->stack >= 0) {
-            /* it has not run: same stack, same stage */
+            /* it has not run: same stack, same stage, the open call's
+             * time grown by the sample's */
             ap_sample_again(&self->store, t, (uint32_t)seen->stack, &time);
+            if (seen->path_ns >= 0) {
+                seen->path_ns += wall;
+            }
             Py_DECREF(th->top);
             Py_XDECREF(th->context);
             return;
         }
         seen->top = th->top;
+        before_stack = seen->stack;
         seen->stack = -1;
     }
     int64_t tid = th->tid;
@@ -370,13 +414,21 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
                                                      th->context), &tid,
                                  &call);
     Py_XDECREF(th->context);
-    if (call.open_ns >= 0 && call.open_ns < time.wall_ns) {
-        /* a thread that ran since its last sample may have entered its
-         * stage since: what it did and waited before is not the stage's
-         * (a late round on a starved machine filed the run delay of the
-         * code before a sleep under the sleep) */
-        fit_time(&time, call.open_ns,
-                 cpu_now >= 0 ? cpu_now - call.cpu0_ns : time.cpu_ns);
+    ap_sample_time before = {0, 0, 0, 0, 0};
+    int64_t in_ns, in_cpu;
+    int same = time_in_stage(seen, &call, cpu_now, &in_ns, &in_cpu);
+    if (call.open_ns >= 0 && in_ns < time.wall_ns) {
+        /* a thread that ran since its last sample may have been out of
+         * its stage part of the time: what it did and waited there is
+         * not the stage's (a late round on a starved machine filed the
+         * code and run delay before a sleep under the sleep). Seen in
+         * the same path before, the rest was outside it, where is not
+         * known; else it goes to the stack the thread was last seen in */
+        split_time(&time, in_ns < 0 ? 0 : in_ns,
+                   in_cpu < 0 ? time.cpu_ns : in_cpu, &before);
+        if (same) {
+            before_stack = -1;
+        }
     }
     if (tid < 0) {
         tid = (int64_t)th->thread_id;   /* 3.9/3.10, never recorded */
@@ -386,6 +438,9 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
     if (n && ap_sample_add(&self->store, t, tid, stage, ids, n, &time,
                            &stack) == AP_OK && seen) {
         seen->stack = stack;
+    }
+    if (before.wall_ns > 0 && before_stack >= 0) {
+        ap_sample_fold(&self->store, (uint32_t)before_stack, &before);
     }
 }
 

@@ -179,14 +179,10 @@ void
 ap_sample_again(ap_sample_store *s, int64_t t_ns, uint32_t stack,
                 const ap_sample_time *time)
 {
-    ap_sample_stack *k = &s->stacks[stack];
-    k->count++;
-    k->wall_ns += time->wall_ns;
-    k->cpu_ns += time->cpu_ns;
-    k->delay_ns += time->delay_ns;
-    k->gil_ns += time->gil_ns;
+    s->stacks[stack].count++;
+    ap_sample_fold(s, stack, time);
     if (tick_room(s)) {
-        int64_t us = time->cpu_ns / 1000;
+        int64_t us = time->tick_cpu_ns / 1000;
         s->tick_t[s->nticks] = t_ns;
         s->tick_cpu[s->nticks] = us < 0 ? 0 : us >= UINT32_MAX
                                                  ? UINT32_MAX - 1
@@ -195,6 +191,16 @@ ap_sample_again(ap_sample_store *s, int64_t t_ns, uint32_t stack,
     } else {
         s->timeline_dropped++;
     }
+}
+
+void
+ap_sample_fold(ap_sample_store *s, uint32_t stack, const ap_sample_time *time)
+{
+    ap_sample_stack *k = &s->stacks[stack];
+    k->wall_ns += time->wall_ns;
+    k->cpu_ns += time->cpu_ns;
+    k->delay_ns += time->delay_ns;
+    k->gil_ns += time->gil_ns;
 }
 
 ap_status

@@ -73,9 +73,13 @@ int ap_sample_frame_find(const ap_sample_store *s, const void *code,
 ap_status ap_sample_frame_add(ap_sample_store *s, const void *code,
                               const void *entry, uint32_t *id);
 
-/* What one sample stands for: wall, CPU time, run delay and GIL wait. */
+/* What one sample stands for: wall, CPU time, run delay and GIL wait;
+ * and the CPU time its thread used since its previous sample, wherever
+ * filed, which its timeline entry carries (a sample whose earlier part
+ * went to the stack before, ap_sample_fold, still says all of it). */
 typedef struct {
     int64_t wall_ns, cpu_ns, delay_ns, gil_ns;
+    int64_t tick_cpu_ns;
 } ap_sample_time;
 
 /* Records one sample: thread tid in stage, its frame ids outermost
@@ -89,6 +93,12 @@ ap_status ap_sample_add(ap_sample_store *s, int64_t t_ns, int64_t tid,
 /* Records one more sample of an aggregate ap_sample_add gave. */
 void ap_sample_again(ap_sample_store *s, int64_t t_ns, uint32_t stack,
                      const ap_sample_time *time);
+
+/* Adds times to an aggregate ap_sample_add gave, as the earlier part of
+ * a sample recorded under another: no sample counted, no timeline
+ * entry. */
+void ap_sample_fold(ap_sample_store *s, uint32_t stack,
+                    const ap_sample_time *time);
 
 /* The frame ids of stack k's frames, outermost first, into out (room for
  * depth): its depth. */

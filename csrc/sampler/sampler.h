@@ -41,6 +41,9 @@ typedef struct {
     int64_t delay_every;    /* rounds until an idle thread's next read */
     int64_t unread_ns;      /* off-CPU time sampled since */
     int on_gil;             /* it slept on the GIL then: 1, 0, -1 unknown */
+    uint64_t node;          /* the stage path (ap_open_call's) it was in */
+    int64_t path_ns;        /* that path's time on it then, -1 for none */
+    int64_t path_cpu_ns;    /* ... and CPU time, its open call's included */
 } ap_thread_seen;
 
 struct ap_sampler;

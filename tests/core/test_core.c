@@ -404,12 +404,15 @@ test_stage_now_follows_contexts(void)
     CHECK(ap_stack_open(home, 1, &a) == AP_OK);
     struct timespec nap = {0, 2000000};
     nanosleep(&nap, NULL);
-    ap_open_call call = {-2, -2};
+    ap_open_call call = {-2, -2, 0, -2, -2};
     int64_t at_serve = ap_stage_now(me, 7, NULL, &tid, &call);
     CHECK(tid == (int64_t)syscall(SYS_gettid));
     /* how long serve's call has been open: a sample stands for no more */
     CHECK(call.open_ns >= 2000000 && call.open_ns < 1000000000);
     CHECK(call.cpu0_ns >= 0 && call.cpu0_ns <= ap_thread_cpu_ns());
+    /* its path's time so far: this call's alone, none closed yet */
+    CHECK(call.path_ns == call.open_ns && call.path_cpu_ns == 0);
+    uint64_t serve_node = call.node;
     CHECK(ap_stage_now(me, 8, a, &tid, &call) == at_serve);  /* nests */
     CHECK(call.open_ns == -1);  /* a's own stages hold no call of serve's */
     CHECK(ap_stage_now(me, 8, NULL, &tid, NULL) == -1);     /* a context unseen */
@@ -426,6 +429,12 @@ test_stage_now_follows_contexts(void)
     CHECK(ap_exit_in(11, &serve, 0) == AP_OK);
     CHECK(ap_stage_now(me, 11, NULL, &tid, &call) == -1 &&
           call.open_ns == -1);
+    /* a second call of serve: its path's time holds the first's too */
+    CHECK(ap_enter_in(11, name("serve"), 0, &serve) == AP_OK);
+    CHECK(ap_stage_now(me, 11, NULL, &tid, &call) == at_serve);
+    CHECK(call.node == serve_node);
+    CHECK(call.path_ns >= call.open_ns + 2000000);
+    CHECK(ap_exit_in(11, &serve, 0) == AP_OK);
     ap_report *r = stop_and_report(s);
     CHECK(at_serve == find_stage(r, "serve") - r->stages);
     CHECK(at_task == find_stage(r, "serve/task") - r->stages);

@@ -1,5 +1,6 @@
 /* A stand-in for libcuda.so.1 in tests: a driver that starts (or fails as
- * FAKE_CUDA_INIT_ERROR says) and sees FAKE_CUDA_DEVICES devices (1 by
+ * FAKE_CUDA_INIT_ERROR says, and then answers cuDeviceGetCount with
+ * that error, as the real one does) and sees FAKE_CUDA_DEVICES devices (1 by
  * default). As the real driver, it answers CUDA_ERROR_NOT_INITIALIZED
  * before cuInit; the program under test is taken to have initialized it
  * already unless FAKE_CUDA_UNINITIALIZED=1. cuCtxSynchronize fails with
@@ -13,6 +14,7 @@
 enum { NOT_INITIALIZED = 3, INVALID_CONTEXT = 201, INVALID_DEVICE = 101 };
 
 static int initialized = -1;       /* -1: not decided yet */
+static int init_failed;            /* the error a failed cuInit gave */
 static int inits, syncs, current = -1;
 static int device_syncs[16];
 
@@ -39,7 +41,8 @@ int cuInit(unsigned flags)
     inits++;
     const char *e = getenv("FAKE_CUDA_INIT_ERROR");
     if (e) {
-        return atoi(e);
+        init_failed = atoi(e);
+        return init_failed;
     }
     ready();
     initialized = 1;
@@ -50,6 +53,9 @@ int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
 
 int cuDeviceGetCount(int *n)
 {
+    if (init_failed) {
+        return init_failed;    /* as the driver does once cuInit failed */
+    }
     if (!ready()) {
         return NOT_INITIALIZED;
     }

@@ -60,6 +60,43 @@ def test_without_a_device(fakes):
         "cuda=True: no CUDA device: cuInit failed (CUDA_ERROR_NO_DEVICE)"
 
 
+def test_a_driver_that_fails_is_not_taken_for_a_machine_without_gpu(fakes):
+    """A failure other than CUDA_ERROR_NO_DEVICE is the driver's: said as
+    such, and printed whole, where 'no CUDA device' is the short line of
+    a CPU machine."""
+    env = {"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so"),
+           "FAKE_CUDA_INIT_ERROR": "999", "FAKE_CUDA_UNINITIALIZED": "1"}
+    assert scenario(REQUIRED, env) == (
+        "cuda=True: the CUDA driver failed: cuInit failed "
+        "(CUDA_ERROR_UNKNOWN)")
+    printed = scenario("""
+        from aquaprof.views.text import gpu_line
+        with ap.Profiler() as prof:
+            pass
+        print(json.dumps(gpu_line(prof.report())))
+    """, dict(env, FAKE_CUDA_UNINITIALIZED="0"))
+    assert printed is None or "no CUDA device" not in printed, printed
+
+
+@pytest.mark.skipif(not _core.HAVE_CUPTI, reason="built without cupti.h")
+def test_a_program_whose_cuinit_failed_is_not_said_to_have_used_no_cuda(
+        fakes):
+    env = {"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so"),
+           "FAKE_CUDA_INIT_ERROR": "999", "FAKE_CUDA_UNINITIALIZED": "1"}
+    status = scenario("""
+        import os
+        with ap.Profiler() as prof:
+            with ap.stage("init"):
+                driver = ctypes.CDLL(os.environ["AQUAPROF_LIBCUDA"])
+                rc = driver.cuInit(0)
+        print(json.dumps([rc, prof.report().gpu_status]))
+    """, env, cupti=[fakes / "libcupti.so"])
+    assert status[0] == 999
+    assert "did not use CUDA" not in status[1], status
+    assert "no GPU work: the CUDA driver failed: cuDeviceGetCount failed " \
+        "(CUDA_ERROR_UNKNOWN)" in status[1], status
+
+
 @pytest.mark.skipif(not _core.HAVE_CUPTI, reason="built without cupti.h")
 def test_cupti_not_found_lists_every_path_tried(fakes, tmp_path):
     env = {"AQUAPROF_LIBCUDA": str(fakes / "libcuda.so")}

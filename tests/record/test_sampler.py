@@ -14,10 +14,12 @@ import time
 from collections import defaultdict
 from typing import Dict, Tuple
 
+import numpy as np
 import pytest
 
 import aquaprof
 from aquaprof import _core
+from aquaprof.analysis.samples import stage_waits
 from threads import left_behind, thread_ids
 
 
@@ -424,3 +426,38 @@ def test_programs_that_once_crashed_the_sampler_run_through(program):
         env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert int(proc.stdout.split()[-1]) > 100
+
+
+def test_short_stages_between_rounds_keep_their_sampled_time():
+    """A thread running 2 ms stages back to back, sampled when the GIL
+    lets the round in (about every 5 ms): each sample of a stage entered
+    since the round before is cut to the time the thread spent in the
+    stage's path, which its calls' own clock gives, so the stage keeps
+    its sampled time, and the timeline keeps the thread's CPU time."""
+    used = {}
+
+    def spin_cpu(seconds):
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            sum(range(500))
+
+    def worker():
+        start = time.thread_time()
+        for _ in range(150):
+            with aquaprof.stage("job"):
+                spin_cpu(0.002)
+        used["cpu"] = time.thread_time() - start
+        used["tid"] = threading.get_native_id()
+
+    with aquaprof.Profiler(sample=0.001) as prof:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+    rep = prof.report()
+    sampled = stage_waits(rep, "job").wall_s
+    assert sampled == pytest.approx(rep["job"].wall.total, rel=0.15)
+    stacks, timeline = rep.samples["stacks"], rep.samples["timeline"]
+    mine = np.array([stacks[k][1] == used["tid"]
+                     for k in timeline["stack"]], bool)
+    assert timeline["cpu_us"][mine].sum() * 1e-6 == pytest.approx(
+        used["cpu"], rel=0.15)
