@@ -12,7 +12,7 @@ import platform
 import socket
 import sys
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, FrozenSet, NamedTuple, Optional, Tuple
 
 from .._version import __version__
 from ..model.schema import BUSY_SECONDS
@@ -63,42 +63,66 @@ def host_info(started_at: Optional[float],
     }
 
 
-Ticks = Tuple[float, float, int, int, int]
+class Ticks(NamedTuple):
+    """What cpu_ticks() read: when, this process's CPU seconds, each CPU's
+    busy, stolen and all ticks so far (/proc/stat), and the CPUs the
+    process may run on then."""
+    at: float
+    process: float
+    cpus: Dict[int, Tuple[int, int, int]]
+    affinity: FrozenSet[int]
 
 
 def cpu_ticks() -> Optional[Ticks]:
-    """(time.monotonic(), this process's CPU seconds, the machine's busy,
-    stolen and all ticks so far, from /proc/stat); None where the system
-    has no /proc/stat or it cannot be read. Raises nothing of its own: it
-    runs as a session starts and stops (an exception from a signal
-    handler that runs meanwhile is the program's, and goes on)."""
+    """The ticks now; None where the system has no /proc/stat or it
+    cannot be read. Raises nothing of its own: it runs as a session
+    starts and stops (an exception from a signal handler that runs
+    meanwhile is the program's, and goes on)."""
     try:
         with open("/proc/stat", "rb") as f:
-            line = f.readline().split()
-        # user nice system idle iowait irq softirq steal (guests are in
-        # user and nice already)
-        user, nice, system, idle, iowait, irq, softirq, steal = map(
-            int, line[1:9])
+            lines = [line.split() for line in f
+                     if line.startswith(b"cpu") and line[3:4].isdigit()]
+        cpus = {}
+        for line in lines:
+            # user nice system idle iowait irq softirq steal (guests are
+            # in user and nice already)
+            user, nice, system, idle, iowait, irq, softirq, steal = map(
+                int, line[1:9])
+            busy = user + nice + system + irq + softirq
+            cpus[int(line[0][3:])] = (busy, steal,
+                                      busy + idle + iowait + steal)
     except (OSError, ValueError):
         return None
-    return (time.monotonic(), time.process_time(),
-            user + nice + system + irq + softirq, steal,
-            user + nice + system + idle + iowait + irq + softirq + steal)
+    return Ticks(time.monotonic(), time.process_time(), cpus, _affinity())
+
+
+def _affinity() -> FrozenSet[int]:
+    """The CPUs this process may run on; empty where the system cannot
+    say."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return frozenset()
 
 
 def busy_between(start: Optional[Ticks], stop: Optional[Ticks]
                  ) -> Dict[str, float]:
-    """How busy the machine was between two cpu_ticks(): "other_cpus",
-    the CPUs that other processes (this one's child processes among them)
-    kept busy on average, and "steal", the share of all CPU time a
-    hypervisor took from this virtual machine; {} where unknown or too
-    short to tell."""
+    """How busy the machine was between two cpu_ticks(), over the CPUs the
+    process may run on at the second (every CPU where it cannot say):
+    "other_cpus", how many of them other processes (this one's child
+    processes among them) kept busy on average, and "steal", the share of
+    their time a hypervisor took from this virtual machine; {} where
+    unknown or too short to tell."""
     if start is None or stop is None:
         return {}
-    wall = stop[0] - start[0]
-    busy, stolen, ticks = (b - a for a, b in zip(start[2:], stop[2:]))
-    if wall < BUSY_SECONDS * math.sqrt(max(1.0, (os.cpu_count() or 2) / 2)
-                                       ) or ticks <= 0:
+    wall = stop.at - start.at
+    mine = [c for c in (stop.affinity or stop.cpus)
+            if c in stop.cpus and c in start.cpus]
+    busy, stolen, ticks = (
+        sum(stop.cpus[c][i] - start.cpus[c][i] for c in mine)
+        for i in range(3))
+    if wall < BUSY_SECONDS * math.sqrt(max(1.0, len(mine) / 2)) or \
+            ticks <= 0:
         return {}
     try:
         hz = os.sysconf("SC_CLK_TCK")
@@ -106,7 +130,7 @@ def busy_between(start: Optional[Ticks], stop: Optional[Ticks]
         return {}
     if hz <= 0:
         return {}
-    others = (busy / hz - (stop[1] - start[1])) / wall
+    others = (busy / hz - (stop.process - start.process)) / wall
     return {"other_cpus": round(max(0.0, others), 3),
             "steal": round(stolen / ticks, 4)}
 

@@ -50,29 +50,48 @@ def test_a_process_spinning_beside_the_run_is_counted_and_the_run_not(
     assert "other_cpus" in saved.meta["host"]
 
 
+def ticks(at, process, cpus, affinity=frozenset({0, 1})):
+    """Ticks of CPUs {cpu: (busy, stolen, all)}."""
+    return host.Ticks(at, process, cpus, frozenset(affinity))
+
+
 def test_busy_between_ticks(monkeypatch):
     monkeypatch.setattr(host.os, "sysconf", lambda name: 100)
-    monkeypatch.setattr(host.os, "cpu_count", lambda: 2)
     # 2 s of a 2-CPU machine at 100 ticks a second: 400 ticks, 300 busy
     # of which this process used 1.2 s, 20 stolen
-    start = (10.0, 5.0, 1000, 0, 5000)
-    stop = (12.0, 6.2, 1300, 20, 5400)
+    start = ticks(10.0, 5.0, {0: (500, 0, 2500), 1: (500, 0, 2500)})
+    stop = ticks(12.0, 6.2, {0: (650, 10, 2700), 1: (650, 10, 2700)})
     assert busy_between(start, stop) == {"other_cpus": 0.9, "steal": 0.05}
     # this process's own CPU past what the ticks saw (rounding): never
     # below 0
-    assert busy_between(start, (12.0, 9.0, 1300, 20, 5400))[
+    assert busy_between(start, stop._replace(process=9.0))[
         "other_cpus"] == 0.0
     # too short to tell (on 2 CPUs; 4 times as long on 32), or nothing
     # read, or a clock that says nothing
-    short = (10.0 + BUSY_SECONDS * 0.99, 5.1, 1010, 0, 5050)
+    short = stop._replace(at=10.0 + BUSY_SECONDS * 0.99)
     assert busy_between(start, short) == {}
-    long = (10.0 + BUSY_SECONDS * 2, 5.1, 1010, 0, 5100)
+    long = stop._replace(at=10.0 + BUSY_SECONDS * 2)
     assert busy_between(start, long) != {}
-    monkeypatch.setattr(host.os, "cpu_count", lambda: 32)
-    assert busy_between(start, long) == {}
+    many = {c: (500, 0, 2500) for c in range(32)}
+    assert busy_between(ticks(10.0, 5.0, many, range(32)),
+                        ticks(10.0 + BUSY_SECONDS * 2, 5.1,
+                              {c: (510, 0, 2550) for c in range(32)},
+                              range(32))) == {}
     assert busy_between(None, stop) == busy_between(start, None) == {}
     monkeypatch.setattr(host.os, "sysconf", lambda name: -1)
     assert busy_between(start, stop) == {}
+
+
+def test_only_the_cpus_the_process_may_run_on_count(monkeypatch):
+    """Pinned to CPU 0 of 2, a run is not slowed by CPU 1 being busy:
+    only CPU 0's ticks count (the affinity at the run's stop)."""
+    monkeypatch.setattr(host.os, "sysconf", lambda name: 100)
+    start = ticks(10.0, 5.0, {0: (500, 0, 2500), 1: (500, 0, 2500)})
+    stop = ticks(12.0, 5.0, {0: (520, 0, 2700), 1: (700, 0, 2700)},
+                 affinity={0})
+    assert busy_between(start, stop)["other_cpus"] == 0.1
+    assert busy_between(start, stop._replace(
+        affinity=frozenset({0, 1})))["other_cpus"] == 1.1
 
 
 def test_a_run_where_the_ticks_cannot_be_read_says_nothing_of_them(
