@@ -36,7 +36,8 @@ ALERTED_KEPT = 64
 
 @dataclass
 class Alert:
-    kind: str                   # host_memory, gpu_memory, anomaly, rule
+    kind: str                   # host_memory, gpu_memory, anomaly, rule,
+    #                             check (a check raised)
     message: str
     elapsed: float              # seconds since the profiler started
     value: Optional[float] = None
@@ -156,7 +157,8 @@ class Monitor:
     def _anomaly_alerts(self, snap: Snapshot) -> List[Alert]:
         """An alert a stage with calls far off its window not alerted on
         before: the longest of them, and how many there were."""
-        since, self._checked = self._checked or 0.0, snap.elapsed
+        # the first check judges each stage's latest call, as a snapshot
+        since, self._checked = self._checked, snap.elapsed
         spans = snap.spans()
         fresh: Dict[str, List[Any]] = {}
         for a in snap.anomalies(self.threshold, since=since):
@@ -234,9 +236,19 @@ class Monitor:
                 break
             try:
                 self.check()
-            except RuntimeError:
-                if self.prof.running:   # stopped between the two: done
-                    raise
+            except Exception as e:      # noqa: BLE001 - said, never fatal
+                if not self.prof.running:   # stopped between the two
+                    break
+                # a check that failed (out of memory, say) is an alert:
+                # the monitor goes on, and its silence is not taken for
+                # a quiet run
+                if self._edge("check", True):
+                    failed = Alert("check", f"a check raised {e!r}; the "
+                                   f"monitor goes on", self._checked or 0.0)
+                    self.alerts.append(failed)
+                    self._notify(failed)
+                continue
+            self._edge("check", False)
 
     def start(self) -> "Monitor":
         if self._thread is not None:

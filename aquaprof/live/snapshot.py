@@ -18,6 +18,11 @@ from ..analysis.anomaly import MIN_HISTORY, Anomaly, check_limits, judge
 from ..model.report import StageStats, stage_stats
 
 _NS = 1e-9
+#: the calls before it that a call is judged against, at most (a window
+#: of a million calls would make a check judge each new one against all)
+HISTORY = 1000
+#: calls judged at once
+BLOCK = 256
 
 
 @dataclass
@@ -153,27 +158,33 @@ class Snapshot:
             first = len(d) - 1 if after is None else int(
                 np.searchsorted(spans["end_ns"][closed], after, "right"))
             # closed calls each against those before it, open ones (by
-            # their age) against all: a row each, NaN past its history
+            # their age) against all: a row each, of its HISTORY calls
+            # before at most, NaN past them; in blocks of rows, so that a
+            # check after many calls of a wide window stays bounded
             at = np.arange(max(first, MIN_HISTORY), len(d))
             opened = self._open[sid] if len(d) >= MIN_HISTORY else \
                 np.empty(0, np.intp)
             rows = np.concatenate([closed[at], opened]).astype(np.intp)
-            if not len(rows):
-                continue
             current = np.concatenate(
                 [d[at], (now - spans["start_ns"][opened]).astype(np.float64)])
             before = np.concatenate([at, np.full(len(opened), len(d))])
-            windows = np.where(np.arange(len(d)) < before[:, None], d,
-                               np.nan)
-            median, score, flagged = judge(current, windows, threshold,
-                                           min_ratio, min_excess)
-            for k in np.flatnonzero(flagged):
-                i = int(rows[k])
-                found.append(Anomaly(
-                    path, i,
-                    (int(spans["start_ns"][i]) - self._data["start_ns"]) * _NS,
-                    float(current[k]) * _NS, float(median[k]) * _NS,
-                    float(score[k]), bool(k >= len(at))))
+            width = min(len(d), HISTORY)
+            for lo in range(0, len(rows), BLOCK):
+                end = before[lo:lo + BLOCK, None]
+                cols = end - width + np.arange(width)
+                windows = np.where(cols >= 0, d[np.maximum(cols, 0)],
+                                   np.nan)
+                median, score, flagged = judge(
+                    current[lo:lo + BLOCK], windows, threshold, min_ratio,
+                    min_excess)
+                for k in np.flatnonzero(flagged):
+                    i = int(rows[lo + k])
+                    found.append(Anomaly(
+                        path, i,
+                        (int(spans["start_ns"][i]) - self._data["start_ns"])
+                        * _NS, float(current[lo + k]) * _NS,
+                        float(median[k]) * _NS, float(score[k]),
+                        bool(lo + k >= len(at))))
         return found
 
     def to_dict(self) -> Dict[str, Any]:

@@ -366,3 +366,52 @@ def test_snapshot_figures_of_many_stages_and_threads_are_each_stages_own():
                 (mean, p95, last)), path
             assert r.throughput == (pytest.approx(rate) if rate else None)
     assert snap.recent["s1/held"].running == 1
+
+
+def test_a_check_that_raises_is_an_alert_and_the_monitor_goes_on(
+        monkeypatch):
+    """The monitor's own thread never dies silently: a failed check (out
+    of memory in a wide window, say) is an alert, once, and the checks
+    after it still run."""
+    alerts = []
+    failing = {"left": 2}
+    real = Snapshot.anomalies
+
+    def anomalies(self, *args, **kwargs):
+        if failing["left"]:
+            failing["left"] -= 1
+            raise MemoryError("planted")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Snapshot, "anomalies", anomalies)
+    with ap.Profiler(window=20) as prof:
+        mon = prof.monitor(interval=0.01, on_alert=alerts.append,
+                           rules=[lambda s: "ran" if not failing["left"]
+                                  else None])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any(
+                a.kind == "rule" for a in alerts):
+            time.sleep(0.01)
+    kinds = [a.kind for a in alerts]
+    assert kinds.count("check") == 1, alerts
+    assert "raised MemoryError('planted')" in alerts[0].message
+    assert "rule" in kinds                  # it went on checking
+
+
+def test_a_wide_window_judges_each_new_call_against_its_last_calls():
+    """Each call is judged against at most HISTORY calls before it: a
+    spike after 3,000 steady calls is found, however wide the window."""
+    from aquaprof.live.snapshot import HISTORY
+    with ap.Profiler(window=3000) as prof:
+        for _ in range(3000):
+            with ap.stage("step"):
+                pass
+        mon = ap.Monitor(prof)
+        mon.check()
+        with ap.stage("step"):
+            time.sleep(0.02)
+        for _ in range(10):
+            with ap.stage("step"):
+                pass
+        (alert,) = [a for a in mon.check() if a.kind == "anomaly"]
+    assert HISTORY < 3000 and alert.value >= 0.02
