@@ -324,7 +324,7 @@ def _others_allocate(report: "Report", stage: "StageStats") -> str:
     # allocating takes CPU (300 MiB, about 0.1 s of page faults): others
     # that used more of it during the calls than the stage's own thread
     # may have done it, however little of a CPU that was on average
-    theirs = others.inside * stage.wall.total
+    theirs = others.inside_s
     if others.inside < THREADS_BUSY and theirs <= stage.cpu:
         return ""
     hottest = f", hottest there: {others.hottest}" if others.hottest else ""

@@ -41,6 +41,8 @@ class OtherThreads(NamedTuple):
     inside: float
     outside: Optional[float]
     hottest: str
+    #: the CPU seconds they used while it was open, within the timeline
+    inside_s: float = 0.0
 
 
 def other_threads(report: "Report", stage: "StageStats"
@@ -90,7 +92,7 @@ def other_threads(report: "Report", stage: "StageStats"
                if rest >= OUTSIDE_SHARE * (covered + rest) else None)
     return OtherThreads(inside_cpu / covered, outside, _hottest(
         report, np.concatenate([k for k, _cpu in picked]),
-        np.concatenate([c for _k, c in picked])))
+        np.concatenate([c for _k, c in picked])), float(inside_cpu) * 1e-9)
 
 
 def _split(spans: np.ndarray, first: int, last: int, t: np.ndarray,
