@@ -102,7 +102,8 @@ SLOWER = ("slower", "slower?")
 NOISY = "noisy"
 NOISY_AT = 2.0
 #: one run a side, the share of the threshold the total must be shown to
-#: have grown past (several runs: 0, the noise between them learned).
+#: have grown (or, for faster, shrunk) past (several runs: 0, the noise
+#: between them learned).
 #: There the evidence is the calls' own, and a run the machine made 1 %
 #: slower all through is proof that the total grew at all, while one
 #: stalled call of 40 can carry it past the threshold: asking only that

@@ -68,12 +68,18 @@ def align_columns(rows: Sequence[Sequence[str]]) -> List[str]:
 
 def display_width(text: str) -> int:
     """The terminal columns text takes: 2 a wide character (CJK), 0 a
-    combining one (an accent on the letter before), 1 any other."""
+    combining one (an accent on the letter before) or a format one, 1 any
+    other."""
     if text.isascii():
         return len(text)
-    return sum(0 if unicodedata.combining(c) else
+    return sum(0 if unicodedata.category(c) in _ZERO_WIDTH else
                2 if unicodedata.east_asian_width(c) in "WF" else 1
                for c in text)
+
+
+#: marks combined with the character before, and format characters (a
+#: zero-width joiner, a variation selector): no column of their own
+_ZERO_WIDTH = ("Mn", "Me", "Cf")
 
 
 def ljust(text: str, width: int) -> str:

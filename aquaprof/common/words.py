@@ -23,8 +23,11 @@ def shorten(text: str, width: int) -> str:
         return _first(text, width)
     keep = width - len(_ELLIPSIS)
     head = (keep + 1) // 2
-    return (_first(text, head) + _ELLIPSIS +
-            _first(text[::-1], keep - head)[::-1])
+    tail = _first(text[::-1], keep - head)[::-1]
+    # an accent kept without the letter it was on goes with it
+    while tail and display_width(tail[0]) == 0:
+        tail = tail[1:]
+    return _first(text, head) + _ELLIPSIS + tail
 
 
 def _first(text: str, width: int) -> str:

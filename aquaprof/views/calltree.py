@@ -254,12 +254,12 @@ def threads_tree(report: "Report", *, min_share: float = 0.01,
     from .threads import idle_threads, program_main
     skip = idle_threads(report) | program_main(report)
     samples = report.samples or {"stacks": []}
-    chains = [(tuple(s[3]), s[5]) for s in samples["stacks"]
+    theirs = [s for s in samples["stacks"]
               if s[3] and (s[0], s[1]) not in skip]
-    threads = len({(s[0], s[1]) for s in samples["stacks"]
-                   if s[3] and (s[0], s[1]) not in skip})
+    chains = [(tuple(s[3]), s[5]) for s in theirs]
     return (_tree_lines(report, chains, min_share, max_depth, fold,
-                        user_roots, max_lines), threads)
+                        user_roots, max_lines),
+            len({(s[0], s[1]) for s in theirs}))
 
 
 def _tree_lines(report: "Report", chains: List[Tuple[Chain, int]],

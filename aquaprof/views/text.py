@@ -315,8 +315,7 @@ def _cuda_cells(cuda: Any) -> List[str]:
 
 
 def _process_label(label: str) -> str:
-    text = printable(label)
-    return text if len(text) <= _NAME_MAX else text[:_NAME_MAX - 1] + "~"
+    return shorten(printable(label), _NAME_MAX)
 
 
 def straggler_lines(rep: "Report", top: int = 3) -> List[str]:

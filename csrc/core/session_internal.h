@@ -261,11 +261,12 @@ void ap_thread_free(ap_thread *t);
 
 /* session_paths.c: the path an entry of `name` under path `parent`
  * (NO_PATH: the top level) is recorded in, added when new. Past
- * config.max_stages paths, or for name AP_NAME_OVER, the entry folds into
- * the parent's overflow path and is counted in s->overflowed, and past AP_MAX_DEPTH into the parent's
- * too-deep path, counted in s->too_deep; *filed is the name the thread
- * files it under (name, or the folding path's). AP_ERR_NOMEM when a new path could
- * not be added. Under s->lock. */
+ * config.max_stages paths, or for name AP_NAME_OVER, the entry folds
+ * into the parent's overflow path and is counted in s->overflowed, and
+ * past AP_MAX_DEPTH into the parent's too-deep path, counted in
+ * s->too_deep; *filed is the name the thread files it under (name, or
+ * the folding path's). AP_ERR_NOMEM when a new path could not be added.
+ * Under s->lock. */
 ap_status ap_path_resolve_locked(ap_session *s, uint32_t parent,
                                  uint32_t name, uint32_t *path,
                                  uint32_t *filed);

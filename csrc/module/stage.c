@@ -57,13 +57,12 @@ stage_enter_on(StageObject *self)
     uint32_t id = self->name_id;
     if (id == AP_NAME_UNSET && stage_intern(self, &id) < 0) {
         /* out of memory for the name: never the program's error; the
-         * call is filed with the stages past max_stages */
-        if (!PyErr_ExceptionMatches(PyExc_MemoryError) ||
-            ap_intern(AP_OVERFLOW_NAME, strlen(AP_OVERFLOW_NAME), &id) !=
-                AP_OK) {
+         * call is filed, and counted, with the stages past max_stages */
+        if (!PyErr_ExceptionMatches(PyExc_MemoryError)) {
             return NULL;
         }
         PyErr_Clear();
+        id = AP_NAME_OVER;
     }
     if (id != AP_NAME_UNSET) {    /* else no session to enter it in */
         ap_context_enter((PyObject *)self, id, self->items);

@@ -203,6 +203,7 @@ def test_a_hung_call_is_alerted_once_over_many_checks_and_its_close():
             with ap.stage("step"):
                 pass
         mon = prof.monitor(interval=0.01, on_alert=alerts.append)
+        begun = prof.snapshot().elapsed
         with ap.stage("step"):
             time.sleep(0.3)
         for _ in range(5):
@@ -211,8 +212,12 @@ def test_a_hung_call_is_alerted_once_over_many_checks_and_its_close():
         time.sleep(0.05)
     said = [a.message for a in alerts]
     # (a preempted call of nothing may be flagged too: look past it)
-    assert sum("still open after" in m for m in said) == 1, said
-    assert not any(a.value >= 0.2 for a in alerts), said
+    hung = [a for a in alerts if "still open after" in a.message and
+            abs(a.elapsed - a.value - begun) < 0.05]
+    assert len(hung) == 1, said
+    # and its close, 0.3 s, is not alerted on again
+    assert not any("took" in a.message and a.value >= 0.25
+                   for a in alerts), said
 
 
 def test_a_slow_call_that_is_not_the_latest_at_a_check_is_alerted():
@@ -233,8 +238,7 @@ def test_a_slow_call_that_is_not_the_latest_at_a_check_is_alerted():
         found = mon.check()
         again = mon.check()
     (alert,) = [a for a in found if a.kind == "anomaly"]
-    assert alert.stage == "step" and alert.value == pytest.approx(
-        0.03, abs=0.02)
+    assert alert.stage == "step" and 0.03 <= alert.value < 0.3
     assert alert.message.startswith("step: a call took ") or \
         "calls far off their window since the last check" in alert.message
     assert again == []

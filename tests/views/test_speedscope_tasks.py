@@ -231,3 +231,6 @@ def test_sampled_code_of_tasks_open_at_once_goes_to_no_other_tasks_lane(
         if e.get("ph") == "X" and e.get("name", "").startswith("work_"):
             by_lane.setdefault(e["tid"], set()).add(e["name"].split(" ")[0])
     assert all(len(works) <= 1 for works in by_lane.values()), by_lane
+    # the stage still has every task's code, where it is not per call
+    hot = {h.function for h in rep["task"].hot(100)}
+    assert {"work_0", "work_1", "work_2"} <= hot, hot

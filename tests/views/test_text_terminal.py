@@ -429,3 +429,15 @@ def test_wide_and_combining_characters_keep_the_columns_aligned(
         == 1, top
     if width is not None:
         assert max(map(display_width, table(text) + top)) <= width
+
+
+def test_terminal_columns_of_marks_joiners_and_cut_accents():
+    # an accent and a zero-width joiner take no column; a wide
+    # character two
+    assert display_width("e\u0301") == 1
+    assert display_width("a\u200db") == 2
+    assert display_width("データ") == 6
+    # a cut never leaves an accent without its letter
+    cut = shorten("abcde\u0301fgh" * 5, 9)
+    assert display_width(cut) <= 9 and "...\u0301" not in cut
+    assert shorten("データ読み込み", 7) == "デ...み"

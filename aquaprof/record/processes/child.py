@@ -113,7 +113,8 @@ def _named_as_it_bootstraps() -> None:
     if spawn is None or _child is None:
         return
     before = vars(spawn).get("_after_fork")
-    if not isinstance(before, staticmethod):
+    if not isinstance(before, staticmethod) or \
+            getattr(before.__func__, "names_the_capture", False):
         return
 
     def after_fork() -> None:
@@ -125,6 +126,7 @@ def _named_as_it_bootstraps() -> None:
             except Exception:   # noqa: BLE001 - never break the child
                 pass
 
+    after_fork.names_the_capture = True     # type: ignore[attr-defined]
     spawn._after_fork = staticmethod(after_fork)
 
 
