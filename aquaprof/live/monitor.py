@@ -120,7 +120,10 @@ class Monitor:
         # thread: a snapshot maps a call's start from the clock's ticks
         # anew, a few ns apart from one snapshot to the next
         self._alerted: Dict[Tuple[str, int], Deque[int]] = {}
-        self._checked: Optional[float] = None
+        # calls that closed before the monitor was made are not its to
+        # judge
+        self._checked: Optional[float] = (prof.snapshot().elapsed
+                                          if prof.running else 0.0)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -157,7 +160,6 @@ class Monitor:
     def _anomaly_alerts(self, snap: Snapshot) -> List[Alert]:
         """An alert a stage with calls far off its window not alerted on
         before: the longest of them, and how many there were."""
-        # the first check judges each stage's latest call, as a snapshot
         since, self._checked = self._checked, snap.elapsed
         spans = snap.spans()
         fresh: Dict[str, List[Any]] = {}
