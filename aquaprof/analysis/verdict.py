@@ -109,7 +109,7 @@ NOISY_AT = 2.0
 #: stalled call of 40 can carry it past the threshold: asking only that
 #: it grew called such unchanged code slower 100 times in 100, half the
 #: threshold 0 times, and still catches a change of three times the
-#: threshold 197 times in 200 (tests/analysis/test_compare.py).
+#: threshold 197 times in 200 (benchmarks/verdict_margin.py).
 TOTAL_MARGIN = 0.5
 #: the figures measured: wall time, the thread's CPU time, or the time
 #: of the kernels each call launched (CUDA, traced)
