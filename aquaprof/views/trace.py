@@ -72,29 +72,23 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     dropped = report.spans_dropped
     untimed, untimed_said = untimed_samples(report)
     if left_out or dropped:
-        events.append({
-            "ph": "i", "s": "g", "name":
-                f"aquaprof: {left_out} shortest spans left out of this trace "
-                f"(max_events={max_events}), {dropped} beyond max_spans "
-                f"never recorded; the report's aggregates count them all",
-            "pid": pids[0], "tid": 0, "ts": 0.0})
+        events.append(_said(
+            pids, f"{left_out} shortest spans left out of this trace "
+            f"(max_events={max_events}), {dropped} beyond max_spans never "
+            f"recorded; the report's aggregates count them all"))
     gpu = report.gpu
     gpu_lost = 0 if gpu is None else int(gpu.get("over_max", 0)) + \
         int(gpu.get("dropped", 0))
     if gpu_left_out or gpu_lost:
-        events.append({
-            "ph": "i", "s": "g", "name":
-                f"aquaprof: {gpu_left_out} shortest GPU events left out of "
-                f"this trace (max_events={max_events}), {gpu_lost} dropped "
-                f"while recording (max_gpu_events, or lost by CUPTI)",
-            "pid": pids[0], "tid": 0, "ts": 0.0})
+        events.append(_said(
+            pids, f"{gpu_left_out} shortest GPU events left out of this "
+            f"trace (max_events={max_events}), {gpu_lost} dropped while "
+            f"recording (max_gpu_events, or lost by CUPTI)"))
     if untimed:
         # later code is in the flamegraph (its samples' stacks), not in
         # time here
-        events.append({
-            "ph": "i", "s": "g", "name":
-                f"aquaprof: {untimed_said}; the flamegraph counts them",
-            "pid": pids[0], "tid": 0, "ts": 0.0})
+        events.append(_said(pids, f"{untimed_said}; the flamegraph counts "
+                                  f"them"))
     other = {"producer": "aquaprof", "spans_in_report": int(len(spans)),
              "spans_left_out": int(left_out),
              "spans_never_recorded": int(dropped), "max_events": max_events}
@@ -110,6 +104,12 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
                  + span_text + code_text + gpu_text),
         '],"displayTimeUnit":"ms","otherData":',
         json.dumps(other, separators=(",", ":")), "}"])
+
+
+def _said(pids: List[int], text: str) -> Dict[str, Any]:
+    """An instant event at the trace's start that says what it lacks."""
+    return {"ph": "i", "s": "g", "name": f"aquaprof: {text}",
+            "pid": pids[0], "tid": 0, "ts": 0.0}
 
 
 def _track_names(processes: List[Dict[str, Any]],
