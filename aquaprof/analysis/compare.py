@@ -337,8 +337,7 @@ def gpu_change(base: Sequence["Report"], new: Sequence["Report"],
         return ""
     moved = [c for c in stage_changes(base, new, threshold, alpha,
                                       measure="cuda")
-             if c.verdict in (*SLOWER, "faster", "faster?")
-             and c.change is not None]
+             if c.verdict in (*SLOWER, "faster", "faster?")]
     if not moved:
         return ""
     said = ", ".join(f"{printable(c.path)} {c.verdict} "

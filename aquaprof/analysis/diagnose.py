@@ -72,6 +72,7 @@ from ..common.checks import whole
 from ..common.words import plural, shorten_path
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from .concurrency import self_open_by_thread
+from .gpu_stats import events_dropped
 from .other_threads import other_threads
 from .run_cost import torch_kinds
 from .samples import Waits, sampled, stage_hot, stage_waits, \
@@ -272,9 +273,8 @@ def _gpu_class(stage: "StageStats") -> Optional[Tuple[str, str]]:
             f"it from pageable host memory")
     # the GPU busy with other stages' work (kernels queued before, still
     # running) does not bind this one: its own must be most of it
-    own = idle is not None and \
-        cuda.busy_time >= OWN_GPU * (1 - idle) * wall
-    if idle is not None and idle <= GPU_BUSY and own and \
+    if idle is not None and idle <= GPU_BUSY and \
+            cuda.busy_time >= OWN_GPU * (1 - idle) * wall and \
             cuda.kernel_time > copies:
         top = cuda.top_kernels[0] if cuda.top_kernels else None
         longest = (f"; top kernel {printable(top.name)}: "
@@ -821,7 +821,7 @@ def _gpu_lost(gpu: Dict[str, Any]) -> Optional[str]:
     """What the GPU events dropped do to the findings, None where none
     were: the stages that launched them have no GPU figures, and a host
     class where a GPU one might hold."""
-    over, lost = int(gpu.get("over_max", 0)), int(gpu.get("dropped", 0))
+    over, lost = events_dropped(gpu)
     if not over and not lost:
         return None
     why = "; ".join(

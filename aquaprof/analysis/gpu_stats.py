@@ -348,3 +348,9 @@ def span_gpu_time(report: "Report") -> np.ndarray:
     np.add.at(out, kernels["span"], (kernels["end_ns"] - kernels["start_ns"])
               * _NS)
     return out
+
+
+def events_dropped(gpu: Dict[str, Any]) -> Tuple[int, int]:
+    """The GPU events a run never recorded: past max_gpu_events, and lost
+    by CUPTI (a report's "gpu" section)."""
+    return int(gpu.get("over_max", 0)), int(gpu.get("dropped", 0))

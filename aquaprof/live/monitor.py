@@ -122,8 +122,7 @@ class Monitor:
         self._alerted: Dict[Tuple[str, int], Deque[int]] = {}
         # calls that closed before the monitor was made are not its to
         # judge
-        self._checked: Optional[float] = (prof.snapshot().elapsed
-                                          if prof.running else 0.0)
+        self._checked = prof.snapshot().elapsed if prof.running else 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -246,7 +245,7 @@ class Monitor:
                 # a quiet run
                 if self._edge("check", True):
                     failed = Alert("check", f"a check raised {e!r}; the "
-                                   f"monitor goes on", self._checked or 0.0)
+                                   f"monitor goes on", self._checked)
                     self.alerts.append(failed)
                     self._notify(failed)
                 continue

@@ -29,6 +29,7 @@ from .. import _core
 from ..common.atomic import write_atomic
 from ..common.progress import progress
 from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
+from ..analysis.gpu_stats import events_dropped
 from ..analysis.sampled_code import CodeSlice, labels, longest, slices
 from .lanes import longest_spans, task_lanes, untimed_samples
 from .threads import thread_label
@@ -77,8 +78,7 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
             f"(max_events={max_events}), {dropped} beyond max_spans never "
             f"recorded; the report's aggregates count them all"))
     gpu = report.gpu
-    gpu_lost = 0 if gpu is None else int(gpu.get("over_max", 0)) + \
-        int(gpu.get("dropped", 0))
+    gpu_lost = 0 if gpu is None else sum(events_dropped(gpu))
     if gpu_left_out or gpu_lost:
         events.append(_said(
             pids, f"{gpu_left_out} shortest GPU events left out of this "
