@@ -286,6 +286,8 @@ class _Samples:
                        "own_ns": 0, "unanswered": 0}
         #: the waits, kept where some section measured them
         self.waits: Dict[str, int] = {}
+        #: (process, tid) -> name, of the threads named when sampled
+        self.names: Dict[Tuple[int, int], str] = {}
         self.untimed = 0            # samples of sections with no timeline
         self.interval: Optional[int] = None
 
@@ -298,6 +300,8 @@ class _Samples:
         for key in ("delay_ns", "gil_ns"):
             if key in samples:
                 self.waits[key] = self.waits.get(key, 0) + samples[key]
+        for p, tid, name in samples.get("threads", ()):
+            self.names[(process_base + p, tid)] = name
         frames = [self.frames.setdefault(tuple(f), len(self.frames))
                   for f in samples["frames"]]
         moved = [self._stack((process_base + p, tid,
@@ -334,6 +338,9 @@ class _Samples:
         section: Dict[str, Any] = dict(
             self.counts, **self.waits, interval_ns=self.interval,
             frames=[list(f) for f in self.frames], stacks=self.stacks)
+        if self.names:
+            section["threads"] = [[*key, name] for key, name
+                                  in sorted(self.names.items())]
         if self.timelines:
             timeline = np.concatenate(self.timelines).astype(TIMELINE_DTYPE)
             section["timeline"] = timeline[np.argsort(timeline["t_ns"],

@@ -39,7 +39,7 @@ from typing import (Any, Iterator, List, NamedTuple, NoReturn, Optional,
 from .._version import __version__
 from ..common.units import fmt_time, printable
 from ..common.progress import progress
-from ..common.words import plural
+from ..common.words import first_of, plural, shorten
 from ..analysis.verdict import MEASURES
 from ..report import Report, ReportError
 
@@ -314,6 +314,7 @@ def _print_call_tree(report: Any, run_stage: str, script: str,
     work, where it handed it to a pool); library and import frames
     folded unless show_all."""
     from ..views.calltree import call_tree, threads_tree
+    from ..views.threads import sampled_names
     sampling = report.sampling
     if run_stage not in report or sampling is None:
         return
@@ -332,9 +333,13 @@ def _print_call_tree(report: Any, run_stage: str, script: str,
     others, threads = threads_tree(report, fold=not show_all,
                                    user_roots=user_roots, max_lines=cut)
     if others:
+        names = sampled_names(report)
+        named = first_of([shorten(names.get(k, f"tid {k[1]}"), 40)
+                          for k in threads], 4)
         print(f"\ncall tree of the script's "
-              f"{plural(threads, 'other thread')} that did more than wait "
-              f"(their stages' samples too): share of their sampled time")
+              f"{plural(len(threads), 'other thread')} that did more than "
+              f"wait ({named}; their stages' samples too): share of their "
+              f"sampled time")
         print("\n".join(others))
 
 

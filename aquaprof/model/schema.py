@@ -122,7 +122,7 @@ SAMPLES_FIELDS: Fields = {"interval_ns": int, "rounds": int, "late": int,
 SAMPLES_OPTIONAL: Fields = {"timeline": dict, "timeline_dropped": int,
                              "unseen_ns": int, "held_ns": int,
                              "own_ns": int, "delay_ns": int, "gil_ns": int,
-                             "unanswered": int}
+                             "unanswered": int, "threads": list}
 #: a stack's figures: [process, tid, stage, frames, count, wall_ns, cpu_ns]
 #: and, in files that carry the waits (the section's delay_ns or gil_ns
 #: say which were measured), delay_ns and gil_ns
@@ -628,6 +628,9 @@ def check_samples(samples: Any, nstages: int, nprocesses: int) -> None:
     bounds = (max(nprocesses, 1), nstages, len(samples["frames"]))
     for i, stack in enumerate(samples["stacks"]):
         _check_stack(stack, bounds, f"{where}['stacks'][{i}]")
+    for i, thread in enumerate(samples.get("threads", ())):
+        _check_sampled_thread(thread, bounds[0],
+                              f"{where}['threads'][{i}]")
     if "timeline" in samples:
         _check_timeline(samples["timeline"], len(samples["stacks"]))
 
@@ -666,6 +669,18 @@ def _check_stack(stack: Any, bounds: Tuple[int, int, int],
                           f"report lacks (-1: no stage)")
     if not all(_is(f, int) and 0 <= f < nframes for f in stack[3]):
         raise ReportError(f"{where} names a frame the report lacks")
+
+
+def _check_sampled_thread(thread: Any, nprocesses: int, where: str) -> None:
+    """[process, tid, name]: a sampled thread's Python name."""
+    if (not isinstance(thread, (list, tuple)) or len(thread) != 3
+            or not all(map(_is_count, thread[:2]))
+            or not isinstance(thread[2], str)):
+        raise ReportError(f"{where} must be [process, tid, name]: two ints "
+                          f">= 0 and a str")
+    if thread[0] >= nprocesses:
+        raise ReportError(f"{where} names process {thread[0]}, which the "
+                          f"report lacks")
 
 
 def _check_timeline(timeline: Any, nstacks: int) -> None:

@@ -245,12 +245,13 @@ def threads_tree(report: "Report", *, min_share: float = 0.01,
                  max_depth: int = 40, fold: bool = False,
                  user_roots: Sequence[str] = (),
                  max_lines: Optional[int] = None
-                 ) -> Tuple[List[str], int]:
+                 ) -> Tuple[List[str], List[Tuple[int, int]]]:
     """The call tree, as call_tree draws it, of the samples of the
     threads other than the program's main one, in their stages or not,
     but for the threads that only waited (views.threads.idle_threads: a
     pool's workers between jobs): where a script's work ran when it
-    handed it to threads. Its lines and how many threads it holds."""
+    handed it to threads. Its lines and the threads it holds, (process,
+    tid) in order."""
     from .threads import idle_threads, program_main
     skip = idle_threads(report) | program_main(report)
     samples = report.samples or {"stacks": []}
@@ -259,7 +260,7 @@ def threads_tree(report: "Report", *, min_share: float = 0.01,
     chains = [(tuple(s[3]), s[5]) for s in theirs]
     return (_tree_lines(report, chains, min_share, max_depth, fold,
                         user_roots, max_lines),
-            len({(s[0], s[1]) for s in theirs}))
+            sorted({(s[0], s[1]) for s in theirs}))
 
 
 def _tree_lines(report: "Report", chains: List[Tuple[Chain, int]],

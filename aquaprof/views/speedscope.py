@@ -29,7 +29,7 @@ from ..common.units import printable
 from ..analysis.sampled_code import (
     MAX_SLICES, CodeSlice, labels, longest, slices)
 from .lanes import longest_spans, task_lanes, untimed_samples
-from .threads import thread_label
+from .threads import sampled_label, sampled_names, thread_label
 from .trace import MAX_EVENTS
 
 if TYPE_CHECKING:
@@ -185,8 +185,8 @@ def _track_of(report: "Report", c: CodeSlice, track_of_span: np.ndarray,
     if key not in track_of_thread:
         track_of_thread[key] = len(tracks)
         tracks.append(([], [], [], []))
-        titles.append(f"tid {c.tid}{_of_process(report, c.process)}, "
-                      f"sampled code")
+        titles.append(f"{sampled_label(sampled_names(report), key)}"
+                      f"{_of_process(report, c.process)}, sampled code")
     return track_of_thread[key]
 
 

@@ -50,6 +50,24 @@ def thread_label(thread: Mapping[str, Any]) -> str:
     return f"{who} (tid {thread['native_id']})"
 
 
+def sampled_names(report: "Report") -> Dict["ThreadKey", str]:
+    """The Python names of the sampled threads, by (process, tid), as the
+    sampler found them when it first saw each: the only name a thread
+    that recorded no stage has (a pool's workers)."""
+    samples = report.samples or {}
+    return {(int(p), int(tid)): printable(name)
+            for p, tid, name in samples.get("threads", ()) if name}
+
+
+def sampled_label(names: Mapping["ThreadKey", str],
+                  key: "ThreadKey") -> str:
+    """``crunch_0 (tid 4243)``, or ``tid 4243`` for a thread the sampler
+    found no name for: a track's title for a thread that recorded no
+    stage."""
+    name = names.get(key)
+    return f"{name} (tid {key[1]})" if name else f"tid {key[1]}"
+
+
 def staged_threads(threads: Sequence[Mapping[str, Any]]) -> int:
     """How many threads recorded stages: a folded row counts the ended
     threads it sums."""

@@ -32,7 +32,7 @@ from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 from ..analysis.gpu_stats import events_dropped
 from ..analysis.sampled_code import CodeSlice, labels, longest, slices
 from .lanes import longest_spans, task_lanes, untimed_samples
-from .threads import thread_label
+from .threads import sampled_label, sampled_names, thread_label
 
 if TYPE_CHECKING:
     from ..model.report import Report
@@ -231,8 +231,11 @@ def _sampled_threads(report: "Report", cuts: List[CodeSlice],
                      pids: List[int]) -> List[Dict[str, Any]]:
     """Track names for the threads sampled that recorded no span."""
     known = {(t.get("process", 0), t["native_id"]) for t in report.threads}
+    names = sampled_names(report)
     return [{"ph": "M", "name": "thread_name", "pid": pids[process],
-             "tid": tid, "args": {"name": f"tid {tid}, sampled code"}}
+             "tid": tid, "args": {
+                 "name": f"{sampled_label(names, (process, tid))}, "
+                         f"sampled code"}}
             for process, tid in sorted({(c.process, c.tid) for c in cuts}
                                        - known)]
 

@@ -69,6 +69,30 @@ stacks_list(const ap_sample_store *s)
     return stacks;
 }
 
+/* [[process, tid, name], ...] of the threads named when first sampled,
+ * in the order of their tids */
+static PyObject *
+threads_list(ap_sampler *self)
+{
+    PyObject *names = self->names ? PyDict_Items(self->names)
+                                  : PyList_New(0);
+    if (names == NULL || PyList_Sort(names) < 0) {
+        Py_XDECREF(names);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
+        PyObject *pair = PyList_GET_ITEM(names, i);
+        PyObject *entry = Py_BuildValue("[iOO]", 0, PyTuple_GET_ITEM(pair, 0),
+                                        PyTuple_GET_ITEM(pair, 1));
+        if (entry == NULL) {
+            Py_DECREF(names);
+            return NULL;
+        }
+        PyList_SetItem(names, i, entry);   /* drops the pair */
+    }
+    return names;
+}
+
 PyObject *
 ap_sample_data(ap_sampler *self)
 {
@@ -93,6 +117,13 @@ ap_sample_data(ap_sampler *self)
         "timeline_cpu", s->tick_cpu ? (const char *)s->tick_cpu : "",
         (Py_ssize_t)(s->nticks * (int64_t)sizeof(uint32_t)),
         "timeline_dropped", (long long)s->timeline_dropped);
+    PyObject *threads = data ? threads_list(self) : NULL;
+    if (threads == NULL ||
+        (PyList_GET_SIZE(threads) &&
+         PyDict_SetItemString(data, "threads", threads) < 0)) {
+        Py_CLEAR(data);
+    }
+    Py_XDECREF(threads);
     /* the waits' totals only where they were measured */
     if (data && (add_count(data, "unanswered",
                            atomic_load(&self->unanswered)) < 0 ||

@@ -53,6 +53,7 @@ sampler_init(ap_sampler *self, PyObject *args, PyObject *kwargs)
     self->interval_ns = interval;
     self->module = Py_NewRef(PyType_GetModule(Py_TYPE(self)));
     self->context_stack = ap_context_stack_in;
+    self->thread_name = ap_thread_name_by_ident;
     return 0;
 }
 
@@ -117,6 +118,7 @@ sampler_dealloc(ap_sampler *self)
         ap_mailbox_release(self->box);
     }
     Py_XDECREF(self->gc_switches);
+    Py_XDECREF(self->names);
     Py_XDECREF(self->module);
     tp->tp_free(self);
     Py_DECREF(tp);

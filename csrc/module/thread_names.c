@@ -27,12 +27,13 @@ interned_attr(PyObject *obj, const char *name)
     return value;
 }
 
-/* A new reference to the calling thread's threading.Thread, or NULL
- * (no exception) when threading does not know it as one of its own: not
- * imported, a thread it did not start, or one it only made a stand-in
- * for (_DummyThread). Runs no Python code: dict and attribute lookups. */
+/* A new reference to the threading.Thread of the thread whose ident
+ * (PyThread_get_thread_ident's) this is, or NULL (no exception) when
+ * threading does not know it as one of its own: not imported, a thread
+ * it did not start, or one it only made a stand-in for (_DummyThread).
+ * Runs no Python code: dict and attribute lookups. */
 static PyObject *
-thread_object(void)
+thread_object(unsigned long ident_of)
 {
     /* interned, as in interned_attr */
     PyObject *name = PyUnicode_InternFromString("threading");
@@ -50,7 +51,7 @@ thread_object(void)
     if (!active || !PyDict_Check(active) || !dummy || !PyType_Check(dummy)) {
         goto done;
     }
-    ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    ident = PyLong_FromUnsignedLong(ident_of);
     if (ident == NULL) {
         goto done;
     }
@@ -140,7 +141,7 @@ ap_threads_note(ap_module_state *st, int64_t index)
         Py_CLEAR(st->seen_threads);
         st->seen_gen = gen;
     }
-    PyObject *thread = thread_object();
+    PyObject *thread = thread_object(PyThread_get_thread_ident());
     /* the note's tuple and weak reference are objects the collector
      * tracks: their allocation must not start a collection, whose
      * finalizers would run the program's code inside a stage's entry */
@@ -234,6 +235,19 @@ ap_thread_name(PyObject *note)
     if (name == NULL && PyUnicode_Check(then)) {
         name = Py_NewRef(then);
     }
+    PyErr_Restore(exc_type, exc, tb);
+    return name;
+}
+
+PyObject *
+ap_thread_name_by_ident(uint64_t ident)
+{
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    PyObject *thread = thread_object((unsigned long)ident);
+    PyObject *name = thread ? stored_name(thread) : NULL;
+    Py_XDECREF(thread);
+    PyErr_Clear();
     PyErr_Restore(exc_type, exc, tb);
     return name;
 }

@@ -193,6 +193,32 @@ threads_now(ap_sampler *self, thread_now **out, uint32_t *cap)
 #define CODE_NAME(code) ((code)->co_name)
 #endif
 
+/* Names thread tid, new to the store, as threading does: in the
+ * report, a thread that recorded no stage is named by this alone. A
+ * name that cannot be kept (memory) leaves the thread labelled by its
+ * tid; nothing is raised. */
+static void
+note_name(ap_sampler *self, int64_t tid, uint64_t thread_id)
+{
+    PyObject *name = self->thread_name(thread_id);
+    if (name == NULL) {
+        return;
+    }
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    PyObject *key = PyLong_FromLongLong(tid);
+    if (key != NULL && self->names == NULL) {
+        self->names = PyDict_New();
+    }
+    if (key != NULL && self->names != NULL) {
+        (void)PyDict_SetItem(self->names, key, name);
+    }
+    Py_XDECREF(key);
+    Py_DECREF(name);
+    PyErr_Clear();
+    PyErr_Restore(exc_type, exc, tb);
+}
+
 /* Whether a frame's entry (function, file, line) still describes code:
  * the same strings (held by the entry, so never another's at their
  * address) and first line. */
@@ -434,10 +460,13 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
         tid = (int64_t)th->thread_id;   /* 3.9/3.10, never recorded */
     }
     uint32_t n = stack_from(self, th->top, ids);
-    uint32_t stack;
+    uint32_t stack, ntids = self->store.ntids;
     if (n && ap_sample_add(&self->store, t, tid, stage, ids, n, &time,
                            &stack) == AP_OK && seen) {
         seen->stack = stack;
+    }
+    if (self->store.ntids > ntids) {
+        note_name(self, tid, th->thread_id);
     }
     if (before.wall_ns > 0 && before_stack >= 0) {
         ap_sample_fold(&self->store, (uint32_t)before_stack, &before);

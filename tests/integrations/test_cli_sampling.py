@@ -90,7 +90,8 @@ def test_run_prints_the_tree_of_the_threads_the_work_was_handed_to(
     proc = run("run", script, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     own, _, others = proc.stdout.partition(
-        "call tree of the script's 2 other threads that did more than wait")
+        "call tree of the script's 2 other threads that did more than wait"
+        " (ThreadPoolExecutor-0_0, ThreadPoolExecutor-0_1;")
     assert "call tree of 'run pool.py'" in own and "crunch" not in own
     lines = others.split("\nreport:")[0].splitlines()
     assert any("crunch (pool.py:10)" in line for line in lines), others

@@ -6,9 +6,11 @@ Thread; threads that threading did not start, and reports written
 before names, keep the tid label.
 Names are the program's text, escaped in every output."""
 import _thread
+import concurrent.futures
 import gc
 import json
 import threading
+import time
 import weakref
 from types import SimpleNamespace
 import xml.etree.ElementTree as ET
@@ -349,3 +351,77 @@ def test_a_summary_lists_a_few_names_then_counts_the_rest():
     assert threads_summary(threads) == "w0, w1, w2, w3 and 3 more"
     assert threads_summary(threads[-1:]) == ""
     assert threads_summary([threads[0], threads[-1]]) == "w0, tid 106"
+
+
+# ------------------------------------- threads the sampler alone saw
+
+def _spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _sampled_pool_run():
+    """A sampled run whose work runs in a pool that records no stage and
+    is shut down before stop (its threads ended), beside a thread that
+    threading did not start; the tids of the pool's threads and the
+    other's."""
+    tids, bare_tid, done = set(), [], threading.Event()
+
+    def job(_):
+        tids.add(threading.get_native_id())
+        _spin(0.02)
+
+    def bare():
+        bare_tid.append(threading.get_native_id())
+        _spin(0.05)
+        done.set()
+
+    with ap.Profiler(sample=0.001, compensate=False) as prof:
+        with ap.stage("hand out"):
+            _thread.start_new_thread(bare, ())
+            with concurrent.futures.ThreadPoolExecutor(
+                    2, thread_name_prefix="crunch") as pool:
+                list(pool.map(job, range(6)))
+            assert done.wait(5)
+    return prof.report(), tids, bare_tid[0]
+
+
+def test_threads_that_record_no_stage_are_named_by_the_sampler(tmp_path):
+    """A pool's workers record no stage, so no stage names them: the
+    sampler names each as threading does when it first samples it, and
+    the trace and speedscope title their tracks by it, the tid beside.
+    A thread threading did not start keeps the tid label."""
+    rep, workers, bare = _sampled_pool_run()
+    names = {(p, tid): name for p, tid, name in rep.samples["threads"]}
+    assert {names.get((0, tid)) for tid in workers} == \
+        {"crunch_0", "crunch_1"}, names
+    assert (0, bare) not in names
+    trace = json.loads(chrome_trace(rep))
+    titles = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+              if e["name"] == "thread_name"}
+    for tid in workers:
+        assert titles[tid] == f"{names[(0, tid)]} (tid {tid}), sampled code"
+    assert titles.get(bare, f"tid {bare}, sampled code") == \
+        f"tid {bare}, sampled code"
+    profiles = {p["name"] for p in speedscope(rep)["profiles"]}
+    for tid in workers:
+        assert f"{names[(0, tid)]} (tid {tid}), sampled code" in profiles
+    # saved and loaded, and merged: each name stays with its process
+    loaded = ap.Report.load(rep.save(tmp_path / "r.json"))
+    assert loaded.samples["threads"] == rep.samples["threads"]
+    merged = ap.merge([rep, loaded], ["a", "b"])
+    assert sorted(p for p, _, _ in merged.samples["threads"]) == \
+        [0] * len(names) + [1] * len(names)
+
+
+def test_sampled_names_are_escaped_in_the_trace():
+    rep, workers, _ = _sampled_pool_run()
+    data = rep.to_dict()
+    data["samples"]["threads"] = [[p, tid, HOSTILE]
+                                  for p, tid, _ in rep.samples["threads"]]
+    hostile = ap.Report.from_dict(data)
+    titles = [e["args"]["name"] for e in
+              json.loads(chrome_trace(hostile))["traceEvents"]
+              if e["name"] == "thread_name" and e["tid"] in workers]
+    assert titles and all(t.startswith(PRINTED) for t in titles)
