@@ -682,6 +682,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         raise UserError(f"--labels gives {len(args.labels)} label(s) for "
                         f"{len(args.reports)} reports: one each")
     reports = [_load(p) for p in progress(args.reports, "loading")]
+    _refuse_a_run_twice(reports, args.reports)
     labels = args.labels or _unique(
         [_process_label(r, p) for r, p in zip(reports, args.reports)],
         args.reports)
@@ -699,6 +700,24 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_a_run_twice(reports: Sequence[Report],
+                        paths: Sequence[str]) -> None:
+    """UserError where two files hold one run (a file given twice, a copy,
+    a glob that names it again): merged, its stages would count twice."""
+    seen: dict = {}
+    for report, path in zip(reports, paths):
+        meta = report.meta
+        host = meta.get("host", {})
+        run = (meta.get("pid"), host.get("hostname"), meta.get("start_ns"),
+               meta.get("stop_ns"), host.get("started_at"))
+        if run in seen:
+            raise UserError(
+                f"{printable(seen[run])} and {printable(path)} hold the same "
+                f"run (pid {meta.get('pid')}): merged, its stages would "
+                f"count twice; give each run once")
+        seen[run] = path
+
+
 def _process_label(report: Report, path: str) -> str:
     """host/pid from the report (after the label a child process's report
     holds, "worker 2"); the file name where it names no host."""
@@ -710,8 +729,8 @@ def _process_label(report: Report, path: str) -> str:
 
 
 def _unique(labels: Sequence[str], paths: Sequence[str]) -> List[str]:
-    """Labels that repeat (one report given twice, one process saved
-    twice) told apart by file name, then by a number."""
+    """Labels that repeat (one process saved twice, or two runs of one
+    pid) told apart by file name, then by a number."""
     named = [f"{label} ({Path(path).name})" if labels.count(label) > 1
              else label for label, path in zip(labels, paths)]
     out: List[str] = []

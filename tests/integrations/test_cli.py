@@ -351,7 +351,7 @@ def test_history_of_a_missing_file_is_an_error_not_a_new_file(tmp_path):
 
 def test_views_without_o_write_beside_where_the_command_runs(reports,
                                                              tmp_path):
-    base, _ = reports
+    base, slow = reports
     here = tmp_path / "here"
     here.mkdir()
     stem = Path(base).name[:-len(".json")]
@@ -362,7 +362,7 @@ def test_views_without_o_write_beside_where_the_command_runs(reports,
         proc = cli(command, base, cwd=here)
         assert proc.returncode == 0, proc.stderr
         assert (here / made).is_file(), (command, os.listdir(here))
-    proc = cli("merge", base, base, cwd=here)
+    proc = cli("merge", base, slow, cwd=here)
     assert proc.returncode == 0, proc.stderr
     assert (here / "merged.aquaprof.json").is_file()
 

@@ -4,6 +4,7 @@ leaves early (`| head`), a stage named by the end of its path, a script
 that does not compile, and malformed thresholds; every refusal one line
 on stderr."""
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,12 @@ def report(tmp_path_factory):
     return report_of(tmp_path_factory.mktemp("edges"), "run.aquaprof.json")
 
 
+@pytest.fixture(scope="module")
+def other(tmp_path_factory):
+    """A second run, for the merges."""
+    return report_of(tmp_path_factory.mktemp("edges"), "two.aquaprof.json")
+
+
 def labels_of(path):
     return [p["label"] for p in ap.Report.load(path).processes]
 
@@ -90,14 +97,28 @@ def test_merge_labels_processes_from_their_reports_not_file_names(
 def test_merge_tells_apart_processes_that_label_alike(tmp_path):
     one = report_of(tmp_path / "a", "x.json", pid=11)
     again = report_of(tmp_path / "b", "y.json", pid=11)
-    out = cli("merge", one, again, one, "-o", tmp_path / "m.json")
+    third = report_of(tmp_path / "c", "x.json", pid=11)
+    out = cli("merge", one, again, third, "-o", tmp_path / "m.json")
     assert out.returncode == 0, out.stderr
     assert labels_of(tmp_path / "m.json") == [
         "node1/11 (x.json)", "node1/11 (y.json)", "node1/11 (x.json) #2"]
 
 
-def test_merge_takes_labels_one_per_report(report, tmp_path):
-    out = cli("merge", report, report, "-o", tmp_path / "m.json",
+def test_merge_refuses_one_run_given_twice(report, other, tmp_path):
+    """A file named twice, or a copy of it (a glob that names a run again):
+    merged, its stages would count twice."""
+    copy = tmp_path / "copy.aquaprof.json"
+    shutil.copyfile(report, copy)
+    for twice in ((report, other, report), (report, copy)):
+        refused(cli("merge", *twice, "-o", tmp_path / "m.json"),
+                f"{report} and {twice[-1]} hold the same run")
+        assert not (tmp_path / "m.json").exists()
+    out = cli("merge", report, other, "-o", tmp_path / "m.json")
+    assert out.returncode == 0, out.stderr
+
+
+def test_merge_takes_labels_one_per_report(report, other, tmp_path):
+    out = cli("merge", report, other, "-o", tmp_path / "m.json",
               "--labels", "rank 0, rank 1")
     assert out.returncode == 0, out.stderr
     assert labels_of(tmp_path / "m.json") == ["rank 0", "rank 1"]
@@ -151,7 +172,7 @@ QUIET = "import aquaprof as ap\nwith ap.stage('work'):\n    pass\n"
 @pytest.mark.parametrize("command", [
     ["show", "{report}"], ["compare", "{report}", "{report}"],
     ["history", "{tmp}/h.db", "--add", "{report}"],
-    ["merge", "{report}", "{report}", "-o", "{tmp}/m.json"],
+    ["merge", "{report}", "{other}", "-o", "{tmp}/m.json"],
     ["trace", "{report}", "-o", "{tmp}/t.json"],
     ["flamegraph", "{report}", "-o", "{tmp}/f.svg"],
     ["html", "{report}", "-o", "{tmp}/p.html"],
@@ -159,10 +180,11 @@ QUIET = "import aquaprof as ap\nwith ap.stage('work'):\n    pass\n"
     ["speedscope", "{report}", "-o", "{tmp}/s.json"],
     ["run", "{tmp}/quiet.py"],
 ])
-def test_a_closed_stdout_ends_the_command_quietly(report, tmp_path,
+def test_a_closed_stdout_ends_the_command_quietly(report, other, tmp_path,
                                                   command):
     (tmp_path / "quiet.py").write_text(QUIET)
-    args = [a.format(report=report, tmp=tmp_path) for a in command]
+    args = [a.format(report=report, other=other, tmp=tmp_path)
+            for a in command]
     read, write = os.pipe()
     os.close(read)                  # no reader: every write is EPIPE
     try:

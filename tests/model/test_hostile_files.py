@@ -194,7 +194,9 @@ def foreign_files(folder):
     (folder / "nan.json").write_text('{"format": NaN}')
     (folder / "huge_float.json").write_text('{"format": 1e999}')
     (folder / "list.json").write_text("[1, 2, 3]")
-    (folder / "utf16.json").write_text(json.dumps(GOOD), encoding="utf-16")
+    # another run than good.json's: a merge refuses one run given twice
+    (folder / "utf16.json").write_text(json.dumps(dict(GOOD, pid=43)),
+                                       encoding="utf-16")
     os.mkfifo(folder / "fifo")
     return {"another tool's SQLite file": (sqlite, "not valid JSON"),
             "an empty file": (folder / "empty.json", "not valid JSON"),
@@ -352,11 +354,13 @@ def test_a_chain_at_the_cap_loads_and_every_view_renders(tmp_path,
         ap.Report.from_dict(crafted.chain(limits.MAX_DEPTH + 1))
     path = tmp_path / "deep.json"
     rep.save(path)
+    other = tmp_path / "deep2.json"        # another run, for the merge
+    other.write_text(json.dumps(dict(doc, pid=doc["pid"] + 1)))
     for args in [("show", path), ("compare", path, path),
                  ("flamegraph", path, "-o", tmp_path / "f.svg"),
                  ("trace", path, "-o", tmp_path / "t.json"),
                  ("html", path, "-o", tmp_path / "p.html"),
-                 ("merge", path, path, "-o", tmp_path / "m.json")]:
+                 ("merge", path, other, "-o", tmp_path / "m.json")]:
         code, out, err = run_cli(capsys, *args)
         assert code == 0, (args, err)
     rep.to_folded(tmp_path / "f.txt")
@@ -421,7 +425,7 @@ def test_merging_reports_whose_sums_overflow_is_one_line(tmp_path, capsys):
     paths = []
     for i in range(2):
         paths.append(tmp_path / f"r{i}.json")
-        paths[-1].write_text(json.dumps(big))
+        paths[-1].write_text(json.dumps(dict(big, pid=big["pid"] + i)))
     code, out, err = run_cli(capsys, "merge", *paths, "-o",
                              tmp_path / "m.json")
     one_line_exit_2(code, err, "64 bits")
