@@ -643,8 +643,8 @@ def _on_loops(stage: "StageStats", report: "Report", waits: "Waits"
 
 
 def _busy_machine(report: "Report") -> Optional[str]:
-    """'the machine's other processes kept 1.8 of its 2 CPUs busy ...'
-    where they left this run less than BUSY_MACHINE_FREE of a CPU on
+    """'the machine's other processes kept 1.8 of the 2 CPUs this process
+    may run on busy ...' where they left this run less than BUSY_MACHINE_FREE of a CPU on
     average; None otherwise or where unknown."""
     host = report.meta.get("host")
     if not isinstance(host, dict):
@@ -653,9 +653,10 @@ def _busy_machine(report: "Report") -> Optional[str]:
     if not isinstance(others, (int, float)) or not isinstance(cpus, int) \
             or cpus - others >= BUSY_MACHINE_FREE:
         return None
-    return (f"the machine's other processes kept {others:.1f} of its "
-            f"{plural(cpus, 'CPU')} busy on average during the run, so its "
-            f"time off the CPU may be a wait for one")
+    # cpus: those of the process's affinity, which other_cpus counts
+    return (f"the machine's other processes kept {others:.1f} of the "
+            f"{plural(cpus, 'CPU')} this process may run on busy on average "
+            f"during the run, so its time off the CPU may be a wait for one")
 
 
 def _competition(report: "Report") -> str:

@@ -122,6 +122,8 @@ def test_unsampled_a_stage_starved_on_a_busy_machine_is_not_called_waiting():
     found = planted("starved unsampled")["compute"]
     assert found["kind"] == "cpu-starved?", found
     assert "other processes kept" in found["evidence"]
+    # pinned to one CPU: the CPUs it may run on, not the machine's
+    assert "of the 1 CPU this process may run on busy" in found["evidence"]
     assert "sample the run" in found["evidence"]
 
 
