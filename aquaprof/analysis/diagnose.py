@@ -801,8 +801,9 @@ class Diagnosis:
             lines.append(f"  ({self.gpu})")
         return "\n".join(lines)
 
-    def summary(self) -> str:
-        """One line a stage, for the printed report."""
+    def summary(self, width: Optional[int] = None) -> str:
+        """One line a stage, for the printed report; width: the terminal
+        columns a stage's path may take at most, beside its number."""
         if not self.findings:
             return "Diagnosis: no stage with self time to diagnose"
         lines = ["Diagnosis (details: report.diagnose()):"]
@@ -810,7 +811,8 @@ class Diagnosis:
             extra = f" + {', '.join(f.also)}" if f.also else ""
             code = f"; hottest code: {f.code.split(', ')[0]}" \
                 if f.code else ""
-            lines.append(f"  {i}. {shorten_path(printable(f.path), 120)}: "
+            most = 120 if width is None else max(width - 8, 12)
+            lines.append(f"  {i}. {shorten_path(printable(f.path), most)}: "
                          f"{f.kind}{extra}; {f.evidence.split(', ')[0]}"
                          f"{code}")
         if self.gpu and not self.gpu.startswith("GPU classes"):

@@ -1,5 +1,6 @@
 """Words every room writes: counts with their noun, text and stage paths
 cut to a width, lists cut to their first items."""
+import re
 from typing import List, Optional, Sequence
 
 from .units import display_width
@@ -95,3 +96,49 @@ def first_of(items: Sequence[str], shown: int) -> str:
     left out."""
     more = f" and {len(items) - shown:,} more" if len(items) > shown else ""
     return ", ".join(items[:shown]) + more
+
+
+#: what a line opens with that its wrapped lines are indented under:
+#: its indent, then a list's marker ("1. ", "! ", "- ") or a label
+#: ("evidence: ")
+_HANGING = re.compile(r" *(?:(?:\d+\.|[!*-]|[a-z]+:) +)?")
+
+
+def wrap_line(line: str, width: Optional[int]) -> List[str]:
+    """line cut at spaces into lines of at most width terminal columns,
+    the lines after the first indented under the text after its own
+    indent and list marker, so that a terminal's own wrapping never
+    breaks a list's shape; [line] where width is None or it fits. A word
+    wider than a line stays whole (a path)."""
+    if width is None or display_width(line) <= width:
+        return [line]
+    hang = _HANGING.match(line).end()
+    if hang > width // 2:
+        hang = min(len(line) - len(line.lstrip(" ")), width // 2)
+    out: List[str] = []
+    current, filled = line[:hang], False
+    for word in _words(line[hang:]):
+        if filled and display_width(current) + 1 + display_width(word) > \
+                width:
+            out.append(current)
+            current, filled = " " * hang, False
+        current += (" " if filled else "") + word
+        filled = True
+    out.append(current)
+    return out
+
+
+_NUMBER = re.compile(r"[(+-]?[\d.,]+")
+
+
+def _words(text: str) -> List[str]:
+    """text's words, a number kept with the word after it (its unit:
+    "90.0 ms", "100 %", "3 calls")."""
+    words: List[str] = []
+    for word in text.split():
+        if words and _NUMBER.fullmatch(words[-1].rsplit(" ", 1)[-1]) and \
+                " " not in words[-1]:
+            words[-1] += " " + word
+        else:
+            words.append(word)
+    return words

@@ -171,7 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if failed:
             print(f"aquaprof: {failed}: the profile below covers the run "
                   f"up to there")
-        print(report)
+        print(_terminal_text(report))
         _print_call_tree(report, run_stage, str(script),
                          user_roots=[str(folder), str(here)],
                          show_all=args.show_all)
@@ -428,8 +428,7 @@ def _alpha(text: str) -> float:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..views.text import terminal_text
-    print(terminal_text(_load(args.report)))
+    print(_terminal_text(_load(args.report)))
     return 0
 
 
@@ -669,6 +668,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminal_text(report: Report) -> str:
+    """The report as printed: fit to a terminal, plain where piped."""
+    from ..views.text import terminal_text
+    return terminal_text(report)
+
+
 def cmd_html(args: argparse.Namespace) -> int:
     out = _out_path(args.out, f"{_stem(args.report)}.html")
     path = _load(args.report).to_html(out, f"aquaprof: {args.report}")
@@ -694,7 +699,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         _out_path(args.trace, "merged.trace.json")) if args.trace else None
     for label, path in zip(labels, args.reports):
         print(f"{printable(label)}: {printable(path)}")
-    print(f"\n{merged}\n\nmerged report: {saved}")
+    print(f"\n{_terminal_text(merged)}\n\nmerged report: {saved}")
     if trace:
         print(f"trace: {trace}")
     return 0

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, \
 from ..analysis.diagnose import Diagnosis
 from ..analysis.stragglers import find_stragglers
 from ..common.words import first_of, plural, shorten, shorten_name, \
-    shorten_path
+    shorten_path, wrap_line
 from ..common.units import (
     align_columns, display_width, fmt_bytes, fmt_rate, fmt_time, ljust,
     printable)
@@ -459,14 +459,19 @@ def format_report(rep: "Report", width: Optional[int] = None,
     """The report as text: str(report) with the defaults. width: fit the
     stage table to that many columns (least important columns left out
     first, then long stage labels shortened in the middle; rows never
-    wrap); color: ANSI colours for a terminal."""
-    lines = header_lines(rep)
+    wrap), and wrap the lines of prose around it under their own indent;
+    color: ANSI colours for a terminal."""
+    def fit(prose: List[str]) -> List[str]:
+        # the table fits by its columns; the lines of prose, by wrapping
+        return [part for line in prose for part in wrap_line(line, width)]
+
+    lines = fit(header_lines(rep))
     stages = rep.stages
     if not stages:
         lines.append("")
         lines.append("no stages were recorded (mark them with "
                      "aquaprof.stage)")
-        return "\n".join(lines + warning_lines(rep) + _gpu_footer(rep))
+        return "\n".join(lines + fit(warning_lines(rep) + _gpu_footer(rep)))
     columns, labels, dropped = _fit(rep, width)
     rows = [["stage"] + [h for h, _ in columns]]
     rows += [[label] + [c[i] for _, c in columns]
@@ -506,12 +511,12 @@ def format_report(rep: "Report", width: Optional[int] = None,
     warnings = warning_lines(rep)
     if warnings:
         lines.append("")
-        lines += [_paint(w, _YELLOW, color and w.startswith("!"))
-                  for w in warnings]
+        lines += [_paint(part, _YELLOW, color and w.startswith("!"))
+                  for w in warnings for part in wrap_line(w, width)]
     if top:
         lines.append("")
-        lines.append(Diagnosis(rep).summary())
-    return "\n".join(lines + _gpu_footer(rep))
+        lines += fit(Diagnosis(rep).summary(width).split("\n"))
+    return "\n".join(lines + fit(_gpu_footer(rep)))
 
 
 def overlap_note(s: "StageStats") -> str:

@@ -11,7 +11,8 @@ import pytest
 import aquaprof as ap
 from aquaprof.integrations import cli
 from aquaprof.common.units import display_width
-from aquaprof.common.words import shorten, shorten_name, shorten_path
+from aquaprof.common.words import shorten, shorten_name, shorten_path, \
+    wrap_line
 from aquaprof.views.text import format_report, header_lines, \
     terminal_text, warning_lines
 
@@ -160,6 +161,50 @@ def test_terminal_text_fits_columns_and_a_pipe_keeps_all(no_color_env):
     assert max(map(len, table(terminal_text(rep, Terminal())))) <= 80
     no_color_env.delenv("COLUMNS")
     assert terminal_text(rep, io.StringIO()) == str(rep)
+
+
+def test_every_line_fits_a_narrow_terminal_wrapped_under_its_indent(
+        no_color_env):
+    """The table fits by its columns, the prose around it (the header,
+    warnings, the diagnosis) by wrapping: a terminal's own wrapping would
+    break the lists' indents."""
+    rep = pipeline(spans_dropped=5, max_spans=10)
+    assert any(len(line) > 60 for line in str(rep).splitlines())
+    text = format_report(rep, width=60)
+    lines = text.splitlines()
+    assert max(map(display_width, lines)) <= 60, text
+    diagnosis = lines[lines.index("Diagnosis (details: report.diagnose()):")
+                      + 1:]
+    # an item's wrapped lines sit under its text, after "  1. "
+    assert diagnosis[0].startswith("  1. ") and \
+        diagnosis[1].startswith("     ") and diagnosis[1][5] != " ", text
+    # nothing lost: the header's words are str(report)'s, and each
+    # diagnosis says what it says there (its path shortened to fit)
+    plain = str(rep)
+    assert " ".join(text.split("\nstage ")[0].split()) == \
+        " ".join(plain.split("\nstage ")[0].split())
+    said = " ".join(" ".join(diagnosis).split())
+    assert said.count("cpu-bound; thread CPU time") == 3
+    assert "thread CPU time 84.0 ms of 84.0 ms wall (100 %)" in said
+
+
+def test_wrap_line_cuts_at_spaces_under_the_marker():
+    assert wrap_line("short", 10) == ["short"]
+    assert wrap_line("x" * 30, None) == ["x" * 30]
+    assert wrap_line("! one two three four", 10) == [
+        "! one two", "  three", "  four"]
+    assert wrap_line("  12. alpha beta gamma", 14) == [
+        "  12. alpha", "      beta", "      gamma"]
+    assert wrap_line("    evidence: a b c d e f g h i j", 30) == [
+        "    evidence: a b c d e f g h", "              i j"]
+    # a number stays with its unit
+    assert wrap_line("took 90.0 ms of 100 %", 11) == [
+        "took", "90.0 ms of", "100 %"]
+    # a word wider than the line stays whole, on a line of its own
+    assert wrap_line("see /a/very/long/path/file.py now", 12) == [
+        "see", "/a/very/long/path/file.py", "now"]
+    # wide characters take two columns each
+    assert wrap_line("数据 数据 数据", 10) == ["数据 数据", "数据"]
 
 
 def test_a_very_narrow_terminal_keeps_stage_total_and_self(no_color_env):
@@ -332,8 +377,11 @@ def test_the_table_and_the_bottlenecks_never_cut_a_shape(no_color_env):
               crafted.stage(SHAPED, 1, 2, count=2, ns=3_000_000)]
     rep = ap.Report.from_dict(crafted.report(stages, gpu_status=NO_CUDA))
     for width in (None, 100, 80, 60):
-        text = format_report(rep, width=width)
-        assert "aten::conv2d (16×3×32×32" in text, width
+        # the diagnosis's lines wrap at spaces, names' spaces among them
+        text = " ".join(format_report(rep, width=width).split())
+        # at 60 columns the shape goes whole: "aten::conv2d (...)"
+        assert ("aten::conv2d (16×3×32×32" if width != 60 else
+                "aten::conv2d (...)") in text, width
         # a cut shape would leave a digit or × against the ellipsis
         assert not re.search(r"[\d×]\.\.\.|\.\.\.[\d×]", text), width
     assert "    aten::conv2d (16×3×32×32, ...)" in format_report(rep)
