@@ -9,6 +9,7 @@ import html
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ..common.units import fmt_bytes, fmt_rate, fmt_time, printable
+from ..common.words import shorten_path
 from .text import header_lines, overlap_note, straggler_lines, warning_lines
 
 if TYPE_CHECKING:
@@ -19,6 +20,15 @@ BAR_PX = 60
 #: past this many stages the table shows the top ones (and their
 #: ancestors) and folds the rest under a <details>
 SHOWN_STAGES = 50
+#: levels of the tree indented; deeper rows say their depth instead, so
+#: that a row's size does not grow with its depth (a recursive stage
+#: thousands deep would make the table's size its depth squared, and
+#: push its figures thousands of pixels to the right)
+MAX_INDENT = 20
+#: the most characters of a folded row's stage path: longer ones are cut
+#: in the middle (their last stage kept) and say their depth, so that a
+#: row's size does not grow with its depth either
+PATH_CHARS = 160
 
 _COLUMNS = ["stage", "share", "count", "total", "self", "mean", "p50",
             "p95", "max", "cpu", "mem delta", "items/s"]
@@ -58,7 +68,21 @@ def _shown_stages(report: "Report"
 
 
 def _indented(s: "StageStats") -> str:
-    return f"{'&nbsp;' * 2 * s.depth}{html.escape(printable(s.name))}"
+    """Its name, indented by its depth up to MAX_INDENT levels, deeper
+    ones marked with their depth (as the text call tree does)."""
+    indent = "&nbsp;" * 2 * min(s.depth, MAX_INDENT)
+    if s.depth > MAX_INDENT:
+        indent += f"[depth {s.depth}] "
+    return f"{indent}{html.escape(printable(s.name))}"
+
+
+def _full_path(s: "StageStats") -> str:
+    """A folded row's label, or a bottleneck's: its path, past PATH_CHARS
+    cut in the middle with its depth said (HTML)."""
+    path = printable(s.path)
+    if len(path) > PATH_CHARS:
+        path = f"{shorten_path(path, PATH_CHARS)} (depth {s.depth})"
+    return html.escape(path)
 
 
 def _table(rows: List[str]) -> str:
@@ -97,7 +121,7 @@ def report_html(report: "Report") -> str:
         # may be above
         parts.append(f"<details><summary>{len(rest):,} more stages"
                      f"</summary>"
-                     + _table([_row(s, e(printable(s.path))) for s in rest])
+                     + _table([_row(s, _full_path(s)) for s in rest])
                      + "</details>")
     if not report.stages:
         parts.append("<div>no stages were recorded (mark them with "
@@ -105,7 +129,7 @@ def report_html(report: "Report") -> str:
     top = [s for s in report.top(3) if s.self_wall > 0]
     if top:
         parts.append("<div><b>Top bottlenecks by self time:</b><ol>")
-        parts += [f"<li>{e(printable(s.path))}: {fmt_time(s.self_wall)}"
+        parts += [f"<li>{_full_path(s)}: {fmt_time(s.self_wall)}"
                   f"{e(overlap_note(s))}</li>" for s in top]
         parts.append("</ol></div>")
     stragglers = straggler_lines(report)

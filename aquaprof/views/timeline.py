@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Tuple
 import numpy as np
 
 from ..common.units import fmt_time, printable
-from ..common.words import shorten
+from ..common.words import shorten, shorten_path
 from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 from .lanes import longest_spans, task_lanes
 from .threads import thread_label
@@ -38,6 +38,10 @@ MAX_LANES = 32
 #: the most characters of a band's title: the rest of the label column
 #: is the bars'
 TITLE_CHARS = 34
+#: the most characters of a bar's tooltip's stage path: a path grows with
+#: its depth, and 20,000 bars of a recursive stage thousands deep would
+#: make the page its depth squared (hundreds of MB); the table has them
+BAR_PATH_CHARS = 160
 
 # a lane's rows: from which y, and the stage depth of its first row
 LaneRows = Tuple[int, int]
@@ -122,8 +126,8 @@ def spans_svg(report: "Report") -> Tuple[str, str]:
         bars.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" '
                     f'height="{ROW - 1}" fill="'
                     f'{_stage_colour(path)}"><title>'
-                    f'{html.escape(path)}: {fmt_time((end - begin) * 1e-9)}'
-                    f'</title></rect>')
+                    f'{html.escape(_bar_path(path, at_depth))}: '
+                    f'{fmt_time((end - begin) * 1e-9)}</title></rect>')
     note = (f"the {MAX_BARS:,} longest spans drawn, {left_out:,} shorter "
             f"ones left out" if left_out else "")
     if hidden:
@@ -135,6 +139,14 @@ def spans_svg(report: "Report") -> Tuple[str, str]:
             f"{report.spans_dropped:,} spans went past max_spans and were "
             f"never recorded")
     return _svg(rows, bars, height, wall_ns), note
+
+
+def _bar_path(path: str, depth: int) -> str:
+    """A bar's stage path for its tooltip: whole, or past BAR_PATH_CHARS
+    cut in the middle (its last stage kept) with its depth said."""
+    if len(path) <= BAR_PATH_CHARS:
+        return path
+    return f"{shorten_path(path, BAR_PATH_CHARS)} (depth {depth})"
 
 
 def _hidden_lanes(threads: np.ndarray, lanes: np.ndarray

@@ -1,0 +1,68 @@
+"""A stage recursion thousands deep (a decorated recursive walk) makes
+stage paths as long as their depth: the page's and the notebook's stage
+table and the page's timeline must still grow with the rows and bars they
+draw, not with depth squared (600 deep, 10 calls: was 21 MB of page)."""
+import re
+import sys
+
+import pytest
+
+import aquaprof as ap
+from aquaprof.views.html import MAX_INDENT, report_html
+from aquaprof.views.timeline import spans_svg
+
+DEPTH = 600
+CALLS = 10
+
+
+@pytest.fixture(scope="module")
+def deep():
+    @ap.stage("visit")
+    def visit(n):
+        if n:
+            visit(n - 1)
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * DEPTH))
+    try:
+        with ap.Profiler() as prof:
+            for _ in range(CALLS):
+                visit(DEPTH - 1)
+    finally:
+        sys.setrecursionlimit(limit)
+    rep = prof.report()
+    assert len(rep.stages) == DEPTH and len(rep.spans()) == DEPTH * CALLS
+    return rep
+
+
+def test_the_stage_table_stops_indenting_and_says_the_depth(deep):
+    text = report_html(deep)
+    rows = re.findall(r'<tr><td class="stage">.*?</tr>', text)
+    assert len(rows) == DEPTH
+    # a row's size is bounded, however deep its stage
+    assert max(map(len, rows)) < 1500
+    assert len(text) < 1500 * DEPTH
+    # the tree's rows indent up to MAX_INDENT levels, then say their
+    # depth; the rows folded under <details> and the bottlenecks give
+    # their paths cut in the middle, with their depth
+    assert f">{'&nbsp;' * 2 * 3}visit<" in text
+    for depth in range(MAX_INDENT + 1, DEPTH):
+        assert (f">{'&nbsp;' * 2 * MAX_INDENT}[depth {depth}] visit<"
+                in text or f"/visit (depth {depth})<" in text), depth
+    bottlenecks = re.findall(r"<li>(.*?)</li>", text)
+    assert bottlenecks and max(map(len, bottlenecks)) < 250
+
+
+def test_the_timeline_tooltips_are_bounded(deep):
+    svg, note = spans_svg(deep)
+    titles = re.findall(r"<title>(.*?)</title>", svg)
+    assert len(titles) == DEPTH * CALLS and not note
+    assert max(map(len, titles)) < 250
+    assert len(svg) < 400 * DEPTH * CALLS
+    # a shallow bar keeps its whole path; a deep one its last stage, its
+    # depth and its duration
+    assert any(t.startswith("visit/visit: ") for t in titles)
+    deepest = [t for t in titles if f"(depth {DEPTH - 1})" in t]
+    assert len(deepest) == CALLS
+    assert all(re.search(r"/visit \(depth \d+\): [\d.]+ [num]?s$", t)
+               for t in deepest)
