@@ -1,8 +1,9 @@
 """What to do next: each top stage classified from its measured figures,
 with the evidence, a fix to try and the command that checks it.
 
-Host-side classes, decided on the stage's wall and thread CPU time and the
-host memory it drove up:
+Host-side classes, decided on the stage's own wall and thread CPU time
+(its sub-stages' aside, as its self time is) and the host memory it drove
+up:
 - cpu-bound: the thread computes for most of the stage's wall time;
 - waiting: it mostly does not (I/O, sleep, locks, other processes, or the
   GPU when the stage blocks on it);
@@ -703,16 +704,32 @@ def _python_elsewhere(report: "Report", stage: "StageStats") -> str:
             f"no thread of {where} used CPU meanwhile")
 
 
+def _own_time(stage: "StageStats", report: "Report") -> Tuple[float, float,
+                                                               str]:
+    """The stage's own thread CPU and wall time, seconds, its sub-stages'
+    aside (what it was picked by, its self time, is that too: a parent
+    that only waits for a computing child is not cpu-bound, nor is one
+    that computes between waiting children waiting), and how the evidence
+    names them."""
+    below = sum(s.cpu for s in report.stages if s.parent == stage.path)
+    if not below and stage.self_time >= stage.wall.total:
+        return stage.cpu, stage.wall.total, "wall"
+    return max(stage.cpu - below, 0.0), stage.self_time, "self time"
+
+
 def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
-    wall = stage.wall.total
-    busy = stage.cpu / wall if wall > 0 else 0.0
+    cpu, wall, named = _own_time(stage, report)
+    busy = cpu / wall if wall > 0 else 0.0
     host = ("cpu-bound" if busy >= CPU_BOUND else
             "waiting" if busy < WAITING else "mixed")
     host, waits = _waits_class(stage, report, host)
-    evidence = (f"thread CPU time {fmt_time(stage.cpu)} of "
-                f"{fmt_time(wall)} wall ({busy * 100:.0f} %), "
+    evidence = (f"thread CPU time {fmt_time(cpu)} of {fmt_time(wall)} "
+                f"{named} ({busy * 100:.0f} %), "
                 f"{plural(stage.count, 'call')}, "
-                f"self time {fmt_time(stage.self_time)}{waits}")
+                + (f"self time {fmt_time(stage.self_time)}"
+                   if named == "wall" else
+                   f"{fmt_time(stage.cpu)} of {fmt_time(stage.wall.total)} "
+                   f"with its sub-stages") + waits)
     holds_loop = False
     if stage.suspended * 2 >= stage.count > 0:
         host, evidence, holds_loop = _awaiting_class(stage, report)

@@ -205,3 +205,30 @@ def test_an_rss_rise_while_other_threads_worked_says_it_may_be_theirs(
         found["light"].evidence
     assert found["own"].also == ["allocation-heavy"]
     assert "other threads" not in found["own"].evidence
+
+
+def test_a_parent_is_classified_by_its_own_time_not_its_childrens():
+    """Stages are picked by their self time; their class must be of that
+    time too. A notebook cell that computes beside a sleeping sub-stage
+    read "waiting" (its CPU over its whole wall), and a parent that only
+    waits beside a computing one read "mixed"."""
+    # sampled: on a busy machine the spin's run delay is then measured,
+    # and it reads cpu-starved rather than cpu-bound
+    with ap.Profiler(cpu_resolution=0, cuda=False, sample=0.001) as prof:
+        with ap.stage("cell"):
+            busy(0.06)
+            with ap.stage("fetch"):
+                time.sleep(0.12)
+        with ap.stage("driver"):
+            time.sleep(0.06)
+            with ap.stage("crunch"):
+                busy(0.08)
+    found = {f.path: f for f in prof.report().diagnose(top=4)}
+    assert found["cell"].kind in ("cpu-bound", "cpu-starved"), \
+        found["cell"].evidence
+    assert found["driver"].kind == "waiting", found["driver"].evidence
+    assert found["cell"].evidence.startswith("thread CPU time ")
+    assert " self time (" in found["cell"].evidence
+    assert "with its sub-stages" in found["cell"].evidence
+    # a stage without sub-stages reads as before: its wall is its own
+    assert " wall (" in found["cell/fetch"].evidence
