@@ -537,10 +537,11 @@ def _shares(waits: "Waits") -> str:
 
 
 def _waits_class(stage: "StageStats", report: "Report",
-                 host: str) -> Tuple[str, str]:
+                 host: str, on_cpu: float) -> Tuple[str, str]:
     """cpu-starved or gil-bound with its evidence, where the samples show
     it; otherwise `host` with what the samples say of its off-CPU time
-    ("" for a cpu-bound stage or one whose waits were not measured)."""
+    ("" for a cpu-bound stage or one whose waits were not measured).
+    on_cpu: its own share of time on the CPU."""
     if host == "cpu-bound":
         return host, ""
     waits = stage_waits(report, stage.path)
@@ -550,7 +551,6 @@ def _waits_class(stage: "StageStats", report: "Report",
         sample = ("; sample the run (Profiler(sample=0.001)) to tell CPU "
                   "starvation and the GIL from blocking")
         busy = _busy_machine(report)
-        on_cpu = stage.cpu / stage.wall.total if stage.wall.total else 0.0
         if busy is None or on_cpu < STARVED_FLOOR:
             return host, sample
         return "cpu-starved?", f"; {busy}{sample}"
@@ -722,7 +722,7 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     busy = cpu / wall if wall > 0 else 0.0
     host = ("cpu-bound" if busy >= CPU_BOUND else
             "waiting" if busy < WAITING else "mixed")
-    host, waits = _waits_class(stage, report, host)
+    host, waits = _waits_class(stage, report, host, busy)
     evidence = (f"thread CPU time {fmt_time(cpu)} of {fmt_time(wall)} "
                 f"{named} ({busy * 100:.0f} %), "
                 f"{plural(stage.count, 'call')}, "
