@@ -21,7 +21,7 @@ _NS = 1e-9
 #: the calls before it that a call is judged against, at most (a window
 #: of a million calls would make a check judge each new one against all)
 HISTORY = 1000
-#: calls judged at once
+#: calls judged at once, against the calls before the first of them
 BLOCK = 256
 
 
@@ -140,7 +140,8 @@ class Snapshot:
                   since: Optional[float] = None) -> List[Anomaly]:
         """Each stage's latest closed call (with `since`, seconds from the
         profiler's start: every call of the window that closed after it,
-        each against the calls before it), and its open calls, set against
+        BLOCK at a time against the HISTORY calls before them), and its
+        open calls, set against
         its window by the rule of Report.anomalies() (one rule,
         analysis.anomaly.judge: extreme for the window and longer than its
         tail). An open call is judged on its age so far, so a stage that
@@ -157,34 +158,32 @@ class Snapshot:
                 np.float64)
             first = len(d) - 1 if after is None else int(
                 np.searchsorted(spans["end_ns"][closed], after, "right"))
-            # closed calls each against those before it, open ones (by
-            # their age) against all: a row each, of its HISTORY calls
-            # before at most, NaN past them; in blocks of rows, so that a
-            # check after many calls of a wide window stays bounded
+            # closed calls in blocks of BLOCK, each block against the
+            # HISTORY calls at most before its first call; open ones (by
+            # their age) against the last HISTORY: one window a block, so
+            # that a check costs a sort a block, however many calls closed
+            # since the last (a window a call cost the program more than
+            # its own work at a high call rate)
             at = np.arange(max(first, MIN_HISTORY), len(d))
             opened = self._open[sid] if len(d) >= MIN_HISTORY else \
                 np.empty(0, np.intp)
-            rows = np.concatenate([closed[at], opened]).astype(np.intp)
-            current = np.concatenate(
-                [d[at], (now - spans["start_ns"][opened]).astype(np.float64)])
-            before = np.concatenate([at, np.full(len(opened), len(d))])
-            width = min(len(d), HISTORY)
-            for lo in range(0, len(rows), BLOCK):
-                end = before[lo:lo + BLOCK, None]
-                cols = end - width + np.arange(width)
-                windows = np.where(cols >= 0, d[np.maximum(cols, 0)],
-                                   np.nan)
+            blocks = [(closed[at[lo:lo + BLOCK]], d[at[lo:lo + BLOCK]],
+                       int(at[lo]), False)
+                      for lo in range(0, len(at), BLOCK)]
+            if len(opened):
+                blocks.append((opened, (now - spans["start_ns"][opened])
+                               .astype(np.float64), len(d), True))
+            for rows, current, before, running in blocks:
+                window = d[max(before - HISTORY, 0):before][None, :]
                 median, score, flagged = judge(
-                    current[lo:lo + BLOCK], windows, threshold, min_ratio,
-                    min_excess)
+                    current, window, threshold, min_ratio, min_excess)
                 for k in np.flatnonzero(flagged):
-                    i = int(rows[lo + k])
+                    i = int(rows[k])
                     found.append(Anomaly(
                         path, i,
                         (int(spans["start_ns"][i]) - self._data["start_ns"])
-                        * _NS, float(current[lo + k]) * _NS,
-                        float(median[k]) * _NS, float(score[k]),
-                        bool(lo + k >= len(at))))
+                        * _NS, float(current[k]) * _NS,
+                        float(median[0]) * _NS, float(score[k]), running))
         return found
 
     def to_dict(self) -> Dict[str, Any]:

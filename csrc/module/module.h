@@ -188,11 +188,12 @@ void ap_threads_forget(ap_module_state *st);
  * Runs no Python code; leaves a pending exception as it was. */
 PyObject *ap_thread_name(PyObject *note);
 
-/* A new reference to the name (Thread.name, an exact str) of the thread
- * threading knows by this ident, or NULL (no exception) for none: what
- * the sampler names a thread by that records no stage. Runs no Python
- * code; leaves a pending exception as it was. */
-PyObject *ap_thread_name_by_ident(uint64_t ident);
+/* A new reference to a note (as ap_threads_note makes, for
+ * ap_thread_name) of the thread threading knows by this ident, or NULL
+ * (no exception) for none: what the sampler names a thread by that
+ * records no stage. Runs no Python code; leaves a pending exception as
+ * it was. */
+PyObject *ap_thread_note_by_ident(uint64_t ident);
 
 /* The aggregates of a stage dict besides its histogram, in the order
  * report_data() writes them: where ap_stats keeps each and how a merge

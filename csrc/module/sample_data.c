@@ -1,6 +1,7 @@
 /* What a stopped sampler recorded, as the report's samples section
  * (docs/report-format.md): code frames, aggregate stacks, the timeline
  * as bytes that the Python layer views as an array. */
+#include "module.h"
 #include "../sampler/sampler.h"
 
 /* [function, file, line] of each frame (the store's entries are
@@ -69,28 +70,38 @@ stacks_list(const ap_sample_store *s)
     return stacks;
 }
 
-/* [[process, tid, name], ...] of the threads named when first sampled,
- * in the order of their tids */
+/* [[process, tid, name], ...] of the threads noted when first sampled
+ * that have a name (as they are now, or as they were then where the
+ * thread is gone), in the order of their tids */
 static PyObject *
 threads_list(ap_sampler *self)
 {
-    PyObject *names = self->names ? PyDict_Items(self->names)
+    PyObject *notes = self->names ? PyDict_Items(self->names)
                                   : PyList_New(0);
-    if (names == NULL || PyList_Sort(names) < 0) {
-        Py_XDECREF(names);
+    PyObject *out = PyList_New(0);
+    if (notes == NULL || out == NULL || PyList_Sort(notes) < 0) {
+        Py_XDECREF(notes);
+        Py_XDECREF(out);
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
-        PyObject *pair = PyList_GET_ITEM(names, i);
-        PyObject *entry = Py_BuildValue("[iOO]", 0, PyTuple_GET_ITEM(pair, 0),
-                                        PyTuple_GET_ITEM(pair, 1));
-        if (entry == NULL) {
-            Py_DECREF(names);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(notes); i++) {
+        PyObject *pair = PyList_GET_ITEM(notes, i);
+        PyObject *name = ap_thread_name(PyTuple_GET_ITEM(pair, 1));
+        if (name == NULL) {
+            continue;       /* noted without a name */
+        }
+        PyObject *entry = Py_BuildValue("[iON]", 0, PyTuple_GET_ITEM(pair, 0),
+                                        name);
+        if (entry == NULL || PyList_Append(out, entry) < 0) {
+            Py_XDECREF(entry);
+            Py_DECREF(notes);
+            Py_DECREF(out);
             return NULL;
         }
-        PyList_SetItem(names, i, entry);   /* drops the pair */
+        Py_DECREF(entry);
     }
-    return names;
+    Py_DECREF(notes);
+    return out;
 }
 
 PyObject *

@@ -53,7 +53,7 @@ sampler_init(ap_sampler *self, PyObject *args, PyObject *kwargs)
     self->interval_ns = interval;
     self->module = Py_NewRef(PyType_GetModule(Py_TYPE(self)));
     self->context_stack = ap_context_stack_in;
-    self->thread_name = ap_thread_name_by_ident;
+    self->thread_note = ap_thread_note_by_ident;
     return 0;
 }
 

@@ -240,14 +240,14 @@ ap_thread_name(PyObject *note)
 }
 
 PyObject *
-ap_thread_name_by_ident(uint64_t ident)
+ap_thread_note_by_ident(uint64_t ident)
 {
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
     PyObject *thread = thread_object((unsigned long)ident);
-    PyObject *name = thread ? stored_name(thread) : NULL;
+    PyObject *note = thread ? note_of(thread) : NULL;
     Py_XDECREF(thread);
     PyErr_Clear();
     PyErr_Restore(exc_type, exc, tb);
-    return name;
+    return note;
 }

@@ -193,14 +193,14 @@ threads_now(ap_sampler *self, thread_now **out, uint32_t *cap)
 #define CODE_NAME(code) ((code)->co_name)
 #endif
 
-/* Names thread tid, new to the store, as threading does: in the
+/* Notes thread tid, new to the store, as threading knows it: in the
  * report, a thread that recorded no stage is named by this alone. A
- * name that cannot be kept (memory) leaves the thread labelled by its
+ * note that cannot be kept (memory) leaves the thread labelled by its
  * tid; nothing is raised. */
 static void
 note_name(ap_sampler *self, int64_t tid, uint64_t thread_id)
 {
-    PyObject *name = self->thread_name(thread_id);
+    PyObject *name = self->thread_note(thread_id);
     if (name == NULL) {
         return;
     }

@@ -72,11 +72,13 @@ typedef struct ap_sampler {
     /* the stage stack an asyncio context records on, NULL for none: the
      * binding's, which owns the contexts (needs the GIL, never raises) */
     const ap_stack *(*context_stack)(PyObject *module, PyObject *context);
-    /* the name threading gives the thread of this ident, NULL for none
-     * (the binding's: runs no Python code, never raises) */
-    PyObject *(*thread_name)(uint64_t ident);
-    /* {tid: name} of the threads the store holds, each named when first
-     * sampled: a pool's workers record no stage that would name them */
+    /* a note of the thread threading knows by this ident (a weak
+     * reference to it and its name then), NULL for none (the binding's:
+     * runs no Python code, never raises) */
+    PyObject *(*thread_note)(uint64_t ident);
+    /* {tid: note} of the threads the store holds, each noted when first
+     * sampled and named from it at the end: a pool's workers record no
+     * stage that would name them */
     PyObject *names;
     ap_mailbox *box;
     _Atomic uint64_t want;   /* the round asked for, 0 when none */

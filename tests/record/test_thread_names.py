@@ -425,3 +425,20 @@ def test_sampled_names_are_escaped_in_the_trace():
               json.loads(chrome_trace(hostile))["traceEvents"]
               if e["name"] == "thread_name" and e["tid"] in workers]
     assert titles and all(t.startswith(PRINTED) for t in titles)
+
+
+def test_a_sampled_thread_is_named_as_it_is_at_the_end():
+    """A thread renamed after the sampler first saw it (a server naming
+    its worker once it knows its job) is named by its last name, as the
+    threads that record stages are."""
+    def work():
+        _spin(0.03)
+        threading.current_thread().name = "after"
+        _spin(0.01)
+
+    with ap.Profiler(sample=0.001, compensate=False) as prof:
+        t = threading.Thread(target=work, name="before")
+        t.start()
+        t.join()
+    names = {tid: name for _, tid, name in prof.report().samples["threads"]}
+    assert names[t.native_id] == "after"
