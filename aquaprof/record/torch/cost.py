@@ -80,14 +80,37 @@ def _on_one_thread(measure: Callable[[], Dict[str, float]]
     """measure() with torch's ops on the calling thread: the hooks run
     there, and a tiny op handed to a thread pool costs its wake-ups (a
     millisecond on a busy machine) instead of the op. The program's
-    setting comes back after."""
+    setting comes back after. A torch.profiler recording on this thread
+    (a Profiler started inside ``with torch.profiler.profile()``) does
+    not see the calibration's ops: they are aquaprof's, not the
+    program's (some 270,000 of them, conv2d among them, would fill its
+    table and trace)."""
     torch = state.torch
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    unseen = _unseen_by_torch_profiler(torch)
     try:
         return measure()
     finally:
+        unseen()
         torch.set_num_threads(threads)
+
+
+def _unseen_by_torch_profiler(torch: Any) -> Callable[[], None]:
+    """Turns torch's RecordFunction off on this thread where a
+    torch.profiler records on it, so that it records none of the
+    calibration's ops; returns what turns it back on (nothing to do where
+    none records, or on a torch without these switches)."""
+    autograd = getattr(torch._C, "_autograd", None)
+    enabled = getattr(autograd, "_profiler_enabled", None)
+    switch = getattr(autograd, "_enable_record_function", None)
+    try:
+        if enabled is None or switch is None or not enabled():
+            return lambda: None
+        switch(False)
+    except Exception:      # a torch whose switches differ: leave it be
+        return lambda: None
+    return lambda: switch(True)
 
 
 def calibrated_hooks(ops: bool, shapes: bool, modules: bool,
