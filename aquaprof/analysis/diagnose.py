@@ -75,6 +75,7 @@ from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from .concurrency import self_open_by_thread
 from .gpu_stats import events_dropped
 from .other_threads import other_threads
+from .stragglers import rank_waits
 from .run_cost import torch_kinds
 from .samples import Waits, sampled, stage_hot, stage_waits, \
     stage_wall_by_thread
@@ -162,6 +163,15 @@ _FIXES = {
         "the other threads' CPU while STAGE runs: aquaprof.analysis."
         "other_threads.other_threads(rep, rep[STAGE]); its wall time with "
         "aquaprof compare"),
+    "straggler-bound": (
+        "the time is other processes waiting here for a slower one (a "
+        "collective: DDP's gradient all-reduce, a barrier): speed up that "
+        "process where it is slowest (named in the evidence): even out its "
+        "data (batch sizes, sequence lengths), its device or host, or "
+        "work only it does",
+        "the stragglers list (rep.stragglers()) before and after: the "
+        "slow process's stage near 1.0x, and STAGE's time on the others "
+        "with it"),
     "awaiting": (
         "find what the task awaits: slow I/O, a semaphore or pool limit, "
         "or CPU-heavy tasks on the same event loop holding it (their "
@@ -717,6 +727,28 @@ def _own_time(stage: "StageStats", report: "Report") -> Tuple[float, float,
     return max(stage.cpu - below, 0.0), stage.self_time, "self time"
 
 
+def _rank_wait(stage: "StageStats", report: "Report") -> Optional[str]:
+    """'the other 2 processes wait here for rank 1 (vm): it is slowest
+    in step/forward by 306.1 ms (16.3x its fastest); ...' where the
+    stage's time on the other processes is a wait for one slow elsewhere
+    (stragglers.rank_waits); None otherwise. Its first clause has no
+    comma: the summary line keeps it alone."""
+    if len(report.processes) < 2:
+        return None
+    wait = rank_waits(report).get(stage.path)
+    if wait is None:
+        return None
+    cause = wait.cause
+    rank = printable(cause.slowest.label)
+    others = len(report.by_process(stage.path)) - 1
+    return (f"the other {plural(others, 'process', 'processes')} wait here "
+            f"for {rank}: it is slowest in {printable(cause.path)} by "
+            f"{fmt_time(cause.lost)} ({cause.ratio:.1f}x its fastest); it "
+            f"spent {fmt_time(wait.stage.fastest.total)} here against "
+            f"{fmt_time(wait.stage.slowest.total)} on "
+            f"{printable(wait.stage.slowest.label)}")
+
+
 def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     cpu, wall, named = _own_time(stage, report)
     busy = cpu / wall if wall > 0 else 0.0
@@ -734,7 +766,11 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     if stage.suspended * 2 >= stage.count > 0:
         host, evidence, holds_loop = _awaiting_class(stage, report)
     kind = host
-    loader = _loader_class(stage, report)
+    waited = _rank_wait(stage, report)
+    if waited is not None and host in ("waiting", "mixed"):
+        kind = "straggler-bound"
+        evidence = f"{waited}; host {host}: {evidence}"
+    loader = None if waited else _loader_class(stage, report)
     gpu = None if loader else _gpu_class(stage)
     if loader:
         kind = "data-loading-bound"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, \
     Tuple, Union
 
 from ..analysis.diagnose import Diagnosis
-from ..analysis.stragglers import find_stragglers
+from ..analysis.stragglers import find_stragglers, rank_waits
 from ..common.words import first_of, plural, shorten, shorten_name, \
     shorten_path, wrap_line
 from ..common.units import (
@@ -330,11 +330,17 @@ def straggler_lines(rep: "Report", top: int = 3) -> List[str]:
              "by total time):"]
     paths = [printable(s.path) for s in found]
     width = max(display_width(p) for p in paths)
+    waits = rank_waits(rep)
     for i, (s, path) in enumerate(zip(found, paths), 1):
         slow, fast = s.slowest, s.fastest
         ratio = "inf" if math.isinf(s.ratio) else f"{s.ratio:.2f}x"
         calls = (f"; {slow.count:,} vs {fast.count:,} calls"
                  if slow.count != fast.count else "")
+        if s.path in waits:   # its slowest only waited for its fastest
+            cause = waits[s.path].cause
+            calls += (f" (the others wait here for "
+                      f"{_process_label(fast.label)}, slowest in "
+                      f"{printable(cause.path)})")
         lines.append(f"  {i}. {ljust(path, width)}  slowest "
                      f"{_process_label(slow.label)} {fmt_time(slow.total)}, "
                      f"fastest {_process_label(fast.label)} "

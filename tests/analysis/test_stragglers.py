@@ -9,6 +9,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof import Report
+from aquaprof.analysis.stragglers import rank_waits
 from crafted import report as crafted_report, stage
 
 MS = 1_000_000
@@ -187,3 +188,72 @@ def test_the_html_report_lists_the_stragglers(merged, ranks):
     assert "Stragglers" in page
     assert "1. step/compute  slowest rank 2 32.0 ms" in page
     assert "Stragglers" not in ranks[0]._repr_html_()
+
+
+# ------------------------------------------- waits for a straggling rank
+
+def ddp_rank(pid, forward_ms, backward_ms, forward_cpu=0.1):
+    """A DDP rank's report: 10 steps of forward, backward (whose
+    all-reduce meets the other ranks) and opt, backward mostly off the
+    CPU; the slow rank's opt (its forward over 10 ms) a little faster,
+    off the CPU too."""
+    opt_ms = 0.3 if forward_ms > 10 else 1
+    step = stage("step", count=10, ns=(forward_ms + backward_ms) * MS)
+    forward = stage("forward", parent=0, depth=1, count=10,
+                    ns=forward_ms * MS)
+    backward = stage("backward", parent=0, depth=1, count=10,
+                     ns=backward_ms * MS)
+    opt = stage("opt", parent=0, depth=1, count=10, ns=int(opt_ms * MS))
+    step["self_ns"] = 0
+    forward["cpu_ns"] = int(forward["total_ns"] * forward_cpu)
+    backward["cpu_ns"] = 2 * MS * 10
+    opt["cpu_ns"] = 0
+    step["cpu_ns"] = forward["cpu_ns"] + backward["cpu_ns"]
+    return Report.from_dict(crafted_report([step, forward, backward, opt],
+                                           pid=pid))
+
+
+def ddp(*ranks):
+    return ap.merge([ddp_rank(100 + i, *r) for i, r in enumerate(ranks)],
+                    [f"rank {i}" for i in range(len(ranks))])
+
+
+@pytest.mark.parametrize("cpu", [0.1, 0.95])
+def test_ranks_waiting_for_a_straggler_are_told_to_look_at_it(cpu):
+    """Rank 1 sleeps (or computes) 30 ms more in forward; at backward's
+    all-reduce ranks 0 and 2 wait for it. backward's slowest rank is a
+    waiting one: its fix is rank 1's forward, not prefetching."""
+    merged = ddp((2, 34, cpu), (32, 4, cpu), (2, 33, cpu))
+    found = {f.path: f for f in merged.diagnose(top=3)}
+    backward = found["step/backward"]
+    assert backward.kind == "straggler-bound", backward.evidence
+    assert backward.evidence.startswith(
+        "the other 2 processes wait here for rank 1: it is slowest in "
+        "step/forward by 300.0 ms (16.0x its fastest)")
+    assert "even out its data" in backward.fix
+    # the cause is not a wait, whether it sleeps or computes, nor is a
+    # stage a few ms apart, whose fastest is the straggler too
+    assert found["step/forward"].kind != "straggler-bound"
+    assert "step/opt" not in rank_waits(merged)
+    summary = merged.diagnose().summary()
+    assert "step/backward: straggler-bound; the other 2 processes wait " \
+        "here for rank 1: it is slowest in step/forward" in summary
+    # the stragglers list says its slowest only waited there
+    assert "(the others wait here for rank 1, slowest in step/forward)" \
+        in str(merged)
+
+
+@pytest.mark.parametrize("ranks", [
+    # ranks a few percent apart: noise, not a straggler
+    ((24, 98), (18, 101), (13, 106)),
+    # two ranks, both stages off the CPU: which waits for which is not
+    # known from the totals
+    ((2, 34), (32, 4)),
+    # a rank slow in forward that the others do not wait for (no
+    # collective): their backward is as long as its
+    ((2, 34), (32, 33), (2, 33)),
+])
+def test_no_wait_for_a_rank_is_said_where_none_shows(ranks):
+    merged = ddp(*ranks)
+    kinds = {f.path: f.kind for f in merged.diagnose(top=3)}
+    assert "straggler-bound" not in kinds.values(), kinds
