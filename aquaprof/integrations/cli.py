@@ -126,6 +126,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     # a file name of undecodable bytes holds lone surrogates, which no
     # stage name may
     run_stage = f"run {printable(script.name)}"
+    # a child the script forks (os.fork without exec) runs on into this
+    # function as the script's copy: it has no profile of its own
+    process = os.getpid()
     try:
         with Profiler(sample=None if args.no_sample else args.sample) \
                 as prof:
@@ -142,6 +145,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     except _NotStarted:
         return 1                # as `python script.py` after a SyntaxError
     code = ending.code if left is None else 130
+    if os.getpid() != process:
+        # the forked child's end is the script's: its own exit code, and
+        # no report (the parent's is the profile, and the child's copy of
+        # the session has none), no files, nothing printed
+        return code
     given = args.out or args.script
     # saved before anything is printed: a reader that leaves early
     # (`| head`) still gets the files; a Ctrl-C meanwhile waits for the

@@ -234,3 +234,43 @@ def test_the_scripts_own_output_keeps_pythons_encoding_errors(tmp_path):
     assert out.returncode == 1
     assert "UnicodeEncodeError" in out.stderr
     assert (tmp_path / "job.aquaprof.json").is_file()
+
+
+# ----------------------------------------------------------------- fork
+
+FORKS = """
+import os, sys
+import aquaprof as ap
+with ap.stage("before"):
+    sum(range(1000))
+pid = os.fork()
+if pid == 0:
+    with ap.stage("in_child"):
+        sum(range(1000))
+    if sys.argv[1] == "exit":
+        sys.exit(0)
+    if sys.argv[1] == "raise":
+        raise ValueError("child failed")
+    # "return": the child runs on to the end of the script
+else:
+    _, status = os.waitpid(pid, 0)
+    print("child ended", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.parametrize("how, child_code", [("exit", 0), ("return", 0),
+                                             ("raise", 1)])
+def test_a_forked_child_ends_as_the_script_says(tmp_path, how, child_code):
+    """A child the script forks without exec runs on into `run` once its
+    copy of the script ends: its exit code stays the script's (it was 2,
+    with an "internal error" line), and it writes and prints nothing."""
+    script(tmp_path, FORKS)
+    done = cli("run", "--no-sample", "job.py", how, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"child ended {child_code}" in done.stdout
+    assert "internal error" not in done.stderr
+    assert done.stdout.count("aquaprof report:") == 1
+    if how == "raise":
+        assert "ValueError: child failed" in done.stderr
+    rep = ap.Report.load(tmp_path / "job.aquaprof.json")
+    assert "run job.py/before" in rep and "run job.py/in_child" not in rep
