@@ -274,3 +274,61 @@ def test_a_forked_child_ends_as_the_script_says(tmp_path, how, child_code):
         assert "ValueError: child failed" in done.stderr
     rep = ap.Report.load(tmp_path / "job.aquaprof.json")
     assert "run job.py/before" in rep and "run job.py/in_child" not in rep
+
+
+# -------------------------------------------------------------- SIGTERM
+
+SERVES = """
+import pathlib, signal, sys, time
+import aquaprof as ap
+if sys.argv[1:] == ["own"]:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(11))
+while True:
+    with ap.stage("batch"):
+        time.sleep(0.01)
+    pathlib.Path("started").touch()
+"""
+
+
+def _terminated(tmp_path, *args):
+    """Runs SERVES under `aquaprof run`, sends SIGTERM once it serves."""
+    script(tmp_path, SERVES)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aquaprof", "run", "--no-sample", "job.py",
+         *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return proc.returncode, out, err
+
+
+def test_sigterm_saves_the_report_and_ends_the_run_by_the_signal(
+        tmp_path):
+    """`kill PID` (a scheduler's end, a container's stop) lost the whole
+    profile: now the report up to there is saved and said, and the
+    process still ends by SIGTERM, as it would unprofiled."""
+    code, out, err = _terminated(tmp_path)
+    assert code == -signal.SIGTERM, (out, err)
+    assert "terminated by SIGTERM" in err and "job.aquaprof.json" in err
+    assert "Traceback" not in err
+    rep = ap.Report.load(tmp_path / "job.aquaprof.json")
+    assert rep["run job.py/batch"].count >= 1
+    assert rep["run job.py"].unclosed == 1      # cut there, and flagged
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_scripts_own_sigterm_handler_is_kept(tmp_path):
+    code, out, err = _terminated(tmp_path, "own")
+    assert code == 11, (out, err)
+    assert "terminated by SIGTERM" not in err
+    assert "failed (sys.exit(11), exit status 11)" in out
