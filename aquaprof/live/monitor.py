@@ -32,6 +32,10 @@ Rule = Callable[[Snapshot], Optional[str]]
 SAME_CALL_NS = 1000
 #: the calls alerted on that are remembered a stage and thread
 ALERTED_KEPT = 64
+#: the alerts (the latest) and callback errors (the first) kept: a
+#: monitor that runs for weeks alerting every check must not grow
+#: without end; the others are counted (alerts_dropped, errors_dropped)
+KEPT = 1000
 
 
 @dataclass
@@ -107,10 +111,18 @@ class Monitor:
         self.anomalies = bool(anomalies)
         self.threshold = threshold
         self.rules = list(rules)
-        #: every alert raised, oldest first
+        #: the latest KEPT alerts raised, oldest first
         self.alerts: List[Alert] = []
-        #: (alert, exception) for each on_alert call that raised
+        #: alerts raised before those, no longer kept
+        self.alerts_dropped = 0
+        #: alerts raised by kind, all of them (what Prometheus counts)
+        self.counts: Dict[str, int] = {}
+        #: (alert, exception) for the first KEPT on_alert calls that
+        #: raised, each exception without its traceback (which held the
+        #: check's snapshot alive)
         self.errors: List[Tuple[Alert, BaseException]] = []
+        #: on_alert calls that raised past those
+        self.errors_dropped = 0
         #: the latest snapshot taken, None before the first check
         self.last: Optional[Snapshot] = None
         #: device memory in use at the latest check (NVML), when watched
@@ -213,10 +225,19 @@ class Monitor:
                     message = f"rule {i} ({rule!r}) raised {e!r}"
                 if self._edge(("rule", i), message is not None):
                     new.append(Alert("rule", str(message), snap.elapsed))
-            self.alerts.extend(new)
+            self._keep(new)
         for alert in new:
             self._notify(alert)
         return new
+
+    def _keep(self, new: List[Alert]) -> None:
+        for alert in new:
+            self.counts[alert.kind] = self.counts.get(alert.kind, 0) + 1
+        self.alerts.extend(new)
+        if len(self.alerts) > 2 * KEPT:     # trimmed now and then: cheap
+            cut = len(self.alerts) - KEPT
+            del self.alerts[:cut]
+            self.alerts_dropped += cut
 
     def _notify(self, alert: Alert) -> None:
         if self.on_alert is None:
@@ -224,11 +245,14 @@ class Monitor:
         try:
             self.on_alert(alert)
         except Exception as e:     # the user's callback: never stop on it
-            if not self.errors:
+            if not self.errors and not self.errors_dropped:
                 warnings.warn(f"aquaprof Monitor: on_alert raised "
                               f"{e!r}; kept in Monitor.errors",
                               RuntimeWarning, stacklevel=2)
-            self.errors.append((alert, e))
+            if len(self.errors) < KEPT:
+                self.errors.append((alert, e.with_traceback(None)))
+            else:
+                self.errors_dropped += 1
 
     # ----------------------------------------------------------- running
     def _run(self) -> None:
@@ -246,7 +270,7 @@ class Monitor:
                 if self._edge("check", True):
                     failed = Alert("check", f"a check raised {e!r}; the "
                                    f"monitor goes on", self._checked)
-                    self.alerts.append(failed)
+                    self._keep([failed])
                     self._notify(failed)
                 continue
             self._edge("check", False)
@@ -279,4 +303,4 @@ class Monitor:
 
     def __repr__(self) -> str:
         return (f"<aquaprof.Monitor every {self.interval:g} s, "
-                f"{len(self.alerts)} alerts>")
+                f"{len(self.alerts) + self.alerts_dropped} alerts>")

@@ -81,9 +81,9 @@ class Collector:
             yield gpu
         alerts = core.CounterMetricFamily(
             "aquaprof_alerts", "Alerts the monitor raised", labels=["kind"])
-        for kind in ("host_memory", "gpu_memory", "anomaly", "rule"):
-            alerts.add_metric([kind], sum(a.kind == kind
-                                          for a in mon.alerts))
+        for kind in ("host_memory", "gpu_memory", "anomaly", "rule",
+                     "check"):
+            alerts.add_metric([kind], mon.counts.get(kind, 0))
         yield alerts
 
 

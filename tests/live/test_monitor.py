@@ -1,6 +1,7 @@
 """Live figures: Profiler(window=N).snapshot(), the Monitor's alerts and
 callbacks, GPU memory through a fake NVML, and the Prometheus exporter."""
 import ctypes
+import itertools
 import threading
 import time
 import urllib.request
@@ -419,3 +420,36 @@ def test_a_wide_window_judges_each_new_call_against_its_last_calls():
                 pass
         (alert,) = [a for a in mon.check() if a.kind == "anomaly"]
     assert HISTORY < 3000 and alert.value >= 0.02
+
+
+def test_a_raising_callback_keeps_no_snapshot_and_the_lists_are_bounded(
+        monkeypatch):
+    """A callback that raises at every check kept each check's snapshot
+    alive through its exception's traceback: memory grew with the run.
+    Alerts and errors past monitor.KEPT are counted, not kept."""
+    import gc
+    from aquaprof.live import monitor as monitor_module
+    from aquaprof.live.snapshot import Snapshot
+    monkeypatch.setattr(monitor_module, "KEPT", 10)
+    flip = itertools.cycle(["on", None])
+
+    def broken(alert):
+        raise KeyError(alert.message)
+
+    with ap.Profiler(window=10) as prof:
+        with ap.stage("load"):
+            pass
+        mon = ap.Monitor(prof, rules=[lambda snap: next(flip)],
+                         on_alert=broken, anomalies=False)
+        with pytest.warns(RuntimeWarning, match="on_alert raised"):
+            for _ in range(60):
+                mon.check()
+    gc.collect()
+    alive = [o for o in gc.get_objects() if isinstance(o, Snapshot)]
+    assert len(alive) <= 1, len(alive)          # mon.last at most
+    assert all(e.__traceback__ is None for _, e in mon.errors)
+    assert len(mon.errors) == 10 and mon.errors_dropped == 20
+    assert len(mon.alerts) <= 20 and \
+        len(mon.alerts) + mon.alerts_dropped == 30
+    assert mon.counts == {"rule": 30}
+    assert "30 alerts" in repr(mon)
