@@ -87,16 +87,17 @@ def _at(ordered: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
             (pos - lo) * (ordered[rows, hi] - ordered[rows, lo]))
 
 
-def judge(current: np.ndarray, windows: np.ndarray, threshold: float,
-          min_ratio: float, min_excess: float
-          ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Durations (ns) each set against its window (a row of `windows`,
-    NaN where the window holds fewer calls, at least one call a row):
-    their windows' medians, their scores and which of them are flagged."""
+def window_stats(windows: np.ndarray
+                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each window's (a row of `windows`, NaN where it holds fewer calls,
+    at least one call a row) median, spread and tail, what judge() sets
+    a call against."""
     ordered = np.sort(windows, axis=1)             # NaN last
     n = np.count_nonzero(~np.isnan(windows), axis=1)
     median = _at(ordered, n, 0.5)
-    mad = np.nanmedian(np.abs(windows - median[:, None]), axis=1)
+    # NaN sorts last, as in `ordered`: the median of the first n (numpy's
+    # nanmedian takes a masked array's slow path on small windows)
+    mad = _at(np.sort(np.abs(windows - median[:, None]), axis=1), n, 0.5)
     # MAD is 0 as soon as over half the window's calls are equal (a steady
     # stage with a long call every few), and says nothing then of the
     # others: the 10th-90th percentile range does not collapse until 80 %
@@ -106,16 +107,36 @@ def judge(current: np.ndarray, windows: np.ndarray, threshold: float,
         1.4826 * mad,
         (_at(ordered, n, 0.9) - _at(ordered, n, 0.1)) / _DECILE_SIGMAS,
         0.01 * median])
-    score = (current - median) / np.where(spread > 0, spread, 1.0)
     # the window's tail: the shortest of its ceil(TAIL_SHARE n) longest
     # calls; a call must clear it by the ratio, so that a long call that
     # recurs (and jitters a little) is never flagged against the short
     # ones, however steady they are
     k = np.ceil(TAIL_SHARE * n - 1e-9).astype(np.intp)
     tail = ordered[np.arange(len(ordered)), n - k]
-    return median, score, ((score > threshold) &
-                           (current >= min_ratio * tail) &
-                           (current - tail >= min_excess * 1e9))
+    return median, spread, tail
+
+
+def flag(current: np.ndarray, stats: Tuple[np.ndarray, np.ndarray,
+                                           np.ndarray],
+         threshold: float, min_ratio: float, min_excess: float
+         ) -> Tuple[np.ndarray, np.ndarray]:
+    """Durations (ns) set against window_stats (each row's, or one a
+    duration): their scores and which of them are flagged."""
+    median, spread, tail = stats
+    score = (current - median) / np.where(spread > 0, spread, 1.0)
+    return score, ((score > threshold) & (current >= min_ratio * tail) &
+                   (current - tail >= min_excess * 1e9))
+
+
+def judge(current: np.ndarray, windows: np.ndarray, threshold: float,
+          min_ratio: float, min_excess: float
+          ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Durations (ns) each set against its window (a row of `windows`,
+    NaN where the window holds fewer calls, at least one call a row):
+    their windows' medians, their scores and which of them are flagged."""
+    stats = window_stats(windows)
+    score, flagged = flag(current, stats, threshold, min_ratio, min_excess)
+    return stats[0], score, flagged
 
 
 def find_anomalies(report: "Report", window: int = 50,

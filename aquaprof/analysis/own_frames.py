@@ -1,21 +1,30 @@
 """The profiler's own frames taken out of what the sampler saw: its
-threads (the watcher each child process runs, the DataLoader watch) and
-its code inside a program's calls (the torch hooks' stand-in for the
-autograd engine, stop()'s) are no part of the program. A stack loses
-those frames, its time going to the program's frame that called them;
-a stack with no frame of the program (threading's start of a thread
-aside) is left out and its time counted in the section's "own_ns". The
-plane-sweep kit (aquaprof.mvs) and the demo's workload are a program's
-code, kept."""
+threads (the watcher each child process runs, the DataLoader watch, the
+Monitor's, the Prometheus server's) and its code inside a program's
+calls (the torch hooks' stand-in for the autograd engine, stop()'s) are
+no part of the program. A stack loses those frames, its time going to
+the program's frame that called them; a stack with no frame of the
+program (threading's start of a thread aside), one of a thread named
+OWN_THREAD..., and one whose frames past the profiler's innermost are
+the standard library's alone (stop() joining the Monitor's thread, a
+server's shutdown) are left out and their time counted in the
+section's "own_ns". The plane-sweep kit (aquaprof.mvs) and the demo's
+workload are a program's code, kept."""
 from __future__ import annotations
 
 import os
+import sysconfig
 import threading
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: how the threads the profiler starts are named: whatever they run (the
+#: Monitor's numpy, a server's sockets) is the profiler's
+OWN_THREAD = "aquaprof-"
+#: the standard library's folder (the packages installed in it are not)
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 #: what under the package is a program's own code, not the profiler's
 _PROGRAM = (os.path.join(_PACKAGE, "mvs") + os.sep,
             os.path.join(_PACKAGE, "integrations", "demo.py"))
@@ -25,6 +34,21 @@ def _bootstrap_only(frames: List[int], files: List[str]) -> bool:
     """Whether the frames are only threading's start of a thread (a
     thread whose target was the profiler's own)."""
     return all(files[f] == threading.__file__ for f in frames)
+
+
+def _is_stdlib(file: str) -> bool:
+    return file.startswith(_STDLIB) and \
+        f"-packages{os.sep}" not in file[len(_STDLIB):]
+
+
+def _waits_in_stdlib(frames: List[int], own: List[bool],
+                     stdlib: List[bool]) -> bool:
+    """Whether the frames past the profiler's innermost are the standard
+    library's alone (and there are some): the profiler waiting on its own
+    thread or server, not the program's code it called back."""
+    last = max(i for i, f in enumerate(frames) if own[f])
+    inner = frames[last + 1:]
+    return bool(inner) and all(stdlib[f] for f in inner)
 
 
 def is_own(file: str) -> bool:
@@ -40,8 +64,11 @@ def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
     renumbered and its samples of dropped stacks left out."""
     files = [f[1] for f in samples["frames"]]
     own = [is_own(file) for file in files]
-    if not any(own):
+    ours = {(p, tid) for p, tid, name in samples.get("threads", ())
+            if name.startswith(OWN_THREAD)}
+    if not any(own) and not ours:
         return samples
+    stdlib = [_is_stdlib(file) for file in files]
     merged: Dict[Tuple[Any, ...], int] = {}
     stacks: List[list] = []
     renumber = np.full(len(samples["stacks"]) + 1, -1, dtype=np.int64)
@@ -49,8 +76,10 @@ def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
     for i, (process, tid, stage, frames, *figures) in enumerate(
             samples["stacks"]):
         kept = [f for f in frames if not own[f]]
-        if not kept or (len(kept) < len(frames) and
-                        _bootstrap_only(kept, files)):
+        if not kept or (process, tid) in ours or (
+                len(kept) < len(frames) and (
+                    _bootstrap_only(kept, files) or
+                    _waits_in_stdlib(frames, own, stdlib))):
             own_ns += figures[1]
             continue
         key = (process, tid, stage, tuple(kept))

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Deque, Dict, List,
                     Optional, Sequence, Tuple)
 
+from ..analysis.own_frames import OWN_THREAD
 from ..common.checks import whole
 from ..common.units import fmt_bytes, fmt_time
 from .snapshot import Snapshot
@@ -32,6 +34,11 @@ Rule = Callable[[Snapshot], Optional[str]]
 SAME_CALL_NS = 1000
 #: the calls alerted on that are remembered a stage and thread
 ALERTED_KEPT = 64
+#: the most of the run's time the monitor's checks may take: a check
+#: that took longer than this share of its interval puts the next off
+#: (counted in Monitor.late), so that a wide window checked often never
+#: takes the program's CPU and GIL from it
+MAX_SHARE = 0.1
 #: the alerts (the latest) and callback errors (the first) kept: a
 #: monitor that runs for weeks alerting every check must not grow
 #: without end; the others are counted (alerts_dropped, errors_dropped)
@@ -123,6 +130,10 @@ class Monitor:
         self.errors: List[Tuple[Alert, BaseException]] = []
         #: on_alert calls that raised past those
         self.errors_dropped = 0
+        #: seconds the monitor's thread spent in checks, and the checks
+        #: it put off past `interval` to stay under MAX_SHARE of the run
+        self.busy = 0.0
+        self.late = 0
         #: the latest snapshot taken, None before the first check
         self.last: Optional[Snapshot] = None
         #: device memory in use at the latest check (NVML), when watched
@@ -139,6 +150,9 @@ class Monitor:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._server: Any = None
+        #: the threads the monitor started, kept so that the report names
+        #: them as its own once they ended
+        self.threads: List[threading.Thread] = []
         self._prometheus = prometheus
         if self.gpu_memory is not None:
             from .nvml import memory_used
@@ -256,9 +270,11 @@ class Monitor:
 
     # ----------------------------------------------------------- running
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        wait = self.interval
+        while not self._stop.wait(wait):
             if not self.prof.running:
                 break
+            began = time.perf_counter()
             try:
                 self.check()
             except Exception as e:      # noqa: BLE001 - said, never fatal
@@ -272,14 +288,19 @@ class Monitor:
                                    f"monitor goes on", self._checked)
                     self._keep([failed])
                     self._notify(failed)
-                continue
-            self._edge("check", False)
+            else:
+                self._edge("check", False)
+            took = time.perf_counter() - began
+            self.busy += took
+            wait = max(self.interval, took * (1 - MAX_SHARE) / MAX_SHARE)
+            self.late += wait > self.interval
 
     def start(self) -> "Monitor":
         if self._thread is not None:
             raise RuntimeError("this Monitor has already started")
         self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name="aquaprof-monitor")
+                                        name=f"{OWN_THREAD}monitor")
+        self.threads.append(self._thread)
         self.prof.on_stop(self.stop)
         self._thread.start()
         return self
@@ -302,5 +323,7 @@ class Monitor:
         self.stop()
 
     def __repr__(self) -> str:
+        late = f", {self.late} checks put off" if self.late else ""
         return (f"<aquaprof.Monitor every {self.interval:g} s, "
-                f"{len(self.alerts) + self.alerts_dropped} alerts>")
+                f"{len(self.alerts) + self.alerts_dropped} alerts, "
+                f"{self.busy:.2f} s checking{late}>")

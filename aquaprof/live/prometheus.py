@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator
 
+from ..analysis.own_frames import OWN_THREAD
 from ..common.checks import whole
 
 if TYPE_CHECKING:
@@ -97,7 +98,13 @@ def register(monitor: "Monitor", target: Any) -> Any:
                              f"{target}")
         registry = client.CollectorRegistry()
         registry.register(Collector(monitor))
-        server, _ = client.start_http_server(target, registry=registry)
+        server, thread = client.start_http_server(target, registry=registry)
+        # the profiler's own thread: its samples are no part of the
+        # program's (analysis.own_frames). The sampler may have noted it
+        # under its first name as it started; it reads the name again at
+        # the end while the thread's object lives, which the monitor keeps
+        thread.name = f"{OWN_THREAD}prometheus"
+        monitor.threads.append(thread)
         return server
     if not hasattr(target, "register"):
         raise ValueError(f"prometheus must be a port (int) or a "

@@ -14,7 +14,8 @@ import numpy as np
 
 from .. import _core
 from ..common.units import align_columns, fmt_bytes, fmt_rate, fmt_time
-from ..analysis.anomaly import MIN_HISTORY, Anomaly, check_limits, judge
+from ..analysis.anomaly import MIN_HISTORY, Anomaly, check_limits, flag, \
+    window_stats
 from ..model.report import StageStats, stage_stats
 
 _NS = 1e-9
@@ -160,30 +161,36 @@ class Snapshot:
                 np.searchsorted(spans["end_ns"][closed], after, "right"))
             # closed calls in blocks of BLOCK, each block against the
             # HISTORY calls at most before its first call; open ones (by
-            # their age) against the last HISTORY: one window a block, so
-            # that a check costs a sort a block, however many calls closed
-            # since the last (a window a call cost the program more than
-            # its own work at a high call rate)
+            # their age) against the last HISTORY: a window a block, all
+            # of a stage's sorted at once, so that a check costs little
+            # however many calls closed since the last (a window a call
+            # cost the program more than its own work at a high call rate)
             at = np.arange(max(first, MIN_HISTORY), len(d))
             opened = self._open[sid] if len(d) >= MIN_HISTORY else \
                 np.empty(0, np.intp)
-            blocks = [(closed[at[lo:lo + BLOCK]], d[at[lo:lo + BLOCK]],
-                       int(at[lo]), False)
-                      for lo in range(0, len(at), BLOCK)]
-            if len(opened):
-                blocks.append((opened, (now - spans["start_ns"][opened])
-                               .astype(np.float64), len(d), True))
-            for rows, current, before, running in blocks:
-                window = d[max(before - HISTORY, 0):before][None, :]
-                median, score, flagged = judge(
-                    current, window, threshold, min_ratio, min_excess)
-                for k in np.flatnonzero(flagged):
-                    i = int(rows[k])
-                    found.append(Anomaly(
-                        path, i,
-                        (int(spans["start_ns"][i]) - self._data["start_ns"])
-                        * _NS, float(current[k]) * _NS,
-                        float(median[0]) * _NS, float(score[k]), running))
+            if not len(at) and not len(opened):
+                continue
+            rows = np.concatenate([closed[at], opened]).astype(np.intp)
+            current = np.concatenate(
+                [d[at], (now - spans["start_ns"][opened]).astype(np.float64)])
+            ends = np.append(at[::BLOCK], len(d)) if len(opened) else \
+                at[::BLOCK]
+            block = np.concatenate([np.arange(len(at)) // BLOCK,
+                                    np.full(len(opened), len(ends) - 1)])
+            width = min(int(ends.max()), HISTORY)
+            cols = ends[:, None] - width + np.arange(width)
+            stats = window_stats(np.where(cols >= 0, d[np.maximum(cols, 0)],
+                                          np.nan))
+            median = stats[0][block]
+            score, flagged = flag(current, tuple(x[block] for x in stats),
+                                  threshold, min_ratio, min_excess)
+            for k in np.flatnonzero(flagged):
+                i = int(rows[k])
+                found.append(Anomaly(
+                    path, i,
+                    (int(spans["start_ns"][i]) - self._data["start_ns"])
+                    * _NS, float(current[k]) * _NS, float(median[k]) * _NS,
+                    float(score[k]), bool(k >= len(at))))
         return found
 
     def to_dict(self) -> Dict[str, Any]:

@@ -110,3 +110,39 @@ def test_the_torch_hooks_stand_in_for_the_engine_is_not_the_hot_code():
     assert not any(is_own(f) for f in files), sorted(files)
     for stage in rep.stages:
         assert all(not is_own(h.file) for h in stage.hot(10)), stage.path
+
+
+def test_the_monitors_thread_and_stop_waiting_for_it_never_show(
+        monkeypatch):
+    """The Monitor's checks run numpy on its own thread, and stop() joins
+    that thread: neither has a frame of the profiler's where it spends
+    its time (numpy's, threading's), and both read as the program's work
+    in a flamegraph. The profiler's threads are named aquaprof-...; a
+    stack whose frames past the profiler's are the standard library's
+    alone is the profiler waiting."""
+    from aquaprof.live import monitor as monitor_module
+    checking = threading.Event()
+
+    def heavy_check(self):
+        np.sort(np.random.default_rng(0).random(200_000))   # numpy's time
+        checking.set()
+        time.sleep(0.12)            # stop() waits for this: join's time
+        return []
+
+    monkeypatch.setattr(monitor_module.Monitor, "check", heavy_check)
+    with ap.Profiler(sample=0.001, compensate=False, window=10) as prof:
+        mon = prof.monitor(interval=0.001)
+        with ap.stage("work"):
+            busy(0.1)
+        assert checking.wait(5)       # stop() comes in the check's sleep
+    rep = prof.report()
+    samples = rep.samples
+    names = {tid: name for _, tid, name in samples["threads"]}
+    monitor_tid = mon._thread.native_id
+    assert names[monitor_tid] == "aquaprof-monitor"
+    assert not [s for s in samples["stacks"] if s[1] == monitor_tid]
+    frames = samples["frames"]
+    joins = [s for s in samples["stacks"]
+             if any(frames[f][0].startswith("Thread.join") for f in s[3])]
+    assert not joins, joins
+    assert samples["own_ns"] > 50_000_000        # its sleep at least

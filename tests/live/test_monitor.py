@@ -445,7 +445,7 @@ def test_a_raising_callback_keeps_no_snapshot_and_the_lists_are_bounded(
             for _ in range(60):
                 mon.check()
     gc.collect()
-    alive = [o for o in gc.get_objects() if isinstance(o, Snapshot)]
+    alive = [o for o in gc.get_objects() if type(o) is Snapshot]
     assert len(alive) <= 1, len(alive)          # mon.last at most
     assert all(e.__traceback__ is None for _, e in mon.errors)
     assert len(mon.errors) == 10 and mon.errors_dropped == 20
@@ -453,3 +453,30 @@ def test_a_raising_callback_keeps_no_snapshot_and_the_lists_are_bounded(
         len(mon.alerts) + mon.alerts_dropped == 30
     assert mon.counts == {"rule": 30}
     assert "30 alerts" in repr(mon)
+
+
+def test_checks_that_take_long_are_put_off_to_keep_the_monitor_cheap(
+        monkeypatch):
+    """A check of a wide window can take longer than a short interval:
+    back to back, the monitor's thread would take the program's CPU and
+    GIL. A check that took t waits t (1 - MAX_SHARE) / MAX_SHARE before
+    the next: the checks' share of the run stays near MAX_SHARE."""
+    from aquaprof.live import monitor as monitor_module
+    calls = []
+
+    def slow_check(self):
+        calls.append(time.perf_counter())
+        time.sleep(0.03)
+        return []
+
+    monkeypatch.setattr(monitor_module.Monitor, "check", slow_check)
+    with ap.Profiler(window=10) as prof:
+        mon = prof.monitor(interval=0.001)
+        began = time.perf_counter()
+        time.sleep(1.0)
+        elapsed = time.perf_counter() - began
+    # back to back: about 30 checks in the second; kept to a tenth of it
+    assert 2 <= len(calls) <= 6, len(calls)
+    assert mon.late >= len(calls) - 1
+    assert mon.busy <= 0.2 * elapsed
+    assert "checks put off" in repr(mon)
