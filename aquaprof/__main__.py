@@ -1,6 +1,6 @@
 """``python -m aquaprof``: the command line (aquaprof/integrations/cli.py)."""
 import sys
 
-from .integrations.cli import main
+from .integrations.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

@@ -1,9 +1,14 @@
 import gc
+import os
 
 import pytest
 
 import aquaprof as ap
 from fake_gpu import build_fakes
+
+# pytest-xdist's workers set COLUMNS=80, and the commands the tests run
+# fit their printed report to COLUMNS: the tests that want a width set it
+os.environ.pop("COLUMNS", None)
 
 
 @pytest.fixture(autouse=True)

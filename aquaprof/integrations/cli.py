@@ -16,8 +16,9 @@
 A user's mistake (a missing or broken file, a bad threshold), and any file
 that is not a report or a history, however crafted, is one line on stderr
 and exit code 2, never a traceback; 1 is only compare's "slower" (and, for
-run, the script's own code); 130 is Ctrl-C; 141 a reader that left early
-(``| head``), but for run, whose code stays the script's.
+run, the script's own code); Ctrl-C ends it by SIGINT, as it ends
+Python (a shell shows 130, and stops a loop it runs); 141 a reader that
+left early (``| head``), but for run, whose code stays the script's.
 """
 from __future__ import annotations
 
@@ -146,7 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             left = _wait_for_threads()
     except _NotStarted:
         return 1                # as `python script.py` after a SyntaxError
-    code = ending.code if left is None else 130
+    code = ending.code if left is None else _interrupted()
     if os.getpid() != process:
         # the forked child's end is the script's: its own exit code, and
         # no report (the parent's is the profile, and the child's copy of
@@ -176,7 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                      else "the trace was")
         return _error(f"interrupted: the report is saved "
                       f"({_shown(saved, given, here)}); {unwritten} not "
-                      f"written", 130)
+                      f"written", _interrupted())
     # only now: the script's own prints keep Python's encoding errors
     _escape_unencodable(sys.stdout)
     failed = _failure(script, ending)
@@ -400,6 +401,17 @@ def _threads_running() -> List[threading.Thread]:
             if not t.daemon and t.is_alive() and t not in ours]
 
 
+#: the command was ended by Ctrl-C (its code then 130): the process ends
+#: by SIGINT, as Python's does, where python -m aquaprof runs it
+interrupted: List[bool] = []
+
+
+def _interrupted(code: int = 130) -> int:
+    """code, noting that Ctrl-C ended the command."""
+    interrupted.append(True)
+    return code
+
+
 def _exit_now(code: int) -> NoReturn:
     """Ends the process with the threads Ctrl-C left running, which
     Python's own exit would wait for again; the atexit functions run
@@ -413,6 +425,8 @@ def _exit_now(code: int) -> NoReturn:
             stream.flush()
         except (OSError, ValueError):   # a reader gone, a closed stream
             pass
+    if interrupted and hasattr(signal, "SIGINT"):
+        _die_by(signal.SIGINT)
     os._exit(code)
 
 
@@ -510,7 +524,7 @@ def _run_script(script: Path) -> _Ending:
         own = _script_traceback(e)
         _print_script_error(e, own)
         if isinstance(e, KeyboardInterrupt):
-            return _Ending(130, "KeyboardInterrupt")
+            return _Ending(_interrupted(), "KeyboardInterrupt")
         if own is None:
             raise _NotStarted from None
         return _Ending(1, printable(type(e).__name__))
@@ -1071,12 +1085,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except MemoryError:
         return _error("out of memory")
     except KeyboardInterrupt:
-        return _error("interrupted", 130)
+        return _error("interrupted", _interrupted())
     except Exception as e:      # noqa: BLE001 -- the contract: no traceback
         # a bug of ours, which some input reached: still one line, and
         # words that say it is not the user's mistake
         return _error(f"internal error ({type(e).__name__}: {e}); please "
                       f"report it with the file that caused it")
+
+
+def entry() -> int:
+    """main() as the process's end (``aquaprof``, ``python -m aquaprof``):
+    a command that Ctrl-C ended ends the process by SIGINT, as Python ends
+    itself after an unhandled KeyboardInterrupt (its atexit functions run
+    first), so that a shell stops the loop that ran it, where an exit
+    code of 130 would let it go on."""
+    code = main()
+    if code == 130 and interrupted:
+        sys.excepthook = lambda *exc: None      # what happened is said
+        raise KeyboardInterrupt
+    return code
 
 
 def _error(text: str, code: int = 2, prog: str = "aquaprof") -> int:
