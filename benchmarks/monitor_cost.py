@@ -59,7 +59,7 @@ print(json.dumps({"calls": calls, "stop_s": stopped, "outside_s": outside,
 def run(root: Path, seconds: float, interval: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(root))
     out = subprocess.run([sys.executable, "-c", CHILD, str(seconds),
-                          interval], env=env, capture_output=True,
+                          interval], env=env, cwd=root, capture_output=True,
                          text=True, timeout=600)
     if out.returncode:
         raise SystemExit(out.stderr)
