@@ -46,7 +46,7 @@ RUN_OPTIONAL: Fields = {
     "max_stages": int, "stages_overflowed": int, "stages_too_deep": int,
     "spans_shed": int,
     "label": str, "children": dict, "worker": int, "samples": dict,
-    "measured": list,
+    "measured": list, "ended_by": str,
 }
 STAGE_FIELDS: Fields = {
     "name": str, "parent": int, "depth": int, "count": int, "raised": int,

@@ -167,6 +167,8 @@ class Profiler:
         # start() has not returned; a stop() meanwhile (a signal handler's)
         self._starting = False
         self._stop_asked = False
+        # the exception that ended the `with` block, for the report to say
+        self._ended_by: Optional[str] = None
         self._torch = options.torch_hooks
         self._unwatch_torch: Optional[Callable[[], None]] = None
         self._torch_watch: Any = None   # its watch: counts() at report()
@@ -428,6 +430,8 @@ class Profiler:
             if self._children is not None:
                 # children=True says what it saw, none included
                 data["children"] = self._children[1]
+            if self._ended_by is not None:
+                data["ended_by"] = self._ended_by
             self._report = Report(data, _checked=True)
             if self._children and (self._children[1]["started"]
                                    or "error" in self._children[1]):
@@ -488,6 +492,10 @@ class Profiler:
             raise
 
     def __exit__(self, *exc: Any) -> None:
+        if exc[0] is not None and self._core.running:
+            # a run cut short (Ctrl-C, an error) reads as one: its report
+            # would pass for a whole run's
+            self._ended_by = getattr(exc[0], "__qualname__", "an exception")
         try:
             self.stop()
         finally:

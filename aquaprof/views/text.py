@@ -249,6 +249,10 @@ def _children_lines(children: Optional[Dict[str, Any]]) -> List[str]:
 def warning_lines(rep: "Report") -> List[str]:
     meta = rep.meta
     out = []
+    if meta.get("ended_by"):
+        out.append(f"! the run was cut short: {printable(meta['ended_by'])} "
+                   f"ended the profiled block; the profile covers it up "
+                   f"to there")
     if rep.spans_dropped:
         n = rep.spans_dropped
         out.append(f"! {plural(n, 'span')} beyond max_spans="

@@ -362,3 +362,26 @@ def test_real_signals_at_random_moments_leave_no_hidden_session(first_start):
     gc.collect()
     if os.path.isdir("/proc/self/task"):
         assert not left_behind(threads)
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, ValueError])
+def test_a_with_block_cut_short_says_so_in_its_report(raised, tmp_path):
+    """Ctrl-C or an error out of `with Profiler()`: the report the
+    program saves in its handler says the run was cut short, saved and
+    read back; a block that ends normally says nothing of the kind."""
+    with pytest.raises(raised):
+        with ap.Profiler() as prof:
+            with ap.stage("work"):
+                pass
+            raise raised()
+    rep = prof.report()
+    assert rep.meta["ended_by"] == raised.__name__
+    said = f"! the run was cut short: {raised.__name__} ended the profiled"
+    assert said in str(rep)
+    loaded = ap.Report.load(rep.save(tmp_path / "r.json"))
+    assert said in str(loaded)
+    with ap.Profiler() as whole:
+        with ap.stage("work"):
+            pass
+    assert "ended_by" not in whole.report().meta
+    assert "cut short" not in str(whole.report())
