@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Iterable, Union
 
 
 def _umask() -> int:
@@ -20,9 +20,11 @@ def _umask() -> int:
     return 0o022
 
 
-def write_atomic(path: Union[str, os.PathLike], data: bytes) -> Path:
-    """Writes data to path through a temporary file in the same folder and
-    a rename, so a crash mid-write leaves the previous file intact."""
+def write_atomic(path: Union[str, os.PathLike],
+                 data: Union[bytes, Iterable[bytes]]) -> Path:
+    """Writes data (bytes, or its parts in order) to path through a
+    temporary file in the same folder and a rename, so a crash mid-write
+    leaves the previous file intact."""
     path = Path(path)
     folder = path.parent
     if not folder.is_dir():
@@ -32,7 +34,8 @@ def write_atomic(path: Union[str, os.PathLike], data: bytes) -> Path:
                                dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for part in [data] if isinstance(data, bytes) else data:
+                f.write(part)
             f.flush()
             # mkstemp makes 0600: give the file the mode open() would
             os.fchmod(f.fileno(), 0o666 & ~_umask())

@@ -112,7 +112,8 @@ def wrap_line(line: str, width: Optional[int]) -> List[str]:
     wider than a line stays whole (a path)."""
     if width is None or display_width(line) <= width:
         return [line]
-    hang = _HANGING.match(line).end()
+    marker = _HANGING.match(line)       # matches every line, maybe empty
+    hang = marker.end() if marker else 0
     if hang > width // 2:
         hang = min(len(line) - len(line.lstrip(" ")), width // 2)
     out: List[str] = []

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Tuple, Union
 
 import numpy as np
 
@@ -43,6 +43,15 @@ _US = 1e-3      # trace timestamps are microseconds
 
 def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     """The trace as JSON text."""
+    return "".join(chrome_trace_parts(report, max_events))
+
+
+def chrome_trace_parts(report: "Report", max_events: int = MAX_EVENTS
+                       ) -> Iterator[str]:
+    """The trace as JSON text, in parts: the spans a block at a time, so
+    that a trace of a million spans is written without holding all its
+    text, and a Python object for every span, at once (700 MB for 1 M
+    spans before)."""
     if not whole(max_events, 0):
         raise ValueError(f"max_events must be an int >= 0, got "
                          f"{max_events!r}")
@@ -60,7 +69,6 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     span_tids = _lane_tids(spans, kept, tids)
     events += _lane_names(spans, kept, span_tids, tids, tpids,
                           [thread_label(t) for t in threads])
-    span_text = _span_events(report, kept, tpids, span_tids, origin)
     gpu_text, gpu_left_out = _gpu_events(report, origin, kept, tpids,
                                          span_tids, max_events)
     code_text, code_left_out = _code_events(report, kept, pids, span_tids,
@@ -98,12 +106,19 @@ def chrome_trace(report: "Report", max_events: int = MAX_EVENTS) -> str:
     if report.samples is not None:
         other["code_slices_left_out"] = code_left_out
         other["code_samples_untimed"] = untimed
-    return "".join([
-        '{"traceEvents":[',
-        ",".join([json.dumps(e, separators=(",", ":")) for e in events]
-                 + span_text + code_text + gpu_text),
-        '],"displayTimeUnit":"ms","otherData":',
-        json.dumps(other, separators=(",", ":")), "}"])
+    yield '{"traceEvents":['
+    yield ",".join([json.dumps(e, separators=(",", ":")) for e in events])
+    del events
+    for block in _span_events(report, kept, tpids, span_tids, origin):
+        yield ","
+        yield block
+    for text in (code_text, gpu_text):
+        if text:
+            yield ","
+            yield ",".join(text)
+    yield '],"displayTimeUnit":"ms","otherData":'
+    yield json.dumps(other, separators=(",", ":"))
+    yield "}"
 
 
 def _said(pids: List[int], text: str) -> Dict[str, Any]:
@@ -136,23 +151,27 @@ _LANE_TID = 1 << 40     # + thread tid * 4096 + lane: clear of real tids
 
 
 def _lane_tids(spans: np.ndarray, kept: np.ndarray,
-               tids: List[int]) -> Dict[int, int]:
-    """The track (tid) of each kept span: its thread's, or for a span on
-    another lane of its thread (lanes.py) a tid of that lane's."""
+               tids: List[int]) -> np.ndarray:
+    """The track (tid) of each kept span, by span (-1 for the others): its
+    thread's, or for a span on another lane of its thread (lanes.py) a
+    tid of that lane's. An array: a dict of a million spans is 100 MB."""
     thread_tids = np.asarray(tids, np.int64)[spans["thread"][kept]]
     lanes = task_lanes(spans, kept)
-    track = np.where(lanes > 0, _LANE_TID + thread_tids * 4096 + lanes,
-                     thread_tids)
-    return dict(zip(kept.tolist(), track.tolist()))
+    track = np.full(len(spans), -1, np.int64)
+    track[kept] = np.where(lanes > 0,
+                           _LANE_TID + thread_tids * 4096 + lanes,
+                           thread_tids)
+    return track
 
 
 def _lane_names(spans: np.ndarray, kept: np.ndarray,
-                span_tids: Dict[int, int], tids: List[int],
+                span_tids: np.ndarray, tids: List[int],
                 tpids: List[int], titles: List[str]) -> List[Dict[str, Any]]:
     """Metadata naming each extra lane after its thread."""
     events = []
-    for k, tid in sorted({(int(spans["thread"][k]), span_tids[int(k)])
-                          for k in kept if span_tids[int(k)] >= _LANE_TID}):
+    lanes = kept[span_tids[kept] >= _LANE_TID]
+    for k, tid in sorted(set(zip(spans["thread"][lanes].tolist(),
+                                 span_tids[lanes].tolist()))):
         lane = (tid - _LANE_TID) % 4096
         events.append({"ph": "M", "name": "thread_name", "pid": tpids[k],
                        "tid": tid,
@@ -163,38 +182,45 @@ def _lane_names(spans: np.ndarray, kept: np.ndarray,
     return events
 
 
+#: spans written a block at a time
+_BLOCK = 16384
+
+
 def _span_events(report: "Report", kept: np.ndarray, tpids: List[int],
-                 span_tids: Dict[int, int], origin: int) -> List[str]:
+                 span_tids: np.ndarray, origin: int) -> Iterator[str]:
     """The kept spans as complete events, written as JSON text directly
-    (a dict per span costs 10x)."""
+    (a dict per span costs 10x), a block of _BLOCK of them a text."""
     names = report.stage_names
     leaf = [json.dumps(n.rsplit("/", 1)[-1]) for n in names]
     paths = [json.dumps(n) for n in names]
     spans = report.spans()
-    columns = [kept.tolist()] + [spans[k][kept].tolist() for k in (
-        "stage", "thread", "start_ns", "end_ns", "cpu_ns", "items", "flags")]
-    span_text: List[str] = []
-    rows = list(zip(*columns))
     raised, unclosed = _core.SPAN_RAISED, _core.SPAN_UNCLOSED
     suspended = _core.SPAN_SUSPENDED
-    for k, stage, thread, begin, end, cpu, items, flags in progress(
-            rows, "trace", every=100_000):
-        extra = (f',"items":{items}' if items else "") + \
-            (',"raised":true' if flags & raised else "") + \
-            (',"unclosed":true' if flags & unclosed else "") + \
-            (',"suspended":true' if flags & suspended else "")
-        span_text.append(
-            f'{{"ph":"X","cat":"stage","name":{leaf[stage]},'
-            f'"pid":{tpids[thread]},"tid":{span_tids[k]},'
-            f'"ts":{(begin - origin) / 1000:.3f},'
-            f'"dur":{(end - begin) / 1000:.3f},'
-            f'"args":{{"path":{paths[stage]},"cpu_ms":{cpu / 1e6:.6f}'
-            f'{extra}}}}}')
-    return span_text
+    blocks = range(0, len(kept), _BLOCK)
+    for lo in progress(blocks, "trace", every=max(1, 100_000 // _BLOCK)):
+        part = kept[lo:lo + _BLOCK]
+        rows = zip(span_tids[part].tolist(), *[
+            spans[k][part].tolist() for k in (
+                "stage", "thread", "start_ns", "end_ns", "cpu_ns", "items",
+                "flags")])
+        text = []
+        for tid, stage, thread, begin, end, cpu, items, flags in rows:
+            extra = (f',"items":{items}' if items else "") + \
+                (',"raised":true' if flags & raised else "") + \
+                (',"unclosed":true' if flags & unclosed else "") + \
+                (',"suspended":true' if flags & suspended else "")
+            text.append(
+                f'{{"ph":"X","cat":"stage","name":{leaf[stage]},'
+                f'"pid":{tpids[thread]},"tid":{tid},'
+                f'"ts":{(begin - origin) / 1000:.3f},'
+                f'"dur":{(end - begin) / 1000:.3f},'
+                f'"args":{{"path":{paths[stage]},"cpu_ms":{cpu / 1e6:.6f}'
+                f'{extra}}}}}')
+        yield ",".join(text)
 
 
 def _code_events(report: "Report", kept: np.ndarray, pids: List[int],
-                 span_tids: Dict[int, int], origin: int, max_events: int
+                 span_tids: np.ndarray, origin: int, max_events: int
                  ) -> Tuple[List[str], int]:
     """The timeline's code slices as complete events (JSON texts) on
     their span's track, or outside any stage their thread's, named where
@@ -216,7 +242,7 @@ def _code_events(report: "Report", kept: np.ndarray, pids: List[int],
     # the stage is the slice around: repeating its path in every code
     # slice would make a long run's trace many times its report
     for c in shown_cuts:
-        tid = span_tids[c.span] if c.span >= 0 else c.tid
+        tid = int(span_tids[c.span]) if c.span >= 0 else c.tid
         out.append(
             f'{{"ph":"X","cat":"code","name":{names[c.frame]},'
             f'"pid":{pids[c.process]},"tid":{tid},'
@@ -246,7 +272,7 @@ _GPU_CATEGORY = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset",
 
 
 def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
-                tpids: List[int], span_tids: Dict[int, int], max_events: int
+                tpids: List[int], span_tids: np.ndarray, max_events: int
                 ) -> Tuple[List[str], int]:
     """The GPU section's events as JSON texts (the longest max_events),
     and how many were left out."""
@@ -300,7 +326,7 @@ def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
             host = spans[span]
             out.append({"ph": "s", "cat": "launch", "name": "launch",
                         "id": i, "pid": tpids[int(host["thread"])],
-                        "tid": span_tids[span],
+                        "tid": int(span_tids[span]),
                         "ts": (int(host["start_ns"]) - origin) * _US})
             out.append({"ph": "f", "bp": "e", "cat": "launch",
                         "name": "launch", "id": i, "pid": pid, "tid": tid,
@@ -321,5 +347,5 @@ def _gpu_events(report: "Report", origin: int, kept: np.ndarray,
 
 def write_chrome_trace(report: "Report", path: Union[str, os.PathLike],
                        max_events: int = MAX_EVENTS) -> Path:
-    return write_atomic(path, chrome_trace(report, max_events)
-                        .encode("utf-8"))
+    return write_atomic(path, (part.encode("utf-8") for part in
+                               chrome_trace_parts(report, max_events)))
