@@ -26,7 +26,10 @@ package, ``-p aquaprof.pytest_plugin``).
   on its profiled run's wall time.
 - Under pytest-xdist each worker profiles its tests and hands the reports
   to the controller (xdist's workeroutput), which shows, compares and
-  gates exactly as a serial run does.
+  gates exactly as a serial run does. A worker that goes down (a test
+  that kills its process) hands nothing over: the tests it profiled are
+  read back from the --aquaprof folder, or named and, with
+  --aquaprof-fail, fail the gate as tests it could not compare.
 - pytest-benchmark's calibration and warm-up calls are kept in the report
   but left out of the figures (its ``measured`` windows: the timed rounds).
 """
@@ -38,7 +41,8 @@ import re
 import time
 from pathlib import Path
 from typing import (
-    Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple)
+    Any, Callable, Dict, Generator, Iterator, List, NamedTuple, Optional,
+    Tuple)
 
 import numpy as np
 import pytest
@@ -54,7 +58,8 @@ from ..common.words import plural
 __all__ = ["AquaprofWarning", "aquaprof", "base_folders", "base_runs",
            "pytest_addoption",
            "pytest_configure", "pytest_configure_node",
-           "pytest_runtest_call",
+           "pytest_runtest_call", "pytest_runtest_logreport",
+           "pytest_runtest_makereport",
            "pytest_runtest_protocol", "pytest_sessionfinish",
            "pytest_terminal_summary", "pytest_testnodedown", "report_name"]
 
@@ -74,6 +79,16 @@ _RUNS = pytest.StashKey[Dict[str, int]]()
 _BASES = pytest.StashKey[Dict[str, Tuple[bool, List[Report]]]]()
 #: BASE_DIR and its sub-folders, listed once
 _FOLDERS = pytest.StashKey[List[Path]]()
+#: the controller under pytest-xdist: the tests each worker ran through
+#: their call, in order, so that a worker that goes down before handing
+#: its reports over loses them by name, not silently
+_WORKER_TESTS = pytest.StashKey[Dict[str, List[str]]]()
+#: profiled tests whose runs went down with their worker and could not
+#: be read back from the --aquaprof folder
+_LOST = pytest.StashKey[List[str]]()
+#: when the session began (time.time()): a report file older than that
+#: is an earlier session's
+_STARTED = pytest.StashKey[float]()
 
 
 def _fraction(text: str) -> float:
@@ -118,6 +133,9 @@ def pytest_configure(config: Any) -> None:
     config.stash[_UNJUDGED] = []
     config.stash[_RUNS] = {}
     config.stash[_BASES] = {}
+    config.stash[_WORKER_TESTS] = {}
+    config.stash[_LOST] = []
+    config.stash[_STARTED] = time.time()
     config.addinivalue_line("markers", "aquaprof: profiled by aquaprof")
     if config.getoption("aquaprof_fail") is not None:
         _fraction(config.getoption("aquaprof_fail"))
@@ -522,12 +540,23 @@ def _gate_holes(config: Any) -> List[_Hole]:
     if config.getoption("aquaprof_fail") is None:
         return []
     base_dir = config.getoption("aquaprof_compare")
-    if not config.stash[_REPORTS]:
+    if not config.stash[_REPORTS] and not config.stash[_LOST]:
         return [_Hole("no test was profiled",
                       f"--aquaprof-fail: no test was profiled, nothing was "
                       f"compared with {base_dir} (profile them: "
                       f"--aquaprof=DIR or the aquaprof fixture)")]
     holes = []
+    lost = config.stash[_LOST]
+    if lost:
+        # a test that ran but whose runs went down with their worker was
+        # never compared: the gate would pass it unseen
+        tests = plural(len(lost), "test")
+        holes.append(_Hole(
+            f"{_owners(len(lost))} runs lost with a worker that went down",
+            f"--aquaprof-fail: {tests} ran on a worker that went down "
+            f"before handing its reports over, and were not compared with "
+            f"{base_dir} (--aquaprof=DIR keeps them to be read back): "
+            f"{_some(lost)}"))
     unreadable = config.stash[_UNREADABLE]
     if unreadable:
         # a base that exists but cannot be read is no missing base: the
@@ -594,19 +623,92 @@ def pytest_configure_node(node: Any) -> None:
         node.config.getoption("dist", None) == "each"
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any
+                              ) -> Generator[None, Any, None]:
+    """A worker's teardown report says whether the test was profiled (its
+    report made), for the controller: pytest-xdist hands the attribute
+    over with the report."""
+    outcome = yield
+    if call.when == "teardown" and _is_worker(item.config) and \
+            hasattr(item, "aquaprof_report"):
+        outcome.get_result().aquaprof_profiled = True
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    """pytest-xdist's controller: which worker profiled which test (a
+    crashed test's report, made by the controller, says none)."""
+    node: Any = getattr(report, "node", None)
+    gateway = getattr(node, "gateway", None)
+    if gateway is None or report.when != "teardown" or \
+            not getattr(report, "aquaprof_profiled", False):
+        return
+    node.config.stash[_WORKER_TESTS].setdefault(gateway.id, []).append(
+        report.nodeid)
+
+
+def _owners(n: int) -> str:
+    """ "1 test's", "2 tests'"."""
+    return f"{plural(n, 'test')}'{'s' if n == 1 else ''}"
+
+
+def _read_back(config: Any, worker: str, nodeid: str) -> List[Report]:
+    """The runs of a test that a worker saved in the --aquaprof folder in
+    this session (its report and rounds), for a worker that went down
+    before handing them over; none without the folder."""
+    folder = config.getoption("aquaprof")
+    if not folder:
+        return []
+    stem = report_name(nodeid)[:-len(".json")]
+    if config.getoption("dist", None) == "each":
+        stem += f".{worker}"
+    paths = [Path(folder) / f"{stem}.json"]
+    paths += sorted(Path(folder).glob(f"{stem}.r*.json"),
+                    key=lambda p: (len(p.name), p.name))
+    runs = []
+    for path in paths:
+        try:
+            if path.stat().st_mtime < config.stash[_STARTED] - 1:
+                continue          # an earlier session's, not this run
+            runs.append(Report.load(path))
+        except (OSError, ReportError):
+            continue
+    return runs
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """pytest-xdist's controller: a worker's reports and problems, handed
-    over in its workeroutput, join the controller's as if run here."""
+    over in its workeroutput, join the controller's as if run here. A
+    worker that went down without handing them over (a test that killed
+    its process) loses them: the tests it ran are read back from the
+    --aquaprof folder where they were saved, and the others named, and
+    counted by the gate as tests it could not compare."""
     out = getattr(node, "workeroutput", {}).get("aquaprof")
     config = node.config
+    worker = node.gateway.id
+    ran = list(dict.fromkeys(config.stash[_WORKER_TESTS].pop(worker, [])))
     if not out:
         if error:
-            # its report files stay in the folder; only the comparison
-            # of its tests is lost, and said
+            found: List[str] = []
+            lost: List[str] = []
+            for nodeid in ran:
+                runs = _read_back(config, worker, nodeid)
+                (found if runs else lost).append(nodeid)
+                config.stash[_REPORTS].extend((nodeid, r) for r in runs)
+            config.stash[_LOST].extend(lost)
+            said = []
+            if found:
+                said.append(f"{_owners(len(found))} runs read back "
+                            f"from {config.getoption('aquaprof')}: "
+                            f"{_some(found)}")
+            if lost:
+                said.append(f"{_owners(len(lost))} runs lost: "
+                            f"{_some(lost)}")
             config.stash[_PROBLEMS].append(
-                f"worker {node.gateway.id} went down ({error}): the "
-                f"reports of its tests were not handed over")
+                f"worker {worker} went down ({error}): the reports of its "
+                f"tests were not handed over"
+                + (f"; {'; '.join(said)}" if said else ""))
         return
     config.stash[_PROBLEMS].extend(out["problems"])
     for nodeid, text in out["reports"]:
@@ -615,7 +717,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
                 (nodeid, Report.from_dict(json.loads(text))))
         except (ReportError, ValueError) as e:
             config.stash[_PROBLEMS].append(
-                f"{nodeid}: the report from {node.gateway.id} is lost: {e}")
+                f"{nodeid}: the report from {worker} is lost: {e}")
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
