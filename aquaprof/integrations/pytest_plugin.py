@@ -392,6 +392,9 @@ ALPHA = 0.01
 WHOLE_TEST = "the whole test"
 #: most stages named in one line
 NAMED = 5
+#: the share of its wall time a stage spends on the CPU for thread CPU
+#: time to stand for it (diagnose's "waiting" is under half)
+CPU_BOUND = 0.5
 
 
 def _whole_test(base: List[Report], new: List[Report], threshold: float
@@ -445,6 +448,26 @@ class _TestComparison:
     def suspects(self) -> List[StageChange]:
         return [c for c in self.changes
                 if c.judgement is not None and c.judgement.suspect]
+
+    def cpu_would_tell(self, changes: List[StageChange]) -> bool:
+        """Whether judging thread CPU time could settle these changes: a
+        wall-time comparison of stages on the CPU for at least
+        CPU_BOUND of their wall time in every run. A waiting stage (a
+        sleep, I/O, a lock) is blind to it: its wait made longer reads
+        "no regression" on CPU time; and the whole test's run time has no
+        CPU time at all."""
+        if self._measure != "wall":
+            return False
+        for change in changes:
+            if change.path == WHOLE_TEST and self.whole is not None:
+                return False
+            for run in (*self._reports[0], *self._reports[1]):
+                if change.path not in run.stage_names:
+                    continue
+                stats = run[change.path]
+                if stats.cpu < CPU_BOUND * stats.wall.total:
+                    return False
+        return True
 
     def one_side_only(self) -> str:
         """The stages only one side ran, with what a run paid for each:
@@ -779,9 +802,12 @@ def _write_test(write: Callable[..., None], nodeid: str,
     if judged.noisy:
         # a change the runs cannot tell from noise is said, never passed
         # off as "no regression"
+        ways = ["more base runs", "--aquaprof-rounds"]
+        if judged.cpu_would_tell(judged.noisy):
+            ways.append("--aquaprof-measure=cpu")
         write(f"{nodeid}: no regression shown, but within the noise: "
-              f"{_names(judged.noisy)} (more base runs, --aquaprof-rounds or "
-              f"--aquaprof-measure=cpu would tell)", yellow=True)
+              f"{_names(judged.noisy)} ({', '.join(ways[:-1])} or "
+              f"{ways[-1]} would tell)", yellow=True)
         if comparison.machine:
             write(f"    note: {comparison.machine}")
         for c in judged.noisy:
