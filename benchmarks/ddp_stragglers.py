@@ -41,10 +41,11 @@ def rank_main(rank: int, world: int, port: int, mode: str,
     import aquaprof as ap
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
-    store = dist.TCPStore("127.0.0.1", port, None, rank == 0,
-                          timedelta(seconds=60))
-    dist.init_process_group("gloo", store=store, rank=rank,
-                            world_size=world, timeout=timedelta(seconds=60))
+    # (a TCPStore made here aborted a rank at exit now and then, the
+    # profiler on or off: torch's own teardown)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world,
+                            timeout=timedelta(seconds=60))
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
     ddp = nn.parallel.DistributedDataParallel(model)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import (Dict, List, Optional, Sequence, Tuple,
+from typing import (Any, Dict, List, Optional, Sequence, Tuple,
                     Union)
 
 import numpy as np
@@ -286,6 +286,14 @@ def _runs(reports: Runs, side: str) -> List["Report"]:
     return many
 
 
+def _resolution_ns(meta: Dict[str, Any], key: str,
+                   field: Optional[str]) -> float:
+    value = meta.get(key)
+    if field is not None:
+        value = value.get(field) if isinstance(value, dict) else None
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
 def stage_changes(base: Sequence["Report"], new: Sequence["Report"],
                   threshold: float = 0.05, alpha: float = 0.01,
                   own: bool = False, measure: str = "wall"
@@ -297,9 +305,14 @@ def stage_changes(base: Sequence["Report"], new: Sequence["Report"],
     before = [run_figures(r, own, measure) for r in base]
     after = [run_figures(r, own, measure) for r in new]
     # thread CPU time is read at most every cpu_resolution_ns (a call's is
-    # known to within that at each edge); wall time to the nanosecond
-    resolution = 0.0 if measure != "cpu" else max(
-        r.meta.get("cpu_resolution_ns", 0) for r in (*base, *new)) * 1e-9
+    # known to within that at each edge); wall time to within what timing
+    # a call costs (the calibrated stage pair): an empty stage's few
+    # hundred ns a run doubling is the clock's jitter, which failed a gate
+    # on unchanged code
+    key, field = (("cpu_resolution_ns", None) if measure == "cpu" else
+                  ("overhead", "span_ns"))
+    resolution = max(_resolution_ns(r.meta, key, field)
+                     for r in (*base, *new)) * 1e-9
     none = RunFigures(0.0, 0, 0.0, 0.0, np.zeros(0))
 
     def side(runs: List[Dict[str, RunFigures]], path: str

@@ -59,9 +59,10 @@ With fewer than MIN_CALLS calls in a single run a side, no resampling is
 possible: the totals against the threshold decide, hedged ("slower?").
 A figure that moved by no more than its clock can resolve (`resolution`
 a call edge: thread CPU time is read at most every cpu_resolution, so a
-call's CPU time is known to within twice that) has not moved at all: a
-sleeping stage's few microseconds of CPU growing by a third is no
-regression.
+call's CPU time is known to within twice that; a call's wall time to
+within what timing it costs, the calibrated stage pair) has not moved at
+all: a sleeping stage's few microseconds of CPU growing by a third, or an
+empty stage's few hundred ns of wall time doubling, is no regression.
 """
 from __future__ import annotations
 

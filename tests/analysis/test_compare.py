@@ -512,3 +512,24 @@ def test_one_run_given_twice_or_a_whole_number_threshold_is_refused():
         run.compare(timed(1.0, 2), threshold=5)
     with pytest.raises(ValueError, match=r"threshold=1 would be 100 %"):
         run.compare(timed(1.0, 2), threshold=np.int64(1))
+
+
+def test_an_empty_stage_within_what_timing_costs_has_not_moved():
+    """An empty stage called twice a run, 190 ns -> 390 ns: the jitter of
+    the clock pair that times it (calibrated at 60 ns a pair), not a
+    regression; it failed a pytest gate on unchanged code. A report
+    without the calibration judges it as before."""
+    def run(ns, **meta):
+        return ap.Report.from_dict(crafted.report(
+            [crafted.stage("common", count=2, ns=ns)], **meta))
+
+    def word(base, new):
+        (change,) = new.compare(base, threshold=0.5).changes
+        return change.verdict
+
+    calibrated = {"overhead": {"span_ns": 60.0, "inside_ns": 20.0}}
+    assert word(run(95, **calibrated), run(195, **calibrated)) == "same"
+    assert word(run(95), run(195)) in ("slower", "slower?")
+    # past it, the move is judged as ever
+    assert word(run(950, **calibrated), run(1950, **calibrated)) in \
+        ("slower", "slower?")
