@@ -783,6 +783,22 @@ def _names(changes: List[StageChange]) -> str:
                      for c in changes)
 
 
+def _in_measure(comparison: Any) -> str:
+    """' in cpu time' where the gate judged other than wall time: "no
+    regression" then says of what."""
+    measure = getattr(comparison, "measure", "wall")
+    return "" if measure == "wall" else f" in {measure} time"
+
+
+def _write_notes(write: Callable[..., None], comparison: Any) -> None:
+    """What the comparison notes beside its verdicts (a busier machine,
+    which a quieter one may hide; spans dropped; GPU kernels whose time
+    moved), which a passing test must say as well as a failing one."""
+    for note in (comparison.machine, comparison.dropped, comparison.gpu):
+        if note:
+            write(f"    note: {note}")
+
+
 def _write_test(write: Callable[..., None], nodeid: str,
                 judged: _TestComparison, hole: bool) -> None:
     """A test's verdict in aquaprof's section: what was compared and what
@@ -805,19 +821,19 @@ def _write_test(write: Callable[..., None], nodeid: str,
         ways = ["more base runs", "--aquaprof-rounds"]
         if judged.cpu_would_tell(judged.noisy):
             ways.append("--aquaprof-measure=cpu")
-        write(f"{nodeid}: no regression shown, but within the noise: "
+        write(f"{nodeid}: no regression shown{_in_measure(comparison)}, "
+              f"but within the noise: "
               f"{_names(judged.noisy)} ({', '.join(ways[:-1])} or "
               f"{ways[-1]} would tell)", yellow=True)
-        if comparison.machine:
-            write(f"    note: {comparison.machine}")
+        _write_notes(write, comparison)
         for c in judged.noisy:
             write(f"    {printable(c.path)}: {c.summary()}")
     else:
         write(f"{nodeid}: no regression"
               + (" in its run time (it opened no stage)"
-                 if judged.whole is not None else ""), green=True)
-        if comparison.machine:  # a quieter one may hide one
-            write(f"    note: {comparison.machine}")
+                 if judged.whole is not None else _in_measure(comparison)),
+              green=True)
+        _write_notes(write, comparison)
         if judged.whole is not None:
             write(f"    {WHOLE_TEST}: {judged.whole.summary()}")
     unmatched = judged.one_side_only()

@@ -301,3 +301,27 @@ def test_a_first_run_says_it_has_no_base_and_passes(pytester):
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*no base report for 2 profiled tests, "
                                  "not compared*"])
+
+
+def test_a_passing_test_still_says_what_its_comparison_notes():
+    """A test that did not regress still says the comparison's notes
+    (spans dropped, GPU kernels whose time moved, a busier machine), and
+    of which time "no regression" is: before, only a failing test did."""
+    from types import SimpleNamespace
+    from aquaprof.integrations.pytest_plugin import _write_test
+    lines = []
+
+    def write(text, **_):
+        lines.append(text)
+
+    comparison = SimpleNamespace(
+        machine="", measure="cpu", dropped="3 spans dropped (max_spans)",
+        gpu="kernels of 'step' took 2.0x their base time")
+    judged = SimpleNamespace(
+        comparison=comparison, regressions=[], noisy=[], whole=None,
+        nothing_compared=lambda: "", one_side_only=lambda: "")
+    _write_test(write, "t.py::test_x", judged, hole=False)
+    assert lines == ["t.py::test_x: no regression in cpu time",
+                     "    note: 3 spans dropped (max_spans)",
+                     "    note: kernels of 'step' took 2.0x their base "
+                     "time"]
