@@ -5,8 +5,8 @@ calls (the torch hooks' stand-in for the autograd engine, stop()'s) are
 no part of the program. A stack loses those frames, its time going to
 the program's frame that called them; a stack with no frame of the
 program (threading's start of a thread aside), one of a thread named
-OWN_THREAD..., and one whose frames past the profiler's innermost are
-the standard library's alone (stop() joining the Monitor's thread, a
+OWN_THREAD..., and one whose frames past the live monitoring's are the
+standard library's alone (stop() joining the Monitor's thread, its
 server's shutdown) are left out and their time counted in the
 section's "own_ns". The plane-sweep kit (aquaprof.mvs) and the demo's
 workload are a program's code, kept."""
@@ -23,6 +23,8 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: how the threads the profiler starts are named: whatever they run (the
 #: Monitor's numpy, a server's sockets) is the profiler's
 OWN_THREAD = "aquaprof-"
+#: the profiler's live monitoring, whose waits on its threads are its own
+_LIVE = os.path.join(_PACKAGE, "live") + os.sep
 #: the standard library's folder (the packages installed in it are not)
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 #: what under the package is a program's own code, not the profiler's
@@ -42,13 +44,17 @@ def _is_stdlib(file: str) -> bool:
 
 
 def _waits_in_stdlib(frames: List[int], own: List[bool],
-                     stdlib: List[bool]) -> bool:
-    """Whether the frames past the profiler's innermost are the standard
-    library's alone (and there are some): the profiler waiting on its own
-    thread or server, not the program's code it called back."""
+                     stdlib: List[bool], files: List[str]) -> bool:
+    """Whether the profiler's innermost frame is its live monitoring's
+    (a Monitor, its server) and the frames past it the standard
+    library's alone: the profiler waiting on its own thread or server
+    (stop() joining the Monitor's thread). Elsewhere the standard
+    library that the profiler's code calls may do the program's work (a
+    process the program starts through a wrapper of the profiler's)."""
     last = max(i for i, f in enumerate(frames) if own[f])
     inner = frames[last + 1:]
-    return bool(inner) and all(stdlib[f] for f in inner)
+    return bool(inner) and files[frames[last]].startswith(_LIVE) and \
+        all(stdlib[f] for f in inner)
 
 
 def is_own(file: str) -> bool:
@@ -79,7 +85,7 @@ def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
         if not kept or (process, tid) in ours or (
                 len(kept) < len(frames) and (
                     _bootstrap_only(kept, files) or
-                    _waits_in_stdlib(frames, own, stdlib))):
+                    _waits_in_stdlib(frames, own, stdlib, files))):
             own_ns += figures[1]
             continue
         key = (process, tid, stage, tuple(kept))
