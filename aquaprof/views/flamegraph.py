@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, \
 
 from ..analysis.compare import Comparison
 from ..common.atomic import write_atomic
-from ..common.words import plural
+from ..common.words import plural, shorten_path
 from ..common.units import fmt_time, printable
 from ..analysis.sampled_code import (
     IDLE_GROUP, Chain, CodeNames, StageClock, code_names, code_times,
@@ -424,11 +424,29 @@ def _details(frame: _Frame, tree: _Tree, report: "Report",
         share = frame.total / report.wall * 100 if report.wall else 0.0
         self_time = frame.self_time if not frame.code else \
             frame.total - sum(c.total for c in frame.children)
-        text = (f"{frame.path if frame.path is not None else frame.name}: "
+        text = (f"{_hover_path(frame)}: "
                 f"{fmt_time(frame.total)} ({share:.1f} % of the run), "
                 f"self {fmt_time(max(self_time, 0.0))}"
                 + (f"; {frame.about}" if frame.about else ""))
     return text + _diff_details(frame) if diff else text
+
+
+#: the most characters of a stage's path in its hover text: a path grows
+#: with its depth, and a recursive stage thousands deep made the drawing
+#: its depth squared (data-path holds it whole)
+HOVER_PATH_CHARS = 160
+
+
+def _hover_path(frame: _Frame) -> str:
+    """A stage's path for its hover text, past HOVER_PATH_CHARS cut in
+    the middle (its last stage kept) with its depth; a code frame's
+    name."""
+    if frame.path is None:
+        return frame.name
+    if len(frame.path) <= HOVER_PATH_CHARS:
+        return frame.path
+    return f"{shorten_path(frame.path, HOVER_PATH_CHARS)} (depth " \
+           f"{frame.path.count('/')})"
 
 
 def _diff_details(frame: _Frame) -> str:

@@ -1,7 +1,9 @@
 """A stage recursion thousands deep (a decorated recursive walk) makes
 stage paths as long as their depth: the page's and the notebook's stage
 table and the page's timeline must still grow with the rows and bars they
-draw, not with depth squared (600 deep, 10 calls: was 21 MB of page)."""
+draw, not with depth squared (600 deep, 10 calls: was 21 MB of page);
+the flamegraph holds each path once, in data-path, its hover text a
+bounded one."""
 import re
 import sys
 
@@ -66,3 +68,19 @@ def test_the_timeline_tooltips_are_bounded(deep):
     assert len(deepest) == CALLS
     assert all(re.search(r"/visit \(depth \d+\): [\d.]+ [num]?s$", t)
                for t in deepest)
+
+
+def test_the_flamegraphs_hover_texts_are_bounded(deep):
+    """A stage's hover text (its <title> and data-details) began with its
+    whole path: two more copies of every path, the drawing three times
+    its depth squared."""
+    from aquaprof.views.flamegraph import flamegraph_svg
+    svg = flamegraph_svg(deep)
+    titles = re.findall(r"<title>([^<]*)</title>", svg)
+    details = re.findall(r'data-details="([^"]*)"', svg)
+    assert len(details) >= DEPTH
+    assert max(map(len, titles + details)) < 400
+    deepest = [t for t in titles if f"(depth {DEPTH - 1})" in t]
+    assert deepest and deepest[0].split(" (depth")[0].endswith("/visit")
+    paths = re.findall(r'data-path="([^"]*)"', svg)
+    assert len(svg) < 1.5 * sum(map(len, paths))
