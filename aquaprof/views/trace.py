@@ -28,6 +28,7 @@ from ..common.checks import whole
 from .. import _core
 from ..common.atomic import write_atomic
 from ..common.progress import progress
+from ..common.words import shorten_path
 from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 from ..analysis.gpu_stats import events_dropped
 from ..analysis.sampled_code import CodeSlice, labels, longest, slices
@@ -184,6 +185,18 @@ def _lane_names(spans: np.ndarray, kept: np.ndarray,
 
 #: spans written a block at a time
 _BLOCK = 16384
+#: the most characters of a span's path in its args: a path grows with
+#: its depth, and each of a recursive stage's spans repeating it made the
+#: trace its depth squared
+PATH_CHARS = 160
+
+
+def _arg_path(path: str) -> str:
+    """A span's path for its args: whole, or past PATH_CHARS cut in the
+    middle (its last stage kept) with its depth."""
+    if len(path) <= PATH_CHARS:
+        return path
+    return f"{shorten_path(path, PATH_CHARS)} (depth {path.count('/')})"
 
 
 def _span_events(report: "Report", kept: np.ndarray, tpids: List[int],
@@ -192,7 +205,7 @@ def _span_events(report: "Report", kept: np.ndarray, tpids: List[int],
     (a dict per span costs 10x), a block of _BLOCK of them a text."""
     names = report.stage_names
     leaf = [json.dumps(n.rsplit("/", 1)[-1]) for n in names]
-    paths = [json.dumps(n) for n in names]
+    paths = [json.dumps(_arg_path(n)) for n in names]
     spans = report.spans()
     raised, unclosed = _core.SPAN_RAISED, _core.SPAN_UNCLOSED
     suspended = _core.SPAN_SUSPENDED

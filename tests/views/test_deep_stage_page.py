@@ -84,3 +84,18 @@ def test_the_flamegraphs_hover_texts_are_bounded(deep):
     assert deepest and deepest[0].split(" (depth")[0].endswith("/visit")
     paths = re.findall(r'data-path="([^"]*)"', svg)
     assert len(svg) < 1.5 * sum(map(len, paths))
+
+
+def test_the_traces_span_paths_are_bounded(deep):
+    """Each span's args held its whole path: the trace was its spans
+    times its depth."""
+    import json
+    from aquaprof.views.trace import chrome_trace
+    spans = [e for e in json.loads(chrome_trace(deep))["traceEvents"]
+             if e.get("cat") == "stage"]
+    assert len(spans) == DEPTH * CALLS
+    paths = [e["args"]["path"] for e in spans]
+    assert max(map(len, paths)) < 200
+    assert f"/visit (depth {DEPTH - 1})" in max(paths, key=len) or any(
+        p.endswith(f"/visit (depth {DEPTH - 1})") for p in paths)
+    assert "visit" in paths            # the short ones whole
