@@ -34,8 +34,8 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import (Any, Iterator, List, NamedTuple, NoReturn, Optional,
-                    Sequence)
+from typing import (Any, Dict, Iterator, List, NamedTuple, NoReturn, Optional,
+                    Sequence, Tuple)
 
 from .._version import __version__
 from ..common.units import fmt_time, printable
@@ -849,19 +849,47 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def _refuse_a_run_twice(reports: Sequence[Report],
                         paths: Sequence[str]) -> None:
     """UserError where two files hold one run (a file given twice, a copy,
-    a glob that names it again): merged, its stages would count twice."""
+    a glob that names it again, a merged report that holds it already):
+    merged, its stages would count twice."""
     seen: dict = {}
     for report, path in zip(reports, paths):
-        meta = report.meta
-        host = meta.get("host", {})
-        run = (meta.get("pid"), host.get("hostname"), meta.get("start_ns"),
-               meta.get("stop_ns"), host.get("started_at"))
-        if run in seen:
-            raise UserError(
-                f"{printable(seen[run])} and {printable(path)} hold the same "
-                f"run (pid {meta.get('pid')}): merged, its stages would "
-                f"count twice; give each run once")
-        seen[run] = path
+        held = dict(_runs_held(report))
+        for run, pid in held.items():
+            if run in seen:
+                raise UserError(
+                    f"{printable(seen[run])} and {printable(path)} hold the "
+                    f"same run (pid {pid}): merged, its stages would count "
+                    f"twice; give each run once")
+        seen.update(dict.fromkeys(held, path))
+
+
+def _runs_held(report: Report) -> List[Tuple[Any, Any]]:
+    """(what tells a run from another, its pid) of each run a report
+    holds: its own, or each process's of a merged one (a process's host
+    as merge gives it, the report's where it has none). A run is its pid,
+    host and start time; without the start time (a file that lacks its
+    host) its clock range stands in, for a report of one run alone."""
+    meta = report.meta
+    top: Dict[str, Any] = meta["host"] \
+        if isinstance(meta.get("host"), dict) else {}
+    merged = meta.get("processes")
+    if not merged:
+        rows: List[Any] = [{"pid": meta.get("pid"), "host": top}]
+    else:
+        rows = merged
+    runs: List[Tuple[Any, Any]] = []
+    for row in rows:
+        host: Dict[str, Any] = row["host"] \
+            if isinstance(row.get("host"), dict) else top
+        started = host.get("started_at")
+        if started is not None:
+            runs.append(((row.get("pid"), host.get("hostname"), started),
+                         row.get("pid")))
+        elif not merged:
+            runs.append(((row.get("pid"), host.get("hostname"),
+                          meta.get("start_ns"), meta.get("stop_ns")),
+                         row.get("pid")))
+    return runs
 
 
 def _process_label(report: Report, path: str) -> str:

@@ -117,6 +117,23 @@ def test_merge_refuses_one_run_given_twice(report, other, tmp_path):
     assert out.returncode == 0, out.stderr
 
 
+def test_merge_refuses_a_run_a_merged_report_holds_already(
+        report, other, tmp_path):
+    """A merged report given beside one of the runs it holds: that run's
+    stages would count twice, as with one file named twice. The merged
+    report's own pid, clock range and host are its first run's only, so
+    the runs are told by each process's."""
+    third = report_of(tmp_path / "c", "three.aquaprof.json")
+    merged = tmp_path / "m1.json"
+    assert cli("merge", third, report, "-o", merged).returncode == 0
+    for again in (report, third):
+        refused(cli("merge", merged, again, "-o", tmp_path / "m2.json"),
+                f"{merged} and {again} hold the same run")
+        assert not (tmp_path / "m2.json").exists()
+    out = cli("merge", merged, other, "-o", tmp_path / "m2.json")
+    assert out.returncode == 0, out.stderr
+
+
 def test_merge_takes_labels_one_per_report(report, other, tmp_path):
     out = cli("merge", report, other, "-o", tmp_path / "m.json",
               "--labels", "rank 0, rank 1")
