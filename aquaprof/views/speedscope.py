@@ -156,6 +156,8 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
     track_of_span, thread_track = places
     cuts = slices(report)
     track_of_thread: Dict[Tuple[int, int], int] = {}
+    # once: a track a thread, and thousands of threads (a thread a request)
+    names = sampled_names(report)
     for t in report.threads:
         if not t.get("folded"):
             track_of_thread.setdefault((t.get("process", 0),
@@ -164,7 +166,7 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
     written = 0
     for c in longest(cuts, min(max_events, MAX_SLICES)):
         track = _track_of(report, c, track_of_span, track_of_thread,
-                          tracks, titles)
+                          tracks, titles, names)
         if track < 0:
             continue
         begins, ends, frames, levels = tracks[track]
@@ -178,14 +180,15 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
 
 def _track_of(report: "Report", c: CodeSlice, track_of_span: np.ndarray,
               track_of_thread: Dict[Tuple[int, int], int],
-              tracks: List[Track], titles: List[str]) -> int:
+              tracks: List[Track], titles: List[str],
+              names: Dict[Tuple[int, int], str]) -> int:
     if c.span >= 0:
         return int(track_of_span[c.span])
     key = (c.process, c.tid)
     if key not in track_of_thread:
         track_of_thread[key] = len(tracks)
         tracks.append(([], [], [], []))
-        titles.append(f"{sampled_label(sampled_names(report), key)}"
+        titles.append(f"{sampled_label(names, key)}"
                       f"{_of_process(report, c.process)}, sampled code")
     return track_of_thread[key]
 
