@@ -770,8 +770,12 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     if waited is not None and host in ("waiting", "mixed"):
         kind = "straggler-bound"
         evidence = f"{waited}; host {host}: {evidence}"
-    loader = None if waited else _loader_class(stage, report)
-    gpu = None if loader else _gpu_class(stage)
+    # the wait for another process is the cause, whatever the stage's
+    # own data or device did meanwhile (an all-reduce blocks on the
+    # device: sync-bound would send the reader after .item() calls)
+    straggling = kind == "straggler-bound"
+    loader = None if straggling else _loader_class(stage, report)
+    gpu = None if loader or straggling else _gpu_class(stage)
     if loader:
         kind = "data-loading-bound"
         loader_evidence, fix, verify = loader

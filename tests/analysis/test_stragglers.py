@@ -257,3 +257,22 @@ def test_no_wait_for_a_rank_is_said_where_none_shows(ranks):
     merged = ddp(*ranks)
     kinds = {f.path: f.kind for f in merged.diagnose(top=3)}
     assert "straggler-bound" not in kinds.values(), kinds
+
+
+def test_a_wait_for_a_straggler_stays_one_where_the_stage_blocks_on_the_gpu(
+        monkeypatch):
+    """On GPUs, DDP's all-reduce in backward blocks on the device while it
+    waits for the slow rank: a GPU class (sync-bound, gpu-bound) took the
+    stage over, its evidence saying "host waiting:" twice and its fix
+    sending the reader after .item() calls, not after the slow rank."""
+    from aquaprof.analysis import diagnose
+    real = diagnose._gpu_class
+    monkeypatch.setattr(diagnose, "_gpu_class", lambda stage: (
+        ("sync-bound", "host blocked on the device 600.0 ms of 710.0 ms "
+                       "wall (85 %)") if stage.path == "step/backward"
+        else real(stage)))
+    merged = ddp((2, 34), (32, 4), (2, 33))
+    backward = {f.path: f for f in merged.diagnose(top=3)}["step/backward"]
+    assert backward.kind == "straggler-bound", backward.evidence
+    assert backward.evidence.count("host waiting:") == 1, backward.evidence
+    assert "even out its data" in backward.fix
