@@ -51,8 +51,9 @@ def thread_label(thread: Mapping[str, Any]) -> str:
 
 
 def sampled_names(report: "Report") -> Dict["ThreadKey", str]:
-    """The Python names of the sampled threads, by (process, tid), as the
-    sampler found them when it first saw each: the only name a thread
+    """The Python names of the sampled threads, by (process, tid), as they
+    were when the sampler stopped (as when it first saw each, for one that
+    had ended and was freed by then): the only name a thread
     that recorded no stage has (a pool's workers)."""
     samples = report.samples or {}
     return {(int(p), int(tid)): printable(name)
