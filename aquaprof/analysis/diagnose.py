@@ -741,9 +741,13 @@ def _rank_wait(stage: "StageStats", report: "Report") -> Optional[str]:
     cause = wait.cause
     rank = printable(cause.slowest.label)
     others = len(report.by_process(stage.path)) - 1
-    return (f"the other {plural(others, 'process', 'processes')} wait here "
-            f"for {rank}: it is slowest in {printable(cause.path)} by "
-            f"{fmt_time(cause.lost)} ({cause.ratio:.1f}x its fastest); it "
+    who = ("the other process waits" if others == 1 else
+           f"the other {plural(others, 'process', 'processes')} wait")
+    # a fastest process that spent no time there: no ratio to give
+    ratio = (f"{cause.ratio:.1f}x its fastest" if np.isfinite(cause.ratio)
+             else "its fastest spent no time there")
+    return (f"{who} here for {rank}: it is slowest in "
+            f"{printable(cause.path)} by {fmt_time(cause.lost)} ({ratio}); it "
             f"spent {fmt_time(wait.stage.fastest.total)} here against "
             f"{fmt_time(wait.stage.slowest.total)} on "
             f"{printable(wait.stage.slowest.label)}")

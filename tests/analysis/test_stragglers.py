@@ -276,3 +276,20 @@ def test_a_wait_for_a_straggler_stays_one_where_the_stage_blocks_on_the_gpu(
     assert backward.kind == "straggler-bound", backward.evidence
     assert backward.evidence.count("host waiting:") == 1, backward.evidence
     assert "even out its data" in backward.fix
+
+
+def test_a_straggler_wait_reads_right_with_one_other_or_none_fast():
+    """Two ranks: "the other process waits" (it read "the other 1 process
+    wait"); a fastest rank that spent no time in the cause: no ratio
+    ("infx its fastest" before)."""
+    two = {f.path: f for f in ddp((2, 34, 0.95), (32, 4, 0.95)).diagnose(
+        top=3)}["step/backward"]
+    assert two.kind == "straggler-bound", two.evidence
+    assert two.evidence.startswith(
+        "the other process waits here for rank 1: it is slowest in "
+        "step/forward by 300.0 ms (16.0x its fastest)"), two.evidence
+    none = {f.path: f for f in ddp((0, 34, 0.95), (32, 4, 0.95),
+                                   (0, 33, 0.95)).diagnose(top=3)}
+    evidence = none["step/backward"].evidence
+    assert "inf" not in evidence and "its fastest spent no time there" in \
+        evidence, evidence
