@@ -492,9 +492,11 @@ class Profiler:
             raise
 
     def __exit__(self, *exc: Any) -> None:
-        if exc[0] is not None and self._core.running:
+        if exc[0] is not None and self._core.running and not (
+                isinstance(exc[1], SystemExit) and exc[1].code in (None, 0)):
             # a run cut short (Ctrl-C, an error) reads as one: its report
-            # would pass for a whole run's
+            # would pass for a whole run's (sys.exit() or sys.exit(0), a
+            # program's normal end, is none)
             self._ended_by = getattr(exc[0], "__qualname__", "an exception")
         try:
             self.stop()

@@ -385,3 +385,19 @@ def test_a_with_block_cut_short_says_so_in_its_report(raised, tmp_path):
             pass
     assert "ended_by" not in whole.report().meta
     assert "cut short" not in str(whole.report())
+
+
+@pytest.mark.parametrize("code, cut", [(None, False), (0, False),
+                                       (3, True), ("bye", True)])
+def test_a_with_block_ended_by_sys_exit_is_cut_short_only_on_failure(
+        code, cut):
+    """sys.exit() inside `with Profiler()` (a script's main ending) is a
+    normal end: its report must not say the run was cut short."""
+    with pytest.raises(SystemExit):
+        with ap.Profiler() as prof:
+            with ap.stage("work"):
+                pass
+            sys.exit(code)
+    rep = prof.report()
+    assert (rep.meta.get("ended_by") == "SystemExit") is cut
+    assert ("cut short" in str(rep)) is cut
