@@ -499,7 +499,7 @@ def format_report(rep: "Report", width: Optional[int] = None,
                      f"({plural(len(dropped), 'column')} left out to fit)")
     summed = summed_note(rep)
     if summed:
-        lines.append(summed)
+        lines += fit([summed])
     if top:
         lines.append("")
         lines.append(_paint(f"Top {plural(len(top), 'bottleneck')} by self "
@@ -517,7 +517,7 @@ def format_report(rep: "Report", width: Optional[int] = None,
     stragglers = straggler_lines(rep)
     if stragglers:
         lines.append("")
-        lines += stragglers
+        lines += fit(stragglers)
     warnings = warning_lines(rep)
     if warnings:
         lines.append("")

@@ -489,3 +489,40 @@ def test_terminal_columns_of_marks_joiners_and_cut_accents():
     cut = shorten("abcde\u0301fgh" * 5, 9)
     assert display_width(cut) <= 9 and "...\u0301" not in cut
     assert shorten("データ読み込み", 7) == "デ...み"
+
+
+def test_the_stragglers_and_the_summed_note_wrap_to_the_terminal_too(
+        no_color_env):
+    """A merged report's stragglers list (a wait for a straggling rank
+    adds a clause) and the note under its table ran to 150 columns on an
+    80-column terminal, which wrapped them at its edge."""
+    ms = 1_000_000
+
+    def rank(pid, forward_ms, backward_ms):
+        step = crafted.stage("step", count=10,
+                             ns=(forward_ms + backward_ms) * ms)
+        forward = crafted.stage("forward", 0, 1, count=10,
+                                ns=forward_ms * ms)
+        backward = crafted.stage("backward", 0, 1, count=10,
+                                 ns=backward_ms * ms)
+        step["self_ns"] = 0
+        forward["cpu_ns"] //= 10
+        backward["cpu_ns"] = 20 * ms
+        step["cpu_ns"] = forward["cpu_ns"] + backward["cpu_ns"]
+        return ap.Report.from_dict(crafted.report([step, forward, backward],
+                                                  pid=pid))
+
+    merged = ap.merge([rank(100, 2, 34), rank(101, 32, 4),
+                       rank(102, 2, 33)])
+    assert "the others wait here for rank 1" in str(merged)
+    text = format_report(merged, width=80)
+    assert max(map(display_width, text.splitlines())) <= 80, text
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines)
+                 if line.startswith("  1. step/backward") and
+                 "slowest" in line)
+    assert lines[first + 1].startswith("     ") and \
+        lines[first + 1][5] != " ", text
+    said = " ".join(text.split())
+    assert "(the others wait here for rank 1, slowest in step/forward)" \
+        in said
