@@ -101,7 +101,7 @@ def first_of(items: Sequence[str], shown: int) -> str:
 #: what a line opens with that its wrapped lines are indented under:
 #: its indent, then a list's marker ("1. ", "! ", "- ") or a label
 #: ("evidence: ")
-_HANGING = re.compile(r" *(?:(?:\d+\.|[!*-]|[a-z]+:) +)?")
+_HANGING = re.compile(r"[ \t]*(?:(?:\d+\.|[!*-]|[a-z]+:) +)?")
 
 
 def wrap_line(line: str, width: Optional[int]) -> List[str]:
@@ -115,7 +115,7 @@ def wrap_line(line: str, width: Optional[int]) -> List[str]:
     marker = _HANGING.match(line)       # matches every line, maybe empty
     hang = marker.end() if marker else 0
     if hang > width // 2:
-        hang = min(len(line) - len(line.lstrip(" ")), width // 2)
+        hang = min(len(line) - len(line.lstrip(" \t")), width // 2)
     out: List[str] = []
     current, filled = line[:hang], False
     for word in _words(line[hang:]):
@@ -129,7 +129,7 @@ def wrap_line(line: str, width: Optional[int]) -> List[str]:
     return out
 
 
-_NUMBER = re.compile(r"[(+-]?[\d.,]+")
+_NUMBER = re.compile(r"[(+-]?\d[\d.,]*")
 
 
 def _words(text: str) -> List[str]:
@@ -137,8 +137,7 @@ def _words(text: str) -> List[str]:
     "90.0 ms", "100 %", "3 calls")."""
     words: List[str] = []
     for word in text.split():
-        if words and _NUMBER.fullmatch(words[-1].rsplit(" ", 1)[-1]) and \
-                " " not in words[-1]:
+        if words and " " not in words[-1] and _NUMBER.fullmatch(words[-1]):
             words[-1] += " " + word
         else:
             words.append(word)

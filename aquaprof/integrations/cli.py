@@ -132,34 +132,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     process = os.getpid()
     report_path = out / f"{script.stem}.aquaprof.json"
     given = args.out or args.script
-    try:
-        with Profiler(sample=None if args.no_sample else args.sample) \
-                as prof, _sigterm_saves(prof, report_path, given, here):
-            try:
-                with stage(run_stage):
-                    ending = _run_script(script)
-                    if ending.code:
-                        # the report keeps it: the stage counts as raised
-                        raise _ScriptFailed
-            except _ScriptFailed:
-                pass
-            # outside the stage: its time and call tree are the script's
-            left = _wait_for_threads()
-    except _NotStarted:
-        return 1                # as `python script.py` after a SyntaxError
-    code = ending.code if left is None else _interrupted()
-    if os.getpid() != process:
-        # the forked child's end is the script's: its own exit code, and
-        # no report (the parent's is the profile, and the child's copy of
-        # the session has none), no files, nothing printed
-        return code
-    # saved before anything is printed: a reader that leaves early
-    # (`| head`) still gets the files; a Ctrl-C meanwhile waits for the
-    # report, which is what the run was for
-    with _ctrl_c_noted(over_the_scripts=True) as pressed, \
-            _sigterm_noted() as terminated:
-        report = prof.report()
-        saved = report.save(report_path)
+    # a SIGTERM from the script's end to the report saved (the stop
+    # waits for child processes' reports) waits for the save
+    with _sigterm_noted() as terminated:
+        try:
+            with Profiler(sample=None if args.no_sample else args.sample) \
+                    as prof, _sigterm_saves(prof, report_path, given, here):
+                try:
+                    with stage(run_stage):
+                        ending = _run_script(script)
+                        if ending.code:
+                            # the report keeps it: the stage counts as
+                            # raised
+                            raise _ScriptFailed
+                except _ScriptFailed:
+                    pass
+                # outside the stage: its time and call tree are the
+                # script's
+                left = _wait_for_threads()
+        except _NotStarted:
+            return 1            # as `python script.py` after a SyntaxError
+        code = ending.code if left is None else _interrupted()
+        if os.getpid() != process:
+            # the forked child's end is the script's: its own exit code,
+            # and no report (the parent's is the profile, and the child's
+            # copy of the session has none), no files, nothing printed
+            return code
+        # saved before anything is printed: a reader that leaves early
+        # (`| head`) still gets the files; a Ctrl-C meanwhile waits for
+        # the report, which is what the run was for
+        with _ctrl_c_noted(over_the_scripts=True) as pressed:
+            report = prof.report()
+            saved = report.save(report_path)
     if terminated:
         _say_terminated(saved, given, here)
         _die_by(signal.SIGTERM)
@@ -303,8 +307,10 @@ def _sigterm_saves(prof: Any, path: Path, given: str,
             _die_by(signum)
 
     installed = False
+    previous = signal.getsignal(signal.SIGTERM)
     if (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+            and (previous is signal.SIG_DFL or
+                 getattr(previous, "notes_sigterm", False))):
         try:
             signal.signal(signal.SIGTERM, on_sigterm)
             installed = True
@@ -320,8 +326,8 @@ def _sigterm_saves(prof: Any, path: Path, given: str,
             _core._sigterm_deadline(deadline, [])
         except (OSError, MemoryError, ValueError, TypeError):
             # no watch: a handler a long C call could keep from running
-            # would hold the end off; SIGTERM's default, then
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            # would hold the end off; the handler before, then
+            signal.signal(signal.SIGTERM, previous)
             installed = False
     try:
         yield
@@ -329,7 +335,7 @@ def _sigterm_saves(prof: Any, path: Path, given: str,
         if installed:
             _run_sigterm = None
             if signal.getsignal(signal.SIGTERM) is on_sigterm:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, previous)
             _core._sigterm_release()     # ends the watch
 
 
@@ -346,18 +352,24 @@ def _sigterm_default_in_child() -> None:
 
 @contextlib.contextmanager
 def _sigterm_noted() -> Iterator[List[bool]]:
-    """While the report is saved, a SIGTERM nobody handles waits for the
-    save (noted in the list it yields), instead of leaving no report and
-    a half-written temporary file."""
+    """While the run stops and its report is saved, a SIGTERM nobody
+    handles waits for the save (noted in the list it yields), instead of
+    leaving no report and a half-written temporary file. _sigterm_saves,
+    inside, takes this handler for none and puts it back."""
     noted: List[bool] = []
+
+    def note(*_: Any) -> None:
+        noted.append(True)
+
+    note.notes_sigterm = True        # type: ignore[attr-defined]
     swap = (threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
     if swap:
-        signal.signal(signal.SIGTERM, lambda *_: noted.append(True))
+        signal.signal(signal.SIGTERM, note)
     try:
         yield noted
     finally:
-        if swap:
+        if swap and signal.getsignal(signal.SIGTERM) is note:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
@@ -1087,6 +1099,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    interrupted.clear()         # a command run before in this process
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["run"]:
         # run escapes its own lines only, after the script ran

@@ -248,7 +248,7 @@ class Monitor:
         for alert in new:
             self.counts[alert.kind] = self.counts.get(alert.kind, 0) + 1
         self.alerts.extend(new)
-        if len(self.alerts) > 2 * KEPT:     # trimmed now and then: cheap
+        if len(self.alerts) > KEPT:
             cut = len(self.alerts) - KEPT
             del self.alerts[:cut]
             self.alerts_dropped += cut

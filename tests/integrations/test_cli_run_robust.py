@@ -332,3 +332,37 @@ def test_a_scripts_own_sigterm_handler_is_kept(tmp_path):
     assert code == 11, (out, err)
     assert "terminated by SIGTERM" not in err
     assert "failed (sys.exit(11), exit status 11)" in out
+
+
+# `aquaprof run` with a SIGTERM planted as the Profiler stops (after the
+# script, before the report is saved: the stop waits for child processes)
+TERM_AT_STOP = r"""
+import os, signal, sys
+from aquaprof.record.profiler import Profiler
+from aquaprof.integrations.cli import main
+original = Profiler.stop
+def planted(self):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return original(self)
+Profiler.stop = planted
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_sigterm_as_the_run_stops_waits_for_the_report(tmp_path):
+    """Between the script's end and the report saved, the Profiler stops
+    (waiting for child processes' reports): a SIGTERM there killed the
+    run with no report. It now waits for the save, says so and ends by
+    the signal."""
+    (tmp_path / "job.py").write_text(
+        "import aquaprof as ap\nwith ap.stage('step'):\n    pass\n")
+    (tmp_path / "driver.py").write_text(TERM_AT_STOP)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "driver.py", "run", "job.py"], capture_output=True,
+        text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert "terminated by SIGTERM: the report of the run up to there is " \
+        "saved (job.aquaprof.json)" in done.stderr
+    rep = ap.Report.load(tmp_path / "job.aquaprof.json")
+    assert rep["run job.py/step"].count == 1

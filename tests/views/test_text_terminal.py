@@ -197,9 +197,12 @@ def test_wrap_line_cuts_at_spaces_under_the_marker():
         "  12. alpha", "      beta", "      gamma"]
     assert wrap_line("    evidence: a b c d e f g h i j", 30) == [
         "    evidence: a b c d e f g h", "              i j"]
-    # a number stays with its unit
+    # a number stays with its unit; an ellipsis is no number
     assert wrap_line("took 90.0 ms of 100 %", 11) == [
         "took", "90.0 ms of", "100 %"]
+    assert wrap_line("see ... and more", 9) == ["see ...", "and more"]
+    # a leading tab is kept
+    assert wrap_line("\tone two three", 8)[0].startswith("\tone")
     # a word wider than the line stays whole, on a line of its own
     assert wrap_line("see /a/very/long/path/file.py now", 12) == [
         "see", "/a/very/long/path/file.py", "now"]
