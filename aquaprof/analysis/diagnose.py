@@ -655,8 +655,9 @@ def _on_loops(stage: "StageStats", report: "Report", waits: "Waits"
 
 def _busy_machine(report: "Report") -> Optional[str]:
     """'the machine's other processes kept 1.8 of the 2 CPUs this process
-    may run on busy ...' where they left this run less than BUSY_MACHINE_FREE of a CPU on
-    average; None otherwise or where unknown."""
+    may run on busy ...' where they left this run less than
+    BUSY_MACHINE_FREE of a CPU on average; None otherwise or where
+    unknown."""
     host = report.meta.get("host")
     if not isinstance(host, dict):
         return None
