@@ -98,8 +98,16 @@ def test_the_slow_rank_is_the_straggler_and_the_others_wait_for_it(job_out):
     text = str(merged)
     assert "Stragglers" in text
     line = next(ln for ln in text.splitlines()
-                if "step/compute" in ln and "slowest" in ln)
+                if ln.split()[1:2] == ["step/compute"] and "slowest" in ln)
     assert f"slowest rank {job.SLOW} (" in line
+    # the fast ranks' wait at the barrier is said to be for it
+    sync = next(ln for ln in text.splitlines()
+                if ln.split()[1:2] == ["step/sync"] and "slowest" in ln)
+    assert (f"(the others wait here for rank {job.SLOW} (" in sync and
+            sync.endswith("slowest in step/compute)")), sync
+    found = {f.path: f for f in merged.diagnose(top=3)}
+    assert found["step/sync"].kind == "straggler-bound", \
+        found["step/sync"].evidence
 
 
 def test_a_group_gathers_on_its_dst_with_global_ranks(job_out):
