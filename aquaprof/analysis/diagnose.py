@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..common.checks import whole
-from ..common.words import plural, shorten_path
+from ..common.words import first_clause, plural, shorten_path
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from .concurrency import self_open_by_thread
 from .gpu_stats import events_dropped
@@ -871,11 +871,11 @@ class Diagnosis:
         lines = ["Diagnosis (details: report.diagnose()):"]
         for i, f in enumerate(self.findings, 1):
             extra = f" + {', '.join(f.also)}" if f.also else ""
-            code = f"; hottest code: {f.code.split(', ')[0]}" \
+            code = f"; hottest code: {first_clause(f.code)}" \
                 if f.code else ""
             most = 120 if width is None else max(width - 8, 12)
             lines.append(f"  {i}. {shorten_path(printable(f.path), most)}: "
-                         f"{f.kind}{extra}; {f.evidence.split(', ')[0]}"
+                         f"{f.kind}{extra}; {first_clause(f.evidence)}"
                          f"{code}")
         if self.gpu and not self.gpu.startswith("GPU classes"):
             lines.append(f"  ({self.gpu})")

@@ -98,6 +98,20 @@ def first_of(items: Sequence[str], shown: int) -> str:
     return ", ".join(items[:shown]) + more
 
 
+def first_clause(text: str) -> str:
+    """text up to its first ", " outside brackets: a stage path or code
+    name keeps the shapes in its parentheses, "aten::mm (8×3, 3×4)"."""
+    depth = 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth = max(depth - 1, 0)
+        elif c == "," and depth == 0 and text.startswith(", ", i):
+            return text[:i]
+    return text
+
+
 #: what a line opens with that its wrapped lines are indented under:
 #: its indent, then a list's marker ("1. ", "! ", "- ") or a label
 #: ("evidence: ")

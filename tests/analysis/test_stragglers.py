@@ -192,14 +192,15 @@ def test_the_html_report_lists_the_stragglers(merged, ranks):
 
 # ------------------------------------------- waits for a straggling rank
 
-def ddp_rank(pid, forward_ms, backward_ms, forward_cpu=0.1):
+def ddp_rank(pid, forward_ms, backward_ms, forward_cpu=0.1,
+             forward_name="forward"):
     """A DDP rank's report: 10 steps of forward, backward (whose
     all-reduce meets the other ranks) and opt, backward mostly off the
     CPU; the slow rank's opt (its forward over 10 ms) a little faster,
     off the CPU too."""
     opt_ms = 0.3 if forward_ms > 10 else 1
     step = stage("step", count=10, ns=(forward_ms + backward_ms) * MS)
-    forward = stage("forward", parent=0, depth=1, count=10,
+    forward = stage(forward_name, parent=0, depth=1, count=10,
                     ns=forward_ms * MS)
     backward = stage("backward", parent=0, depth=1, count=10,
                      ns=backward_ms * MS)
@@ -213,8 +214,9 @@ def ddp_rank(pid, forward_ms, backward_ms, forward_cpu=0.1):
                                            pid=pid))
 
 
-def ddp(*ranks):
-    return ap.merge([ddp_rank(100 + i, *r) for i, r in enumerate(ranks)],
+def ddp(*ranks, **named):
+    return ap.merge([ddp_rank(100 + i, *r, **named)
+                     for i, r in enumerate(ranks)],
                     [f"rank {i}" for i in range(len(ranks))])
 
 
@@ -241,6 +243,16 @@ def test_ranks_waiting_for_a_straggler_are_told_to_look_at_it(cpu):
     # the stragglers list says its slowest only waited there
     assert "(the others wait here for rank 1, slowest in step/forward)" \
         in str(merged)
+
+
+def test_the_summary_keeps_a_cause_path_with_shapes_whole():
+    """An op stage's name holds its input shapes, commas and all; the
+    summary's one clause of evidence ends after it, not inside it."""
+    op = "aten::linear (8\u00d73, 3\u00d74)"
+    merged = ddp((2, 34), (32, 4), (2, 33), forward_name=op)
+    summary = merged.diagnose().summary()
+    assert f"it is slowest in step/{op} by 300.0 ms (16.0x its " \
+        "fastest)" in summary, summary
 
 
 @pytest.mark.parametrize("ranks", [
