@@ -284,7 +284,10 @@ stack_from(ap_sampler *self, PyFrameObject *f, uint32_t *ids)
 }
 
 /* The run delay of a thread since it was last read, within the off-CPU
- * time sampled since; 0 when unknown or not read this round. */
+ * time sampled and not yet explained by a delay; 0 when unknown or not
+ * read this round. Linux adds a wait to the count only once it ends, so
+ * a thread read while it waits tells it a round later: the off-CPU time
+ * it stood in is carried over for it, not forgotten. */
 static int64_t
 delay_since(ap_sampler *self, ap_thread_seen *seen, int64_t off_cpu,
             int ran)
@@ -301,11 +304,12 @@ delay_since(ap_sampler *self, ap_thread_seen *seen, int64_t off_cpu,
     int64_t delay = now >= 0 && seen->delay_ns >= 0 ? now - seen->delay_ns
                                                     : 0;
     int64_t room = seen->unread_ns;
+    delay = delay < 0 ? 0 : delay < room ? delay : room;
     seen->delay_ns = now;
     seen->delay_round = self->rounds;
-    seen->unread_ns = 0;
+    seen->unread_ns = room - delay;
     self->delay_known |= now >= 0;
-    return delay < 0 ? 0 : delay < room ? delay : room;
+    return delay;
 }
 
 /* Whether the thread sleeps on the GIL now. The thread taking the round
@@ -334,8 +338,9 @@ on_gil(ap_sampler *self, ap_thread_seen *seen, thread_now *th, int ran)
  * used `cpu` ns of CPU (its clock since the stage's call entered): *time
  * keeps those, *before gets the rest. A thread waits for a CPU when it
  * wants one, so the run delay is shared out as the CPU time was (as the
- * wall time where it used none); the GIL is a wait the thread is in now,
- * kept up to what is left. */
+ * wall time where it used none), whole: part of it may be a wait that
+ * ended in this sample but began before it; the GIL is a wait the thread
+ * is in now, kept up to what is left. */
 static void
 split_time(ap_sample_time *time, int64_t wall, int64_t cpu,
            ap_sample_time *before)
@@ -347,11 +352,11 @@ split_time(ap_sample_time *time, int64_t wall, int64_t cpu,
                        ? (double)cpu / (double)whole.cpu_ns
                        : (double)wall / (double)whole.wall_ns;
     int64_t delay = (int64_t)((double)whole.delay_ns * share);
-    int64_t room = wall - cpu;
+    int64_t room = wall - cpu - delay;
+    room = room < 0 ? 0 : room;
     time->wall_ns = wall;
     time->cpu_ns = cpu;
-    time->delay_ns = delay < room ? delay : room;
-    room -= time->delay_ns;
+    time->delay_ns = delay;
     time->gil_ns = whole.gil_ns < room ? whole.gil_ns : room;
     *before = (ap_sample_time){
         whole.wall_ns - time->wall_ns, whole.cpu_ns - time->cpu_ns,
@@ -511,13 +516,13 @@ sample_round(ap_sampler *self)
     if (self->rounds && wall > 2 * self->interval_ns) {
         self->late++;
     }
-    /* A sampler woken late by a busy machine wakes when a CPU frees,
-     * often because the program just blocked: what ran meanwhile is
-     * unknown and is not charged to what runs now. */
-    int64_t unseen = atomic_exchange(&self->unseen_ns, 0);
-    self->unseen_total += unseen;
-    wall = wall - unseen > self->interval_ns / 2 ? wall - unseen
-                                                  : self->interval_ns / 2;
+    /* A sampler woken late by a busy machine still charges each thread
+     * the whole interval: the stages' own clocks split it where the
+     * thread changed stage meanwhile, and a thread starved beside the
+     * sampler would otherwise lose the run delay that says so. How late
+     * the ticker woke is kept as a sign of that machine. */
+    self->unseen_total += atomic_exchange(&self->unseen_ns, 0);
+    wall = wall > self->interval_ns / 2 ? wall : self->interval_ns / 2;
     self->rounds++;
     self->last_ns = t;
     self->opened = 0;

@@ -56,6 +56,26 @@ def test_a_stage_sharing_its_core_with_busy_processes_is_cpu_starved():
 
 
 @linux_only
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
+                    reason="pinning needs sched_setaffinity")
+def test_a_stage_starved_beside_the_sampler_keeps_its_run_delay():
+    """The sampler's threads share the starved stage's one CPU, so its
+    rounds come late just while the stage waits for that CPU. The rounds
+    still stand for their whole interval, and a wait Linux counts only
+    once it ends, after a round read the thread, is told a round later:
+    the samples hold most of the stage's time and of its run delay
+    (before, a third of its time and a quarter of its delay were
+    sampled, and a stage computing beside busy processes could read
+    waiting)."""
+    found = planted("starved sampler")["compute"]
+    assert found["sampled_s"] >= 0.8 * found["wall_s"], found
+    assert found["sampled_delay_s"] >= 0.8 * found["true_delay_s"], found
+    assert found["sampled_delay_s"] <= 1.05 * found["true_delay_s"] + \
+        0.005, found
+    assert found["kind"] == "cpu-starved", found
+
+
+@linux_only
 def test_a_late_sample_files_under_a_stage_only_the_time_it_was_open():
     """A round taken late (the GIL held by a thread computing outside any
     stage, or a CPU given to other processes) after the thread entered a

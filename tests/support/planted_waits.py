@@ -1,5 +1,6 @@
 """Planted waits, each in a process of its own: a stage starved of CPU
-by busy processes pinned to its core (sampled, and not), a sleep after
+by busy processes pinned to its core (sampled, and not; and with the
+sampler's own threads pinned there too), a sleep after
 work outside any stage that held the GIL from the sampler, stages blocked on a sleep and a
 pipe, eight threads fighting for the GIL, and the main thread fighting
 three for it, a stage waiting for the thread pool it handed its work to,
@@ -9,7 +10,7 @@ the same time. Prints, as JSON, each diagnosed stage's class and the
 shares of its sampled time.
 
     python planted_waits.py starved|blocked|gil|gil_main|pool|background|loops
-    python planted_waits.py "starved unsampled"|"late sampler"
+    python planted_waits.py "starved unsampled"|"late sampler"|"starved sampler"
 """
 import asyncio
 import json
@@ -47,6 +48,40 @@ def starved(hogs_on_its_core=3):
         time.sleep(0.2)         # the hogs running
         with ap.stage("compute"):
             spin_cpu(0.3)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+#: the run delay each stage's calls waited, as Linux counted it (its
+#: own /proc figure read at the edges of the calls), in seconds
+TRUE_DELAY = {}
+
+
+def run_delay_s():
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat"
+              ) as f:
+        return int(f.read().split()[1]) / 1e9
+
+
+def starved_beside_the_sampler(hogs_on_its_core=3):
+    """The process pinned whole, the sampler's threads with it, to the
+    one CPU its hogs run on: the sampler wakes late as often as the
+    stage waits, and what it charges must still hold the waits."""
+    cpu = min(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG])
+            for _ in range(hogs_on_its_core)]
+    try:
+        for hog in hogs:
+            os.sched_setaffinity(hog.pid, {cpu})
+        time.sleep(0.2)
+        for _ in range(3):
+            with ap.stage("compute"):
+                before = run_delay_s()
+                spin_cpu(0.1)
+                TRUE_DELAY["compute"] = (TRUE_DELAY.get("compute", 0) +
+                                         run_delay_s() - before)
     finally:
         for hog in hogs:
             hog.kill()
@@ -176,6 +211,8 @@ def loops():
 
 
 def profiled(case):
+    if case == "starved sampler":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     # unsampled: the process stays on the one CPU it shares with two hogs
     # until the run's machine figures are taken at its stop
     with ap.Profiler(sample=None if case == "starved unsampled"
@@ -185,7 +222,8 @@ def profiled(case):
          "gil_main": gil_main, "pool": pool,
          "background": background, "loops": loops,
          "starved unsampled": lambda: starved(2),
-         "late sampler": sleep_after_work}[case]()
+         "late sampler": sleep_after_work,
+         "starved sampler": starved_beside_the_sampler}[case]()
     return prof.report()
 
 
@@ -205,6 +243,8 @@ def main(case):
             else None,
             "sampled_s": waits.wall_s if waits else None,
             "sampled_cpu_s": waits.cpu_s if waits else None,
+            "sampled_delay_s": waits.delay_s if waits else None,
+            "true_delay_s": TRUE_DELAY.get(f.path),
             "wall_s": rep[f.path].wall.total}
     print(json.dumps(found))
 
