@@ -98,8 +98,12 @@ class SweepResult:
                 f"{fmt_time(r.latency) if r.latency else '-':>10} "
                 f"{fmt_rate(r.throughput):>10} {fmt_bytes(r.host_peak):>10} "
                 f"{fmt_bytes(r.gpu_peak):>10}  {r.status}")
-        lines.append(f"best batch size: {self.best}; memory pressure from: "
-                     f"{self.pressure_point}")
+        best = "none ran within memory" if self.best is None \
+            else self.best
+        pressure = (f"memory pressure from batch {self.pressure_point}"
+                    if self.pressure_point is not None else
+                    f"no memory pressure up to batch {self.rows[-1].batch}")
+        lines.append(f"best batch size: {best}; {pressure}")
         return "\n".join(lines)
 
 

@@ -82,3 +82,18 @@ def test_bad_function_and_repeats():
         ap.sweep(42, [1])
     with pytest.raises(ValueError, match="repeats"):
         ap.sweep(lambda b: None, [1], repeats=0)
+
+
+def test_the_summary_line_says_what_it_found_in_words():
+    # a sweep that never met a memory limit, and one where nothing fitted:
+    # the line names no Python None
+    fine = ap.sweep(lambda b: None, [2], repeats=1)
+    assert str(fine).splitlines()[-1] == (
+        "best batch size: 2; no memory pressure up to batch 2")
+
+    def out_of_memory(batch):
+        raise MemoryError
+    none_fit = ap.sweep(out_of_memory, [4, 8], repeats=1)
+    assert str(none_fit).splitlines()[-1] == (
+        "best batch size: none ran within memory; memory pressure from "
+        "batch 4")
