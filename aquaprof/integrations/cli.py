@@ -1011,7 +1011,8 @@ def parser() -> argparse.ArgumentParser:
         "flags runs where a stage stepped up against the runs before "
         "(its total or tail a run, judged as compare judges), "
         "and adds reports with --add.")
-    hist.add_argument("db", help="the history file (created if missing)")
+    hist.add_argument("db",
+                      help="the history file (--add makes it if missing)")
     hist.add_argument("--add", nargs="+", metavar="REPORT",
                       help="reports to store first")
     hist.add_argument("--label", help="label of the runs added")

@@ -23,6 +23,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Deque, Dict, List,
 from ..analysis.own_frames import OWN_THREAD
 from ..common.checks import whole
 from ..common.units import fmt_bytes, fmt_time
+from ..common.words import plural
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -323,7 +324,8 @@ class Monitor:
         self.stop()
 
     def __repr__(self) -> str:
-        late = f", {self.late} checks put off" if self.late else ""
+        late = f", {plural(self.late, 'check')} put off" if self.late \
+            else ""
         return (f"<aquaprof.Monitor every {self.interval:g} s, "
-                f"{len(self.alerts) + self.alerts_dropped} alerts, "
+                f"{plural(len(self.alerts) + self.alerts_dropped, 'alert')}, "
                 f"{self.busy:.2f} s checking{late}>")

@@ -168,9 +168,11 @@ def test_trace_and_merge(reports, tmp_path):
 
 def test_help_everywhere_and_demo_passes_through():
     for command in ("run", "show", "compare", "flamegraph", "trace",
-                    "merge"):
+                    "html", "merge", "history", "benchmarks"):
         out = cli(command, "--help")
         assert out.returncode == 0 and "usage: aquaprof" in out.stdout
+    # a missing history is an error without --add: the help says so too
+    assert "--add makes it if missing" in cli("history", "--help").stdout
     out = cli("demo", "--views", "1")
     assert out.returncode == 2 and "--views must be at least 2" in out.stderr
     assert "python -m aquaprof demo" in cli("demo", "--help").stdout

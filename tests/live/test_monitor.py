@@ -479,3 +479,12 @@ def test_checks_that_take_long_are_put_off_to_keep_the_monitor_cheap(
     assert mon.late >= len(calls) - 1
     assert mon.busy <= 0.2 * elapsed
     assert "checks put off" in repr(mon)
+
+
+def test_its_repr_counts_in_the_right_number():
+    with ap.Profiler(window=10) as prof:
+        mon = ap.Monitor(prof, rules=[lambda snap: "always"],
+                         anomalies=False)
+        assert ", 0 alerts, " in repr(mon)
+        mon.check()
+        assert ", 1 alert, " in repr(mon)
