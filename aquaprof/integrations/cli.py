@@ -42,6 +42,7 @@ from ..common.units import fmt_time, printable
 from ..common.progress import progress
 from ..common.words import first_of, plural, shorten
 from ..analysis.verdict import MEASURES
+from ..record.saving import SigtermSave, die_by
 from ..report import Report, ReportError
 
 
@@ -166,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             saved = report.save(report_path)
     if terminated:
         _say_terminated(saved, given, here)
-        _die_by(signal.SIGTERM)
+        die_by(signal.SIGTERM)
     trace = None
     try:
         if pressed:
@@ -269,33 +270,16 @@ def _ctrl_c_noted(over_the_scripts: bool = False) -> Iterator[List[bool]]:
             signal.signal(signal.SIGINT, previous)
 
 
-#: the SIGTERM handler of the `run` going on, where it set one
-_run_sigterm: Any = None
-_reset_at_fork: List[bool] = []
-
-
 @contextlib.contextmanager
 def _sigterm_saves(prof: Any, path: Path, given: str,
                    here: Path) -> Iterator[None]:
     """While the script runs (and its threads are waited for), a SIGTERM
     that nobody handles (`kill`, a job scheduler's end, a container's
     stop) saves the report of the run up to there, says so on stderr and
-    then ends the process by SIGTERM, as it would have ended unprofiled:
-    the script's `finally` blocks and handlers run no more than without
-    the profiler. Without this the profile was lost whole. A main thread
-    held in one long C call past aquaprof.children.SIGTERM_DEADLINE_S
-    (whose Python handler cannot run) dies by the signal then, unsaved,
-    as the captured children do. A handler the script sets replaces
-    this one; a child it forks gets SIGTERM's default back."""
-    global _run_sigterm
-    from .. import _core
-    from ..record.processes import parent
-    process = os.getpid()
-
-    def on_sigterm(signum: int, _frame: Any) -> None:
-        if os.getpid() != process:      # a forked copy: as unprofiled
-            _die_by(signum)
-        _core._sigterm_hold(True)       # for good: the process ends here
+    then ends the process by SIGTERM, as it would have ended unprofiled
+    (aquaprof.record.saving.SigtermSave says when it cannot). Without
+    this the profile was lost whole."""
+    def save() -> None:
         try:
             prof.stop()
             saved = prof.report().save(path)
@@ -303,51 +287,13 @@ def _sigterm_saves(prof: Any, path: Path, given: str,
         except BaseException as e:      # noqa: BLE001 -- we end anyway
             _error(f"terminated by SIGTERM; the report could not be saved "
                    f"({type(e).__name__}: {e})", 143)
-        finally:
-            _die_by(signum)
 
-    installed = False
-    previous = signal.getsignal(signal.SIGTERM)
-    if (threading.current_thread() is threading.main_thread()
-            and (previous is signal.SIG_DFL or
-                 getattr(previous, "notes_sigterm", False))):
-        try:
-            signal.signal(signal.SIGTERM, on_sigterm)
-            installed = True
-        except (OSError, ValueError):
-            pass
-    if installed:
-        _run_sigterm = on_sigterm
-        if not _reset_at_fork and hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_sigterm_default_in_child)
-            _reset_at_fork.append(True)
-        try:
-            deadline = float(parent.SIGTERM_DEADLINE_S)
-            _core._sigterm_deadline(deadline, [])
-        except (OSError, MemoryError, ValueError, TypeError):
-            # no watch: a handler a long C call could keep from running
-            # would hold the end off; the handler before, then
-            signal.signal(signal.SIGTERM, previous)
-            installed = False
+    keeper = SigtermSave(save)
+    keeper.arm()
     try:
         yield
     finally:
-        if installed:
-            _run_sigterm = None
-            if signal.getsignal(signal.SIGTERM) is on_sigterm:
-                signal.signal(signal.SIGTERM, previous)
-            _core._sigterm_release()     # ends the watch
-
-
-def _sigterm_default_in_child() -> None:
-    """A child forked while `run` saves on SIGTERM: the default back (a
-    multiprocessing child then catches it as processes.child says)."""
-    handler = _run_sigterm
-    if handler is not None and signal.getsignal(signal.SIGTERM) is handler:
-        try:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
+        keeper.disarm()
 
 
 @contextlib.contextmanager
@@ -377,18 +323,6 @@ def _say_terminated(saved: Path, given: str, here: Path) -> None:
     print(f"aquaprof: terminated by SIGTERM: the report of the run up to "
           f"there is saved ({printable(_shown(saved, given, here))}); the "
           f"trace was not written", file=sys.stderr)
-
-
-def _die_by(signum: int) -> NoReturn:
-    """The end the signal's default action gives, streams flushed."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-    os._exit(128 + signum)      # blocked on this thread: the same code
 
 
 def _end_idle_executors() -> None:
@@ -438,7 +372,7 @@ def _exit_now(code: int) -> NoReturn:
         except (OSError, ValueError):   # a reader gone, a closed stream
             pass
     if interrupted and hasattr(signal, "SIGINT"):
-        _die_by(signal.SIGINT)
+        die_by(signal.SIGINT)
     os._exit(code)
 
 

@@ -12,6 +12,7 @@ from ..report import Report
 from .gpu_status import losses
 from .host import Ticks, busy_between, cpu_ticks, host_info, static_host
 from .options import Options
+from .saving import RunSave, save_path
 from .processes.parent import Capture
 
 # Held while a Profiler calibrates and starts: a Profiler started on
@@ -127,7 +128,8 @@ class Profiler:
                  max_children: int = 1000,
                  dataloaders: bool = True, sample: Optional[float] = None,
                  max_samples: int = 1_000_000, torch_ops: Any = False,
-                 torch_modules: bool = False):
+                 torch_modules: bool = False, save: Any = None):
+        path = save_path(save)
         self._begin(Options(
             max_spans=max_spans, memory=memory,
             memory_interval=memory_interval, cpu_resolution=cpu_resolution,
@@ -137,6 +139,8 @@ class Profiler:
             max_children=max_children, dataloaders=dataloaders,
             sample=sample, max_samples=max_samples, torch_ops=torch_ops,
             torch_modules=torch_modules), None)
+        # not an Option: children made from the options never save
+        self._save = RunSave(self, path) if path is not None else None
 
     @classmethod
     def from_options(cls, options: Options,
@@ -180,6 +184,7 @@ class Profiler:
         self._sampler: Any = None       # an _core.Sampler while sampling
         self._sampler_to_stop: Any = None   # one whose thread may run
         self._stop_sampler: Any = None      # its weakref.finalize
+        self._save: Optional[RunSave] = None
 
     def start(self) -> "Profiler":
         """Starts recording (nested in the running Profiler, if any).
@@ -215,6 +220,8 @@ class Profiler:
                 if self._stop_asked:
                     # a stop() in a step: what that step began ends too
                     self._end_watches()
+                elif self._save is not None:
+                    self._save.arm()
         except BaseException:
             # the stop is one C call; an interrupt in _end_watches() after
             # it can leave a folder or a watch to the collector, never a
@@ -262,6 +269,8 @@ class Profiler:
                         self._stop_ticks = cpu_ticks()
                 finally:        # a Ctrl-C in it still ends the watches
                     self._end_watches()
+        if self._save is not None:
+            self._save.stopped()
 
     def _cupti_neighbor(self) -> Optional[str]:
         from .cupti import cupti_neighbor
