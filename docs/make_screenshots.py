@@ -16,6 +16,7 @@ browser`) and torch.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Locator, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "docs" / "img"
@@ -67,6 +68,14 @@ def offline(tab: Page) -> None:
                                                         body=""))
 
 
+def stage(graph: Locator, path: str) -> Locator:
+    """A flamegraph's frame of a stage, by its tooltip: it starts with
+    the stage's path."""
+    said = re.compile("^" + re.escape(f"{path}: "))
+    return graph.locator("g.f:not(.c)").filter(
+        has=graph.page.locator("title", has_text=said))
+
+
 def main() -> None:
     IMAGES.mkdir(parents=True, exist_ok=True)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -90,8 +99,8 @@ def main() -> None:
             graphs = tab.locator(".aqp-flame")
             first, second = graphs.nth(0), graphs.nth(1)
             second.locator(".mode[data-mode='cpu']").click()
-            second.locator("g.f[data-path='epoch/step']").click()
-            first.locator("g.f[data-path='epoch/step/forward']").hover()
+            stage(second, "epoch/step").click()
+            stage(first, "epoch/step/forward").hover()
             tab.screenshot(path=str(IMAGES / "notebook.png"), full_page=True)
             browser.close()
     for name in ("report-page.png", "notebook.png"):

@@ -26,9 +26,9 @@ as their CPU time, which the script expands to their wall time. Every
 frame carries its wall and its CPU width, and the script switches
 between them. Code frames under
 MIN_SHARE of the root are merged into the frame under them, and a note
-says how many. A frame names its parent by index and a code frame holds
-only its own name (the script makes paths), so that the drawing's size
-is linear in the frames it shows, however deep the stacks.
+says how many. A frame names its parent by index and holds only its
+own name (the script makes paths), so that the drawing's size is linear
+in the frames it shows, however deep the stacks.
 """
 from __future__ import annotations
 
@@ -116,8 +116,9 @@ class _Frame:
                  cpu: float = 0.0, key: Any = ()):
         # shown as text and kept in XML attributes: escaped, since XML
         # allows no control character. A code frame has no path (what it
-        # is under says it), so that a view's size stays linear in its
-        # frames however deep the stacks
+        # is under says it); a stage's is only written cut short, in its
+        # hover text, so that a view's size stays linear in its frames
+        # however deep the stacks
         self.path = printable(path) if path is not None else None
         self.name = printable(name)
         self.key = key                  # the same frame in another report
@@ -433,7 +434,7 @@ def _details(frame: _Frame, tree: _Tree, report: "Report",
 
 #: the most characters of a stage's path in its hover text: a path grows
 #: with its depth, and a recursive stage thousands deep made the drawing
-#: its depth squared (data-path holds it whole)
+#: its depth squared
 HOVER_PATH_CHARS = 160
 
 
@@ -547,8 +548,9 @@ def _notes(tree: _Tree) -> List[str]:
 
 def _group(f: _Frame, details: str, label: str, x: float, w: float,
            y: int, diff: bool) -> str:
-    """One frame's <g>: its parent's index, wall and CPU widths, a stage's
-    path, a code frame's name; a rect, a label if one fits, a tooltip."""
+    """One frame's <g>: its parent's index, wall and CPU widths, its
+    name (the script makes its path from those under it), a stage's
+    hover text; a rect, a label if one fits, a tooltip."""
     kind = "f c" if f.code else "f"       # c: sampled code
     if f.idle:
         kind += " idle"
@@ -561,11 +563,9 @@ def _group(f: _Frame, details: str, label: str, x: float, w: float,
     if f.depth:
         attrs += f' data-p="{f.parent}"'
     attrs += f' data-w="{f.total:.9g}" data-c="{f.cpu:.9g}"'
+    attrs += f' data-n="{html.escape(f.name, True)}"'
     if f.path is not None:
-        attrs += (f' data-path="{html.escape(f.path, True)}"'
-                  f' data-details="{details}"')
-    if f.path is None or not f.depth:
-        attrs += f' data-n="{html.escape(f.name, True)}"'
+        attrs += f' data-details="{details}"'
     if f.hidden:
         attrs += ' display="none"'
     text = (f'<text x="{x + 3:.2f}" y="{y + FRAME_HEIGHT - 5}">'
@@ -581,8 +581,8 @@ def frame_groups(report: "Report", base: Optional["Report"] = None,
                  top: int = 0, min_share: float = MIN_SHARE) -> Drawing:
     """The frames as SVG groups (class "f"; data-p the index of the
     parent's group, data-w and data-c the wall and CPU widths in seconds,
-    data-path and data-details a stage's, data-n a code frame's name; a
-    rect, a label and a tooltip each), in pre-order, laid out WIDTH wide
+    data-n its name, data-details a stage's hover text; a rect, a label
+    and a tooltip each), in pre-order, laid out WIDTH wide
     under `top` pixels of header, with the height they fill down to."""
     tree = _judged(report, base, threshold, alpha, min_share)
     diff = base is not None

@@ -14,10 +14,10 @@ expanded or folded.
 """
 from __future__ import annotations
 
-# Which of the paths (a/b/c, as in data-path) the regular expression
-# matches, how many, and the time they cover, a match inside another
-# counted once; null for a pattern that is not one. Pure: tests run it in
-# node.
+# Which of the paths (a/b/c: the names of a frame and of those under it)
+# the regular expression matches, how many, and the time they cover, a
+# match inside another counted once; null for a pattern that is not one.
+# Pure: tests run it in node.
 MATCHING_JS = r"""
 function matching(pattern, paths, widths) {
   var re;
@@ -38,7 +38,7 @@ function matching(pattern, paths, widths) {
 # Escape anywhere on the page reach the search box (a standalone file's
 # page is the flamegraph's own; a notebook's is not).
 # The frames come in pre-order, each naming its parent's index (data-p),
-# its wall and CPU widths (data-w, data-c) and a stage its path: the
+# its wall and CPU widths (data-w, data-c) and its name (data-n): the
 # script works out depths, paths and x positions itself, so that what
 # Python writes stays linear in the frames however deep the stacks.
 _ENGINE = r"""
@@ -65,24 +65,26 @@ _ENGINE = r"""
   @MATCHING@
   function num(g, key) { return parseFloat(g.getAttribute("data-" + key)); }
   frames.forEach(function (g, i) {
-    var p = g.getAttribute("data-p"), path = g.getAttribute("data-path");
+    var p = g.getAttribute("data-p");
     parent.push(p === null ? -1 : parseInt(p, 10));
     depth.push(parent[i] < 0 ? 0 : depth[parent[i]] + 1);
     kids.push([]);
     if (parent[i] >= 0) { kids[parent[i]].push(i); }
-    names.push(g.getAttribute("data-n") ||
-      (path === null ? "" : path.split("/").pop()));
-    paths.push(path);
+    names.push(g.getAttribute("data-n") || "");
+    paths.push(parent[i] < 0 ? "" : null);
     wallW.push(num(g, "w")); cpuW.push(num(g, "c") || 0);
     if (g.classList.contains("idle")) { idle = i; }
   });
   for (var k = n - 1; k >= 0; k--) {
     end[k] = kids[k].length ? end[kids[k][kids[k].length - 1]] : k + 1; }
-  // a code frame's path, from the frames under it, made when first asked
+  // a frame's path, from the frames under it, made when first asked;
+  // a loop, not a recursion: a recursive stage may be thousands deep
   function pathOf(i) {
-    if (paths[i] === null) {
-      var under = pathOf(parent[i]);
-      paths[i] = under ? under + "/" + names[i] : names[i];
+    var chain = [];
+    for (var a = i; paths[a] === null; a = parent[a]) { chain.push(a); }
+    for (var k = chain.length - 1; k >= 0; k--) {
+      var j = chain[k], under = paths[parent[j]];
+      paths[j] = under ? under + "/" + names[j] : names[j];
     }
     return paths[i];
   }

@@ -13,6 +13,7 @@ import pytest
 
 import aquaprof as ap
 from cli_runs import as_from_a_terminal, cli, one_line_error
+from flamegraph_frames import frames_by_path
 from profiled import busy
 
 from repo_paths import ROOT  # noqa: E402
@@ -131,9 +132,7 @@ def test_flamegraph_and_diff(reports, tmp_path):
     out = cli("flamegraph", base, "-o", tmp_path / "f.svg")
     assert out.returncode == 0, out.stderr
     root = ET.parse(tmp_path / "f.svg").getroot()     # valid XML
-    paths = {g.get("data-path") for g in root.iter()
-             if g.get("class") == "f"}
-    assert paths == {"", "decode", "<b>&<i>"}
+    assert set(frames_by_path(root)) == {"", "decode", "<b>&<i>"}
     out = cli("flamegraph", slow, "-o", tmp_path / "d.svg", "--diff", base)
     assert out.returncode == 0, out.stderr
     assert "against" in ET.parse(tmp_path / "d.svg").getroot().find(

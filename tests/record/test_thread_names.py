@@ -24,6 +24,7 @@ from aquaprof.views.speedscope import speedscope
 from aquaprof.views.threads import thread_count, thread_label, \
     threads_summary
 from aquaprof.views.trace import chrome_trace
+from flamegraph_frames import frames_by_path
 
 HOSTILE = 'loader <script>alert("x")</script>\n\'q\' & \x1b[31m'
 PRINTED = 'loader <script>alert("x")</script>\\n\'q\' & \\x1b[31m'
@@ -317,9 +318,7 @@ def test_the_flamegraph_root_names_the_threads_and_parses(hostile,
                                                           tmp_path):
     path = hostile.to_flamegraph(tmp_path / "f.svg")
     root = ET.parse(path).getroot()      # still well-formed XML
-    ns = "{http://www.w3.org/2000/svg}"
-    top = next(g for g in root.iter(f"{ns}g")
-               if g.get("data-path") == "")
+    top = frames_by_path(root)[""]
     assert "(MainThread, loader <script>" in top.get("data-details")
     assert "<script>alert" not in path.read_text()
 

@@ -6,6 +6,7 @@ Tests take the `page` fixture (import it with `browser_page`): a fresh
 tab, whose console errors and uncaught exceptions fail the test.
 """
 import os
+import re
 import shutil
 
 import pytest
@@ -61,8 +62,14 @@ def browser_page(browser):
 
 
 def frame(tab, path, root="body"):
-    """The flamegraph frame (g.f) of stage path under root."""
-    return tab.locator(f"{root} g.f[data-path='{path}']")
+    """The flamegraph frame (g.f) of stage path under root, found as a
+    user finds it: its tooltip starts with its path (one under
+    flamegraph.HOVER_PATH_CHARS long); "" the root. Needs no script."""
+    if not path:
+        return tab.locator(f"{root} g.f:not([data-p])")
+    said = re.compile("^" + re.escape(f"{path}: "))
+    return tab.locator(f"{root} g.f:not(.c)").filter(
+        has=tab.locator("title", has_text=said))
 
 
 def rect_box(tab, path, root="body"):

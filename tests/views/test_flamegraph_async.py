@@ -54,10 +54,9 @@ def frames(svg):
         a = {k: html.unescape(v) for k, v in
              re.findall(r'([\w-]+)="([^"]*)"', attrs)}
         parent = int(a["data-p"]) if "data-p" in a else None
-        path = a.get("data-path")
-        if path is None:
-            under = out[parent][0] if parent is not None else ""
-            path = f"{under}/{a['data-n']}" if under else a["data-n"]
+        under = out[parent][0] if parent is not None else None
+        path = "" if under is None else \
+            f"{under}/{a['data-n']}" if under else a["data-n"]
         width = a["data-c" if "idle" in kind.split() else "data-w"]
         out.append((path, parent, float(width), html.unescape(title)))
     return out

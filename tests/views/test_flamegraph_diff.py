@@ -18,6 +18,7 @@ from aquaprof import _core
 from aquaprof.views.flamegraph import NEUTRAL, flamegraph_svg
 from aquaprof.views.flamegraph_script import MATCHING_JS
 from crafted import START, report, stage
+from flamegraph_frames import frames_by_path
 
 SVG = "{http://www.w3.org/2000/svg}"
 MS = 1_000_000
@@ -100,8 +101,7 @@ NEW = [("pipeline", calls(2)), ("pipeline/infer", calls(26)),
 
 def frames_of(svg):
     root = ET.fromstring(svg)
-    return root, {g.get("data-path"): g for g in root.iter(f"{SVG}g")
-                  if "f" in (g.get("class") or "").split()}
+    return root, frames_by_path(root)
 
 
 def rgb(g):

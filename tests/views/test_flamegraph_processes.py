@@ -55,7 +55,7 @@ def frames(svg):
     for kind, attrs in re.findall(r'<g class="(f[^"]*)"([^>]*)>', svg):
         a = {k: html.unescape(v) for k, v in
              re.findall(r'([\w-]+)="([^"]*)"', attrs)}
-        name = a.get("data-n") or a.get("data-path", "").split("/")[-1]
+        name = a["data-n"]
         parent = int(a["data-p"]) if "data-p" in a else None
         out.append((name, parent, kind.split()))
     return out

@@ -11,6 +11,7 @@ import pytest
 import aquaprof as ap
 from aquaprof.views.flamegraph import flamegraph_svg
 from aquaprof.views.threads import idle_threads
+from flamegraph_frames import frames_by_path
 from sampled_reports import FRAMES, MS, main_tid, profile_stages, span_of, \
     with_samples
 
@@ -141,20 +142,8 @@ def frames_of(path):
 
 
 def frames_in(root):
-    """{full path: <g>} of a flamegraph: a code frame's path is made as
-    its script makes it, from the frame under it (data-p) and its name
-    (data-n)."""
-    groups = [g for g in root.iter(f"{SVG}g")
-              if "f" in (g.get("class") or "").split()]
-    paths = []
-    for g in groups:
-        if g.get("data-path") is not None:
-            paths.append(g.get("data-path"))
-            continue
-        under = paths[int(g.get("data-p"))]
-        paths.append(f"{under}/{g.get('data-n')}" if under
-                     else g.get("data-n"))
-    return dict(zip(paths, groups))
+    """{full path: <g>} of a flamegraph, made as its script makes them."""
+    return frames_by_path(root)
 
 
 def frames_of_text(text):
@@ -199,7 +188,9 @@ def test_flamegraph_draws_code_frames_on_their_stage(rep, tmp_path):
         assert hover_text(g).startswith(f"{name}: ")
         assert "sampled code" in hover_text(g)
         # its path is made from what is under it, not written out
-        assert g.get("data-path") is None and g.get("data-details") is None
+        assert g.get("data-details") is None
+        assert not any(path in v for k, v in g.attrib.items()
+                       if k != "data-n")
         r, _, b = (int(v) for v in g.find(f"{SVG}rect").get("fill")[4:-1]
                    .split(","))
         assert b > r                      # cool: code

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import aquaprof as ap
+from flamegraph_frames import frames_by_path
 from profiled import busy
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -166,8 +167,7 @@ def test_folded_stacks_add_up_to_the_totals(report, tmp_path):
 
 def frames_of(svg_path):
     root = ET.parse(svg_path).getroot()
-    return root, {g.get("data-path"): g for g in root.iter(f"{SVG}g")
-                  if "f" in (g.get("class") or "").split()}
+    return root, frames_by_path(root)
 
 
 def test_flamegraph_has_a_frame_per_stage_as_wide_as_its_time(report,
@@ -264,8 +264,7 @@ def test_the_header_counts_the_threads_sampled_as_the_root_does(tmp_path):
     rep = prof.report()
     first = str(rep).splitlines()[0]
     root = ET.parse(rep.to_flamegraph(tmp_path / "f.svg")).getroot()
-    label = next(g.get("data-n") for g in root.iter(f"{SVG}g")
-                 if g.get("data-path") == "")
+    label = frames_by_path(root)[""].get("data-n")
     sampled = int(re.fullmatch(r"all \((\d+) threads\)", label).group(1))
     assert sampled >= 4
     assert f", 1 thread with stages (MainThread), {sampled} in all, " \
