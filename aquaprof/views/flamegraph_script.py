@@ -40,7 +40,9 @@ function matching(pattern, paths, widths) {
 # The frames come in pre-order, each naming its parent's index (data-p),
 # its wall and CPU widths (data-w, data-c) and its name (data-n): the
 # script works out depths, paths and x positions itself, so that what
-# Python writes stays linear in the frames however deep the stacks.
+# Python writes stays linear in the frames however deep the stacks (a
+# path in a loop, not a recursion: a recursive stage may be thousands
+# deep).
 _ENGINE = r"""
 (function (root, pageKeys) {
   "use strict";
@@ -77,14 +79,13 @@ _ENGINE = r"""
   });
   for (var k = n - 1; k >= 0; k--) {
     end[k] = kids[k].length ? end[kids[k][kids[k].length - 1]] : k + 1; }
-  // a frame's path, from the frames under it, made when first asked;
-  // a loop, not a recursion: a recursive stage may be thousands deep
+  // a frame's path, from the frames under it, made when first asked
   function pathOf(i) {
-    var chain = [];
-    for (var a = i; paths[a] === null; a = parent[a]) { chain.push(a); }
-    for (var k = chain.length - 1; k >= 0; k--) {
-      var j = chain[k], under = paths[parent[j]];
-      paths[j] = under ? under + "/" + names[j] : names[j];
+    var up = [], a, j;
+    for (a = i; paths[a] === null; a = parent[a]) { up.push(a); }
+    while ((j = up.pop()) !== undefined) {
+      a = paths[parent[j]];
+      paths[j] = a ? a + "/" + names[j] : names[j];
     }
     return paths[i];
   }
