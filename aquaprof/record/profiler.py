@@ -117,6 +117,11 @@ class Profiler:
         record each nn.Module call as a stage named by its attribute path
         (``SmallCNN/features/features.0``), and its backward. Either one
         imports torch at start(). docs/torch.md.
+    save: a file path the report is written to however the run ends: at
+        stop() (the `with` block's end, by an exception or Ctrl-C too), at
+        a SIGTERM the program does not handle (then the process ends by
+        it, as unprofiled), or at the interpreter's exit while still
+        running. A save that fails is a RuntimeWarning, never raised.
     """
 
     def __init__(self, *, max_spans: int = 1_000_000, memory: bool = True,

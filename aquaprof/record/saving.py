@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
 
 from .. import _core
+from ..analysis.own_frames import OWN_THREAD
 from ..common.units import printable
 
 
@@ -42,13 +43,18 @@ def save_path(save: Any) -> Optional[Path]:
 
 
 def die_by(signum: int) -> NoReturn:
-    """The end the signal's default action gives, streams flushed."""
+    """The end the signal's default action gives, streams flushed; from
+    any thread (only the main one may set a Python handler: another
+    gives SIGTERM its default through the watch's release)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    signal.signal(signum, signal.SIG_DFL)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signum, signal.SIG_DFL)
+    elif signum == signal.SIGTERM:
+        _core._sigterm_release()
     os.kill(os.getpid(), signum)
     os._exit(128 + signum)      # blocked on this thread: the same code
 
@@ -60,8 +66,11 @@ class SigtermSave:
     more than without the profiler. A main thread held in one long C
     call past aquaprof.children.SIGTERM_DEADLINE_S (whose Python handler
     cannot run) dies by the signal then, unsaved, as captured children
-    do. A handler the program sets replaces this one; a child it forks
-    gets SIGTERM's default back. Armed only from the main thread, over
+    do, unless the GIL is free: a main thread waiting in a collective
+    that a dead rank never joins, or in a lock, lets it go, and a thread
+    of ours saves in its place (the C watch wakes it at the deadline).
+    A handler the program sets replaces this one; a child it forks gets
+    SIGTERM's default back. Armed only from the main thread, over
     SIGTERM's default or a handler that only notes the signal
     (`notes_sigterm`)."""
 
@@ -73,6 +82,9 @@ class SigtermSave:
         self._save = save
         self._previous: Any = None
         self._process = 0
+        # the main thread's handler or the rescue: one saves, the other
+        # waits for the end
+        self._once = threading.Lock()
 
     def arm(self) -> bool:
         """Installs the handler where it may; whether it did."""
@@ -96,6 +108,8 @@ class SigtermSave:
             return False
         self._previous, self._process = previous, os.getpid()
         SigtermSave.armed = self
+        threading.Thread(target=self._rescue, daemon=True,
+                         name=f"{OWN_THREAD}sigterm").start()
         if not SigtermSave._fork_hook and hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_default_in_child)
             SigtermSave._fork_hook = True
@@ -106,7 +120,9 @@ class SigtermSave:
             return
         SigtermSave.armed = None
         try:
-            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+            # off the main thread only as a rescue saves: the end follows
+            if threading.current_thread() is threading.main_thread() and \
+                    signal.getsignal(signal.SIGTERM) == self._on_sigterm:
                 signal.signal(signal.SIGTERM, self._previous)
         finally:
             _core._sigterm_release()     # ends the watch
@@ -115,10 +131,19 @@ class SigtermSave:
         if os.getpid() != self._process:   # a forked copy: as unprofiled
             die_by(signum)
         _core._sigterm_hold(True)       # for good: the process ends here
-        try:
-            self._save()
-        finally:
-            die_by(signum)
+        self._save_and_die()
+
+    def _rescue(self) -> None:
+        if _core._sigterm_rescue():     # False: the watch ended
+            _core._sigterm_hold(True)
+            self._save_and_die()
+
+    def _save_and_die(self) -> NoReturn:
+        with self._once:     # the other one's save done: the end is near
+            try:
+                self._save()
+            finally:
+                die_by(signal.SIGTERM)
 
 
 def _default_in_child() -> None:

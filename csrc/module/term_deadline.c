@@ -17,6 +17,13 @@
  * delivers the report at exit), the watcher leaves it all the time it
  * takes.
  *
+ * A thread of the program's may wait to save in the main thread's place
+ * (_sigterm_rescue: a Profiler(save=...) run whose main thread waits in a
+ * collective that a dead rank never joins, the GIL let go): at the
+ * deadline the watcher wakes it instead of ending the process, and waits
+ * another deadline for it to hold the signal, then at most RESCUE_S
+ * while it saves.
+ *
  * One watch per process: a forked copy inherits our handler but no
  * watcher, and its handler takes the default action at once (Python's
  * handler would only have re-raised there) until the copy starts a
@@ -48,6 +55,16 @@ static atomic_int noted;              /* a SIGTERM came */
 static atomic_int held;               /* Python at work on it: no deadline */
 static atomic_int stopping;           /* the watch ends */
 static _Atomic int64_t deadline_ns;
+
+/* A thread waiting in _sigterm_rescue, the watcher's call to it, and the
+ * semaphore it waits on (made once a process: a waiter may still be in
+ * it as a watch ends and the next begins). */
+#define RESCUE_S 60
+static sem_t rescue;
+static pthread_once_t rescue_made = PTHREAD_ONCE_INIT;
+static int rescue_ok;
+static atomic_int rescuer;
+static atomic_int rescue_asked;
 
 /* Under the GIL. The watcher reads marks and main_thread while it runs:
  * they change only when no watcher runs in this process. */
@@ -148,6 +165,33 @@ wait_for_python(void)
     }
 }
 
+/* After a rescue was asked: waits for its thread to hold the signal
+ * within the deadline, then while it holds it, at most RESCUE_S. 1 when
+ * it let go in time or the watch ends, 0 to end the process. */
+static int
+wait_for_rescue(void)
+{
+    int64_t began = now_ns();
+    int seen_held = 0;
+    for (;;) {
+        if (atomic_load(&stopping)) {
+            return 1;
+        }
+        int64_t waited = now_ns() - began;
+        if (atomic_load(&held) > 0) {
+            seen_held = 1;
+            if (waited >= (int64_t)RESCUE_S * 1000000000) {
+                return 0;
+            }
+        } else if (seen_held) {
+            return 1;
+        } else if (waited >= atomic_load(&deadline_ns)) {
+            return 0;
+        }
+        nap();
+    }
+}
+
 static void *
 watch(void *unused)
 {
@@ -165,6 +209,13 @@ watch(void *unused)
         /* a wake left by a signal sent again while Python held it
          * finds it held still, and waits with it */
         if (atomic_load(&noted) && !wait_for_python()) {
+            if (atomic_exchange(&rescuer, 0)) {
+                atomic_store(&rescue_asked, 1);
+                sem_post(&rescue);
+                if (wait_for_rescue()) {
+                    continue;
+                }
+            }
             die_by_sigterm();
         }
     }
@@ -231,6 +282,9 @@ stop_watcher(void)
     pthread_join(watcher, NULL);
     Py_END_ALLOW_THREADS
     watching = 0;
+    if (atomic_exchange(&rescuer, 0)) {
+        sem_post(&rescue);      /* its wait ends, not asked */
+    }
     free_marks(marks, nmarks);
     marks = NULL;
     nmarks = 0;
@@ -371,4 +425,32 @@ ap_sigterm_release(PyObject *module, PyObject *unused)
         kill(getpid(), SIGTERM);
     }
     return PyBool_FromLong(restored);
+}
+
+static void
+make_rescue(void)
+{
+    rescue_ok = sem_init(&rescue, 0, 0) == 0;
+}
+
+PyObject *
+ap_sigterm_rescue(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    pthread_once(&rescue_made, make_rescue);
+    if (!rescue_ok) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (!(watching && atomic_load(&owner) == getpid())) {
+        Py_RETURN_FALSE;
+    }
+    atomic_store(&rescuer, 1);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    do {
+        rc = sem_wait(&rescue);
+    } while (rc != 0 && errno == EINTR);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(rc == 0 && atomic_exchange(&rescue_asked, 0));
 }
