@@ -234,7 +234,8 @@ def run_profiled(prof: "Profiler", body: CodeType,
                  last: Optional[CodeType], shell: Any) -> Any:
     """The cell's last value, its code run inside the started Profiler
     and the stage "cell", which stop at its last line: nothing of
-    IPython's work is in them."""
+    IPython's work is in them. A cell that raised stops the Profiler as
+    the end of a `with` block would: its report says what cut it short."""
     __tracebackhide__ = True    # noqa: F841 (IPython hides this frame)
     from .._core import stage
     scope = (shell.user_global_ns, shell.user_ns)
@@ -242,8 +243,13 @@ def run_profiled(prof: "Profiler", body: CodeType,
         with stage("cell"):
             exec(body, *scope)
             return None if last is None else eval(last, *scope)
+    except BaseException as e:
+        # as a `with Profiler()` block ends: a cell cut short (an error,
+        # the kernel's interrupt) has a report that says so
+        prof.__exit__(type(e), e, e.__traceback__)
+        raise
     finally:
-        prof.stop()
+        prof.stop()     # stopped already where the cell raised
 
 
 def aquaprof_magic(line: str, cell: str, shell: Any) -> Optional["Report"]:

@@ -199,6 +199,34 @@ def test_a_failing_cell_shows_its_report_then_one_traceback(shell, shown):
     assert not ap.active()
 
 
+def test_a_failing_cells_report_says_the_cell_was_cut_short(shell, shown):
+    run(shell, "%%aquaprof --no-sample\n"
+               "with ap.stage('load'):\n"
+               "    {}['missing']\n")
+    (rep,) = shown
+    # as a `with Profiler()` block that raised: not a whole run's report
+    assert rep.meta["ended_by"] == "KeyError"
+    assert "! the run was cut short: KeyError ended the profiled block" \
+        in str(rep)
+    assert "cut short" in rep._repr_html_()
+
+
+def test_an_interrupted_cell_leaves_no_profiler_and_says_so(shell, shown):
+    # the kernel's interrupt is a KeyboardInterrupt in the cell's code
+    result, _, _ = run(shell, "%%aquaprof\n"
+                              "with ap.stage('spin'):\n"
+                              "    raise KeyboardInterrupt\n")
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    (rep,) = shown
+    assert rep.meta["ended_by"] == "KeyboardInterrupt"
+    assert not ap.active()
+    # the next cell profiles as the first did, and whole
+    assert run(shell, "%%aquaprof --no-sample\n"
+                      "with ap.stage('again'): pass\n")[0].success
+    again = shell.user_ns["_"]
+    assert again["cell/again"].count == 1 and "ended_by" not in again.meta
+
+
 def test_a_syntax_error_names_the_cells_line_and_profiles_nothing(
         shell, shown):
     result, out, err = run(shell, "%%aquaprof --no-sample\n"
