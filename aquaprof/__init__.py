@@ -11,6 +11,8 @@
         estimate(x)
     print(prof.report())
 """
+import sys as _sys
+
 from . import moved
 from ._core import Stage, StagedFunction, active, stage
 from ._version import __version__
@@ -21,6 +23,10 @@ from .report import ProcessStats, Report, ReportError, StageStats, Timing
 moved.install()
 # a process started by a profiling parent records from its start
 _child.register_hook()
+if "IPython" in _sys.modules:
+    # in a notebook: an edited module's staged functions reload
+    from .integrations.autoreload import watch_autoreload
+    watch_autoreload()
 
 
 def diff_flamegraph(base: Report, new: Report, path, title: str =

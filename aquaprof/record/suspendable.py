@@ -29,8 +29,19 @@ def wrap(func: Callable[..., Any], name: str, items: int,
     return wrapper
 
 
+def is_wrapper(obj: Any) -> bool:
+    """Whether obj is a wrapper that wrap() made."""
+    return getattr(obj, "__code__", None) in _WRAPPER_CODES
+
+
+# The wrappers hold what they call in one tuple, never in cells of their
+# own: IPython's autoreload brings a wrapper up to date by taking the new
+# one's closure cells, except those holding a callable (kept from the old
+# one, stale).
 def _coroutine(func: Callable[..., Any], stage: Any) -> Callable[..., Any]:
+    target = (func, stage)
     async def staged(*args: Any, **kwargs: Any) -> Any:
+        func, stage = target
         with stage:
             return await func(*args, **kwargs)
     return staged
@@ -38,7 +49,9 @@ def _coroutine(func: Callable[..., Any], stage: Any) -> Callable[..., Any]:
 
 def _async_generator(func: Callable[..., Any],
                      stage: Any) -> Callable[..., Any]:
+    target = (func, stage)
     async def staged(*args: Any, **kwargs: Any) -> Any:
+        func, stage = target
         agen = func(*args, **kwargs)
         sent: Any = None
         thrown: Any = None
@@ -65,7 +78,9 @@ def _async_generator(func: Callable[..., Any],
 
 
 def _generator(func: Callable[..., Any], stage: Any) -> Callable[..., Any]:
+    target = (func, stage)
     def staged(*args: Any, **kwargs: Any) -> Any:
+        func, stage = target
         gen = func(*args, **kwargs)
         sent: Any = None
         thrown: Any = None
@@ -89,3 +104,7 @@ def _generator(func: Callable[..., Any], stage: Any) -> Callable[..., Any]:
         finally:
             gen.close()
     return staged
+
+
+_WRAPPER_CODES = frozenset(make(len, None).__code__ for make in
+                           (_coroutine, _async_generator, _generator))

@@ -22,6 +22,9 @@ typedef struct {
     int64_t items;
     vectorcallfunc vectorcall;
     PyObject *dict;
+    /* weakly referenced, as functions are: IPython's autoreload finds
+     * the objects a module held by weak references */
+    PyObject *weakrefs;
 } StagedFunctionObject;
 
 static PyObject *
@@ -74,6 +77,9 @@ staged_dealloc(StagedFunctionObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
     staged_clear(self);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -160,9 +166,38 @@ ap_restage(PyObject *module, PyObject *args)
     return ap_wrap_function(st, func, name, name_id, items);
 }
 
+/* Calls other's function under other's stage name and items from now
+ * on: how a module reload (IPython's autoreload) brings up to date the
+ * decorated function that old references (`from mod import f`) hold.
+ * Every field is set before the old ones are released, whose release may
+ * run code that calls self. */
+static PyObject *
+staged_update_from(StagedFunctionObject *self, PyObject *other)
+{
+    if (Py_TYPE(other) != Py_TYPE(self)) {
+        PyErr_Format(PyExc_TypeError,
+                     "_update_from takes a staged function, got %.100s",
+                     Py_TYPE(other)->tp_name);
+        return NULL;
+    }
+    StagedFunctionObject *src = (StagedFunctionObject *)other;
+    PyObject *old_func = self->func, *old_name = self->name;
+    self->func = Py_NewRef(src->func);
+    self->func_call = src->func_call;
+    self->name = Py_NewRef(src->name);
+    self->name_id = src->name_id;
+    self->items = src->items;
+    Py_DECREF(old_func);
+    Py_DECREF(old_name);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef staged_methods[] = {
     {"__reduce__", (PyCFunction)staged_reduce, METH_NOARGS,
      "Pickles by reference when the function's module holds it."},
+    {"_update_from", (PyCFunction)staged_update_from, METH_O,
+     "Calls another staged function's function, under its stage name and "
+     "items, from now on (a module reload's update)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -171,6 +206,8 @@ static PyMemberDef staged_members[] = {
      offsetof(StagedFunctionObject, vectorcall), READONLY, NULL},
     {"__dictoffset__", T_PYSSIZET, offsetof(StagedFunctionObject, dict),
      READONLY, NULL},
+    {"__weaklistoffset__", T_PYSSIZET,
+     offsetof(StagedFunctionObject, weakrefs), READONLY, NULL},
     {"stage_name", T_OBJECT, offsetof(StagedFunctionObject, name), READONLY,
      "Name of the stage each call is recorded under."},
     {NULL, 0, 0, 0, NULL},
@@ -350,6 +387,7 @@ ap_wrap_function(ap_module_state *st, PyObject *func, PyObject *name,
     sf->items = items;
     sf->vectorcall = staged_call;
     sf->dict = NULL;
+    sf->weakrefs = NULL;
     PyObject_GC_Track(sf);
     PyObject *done = PyObject_CallFunctionObjArgs(st->update_wrapper,
                                                   (PyObject *)sf, func, NULL);
