@@ -265,6 +265,7 @@ def aquaprof_magic(line: str, cell: str, shell: Any) -> Optional["Report"]:
     except _HelpShown:
         return None
     body, last = compile_cell(line, cell, shell)
+    _say_if_nested()
     start(prof)
     try:
         value = run_profiled(prof, body, last, shell)
@@ -275,6 +276,19 @@ def aquaprof_magic(line: str, cell: str, shell: Any) -> Optional["Report"]:
     if value is not None:
         IPython.display.display(value)
     return report
+
+
+def _say_if_nested() -> None:
+    """A Profiler started in an earlier cell and never stopped is easily
+    forgotten: the cell's report, nested in it, would lack what the line
+    asked for (call stacks, GPU tracing) with no word of why."""
+    from .._core import active
+    if active():
+        import sys
+        print("%%aquaprof: a Profiler started earlier is still running: "
+              "this cell's report is nested in it, recorded under its "
+              "settings, with no call stacks or GPU tracing of its own; "
+              "stop it for a report of the cell alone", file=sys.stderr)
 
 
 def _saved(report: "Report", args: argparse.Namespace) -> "Report":

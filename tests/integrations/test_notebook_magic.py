@@ -227,6 +227,24 @@ def test_an_interrupted_cell_leaves_no_profiler_and_says_so(shell, shown):
     assert again["cell/again"].count == 1 and "ended_by" not in again.meta
 
 
+def test_a_cell_under_a_profiler_left_running_says_it_is_nested(shell):
+    outer = ap.Profiler()
+    outer.start()
+    try:
+        result, _, err = run(shell, "%%aquaprof\n"
+                                    "import aquaprof as ap\n"
+                                    "with ap.stage('b'): pass\n")
+    finally:
+        outer.stop()
+    assert result.success
+    rep = shell.user_ns["_"]
+    assert rep.meta["nested"] and rep.samples is None
+    # why the call stacks --sample asked for are missing, and what to do
+    assert "a Profiler started earlier is still running" in err
+    assert "no call stacks" in err
+    assert run(shell, "%%aquaprof --no-sample\npass\n")[2] == ""
+
+
 def test_a_syntax_error_names_the_cells_line_and_profiles_nothing(
         shell, shown):
     result, out, err = run(shell, "%%aquaprof --no-sample\n"
