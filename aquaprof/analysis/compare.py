@@ -224,6 +224,38 @@ BUSIER_CPUS = 0.5
 BUSIER_STEAL = 0.05
 
 
+#: what meta["host"] holds of the machine and the interpreter that ran a
+#: run, as a note names them: a change of either moves timings with no
+#: change to the code. Not the host's name: a CI job's container has a
+#: new one every time, on the same kind of machine.
+ALIKE_FIELDS = (("cpu", "CPU"), ("cpus", "CPUs to run on"),
+                ("python", "Python"))
+
+
+def machine_differs(base: Sequence["Report"], new: Sequence["Report"]
+                    ) -> str:
+    """A sentence when every new run ran on another kind of machine or
+    Python than every base run; "" otherwise, or where a run does not
+    say."""
+    said = []
+    for field, name in ALIKE_FIELDS:
+        before = {r.meta.get("host", {}).get(field) for r in base}
+        after = {r.meta.get("host", {}).get(field) for r in new}
+        if None in before or None in after or before & after:
+            continue
+        said.append(f"{name} {_values(before)} -> {_values(after)}")
+    if not said:
+        return ""
+    runs = "run" if len(new) == 1 else "runs"
+    return (f"the new {runs} ran on another kind of machine or Python: "
+            f"{'; '.join(said)}. That moves timings with no change to "
+            f"the code: compare runs made on one kind of machine")
+
+
+def _values(values: set) -> str:
+    return " or ".join(printable(str(v)) for v in sorted(values, key=str))
+
+
 def machine_change(base: Sequence["Report"], new: Sequence["Report"]
                    ) -> str:
     """A sentence when the new runs met a busier (or quieter) machine
@@ -394,9 +426,12 @@ class Comparison:
         self._reports = (_runs(base, "base"), _runs(new, "new"))
         self.changes = stage_changes(*self._reports, threshold, alpha,
                                      measure=measure)
-        #: a sentence when the new runs met a busier or quieter machine
-        #: than every base run, else ""
-        self.machine = machine_change(*self._reports)
+        #: a sentence when the new runs ran on another kind of machine or
+        #: Python, or met a busier or quieter machine, than every base
+        #: run; else ""
+        self.machine = "; ".join(
+            note for note in (machine_differs(*self._reports),
+                              machine_change(*self._reports)) if note)
         #: a sentence when some runs dropped spans (max_spans), else ""
         self.dropped = dropped_spans(*self._reports)
         #: judged on wall or CPU time, a sentence naming the stages whose

@@ -45,6 +45,22 @@ def _platform() -> str:
     return platform.platform()
 
 
+@functools.lru_cache(maxsize=None)
+def cpu_model() -> Optional[str]:
+    """The CPU's model name (Linux's /proc/cpuinfo), once per process;
+    None where the system does not say: a comparison names a change of
+    it, which moves timings with no change to the code."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model") and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return None
+
+
 def host_info(started_at: Optional[float],
               busy: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
     """meta["host"] of a run started at `started_at` (time.time()); busy:
@@ -55,6 +71,7 @@ def host_info(started_at: Optional[float],
         "platform": system,
         "python": sys.version.split()[0],
         "aquaprof": __version__,
+        **({"cpu": cpu_model()} if cpu_model() else {}),
         "argv": list(sys.argv),
         "cwd": os.getcwd(),
         "started_at": started_at,
