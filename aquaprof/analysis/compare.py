@@ -252,6 +252,14 @@ def machine_differs(base: Sequence["Report"], new: Sequence["Report"]
             f"the code: compare runs made on one kind of machine")
 
 
+def machine_notes(base: Sequence["Report"], new: Sequence["Report"]
+                  ) -> str:
+    """What compare says of the machines beside its verdicts: another kind
+    of machine or Python, then a busier or quieter one; "" for neither."""
+    return "; ".join(note for note in (machine_differs(base, new),
+                                       machine_change(base, new)) if note)
+
+
 def _values(values: set) -> str:
     return " or ".join(printable(str(v)) for v in sorted(values, key=str))
 
@@ -429,9 +437,7 @@ class Comparison:
         #: a sentence when the new runs ran on another kind of machine or
         #: Python, or met a busier or quieter machine, than every base
         #: run; else ""
-        self.machine = "; ".join(
-            note for note in (machine_differs(*self._reports),
-                              machine_change(*self._reports)) if note)
+        self.machine = machine_notes(*self._reports)
         #: a sentence when some runs dropped spans (max_spans), else ""
         self.dropped = dropped_spans(*self._reports)
         #: judged on wall or CPU time, a sentence naming the stages whose

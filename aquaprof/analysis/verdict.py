@@ -188,8 +188,9 @@ class Verdict:
     suspect: bool = False
     #: what the total and calls are of: "a run", or a benchmark's "a round"
     per: str = "a run"
-    #: where the runs' machine load differed (compare.machine_change), the
-    #: sentence that says so; "" where it did not, or no run said
+    #: where the runs' machines or their load differed
+    #: (compare.machine_notes), the sentences that say so; "" where they
+    #: did not, or no run said
     machine: str = ""
 
     @property

@@ -19,8 +19,8 @@ Each stage row keeps what the run's calls said of the spread of its
 total and tail (verdict.own_spread, from the calls compare judges), so
 that a few runs agreeing by chance on a figure their calls cannot pin
 down are no certainty in steps(), as they are none in compare; a step
-on a busier or quieter machine says so, as compare does, from the
-stored reports.
+on another kind of machine or Python, or a busier or quieter one, says
+so, as compare does, from the stored reports.
 
 Opening a history writes nothing unless the file is new, so a history on
 a read-only file or filesystem can still be read. A run that cannot be
@@ -46,7 +46,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union, cast
 
 from ..model import limits, schema
 from ..report import Report
-from ..analysis.compare import machine_change, run_figures
+from ..analysis.compare import machine_notes, run_figures
 from ..analysis.verdict import (
     MIN_TAIL_CALLS, SLOWER, RunFigures, Verdict, judge, own_spread)
 
@@ -427,9 +427,10 @@ class History:
         and tail a run), those runs taken from the last step
         on, so that a new level is flagged once. A run with one run before
         it gets a hedged verdict ("slower?", the change alone). Where the
-        flagged run met a busier or quieter machine than every run it was
-        judged against, the verdict's `machine` says so, as compare's
-        notes do (from the stored reports)."""
+        flagged run ran on another kind of machine or Python, or met a
+        busier or quieter machine, than every run it was judged against,
+        the verdict's `machine` says so, as compare's notes do (from the
+        stored reports)."""
         if window < 1:
             raise ValueError(f"window must be 1 or more, got {window!r}")
         series = self.figures(stage)
@@ -452,13 +453,13 @@ class History:
         return out
 
     def _machine(self, base: List[Run], new: Run) -> str:
-        """compare's sentence on the machine's load for these runs, from
+        """compare's sentences on the machines of these runs, from
         their stored reports; "" where a report cannot be read."""
         try:
             reports = [self.report(run.id) for run in (*base, new)]
         except (KeyError, schema.ReportError, HistoryError):
             return ""
-        return machine_change(reports[:-1], reports[-1:])
+        return machine_notes(reports[:-1], reports[-1:])
 
 
 def _is_number(value: Any) -> bool:

@@ -164,3 +164,20 @@ def test_a_step_on_a_busier_machine_says_so(tmp_path):
                                                        str(quiet_step)]
     assert lines[flagged[0] + 1] == "  " + steps[busy_step].machine
     assert lines[flagged[1] + 1:] == []
+
+
+def test_a_step_after_a_python_upgrade_says_so(tmp_path):
+    """The runs before the step on one Python, the flagged one on
+    another: its verdict names the change, as compare's note does."""
+    def on(rep, python):
+        return crafted.on_machine(rep, python=python, other_cpus=0.1,
+                                  steal=0.0)
+    with ap.History(tmp_path / "h.db") as history:
+        for waits in ([7], [18], [25], [3]):
+            history.add(on(loader(2, waits), "3.11.7"))
+        step = history.add(on(loader(5, [12]), "3.12.1"))
+        steps = {run.id: verdict for run, verdict in
+                 history.steps("load", threshold=0.3)}
+    assert steps[step].machine.startswith(
+        "the new run ran on another kind of machine or Python: Python "
+        "3.11.7 -> 3.12.1"), steps[step].machine
