@@ -108,8 +108,11 @@ class SigtermSave:
             return False
         self._previous, self._process = previous, os.getpid()
         SigtermSave.armed = self
-        threading.Thread(target=self._rescue, daemon=True,
-                         name=f"{OWN_THREAD}sigterm").start()
+        try:
+            threading.Thread(target=self._rescue, daemon=True,
+                             name=f"{OWN_THREAD}sigterm").start()
+        except RuntimeError:        # no thread to spare: no rescue
+            pass
         if not SigtermSave._fork_hook and hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_default_in_child)
             SigtermSave._fork_hook = True
@@ -134,7 +137,11 @@ class SigtermSave:
         self._save_and_die()
 
     def _rescue(self) -> None:
-        if _core._sigterm_rescue():     # False: the watch ended
+        try:
+            asked = _core._sigterm_rescue()     # False: the watch ended
+        except OSError:             # no semaphore here: no rescue
+            return
+        if asked:
             _core._sigterm_hold(True)
             self._save_and_die()
 
