@@ -163,6 +163,16 @@ sampler_main(void *arg)
     return NULL;
 }
 
+int64_t
+ap_rss_refresh(ap_rss *r)
+{
+    int64_t rss = read_statm(r->fd);
+    if (rss >= 0) {
+        atomic_store_explicit(&r->current, rss, memory_order_relaxed);
+    }
+    return rss;
+}
+
 void
 ap_rss_wake(ap_rss *r)
 {

@@ -95,6 +95,16 @@ void ap_rss_log(ap_rss *r, int64_t t_ns, int64_t rss);
 /* Highest RSS sampled after sequence number since_seq. */
 int64_t ap_rss_peak_since(ap_rss *r, uint64_t since_seq);
 
+/* RSS read now, for a stage closing after a call at least one interval
+ * long: the last sample may predate what the call freed as it returned
+ * (a temporary dropped with its function's locals), which would be
+ * charged to this call and taken back from the next stage entered. Made
+ * the current reading, so that entry sees it too; no lock, no sample
+ * counted (the sampler's next store may put back a reading at most an
+ * interval older). -1 if RSS is unreadable. Only while the sampler runs,
+ * as ap_rss_peak_since. */
+int64_t ap_rss_refresh(ap_rss *r);
+
 /* Takes a sample now and puts an idle sampler back to its interval. */
 void ap_rss_wake(ap_rss *r);
 

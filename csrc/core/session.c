@@ -543,8 +543,12 @@ close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
     st->suspended += (flags & AP_SPAN_SUSPENDED) != 0;
     if (s->config.memory) {
         uint64_t seq = atomic_load_explicit(&s->rss.seq, memory_order_acquire);
-        int64_t rss = atomic_load_explicit(&s->rss.current,
-                                           memory_order_relaxed);
+        int64_t rss = wall >= s->rss.interval_ns ? ap_rss_refresh(&s->rss)
+                                                 : -1;
+        if (rss < 0) {
+            rss = atomic_load_explicit(&s->rss.current,
+                                       memory_order_relaxed);
+        }
         frame_memory(s, f, seq, rss, st);
     }
     if (f->span >= 0) {
