@@ -232,6 +232,16 @@ class Clock:
             self_time = int(found.self_ns[sid]) * 1e-9
         return min(self_time, self._run_s)
 
+    def wall(self, sid: int, total: float) -> float:
+        """Its wall time on the clock: total, the time its calls
+        overlapped counted once. Where spans were dropped (max_spans), the
+        share of overlap its recorded calls had stands for the rest."""
+        found = self._of()
+        summed = int(found.summed_ns[sid])
+        if found.at_once[sid] <= 1 or summed <= 0:
+            return total
+        return total * int(found.covered_ns[sid]) / summed
+
     def at_once(self, sid: int) -> int:
         return int(self._of().at_once[sid])
 

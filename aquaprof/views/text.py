@@ -258,6 +258,12 @@ def warning_lines(rep: "Report") -> List[str]:
         out.append(f"! {plural(n, 'span')} beyond max_spans="
                    f"{meta['max_spans']:,} {_were(n)} not kept as raw "
                    f"spans; the table still counts {_them(n)}")
+        if len(rep.threads) > 1 or any(s.suspended for s in rep.stages):
+            # calls of several threads or tasks may overlap, and only
+            # the kept spans tell by how much
+            out.append("!   the time on the run's clock of calls that "
+                       "overlapped (the bottlenecks' ranking, items/s) is "
+                       "judged from the kept spans alone")
     if rep.unclosed:
         open_ones = ", ".join(printable(s.path) for s in rep.stages
                               if s.unclosed)

@@ -73,6 +73,47 @@ def test_threads_at_once_rank_below_longer_serial_work():
     assert "summed over its calls, up to 8 at once" in line
 
 
+def test_items_a_second_of_threads_at_once_is_what_they_made_together():
+    # 4 workers each load 10 items every 5 ms: together 8,000 items a
+    # second, which is what a user sizing the pool needs; the calls'
+    # summed wall time gives a quarter of it
+    def worker():
+        for _ in range(20):
+            with ap.stage("load", items=10):
+                time.sleep(0.005)
+    with ap.Profiler(compensate=False) as prof:
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        began = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.perf_counter() - began
+        with ap.stage("alone", items=3):
+            time.sleep(0.01)
+    rep = prof.report()
+    assert rep["load"].throughput == pytest.approx(800 / took, rel=0.2)
+    alone = rep["alone"]
+    assert alone.throughput == pytest.approx(3 / alone.wall.total)
+
+
+def test_with_spans_dropped_the_report_says_overlap_is_judged_on_the_rest():
+    # the first thread to record takes the whole max_spans: the kept
+    # spans then show no overlap, and the clock's figures cannot be exact
+    def worker():
+        for _ in range(20):
+            with ap.stage("load", items=10):
+                time.sleep(0.001)
+    with ap.Profiler(compensate=False, max_spans=10) as prof:
+        threads = [threading.Thread(target=worker) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    text = str(prof.report())
+    assert "judged from the kept spans alone" in text
+
+
 def test_asyncio_tasks_asleep_at_once_rank_below_the_one_that_computes():
     async def sleeper():
         with ap.stage("task"):
