@@ -301,6 +301,7 @@ class Report:
         self._stats = stage_stats(stages, self.wall, self.stage_kind)
         self._paths = [s.path for s in self._stats]
         self._by_path = {s.path: s for s in self._stats}
+        self._children: Optional[Dict[int, List[StageStats]]] = None
         #: how the run was sampled (aquaprof.analysis.samples.Sampling:
         #: interval in seconds, rounds, samples, late, lost, timeline,
         #: timeline_dropped, missed); None when it was not sampled
@@ -462,12 +463,45 @@ class Report:
 
     def top(self, n: int = 3) -> List[StageStats]:
         """The n stages that took the most of the run's clock running
-        themselves (StageStats.self_wall): the bottlenecks. Where a
-        stage's calls never overlapped, that is its self time; 100 tasks
-        asleep 0.1 s at once count 0.1 s, not 10 s."""
+        themselves (ranked_self): the bottlenecks. Where a stage's calls
+        never overlapped, that is its self time; 100 tasks asleep 0.1 s
+        at once count 0.1 s, not 10 s. A recursive stage ranks once, at
+        its outermost path, with the self time of every level of it
+        (recursion())."""
         if not whole(n, 0):
             raise ValueError(f"n must be an int >= 0, got {n!r}")
-        return sorted(self._stats, key=lambda s: (-s.self_wall, s.path))[:n]
+        heads = [s for s in self._stats if not self._recursed(s)]
+        return sorted(heads, key=lambda s: (-self.ranked_self(s), s.path))[:n]
+
+    def recursion(self, stage: StageStats) -> List[StageStats]:
+        """stage and the paths of its calls nested directly in themselves
+        (`f/f`, `f/f/f`: recursion), outermost first. Each level is a path
+        of its own with its own self time, a share of the same code's."""
+        if self._children is None:
+            self._children = {}
+            for s in self._stats:
+                parent = self._data["stages"][s.id]["parent"]
+                self._children.setdefault(parent, []).append(s)
+        found = [stage]
+        for level in found:     # grows as levels are found
+            found += [c for c in self._children.get(level.id, ())
+                      if c.name == stage.name]
+        return found
+
+    def ranked_self(self, stage: StageStats) -> float:
+        """What top() ranks stage by: its self time on the run's clock
+        (StageStats.self_wall) with that of its recursion (recursion());
+        never more than the run."""
+        levels = self.recursion(stage)
+        if len(levels) == 1:
+            return stage.self_wall
+        return min(sum(s.self_wall for s in levels), self.wall)
+
+    def _recursed(self, stage: StageStats) -> bool:
+        """Whether stage is a call of its parent's stage nested in itself,
+        ranked with its outermost level."""
+        parent = self._by_path.get(stage.parent) if stage.parent else None
+        return parent is not None and parent.name == stage.name
 
     def by_process(self, path: str) -> List[ProcessStats]:
         """Each process's own figures for stage `path` (ProcessStats: count,

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ..common.units import fmt_bytes, fmt_rate, fmt_time, printable
 from ..common.words import shorten_path
-from .text import header_lines, overlap_note, straggler_lines, warning_lines
+from .text import header_lines, overlap_note, recursion_note, \
+    straggler_lines, warning_lines
 
 if TYPE_CHECKING:
     from ..model.report import Report, StageStats
@@ -58,7 +59,10 @@ def _shown_stages(report: "Report"
         return list(stages), []
     parent = {s.path: s.parent for s in stages}
     wanted = set()
-    for s in report.top(SHOWN_STAGES):
+    # a recursive stage ranks once: its levels are shown with it
+    ranked = [level for s in report.top(SHOWN_STAGES)
+              for level in report.recursion(s)][:SHOWN_STAGES]
+    for s in ranked:
         path: Optional[str] = s.path
         while path is not None and path not in wanted:
             wanted.add(path)
@@ -126,11 +130,12 @@ def report_html(report: "Report") -> str:
     if not report.stages:
         parts.append("<div>no stages were recorded (mark them with "
                      "aquaprof.stage)</div>")
-    top = [s for s in report.top(3) if s.self_wall > 0]
+    top = [s for s in report.top(3) if report.ranked_self(s) > 0]
     if top:
         parts.append("<div><b>Top bottlenecks by self time:</b><ol>")
-        parts += [f"<li>{_full_path(s)}: {fmt_time(s.self_wall)}"
-                  f"{e(overlap_note(s))}</li>" for s in top]
+        parts += [f"<li>{_full_path(s)}: {fmt_time(report.ranked_self(s))}"
+                  f"{e(overlap_note(s) + recursion_note(report, s))}</li>"
+                  for s in top]
         parts.append("</ol></div>")
     stragglers = straggler_lines(report)
     if stragglers:

@@ -492,7 +492,7 @@ def format_report(rep: "Report", width: Optional[int] = None,
     rows = [["stage"] + [h for h, _ in columns]]
     rows += [[label] + [c[i] for _, c in columns]
              for i, label in enumerate(labels)]
-    top = [s for s in rep.top(3) if s.self_wall > 0]
+    top = [s for s in rep.top(3) if rep.ranked_self(s) > 0]
     hottest = top[0].id if top else None
     table = align_columns(rows)
     lines.append("")
@@ -516,10 +516,11 @@ def format_report(rep: "Report", width: Optional[int] = None,
                               max(width - 35, _NAME_MIN)) for s in top]
         path_width = max(display_width(p) for p in paths)
         for i, (s, path) in enumerate(zip(top, paths), 1):
-            share = s.self_wall / rep.wall * 100 if rep.wall else 0.0
+            ranked = rep.ranked_self(s)
+            share = ranked / rep.wall * 100 if rep.wall else 0.0
             lines.append(f"  {i}. {ljust(path, path_width)}  "
-                         f"{fmt_time(s.self_wall):>9}  {share:5.1f}% of run"
-                         f"{overlap_note(s)}")
+                         f"{fmt_time(ranked):>9}  {share:5.1f}% of run"
+                         f"{overlap_note(s)}{recursion_note(rep, s)}")
     stragglers = straggler_lines(rep)
     if stragglers:
         lines.append("")
@@ -549,6 +550,16 @@ def overlap_note(s: "StageStats") -> str:
                 f"how many ran at once is unknown)")
     return (f"  ({fmt_time(s.self_time)} summed over its calls, up to "
             f"{s.at_once:,} at once)")
+
+
+def recursion_note(rep: "Report", s: "StageStats") -> str:
+    """How many levels of a recursive stage its ranked time sums: each
+    level is a path of its own in the table."""
+    levels = len(rep.recursion(s))
+    if levels == 1:
+        return ""
+    return (f"  (with its recursion: {levels:,} paths {printable(s.name)}"
+            f"/{printable(s.name)}/...)")
 
 
 def summed_note(rep: "Report") -> Optional[str]:
