@@ -338,9 +338,10 @@ on_gil(ap_sampler *self, ap_thread_seen *seen, thread_now *th, int ran)
  * used `cpu` ns of CPU (its clock since the stage's call entered): *time
  * keeps those, *before gets the rest. A thread waits for a CPU when it
  * wants one, so the run delay is shared out as the CPU time was (as the
- * wall time where it used none), whole: part of it may be a wait that
- * ended in this sample but began before it; the GIL is a wait the thread
- * is in now, kept up to what is left. */
+ * wall time where it used none), up to the last part's time off the
+ * CPU: what is past it began earlier (a wait Linux counts once it ends,
+ * such as the wake from a sleep before the stage), and goes before;
+ * the GIL is a wait the thread is in now, kept up to what is left. */
 static void
 split_time(ap_sample_time *time, int64_t wall, int64_t cpu,
            ap_sample_time *before)
@@ -352,8 +353,9 @@ split_time(ap_sample_time *time, int64_t wall, int64_t cpu,
                        ? (double)cpu / (double)whole.cpu_ns
                        : (double)wall / (double)whole.wall_ns;
     int64_t delay = (int64_t)((double)whole.delay_ns * share);
-    int64_t room = wall - cpu - delay;
-    room = room < 0 ? 0 : room;
+    int64_t room = wall - cpu;
+    delay = delay < room ? delay : room;
+    room -= delay;
     time->wall_ns = wall;
     time->cpu_ns = cpu;
     time->delay_ns = delay;

@@ -76,6 +76,27 @@ def test_a_stage_starved_beside_the_sampler_keeps_its_run_delay():
 
 
 @linux_only
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
+                    reason="pinning needs sched_setaffinity")
+def test_a_wait_told_after_its_stage_ended_stays_off_the_next_stage():
+    """Stages that compute and sleep in turn beside the starved sampler:
+    the wait to run again after each sleep ends in the sleeping stage,
+    but a round reads it once the computing stage began. Shared out as
+    the CPU time was, all of it went to the computing stage, whose run
+    delay then passed its time off the CPU (by 4 to 13 samples a run),
+    and the sleeping stage kept about half of its own."""
+    found = planted("alternating sampler")
+    crunch, rest = found["crunch"], found["rest"]
+    interval = 0.002
+    assert crunch["sampled_delay_s"] <= (crunch["sampled_s"] -
+                                         crunch["sampled_cpu_s"] +
+                                         interval), crunch
+    assert rest["sampled_delay_s"] >= 0.7 * rest["true_delay_s"], rest
+    assert crunch["kind"] == "cpu-starved", crunch
+    assert rest["kind"] == "waiting", rest
+
+
+@linux_only
 def test_a_late_sample_files_under_a_stage_only_the_time_it_was_open():
     """A round taken late (the GIL held by a thread computing outside any
     stage, or a CPU given to other processes) after the thread entered a

@@ -1,6 +1,7 @@
 """Planted waits, each in a process of its own: a stage starved of CPU
 by busy processes pinned to its core (sampled, and not; and with the
-sampler's own threads pinned there too), a sleep after
+sampler's own threads pinned there too, alone and taking turns with a
+sleeping stage), a sleep after
 work outside any stage that held the GIL from the sampler, stages blocked on a sleep and a
 pipe, eight threads fighting for the GIL, and the main thread fighting
 three for it, a stage waiting for the thread pool it handed its work to,
@@ -10,9 +11,11 @@ the same time. Prints, as JSON, each diagnosed stage's class and the
 shares of its sampled time.
 
     python planted_waits.py starved|blocked|gil|gil_main|pool|background|loops
-    python planted_waits.py "starved unsampled"|"late sampler"|"starved sampler"
+    python planted_waits.py "starved unsampled"|"late sampler"
+    python planted_waits.py "starved sampler"|"alternating sampler"
 """
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -65,10 +68,11 @@ def run_delay_s():
         return int(f.read().split()[1]) / 1e9
 
 
-def starved_beside_the_sampler(hogs_on_its_core=3):
+@contextlib.contextmanager
+def hogs_beside_the_sampler(hogs_on_its_core=3):
     """The process pinned whole, the sampler's threads with it, to the
     one CPU its hogs run on: the sampler wakes late as often as the
-    stage waits, and what it charges must still hold the waits."""
+    stages wait, and what it charges must still hold the waits."""
     cpu = min(os.sched_getaffinity(0))
     hogs = [subprocess.Popen([sys.executable, "-c", HOG])
             for _ in range(hogs_on_its_core)]
@@ -76,16 +80,39 @@ def starved_beside_the_sampler(hogs_on_its_core=3):
         for hog in hogs:
             os.sched_setaffinity(hog.pid, {cpu})
         time.sleep(0.2)
-        for _ in range(3):
-            with ap.stage("compute"):
-                before = run_delay_s()
-                spin_cpu(0.1)
-                TRUE_DELAY["compute"] = (TRUE_DELAY.get("compute", 0) +
-                                         run_delay_s() - before)
+        yield
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
+
+
+@contextlib.contextmanager
+def delay_told(path):
+    """Adds the run delay Linux counted for this thread in the block to
+    TRUE_DELAY[path]."""
+    before = run_delay_s()
+    yield
+    TRUE_DELAY[path] = TRUE_DELAY.get(path, 0) + run_delay_s() - before
+
+
+def starved_beside_the_sampler():
+    with hogs_beside_the_sampler():
+        for _ in range(3):
+            with ap.stage("compute"), delay_told("compute"):
+                spin_cpu(0.1)
+
+
+def alternating_beside_the_sampler():
+    """A computing stage and a sleeping one in turn: the wait to run
+    again after each sleep ends in the sleeping stage, and Linux counts
+    it there, but a round reads it once the computing one began."""
+    with hogs_beside_the_sampler():
+        for _ in range(12):
+            with ap.stage("crunch"), delay_told("crunch"):
+                spin_cpu(0.02)
+            with ap.stage("rest"), delay_told("rest"):
+                time.sleep(0.02)
 
 
 def sleep_after_work():
@@ -211,7 +238,7 @@ def loops():
 
 
 def profiled(case):
-    if case == "starved sampler":
+    if case in ("starved sampler", "alternating sampler"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     # unsampled: the process stays on the one CPU it shares with two hogs
     # until the run's machine figures are taken at its stop
@@ -223,7 +250,8 @@ def profiled(case):
          "background": background, "loops": loops,
          "starved unsampled": lambda: starved(2),
          "late sampler": sleep_after_work,
-         "starved sampler": starved_beside_the_sampler}[case]()
+         "starved sampler": starved_beside_the_sampler,
+         "alternating sampler": alternating_beside_the_sampler}[case]()
     return prof.report()
 
 
