@@ -13,6 +13,8 @@ diagnose() calls the stage.
 - compute+lock: the same, blocked 20 ms on a lock another thread holds;
 - alternating: a computing stage and a sleeping stage, 20 ms each, in
   turn;
+- outside: a computing stage, then a sleep of 20 ms outside any stage,
+  in turn;
 - worker: a thread's computing stage starved while the main thread
   sleeps in a stage of its own;
 - gil: eight threads running Python in a stage each;
@@ -124,6 +126,12 @@ def alternating(ap):
         in_stage(ap, "rest", (nap, 0.02))
 
 
+def unstaged_sleep(ap):
+    for _ in range(12):
+        in_stage(ap, "crunch", (spin_cpu, 0.02))
+        nap(0.02)
+
+
 def worker(ap):
     def work():
         for _ in range(6):
@@ -161,7 +169,8 @@ def tasks(ap):
 
 
 CASES = {"compute+sleep": compute_sleep, "compute+lock": compute_lock,
-         "alternating": alternating, "worker": worker, "gil": gil,
+         "alternating": alternating, "outside": unstaged_sleep,
+         "worker": worker, "gil": gil,
          "asyncio": tasks}
 QUIET = ["compute+sleep", "alternating", "worker"]
 
