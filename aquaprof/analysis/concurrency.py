@@ -62,11 +62,8 @@ def on_clock(spans: np.ndarray, nstages: int,
     order = np.argsort(first_key, kind="stable")
     stage, start, end = stage[order], start[order], end[order]
     first_key, last_key = first_key[order], last_key[order]
-    # each stage's keys lie above the stages' before it: one pass over
-    # all finds every stage's stretches
-    begins = _stretches(first_key, last_key)
-    stretch_end = np.maximum.reduceat(end, begins)
-    covered = _sums(stage[begins], stretch_end - start[begins], nstages)
+    covered = _covered_sorted(stage, start, end, first_key, last_key,
+                              nstages)
     # open just after the i-th start: the starts so far less the ends at
     # or before it; each stage has as many ends as starts, so the count
     # need not know where its stage's keys begin
@@ -87,6 +84,33 @@ def on_clock(spans: np.ndarray, nstages: int,
                                 (at_once > 1) | suspended)
     return OnClock(covered, summed, at_once,
                    _self_open(*by_span, parent, known, nstages), known)
+
+
+def covered(stage: np.ndarray, start: np.ndarray, end: np.ndarray,
+            nstages: int) -> np.ndarray:
+    """Per stage id (stage: each call's), the time at least one of its
+    calls [start, end) was open, in their unit: calls that overlapped (a
+    pool's threads, tasks) counted once."""
+    stage = stage.astype(np.int64)
+    start = start.astype(np.int64)
+    end = np.maximum(end.astype(np.int64), start)
+    if not len(stage):
+        return np.zeros(nstages, np.int64)
+    first_key, last_key = _lifted(stage, start, end, nstages)
+    order = np.argsort(first_key, kind="stable")
+    return _covered_sorted(stage[order], start[order], end[order],
+                           first_key[order], last_key[order], nstages)
+
+
+def _covered_sorted(stage: np.ndarray, start: np.ndarray, end: np.ndarray,
+                    first_key: np.ndarray, last_key: np.ndarray,
+                    nstages: int) -> np.ndarray:
+    """covered() of calls sorted by their lifted keys: each stage's keys
+    lie above the stages' before it, so one pass over all finds every
+    stage's stretches."""
+    begins = _stretches(first_key, last_key)
+    stretch_end = np.maximum.reduceat(end, begins)
+    return _sums(stage[begins], stretch_end - start[begins], nstages)
 
 
 def _overlapped_or_over(stage: np.ndarray, parent: np.ndarray,

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _core
 from ..common.units import align_columns, fmt_bytes, fmt_rate, fmt_time
+from ..analysis.concurrency import covered
 from ..analysis.anomaly import MIN_HISTORY, Anomaly, check_limits, flag, \
     window_stats
 from ..model.report import StageStats, stage_stats
@@ -38,7 +39,7 @@ class Recent:
     max: Optional[float]
     last: Optional[float]         # the latest closed call
     cpu_share: Optional[float]    # thread CPU time over wall time
-    throughput: Optional[float]   # items per second of the stage's wall
+    throughput: Optional[float]   # items/s, overlapping calls once
     running: int                  # calls open now
     running_for: Optional[float]  # age of the oldest open call
 
@@ -76,6 +77,10 @@ def _recent_all(paths: List[str], spans: np.ndarray, closed: List[np.ndarray],
                       minlength=n) * _NS
     items = np.bincount(group, spans["items"][kept].astype(np.float64),
                         minlength=n)
+    # items/s over the time the calls were open, overlapping ones (a
+    # pool's threads) counted once, as the report's throughput
+    on_clock = covered(group, spans["start_ns"][kept],
+                       spans["end_ns"][kept], n).astype(np.float64) * _NS
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     # each group's calls by duration: percentiles as numpy's
     # inverted_cdf gives them, the smallest call with q of them at or
@@ -98,7 +103,8 @@ def _recent_all(paths: List[str], spans: np.ndarray, closed: List[np.ndarray],
             float(sorted_wall[starts[g] + c - 1]) if c else None,
             float(wall[starts[g] + c - 1]) if c else None,
             float(cpu[g]) / t if t > 0 else None,
-            float(items[g]) / t if items[g] and t > 0 else None,
+            float(items[g]) / float(on_clock[g])
+            if items[g] and on_clock[g] > 0 else None,
             len(o),
             (now - int(spans["start_ns"][o].min())) * _NS if len(o)
             else None)
