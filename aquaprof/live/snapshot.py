@@ -79,8 +79,10 @@ def _recent_all(paths: List[str], spans: np.ndarray, closed: List[np.ndarray],
                         minlength=n)
     # items/s over the time the calls were open, overlapping ones (a
     # pool's threads) counted once, as the report's throughput
-    on_clock = covered(group, spans["start_ns"][kept],
-                       spans["end_ns"][kept], n).astype(np.float64) * _NS
+    rated = items[group] > 0         # only stages given items need it
+    on_clock = covered(group[rated], spans["start_ns"][kept[rated]],
+                       spans["end_ns"][kept[rated]], n).astype(
+                           np.float64) * _NS
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     # each group's calls by duration: percentiles as numpy's
     # inverted_cdf gives them, the smallest call with q of them at or
