@@ -66,9 +66,11 @@ def header_lines(rep: "Report") -> List[str]:
     sampling = rep.sampling
     if sampling is not None:
         lines.append(sampling_line(sampling))
-        if sampling.late:
+        # explained where they are many enough to ask about: a few in a
+        # thousand, on every busy run, would make the lines boilerplate
+        if sampling.late * 100 >= sampling.rounds > 0:
             lines.append(LATE_ROUNDS)
-        if sampling.missed:
+        if sampling.missed * 100 >= sampling.rounds + sampling.missed > 0:
             lines.append(missed_line(sampling))
     if meta.get("nested"):
         lines.append("nested in another Profiler: what ran while this one "

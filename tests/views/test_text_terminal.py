@@ -420,9 +420,9 @@ def test_children_lost_are_a_warning():
     assert '<div class="warn">! child processes' in rep._repr_html_()
 
 
-def sampled(late):
+def sampled(late, rounds=100):
     data = crafted.report([crafted.stage("work")], gpu_status=NO_CUDA)
-    data["samples"] = {"interval_ns": 10**6, "rounds": 100, "late": late,
+    data["samples"] = {"interval_ns": 10**6, "rounds": rounds, "late": late,
                        "lost": 0, "frames": [], "stacks": []}
     return ap.Report.from_dict(data)
 
@@ -435,6 +435,10 @@ def test_late_rounds_are_explained_where_there_were_some():
     assert lines[at + 1].startswith("  late rounds: rounds taken more than "
                                     "2 intervals after the one before")
     assert not any("late rounds" in line for line in header_lines(sampled(0)))
+    # 3 in 1,000: counted, not explained on every busy run
+    few = header_lines(sampled(3, rounds=1000))
+    assert any("(late rounds: 3)" in line for line in few)
+    assert not any(line.startswith("  late rounds") for line in few)
 
 
 def test_shares_summed_over_processes_say_why_they_pass_100():
