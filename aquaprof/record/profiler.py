@@ -145,7 +145,8 @@ class Profiler:
             sample=sample, max_samples=max_samples, torch_ops=torch_ops,
             torch_modules=torch_modules), None)
         # not an Option: children made from the options never save
-        self._save = RunSave(self, path) if path is not None else None
+        self._save: Optional[RunSave] = (
+            RunSave(self, path) if path is not None else None)
 
     @classmethod
     def from_options(cls, options: Options,
@@ -189,7 +190,7 @@ class Profiler:
         self._sampler: Any = None       # an _core.Sampler while sampling
         self._sampler_to_stop: Any = None   # one whose thread may run
         self._stop_sampler: Any = None      # its weakref.finalize
-        self._save: Optional[RunSave] = None
+        self._save = None
 
     def start(self) -> "Profiler":
         """Starts recording (nested in the running Profiler, if any).
