@@ -109,7 +109,10 @@ class SigtermSave:
         self._previous, self._process = previous, os.getpid()
         SigtermSave.armed = self
         try:
-            threading.Thread(target=self._rescue, daemon=True,
+            # the watch it saves for, named now: the thread may reach its
+            # wait only after this run's watch ended and another began
+            threading.Thread(target=self._rescue,
+                             args=(_core._sigterm_watch(),), daemon=True,
                              name=f"{OWN_THREAD}sigterm").start()
         except RuntimeError:        # no thread to spare: no rescue
             pass
@@ -136,12 +139,8 @@ class SigtermSave:
         _core._sigterm_hold(True)       # for good: the process ends here
         self._save_and_die()
 
-    def _rescue(self) -> None:
-        try:
-            asked = _core._sigterm_rescue()     # False: the watch ended
-        except OSError:             # no semaphore here: no rescue
-            return
-        if asked:
+    def _rescue(self, watch: int) -> None:
+        if _core._sigterm_rescue(watch):    # False: the watch ended
             _core._sigterm_hold(True)
             self._save_and_die()
 

@@ -114,11 +114,14 @@ static PyMethodDef module_methods[] = {
      "_sigterm_release(): SIGTERM's default action back where the handler\n"
      "is still _sigterm_deadline()'s, and its watch ended; a SIGTERM that\n"
      "came and Python never held is sent again."},
-    {"_sigterm_rescue", ap_sigterm_rescue, METH_NOARGS,
-     "_sigterm_rescue(): waits, the GIL let go, until a SIGTERM's Python\n"
-     "handler has not started by the deadline (True: save in its place,\n"
-     "holding the signal, then end the process by it) or the watch ends\n"
-     "(False)."},
+    {"_sigterm_watch", ap_sigterm_watch, METH_NOARGS,
+     "_sigterm_watch(): the id of this process's SIGTERM watch, 0 where\n"
+     "none runs."},
+    {"_sigterm_rescue", ap_sigterm_rescue, METH_O,
+     "_sigterm_rescue(watch): waits, the GIL let go, until a SIGTERM's\n"
+     "Python handler has not started by the deadline (True: save in its\n"
+     "place, holding the signal, then end the process by it) or the watch\n"
+     "ends (False, at once where it already did or has a rescuer)."},
     {"_wait_for_file", ap_wait_for_file, METH_VARARGS,
      "_wait_for_file(paths, interval_s, timeout_s): looks every\n"
      "interval_s, the GIL released, until one of the files exists (its\n"

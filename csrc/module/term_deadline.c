@@ -22,7 +22,10 @@
  * collective that a dead rank never joins, the GIL let go): at the
  * deadline the watcher wakes it instead of ending the process, and waits
  * another deadline for it to hold the signal, then at most RESCUE_S
- * while it saves.
+ * while it saves. A rescuer names the watch it was started for
+ * (_sigterm_watch): one that reaches its wait after that watch ended,
+ * as a busy machine may schedule it, waits in no later watch, whose run
+ * it would not save.
  *
  * One watch per process: a forked copy inherits our handler but no
  * watcher, and its handler takes the default action at once (Python's
@@ -36,6 +39,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,19 +60,22 @@ static atomic_int held;               /* Python at work on it: no deadline */
 static atomic_int stopping;           /* the watch ends */
 static _Atomic int64_t deadline_ns;
 
-/* A thread waiting in _sigterm_rescue, the watcher's call to it, and the
- * semaphore it waits on (made once a process: a waiter may still be in
- * it as a watch ends and the next begins). */
+/* The rescue: a watcher and a thread waiting in _sigterm_rescue, each
+ * watch by its id (never 0, never given twice in a process). Under
+ * rescue_lock, made afresh in a forked copy (its parent's waiter is not
+ * there, and a lock taken at the fork would never be let go). */
 #define RESCUE_S 60
-static sem_t rescue;
-static pthread_once_t rescue_made = PTHREAD_ONCE_INIT;
-static int rescue_ok;
-static atomic_int rescuer;
-static atomic_int rescue_asked;
+static pthread_mutex_t rescue_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rescue_call = PTHREAD_COND_INITIALIZER;
+static pthread_once_t rescue_forks = PTHREAD_ONCE_INIT;
+static uint64_t watch_now;            /* the watch going on; 0 none */
+static uint64_t rescuer_of;           /* the watch a rescuer waits in */
+static uint64_t rescue_asked;         /* the watch that called it */
 
 /* Under the GIL. The watcher reads marks and main_thread while it runs:
  * they change only when no watcher runs in this process. */
 static int watching;                  /* a watcher runs in `owner` */
+static uint64_t watches;              /* ids given */
 static pthread_t watcher;
 static pthread_t main_thread;
 static char **marks;
@@ -209,12 +216,15 @@ watch(void *unused)
         /* a wake left by a signal sent again while Python held it
          * finds it held still, and waits with it */
         if (atomic_load(&noted) && !wait_for_python()) {
-            if (atomic_exchange(&rescuer, 0)) {
-                atomic_store(&rescue_asked, 1);
-                sem_post(&rescue);
-                if (wait_for_rescue()) {
-                    continue;
-                }
+            pthread_mutex_lock(&rescue_lock);
+            int ask = rescuer_of == watch_now && rescue_asked != watch_now;
+            if (ask) {
+                rescue_asked = watch_now;
+                pthread_cond_broadcast(&rescue_call);
+            }
+            pthread_mutex_unlock(&rescue_lock);
+            if (ask && wait_for_rescue()) {
+                continue;
             }
             die_by_sigterm();
         }
@@ -271,6 +281,30 @@ error:
     return -1;
 }
 
+static void
+set_watch_now(uint64_t id)
+{
+    pthread_mutex_lock(&rescue_lock);
+    watch_now = id;
+    pthread_cond_broadcast(&rescue_call);
+    pthread_mutex_unlock(&rescue_lock);
+}
+
+static void
+rescue_after_fork(void)
+{
+    pthread_mutex_init(&rescue_lock, NULL);
+    pthread_cond_init(&rescue_call, NULL);
+    watch_now = 0;
+    rescuer_of = 0;
+}
+
+static void
+watch_forks(void)
+{
+    pthread_atfork(NULL, NULL, rescue_after_fork);
+}
+
 /* Ends this process's watcher and frees its marks; the GIL is let go
  * while it ends (it never takes the GIL). */
 static void
@@ -282,9 +316,7 @@ stop_watcher(void)
     pthread_join(watcher, NULL);
     Py_END_ALLOW_THREADS
     watching = 0;
-    if (atomic_exchange(&rescuer, 0)) {
-        sem_post(&rescue);      /* its wait ends, not asked */
-    }
+    set_watch_now(0);           /* a rescuer's wait ends, not asked */
     free_marks(marks, nmarks);
     marks = NULL;
     nmarks = 0;
@@ -358,8 +390,11 @@ ap_sigterm_deadline(PyObject *module, PyObject *args)
             python_action = now;
         }
         main_thread = pthread_self();
+        pthread_once(&rescue_forks, watch_forks);
+        set_watch_now(++watches);
         int rc = start_watcher();
         if (rc != 0) {
+            set_watch_now(0);
             free_marks(list, n);
             return os_error(rc);
         }
@@ -427,30 +462,37 @@ ap_sigterm_release(PyObject *module, PyObject *unused)
     return PyBool_FromLong(restored);
 }
 
-static void
-make_rescue(void)
-{
-    rescue_ok = sem_init(&rescue, 0, 0) == 0;
-}
-
 PyObject *
-ap_sigterm_rescue(PyObject *module, PyObject *unused)
+ap_sigterm_watch(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    pthread_once(&rescue_made, make_rescue);
-    if (!rescue_ok) {
-        return PyErr_SetFromErrno(PyExc_OSError);
+    pthread_mutex_lock(&rescue_lock);
+    uint64_t id = watch_now;    /* 0 in a forked copy: its parent's */
+    pthread_mutex_unlock(&rescue_lock);
+    return PyLong_FromUnsignedLongLong(id);
+}
+
+PyObject *
+ap_sigterm_rescue(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    unsigned long long id = PyLong_AsUnsignedLongLong(arg);
+    if (id == (unsigned long long)-1 && PyErr_Occurred()) {
+        return NULL;
     }
-    if (!(watching && atomic_load(&owner) == getpid())) {
-        Py_RETURN_FALSE;
-    }
-    atomic_store(&rescuer, 1);
-    int rc;
+    int asked = 0;
     Py_BEGIN_ALLOW_THREADS
-    do {
-        rc = sem_wait(&rescue);
-    } while (rc != 0 && errno == EINTR);
+    pthread_mutex_lock(&rescue_lock);
+    /* one rescuer a watch, and none once it ended */
+    if (id != 0 && watch_now == id && rescuer_of != id) {
+        rescuer_of = id;
+        while (watch_now == id && rescue_asked != id) {
+            pthread_cond_wait(&rescue_call, &rescue_lock);
+        }
+        asked = rescue_asked == id;
+    }
+    pthread_mutex_unlock(&rescue_lock);
     Py_END_ALLOW_THREADS
-    return PyBool_FromLong(rc == 0 && atomic_exchange(&rescue_asked, 0));
+    return PyBool_FromLong(asked);
 }

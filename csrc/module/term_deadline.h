@@ -21,10 +21,14 @@ PyObject *ap_sigterm_hold(PyObject *module, PyObject *on);
  * Python never took is then sent again, to end the process by it. */
 PyObject *ap_sigterm_release(PyObject *module, PyObject *unused);
 
-/* _core._sigterm_rescue(): waits, the GIL let go, until a SIGTERM's
- * Python handler has not started by the deadline (True: save in its
- * place, holding the signal, then end the process by it) or the watch
- * ends (False). */
-PyObject *ap_sigterm_rescue(PyObject *module, PyObject *unused);
+/* _core._sigterm_watch(): the id of this process's watch, 0 where none
+ * runs. */
+PyObject *ap_sigterm_watch(PyObject *module, PyObject *unused);
+
+/* _core._sigterm_rescue(watch): waits, the GIL let go, until a
+ * SIGTERM's Python handler has not started by the deadline (True: save
+ * in its place, holding the signal, then end the process by it) or the
+ * watch ends (False; at once where it already ended or has a rescuer). */
+PyObject *ap_sigterm_rescue(PyObject *module, PyObject *watch);
 
 #endif

@@ -237,3 +237,62 @@ def test_a_rank_ended_while_its_collective_waits_keeps_its_profile(
     assert ranks[0].returncode == -signal.SIGTERM, err
     rep = ap.Report.load(tmp_path / "rank0.json")
     assert rep["step"].unclosed == 1 and rep.meta["ended_by"] == "SIGTERM"
+
+
+# The rescue thread of a run already stopped reaches its wait only while
+# the next run goes on, as a busy machine may schedule it: it must not
+# take that run's SIGTERM, saving the old report in its place.
+LATE_RESCUER = """
+    import ctypes, threading
+    from aquaprof.record import saving
+    real = saving._core
+    gates = [threading.Event(), threading.Event()]
+
+    class Core:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def _sigterm_rescue(self, *args):
+            gate = gates[len(entered)]
+            entered.append(1)
+            gate.wait()
+            waits.append(1)
+            return real._sigterm_rescue(*args)
+
+    entered, waits = [], []
+    saving._core = Core()
+    with ap.Profiler(save="old.json"):
+        pass
+    while not entered:          # the old run's thread held at its gate
+        time.sleep(0.01)
+    libc = ctypes.CDLL(None)
+    mutex = ctypes.create_string_buffer(64)
+    libc.pthread_mutex_lock(mutex)
+    with ap.Profiler(save="run.json"):
+        gates[0].set()          # the old run's thread first
+        while not waits:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        gates[1].set()
+        while len(waits) < 2:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        print("ready", flush=True)
+        with ap.stage("wait"):
+            libc.pthread_mutex_lock(mutex)
+    """
+
+
+@posix_only
+def test_a_rescue_thread_late_for_its_run_never_saves_the_next(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, str(script(tmp_path, LATE_RESCUER))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    wait_ready(proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM, err
+    assert "is saved (run.json)" in err, err
+    rep = ap.Report.load(tmp_path / "run.json")
+    assert rep["wait"].unclosed == 1 and rep.meta["ended_by"] == "SIGTERM"
