@@ -463,6 +463,14 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
             before_stack = -1;
         }
     }
+    int64_t off_cpu = time.wall_ns - time.cpu_ns;
+    if (time.delay_ns > off_cpu && before_stack >= 0) {
+        /* more run delay than the sample was off the CPU: a wait Linux
+         * told a round late, which ended before this sample began, in
+         * the stack the thread was last seen in */
+        before.delay_ns += time.delay_ns - off_cpu;
+        time.delay_ns = off_cpu;
+    }
     if (tid < 0) {
         tid = (int64_t)th->thread_id;   /* 3.9/3.10, never recorded */
     }
@@ -475,7 +483,7 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
     if (self->store.ntids > ntids) {
         note_name(self, tid, th->thread_id);
     }
-    if (before.wall_ns > 0 && before_stack >= 0) {
+    if ((before.wall_ns > 0 || before.delay_ns > 0) && before_stack >= 0) {
         ap_sample_fold(&self->store, (uint32_t)before_stack, &before);
     }
 }

@@ -97,6 +97,25 @@ def test_a_wait_told_after_its_stage_ended_stays_off_the_next_stage():
 
 
 @linux_only
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
+                    reason="pinning needs sched_setaffinity")
+def test_turns_of_a_few_samples_keep_each_stage_its_own_run_delay():
+    """Turns of 4 ms beside the starved sampler, four samples each: a
+    wait told a round late may be read in a whole sample of the next
+    stage, where the thread ran; it goes back to the stack last seen.
+    Each stage keeps the run delay Linux counted in it, and none claims
+    more than it was off the CPU."""
+    found = planted("short turns sampler")
+    for path in ("crunch", "rest"):
+        stage = found[path]
+        assert stage["sampled_cpu_s"] + stage["sampled_delay_s"] <= \
+            stage["sampled_s"] + 0.002, stage
+        assert stage["sampled_delay_s"] == pytest.approx(
+            stage["true_delay_s"], rel=0.1, abs=0.01), stage
+    assert found["crunch"]["kind"] == "cpu-starved", found["crunch"]
+
+
+@linux_only
 def test_a_late_sample_files_under_a_stage_only_the_time_it_was_open():
     """A round taken late (the GIL held by a thread computing outside any
     stage, or a CPU given to other processes) after the thread entered a

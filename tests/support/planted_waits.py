@@ -103,16 +103,16 @@ def starved_beside_the_sampler():
                 spin_cpu(0.1)
 
 
-def alternating_beside_the_sampler():
+def alternating_beside_the_sampler(turns=12, seconds=0.02):
     """A computing stage and a sleeping one in turn: the wait to run
     again after each sleep ends in the sleeping stage, and Linux counts
     it there, but a round reads it once the computing one began."""
     with hogs_beside_the_sampler():
-        for _ in range(12):
+        for _ in range(turns):
             with ap.stage("crunch"), delay_told("crunch"):
-                spin_cpu(0.02)
+                spin_cpu(seconds)
             with ap.stage("rest"), delay_told("rest"):
-                time.sleep(0.02)
+                time.sleep(seconds)
 
 
 def sleep_after_work():
@@ -238,20 +238,26 @@ def loops():
 
 
 def profiled(case):
-    if case in ("starved sampler", "alternating sampler"):
+    if case in ("starved sampler", "alternating sampler",
+                "short turns sampler"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     # unsampled: the process stays on the one CPU it shares with two hogs
     # until the run's machine figures are taken at its stop
     with ap.Profiler(sample=None if case == "starved unsampled"
-                     else 0.001 if case == "late sampler" else 0.002
-                     ) as prof:
+                     else 0.001 if case in ("late sampler",
+                                            "short turns sampler")
+                     else 0.002) as prof:
         {"starved": starved, "blocked": blocked, "gil": gil,
          "gil_main": gil_main, "pool": pool,
          "background": background, "loops": loops,
          "starved unsampled": lambda: starved(2),
          "late sampler": sleep_after_work,
          "starved sampler": starved_beside_the_sampler,
-         "alternating sampler": alternating_beside_the_sampler}[case]()
+         "alternating sampler": alternating_beside_the_sampler,
+         # turns of a few samples each: a wait told late finds the
+         # thread in the next stage for whole samples, not split ones
+         "short turns sampler":
+             lambda: alternating_beside_the_sampler(100, 0.004)}[case]()
     return prof.report()
 
 
