@@ -87,17 +87,24 @@ def wait_ready(proc):
     time.sleep(0.2)
 
 
-@posix_only
-def test_sigterm_saves_the_run_up_to_there_and_ends_by_it(tmp_path):
+def terminated(tmp_path, body):
+    """The program's exit status, stdout and stderr once a SIGTERM came
+    after it said it was ready."""
     proc = subprocess.Popen(
-        [sys.executable, str(script(tmp_path, SERVING))],
+        [sys.executable, str(script(tmp_path, body))],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     wait_ready(proc)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
+@posix_only
+def test_sigterm_saves_the_run_up_to_there_and_ends_by_it(tmp_path):
+    code, _, err = terminated(tmp_path, SERVING)
     # ended as unprofiled: by the signal, which a scheduler reads
-    assert proc.returncode == -signal.SIGTERM, err
+    assert code == -signal.SIGTERM, err
     assert "terminated by SIGTERM: the report of the run up to there is " \
         "saved (run.json)" in err
     rep = ap.Report.load(tmp_path / "run.json")
@@ -114,14 +121,8 @@ def test_a_sigterm_handler_of_the_program_is_kept(tmp_path):
             sys.exit(3)
         signal.signal(signal.SIGTERM, mine)
         """) + textwrap.dedent(SERVING)
-    proc = subprocess.Popen(
-        [sys.executable, str(script(tmp_path, body))],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    wait_ready(proc)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 3, err
+    code, out, err = terminated(tmp_path, body)
+    assert code == 3, err
     assert out.strip() == "mine"
     # its sys.exit left the `with` block, whose stop saved the run
     rep = ap.Report.load(tmp_path / "run.json")
@@ -175,14 +176,8 @@ STUCK_IN_C = """
 
 @posix_only
 def test_sigterm_saves_while_the_main_thread_waits_in_c(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, str(script(tmp_path, STUCK_IN_C))],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    wait_ready(proc)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGTERM, err
+    code, _, err = terminated(tmp_path, STUCK_IN_C)
+    assert code == -signal.SIGTERM, err
     assert "the report of the run up to there is saved" in err, err
     rep = ap.Report.load(tmp_path / "run.json")
     assert rep["wait"].count == 1 and rep["wait"].unclosed == 1
@@ -285,14 +280,8 @@ LATE_RESCUER = """
 
 @posix_only
 def test_a_rescue_thread_late_for_its_run_never_saves_the_next(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, str(script(tmp_path, LATE_RESCUER))],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    wait_ready(proc)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGTERM, err
+    code, _, err = terminated(tmp_path, LATE_RESCUER)
+    assert code == -signal.SIGTERM, err
     assert "is saved (run.json)" in err, err
     rep = ap.Report.load(tmp_path / "run.json")
     assert rep["wait"].unclosed == 1 and rep.meta["ended_by"] == "SIGTERM"
