@@ -854,9 +854,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if config.getoption("aquaprof_show") and config.stash[_REPORTS]:
         terminalreporter.section("aquaprof: top stages by self time")
         for nodeid, report in _first_runs(config):
-            top = ", ".join(f"{s.path} {report.ranked_self(s) * 1e3:.2f} ms"
-                            for s in report.top(3)
-                            if report.ranked_self(s) > 0)
+            top = ", ".join(f"{s.path} {ranked * 1e3:.2f} ms"
+                            for s, ranked in report.bottlenecks(3))
             write(f"{nodeid}: {top or 'no stages'}")
     holes: List[str] = getattr(config, "aquaprof_gate_holes", [])
     missing = config.stash[_UNCOMPARED]

@@ -473,6 +473,13 @@ class Report:
         heads = [s for s in self._stats if not self._recursed(s)]
         return sorted(heads, key=lambda s: (-self.ranked_self(s), s.path))[:n]
 
+    def bottlenecks(self, n: int = 3) -> List[Tuple[StageStats, float]]:
+        """top(n) with each stage's ranked time (ranked_self), those
+        that took any: what the printed report, the page and the pytest
+        gate's summary list."""
+        ranked = [(s, self.ranked_self(s)) for s in self.top(n)]
+        return [(s, t) for s, t in ranked if t > 0]
+
     def recursion(self, stage: StageStats) -> List[StageStats]:
         """stage and the paths of its calls nested directly in themselves
         (`f/f`, `f/f/f`: recursion), outermost first. Each level is a path

@@ -130,12 +130,12 @@ def report_html(report: "Report") -> str:
     if not report.stages:
         parts.append("<div>no stages were recorded (mark them with "
                      "aquaprof.stage)</div>")
-    top = [s for s in report.top(3) if report.ranked_self(s) > 0]
+    top = report.bottlenecks(3)
     if top:
         parts.append("<div><b>Top bottlenecks by self time:</b><ol>")
-        parts += [f"<li>{_full_path(s)}: {fmt_time(report.ranked_self(s))}"
+        parts += [f"<li>{_full_path(s)}: {fmt_time(ranked)}"
                   f"{e(overlap_note(s) + recursion_note(report, s))}</li>"
-                  for s in top]
+                  for s, ranked in top]
         parts.append("</ol></div>")
     stragglers = straggler_lines(report)
     if stragglers:

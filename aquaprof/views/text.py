@@ -494,8 +494,8 @@ def format_report(rep: "Report", width: Optional[int] = None,
     rows = [["stage"] + [h for h, _ in columns]]
     rows += [[label] + [c[i] for _, c in columns]
              for i, label in enumerate(labels)]
-    top = [s for s in rep.top(3) if rep.ranked_self(s) > 0]
-    hottest = top[0].id if top else None
+    top = rep.bottlenecks(3)
+    hottest = top[0][0].id if top else None
     table = align_columns(rows)
     lines.append("")
     lines.append(_paint(table[0], _BOLD, color))
@@ -515,10 +515,9 @@ def format_report(rep: "Report", width: Optional[int] = None,
         # a path keeps what the rank, time and share leave of the line
         paths = [shorten_path(printable(s.path),
                               PATH_MAX if width is None else
-                              max(width - 35, _NAME_MIN)) for s in top]
+                              max(width - 35, _NAME_MIN)) for s, _ in top]
         path_width = max(display_width(p) for p in paths)
-        for i, (s, path) in enumerate(zip(top, paths), 1):
-            ranked = rep.ranked_self(s)
+        for i, ((s, ranked), path) in enumerate(zip(top, paths), 1):
             share = ranked / rep.wall * 100 if rep.wall else 0.0
             lines.append(f"  {i}. {ljust(path, path_width)}  "
                          f"{fmt_time(ranked):>9}  {share:5.1f}% of run"
