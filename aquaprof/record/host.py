@@ -66,12 +66,13 @@ def host_info(started_at: Optional[float],
     """meta["host"] of a run started at `started_at` (time.time()); busy:
     what busy_between() found of the run."""
     hostname, system = static_host()
+    cpu = cpu_model()
     return {
         "hostname": hostname,
         "platform": system,
         "python": sys.version.split()[0],
         "aquaprof": __version__,
-        **({"cpu": cpu_model()} if cpu_model() else {}),
+        **({"cpu": cpu} if cpu else {}),
         "argv": list(sys.argv),
         "cwd": os.getcwd(),
         "started_at": started_at,

@@ -8,6 +8,13 @@ import pytest
 import aquaprof as ap
 from profiled import run_profiled
 
+#: under `make asan` freed memory waits in ASan's quarantine, so RSS
+#: cannot fall; the normal run of the suite checks these
+rss_falls_when_freed = pytest.mark.skipif(
+    os.environ.get("AQUAPROF_SANITIZED") == "1",
+    reason="under `make asan` freed memory waits in ASan's quarantine, so "
+           "RSS cannot fall; the normal run of the suite checks this")
+
 
 def rss_now():
     with open("/proc/self/statm") as f:
@@ -56,10 +63,7 @@ def test_cpu_time_in_spans_matches_aggregates():
     assert (spans["cpu_ns"] <= spans["end_ns"] - spans["start_ns"]).all()
 
 
-@pytest.mark.skipif(
-    os.environ.get("AQUAPROF_SANITIZED") == "1",
-    reason="under `make asan` freed memory waits in ASan's quarantine, so "
-           "RSS cannot fall; the normal run of the suite checks this")
+@rss_falls_when_freed
 def test_memory_peak_sees_a_block_freed_inside_the_stage():
     size = 64 << 20
 
@@ -82,10 +86,7 @@ def test_memory_peak_sees_a_block_freed_inside_the_stage():
     assert "MiB" in str(rep)
 
 
-@pytest.mark.skipif(
-    os.environ.get("AQUAPROF_SANITIZED") == "1",
-    reason="under `make asan` freed memory waits in ASan's quarantine, so "
-           "RSS cannot fall; the normal run of the suite checks this")
+@rss_falls_when_freed
 def test_a_temporary_freed_as_the_stage_returns_is_not_its_memory():
     # the commonest way to free a temporary: the function's locals go as
     # it returns, microseconds before the stage's exit, which reads the
