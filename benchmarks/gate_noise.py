@@ -14,7 +14,7 @@ A CPU hog is switched on for every other run (base and candidate alike):
 when gating on wall time it is pinned to the other core (the work is
 pinned to core 0), when gating on CPU time to the work's core as well.
 For each measure: 6 base runs, then 20 candidates of each kind
-(unchanged, and the three planted shapes), each judged five ways:
+(unchanged, and the three planted shapes), each judged seven ways:
 - "runs": the verdict on one candidate run against the 6 base runs
   (noise between runs learned from them);
 - "runs, rounds 3": the same, and where a stage is suspect (slower, or
@@ -26,6 +26,9 @@ For each measure: 6 base runs, then 20 candidates of each kind
   what that changes;
 - "1 run": the verdict against the first base run alone (block
   bootstrap over the calls);
+- "runs, no witness" and "1 run, no witness": the first and the fourth
+  without the median call as the total's witness (verdict._witness),
+  the rule before it, kept here as the reference for what it changes;
 - "runs, no margin" and "1 run, no margin": the first and the fourth
   with the evidence asked only that the tail (the p95 call) moved at
   all, not that it moved past the threshold (the rule before), kept
@@ -177,7 +180,8 @@ def measure_runs(measure: str, candidates: int, threshold: float,
           f"each stage's total): {base_noise(base, measure)}", flush=True)
     counts = {rule: {kind: 0 for kind in (*SHAPES, "others")}
               for rule in ("runs", "runs, rounds 3", "runs alone",
-                           "1 run", "runs, no margin", "1 run, no margin",
+                           "1 run", "runs, no witness", "1 run, no witness",
+                           "runs, no margin", "1 run, no margin",
                            "before")}
     made = 0
 
@@ -205,6 +209,10 @@ def measure_runs(measure: str, candidates: int, threshold: float,
                                    lambda figure, calls: None):
                 verdicts["runs alone"] = judged(compared(base, new))
             verdicts["1 run"] = judged(compared(base[0], new))
+            with mock.patch.object(verdict, "_witness", lambda *a: False):
+                verdicts["runs, no witness"] = judged(compared(base, new))
+                verdicts["1 run, no witness"] = judged(compared(base[0],
+                                                                new))
             with mock.patch.object(verdict, "_figure_p", no_margin):
                 verdicts["runs, no margin"] = judged(compared(base, new))
                 verdicts["1 run, no margin"] = judged(compared(base[0], new))

@@ -17,11 +17,12 @@ after the other, as a user takes them) and one run from outside them as
 the candidate, judged as `aquaprof compare` judges (threshold 5 %, alpha
 0.01); and against a planted run.
 
-Three rules: "now"; "runs alone": the same t-test between runs
+Four rules: "now"; "runs alone": the same t-test between runs
 without what a run's own calls say of its figure's spread
 (verdict.own_spread); "tail, no margin": the tail (the p95 call) asked
 only to have moved at all, not past the threshold (the rule before);
-kept here as the references for what each changes.
+"no witness": without the median call as the total's witness
+(verdict._witness); kept here as the references for what each changes.
 
 It also prints what the hog did to the base's runs: the "step" stage's
 median total a run, wall and thread CPU time, with the hog and without,
@@ -148,6 +149,8 @@ RULES = {
         verdict, "own_spread", lambda figure, calls: None),
     "tail, no margin": lambda: mock.patch.object(
         verdict, "_figure_p", no_margin),
+    "no witness": lambda: mock.patch.object(
+        verdict, "_witness", lambda *a: False),
 }
 
 

@@ -5,10 +5,15 @@ What is judged is what the user pays for a stage in a run: its total
 (calls x time a call, so more calls or a few long waits count as much as
 every call slowing down) and its tail (the 95th percentile call, for
 stages with at least MIN_TAIL_CALLS calls a run). Either slower is
-enough. The median call is shown, never judged: it misses a few long
+enough. The median call is never judged alone: it misses a few long
 waits grown longer, and for a stage of instant calls and waits (a
 DataLoader's next()) it jumps between the two groups from one unchanged
-run to the next.
+run to the next. It is a witness: where it and the total both moved
+past the threshold, the same way, it is judged as a third figure (each
+figure then at alpha / 3), so that a total that one long call makes
+uncertain (a warm-up, a collection, a preemption in the base run) is
+still proven slower when every call is: 20 calls of 500 us, one of them
+7.9 ms, against 20 calls of 2 ms read "noisy" (p=0.043) before.
 
 The unit of evidence is a run. Calls of one run are not independent
 samples: a machine that was busy for the whole run makes every call
@@ -115,6 +120,8 @@ TOTAL_MARGIN = 0.5
 #: the figures measured: wall time, the thread's CPU time, or the time
 #: of the kernels each call launched (CUDA, traced)
 MEASURES = ("wall", "cpu", "cuda")
+#: the RunFigures field of each figure judged
+_FIELDS = {"total": "total", "tail": "p95", "median": "p50"}
 
 
 @dataclass(frozen=True)
@@ -138,11 +145,12 @@ class RunFigures:
     kept: Optional[int] = None
 
     def own_spread(self, figure: str) -> Optional[float]:
-        """own_spread() of the figure ("total" or "tail"), from the calls
-        or, where they are not kept, from what was kept of it."""
+        """own_spread() of the figure ("total", "tail" or "median"), from
+        the calls or, where they are not kept, from what was kept of it
+        (a history keeps no median's)."""
         if self.calls is not None:
             return own_spread(figure, self.calls)
-        if self.spread is None:
+        if self.spread is None or figure == "median":
             return None
         return self.spread[0 if figure == "total" else 1]
 
@@ -168,7 +176,8 @@ class Verdict:
     """What judge() found; times are seconds, figures a mean run's."""
     word: str                  # slower, faster, same, slower?, faster?,
     #                            noisy
-    figure: Optional[str]      # what decided: "total", "tail" or None
+    figure: Optional[str]      # what decided: "total", "tail",
+    #                            "median" or None
     change: float              # relative change of the total a run
     tail_change: Optional[float]   # of the p95 call, where judged
     p_value: Optional[float]   # of the deciding figure (or the total's)
@@ -306,7 +315,8 @@ def _resampled(figure: str, calls: np.ndarray, rng: np.random.Generator,
                resamples: int = RESAMPLES) -> np.ndarray:
     """The figure of each of the moving-block resamples of calls:
     the total (the count of calls kept: a run that called twice as often
-    pays twice as much) or the 95th percentile call.
+    pays twice as much), the 95th percentile call ("tail") or the median
+    call ("median").
     Bounded whatever the calls: a total sums whole blocks' sums, and a
     percentile is taken from at most PERCENTILE_CALLS calls, thinned
     evenly (which only widens its spread: less evidence, never more)."""
@@ -324,13 +334,13 @@ def _resampled(figure: str, calls: np.ndarray, rng: np.random.Generator,
     index = (starts[:, :, None] + np.arange(block)).reshape(resamples, -1)
     # the nearest rank, as RunFigures.of's (numpy's inverted_cdf), by a
     # partial sort: a full one of every resample cost 20 times as much
-    rank = _rank95(n)
+    rank = _rank(50 if figure == "median" else 95, n)
     return np.partition(calls[index[:, :n]], rank, axis=1)[:, rank]
 
 
-def _rank95(n: int) -> int:
-    """The 0-based rank of the nearest-rank 95th percentile of n values."""
-    return max(0, -(-95 * n // 100) - 1)
+def _rank(percent: int, n: int) -> int:
+    """The 0-based rank of the nearest-rank percentile of n values."""
+    return max(0, -(-percent * n // 100) - 1)
 
 
 def own_spread(figure: str, calls: Optional[np.ndarray]
@@ -367,6 +377,20 @@ def bootstrap_p(base: np.ndarray, new: np.ndarray, figure: str,
     grown = 1 + threshold
     return (max(floor, float(np.mean(fn <= fb * grown))),
             max(floor, float(np.mean(fn * grown >= fb))))
+
+
+def _past(change: float, threshold: float) -> bool:
+    """Whether a relative change is past the threshold either way (a
+    shrink as far as a growth undoes: -threshold / (1 + threshold))."""
+    return change > threshold or change < -threshold / (1 + threshold)
+
+
+def _witness(total: float, median: float, threshold: float) -> bool:
+    """Whether the median call is judged beside the total: both moved
+    past the threshold, the same way (it may then prove the total's
+    move, never move the verdict against it)."""
+    return _past(total, threshold) and _past(median, threshold) and \
+        (total > 0) == (median > 0)
 
 
 def _word(change: float, p_up: Optional[float], p_down: Optional[float],
@@ -434,7 +458,7 @@ def _figure_p(figure: str, base: Sequence[RunFigures],
     several, else from one run's calls (or their spreads); Nones where
     neither is possible (a single run a side of too few calls)."""
     if len(base) > 1 or len(new) > 1:
-        field = "total" if figure == "total" else "p95"
+        field = _FIELDS[figure]
         values = [getattr(r, field) for r in (*base, *new)]
         spreads = [r.own_spread(figure) for r in (*base, *new)]
         known = [v for v in spreads if v is not None]
@@ -461,7 +485,7 @@ def _spread_p(figure: str, base: RunFigures, new: RunFigures,
     run that dropped spans): the log figures' difference against the
     spreads the runs' calls gave (a normal test: they stand for many
     resamples); None where a spread is unknown or a figure is 0."""
-    field = "total" if figure == "total" else "p95"
+    field = _FIELDS[figure]
     before, after = getattr(base, field), getattr(new, field)
     spreads = (base.own_spread(figure), new.own_spread(figure))
     if None in spreads or min(before, after) <= 0:
@@ -498,15 +522,21 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     if tail_judged:
         moved["tail"] = _change(pb, pn) if abs(pn - pb) > unresolved \
             else 0.0
+    median = _change(mb, mn) if abs(mn - mb) > unresolved else 0.0
+    if min(mb, mn) > 0 and _witness(moved["total"], median, threshold):
+        moved["median"] = median
     each = alpha / len(moved)      # no more false alarms for more figures
     # one run a side: the total's evidence comes from the calls, as the
     # tail's does, so it too must show a move past the threshold
     alone = len(base) == 1 and len(new) == 1
     words: List[Tuple[str, Optional[str], Optional[float]]] = []
     for name, change in moved.items():
-        margin = threshold if name == "tail" else \
+        margin = threshold if name != "total" else \
             threshold * TOTAL_MARGIN if alone else 0.0
         p_up, p_down, p = _figure_p(name, base, new, change, margin)
+        if name == "median" and (p is None or not all(
+                r.calls_known >= MIN_CALLS for r in (*base, *new))):
+            continue           # a witness proves, never hedges
         words.append((_word(change, p_up, p_down, threshold, each,
                             name == "total"), name, p))
     order = ("slower", "slower?", "faster", "faster?", NOISY, "same")

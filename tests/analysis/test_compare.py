@@ -115,6 +115,63 @@ def test_one_stalled_call_on_a_run_that_drifted_is_no_regression(drift):
     assert alarms == 0
 
 
+@pytest.mark.parametrize("where", [1, 10, 18])
+def test_every_call_slower_is_proven_past_one_long_base_call(where):
+    """One run a side of 20 calls, every call 4x slower, and one base call
+    of 7.9 ms (a collection in a long test session). The total's
+    resamples that repeat the long call hide the change (p=0.04,
+    "noisy"); the median call, the total's witness, proves it."""
+    rng = np.random.default_rng(where)
+    base = 500e-6 * np.exp(rng.normal(0, 0.003, 20))
+    base[where] = 7.9e-3
+    new = 2e-3 * np.exp(rng.normal(0, 0.003, 20))
+    v = judge(one(base), one(new), threshold=0.5)
+    assert v.word == "slower" and v.figure == "median", describe(v)
+    assert "slower (median: the median call +" in describe(v)
+    # against five base runs, one of them with the long call
+    runs = [RunFigures.of(500e-6 * np.exp(rng.normal(0, 0.003, 20)))
+            for _ in range(4)]
+    v = judge([*runs, *one(base)], one(new), threshold=0.5)
+    assert v.word == "slower", describe(v)
+
+
+def test_the_median_never_turns_a_verdict_against_the_total():
+    # every call 1.25x slower, but the base's one 16 ms call outweighs
+    # it: the total fell, and the run is not called slower for its median
+    rng = np.random.default_rng(2)
+    base = 1e-3 * np.exp(rng.normal(0, 0.02, 40))
+    base[7] = 16e-3
+    new = 1.25e-3 * np.exp(rng.normal(0, 0.02, 40))
+    v = judge(one(base), one(new))
+    assert v.change < -0.05 and v.word not in SLOWER, describe(v)
+    # a loader's median jumped from its instant calls to its waits, its
+    # total the same: no regression
+    base = np.r_[np.full(21, 1e-3), np.full(19, 10e-3)]
+    new = np.r_[np.full(19, 0.5e-3), np.full(21, 10e-3)]
+    base, new = (rng.permutation(x) * np.exp(rng.normal(0, 0.01, 40))
+                 for x in (base, new))
+    v = judge(one(base), one(new))
+    assert v.new_p50 > 5 * v.base_p50 and abs(v.change) < 0.05
+    assert v.word == "same", describe(v)
+
+
+def test_a_loaders_median_between_its_groups_raises_no_more_alarms():
+    """Unchanged code: half a loader's calls wait (10 ms), half are
+    instant (1 ms), so its median call jumps between the two groups from
+    run to run. Judging the median beside the total must not call such
+    runs slower more often than the total alone does."""
+    rng = np.random.default_rng(4)
+
+    def run():
+        x = timings(rng, 40, 1e-3)
+        waits = rng.random(40) < 0.5
+        x[waits] = timings(rng, int(waits.sum()), 10e-3)
+        return x
+    alarms = sum(judge(one(run()), one(run())).word in SLOWER
+                 for _ in range(200))
+    assert alarms <= 4
+
+
 def test_a_small_sure_drift_and_two_stray_calls_are_no_slower_tail():
     # unchanged code: the whole run 1 % slower (the machine), and two
     # stray slow calls: the p95 of 30 calls sits on the second-longest
