@@ -8,12 +8,16 @@ stages with at least MIN_TAIL_CALLS calls a run). Either slower is
 enough. The median call is never judged alone: it misses a few long
 waits grown longer, and for a stage of instant calls and waits (a
 DataLoader's next()) it jumps between the two groups from one unchanged
-run to the next. It is a witness: where it and the total both moved
-past the threshold, the same way, it is judged as a third figure (each
-figure then at alpha / 3), so that a total that one long call makes
-uncertain (a warm-up, a collection, a preemption in the base run) is
-still proven slower when every call is: 20 calls of 500 us, one of them
-7.9 ms, against 20 calls of 2 ms read "noisy" (p=0.043) before.
+run to the next. With one run a side it is a witness: where it and the
+total both moved past the threshold, the same way, it is judged as a
+third figure (each figure then at alpha / 3), so that a total that one
+long call makes uncertain (a warm-up, a collection, a preemption in the
+base run) is still proven slower when every call is: 20 calls of 500
+us, one of them 7.9 ms, against 20 calls of 2 ms read "noisy" (p=0.043)
+before. With several runs a side it is not: the run-to-run noise learned
+from them is the total's, and the median of runs that agree closely
+turns a candidate run on a busier machine into a proof (5 more false
+alarms in 300 in benchmarks/loader_verdicts.py's model-bound loop).
 
 The unit of evidence is a run. Calls of one run are not independent
 samples: a machine that was busy for the whole run makes every call
@@ -522,13 +526,14 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     if tail_judged:
         moved["tail"] = _change(pb, pn) if abs(pn - pb) > unresolved \
             else 0.0
-    median = _change(mb, mn) if abs(mn - mb) > unresolved else 0.0
-    if min(mb, mn) > 0 and _witness(moved["total"], median, threshold):
-        moved["median"] = median
-    each = alpha / len(moved)      # no more false alarms for more figures
     # one run a side: the total's evidence comes from the calls, as the
     # tail's does, so it too must show a move past the threshold
     alone = len(base) == 1 and len(new) == 1
+    median = _change(mb, mn) if abs(mn - mb) > unresolved else 0.0
+    if alone and min(mb, mn) > 0 and \
+            _witness(moved["total"], median, threshold):
+        moved["median"] = median
+    each = alpha / len(moved)      # no more false alarms for more figures
     words: List[Tuple[str, Optional[str], Optional[float]]] = []
     for name, change in moved.items():
         margin = threshold if name != "total" else \
