@@ -410,9 +410,8 @@ def _word(change: float, p_up: Optional[float], p_down: Optional[float],
         return "slower"
     if change < -threshold / (1 + threshold) and p_down < alpha:
         return "faster"
-    far = threshold * NOISY_AT
-    return (NOISY if noisy_allowed and (change > far or change < -far /
-                                        (1 + far)) else "same")
+    return (NOISY if noisy_allowed and _past(change, threshold * NOISY_AT)
+            else "same")
 
 
 def _detail(base: Sequence[RunFigures], new: Sequence[RunFigures],
