@@ -194,3 +194,39 @@ def test_bench(benchmark, aquaprof):
     # a round's figures: rounds fill about max_time whatever one costs
     assert figures.rounds == bench["stats"]["rounds"]
     assert figures.count == pytest.approx(bench["stats"]["iterations"])
+
+
+REFILLED = SUITE_HEAD + """
+def test_lookup(aquaprof):
+    for i in range(20):
+        with ap.stage("lookup"):
+            if i == 9:
+                busy(0.008)           # the cache refilled, once
+            busy({step})
+"""
+
+
+def test_every_call_slower_past_one_long_call_fails_the_gate(pytester,
+                                                            monkeypatch):
+    """One run a side, one call of the stage 16 times the others (a cache
+    refilled, a collection): the totals' resamples that repeat it hide
+    every call made 4x slower; the median call, the total's witness,
+    proves it."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(ap.__file__).parent.parent))
+    base, new = pytester.path / "base", pytester.path / "new"
+    runs = []
+    for step, folder, extra in ((0.0005, base, ()),
+                                (0.002, new, (f"--aquaprof-compare={base}",
+                                              "--aquaprof-fail=50%",
+                                              "--aquaprof-measure=cpu"))):
+        pytester.makepyfile(test_suite=REFILLED.format(step=step))
+        runs.append(pytester.runpytest_subprocess(
+            *PLUGIN, "-p", "no:cacheprovider", f"--aquaprof={folder}",
+            *extra))
+    runs[0].assert_outcomes(passed=1)
+    out = runs[1].stdout.str()
+    assert runs[1].ret == pytest.ExitCode.TESTS_FAILED, out
+    runs[1].stdout.fnmatch_lines([
+        "*test_lookup: REGRESSION: lookup*",
+        "*lookup: total * 1 run a side, p=*: slower (median: the median "
+        "call +*"])
