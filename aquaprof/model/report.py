@@ -301,7 +301,11 @@ class Report:
         self._stats = stage_stats(stages, self.wall, self.stage_kind)
         self._paths = [s.path for s in self._stats]
         self._by_path = {s.path: s for s in self._stats}
-        self._children: Optional[Dict[int, List[StageStats]]] = None
+        # per stage id, the paths of its name nested in it with none of
+        # that name between (its recursion's next levels), found at first
+        # use
+        self._nested: Optional[Dict[int, List[StageStats]]] = None
+        self._recursed_ids: Optional[Set[int]] = None
         #: how the run was sampled (aquaprof.analysis.samples.Sampling:
         #: interval in seconds, rounds, samples, late, lost, timeline,
         #: timeline_dropped, missed); None when it was not sampled
@@ -467,7 +471,7 @@ class Report:
         never overlapped, that is its self time; 100 tasks asleep 0.1 s
         at once count 0.1 s, not 10 s. A recursive stage ranks once, at
         its outermost path, with the self time of every level of it
-        (recursion())."""
+        (recursion()), so each path's time ranks exactly once."""
         if not whole(n, 0):
             raise ValueError(f"n must be an int >= 0, got {n!r}")
         heads = [s for s in self._stats if not self._recursed(s)]
@@ -475,25 +479,22 @@ class Report:
 
     def bottlenecks(self, n: int = 3) -> List[Tuple[StageStats, float]]:
         """top(n) with each stage's ranked time (ranked_self), those
-        that took any: what the printed report, the page and the pytest
-        gate's summary list."""
+        that took any: what the printed report, the page, the pytest
+        gate's summary and diagnose() list."""
         ranked = [(s, self.ranked_self(s)) for s in self.top(n)]
         return [(s, t) for s, t in ranked if t > 0]
 
     def recursion(self, stage: StageStats) -> List[StageStats]:
-        """stage and the paths of its calls nested directly in themselves
-        (`f/f`, `f/f/f`: recursion), outermost first. Each level is a path
-        of its own with its own self time, a share of the same code's."""
-        if self._children is None:
-            self._children = {}
-            for s in self._stats:
-                parent = self._data["stages"][s.id]["parent"]
-                self._children.setdefault(parent, []).append(s)
+        """stage and the paths of its calls nested in themselves, at any
+        depth: directly (`f/f`, `f/f/f`) or through other stages
+        (`expr/term/expr`, a parser's mutual recursion), outermost
+        first. Each level is a path of its own with its own self time, a
+        share of the same code's."""
+        nested = self._recursion_tree()[0]
         found = [stage]
         for level in found:     # grows as levels are found
-            found += [c for c in self._children.get(level.id, ())
-                      if c.name == stage.name]
-        return found
+            found += nested.get(level.id, ())
+        return sorted(found, key=lambda s: s.depth)
 
     def ranked_self(self, stage: StageStats) -> float:
         """What top() ranks stage by: its self time on the run's clock
@@ -505,10 +506,39 @@ class Report:
         return min(sum(s.self_wall for s in levels), self.wall)
 
     def _recursed(self, stage: StageStats) -> bool:
-        """Whether stage is a call of its parent's stage nested in itself,
-        ranked with its outermost level."""
-        parent = self._by_path.get(stage.parent) if stage.parent else None
-        return parent is not None and parent.name == stage.name
+        """Whether stage is a call of a stage above it nested in itself,
+        ranked with that stage's outermost level."""
+        return stage.id in self._recursion_tree()[1]
+
+    def _recursion_tree(self) -> Tuple[Dict[int, List[StageStats]],
+                                       Set[int]]:
+        """_nested and the ids of the stages nested so, found once by one walk of the stage tree that holds,
+        per name, the stages of that name open along the path: a stage
+        with one of its name above is the next level of the nearest."""
+        if self._nested is not None and self._recursed_ids is not None:
+            return self._nested, self._recursed_ids
+        children: Dict[int, List[StageStats]] = {}
+        for s in self._stats:
+            parent = self._data["stages"][s.id]["parent"]
+            children.setdefault(parent, []).append(s)
+        nested: Dict[int, List[StageStats]] = {}
+        recursed: Set[int] = set()
+        above: Dict[str, List[int]] = {}
+        todo = [(s, False) for s in children.get(-1, ())]
+        while todo:     # a recursion thousands deep: no Python recursion
+            stage, leaving = todo.pop()
+            same = above.setdefault(stage.name, [])
+            if leaving:
+                same.pop()
+                continue
+            if same:
+                nested.setdefault(same[-1], []).append(stage)
+                recursed.add(stage.id)
+            same.append(stage.id)
+            todo.append((stage, True))
+            todo += [(c, False) for c in children.get(stage.id, ())]
+        self._nested, self._recursed_ids = nested, recursed
+        return nested, recursed
 
     def by_process(self, path: str) -> List[ProcessStats]:
         """Each process's own figures for stage `path` (ProcessStats: count,

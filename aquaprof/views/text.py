@@ -556,11 +556,18 @@ def overlap_note(s: "StageStats") -> str:
 def recursion_note(rep: "Report", s: "StageStats") -> str:
     """How many levels of a recursive stage its ranked time sums: each
     level is a path of its own in the table."""
-    levels = len(rep.recursion(s))
-    if levels == 1:
+    levels = rep.recursion(s)
+    if len(levels) == 1:
         return ""
-    return (f"  (with its recursion: {levels:,} paths {printable(s.name)}"
-            f"/{printable(s.name)}/...)")
+    name = printable(s.name)
+    # a call of itself through other stages (expr/term/expr) has them
+    # between its levels
+    direct = all(level.depth == s.depth + i for i, level in
+                 enumerate(levels))
+    return (f"  (with its recursion: {len(levels):,} paths "
+            f"{name}/{name}/...)" if direct else
+            f"  (with its recursion: {len(levels):,} paths "
+            f"{name}/.../{name})")
 
 
 def summed_note(rep: "Report") -> Optional[str]:

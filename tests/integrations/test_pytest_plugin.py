@@ -80,6 +80,27 @@ def test_every_test_profiled_into_a_folder(pytester):
                                  "*test_with_fixture: step *ms*"])
 
 
+def test_the_summary_names_each_rule_of_a_recursive_parser_once(pytester):
+    # expr/term/expr/...: each rule's levels rank as one stage, as the
+    # printed report ranks them
+    pytester.makepyfile(test_parser="""
+from planted_parser import Evaluator
+
+def test_parse():
+    evaluator = Evaluator(("expr", "term"))
+    for _ in range(3):
+        evaluator.evaluate()
+""")
+    result = pytester.runpytest(*PLUGIN, f"--aquaprof={pytester.path}/p",
+                                "--aquaprof-show")
+    result.assert_outcomes(passed=1)
+    line = next(x for x in result.outlines
+                if x.startswith("test_parser.py::test_parse: "))
+    ranked = line.split(": ", 1)[1].split(", ")
+    assert sorted(r.rsplit(" ", 2)[0] for r in ranked) == ["expr",
+                                                          "expr/term"]
+
+
 def test_benchmark_extra_info_carries_the_breakdown(pytester, monkeypatch):
     pytest.importorskip("pytest_benchmark")     # installed by `make test`
     # in a subprocess: pytest-benchmark leaves its --benchmark-json file
