@@ -125,9 +125,10 @@ class Report(model.Report):
         return find_stragglers(self, top, by)
 
     def diagnose(self, top: int = 3) -> Any:
-        """The top stages by self time classified (cpu-bound, waiting,
-        mixed; allocation-heavy on top), each with its evidence, a fix to
-        try and the command that verifies it."""
+        """The top stages as the report ranks them (bottlenecks(top):
+        a recursive stage with all its levels) classified (cpu-bound,
+        waiting, mixed; allocation-heavy on top), each with its evidence,
+        a fix to try and the command that verifies it."""
         from .analysis.diagnose import Diagnosis
         return Diagnosis(self, top)
 

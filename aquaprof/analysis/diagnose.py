@@ -721,8 +721,16 @@ def _own_time(stage: "StageStats", report: "Report") -> Tuple[float, float,
     aside (what it was picked by, its self time, is that too: a parent
     that only waits for a computing child is not cpu-bound, nor is one
     that computes between waiting children waiting), and how the evidence
-    names them."""
-    below = sum(s.cpu for s in report.stages if s.parent == stage.path)
+    names them. A recursive stage's are those of all its levels, as its
+    rank is (Report.recursion): its outermost level may hold only the
+    calls down to where its work is done."""
+    levels = report.recursion(stage)
+    paths = {s.path for s in levels}
+    below = sum(s.cpu for s in report.stages if s.parent in paths)
+    if len(levels) > 1:
+        return (max(sum(s.cpu for s in levels) - below, 0.0),
+                sum(s.self_time for s in levels),
+                f"self time of its {len(levels):,} levels")
     if not below and stage.self_time >= stage.wall.total:
         return stage.cpu, stage.wall.total, "wall"
     return max(stage.cpu - below, 0.0), stage.self_time, "self time"
@@ -815,12 +823,13 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
 
 
 class Diagnosis:
-    """Findings for the top stages by self time."""
+    """Findings for the top stages by their ranked time: those the
+    report names as its bottlenecks (Report.bottlenecks)."""
 
     def __init__(self, report: "Report", top: int = 3):
         if not whole(top, 1):
             raise ValueError(f"top must be an int >= 1, got {top!r}")
-        tops = [s for s in report.top(top) if s.self_wall > 0]
+        tops = [s for s, _ranked in report.bottlenecks(top)]
         # a loop bound by its data loading is given whether or not its
         # wait ranks among the top: with num_workers=0 the self time is in
         # the dataset's stages nested in it
