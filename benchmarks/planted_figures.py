@@ -27,7 +27,17 @@ what the report says and whether they agree.
   stage, then the two decodes; walk's ranked time within 10 % of its
   levels' own time timed by perf_counter, and the threads' stage on the
   clock between 25 ms and the rounds' time from their start to their
-  join.
+  join;
+- mutual: a recursive-descent evaluator (expr, term, factor; a rule's
+  work 0.4, 0.2, 0.1 ms a call) over an expression 6 parentheses deep,
+  10 rounds, with expr and term as stages, then with all three (a cycle
+  of three), each rule's own time timed by perf_counter; and a recursion
+  7 levels deep that only sleeps 20 ms at its deepest, beside a stage
+  computing 5 ms; right: each rule ranks once, at its outermost path,
+  within 10 % of its own time, the ranked times' sum the paths' self
+  times' (none twice, none left out) and within 10 % of the rules' own
+  times, the stages diagnosed those the report names, and the sleeping
+  recursion diagnosed waiting.
 
     python benchmarks/planted_figures.py [--runs N] [--root TREE]
                                          [--only CASE ...]
@@ -303,12 +313,135 @@ say("fanout on the clock (4 threads)",
     fanout.self_wall >= 5 * 0.005)
 """
 
+_MUTUAL = _COMMON + r"""
+import re
+
+WORK = {"expr": 0.0004, "term": 0.0002, "factor": 0.0001}
+TEXT = "((((((1+2)*3+4)*5-6)*7+8)/9+1)*2-3)+4*5"
+
+class Evaluator:
+    def __init__(self, staged):
+        self.own = {name: 0.0 for name in staged}
+        self.inner = []
+        for name in staged:
+            setattr(self, name, self.timed(name, getattr(self, name)))
+
+    def timed(self, name, rule):
+        def call():
+            with ap.stage(name):
+                start = time.perf_counter()
+                self.inner.append(0.0)
+                try:
+                    return rule()
+                finally:
+                    spent = time.perf_counter() - start
+                    self.own[name] += spent - self.inner.pop()
+                    if self.inner:
+                        self.inner[-1] += spent
+        return call
+
+    def evaluate(self):
+        self.tokens, self.at = re.findall(r"\d+|[-+*/()]", TEXT), 0
+        return self.expr()
+
+    def peek(self):
+        return self.tokens[self.at] if self.at < len(self.tokens) else ""
+
+    def take(self):
+        self.at += 1
+        return self.tokens[self.at - 1]
+
+    def expr(self):
+        spin(WORK["expr"])
+        value = self.term()
+        while self.peek() in ("+", "-"):
+            value += (1 if self.take() == "+" else -1) * self.term()
+        return value
+
+    def term(self):
+        spin(WORK["term"])
+        value = self.factor()
+        while self.peek() in ("*", "/"):
+            op, right = self.take(), self.factor()
+            value = value * right if op == "*" else value / right
+        return value
+
+    def factor(self):
+        spin(WORK["factor"])
+        if self.peek() == "(":
+            self.take()
+            value = self.expr()
+            self.take()
+            return value
+        return float(self.take())
+
+def listed(paths):
+    cut = [p if len(p) <= 30 else p[:13] + "..." + p[-14:] for p in paths]
+    return ", ".join(cut[:4]) + (", ..." if len(cut) > 4 else "")
+
+def ranked(rep, s):
+    return rep.ranked_self(s) if hasattr(rep, "ranked_self") \
+        else s.self_wall
+
+for staged in (("expr", "term"), ("expr", "term", "factor")):
+    ev = Evaluator(staged)
+    with ap.Profiler(compensate=False) as prof:
+        for _ in range(10):
+            ev.evaluate()
+    rep = prof.report()
+    cycle = "/".join(staged)
+    heads = rep.top(len(rep))
+    outermost = {"/".join(staged[:i + 1]) for i in range(len(staged))}
+    say(f"{cycle}: stages ranked", ", ".join(sorted(outermost)),
+        f"{len(heads)}: " + listed([s.path for s in heads]),
+        {s.path for s in heads} == outermost)
+    for name in staged:
+        best = max((ranked(rep, s) for s in heads if s.name == name),
+                   default=0.0)
+        say(f"{cycle}: {name} ranked (largest rank)",
+            f"{ev.own[name] * 1e3:.1f} ms",
+            f"{best * 1e3:.1f} ms", abs(best - ev.own[name])
+            < 0.1 * ev.own[name])
+    summed = sum(ranked(rep, s) for s in heads)
+    paths = sum(s.self_wall for s in rep.stages)
+    planted = sum(ev.own.values())
+    say(f"{cycle}: ranked times' sum",
+        f"{planted * 1e3:.1f} ms (paths' self: {paths * 1e3:.1f} ms)",
+        f"{summed * 1e3:.1f} ms",
+        abs(summed - paths) < 1e-9 and abs(summed - planted) < 0.1 * planted)
+    named = [s.path for s, _ in rep.bottlenecks(3)] \
+        if hasattr(rep, "bottlenecks") else [s.path for s in rep.top(3)]
+    found = [f.path for f in rep.diagnose(3)]
+    say(f"{cycle}: stages diagnosed", listed(named), listed(found),
+        found == named)
+
+@ap.stage("descend")
+def descend(depth):
+    if depth:
+        descend(depth - 1)
+    else:
+        time.sleep(0.02)
+
+with ap.Profiler(compensate=False) as prof:
+    for _ in range(3):
+        descend(6)
+        with ap.stage("compute"):
+            spin(0.005)
+rep = prof.report()
+kinds = {f.path: f for f in rep.diagnose(2)}
+said = kinds["descend"] if "descend" in kinds else None
+say("descend (sleeps at its 7th level): class", "waiting",
+    said.kind + " (" + said.evidence.split(", ")[0] + ")" if said
+    else "not diagnosed", said is not None and said.kind == "waiting")
+"""
+
 CASES: Dict[str, str] = {
     "memory": _MEMORY,
     "loader": _LOADER,
     "percentiles": _PERCENTILES,
     "items": _ITEMS,
     "ranking": _RANKING,
+    "mutual": _MUTUAL,
 }
 
 

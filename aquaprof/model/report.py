@@ -512,9 +512,10 @@ class Report:
 
     def _recursion_tree(self) -> Tuple[Dict[int, List[StageStats]],
                                        Set[int]]:
-        """_nested and the ids of the stages nested so, found once by one walk of the stage tree that holds,
-        per name, the stages of that name open along the path: a stage
-        with one of its name above is the next level of the nearest."""
+        """_nested and the ids of the stages nested so, found once by
+        one walk of the stage tree that holds, per name, the stages of
+        that name open along the path: a stage with one of its name above
+        is the next level of the nearest."""
         if self._nested is not None and self._recursed_ids is not None:
             return self._nested, self._recursed_ids
         children: Dict[int, List[StageStats]] = {}
