@@ -6,7 +6,10 @@ Host-side classes, decided on the stage's own wall and thread CPU time
 up:
 - cpu-bound: the thread computes for most of the stage's wall time;
 - waiting: it mostly does not (I/O, sleep, locks, other processes, or the
-  GPU when the stage blocks on it);
+  GPU when the stage blocks on it); where the samples show it asleep on
+  a lock or for other threads (a futex not the GIL's: a pool's result,
+  a native library's workers joined) for most of that, the fix to try
+  says so rather than send the reader after I/O;
 - mixed: in between;
 - cpu-starved (where the run was sampled, on Linux): its threads were
   runnable but not running, the CPU given to other threads or processes,
@@ -85,6 +88,10 @@ if TYPE_CHECKING:
 
 CPU_BOUND = 0.8          # CPU time / wall time above this: computing
 WAITING = 0.5            # below this: mostly not running
+#: a waiting stage asleep on a lock or other threads for this share of
+#: its sampled time or more (and more than blocked otherwise) is told to
+#: look at those threads, not at I/O
+LOCK_WAITS = 0.25
 ALLOC_BYTES = 256 << 20  # RSS raised this far above the stage's entry
 DEVICE_ALLOCS = 10       # cudaMalloc calls (and ~one a call) to count
 TRANSFER = 0.5           # copies' share of the stage's GPU time above this
@@ -138,6 +145,17 @@ _FIXES = {
         "compare the stage's CPU and wall time again after the change "
         "(aquaprof compare); strace -c -p PID shows which system calls "
         "wait"),
+    # waiting, its time off the CPU mostly asleep on a lock or for other
+    # threads: no I/O to overlap
+    "waiting on threads": (
+        "it waits on a lock or for other threads, not on I/O: where it "
+        "hands its work to threads (a pool, a native library's workers), "
+        "they set its pace: give them CPUs of their own (no more busy "
+        "threads and processes than CPUs), more threads or less work "
+        "each; where threads share a lock, hold it for less time",
+        "compare the stage's wall time again after the change (aquaprof "
+        "compare); py-spy dump --native --pid PID shows where each thread "
+        "waits"),
     "cpu-starved": (
         "give the stage a CPU: no more busy threads and processes than "
         "CPUs (DataLoader num_workers, torch.set_num_threads, "
@@ -541,9 +559,23 @@ def _starved_or_gil(stage: "StageStats", report: "Report",
 
 def _shares(waits: "Waits") -> str:
     """Where its sampled time went off the CPU, in shares of it."""
-    return (f"blocked {waits.blocked_s / waits.wall_s * 100:.0f} %, "
+    lock = (f"on a lock or another thread "
+            f"{waits.lock_s / waits.wall_s * 100:.0f} %, "
+            if waits.lock_known else "")
+    return (f"blocked {waits.blocked_s / waits.wall_s * 100:.0f} %, {lock}"
             f"runnable {waits.delay_s / waits.wall_s * 100:.0f} %, on the "
             f"GIL {waits.gil_s / waits.wall_s * 100:.0f} %")
+
+
+def _waits_on_threads(report: "Report", stage: "StageStats") -> bool:
+    """Whether the stage's sampled time off the CPU went mostly to a lock
+    or other threads (a futex not the GIL's) rather than to I/O or
+    sleep: a stage that hands its work to threads, native ones too
+    (which are not sampled), and joins them."""
+    waits = stage_waits(report, stage.path)
+    return (waits is not None and waits.lock_known and
+            waits.lock_s > waits.blocked_s and
+            waits.lock_s >= LOCK_WAITS * waits.wall_s)
 
 
 def _waits_class(stage: "StageStats", report: "Report",
@@ -797,7 +829,8 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
         if gpu:
             kind, gpu_evidence = gpu
             evidence = f"{gpu_evidence}; host {host}: {evidence}"
-        fix, verify = _FIXES[kind]
+        fix, verify = _FIXES["waiting on threads" if kind == "waiting" and
+                             _waits_on_threads(report, stage) else kind]
         verify = verify.replace("STAGE", repr(stage.path))
         if holds_loop:
             fix += ("; the event loop runs one task at a time: await the "

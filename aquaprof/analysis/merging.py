@@ -297,7 +297,7 @@ class _Samples:
             self.interval = samples["interval_ns"]
         for key in self.counts:
             self.counts[key] += samples.get(key, 0)
-        for key in ("delay_ns", "gil_ns"):
+        for key in ("delay_ns", "gil_ns", "lock_ns"):
             if key in samples:
                 self.waits[key] = self.waits.get(key, 0) + samples[key]
         for p, tid, name in samples.get("threads", ()):
@@ -323,7 +323,7 @@ class _Samples:
         measured: 0 for a section without) added."""
         at = self.index.setdefault(key, len(self.stacks))
         if at == len(self.stacks):
-            self.stacks.append([*key[:3], list(key[3]), 0, 0, 0, 0, 0])
+            self.stacks.append([*key[:3], list(key[3]), 0, 0, 0, 0, 0, 0])
         row = self.stacks[at]
         for k, figure in enumerate(figures, 4):
             row[k] += figure

@@ -44,8 +44,11 @@ class SampleStack(NamedTuple):
     #: of the rest, runnable but not running (the CPU went to others)
     delay_ns: int = 0
     #: and asleep on the GIL (0 where not measured: Report.samples'
-    #: "delay_ns" and "gil_ns" say what was)
+    #: "delay_ns", "gil_ns" and "lock_ns" say what was)
     gil_ns: int = 0
+    #: and asleep on a lock or another thread (a futex not the GIL's:
+    #: a lock, a condition, a queue, a thread's end)
+    lock_ns: int = 0
 
 
 class HotFunction(NamedTuple):
@@ -110,8 +113,10 @@ def stacks(report: "Report") -> List[SampleStack]:
 class Waits(NamedTuple):
     """Where a stage's sampled wall time went, in seconds: its threads'
     CPU time, their run delay (runnable, not running: the CPU went to
-    other threads or processes) and their sleep on the GIL; the rest
-    they were blocked (I/O, sleep, locks, other processes)."""
+    other threads or processes), their sleep on the GIL and on a lock or
+    another thread (a futex not the GIL's: a lock, a condition, a queue,
+    a thread's end, a pool's result); the rest they were blocked (I/O,
+    sleep, other processes; locks too where lock_known is False)."""
 
     wall_s: float
     cpu_s: float
@@ -119,10 +124,13 @@ class Waits(NamedTuple):
     gil_s: float
     delay_known: bool       #: run delays were measured (Linux)
     gil_known: bool         #: GIL sleeps were measured (Linux)
+    lock_s: float = 0.0
+    lock_known: bool = False    #: lock sleeps were measured (Linux)
 
     @property
     def blocked_s(self) -> float:
-        return max(self.wall_s - self.cpu_s - self.delay_s - self.gil_s, 0.0)
+        return max(self.wall_s - self.cpu_s - self.delay_s - self.gil_s -
+                   self.lock_s, 0.0)
 
 
 def stage_waits(report: "Report", stage_path: str,
@@ -139,16 +147,16 @@ def stage_waits(report: "Report", stage_path: str,
         parents[s.id] = ids[s.parent] if s.parent else -1
     wanted = (subtree(parents, ids[stage_path]) if sub_stages
               else {ids[stage_path]})
-    sums = [0, 0, 0, 0]
+    sums = [0, 0, 0, 0, 0]
     for _p, _tid, stage, _frames, _count, *figures in samples["stacks"]:
         if stage in wanted:
             for k, figure in enumerate(figures):
                 sums[k] += figure
     if not sums[0]:
         return None
-    wall, cpu, delay, gil = (x * _NS for x in sums)
+    wall, cpu, delay, gil, lock = (x * _NS for x in sums)
     return Waits(wall, cpu, delay, gil, "delay_ns" in samples,
-                 "gil_ns" in samples)
+                 "gil_ns" in samples, lock, "lock_ns" in samples)
 
 
 def stage_wall_by_thread(report: "Report", sid: int

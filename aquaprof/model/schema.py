@@ -124,11 +124,13 @@ SAMPLES_FIELDS: Fields = {"interval_ns": int, "rounds": int, "late": int,
 SAMPLES_OPTIONAL: Fields = {"timeline": dict, "timeline_dropped": int,
                              "unseen_ns": int, "held_ns": int,
                              "own_ns": int, "delay_ns": int, "gil_ns": int,
-                             "unanswered": int, "threads": list}
+                             "lock_ns": int, "unanswered": int,
+                             "threads": list}
 #: a stack's figures: [process, tid, stage, frames, count, wall_ns, cpu_ns]
-#: and, in files that carry the waits (the section's delay_ns or gil_ns
-#: say which were measured), delay_ns and gil_ns
-STACK_LENGTHS = (7, 9)
+#: and, in files that carry the waits (the section's delay_ns, gil_ns and
+#: lock_ns say which were measured), delay_ns, gil_ns and lock_ns (files
+#: from before it end at gil_ns)
+STACK_LENGTHS = (7, 9, 10)
 #: each sample in time order: when it was taken, its stack's index, and
 #: the CPU time it stands for in us (CPU_UNKNOWN in files from before it)
 TIMELINE_DTYPE = np.dtype([("t_ns", "<i8"), ("stack", "<u4"),
@@ -652,8 +654,8 @@ def _check_code_frame(frame: Any, where: str) -> None:
 def _check_stack(stack: Any, bounds: Tuple[int, int, int],
                  where: str) -> None:
     """[process, tid, stage, frames, count, wall_ns, cpu_ns] (and
-    delay_ns, gil_ns), each index within `bounds` (processes, stages,
-    frames)."""
+    delay_ns, gil_ns, lock_ns), each index within `bounds` (processes,
+    stages, frames)."""
     nprocesses, nstages, nframes = bounds
     if (not isinstance(stack, (list, tuple))
             or len(stack) not in STACK_LENGTHS
@@ -661,7 +663,8 @@ def _check_stack(stack: Any, bounds: Tuple[int, int, int],
             or not all(map(_is_count, [*stack[:2], *stack[4:]]))
             or not _is(stack[2], int)):
         raise ReportError(f"{where} must be [process, tid, stage, frames, "
-                          f"count, wall_ns, cpu_ns(, delay_ns, gil_ns)]: "
+                          f"count, wall_ns, cpu_ns(, delay_ns, gil_ns(, "
+                          f"lock_ns))]: "
                           f"frames a list, the rest ints >= 0 but stage")
     if stack[0] >= nprocesses:
         raise ReportError(f"{where} names process {stack[0]}, which the "

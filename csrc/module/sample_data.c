@@ -22,7 +22,7 @@ frames_list(const ap_sample_store *s)
 }
 
 /* [process, tid, stage, frames, count, wall_ns, cpu_ns, delay_ns,
- * gil_ns] */
+ * gil_ns, lock_ns] */
 static PyObject *
 stack_entry(const ap_sample_store *s, const ap_sample_stack *k)
 {
@@ -40,10 +40,11 @@ stack_entry(const ap_sample_store *s, const ap_sample_stack *k)
     if (frames == NULL) {
         return NULL;
     }
-    return Py_BuildValue("[iLLNLLLLL]", 0, (long long)k->tid,
+    return Py_BuildValue("[iLLNLLLLLL]", 0, (long long)k->tid,
                          (long long)k->stage, frames, (long long)k->count,
                          (long long)k->wall_ns, (long long)k->cpu_ns,
-                         (long long)k->delay_ns, (long long)k->gil_ns);
+                         (long long)k->delay_ns, (long long)k->gil_ns,
+                         (long long)k->lock_ns);
 }
 
 static int
@@ -141,7 +142,8 @@ ap_sample_data(ap_sampler *self)
                  (self->delay_known &&
                   add_count(data, "delay_ns", self->delay_total) < 0) ||
                  (self->gil_known &&
-                  add_count(data, "gil_ns", self->gil_total) < 0))) {
+                  (add_count(data, "gil_ns", self->gil_total) < 0 ||
+                   add_count(data, "lock_ns", self->lock_total) < 0)))) {
         Py_CLEAR(data);
     }
     return data;

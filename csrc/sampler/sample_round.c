@@ -94,7 +94,7 @@ seen_of(ap_sampler *self, int64_t tid)
     *t = (ap_thread_seen){.tid = tid, .cpu_ns = thread_cpu_ns(tid),
                           .stack = -1, .files = {-1, -1}, .delay_ns = -1,
                           .delay_round = self->rounds,
-                          .delay_every = IDLE_DELAY_FIRST, .on_gil = -1,
+                          .delay_every = IDLE_DELAY_FIRST, .sleeps = -1,
                           .path_ns = -1};
     return t;
 }
@@ -312,26 +312,30 @@ delay_since(ap_sampler *self, ap_thread_seen *seen, int64_t off_cpu,
     return delay;
 }
 
-/* Whether the thread sleeps on the GIL now. The thread taking the round
- * holds it: the main thread, answering once it has it back, slept on it
- * where the ticker saw it so as it asked. One that has not run since the
- * last round sleeps where it slept then, once known. */
+/* Where the thread sleeps now: on the GIL (AP_SLEEPS_IN_RANGE), on
+ * another futex (a lock, a condition, another thread), elsewhere. The
+ * thread taking the round holds the GIL: the main thread, answering once
+ * it has it back, slept on it where the ticker saw it so as it asked. One
+ * that has not run since the last round sleeps where it slept then, once
+ * known. Without the GIL's address no futex is told from it: elsewhere. */
 static int
-on_gil(ap_sampler *self, ap_thread_seen *seen, thread_now *th, int ran)
+sleeps_where(ap_sampler *self, ap_thread_seen *seen, thread_now *th,
+             int ran)
 {
     if (!self->gil_hi) {
-        return 0;
+        return AP_SLEEPS_ELSEWHERE;
     }
     if (th->thread_id == PyThread_get_thread_ident()) {
         self->gil_known |= self->taking_on_gil >= 0;
-        return self->taking_on_gil == 1;
+        return self->taking_on_gil == 1 ? AP_SLEEPS_IN_RANGE
+                                        : AP_SLEEPS_ELSEWHERE;
     }
-    if (ran || seen->on_gil < 0) {
-        int sleeps = ap_sleeps_on(&seen->files, self->gil_lo, self->gil_hi);
-        seen->on_gil = sleeps;
-        self->gil_known |= sleeps >= 0;
+    if (ran || seen->sleeps < 0) {
+        seen->sleeps = ap_sleeps_on(&seen->files, self->gil_lo,
+                                    self->gil_hi);
+        self->gil_known |= seen->sleeps >= 0;
     }
-    return seen->on_gil == 1;
+    return seen->sleeps;
 }
 
 /* Splits a sample's times at its last `wall` ns, in which the thread
@@ -360,9 +364,14 @@ split_time(ap_sample_time *time, int64_t wall, int64_t cpu,
     time->cpu_ns = cpu;
     time->delay_ns = delay;
     time->gil_ns = whole.gil_ns < room ? whole.gil_ns : room;
+    room -= time->gil_ns;
+    time->lock_ns = whole.lock_ns < room ? whole.lock_ns : room;
     *before = (ap_sample_time){
-        whole.wall_ns - time->wall_ns, whole.cpu_ns - time->cpu_ns,
-        whole.delay_ns - time->delay_ns, whole.gil_ns - time->gil_ns, 0,
+        .wall_ns = whole.wall_ns - time->wall_ns,
+        .cpu_ns = whole.cpu_ns - time->cpu_ns,
+        .delay_ns = whole.delay_ns - time->delay_ns,
+        .gil_ns = whole.gil_ns - time->gil_ns,
+        .lock_ns = whole.lock_ns - time->lock_ns,
     };
 }
 
@@ -404,7 +413,7 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
 {
     ap_thread_seen *seen = th->tid > 0 ? seen_of(self, th->tid) : NULL;
     int64_t cpu = -1, cpu_now = -1, before_stack = -1;
-    ap_sample_time time = {wall, 0, 0, 0, 0};
+    ap_sample_time time = {.wall_ns = wall};
     if (seen) {
         seen->round = self->rounds;
         cpu_now = thread_cpu_ns(th->tid);
@@ -418,12 +427,16 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
         }
         time.delay_ns = delay_since(self, seen, wall - time.cpu_ns,
                                     cpu != 0);
-        if (on_gil(self, seen, th, cpu != 0) &&
-            wall - time.cpu_ns > time.delay_ns) {
-            time.gil_ns = wall - time.cpu_ns - time.delay_ns;
+        int64_t asleep = wall - time.cpu_ns - time.delay_ns;
+        int where = sleeps_where(self, seen, th, cpu != 0);
+        if (asleep > 0 && where == AP_SLEEPS_IN_RANGE) {
+            time.gil_ns = asleep;
+        } else if (asleep > 0 && where == AP_SLEEPS_ON_FUTEX) {
+            time.lock_ns = asleep;
         }
         self->delay_total += time.delay_ns;
         self->gil_total += time.gil_ns;
+        self->lock_total += time.lock_ns;
         if (cpu == 0 && seen->top == (const void *)th->top &&
             seen->stack >= 0) {
             /* it has not run: same stack, same stage, the open call's
@@ -447,7 +460,7 @@ sample_thread(ap_sampler *self, thread_now *th, int64_t t, int64_t wall,
                                                      th->context), &tid,
                                  &call);
     Py_XDECREF(th->context);
-    ap_sample_time before = {0, 0, 0, 0, 0};
+    ap_sample_time before = {.wall_ns = 0};
     int64_t in_ns, in_cpu;
     int same = time_in_stage(seen, &call, cpu_now, &in_ns, &in_cpu);
     if (call.open_ns >= 0 && in_ns < time.wall_ns) {

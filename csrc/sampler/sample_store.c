@@ -201,6 +201,7 @@ ap_sample_fold(ap_sample_store *s, uint32_t stack, const ap_sample_time *time)
     k->cpu_ns += time->cpu_ns;
     k->delay_ns += time->delay_ns;
     k->gil_ns += time->gil_ns;
+    k->lock_ns += time->lock_ns;
 }
 
 ap_status

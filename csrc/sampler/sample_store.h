@@ -29,6 +29,7 @@ typedef struct {
     int64_t count, wall_ns, cpu_ns;
     int64_t delay_ns;  /* runnable, not running: the CPU went to others */
     int64_t gil_ns;    /* asleep on the GIL */
+    int64_t lock_ns;   /* asleep on a lock or another thread (a futex) */
 } ap_sample_stack;
 
 typedef struct {
@@ -79,6 +80,7 @@ ap_status ap_sample_frame_add(ap_sample_store *s, const void *code,
  * went to the stack before, ap_sample_fold, still says all of it). */
 typedef struct {
     int64_t wall_ns, cpu_ns, delay_ns, gil_ns;
+    int64_t lock_ns;   /* asleep in another futex: a lock, another thread */
     int64_t tick_cpu_ns;
 } ap_sample_time;
 

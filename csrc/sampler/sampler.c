@@ -115,7 +115,7 @@ next_tick(ap_sampler *self, int64_t next, int64_t t, int64_t started)
 /* Whether the main thread sleeps on the GIL as the ticker asks it for
  * round. A main thread that answers the round once it has the GIL back
  * runs as it takes it, so only the ticker, which holds no GIL, can see
- * that it waited for it until then (sample_round.c, on_gil). */
+ * that it waited for it until then (sample_round.c, sleeps_where). */
 static void
 note_main_gil(ap_sampler *self, uint64_t round)
 {

@@ -40,7 +40,8 @@ typedef struct {
     int64_t delay_round;    /* the round that read it */
     int64_t delay_every;    /* rounds until an idle thread's next read */
     int64_t unread_ns;      /* off-CPU time sampled since */
-    int on_gil;             /* it slept on the GIL then: 1, 0, -1 unknown */
+    int sleeps;             /* where it slept then: AP_SLEEPS_ (the GIL's
+                             * futex the range), -1 unknown */
     uint64_t node;          /* the stage path (ap_open_call's) it was in */
     int64_t path_ns;        /* that path's time on it then, -1 for none */
     int64_t path_cpu_ns;    /* ... and CPU time, its open call's included */
@@ -119,7 +120,8 @@ typedef struct ap_sampler {
     /* the GIL's condition variable and mutex, [lo, hi); 0, 0 unknown */
     uintptr_t gil_lo, gil_hi;
     _Atomic int64_t taker_tid;   /* set by the taker as it starts */
-    int64_t delay_total, gil_total;  /* what the samples stand for */
+    int64_t delay_total, gil_total, lock_total;  /* what the samples
+                                                  * stand for */
     int delay_known;         /* some thread's run delay could be read */
     int gil_known;           /* and where some thread slept */
     int taking_on_gil;       /* the round's taker slept on the GIL until

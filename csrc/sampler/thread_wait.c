@@ -120,7 +120,10 @@ ap_sleeps_on(const ap_wait_files *f, uintptr_t lo, uintptr_t hi)
         strncmp(buf, "running", 7) == 0) {
         return -1;
     }
-    return futex_in(buf, &addr) && addr >= lo && addr < hi;
+    if (!futex_in(buf, &addr)) {
+        return AP_SLEEPS_ELSEWHERE;
+    }
+    return addr >= lo && addr < hi ? AP_SLEEPS_IN_RANGE : AP_SLEEPS_ON_FUTEX;
 #else
     (void)f, (void)lo, (void)hi;
     return -1;

@@ -32,8 +32,16 @@ void ap_wait_files_close(ap_wait_files *f);
 /* The thread's run delay so far in ns, -1 when unknown. */
 int64_t ap_run_delay_ns(const ap_wait_files *f);
 
-/* Whether the thread sleeps now in a futex at an address in [lo, hi):
- * 1 or 0; -1 when it cannot be told (running, no file). */
+/* Where a thread sleeps now (ap_sleeps_on). */
+enum {
+    AP_SLEEPS_ELSEWHERE = 0,   /* another system call: I/O, sleep, poll */
+    AP_SLEEPS_IN_RANGE = 1,    /* a futex in the range asked (the GIL) */
+    AP_SLEEPS_ON_FUTEX = 2,    /* another futex: a lock, a condition, a
+                                * semaphore, another thread's end */
+};
+
+/* Where the thread sleeps now, in a futex in [lo, hi) or elsewhere (the
+ * AP_SLEEPS_ values); -1 when it cannot be told (running, no file). */
 int ap_sleeps_on(const ap_wait_files *f, uintptr_t lo, uintptr_t hi);
 
 /* The futex address thread tid sleeps on now: 1 and *addr; 0 when not

@@ -158,6 +158,23 @@ def test_the_main_thread_waiting_for_the_gil_is_gil_bound_not_blocked():
     assert found["blocked"] < found["gil"], found
 
 
+@linux_only
+def test_a_stage_waiting_on_another_thread_is_told_to_look_there_not_at_io():
+    """A consumer waits on a queue for a producer thread that sleeps
+    between items, and a stage joins a thread: both asleep in a futex not
+    the GIL's, neither I/O. A stage that sleeps is blocked, as before."""
+    found = planted("threads waited")
+    for path in ("queue get", "join"):
+        assert found[path]["kind"] == "waiting", found[path]
+        assert found[path]["lock"] > 0.8, found[path]
+        assert "on a lock or another thread" in found[path]["evidence"]
+        assert found[path]["fix"].startswith("it waits on a lock or for "
+                                             "other threads"), found[path]
+    slept = found["sleep"]
+    assert slept["lock"] < 0.1 and slept["blocked"] > 0.8, slept
+    assert slept["fix"].startswith("overlap the wait"), slept
+
+
 def test_a_stage_waiting_for_the_pool_it_handed_its_work_to_is_threads_bound():
     found = planted("pool")["handed over"]
     assert found["kind"] == "threads-bound", found
@@ -231,8 +248,9 @@ def test_each_sample_carries_its_waits_and_the_section_says_they_were_measured()
                 time.sleep(0.005)
     samples = prof.report().samples
     assert "delay_ns" in samples and "gil_ns" in samples
+    assert "lock_ns" in samples
     assert samples["unanswered"] >= 0
-    assert all(len(s) == 9 for s in samples["stacks"])
+    assert all(len(s) == 10 for s in samples["stacks"])
 
 
 def test_a_file_from_before_the_waits_reads_with_them_unknown(tmp_path):
@@ -255,16 +273,17 @@ def test_merging_old_and_new_files_keeps_what_was_measured(tmp_path):
     new = prof.report()
     merged = ap.merge([old, new])
     samples = merged.samples
-    assert all(len(s) == 9 for s in samples["stacks"])
+    assert all(len(s) == 10 for s in samples["stacks"])
     assert ("delay_ns" in samples) == ("delay_ns" in new.samples)
+    assert ("lock_ns" in samples) == ("lock_ns" in new.samples)
 
 
-@pytest.mark.parametrize("length", [6, 8, 10])
+@pytest.mark.parametrize("length", [6, 8, 11])
 def test_a_stack_of_another_length_is_refused(tmp_path, length):
     path = sampled_report().save(tmp_path / "report.json")
     data = json.loads(path.read_text())
     stack = data["samples"]["stacks"][0]
-    data["samples"]["stacks"][0] = (stack + [0, 0, 0])[:length]
+    data["samples"]["stacks"][0] = (stack + [0, 0, 0, 0])[:length]
     path.write_text(json.dumps(data))
     with pytest.raises(ReportError, match="delay_ns, gil_ns"):
         ap.Report.load(path)

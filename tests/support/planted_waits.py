@@ -205,6 +205,35 @@ def pool():
         time.sleep(0.1)
 
 
+def threads_waited():
+    """A consumer waits on a queue for a producer that sleeps between
+    items; a stage joins a thread that sleeps; a stage sleeps itself.
+    The main thread computes first: a thread the sampler never saw run
+    is not told where it sleeps."""
+    import queue
+    spin_cpu(0.02)
+    items: "queue.Queue[int]" = queue.Queue()
+
+    def produce():
+        for i in range(20):
+            time.sleep(0.01)
+            items.put(i)
+    producer = threading.Thread(target=produce)
+    producer.start()
+    with ap.stage("queue get"):
+        for _ in range(20):
+            items.get()
+    producer.join()
+    spin_cpu(0.005)
+    with ap.stage("join"):
+        sleeper = threading.Thread(target=time.sleep, args=(0.2,))
+        sleeper.start()
+        sleeper.join()
+    spin_cpu(0.005)
+    with ap.stage("sleep"):
+        time.sleep(0.2)
+
+
 def background():
     done = threading.Event()
 
@@ -249,6 +278,7 @@ def profiled(case):
                      else 0.002) as prof:
         {"starved": starved, "blocked": blocked, "gil": gil,
          "gil_main": gil_main, "pool": pool,
+         "threads waited": threads_waited,
          "background": background, "loops": loops,
          "starved unsampled": lambda: starved(2),
          "late sampler": sleep_after_work,
@@ -271,8 +301,9 @@ def main(case):
             "cpu": waits.cpu_s / waits.wall_s if waits else None,
             "delay": waits.delay_s / waits.wall_s if waits else None,
             "gil": waits.gil_s / waits.wall_s if waits else None,
-            "blocked": (waits.wall_s - waits.cpu_s - waits.delay_s -
-                        waits.gil_s) / waits.wall_s if waits else None,
+            "blocked": waits.blocked_s / waits.wall_s if waits else None,
+            "lock": waits.lock_s / waits.wall_s if waits else None,
+            "fix": f.fix,
             "measured": [waits.delay_known, waits.gil_known] if waits
             else None,
             "sampled_s": waits.wall_s if waits else None,
