@@ -330,6 +330,12 @@ def _process_label(label: str) -> str:
     return shorten(printable(label), _NAME_MAX)
 
 
+def _call_ratio(slow: float, fast: float) -> str:
+    if fast > 0:
+        return f"{slow / fast:.2f}x"
+    return "inf" if slow > 0 else "1.00x"
+
+
 def straggler_lines(rep: "Report", top: int = 3) -> List[str]:
     """The stages whose slowest process lost the most time to their
     fastest, when the report holds several processes; none otherwise."""
@@ -346,7 +352,12 @@ def straggler_lines(rep: "Report", top: int = 3) -> List[str]:
     for i, (s, path) in enumerate(zip(found, paths), 1):
         slow, fast = s.slowest, s.fastest
         ratio = "inf" if math.isinf(s.ratio) else f"{s.ratio:.2f}x"
-        calls = (f"; {slow.count:,} vs {fast.count:,} calls"
+        # a process given more calls (a pool's worker taking whatever
+        # comes next) is busier, not slower: its call against the other's
+        # tells which
+        calls = (f"; {slow.count:,} vs {fast.count:,} calls of "
+                 f"{fmt_time(slow.mean)} vs {fmt_time(fast.mean)} "
+                 f"({_call_ratio(slow.mean, fast.mean)} a call)"
                  if slow.count != fast.count else "")
         if s.path in waits:   # its slowest only waited for its fastest
             cause = waits[s.path].cause

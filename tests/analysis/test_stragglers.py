@@ -155,9 +155,23 @@ def test_the_text_report_lists_the_stragglers(merged):
         "  1. step/compute  slowest rank 2 32.0 ms, fastest rank 0 8.0 ms:"
         " 4.00x, 24.0 ms lost",
         "  2. load          slowest rank 2 3.0 ms, fastest rank 0 1.0 ms:"
-        " 3.00x, 2.0 ms lost; 3 vs 1 calls"]
+        " 3.00x, 2.0 ms lost; 3 vs 1 calls of 1.0 ms vs 1.0 ms (1.00x a"
+        " call)"]
     # a stage whose processes took the same time is no straggler
     assert lines[at + 3] == ""
+
+
+def test_a_busier_process_is_not_called_slower_a_call():
+    """Pool workers take whatever call comes next: one that ran more
+    calls of the same length leads by total, and the line says its calls
+    were no slower."""
+    reps = [Report.from_dict(crafted_report(
+        [stage("crunch", count=n, ns=5 * MS)], pid=pid))
+        for pid, n in ((1, 25), (2, 15))]
+    text = str(ap.merge(reps, ["worker 1", "worker 2"]))
+    assert ("slowest worker 1 125.0 ms, fastest worker 2 75.0 ms: 1.67x, "
+            "50.0 ms lost; 25 vs 15 calls of 5.0 ms vs 5.0 ms (1.00x a "
+            "call)") in text
 
 
 def test_the_text_report_of_one_process_has_no_straggler_section(ranks):
