@@ -248,6 +248,35 @@ def _children_lines(children: Optional[Dict[str, Any]]) -> List[str]:
     return out
 
 
+#: RSS moved by the stages, summed, from which their mem delta is read as
+#: kept memory (a leak) and where it lands matters
+_MEMORY_MOVED = 64 << 20
+
+
+def _memory_sampled_through(rep: "Report") -> Optional[str]:
+    """Where stages whose calls are shorter than the RSS interval moved
+    memory: RSS read between their samples is charged to whichever stage
+    was open at the next sample, so the memory one keeps may show under
+    another; None where it cannot mislead."""
+    interval = rep.meta.get("memory_interval_ns")
+    if not rep.meta.get("memory") or not interval:
+        return None
+    short = [s for s in rep.stages
+             if s.count > 1 and s.wall.mean * 1e9 < interval]
+    moved = sum(abs(s.mem_delta) for s in rep.stages if s.depth == 0)
+    if len(short) < 2 or moved < _MEMORY_MOVED:
+        return None
+    listed = first_of([f"{printable(s.path)} ({fmt_time(s.wall.mean)} a "
+                       f"call, {fmt_bytes(s.mem_delta, True)})"
+                       for s in short], 5)
+    return (f"! mem delta comes from RSS sampled every "
+            f"{fmt_time(interval * 1e-9)}: stages whose calls are shorter "
+            f"are charged what the samples saw while each happened to be "
+            f"open, so memory one keeps may show under another: {listed}; "
+            f"tracemalloc, or a smaller memory_interval, tells "
+            f"which keeps it")
+
+
 def warning_lines(rep: "Report") -> List[str]:
     meta = rep.meta
     out = []
@@ -282,6 +311,9 @@ def warning_lines(rep: "Report") -> List[str]:
                    f"their own (their thread ran other tasks meanwhile); "
                    f"cpu counts the others: {listed}")
     out += _children_lines(meta.get("children"))
+    sampled_through = _memory_sampled_through(rep)
+    if sampled_through:
+        out.append(sampled_through)
     if meta["lost"]:
         n = meta["lost"]
         out.append(f"! {plural(n, 'stage call')} {_were(n)} not recorded "
