@@ -25,6 +25,28 @@ how many runs concluded right.
   another's code;
 - pool run: `aquaprof run` on a script whose work runs in a thread
   pool; right: its output names the work.
+- loop held: an asyncio server, 20 requests awaiting 1 ms of I/O while
+  one computes 50 ms on the event loop, sampled; right: the computing
+  stage cpu-bound, and the waiting requests' finding naming it as what
+  held the loop (not I/O);
+- torch.profiler: torch.profiler around aquaprof (torch ops and
+  modules) on one training loop; right: both record the ops (aten::linear
+  counted alike) and aquaprof's stage totals within 5 % of perf_counter
+  timings taken in the program;
+- pool spawn, pool fork: a multiprocessing Pool of 2 workers running a
+  stage of 5 ms 40 times; right: 40 calls counted once, both workers
+  reported, neither said slower a call than the other;
+- leak: a stage keeping 1 MiB a call over 2,000 calls of 9 us beside a
+  flat stage of 0.6 ms; right: the text report does not give the kept
+  memory to the flat stage unsaid (its mem delta under 64 MiB, or a note
+  that it may be another's);
+- xdist gate: a suite under pytest-xdist -n 2, gated with
+  --aquaprof-compare and --aquaprof-fail=10% against a base run, one
+  test's stage made 1.5x slower after a 10 ms first call; right: that
+  test flagged, no other;
+- gil starved: two threads under the GIL, one computing, the other
+  giving the GIL up 200 times; right: the starved stage gil-bound, the
+  computing one cpu-bound.
 
     python benchmarks/planted_conclusions.py [--runs N] [--root DIR]
                                              [--only CASE ...]
@@ -292,6 +314,192 @@ print("the pool's work named" if named else "the pool's work not shown",
       named)
 """
 
+_LOOP_HELD = r"""
+import asyncio, time
+import aquaprof as ap
+
+def crunch(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        sum(range(2000))
+
+async def handle(i):
+    with ap.stage("request"):
+        await asyncio.sleep(0.001)
+        if i == 0:
+            with ap.stage("render"):
+                crunch(0.05)
+
+async def main():
+    for _ in range(5):
+        await asyncio.gather(*(handle(i) for i in range(21)))
+
+with ap.Profiler(sample=0.001) as prof:
+    asyncio.run(main())
+found = {f.path: f for f in prof.report().diagnose(top=3)}
+req, ren = found["request"], found["request/render"]
+print(f"request {req.kind}, render {ren.kind}; request's evidence "
+      f"{'names' if 'render' in req.evidence else 'does not name'} render",
+      ren.kind == "cpu-bound" and "render" in req.evidence)
+"""
+
+_TORCH_PROFILER = r"""
+import time, torch
+import aquaprof as ap
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                            torch.nn.Linear(512, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 256), torch.randn(64, 1)
+took = {"forward": 0.0, "backward": 0.0}
+with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU]) as tp:
+    with ap.Profiler(torch_ops=True, torch_modules=True) as prof:
+        for _ in range(30):
+            t0 = time.perf_counter()
+            with ap.stage("forward"):
+                loss = (model(x) - y).pow(2).mean()
+            t1 = time.perf_counter()
+            with ap.stage("backward"):
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            took["forward"] += t1 - t0
+            took["backward"] += time.perf_counter() - t1
+rep = prof.report()
+off = max(abs(rep[k].wall.total / v - 1) for k, v in took.items())
+theirs = sum(e.count for e in tp.key_averages() if e.key == "aten::linear")
+ours = sum(s.count for s in rep.stages if s.name == "aten::linear")
+print(f"stage totals off perf_counter by {off * 100:.1f} % at most, "
+      f"aten::linear {ours} vs {theirs} calls",
+      off < 0.05 and ours == theirs > 0)
+"""
+
+_POOL_SCRIPT = r"""
+import multiprocessing as mp, time
+import aquaprof as ap
+
+def crunch(i):
+    with ap.stage("crunch"):
+        end = time.perf_counter() + 0.005
+        while time.perf_counter() < end:
+            pass
+
+if __name__ == "__main__":
+    with ap.Profiler() as prof:
+        with mp.get_context(METHOD).Pool(2) as pool:
+            pool.map(crunch, range(40), chunksize=1)
+    rep = prof.report()
+    counts = [r.count for r in rep.by_process("crunch")]
+    line = next((l for l in str(rep).splitlines()
+                 if l.strip().startswith("1. crunch  slowest")), "")
+    per_call = line.rpartition("(")[2].partition("x a call")[0]
+    even = not line or (per_call.replace(".", "").isdigit()
+                        and float(per_call) < 1.2)
+    said = line.strip().partition("slowest ")[2] or "none"
+    print(f"{rep['crunch'].count} calls, by worker {counts}; "
+          f"straggler: {said}",
+          rep["crunch"].count == 40 and len(counts) == 2 and even)
+"""
+
+# spawned workers import the main module again: it must be a file
+_POOL = r"""
+import os, subprocess, sys, tempfile
+path = os.path.join(tempfile.mkdtemp(), "pool.py")
+with open(path, "w") as f:
+    f.write(SCRIPT)
+out = subprocess.run([sys.executable, path], capture_output=True, text=True)
+print(out.stdout.strip() or out.stderr.strip().splitlines()[-1:])
+""".replace("SCRIPT", repr(_POOL_SCRIPT))
+
+_LEAK = r"""
+import aquaprof as ap
+
+kept = []
+with ap.Profiler() as prof:
+    for i in range(2000):
+        with ap.stage("cache_put"):
+            kept.append(bytearray(1 << 20))
+        with ap.stage("decode"):
+            sum(range(20000))
+rep = prof.report()
+warned = "! mem delta comes from RSS sampled" in str(rep)
+flat = rep["decode"].mem_delta
+print(f"leak {rep['cache_put'].mem_delta / 2**20:+.0f} MiB, flat "
+      f"{flat / 2**20:+.0f} MiB, {'a note' if warned else 'no note'}",
+      flat < 64 << 20 or warned)
+"""
+
+_SUITE = '''import os, time
+import aquaprof as ap
+SLOW = float(os.environ.get("SLOW", "1"))
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+def test_parse():
+    for i in range(30):
+        with ap.stage("parse"):
+            spin(0.010 if i == 0 else 0.002 * SLOW)
+def test_encode():
+    for i in range(30):
+        with ap.stage("encode"):
+            spin(0.002)
+def test_index():
+    for i in range(30):
+        with ap.stage("index"):
+            spin(0.002)
+def test_plain():
+    spin(0.02)
+'''
+
+_XDIST_GATE = r"""
+import os, subprocess, sys, tempfile
+folder = tempfile.mkdtemp()
+with open(os.path.join(folder, "test_suite.py"), "w") as f:
+    f.write(SUITE)
+cmd = [sys.executable, "-m", "pytest", "-q", "-p", "aquaprof.pytest_plugin",
+       "-p", "xdist", "-n", "2", "-p", "no:cacheprovider", "test_suite.py"]
+subprocess.run(cmd + ["--aquaprof=base"], cwd=folder, capture_output=True)
+out = subprocess.run(cmd + ["--aquaprof=new", "--aquaprof-compare=base",
+                            "--aquaprof-fail=10%"], cwd=folder, text=True,
+                     capture_output=True, env=dict(os.environ, SLOW="1.5"))
+flagged = sorted(l.split("::")[1].split(":")[0] for l in
+                 out.stdout.splitlines()
+                 if l.startswith("test_suite.py::") and "REGRESSION" in l)
+print(f"flagged: {','.join(flagged) or 'none'}, exit {out.returncode}",
+      flagged == ["test_parse"] and out.returncode != 0)
+""".replace("SUITE", repr(_SUITE))
+
+_GIL_STARVED = r"""
+import threading, time
+import aquaprof as ap
+
+def hog():
+    with ap.stage("hog"):
+        end = time.perf_counter() + 1.0
+        while time.perf_counter() < end:
+            sum(range(2000))
+
+def victim():
+    with ap.stage("victim"):
+        for _ in range(200):
+            sum(range(200))
+            time.sleep(0)        # gives the GIL up, waits to get it back
+
+with ap.Profiler(sample=0.001) as prof:
+    threads = [threading.Thread(target=hog), threading.Thread(target=victim)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+kinds = {f.path: f.kind for f in prof.report().diagnose(top=3)}
+print(f"victim {kinds.get('victim')}, hog {kinds.get('hog')}",
+      kinds.get("victim") == "gil-bound" and kinds.get("hog") == "cpu-bound")
+"""
+
 CASES: Dict[str, Tuple[str, str]] = {
     "parked": (_PARKED, "awaiting, no CPU"),
     "wrapped loader": (_WRAPPED_LOADER, "not data-loading-bound"),
@@ -303,6 +511,17 @@ CASES: Dict[str, Tuple[str, str]] = {
     "monitor": (_MONITOR, "the spike and the hang alerted once each"),
     "task lanes": (_TASK_LANES, "no task's code in another's lane"),
     "pool run": (_POOL_RUN, "aquaprof run names the pool's work"),
+    "loop held": (_LOOP_HELD, "render cpu-bound, named as what the requests "
+                              "waited for"),
+    "torch.profiler": (_TORCH_PROFILER, "both work, stage totals within 5 % "
+                                        "of perf_counter"),
+    "pool spawn": (_POOL.replace("METHOD", '"spawn"'),
+                   "40 calls once, 2 workers, neither slower a call"),
+    "pool fork": (_POOL.replace("METHOD", '"fork"'),
+                  "40 calls once, 2 workers, neither slower a call"),
+    "leak": (_LEAK, "the kept memory not given to the flat stage unsaid"),
+    "xdist gate": (_XDIST_GATE, "the slower test flagged, no other"),
+    "gil starved": (_GIL_STARVED, "victim gil-bound, hog cpu-bound"),
 }
 
 
