@@ -29,6 +29,13 @@ how many runs concluded right.
   one computes 50 ms on the event loop, sampled; right: the computing
   stage cpu-bound, and the waiting requests' finding naming it as what
   held the loop (not I/O);
+- demo busy: `aquaprof demo` beside two busy processes, one on each
+  CPU: the plane sweep's native worker threads starved, its caller
+  waiting to join them; right: build_cost_volume not sent after I/O
+  (the fix does not say to overlap the wait);
+- queue wait: a stage taking 40 items from a queue.Queue that a producer
+  thread fills every 5 ms, sampled; right: told it waits on a lock or
+  for other threads;
 - torch.profiler: torch.profiler around aquaprof (torch ops and
   modules) on one training loop; right: both record the ops (aten::linear
   counted alike) and aquaprof's stage totals within 5 % of perf_counter
@@ -344,6 +351,55 @@ print(f"request {req.kind}, render {ren.kind}; request's evidence "
       ren.kind == "cpu-bound" and "render" in req.evidence)
 """
 
+_DEMO_BUSY = r"""
+import os, subprocess, sys, tempfile
+from pathlib import Path
+import aquaprof as ap
+
+# the demo beside two busy processes, one on each CPU: the plane sweep's
+# native worker threads are starved, and its caller waits to join them
+hogs = [subprocess.Popen([sys.executable, "-c",
+                          f"import os; os.sched_setaffinity(0, {{{c}}})\n"
+                          "while True: pass"])
+        for c in sorted(os.sched_getaffinity(0))[:2]]
+try:
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([sys.executable, "-m", "aquaprof", "demo", "--out",
+                        out], check=True, capture_output=True)
+        rep = ap.Report.load(Path(out) / "report.json")
+finally:
+    for h in hogs:
+        h.kill()
+        h.wait()
+f = {f.path: f for f in rep.diagnose(top=3)}["build_cost_volume"]
+io = f.fix.startswith("overlap the wait")
+print(f"build_cost_volume {f.kind}, {'I/O' if io else 'no I/O'} fix: "
+      f"{f.fix[:40]}...", not io)
+"""
+
+_QUEUE_WAIT = r"""
+import queue, threading, time
+import aquaprof as ap
+
+def produce(items):
+    for i in range(40):
+        time.sleep(0.005)
+        items.put(i)
+
+with ap.Profiler(sample=0.001) as prof:
+    sum(range(300000))
+    items = queue.Queue()
+    producer = threading.Thread(target=produce, args=(items,))
+    producer.start()
+    with ap.stage("consume"):
+        for _ in range(40):
+            items.get()
+    producer.join()
+f = prof.report().diagnose(top=1).findings[0]
+threads = f.fix.startswith("it waits on a lock or for other threads")
+print(f"consume {f.kind}, {'threads' if threads else 'other'} fix", threads)
+"""
+
 _TORCH_PROFILER = r"""
 import time, torch
 import aquaprof as ap
@@ -519,6 +575,8 @@ CASES: Dict[str, Tuple[str, str]] = {
     "pool run": (_POOL_RUN, "aquaprof run names the pool's work"),
     "loop held": (_LOOP_HELD, "render cpu-bound, named as what the requests "
                               "waited for"),
+    "demo busy": (_DEMO_BUSY, "build_cost_volume not sent after I/O"),
+    "queue wait": (_QUEUE_WAIT, "consume told it waits on another thread"),
     "torch.profiler": (_TORCH_PROFILER, "both work, stage totals within 5 % "
                                         "of perf_counter"),
     "pool spawn": (_POOL.replace("METHOD", '"spawn"'),

@@ -77,7 +77,7 @@ from ..common.words import first_clause, plural, shorten_path
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from .concurrency import self_open_by_thread
 from .gpu_stats import events_dropped
-from .other_threads import other_threads
+from .other_threads import loop_holder, other_threads
 from .stragglers import rank_waits
 from .run_cost import torch_kinds
 from .samples import Waits, sampled, stage_hot, stage_waits, \
@@ -88,6 +88,9 @@ if TYPE_CHECKING:
 
 CPU_BOUND = 0.8          # CPU time / wall time above this: computing
 WAITING = 0.5            # below this: mostly not running
+#: an awaiting stage whose event loops computed in other tasks' stages
+#: for this share of its calls' time or more waited for the loop
+LOOP_HELD = 0.25
 #: a waiting stage asleep on a lock or other threads for this share of
 #: its sampled time or more (and more than blocked otherwise) is told to
 #: look at those threads, not at I/O
@@ -664,6 +667,20 @@ def _awaiting_class(stage: "StageStats", report: "Report"
                        f"blocks holds the loop"), True
 
 
+def _loop_held(stage: "StageStats", report: "Report") -> Tuple[str, str]:
+    """(evidence, the holder's name) where an awaiting stage's event loops
+    computed elsewhere for LOOP_HELD or more of the time its calls were
+    open (other tasks' stages, or code in none): its tasks waited for the
+    loop, not for I/O; ("", "") otherwise."""
+    holder = loop_holder(report, stage)
+    if holder is None or holder.cpu_s < LOOP_HELD * holder.covered_s:
+        return "", ""
+    name = printable(holder.path) if holder.path else "code in no stage"
+    return (f"; while its calls were open the event loop computed in "
+            f"{name} {fmt_time(holder.cpu_s)} of {fmt_time(holder.covered_s)}"
+            f" ({holder.cpu_s / holder.covered_s * 100:.0f} %)"), name
+
+
 def _on_loops(stage: "StageStats", report: "Report", waits: "Waits"
               ) -> Tuple[float, float, str]:
     """Seconds the event loops were sampled running the stage itself, of
@@ -808,8 +825,12 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
                    f"{fmt_time(stage.cpu)} of {fmt_time(stage.wall.total)} "
                    f"with its sub-stages") + waits)
     holds_loop = False
+    held_by = ""
     if stage.suspended * 2 >= stage.count > 0:
         host, evidence, holds_loop = _awaiting_class(stage, report)
+        if host == "awaiting":
+            held, held_by = _loop_held(stage, report)
+            evidence += held
     kind = host
     waited = _rank_wait(stage, report)
     if waited is not None and host in ("waiting", "mixed"):
@@ -837,6 +858,11 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
                     "call's asyncio form, or move the work off the loop "
                     "(asyncio.to_thread, loop.run_in_executor with a "
                     "process pool)")
+        elif held_by:
+            fix = (f"its tasks waited for the event loop, busy in "
+                   f"{held_by}, more than for I/O: move that work off the "
+                   f"loop (asyncio.to_thread, loop.run_in_executor with a "
+                   f"process pool), or await in it so other tasks run")
     code = _hottest_code(report, stage)
     if code:
         evidence += f"; hottest code: {code}"

@@ -124,3 +124,58 @@ def _hottest(report: "Report", picked: np.ndarray, cpu_us: np.ndarray
         return ""
     top = max(used, key=lambda f: (used[f], -f))
     return printable(frame(report, top).label)
+
+
+class LoopHolder(NamedTuple):
+    """What the stage's own threads (an asyncio stage's: its event loops)
+    ran most while its calls were open, other than the stage itself: a
+    stage's path ("" for code in no stage), the CPU seconds it used
+    there, and the seconds the calls covered."""
+
+    path: str
+    cpu_s: float
+    covered_s: float
+
+
+def loop_holder(report: "Report", stage: "StageStats"
+                ) -> Optional[LoopHolder]:
+    """For a stage whose calls wait at an await: what held its event
+    loops meanwhile, from the sampled timeline (each sample's CPU time
+    since its thread's one before). None for a run without the timeline
+    or its CPU times, calls too short for the sampling's pace, or no
+    other work sampled on those threads."""
+    samples = report.samples
+    if samples is None or "timeline" not in samples or \
+            stage.wall.mean < INTERVALS_A_CALL * samples["interval_ns"] * 1e-9:
+        return None
+    spans = report.spans()
+    spans = spans[spans["stage"] == stage.id]
+    timeline, stacks = samples["timeline"], samples["stacks"]
+    if not len(spans) or not len(timeline):
+        return None
+    threads = {t["index"]: (t.get("process", 0), t["native_id"])
+               for t in report.threads}
+    used: Dict[int, float] = {}
+    covered = 0.0
+    stack = timeline["stack"].astype(np.int64)
+    for index in np.unique(spans["thread"]).tolist():
+        mine = np.array([(s[0], s[1]) == threads[index] for s in stacks],
+                        bool)[stack]
+        t = timeline["t_ns"][mine]
+        if len(t) < 2:
+            continue
+        cpu = timeline["cpu_us"][mine]
+        if (cpu == CPU_UNKNOWN).any():
+            return None
+        found, inside = _split(spans[spans["thread"] == index], t[0], t[-1],
+                               t, cpu)
+        covered += found[1]
+        where = np.array([s[2] for s in stacks], np.int64)[stack[mine]]
+        for sid, us in zip(where[inside].tolist(), cpu[inside].tolist()):
+            if sid != stage.id:
+                used[sid] = used.get(sid, 0.0) + us * 1e-6
+    if covered <= 0 or not used:
+        return None
+    top = max(used, key=lambda sid: (used[sid], -sid))
+    path = "" if top < 0 else report.stage_names[top]
+    return LoopHolder(path, used[top], covered * 1e-9)

@@ -103,6 +103,39 @@ def test_tasks_computing_between_short_awaits_hold_the_loop_not_await():
     assert "sample the run" in found["compute"].evidence
 
 
+def test_requests_waiting_while_one_renders_on_the_loop_name_the_render():
+    """20 requests await 1 ms of I/O while one computes 50 ms on the
+    event loop: they wait for the loop, not for I/O, and their finding
+    says what held it. Requests that only sleep name nothing."""
+    async def handle(i):
+        with ap.stage("request"):
+            await asyncio.sleep(0.001)
+            if i == 0:
+                with ap.stage("render"):
+                    spin(0.05)
+
+    async def nap():
+        with ap.stage("nap"):
+            await asyncio.sleep(0.05)
+
+    async def main():
+        for _ in range(3):
+            await asyncio.gather(*(handle(i) for i in range(21)))
+        await asyncio.gather(*(nap() for _ in range(20)))
+    with ap.Profiler(sample=0.001) as prof:
+        asyncio.run(main())
+    found = {f.path: f for f in prof.report().diagnose(top=3).findings}
+    request = found["request"]
+    assert request.kind == "awaiting", request.evidence
+    assert "the event loop computed in request/render" in request.evidence
+    assert request.fix.startswith("its tasks waited for the event loop, "
+                                  "busy in request/render"), request.fix
+    assert found["request/render"].kind == "cpu-bound"
+    nap = found["nap"]
+    assert nap.kind == "awaiting" and "event loop computed" not in \
+        nap.evidence, nap.evidence
+
+
 async def holds_its_loop_three_eighths():
     # each call blocks its loop 3 ms of every 8: 37 % of its time
     with ap.stage("serve"):
