@@ -8,8 +8,8 @@ charged as kept).
   overhead included: an upper bound on the core's read);
 - a stage of about 1 ms of CPU work (calls that read at exit), N calls
   with memory_interval=1 ms and with memory_interval=1 s (no call reads
-  at exit), rounds interleaved: the median time a call, and the
-  difference.
+  at exit; the RSS sampler's own pace differs too), rounds interleaved
+  in turning order: the median time a call, and the difference.
 
     python benchmarks/rss_exit_cost.py [--reads 200000] [--calls 500]
                                        [--rounds 7]
@@ -77,9 +77,11 @@ def main(argv: List[str]) -> int:
             break
         unit *= 2
     reading, not_reading = [], []
-    for _ in range(a.rounds):
-        reading.append(stage_calls(a.calls, 1e-3, unit))
-        not_reading.append(stage_calls(a.calls, 1.0, unit))
+    for i in range(a.rounds):
+        # the order turns each round: the first of a pair runs colder
+        for interval in ((1e-3, 1.0) if i % 2 else (1.0, 1e-3)):
+            (reading if interval < 1 else not_reading).append(
+                stage_calls(a.calls, interval, unit))
     r, n = statistics.median(reading), statistics.median(not_reading)
     print(f"a call of the stage, median of {a.rounds} rounds of {a.calls}: "
           f"{r * 1e6:.1f} us reading RSS at exit, {n * 1e6:.1f} us not "
