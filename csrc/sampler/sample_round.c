@@ -315,9 +315,10 @@ delay_since(ap_sampler *self, ap_thread_seen *seen, int64_t off_cpu,
 /* Where the thread sleeps now: on the GIL (AP_SLEEPS_IN_RANGE), on
  * another futex (a lock, a condition, another thread), elsewhere. The
  * thread taking the round holds the GIL: the main thread, answering once
- * it has it back, slept on it where the ticker saw it so as it asked. One
- * that has not run since the last round sleeps where it slept then, once
- * known. Without the GIL's address no futex is told from it: elsewhere. */
+ * it has it back, slept where the ticker saw it as it asked (on the GIL,
+ * or on a lock taken before the GIL). One that has not run since the
+ * last round sleeps where it slept then, once known. Without the GIL's
+ * address no futex is told from it: elsewhere. */
 static int
 sleeps_where(ap_sampler *self, ap_thread_seen *seen, thread_now *th,
              int ran)
@@ -326,9 +327,8 @@ sleeps_where(ap_sampler *self, ap_thread_seen *seen, thread_now *th,
         return AP_SLEEPS_ELSEWHERE;
     }
     if (th->thread_id == PyThread_get_thread_ident()) {
-        self->gil_known |= self->taking_on_gil >= 0;
-        return self->taking_on_gil == 1 ? AP_SLEEPS_IN_RANGE
-                                        : AP_SLEEPS_ELSEWHERE;
+        self->gil_known |= self->taking_sleeps >= 0;
+        return self->taking_sleeps;
     }
     if (ran || seen->sleeps < 0) {
         seen->sleeps = ap_sleeps_on(&seen->files, self->gil_lo,
@@ -579,12 +579,11 @@ ap_take_round(ap_sampler *self, uint64_t round)
         return 0;
     }
     /* the main thread answering: where the ticker saw it as it asked */
-    uint64_t seen = atomic_load(&self->main_gil);
-    self->taking_on_gil =
-        pthread_equal(pthread_self(), self->taker) || seen >> 2 != round ||
-                !(seen & 2)
+    uint64_t seen = atomic_load(&self->main_sleeps);
+    self->taking_sleeps =
+        pthread_equal(pthread_self(), self->taker) || seen >> 2 != round
             ? -1
-            : (int)(seen & 1);
+            : (int)(seen & 3) - 1;
     sample_round(self);
     return 1;
 }

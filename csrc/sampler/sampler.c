@@ -112,12 +112,13 @@ next_tick(ap_sampler *self, int64_t next, int64_t t, int64_t started)
     return next < after_all ? after_all : next;
 }
 
-/* Whether the main thread sleeps on the GIL as the ticker asks it for
- * round. A main thread that answers the round once it has the GIL back
- * runs as it takes it, so only the ticker, which holds no GIL, can see
- * that it waited for it until then (sample_round.c, sleeps_where). */
+/* Where the main thread sleeps (on the GIL, a lock, elsewhere) as the
+ * ticker asks it for round. A main thread that answers the round once it
+ * has the GIL back, or its lock, runs as it takes it, so only the ticker,
+ * which holds no GIL, can see where it waited until then
+ * (sample_round.c, sleeps_where). */
 static void
-note_main_gil(ap_sampler *self, uint64_t round)
+note_main_sleeps(ap_sampler *self, uint64_t round)
 {
     int64_t tid = atomic_load(&self->main_tid);
     if (!self->gil_hi || tid <= 0) {
@@ -128,8 +129,7 @@ note_main_gil(ap_sampler *self, uint64_t round)
         self->main_files_open = 1;
     }
     int sleeps = ap_sleeps_on(&self->main_files, self->gil_lo, self->gil_hi);
-    uint64_t seen = sleeps < 0 ? 0 : (uint64_t)(2 | (sleeps == 1));
-    atomic_store(&self->main_gil, round << 2 | seen);
+    atomic_store(&self->main_sleeps, round << 2 | (uint64_t)(sleeps + 1));
 }
 
 /* The ticker: no Python thread state, never the GIL. */
@@ -145,7 +145,7 @@ ticker_main(void *arg)
         if (overslept > self->interval_ns / 2) {
             atomic_fetch_add(&self->unseen_ns, overslept);
         }
-        note_main_gil(self, round + 1);
+        note_main_sleeps(self, round + 1);
         /* a round still wanted is replaced: one sample a tick */
         uint64_t unanswered = atomic_exchange(&self->want, ++round);
         if (unanswered) {

@@ -94,9 +94,10 @@ typedef struct ap_sampler {
     _Atomic int main_idle;   /* the main thread left the last round
                               * to the taker: the next is its too */
     _Atomic int64_t main_tid;    /* the main thread's, once it answered */
-    _Atomic uint64_t main_gil;   /* (round << 2) | known << 1 | on: where
-                                  * the main thread slept as the ticker
-                                  * asked it for that round */
+    _Atomic uint64_t main_sleeps;  /* (round << 2) | 1 + where the
+                                    * main thread slept (AP_SLEEPS_, -1
+                                    * unknown) as the ticker asked it
+                                    * for that round */
     ap_wait_files main_files;    /* the ticker's, of the main thread */
     int main_files_open;         /* they were opened: closed with the
                                   * threads' (the memory starts zeroed,
@@ -124,9 +125,9 @@ typedef struct ap_sampler {
                                                   * stand for */
     int delay_known;         /* some thread's run delay could be read */
     int gil_known;           /* and where some thread slept */
-    int taking_on_gil;       /* the round's taker slept on the GIL until
-                              * it answered (the main thread): 1, 0, -1
-                              * unknown */
+    int taking_sleeps;       /* where the round's taker slept until it
+                              * answered (the main thread): AP_SLEEPS_,
+                              * -1 unknown */
     ap_path_map seen_index;  /* native id (high, low) -> its seen entry */
     int seen_index_ok;       /* the index could be made */
     void *threads;           /* a round's threads (sample_round.c) */

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -207,23 +208,15 @@ def pool():
 
 def threads_waited():
     """A consumer waits on a queue for a producer that sleeps between
-    items; a stage joins a thread that sleeps; a stage sleeps itself.
-    The main thread computes first: a thread the sampler never saw run
-    is not told where it sleeps."""
-    import queue
+    items, 10 ms and then 1 ms (under the sampling interval: the main
+    thread answers the rounds itself as each wait ends); a stage joins a
+    thread that sleeps; a stage sleeps itself. The main thread computes
+    first: a thread the sampler never saw run is not told where it
+    sleeps."""
     spin_cpu(0.02)
-    items: "queue.Queue[int]" = queue.Queue()
-
-    def produce():
-        for i in range(20):
-            time.sleep(0.01)
-            items.put(i)
-    producer = threading.Thread(target=produce)
-    producer.start()
-    with ap.stage("queue get"):
-        for _ in range(20):
-            items.get()
-    producer.join()
+    for path, pace, n in (("queue get", 0.01, 20),
+                          ("queue get, short waits", 0.001, 200)):
+        consume(path, pace, n)
     spin_cpu(0.005)
     with ap.stage("join"):
         sleeper = threading.Thread(target=time.sleep, args=(0.2,))
@@ -232,6 +225,23 @@ def threads_waited():
     spin_cpu(0.005)
     with ap.stage("sleep"):
         time.sleep(0.2)
+
+
+def consume(path, pace, n):
+    """A stage that gets n items from a queue, a producer thread putting
+    one every `pace` seconds."""
+    items: "queue.Queue[int]" = queue.Queue()
+
+    def produce():
+        for i in range(n):
+            time.sleep(pace)
+            items.put(i)
+    producer = threading.Thread(target=produce)
+    producer.start()
+    with ap.stage(path):
+        for _ in range(n):
+            items.get()
+    producer.join()
 
 
 def background():
