@@ -532,7 +532,12 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
     # tail's does, so it too must show a move past the threshold
     alone = len(base) == 1 and len(new) == 1
     median = _change(mb, mn) if abs(mn - mb) > unresolved else 0.0
-    if alone and min(mb, mn) > 0 and \
+    # the median's evidence is the calls' own: a run that kept too few
+    # (a history's, one that dropped spans) has none, and a figure that
+    # cannot be judged takes no share of alpha
+    resampled = all(r.calls is not None and len(r.calls) >= MIN_CALLS
+                    for r in (*base, *new))
+    if alone and resampled and min(mb, mn) > 0 and \
             _witness(moved["total"], median, threshold):
         moved["median"] = median
     each = alpha / len(moved)      # no more false alarms for more figures
@@ -541,9 +546,6 @@ def judge(base: Sequence[RunFigures], new: Sequence[RunFigures],
         margin = threshold if name != "total" else \
             threshold * TOTAL_MARGIN if alone else 0.0
         p_up, p_down, p = _figure_p(name, base, new, change, margin)
-        if name == "median" and (p is None or not all(
-                r.calls_known >= MIN_CALLS for r in (*base, *new))):
-            continue           # a witness proves, never hedges
         words.append((_word(change, p_up, p_down, threshold, each,
                             name == "total"), name, p))
     order = ("slower", "slower?", "faster", "faster?", NOISY, "same")

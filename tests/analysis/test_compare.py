@@ -179,6 +179,18 @@ def test_the_median_never_turns_a_verdict_against_the_total():
     assert v.word == "same", describe(v)
 
 
+def test_a_median_that_cannot_be_judged_takes_no_share_of_alpha():
+    """One run a side whose calls were not kept (a history's, a run that
+    dropped spans), the median moved with the total: no witness is judged,
+    so the total keeps all of alpha (its p=0.007 proves it at 0.01)."""
+    spread = (0.004678, None)
+    base = RunFigures(1.0, 10, 0.1, 0.1, spread=spread, kept=10)
+    new = RunFigures(1.3, 10, 0.13, 0.13, spread=spread, kept=10)
+    v = judge([base], [new], alpha=0.01)
+    assert 0.005 < v.p_value < 0.01, describe(v)
+    assert v.word == "slower" and v.figure == "total", describe(v)
+
+
 def test_a_loaders_median_between_its_groups_raises_no_more_alarms():
     """Unchanged code: half a loader's calls wait (10 ms), half are
     instant (1 ms), so its median call jumps between the two groups from
