@@ -858,7 +858,7 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
                     "call's asyncio form, or move the work off the loop "
                     "(asyncio.to_thread, loop.run_in_executor with a "
                     "process pool)")
-        elif held_by:
+        elif held_by and kind == "awaiting":
             fix = (f"its tasks waited for the event loop, busy in "
                    f"{held_by}, more than for I/O: move that work off the "
                    f"loop (asyncio.to_thread, loop.run_in_executor with a "

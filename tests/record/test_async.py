@@ -103,10 +103,9 @@ def test_tasks_computing_between_short_awaits_hold_the_loop_not_await():
     assert "sample the run" in found["compute"].evidence
 
 
-def test_requests_waiting_while_one_renders_on_the_loop_name_the_render():
+def requests_beside_a_render():
     """20 requests await 1 ms of I/O while one computes 50 ms on the
-    event loop: they wait for the loop, not for I/O, and their finding
-    says what held it. Requests that only sleep name nothing."""
+    event loop, three times; then 20 naps of 50 ms."""
     async def handle(i):
         with ap.stage("request"):
             await asyncio.sleep(0.001)
@@ -124,7 +123,14 @@ def test_requests_waiting_while_one_renders_on_the_loop_name_the_render():
         await asyncio.gather(*(nap() for _ in range(20)))
     with ap.Profiler(sample=0.001) as prof:
         asyncio.run(main())
-    found = {f.path: f for f in prof.report().diagnose(top=3).findings}
+    return prof.report()
+
+
+def test_requests_waiting_while_one_renders_on_the_loop_name_the_render():
+    """The requests wait for the loop, not for I/O, and their finding
+    says what held it. Requests that only sleep name nothing."""
+    found = {f.path: f for f in
+             requests_beside_a_render().diagnose(top=3).findings}
     request = found["request"]
     assert request.kind == "awaiting", request.evidence
     assert "the event loop computed in request/render" in request.evidence
@@ -134,6 +140,24 @@ def test_requests_waiting_while_one_renders_on_the_loop_name_the_render():
     nap = found["nap"]
     assert nap.kind == "awaiting" and "event loop computed" not in \
         nap.evidence, nap.evidence
+
+
+def test_a_gpu_class_keeps_its_fix_where_the_loop_was_held(monkeypatch):
+    """An awaiting stage that a GPU class took over (its calls block on
+    the device) keeps that class's fix; what held the loop stays in its
+    evidence."""
+    from aquaprof.analysis import diagnose
+    real = diagnose._gpu_class
+    monkeypatch.setattr(diagnose, "_gpu_class", lambda stage: (
+        ("sync-bound", "host blocked on the device 40.0 ms of 50.0 ms "
+                       "wall (80 %)") if stage.path == "request"
+        else real(stage)))
+    found = {f.path: f for f in
+             requests_beside_a_render().diagnose(top=3).findings}
+    request = found["request"]
+    assert request.kind == "sync-bound", request.evidence
+    assert "the event loop computed in request/render" in request.evidence
+    assert request.fix == diagnose._FIXES["sync-bound"][0], request.fix
 
 
 async def holds_its_loop_three_eighths():
