@@ -8,17 +8,19 @@ stages with at least MIN_TAIL_CALLS calls a run). Either slower is
 enough. The median call is never judged alone: it misses a few long
 waits grown longer, and for a stage of instant calls and waits (a
 DataLoader's next()) it jumps between the two groups from one unchanged
-run to the next. With one run a side it is a witness: where it moved
-past the threshold and the total moved the same way (by any amount), it
-is judged as a third figure (each figure then at alpha / 3), so that a
-total that one long call makes uncertain (a warm-up, a collection, a
-preemption in the base run) is still proven slower when every call is:
-20 calls of 500 us, one of them 7.9 ms, against 20 calls of 2 ms read
-"noisy" (p=0.043) before, and 40 calls of 2 ms, one preempted to 40 ms,
-against 40 of 3 ms (the total +3 %) "same". With several runs a side it is not: the run-to-run noise learned
-from them is the total's, and the median of runs that agree closely
-turns a candidate run on a busier machine into a proof (5 more false
-alarms in 300 in benchmarks/loader_verdicts.py's model-bound loop).
+run to the next. With one run a side whose calls are known it is a
+witness: where it moved past the threshold and the total moved the same
+way (by any amount), it is judged as a third figure (each figure then at
+alpha / 3), so that a total that one long call makes uncertain (a
+warm-up, a collection, a preemption in the base run) is still proven
+slower when every call is: 20 calls of 500 us, one of them 7.9 ms,
+against 20 calls of 2 ms read "noisy" (p=0.043) on the total alone, and
+40 calls of 2 ms, one preempted to 40 ms, against 40 of 3 ms (the total
++3 %) "same". With several runs a side it is not: the run-to-run noise
+learned from them is the total's, and the median of runs that agree
+closely turns a candidate run on a busier machine into a proof (5 more
+false alarms in 300 in benchmarks/loader_verdicts.py's model-bound
+loop).
 
 The unit of evidence is a run. Calls of one run are not independent
 samples: a machine that was busy for the whole run makes every call
@@ -54,8 +56,8 @@ certainty (p = 1e-11 for code that did not change). So:
 
 A stage is slower (faster) when one of its figures moved by more than
 `threshold` and the evidence above holds at level alpha (each figure at
-alpha / 2, so that judging two figures does not double the false
-alarms): for the total, that it moved (with one run a side, past half
+alpha / 2, or alpha / 3 with the median, so that judging more figures
+does not add false alarms): for the total, that it moved (with one run a side, past half
 the threshold: TOTAL_MARGIN); for the tail, that it moved past the
 threshold. The p95 call of a few dozen calls sits on one of the
 longest: a tail that certainly moved a little (every call 1 % slower,

@@ -130,7 +130,6 @@ def test_every_call_slower_is_proven_past_one_long_base_call(where):
     assert "slower (median: the median call +" in describe(v)
 
 
-
 def test_against_several_runs_the_median_is_no_witness():
     """The noise between runs is learned from their totals: every call
     15 % slower in a run whose total is within what the base runs' long
@@ -147,7 +146,7 @@ def test_against_several_runs_the_median_is_no_witness():
     assert v.new_p50 > 1.1 * v.base_p50 and v.word == "noisy", describe(v)
 
 
-def test_every_call_slower_is_proven_though_a_preempted_base_call_holds_the_total():
+def test_every_call_slower_is_proven_though_a_preempted_call_holds_the_total():
     """40 calls of 2 ms, one of them preempted to 40 ms, against 40 calls
     of 3 ms: the total reads +3 %, every call is 1.5x slower."""
     rng = np.random.default_rng(9)
