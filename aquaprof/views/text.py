@@ -604,9 +604,9 @@ def recursion_note(rep: "Report", s: "StageStats") -> str:
         return ""
     name = printable(s.name)
     # a call of itself through other stages (expr/term/expr) has them
-    # between its levels
-    direct = all(level.depth == s.depth + i for i, level in
-                 enumerate(levels))
+    # between its levels: one of them is enough to say so
+    paths = {level.path for level in levels}
+    direct = all(level.parent in paths for level in levels[1:])
     return (f"  (with its recursion: {len(levels):,} paths "
             f"{name}/{name}/...)" if direct else
             f"  (with its recursion: {len(levels):,} paths "

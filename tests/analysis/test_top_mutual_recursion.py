@@ -4,6 +4,9 @@ the cycle. The bottlenecks rank each rule once, with all its levels, so
 that no time ranks twice and none is left out."""
 import pytest
 
+from aquaprof import Report
+from aquaprof.views.text import recursion_note
+from crafted import report, stage
 from planted_parser import profiled
 
 CYCLES = [("expr", "term"), ("expr", "term", "factor")]
@@ -47,3 +50,12 @@ def test_the_printed_report_and_the_page_name_each_rule_once():
     assert listed.count("<li>") == 2
     assert "<li>expr/term/expr" not in listed
     assert "paths term/.../term" in listed
+
+
+def test_a_recursion_direct_and_through_another_stage_is_not_called_direct():
+    # f/f beside f/g/f: three levels at depths 0, 1 and 2, one of them
+    # reached through g
+    rep = Report.from_dict(report([
+        stage("f", -1, 0, ns=10**6), stage("f", 0, 1), stage("g", 0, 1),
+        stage("f", 2, 2)]))
+    assert recursion_note(rep, rep["f"]).endswith("3 paths f/.../f)")
