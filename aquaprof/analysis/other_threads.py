@@ -14,7 +14,7 @@ time. Calls of a few sampling intervals or less are not split: a
 sample's CPU time, since the one before, crosses their edges."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, NamedTuple, Optional
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -51,17 +51,10 @@ def other_threads(report: "Report", stage: "StageStats"
     sample's CPU time (files from before it), a stage whose calls are
     too short for the sampling's pace, or one during whose calls no other
     thread of its processes was sampled."""
-    samples = report.samples
-    if samples is None or "timeline" not in samples or \
-            stage.wall.mean < INTERVALS_A_CALL * samples["interval_ns"] * 1e-9:
+    found = _timed_calls(report, stage)
+    if found is None:
         return None
-    spans = report.spans()
-    spans = spans[spans["stage"] == stage.id]
-    timeline, stacks = samples["timeline"], samples["stacks"]
-    if not len(spans) or not len(timeline):
-        return None
-    threads = {t["index"]: (t.get("process", 0), t["native_id"])
-               for t in report.threads}
+    spans, threads, timeline, stacks = found
     own = {threads[i] for i in np.unique(spans["thread"]).tolist()}
     process_of_thread = np.zeros(max(threads) + 1, np.int64)
     for index, (process, _tid) in threads.items():
@@ -93,6 +86,26 @@ def other_threads(report: "Report", stage: "StageStats"
     return OtherThreads(inside_cpu / covered, outside, _hottest(
         report, np.concatenate([k for k, _cpu in picked]),
         np.concatenate([c for _k, c in picked])), float(inside_cpu) * 1e-9)
+
+
+def _timed_calls(report: "Report", stage: "StageStats"
+                 ) -> Optional[Tuple[np.ndarray, Dict[int, Tuple[int, int]],
+                                     np.ndarray, List[list]]]:
+    """The stage's spans, each thread index's (process, native id), the
+    sampled timeline and its stacks, where the timeline can split the
+    stage's calls; None for a run without one, calls too short for the
+    sampling's pace, or none."""
+    samples = report.samples
+    if samples is None or "timeline" not in samples or \
+            stage.wall.mean < INTERVALS_A_CALL * samples["interval_ns"] * 1e-9:
+        return None
+    spans = report.spans()
+    spans = spans[spans["stage"] == stage.id]
+    if not len(spans) or not len(samples["timeline"]):
+        return None
+    threads = {t["index"]: (t.get("process", 0), t["native_id"])
+               for t in report.threads}
+    return spans, threads, samples["timeline"], samples["stacks"]
 
 
 def _split(spans: np.ndarray, first: int, last: int, t: np.ndarray,
@@ -144,22 +157,17 @@ def loop_holder(report: "Report", stage: "StageStats"
     since its thread's one before). None for a run without the timeline
     or its CPU times, calls too short for the sampling's pace, or no
     other work sampled on those threads."""
-    samples = report.samples
-    if samples is None or "timeline" not in samples or \
-            stage.wall.mean < INTERVALS_A_CALL * samples["interval_ns"] * 1e-9:
+    found = _timed_calls(report, stage)
+    if found is None:
         return None
-    spans = report.spans()
-    spans = spans[spans["stage"] == stage.id]
-    timeline, stacks = samples["timeline"], samples["stacks"]
-    if not len(spans) or not len(timeline):
-        return None
-    threads = {t["index"]: (t.get("process", 0), t["native_id"])
-               for t in report.threads}
+    spans, threads, timeline, stacks = found
     used: Dict[int, float] = {}
     covered = 0.0
     stack = timeline["stack"].astype(np.int64)
+    stage_of = np.array([s[2] for s in stacks], np.int64)
+    thread_of = [(s[0], s[1]) for s in stacks]
     for index in np.unique(spans["thread"]).tolist():
-        mine = np.array([(s[0], s[1]) == threads[index] for s in stacks],
+        mine = np.array([key == threads[index] for key in thread_of],
                         bool)[stack]
         t = timeline["t_ns"][mine]
         if len(t) < 2:
@@ -167,10 +175,10 @@ def loop_holder(report: "Report", stage: "StageStats"
         cpu = timeline["cpu_us"][mine]
         if (cpu == CPU_UNKNOWN).any():
             return None
-        found, inside = _split(spans[spans["thread"] == index], t[0], t[-1],
+        split, inside = _split(spans[spans["thread"] == index], t[0], t[-1],
                                t, cpu)
-        covered += found[1]
-        where = np.array([s[2] for s in stacks], np.int64)[stack[mine]]
+        covered += split[1]
+        where = stage_of[stack[mine]]
         for sid, us in zip(where[inside].tolist(), cpu[inside].tolist()):
             if sid != stage.id:
                 used[sid] = used.get(sid, 0.0) + us * 1e-6
