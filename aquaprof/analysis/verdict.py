@@ -127,8 +127,6 @@ TOTAL_MARGIN = 0.5
 #: the figures measured: wall time, the thread's CPU time, or the time
 #: of the kernels each call launched (CUDA, traced)
 MEASURES = ("wall", "cpu", "cuda")
-#: the RunFigures field of each figure judged
-_FIELDS = {"total": "total", "tail": "p95", "median": "p50"}
 
 
 @dataclass(frozen=True)
@@ -152,12 +150,11 @@ class RunFigures:
     kept: Optional[int] = None
 
     def own_spread(self, figure: str) -> Optional[float]:
-        """own_spread() of the figure ("total", "tail" or "median"), from
-        the calls or, where they are not kept, from what was kept of it
-        (a history keeps no median's)."""
+        """own_spread() of the figure ("total" or "tail"), from the calls
+        or, where they are not kept, from what was kept of it."""
         if self.calls is not None:
             return own_spread(figure, self.calls)
-        if self.spread is None or figure == "median":
+        if self.spread is None:
             return None
         return self.spread[0 if figure == "total" else 1]
 
@@ -466,7 +463,7 @@ def _figure_p(figure: str, base: Sequence[RunFigures],
     several, else from one run's calls (or their spreads); Nones where
     neither is possible (a single run a side of too few calls)."""
     if len(base) > 1 or len(new) > 1:
-        field = _FIELDS[figure]
+        field = "total" if figure == "total" else "p95"
         values = [getattr(r, field) for r in (*base, *new)]
         spreads = [r.own_spread(figure) for r in (*base, *new)]
         known = [v for v in spreads if v is not None]
@@ -493,7 +490,7 @@ def _spread_p(figure: str, base: RunFigures, new: RunFigures,
     run that dropped spans): the log figures' difference against the
     spreads the runs' calls gave (a normal test: they stand for many
     resamples); None where a spread is unknown or a figure is 0."""
-    field = _FIELDS[figure]
+    field = "total" if figure == "total" else "p95"
     before, after = getattr(base, field), getattr(new, field)
     spreads = (base.own_spread(figure), new.own_spread(figure))
     if None in spreads or min(before, after) <= 0:
