@@ -607,10 +607,8 @@ def recursion_note(rep: "Report", s: "StageStats") -> str:
     # between its levels: one of them is enough to say so
     paths = {level.path for level in levels}
     direct = all(level.parent in paths for level in levels[1:])
-    return (f"  (with its recursion: {len(levels):,} paths "
-            f"{name}/{name}/...)" if direct else
-            f"  (with its recursion: {len(levels):,} paths "
-            f"{name}/.../{name})")
+    shape = f"{name}/{name}/..." if direct else f"{name}/.../{name}"
+    return f"  (with its recursion: {len(levels):,} paths {shape})"
 
 
 def summed_note(rep: "Report") -> Optional[str]:
