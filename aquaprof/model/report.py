@@ -129,7 +129,7 @@ class StageStats:
     """
 
     __slots__ = ("id", "path", "name", "parent", "depth", "count", "wall",
-                 "self_time", "cpu", "items", "share",
+                 "self_time", "cpu", "process_cpu", "items", "share",
                  "mem_peak", "mem_rise", "mem_delta", "raised", "unclosed",
                  "suspended",
                  "compensated_total", "compensated_self", "cuda", "clock")
@@ -145,6 +145,13 @@ class StageStats:
         self.wall: Timing = Timing(stage)
         self.self_time: float = stage["self_ns"] * _NS
         self.cpu: float = stage["cpu_ns"] * _NS
+        #: the CPU time of all the process's threads while its calls were
+        #: open (the stage's own, a pool or native library it handed its
+        #: work to, and whatever else ran then), read by the memory
+        #: sampler; None with memory=False or in files from before it
+        self.process_cpu: Optional[float] = (
+            stage["proc_cpu_ns"] * _NS
+            if "proc_cpu_ns" in stage and stage["mem_peak"] else None)
         self.items: int = stage["items"]
         #: wall time over the run's wall time (threads may add past 1)
         self.share: float = self.wall.total / run_wall if run_wall else 0.0

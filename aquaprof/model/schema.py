@@ -55,7 +55,8 @@ STAGE_FIELDS: Fields = {
     "items": int, "mem_peak": int, "mem_delta": int, "hist": list,
 }
 #: stage fields that reports written by earlier versions lack
-STAGE_OPTIONAL: Fields = {"suspended": int, "mem_rise": int}
+STAGE_OPTIONAL: Fields = {"suspended": int, "mem_rise": int,
+                          "proc_cpu_ns": int}
 THREAD_FIELDS: Fields = {"index": int, "native_id": int, "spans": int,
                          "dropped": int}
 #: "name": the Python thread's name (threading.Thread.name) at the

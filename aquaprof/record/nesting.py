@@ -65,6 +65,8 @@ def subtract(end: Dict[str, Any], start: Optional[Dict[str, Any]],
     if start is None or start["count"] == 0:
         return dict(end)
     d = dict(end, **{k: end[k] - start[k] for k in _SUMS})
+    if "proc_cpu_ns" in end:
+        d["proc_cpu_ns"] = end["proc_cpu_ns"] - start.get("proc_cpu_ns", 0)
     before = dict(start["hist"])
     hist = [(b, n - before.get(b, 0)) for b, n in end["hist"]]
     d["hist"] = [(b, n) for b, n in hist if n > 0]

@@ -94,11 +94,14 @@ sample(ap_rss *r)
     if (rss < 0) {
         return;
     }
+    int64_t cpu = ap_process_cpu_ns(), at = ap_ticks();
     pthread_mutex_lock(&r->lock);
     ap_rss_log(r, monotonic_ns(), rss);   /* stamped in order */
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed) + 1;
     push_mark_unlocked(r, seq, rss);
     atomic_store_explicit(&r->current, rss, memory_order_relaxed);
+    atomic_store_explicit(&r->cpu, cpu, memory_order_relaxed);
+    atomic_store_explicit(&r->cpu_at, at, memory_order_relaxed);
     atomic_store_explicit(&r->seq, seq, memory_order_release);
     pthread_mutex_unlock(&r->lock);
 }
@@ -173,6 +176,22 @@ ap_rss_refresh(ap_rss *r)
     return rss;
 }
 
+int64_t
+ap_rss_process_cpu(ap_rss *r, int64_t cpu0, int64_t at0, int64_t t0,
+                   int64_t now)
+{
+    int64_t used = atomic_load_explicit(&r->cpu, memory_order_relaxed) - cpu0;
+    int64_t at1 = atomic_load_explicit(&r->cpu_at, memory_order_relaxed);
+    if (ap_ticks_to_ns(now - at1) > 2 * r->interval_ns &&
+        ap_ticks_to_ns(now - t0) >= r->interval_ns && now > at0) {
+        /* the sampler idled through a quiet call: read the clock, and
+         * take the share of [at0, now] the call was open */
+        used = (int64_t)((double)(ap_process_cpu_ns() - cpu0) *
+                         (double)(now - t0) / (double)(now - at0));
+    }
+    return used > 0 ? used : 0;
+}
+
 void
 ap_rss_wake(ap_rss *r)
 {
@@ -242,6 +261,8 @@ ap_rss_start(ap_rss *r, int64_t interval_ns, int (*busy)(void *),
         goto error;
     }
     atomic_store(&r->current, rss);
+    atomic_store(&r->cpu, ap_process_cpu_ns());
+    atomic_store(&r->cpu_at, ap_ticks());
     push_mark_unlocked(r, 0, rss);
     if (ap_quiet_thread(&r->thread, sampler_main, r) != 0) {
         pthread_mutex_destroy(&r->lock);

@@ -1,6 +1,9 @@
 /* Host memory: a sampler thread reads the process RSS every interval and
  * keeps, for any past sample, the highest RSS seen since then, so a stage
- * exit learns its peak without a system call.
+ * exit learns its peak without a system call. It reads the process's CPU
+ * time with it, so that a stage learns what all the process's threads
+ * computed while it was open (native pools that are never sampled) for
+ * two loads an edge (ap_rss_process_cpu).
  *
  * The sampler polls at its interval while the program is active: when
  * its busy() callback (stages being entered) has said no, and RSS has
@@ -40,6 +43,8 @@ typedef struct {
     /* read at every stage edge: one cache line, written once a sample */
     _Atomic int64_t current;   /* bytes, last sample */
     _Atomic uint64_t seq;      /* samples taken so far */
+    _Atomic int64_t cpu;       /* the process's CPU time, ns, last sample */
+    _Atomic int64_t cpu_at;    /* ap_ticks() when it was read */
     atomic_int idle;           /* the sampler is in its slow pace */
     int64_t interval_ns;
     int fd;
@@ -107,6 +112,20 @@ int64_t ap_rss_refresh(ap_rss *r);
 
 /* Takes a sample now and puts an idle sampler back to its interval. */
 void ap_rss_wake(ap_rss *r);
+
+/* The process's CPU time while a call was open, ns: the samples read at
+ * its entry (cpu0, taken at tick at0) and at its exit (tick now), each up
+ * to an interval old, so that a call gets on average what the process
+ * computed while it was open (a call shorter than an interval: the CPU
+ * time between two samples, or none). Both are the sampler's readings:
+ * the clock read by another thread lags a running thread's time since
+ * the scheduler last counted it (up to a tick), the same at both ends.
+ * Where the sampler idled through a quiet call of t0 .. now, the exit
+ * reads the clock itself, and the call takes its share of [at0, now].
+ * A sample's two values may be read across the sampler's next store: an
+ * interval's worth of error, rarely. */
+int64_t ap_rss_process_cpu(ap_rss *r, int64_t cpu0, int64_t at0, int64_t t0,
+                           int64_t now);
 
 /* At a stage's entry, before its RSS is read: one load when the sampler
  * is polling. */

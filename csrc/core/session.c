@@ -429,6 +429,9 @@ enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
         ap_rss_wake_if_idle(&s->rss);
         f->rss_seq0 = atomic_load_explicit(&s->rss.seq, memory_order_acquire);
         f->rss0 = atomic_load_explicit(&s->rss.current, memory_order_relaxed);
+        f->proc_cpu0 = atomic_load_explicit(&s->rss.cpu, memory_order_relaxed);
+        f->proc_cpu_at0 = atomic_load_explicit(&s->rss.cpu_at,
+                                               memory_order_relaxed);
     }
     if (s->config.hooks) {
         /* a name left out of the table is the overflow path's */
@@ -549,7 +552,7 @@ close_frame(ap_session *s, ap_thread *t, ap_stack *k, int64_t w,
             rss = atomic_load_explicit(&s->rss.current,
                                        memory_order_relaxed);
         }
-        frame_memory(s, f, seq, rss, st);
+        frame_memory(s, f, seq, rss, w, st);
     }
     if (f->span >= 0) {
         ap_span *sp = span_at(t, f->span);

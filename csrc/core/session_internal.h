@@ -35,6 +35,8 @@ typedef struct {
     int64_t items;
     int64_t rss0;
     uint64_t rss_seq0;
+    int64_t proc_cpu0;     /* the memory sampler's process CPU at entry */
+    int64_t proc_cpu_at0;  /* ... and the tick it was read at */
     uint64_t key0;         /* the context key at entry: a call whose exit
                             * comes under another key was suspended */
 } ap_frame;
@@ -274,13 +276,16 @@ ap_status ap_path_resolve_locked(ap_session *s, uint32_t parent,
 /* Frees every path's aggregates and the paths table. */
 void ap_paths_free(ap_session *s);
 
-/* Folds into st the host memory of frame f closing now, when RSS reads
- * rss after seq samples: the peak it saw while open, how far that rose
- * above its entry, and its change. */
+/* Folds into st the host memory of frame f closing now (tick w), when
+ * RSS reads rss after seq samples: the peak it saw while open, how far
+ * that rose above its entry, and its change; and what the process
+ * computed meanwhile. */
 static inline void
 frame_memory(ap_session *s, const ap_frame *f, uint64_t seq, int64_t rss,
-             ap_stats *st)
+             int64_t w, ap_stats *st)
 {
+    st->proc_cpu_ns += ap_rss_process_cpu(&s->rss, f->proc_cpu0,
+                                          f->proc_cpu_at0, f->t0, w);
     int64_t peak = rss > f->rss0 ? rss : f->rss0;
     if (seq != f->rss_seq0) {
         int64_t seen = ap_rss_peak_since(&s->rss, f->rss_seq0);

@@ -72,7 +72,7 @@ close_open_calls(ap_session *s, const ap_thread *t, const uint32_t *map,
             st->unclosed++;
             st->suspended += (sp.flags & AP_SPAN_SUSPENDED) != 0;
             if (s->config.memory) {
-                frame_memory(s, f, seq, rss, st);
+                frame_memory(s, f, seq, rss, now, st);
             }
             r->unclosed++;
             above = wall;

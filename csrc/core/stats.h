@@ -27,6 +27,8 @@ typedef struct {
     double mean_ns;      /* Welford */
     double m2;
     int64_t cpu_ns;
+    int64_t proc_cpu_ns; /* the process's CPU time (every thread's) while
+                          * open, from the memory sampler: 0 without it */
     int64_t items;
     int64_t mem_peak;    /* highest RSS seen while open, bytes */
     int64_t mem_delta;   /* sum of RSS(exit) - RSS(enter), bytes */

@@ -195,13 +195,24 @@ check_sums(const ap_stats *a, const ap_stats *b)
 }
 
 /* into's dict with the aggregates replaced by s's: into's keys, in into's
- * order, as merging in place would leave them. */
+ * order, as merging in place would leave them. An optional figure that
+ * neither into nor other held stays out: unknown, not 0. */
 static PyObject *
-merged_dict(PyObject *into, const ap_stats *s)
+merged_dict(PyObject *into, PyObject *other, const ap_stats *s)
 {
     PyObject *d = PyDict_Copy(into);
-    if (d != NULL && ap_stats_set_items(d, s) < 0) {
-        Py_CLEAR(d);
+    if (d == NULL || ap_stats_set_items(d, s) < 0) {
+        Py_XDECREF(d);
+        return NULL;
+    }
+    for (size_t i = 0; i < ap_stage_nfields; i++) {
+        const ap_stage_field *f = &ap_stage_fields[i];
+        if (f->optional && PyDict_GetItemString(into, f->key) == NULL &&
+            PyDict_GetItemString(other, f->key) == NULL &&
+            PyDict_DelItemString(d, f->key) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
     }
     return d;
 }
@@ -242,7 +253,7 @@ ap_merge_stage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
     }
-    result = merged_dict(args[0], &a);
+    result = merged_dict(args[0], args[1], &a);
 done:
     ap_stats_free(&a);
     ap_stats_free(&b);

@@ -23,6 +23,7 @@ const ap_stage_field ap_stage_fields[] = {
     {"mean_ns", offsetof(ap_stats, mean_ns), AP_FIELD_DOUBLE, 0},
     {"m2", offsetof(ap_stats, m2), AP_FIELD_DOUBLE, 0},
     {"cpu_ns", offsetof(ap_stats, cpu_ns), AP_FIELD_SUM, 0},
+    {"proc_cpu_ns", offsetof(ap_stats, proc_cpu_ns), AP_FIELD_SUM, 1},
     {"items", offsetof(ap_stats, items), AP_FIELD_SUM, 0},
     {"mem_peak", offsetof(ap_stats, mem_peak), AP_FIELD_EXTREME, 0},
     {"mem_delta", offsetof(ap_stats, mem_delta), AP_FIELD_SUM, 0},

@@ -16,9 +16,10 @@ from leaks import blocks_after
 BUCKETS = len(_core.HIST_LOWER_NS) - 1   # the bounds: one past the last
 KEYS = ["name", "parent", "depth", "count", "raised", "unclosed",
         "suspended", "total_ns", "self_ns", "min_ns", "max_ns", "mean_ns", "m2",
-        "cpu_ns", "items", "mem_peak", "mem_delta", "mem_rise", "hist"]
+        "cpu_ns", "proc_cpu_ns", "items", "mem_peak", "mem_delta", "mem_rise",
+        "hist"]
 #: keys that files written by earlier versions lack
-OPTIONAL = ("suspended", "mem_rise")
+OPTIONAL = ("suspended", "mem_rise", "proc_cpu_ns")
 
 
 def reference(into, other):
@@ -39,7 +40,7 @@ def reference(into, other):
     into["m2"] += other["m2"] + delta * delta * n_a * n_b / n
     into["count"] = n
     for key in ("raised", "unclosed", "suspended", "total_ns", "self_ns",
-                "cpu_ns", "items", "mem_delta"):
+                "cpu_ns", "proc_cpu_ns", "items", "mem_delta"):
         into[key] += other[key]
     into["min_ns"] = min(into["min_ns"], other["min_ns"])
     into["max_ns"] = max(into["max_ns"], other["max_ns"])
@@ -73,7 +74,8 @@ def random_stage(rng, name="load", count=None):
         "mean_ns": rng.uniform(lo, hi) if count else 0.0,
         "m2": rng.random() * 10.0 ** rng.randrange(0, 30) if count > 1
         else 0.0,
-        "cpu_ns": rng.randrange(0, top), "items": rng.randrange(0, 100),
+        "cpu_ns": rng.randrange(0, top),
+        "proc_cpu_ns": rng.randrange(0, top), "items": rng.randrange(0, 100),
         "mem_peak": rng.randrange(0, 1 << 40),
         "mem_delta": rng.randrange(-(1 << 30), 1 << 30),
         "mem_rise": rng.randrange(0, 1 << 40),
@@ -158,11 +160,21 @@ def test_a_missing_key_is_named(key, which):
 
 
 @pytest.mark.parametrize("key", OPTIONAL)
-def test_a_stage_written_before_a_field_existed_merges_it_as_none(key):
+def test_a_field_neither_stage_holds_stays_unknown(key):
+    """Files written before a field existed lack it: their merge must not
+    invent a 0 that readers would take for a measurement."""
     into, other = good_pair()
     del into[key], other[key]
     got = _core.merge_stage(into, other)
-    assert got[key] == 0 and set(got) == set(KEYS)
+    assert set(got) == set(KEYS) - {key}
+
+
+@pytest.mark.parametrize("key", OPTIONAL)
+def test_a_field_one_stage_holds_is_merged_with_the_other_as_zero(key):
+    into, other = good_pair()
+    del into[key]
+    got = _core.merge_stage(into, other)
+    assert set(got) == set(KEYS) and got[key] == other[key]
 
 
 @pytest.mark.parametrize("key,value,error", [
