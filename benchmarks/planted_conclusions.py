@@ -54,7 +54,13 @@ how many runs concluded right.
   test flagged, no other;
 - gil starved: two threads under the GIL, one computing, the other
   giving the GIL up 200 times; right: the starved stage gil-bound, the
-  computing one cpu-bound.
+  computing one cpu-bound;
+- torch threads, torch threads sampled: an MLP's training loop (forward,
+  backward, optimizer step) pinned to two CPUs with torch running four
+  times as many threads (what a container's process gets where torch
+  counts the machine's cores), unsampled and sampled; right: no top
+  stage sent after I/O, and those whose thread mostly waited told that
+  their own process's threads took the CPUs, to run at most 2.
 
     python benchmarks/planted_conclusions.py [--runs N] [--root DIR]
                                              [--only CASE ...]
@@ -562,6 +568,38 @@ print(f"victim {kinds.get('victim')}, hog {kinds.get('hog')}",
       kinds.get("victim") == "gil-bound" and kinds.get("hog") == "cpu-bound")
 """
 
+_TORCH_THREADS = r"""
+import os
+import torch
+import aquaprof as ap
+
+# torch's native threads, four times the CPUs the process may run on
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
+cpus = len(os.sched_getaffinity(0))
+torch.set_num_threads(4 * cpus)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(),
+                            torch.nn.Linear(1024, 512))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(256, 512), torch.randn(256, 512)
+with ap.Profiler(sample=SAMPLE) as prof:
+    for _ in range(40):
+        with ap.stage("forward"):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        with ap.stage("backward"):
+            opt.zero_grad()
+            loss.backward()
+        with ap.stage("optimizer"):
+            opt.step()
+found = prof.report().diagnose(top=3).findings
+io = [f.path for f in found if "prefetch" in f.fix]
+told = [f.path for f in found if "torch.set_num_threads" in f.fix]
+waited = [f.path for f in found if f.host not in ("cpu-bound", "mixed")]
+print(f"{[(f.path, f.kind) for f in found]}; sent after I/O: {io}; told "
+      f"to run fewer threads: {told}",
+      not io and bool(told) and set(waited) <= set(told))
+"""
+
 CASES: Dict[str, Tuple[str, str]] = {
     "parked": (_PARKED, "awaiting, no CPU"),
     "wrapped loader": (_WRAPPED_LOADER, "not data-loading-bound"),
@@ -586,6 +624,12 @@ CASES: Dict[str, Tuple[str, str]] = {
     "leak": (_LEAK, "the kept memory not given to the flat stage unsaid"),
     "xdist gate": (_XDIST_GATE, "the slower test flagged, no other"),
     "gil starved": (_GIL_STARVED, "victim gil-bound, hog cpu-bound"),
+    "torch threads": (_TORCH_THREADS.replace("SAMPLE", "None"),
+                      "none sent after I/O, the waiting told to run "
+                      "fewer threads"),
+    "torch threads sampled": (_TORCH_THREADS.replace("SAMPLE", "0.001"),
+                              "none sent after I/O, the waiting told to "
+                              "run fewer threads"),
 }
 
 

@@ -23,11 +23,17 @@ up:
 - gil-bound (the same): its threads slept on the GIL for GIL_BOUND or
   more of the stage's sampled time (each sample of a thread asleep in a
   futex on the GIL's condition variable or mutex);
-- threads-bound (the same): a waiting stage while whose calls the other
-  threads of its process used THREADS_BUSY CPUs or more on average, and
-  at least twice what they used outside it, where the run had time
-  outside it to tell (a pool it handed its work to; aquaprof.analysis.
-  other_threads);
+- threads-bound: a waiting stage while whose calls the other threads of
+  its process used THREADS_BUSY CPUs or more on average, and at least
+  twice what they used outside it where the run had time outside it to
+  tell (a pool it handed its work to, a native library's threads). The
+  process's CPU time while the stage was open (StageStats.process_cpu,
+  every thread's, native ones too) gives the figure, sampled or not;
+  the samples add which Python threads and what they ran (aquaprof.
+  analysis.other_threads). Where the process kept SATURATED of the CPUs
+  it may run on busy meanwhile, its own threads crowded the stage's out,
+  and the fix says to run no more compute threads than CPUs; a
+  cpu-starved stage's evidence says so too;
 - awaiting: most of its calls were suspended at an await (asyncio), so
   their CPU time is unknown and the wall time is mostly waiting on I/O or
   on other tasks of the event loop;
@@ -68,7 +74,8 @@ next(DataLoader) stage that holds, among the top stages or not:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, \
+    Tuple
 
 import numpy as np
 
@@ -77,7 +84,7 @@ from ..common.words import first_clause, plural, shorten_path
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from .concurrency import self_open_by_thread
 from .gpu_stats import events_dropped
-from .other_threads import loop_holder, other_threads
+from .other_threads import OUTSIDE_SHARE, loop_holder, other_threads
 from .stragglers import rank_waits
 from .run_cost import torch_kinds
 from .samples import Waits, sampled, stage_hot, stage_waits, \
@@ -120,6 +127,11 @@ GIL_BOUND = 0.25         # GIL sleep share of the sampled time from this
 # was open, from which it waits for them (a pool it handed its work to),
 # where they used under half as much outside it
 THREADS_BUSY = 0.5
+# the process using this share of the CPUs it may run on, or more, while
+# a stage that mostly waited was open: its own threads took them (on 2
+# CPUs, a process with 8 torch threads used 1.58 to 1.88 beside the
+# machine's own chores, sampled or not)
+SATURATED = 0.75
 # next(DataLoader)'s share of its parent's wall time from which the loop
 # is data-loading-bound. Hiding the loading entirely speeds the loop up
 # by at most 1 / (1 - share): 1.4x at 30 %, only 1.1x at 10 %, where the
@@ -178,9 +190,10 @@ _FIXES = {
         "aquaprof compare"),
     "threads-bound": (
         "the work is in the threads the stage waits for (a pool it handed "
-        "its work to): mark their work with stages (inside the task the "
-        "pool runs) to see where it goes, then speed that up, or give it "
-        "more workers where CPUs are free",
+        "its work to, a native library's threads): speed that work up, or "
+        "give it more threads where CPUs are free; Python threads' work "
+        "can be marked with stages (inside the task the pool runs) to see "
+        "where it goes",
         "the other threads' CPU while STAGE runs: aquaprof.analysis."
         "other_threads.other_threads(rep, rep[STAGE]); its wall time with "
         "aquaprof compare"),
@@ -581,40 +594,180 @@ def _waits_on_threads(report: "Report", stage: "StageStats") -> bool:
             waits.lock_s >= LOCK_WAITS * waits.wall_s)
 
 
-def _waits_class(stage: "StageStats", report: "Report",
-                 host: str, on_cpu: float) -> Tuple[str, str]:
-    """cpu-starved or gil-bound with its evidence, where the samples show
-    it; otherwise `host` with what the samples say of its off-CPU time
-    ("" for a cpu-bound stage or one whose waits were not measured).
-    on_cpu: its own share of time on the CPU."""
+class _Others(NamedTuple):
+    """What the other threads of a stage's process did while it ran
+    itself: CPUs on average inside its calls and outside them (None where
+    unknown), the process's own CPUs inside (None where not recorded),
+    and the words that say so."""
+
+    inside: float
+    outside: Optional[float]
+    process: Optional[float]
+    said: str
+
+
+def _process_own(stage: "StageStats", report: "Report") -> Optional[float]:
+    """The process's CPU seconds while the stage ran itself, its
+    sub-stages' aside as _own_time takes them; None where a figure was
+    not recorded (memory=False, files from before it)."""
+    levels = report.recursion(stage)
+    paths = {s.path for s in levels}
+    below = [s.process_cpu for s in report.stages if s.parent in paths]
+    if any(s.process_cpu is None for s in levels) or None in below:
+        return None
+    return max(sum(s.process_cpu for s in levels) -  # type: ignore[misc]
+               sum(below), 0.0)                      # type: ignore[arg-type]
+
+
+def _others_outside(stage: "StageStats", report: "Report"
+                    ) -> Optional[float]:
+    """CPUs the process's threads but the stage's used on average while
+    the stage was not open, from the process's CPU time over the run;
+    where the stage's calls ran on another thread than the one that
+    started and stopped the run, or that thread's CPU time is unknown,
+    the stage's own thread's time outside them counts too (more than the
+    others used). None for merged processes, a stage open for nearly all
+    the run, or where the figures were not recorded."""
+    host = report.meta.get("host", {})
+    run = host.get("process_cpus")
+    if stage.process_cpu is None or not isinstance(run, (int, float)) or \
+            len(report.processes) > 1 or stage.wall.total <= 0:
+        return None
+    covered = (stage.wall.total if stage.clock is None else
+               float(stage.clock.wall(stage.id, stage.wall.total)))
+    rest = report.wall - covered
+    if rest < OUTSIDE_SHARE * report.wall:
+        return None
+    # calls open at once in several threads each counted the process's
+    # CPU: their share of it on the run's clock
+    outside = run * report.wall - stage.process_cpu * covered / \
+        stage.wall.total
+    spans = report.spans()
+    threads = {t["index"]: t["native_id"] for t in report.threads}
+    ran_on = {threads.get(i) for i in
+              np.unique(spans["thread"][spans["stage"] == stage.id]).tolist()}
+    mine = host.get("thread_cpu")
+    if ran_on == {host.get("thread_id")} and isinstance(mine, float):
+        outside -= max(mine - stage.cpu, 0.0)
+    return max(outside, 0.0) / rest
+
+
+def _others(stage: "StageStats", report: "Report", cpu: float,
+            wall: float) -> Optional[_Others]:
+    """The other threads' CPUs while the stage (its own time: cpu of
+    wall seconds) was open: from the process's CPU time where recorded,
+    which counts native threads the sampler never sees, else from the
+    samples; None where neither tells."""
+    sampled = other_threads(report, stage)
+    process = _process_own(stage, report)
+    if process is None or wall <= 0:
+        if sampled is None:
+            return None
+        inside, outside, used = sampled.inside, sampled.outside, None
+    else:
+        used = process / wall
+        inside = max(process - cpu, 0.0) / wall
+        outside = (sampled.outside if sampled is not None else
+                   _others_outside(stage, report))
+    when = (f", {outside:.1f} while it was not" if outside is not None
+            else "")
+    native = ""
+    if used is not None:
+        native = (f", {max(inside - sampled.inside, 0.0):.1f} of them in "
+                  f"threads not sampled (native ones: a library's pool, "
+                  f"torch's, OpenMP's or BLAS's)" if sampled is not None
+                  else " (all its threads, native ones too: a library's "
+                  "pool, torch's, OpenMP's or BLAS's)")
+    hottest = (f"; hottest there: {sampled.hottest}"
+               if sampled is not None and sampled.hottest else "")
+    return _Others(inside, outside, used, (
+        f"; while it was open, the other threads of its process used "
+        f"{inside:.1f} CPUs on average{native}{when}{hottest}"))
+
+
+def _cpus(report: "Report") -> Optional[int]:
+    cpus = report.meta.get("host", {}).get("cpus")
+    return cpus if isinstance(cpus, int) and cpus > 0 else None
+
+
+def _crowded(others: Optional[_Others], report: "Report"
+             ) -> Tuple[str, str]:
+    """Where the stage's process, its other threads THREADS_BUSY CPUs or
+    more of it, kept SATURATED or more of the CPUs it may run on busy
+    while the stage was open, alone or with the machine's other processes
+    (their average over the run): the words that say who took them, and
+    the fix's first words; ("", "") otherwise."""
+    host = report.meta.get("host", {})
+    cpus = host.get("cpus")
+    if others is None or others.process is None or \
+            others.inside < THREADS_BUSY or not isinstance(cpus, int) or \
+            cpus < 1:
+        return "", ""
+    kept = (f"; its process kept {others.process:.1f} of the "
+            f"{plural(cpus, 'CPU')} it may run on busy meanwhile")
+    machine = host.get("other_cpus")
+    if others.process >= SATURATED * cpus:
+        said = f"{kept}: its own threads took them"
+    elif isinstance(machine, (int, float)) and \
+            others.process + machine >= SATURATED * cpus:
+        said = (f"{kept}, and the machine's other processes {machine:.1f} "
+                f"on average over the run: they took them together")
+    else:
+        return "", ""
+    return said, (
+        f"its process keeps the CPUs it may run on busy: where it runs "
+        f"more compute threads than its {plural(cpus, 'CPU')} "
+        f"(torch.set_num_threads, OMP_NUM_THREADS for NumPy's BLAS, a "
+        f"pool's max_workers; torch and OpenMP count the machine's "
+        f"cores, not a container's share), run {cpus} at most, or they "
+        f"wait for each other; ")
+
+
+def _waits_class(stage: "StageStats", report: "Report", host: str,
+                 cpu: float, wall: float) -> Tuple[str, str, str]:
+    """cpu-starved, gil-bound or threads-bound with its evidence, where
+    the figures show it; otherwise `host` with what the samples and the
+    process's CPU time say of its off-CPU time ("" for a cpu-bound stage
+    or one whose waits were not measured); and the words to put before
+    its fix ("" mostly). cpu, wall: its own thread CPU and wall time."""
     if host == "cpu-bound":
-        return host, ""
+        return host, "", ""
+    on_cpu = cpu / wall if wall > 0 else 0.0
+    others = _others(stage, report, cpu, wall)
+    crowded, first = _crowded(others, report)
+    said, handed = "", False
+    if others is not None and others.inside >= THREADS_BUSY:
+        said = others.said
+        handed = host == "waiting" and others.outside is not None and \
+            others.inside >= 2 * others.outside
+    said += crowded
     waits = stage_waits(report, stage.path)
     if waits is None:
-        if report.samples is not None:
-            return host, ""
-        sample = ("; sample the run (Profiler(sample=0.001)) to tell CPU "
-                  "starvation and the GIL from blocking")
-        busy = _busy_machine(report)
-        if busy is None or on_cpu < STARVED_FLOOR:
-            return host, sample
-        return "cpu-starved?", f"; {busy}{sample}"
+        if handed:
+            kind = "threads-bound"
+        elif report.samples is None and on_cpu >= STARVED_FLOOR and \
+                (crowded or _busy_machine(report) is not None):
+            # a thread that computes at all, off the CPU while others
+            # took the CPUs (its process's own threads among them), may
+            # have waited for one
+            busy = _busy_machine(report)
+            kind, said = "cpu-starved?", (f"; {busy}{said}" if busy
+                                          else said)
+        else:
+            kind = host
+        if report.samples is None:
+            said += ("; sample the run (Profiler(sample=0.001)) to tell CPU "
+                     "starvation and the GIL from blocking")
+        return kind, said, first if kind != host else ""
     held = _starved_or_gil(stage, report, waits)
     if held is not None:
-        return held
+        return (held[0], held[1] + crowded, first) \
+            if held[0] == "cpu-starved" else (held[0], held[1], "")
     shares = (f"; of its sampled time: {_shares(waits)}"
               if waits.delay_known or waits.gil_known else "")
-    others = other_threads(report, stage) if host == "waiting" else None
-    if others is None or others.inside < THREADS_BUSY:
-        return host, shares
-    outside = ("" if others.outside is None else
-               f", {others.outside:.1f} while it was not")
-    hottest = f"; hottest there: {others.hottest}" if others.hottest else ""
-    said = (f"; while it was open, the other threads of its process used "
-            f"{others.inside:.1f} CPUs on average{outside}{hottest}")
-    if others.outside is not None and others.inside >= 2 * others.outside:
-        return "threads-bound", shares + said
-    return host, shares + said
+    if handed:
+        return "threads-bound", shares + said, first
+    return host, shares + said, ""
 
 
 def _awaiting_class(stage: "StageStats", report: "Report"
@@ -732,9 +885,13 @@ def _competition(report: "Report") -> str:
         busy[p, tid] = busy.get((p, tid), 0) + cpu
     used = sum(busy.values()) * 1e-9 / report.wall if report.wall else 0.0
     processes = len({p for p, _tid in busy})
-    parts = [f"this run's {plural(len(busy), 'thread')} in "
+    parts = [f"this run's {plural(len(busy), 'sampled thread')} in "
              f"{plural(processes, 'process', 'processes')} used "
              f"{used:.1f} CPUs on average"]
+    process = host.get("process_cpus")
+    if isinstance(process, (int, float)) and len(report.processes) <= 1:
+        parts[0] += (f", the process {process:.1f} with all its threads "
+                     f"(native ones are not sampled)")
     if cpus:
         parts.append(f"{plural(cpus, 'CPU')} to run on")
     if load is not None:
@@ -816,7 +973,7 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     busy = cpu / wall if wall > 0 else 0.0
     host = ("cpu-bound" if busy >= CPU_BOUND else
             "waiting" if busy < WAITING else "mixed")
-    host, waits = _waits_class(stage, report, host, busy)
+    host, waits, first = _waits_class(stage, report, host, cpu, wall)
     evidence = (f"thread CPU time {fmt_time(cpu)} of {fmt_time(wall)} "
                 f"{named} ({busy * 100:.0f} %), "
                 f"{plural(stage.count, 'call')}, "
@@ -852,6 +1009,8 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
             evidence = f"{gpu_evidence}; host {host}: {evidence}"
         fix, verify = _FIXES["waiting on threads" if kind == "waiting" and
                              _waits_on_threads(report, stage) else kind]
+        if kind == host:
+            fix = first + fix
         verify = verify.replace("STAGE", repr(stage.path))
         if holds_loop:
             fix += ("; the event loop runs one task at a time: await the "

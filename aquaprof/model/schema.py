@@ -80,6 +80,10 @@ HOST_OPTIONAL: Fields = {
     # the share of all CPU time a hypervisor took (Linux; runs long
     # enough for the kernel's 10 ms ticks, BUSY_SECONDS)
     "other_cpus": float, "steal": float,
+    # the CPUs this process used on average from start to stop, all its
+    # threads; and where one thread started and stopped the run, its
+    # native id and CPU seconds meanwhile
+    "process_cpus": float, "thread_id": int, "thread_cpu": float,
 }
 #: the shortest run (seconds, on a machine of 2 CPUs; times the square
 #: root of half the CPUs on larger ones) whose machine's busy CPUs are

@@ -11,6 +11,7 @@ import os
 import platform
 import socket
 import sys
+import threading
 import time
 from typing import Any, Dict, FrozenSet, NamedTuple, Optional, Tuple
 
@@ -18,7 +19,7 @@ from .._version import __version__
 from ..model.schema import BUSY_SECONDS
 
 __all__ = ["BUSY_SECONDS", "busy_between", "cpu_ticks", "host_info",
-           "static_host"]
+           "process_cpus", "static_host"]
 
 
 
@@ -83,12 +84,14 @@ def host_info(started_at: Optional[float],
 
 class Ticks(NamedTuple):
     """What cpu_ticks() read: when, this process's CPU seconds, each CPU's
-    busy, stolen and all ticks so far (/proc/stat), and the CPUs the
-    process may run on then."""
+    busy, stolen and all ticks so far (/proc/stat), the CPUs the process
+    may run on then, and the reading thread's native id and CPU
+    seconds."""
     at: float
     process: float
     cpus: Dict[int, Tuple[int, int, int]]
     affinity: FrozenSet[int]
+    thread: Tuple[int, float] = (0, 0.0)
 
 
 def cpu_ticks() -> Optional[Ticks]:
@@ -111,7 +114,8 @@ def cpu_ticks() -> Optional[Ticks]:
                                       busy + idle + iowait + steal)
     except (OSError, ValueError):
         return None
-    return Ticks(time.monotonic(), time.process_time(), cpus, _affinity())
+    return Ticks(time.monotonic(), time.process_time(), cpus, _affinity(),
+                 (threading.get_native_id(), time.thread_time()))
 
 
 def _affinity() -> FrozenSet[int]:
@@ -151,6 +155,24 @@ def busy_between(start: Optional[Ticks], stop: Optional[Ticks]
     others = (busy / hz - (stop.process - start.process)) / wall
     return {"other_cpus": round(max(0.0, others), 3),
             "steal": round(stolen / ticks, 4)}
+
+
+def process_cpus(start: Optional[Ticks], stop: Optional[Ticks]
+                 ) -> Dict[str, float]:
+    """How many CPUs this process used on average between two
+    cpu_ticks(), all its threads (native ones too), and where one thread
+    read both, its native id and CPU seconds meanwhile: what diagnose()
+    weighs a stage's process CPU against outside its calls; {} where
+    unknown."""
+    if start is None or stop is None or stop.at <= start.at:
+        return {}
+    found = {"process_cpus": round(
+        max(0.0, stop.process - start.process) / (stop.at - start.at), 3)}
+    if start.thread[0] == stop.thread[0] != 0:
+        found["thread_id"] = start.thread[0]
+        found["thread_cpu"] = round(
+            max(0.0, stop.thread[1] - start.thread[1]), 6)
+    return found
 
 
 def _cpus_and_load() -> Dict[str, Any]:

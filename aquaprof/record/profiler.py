@@ -10,7 +10,8 @@ from .. import _core
 from ..model.schema import TIMELINE_DTYPE
 from ..report import Report
 from .gpu_status import losses
-from .host import Ticks, busy_between, cpu_ticks, host_info, static_host
+from .host import Ticks, busy_between, cpu_ticks, host_info, process_cpus, \
+    static_host
 from .options import Options
 from .saving import RunSave, save_path
 from .processes.parent import Capture
@@ -430,8 +431,9 @@ class Profiler:
             if "gpu" in data:
                 data["gpu"]["events"].flags.writeable = False
                 data["gpu_status"] += losses(data["gpu"])
-            data["host"] = host_info(self._started_at, busy_between(
-                self._ticks, self._stop_ticks))
+            data["host"] = host_info(self._started_at, dict(
+                busy_between(self._ticks, self._stop_ticks),
+                **process_cpus(self._ticks, self._stop_ticks)))
             if self._sampler is not None:
                 from ..analysis.own_frames import without_own_frames
                 data["samples"] = without_own_frames(

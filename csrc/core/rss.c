@@ -100,6 +100,13 @@ sample(ap_rss *r)
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed) + 1;
     push_mark_unlocked(r, seq, rss);
     atomic_store_explicit(&r->current, rss, memory_order_relaxed);
+    int64_t cpu0 = atomic_load_explicit(&r->cpu, memory_order_relaxed);
+    int64_t at0 = atomic_load_explicit(&r->cpu_at, memory_order_relaxed);
+    if (at > at0 && cpu >= cpu0) {
+        atomic_store_explicit(&r->cpu_rate,
+                              (double)(cpu - cpu0) / (double)(at - at0),
+                              memory_order_relaxed);
+    }
     atomic_store_explicit(&r->cpu, cpu, memory_order_relaxed);
     atomic_store_explicit(&r->cpu_at, at, memory_order_relaxed);
     atomic_store_explicit(&r->seq, seq, memory_order_release);
@@ -177,19 +184,16 @@ ap_rss_refresh(ap_rss *r)
 }
 
 int64_t
-ap_rss_process_cpu(ap_rss *r, int64_t cpu0, int64_t at0, int64_t t0,
-                   int64_t now)
+ap_rss_process_cpu(ap_rss *r, const ap_cpu_mark *m0, int64_t t0, int64_t now)
 {
-    int64_t used = atomic_load_explicit(&r->cpu, memory_order_relaxed) - cpu0;
-    int64_t at1 = atomic_load_explicit(&r->cpu_at, memory_order_relaxed);
-    if (ap_ticks_to_ns(now - at1) > 2 * r->interval_ns &&
-        ap_ticks_to_ns(now - t0) >= r->interval_ns && now > at0) {
-        /* the sampler idled through a quiet call: read the clock, and
-         * take the share of [at0, now] the call was open */
-        used = (int64_t)((double)(ap_process_cpu_ns() - cpu0) *
-                         (double)(now - t0) / (double)(now - at0));
+    double before = (double)m0->cpu + m0->rate * (double)(t0 - m0->at);
+    ap_cpu_mark m1 = ap_rss_cpu_mark(r);
+    double after = (double)m1.cpu + m1.rate * (double)(now - m1.at);
+    if (ap_ticks_to_ns(now - m1.at) > 2 * r->interval_ns &&
+        ap_ticks_to_ns(now - t0) >= r->interval_ns) {
+        after = (double)ap_process_cpu_ns();
     }
-    return used > 0 ? used : 0;
+    return after > before ? (int64_t)(after - before) : 0;
 }
 
 void
@@ -263,6 +267,7 @@ ap_rss_start(ap_rss *r, int64_t interval_ns, int (*busy)(void *),
     atomic_store(&r->current, rss);
     atomic_store(&r->cpu, ap_process_cpu_ns());
     atomic_store(&r->cpu_at, ap_ticks());
+    atomic_store(&r->cpu_rate, 0.0);
     push_mark_unlocked(r, 0, rss);
     if (ap_quiet_thread(&r->thread, sampler_main, r) != 0) {
         pthread_mutex_destroy(&r->lock);

@@ -45,6 +45,7 @@ typedef struct {
     _Atomic uint64_t seq;      /* samples taken so far */
     _Atomic int64_t cpu;       /* the process's CPU time, ns, last sample */
     _Atomic int64_t cpu_at;    /* ap_ticks() when it was read */
+    _Atomic double cpu_rate;   /* its CPU ns a tick since the one before */
     atomic_int idle;           /* the sampler is in its slow pace */
     int64_t interval_ns;
     int fd;
@@ -113,18 +114,36 @@ int64_t ap_rss_refresh(ap_rss *r);
 /* Takes a sample now and puts an idle sampler back to its interval. */
 void ap_rss_wake(ap_rss *r);
 
-/* The process's CPU time while a call was open, ns: the samples read at
- * its entry (cpu0, taken at tick at0) and at its exit (tick now), each up
- * to an interval old, so that a call gets on average what the process
- * computed while it was open (a call shorter than an interval: the CPU
- * time between two samples, or none). Both are the sampler's readings:
- * the clock read by another thread lags a running thread's time since
- * the scheduler last counted it (up to a tick), the same at both ends.
- * Where the sampler idled through a quiet call of t0 .. now, the exit
- * reads the clock itself, and the call takes its share of [at0, now].
- * A sample's two values may be read across the sampler's next store: an
- * interval's worth of error, rarely. */
-int64_t ap_rss_process_cpu(ap_rss *r, int64_t cpu0, int64_t at0, int64_t t0,
+/* The sampler's last reading of the process's CPU time: what it was at
+ * tick `at`, and how fast it grew over the interval before. */
+typedef struct {
+    int64_t cpu;
+    int64_t at;
+    double rate;    /* CPU ns a tick */
+} ap_cpu_mark;
+
+static inline ap_cpu_mark
+ap_rss_cpu_mark(ap_rss *r)
+{
+    return (ap_cpu_mark){
+        atomic_load_explicit(&r->cpu, memory_order_relaxed),
+        atomic_load_explicit(&r->cpu_at, memory_order_relaxed),
+        atomic_load_explicit(&r->cpu_rate, memory_order_relaxed)};
+}
+
+/* The process's CPU time while a call was open from tick t0 to now, ns,
+ * its entry's mark m0: the readings at each end carried to the edge at
+ * the rate of the interval before them. A call shorter than an interval
+ * gets that rate times its length. That holds where the sampler runs
+ * mostly between calls (starved of a CPU while they compute, woken as
+ * they sleep), which a difference of readings alone would not: it would
+ * give such calls nothing. Both ends are the sampler's: the clock read
+ * by another thread lags a running thread's time since the scheduler
+ * last counted it (up to a tick), the same at both ends. Where the
+ * sampler idled through a quiet call at least an interval long, the exit
+ * reads the clock itself. A mark's values may be read across the
+ * sampler's next store: an interval's worth of error, rarely. */
+int64_t ap_rss_process_cpu(ap_rss *r, const ap_cpu_mark *m0, int64_t t0,
                            int64_t now);
 
 /* At a stage's entry, before its RSS is read: one load when the sampler

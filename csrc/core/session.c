@@ -429,9 +429,7 @@ enter_on(ap_session *s, ap_thread *t, ap_stack *k, uint32_t name,
         ap_rss_wake_if_idle(&s->rss);
         f->rss_seq0 = atomic_load_explicit(&s->rss.seq, memory_order_acquire);
         f->rss0 = atomic_load_explicit(&s->rss.current, memory_order_relaxed);
-        f->proc_cpu0 = atomic_load_explicit(&s->rss.cpu, memory_order_relaxed);
-        f->proc_cpu_at0 = atomic_load_explicit(&s->rss.cpu_at,
-                                               memory_order_relaxed);
+        f->proc0 = ap_rss_cpu_mark(&s->rss);
     }
     if (s->config.hooks) {
         /* a name left out of the table is the overflow path's */

@@ -35,8 +35,7 @@ typedef struct {
     int64_t items;
     int64_t rss0;
     uint64_t rss_seq0;
-    int64_t proc_cpu0;     /* the memory sampler's process CPU at entry */
-    int64_t proc_cpu_at0;  /* ... and the tick it was read at */
+    ap_cpu_mark proc0;     /* the memory sampler's process CPU at entry */
     uint64_t key0;         /* the context key at entry: a call whose exit
                             * comes under another key was suspended */
 } ap_frame;
@@ -284,8 +283,7 @@ static inline void
 frame_memory(ap_session *s, const ap_frame *f, uint64_t seq, int64_t rss,
              int64_t w, ap_stats *st)
 {
-    st->proc_cpu_ns += ap_rss_process_cpu(&s->rss, f->proc_cpu0,
-                                          f->proc_cpu_at0, f->t0, w);
+    st->proc_cpu_ns += ap_rss_process_cpu(&s->rss, &f->proc0, f->t0, w);
     int64_t peak = rss > f->rss0 ? rss : f->rss0;
     if (seq != f->rss_seq0) {
         int64_t seen = ap_rss_peak_since(&s->rss, f->rss_seq0);

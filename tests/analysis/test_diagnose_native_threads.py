@@ -1,0 +1,146 @@
+"""A stage whose work runs on other threads of its process, native ones
+that the sampler never sees among them: the process's CPU time while it
+was open (StageStats.process_cpu) tells its wait for them from a wait on
+I/O, sampled or not, and a process whose own threads take every CPU it
+may run on from one that waits. Planted in real processes pinned to at
+most two CPUs (tests/support/planted_native.py), and on files written
+before the figure existed."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import aquaprof as ap
+from aquaprof import Report
+from repo_paths import ROOT, SUPPORT
+
+pinned = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or
+    not os.path.exists("/proc/self/task"),
+    reason="the planted processes pin themselves to two CPUs (Linux)")
+
+
+def planted(case):
+    out = subprocess.run(
+        [sys.executable, str(SUPPORT / "planted_native.py"), case],
+        capture_output=True, text=True, timeout=180,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(ROOT), str(SUPPORT)])))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def assert_measured(found):
+    """The stage's process CPU time agrees with time.process_time() read
+    around its calls in the same run: within 10 % for calls of a few of
+    the memory sampler's intervals (1 ms) or more; shorter ones get the
+    process's rate over the interval around them, which its other stages
+    share."""
+    short = found["wall"] < 3e-3 * found["count"]
+    assert found["process_cpu"] == pytest.approx(
+        found["around"], rel=0.5 if short else 0.1, abs=0.01), found
+
+
+@pinned
+def test_torch_with_more_threads_than_cpus_is_told_to_run_fewer():
+    """torch's own threads, four times the CPUs: the stage's thread is on
+    the CPU a quarter of the time, the rest it waits for them at their
+    barriers or for a CPU they hold. Its thread's figures alone read
+    "waiting", and the fix sent the reader after I/O."""
+    found = planted("oversubscribed")["matmul"]
+    assert_measured(found)
+    assert found["kind"] == "threads-bound", found
+    assert "other threads of its process used" in found["evidence"]
+    # its own threads, or they and the machine's other processes (a
+    # parallel test run): the CPUs were taken
+    assert "took them" in found["evidence"], found
+    assert found["fix"].startswith("its process keeps the CPUs it may run "
+                                   "on busy"), found
+    assert f"run {found['cpus']} at most" in found["fix"]
+    assert "prefetch" not in found["fix"]
+
+
+@pinned
+def test_sampled_a_stage_starved_by_its_own_threads_says_whose_they_are():
+    """Sampled, the same stage's thread is seen runnable, not running: the
+    CPUs went to others, and they are its own process's threads (native:
+    never sampled), not the machine's other processes."""
+    found = planted("oversubscribed sampled")["matmul"]
+    assert_measured(found)
+    assert found["kind"] in ("cpu-starved", "threads-bound"), found
+    assert "took them" in found["evidence"] or \
+        "with all its threads (native ones are not sampled)" in \
+        found["evidence"], found
+    assert "torch.set_num_threads" in found["fix"], found
+    assert "prefetch" not in found["fix"], found
+
+
+@pinned
+def test_a_training_loop_whose_every_stage_runs_torch_threads_is_not_io():
+    """Each stage's thread waits for torch's threads, which are as busy
+    outside it (in the loop's other stages) as inside: unsampled, the
+    stages that compute at all beside them are hedged starved for a CPU
+    their process's threads took, never sent after I/O."""
+    found = planted("loop")
+    for f in found.values():
+        assert_measured(f)
+        assert "prefetch" not in f["fix"], f
+    waited = [f for f in found.values() if f["cpu"] < 0.5 * f["wall"]]
+    assert waited, found
+    for f in waited:
+        # its thread's share on the CPU tells neither: starved for a CPU
+        # (hedged), or waiting for the threads that took them
+        assert f["kind"] in ("cpu-starved?", "threads-bound"), f
+        assert "other threads of its process used" in f["evidence"], f
+        assert "torch.set_num_threads" in f["fix"], f
+
+
+@pinned
+def test_unsampled_a_stage_waiting_for_the_pool_it_handed_its_work_to():
+    """Two threads hash without the GIL while the stage waits for their
+    results: its thread uses no CPU, its process two CPUs, and none
+    outside its call."""
+    found = planted("pool")["handed over"]
+    assert_measured(found)
+    assert found["process_cpu"] > 0.3 and found["cpu"] < 0.02, found
+    assert found["kind"] == "threads-bound", found
+    assert "0.0 while it was not" in found["evidence"], found
+
+
+@pinned
+def test_unsampled_a_stage_asleep_beside_a_thread_busy_all_along_waits():
+    """The other thread is as busy outside the stage as inside it: not
+    the stage's work, whose sleep stays a wait."""
+    found = planted("background")["nap"]
+    assert_measured(found)
+    assert found["kind"] == "waiting", found
+    assert "1.0 while it was not" in found["evidence"], found
+    assert found["fix"].startswith("overlap the wait"), found
+
+
+def without_process_figures(rep):
+    """rep as a file written before the process's CPU time was kept."""
+    data = dict(rep._data, stages=[
+        {k: v for k, v in s.items() if k != "proc_cpu_ns"}
+        for s in rep._data["stages"]])
+    data["host"] = {k: v for k, v in rep.meta["host"].items()
+                    if k not in ("process_cpus", "thread_id", "thread_cpu")}
+    return Report(data)
+
+
+def test_a_file_without_the_process_figures_is_diagnosed_as_before():
+    with ap.Profiler(compensate=False) as prof:
+        with ap.stage("nap"):
+            time.sleep(0.05)
+    rep = prof.report()
+    assert rep["nap"].process_cpu is not None
+    old = without_process_figures(rep)
+    assert old["nap"].process_cpu is None
+    finding = old.diagnose(top=1).findings[0]
+    assert finding.kind == "waiting"
+    assert "other threads" not in finding.evidence
+    assert finding.evidence.endswith("to tell CPU starvation and the GIL "
+                                     "from blocking")

@@ -1,0 +1,128 @@
+"""A stage's process CPU time (StageStats.process_cpu): what all the
+process's threads computed while its calls were open, native ones too,
+from the memory sampler's readings at each edge. Checked against
+time.process_time() read around the same calls, in the same run: a call
+that computes itself, one that hands its work to threads, one held open
+so long and quietly that the sampler slows down, and calls shorter than
+the sampler's interval."""
+import threading
+import time
+
+import pytest
+
+import aquaprof as ap
+from aquaprof import Report
+from planted_waits import hash_cpu, spin_cpu
+
+
+class Around:
+    """A stage that also sums time.process_time() around its calls."""
+
+    def __init__(self, name):
+        self.name, self.cpu = name, 0.0
+
+    def __enter__(self):
+        self.stage = ap.stage(self.name)
+        self.cpu0 = time.process_time()
+        self.stage.__enter__()
+
+    def __exit__(self, *exc):
+        self.stage.__exit__(*exc)
+        self.cpu += time.process_time() - self.cpu0
+
+
+def hashed_by_threads(seconds, threads=2):
+    workers = [threading.Thread(target=hash_cpu, args=(seconds,))
+               for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
+def test_a_stage_computing_itself_gets_its_own_cpu_time():
+    around = Around("spin")
+    with ap.Profiler(compensate=False) as prof:
+        for _ in range(20):
+            with around:
+                spin_cpu(0.01)
+    s = prof.report()["spin"]
+    assert s.process_cpu == pytest.approx(around.cpu, rel=0.05, abs=0.005)
+    assert s.process_cpu >= 0.9 * s.cpu
+
+
+def test_a_stage_that_hands_its_work_to_threads_counts_theirs():
+    around = Around("handed")
+    with ap.Profiler(compensate=False) as prof:
+        for _ in range(4):
+            with around:
+                hashed_by_threads(0.05)
+    s = prof.report()["handed"]
+    assert s.cpu < 0.1 * s.process_cpu
+    assert s.process_cpu == pytest.approx(around.cpu, rel=0.1, abs=0.01)
+
+
+def test_a_call_held_open_while_the_sampler_idles_is_measured_whole():
+    """No stage entered and RSS still for 100 ms: the sampler reads every
+    250 ms, and the exit reads the clock itself."""
+    around = Around("quiet")
+    with ap.Profiler(compensate=False) as prof:
+        with around:
+            hashed_by_threads(0.3)
+    s = prof.report()["quiet"]
+    assert s.process_cpu == pytest.approx(around.cpu, rel=0.1, abs=0.01)
+
+
+def test_calls_shorter_than_the_interval_add_up_to_the_right_time():
+    """Each call gets the process's CPU time between two of the sampler's
+    readings, or none: over many calls, what ran while they were open."""
+    done = threading.Event()
+
+    def busy():
+        while not done.is_set():
+            hash_cpu(0.01)
+    worker = threading.Thread(target=busy)
+    around = Around("short")
+    with ap.Profiler(compensate=False) as prof:
+        worker.start()
+        try:
+            for _ in range(400):
+                with around:
+                    spin_cpu(0.0002)
+                time.sleep(0.0002)
+        finally:
+            done.set()
+            worker.join()
+    s = prof.report()["short"]
+    assert s.process_cpu == pytest.approx(around.cpu, rel=0.2), \
+        (s.process_cpu, around.cpu)
+
+
+def test_without_the_memory_sampler_the_figure_is_unknown():
+    with ap.Profiler(memory=False, compensate=False) as prof:
+        with ap.stage("s"):
+            spin_cpu(0.01)
+    rep = prof.report()
+    assert rep["s"].process_cpu is None
+    assert "proc_cpu_ns" in rep._data["stages"][rep["s"].id]
+
+
+def test_the_figure_is_kept_in_the_saved_file_and_by_a_nested_profiler(
+        tmp_path):
+    with ap.Profiler(compensate=False) as outer:
+        with ap.stage("before"):
+            spin_cpu(0.02)
+        with ap.Profiler(compensate=False) as inner:
+            with ap.stage("s"):
+                hashed_by_threads(0.05)
+    rep = outer.report()
+    rep.save(tmp_path / "run.json")
+    loaded = Report.load(tmp_path / "run.json")
+    assert loaded["s"].process_cpu == rep["s"].process_cpu > 0.08
+    nested = inner.report()
+    assert nested["s"].process_cpu == pytest.approx(rep["s"].process_cpu)
+    assert "before" not in nested
+    assert rep.meta["host"]["process_cpus"] > 0
+    assert rep.meta["host"]["thread_id"] == threading.get_native_id()
+    assert 0 < rep.meta["host"]["thread_cpu"] <= \
+        rep.meta["host"]["process_cpus"] * rep.wall * 1.01

@@ -1,0 +1,121 @@
+"""Stages whose work runs on other threads of their process, each case in
+a process of its own pinned to at most two CPUs: torch's native threads,
+four times as many as the CPUs (the pool a container's process gets when
+torch counts the machine's cores), with the run sampled and not, in one
+stage and in each stage of an MLP's training loop; a
+thread pool hashing without the GIL that a stage hands its work to, and
+a stage asleep beside a thread busy all the run, unsampled. Prints, as
+JSON, each diagnosed stage's class, evidence and fix, its thread and
+process CPU time and the process's CPU time measured around its calls.
+
+    python planted_native.py oversubscribed|"oversubscribed sampled"|loop
+    python planted_native.py pool|background
+"""
+import json
+import os
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import aquaprof as ap
+from planted_waits import hash_cpu, spin_cpu
+
+AROUND = {}
+
+
+def timed(name):
+    """A stage that also adds the process's CPU time around its calls to
+    AROUND, the independent clock its process_cpu is checked against."""
+    class Timed:
+        def __enter__(self):
+            self.stage = ap.stage(name)
+            self.cpu0 = time.process_time()
+            self.stage.__enter__()
+
+        def __exit__(self, *exc):
+            self.stage.__exit__(*exc)
+            AROUND[name] = AROUND.get(name, 0.0) + \
+                time.process_time() - self.cpu0
+    return Timed()
+
+
+def oversubscribed():
+    import torch
+    torch.set_num_threads(4 * len(os.sched_getaffinity(0)))
+    a = torch.randn(500, 500)
+    for _ in range(30):
+        with timed("matmul"):
+            for _ in range(4):
+                a @ a
+
+
+def loop():
+    """forward, backward and the optimizer's step, each running torch's
+    threads: as busy outside each stage as inside it."""
+    import torch
+    torch.set_num_threads(4 * len(os.sched_getaffinity(0)))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024),
+                                torch.nn.ReLU(), torch.nn.Linear(1024, 512))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(256, 512), torch.randn(256, 512)
+    for _ in range(40):
+        with timed("forward"):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        with timed("backward"):
+            opt.zero_grad()
+            loss.backward()
+        with timed("optimizer"):
+            opt.step()
+
+
+def pool():
+    with ThreadPoolExecutor(2) as workers:
+        workers.submit(int).result()    # its threads started
+        time.sleep(0.15)
+        with timed("handed over"):
+            list(workers.map(hash_cpu, [0.2, 0.2]))
+        time.sleep(0.15)
+
+
+def background():
+    done = threading.Event()
+
+    def busy():
+        while not done.is_set():
+            spin_cpu(0.01)
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        time.sleep(0.3)
+        with timed("nap"):
+            time.sleep(0.3)
+        time.sleep(0.3)
+    finally:
+        done.set()
+        worker.join()
+
+
+def main(case):
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
+    with ap.Profiler(sample=0.001 if case.endswith("sampled") else None,
+                     compensate=False) as prof:
+        {"oversubscribed": oversubscribed,
+         "oversubscribed sampled": oversubscribed, "loop": loop,
+         "pool": pool, "background": background}[case]()
+    rep = prof.report()
+    found = {}
+    for f in rep.diagnose(top=3):
+        s = rep[f.path]
+        found[f.path] = {"kind": f.kind, "evidence": f.evidence,
+                         "fix": f.fix, "host": f.host, "wall": s.wall.total,
+                         "count": s.count, "cpu": s.cpu,
+                         "process_cpu": s.process_cpu,
+                         "around": AROUND.get(f.path),
+                         "cpus": rep.meta["host"].get("cpus")}
+    print(json.dumps(found))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
