@@ -183,17 +183,10 @@ ap_rss_refresh(ap_rss *r)
     return rss;
 }
 
-int64_t
-ap_rss_process_cpu(ap_rss *r, const ap_cpu_mark *m0, int64_t t0, int64_t now)
+double
+ap_rss_process_cpu_now(void)
 {
-    double before = (double)m0->cpu + m0->rate * (double)(t0 - m0->at);
-    ap_cpu_mark m1 = ap_rss_cpu_mark(r);
-    double after = (double)m1.cpu + m1.rate * (double)(now - m1.at);
-    if (ap_ticks_to_ns(now - m1.at) > 2 * r->interval_ns &&
-        ap_ticks_to_ns(now - t0) >= r->interval_ns) {
-        after = (double)ap_process_cpu_ns();
-    }
-    return after > before ? (int64_t)(after - before) : 0;
+    return (double)ap_process_cpu_ns();
 }
 
 void
@@ -237,6 +230,9 @@ ap_rss_start(ap_rss *r, int64_t interval_ns, int (*busy)(void *),
 {
     memset(r, 0, sizeof(*r));
     r->interval_ns = interval_ns;
+    r->interval_ticks = ap_clock_tsc
+        ? (int64_t)((double)interval_ns / ap_clock_ns_per_tick)
+        : interval_ns;
     r->busy = busy;
     r->busy_arg = busy_arg;
     r->cap = AP_RSS_MARKS;

@@ -48,6 +48,7 @@ typedef struct {
     _Atomic double cpu_rate;   /* its CPU ns a tick since the one before */
     atomic_int idle;           /* the sampler is in its slow pace */
     int64_t interval_ns;
+    int64_t interval_ticks;    /* the same in ap_ticks() */
     int fd;
     int running;
     int (*busy)(void *);       /* nonzero while stages are open */
@@ -143,8 +144,20 @@ ap_rss_cpu_mark(ap_rss *r)
  * sampler idled through a quiet call at least an interval long, the exit
  * reads the clock itself. A mark's values may be read across the
  * sampler's next store: an interval's worth of error, rarely. */
-int64_t ap_rss_process_cpu(ap_rss *r, const ap_cpu_mark *m0, int64_t t0,
-                           int64_t now);
+double ap_rss_process_cpu_now(void);
+
+static inline int64_t
+ap_rss_process_cpu(ap_rss *r, const ap_cpu_mark *m0, int64_t t0, int64_t now)
+{
+    double before = (double)m0->cpu + m0->rate * (double)(t0 - m0->at);
+    ap_cpu_mark m1 = ap_rss_cpu_mark(r);
+    double after = (double)m1.cpu + m1.rate * (double)(now - m1.at);
+    if (__builtin_expect(now - m1.at > 2 * r->interval_ticks, 0) &&
+        now - t0 >= r->interval_ticks) {
+        after = ap_rss_process_cpu_now();
+    }
+    return after > before ? (int64_t)(after - before) : 0;
+}
 
 /* At a stage's entry, before its RSS is read: one load when the sampler
  * is polling. */

@@ -327,6 +327,7 @@ ap_session_start(const ap_config *cfg, ap_session **out)
         session_release(s);
         return AP_ERR_NOMEM;
     }
+    ap_clock_init();    /* before the memory sampler reads ticks */
     if (cfg->memory) {
         ap_status st = ap_rss_start(&s->rss, cfg->memory_interval_ns,
                                     session_busy, s);
@@ -335,7 +336,6 @@ ap_session_start(const ap_config *cfg, ap_session **out)
             return st;
         }
     }
-    ap_clock_init();
     s->cpu_resolution_ticks =
         (int64_t)((double)cfg->cpu_resolution_ns / ap_clock_ns_per_tick);
     s->start = ap_clock_anchor_now();

@@ -1439,6 +1439,32 @@ sleep_ms(int ms)
     nanosleep(&t, NULL);
 }
 
+/* The process's CPU time of a call from the sampler's marks: each end
+ * carried to its edge at the rate of the interval before it. */
+static void
+test_process_cpu_of_a_call_from_the_marks(void)
+{
+    ap_rss r;
+    memset(&r, 0, sizeof(r));
+    r.interval_ticks = 1000;
+    /* entered at 1500, half an interval after a reading of 10,000 at 1000,
+     * the process using 2 CPU ticks a tick: 11,000 at entry */
+    ap_cpu_mark m0 = {10000, 1000, 2.0};
+    /* the exit at 1800, with no new reading: 600 more at the same rate */
+    atomic_store(&r.cpu, 10000);
+    atomic_store(&r.cpu_at, 1000);
+    atomic_store(&r.cpu_rate, 2.0);
+    CHECK(ap_rss_process_cpu(&r, &m0, 1500, 1800) == 600);
+    /* a reading of 13,000 at 2500 since, at 1 a tick: exit at 2700 */
+    atomic_store(&r.cpu, 13000);
+    atomic_store(&r.cpu_at, 2500);
+    atomic_store(&r.cpu_rate, 1.0);
+    CHECK(ap_rss_process_cpu(&r, &m0, 1500, 2700) == 13200 - 11000);
+    /* a mark read across the sampler's store never gives a negative */
+    ap_cpu_mark late = {20000, 2600, 1.0};
+    CHECK(ap_rss_process_cpu(&r, &late, 2600, 2700) == 0);
+}
+
 static void
 test_sampler_rests_when_no_stage_is_open(void)
 {
@@ -1682,6 +1708,7 @@ main(void)
     test_report_needs_no_memory();
     test_report_keeps_what_fits();
     test_out_of_memory_while_recording_is_counted();
+    test_process_cpu_of_a_call_from_the_marks();
     test_sampler_rests_when_no_stage_is_open();
     test_sampler_rests_while_a_stage_is_held_quietly();
     test_sampler_keeps_pace_while_memory_moves();
