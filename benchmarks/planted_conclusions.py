@@ -60,7 +60,7 @@ how many runs concluded right.
   times as many threads (what a container's process gets where torch
   counts the machine's cores), unsampled and sampled; right: no top
   stage sent after I/O, and those whose thread mostly waited told that
-  their own process's threads took the CPUs, to run at most 2.
+  their own process's threads used the CPUs, and to run fewer threads.
 
     python benchmarks/planted_conclusions.py [--runs N] [--root DIR]
                                              [--only CASE ...]
@@ -593,10 +593,14 @@ with ap.Profiler(sample=SAMPLE) as prof:
             opt.step()
 found = prof.report().diagnose(top=3).findings
 io = [f.path for f in found if "prefetch" in f.fix]
-told = [f.path for f in found if "torch.set_num_threads" in f.fix]
+# told to run fewer threads, and that its own process's threads (native,
+# never sampled) used the CPUs
+told = [f.path for f in found if "torch.set_num_threads" in f.fix and
+        ("its process kept" in f.evidence or
+         "with all its threads" in f.evidence)]
 waited = [f.path for f in found if f.host not in ("cpu-bound", "mixed")]
 print(f"{[(f.path, f.kind) for f in found]}; sent after I/O: {io}; told "
-      f"to run fewer threads: {told}",
+      f"its threads took the CPUs, to run fewer: {told}",
       not io and bool(told) and set(waited) <= set(told))
 """
 
@@ -625,11 +629,11 @@ CASES: Dict[str, Tuple[str, str]] = {
     "xdist gate": (_XDIST_GATE, "the slower test flagged, no other"),
     "gil starved": (_GIL_STARVED, "victim gil-bound, hog cpu-bound"),
     "torch threads": (_TORCH_THREADS.replace("SAMPLE", "None"),
-                      "none sent after I/O, the waiting told to run "
-                      "fewer threads"),
+                      "none sent after I/O, the waiting told their "
+                      "threads took the CPUs"),
     "torch threads sampled": (_TORCH_THREADS.replace("SAMPLE", "0.001"),
-                              "none sent after I/O, the waiting told to "
-                              "run fewer threads"),
+                              "none sent after I/O, the waiting told their "
+                              "threads took the CPUs"),
 }
 
 
