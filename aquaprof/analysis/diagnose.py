@@ -132,6 +132,9 @@ THREADS_BUSY = 0.5
 # CPUs, a process with 8 torch threads used 1.58 to 1.88 beside the
 # machine's own chores, sampled or not)
 SATURATED = 0.75
+# the kernel holding a process back for its cgroup's CPU quota for this
+# share of the run or more: said where the CPUs were taken
+THROTTLED = 0.05
 # next(DataLoader)'s share of its parent's wall time from which the loop
 # is data-loading-bound. Hiding the loading entirely speeds the loop up
 # by at most 1 / (1 - share): 1.4x at 30 %, only 1.1x at 10 %, where the
@@ -685,42 +688,66 @@ def _others(stage: "StageStats", report: "Report", cpu: float,
         f"{inside:.1f} CPUs on average{native}{when}{hottest}"))
 
 
-def _cpus(report: "Report") -> Optional[int]:
-    cpus = report.meta.get("host", {}).get("cpus")
-    return cpus if isinstance(cpus, int) and cpus > 0 else None
+def _cpu_room(report: "Report") -> Optional[Tuple[float, str, bool]]:
+    """The CPUs the process may use, how the evidence names them, and
+    whether its cgroup's quota sets them (tighter than its affinity);
+    None where unknown."""
+    host = report.meta.get("host", {})
+    cpus, quota = host.get("cpus"), host.get("cpu_quota")
+    if isinstance(quota, (int, float)) and quota > 0 and \
+            (not isinstance(cpus, int) or quota < cpus):
+        return (float(quota), f"the {quota:g} CPU{'' if quota == 1 else 's'} "
+                f"its cgroup's quota (a container's CPU limit) lets it use",
+                True)
+    if isinstance(cpus, int) and cpus >= 1:
+        return float(cpus), f"the {plural(cpus, 'CPU')} it may run on", False
+    return None
+
+
+def _throttled(report: "Report") -> str:
+    """'; its cgroup's CPU quota held the process back 350.0 ms of the
+    run's 1.2 s' where the kernel throttled it for THROTTLED of the run
+    or more; "" otherwise."""
+    held = report.meta.get("host", {}).get("throttled")
+    if not isinstance(held, (int, float)) or report.wall <= 0 or \
+            held < THROTTLED * report.wall:
+        return ""
+    return (f"; its cgroup's CPU quota held the process back "
+            f"{fmt_time(held)} of the run's {fmt_time(report.wall)} "
+            f"(throttled)")
 
 
 def _crowded(others: Optional[_Others], report: "Report"
              ) -> Tuple[str, str]:
     """Where the stage's process, its other threads THREADS_BUSY CPUs or
-    more of it, kept SATURATED or more of the CPUs it may run on busy
-    while the stage was open, alone or with the machine's other processes
-    (their average over the run): the words that say who took them, and
-    the fix's first words; ("", "") otherwise."""
-    host = report.meta.get("host", {})
-    cpus = host.get("cpus")
+    more of it, kept SATURATED or more of the CPUs it may use busy while
+    the stage was open (its affinity's, or its cgroup quota's where
+    tighter), alone or with the machine's other processes (their average
+    over the run, where no quota binds): the words that say who took
+    them, and the fix's first words; ("", "") otherwise."""
+    room = _cpu_room(report)
     if others is None or others.process is None or \
-            others.inside < THREADS_BUSY or not isinstance(cpus, int) or \
-            cpus < 1:
+            others.inside < THREADS_BUSY or room is None:
         return "", ""
-    kept = (f"; its process kept {others.process:.1f} of the "
-            f"{plural(cpus, 'CPU')} it may run on busy meanwhile")
-    machine = host.get("other_cpus")
+    cpus, named, quota = room
+    kept = f"; its process kept {others.process:.1f} of {named} busy " \
+           f"meanwhile"
+    machine = report.meta.get("host", {}).get("other_cpus")
     if others.process >= SATURATED * cpus:
         said = f"{kept}: its own threads took them"
-    elif isinstance(machine, (int, float)) and \
+    elif not quota and isinstance(machine, (int, float)) and \
             others.process + machine >= SATURATED * cpus:
         said = (f"{kept}, and the machine's other processes {machine:.1f} "
                 f"on average over the run: they took them together")
     else:
         return "", ""
-    return said, (
-        f"its process keeps the CPUs it may run on busy: where it runs "
-        f"more compute threads than its {plural(cpus, 'CPU')} "
-        f"(torch.set_num_threads, OMP_NUM_THREADS for NumPy's BLAS, a "
-        f"pool's max_workers; torch and OpenMP count the machine's "
-        f"cores, not a container's share), run {cpus} at most, or they "
-        f"wait for each other; ")
+    most = max(1, int(cpus))
+    return said + _throttled(report), (
+        f"its process keeps the CPUs it may use busy: where it runs more "
+        f"compute threads than {named} (torch.set_num_threads, "
+        f"OMP_NUM_THREADS for NumPy's BLAS, a pool's max_workers; torch "
+        f"and OpenMP count the machine's cores, not a container's share), "
+        f"run {most} at most, or they wait for each other; ")
 
 
 def _waits_class(stage: "StageStats", report: "Report", host: str,

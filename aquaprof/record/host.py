@@ -17,6 +17,7 @@ from typing import Any, Dict, FrozenSet, NamedTuple, Optional, Tuple
 
 from .._version import __version__
 from ..model.schema import BUSY_SECONDS
+from .cpu_quota import CpuLimit, cpu_limit
 
 __all__ = ["BUSY_SECONDS", "busy_between", "cpu_ticks", "host_info",
            "process_cpus", "static_host"]
@@ -92,6 +93,8 @@ class Ticks(NamedTuple):
     cpus: Dict[int, Tuple[int, int, int]]
     affinity: FrozenSet[int]
     thread: Tuple[int, float] = (0, 0.0)
+    #: the process's cgroup CPU quota and throttled time (cpu_quota)
+    limit: CpuLimit = CpuLimit()
 
 
 def cpu_ticks() -> Optional[Ticks]:
@@ -115,7 +118,8 @@ def cpu_ticks() -> Optional[Ticks]:
     except (OSError, ValueError):
         return None
     return Ticks(time.monotonic(), time.process_time(), cpus, _affinity(),
-                 (threading.get_native_id(), time.thread_time()))
+                 (threading.get_native_id(), time.thread_time()),
+                 cpu_limit())
 
 
 def _affinity() -> FrozenSet[int]:
@@ -160,10 +164,11 @@ def busy_between(start: Optional[Ticks], stop: Optional[Ticks]
 def process_cpus(start: Optional[Ticks], stop: Optional[Ticks]
                  ) -> Dict[str, float]:
     """How many CPUs this process used on average between two
-    cpu_ticks(), all its threads (native ones too), and where one thread
-    read both, its native id and CPU seconds meanwhile: what diagnose()
-    weighs a stage's process CPU against outside its calls; {} where
-    unknown."""
+    cpu_ticks(), all its threads (native ones too); where one thread read
+    both, its native id and CPU seconds meanwhile; and where its cgroup
+    sets a CPU quota, the CPUs it allows and the seconds the kernel held
+    the process back meanwhile for running past it: what diagnose()
+    weighs a stage's process CPU against; {} where unknown."""
     if start is None or stop is None or stop.at <= start.at:
         return {}
     found = {"process_cpus": round(
@@ -172,6 +177,13 @@ def process_cpus(start: Optional[Ticks], stop: Optional[Ticks]
         found["thread_id"] = start.thread[0]
         found["thread_cpu"] = round(
             max(0.0, stop.thread[1] - start.thread[1]), 6)
+    if stop.limit.cpus is not None:
+        found["cpu_quota"] = round(stop.limit.cpus, 3)
+        if start.limit.throttled_ns is not None and \
+                stop.limit.throttled_ns is not None:
+            found["throttled"] = round(max(
+                0, stop.limit.throttled_ns - start.limit.throttled_ns) * 1e-9,
+                6)
     return found
 
 

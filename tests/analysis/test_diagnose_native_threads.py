@@ -57,8 +57,8 @@ def test_torch_with_more_threads_than_cpus_is_told_to_run_fewer():
     # its own threads, or they and the machine's other processes (a
     # parallel test run): the CPUs were taken
     assert "took them" in found["evidence"], found
-    assert found["fix"].startswith("its process keeps the CPUs it may run "
-                                   "on busy"), found
+    assert found["fix"].startswith("its process keeps the CPUs it may use "
+                                   "busy"), found
     assert f"run {found['cpus']} at most" in found["fix"]
     assert "prefetch" not in found["fix"]
 

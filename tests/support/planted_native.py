@@ -10,6 +10,11 @@ process CPU time and the process's CPU time measured around its calls.
 
     python planted_native.py oversubscribed|"oversubscribed sampled"|loop
     python planted_native.py pool|background
+    python planted_native.py quota CGROUP_PROCS_FILE
+
+quota: the oversubscribed case in a cgroup whose CPU quota (1 CPU) is
+tighter than the two CPUs of its affinity, as a container's CPU limit;
+the process moves itself into the cgroup whose cgroup.procs is given.
 """
 import json
 import os
@@ -97,13 +102,17 @@ def background():
         worker.join()
 
 
-def main(case):
+def main(case, procs=None):
     os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
+    if procs:
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
     with ap.Profiler(sample=0.001 if case.endswith("sampled") else None,
                      compensate=False) as prof:
         {"oversubscribed": oversubscribed,
          "oversubscribed sampled": oversubscribed, "loop": loop,
-         "pool": pool, "background": background}[case]()
+         "pool": pool, "background": background,
+         "quota": oversubscribed}[case]()
     rep = prof.report()
     found = {}
     for f in rep.diagnose(top=3):
@@ -113,9 +122,11 @@ def main(case):
                          "count": s.count, "cpu": s.cpu,
                          "process_cpu": s.process_cpu,
                          "around": AROUND.get(f.path),
-                         "cpus": rep.meta["host"].get("cpus")}
+                         "cpus": rep.meta["host"].get("cpus"),
+                         "cpu_quota": rep.meta["host"].get("cpu_quota"),
+                         "throttled": rep.meta["host"].get("throttled")}
     print(json.dumps(found))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])
