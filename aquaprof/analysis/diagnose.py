@@ -132,9 +132,6 @@ THREADS_BUSY = 0.5
 # CPUs, a process with 8 torch threads used 1.58 to 1.88 beside the
 # machine's own chores, sampled or not)
 SATURATED = 0.75
-# the kernel holding a process back for its cgroup's CPU quota for this
-# share of the run or more: said where the CPUs were taken
-THROTTLED = 0.05
 # next(DataLoader)'s share of its parent's wall time from which the loop
 # is data-loading-bound. Hiding the loading entirely speeds the loop up
 # by at most 1 / (1 - share): 1.4x at 30 %, only 1.1x at 10 %, where the
@@ -706,11 +703,11 @@ def _cpu_room(report: "Report") -> Optional[Tuple[float, str, bool]]:
 
 def _throttled(report: "Report") -> str:
     """'; its cgroup's CPU quota held the process back 350.0 ms of the
-    run's 1.2 s' where the kernel throttled it for THROTTLED of the run
-    or more; "" otherwise."""
+    run's 1.2 s' where the kernel throttled it at all during the run
+    (said beside CPUs taken: the run's figure, not the stage's); ""
+    otherwise."""
     held = report.meta.get("host", {}).get("throttled")
-    if not isinstance(held, (int, float)) or report.wall <= 0 or \
-            held < THROTTLED * report.wall:
+    if not isinstance(held, (int, float)) or held <= 0:
         return ""
     return (f"; its cgroup's CPU quota held the process back "
             f"{fmt_time(held)} of the run's {fmt_time(report.wall)} "
