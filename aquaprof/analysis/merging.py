@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import _core
-from ..model.report import Report
+from ..model.report import Report, process_cpu_ns
 from ..model.schema import KERNEL, OVERHEAD_OPTIONAL, TIMELINE_DTYPE
 
 
@@ -234,6 +234,9 @@ class _Merger:
         """Merges the report's stages by path; each one's merged id."""
         remap = []
         for path, s in zip(report.stage_names, data["stages"]):
+            if s["count"] and process_cpu_ns(s) is None:
+                # unmeasured: the merge keeps no sum of some calls' only
+                s = {k: v for k, v in s.items() if k != "proc_cpu_ns"}
             if path not in self.index:
                 parent = path.rsplit("/", 1)[0] if "/" in path else None
                 self.index[path] = len(self.stages)

@@ -149,9 +149,9 @@ class StageStats:
         #: open (the stage's own, a pool or native library it handed its
         #: work to, and whatever else ran then), read by the memory
         #: sampler; None with memory=False or in files from before it
+        proc_cpu = process_cpu_ns(stage)
         self.process_cpu: Optional[float] = (
-            stage["proc_cpu_ns"] * _NS
-            if "proc_cpu_ns" in stage and stage["mem_peak"] else None)
+            None if proc_cpu is None else proc_cpu * _NS)
         self.items: int = stage["items"]
         #: wall time over the run's wall time (threads may add past 1)
         self.share: float = self.wall.total / run_wall if run_wall else 0.0
@@ -264,6 +264,15 @@ def rows_by_stage(processes: Sequence[Dict[str, Any]]
                 rows.setdefault(sid, []).append(
                     process_stats(p, info, count, total, self_ns, cpu))
     return rows
+
+
+def process_cpu_ns(stage: Dict[str, Any]) -> Optional[int]:
+    """A stage dict's process CPU time while open, ns; None where it was
+    not measured: memory=False (which writes 0, and no RSS peak), or a
+    file from before the figure."""
+    if "proc_cpu_ns" not in stage or not stage["mem_peak"]:
+        return None
+    return stage["proc_cpu_ns"]
 
 
 def stage_stats(stages: Sequence[Dict[str, Any]], run_wall: float,

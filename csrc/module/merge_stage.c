@@ -152,7 +152,8 @@ stats_of(PyObject *d, const char *which, ap_stats *s)
     for (size_t i = 0; i < ap_stage_nfields; i++) {
         const ap_stage_field *f = &ap_stage_fields[i];
         char *at = (char *)s + f->offset;
-        if (f->optional && PyDict_GetItemString(d, f->key) == NULL) {
+        if (f->absent != AP_ALWAYS &&
+            PyDict_GetItemString(d, f->key) == NULL) {
             continue;   /* ap_stats_init made it 0 */
         }
         if (!(v = item(d, which, f->key)) ||
@@ -194,11 +195,23 @@ check_sums(const ap_stats *a, const ap_stats *b)
     return 0;
 }
 
+/* Whether stage dict d, with `calls` calls, holds what field f needs
+ * of it for a merge to know f: a stage without calls adds nothing. */
+static int
+holds(PyObject *d, int64_t calls, const ap_stage_field *f)
+{
+    return PyDict_GetItemString(d, f->key) != NULL ||
+           (f->absent == AP_WHOLE && calls == 0);
+}
+
 /* into's dict with the aggregates replaced by s's: into's keys, in into's
  * order, as merging in place would leave them. An optional figure that
- * neither into nor other held stays out: unknown, not 0. */
+ * neither into nor other held stays out: unknown, not 0; so does one
+ * whose sum needs every call's (AP_WHOLE) where either side's calls
+ * lack it. into_calls, other_calls: their counts. */
 static PyObject *
-merged_dict(PyObject *into, PyObject *other, const ap_stats *s)
+merged_dict(PyObject *into, int64_t into_calls, PyObject *other,
+            int64_t other_calls, const ap_stats *s)
 {
     PyObject *d = PyDict_Copy(into);
     if (d == NULL || ap_stats_set_items(d, s) < 0) {
@@ -207,9 +220,14 @@ merged_dict(PyObject *into, PyObject *other, const ap_stats *s)
     }
     for (size_t i = 0; i < ap_stage_nfields; i++) {
         const ap_stage_field *f = &ap_stage_fields[i];
-        if (f->optional && PyDict_GetItemString(into, f->key) == NULL &&
-            PyDict_GetItemString(other, f->key) == NULL &&
-            PyDict_DelItemString(d, f->key) < 0) {
+        if (f->absent == AP_ALWAYS) {
+            continue;
+        }
+        int in_into = holds(into, into_calls, f);
+        int in_other = holds(other, other_calls, f);
+        int known = f->absent == AP_WHOLE ? in_into && in_other
+                                          : in_into || in_other;
+        if (!known && PyDict_DelItemString(d, f->key) < 0) {
             Py_DECREF(d);
             return NULL;
         }
@@ -230,6 +248,7 @@ ap_merge_stage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     ap_stats_init(&a);
     ap_stats_init(&b);
     PyObject *result = NULL;
+    int64_t into_calls, other_calls;
     if (stats_of(args[0], "into", &a) < 0 ||
         stats_of(args[1], "other", &b) < 0) {
         goto done;
@@ -238,6 +257,8 @@ ap_merge_stage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         result = PyDict_Copy(args[0]);   /* it contributes nothing */
         goto done;
     }
+    into_calls = a.count;
+    other_calls = b.count;
     if (a.count == 0) {
         /* nothing to weigh against: other's figures as they are, which
          * a merge into zeros would round (mean * n / n) */
@@ -253,7 +274,7 @@ ap_merge_stage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
     }
-    result = merged_dict(args[0], args[1], &a);
+    result = merged_dict(args[0], into_calls, args[1], other_calls, &a);
 done:
     ap_stats_free(&a);
     ap_stats_free(&b);

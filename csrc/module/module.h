@@ -205,12 +205,21 @@ typedef enum {
     AP_FIELD_DOUBLE        /* double, merged by Chan's formula */
 } ap_field_kind;
 
+/* What a stage dict lacking a field (written before it existed, or by a
+ * run that did not measure it) says of it. */
+typedef enum {
+    AP_ALWAYS,             /* every stage dict holds it */
+    AP_OR_ZERO,            /* read as 0 */
+    AP_WHOLE               /* a sum over every call or nothing: merged
+                            * with calls that lack it, unknown (a sum of
+                            * some calls' would pass for all of theirs) */
+} ap_field_presence;
+
 typedef struct {
     const char *key;
     size_t offset;         /* in ap_stats */
     ap_field_kind kind;
-    int optional;          /* reports written before it existed lack it:
-                            * read as 0 */
+    ap_field_presence absent;  /* what a dict without it says */
 } ap_stage_field;
 
 extern const ap_stage_field ap_stage_fields[];

@@ -12,22 +12,22 @@
 #include "../core/intern.h"
 
 const ap_stage_field ap_stage_fields[] = {
-    {"count", offsetof(ap_stats, count), AP_FIELD_SUM, 0},
-    {"raised", offsetof(ap_stats, raised), AP_FIELD_SUM, 0},
-    {"unclosed", offsetof(ap_stats, unclosed), AP_FIELD_SUM, 0},
-    {"suspended", offsetof(ap_stats, suspended), AP_FIELD_SUM, 1},
-    {"total_ns", offsetof(ap_stats, total_ns), AP_FIELD_SUM, 0},
-    {"self_ns", offsetof(ap_stats, self_ns), AP_FIELD_SUM, 0},
-    {"min_ns", offsetof(ap_stats, min_ns), AP_FIELD_EXTREME, 0},
-    {"max_ns", offsetof(ap_stats, max_ns), AP_FIELD_EXTREME, 0},
-    {"mean_ns", offsetof(ap_stats, mean_ns), AP_FIELD_DOUBLE, 0},
-    {"m2", offsetof(ap_stats, m2), AP_FIELD_DOUBLE, 0},
-    {"cpu_ns", offsetof(ap_stats, cpu_ns), AP_FIELD_SUM, 0},
-    {"proc_cpu_ns", offsetof(ap_stats, proc_cpu_ns), AP_FIELD_SUM, 1},
-    {"items", offsetof(ap_stats, items), AP_FIELD_SUM, 0},
-    {"mem_peak", offsetof(ap_stats, mem_peak), AP_FIELD_EXTREME, 0},
-    {"mem_delta", offsetof(ap_stats, mem_delta), AP_FIELD_SUM, 0},
-    {"mem_rise", offsetof(ap_stats, mem_rise), AP_FIELD_EXTREME, 1},
+    {"count", offsetof(ap_stats, count), AP_FIELD_SUM, AP_ALWAYS},
+    {"raised", offsetof(ap_stats, raised), AP_FIELD_SUM, AP_ALWAYS},
+    {"unclosed", offsetof(ap_stats, unclosed), AP_FIELD_SUM, AP_ALWAYS},
+    {"suspended", offsetof(ap_stats, suspended), AP_FIELD_SUM, AP_OR_ZERO},
+    {"total_ns", offsetof(ap_stats, total_ns), AP_FIELD_SUM, AP_ALWAYS},
+    {"self_ns", offsetof(ap_stats, self_ns), AP_FIELD_SUM, AP_ALWAYS},
+    {"min_ns", offsetof(ap_stats, min_ns), AP_FIELD_EXTREME, AP_ALWAYS},
+    {"max_ns", offsetof(ap_stats, max_ns), AP_FIELD_EXTREME, AP_ALWAYS},
+    {"mean_ns", offsetof(ap_stats, mean_ns), AP_FIELD_DOUBLE, AP_ALWAYS},
+    {"m2", offsetof(ap_stats, m2), AP_FIELD_DOUBLE, AP_ALWAYS},
+    {"cpu_ns", offsetof(ap_stats, cpu_ns), AP_FIELD_SUM, AP_ALWAYS},
+    {"proc_cpu_ns", offsetof(ap_stats, proc_cpu_ns), AP_FIELD_SUM, AP_WHOLE},
+    {"items", offsetof(ap_stats, items), AP_FIELD_SUM, AP_ALWAYS},
+    {"mem_peak", offsetof(ap_stats, mem_peak), AP_FIELD_EXTREME, AP_ALWAYS},
+    {"mem_delta", offsetof(ap_stats, mem_delta), AP_FIELD_SUM, AP_ALWAYS},
+    {"mem_rise", offsetof(ap_stats, mem_rise), AP_FIELD_EXTREME, AP_OR_ZERO},
 };
 const size_t ap_stage_nfields =
     sizeof(ap_stage_fields) / sizeof(ap_stage_fields[0]);

@@ -20,6 +20,11 @@ KEYS = ["name", "parent", "depth", "count", "raised", "unclosed",
         "hist"]
 #: keys that files written by earlier versions lack
 OPTIONAL = ("suspended", "mem_rise", "proc_cpu_ns")
+#: of those, the ones a stage without them is merged with as 0
+AS_ZERO = ("suspended", "mem_rise")
+#: of those, sums over every call: merged with calls that lack them,
+#: the sum would pass for all the calls' while it holds some
+WHOLE = ("proc_cpu_ns",)
 
 
 def reference(into, other):
@@ -169,12 +174,38 @@ def test_a_field_neither_stage_holds_stays_unknown(key):
     assert set(got) == set(KEYS) - {key}
 
 
-@pytest.mark.parametrize("key", OPTIONAL)
+@pytest.mark.parametrize("key", AS_ZERO)
 def test_a_field_one_stage_holds_is_merged_with_the_other_as_zero(key):
     into, other = good_pair()
     del into[key]
     got = _core.merge_stage(into, other)
     assert set(got) == set(KEYS) and got[key] == other[key]
+
+
+@pytest.mark.parametrize("key", WHOLE)
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_sum_one_side_with_calls_lacks_is_unknown(key, which):
+    """A run that did not measure it (a file from before the figure) in
+    a merge with one that did: the merged stage's calls are both runs',
+    its figure would be one run's."""
+    pair = list(good_pair())
+    del pair[which][key]
+    got = _core.merge_stage(*pair)
+    assert set(got) == set(KEYS) - {key}
+    # and it stays unknown through the next merge
+    assert key not in _core.merge_stage(got, good_pair()[1])
+
+
+@pytest.mark.parametrize("key", WHOLE)
+def test_a_sum_a_side_without_calls_lacks_is_the_others(key):
+    """A stage's first merge is into an empty copy of it (aquaprof.merge
+    makes one per path): the copy's calls add nothing to miss."""
+    into, other = good_pair()
+    empty = dict(into, count=0, hist=[])
+    del empty[key]
+    assert _core.merge_stage(empty, other)[key] == other[key]
+    del into[key]
+    assert key not in _core.merge_stage(dict(other, count=0, hist=[]), into)
 
 
 @pytest.mark.parametrize("key,value,error", [

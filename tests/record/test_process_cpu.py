@@ -5,6 +5,7 @@ time.process_time() read around the same calls, in the same run: a call
 that computes itself, one that hands its work to threads, one held open
 so long and quietly that the sampler slows down, and calls shorter than
 the sampler's interval."""
+import json
 import threading
 import time
 
@@ -126,3 +127,31 @@ def test_the_figure_is_kept_in_the_saved_file_and_by_a_nested_profiler(
     assert rep.meta["host"]["thread_id"] == threading.get_native_id()
     assert 0 < rep.meta["host"]["thread_cpu"] <= \
         rep.meta["host"]["process_cpus"] * rep.wall * 1.01
+
+
+def test_a_merge_with_a_run_that_did_not_measure_it_reads_unknown(
+        tmp_path):
+    """aquaprof merge of a run with the figure and one without it
+    (memory=False, or a file from before it): the merged stage's calls
+    are both runs', a sum of one run's would read as half its rate."""
+    def run(memory):
+        with ap.Profiler(memory=memory, compensate=False) as prof:
+            for _ in range(5):
+                with ap.stage("s"):
+                    spin_cpu(0.01)
+        return prof.report()
+    measured, unmeasured = run(True), run(False)
+    measured.save(tmp_path / "new.json")
+    data = json.loads((tmp_path / "new.json").read_text())
+    for s in data["stages"]:
+        del s["proc_cpu_ns"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    old = Report.load(tmp_path / "old.json")
+    assert measured["s"].process_cpu > 0.04
+    for other in (unmeasured, old):
+        for pair in ((measured, other), (other, measured)):
+            merged = ap.merge(list(pair))
+            assert merged["s"].count == 10
+            assert merged["s"].process_cpu is None, other
+    both = ap.merge([measured, run(True)])
+    assert both["s"].process_cpu > measured["s"].process_cpu
