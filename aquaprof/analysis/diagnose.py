@@ -626,12 +626,13 @@ def _others_outside(stage: "StageStats", report: "Report"
     where the stage's calls ran on another thread than the one that
     started and stopped the run, or that thread's CPU time is unknown,
     the stage's own thread's time outside them counts too (more than the
-    others used). None for merged processes, a stage open for nearly all
-    the run, or where the figures were not recorded."""
+    others used). None where the run's figures are not those of the one
+    process that ran the stage (_run_is_its_process), for a stage open
+    for nearly all the run, or where the figures were not recorded."""
     host = report.meta.get("host", {})
     run = host.get("process_cpus")
     if stage.process_cpu is None or not isinstance(run, (int, float)) or \
-            len(report.processes) > 1 or stage.wall.total <= 0:
+            not _run_is_its_process(stage, report) or stage.wall.total <= 0:
         return None
     covered = (stage.wall.total if stage.clock is None else
                float(stage.clock.wall(stage.id, stage.wall.total)))
@@ -650,6 +651,20 @@ def _others_outside(stage: "StageStats", report: "Report"
     if ran_on == {host.get("thread_id")} and isinstance(mine, float):
         outside -= max(mine - stage.cpu, 0.0)
     return max(outside, 0.0) / rest
+
+
+def _run_is_its_process(stage: "StageStats", report: "Report") -> bool:
+    """Whether the run's wall time and process figures (meta["host"]) are
+    those of the one process that ran all the stage's calls: a report of
+    one process, or a run's own with the child processes it captured (a
+    DataLoader's workers) where none of them ran the stage. Reports of
+    several runs merged keep the first run's figures over all their
+    time."""
+    if len(report.processes) <= 1:
+        return True
+    if "merged" in report.meta.get("host", {}):
+        return False
+    return [p.process for p in report.by_process(stage.path)] == [0]
 
 
 def _others(stage: "StageStats", report: "Report", cpu: float,

@@ -111,6 +111,19 @@ def test_unsampled_a_stage_waiting_for_the_pool_it_handed_its_work_to():
 
 
 @pinned
+def test_a_run_with_a_child_process_still_tells_the_pool_it_waited_for():
+    """The run's figures are its own process's where the stage ran in it
+    alone: a child (a DataLoader's worker) that reported into the run
+    made it a report of several processes, and the stage read waiting,
+    its fix sent after I/O."""
+    found = planted("pool beside a child")["handed over"]
+    assert found["processes"] == 2, found
+    assert_measured(found)
+    assert found["kind"] == "threads-bound", found
+    assert "0.0 while it was not" in found["evidence"], found
+
+
+@pinned
 def test_unsampled_a_stage_asleep_beside_a_thread_busy_all_along_waits():
     """The other thread is as busy outside the stage as inside it: not
     the stage's work, whose sleep stays a wait."""

@@ -4,12 +4,14 @@ four times as many as the CPUs (the pool a container's process gets when
 torch counts the machine's cores), with the run sampled and not, in one
 stage and in each stage of an MLP's training loop; a
 thread pool hashing without the GIL that a stage hands its work to, and
-a stage asleep beside a thread busy all the run, unsampled. Prints, as
+a stage asleep beside a thread busy all the run, unsampled; the pool
+again in a run whose child process (a DataLoader's worker, a Pool's)
+reports into it, one report of several processes. Prints, as
 JSON, each diagnosed stage's class, evidence and fix, its thread and
 process CPU time and the process's CPU time measured around its calls.
 
     python planted_native.py oversubscribed|"oversubscribed sampled"|loop
-    python planted_native.py pool|background
+    python planted_native.py pool|background|"pool beside a child"
     python planted_native.py quota CGROUP_PROCS_FILE
 
 quota: the oversubscribed case in a cgroup whose CPU quota (1 CPU) is
@@ -17,6 +19,7 @@ tighter than the two CPUs of its affinity, as a container's CPU limit;
 the process moves itself into the cgroup whose cgroup.procs is given.
 """
 import json
+import multiprocessing
 import os
 import sys
 import threading
@@ -84,6 +87,20 @@ def pool():
         time.sleep(0.15)
 
 
+def child_loads():
+    with ap.stage("load"):
+        time.sleep(0.05)
+
+
+def pool_beside_a_child():
+    """The pool's stage runs in the parent only; its child's stage ran
+    apart, in its own process, before."""
+    child = multiprocessing.get_context("spawn").Process(target=child_loads)
+    child.start()
+    child.join()
+    pool()
+
+
 def background():
     done = threading.Event()
 
@@ -112,7 +129,8 @@ def main(case, procs=None):
         {"oversubscribed": oversubscribed,
          "oversubscribed sampled": oversubscribed, "loop": loop,
          "pool": pool, "background": background,
-         "quota": oversubscribed}[case]()
+         "quota": oversubscribed,
+         "pool beside a child": pool_beside_a_child}[case]()
     rep = prof.report()
     found = {}
     for f in rep.diagnose(top=3):
@@ -124,7 +142,8 @@ def main(case, procs=None):
                          "around": AROUND.get(f.path),
                          "cpus": rep.meta["host"].get("cpus"),
                          "cpu_quota": rep.meta["host"].get("cpu_quota"),
-                         "throttled": rep.meta["host"].get("throttled")}
+                         "throttled": rep.meta["host"].get("throttled"),
+                         "processes": len(rep.processes)}
     print(json.dumps(found))
 
 
