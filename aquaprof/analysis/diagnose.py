@@ -609,11 +609,15 @@ class _Others(NamedTuple):
 def _process_own(stage: "StageStats", report: "Report") -> Optional[float]:
     """The process's CPU seconds while the stage ran itself, its
     sub-stages' aside as _own_time takes them; None where a figure was
-    not recorded (memory=False, files from before it)."""
+    not recorded (memory=False, files from before it), or where calls
+    were suspended (at an await, a greenlet's switch): their own thread
+    CPU is unknown, and the process's while they were open is the other
+    tasks' on their thread as much as other threads'."""
     levels = report.recursion(stage)
     paths = {s.path for s in levels}
     below = [s.process_cpu for s in report.stages if s.parent in paths]
-    if any(s.process_cpu is None for s in levels) or None in below:
+    if any(s.process_cpu is None or s.suspended for s in levels) or \
+            None in below:
         return None
     return max(sum(s.process_cpu for s in levels) -  # type: ignore[misc]
                sum(below), 0.0)                      # type: ignore[arg-type]

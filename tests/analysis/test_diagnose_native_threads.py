@@ -124,6 +124,34 @@ def test_a_run_with_a_child_process_still_tells_the_pool_it_waited_for():
 
 
 @pinned
+def test_an_awaiting_stage_is_not_told_its_process_runs_too_many_threads():
+    """Calls suspended at an await while another task computes on the
+    loop: the process's CPU while they were open is that task's, on the
+    same thread. Their own thread CPU is unknown, so it is no measure of
+    other threads, and the fix said to run fewer compute threads than
+    CPUs to a process of one thread."""
+    found = planted("awaiting beside a task")["fetch"]
+    assert found["threads"] == 1 and found["suspended"] == 10, found
+    assert found["kind"] == "awaiting", found
+    assert "other threads" not in found["evidence"], found
+    assert "compute threads" not in found["fix"], found
+    assert found["fix"].startswith("find what the task awaits"), found
+
+
+@pinned
+def test_a_stage_with_some_calls_suspended_is_not_threads_bound():
+    """A few calls suspended while another task held the loop, the rest
+    blocking: the process's CPU over all the calls against the thread
+    CPU of those that ran through read as other threads busy, in a
+    process of one thread."""
+    found = planted("some calls awaiting")["fetch"]
+    assert found["threads"] == 1 and found["suspended"] == 3, found
+    assert found["kind"] != "threads-bound", found
+    assert "other threads" not in found["evidence"], found
+    assert "compute threads" not in found["fix"], found
+
+
+@pinned
 def test_unsampled_a_stage_asleep_beside_a_thread_busy_all_along_waits():
     """The other thread is as busy outside the stage as inside it: not
     the stage's work, whose sleep stays a wait."""

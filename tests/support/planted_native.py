@@ -6,18 +6,23 @@ stage and in each stage of an MLP's training loop; a
 thread pool hashing without the GIL that a stage hands its work to, and
 a stage asleep beside a thread busy all the run, unsampled; the pool
 again in a run whose child process (a DataLoader's worker, a Pool's)
-reports into it, one report of several processes. Prints, as
+reports into it, one report of several processes; and one thread's
+event loop, pinned to one CPU, where a task computes while a stage's
+calls are suspended at an await: all of them, or a few beside calls
+that block. Prints, as
 JSON, each diagnosed stage's class, evidence and fix, its thread and
 process CPU time and the process's CPU time measured around its calls.
 
     python planted_native.py oversubscribed|"oversubscribed sampled"|loop
     python planted_native.py pool|background|"pool beside a child"
+    python planted_native.py "awaiting beside a task"|"some calls awaiting"
     python planted_native.py quota CGROUP_PROCS_FILE
 
 quota: the oversubscribed case in a cgroup whose CPU quota (1 CPU) is
 tighter than the two CPUs of its affinity, as a container's CPU limit;
 the process moves itself into the cgroup whose cgroup.procs is given.
 """
+import asyncio
 import json
 import multiprocessing
 import os
@@ -101,6 +106,40 @@ def pool_beside_a_child():
     pool()
 
 
+def on_one_cpu(coroutine):
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
+    asyncio.run(coroutine)
+
+
+async def awaiting_beside_a_task():
+    """Ten tasks each hold a stage open across an await while another
+    task computes on the loop: the process's one CPU busy, no thread but
+    the loop's."""
+    async def fetch():
+        with timed("fetch"):
+            await asyncio.sleep(0.05)
+
+    async def crunch():
+        for _ in range(20):
+            spin_cpu(0.01)
+            await asyncio.sleep(0)
+    await asyncio.gather(crunch(), *[fetch() for _ in range(10)])
+
+
+async def some_calls_awaiting():
+    """A quarter of the stage's calls suspended while another task holds
+    the loop computing, the rest blocking in time.sleep: their thread
+    CPU is known, the suspended ones' is not."""
+    async def crunch():
+        spin_cpu(0.1)
+    for _ in range(3):
+        with timed("fetch"):
+            await asyncio.ensure_future(crunch())
+        for _ in range(3):
+            with timed("fetch"):
+                time.sleep(0.02)
+
+
 def background():
     done = threading.Event()
 
@@ -130,7 +169,11 @@ def main(case, procs=None):
          "oversubscribed sampled": oversubscribed, "loop": loop,
          "pool": pool, "background": background,
          "quota": oversubscribed,
-         "pool beside a child": pool_beside_a_child}[case]()
+         "pool beside a child": pool_beside_a_child,
+         "awaiting beside a task":
+             lambda: on_one_cpu(awaiting_beside_a_task()),
+         "some calls awaiting": lambda: on_one_cpu(some_calls_awaiting()),
+         }[case]()
     rep = prof.report()
     found = {}
     for f in rep.diagnose(top=3):
@@ -143,7 +186,9 @@ def main(case, procs=None):
                          "cpus": rep.meta["host"].get("cpus"),
                          "cpu_quota": rep.meta["host"].get("cpu_quota"),
                          "throttled": rep.meta["host"].get("throttled"),
-                         "processes": len(rep.processes)}
+                         "processes": len(rep.processes),
+                         "suspended": s.suspended,
+                         "threads": len(rep.threads)}
     print(json.dumps(found))
 
 
