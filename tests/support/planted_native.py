@@ -129,15 +129,18 @@ async def awaiting_beside_a_task():
 async def some_calls_awaiting():
     """A quarter of the stage's calls suspended while another task holds
     the loop computing, the rest blocking in time.sleep: their thread
-    CPU is known, the suspended ones' is not."""
+    CPU is known, the suspended ones' is not. The run has time outside
+    them, quiet."""
     async def crunch():
         spin_cpu(0.1)
+    time.sleep(0.15)
     for _ in range(3):
         with timed("fetch"):
             await asyncio.ensure_future(crunch())
         for _ in range(3):
             with timed("fetch"):
                 time.sleep(0.02)
+    time.sleep(0.15)
 
 
 def background():
