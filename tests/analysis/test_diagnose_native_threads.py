@@ -7,6 +7,7 @@ most two CPUs (tests/support/planted_native.py), and on files written
 before the figure existed."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -31,6 +32,13 @@ def planted(case):
             [str(ROOT), str(SUPPORT)])))
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def outside(found):
+    """The CPUs the stage's evidence says the other threads used while it
+    was not open."""
+    return float(re.search(r", ([0-9.]+) while it was not",
+                           found["evidence"]).group(1))
 
 
 def assert_measured(found):
@@ -107,7 +115,7 @@ def test_unsampled_a_stage_waiting_for_the_pool_it_handed_its_work_to():
     assert_measured(found)
     assert found["process_cpu"] > 0.3 and found["cpu"] < 0.02, found
     assert found["kind"] == "threads-bound", found
-    assert "0.0 while it was not" in found["evidence"], found
+    assert outside(found) <= 0.2, found
 
 
 @pinned
@@ -120,7 +128,7 @@ def test_a_run_with_a_child_process_still_tells_the_pool_it_waited_for():
     assert found["processes"] == 2, found
     assert_measured(found)
     assert found["kind"] == "threads-bound", found
-    assert "0.0 while it was not" in found["evidence"], found
+    assert outside(found) <= 0.2, found
 
 
 @pinned
