@@ -691,12 +691,13 @@ def _others(stage: "StageStats", report: "Report", cpu: float,
     when = (f", {outside:.1f} while it was not" if outside is not None
             else "")
     native = ""
-    if used is not None:
-        native = (f", {max(inside - sampled.inside, 0.0):.1f} of them in "
-                  f"threads not sampled (native ones: a library's pool, "
-                  f"torch's, OpenMP's or BLAS's)" if sampled is not None
-                  else " (all its threads, native ones too: a library's "
-                  "pool, torch's, OpenMP's or BLAS's)")
+    unseen = inside - sampled.inside if sampled is not None else 0.0
+    if used is not None and sampled is None:
+        native = (" (all its threads, native ones too: a library's pool, "
+                  "torch's, OpenMP's or BLAS's)")
+    elif used is not None and unseen >= 0.05:
+        native = (f", {unseen:.1f} of them in threads not sampled (native "
+                  f"ones: a library's pool, torch's, OpenMP's or BLAS's)")
     hottest = (f"; hottest there: {sampled.hottest}"
                if sampled is not None and sampled.hottest else "")
     return _Others(inside, outside, used, (
@@ -786,16 +787,15 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
     said += crowded
     waits = stage_waits(report, stage.path)
     if waits is None:
+        busy = _busy_machine(report) if report.samples is None else None
         if handed:
             kind = "threads-bound"
         elif report.samples is None and on_cpu >= STARVED_FLOOR and \
-                (crowded or _busy_machine(report) is not None):
+                (crowded or busy):
             # a thread that computes at all, off the CPU while others
             # took the CPUs (its process's own threads among them), may
             # have waited for one
-            busy = _busy_machine(report)
-            kind, said = "cpu-starved?", (f"; {busy}{said}" if busy
-                                          else said)
+            kind, said = "cpu-starved?", f"; {busy}{said}" if busy else said
         else:
             kind = host
         if report.samples is None:

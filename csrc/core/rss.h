@@ -3,7 +3,7 @@
  * exit learns its peak without a system call. It reads the process's CPU
  * time with it, so that a stage learns what all the process's threads
  * computed while it was open (native pools that are never sampled) for
- * two loads an edge (ap_rss_process_cpu).
+ * three loads an edge (ap_rss_process_cpu).
  *
  * The sampler polls at its interval while the program is active: when
  * its busy() callback (stages being entered) has said no, and RSS has
@@ -132,6 +132,10 @@ ap_rss_cpu_mark(ap_rss *r)
         atomic_load_explicit(&r->cpu_rate, memory_order_relaxed)};
 }
 
+/* The process's CPU time now, ns: the out-of-line system call of the
+ * rare path below. */
+double ap_rss_process_cpu_now(void);
+
 /* The process's CPU time while a call was open from tick t0 to now, ns,
  * its entry's mark m0: the readings at each end carried to the edge at
  * the rate of the interval before them. A call shorter than an interval
@@ -144,8 +148,6 @@ ap_rss_cpu_mark(ap_rss *r)
  * sampler idled through a quiet call at least an interval long, the exit
  * reads the clock itself. A mark's values may be read across the
  * sampler's next store: an interval's worth of error, rarely. */
-double ap_rss_process_cpu_now(void);
-
 static inline int64_t
 ap_rss_process_cpu(ap_rss *r, const ap_cpu_mark *m0, int64_t t0, int64_t now)
 {
