@@ -609,18 +609,28 @@ class _Others(NamedTuple):
 def _process_own(stage: "StageStats", report: "Report") -> Optional[float]:
     """The process's CPU seconds while the stage ran itself, its
     sub-stages' aside as _own_time takes them; None where a figure was
-    not recorded (memory=False, files from before it), or where calls
-    were suspended (at an await, a greenlet's switch): their own thread
-    CPU is unknown, and the process's while they were open is the other
-    tasks' on their thread as much as other threads'."""
-    levels = report.recursion(stage)
-    paths = {s.path for s in levels}
-    below = [s.process_cpu for s in report.stages if s.parent in paths]
-    if any(s.process_cpu is None or s.suspended for s in levels) or \
-            None in below:
+    not recorded (memory=False, files from before it), where calls were
+    suspended (at an await, a greenlet's switch: their own thread CPU is
+    unknown, and the process's while they were open is the other tasks'
+    on their thread as much as other threads'), or where calls were open
+    at once (a pool's threads each in the stage: each call counted the
+    others' CPU, which is the stage's own work)."""
+    levels, sub = _levels(stage, report)
+    if any(s.process_cpu is None or s.suspended or not _one_at_a_time(
+            s, report) for s in levels) or \
+            any(s.process_cpu is None for s in sub):
         return None
     return max(sum(s.process_cpu for s in levels) -  # type: ignore[misc]
-               sum(below), 0.0)                      # type: ignore[arg-type]
+               sum(s.process_cpu for s in sub), 0.0)  # type: ignore[misc]
+
+
+def _one_at_a_time(stage: "StageStats", report: "Report") -> bool:
+    """Whether the stage's calls never overlapped: the run's clock says
+    so, or where it did not measure them, they all ran on one thread."""
+    if stage.at_once:
+        return stage.at_once <= 1
+    spans = report.spans()
+    return len(np.unique(spans["thread"][spans["stage"] == stage.id])) <= 1
 
 
 def _others_outside(stage: "StageStats", report: "Report"
@@ -686,8 +696,11 @@ def _others(stage: "StageStats", report: "Report", cpu: float,
     else:
         used = process / wall
         inside = max(process - cpu, 0.0) / wall
-        outside = (sampled.outside if sampled is not None else
-                   _others_outside(stage, report))
+        # outside as inside: the process's figures, all its threads;
+        # the samples' rate sees only Python threads
+        outside = _others_outside(stage, report)
+        if outside is None and sampled is not None:
+            outside = sampled.outside
     when = (f", {outside:.1f} while it was not" if outside is not None
             else "")
     native = ""
@@ -711,6 +724,8 @@ def _cpu_room(report: "Report") -> Optional[Tuple[float, str, bool]]:
     None where unknown."""
     host = report.meta.get("host", {})
     cpus, quota = host.get("cpus"), host.get("cpu_quota")
+    if "merged" in host:
+        quota = None        # the first run's
     if isinstance(quota, (int, float)) and quota > 0 and \
             (not isinstance(cpus, int) or quota < cpus):
         return (float(quota), f"the {quota:g} CPU{'' if quota == 1 else 's'} "
@@ -722,29 +737,32 @@ def _cpu_room(report: "Report") -> Optional[Tuple[float, str, bool]]:
 
 
 def _throttled(report: "Report") -> str:
-    """'; its cgroup's CPU quota held the process back 350.0 ms of the
-    run's 1.2 s' where the kernel throttled it at all during the run
-    (said beside CPUs taken: the run's figure, not the stage's); ""
-    otherwise."""
-    held = report.meta.get("host", {}).get("throttled")
-    if not isinstance(held, (int, float)) or held <= 0:
+    """'; its cgroup's CPU quota throttled it in 37 of 40 quota periods
+    of the run' where the kernel throttled the cgroup in any (the run's
+    and the cgroup's figure, not the stage's, said beside CPUs taken);
+    "" otherwise."""
+    host = report.meta.get("host", {})
+    held, periods = host.get("throttled_periods"), host.get("quota_periods")
+    if not isinstance(held, int) or not isinstance(periods, int) or \
+            held <= 0 or "merged" in host:
         return ""
-    return (f"; its cgroup's CPU quota held the process back "
-            f"{fmt_time(held)} of the run's {fmt_time(report.wall)} "
-            f"(throttled)")
+    return (f"; its cgroup's CPU quota throttled it in {held:,} of "
+            f"{plural(periods, 'quota period')} of the run")
 
 
-def _crowded(others: Optional[_Others], report: "Report"
-             ) -> Tuple[str, str]:
-    """Where the stage's process, its other threads THREADS_BUSY CPUs or
-    more of it, kept SATURATED or more of the CPUs it may use busy while
-    the stage was open (its affinity's, or its cgroup quota's where
-    tighter), alone or with the machine's other processes (their average
-    over the run, where no quota binds): the words that say who took
-    them, and the fix's first words; ("", "") otherwise."""
+def _crowded(stage: "StageStats", others: Optional[_Others],
+             report: "Report") -> Tuple[str, str]:
+    """Where the stage's process (the run's own, _run_is_its_process),
+    its other threads THREADS_BUSY CPUs or more of it, kept SATURATED or
+    more of the CPUs it may use busy while the stage was open (its
+    affinity's, or its cgroup quota's where tighter), alone or with the
+    machine's other processes (their average over the run, where no
+    quota binds): the words that say who took them, and the fix's first
+    words; ("", "") otherwise."""
     room = _cpu_room(report)
     if others is None or others.process is None or \
-            others.inside < THREADS_BUSY or room is None:
+            others.inside < THREADS_BUSY or room is None or \
+            not _run_is_its_process(stage, report):
         return "", ""
     cpus, named, quota = room
     kept = f"; its process kept {others.process:.1f} of {named} busy " \
@@ -778,13 +796,12 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
         return host, "", ""
     on_cpu = cpu / wall if wall > 0 else 0.0
     others = _others(stage, report, cpu, wall)
-    crowded, first = _crowded(others, report)
+    crowded, first = _crowded(stage, others, report)
     said, handed = "", False
     if others is not None and others.inside >= THREADS_BUSY:
         said = others.said
         handed = host == "waiting" and others.outside is not None and \
             others.inside >= 2 * others.outside
-    said += crowded
     waits = stage_waits(report, stage.path)
     if waits is None:
         busy = _busy_machine(report) if report.samples is None else None
@@ -798,6 +815,9 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
             kind, said = "cpu-starved?", f"; {busy}{said}" if busy else said
         else:
             kind = host
+        # who took the CPUs is said with its fix, to the classes it binds
+        if kind != host:
+            said += crowded
         if report.samples is None:
             said += ("; sample the run (Profiler(sample=0.001)) to tell CPU "
                      "starvation and the GIL from blocking")
@@ -808,8 +828,13 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
             if held[0] == "cpu-starved" else (held[0], held[1], "")
     shares = (f"; of its sampled time: {_shares(waits)}"
               if waits.delay_known or waits.gil_known else "")
+    # the samples saw it blocked (I/O, a sleep), not waiting on a lock or
+    # another thread: the other threads' work was beside it, not for it
+    if handed and waits.lock_known and \
+            2 * waits.blocked_s > waits.wall_s - waits.cpu_s:
+        handed = False
     if handed:
-        return "threads-bound", shares + said, first
+        return "threads-bound", shares + said + crowded, first
     return host, shares + said, ""
 
 
@@ -964,6 +989,15 @@ def _python_elsewhere(report: "Report", stage: "StageStats") -> str:
             f"no thread of {where} used CPU meanwhile")
 
 
+def _levels(stage: "StageStats", report: "Report"
+            ) -> Tuple[List["StageStats"], List["StageStats"]]:
+    """The stage's recursion levels (Report.recursion) and the stages
+    nested directly in any of them: what its own time leaves out."""
+    levels = report.recursion(stage)
+    paths = {s.path for s in levels}
+    return levels, [s for s in report.stages if s.parent in paths]
+
+
 def _own_time(stage: "StageStats", report: "Report") -> Tuple[float, float,
                                                                str]:
     """The stage's own thread CPU and wall time, seconds, its sub-stages'
@@ -973,9 +1007,8 @@ def _own_time(stage: "StageStats", report: "Report") -> Tuple[float, float,
     names them. A recursive stage's are those of all its levels, as its
     rank is (Report.recursion): its outermost level may hold only the
     calls down to where its work is done."""
-    levels = report.recursion(stage)
-    paths = {s.path for s in levels}
-    below = sum(s.cpu for s in report.stages if s.parent in paths)
+    levels, sub = _levels(stage, report)
+    below = sum(s.cpu for s in sub)
     if len(levels) > 1:
         return (max(sum(s.cpu for s in levels) - below, 0.0),
                 sum(s.self_time for s in levels),

@@ -85,8 +85,9 @@ HOST_OPTIONAL: Fields = {
     # native id and CPU seconds meanwhile
     "process_cpus": float, "thread_id": int, "thread_cpu": float,
     # the CPUs its cgroup's quota allows (a container's CPU limit), and
-    # the seconds the kernel held the process back past it during the run
-    "cpu_quota": float, "throttled": float,
+    # that cgroup's quota periods during the run and those it was
+    # throttled in
+    "cpu_quota": float, "quota_periods": int, "throttled_periods": int,
 }
 #: the shortest run (seconds, on a machine of 2 CPUs; times the square
 #: root of half the CPUs on larger ones) whose machine's busy CPUs are

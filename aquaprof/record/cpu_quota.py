@@ -1,15 +1,18 @@
 """The CPU quota of the process's control group, which a container's CPU
 limit (docker --cpus, a Kubernetes CPU limit) sets: the CPUs the process
-may use on average, fewer than its affinity says, and how long the kernel
-has held it back for running past them (throttled). torch and OpenMP
+may use on average, fewer than its affinity says, and in how many of
+its quota periods the kernel held it back for running past them
+(throttled). torch and OpenMP
 size their thread pools by the cores they see, not by the quota, so a
 process limited to 2 CPUs on a 64-core machine runs 32 threads that the
 kernel stops for most of each period.
 
-Read from Linux's cgroup files, v2 (cpu.max, cpu.stat's throttled_usec)
-or v1 (cpu.cfs_quota_us over cpu.cfs_period_us, cpu.stat's
-throttled_time), along the process's cgroup path and its ancestors: the
-tightest limit binds. Never raises: unknown is None."""
+Read from Linux's cgroup files, v2 (cpu.max) or v1 (cpu.cfs_quota_us
+over cpu.cfs_period_us), along the process's cgroup path and its
+ancestors: the tightest limit binds; and the periods from the cpu.stat
+of the cgroup that sets it (nr_periods, nr_throttled: the cgroup's, all
+its processes'; its throttled time is summed over CPUs, so a count of
+periods is what can be said). Never raises: unknown is None."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,10 +23,10 @@ __all__ = ["CpuLimit", "cpu_limit"]
 
 class CpuLimit(NamedTuple):
     """The CPUs the tightest quota lets the process use (None: no quota,
-    or unknown), and the ns the cgroup holding it has been throttled so
-    far (None: unknown)."""
+    or unknown), and the quota periods of the cgroup that sets it so far
+    and those in which it was throttled (None: unknown)."""
     cpus: Optional[float] = None
-    throttled_ns: Optional[int] = None
+    periods: Optional[Tuple[int, int]] = None
 
 
 def cpu_limit(root: Path = Path("/")) -> CpuLimit:
@@ -38,12 +41,10 @@ def cpu_limit(root: Path = Path("/")) -> CpuLimit:
         if hierarchy != "0" and "cpu" in controllers.split(","):
             for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
                 if (fs / name).is_dir():
-                    return _tightest(_dirs(fs / name, path), _v1_quota,
-                                     "throttled_time", 1)
+                    return _tightest(_dirs(fs / name, path), _v1_quota)
     for hierarchy, _controllers, path in groups:
         if hierarchy == "0" and (fs / "cgroup.controllers").exists():
-            return _tightest(_dirs(fs, path), _v2_quota, "throttled_usec",
-                             1000)
+            return _tightest(_dirs(fs, path), _v2_quota)
     return CpuLimit()
 
 
@@ -77,10 +78,9 @@ def _v1_quota(folder: Path) -> Optional[float]:
     return None if quota < 0 else quota / period
 
 
-def _tightest(folders: Iterator[Path], quota_of, throttled_key: str,
-              ns_a_unit: int) -> CpuLimit:
-    """The tightest quota along the folders and the throttled time of the
-    folder that sets it (of the innermost where none does)."""
+def _tightest(folders: Iterator[Path], quota_of) -> CpuLimit:
+    """The tightest quota along the folders and the periods of the folder
+    that sets it (of the innermost where none does)."""
     best: Optional[float] = None
     binding: Optional[Path] = None
     first: Optional[Path] = None
@@ -94,16 +94,15 @@ def _tightest(folders: Iterator[Path], quota_of, throttled_key: str,
                                                 quota < best):
             best, binding = quota, folder
     where = binding or first
-    return CpuLimit(best, None if where is None else
-                    _throttled(where, throttled_key, ns_a_unit))
+    return CpuLimit(best, None if where is None else _periods(where))
 
 
-def _throttled(folder: Path, key: str, ns_a_unit: int) -> Optional[int]:
+def _periods(folder: Path) -> Optional[Tuple[int, int]]:
+    """(nr_periods, nr_throttled) of the folder's cpu.stat."""
     try:
-        for line in (folder / "cpu.stat").read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == key:
-                return int(value) * ns_a_unit
-    except (OSError, ValueError):
-        pass
-    return None
+        stat = dict(line.split(" ", 1) for line in
+                    (folder / "cpu.stat").read_text().splitlines()
+                    if " " in line)
+        return int(stat["nr_periods"]), int(stat["nr_throttled"])
+    except (OSError, ValueError, KeyError):
+        return None

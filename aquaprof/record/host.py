@@ -64,7 +64,7 @@ def cpu_model() -> Optional[str]:
 
 
 def host_info(started_at: Optional[float],
-              busy: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+              busy: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """meta["host"] of a run started at `started_at` (time.time()); busy:
     what busy_between() found of the run."""
     hostname, system = static_host()
@@ -93,7 +93,7 @@ class Ticks(NamedTuple):
     cpus: Dict[int, Tuple[int, int, int]]
     affinity: FrozenSet[int]
     thread: Tuple[int, float] = (0, 0.0)
-    #: the process's cgroup CPU quota and throttled time (cpu_quota)
+    #: the process's cgroup CPU quota and its periods (cpu_quota)
     limit: CpuLimit = CpuLimit()
 
 
@@ -162,16 +162,16 @@ def busy_between(start: Optional[Ticks], stop: Optional[Ticks]
 
 
 def process_cpus(start: Optional[Ticks], stop: Optional[Ticks]
-                 ) -> Dict[str, float]:
+                 ) -> Dict[str, Any]:
     """How many CPUs this process used on average between two
     cpu_ticks(), all its threads (native ones too); where one thread read
     both, its native id and CPU seconds meanwhile; and where its cgroup
-    sets a CPU quota, the CPUs it allows and the seconds the kernel held
-    the process back meanwhile for running past it: what diagnose()
+    sets a CPU quota, the CPUs it allows, and its quota periods meanwhile
+    and those in which the kernel throttled it: what diagnose()
     weighs a stage's process CPU against; {} where unknown."""
     if start is None or stop is None or stop.at <= start.at:
         return {}
-    found = {"process_cpus": round(
+    found: Dict[str, Any] = {"process_cpus": round(
         max(0.0, stop.process - start.process) / (stop.at - start.at), 3)}
     if start.thread[0] == stop.thread[0] != 0:
         found["thread_id"] = start.thread[0]
@@ -179,11 +179,12 @@ def process_cpus(start: Optional[Ticks], stop: Optional[Ticks]
             max(0.0, stop.thread[1] - start.thread[1]), 6)
     if stop.limit.cpus is not None:
         found["cpu_quota"] = round(stop.limit.cpus, 3)
-        if start.limit.throttled_ns is not None and \
-                stop.limit.throttled_ns is not None:
-            found["throttled"] = round(max(
-                0, stop.limit.throttled_ns - start.limit.throttled_ns) * 1e-9,
-                6)
+        if start.limit.periods is not None and \
+                stop.limit.periods is not None:
+            found["quota_periods"] = max(
+                0, stop.limit.periods[0] - start.limit.periods[0])
+            found["throttled_periods"] = max(
+                0, stop.limit.periods[1] - start.limit.periods[1])
     return found
 
 

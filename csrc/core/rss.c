@@ -94,8 +94,10 @@ sample(ap_rss *r)
     if (rss < 0) {
         return;
     }
-    int64_t cpu = ap_process_cpu_ns(), at = ap_ticks();
     pthread_mutex_lock(&r->lock);
+    /* under the lock: a stage waking the sampler samples too, and the
+     * later store must hold the later reading */
+    int64_t cpu = ap_process_cpu_ns(), at = ap_ticks();
     ap_rss_log(r, monotonic_ns(), rss);   /* stamped in order */
     uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed) + 1;
     push_mark_unlocked(r, seq, rss);
@@ -106,9 +108,9 @@ sample(ap_rss *r)
         atomic_store_explicit(&r->cpu_rate,
                               (double)(cpu - cpu0) / (double)(at - at0),
                               memory_order_relaxed);
+        atomic_store_explicit(&r->cpu, cpu, memory_order_relaxed);
+        atomic_store_explicit(&r->cpu_at, at, memory_order_relaxed);
     }
-    atomic_store_explicit(&r->cpu, cpu, memory_order_relaxed);
-    atomic_store_explicit(&r->cpu_at, at, memory_order_relaxed);
     atomic_store_explicit(&r->seq, seq, memory_order_release);
     pthread_mutex_unlock(&r->lock);
 }
@@ -183,10 +185,10 @@ ap_rss_refresh(ap_rss *r)
     return rss;
 }
 
-double
+int64_t
 ap_rss_process_cpu_now(void)
 {
-    return (double)ap_process_cpu_ns();
+    return ap_process_cpu_ns();
 }
 
 void

@@ -134,7 +134,7 @@ ap_rss_cpu_mark(ap_rss *r)
 
 /* The process's CPU time now, ns: the out-of-line system call of the
  * rare path below. */
-double ap_rss_process_cpu_now(void);
+int64_t ap_rss_process_cpu_now(void);
 
 /* The process's CPU time while a call was open from tick t0 to now, ns,
  * its entry's mark m0: the readings at each end carried to the edge at
@@ -146,8 +146,9 @@ double ap_rss_process_cpu_now(void);
  * by another thread lags a running thread's time since the scheduler
  * last counted it (up to a tick), the same at both ends. Where the
  * sampler idled through a quiet call at least an interval long, the exit
- * reads the clock itself. A mark's values may be read across the
- * sampler's next store: an interval's worth of error, rarely. */
+ * reads the clock itself. A mark's three values may be read across the
+ * sampler's next store (a window of nanoseconds an interval): the error
+ * of one interval at the busy CPUs' rate, rarely. */
 static inline int64_t
 ap_rss_process_cpu(ap_rss *r, const ap_cpu_mark *m0, int64_t t0, int64_t now)
 {
@@ -156,7 +157,7 @@ ap_rss_process_cpu(ap_rss *r, const ap_cpu_mark *m0, int64_t t0, int64_t now)
     double after = (double)m1.cpu + m1.rate * (double)(now - m1.at);
     if (__builtin_expect(now - m1.at > 2 * r->interval_ticks, 0) &&
         now - t0 >= r->interval_ticks) {
-        after = ap_rss_process_cpu_now();
+        after = (double)ap_rss_process_cpu_now();
     }
     return after > before ? (int64_t)(after - before) : 0;
 }

@@ -283,7 +283,10 @@ static inline void
 frame_memory(ap_session *s, const ap_frame *f, uint64_t seq, int64_t rss,
              int64_t w, ap_stats *st)
 {
-    st->proc_cpu_ns += ap_rss_process_cpu(&s->rss, &f->proc0, f->t0, w);
+    /* held at the bound: calls open at once each add the whole
+     * process's time, which a week of a thousand open a CPU could pass */
+    st->proc_cpu_ns = ap_add_saturated(
+        st->proc_cpu_ns, ap_rss_process_cpu(&s->rss, &f->proc0, f->t0, w));
     int64_t peak = rss > f->rss0 ? rss : f->rss0;
     if (seq != f->rss_seq0) {
         int64_t seen = ap_rss_peak_since(&s->rss, f->rss_seq0);

@@ -94,7 +94,7 @@ merge_scalars(ap_stats *dst, const ap_stats *src)
     dst->total_ns += src->total_ns;
     dst->self_ns += src->self_ns;
     dst->cpu_ns += src->cpu_ns;
-    dst->proc_cpu_ns += src->proc_cpu_ns;
+    dst->proc_cpu_ns = ap_add_saturated(dst->proc_cpu_ns, src->proc_cpu_ns);
     dst->items = ap_add_saturated(dst->items, src->items);
     dst->mem_delta += src->mem_delta;
     if (src->min_ns < dst->min_ns) {

@@ -176,14 +176,15 @@ stats_of(PyObject *d, const char *which, ap_stats *s)
 
 /* 0 when every sum of the merge fits in 64 bits; -1 with OverflowError
  * naming the first that does not (the core's sums would wrap). Histogram
- * counts, read as int64 and summed as uint64, always fit. */
+ * counts, read as int64 and summed as uint64, always fit; the process's
+ * CPU time is held at the bound. */
 static int
 check_sums(const ap_stats *a, const ap_stats *b)
 {
     int64_t sum;
     for (size_t i = 0; i < ap_stage_nfields; i++) {
         const ap_stage_field *f = &ap_stage_fields[i];
-        if (f->kind == AP_FIELD_SUM &&
+        if (f->kind == AP_FIELD_SUM && f->absent != AP_WHOLE &&
             __builtin_add_overflow(
                 *(const int64_t *)((const char *)a + f->offset),
                 *(const int64_t *)((const char *)b + f->offset), &sum)) {

@@ -209,7 +209,8 @@ typedef enum {
  * run that did not measure it) says of it. */
 typedef enum {
     AP_ALWAYS,             /* every stage dict holds it */
-    AP_OR_ZERO,            /* read as 0 */
+    AP_OR_ZERO,            /* read as 0; a merge of two stage dicts
+                            * that both lack it leaves it out */
     AP_WHOLE               /* a sum over every call or nothing: merged
                             * with calls that lack it, unknown (a sum of
                             * some calls' would pass for all of theirs) */

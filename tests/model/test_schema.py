@@ -98,7 +98,8 @@ def test_the_profiler_adds_host_and_overhead_as_the_schema_says():
     # (tests/record/test_machine_busy.py); a CPU quota where a cgroup
     # sets one (tests/record/test_cpu_quota.py)
     assert set(obj["host"]) == set(schema.HOST_OPTIONAL) - {
-        "other_cpus", "steal", "cpu_quota", "throttled"}
+        "other_cpus", "steal", "cpu_quota", "quota_periods",
+        "throttled_periods"}
     check_object(obj["host"], {}, schema.HOST_OPTIONAL, "host")
     torch_keys = {k for k in schema.OVERHEAD_OPTIONAL
                   if k.startswith("torch_")}

@@ -1,5 +1,5 @@
-"""The process's cgroup CPU quota (a container's CPU limit) and how long
-the kernel throttled it: read from cgroup v2 and v1 trees written here
+"""The process's cgroup CPU quota (a container's CPU limit) and the quota
+periods the kernel throttled it in: read from cgroup v2 and v1 trees written here
 (nested limits, no limit, files that are missing or malformed, which
 must never raise), and from a real cgroup this test makes where it may
 (root on Linux): a profiled process limited to 1 CPU, with torch running
@@ -39,18 +39,19 @@ def test_cgroup_v2_the_tightest_limit_along_the_path_binds(tmp_path):
         "cgroup.controllers": "cpu memory\n",
         "kubepods/cpu.max": "400000 100000\n",
         "kubepods/pod1/cpu.max": "150000 100000\n",
-        "kubepods/pod1/cpu.stat": "usage_usec 9\nthrottled_usec 2500\n",
+        "kubepods/pod1/cpu.stat": "usage_usec 9\nnr_periods 40\n"
+                                  "nr_throttled 37\nthrottled_usec 2500\n",
         "kubepods/pod1/ctr/cpu.max": "max 100000\n",
-        "kubepods/pod1/ctr/cpu.stat": "throttled_usec 7\n"})
-    # throttled: the cgroup whose quota binds, in ns
-    assert cpu_limit(root) == CpuLimit(1.5, 2_500_000)
+        "kubepods/pod1/ctr/cpu.stat": "nr_periods 1\nnr_throttled 0\n"})
+    # the periods of the cgroup whose quota binds
+    assert cpu_limit(root) == CpuLimit(1.5, (40, 37))
 
 
-def test_cgroup_v2_without_a_limit_gives_the_throttled_time_only(tmp_path):
+def test_cgroup_v2_without_a_limit_gives_the_periods_only(tmp_path):
     root = tree(tmp_path, "0::/\n", {
         "cgroup.controllers": "cpu\n", "cpu.max": "max 100000\n",
-        "cpu.stat": "throttled_usec 0\n"})
-    assert cpu_limit(root) == CpuLimit(None, 0)
+        "cpu.stat": "nr_periods 0\nnr_throttled 0\n"})
+    assert cpu_limit(root) == CpuLimit(None, (0, 0))
 
 
 def test_cgroup_v1_a_container_mounted_at_its_own_cgroup(tmp_path):
@@ -59,15 +60,16 @@ def test_cgroup_v1_a_container_mounted_at_its_own_cgroup(tmp_path):
     root = tree(tmp_path, "12:cpu,cpuacct:/docker/abc\n0::/\n", {
         "cpu,cpuacct/cpu.cfs_quota_us": "200000\n",
         "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
-        "cpu,cpuacct/cpu.stat": "nr_periods 5\nthrottled_time 123456\n"})
-    assert cpu_limit(root) == CpuLimit(2.0, 123456)
+        "cpu,cpuacct/cpu.stat": "nr_periods 5\nnr_throttled 2\n"
+                                "throttled_time 123456\n"})
+    assert cpu_limit(root) == CpuLimit(2.0, (5, 2))
 
 
 def test_cgroup_v1_no_quota(tmp_path):
     root = tree(tmp_path, "3:cpu:/\n", {
         "cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n",
-        "cpu/cpu.stat": "throttled_time 0\n"})
-    assert cpu_limit(root) == CpuLimit(None, 0)
+        "cpu/cpu.stat": "nr_periods 0\nnr_throttled 0\n"})
+    assert cpu_limit(root) == CpuLimit(None, (0, 0))
 
 
 @pytest.mark.parametrize("cgroup,files", [
@@ -75,7 +77,7 @@ def test_cgroup_v1_no_quota(tmp_path):
     ("garbage", {}),                             # no colons
     (V2, {"cgroup.controllers": "cpu\n",
           "kubepods/pod1/ctr/cpu.max": "lots\n",
-          "kubepods/pod1/ctr/cpu.stat": "throttled_usec x\n"}),
+          "kubepods/pod1/ctr/cpu.stat": "nr_periods x\nnr_throttled 1\n"}),
     (V2, {"cgroup.controllers": "cpu\n",
           "kubepods/pod1/ctr/cpu.max": "100000 0\n"}),
     ("3:cpu:/../../etc\n", {"cpu/cpu.cfs_quota_us": "",
@@ -83,7 +85,7 @@ def test_cgroup_v1_no_quota(tmp_path):
 ])
 def test_unreadable_or_malformed_files_say_unknown(tmp_path, cgroup, files):
     limit = cpu_limit(tree(tmp_path, cgroup, files))
-    assert limit.cpus is None and limit.throttled_ns is None
+    assert limit.cpus is None and limit.periods is None
 
 
 def test_no_proc_files_say_unknown(tmp_path):
@@ -130,6 +132,6 @@ def test_a_process_whose_quota_binds_is_told_so():
     found = json.loads(out.stdout)["matmul"]
     assert found["cpu_quota"] == 1.0 and found["throttled"] > 0, found
     assert "the 1 CPU its cgroup's quota" in found["evidence"], found
-    assert "its cgroup's CPU quota held the process back" in \
-        found["evidence"], found
+    assert "its cgroup's CPU quota throttled it in" in found["evidence"], \
+        found
     assert "run 1 at most" in found["fix"], found

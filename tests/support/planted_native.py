@@ -16,6 +16,7 @@ process CPU time and the process's CPU time measured around its calls.
     python planted_native.py oversubscribed|"oversubscribed sampled"|loop
     python planted_native.py pool|background|"pool beside a child"
     python planted_native.py "awaiting beside a task"|"some calls awaiting"
+    python planted_native.py fetchers|"poll beside torch"
     python planted_native.py quota CGROUP_PROCS_FILE
 
 quota: the oversubscribed case in a cgroup whose CPU quota (1 CPU) is
@@ -161,17 +162,57 @@ def background():
         worker.join()
 
 
+def fetchers():
+    """Eight threads each in `fetch` at once, a fifth of it computing and
+    the rest a wait (a network read's place): every call's process CPU
+    holds the other seven's, which are the stage's own work."""
+    def fetch(_):
+        with timed("fetch"):
+            spin_cpu(0.004)
+            time.sleep(0.016)
+    with ThreadPoolExecutor(8) as workers:
+        list(workers.map(fetch, range(80)))
+    time.sleep(0.1)
+
+
+def poll_beside_torch():
+    """A Python thread runs torch matmuls (its native threads beside it)
+    all the run while the main thread's `poll` sleeps, sampled: as busy
+    outside the stage as inside it."""
+    import torch
+    torch.set_num_threads(2)
+    done = threading.Event()
+
+    def busy():
+        a = torch.randn(300, 300)
+        while not done.is_set():
+            a @ a
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        for _ in range(5):
+            time.sleep(0.05)
+            with timed("poll"):
+                time.sleep(0.1)
+        time.sleep(0.05)
+    finally:
+        done.set()
+        worker.join()
+
+
 def main(case, procs=None):
     os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
     if procs:
         with open(procs, "w") as f:
             f.write(str(os.getpid()))
-    with ap.Profiler(sample=0.001 if case.endswith("sampled") else None,
+    with ap.Profiler(sample=0.001 if case.endswith("sampled") or
+                     case == "poll beside torch" else None,
                      compensate=False) as prof:
         {"oversubscribed": oversubscribed,
          "oversubscribed sampled": oversubscribed, "loop": loop,
          "pool": pool, "background": background,
-         "quota": oversubscribed,
+         "quota": oversubscribed, "fetchers": fetchers,
+         "poll beside torch": poll_beside_torch,
          "pool beside a child": pool_beside_a_child,
          "awaiting beside a task":
              lambda: on_one_cpu(awaiting_beside_a_task()),
@@ -188,7 +229,8 @@ def main(case, procs=None):
                          "around": AROUND.get(f.path),
                          "cpus": rep.meta["host"].get("cpus"),
                          "cpu_quota": rep.meta["host"].get("cpu_quota"),
-                         "throttled": rep.meta["host"].get("throttled"),
+                         "throttled": rep.meta["host"].get(
+                             "throttled_periods"),
                          "processes": len(rep.processes),
                          "suspended": s.suspended,
                          "threads": len(rep.threads)}
