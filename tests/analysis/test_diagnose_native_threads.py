@@ -5,6 +5,7 @@ I/O, sampled or not, and a process whose own threads take every CPU it
 may run on from one that waits. Planted in real processes pinned to at
 most two CPUs (tests/support/planted_native.py), and on files written
 before the figure existed."""
+import importlib.util
 import json
 import os
 import re
@@ -22,6 +23,12 @@ pinned = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or
     not os.path.exists("/proc/self/task"),
     reason="the planted processes pin themselves to two CPUs (Linux)")
+
+
+torch_runs = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None,
+    reason="the planted program runs torch's threads: torch is not "
+           "installed for this Python")
 
 
 def planted(case):
@@ -53,6 +60,7 @@ def assert_measured(found):
 
 
 @pinned
+@torch_runs
 def test_torch_with_more_threads_than_cpus_is_told_to_run_fewer():
     """torch's own threads, four times the CPUs: the stage's thread is on
     the CPU a quarter of the time, the rest it waits for them at their
@@ -72,6 +80,7 @@ def test_torch_with_more_threads_than_cpus_is_told_to_run_fewer():
 
 
 @pinned
+@torch_runs
 def test_sampled_a_stage_starved_by_its_own_threads_says_whose_they_are():
     """Sampled, the same stage's thread is seen runnable, not running: the
     CPUs went to others, and they are its own process's threads (native:
@@ -87,6 +96,7 @@ def test_sampled_a_stage_starved_by_its_own_threads_says_whose_they_are():
 
 
 @pinned
+@torch_runs
 def test_a_training_loop_whose_every_stage_runs_torch_threads_is_not_io():
     """Each stage's thread waits for torch's threads, which are as busy
     outside it (in the loop's other stages) as inside: unsampled, the
@@ -186,6 +196,7 @@ def test_a_stage_open_in_eight_threads_at_once_is_not_their_wait():
 
 
 @pinned
+@torch_runs
 def test_sampled_a_poll_beside_a_thread_running_torch_all_along_waits():
     """The samples see the Python thread but not torch's native ones: the
     rate outside the stage is the process's, as inside it, or a sampled

@@ -5,6 +5,7 @@ must never raise), and from a real cgroup this test makes where it may
 (root on Linux): a profiled process limited to 1 CPU, with torch running
 four times as many threads as its two CPUs of affinity, is told that
 the quota bound it."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -121,6 +122,9 @@ def quota_cgroup(cpus):
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
                     reason="the planted process pins itself (Linux)")
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                    reason="the planted program runs torch's threads: "
+                           "torch is not installed for this Python")
 def test_a_process_whose_quota_binds_is_told_so():
     with quota_cgroup(1.0) as procs:
         out = subprocess.run(
