@@ -75,8 +75,11 @@ def test_a_call_held_open_while_the_sampler_idles_is_measured_whole():
 
 
 def test_calls_shorter_than_the_interval_add_up_to_the_right_time():
-    """Each call gets the process's CPU time between two of the sampler's
-    readings, or none: over many calls, what ran while they were open."""
+    """Each call gets the process's rate over the sampler's interval
+    around it times its length: never nothing, as the difference of two
+    readings gave calls the sampler ran between (9 ms of 114). The rate
+    is the interval's, gaps between calls included, where the process
+    computes less: within half of the clock around the calls."""
     done = threading.Event()
 
     def busy():
@@ -95,7 +98,7 @@ def test_calls_shorter_than_the_interval_add_up_to_the_right_time():
             done.set()
             worker.join()
     s = prof.report()["short"]
-    assert s.process_cpu == pytest.approx(around.cpu, rel=0.2), \
+    assert 0.5 * around.cpu <= s.process_cpu <= 1.5 * around.cpu, \
         (s.process_cpu, around.cpu)
 
 
