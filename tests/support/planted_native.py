@@ -33,7 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import aquaprof as ap
-from planted_waits import hash_cpu, spin_cpu
+from planted_waits import background, hash_cpu, spin_cpu
 
 AROUND = {}
 
@@ -144,24 +144,6 @@ async def some_calls_awaiting():
     time.sleep(0.15)
 
 
-def background():
-    done = threading.Event()
-
-    def busy():
-        while not done.is_set():
-            spin_cpu(0.01)
-    worker = threading.Thread(target=busy)
-    worker.start()
-    try:
-        time.sleep(0.3)
-        with timed("nap"):
-            time.sleep(0.3)
-        time.sleep(0.3)
-    finally:
-        done.set()
-        worker.join()
-
-
 def fetchers():
     """Eight threads each in `fetch` at once, a fifth of it computing and
     the rest a wait (a network read's place): every call's process CPU
@@ -210,7 +192,7 @@ def main(case, procs=None):
                      compensate=False) as prof:
         {"oversubscribed": oversubscribed,
          "oversubscribed sampled": oversubscribed, "loop": loop,
-         "pool": pool, "background": background,
+         "pool": pool, "background": lambda: background(timed),
          "quota": oversubscribed, "fetchers": fetchers,
          "poll beside torch": poll_beside_torch,
          "pool beside a child": pool_beside_a_child,
