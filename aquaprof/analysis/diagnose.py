@@ -629,8 +629,13 @@ def _one_at_a_time(stage: "StageStats", report: "Report") -> bool:
     so, or where it did not measure them, they all ran on one thread."""
     if stage.at_once:
         return stage.at_once <= 1
+    return len(_threads_of(stage, report)) <= 1
+
+
+def _threads_of(stage: "StageStats", report: "Report") -> List[int]:
+    """The thread indices the stage's recorded calls ran on."""
     spans = report.spans()
-    return len(np.unique(spans["thread"][spans["stage"] == stage.id])) <= 1
+    return np.unique(spans["thread"][spans["stage"] == stage.id]).tolist()
 
 
 def _others_outside(stage: "StageStats", report: "Report"
@@ -657,10 +662,8 @@ def _others_outside(stage: "StageStats", report: "Report"
     # CPU: their share of it on the run's clock
     outside = run * report.wall - stage.process_cpu * covered / \
         stage.wall.total
-    spans = report.spans()
     threads = {t["index"]: t["native_id"] for t in report.threads}
-    ran_on = {threads.get(i) for i in
-              np.unique(spans["thread"][spans["stage"] == stage.id]).tolist()}
+    ran_on = {threads.get(i) for i in _threads_of(stage, report)}
     mine = host.get("thread_cpu")
     if ran_on == {host.get("thread_id")} and isinstance(mine, float):
         outside -= max(mine - stage.cpu, 0.0)
