@@ -202,12 +202,11 @@ OPTIONAL = ("gevent", "greenlet", "IPython", "ipykernel", "nbformat",
             "nbclient", "nbconvert", "playwright", "atheris", "pyinstrument",
             "aquamvs", "pydantic", "yaml", "pandas", "prometheus_client",
             "torch", "mypy")
+# None in sys.modules is how Python itself marks a package as absent: an
+# import raises ModuleNotFoundError and importlib.util.find_spec returns None,
+# as both do where the package was never installed.
 BLOCKER = """import sys
-class Missing:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {names!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}")
-sys.meta_path.insert(0, Missing())
+sys.modules.update(dict.fromkeys({names!r}))
 """
 
 
