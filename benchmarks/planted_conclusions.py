@@ -60,7 +60,25 @@ how many runs concluded right.
   times as many threads (what a container's process gets where torch
   counts the machine's cores), unsampled and sampled; right: no top
   stage sent after I/O, and those whose thread mostly waited told that
-  their own process's threads used the CPUs, and to run fewer threads.
+  their own process's threads used the CPUs, and to run fewer threads;
+- child run, child run sampled: a stage running a child Python that
+  computes 0.15 s (subprocess.run), five times; right: not sent after
+  I/O (the wait is for another process's CPU work);
+- pool map, pool map sampled: a stage waiting on multiprocessing
+  Pool(2).map of 8 tasks computing 50 ms; right: sent neither after I/O
+  nor after more threads (the work is in processes);
+- late thread: unsampled, a thread hashing without the GIL started
+  after 1 s of setup, beside a stage that sleeps 20 ms 50 times; right:
+  the stage waiting, not threads-bound;
+- ranks: torch.distributed (gloo) on 2 ranks, rank 1 sleeping 30 ms a
+  step before the all-reduce, the reports gathered on rank 0; right: the
+  all-reduce straggler-bound (a wait for rank 1);
+- semaphore sampled: 8 threads each in a stage 10 times, holding a
+  threading.Semaphore(2) while they sleep 10 ms; right: told it waits
+  on a lock;
+- futures, futures sampled: a stage waiting on 8 ThreadPoolExecutor(4)
+  futures of pure-Python work (GIL contention); right: not told to give
+  the pool more threads (they share one GIL).
 
     python benchmarks/planted_conclusions.py [--runs N] [--root DIR]
                                              [--only CASE ...]
@@ -473,14 +491,15 @@ if __name__ == "__main__":
 """
 
 # spawned workers import the main module again: it must be a file
-_POOL = r"""
+_IN_FILE = r"""
 import os, subprocess, sys, tempfile
 path = os.path.join(tempfile.mkdtemp(), "pool.py")
 with open(path, "w") as f:
     f.write(SCRIPT)
 out = subprocess.run([sys.executable, path], capture_output=True, text=True)
 print(out.stdout.strip() or out.stderr.strip().splitlines()[-1:])
-""".replace("SCRIPT", repr(_POOL_SCRIPT))
+"""
+_POOL = _IN_FILE.replace("SCRIPT", repr(_POOL_SCRIPT))
 
 _LEAK = r"""
 import aquaprof as ap
@@ -604,6 +623,163 @@ print(f"{[(f.path, f.kind) for f in found]}; sent after I/O: {io}; told "
       not io and bool(told) and set(waited) <= set(told))
 """
 
+_CHILD_RUN = r"""
+import subprocess, sys, time
+import aquaprof as ap
+
+BUSY = ("import time\nend = time.process_time() + 0.15\n"
+        "while time.process_time() < end: pass")
+with ap.Profiler(sample=SAMPLE) as prof:
+    time.sleep(0.1)
+    for _ in range(5):
+        with ap.stage("convert"):
+            subprocess.run([sys.executable, "-c", BUSY], check=True)
+        with ap.stage("tidy"):
+            sum(range(100000))
+f = {f.path: f for f in prof.report().diagnose(top=3)}["convert"]
+io = f.fix.startswith("overlap the wait")
+print(f"convert {f.kind}, {'I/O' if io else 'no I/O'} fix: {f.fix[:40]}...",
+      not io)
+"""
+
+_POOL_MAP_SCRIPT = r"""
+import multiprocessing as mp, time
+import aquaprof as ap
+
+def work(i):
+    end = time.process_time() + 0.05
+    while time.process_time() < end:
+        pass
+    return i
+
+if __name__ == "__main__":
+    with ap.Profiler(sample=SAMPLE) as prof:
+        with mp.get_context("fork").Pool(2) as pool:
+            pool.map(int, range(2))
+            for _ in range(5):
+                with ap.stage("map"):
+                    pool.map(work, range(8), chunksize=1)
+                with ap.stage("tidy"):
+                    sum(range(100000))
+    f = {f.path: f for f in prof.report().diagnose(top=3)}["map"]
+    wrong = [w for w in ("prefetch", "more threads") if w in f.fix]
+    print(f"map {f.kind}, fix says: {wrong or 'neither I/O nor threads'}",
+          not wrong)
+"""
+
+_LATE_THREAD = r"""
+import hashlib, threading, time
+import aquaprof as ap
+
+stop = threading.Event()
+
+def hasher():
+    data = bytes(8 << 20)
+    while not stop.is_set():
+        hashlib.sha256(data).digest()      # releases the GIL
+
+with ap.Profiler() as prof:
+    end = time.process_time() + 1.0        # a slow setup (an import)
+    while time.process_time() < end:
+        pass
+    worker = threading.Thread(target=hasher)
+    worker.start()
+    for _ in range(50):
+        with ap.stage("nap"):
+            time.sleep(0.02)
+    stop.set()
+    worker.join()
+f = prof.report().diagnose(top=1).findings[0]
+print(f"nap {f.kind}", f.kind == "waiting")
+"""
+
+_RANKS_SCRIPT = r"""
+import os, socket, tempfile, time
+import torch, torch.distributed as dist, torch.multiprocessing as tmp
+import aquaprof as ap
+
+def rank_main(rank, port, out):
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=2)
+    grad = torch.ones(1 << 16)
+    with ap.Profiler() as prof:
+        dist.barrier()
+        for _ in range(20):
+            with ap.stage("step"):
+                with ap.stage("compute"):
+                    sum(range(20000))
+                    if rank == 1:
+                        time.sleep(0.03)
+                with ap.stage("all_reduce"):
+                    dist.all_reduce(grad)
+    merged = ap.distributed.gather(prof.report())
+    if merged is not None:
+        merged.save(os.path.join(out, "merged.json"))
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tempfile.mkdtemp()
+    tmp.spawn(rank_main, args=(port, out), nprocs=2)
+    rep = ap.Report.load(os.path.join(out, "merged.json"))
+    f = {f.path: f for f in rep.diagnose(top=3)}["step/all_reduce"]
+    io = f.fix.startswith("overlap the wait")
+    print(f"all_reduce {f.kind}, {'I/O' if io else 'no I/O'} fix",
+          f.kind == "straggler-bound")
+"""
+
+_SEMAPHORE = r"""
+import threading, time
+import aquaprof as ap
+
+gate = threading.Semaphore(2)
+
+def client():
+    for _ in range(10):
+        with ap.stage("request"):
+            with gate:
+                time.sleep(0.01)
+
+with ap.Profiler(sample=0.001) as prof:
+    threads = [threading.Thread(target=client) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+f = prof.report().diagnose(top=1).findings[0]
+lock = "a lock" in f.fix
+print(f"request {f.kind}, {'lock' if lock else 'other'} fix", lock)
+"""
+
+_FUTURES = r"""
+import concurrent.futures, time
+import aquaprof as ap
+
+def crunch(n):
+    return sum(i * i for i in range(n))
+
+with ap.Profiler(sample=SAMPLE) as prof:
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        pool.submit(int).result()
+        time.sleep(0.1)
+        for _ in range(5):
+            with ap.stage("gather"):
+                futures = [pool.submit(crunch, 100_000) for _ in range(8)]
+                [f.result() for f in futures]
+            time.sleep(0.02)
+f = prof.report().diagnose(top=1).findings[0]
+more = "more threads" in f.fix
+print(f"gather {f.kind}, {'told more threads' if more else 'no more threads'}",
+      not more)
+"""
+
+_POOL_MAP = _IN_FILE.replace("SCRIPT", repr(_POOL_MAP_SCRIPT))
+_RANKS = _IN_FILE.replace("SCRIPT", repr(_RANKS_SCRIPT))
+
 CASES: Dict[str, Tuple[str, str]] = {
     "parked": (_PARKED, "awaiting, no CPU"),
     "wrapped loader": (_WRAPPED_LOADER, "not data-loading-bound"),
@@ -634,6 +810,19 @@ CASES: Dict[str, Tuple[str, str]] = {
     "torch threads sampled": (_TORCH_THREADS.replace("SAMPLE", "0.001"),
                               "none sent after I/O, the waiting told their "
                               "threads took the CPUs"),
+    "child run": (_CHILD_RUN.replace("SAMPLE", "None"), "not sent after I/O"),
+    "child run sampled": (_CHILD_RUN.replace("SAMPLE", "0.001"),
+                          "not sent after I/O"),
+    "pool map": (_POOL_MAP.replace("SAMPLE", "None"),
+                 "sent neither after I/O nor after more threads"),
+    "pool map sampled": (_POOL_MAP.replace("SAMPLE", "0.001"),
+                         "sent neither after I/O nor after more threads"),
+    "late thread": (_LATE_THREAD, "waiting, not threads-bound"),
+    "ranks": (_RANKS, "the all-reduce straggler-bound"),
+    "semaphore sampled": (_SEMAPHORE, "told it waits on a lock"),
+    "futures": (_FUTURES.replace("SAMPLE", "None"), "not told more threads"),
+    "futures sampled": (_FUTURES.replace("SAMPLE", "0.001"),
+                        "not told more threads"),
 }
 
 
