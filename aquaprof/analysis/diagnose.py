@@ -82,6 +82,7 @@ import numpy as np
 from ..common.checks import whole
 from ..common.words import first_clause, plural, shorten_path
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
+from ..model.report import subtree
 from .concurrency import self_open_by_thread
 from .gpu_stats import events_dropped
 from .other_threads import OUTSIDE_SHARE, loop_holder, other_threads
@@ -171,6 +172,17 @@ _FIXES = {
         "compare the stage's wall time again after the change (aquaprof "
         "compare); py-spy dump --native --pid PID shows where each thread "
         "waits"),
+    # waiting, its sampled time off the CPU mostly in the standard
+    # library's waits for other processes: their CPU work sets its pace
+    "waiting on processes": (
+        "it waits for other processes (a child it runs, a process pool's "
+        "workers), not on I/O: make their work cheaper, split it over "
+        "more processes where CPUs are free, or overlap it with the "
+        "stage's own work (start the child earlier, imap or apply_async "
+        "instead of map); profile the child itself (python -m aquaprof "
+        "run)",
+        "compare the stage's wall time again after the change (aquaprof "
+        "compare); top or pidstat shows the child processes' CPU"),
     "cpu-starved": (
         "give the stage a CPU: no more busy threads and processes than "
         "CPUs (DataLoader num_workers, torch.set_num_threads, "
@@ -583,6 +595,33 @@ def _shares(waits: "Waits") -> str:
             f"GIL {waits.gil_s / waits.wall_s * 100:.0f} %")
 
 
+#: where the standard library waits for other processes: a sampled
+#: stack with a frame of one of these files (path ends) waits for one
+_PROCESS_WAITS = ("/subprocess.py", "/multiprocessing/pool.py",
+                  "/multiprocessing/popen_fork.py",
+                  "/concurrent/futures/process.py")
+
+
+def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
+    """Whether most of the stage's sampled time off the CPU was spent in
+    stacks waiting for other processes (_PROCESS_WAITS): subprocess's
+    wait for its child, a multiprocessing pool's results."""
+    samples = report.samples
+    if samples is None:
+        return False
+    frames = samples["frames"]
+    waiting = {i for i, f in enumerate(frames)
+               if str(f[1]).replace("\\", "/").endswith(_PROCESS_WAITS)}
+    wanted = subtree(report.stage_parents, stage.id)
+    off = on_processes = 0
+    for _p, _tid, sid, chain, _count, wall, cpu, *_w in samples["stacks"]:
+        if sid in wanted:
+            off += wall - cpu
+            if waiting.intersection(chain):
+                on_processes += wall - cpu
+    return off > 0 and 2 * on_processes > off
+
+
 def _waits_on_threads(report: "Report", stage: "StageStats") -> bool:
     """Whether the stage's sampled time off the CPU went mostly to a lock
     or other threads (a futex not the GIL's) rather than to I/O or
@@ -592,6 +631,16 @@ def _waits_on_threads(report: "Report", stage: "StageStats") -> bool:
     return (waits is not None and waits.lock_known and
             waits.lock_s > waits.blocked_s and
             waits.lock_s >= LOCK_WAITS * waits.wall_s)
+
+
+def _waiting_fix(report: "Report", stage: "StageStats") -> str:
+    """Which fix a waiting stage gets: for other processes, for threads
+    or a lock, or the I/O one."""
+    if _waits_on_processes(report, stage):
+        return "waiting on processes"
+    if _waits_on_threads(report, stage):
+        return "waiting on threads"
+    return "waiting"
 
 
 class _Others(NamedTuple):
@@ -1086,8 +1135,8 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
         if gpu:
             kind, gpu_evidence = gpu
             evidence = f"{gpu_evidence}; host {host}: {evidence}"
-        fix, verify = _FIXES["waiting on threads" if kind == "waiting" and
-                             _waits_on_threads(report, stage) else kind]
+        fix, verify = _FIXES[_waiting_fix(report, stage) if
+                             kind == "waiting" else kind]
         if kind == host:
             fix = first + fix
         verify = verify.replace("STAGE", repr(stage.path))
