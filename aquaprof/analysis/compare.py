@@ -32,6 +32,7 @@ import numpy as np
 from ..common.units import printable, text_html
 from ..model.report import Report
 from ..model.schema import BUSY_SECONDS
+from .compare_notes import items_change, memory_change
 from .verdict import (
     MEASURES, NOISY, SLOWER, RunFigures, Verdict, describe, judge,
     own_spread)
@@ -444,6 +445,13 @@ class Comparison:
         #: CUDA time moved past the threshold, else ""
         self.gpu = "" if measure == "cuda" else gpu_change(
             *self._reports, threshold, alpha)
+        #: a sentence naming the stages whose host memory moved (peak
+        #: RSS, or the most it rose within a call), which no time
+        #: verdict shows; else ""
+        self.memory = memory_change(*self._reports, threshold)
+        #: a sentence naming the stages whose items a call changed and
+        #: whose time an item (items/s) moved with them; else ""
+        self.items = items_change(*self._reports, threshold, alpha)
         self._own: Optional[List[StageChange]] = None
 
     def _load_unknown(self) -> str:
@@ -517,8 +525,8 @@ class Comparison:
                  f"(slower: the total or tail grew by more "
                  f"than {self.threshold * 100:g} % at p < {self.alpha:g}; "
                  f"{evidence})"]
-        for note in (self.machine, self.dropped, self.gpu,
-                     self._load_unknown()):
+        for note in (self.machine, self.dropped, self.gpu, self.memory,
+                     self.items, self._load_unknown()):
             if note:
                 lines.append(f"note: {note}")
         for c in self.changes:

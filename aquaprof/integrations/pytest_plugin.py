@@ -793,8 +793,10 @@ def _in_measure(comparison: Any) -> str:
 def _write_notes(write: Callable[..., None], comparison: Any) -> None:
     """What the comparison notes beside its verdicts (a busier machine,
     which a quieter one may hide; spans dropped; GPU kernels whose time
-    moved), which a passing test must say as well as a failing one."""
-    for note in (comparison.machine, comparison.dropped, comparison.gpu):
+    moved; host memory or items/s that moved in the same time), which a
+    passing test must say as well as a failing one."""
+    for note in (comparison.machine, comparison.dropped, comparison.gpu,
+                 comparison.memory, comparison.items):
         if note:
             write(f"    note: {note}")
 
