@@ -105,7 +105,8 @@ def _per_item(report: Report) -> Dict[str, Tuple[np.ndarray, float]]:
 
 def items_changes(base: Sequence[Report], new: Sequence[Report],
                   threshold: float, alpha: float
-                  ) -> List[Tuple[str, Verdict, float, float]]:
+                  ) -> List[Tuple[str, Verdict, Optional[float],
+                                  Optional[float]]]:
     """(stage, verdict on its time an item, items/s before and after) for
     each stage whose items a call differ between the sides, every call
     of which was given items: its calls' time an item judged as a
