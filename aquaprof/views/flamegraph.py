@@ -45,7 +45,7 @@ from ..common.words import plural, shorten_path
 from ..common.units import fmt_time, printable
 from ..analysis.sampled_code import (
     IDLE_GROUP, Chain, CodeNames, StageClock, code_names, code_times,
-    stage_clock, weights)
+    stage_clock)
 from .flamegraph_script import flamegraph_script
 from .threads import count_phrase, idle_threads, thread_count, threads_summary
 
@@ -57,6 +57,8 @@ FRAME_HEIGHT = 18
 WIDTH = 1200
 PAD = 10
 _TOP = 77          # title, legend, switches and details lines
+#: the frame the threads that only waited fold into
+IDLE_LABEL = "idle threads"
 
 
 def folded_lines(report: "Report") -> List[str]:
@@ -66,11 +68,17 @@ def folded_lines(report: "Report") -> List[str]:
     up to its width, the flamegraph's (sampled_code.stage_clock: calls
     that overlapped on a thread counted once). Code sampled outside any
     stage comes last, at its sampled time, under its process's frame in
-    a report of several. Frames are stage names and code labels, ';' in
-    a name written as ':', characters that are not printable escaped
-    (_units.printable)."""
+    a report of several; that of the threads that only waited outside
+    any stage (threads.idle_threads) under the frame the flamegraph
+    folds them into, ``idle threads (N)``, at their wall time, as the
+    flamegraph draws them expanded: a reader such as flamegraph.pl then
+    shows their waiting as theirs, never as the program's work. Frames
+    are stage names and code labels, ';' in a name written as ':',
+    characters that are not printable escaped (_units.printable)."""
     clock = stage_clock(report)
-    code = weights(report, clock)
+    idle = idle_threads(report)
+    code = {group: {c: wall for c, (wall, _) in chains.items() if wall > 0}
+            for group, chains in code_times(report, idle, clock).items()}
     names = [n.replace(";", ":") for n in code_names(report).names]
     lines = []
     for stage in report.stages:
@@ -81,7 +89,9 @@ def folded_lines(report: "Report") -> List[str]:
         if self_ns > 0:
             lines.append(f"{';'.join(frames)} {self_ns}")
         lines += _code_lines(frames, mine, names)
-    return lines + _code_lines([], code.get(-1, {}), names)
+    lines += _code_lines([], code.get(-1, {}), names)
+    return lines + _code_lines([f"{IDLE_LABEL} ({len(idle)})"],
+                               code.get(IDLE_GROUP, {}), names)
 
 
 def _code_lines(frames: List[str], chains: Dict[Chain, int],
@@ -102,9 +112,6 @@ def write_folded(report: "Report", path: Union[str, os.PathLike]) -> Path:
 #: becomes its self time) and a note says how many and how much: 0.1 %
 #: is about a pixel of a 1200 px drawing
 MIN_SHARE = 0.001
-#: the frame the threads that only waited fold into
-IDLE_LABEL = "idle threads"
-
 
 class _Frame:
     __slots__ = ("path", "name", "key", "depth", "total", "cpu",

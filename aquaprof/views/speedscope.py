@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple, Union
+from typing import TYPE_CHECKING, AbstractSet, Any, Dict, List, Tuple, \
+    Union
 
 import numpy as np
 
@@ -29,7 +30,8 @@ from ..common.units import printable
 from ..analysis.sampled_code import (
     MAX_SLICES, CodeSlice, labels, longest, slices)
 from .lanes import longest_spans, task_lanes, untimed_samples
-from .threads import sampled_label, sampled_names, thread_label
+from .threads import idle_threads, sampled_label, sampled_names, \
+    thread_label
 from .trace import MAX_EVENTS
 
 if TYPE_CHECKING:
@@ -150,14 +152,16 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
               places: Tuple[np.ndarray, List[int]], first: int,
               max_events: int) -> int:
     """The timeline's code slices onto the track of their span (outside
-    any stage: the first thread of that tid, or a track of its own); code
-    frame i is frame first + i. Returns how many were left out: past
+    any stage: the first thread of that tid, or a track of its own,
+    titled ", idle" where the flamegraph folds the thread with the idle
+    ones); code frame i is frame first + i. Returns how many were left out: past
     max_events the shortest, and those of a span left out."""
     track_of_span, thread_track = places
     cuts = slices(report)
     track_of_thread: Dict[Tuple[int, int], int] = {}
     # once: a track a thread, and thousands of threads (a thread a request)
     names = sampled_names(report)
+    idle = idle_threads(report)
     for t in report.threads:
         if not t.get("folded"):
             track_of_thread.setdefault((t.get("process", 0),
@@ -166,7 +170,7 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
     written = 0
     for c in longest(cuts, min(max_events, MAX_SLICES)):
         track = _track_of(report, c, track_of_span, track_of_thread,
-                          tracks, titles, names)
+                          tracks, titles, (names, idle))
         if track < 0:
             continue
         begins, ends, frames, levels = tracks[track]
@@ -181,15 +185,18 @@ def _add_code(report: "Report", tracks: List[Track], titles: List[str],
 def _track_of(report: "Report", c: CodeSlice, track_of_span: np.ndarray,
               track_of_thread: Dict[Tuple[int, int], int],
               tracks: List[Track], titles: List[str],
-              names: Dict[Tuple[int, int], str]) -> int:
+              threads: Tuple[Dict[Tuple[int, int], str],
+                             AbstractSet[Tuple[int, int]]]) -> int:
     if c.span >= 0:
         return int(track_of_span[c.span])
     key = (c.process, c.tid)
     if key not in track_of_thread:
         track_of_thread[key] = len(tracks)
         tracks.append(([], [], [], []))
+        names, idle = threads
         titles.append(f"{sampled_label(names, key)}"
-                      f"{_of_process(report, c.process)}, sampled code")
+                      f"{_of_process(report, c.process)}, sampled code"
+                      + (", idle" if key in idle else ""))
     return track_of_thread[key]
 
 

@@ -33,7 +33,8 @@ from ..model.schema import COPY_NAMES, KERNEL, MEMCPY, MEMSET, SYNC
 from ..analysis.gpu_stats import events_dropped
 from ..analysis.sampled_code import CodeSlice, labels, longest, slices
 from .lanes import longest_spans, task_lanes, untimed_samples
-from .threads import sampled_label, sampled_names, thread_label
+from .threads import idle_threads, sampled_label, sampled_names, \
+    thread_label
 
 if TYPE_CHECKING:
     from ..model.report import Report
@@ -268,13 +269,16 @@ def _code_events(report: "Report", kept: np.ndarray, pids: List[int],
 
 def _sampled_threads(report: "Report", cuts: List[CodeSlice],
                      pids: List[int]) -> List[Dict[str, Any]]:
-    """Track names for the threads sampled that recorded no span."""
+    """Track names for the threads sampled that recorded no span, ending
+    in ", idle" for those the flamegraph folds with the idle threads."""
     known = {(t.get("process", 0), t["native_id"]) for t in report.threads}
     names = sampled_names(report)
+    idle = idle_threads(report)
     return [{"ph": "M", "name": "thread_name", "pid": pids[process],
              "tid": tid, "args": {
                  "name": f"{sampled_label(names, (process, tid))}, "
-                         f"sampled code"}}
+                         f"sampled code"
+                         + (", idle" if (process, tid) in idle else "")}}
             for process, tid in sorted({(c.process, c.tid) for c in cuts}
                                        - known)]
 

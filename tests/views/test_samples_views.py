@@ -279,6 +279,26 @@ def test_threads_that_only_waited_fold_into_one_frame(base, tmp_path):
         ET.parse(tmp_path / "f.svg").getroot(), encoding="unicode")
 
 
+def test_folded_stacks_label_the_threads_that_only_waited(base, tmp_path):
+    """The threads the flamegraph folds into "idle threads (2)" stand
+    under that frame in the folded stacks too, at their wall time (the
+    flamegraph expanded), so that flamegraph.pl or speedscope never
+    draws their waiting as the program's code; the thread that computed
+    outside any stage stays on the root."""
+    tid = main_tid(base)
+    stacks = planted(tid) + [
+        (0, 7001, None, [0, 1, 6], 50, 50 * MS, 0),          # waits
+        (0, 7002, None, [0, 1, 6], 40, 40 * MS, 3 * MS),     # 7.5 %
+        (0, 7003, None, [0, 1, 5], 30, 30 * MS, 20 * MS)]    # computes
+    rep = with_samples(base, stacks)
+    lines = rep.to_folded(tmp_path / "f.txt").read_text().splitlines()
+    waited = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1])
+              for line in lines if "idle (main.py" in line}
+    assert waited == {f"idle threads (2);{IDLE}": 90 * MS,
+                      f"load;{IDLE}": waited[f"load;{IDLE}"]}
+    assert f"{MAIN};{PARSE} {30 * MS}" in lines
+
+
 def test_narrow_code_frames_merge_into_their_parent_and_say_so(
         base, tmp_path):
     """Thirty stacks of a millionth of load's sampled time each: under
@@ -444,7 +464,7 @@ def test_without_a_timeline_the_trace_has_no_code(base, tmp_path):
 
 def test_a_thread_sampled_without_spans_gets_a_track(base, tmp_path):
     t = Times(base)
-    stacks = planted(main_tid(base)) + [(0, 4242424, None, [5], 1, MS, 0)]
+    stacks = planted(main_tid(base)) + [(0, 4242424, None, [5], 1, MS, MS)]
     rep = with_samples(base, stacks, timeline=[(t.le + MS, 7)])
     trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json").read_text())
     names = [e for e in trace["traceEvents"]
@@ -463,6 +483,26 @@ def test_a_thread_sampled_without_spans_gets_a_track(base, tmp_path):
     assert "tid 4242424, worker 0 (pid 7), sampled code" in names
     assert all(name.endswith(("(pid 7)", "(pid 8)")) for name in names
                if "sampled code" not in name), names
+
+
+def test_a_thread_that_only_waited_is_titled_idle(base, tmp_path):
+    """A thread sampled without spans that waited (no CPU time), the one
+    the flamegraph folds into "idle threads (1)", is titled so in the
+    trace and speedscope; the one that computed is not."""
+    t = Times(base)
+    stacks = planted(main_tid(base)) + [
+        (0, 4242424, None, [6], 1, MS, 0),
+        (0, 4242425, None, [5], 1, MS, MS)]
+    rep = with_samples(base, stacks,
+                       timeline=[(t.le + MS, 7), (t.le + MS, 8)])
+    trace = json.loads(rep.to_chrome_trace(tmp_path / "t.json").read_text())
+    titles = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+              if e["ph"] == "M" and e.get("tid") in (4242424, 4242425)}
+    assert titles == {4242424: "tid 4242424, sampled code, idle",
+                      4242425: "tid 4242425, sampled code"}
+    doc = json.loads(rep.to_speedscope(tmp_path / "s.json").read_text())
+    assert [p["name"] for p in doc["profiles"][-2:]] == [
+        "tid 4242424, sampled code, idle", "tid 4242425, sampled code"]
 
 
 # -------------------------------------------------------- speedscope
