@@ -588,6 +588,11 @@ def overlap_note(s: "StageStats") -> str:
     if s.awaited_sub_stages:
         return (f"  (self time {fmt_time(s.self_time)}: its sub-stages ran "
                 f"in tasks it awaited)")
+    if s.at_once <= 1 and s.clock.measured(s.id):
+        # every call kept and none at once: the instants it lost went to
+        # sub-stages open meanwhile in tasks of its thread's event loop
+        return (f"  (self time {fmt_time(s.self_time)}: its sub-stages ran "
+                f"in other tasks on its thread meanwhile)")
     if s.at_once <= 1:
         return (f"  ({fmt_time(s.self_time)} summed over its calls, more "
                 f"than the run: their spans were dropped (max_spans), so "
