@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 #: how many of the top stages (by self time) get a distribution chart
 TOP_STAGES = 5
+#: how many processes the header lists and the memory section charts
+#: before the rest fold under a <details>: a DataLoader without
+#: persistent workers starts two processes an epoch, hundreds a run
+PROCESSES_SHOWN = 8
 
 _STYLE = """<style>
 body { font: 13px Verdana, sans-serif; color: #222; margin: 0 auto;
@@ -67,6 +71,12 @@ _SECTIONS = [("stages", "Stages"), ("flamegraph", "Flamegraph"),
              ("diagnosis", "Diagnosis")]
 
 
+def _folded(summary: str, body: str) -> str:
+    """body under a <details> that says what it holds (no script)."""
+    return (f"<details><summary>{html.escape(summary)}</summary>{body}"
+            f"</details>")
+
+
 def _absent(text: str) -> str:
     return f'<p class="absent">{html.escape(text)}</p>'
 
@@ -77,7 +87,8 @@ def _note(text: str) -> str:
 
 def _header(report: "Report", title: str) -> str:
     """The title and what ran where: command, host, start, duration, and
-    every process of a merged report."""
+    every process of a merged report (past PROCESSES_SHOWN, the rest
+    folded)."""
     host = report.meta.get("host", {})
     rows: List[Tuple[str, str]] = []
     argv = host.get("argv")
@@ -93,13 +104,19 @@ def _header(report: "Report", title: str) -> str:
         when = datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
         rows.append(("started", when.strftime("%Y-%m-%d %H:%M:%S UTC")))
     rows.append(("duration", f"{fmt_time(report.wall)} wall"))
-    processes = report.processes
-    if len(processes) > 1:
-        rows += [("process", str(p["label"])) for p in processes]
+    cells = [(k, html.escape(printable(v))) for k, v in rows]
+    processes = report.processes if len(report.processes) > 1 else []
+    labels = [html.escape(printable(str(p["label"]))) for p in processes]
+    cells += [("process", label) for label in labels[:PROCESSES_SHOWN]]
+    rest = labels[PROCESSES_SHOWN:]
+    if rest:
+        cells.append(("process", _folded(f"{len(rest):,} more processes",
+                                         "<br>".join(rest))))
     if "aquaprof" in host:
-        rows.append(("aquaprof", str(host["aquaprof"])))
-    body = "".join(f"<dt>{html.escape(k)}</dt><dd>"
-                   f"{html.escape(printable(v))}</dd>" for k, v in rows)
+        cells.append(("aquaprof", html.escape(printable(
+            str(host["aquaprof"])))))
+    body = "".join(f"<dt>{html.escape(k)}</dt><dd>{v}</dd>"
+                   for k, v in cells)
     nav = "".join(f'<a href="#{key}">{name}</a>' for key, name in _SECTIONS)
     return (f"<header><h1>{html.escape(title)}</h1>"
             f'<dl class="run">{body}</dl><nav>{nav}</nav></header>')
@@ -160,7 +177,12 @@ def _memory(report: "Report") -> str:
     if not parts:
         return _absent("host memory was not sampled in this run "
                        "(Profiler(memory=True) samples it)")
-    return '<div class="charts">' + "".join(parts) + "</div>"
+    shown, rest = parts[:PROCESSES_SHOWN], parts[PROCESSES_SHOWN:]
+    charts = '<div class="charts">' + "".join(shown) + "</div>"
+    if rest:
+        charts += _folded(f"{len(rest):,} more charts",
+                          '<div class="charts">' + "".join(rest) + "</div>")
+    return charts
 
 
 def _gpu(report: "Report") -> str:

@@ -196,6 +196,30 @@ def test_a_merged_report_has_a_band_per_process(rep, tmp_path):
         parsed.body["timeline"]
 
 
+def test_many_processes_fold_past_the_first_in_header_and_memory(
+        rep, tmp_path):
+    """A DataLoader without persistent workers starts two processes an
+    epoch: the header lists the first PROCESSES_SHOWN and folds the rest
+    under "N more processes", the memory section likewise its charts,
+    each still on the page; the page's top stays the run's, not a list
+    of hundreds of lines."""
+    count = page.PROCESSES_SHOWN + 4
+    labels = [f"worker {i}" for i in range(count)]
+    merged = ap.merge([rep] * count, labels=labels)
+    text, parsed = read_page(merged.to_html(tmp_path / "m.html"))
+    header = text[:text.index("<nav>")]
+    listed = re.findall(r"<dt>process</dt><dd>([^<]*)</dd>", header)
+    assert listed == labels[:page.PROCESSES_SHOWN]
+    assert "<details><summary>4 more processes</summary>" \
+        "worker 8<br>worker 9<br>worker 10<br>worker 11</details>" in header
+    memory = parsed.body["memory"]
+    charts = memory.count("<h3>host RSS of ")
+    assert charts == count
+    folded = memory[memory.index("<details>"):]
+    assert folded.startswith("<details><summary>4 more charts</summary>")
+    assert folded.count("<h3>host RSS of ") == 4
+
+
 def test_the_title_and_stage_names_are_escaped(tmp_path):
     odd = ap.Report.from_dict(crafted.report(
         [crafted.stage("<b>&x", count=2)]))
