@@ -298,14 +298,6 @@ def code_names(report: "Report") -> CodeNames:
                      len(frames) + 1)
 
 
-def weights(report: "Report", clock: Optional[StageClock] = None
-            ) -> Dict[int, Dict[Chain, int]]:
-    """{stage id (-1: none): {chain: ns}}: code_times()'s wall times, no
-    thread folded (what the folded stacks write)."""
-    return {group: {c: wall for c, (wall, _) in chains.items() if wall > 0}
-            for group, chains in code_times(report, clock=clock).items()}
-
-
 def code_times(report: "Report",
                idle: AbstractSet[Tuple[int, int]] = frozenset(),
                clock: Optional[StageClock] = None

@@ -70,14 +70,18 @@ def folded_lines(report: "Report") -> List[str]:
     stage comes last, at its sampled time, under its process's frame in
     a report of several; that of the threads that only waited outside
     any stage (threads.idle_threads) under the frame the flamegraph
-    folds them into, ``idle threads (N)``, at their wall time, as the
-    flamegraph draws them expanded: a reader such as flamegraph.pl then
-    shows their waiting as theirs, never as the program's work. Frames
+    folds them into, ``idle threads (N)``, at their CPU time, as the
+    flamegraph draws them folded: a reader such as flamegraph.pl then
+    neither draws their waiting as the program's work nor lets it crowd
+    the program's code out. Frames
     are stage names and code labels, ';' in a name written as ':',
     characters that are not printable escaped (_units.printable)."""
     clock = stage_clock(report)
     idle = idle_threads(report)
-    code = {group: {c: wall for c, (wall, _) in chains.items() if wall > 0}
+    # the idle threads' frame at its CPU time, as the flamegraph draws it
+    code = {group: {c: times[group == IDLE_GROUP]
+                    for c, times in chains.items()
+                    if times[group == IDLE_GROUP] > 0}
             for group, chains in code_times(report, idle, clock).items()}
     names = [n.replace(";", ":") for n in code_names(report).names]
     lines = []

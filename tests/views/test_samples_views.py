@@ -281,10 +281,11 @@ def test_threads_that_only_waited_fold_into_one_frame(base, tmp_path):
 
 def test_folded_stacks_label_the_threads_that_only_waited(base, tmp_path):
     """The threads the flamegraph folds into "idle threads (2)" stand
-    under that frame in the folded stacks too, at their wall time (the
-    flamegraph expanded), so that flamegraph.pl or speedscope never
-    draws their waiting as the program's code; the thread that computed
-    outside any stage stays on the root."""
+    under that frame in the folded stacks too, at their CPU time as the
+    flamegraph draws them folded, so that flamegraph.pl or speedscope
+    neither draws their waiting as the program's code nor lets it crowd
+    that code out; the thread that computed outside any stage stays on
+    the root at its wall time."""
     tid = main_tid(base)
     stacks = planted(tid) + [
         (0, 7001, None, [0, 1, 6], 50, 50 * MS, 0),          # waits
@@ -294,7 +295,7 @@ def test_folded_stacks_label_the_threads_that_only_waited(base, tmp_path):
     lines = rep.to_folded(tmp_path / "f.txt").read_text().splitlines()
     waited = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1])
               for line in lines if "idle (main.py" in line}
-    assert waited == {f"idle threads (2);{IDLE}": 90 * MS,
+    assert waited == {f"idle threads (2);{IDLE}": 3 * MS,
                       f"load;{IDLE}": waited[f"load;{IDLE}"]}
     assert f"{MAIN};{PARSE} {30 * MS}" in lines
 
