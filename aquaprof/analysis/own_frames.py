@@ -8,11 +8,15 @@ program (threading's start of a thread aside), one of a thread named
 OWN_THREAD..., and one whose frames past the live monitoring's are the
 standard library's alone (stop() joining the Monitor's thread, its
 server's shutdown) are left out and their time counted in the
-section's "own_ns". The plane-sweep kit (aquaprof.mvs) and the demo's
-workload are a program's code, kept."""
+section's "own_ns". runpy's frames next to the profiler's go with them
+(`python -m aquaprof run script.py`: how aquaprof started the program,
+not the program); those of a program's own `python -m` stay. The
+plane-sweep kit (aquaprof.mvs) and the demo's workload are a program's
+code, kept."""
 from __future__ import annotations
 
 import os
+import runpy
 import sysconfig
 import threading
 from typing import Any, Dict, List, Tuple
@@ -25,6 +29,9 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OWN_THREAD = "aquaprof-"
 #: the profiler's live monitoring, whose waits on its threads are its own
 _LIVE = os.path.join(_PACKAGE, "live") + os.sep
+#: the names runpy's frames carry: its file, or "<frozen runpy>" where
+#: Python freezes it (3.11 on)
+_RUNPY = {runpy.__file__, runpy.run_path.__code__.co_filename}
 #: the standard library's folder (the packages installed in it are not)
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 #: what under the package is a program's own code, not the profiler's
@@ -57,6 +64,23 @@ def _waits_in_stdlib(frames: List[int], own: List[bool],
         all(stdlib[f] for f in inner)
 
 
+def _program_frames(frames: List[int], own: List[bool],
+                    runpy_: List[bool]) -> List[int]:
+    """The frames less the profiler's, and less runpy's next to one of
+    them: how `python -m aquaprof run` reached the script."""
+    drop = [own[f] for f in frames]
+    i = 0
+    while i < len(frames):
+        j = i
+        while j < len(frames) and runpy_[frames[j]]:
+            j += 1
+        if j > i and ((i > 0 and own[frames[i - 1]]) or
+                      (j < len(frames) and own[frames[j]])):
+            drop[i:j] = [True] * (j - i)
+        i = j + 1
+    return [f for f, gone in zip(frames, drop) if not gone]
+
+
 def is_own(file: str) -> bool:
     """Whether a frame's file is the profiler's own code."""
     return file.startswith(_PACKAGE + os.sep) and \
@@ -70,6 +94,7 @@ def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
     renumbered and its samples of dropped stacks left out."""
     files = [f[1] for f in samples["frames"]]
     own = [is_own(file) for file in files]
+    runpy_ = [file in _RUNPY for file in files]
     ours = {(p, tid) for p, tid, name in samples.get("threads", ())
             if name.startswith(OWN_THREAD)}
     if not any(own) and not ours:
@@ -81,7 +106,7 @@ def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
     own_ns = 0
     for i, (process, tid, stage, frames, *figures) in enumerate(
             samples["stacks"]):
-        kept = [f for f in frames if not own[f]]
+        kept = _program_frames(frames, own, runpy_)
         if not kept or (process, tid) in ours or (
                 len(kept) < len(frames) and (
                     _bootstrap_only(kept, files) or

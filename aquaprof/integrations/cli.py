@@ -28,6 +28,9 @@ import difflib
 import errno
 import math
 import os
+# runpy.run_path imports pkgutil on its first call: before the run, not
+# in the script's profile
+import pkgutil  # noqa: F401
 import re
 import runpy
 import signal

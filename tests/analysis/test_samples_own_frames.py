@@ -2,6 +2,7 @@
 out of what the sampler saw, in every view and in hot(); the time of
 its frames inside a program's call goes to the program's frame that
 called them."""
+import runpy
 import threading
 import time
 
@@ -146,3 +147,30 @@ def test_the_monitors_thread_and_stop_waiting_for_it_never_show(
              if any(frames[f][0].startswith("Thread.join") for f in s[3])]
     assert not joins, joins
     assert samples["own_ns"] > 50_000_000        # its sleep at least
+
+
+def test_runpy_frames_that_ran_the_script_for_the_profiler_go_with_it():
+    """`python -m aquaprof run job.py` reaches job.py through runpy twice:
+    Python's run of aquaprof's __main__, and aquaprof's run_path of the
+    script. Both are how the profiler started the program, and stood
+    above every stack of its main thread in every view; a program's own
+    `python -m job` keeps its runpy frames."""
+    own = ap.Profiler.stop.__code__.co_filename
+    runpy_file = runpy.run_path.__code__.co_filename
+    frames = [["_run_module_as_main", runpy_file, 198],
+              ["_run_code", runpy_file, 88],
+              ["<module>", own, 3], ["cmd_run", own, 400],
+              ["run_path", runpy_file, 291],
+              ["_run_module_code", runpy_file, 98],
+              ["_run_code", runpy_file, 88],
+              ["<module>", "/app/job.py", 1], ["step", "/app/job.py", 9]]
+    samples = {"interval_ns": 1000, "rounds": 2, "late": 0, "lost": 0,
+               "frames": frames,
+               "stacks": [[0, 1, -1, list(range(9)), 2, 20, 10],
+                          [0, 2, -1, [0, 1, 7, 8], 1, 10, 5]]}
+    out = without_own_frames(samples)
+    names = [[out["frames"][f][0] for f in stack[3]]
+             for stack in out["stacks"]]
+    assert names == [["<module>", "step"],
+                     ["_run_module_as_main", "_run_code", "<module>",
+                      "step"]]
