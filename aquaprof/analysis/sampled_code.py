@@ -12,6 +12,9 @@ that imported, and the imported module's code sits right on it.
 """
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 from typing import TYPE_CHECKING, AbstractSet, Any, Dict, Hashable, List, \
     NamedTuple, Optional, Sequence, Tuple
 
@@ -290,10 +293,26 @@ class CodeNames(NamedTuple):
     processes: int
 
 
+#: the pid a child's label ends with (record/processes/child.py)
+_PID = re.compile(r" \(pid \d+\)$")
+
+
+def process_names(report: "Report") -> List[str]:
+    """Each process's frame name: its label, or where several processes
+    bear one name but their pids (a DataLoader's `worker 0` started anew
+    each epoch), that name and their count, so that they are one frame
+    and not a comb of hundreds too narrow to read."""
+    labels_ = [printable(str(p.get("label", f"pid {p.get('pid')}")))
+               for p in report.processes]
+    names = [_PID.sub("", label) for label in labels_]
+    count = Counter(names)
+    return [f"{name} ({count[name]} processes)" if count[name] > 1
+            else label for name, label in zip(names, labels_)]
+
+
 def code_names(report: "Report") -> CodeNames:
     frames = labels(report.samples) if report.samples else []
-    processes = [printable(str(p.get("label", f"pid {p.get('pid')}")))
-                 for p in report.processes]
+    processes = process_names(report)
     return CodeNames(frames + [AWAITING] + processes, len(frames),
                      len(frames) + 1)
 

@@ -171,7 +171,8 @@ class _Tree(NamedTuple):
 #: what the hover text says of the frames that are not code
 AWAITING_ABOUT = ("its calls suspended at an await: time of the stage's "
                   "own that no sample shows its code running")
-PROCESS_ABOUT = "the code this process ran outside any stage"
+PROCESS_ABOUT = ("the code this process (or those of this name, together) "
+                 "ran outside any stage")
 
 
 def _about(f: int, names: CodeNames) -> str:
