@@ -18,12 +18,28 @@ Time lost: what the slowest spent past the fastest: the difference of
 totals, or, by mean, the slowest's calls times the difference of means.
 Stragglers are ranked by it, since a tenfold ratio on a microsecond stage
 matters less than a tenth on the training step.
+
+Waits for a straggler (rank_waits): a stage whose time on the other
+processes is the wait at a collective for one rank slow elsewhere. The
+totals name it where three ranks or more tell the late one from the rest.
+Two ranks both off the CPU in two stages (one sleeps, or reads, where the
+other waits in the all-reduce) give two mirror images: each stage looks
+like the wait for the other's straggler. Their calls' times tell them
+apart where the ranks ran on one host, whose CLOCK_MONOTONIC they share
+(a merged report keeps their times): a collective releases every rank at
+once, so its calls end together, within the transport's latency, and
+start apart; the slow stage's calls start together (the ranks left the
+last collective together) and end apart. On other hosts the clocks are
+aligned only as well as NTP keeps them, no closer than the gap to tell,
+so neither is said.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+import numpy as np
 
 from ..common.checks import whole
 from ..model.report import ProcessStats, rows_by_stage
@@ -93,6 +109,12 @@ WAIT_LOST = 0.25
 #: three or more: the one that waits least (it came last) below half the
 #: next, the cause above twice the next
 APART = 2.0
+#: a collective's calls end within this share of how far apart they
+#: start, and a slow stage's start within this share of how far apart
+#: they end (medians over the calls, paired in order)
+TOGETHER = 0.25
+#: the fewest calls paired across two processes to read their edges
+EDGE_CALLS = 3
 
 
 @dataclass(frozen=True)
@@ -135,7 +157,50 @@ def rank_waits(report: "Report") -> Dict[str, RankWait]:
             continue
         waits[s.path] = RankWait(s.path, s, cause)
     # two stages each a wait for the other's straggler (two processes,
-    # both off the CPU) cannot be told apart: neither is said
+    # both off the CPU): the one whose calls end together, where the
+    # times tell; neither otherwise
     return {path: w for path, w in waits.items()
             if not (w.cause.path in waits and
-                    waits[w.cause.path].cause.path == path)}
+                    waits[w.cause.path].cause.path == path) or
+            _met_there(report, w)}
+
+
+def _met_there(report: "Report", wait: RankWait) -> bool:
+    """Whether the processes' calls of the wait's stage end together and
+    start apart while those of its cause start together and end apart:
+    the stage is where they met, and the cause where one fell behind."""
+    here = _edges_apart(report, wait.stage)
+    there = _edges_apart(report, wait.cause)
+    if here is None or there is None:
+        return False
+    return here[1] < TOGETHER * here[0] and there[0] < TOGETHER * there[1]
+
+
+def _edges_apart(report: "Report", s: Straggler
+                 ) -> Optional[Tuple[float, float]]:
+    """Median ns between the starts and between the ends of the stage's
+    calls on its slowest and its fastest process, the i-th call of one
+    paired with the i-th of the other; None where the two processes'
+    times are on no shared clock (hosts named apart or unnamed), they ran
+    the stage a different number of times (not in step), or fewer than
+    EDGE_CALLS calls were kept on either (spans past max_spans are
+    dropped from the end, so those kept are the first)."""
+    a, b = s.slowest, s.fastest
+    processes = report.processes
+    hosts = [processes[p.process].get("host", {}).get("hostname")
+             for p in (a, b)]
+    if hosts[0] is None or hosts[0] != hosts[1] or a.count != b.count:
+        return None
+    spans = report.spans()
+    owner = np.array([t.get("process", 0) for t in report.threads],
+                     dtype=np.int64)
+    mine = spans[spans["stage"] == report.stage_names.index(s.path)]
+    calls = [np.sort(mine[owner[mine["thread"]] == p.process],
+                     order="start_ns") for p in (a, b)]
+    n = min(len(c) for c in calls)
+    if n < EDGE_CALLS:
+        return None
+    first, second = calls[0][:n], calls[1][:n]
+    return tuple(float(np.median(np.abs(
+        first[edge].astype(np.int64) - second[edge].astype(np.int64))))
+        for edge in ("start_ns", "end_ns"))

@@ -5,12 +5,13 @@ section on them, in text and HTML. No torch."""
 import math
 from dataclasses import astuple
 
+import numpy as np
 import pytest
 
 import aquaprof as ap
-from aquaprof import Report
+from aquaprof import Report, _core
 from aquaprof.analysis.stragglers import rank_waits
-from crafted import report as crafted_report, stage
+from crafted import START, report as crafted_report, stage
 
 MS = 1_000_000
 
@@ -319,3 +320,87 @@ def test_a_straggler_wait_reads_right_with_one_other_or_none_fast():
     evidence = none["step/backward"].evidence
     assert "inf" not in evidence and "its fastest spent no time there" in \
         evidence, evidence
+
+
+# ------------------- two ranks both off the CPU: the calls' times tell
+
+def timed_rank(pid, late_ms, compute_ms, reduce_ms, host="vm", steps=10,
+               period_ms=32.1):
+    """A rank's report of `steps` steps of `compute` then `all_reduce`,
+    both off the CPU, with its spans: step k starts at k * period_ms +
+    late_ms on the ranks' one clock (a host's CLOCK_MONOTONIC); no host
+    named where host is None."""
+    names = ("step", "compute", "all_reduce")
+    lengths = (compute_ms + reduce_ms, compute_ms, reduce_ms)
+    stages = [stage(name, parent=-1 if i == 0 else 0, depth=min(i, 1),
+                    count=steps, ns=round(ms * MS))
+              for i, (name, ms) in enumerate(zip(names, lengths))]
+    stages[0]["self_ns"] = 0
+    for s in stages:
+        s["cpu_ns"] = 0
+    spans = np.zeros(3 * steps, _core.SPAN_DTYPE)
+    spans["stage"] = np.tile([0, 1, 2], steps)
+    spans["parent"] = np.repeat(np.arange(steps) * 3, 3)
+    spans["parent"][::3] = -1
+    first = START + np.round((np.arange(steps) * period_ms + late_ms) * MS
+                             ).astype(np.int64)
+    starts = np.stack([first, first, first + round(compute_ms * MS)], 1)
+    spans["start_ns"] = starts.ravel()
+    spans["end_ns"] = (starts + np.round(np.array(
+        [compute_ms + reduce_ms, compute_ms, reduce_ms]) * MS
+    ).astype(np.int64)).ravel()
+    return Report.from_dict(crafted_report(
+        stages, spans, pid=pid, host={"hostname": host} if host else {}))
+
+
+def timed_ranks(late_ms=(0, 0), hosts=("vm", "vm"), steps=(10, 10)):
+    """Rank 0 computes 2 ms a step and waits 30.1 ms in all_reduce;
+    rank 1 the other way round (32 ms and 0.1 ms): the same totals,
+    whichever stage is where they meet."""
+    return ap.merge([timed_rank(100, late_ms[0], 2, 30.1, hosts[0],
+                                steps[0]),
+                     timed_rank(101, late_ms[1], 32, 0.1, hosts[1],
+                                steps[1])], ["rank 0", "rank 1"])
+
+
+@pytest.mark.parametrize("late_ms, wait, cause, slow", [
+    # the ranks start their steps together: the all-reduce's calls end
+    # together, compute's apart: rank 0 waits in all_reduce for rank 1
+    ((0, 0), "step/all_reduce", "step/compute", "rank 1"),
+    # rank 0 starts 30 ms late, slow in all_reduce: compute's calls end
+    # together, all_reduce's apart: rank 1 waits in compute for rank 0
+    ((30, 0), "step/compute", "step/all_reduce", "rank 0"),
+])
+def test_two_ranks_off_the_cpu_wait_where_their_calls_end_together(
+        late_ms, wait, cause, slow):
+    merged = timed_ranks(late_ms)
+    waits = rank_waits(merged)
+    assert sorted(waits) == [wait]
+    assert (waits[wait].cause.path, waits[wait].cause.slowest.label) == \
+        (cause, slow)
+    found = {f.path: f for f in merged.diagnose(top=3)}
+    assert found[wait].kind == "straggler-bound", found[wait].evidence
+    assert found[wait].evidence.startswith(
+        f"the other process waits here for {slow}: it is slowest in "
+        f"{cause} by 300.0 ms"), found[wait].evidence
+    assert found[cause].kind == "waiting"
+
+
+@pytest.mark.parametrize("case", [
+    # other hosts: their clocks are NTP's, not close enough to read
+    {"hosts": ("vm", "other")},
+    # a host not named: no shared clock known
+    {"hosts": (None, None)},
+    # the ranks ran the stages a different number of times: not in step
+    {"steps": (10, 11)},
+    # too few calls to pair
+    {"steps": (2, 2)},
+    # rank 0 15 ms late: neither stage's calls end (or start) together
+    {"late_ms": (15, 0)},
+])
+def test_two_ranks_off_the_cpu_are_left_unsaid_where_times_do_not_tell(
+        case):
+    merged = timed_ranks(**case)
+    assert rank_waits(merged) == {}
+    kinds = {f.path: f.kind for f in merged.diagnose(top=3)}
+    assert "straggler-bound" not in kinds.values(), kinds
