@@ -70,9 +70,10 @@ how many runs concluded right.
 - late thread: unsampled, a thread hashing without the GIL started
   after 1 s of setup, beside a stage that sleeps 20 ms 50 times; right:
   the stage waiting, not threads-bound;
-- ranks: torch.distributed (gloo) on 2 ranks, rank 1 sleeping 30 ms a
-  step before the all-reduce, the reports gathered on rank 0; right: the
-  all-reduce straggler-bound (a wait for rank 1);
+- ranks, ranks sampled: torch.distributed (gloo) on 2 ranks, rank 1
+  sleeping 30 ms a step before the all-reduce, the reports gathered on
+  rank 0; right: the all-reduce straggler-bound, its evidence naming
+  rank 1 and its slow stage, compute (what the other rank waits for);
 - semaphore sampled: 8 threads each in a stage 10 times, holding a
   threading.Semaphore(2) while they sleep 10 ms; right: told it waits
   on a lock;
@@ -704,7 +705,7 @@ def rank_main(rank, port, out):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=2)
     grad = torch.ones(1 << 16)
-    with ap.Profiler() as prof:
+    with ap.Profiler(sample=SAMPLE) as prof:
         dist.barrier()
         for _ in range(20):
             with ap.stage("step"):
@@ -728,8 +729,11 @@ if __name__ == "__main__":
     rep = ap.Report.load(os.path.join(out, "merged.json"))
     f = {f.path: f for f in rep.diagnose(top=3)}["step/all_reduce"]
     io = f.fix.startswith("overlap the wait")
-    print(f"all_reduce {f.kind}, {'I/O' if io else 'no I/O'} fix",
-          f.kind == "straggler-bound")
+    cause = "for rank 1 (" in f.evidence and \
+        "slowest in step/compute by" in f.evidence
+    print(f"all_reduce {f.kind}, {'I/O' if io else 'no I/O'} fix, "
+          f"{'names' if cause else 'does not name'} rank 1's compute",
+          f.kind == "straggler-bound" and cause)
 """
 
 _SEMAPHORE = r"""
@@ -818,7 +822,11 @@ CASES: Dict[str, Tuple[str, str]] = {
     "pool map sampled": (_POOL_MAP.replace("SAMPLE", "0.001"),
                          "sent neither after I/O nor after more threads"),
     "late thread": (_LATE_THREAD, "waiting, not threads-bound"),
-    "ranks": (_RANKS, "the all-reduce straggler-bound"),
+    "ranks": (_RANKS.replace("SAMPLE", "None"),
+              "the all-reduce straggler-bound, naming rank 1's compute"),
+    "ranks sampled": (_RANKS.replace("SAMPLE", "0.001"),
+                      "the all-reduce straggler-bound, naming rank 1's "
+                      "compute"),
     "semaphore sampled": (_SEMAPHORE, "told it waits on a lock"),
     "futures": (_FUTURES.replace("SAMPLE", "None"), "not told more threads"),
     "futures sampled": (_FUTURES.replace("SAMPLE", "0.001"),
