@@ -201,6 +201,8 @@ def _edges_apart(report: "Report", s: Straggler
     if n < EDGE_CALLS:
         return None
     first, second = calls[0][:n], calls[1][:n]
-    return tuple(float(np.median(np.abs(
-        first[edge].astype(np.int64) - second[edge].astype(np.int64))))
-        for edge in ("start_ns", "end_ns"))
+
+    def apart(edge: str) -> float:
+        return float(np.median(np.abs(first[edge].astype(np.int64) -
+                                      second[edge].astype(np.int64))))
+    return apart("start_ns"), apart("end_ns")
