@@ -133,6 +133,13 @@ THREADS_BUSY = 0.5
 # CPUs, a process with 8 torch threads used 1.58 to 1.88 beside the
 # machine's own chores, sampled or not)
 SATURATED = 0.75
+# the process using at most ONE_AT_A_TIME CPUs while a threads-bound
+# stage was open, with ROOM_LEFT CPUs or more free beside it (of those it
+# may use, less the machine's other processes'): its threads ran about
+# one at a time, and more threads would not help (Python threads on one
+# GIL: a pool of 4 computing Python on 2 free CPUs used 1.0)
+ONE_AT_A_TIME = 1.25
+ROOM_LEFT = 0.5
 # next(DataLoader)'s share of its parent's wall time from which the loop
 # is data-loading-bound. Hiding the loading entirely speeds the loop up
 # by at most 1 / (1 - share): 1.4x at 30 %, only 1.1x at 10 %, where the
@@ -206,6 +213,19 @@ _FIXES = {
         "give it more threads where CPUs are free; Python threads' work "
         "can be marked with stages (inside the task the pool runs) to see "
         "where it goes",
+        "the other threads' CPU while STAGE runs: aquaprof.analysis."
+        "other_threads.other_threads(rep, rep[STAGE]); its wall time with "
+        "aquaprof compare"),
+    # threads-bound, the process held to about one CPU with CPUs free
+    "threads-bound, one at a time": (
+        "the work is in the threads the stage waits for, and they ran "
+        "about one at a time with CPUs free: where they run Python they "
+        "share one GIL, and adding threads will not help: move the work "
+        "to "
+        "processes (concurrent.futures.ProcessPoolExecutor, "
+        "multiprocessing) or into calls that release the GIL (NumPy, "
+        "torch); a native library held to one thread: raise its thread "
+        "count; sample the run (Profiler(sample=0.001)) to tell which",
         "the other threads' CPU while STAGE runs: aquaprof.analysis."
         "other_threads.other_threads(rep, rep[STAGE]); its wall time with "
         "aquaprof compare"),
@@ -837,15 +857,52 @@ def _crowded(stage: "StageStats", others: Optional[_Others],
         f"run {most} at most, or they wait for each other; ")
 
 
+def _one_cpu(stage: "StageStats", others: Optional[_Others],
+             report: "Report") -> str:
+    """Where the stage's process (the run's own) used ONE_AT_A_TIME CPUs
+    or fewer while it was open, with ROOM_LEFT or more of those it may
+    use free beside it and the machine's other processes: the words that
+    say its threads ran about one at a time; "" otherwise."""
+    room = _cpu_room(report)
+    if others is None or others.process is None or room is None or \
+            others.process > ONE_AT_A_TIME or \
+            not _run_is_its_process(stage, report):
+        return ""
+    cpus, named, quota = room
+    machine = report.meta.get("host", {}).get("other_cpus")
+    if not quota:
+        if not isinstance(machine, (int, float)):
+            return ""
+        free = cpus - others.process - machine
+    else:
+        free = cpus - others.process
+    if free < ROOM_LEFT:
+        return ""
+    return (f"; its process used {others.process:.1f} of {named} "
+            f"meanwhile, {free:.1f} free: its threads ran about one at a "
+            f"time")
+
+
+class _Waits(NamedTuple):
+    """A stage's class from its waits, the evidence to add, the words to
+    put before its fix and the fix's key in _FIXES."""
+
+    kind: str
+    said: str
+    first: str = ""
+    fix: Optional[str] = None
+
+
 def _waits_class(stage: "StageStats", report: "Report", host: str,
-                 cpu: float, wall: float) -> Tuple[str, str, str]:
+                 cpu: float, wall: float) -> _Waits:
     """cpu-starved, gil-bound or threads-bound with its evidence, where
     the figures show it; otherwise `host` with what the samples and the
     process's CPU time say of its off-CPU time ("" for a cpu-bound stage
-    or one whose waits were not measured); and the words to put before
-    its fix ("" mostly). cpu, wall: its own thread CPU and wall time."""
+    or one whose waits were not measured); the words to put before its
+    fix ("" mostly), and the fix where it is not the class's own. cpu,
+    wall: its own thread CPU and wall time."""
     if host == "cpu-bound":
-        return host, "", ""
+        return _Waits(host, "")
     on_cpu = cpu / wall if wall > 0 else 0.0
     others = _others(stage, report, cpu, wall)
     crowded, first = _crowded(stage, others, report)
@@ -858,8 +915,9 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
     if waits is None:
         busy = _busy_machine(report) if report.samples is None else None
         if handed:
-            kind = "threads-bound"
-        elif report.samples is None and on_cpu >= STARVED_FLOOR and \
+            return _threads_bound(stage, others, report, said + crowded,
+                                  first)
+        if report.samples is None and on_cpu >= STARVED_FLOOR and \
                 (crowded or busy):
             # a thread that computes at all, off the CPU while others
             # took the CPUs (its process's own threads among them), may
@@ -871,13 +929,12 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
         if kind != host:
             said += crowded
         if report.samples is None:
-            said += ("; sample the run (Profiler(sample=0.001)) to tell CPU "
-                     "starvation and the GIL from blocking")
-        return kind, said, first if kind != host else ""
+            said += _SAMPLE_TO_TELL
+        return _Waits(kind, said, first if kind != host else "")
     held = _starved_or_gil(stage, report, waits)
     if held is not None:
-        return (held[0], held[1] + crowded, first) \
-            if held[0] == "cpu-starved" else (held[0], held[1], "")
+        return _Waits(held[0], held[1] + crowded, first) \
+            if held[0] == "cpu-starved" else _Waits(held[0], held[1])
     shares = (f"; of its sampled time: {_shares(waits)}"
               if waits.delay_known or waits.gil_known else "")
     # the samples saw it blocked (I/O, a sleep), not waiting on a lock or
@@ -886,8 +943,24 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
             2 * waits.blocked_s > waits.wall_s - waits.cpu_s:
         handed = False
     if handed:
-        return "threads-bound", shares + said + crowded, first
-    return host, shares + said, ""
+        return _threads_bound(stage, others, report, shares + said + crowded,
+                              first)
+    return _Waits(host, shares + said)
+
+
+_SAMPLE_TO_TELL = ("; sample the run (Profiler(sample=0.001)) to tell CPU "
+                   "starvation and the GIL from blocking")
+
+
+def _threads_bound(stage: "StageStats", others: Optional[_Others],
+                   report: "Report", said: str, first: str) -> _Waits:
+    """threads-bound, with the fix for threads held to one CPU where
+    they were (_one_cpu)."""
+    one = _one_cpu(stage, others, report)
+    said += one + (_SAMPLE_TO_TELL if report.samples is None else "")
+    if not one:
+        return _Waits("threads-bound", said, first)
+    return _Waits("threads-bound", said, "", "threads-bound, one at a time")
 
 
 def _awaiting_class(stage: "StageStats", report: "Report"
@@ -1101,7 +1174,8 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
     busy = cpu / wall if wall > 0 else 0.0
     host = ("cpu-bound" if busy >= CPU_BOUND else
             "waiting" if busy < WAITING else "mixed")
-    host, waits, first = _waits_class(stage, report, host, cpu, wall)
+    host, waits, first, fix_key = _waits_class(stage, report, host, cpu,
+                                               wall)
     evidence = (f"thread CPU time {fmt_time(cpu)} of {fmt_time(wall)} "
                 f"{named} ({busy * 100:.0f} %), "
                 f"{plural(stage.count, 'call')}, "
@@ -1136,7 +1210,8 @@ def diagnose_stage(stage: "StageStats", report: "Report") -> Finding:
             kind, gpu_evidence = gpu
             evidence = f"{gpu_evidence}; host {host}: {evidence}"
         fix, verify = _FIXES[_waiting_fix(report, stage) if
-                             kind == "waiting" else kind]
+                             kind == "waiting" else
+                             fix_key if kind == host and fix_key else kind]
         if kind == host:
             fix = first + fix
         verify = verify.replace("STAGE", repr(stage.path))

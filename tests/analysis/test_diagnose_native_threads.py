@@ -136,6 +136,36 @@ def test_unsampled_a_stage_waiting_for_the_pool_it_handed_its_work_to():
     assert found["process_cpu"] > 0.3 and found["cpu"] < 0.02, found
     assert found["kind"] == "threads-bound", found
     assert outside(found) <= 0.2, found
+    # two threads on two CPUs, or fewer where the machine kept them
+    assert "one at a time" not in found["evidence"], found
+
+
+def free_cpus(found):
+    """The CPUs the stage's process left free of its two, beside the
+    machine's other processes' average over the run."""
+    return found["cpus"] - found["process_cpu"] / found["wall"] - \
+        found["other_cpus"]
+
+
+@pinned
+def test_unsampled_a_stage_waiting_for_python_threads_is_not_told_more():
+    """Four threads computing Python for the stage share one GIL: its
+    process used one CPU of two free, and "give it more threads" would
+    not help. Unsampled, the GIL is not seen; the process held to one CPU
+    with CPUs free says they ran one at a time, and the fix names the
+    GIL. On a machine whose other processes took the free CPU, nothing
+    is said of it."""
+    found = planted("python pool")["gather"]
+    assert found["kind"] == "threads-bound", found
+    used = found["process_cpu"] / found["wall"]
+    assert 0.7 < used < 1.25, found
+    said = "its threads ran about one at a time" in found["evidence"]
+    assert said == (free_cpus(found) >= 0.5), found
+    if said:
+        assert "more threads" not in found["fix"], found
+        assert "GIL" in found["fix"] and "sample the run" in found["fix"]
+    else:       # the machine's other processes took the room
+        assert "more threads" in found["fix"], found
 
 
 @pinned

@@ -14,7 +14,8 @@ JSON, each diagnosed stage's class, evidence and fix, its thread and
 process CPU time and the process's CPU time measured around its calls.
 
     python planted_native.py oversubscribed|"oversubscribed sampled"|loop
-    python planted_native.py pool|background|"pool beside a child"
+    python planted_native.py pool|"python pool"|background
+    python planted_native.py "pool beside a child"
     python planted_native.py "awaiting beside a task"|"some calls awaiting"
     python planted_native.py fetchers|"poll beside torch"
     python planted_native.py quota CGROUP_PROCS_FILE
@@ -91,6 +92,22 @@ def pool():
         with timed("handed over"):
             list(workers.map(hash_cpu, [0.2, 0.2]))
         time.sleep(0.15)
+
+
+def crunch(n):
+    return sum(i * i for i in range(n))
+
+
+def python_pool():
+    """Four threads computing in Python, on one GIL: whatever the CPUs,
+    they run one at a time."""
+    with ThreadPoolExecutor(4) as workers:
+        workers.submit(int).result()
+        time.sleep(0.1)
+        for _ in range(4):
+            with timed("gather"):
+                list(workers.map(crunch, [100_000] * 8))
+            time.sleep(0.02)
 
 
 def child_loads():
@@ -192,7 +209,8 @@ def main(case, procs=None):
                      compensate=False) as prof:
         {"oversubscribed": oversubscribed,
          "oversubscribed sampled": oversubscribed, "loop": loop,
-         "pool": pool, "background": lambda: background(timed),
+         "pool": pool, "python pool": python_pool,
+         "background": lambda: background(timed),
          "quota": oversubscribed, "fetchers": fetchers,
          "poll beside torch": poll_beside_torch,
          "pool beside a child": pool_beside_a_child,
@@ -215,7 +233,8 @@ def main(case, procs=None):
                              "throttled_periods"),
                          "processes": len(rep.processes),
                          "suspended": s.suspended,
-                         "threads": len(rep.threads)}
+                         "threads": len(rep.threads),
+                         "other_cpus": rep.meta["host"].get("other_cpus")}
     print(json.dumps(found))
 
 
