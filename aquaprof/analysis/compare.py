@@ -55,6 +55,21 @@ def parse_threshold(text: str) -> float:
     return value
 
 
+#: the verdict of a stage whose wall time was found slower while the new
+#: runs met a busier machine, and whose CPU time does not confirm it: a
+#: machine kept busy by other processes stretches every call's wall time
+#: (the CPU shared), far less its CPU time
+BUSY_SLOWER = "slower? the machine was busy"
+#: the share of its wall time a stage spends on the CPU, in every run,
+#: for thread CPU time to stand for it (diagnose's "waiting" is under
+#: half): a waiting stage's longer wait shows in no CPU time
+CPU_BOUND = 0.5
+
+
+def _signed(change: float) -> str:
+    return f"{change * 100:+.1f} %" if math.isfinite(change) else "from 0"
+
+
 @dataclass
 class StageChange:
     """One stage of a comparison: its verdict, and the judgement behind it
@@ -65,6 +80,8 @@ class StageChange:
     judgement: Optional[Verdict]
     base_calls: float        # calls a run, on average
     new_calls: float
+    #: for BUSY_SLOWER, the CPU-time verdict that did not confirm it
+    cpu: Optional[Verdict] = None
 
     @property
     def change(self) -> Optional[float]:
@@ -80,6 +97,11 @@ class StageChange:
         the verdict and what moved."""
         if self.judgement is None:        # "new" or "gone"
             return self.verdict
+        if self.verdict == BUSY_SLOWER and self.cpu is not None:
+            return (f"{describe(self.judgement)}; but the machine was "
+                    f"busier and its CPU time a run "
+                    f"{_signed(self.cpu.change)}: {self.cpu.word}, so "
+                    f"{BUSY_SLOWER}")
         return describe(self.judgement)
 
 
@@ -223,6 +245,13 @@ Runs = Union["Report", Sequence["Report"]]
 #: machine to be said to differ
 BUSIER_CPUS = 0.5
 BUSIER_STEAL = 0.05
+#: or, where the machine was busy already, the share of the CPUs that
+#: other processes left to the runs that the new runs lost: on 2 CPUs
+#: with 1.4 kept busy, another 0.15 takes a quarter of what the code ran
+#: on, and stretches its wall time as much
+BUSIER_LEFT = 0.25
+#: and never less than this many CPUs: the kernel counts in 10 ms ticks
+BUSIER_LEAST = 0.1
 
 
 #: what meta["host"] holds of the machine and the interpreter that ran a
@@ -253,12 +282,20 @@ def machine_differs(base: Sequence["Report"], new: Sequence["Report"]
             f"the code: compare runs made on one kind of machine")
 
 
-def machine_notes(base: Sequence["Report"], new: Sequence["Report"]
-                  ) -> str:
+#: how busy the machine was over a window holding a run (a pytest
+#: session, whose tests are too short to tell), one per run of a side,
+#: None where not known: what stands in for runs that do not say
+Sessions = Tuple[Sequence[Optional[Dict[str, float]]],
+                 Sequence[Optional[Dict[str, float]]]]
+
+
+def machine_notes(base: Sequence["Report"], new: Sequence["Report"],
+                  sessions: Optional[Sessions] = None) -> str:
     """What compare says of the machines beside its verdicts: another kind
     of machine or Python, then a busier or quieter one; "" for neither."""
-    return "; ".join(note for note in (machine_differs(base, new),
-                                       machine_change(base, new)) if note)
+    return "; ".join(note for note in (
+        machine_differs(base, new),
+        machine_load(base, new, sessions)[0]) if note)
 
 
 def _values(values: set) -> str:
@@ -269,6 +306,42 @@ def machine_change(base: Sequence["Report"], new: Sequence["Report"]
                    ) -> str:
     """A sentence when the new runs met a busier (or quieter) machine
     than every base run did; "" otherwise, or where a run does not say."""
+    return machine_load(base, new)[0]
+
+
+def _gap(field: str, gap: float, cpus: List[Any], busier: float) -> float:
+    """By how much the new runs' reading must differ from the base's for
+    the machine to be said to differ; other processes' CPUs: BUSIER_CPUS,
+    or less where they left the quieter side few CPUs (BUSIER_LEFT of
+    those left, BUSIER_LEAST at least), the CPUs known for every run."""
+    if field != "other_cpus" or not cpus or \
+            not all(isinstance(c, (int, float)) and c > 0 for c in cpus):
+        return gap
+    left = min(cpus) - busier
+    return min(gap, max(BUSIER_LEAST, BUSIER_LEFT * left))
+
+
+def _readings(runs: Sequence["Report"],
+              sessions: Optional[Sequence[Optional[Dict[str, float]]]],
+              field: str) -> Tuple[List[Any], List[Any]]:
+    """A side's runs' own readings of a field, and its sessions' (all
+    None where no sessions are given)."""
+    own = [r.meta.get("host", {}).get(field) for r in runs]
+    over = [(s or {}).get(field) for s in sessions] if sessions is not None \
+        else [None]
+    return own, over
+
+
+def machine_load(base: Sequence["Report"], new: Sequence["Report"],
+                 sessions: Optional[Sessions] = None
+                 ) -> Tuple[str, str]:
+    """A sentence when the new runs met a busier (or quieter) machine
+    than every base run did, and its word ("busier", "quieter", or
+    "busier by one measure and quieter by another"); ("", "") otherwise,
+    or where a run does not say. The runs' own readings are weighed
+    where every run has one; else, the sessions' (readings over windows
+    that held the runs), where every run has one: one kind of reading
+    on both sides, never the one against the other."""
     said, words = [], set()
     # a child's CPU (a DataLoader worker's) is no other process to the
     # user, but to the kernel's ticks it is
@@ -276,6 +349,7 @@ def machine_change(base: Sequence["Report"], new: Sequence["Report"]
                    for r in (*base, *new))
     others = ("other processes (the runs' own child processes among them)"
               if children else "other processes")
+    over_session = False
     for field, gap, what, scale, unit in (
             ("other_cpus", BUSIER_CPUS, others + " kept {} busy on average",
              1, " CPUs"),
@@ -284,14 +358,22 @@ def machine_change(base: Sequence["Report"], new: Sequence["Report"]
         def shown(value: float) -> str:
             return f"{value * scale:.{1 if scale == 1 else 0}f}"
 
-        before = [r.meta.get("host", {}).get(field) for r in base]
-        after = [r.meta.get("host", {}).get(field) for r in new]
+        before, session_before = _readings(
+            base, sessions[0] if sessions else None, field)
+        after, session_after = _readings(
+            new, sessions[1] if sessions else None, field)
+        cpus = [r.meta.get("host", {}).get("cpus") for r in (*base, *new)]
         if None in before or None in after:
-            continue
+            if None in session_before or None in session_after:
+                continue
+            before, after, over_session = \
+                session_before, session_after, True
+            cpus = [(s or {}).get("cpus") for side in sessions or ()
+                    for s in side]
         now = float(np.mean(after))
-        if now - max(before) >= gap:
+        if now - max(before) >= _gap(field, gap, cpus, max(before)):
             words.add("busier")
-        elif min(before) - now >= gap:
+        elif min(before) - now >= _gap(field, gap, cpus, now):
             words.add("quieter")
         else:
             continue
@@ -299,16 +381,19 @@ def machine_change(base: Sequence["Report"], new: Sequence["Report"]
         was = low if low == high else f"{low}-{high}"
         runs = "run" if len(base) == 1 else "runs"
         said.append(what.format(shown(now) + unit) +
-                    f" ({was}{unit} in the base {runs})")
+                    f" ({was}{unit} in the base {runs}"
+                    f"{' sessions' if over_session else ''})")
     if not said:
-        return ""
+        return "", ""
     word = words.pop() if len(words) == 1 else \
         "busier by one measure and quieter by another"
     runs = "run" if len(new) == 1 else "runs"
-    return (f"the machine was {word} during the new {runs}: "
+    during = (f"over the session of the new {runs} (a run itself too "
+              f"short to tell)" if over_session else f"during the new {runs}")
+    return (f"the machine was {word} {during}: "
             f"{'; '.join(said)}. A busier machine slows unchanged code "
             f"and a quieter one speeds it: compare runs made under the "
-            f"same load")
+            f"same load"), word
 
 
 def _runs(reports: Runs, side: str) -> List["Report"]:
@@ -380,6 +465,41 @@ def stage_changes(base: Sequence["Report"], new: Sequence["Report"],
     return changes
 
 
+def cpu_bound(runs: Sequence["Report"], path: str) -> bool:
+    """Whether a stage spent at least CPU_BOUND of its wall time on the
+    CPU in every run that called it: then its CPU time stands for it."""
+    for run in runs:
+        if path in run.stage_names:
+            stats = run[path]
+            if stats.cpu < CPU_BOUND * stats.wall.total:
+                return False
+    return True
+
+
+def _unconfirmed_on_busy(changes: List[StageChange],
+                         base: Sequence["Report"], new: Sequence["Report"],
+                         threshold: float, alpha: float) -> None:
+    """Where the new runs met a busier machine: each stage found slower
+    on wall time whose CPU time stands for it and was not found slower
+    becomes BUSY_SLOWER, its CPU verdict kept beside it. A stage that
+    waits keeps its verdict (its CPU time cannot tell), and so does one
+    whose CPU time grew past the threshold too: slower code is caught on
+    a busy machine as on a quiet one."""
+    slower = [c for c in changes if c.verdict in SLOWER]
+    if not slower:
+        return
+    cpu = {c.path: c for c in stage_changes(base, new, threshold, alpha,
+                                            measure="cpu")}
+    for change in slower:
+        other = cpu.get(change.path)
+        if other is None or other.judgement is None or \
+                other.verdict in SLOWER or \
+                not cpu_bound((*base, *new), change.path):
+            continue
+        change.verdict = BUSY_SLOWER
+        change.cpu = other.judgement
+
+
 def gpu_change(base: Sequence["Report"], new: Sequence["Report"],
                threshold: float, alpha: float) -> str:
     """Where both sides traced GPU work: the stages whose kernels' time
@@ -417,7 +537,8 @@ class Comparison:
     (the time of the kernels each call launched, traced)."""
 
     def __init__(self, base: Runs, new: Runs, threshold: float = 0.05,
-                 alpha: float = 0.01, measure: str = "wall"):
+                 alpha: float = 0.01, measure: str = "wall",
+                 sessions: Optional[Sessions] = None):
         if not (isinstance(threshold, (int, float, np.integer, np.floating))
                 and 0 <= threshold < math.inf):
             raise ValueError(f"threshold must be a finite value >= 0, "
@@ -433,12 +554,26 @@ class Comparison:
                              f"{measure!r}")
         self.threshold, self.alpha, self.measure = threshold, alpha, measure
         self._reports = (_runs(base, "base"), _runs(new, "new"))
+        if sessions is not None and (
+                len(sessions) != 2 or
+                len(sessions[0]) != len(self._reports[0]) or
+                len(sessions[1]) != len(self._reports[1])):
+            raise ValueError("sessions must hold one reading (or None) "
+                             "for each base run and each new run")
+        self._sessions = sessions
         self.changes = stage_changes(*self._reports, threshold, alpha,
                                      measure=measure)
         #: a sentence when the new runs ran on another kind of machine or
         #: Python, or met a busier or quieter machine, than every base
         #: run; else ""
-        self.machine = machine_notes(*self._reports)
+        self.machine = machine_notes(*self._reports, sessions)
+        #: "busier" where the new runs met a busier machine than every
+        #: base run (their own readings, else their sessions'), "quieter",
+        #: "busier by one measure and quieter by another"; else ""
+        self.load = machine_load(*self._reports, sessions)[1]
+        if self.load == "busier" and measure == "wall":
+            _unconfirmed_on_busy(self.changes, *self._reports, threshold,
+                                 alpha)
         #: a sentence when some runs dropped spans (max_spans), else ""
         self.dropped = dropped_spans(*self._reports)
         #: judged on wall or CPU time, a sentence naming the stages whose
@@ -459,8 +594,12 @@ class Comparison:
         is not known of some runs (too short to tell): that it is not."""
         if self.machine or not self.regressions:
             return ""
-        silent = sum(1 for r in (*self._reports[0], *self._reports[1])
-                     if "other_cpus" not in r.meta.get("host", {}))
+        sessions = self._sessions or ([None] * len(self._reports[0]),
+                                      [None] * len(self._reports[1]))
+        silent = sum(1 for side in (0, 1)
+                     for r, s in zip(self._reports[side], sessions[side])
+                     if "other_cpus" not in r.meta.get("host", {}) and
+                     "other_cpus" not in (s or {}))
         if not silent:
             return ""
         total = sum(self.runs)
@@ -494,6 +633,13 @@ class Comparison:
         """Stages found slower ("slower"; "slower?" too, where too few
         calls in one run a side allowed no resampling)."""
         return [c for c in self.changes if c.verdict in SLOWER]
+
+    @property
+    def busy_suspects(self) -> List[StageChange]:
+        """Stages whose wall time grew past the threshold while the new
+        runs met a busier machine, which their CPU time does not confirm
+        (BUSY_SLOWER): no regression shown, nor cleared."""
+        return [c for c in self.changes if c.verdict == BUSY_SLOWER]
 
     @property
     def noisy(self) -> List[StageChange]:
@@ -530,6 +676,7 @@ class Comparison:
             if note:
                 lines.append(f"note: {note}")
         for c in self.changes:
-            mark = "!" if c.verdict in SLOWER else " "
+            mark = ("!" if c.verdict in SLOWER else
+                    "?" if c.verdict == BUSY_SLOWER else " ")
             lines.append(f"{mark} {printable(c.path)}: {c.summary()}")
         return "\n".join(lines)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -49,7 +50,10 @@ import pytest
 
 from ..record.profiler import Profiler
 from ..analysis.compare import (
-    Comparison, StageChange, parse_threshold, run_figures)
+    BUSY_SLOWER, Comparison, StageChange, cpu_bound, parse_threshold,
+    run_figures)
+from .pytest_load import (
+    read_session, reading, running, session_busy, write_session)
 from ..analysis.verdict import MEASURES, NOISY, SLOWER, RunFigures, judge
 from ..report import Report, ReportError
 from ..common.units import fmt_time, printable
@@ -89,6 +93,19 @@ _LOST = pytest.StashKey[List[str]]()
 #: when the session began (time.time()): a report file older than that
 #: is an earlier session's
 _STARTED = pytest.StashKey[float]()
+#: the machine's CPU ticks and the CPU of the exited child processes
+#: as the session began (pytest_load.reading), in its leader
+_TICKS = pytest.StashKey[Any]()
+#: the controller under pytest-xdist: the process id each worker handed
+#: over (None for one that went down without)
+_WORKER_PIDS = pytest.StashKey[List[Optional[int]]]()
+#: how busy other processes kept the machine over this session
+#: (pytest_load.session_busy; {} where not known)
+_BUSY = pytest.StashKey[Dict[str, float]]()
+#: each base folder's session reading (None where it has none), read once
+_FOLDER_BUSY = pytest.StashKey[Dict[Path, Optional[Dict[str, float]]]]()
+#: each test id's base runs' session readings, one per run read
+_BASE_BUSY = pytest.StashKey[Dict[str, List[Optional[Dict[str, float]]]]]()
 
 
 def _fraction(text: str) -> float:
@@ -136,6 +153,11 @@ def pytest_configure(config: Any) -> None:
     config.stash[_WORKER_TESTS] = {}
     config.stash[_LOST] = []
     config.stash[_STARTED] = time.time()
+    config.stash[_WORKER_PIDS] = []
+    config.stash[_BUSY] = {}
+    config.stash[_FOLDER_BUSY] = {}
+    config.stash[_BASE_BUSY] = {}
+    config.stash[_TICKS] = None if _is_worker(config) else reading()
     config.addinivalue_line("markers", "aquaprof: profiled by aquaprof")
     if config.getoption("aquaprof_fail") is not None:
         _fraction(config.getoption("aquaprof_fail"))
@@ -366,6 +388,7 @@ def _bases(config: Any, nodeid: str) -> Tuple[bool, List[Report]]:
             config.stash[_FOLDERS] = base_folders(base_dir)
         paths = base_runs(base_dir, nodeid, config.stash[_FOLDERS])
         runs: List[Report] = []
+        busy = config.stash[_BASE_BUSY].setdefault(nodeid, [])
         for path in paths:
             try:
                 run = Report.load(path)
@@ -382,8 +405,18 @@ def _bases(config: Any, nodeid: str) -> Tuple[bool, List[Report]]:
                     f"a base run already read; counted once")
                 continue
             runs.append(run)
+            busy.append(_folder_busy(config, path.parent))
         cache[nodeid] = (bool(paths), runs)
     return cache[nodeid]
+
+
+def _folder_busy(config: Any, folder: Path) -> Optional[Dict[str, float]]:
+    """How busy the machine was over the session that wrote a base
+    folder, read once; None where not known."""
+    known = config.stash[_FOLDER_BUSY]
+    if folder not in known:
+        known[folder] = read_session(folder)
+    return known[folder]
 
 
 #: the level the gate judges at
@@ -392,9 +425,6 @@ ALPHA = 0.01
 WHOLE_TEST = "the whole test"
 #: most stages named in one line
 NAMED = 5
-#: the share of its wall time a stage spends on the CPU for thread CPU
-#: time to stand for it (diagnose's "waiting" is under half)
-CPU_BOUND = 0.5
 
 
 def _whole_test(base: List[Report], new: List[Report], threshold: float
@@ -423,8 +453,10 @@ class _TestComparison:
     time instead (whole)."""
 
     def __init__(self, base: List[Report], new: List[Report],
-                 threshold: float, measure: str):
-        self.comparison = Comparison(base, new, threshold, ALPHA, measure)
+                 threshold: float, measure: str,
+                 sessions: Optional[Tuple[List[Any], List[Any]]] = None):
+        self.comparison = Comparison(base, new, threshold, ALPHA, measure,
+                                     sessions)
         self._reports = (base, new)
         self._measure = measure
         no_stages = not any(r.stage_names for r in (*base, *new))
@@ -445,6 +477,10 @@ class _TestComparison:
         return [c for c in self.changes if c.verdict == NOISY]
 
     @property
+    def busy_suspects(self) -> List[StageChange]:
+        return self.comparison.busy_suspects
+
+    @property
     def suspects(self) -> List[StageChange]:
         return [c for c in self.changes
                 if c.judgement is not None and c.judgement.suspect]
@@ -461,12 +497,9 @@ class _TestComparison:
         for change in changes:
             if change.path == WHOLE_TEST and self.whole is not None:
                 return False
-            for run in (*self._reports[0], *self._reports[1]):
-                if change.path not in run.stage_names:
-                    continue
-                stats = run[change.path]
-                if stats.cpu < CPU_BOUND * stats.wall.total:
-                    return False
+            if not cpu_bound((*self._reports[0], *self._reports[1]),
+                             change.path):
+                return False
         return True
 
     def one_side_only(self) -> str:
@@ -519,8 +552,13 @@ def _compare_test(config: Any, nodeid: str) -> Optional[_TestComparison]:
     base = _bases(config, nodeid)[1]
     if not runs or not base:
         return None
+    # this session's reading is known once it ends (not for the rounds a
+    # worker judges meanwhile)
+    busy = config.stash[_BUSY] or None
+    sessions = (config.stash[_BASE_BUSY].get(nodeid, [None] * len(base)),
+                [busy] * len(runs))
     return _TestComparison(base, runs, _threshold(config),
-                           config.getoption("aquaprof_measure"))
+                           config.getoption("aquaprof_measure"), sessions)
 
 
 def _comparisons(config: Any) -> List[Tuple[str, _TestComparison]]:
@@ -710,6 +748,8 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     out = getattr(node, "workeroutput", {}).get("aquaprof")
     config = node.config
     worker = node.gateway.id
+    pid = out.get("pid") if out else None
+    config.stash[_WORKER_PIDS].append(pid if isinstance(pid, int) else None)
     ran = list(dict.fromkeys(config.stash[_WORKER_TESTS].pop(worker, [])))
     if not out:
         if error:
@@ -748,16 +788,61 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     if _is_worker(config):
         # the controller shows, compares and gates: hand everything over
         config.workeroutput["aquaprof"] = {
+            "pid": os.getpid(),
             "problems": config.stash[_PROBLEMS],
             "reports": [(nodeid, json.dumps(report.to_dict()))
                         for nodeid, report in config.stash[_REPORTS]]}
         return
+    config.stash[_BUSY] = _session_busy(config)
+    folder = config.getoption("aquaprof")
+    if folder:
+        try:
+            write_session(Path(folder), config.stash[_BUSY])
+        except OSError as e:
+            config.stash[_PROBLEMS].append(
+                f"--aquaprof: cannot save in {folder} how busy the machine "
+                f"was over the session: {e}")
     config.aquaprof_comparisons = _comparisons(config)
     holes = _gate_holes(config)
     config.aquaprof_gate_holes = [h.line for h in holes]
     config.aquaprof_gate_failure = _gate_failure(config, holes)
     if config.aquaprof_gate_failure:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _session_busy(config: Any) -> Dict[str, float]:
+    """How busy other processes kept the machine over this session, less
+    the CPU that pytest and its pytest-xdist workers used (each hands its
+    reading over); {} where not known, a worker's among what is not."""
+    stop = reading()
+    pids = config.stash[_WORKER_PIDS]
+    if None in pids:
+        # a worker that went down unheard: whether it has exited is
+        # unknown, and with it where its CPU went
+        return {}
+    return session_busy(config.stash[_TICKS], stop, running(pids))
+
+
+def _said_busy(config: Any) -> str:
+    """How busy the machine was over this session and over the base
+    sessions, in a line; "" where neither is known."""
+    now = config.stash[_BUSY]
+    bases = [b for runs in config.stash[_BASE_BUSY].values() for b in runs]
+    known = [b["other_cpus"] for b in bases if b]
+    if not now and not known:
+        return ""
+    this = (f"{now['other_cpus']:.1f} CPUs over this session's "
+            f"{now['seconds']:.1f} s" if now else "not known for this "
+            "session")
+    if known:
+        low, high = f"{min(known):.1f}", f"{max(known):.1f}"
+        base = f"{low if low == high else low + '-' + high} CPUs"
+        if None in bases:
+            base += " (not known for some base runs)"
+    else:
+        base = "not known"
+    return (f"how busy the machine was: other processes kept {this} busy "
+            f"on average; in the base sessions {base}")
 
 
 def _count_as_error(terminalreporter: Any, why: str) -> None:
@@ -816,6 +901,17 @@ def _write_test(write: Callable[..., None], nodeid: str,
             write(f"    {line}")
         if judged.whole is not None:
             write(f"    ! {WHOLE_TEST}: {judged.whole.summary()}")
+        return
+    if judged.busy_suspects:
+        # neither failed nor passed off as "no regression": what a busy
+        # machine would do to unchanged code, which its CPU time clears
+        write(f"{nodeid}: {BUSY_SLOWER}: {_names(judged.busy_suspects)} "
+              f"(wall time grew, its CPU time did not: not failed; a run "
+              f"on a machine as quiet as the base's, more runs or "
+              f"--aquaprof-measure=cpu would tell)", yellow=True)
+        _write_notes(write, comparison)
+        for c in judged.busy_suspects:
+            write(f"    ? {printable(c.path)}: {c.summary()}")
         return
     if judged.noisy:
         # a change the runs cannot tell from noise is said, never passed
@@ -884,6 +980,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         terminalreporter.section("aquaprof: against the base reports",
                                  red=failed, yellow=unsure and not failed,
                                  green=not failed and not unsure)
+        busy = _said_busy(config)
+        if busy:
+            write(busy)
         for nodeid, comparison in comparisons:
             _write_test(write, nodeid, comparison,
                         nodeid in unjudged_holes)

@@ -12,6 +12,7 @@ from crafted import on_machine
 from profiled import busy
 
 
+from aquaprof.analysis.compare import BUSY_SLOWER
 from aquaprof.analysis.verdict import (RESAMPLES, SLOWER, RunFigures,
                                        describe, judge, own_spread, runs_p,
                                        t_two_sided_p)
@@ -455,6 +456,16 @@ def test_a_stage_one_base_run_never_called_is_no_regression():
     assert judge([tenth, tenth, tenth], [called]).word == "slower"
 
 
+def with_cpu_of(report, scale):
+    """The report with each "step" call's thread CPU time scale times
+    that of run()'s."""
+    spans = report.spans().copy()
+    is_step = spans["stage"] == report.stage_names.index("step")
+    spans["cpu_ns"] = np.where(is_step, spans["cpu_ns"] * scale,
+                               spans["cpu_ns"]).astype(spans["cpu_ns"].dtype)
+    return ap.Report(dict(report._data, spans=spans))
+
+
 def test_a_busier_machine_in_the_new_run_is_said():
     base = [on_machine(timed(1.0, seed), other_cpus=c, steal=0.0)
             for seed, c in ((1, 0.05), (4, 0.2), (5, 0.1))]
@@ -466,8 +477,22 @@ def test_a_busier_machine_in_the_new_run_is_said():
             "A busier machine slows unchanged code")
     assert note in str(comparison)
     assert comparison.machine in str(comparison)
-    # the verdicts stand: the note says why they may be the machine's
-    assert [c.path for c in comparison.regressions] == ["step"]
+    # wall time 1.6x, its CPU time as before: what a busier machine does
+    # to unchanged code, said as such and not failed
+    assert comparison.regressions == []
+    suspect = {c.path: c for c in comparison.changes}["step"]
+    assert suspect.verdict == BUSY_SLOWER == \
+        "slower? the machine was busy"
+    assert suspect in comparison.busy_suspects and suspect.cpu is not None
+    assert "? step: total" in str(comparison)
+    assert "but the machine was busier and its CPU time a run" in \
+        suspect.summary()
+    # its CPU time 1.6x as well: slower code, caught on a busy machine
+    slower = busy.compare(base, measure="cpu")
+    cpu_too = on_machine(with_cpu_of(timed(1.6, 2), 1.6), other_cpus=1.04,
+                         steal=0.0)
+    assert [c.path for c in cpu_too.compare(base).regressions] == ["step"]
+    assert slower.busy_suspects == []     # judged on CPU time: as it is
     # a hypervisor's steal, and the other way round: a quieter machine
     quiet = [on_machine(timed(1.0, seed), other_cpus=0.0, steal=0.12)
              for seed in (6, 7)]

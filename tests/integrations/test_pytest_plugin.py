@@ -10,6 +10,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof.integrations.pytest_plugin import report_name
+from aquaprof.integrations.pytest_load import SESSION_FILE
 
 from plugin_args import PLUGIN
 
@@ -73,7 +74,9 @@ def test_every_test_profiled_into_a_folder(pytester):
     plain = report_name("test_suite.py::test_plain")
     fixture = report_name("test_suite.py::test_with_fixture")
     assert plain.startswith("test_suite.py__test_plain-")
-    assert sorted(p.name for p in out.iterdir()) == sorted([plain, fixture])
+    # and how busy the machine was over the session, for a later gate
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [plain, fixture, SESSION_FILE])
     assert ap.Report.load(out / plain)["plain"].count == 1
     assert ap.Report.load(out / fixture)["step"].count == 20
     result.stdout.fnmatch_lines(["*aquaprof: top stages by self time*",
@@ -224,7 +227,8 @@ def test_ids_that_read_alike_or_run_long_get_files_of_their_own(pytester):
     result.assert_outcomes(passed=4)
     ids = ["a/b", "a b", "a_b", "x" * 300]
     names = [report_name(f"test_alike.py::test_alike[{i}]") for i in ids]
-    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        names + [SESSION_FILE])
     for n, name in enumerate(names, 1):
         assert len(name) <= 122
         assert ap.Report.load(out / name)["call"].count == n
@@ -337,9 +341,11 @@ def test_a_passing_test_still_says_what_its_comparison_notes():
 
     comparison = SimpleNamespace(
         machine="", measure="cpu", dropped="3 spans dropped (max_spans)",
-        gpu="kernels of 'step' took 2.0x their base time")
+        gpu="kernels of 'step' took 2.0x their base time", memory="",
+        items="")
     judged = SimpleNamespace(
         comparison=comparison, regressions=[], noisy=[], whole=None,
+        busy_suspects=[],
         nothing_compared=lambda: "", one_side_only=lambda: "")
     _write_test(write, "t.py::test_x", judged, hole=False)
     assert lines == ["t.py::test_x: no regression in cpu time",
