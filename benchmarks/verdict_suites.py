@@ -22,10 +22,13 @@ Then a pytest suite of four tests, each a stage of 20 calls of about 3
 ms, run with `-n 2 --aquaprof=DIR`; the new run with test_d's calls
 1.5x and a CPU hog (a process spinning) beside it, gated against the
 base run (`--aquaprof-compare --aquaprof-fail=5%`): caught if test_d is
-a REGRESSION, a false alarm for each other test that is.
+a REGRESSION, a false alarm for each other test that is; a test said
+"slower? the machine was busy" (not failed) is counted apart. With
+--quiet-too, each run also gates a new run with no hog against a base
+made just before it: the rule on a machine no busier than the base's.
 
     python benchmarks/verdict_suites.py [--runs 4] [--root TREE]
-        [--only bimodal,memory,items,few,xdist]
+        [--only bimodal,memory,items,few,xdist] [--quiet-too]
 
 --root judges with another tree's aquaprof (a git worktree of an
 earlier commit, its _core built or copied in): the programs and pytest
@@ -177,63 +180,90 @@ def program_cases(root: Path, cases: List[str], runs: int) -> None:
                       f"{wrong}; cpu right {cpu_right}, wrong {cpu_wrong}")
 
 
-def xdist_case(root: Path, runs: int) -> None:
-    counts = {"caught": 0, "missed": 0, "false alarms": 0, "quiet": 0}
+BUSY_WORDS = "slower? the machine was busy"
+
+
+def gate_once(root: Path, folder: Path, name: str, hog: bool
+              ) -> Tuple[Dict[str, str], List[str], Path, Path]:
+    """A base run, then a new one (test_d 1.5x; a CPU hog beside it where
+    hog) gated against it: each test's word (REGRESSION, busy, or
+    quiet), the lines said of the tests and the machine, and the two
+    folders."""
+    base, new = folder / f"base-{name}", folder / f"new-{name}"
+    common = [sys.executable, "-m", "pytest", "-q", "-n", "2",
+              "-p", "aquaprof.pytest_plugin", "-p", "no:cacheprovider",
+              str(folder / "test_suite.py")]
+    subprocess.run(common + [f"--aquaprof={base}"], cwd=folder,
+                   env=env_for(root), check=True, stdout=subprocess.DEVNULL)
+    spinning = subprocess.Popen([sys.executable, "-c", "while True: pass"]
+                                ) if hog else None
+    try:
+        done = subprocess.run(
+            common + [f"--aquaprof={new}", f"--aquaprof-compare={base}",
+                      "--aquaprof-fail=5%"],
+            cwd=folder, env=dict(env_for(root), CHANGED="1"),
+            capture_output=True, text=True)
+    finally:
+        if spinning is not None:
+            spinning.kill()
+            spinning.wait()
+    words = {}
+    for name_ in ("test_a", "test_b", "test_c", "test_d"):
+        if re.search(rf"::{name_}: REGRESSION", done.stdout):
+            words[name_] = "REGRESSION"
+        elif re.search(rf"::{name_}: {re.escape(BUSY_WORDS)}", done.stdout):
+            words[name_] = "busy"
+        else:
+            words[name_] = "quiet"
+    lines = [ln for ln in done.stdout.splitlines()
+             if re.search(r"test_suite\.py::test_\w+:|"
+                          r"^\s+[!? ] \w: total|note:|how busy", ln)]
+    return words, lines, base, new
+
+
+def xdist_case(root: Path, runs: int, quiet_too: bool) -> None:
+    import aquaprof as ap
+    sides = (("hog", True), ("quiet", False)) if quiet_too else \
+        (("hog", True),)
+    counts = {side: {} for side, _ in sides}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "test_suite.py").write_text(SUITE)
         for i in range(runs):
-            base, new = folder / f"base{i}", folder / f"new{i}"
-            common = [sys.executable, "-m", "pytest", "-q", "-n", "2",
-                      "-p", "aquaprof.pytest_plugin", "-p", "no:cacheprovider",
-                      str(folder / "test_suite.py")]
-            subprocess.run(common + [f"--aquaprof={base}"], cwd=folder,
-                           env=env_for(root), check=True,
-                           stdout=subprocess.DEVNULL)
-            hog = subprocess.Popen([sys.executable, "-c",
-                                    "while True: pass"])
-            try:
-                done = subprocess.run(
-                    common + [f"--aquaprof={new}",
-                              f"--aquaprof-compare={base}",
-                              "--aquaprof-fail=5%"],
-                    cwd=folder, env=dict(env_for(root), CHANGED="1"),
-                    capture_output=True, text=True)
-            finally:
-                hog.kill()
-                hog.wait()
-            slower = set(re.findall(r"test_suite\.py::(test_\w+): "
-                                    r"REGRESSION", done.stdout))
-            counts["caught" if "test_d" in slower else "missed"] += 1
-            for name in ("test_a", "test_b", "test_c"):
-                counts["false alarms" if name in slower else "quiet"] += 1
-            lines = [ln for ln in done.stdout.splitlines()
-                     if re.search(r"test_suite\.py::test_\w+:|"
-                                  r"^\s+[! ] \w: total|note:", ln)]
-            # the same runs judged on CPU time, as the gate's
-            # --aquaprof-measure=cpu would
-            import aquaprof as ap
-            for name in ("a", "b", "c", "d"):
-                test = f"test_{name}"
-                pick = lambda d: next(d.glob(f"*{test}-*.json"))  # noqa
-                cpu = ap.Report.load(pick(new)).compare(
-                    ap.Report.load(pick(base)), measure="cpu")
-                word = said(cpu, name)[0]
-                slow = word in ("slower", "slower?")
-                key = (("cpu caught" if slow else "cpu missed")
-                       if name == "d" else
-                       ("cpu false alarms" if slow else "cpu quiet"))
-                counts[key] = counts.get(key, 0) + 1
-            print(f"  xdist run {i}:")
-            for ln in lines:
-                print(f"    {ln.strip()[:170]}")
-    print(f"xdist    test_d 1.5x: caught {counts['caught']}, missed "
-          f"{counts['missed']}; unchanged tests (3 a run): false alarms "
-          f"{counts['false alarms']}, quiet {counts['quiet']}")
-    print(f"xdist    on cpu time: caught {counts.get('cpu caught', 0)}, "
-          f"missed {counts.get('cpu missed', 0)}; false alarms "
-          f"{counts.get('cpu false alarms', 0)}, quiet "
-          f"{counts.get('cpu quiet', 0)}")
+            for side, hog in sides:
+                words, lines, base, new = gate_once(
+                    root, folder, f"{side}{i}", hog)
+                tally = counts[side]
+                for test, word in words.items():
+                    kind = "d" if test == "test_d" else "unchanged"
+                    tally[(kind, word)] = tally.get((kind, word), 0) + 1
+                # the same runs judged on CPU time, as the gate's
+                # --aquaprof-measure=cpu would
+                for name in ("a", "b", "c", "d"):
+                    test = f"test_{name}"
+                    pick = lambda d: next(d.glob(f"*{test}-*.json"))  # noqa
+                    cpu = ap.Report.load(pick(new)).compare(
+                        ap.Report.load(pick(base)), measure="cpu")
+                    slow = said(cpu, name)[0] in ("slower", "slower?")
+                    kind = "d" if name == "d" else "unchanged"
+                    key = (kind, "cpu slower" if slow else "cpu not")
+                    tally[key] = tally.get(key, 0) + 1
+                print(f"  xdist run {i}, {side}: " + ", ".join(
+                    f"{t[5:]} {w}" for t, w in words.items()))
+                for ln in lines:
+                    print(f"    {ln.strip()[:230]}")
+    for side, tally in counts.items():
+        def n(kind: str, word: str) -> int:
+            return tally.get((kind, word), 0)
+        print(f"xdist    {side:5s}: test_d 1.5x: caught {n('d', 'REGRESSION')}"
+              f", said busy {n('d', 'busy')}, missed {n('d', 'quiet')}; "
+              f"unchanged tests (3 a run): false alarms "
+              f"{n('unchanged', 'REGRESSION')}, said busy "
+              f"{n('unchanged', 'busy')}, quiet {n('unchanged', 'quiet')}")
+        print(f"xdist    {side:5s}: on cpu time: caught "
+              f"{n('d', 'cpu slower')}, missed {n('d', 'cpu not')}; false "
+              f"alarms {n('unchanged', 'cpu slower')}, quiet "
+              f"{n('unchanged', 'cpu not')}")
 
 
 def main() -> None:
@@ -242,6 +272,8 @@ def main() -> None:
     parser.add_argument("--root", type=Path,
                         default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--only", default="bimodal,memory,items,few,xdist")
+    parser.add_argument("--quiet-too", action="store_true",
+                        help="also gate runs with no hog (xdist)")
     args = parser.parse_args()
     root = args.root.resolve()
     sys.path.insert(0, str(root))
@@ -250,7 +282,7 @@ def main() -> None:
     cases = args.only.split(",")
     program_cases(root, [c for c in cases if c in STAGE], args.runs)
     if "xdist" in cases:
-        xdist_case(root, args.runs)
+        xdist_case(root, args.runs, args.quiet_too)
 
 
 if __name__ == "__main__":

@@ -380,9 +380,10 @@ def machine_load(base: Sequence["Report"], new: Sequence["Report"],
         low, high = shown(min(before)), shown(max(before))
         was = low if low == high else f"{low}-{high}"
         runs = "run" if len(base) == 1 else "runs"
+        if over_session:
+            runs = "run's session" if len(base) == 1 else "runs' sessions"
         said.append(what.format(shown(now) + unit) +
-                    f" ({was}{unit} in the base {runs}"
-                    f"{' sessions' if over_session else ''})")
+                    f" ({was}{unit} in the base {runs})")
     if not said:
         return "", ""
     word = words.pop() if len(words) == 1 else \
