@@ -251,7 +251,7 @@ def xdist_case(root: Path, runs: int, quiet_too: bool) -> None:
                 print(f"  xdist run {i}, {side}: " + ", ".join(
                     f"{t[5:]} {w}" for t, w in words.items()))
                 for ln in lines:
-                    print(f"    {ln.strip()[:230]}")
+                    print(f"    {ln.strip()[:230 if 'note:' in ln else 600]}")
     for side, tally in counts.items():
         def n(kind: str, word: str) -> int:
             return tally.get((kind, word), 0)

@@ -484,6 +484,16 @@ def cpu_bound(runs: Sequence["Report"], path: str,
     return True
 
 
+def _cpu_grew(cpu: StageChange, threshold: float) -> bool:
+    """Whether a stage's CPU time confirms a slower wall time: found
+    slower, or its total grown past the threshold without the evidence
+    to prove it (noisy): slower code on a busy machine, as likely as
+    the machine."""
+    return cpu.verdict in SLOWER or (
+        cpu.verdict == NOISY and cpu.judgement is not None and
+        cpu.judgement.change > threshold)
+
+
 def _unconfirmed_on_busy(changes: List[StageChange],
                          base: Sequence["Report"], new: Sequence["Report"],
                          threshold: float, alpha: float) -> None:
@@ -492,8 +502,8 @@ def _unconfirmed_on_busy(changes: List[StageChange],
     becomes BUSY_SLOWER, its CPU verdict kept beside it. A stage that
     waits in the base runs, or most of its time in the new ones, keeps
     its verdict (its CPU time cannot tell), and so does one whose CPU
-    time grew past the threshold too: slower code is caught on a busy
-    machine as on a quiet one."""
+    time grew too (_cpu_grew): slower code is caught on a busy machine
+    as on a quiet one."""
     slower = [c for c in changes if c.verdict in SLOWER]
     if not slower:
         return
@@ -502,7 +512,7 @@ def _unconfirmed_on_busy(changes: List[StageChange],
     for change in slower:
         other = cpu.get(change.path)
         if other is None or other.judgement is None or \
-                other.verdict in SLOWER or \
+                _cpu_grew(other, threshold) or \
                 not cpu_bound(base, change.path) or \
                 not cpu_bound(new, change.path, BUSY_CPU_SHARE):
             continue

@@ -133,3 +133,20 @@ def test_a_stage_that_waits_keeps_its_verdict_on_a_busier_machine():
 def test_sessions_must_match_the_runs(busy_runs):
     with pytest.raises(ValueError, match="one reading .* for each"):
         Comparison(busy_runs[0], busy_runs[1], sessions=([QUIET], []))
+
+
+def test_cpu_time_grown_past_the_threshold_unproven_keeps_the_verdict(
+        busy_runs):
+    # CPU time +40 % but too spread to prove it: as likely slower code
+    # as the machine, so the wall verdict stands
+    base = scaled(busy_runs[0], 1, 1, 1)
+    new = scaled(busy_runs[1], 2, 1, 2)
+    spans = new.spans().copy()
+    rng = np.random.default_rng(3)
+    spans["cpu_ns"] = (5e5 * 1.4 * rng.lognormal(0.0, 1.2, len(spans))
+                       ).astype(spans["cpu_ns"].dtype)
+    new = ap.Report(dict(new._data, spans=spans))
+    cpu = Comparison(base, new, measure="cpu").changes[0]
+    assert cpu.verdict == "noisy" and cpu.change > 0.05, cpu.summary()
+    c = Comparison(base, new, sessions=([QUIET], [HOG]))
+    assert [r.path for r in c.regressions] == ["step"]
