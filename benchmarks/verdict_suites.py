@@ -23,7 +23,9 @@ ms, run with `-n 2 --aquaprof=DIR`; the new run with test_d's calls
 1.5x and a CPU hog (a process spinning) beside it, gated against the
 base run (`--aquaprof-compare --aquaprof-fail=5%`): caught if test_d is
 a REGRESSION, a false alarm for each other test that is; a test said
-"slower? the machine was busy" (not failed) is counted apart. With
+"slower? the machine was busy" (not failed) is counted apart, and the
+same reports are judged again on wall time with no session reading
+(the rule without it) and on CPU time. With
 --quiet-too, each run also gates a new run with no hog against a base
 made just before it: the rule on a machine no busier than the base's.
 
@@ -248,6 +250,13 @@ def xdist_case(root: Path, runs: int, quiet_too: bool) -> None:
                     kind = "d" if name == "d" else "unchanged"
                     key = (kind, "cpu slower" if slow else "cpu not")
                     tally[key] = tally.get(key, 0) + 1
+                    # and on wall time with no session reading: the
+                    # rule the runs met before the gate read one
+                    wall = ap.Report.load(pick(new)).compare(
+                        ap.Report.load(pick(base)))
+                    slow = said(wall, name)[0] in ("slower", "slower?")
+                    key = (kind, "unread slower" if slow else "unread not")
+                    tally[key] = tally.get(key, 0) + 1
                 print(f"  xdist run {i}, {side}: " + ", ".join(
                     f"{t[5:]} {w}" for t, w in words.items()))
                 for ln in lines:
@@ -260,6 +269,11 @@ def xdist_case(root: Path, runs: int, quiet_too: bool) -> None:
               f"unchanged tests (3 a run): false alarms "
               f"{n('unchanged', 'REGRESSION')}, said busy "
               f"{n('unchanged', 'busy')}, quiet {n('unchanged', 'quiet')}")
+        print(f"xdist    {side:5s}: the same runs, no session reading: "
+              f"caught {n('d', 'unread slower')}, missed "
+              f"{n('d', 'unread not')}; false alarms "
+              f"{n('unchanged', 'unread slower')}, quiet "
+              f"{n('unchanged', 'unread not')}")
         print(f"xdist    {side:5s}: on cpu time: caught "
               f"{n('d', 'cpu slower')}, missed {n('d', 'cpu not')}; false "
               f"alarms {n('unchanged', 'cpu slower')}, quiet "

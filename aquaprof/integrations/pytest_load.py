@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from ..record.host import Ticks, busy_between, cpu_ticks
 
@@ -69,7 +69,7 @@ def session_busy(start: Reading, stop: Reading,
             "cpus": cpus}
 
 
-def running(pids: Sequence[int]) -> list:
+def running(pids: Sequence[int]) -> List[int]:
     """Those of the processes that are still there (running, or exited
     and not yet waited for)."""
     left = []
@@ -104,11 +104,11 @@ def read_session(folder: Path) -> Optional[Dict[str, float]]:
         return None
     if not isinstance(data, dict) or not data:
         return None
-    other, steal = data.get("other_cpus"), data.get("steal")
+    figures: List[Any] = [data.get("other_cpus"), data.get("steal")]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-               and 0 <= v < 1e6 for v in (other, steal)):
+               and 0 <= v < 1e6 for v in figures):
         return None
-    found = {"other_cpus": float(other), "steal": float(steal)}
+    found = {"other_cpus": float(figures[0]), "steal": float(figures[1])}
     cpus = data.get("cpus")
     if isinstance(cpus, int) and not isinstance(cpus, bool) and \
             0 < cpus < 1e6:
