@@ -831,9 +831,10 @@ def _said_busy(config: Any) -> str:
     known = [b["other_cpus"] for b in bases if b]
     if not now and not known:
         return ""
-    this = (f"{now['other_cpus']:.1f} CPUs busy on average over this "
-            f"session ({now['seconds']:.1f} s)" if now else
-            "how many CPUs busy over this session is not known")
+    this = (f"other processes kept {now['other_cpus']:.1f} CPUs busy on "
+            f"average over this session ({now['seconds']:.1f} s)" if now
+            else "not known over this session (too short, or a worker "
+            "went down)")
     if known:
         low, high = f"{min(known):.1f}", f"{max(known):.1f}"
         base = f"{low if low == high else low + '-' + high} CPUs"
@@ -841,8 +842,7 @@ def _said_busy(config: Any) -> str:
             base += " (not known for some base runs)"
     else:
         base = "not known"
-    return (f"how busy the machine was: other processes kept {this}; "
-            f"over the base sessions {base}")
+    return f"how busy the machine was: {this}; over the base sessions {base}"
 
 
 def _count_as_error(terminalreporter: Any, why: str) -> None:

@@ -123,3 +123,23 @@ def test_the_workers_readings_merge_only_when_every_one_said_and_is_gone():
     # one went down unheard, or is still there: not known
     assert _session_busy(gate_config([gone.pid, None])) == {}
     assert _session_busy(gate_config([gone.pid, os.getpid()])) == {}
+
+
+def test_the_gate_says_the_sessions_load_where_either_side_is_known():
+    from types import SimpleNamespace
+    from aquaprof.integrations import pytest_plugin as plugin
+
+    def said(now, bases):
+        return plugin._said_busy(SimpleNamespace(stash={
+            plugin._BUSY: now, plugin._BASE_BUSY: bases}))
+    hog = {"other_cpus": 0.7, "steal": 0.0, "seconds": 2.04, "cpus": 2}
+    assert said(hog, {"t": [{"other_cpus": 0.0}, {"other_cpus": 0.1}]}) == (
+        "how busy the machine was: other processes kept 0.7 CPUs busy on "
+        "average over this session (2.0 s); over the base sessions 0.0-0.1 "
+        "CPUs")
+    assert said({}, {"t": [{"other_cpus": 0.2}, None]}) == (
+        "how busy the machine was: not known over this session (too short, "
+        "or a worker went down); over the base sessions 0.2 CPUs (not "
+        "known for some base runs)")
+    assert said(hog, {}).endswith("over the base sessions not known")
+    assert said({}, {"t": [None]}) == ""
