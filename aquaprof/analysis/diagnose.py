@@ -86,6 +86,7 @@ from ..model.report import subtree
 from .concurrency import self_open_by_thread
 from .gpu_stats import events_dropped
 from .other_threads import OUTSIDE_SHARE, loop_holder, other_threads
+from .own_frames import is_stdlib
 from .stragglers import rank_waits
 from .run_cost import torch_kinds
 from .samples import Waits, sampled, stage_hot, stage_waits, \
@@ -616,7 +617,10 @@ def _shares(waits: "Waits") -> str:
 
 
 #: where the standard library waits for other processes: a sampled
-#: stack with a frame of one of these files (path ends) waits for one
+#: stack waits for one where past the innermost frame of one of these
+#: files (path ends) it runs the standard library alone; a process
+#: pool's or a forked child's own stacks begin in them too, and run the
+#: program's code past them
 _PROCESS_WAITS = ("/subprocess.py", "/multiprocessing/pool.py",
                   "/multiprocessing/popen_fork.py",
                   "/concurrent/futures/process.py")
@@ -629,16 +633,20 @@ def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
     samples = report.samples
     if samples is None:
         return False
-    frames = samples["frames"]
-    waiting = {i for i, f in enumerate(frames)
-               if str(f[1]).replace("\\", "/").endswith(_PROCESS_WAITS)}
+    files = [str(f[1]) for f in samples["frames"]]
+    waiting = [f.replace("\\", "/").endswith(_PROCESS_WAITS)
+               for f in files]
+    stdlib = [is_stdlib(f) for f in files]
     wanted = subtree(report.stage_parents, stage.id)
     off = on_processes = 0
     for _p, _tid, sid, chain, _count, wall, cpu, *_w in samples["stacks"]:
-        if sid in wanted:
-            off += wall - cpu
-            if waiting.intersection(chain):
-                on_processes += wall - cpu
+        if sid not in wanted:
+            continue
+        off += wall - cpu
+        last = max((i for i, f in enumerate(chain) if waiting[f]),
+                   default=None)
+        if last is not None and all(stdlib[f] for f in chain[last + 1:]):
+            on_processes += wall - cpu
     return off > 0 and 2 * on_processes > off
 
 

@@ -45,7 +45,9 @@ def _bootstrap_only(frames: List[int], files: List[str]) -> bool:
     return all(files[f] == threading.__file__ for f in frames)
 
 
-def _is_stdlib(file: str) -> bool:
+def is_stdlib(file: str) -> bool:
+    """Whether a frame's file is the standard library's, not a package
+    installed in it."""
     return file.startswith(_STDLIB) and \
         f"-packages{os.sep}" not in file[len(_STDLIB):]
 
@@ -99,7 +101,7 @@ def without_own_frames(samples: Dict[str, Any]) -> Dict[str, Any]:
             if name.startswith(OWN_THREAD)}
     if not any(own) and not ours:
         return samples
-    stdlib = [_is_stdlib(file) for file in files]
+    stdlib = [is_stdlib(file) for file in files]
     merged: Dict[Tuple[Any, ...], int] = {}
     stacks: List[list] = []
     renumber = np.full(len(samples["stacks"]) + 1, -1, dtype=np.int64)

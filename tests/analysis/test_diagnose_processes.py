@@ -47,6 +47,25 @@ if __name__ == "__main__":
     print(f.fix)
 """
 
+_IN_WORKERS = r"""
+import multiprocessing as mp, time
+import aquaprof as ap
+
+def load(i):
+    for _ in range(3):
+        with ap.stage("load"):
+            time.sleep(0.05)
+    return i
+
+if __name__ == "__main__":
+    with ap.Profiler(sample=0.001) as prof:
+        with mp.get_context("fork").Pool(2) as pool:
+            pool.map(load, range(4), chunksize=1)
+    f = {f.path: f for f in prof.report().diagnose(top=3)}["load"]
+    print(f.kind)
+    print(f.fix)
+"""
+
 
 def run(code, tmp_path):
     path = tmp_path / "planted.py"     # spawned workers import it again
@@ -72,3 +91,13 @@ def test_a_stage_waiting_on_a_process_pool_is_told_it_waits_for_it(
     assert kind == "waiting"
     assert fix.startswith("it waits for other processes"), fix
     assert "more threads" not in fix
+
+
+def test_a_stage_that_sleeps_in_a_pool_worker_is_not_told_it_waits_for_one(
+        tmp_path):
+    """A forked pool worker's stacks begin in popen_fork.py and pool.py
+    (how it was started), and run the program's code past them: its
+    stage's sleep is no wait for other processes."""
+    kind, fix = run(_IN_WORKERS, tmp_path)
+    assert kind == "waiting"
+    assert not fix.startswith("it waits for other processes"), fix
