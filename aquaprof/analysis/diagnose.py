@@ -8,8 +8,9 @@ up:
 - waiting: it mostly does not (I/O, sleep, locks, other processes, or the
   GPU when the stage blocks on it); where the samples show it asleep on
   a lock or for other threads (a futex not the GIL's: a pool's result,
-  a native library's workers joined) for most of that, the fix to try
-  says so rather than send the reader after I/O;
+  a native library's workers joined) or in the standard library's waits
+  for other processes (subprocess, a multiprocessing pool), the fix to
+  try says so rather than send the reader after I/O;
 - mixed: in between;
 - cpu-starved (where the run was sampled, on Linux): its threads were
   runnable but not running, the CPU given to other threads or processes,
@@ -33,7 +34,9 @@ up:
   analysis.other_threads). Where the process kept SATURATED of the CPUs
   it may run on busy meanwhile, its own threads crowded the stage's out,
   and the fix says to run no more compute threads than CPUs; a
-  cpu-starved stage's evidence says so too;
+  cpu-starved stage's evidence says so too. Where it used about one CPU
+  (ONE_CPU_FROM to ONE_AT_A_TIME) with CPUs free instead, its threads ran
+  one at a time, and the fix names the GIL, not more threads;
 - awaiting: most of its calls were suspended at an await (asyncio), so
   their CPU time is unknown and the wall time is mostly waiting on I/O or
   on other tasks of the event loop;
@@ -134,11 +137,14 @@ THREADS_BUSY = 0.5
 # CPUs, a process with 8 torch threads used 1.58 to 1.88 beside the
 # machine's own chores, sampled or not)
 SATURATED = 0.75
-# the process using at most ONE_AT_A_TIME CPUs while a threads-bound
-# stage was open, with ROOM_LEFT CPUs or more free beside it (of those it
-# may use, less the machine's other processes'): its threads ran about
-# one at a time, and more threads would not help (Python threads on one
-# GIL: a pool of 4 computing Python on 2 free CPUs used 1.0)
+# the process using ONE_CPU_FROM to ONE_AT_A_TIME CPUs while a
+# threads-bound stage was open, with ROOM_LEFT CPUs or more free beside
+# it (of those it may use, less the machine's other processes'): its
+# threads ran about one at a time, and more threads would not help
+# (Python threads on one GIL: a pool of 4 computing Python on 2 free CPUs
+# used 1.0). Well under one CPU, they waited too (I/O, a lock), which
+# more threads may overlap
+ONE_CPU_FROM = 0.75
 ONE_AT_A_TIME = 1.25
 ROOM_LEFT = 0.5
 # next(DataLoader)'s share of its parent's wall time from which the loop
@@ -867,13 +873,13 @@ def _crowded(stage: "StageStats", others: Optional[_Others],
 
 def _one_cpu(stage: "StageStats", others: Optional[_Others],
              report: "Report") -> str:
-    """Where the stage's process (the run's own) used ONE_AT_A_TIME CPUs
-    or fewer while it was open, with ROOM_LEFT or more of those it may
-    use free beside it and the machine's other processes: the words that
-    say its threads ran about one at a time; "" otherwise."""
+    """Where the stage's process (the run's own) used ONE_CPU_FROM to
+    ONE_AT_A_TIME CPUs while it was open, with ROOM_LEFT or more of those
+    it may use free beside it and the machine's other processes: the
+    words that say its threads ran about one at a time; "" otherwise."""
     room = _cpu_room(report)
     if others is None or others.process is None or room is None or \
-            others.process > ONE_AT_A_TIME or \
+            not ONE_CPU_FROM <= others.process <= ONE_AT_A_TIME or \
             not _run_is_its_process(stage, report):
         return ""
     cpus, named, quota = room
@@ -963,8 +969,9 @@ _SAMPLE_TO_TELL = ("; sample the run (Profiler(sample=0.001)) to tell CPU "
 def _threads_bound(stage: "StageStats", others: Optional[_Others],
                    report: "Report", said: str, first: str) -> _Waits:
     """threads-bound, with the fix for threads held to one CPU where
-    they were (_one_cpu)."""
-    one = _one_cpu(stage, others, report)
+    they were (_one_cpu) and the CPUs were not taken (`first`, _crowded's
+    fix, is "")."""
+    one = "" if first else _one_cpu(stage, others, report)
     said += one + (_SAMPLE_TO_TELL if report.samples is None else "")
     if not one:
         return _Waits("threads-bound", said, first)
