@@ -3,11 +3,13 @@ memory moved, and those whose items/s moved where the items a call did.
 
 A stage that now keeps a copy of its data takes twice the memory in the
 same time, and one that processes half the items a call in the same time
-halves its items/s: the time verdicts read "same" for both. Memory is
-known of a run only as a stage's highest RSS while open (mem_peak) and
-the most RSS rose within one of its calls (mem_rise), not call by call,
-so the move must clear the noise by size alone: past twice the threshold
-and MEMORY_FLOOR. Items are exact counts: where the items a call are the
+halves its items/s: the time verdicts read "same" for both. A stage's
+own memory is known of a run only as the most RSS rose within one of its
+calls (mem_rise) and the RSS its calls kept, summed (mem_delta), not
+call by call, so the move must clear the noise by size alone: past twice
+the threshold and MEMORY_FLOOR. Its highest RSS while open (mem_peak) is
+not used: it holds what every stage before kept, so one stage that now
+keeps a copy would raise the peak of every stage after it. Items are exact counts: where the items a call are the
 same on both sides, items/s moves with the time a call, which the time
 verdict judges; where they differ, each call's time an item is judged
 with the same rule as time (analysis.verdict).
@@ -31,28 +33,28 @@ NAMED = 5
 
 
 def _memory(report: Report) -> Dict[str, Tuple[int, int]]:
-    """Each stage's (mem_peak, mem_rise) in a run that sampled RSS."""
+    """Each stage's (mem_rise, mem_delta) in a run that sampled RSS."""
     out = {}
     for stats in report.stages:
         if stats.mem_peak and stats.mem_rise is not None:
-            out[stats.path] = (stats.mem_peak, stats.mem_rise)
+            out[stats.path] = (stats.mem_rise, stats.mem_delta)
     return out
 
 
 def memory_change(base: Sequence[Report], new: Sequence[Report],
                   threshold: float) -> str:
-    """A sentence naming the stages whose peak RSS, or the most it rose
-    within a call, moved past twice the threshold and MEMORY_FLOOR in
-    every new run against every base run; "" where none did or a run
-    did not sample memory."""
+    """A sentence naming the stages whose most RSS risen within a call,
+    or RSS kept over their calls, moved past twice the threshold and
+    MEMORY_FLOOR in every new run against every base run; "" where none
+    did or a run did not sample memory."""
     before = [_memory(r) for r in base]
     after = [_memory(r) for r in new]
     said = []
     for path in after[0] if after else ():
         if not all(path in r for r in (*before, *after)):
             continue
-        for index, what in ((1, "the most RSS rose within a call"),
-                            (0, "peak RSS while open")):
+        for index, what in ((0, "the most RSS rose within a call"),
+                            (1, "RSS its calls kept")):
             low_b = min(r[path][index] for r in before)
             high_b = max(r[path][index] for r in before)
             low_n = min(r[path][index] for r in after)
@@ -67,13 +69,12 @@ def memory_change(base: Sequence[Report], new: Sequence[Report],
                 continue
             mean_b = float(np.mean([r[path][index] for r in before]))
             mean_n = float(np.mean([r[path][index] for r in after]))
+            signed = index == 1     # what calls kept may be given back
+            share = (f" ({(mean_n / mean_b - 1) * 100:+.0f} %)"
+                     if mean_b > 0 and mean_n >= 0 else "")
             said.append(f"{printable(path)} {word}: {what} "
-                        f"{fmt_bytes(int(mean_b))} -> "
-                        f"{fmt_bytes(int(mean_n))} "
-                        f"({(mean_n / mean_b - 1) * 100:+.0f} %)"
-                        if mean_b else
-                        f"{printable(path)} {word}: {what} 0 B -> "
-                        f"{fmt_bytes(int(mean_n))}")
+                        f"{fmt_bytes(int(mean_b), signed)} -> "
+                        f"{fmt_bytes(int(mean_n), signed)}{share}")
             break
     if not said:
         return ""

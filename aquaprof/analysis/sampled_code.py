@@ -300,13 +300,14 @@ _PID = re.compile(r" \(pid \d+\)$")
 def process_names(report: "Report") -> List[str]:
     """Each process's frame name: its label, or where several processes
     bear one name but their pids (a DataLoader's `worker 0` started anew
-    each epoch), that name and their count, so that they are one frame
-    and not a comb of hundreds too narrow to read."""
+    each epoch), that name for all of them, so that they are one frame
+    and not a comb of hundreds too narrow to read; the same name in runs
+    of more or fewer epochs, for a flamegraph of their difference."""
     labels_ = [printable(str(p.get("label", f"pid {p.get('pid')}")))
                for p in report.processes]
     names = [_PID.sub("", label) for label in labels_]
     count = Counter(names)
-    return [f"{name} ({count[name]} processes)" if count[name] > 1
+    return [f"{name} (all pids)" if count[name] > 1
             else label for name, label in zip(names, labels_)]
 
 

@@ -31,6 +31,23 @@ def transform(keep_copy):
     return prof.report()
 
 
+def keeps_then_reads(keep):
+    """A stage that now keeps what it loads across calls, and one after it
+    that only reads: the second's peak RSS holds what the first kept."""
+    kept = []
+    with ap.Profiler() as prof:
+        for _ in range(3):
+            with ap.stage("load"):
+                block = np.ones(FLOATS // 2)
+                if keep:
+                    kept.append(block)
+                del block
+            with ap.stage("read"):
+                time.sleep(0.005)
+    kept.clear()
+    return prof.report()
+
+
 def batches(items, calls=30):
     with ap.Profiler() as prof:
         for _ in range(calls):
@@ -47,6 +64,12 @@ def test_a_stage_that_keeps_a_copy_is_said_to_take_more_memory():
     lines = []
     _write_notes(lines.append, comparison)
     assert any("transform grew" in line for line in lines)
+
+
+def test_only_the_stage_that_keeps_memory_is_named_not_those_after_it():
+    comparison = keeps_then_reads(True).compare(keeps_then_reads(False))
+    assert "load grew: RSS its calls kept" in comparison.memory
+    assert "read" not in comparison.memory
 
 
 def test_unchanged_memory_is_not_said_to_move():

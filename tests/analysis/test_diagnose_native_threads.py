@@ -158,7 +158,7 @@ def test_unsampled_a_stage_waiting_for_python_threads_is_not_told_more():
     found = planted("python pool")["gather"]
     assert found["kind"] == "threads-bound", found
     used = found["process_cpu"] / found["wall"]
-    assert 0.7 < used < 1.25, found
+    assert used < 1.25, found       # one GIL: one CPU at most
     said = "its threads ran about one at a time" in found["evidence"]
     assert said == (free_cpus(found) >= 0.5 and used >= 0.75), found
     if said:

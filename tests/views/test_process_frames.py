@@ -38,11 +38,11 @@ def test_processes_of_one_name_fold_into_one_frame(report, tmp_path):
     assert sum(label.startswith("decoder (pid ") for label in labels) == 3
     roots = {line.split(";", 1)[0] for line in
              report.to_folded(tmp_path / "f.txt").read_text().splitlines()}
-    assert "decoder (3 processes)" in roots
+    assert "decoder (all pids)" in roots
     assert not any(root.startswith("decoder (pid") for root in roots)
 
 
 def test_the_flamegraph_draws_them_as_one_frame(report, tmp_path):
     svg = report.to_flamegraph(tmp_path / "f.svg").read_text()
-    assert "decoder (3 processes): " in svg     # its tooltip
+    assert "decoder (all pids): " in svg     # its tooltip
     assert "decoder (pid" not in svg
