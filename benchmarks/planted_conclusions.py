@@ -663,8 +663,11 @@ if __name__ == "__main__":
                 with ap.stage("tidy"):
                     sum(range(100000))
     f = {f.path: f for f in prof.report().diagnose(top=3)}["map"]
-    wrong = [w for w in ("prefetch", "more threads") if w in f.fix]
-    print(f"map {f.kind}, fix says: {wrong or 'neither I/O nor threads'}",
+    # sampled, the wait is seen; unsampled, the fix may hedge, the child
+    # processes first
+    wrong = [w for w in ("prefetch", "more threads") if w in f.fix and
+             not f.fix.startswith("it may wait for its child processes")]
+    print(f"map {f.kind}, fix says: {wrong or 'neither I/O nor threads first'}",
           not wrong)
 """
 

@@ -197,6 +197,18 @@ _FIXES = {
         "run)",
         "compare the stage's wall time again after the change (aquaprof "
         "compare); top or pidstat shows the child processes' CPU"),
+    # waiting, unsampled, in a run whose child processes computed: it may
+    # wait for them or on I/O, which only the samples tell apart
+    "waiting, children busy": (
+        "it may wait for its child processes rather than on I/O (they "
+        "computed in the run: see the evidence): where it waits for them (a "
+        "subprocess it runs, a process pool's results), make their work "
+        "cheaper, split it over more processes where CPUs are free, or "
+        "overlap it with the stage's own work; where it waits on I/O, "
+        "prefetch and read ahead, batch small I/O; sample the run "
+        "(Profiler(sample=0.001)) to tell which",
+        "compare the stage's wall time again after the change (aquaprof "
+        "compare); top or pidstat shows the child processes' CPU"),
     "cpu-starved": (
         "give the stage a CPU: no more busy threads and processes than "
         "CPUs (DataLoader num_workers, torch.set_num_threads, "
@@ -674,7 +686,25 @@ def _waiting_fix(report: "Report", stage: "StageStats") -> str:
         return "waiting on processes"
     if _waits_on_threads(report, stage):
         return "waiting on threads"
+    if _children_busy(stage, report) is not None:
+        return "waiting, children busy"
     return "waiting"
+
+
+def _children_busy(stage: "StageStats", report: "Report"
+                   ) -> Optional[float]:
+    """In an unsampled run (the samples tell a wait for a child apart),
+    the CPUs the run's child processes that exited and were waited for
+    used on average over it (meta["host"]["children_cpus"]), where
+    THREADS_BUSY or more and the run's figures are the stage's process's
+    (_run_is_its_process); None otherwise."""
+    host = report.meta.get("host", {})
+    used = host.get("children_cpus")
+    if report.samples is not None or not isinstance(used, (int, float)) or \
+            used < THREADS_BUSY or "merged" in host or \
+            not _run_is_its_process(stage, report):
+        return None
+    return float(used)
 
 
 class _Others(NamedTuple):
@@ -942,6 +972,12 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
         # who took the CPUs is said with its fix, to the classes it binds
         if kind != host:
             said += crowded
+        children = _children_busy(stage, report) \
+            if kind == "waiting" else None
+        if children is not None:
+            said += (f"; its child processes (those it ran and waited for: "
+                     f"a subprocess, a pool it closed) used {children:.1f} "
+                     f"CPUs on average over the run")
         if report.samples is None:
             said += _SAMPLE_TO_TELL
         return _Waits(kind, said, first if kind != host else "")

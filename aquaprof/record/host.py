@@ -86,8 +86,9 @@ def host_info(started_at: Optional[float],
 class Ticks(NamedTuple):
     """What cpu_ticks() read: when, this process's CPU seconds, each CPU's
     busy, stolen and all ticks so far (/proc/stat), the CPUs the process
-    may run on then, and the reading thread's native id and CPU
-    seconds."""
+    may run on then, the reading thread's native id and CPU seconds, the
+    process's cgroup CPU quota, and the CPU seconds of its child
+    processes that have exited and been waited for."""
     at: float
     process: float
     cpus: Dict[int, Tuple[int, int, int]]
@@ -95,6 +96,7 @@ class Ticks(NamedTuple):
     thread: Tuple[int, float] = (0, 0.0)
     #: the process's cgroup CPU quota and its periods (cpu_quota)
     limit: CpuLimit = CpuLimit()
+    children: float = 0.0
 
 
 def cpu_ticks() -> Optional[Ticks]:
@@ -117,9 +119,10 @@ def cpu_ticks() -> Optional[Ticks]:
                                       busy + idle + iowait + steal)
     except (OSError, ValueError):
         return None
+    times = os.times()
     return Ticks(time.monotonic(), time.process_time(), cpus, _affinity(),
                  (threading.get_native_id(), time.thread_time()),
-                 cpu_limit())
+                 cpu_limit(), times.children_user + times.children_system)
 
 
 def _affinity() -> FrozenSet[int]:
@@ -164,15 +167,22 @@ def busy_between(start: Optional[Ticks], stop: Optional[Ticks]
 def process_cpus(start: Optional[Ticks], stop: Optional[Ticks]
                  ) -> Dict[str, Any]:
     """How many CPUs this process used on average between two
-    cpu_ticks(), all its threads (native ones too); where one thread read
-    both, its native id and CPU seconds meanwhile; and where its cgroup
+    cpu_ticks(), all its threads (native ones too); its child processes
+    that exited and were waited for meanwhile (a subprocess it ran, a
+    pool it closed: all their CPU, counted as each was reaped); where one
+    thread read both, its native id and CPU seconds meanwhile; and where
+    its cgroup
     sets a CPU quota, the CPUs it allows, and its quota periods meanwhile
     and those in which the kernel throttled it: what diagnose()
     weighs a stage's process CPU against; {} where unknown."""
     if start is None or stop is None or stop.at <= start.at:
         return {}
-    found: Dict[str, Any] = {"process_cpus": round(
-        max(0.0, stop.process - start.process) / (stop.at - start.at), 3)}
+    wall = stop.at - start.at
+    found: Dict[str, Any] = {
+        "process_cpus": round(max(0.0, stop.process - start.process) / wall,
+                              3),
+        "children_cpus": round(max(0.0, stop.children - start.children) /
+                               wall, 3)}
     if start.thread[0] == stop.thread[0] != 0:
         found["thread_id"] = start.thread[0]
         found["thread_cpu"] = round(

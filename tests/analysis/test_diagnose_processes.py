@@ -1,9 +1,11 @@
 """A stage whose wait is for other processes' CPU work: a child it runs
-(subprocess.run) or a process pool's workers (multiprocessing.Pool.map),
-sampled. Its thread is off the CPU in the standard library's waits for
-them, and the fix said to overlap I/O (the child) or to give the
-"threads" more threads (the pool). Planted in real programs, each run in
-a fresh process as users run them."""
+(subprocess.run) or a process pool's workers (multiprocessing.Pool.map).
+Sampled, its thread is off the CPU in the standard library's waits for
+them; unsampled, only the run's reaped children's CPU time says they
+computed, so the fix leads with them and hedges. The fix said to overlap
+I/O (the child) or to give the "threads" more threads (the pool).
+Planted in real programs, each run in a fresh process as users run
+them."""
 import os
 import subprocess
 import sys
@@ -16,7 +18,7 @@ import aquaprof as ap
 
 BUSY = ("import time\nend = time.process_time() + 0.1\n"
         "while time.process_time() < end: pass")
-with ap.Profiler(sample=0.001) as prof:
+with ap.Profiler(sample=SAMPLE) as prof:
     for _ in range(3):
         with ap.stage("convert"):
             subprocess.run([sys.executable, "-c", BUSY], check=True)
@@ -36,7 +38,7 @@ def work(i):
     return i
 
 if __name__ == "__main__":
-    with ap.Profiler(sample=0.001) as prof:
+    with ap.Profiler(sample=SAMPLE) as prof:
         with mp.get_context("spawn").Pool(2) as pool:
             pool.map(int, range(2))
             for _ in range(3):
@@ -58,7 +60,7 @@ def load(i):
     return i
 
 if __name__ == "__main__":
-    with ap.Profiler(sample=0.001) as prof:
+    with ap.Profiler(sample=SAMPLE) as prof:
         with mp.get_context("fork").Pool(2) as pool:
             pool.map(load, range(4), chunksize=1)
     f = {f.path: f for f in prof.report().diagnose(top=3)}["load"]
@@ -67,9 +69,9 @@ if __name__ == "__main__":
 """
 
 
-def run(code, tmp_path):
+def run(code, tmp_path, sample="0.001"):
     path = tmp_path / "planted.py"     # spawned workers import it again
-    path.write_text(code)
+    path.write_text(code.replace("SAMPLE", sample))
     out = subprocess.run([sys.executable, str(path)], capture_output=True,
                          text=True, timeout=120, cwd=str(tmp_path),
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -101,3 +103,28 @@ def test_a_stage_that_sleeps_in_a_pool_worker_is_not_told_it_waits_for_one(
     kind, fix = run(_IN_WORKERS, tmp_path)
     assert kind == "waiting"
     assert not fix.startswith("it waits for other processes"), fix
+
+
+def test_unsampled_a_stage_running_a_computing_child_is_told_it_may_wait(
+        tmp_path):
+    kind, fix = run(_CHILD, tmp_path, sample="None")
+    assert kind == "waiting"
+    assert fix.startswith("it may wait for its child processes"), fix
+    assert "sample the run" in fix
+
+
+def test_unsampled_a_stage_waiting_on_a_process_pool_is_told_it_may_wait(
+        tmp_path):
+    kind, fix = run(_POOL, tmp_path, sample="None")
+    assert kind == "waiting"
+    assert fix.startswith("it may wait for its child processes"), fix
+    assert "more threads" not in fix
+
+
+def test_unsampled_a_stage_in_the_pool_workers_is_not_told_of_children(
+        tmp_path):
+    """The run's reaped children are the parent's: a stage that ran in
+    them has no children of its own to wait for."""
+    kind, fix = run(_IN_WORKERS, tmp_path, sample="None")
+    assert kind == "waiting"
+    assert fix.startswith("overlap the wait"), fix

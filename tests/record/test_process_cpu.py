@@ -158,3 +158,23 @@ def test_a_merge_with_a_run_that_did_not_measure_it_reads_unknown(
             assert merged["s"].process_cpu is None, other
     both = ap.merge([measured, run(True)])
     assert both["s"].process_cpu > measured["s"].process_cpu
+
+
+def test_the_run_counts_the_cpu_of_the_children_it_waited_for():
+    """A child process's CPU time reaches the parent's when it is reaped:
+    meta["host"]["children_cpus"] gives it over the run, for a stage
+    waiting on children that the process's own figures do not see."""
+    import subprocess
+    import sys
+    busy = ("import time\nend = time.process_time() + 0.2\n"
+            "while time.process_time() < end: pass")
+    start = time.perf_counter()
+    with ap.Profiler() as prof:
+        subprocess.run([sys.executable, "-c", busy], check=True)
+    wall = time.perf_counter() - start
+    host = prof.report().meta["host"]
+    assert host["children_cpus"] * wall >= 0.2, host
+    assert host["process_cpus"] * wall < 0.1, host
+    with ap.Profiler() as prof:
+        time.sleep(0.01)
+    assert prof.report().meta["host"]["children_cpus"] == 0
