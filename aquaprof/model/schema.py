@@ -81,9 +81,11 @@ HOST_OPTIONAL: Fields = {
     # enough for the kernel's 10 ms ticks, BUSY_SECONDS)
     "other_cpus": float, "steal": float,
     # the CPUs this process used on average from start to stop, all its
-    # threads; and where one thread started and stopped the run, its
-    # native id and CPU seconds meanwhile
-    "process_cpus": float, "thread_id": int, "thread_cpu": float,
+    # threads, and its child processes reaped meanwhile; and where one
+    # thread started and stopped the run, its native id and CPU seconds
+    # meanwhile
+    "process_cpus": float, "children_cpus": float, "thread_id": int,
+    "thread_cpu": float,
     # the CPUs its cgroup's quota allows (a container's CPU limit), and
     # that cgroup's quota periods during the run and those it was
     # throttled in

@@ -1,9 +1,11 @@
 """A stage that takes twice the host memory, or processes half the items
 a call, in the same time reads "same" on time: the comparison says what
 moved beside its verdicts, and says nothing where nothing did."""
+import os
 import time
 
 import numpy as np
+import pytest
 
 import aquaprof as ap
 from aquaprof.integrations.pytest_plugin import _write_notes
@@ -11,6 +13,16 @@ from aquaprof.integrations.pytest_plugin import _write_notes
 #: float64s in each of the arrays a call fills: 48 MiB, past the
 #: allocator's arenas, so RSS moves with them
 FLOATS = 6_000_000
+
+
+#: under `make asan` freed memory waits in ASan's quarantine, and a run's
+#: allocations reuse what an earlier run in the process freed, so RSS
+#: follows neither; the normal run of the suite checks these
+rss_follows_allocations = pytest.mark.skipif(
+    os.environ.get("AQUAPROF_SANITIZED") == "1",
+    reason="under `make asan` freed memory waits in ASan's quarantine, so "
+           "RSS does not follow allocations; the normal run of the suite "
+           "checks this")
 
 
 def transform(keep_copy):
@@ -56,6 +68,7 @@ def batches(items, calls=30):
     return prof.report()
 
 
+@rss_follows_allocations
 def test_a_stage_that_keeps_a_copy_is_said_to_take_more_memory():
     base, new = transform(False), transform(True)
     comparison = new.compare(base)
@@ -66,12 +79,14 @@ def test_a_stage_that_keeps_a_copy_is_said_to_take_more_memory():
     assert any("transform grew" in line for line in lines)
 
 
+@rss_follows_allocations
 def test_only_the_stage_that_keeps_memory_is_named_not_those_after_it():
     comparison = keeps_then_reads(True).compare(keeps_then_reads(False))
     assert "load grew: RSS its calls kept" in comparison.memory
     assert "read" not in comparison.memory
 
 
+@rss_follows_allocations
 def test_unchanged_memory_is_not_said_to_move():
     base, again = transform(False), transform(False)
     assert again.compare(base).memory == ""
