@@ -29,8 +29,10 @@ __all__ = ["SESSION_FILE", "Reading", "read_session", "reading",
            "running", "session_busy", "write_session"]
 
 #: the file in a --aquaprof folder that holds how busy the machine was
-#: over the session that wrote it ({} where that is not known)
-SESSION_FILE = "aquaprof-session.json"
+#: over the session that wrote it ({} where that is not known); hidden,
+#: so that a shell's DIR/*.json (aquaprof merge, history --add) lists
+#: the reports alone
+SESSION_FILE = ".aquaprof-session.json"
 
 
 class Reading(NamedTuple):

@@ -75,6 +75,9 @@ def test_the_reading_written_is_read_back(tmp_path):
     write_session(tmp_path / "runs", {})
     assert read_session(tmp_path / "runs") is None
     assert [p.name for p in (tmp_path / "runs").iterdir()] == [SESSION_FILE]
+    # hidden: DIR/*.json in a shell (aquaprof merge, history --add) lists
+    # the reports alone, every one of which loads
+    assert not list((tmp_path / "runs").glob("*.json"))
 
 
 @pytest.mark.parametrize("text", [
