@@ -2,8 +2,8 @@
 reading's edge cases, made of crafted CPU ticks: none, too short, a
 worker not yet gone, the CPU of exited workers taken off, and the file
 a later gate reads back."""
-import json
 import glob
+import json
 import os
 import subprocess
 import sys
