@@ -101,8 +101,12 @@ def _header(report: "Report", title: str) -> str:
         rows.append(("host", ", ".join(where)))
     started = host.get("started_at")
     if isinstance(started, (int, float)):
-        when = datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
-        rows.append(("started", when.strftime("%Y-%m-%d %H:%M:%S UTC")))
+        try:
+            when = datetime.datetime.fromtimestamp(started,
+                                                   datetime.timezone.utc)
+            rows.append(("started", when.strftime("%Y-%m-%d %H:%M:%S UTC")))
+        except (OverflowError, OSError, ValueError):
+            pass        # a file's time past what datetime holds: not shown
     rows.append(("duration", f"{fmt_time(report.wall)} wall"))
     cells = [(k, html.escape(printable(v))) for k, v in rows]
     processes = report.processes if len(report.processes) > 1 else []

@@ -334,3 +334,16 @@ def test_a_stage_histogram_is_its_calls_by_bucket(rep):
                                                 step.wall.max))
     assert lower[buckets[0][0]] <= fastest < lower[buckets[0][0] + 1]
     assert lower[buckets[-1][0]] <= slowest < lower[buckets[-1][0] + 1]
+
+
+@pytest.mark.parametrize("started", [253402300800.0, 1e300])
+def test_a_start_time_past_what_datetime_holds_leaves_it_unsaid(started,
+                                                                tmp_path):
+    """A file's host start time is any float: one past year 9999 made the
+    page raise, and the file unviewable."""
+    rep = ap.Report.from_dict(crafted.report(
+        [crafted.stage("a", count=1, ns=2000)],
+        host={"started_at": started, "hostname": "vm"}))
+    text, sections = read_page(rep.to_html(tmp_path / "page.html"))
+    assert "started" not in text.split("<nav>")[0]
+    assert "vm" in text
