@@ -102,11 +102,13 @@ def threads_summary(threads: Sequence[Mapping[str, Any]],
 
 # ------------------------------------------------- who worked, who waited
 
-#: a sampled thread that was on a CPU for less than this share of its
-#: sampled wall time outside any stage, and spent most of its time there,
-#: only waited there (queue feeders, a DataLoader worker's resource
-#: sharer, pools' idle workers, a DataLoader worker between the items it
-#: loads in a stage): the flamegraph folds that time into one frame
+#: a sampled thread that was on a CPU, or waiting for one or for the GIL,
+#: for less than this share of its sampled wall time outside any stage,
+#: and spent most of its time there, only waited there (queue feeders, a
+#: DataLoader worker's resource sharer, pools' idle workers, a DataLoader
+#: worker between the items it loads in a stage): the flamegraph folds
+#: that time into one frame. A pool's threads computing Python on one
+#: GIL wait for it most of their time, and are not idle
 IDLE_CPU_SHARE = 0.1
 
 ThreadKey = Tuple[int, int]         # (process, native thread id)
@@ -114,12 +116,14 @@ ThreadKey = Tuple[int, int]         # (process, native thread id)
 
 class Sampled(NamedTuple):
     """What the sampler saw of one thread, ns: its wall and CPU time in
-    all, and outside any stage."""
+    all, and outside any stage, with the time it waited there to run (for
+    a CPU or the GIL: 0 in files from before the waits were measured)."""
 
     wall: int
     cpu: int
     outside_wall: int
     outside_cpu: int
+    outside_wants: int = 0
 
 
 def _key(thread: Mapping[str, Any]) -> ThreadKey:
@@ -134,20 +138,22 @@ def sampled_time(report: "Report") -> Dict[ThreadKey, Sampled]:
     inside = in_stages(report)
     # by position: files of later formats add figures at the end
     for i, s in enumerate((report.samples or {"stacks": []})["stacks"]):
-        slot = sums.setdefault((s[0], s[1]), [0, 0, 0, 0])
+        slot = sums.setdefault((s[0], s[1]), [0, 0, 0, 0, 0])
         slot[0] += s[5]
         slot[1] += s[6]
         if s[2] < 0:
             kept = 1.0 - inside.get(i, 0.0)
             slot[2] += round(s[5] * kept)
             slot[3] += round(s[6] * kept)
+            slot[4] += round(sum(s[7:9]) * kept)    # run delay, the GIL
     return {key: Sampled(*slot) for key, slot in sums.items()}
 
 
 def idle_threads(report: "Report") -> Set[ThreadKey]:
     """The sampled threads whose time outside any stage was waiting: most
     of their sampled wall time outside any stage (all of it for a thread
-    that opened none), and on a CPU under IDLE_CPU_SHARE of that time.
+    that opened none), and on a CPU, or waiting for one or for the GIL,
+    under IDLE_CPU_SHARE of that time.
     A thread that opened a stage keeps its stages; only its code outside
     them folds (a DataLoader worker blocked on its queue between items).
     The program's own main thread never folds: its waits outside any
@@ -155,7 +161,8 @@ def idle_threads(report: "Report") -> Set[ThreadKey]:
     program = program_main(report)
     return {key for key, t in sampled_time(report).items()
             if key not in program and 2 * t.outside_wall > t.wall
-            and t.outside_cpu < IDLE_CPU_SHARE * t.outside_wall}
+            and t.outside_cpu + t.outside_wants <
+            IDLE_CPU_SHARE * t.outside_wall}
 
 
 def program_main(report: "Report") -> Set[ThreadKey]:

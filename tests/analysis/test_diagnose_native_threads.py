@@ -53,10 +53,13 @@ def assert_measured(found):
     around its calls in the same run: within 10 % for calls of a few of
     the memory sampler's intervals (1 ms) or more; shorter ones get the
     process's rate over the interval around them, which its other stages
-    share."""
-    short = found["wall"] < 3e-3 * found["count"]
-    assert found["process_cpu"] == pytest.approx(
-        found["around"], rel=0.5 if short else 0.1, abs=0.01), found
+    share: within a factor of two (a training loop's optimizer step, 0.5
+    ms beside 8 ms of backward pass, read 1.5 times its own)."""
+    value, around = found["process_cpu"], found["around"]
+    if found["wall"] < 3e-3 * found["count"]:
+        assert around / 2 - 0.01 <= value <= 2 * around + 0.01, found
+    else:
+        assert value == pytest.approx(around, rel=0.1, abs=0.01), found
 
 
 @pinned

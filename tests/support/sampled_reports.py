@@ -44,7 +44,8 @@ def profile_stages():
 def section(report, stacks, frames=FRAMES, timeline=None,
             interval_ns=MS, **counts):
     """A samples section for `report`: stacks as (process, tid, stage path
-    or None, frame indices, count, wall_ns, cpu_ns), timeline as
+    or None, frame indices, count, wall_ns, cpu_ns), or with (delay_ns,
+    gil_ns, lock_ns) after them, timeline as
     (t_ns, stack index) pairs or (t_ns, stack index, cpu_us) triples,
     encoded as in a file (the CPU unknown where not given)."""
     paths = report.stage_names
@@ -53,8 +54,9 @@ def section(report, stacks, frames=FRAMES, timeline=None,
            "late": counts.pop("late", 0), "lost": counts.pop("lost", 0),
            "frames": [list(f) for f in frames],
            "stacks": [[p, tid, -1 if stage is None else paths.index(stage),
-                       list(chain), count, wall, cpu]
-                      for p, tid, stage, chain, count, wall, cpu in stacks]}
+                       list(chain), count, wall, cpu, *waits]
+                      for p, tid, stage, chain, count, wall, cpu, *waits
+                      in stacks]}
     out.update(counts)
     if timeline is not None:
         array = np.array([tuple(t) + (schema.CPU_UNKNOWN,) * (3 - len(t))

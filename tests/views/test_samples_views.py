@@ -572,3 +572,19 @@ def test_code_slices_go_on_their_own_thread(tmp_path):
     assert PARSE in [doc["shared"]["frames"][e["frame"]]["name"]
                      for e in doc["profiles"][index]["events"]]
     assert opened.count(PARSE) == 1
+
+
+def test_a_thread_waiting_for_the_gil_or_a_cpu_is_not_idle(base):
+    """A pool's threads computing Python on one GIL spend most of their
+    time waiting for it, and little on a CPU: they wanted to run, and the
+    flamegraph must not fold their work away with the idle threads.
+    The thread that waited on a queue is idle."""
+    waits = {4242424: (0, 0, 0),                # a queue's get
+             4242425: (0, 30 * MS, 0),          # the GIL
+             4242426: (25 * MS, 0, 0)}          # a CPU
+    stacks = [(*s, 0, 0, 0) for s in planted(main_tid(base))] + [
+        (0, tid, None, [6], 40, 40 * MS, 2 * MS, *wait)
+        for tid, wait in waits.items()]
+    rep = with_samples(base, stacks)
+    idle = {tid for _, tid in idle_threads(rep)}
+    assert idle & set(waits) == {4242424}
