@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
-from ..record.host import Ticks, busy_between, cpu_ticks
+from ..record.host import Ticks, busy_between
 
-__all__ = ["SESSION_FILE", "Reading", "read_session", "reading",
-           "running", "session_busy", "write_session"]
+__all__ = ["SESSION_FILE", "read_session", "running", "session_busy",
+           "write_session"]
 
 #: the file in a --aquaprof folder that holds how busy the machine was
 #: over the session that wrote it ({} where that is not known); hidden,
@@ -35,24 +35,11 @@ __all__ = ["SESSION_FILE", "Reading", "read_session", "reading",
 SESSION_FILE = ".aquaprof-session.json"
 
 
-class Reading(NamedTuple):
-    """The machine's CPU ticks and the CPU seconds of this process's
-    child processes that have exited and been waited for, at one
-    moment."""
-    ticks: Optional[Ticks]
-    children: float
-
-
-def reading() -> Reading:
-    """The reading now (ticks None where the system cannot say)."""
-    times = os.times()
-    return Reading(cpu_ticks(), times.children_user + times.children_system)
-
-
-def session_busy(start: Reading, stop: Reading,
+def session_busy(start: Optional[Ticks], stop: Optional[Ticks],
                  workers_left: Sequence[int] = ()) -> Dict[str, float]:
     """How busy other processes than pytest kept the machine between two
-    readings of the session's leader: "other_cpus", "steal" (as in a
+    readings of the session's leader (record.host.cpu_ticks, which holds
+    its exited children's CPU too): "other_cpus", "steal" (as in a
     report's meta["host"]), "seconds" and "cpus" (those the leader may
     run on); {} where not known (no
     reading, a session too short to tell, or workers_left: the ids of
@@ -60,12 +47,12 @@ def session_busy(start: Reading, stop: Reading,
     another process's)."""
     if workers_left:
         return {}
-    found = busy_between(start.ticks, stop.ticks)
-    if not found or start.ticks is None or stop.ticks is None:
+    found = busy_between(start, stop)
+    if not found or start is None or stop is None:
         return {}
-    seconds = stop.ticks.at - start.ticks.at
+    seconds = stop.at - start.at
     children = max(0.0, stop.children - start.children) / seconds
-    cpus = len(stop.ticks.affinity or stop.ticks.cpus)
+    cpus = len(stop.affinity or stop.cpus)
     return {"other_cpus": round(max(0.0, found["other_cpus"] - children), 3),
             "steal": found["steal"], "seconds": round(seconds, 3),
             "cpus": cpus}

@@ -53,7 +53,8 @@ from ..analysis.compare import (
     BUSY_SLOWER, Comparison, StageChange, cpu_bound, parse_threshold,
     run_figures)
 from .pytest_load import (
-    read_session, reading, running, session_busy, write_session)
+    read_session, running, session_busy, write_session)
+from ..record.host import cpu_ticks
 from ..analysis.verdict import MEASURES, NOISY, SLOWER, RunFigures, judge
 from ..report import Report, ReportError
 from ..common.units import fmt_time, printable
@@ -94,7 +95,7 @@ _LOST = pytest.StashKey[List[str]]()
 #: is an earlier session's
 _STARTED = pytest.StashKey[float]()
 #: the machine's CPU ticks and the CPU of the exited child processes
-#: as the session began (pytest_load.reading), in its leader
+#: as the session began (record.host.cpu_ticks), in its leader
 _TICKS = pytest.StashKey[Any]()
 #: the controller under pytest-xdist: the process id each worker handed
 #: over (None for one that went down without)
@@ -157,7 +158,7 @@ def pytest_configure(config: Any) -> None:
     config.stash[_BUSY] = {}
     config.stash[_FOLDER_BUSY] = {}
     config.stash[_BASE_BUSY] = {}
-    config.stash[_TICKS] = None if _is_worker(config) else reading()
+    config.stash[_TICKS] = None if _is_worker(config) else cpu_ticks()
     config.addinivalue_line("markers", "aquaprof: profiled by aquaprof")
     if config.getoption("aquaprof_fail") is not None:
         _fraction(config.getoption("aquaprof_fail"))
@@ -814,7 +815,7 @@ def _session_busy(config: Any) -> Dict[str, float]:
     """How busy other processes kept the machine over this session, less
     the CPU that pytest and its pytest-xdist workers used (each hands its
     reading over); {} where not known, a worker's among what is not."""
-    stop = reading()
+    stop = cpu_ticks()
     pids = config.stash[_WORKER_PIDS]
     if None in pids:
         # a worker that went down unheard: whether it has exited is

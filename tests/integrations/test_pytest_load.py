@@ -11,51 +11,51 @@ import sys
 import pytest
 
 from aquaprof.integrations.pytest_load import (
-    SESSION_FILE, Reading, read_session, running, session_busy,
+    SESSION_FILE, read_session, running, session_busy,
     write_session)
 from aquaprof.record.host import Ticks
 
 HZ = os.sysconf("SC_CLK_TCK")
 
 
-def ticks(at, busy_seconds, process=0.0, cpus=(0, 1)):
+def ticks(at, busy_seconds, process=0.0, cpus=(0, 1), children=0.0):
     """Ticks at `at` s, each CPU busy for busy_seconds / len(cpus) of
-    them."""
+    them, the exited children's CPU seconds so far `children`."""
     each = int(busy_seconds / len(cpus) * HZ)
     return Ticks(at, process, {c: (each, 0, int(at * HZ)) for c in cpus},
-                 frozenset(cpus))
+                 frozenset(cpus), children=children)
 
 
 def test_no_reading_is_not_known():
-    start = Reading(None, 0.0)
-    assert session_busy(start, Reading(ticks(10.0, 0.0), 0.0)) == {}
-    assert session_busy(Reading(ticks(0.0, 0.0), 0.0),
-                        Reading(None, 0.0)) == {}
+    start = None
+    assert session_busy(start, ticks(10.0, 0.0)) == {}
+    assert session_busy(ticks(0.0, 0.0),
+                        None) == {}
 
 
 def test_a_session_too_short_to_tell_is_not_known():
-    assert session_busy(Reading(ticks(0.0, 0.0), 0.0),
-                        Reading(ticks(0.1, 0.2), 0.0)) == {}
+    assert session_busy(ticks(0.0, 0.0),
+                        ticks(0.1, 0.2)) == {}
 
 
 def test_the_leaders_and_its_exited_childrens_cpu_is_no_other_process():
     # 10 s; the machine's 2 CPUs busy 16 s in all: 2 s the leader's own,
     # 11 s its workers' (exited, waited for): 3 s others', 0.3 CPUs
-    start = Reading(ticks(0.0, 0.0, process=1.0), 4.0)
-    stop = Reading(ticks(10.0, 16.0, process=3.0), 15.0)
+    start = ticks(0.0, 0.0, process=1.0, children=4.0)
+    stop = ticks(10.0, 16.0, process=3.0, children=15.0)
     found = session_busy(start, stop)
     assert found == {"other_cpus": pytest.approx(0.3, abs=0.01),
                      "steal": 0.0, "seconds": 10.0, "cpus": 2}
     # no more than every CPU busy can be pytest's: never below 0
-    stop = Reading(ticks(10.0, 16.0, process=3.0), 40.0)
+    stop = ticks(10.0, 16.0, process=3.0, children=40.0)
     assert session_busy(start, stop)["other_cpus"] == 0.0
 
 
 def test_a_worker_still_there_makes_the_reading_unknown():
     # its CPU is not yet among the leader's children's: it would pass
     # for another process's
-    start = Reading(ticks(0.0, 0.0), 0.0)
-    stop = Reading(ticks(10.0, 16.0), 15.0)
+    start = ticks(0.0, 0.0)
+    stop = ticks(10.0, 16.0, children=15.0)
     assert session_busy(start, stop, workers_left=[1234]) == {}
     assert session_busy(start, stop, workers_left=[]) != {}
 
@@ -103,13 +103,12 @@ def gate_config(pids):
     first reading, the pids its workers handed over)."""
     from types import SimpleNamespace
     from aquaprof.integrations import pytest_plugin as plugin
-    from aquaprof.integrations.pytest_load import reading
+    from aquaprof.record.host import cpu_ticks
     # as if read 10 s ago, the CPUs idle since
-    start = reading()
+    start = cpu_ticks()
     cpus = {c: (busy, steal, every - 10 * HZ)
-            for c, (busy, steal, every) in start.ticks.cpus.items()}
-    start = Reading(start.ticks._replace(at=start.ticks.at - 10.0,
-                                         cpus=cpus), start.children)
+            for c, (busy, steal, every) in start.cpus.items()}
+    start = start._replace(at=start.at - 10.0, cpus=cpus)
     return SimpleNamespace(stash={plugin._TICKS: start,
                                   plugin._WORKER_PIDS: pids})
 
