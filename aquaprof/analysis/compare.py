@@ -308,13 +308,6 @@ def _values(values: set) -> str:
     return " or ".join(printable(str(v)) for v in sorted(values, key=str))
 
 
-def machine_change(base: Sequence["Report"], new: Sequence["Report"]
-                   ) -> str:
-    """A sentence when the new runs met a busier (or quieter) machine
-    than every base run did; "" otherwise, or where a run does not say."""
-    return machine_load(base, new)[0]
-
-
 def _gap(field: str, gap: float, cpus: List[Any], busier: float) -> float:
     """By how much the new runs' reading must differ from the base's for
     the machine to be said to differ; other processes' CPUs: BUSIER_CPUS,
