@@ -78,11 +78,13 @@ def folded_lines(report: "Report") -> List[str]:
     characters that are not printable escaped (_units.printable)."""
     clock = stage_clock(report)
     idle = idle_threads(report)
-    # the idle threads' frame at its CPU time, as the flamegraph draws it
-    code = {group: {c: times[group == IDLE_GROUP]
-                    for c, times in chains.items()
-                    if times[group == IDLE_GROUP] > 0}
-            for group, chains in code_times(report, idle, clock).items()}
+    code = {}
+    for group, chains in code_times(report, idle, clock).items():
+        # (wall, cpu): the idle threads' frame at its CPU time, as the
+        # flamegraph draws it
+        which = 1 if group == IDLE_GROUP else 0
+        code[group] = {c: times[which] for c, times in chains.items()
+                       if times[which] > 0}
     names = [n.replace(";", ":") for n in code_names(report).names]
     lines = []
     for stage in report.stages:
