@@ -155,6 +155,10 @@ def stage_waits(report: "Report", stage_path: str,
     if not sums[0]:
         return None
     wall, cpu, delay, gil, lock = (x * _NS for x in sums)
+    # a wait Linux tells a round late goes back to the stack that held
+    # it, whose time off the CPU was counted asleep then: the stage's
+    # run delay is its time off the CPU at most
+    delay = min(delay, max(wall - cpu, 0.0))
     return Waits(wall, cpu, delay, gil, "delay_ns" in samples,
                  "gil_ns" in samples, lock, "lock_ns" in samples)
 
