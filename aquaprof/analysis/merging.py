@@ -31,12 +31,12 @@ import numpy as np
 from .. import _core
 from ..model.report import Report, process_cpu_ns
 from ..model.schema import KERNEL, OVERHEAD_OPTIONAL, TIMELINE_DTYPE
+from .clocks import shared_clock
 
 
 def _offsets(datas: Sequence[Dict[str, Any]]) -> List[int]:
     """ns to add to each report's times to put it on the first's clock."""
-    hosts = {d.get("host", {}).get("hostname") for d in datas}
-    if len(hosts) == 1 and None not in hosts:
+    if shared_clock([d.get("host", {}) for d in datas]):
         return [0] * len(datas)
     first = datas[0]
     offsets = []

@@ -43,6 +43,7 @@ import numpy as np
 
 from ..common.checks import whole
 from ..model.report import ProcessStats, rows_by_stage
+from .clocks import shared_clock
 
 if TYPE_CHECKING:
     from ..model.report import Report
@@ -181,15 +182,14 @@ def _edges_apart(report: "Report", s: Straggler
     """Median ns between the starts and between the ends of the stage's
     calls on its slowest and its fastest process, the i-th call of one
     paired with the i-th of the other; None where the two processes'
-    times are on no shared clock (hosts named apart or unnamed), they ran
+    times are on no shared clock (clocks.shared_clock), they ran
     the stage a different number of times (not in step), or fewer than
     EDGE_CALLS calls were kept on either (spans past max_spans are
     dropped from the end, so those kept are the first)."""
     a, b = s.slowest, s.fastest
     processes = report.processes
-    hosts = [processes[p.process].get("host", {}).get("hostname")
-             for p in (a, b)]
-    if hosts[0] is None or hosts[0] != hosts[1] or a.count != b.count:
+    if not shared_clock([processes[p.process].get("host", {})
+                         for p in (a, b)]) or a.count != b.count:
         return None
     spans = report.spans()
     owner = np.array([t.get("process", 0) for t in report.threads],

@@ -71,8 +71,9 @@ THREAD_OPTIONAL: Fields = {"cpu_reads": int, "process": int, "name": str,
 HOST_OPTIONAL: Fields = {
     "hostname": str, "platform": str, "python": str, "aquaprof": str,
     "argv": list, "cwd": str, "started_at": float,
-    # the CPU's model name
-    "cpu": str,
+    # the CPU's model name; the kernel's boot (Linux's boot_id), which
+    # processes that read one monotonic clock share
+    "cpu": str, "boot_id": str,
     # the CPUs the process could run on, and the machine's load average
     # over the last minute when the report was made
     "cpus": int, "load": float,

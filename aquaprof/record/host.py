@@ -48,6 +48,20 @@ def _platform() -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def boot_id() -> Optional[str]:
+    """The kernel's boot (Linux), once per process: processes that share
+    it read one CLOCK_MONOTONIC, which a hostname cannot say (containers
+    of one machine are named apart, two machines may share a name);
+    None where the system does not say."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii",
+                  errors="replace") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
 def cpu_model() -> Optional[str]:
     """The CPU's model name (Linux's /proc/cpuinfo), once per process;
     None where the system does not say: a comparison names a change of
@@ -68,13 +82,14 @@ def host_info(started_at: Optional[float],
     """meta["host"] of a run started at `started_at` (time.time()); busy:
     what busy_between() found of the run."""
     hostname, system = static_host()
-    cpu = cpu_model()
+    cpu, boot = cpu_model(), boot_id()
     return {
         "hostname": hostname,
         "platform": system,
         "python": sys.version.split()[0],
         "aquaprof": __version__,
         **({"cpu": cpu} if cpu else {}),
+        **({"boot_id": boot} if boot else {}),
         "argv": list(sys.argv),
         "cwd": os.getcwd(),
         "started_at": started_at,

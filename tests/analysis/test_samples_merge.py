@@ -80,6 +80,7 @@ def elsewhere(rep):
     """The report as if made on another host, started 100 s later."""
     data = rep.to_dict()
     data["host"] = dict(data["host"], hostname="elsewhere",
+                        boot_id="another boot",
                         started_at=data["host"]["started_at"] + 100)
     return ap.Report.from_dict(data)
 

@@ -329,7 +329,7 @@ def timed_rank(pid, late_ms, compute_ms, reduce_ms, host="vm", steps=10,
     """A rank's report of `steps` steps of `compute` then `all_reduce`,
     both off the CPU, with its spans: step k starts at k * period_ms +
     late_ms on the ranks' one clock (a host's CLOCK_MONOTONIC); no host
-    named where host is None."""
+    named where host is None, the whole meta["host"] where a dict."""
     names = ("step", "compute", "all_reduce")
     lengths = (compute_ms + reduce_ms, compute_ms, reduce_ms)
     stages = [stage(name, parent=-1 if i == 0 else 0, depth=min(i, 1),
@@ -350,7 +350,8 @@ def timed_rank(pid, late_ms, compute_ms, reduce_ms, host="vm", steps=10,
         [compute_ms + reduce_ms, compute_ms, reduce_ms]) * MS
     ).astype(np.int64)).ravel()
     return Report.from_dict(crafted_report(
-        stages, spans, pid=pid, host={"hostname": host} if host else {}))
+        stages, spans, pid=pid, host=host if isinstance(host, dict) else
+        {"hostname": host} if host else {}))
 
 
 def timed_ranks(late_ms=(0, 0), hosts=("vm", "vm"), steps=(10, 10)):
@@ -386,11 +387,22 @@ def test_two_ranks_off_the_cpu_wait_where_their_calls_end_together(
     assert found[cause].kind == "waiting"
 
 
+def test_ranks_in_two_containers_of_one_machine_share_its_clock():
+    """Containers are named apart, but one kernel keeps one monotonic
+    clock for both: the ranks' calls' times still tell."""
+    merged = timed_ranks(hosts=({"hostname": "pod-0", "boot_id": "a"},
+                                {"hostname": "pod-1", "boot_id": "a"}))
+    assert sorted(rank_waits(merged)) == ["step/all_reduce"]
+
+
 @pytest.mark.parametrize("case", [
     # other hosts: their clocks are NTP's, not close enough to read
     {"hosts": ("vm", "other")},
     # a host not named: no shared clock known
     {"hosts": (None, None)},
+    # two machines of one name: their kernels' boots tell them apart
+    {"hosts": ({"hostname": "localhost", "boot_id": "a"},
+               {"hostname": "localhost", "boot_id": "b"})},
     # the ranks ran the stages a different number of times: not in step
     {"steps": (10, 11)},
     # too few calls to pair
