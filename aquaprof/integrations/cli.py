@@ -529,7 +529,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = [_load(path) for path in base_files]
     new = [_load(path) for path in new_files]
     comparison = Comparison(base, new, args.threshold, args.alpha,
-                            args.measure)
+                            args.measure, _sessions(base_files, new_files))
     print(f"{', '.join(base_files)} -> {', '.join(new_files)}")
     print(comparison)
     slower = comparison.regressions
@@ -539,6 +539,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 1
     print("\nno regression")
     return 0
+
+
+def _sessions(base_files: Sequence[str], new_files: Sequence[str]
+              ) -> Optional[Tuple[List[Any], List[Any]]]:
+    """How busy the machine was over the pytest session that wrote each
+    report, read from its folder (a gate's --aquaprof folder); None where
+    no folder holds a reading, so that the runs' own readings decide."""
+    from .pytest_load import read_session
+    found = tuple([read_session(Path(p).parent) for p in files]
+                  for files in (base_files, new_files))
+    return (found[0], found[1]) if any(map(any, found)) else None
 
 
 def _when(run) -> str:

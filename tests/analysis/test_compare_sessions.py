@@ -10,6 +10,8 @@ import pytest
 
 import aquaprof as ap
 from aquaprof.analysis.compare import BUSY_SLOWER, Comparison
+from aquaprof.integrations.pytest_load import write_session
+from cli_runs import cli
 
 
 def spin(seconds):
@@ -150,3 +152,24 @@ def test_cpu_time_grown_past_the_threshold_unproven_keeps_the_verdict(
     assert cpu.verdict == "noisy" and cpu.change > 0.05, cpu.summary()
     c = Comparison(base, new, sessions=([QUIET], [HOG]))
     assert [r.path for r in c.regressions] == ["step"]
+
+
+def test_the_cli_reads_each_reports_session_from_its_folder(busy_runs,
+                                                             tmp_path):
+    """`aquaprof compare` on the reports of two gate folders weighs the
+    sessions that wrote them, as the gate does; reports beside no
+    session reading keep their own."""
+    for side in ("base", "new"):
+        (tmp_path / side).mkdir()
+    base = scaled(busy_runs[0], 1, 1, 1).save(tmp_path / "base" / "t.json")
+    new = scaled(busy_runs[1], 2, 1, 2).save(tmp_path / "new" / "t.json")
+    out = cli("compare", base, new)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "how busy the machine was is not known" in out.stdout
+    write_session(tmp_path / "base", QUIET)
+    write_session(tmp_path / "new", HOG)
+    out = cli("compare", base, new)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert BUSY_SLOWER in out.stdout
+    assert "the machine was busier over the session of the new run" in \
+        out.stdout
