@@ -80,6 +80,17 @@ how many runs concluded right.
 - futures, futures sampled: a stage waiting on 8 ThreadPoolExecutor(4)
   futures of pure-Python work (GIL contention); right: not told to give
   the pool more threads (they share one GIL).
+- process futures result, process futures as_completed: a stage waiting
+  on a ProcessPoolExecutor(2)'s futures of 4 tasks computing 50 ms, by
+  each one's result() and by as_completed(), sampled; right: told it
+  waits for other processes (tests/support/planted_futures.py, as are
+  the three below);
+- thread futures sleeps, thread futures hashing: the same stage on a
+  ThreadPoolExecutor(2)'s futures of tasks sleeping 50 ms, and hashing
+  16 MiB without the GIL, by as_completed(), sampled; right: not told
+  it waits for other processes;
+- thread futures beside processes: the sleeps' stage in a process that
+  also holds an idle ProcessPoolExecutor; right: the same.
 
     python benchmarks/planted_conclusions.py [--runs N] [--root DIR]
                                              [--only CASE ...]
@@ -784,6 +795,27 @@ print(f"gather {f.kind}, {'told more threads' if more else 'no more threads'}",
       not more)
 """
 
+# the planted program is the tests' own; the tree under test's aquaprof
+# (PYTHONPATH) runs it
+_FUTURES_PLANTED = r"""
+import json, subprocess, sys
+out = subprocess.run([sys.executable, SCRIPT, CASE], capture_output=True,
+                     text=True)
+if out.returncode:
+    raise SystemExit(out.stderr)
+f = json.loads(out.stdout)
+told = f["fix"].startswith("it waits for other processes")
+print(f"gather {f['kind']}, {'told' if told else 'not told'} processes: "
+      f"{f['fix'][:40]}...", told == WANTED)
+""".replace("SCRIPT", repr(str(ROOT / "tests" / "support" /
+                              "planted_futures.py")))
+
+
+def _futures(case: str, processes: bool) -> str:
+    return _FUTURES_PLANTED.replace("CASE", repr(case)).replace(
+        "WANTED", repr(processes))
+
+
 _POOL_MAP = _IN_FILE.replace("SCRIPT", repr(_POOL_MAP_SCRIPT))
 _RANKS = _IN_FILE.replace("SCRIPT", repr(_RANKS_SCRIPT))
 
@@ -834,6 +866,17 @@ CASES: Dict[str, Tuple[str, str]] = {
     "futures": (_FUTURES.replace("SAMPLE", "None"), "not told more threads"),
     "futures sampled": (_FUTURES.replace("SAMPLE", "0.001"),
                         "not told more threads"),
+    "process futures result": (_futures("process result", True),
+                               "told it waits for other processes"),
+    "process futures as_completed": (_futures("process as_completed", True),
+                                     "told it waits for other processes"),
+    "thread futures sleeps": (_futures("thread sleeps", False),
+                              "not told other processes"),
+    "thread futures hashing": (_futures("thread hashing", False),
+                               "not told other processes"),
+    "thread futures beside processes": (
+        _futures("thread beside a process pool", False),
+        "not told other processes"),
 }
 
 
