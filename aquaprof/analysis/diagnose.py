@@ -9,8 +9,11 @@ up:
   GPU when the stage blocks on it); where the samples show it asleep on
   a lock or for other threads (a futex not the GIL's: a pool's result,
   a native library's workers joined) or in the standard library's waits
-  for other processes (subprocess, a multiprocessing pool), the fix to
-  try says so rather than send the reader after I/O;
+  for other processes (subprocess, a multiprocessing pool; a wait on
+  concurrent.futures in the rounds in which its process ran a process
+  pool's manager thread and no thread pool's worker ran a task:
+  futures_pools), the
+  fix to try says so rather than send the reader after I/O;
 - mixed: in between;
 - cpu-starved (where the run was sampled, on Linux): its threads were
   runnable but not running, the CPU given to other threads or processes,
@@ -87,6 +90,7 @@ from ..common.words import first_clause, plural, shorten_path
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from ..model.report import subtree
 from .concurrency import self_open_by_thread
+from .futures_pools import process_pool_shares, waits_on_futures
 from .gpu_stats import events_dropped
 from .other_threads import OUTSIDE_SHARE, loop_holder, other_threads
 from .own_frames import is_stdlib
@@ -647,17 +651,21 @@ _PROCESS_WAITS = ("/subprocess.py", "/multiprocessing/pool.py",
 def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
     """Whether most of the stage's sampled time off the CPU was spent in
     stacks waiting for other processes (_PROCESS_WAITS): subprocess's
-    wait for its child, a multiprocessing pool's results."""
+    wait for its child, a multiprocessing pool's results; or waiting on
+    futures in rounds when a process pool's threads, and no thread
+    pool's, were at work beside it (futures_pools)."""
     samples = report.samples
     if samples is None:
         return False
-    files = [str(f[1]) for f in samples["frames"]]
-    waiting = [f.replace("\\", "/").endswith(_PROCESS_WAITS)
-               for f in files]
-    stdlib = [is_stdlib(f) for f in files]
+    raw = [str(f[1]) for f in samples["frames"]]
+    files = [f.replace("\\", "/") for f in raw]
+    waiting = [f.endswith(_PROCESS_WAITS) for f in files]
+    stdlib = [is_stdlib(f) for f in raw]
     wanted = subtree(report.stage_parents, stage.id)
-    off = on_processes = 0
-    for _p, _tid, sid, chain, _count, wall, cpu, *_w in samples["stacks"]:
+    off = on_processes = 0.0
+    on_futures: Dict[int, float] = {}     # stack: its time off the CPU
+    for k, (_p, _tid, sid, chain, _count, wall, cpu, *_w) in enumerate(
+            samples["stacks"]):
         if sid not in wanted:
             continue
         off += wall - cpu
@@ -665,6 +673,11 @@ def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
                    default=None)
         if last is not None and all(stdlib[f] for f in chain[last + 1:]):
             on_processes += wall - cpu
+        elif waits_on_futures(chain, files, stdlib):
+            on_futures[k] = wall - cpu
+    pooled = process_pool_shares(report) if on_futures else None
+    if pooled is not None:
+        on_processes += sum(t * pooled[k] for k, t in on_futures.items())
     return off > 0 and 2 * on_processes > off
 
 

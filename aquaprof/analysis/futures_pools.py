@@ -1,0 +1,99 @@
+"""Which pool a wait on concurrent.futures was for, from the sampled
+timeline. A thread waiting on a future (its result(), as_completed(),
+wait()) blocks in concurrent/futures/_base.py and threading.py alone,
+whoever completes the future: its own stacks cannot tell a process
+pool's workers from a thread pool's. The pools' threads in its process
+can. A ProcessPoolExecutor runs a manager thread there, which takes
+the workers' results and completes the futures (its stacks begin, past
+threading's bootstrap, in concurrent/futures/process.py); a
+ThreadPoolExecutor's workers are threads there (theirs begin in
+concurrent/futures/thread.py), and one running a task has frames past
+its own loop's.
+
+A round of samples in which a process pool's manager thread was seen,
+and no thread pool's worker ran a task, holds no thread pool's future
+in the making: a wait on futures then was for the process pool. A round
+in which both were seen cannot tell which pool the wait was for (a
+stage waiting on a thread pool's futures beside a process pool, or on a
+process pool's beside a busy thread pool), and counts for neither.
+Futures completed by other code (a thread that sets them itself) are
+not told apart from a process pool's where one runs."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, List, Optional
+
+import numpy as np
+
+from .own_frames import is_stdlib
+
+if TYPE_CHECKING:
+    from ..model.report import Report
+
+_FUTURES = "/concurrent/futures/_base.py"
+_PROCESS_POOL = "/concurrent/futures/process.py"
+_THREAD_POOL = "/concurrent/futures/thread.py"
+_THREADING = "/threading.py"
+
+
+def waits_on_futures(chain: List[int], files: List[str],
+                     stdlib: List[bool]) -> bool:
+    """Whether a stack (its frames' indices, outermost first) waits on a
+    future: past its innermost frame in concurrent/futures/_base.py, the
+    standard library alone (threading's waits)."""
+    last = max((i for i, f in enumerate(chain)
+                if files[f].endswith(_FUTURES)), default=None)
+    return last is not None and all(stdlib[f] for f in chain[last + 1:])
+
+
+def process_pool_shares(report: "Report") -> Optional[np.ndarray]:
+    """For each sampled stack, the share of its samples on the timeline
+    taken in rounds when its process had a process pool's manager thread
+    and no thread pool's worker running a task (0 for a stack with none
+    on the timeline); None for a run without a timeline."""
+    samples = report.samples
+    if samples is None or samples.get("timeline") is None:
+        return None
+    raw = [str(f[1]) for f in samples["frames"]]
+    files = [f.replace("\\", "/") for f in raw]
+    stdlib = [is_stdlib(f) for f in raw]
+    stacks = samples["stacks"]
+    role = np.array([_role(s[3], files, stdlib) for s in stacks], np.int8)
+    process = np.array([s[0] for s in stacks], np.int64)
+    timeline = samples["timeline"]
+    stack = timeline["stack"].astype(np.int64)
+    t = timeline["t_ns"].astype(np.int64)
+    at_process = process[stack]
+    in_rounds = np.zeros(len(t), bool)
+    for p in np.unique(at_process).tolist():
+        here = at_process == p
+        managed = t[here & (role[stack] == _MANAGER)]
+        busy = t[here & (role[stack] == _AT_WORK)]
+        rounds = np.setdiff1d(managed, busy)
+        in_rounds[here] = np.isin(t[here], rounds)
+    seen = np.bincount(stack, minlength=len(stacks))
+    kept = np.bincount(stack, weights=in_rounds, minlength=len(stacks))
+    return np.divide(kept, seen, out=np.zeros(len(stacks)), where=seen > 0)
+
+
+_OTHER, _MANAGER, _AT_WORK = 0, 1, 2
+
+
+def _role(chain: List[int], files: List[str], stdlib: List[bool]) -> int:
+    """A thread started by threading whose first frame past its bootstrap
+    is a process pool's (its manager thread), or a thread pool's worker
+    running a task (frames past its loop's, other than threading's, and
+    not itself waiting on a future: a task may wait on another pool)."""
+    if not chain or not files[chain[0]].endswith(_THREADING):
+        return _OTHER
+    first = next((i for i, f in enumerate(chain)
+                  if not files[f].endswith(_THREADING)), None)
+    if first is None:
+        return _OTHER
+    if files[chain[first]].endswith(_PROCESS_POOL):
+        return _MANAGER
+    if files[chain[first]].endswith(_THREAD_POOL) and \
+            any(not files[f].endswith(_THREADING)
+                for f in chain[first + 1:]) and \
+            not waits_on_futures(chain, files, stdlib):
+        return _AT_WORK
+    return _OTHER
