@@ -90,7 +90,10 @@ how many runs concluded right.
   16 MiB without the GIL, by as_completed(), sampled; right: not told
   it waits for other processes;
 - thread futures beside processes: the sleeps' stage in a process that
-  also holds an idle ProcessPoolExecutor; right: the same.
+  also holds an idle ProcessPoolExecutor; right: the same;
+- multiprocessing threads: the sleeps' stage on multiprocessing's
+  ThreadPool(2) by map() (it waits in multiprocessing/pool.py, as a
+  process Pool's parent does), sampled; right: the same.
 
     python benchmarks/planted_conclusions.py [--runs N] [--root DIR]
                                              [--only CASE ...]
@@ -877,6 +880,8 @@ CASES: Dict[str, Tuple[str, str]] = {
     "thread futures beside processes": (
         _futures("thread beside a process pool", False),
         "not told other processes"),
+    "multiprocessing threads": (_futures("multiprocessing thread pool",
+                                         False), "not told other processes"),
 }
 
 

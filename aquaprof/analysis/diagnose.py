@@ -12,7 +12,7 @@ up:
   for other processes (subprocess, a multiprocessing pool; a wait on
   concurrent.futures in the rounds in which its process ran a process
   pool's manager thread and no thread pool's worker ran a task:
-  futures_pools), the
+  pool_threads), the
   fix to try says so rather than send the reader after I/O;
 - mixed: in between;
 - cpu-starved (where the run was sampled, on Linux): its threads were
@@ -90,7 +90,8 @@ from ..common.words import first_clause, plural, shorten_path
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from ..model.report import subtree
 from .concurrency import self_open_by_thread
-from .futures_pools import process_pool_shares, waits_on_futures
+from .pool_threads import MP_POOL, process_pool_shares, \
+    thread_pool_processes, waits_on_futures
 from .gpu_stats import events_dropped
 from .other_threads import OUTSIDE_SHARE, loop_holder, other_threads
 from .own_frames import is_stdlib
@@ -651,9 +652,10 @@ _PROCESS_WAITS = ("/subprocess.py", "/multiprocessing/pool.py",
 def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
     """Whether most of the stage's sampled time off the CPU was spent in
     stacks waiting for other processes (_PROCESS_WAITS): subprocess's
-    wait for its child, a multiprocessing pool's results; or waiting on
-    futures in rounds when a process pool's threads, and no thread
-    pool's, were at work beside it (futures_pools)."""
+    wait for its child, a multiprocessing pool's results (but in a
+    process that ran a ThreadPool, whose waits are the same); or waiting
+    on futures in rounds when a process pool's threads, and no thread
+    pool's, were at work beside it (pool_threads)."""
     samples = report.samples
     if samples is None:
         return False
@@ -662,9 +664,10 @@ def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
     waiting = [f.endswith(_PROCESS_WAITS) for f in files]
     stdlib = [is_stdlib(f) for f in raw]
     wanted = subtree(report.stage_parents, stage.id)
+    threaded = thread_pool_processes(report)
     off = on_processes = 0.0
     on_futures: Dict[int, float] = {}     # stack: its time off the CPU
-    for k, (_p, _tid, sid, chain, _count, wall, cpu, *_w) in enumerate(
+    for k, (p, _tid, sid, chain, _count, wall, cpu, *_w) in enumerate(
             samples["stacks"]):
         if sid not in wanted:
             continue
@@ -672,7 +675,9 @@ def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
         last = max((i for i, f in enumerate(chain) if waiting[f]),
                    default=None)
         if last is not None and all(stdlib[f] for f in chain[last + 1:]):
-            on_processes += wall - cpu
+            if p not in threaded or \
+                    not files[chain[last]].endswith(MP_POOL):
+                on_processes += wall - cpu
         elif waits_on_futures(chain, files, stdlib):
             on_futures[k] = wall - cpu
     pooled = process_pool_shares(report) if on_futures else None

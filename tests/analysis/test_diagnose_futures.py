@@ -1,8 +1,9 @@
-"""A stage waiting on concurrent.futures: its own stacks block in
+"""A stage waiting on concurrent.futures (or multiprocessing's
+ThreadPool, whose waits are a process Pool's): its own stacks block in
 concurrent/futures/_base.py and threading.py whichever pool completes the
 futures, so a process pool's read as a thread pool's and got the
 threads' fix. The pools' threads in its process tell them apart (aquaprof.
-analysis.futures_pools): a process pool's manager thread, a thread
+analysis.pool_threads): a process pool's manager thread, a thread
 pool's workers at work. Planted in real programs, each run in a fresh
 process as users run them (tests/support/planted_futures.py), and on
 samples written by hand whose rounds are known."""
@@ -11,6 +12,7 @@ import concurrent.futures.process
 import concurrent.futures.thread
 import json
 import multiprocessing.connection
+import multiprocessing.pool
 import os
 import subprocess
 import sys
@@ -42,6 +44,10 @@ FRAMES = [
     ("_WorkItem.run", _THREAD, 50),                               # 8
     ("crunch", "/app/main.py", 20),                               # 9
     ("as_completed", _BASE, 200),                                 # 10
+    ("Pool.map", multiprocessing.pool.__file__, 360),             # 11
+    ("ApplyResult.wait", multiprocessing.pool.__file__, 760),     # 12
+    ("worker", multiprocessing.pool.__file__, 100),               # 13
+    ("Thread.run", _THREADING, 970),                              # 14
 ]
 MANAGER, WORKER = 4001, 4002
 WAITING = [0, 10, 2]                 # as_completed(), in threading
@@ -125,6 +131,19 @@ def test_without_the_timeline_rounds_cannot_be_told_and_threads_stay():
     assert fix_of(rep).startswith(THREADS)
 
 
+def test_a_multiprocessing_pools_wait_is_for_processes_without_its_threads():
+    rep = planted_samples([], waiting=[0, 11, 12, 2])
+    assert fix_of(rep).startswith(PROCESSES)
+
+
+def test_a_thread_pool_of_multiprocessing_is_not_read_as_processes():
+    """A ThreadPool waits in multiprocessing/pool.py as a process Pool's
+    parent does; its workers are threads of the process."""
+    rep = planted_samples([(WORKER, [3, 4, 14, 13, 9])],
+                          waiting=[0, 11, 12, 2])
+    assert fix_of(rep).startswith(THREADS)
+
+
 def planted(case, sample="0.001"):
     out = subprocess.run(
         [sys.executable, str(SUPPORT / "planted_futures.py"), case, sample],
@@ -144,7 +163,8 @@ def test_a_stage_waiting_on_a_process_pools_futures_waits_on_processes(case):
 
 
 @pytest.mark.parametrize("case", ["thread sleeps", "thread hashing",
-                                  "thread beside a process pool"])
+                                  "thread beside a process pool",
+                                  "multiprocessing thread pool"])
 def test_a_stage_waiting_on_a_thread_pools_futures_is_not_told_processes(
         case):
     found = planted(case)

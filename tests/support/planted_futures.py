@@ -12,7 +12,10 @@ JSON, the stage's finding: its class, its fix and its evidence.
 - thread hashing: a ThreadPoolExecutor's tasks hashing 16 MiB (hashlib
   lets the GIL go), waited for with as_completed();
 - thread beside a process pool: the thread sleeps' stage, in a process
-  that also holds a ProcessPoolExecutor, started and idle.
+  that also holds a ProcessPoolExecutor, started and idle;
+- multiprocessing thread pool: the thread sleeps, on multiprocessing's
+  ThreadPool(2), waited for with map(): its waits are in
+  multiprocessing/pool.py, as a process Pool's are.
 
 A stage of `gather` that waits on a process pool's futures blocks in
 concurrent/futures/_base.py and threading.py, as one waiting on a thread
@@ -28,6 +31,7 @@ import json
 import multiprocessing as mp
 import sys
 import time
+from multiprocessing.pool import ThreadPool
 
 import aquaprof as ap
 
@@ -96,6 +100,15 @@ def threads_beside_processes():
         threads(nap, 0.05)
 
 
+def multiprocessing_threads():
+    with ThreadPool(2) as pool:
+        pool.map(int, range(2))
+        for _ in range(CALLS):
+            with ap.stage("gather"):
+                pool.map(nap, [0.05] * TASKS, chunksize=1)
+            compute(0.01)
+
+
 CASES = {
     "process result": lambda: processes(by_result),
     "process as_completed": lambda: processes(by_as_completed),
@@ -103,6 +116,7 @@ CASES = {
     "thread sleeps": lambda: threads(nap, 0.05),
     "thread hashing": lambda: threads(digest, 0),
     "thread beside a process pool": threads_beside_processes,
+    "multiprocessing thread pool": multiprocessing_threads,
 }
 
 

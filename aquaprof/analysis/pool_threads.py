@@ -1,7 +1,15 @@
-"""Which pool a wait on concurrent.futures was for, from the sampled
-timeline. A thread waiting on a future (its result(), as_completed(),
-wait()) blocks in concurrent/futures/_base.py and threading.py alone,
-whoever completes the future: its own stacks cannot tell a process
+"""Which pool a wait was for, from the pools' threads in its process.
+
+multiprocessing's pools: a Pool's parent and a ThreadPool both wait
+in multiprocessing/pool.py, but only a ThreadPool's workers are threads
+of the process (theirs begin, past threading's bootstrap, in pool.py's
+worker): in a process that ran one, a wait in pool.py may be for
+threads as much as for processes, and is not read as one for processes.
+
+concurrent.futures, from the sampled timeline: a thread waiting on a
+future (its result(), as_completed(), wait()) blocks in
+concurrent/futures/_base.py and threading.py alone, whoever completes
+the future: its own stacks cannot tell a process
 pool's workers from a thread pool's. The pools' threads in its process
 can. A ProcessPoolExecutor runs a manager thread there, which takes
 the workers' results and completes the futures (its stacks begin, past
@@ -20,7 +28,7 @@ Futures completed by other code (a thread that sets them itself) are
 not told apart from a process pool's where one runs."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List, Optional, Set
 
 import numpy as np
 
@@ -33,6 +41,26 @@ _FUTURES = "/concurrent/futures/_base.py"
 _PROCESS_POOL = "/concurrent/futures/process.py"
 _THREAD_POOL = "/concurrent/futures/thread.py"
 _THREADING = "/threading.py"
+#: where a multiprocessing pool, of processes or threads, waits
+MP_POOL = "/multiprocessing/pool.py"
+
+
+def thread_pool_processes(report: "Report") -> Set[int]:
+    """The processes (indices) in which a multiprocessing ThreadPool's
+    worker thread was sampled: a thread started by threading whose first
+    frame past its bootstrap is pool.py's worker."""
+    samples = report.samples
+    if samples is None:
+        return set()
+    frames = samples["frames"]
+    files = [str(f[1]).replace("\\", "/") for f in frames]
+    found = set()
+    for p, _tid, _sid, chain, *_figures in samples["stacks"]:
+        first = _past_bootstrap(chain, files)
+        if first is not None and files[chain[first]].endswith(MP_POOL) \
+                and str(frames[chain[first]][0]) == "worker":
+            found.add(p)
+    return found
 
 
 def waits_on_futures(chain: List[int], files: List[str],
@@ -83,10 +111,7 @@ def _role(chain: List[int], files: List[str], stdlib: List[bool]) -> int:
     is a process pool's (its manager thread), or a thread pool's worker
     running a task (frames past its loop's, other than threading's, and
     not itself waiting on a future: a task may wait on another pool)."""
-    if not chain or not files[chain[0]].endswith(_THREADING):
-        return _OTHER
-    first = next((i for i, f in enumerate(chain)
-                  if not files[f].endswith(_THREADING)), None)
+    first = _past_bootstrap(chain, files)
     if first is None:
         return _OTHER
     if files[chain[first]].endswith(_PROCESS_POOL):
@@ -97,3 +122,12 @@ def _role(chain: List[int], files: List[str], stdlib: List[bool]) -> int:
             not waits_on_futures(chain, files, stdlib):
         return _AT_WORK
     return _OTHER
+
+
+def _past_bootstrap(chain: List[int], files: List[str]) -> Optional[int]:
+    """In the stack of a thread started by threading, where its first
+    frame past threading's own lies; None for another stack."""
+    if not chain or not files[chain[0]].endswith(_THREADING):
+        return None
+    return next((i for i, f in enumerate(chain)
+                 if not files[f].endswith(_THREADING)), None)
