@@ -90,11 +90,11 @@ from ..common.words import first_clause, plural, shorten_path
 from ..common.units import fmt_bytes, fmt_time, printable, text_html
 from ..model.report import subtree
 from .concurrency import self_open_by_thread
-from .pool_threads import MP_POOL, process_pool_shares, \
-    thread_pool_processes, waits_on_futures
 from .gpu_stats import events_dropped
 from .other_threads import OUTSIDE_SHARE, loop_holder, other_threads
 from .own_frames import is_stdlib
+from .pool_threads import MP_POOL, process_pool_shares, \
+    thread_pool_processes, waits_on_futures
 from .stragglers import rank_waits
 from .run_cost import torch_kinds
 from .samples import Waits, sampled, stage_hot, stage_waits, \
