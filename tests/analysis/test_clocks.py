@@ -22,6 +22,12 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
     ([{"hostname": "vm"}, {"hostname": "vm", "boot_id": "a"}], True),
     ([{"hostname": "vm"}, {"hostname": "other"}], False),
     ([{}, {}], False),
+    # two boots named: two clocks, though a file beside names none
+    ([{"hostname": "vm", "boot_id": "a"}, {"hostname": "vm", "boot_id": "b"},
+      {"hostname": "vm"}], False),
+    # a malformed host's fields name nothing
+    ([{"hostname": "vm", "boot_id": ["a"]}, {"hostname": ["vm"]}], False),
+    ([{"hostname": "vm", "boot_id": ["a"]}, {"hostname": "vm"}], True),
 ])
 def test_reports_share_a_clock_where_one_kernel_boot_made_them(hosts,
                                                                shared):

@@ -395,6 +395,18 @@ def test_ranks_in_two_containers_of_one_machine_share_its_clock():
     assert sorted(rank_waits(merged)) == ["step/all_reduce"]
 
 
+def test_a_merged_files_malformed_process_host_names_no_clock():
+    """A merged report's processes' hosts are not checked on load: a
+    boot or hostname that is not a string names no clock, and never
+    makes diagnose raise."""
+    data = timed_ranks().to_dict()
+    data["processes"][0]["host"] = {"hostname": ["vm"], "boot_id": ["a"]}
+    merged = Report.from_dict(data)
+    assert rank_waits(merged) == {}
+    kinds = {f.path: f.kind for f in merged.diagnose(top=3)}
+    assert "straggler-bound" not in kinds.values(), kinds
+
+
 @pytest.mark.parametrize("case", [
     # other hosts: their clocks are NTP's, not close enough to read
     {"hosts": ("vm", "other")},
