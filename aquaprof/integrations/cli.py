@@ -37,8 +37,8 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import (Any, Dict, Iterator, List, NamedTuple, NoReturn, Optional,
-                    Sequence, Tuple)
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple,
+                    NoReturn, Optional, Sequence, Tuple)
 
 from .._version import __version__
 from ..common.units import fmt_time, printable
@@ -47,6 +47,9 @@ from ..common.words import first_of, plural, shorten
 from ..analysis.verdict import MEASURES
 from ..record.saving import SigtermSave, die_by
 from ..report import Report, ReportError
+
+if TYPE_CHECKING:
+    from ..analysis.compare import Sessions
 
 
 class UserError(Exception):
@@ -542,14 +545,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _sessions(base_files: Sequence[str], new_files: Sequence[str]
-              ) -> Optional[Tuple[List[Any], List[Any]]]:
+              ) -> Optional["Sessions"]:
     """How busy the machine was over the pytest session that wrote each
     report, read from its folder (a gate's --aquaprof folder); None where
     no folder holds a reading, so that the runs' own readings decide."""
     from .pytest_load import read_session
-    found = tuple([read_session(Path(p).parent) for p in files]
-                  for files in (base_files, new_files))
-    return (found[0], found[1]) if any(map(any, found)) else None
+    base = [read_session(Path(p).parent) for p in base_files]
+    new = [read_session(Path(p).parent) for p in new_files]
+    return (base, new) if any(base + new) else None
 
 
 def _when(run) -> str:
