@@ -12,8 +12,8 @@ up:
   for other processes (subprocess, a multiprocessing pool; a wait on
   concurrent.futures in the rounds in which its process ran a process
   pool's manager thread and no thread pool's worker ran a task:
-  pool_threads), the
-  fix to try says so rather than send the reader after I/O;
+  pool_threads), the fix to try says so rather than send the reader
+  after I/O;
 - mixed: in between;
 - cpu-starved (where the run was sampled, on Linux): its threads were
   runnable but not running, the CPU given to other threads or processes,
@@ -93,7 +93,7 @@ from .concurrency import self_open_by_thread
 from .gpu_stats import events_dropped
 from .other_threads import OUTSIDE_SHARE, loop_holder, other_threads
 from .own_frames import is_stdlib
-from .pool_threads import MP_POOL, process_pool_shares, \
+from .pool_threads import MP_POOL, innermost_wait, process_pool_shares, \
     thread_pool_processes, waits_on_futures
 from .stragglers import rank_waits
 from .run_cost import torch_kinds
@@ -672,9 +672,8 @@ def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
         if sid not in wanted:
             continue
         off += wall - cpu
-        last = max((i for i, f in enumerate(chain) if waiting[f]),
-                   default=None)
-        if last is not None and all(stdlib[f] for f in chain[last + 1:]):
+        last = innermost_wait(chain, waiting.__getitem__, stdlib)
+        if last is not None:
             if p not in threaded or \
                     not files[chain[last]].endswith(MP_POOL):
                 on_processes += wall - cpu

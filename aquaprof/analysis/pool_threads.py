@@ -28,7 +28,7 @@ Futures completed by other code (a thread that sets them itself) are
 not told apart from a process pool's where one runs."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Set
+from typing import TYPE_CHECKING, Callable, List, Optional, Set
 
 import numpy as np
 
@@ -63,14 +63,26 @@ def thread_pool_processes(report: "Report") -> Set[int]:
     return found
 
 
+def innermost_wait(chain: List[int], waits: Callable[[int], bool],
+                   stdlib: List[bool]) -> Optional[int]:
+    """In a stack (its frames' indices, outermost first), where its
+    innermost frame that `waits` (of a frame's index) says is a wait's
+    lies, if past it the standard library alone runs (the wait itself,
+    not the program's code it calls, as a pool worker's does); None
+    otherwise."""
+    last = max((i for i, f in enumerate(chain) if waits(f)), default=None)
+    if last is None or not all(stdlib[f] for f in chain[last + 1:]):
+        return None
+    return last
+
+
 def waits_on_futures(chain: List[int], files: List[str],
                      stdlib: List[bool]) -> bool:
-    """Whether a stack (its frames' indices, outermost first) waits on a
-    future: past its innermost frame in concurrent/futures/_base.py, the
-    standard library alone (threading's waits)."""
-    last = max((i for i, f in enumerate(chain)
-                if files[f].endswith(_FUTURES)), default=None)
-    return last is not None and all(stdlib[f] for f in chain[last + 1:])
+    """Whether a stack waits on a future: past its innermost frame in
+    concurrent/futures/_base.py, the standard library alone (threading's
+    waits)."""
+    return innermost_wait(chain, lambda f: files[f].endswith(_FUTURES),
+                          stdlib) is not None
 
 
 def process_pool_shares(report: "Report") -> Optional[np.ndarray]:
