@@ -156,9 +156,15 @@ def stage_waits(report: "Report", stage_path: str,
         return None
     wall, cpu, delay, gil, lock = (x * _NS for x in sums)
     # a wait Linux tells a round late goes back to the stack that held
-    # it, whose time off the CPU was counted asleep then: the stage's
-    # run delay is its time off the CPU at most
-    delay = min(delay, max(wall - cpu, 0.0))
+    # it, whose time off the CPU was counted asleep then (on the GIL, a
+    # lock, or blocked): the run delay, measured, is its time off the
+    # CPU at most, and the sleeps, each a state seen as a round read it,
+    # share what it leaves as the samples found them
+    off = max(wall - cpu, 0.0)
+    delay = min(delay, off)
+    if gil + lock > off - delay:
+        scale = (off - delay) / (gil + lock)
+        gil, lock = gil * scale, lock * scale
     return Waits(wall, cpu, delay, gil, "delay_ns" in samples,
                  "gil_ns" in samples, lock, "lock_ns" in samples)
 

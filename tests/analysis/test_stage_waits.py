@@ -40,3 +40,18 @@ def test_run_delay_within_time_off_the_cpu_is_kept_whole():
     alone = stage_waits(rep, "step", sub_stages=False)
     assert alone.wall_s == pytest.approx(0.01)
     assert alone.delay_s == pytest.approx(0.003)
+
+
+def test_sleeps_share_what_a_late_run_delay_leaves_of_the_time_off_the_cpu():
+    """The late delay filed under a stack counted asleep on a lock or the
+    GIL then: the stage's waits add up to its time off the CPU, the
+    sleeps sharing what the run delay, measured, leaves."""
+    # 10 ms off the CPU, 6 ms on a lock and 4 ms on the GIL, then 5 ms
+    # of delay told late
+    rep = report_of([[0, 1, 1, [0], 2, 10_000_000, 0, 5_000_000,
+                      4_000_000, 6_000_000]])
+    waits = stage_waits(rep, "step")
+    assert waits.delay_s == pytest.approx(0.005)
+    assert waits.lock_s == pytest.approx(0.003)
+    assert waits.gil_s == pytest.approx(0.002)
+    assert waits.blocked_s == 0.0
