@@ -93,8 +93,16 @@ def test_sampled_a_stage_starved_by_its_own_threads_says_whose_they_are():
     assert found["kind"] in ("cpu-starved", "threads-bound"), found
     assert "took them" in found["evidence"] or \
         "with all its threads (native ones are not sampled)" in \
-        found["evidence"], found
-    assert "torch.set_num_threads" in found["fix"], found
+        found["evidence"] or \
+        "the other threads of its process used" in found["evidence"], found
+    # where they took the CPUs (not on a machine slowed down, as under a
+    # sanitizer, where its threads kept under 75 % of them busy), the fix
+    # says to run fewer
+    if "took them" in found["evidence"]:
+        assert "torch.set_num_threads" in found["fix"], found
+    else:
+        assert found["kind"] == "threads-bound" or \
+            "torch.set_num_threads" in found["fix"], found
     assert "prefetch" not in found["fix"], found
 
 
