@@ -401,8 +401,10 @@ def test_threads_that_record_no_stage_are_named_by_the_sampler(tmp_path):
               if e["name"] == "thread_name"}
     for tid in workers:
         assert titles[tid] == f"{names[(0, tid)]} (tid {tid}), sampled code"
-    assert titles.get(bare, f"tid {bare}, sampled code") == \
-        f"tid {bare}, sampled code"
+    # its label; whether it is also titled idle is the samples' reading
+    # of a thread seen mostly waiting for the GIL (tests/views)
+    assert titles.get(bare, f"tid {bare}, sampled code").startswith(
+        f"tid {bare}, sampled code"), titles
     profiles = {p["name"] for p in speedscope(rep)["profiles"]}
     for tid in workers:
         assert f"{names[(0, tid)]} (tid {tid}), sampled code" in profiles
