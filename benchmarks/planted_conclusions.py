@@ -11,6 +11,9 @@ how many runs concluded right.
   3.3 ms; right: not slower;
 - starved unsampled: a computing stage beside two busy processes on its
   one CPU, unsampled; right: not waiting;
+- shared core unsampled: a computing stage whose thread shares its CPU
+  with one busy process, the machine's other CPUs idle, unsampled (the
+  machine's figures leave CPUs free); right: not waiting;
 - late sampler: a thread computing 30 ms outside any stage, holding the
   GIL, then sleeping 3 ms in a stage, sampled at 1 kHz; right: the
   sleep's sampled time no more than its wall time, and waiting;
@@ -212,6 +215,32 @@ finally:
     for hog in hogs:
         hog.kill()
         hog.wait()
+rep = prof.report()
+s = rep["compute"]
+kind = {f.path: f.kind for f in rep.diagnose(top=3)}["compute"]
+print(f"{kind}, {s.cpu / s.wall.total * 100:.0f} % on the CPU",
+      kind not in ("waiting", "mixed"))
+"""
+
+_SHARED_CORE = r"""
+import os, subprocess, sys, time
+import aquaprof as ap
+
+cpus = os.sched_getaffinity(0)
+hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+try:
+    with ap.Profiler() as prof:
+        os.sched_setaffinity(hog.pid, {min(cpus)})
+        os.sched_setaffinity(0, {min(cpus)})
+        time.sleep(0.2)
+        with ap.stage("compute"):
+            end = time.thread_time() + 0.3
+            while time.thread_time() < end:
+                sum(range(2000))
+        os.sched_setaffinity(0, cpus)
+finally:
+    hog.kill()
+    hog.wait()
 rep = prof.report()
 s = rep["compute"]
 kind = {f.path: f.kind for f in rep.diagnose(top=3)}["compute"]
@@ -827,6 +856,7 @@ CASES: Dict[str, Tuple[str, str]] = {
     "wrapped loader": (_WRAPPED_LOADER, "not data-loading-bound"),
     "stall": (_STALL, "not slower"),
     "starved unsampled": (_STARVED, "not waiting"),
+    "shared core unsampled": (_SHARED_CORE, "not waiting"),
     "late sampler": (_LATE, "waiting, sampled <= wall"),
     "periodic": (_PERIODIC, "no anomaly"),
     "names": (_NAMES, "memory flat"),

@@ -22,8 +22,10 @@ up:
   slept on the GIL;
 - cpu-starved? (unsampled, on a busy machine): on the CPU for
   STARVED_FLOOR to CPU_BOUND of its wall time while the machine's other
-  processes left the run less than BUSY_MACHINE_FREE of a CPU: a wait
-  for a CPU cannot be told from a blocking call without samples;
+  processes left the run less than BUSY_MACHINE_FREE of a CPU, or while
+  its thread waited for a CPU (its run delay over the run, shared out by
+  CPU time: _run_delay_rate): a wait for a CPU cannot be told from a
+  blocking call without samples;
 - gil-bound (the same): its threads slept on the GIL for GIL_BOUND or
   more of the stage's sampled time (each sample of a thread asleep in a
   futex on the GIL's condition variable or mutex);
@@ -92,9 +94,8 @@ from ..model.report import subtree
 from .concurrency import self_open_by_thread
 from .gpu_stats import events_dropped
 from .other_threads import OUTSIDE_SHARE, loop_holder, other_threads
-from .own_frames import is_stdlib
-from .pool_threads import MP_POOL, innermost_wait, process_pool_shares, \
-    thread_pool_processes, waits_on_futures
+from .pool_threads import MP_POOL, frames_of, innermost_wait, \
+    process_pool_shares, thread_pool_processes, waits_on_futures
 from .stragglers import rank_waits
 from .run_cost import torch_kinds
 from .samples import Waits, sampled, stage_hot, stage_waits, \
@@ -132,6 +133,10 @@ CPU_STARVED = 0.25       # run delay share of the sampled time from this
 # larger share even beside four busy threads a CPU, so it waited.
 BUSY_MACHINE_FREE = 0.5
 STARVED_FLOOR = 0.2
+# Or where the thread that ran it waited for a CPU (its run delay) for
+# this share of the run or more, and at that rate about CPU_STARVED of
+# the stage's time: well past the wake-up latencies of a quiet machine
+CONTENDED = 0.05
 GIL_BOUND = 0.25         # GIL sleep share of the sampled time from this
 # CPUs the process's other threads used on average while a waiting stage
 # was open, from which it waits for them (a pool it handed its work to),
@@ -659,12 +664,11 @@ def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
     samples = report.samples
     if samples is None:
         return False
-    raw = [str(f[1]) for f in samples["frames"]]
-    files = [f.replace("\\", "/") for f in raw]
+    frames = frames_of(samples)
+    files = frames.files
     waiting = [f.endswith(_PROCESS_WAITS) for f in files]
-    stdlib = [is_stdlib(f) for f in raw]
     wanted = subtree(report.stage_parents, stage.id)
-    threaded = thread_pool_processes(report)
+    threaded = thread_pool_processes(report, frames)
     off = on_processes = 0.0
     on_futures: Dict[int, float] = {}     # stack: its time off the CPU
     for k, (p, _tid, sid, chain, _count, wall, cpu, *_w) in enumerate(
@@ -672,14 +676,14 @@ def _waits_on_processes(report: "Report", stage: "StageStats") -> bool:
         if sid not in wanted:
             continue
         off += wall - cpu
-        last = innermost_wait(chain, waiting.__getitem__, stdlib)
+        last = innermost_wait(chain, waiting.__getitem__, frames.stdlib)
         if last is not None:
             if p not in threaded or \
                     not files[chain[last]].endswith(MP_POOL):
                 on_processes += wall - cpu
-        elif waits_on_futures(chain, files, stdlib):
+        elif waits_on_futures(chain, frames):
             on_futures[k] = wall - cpu
-    pooled = process_pool_shares(report) if on_futures else None
+    pooled = process_pool_shares(report, frames) if on_futures else None
     if pooled is not None:
         on_processes += sum(t * pooled[k] for k, t in on_futures.items())
     return off > 0 and 2 * on_processes > off
@@ -975,15 +979,18 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
     waits = stage_waits(report, stage.path)
     if waits is None:
         busy = _busy_machine(report) if report.samples is None else None
+        delayed = _run_delay_rate(stage, report, cpu, wall) \
+            if report.samples is None else None
         if handed:
             return _threads_bound(stage, others, report, said + crowded,
                                   first)
         if report.samples is None and on_cpu >= STARVED_FLOOR and \
-                (crowded or busy):
+                (crowded or busy or delayed):
             # a thread that computes at all, off the CPU while others
-            # took the CPUs (its process's own threads among them), may
-            # have waited for one
-            kind, said = "cpu-starved?", f"; {busy}{said}" if busy else said
+            # took the CPUs (its process's own threads among them), or
+            # whose thread waited for one over the run, may have waited
+            kind = "cpu-starved?"
+            said = (delayed or "") + (f"; {busy}" if busy else "") + said
         else:
             kind = host
         # who took the CPUs is said with its fix, to the classes it binds
@@ -1013,6 +1020,36 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
         return _threads_bound(stage, others, report, shares + said + crowded,
                               first)
     return _Waits(host, shares + said)
+
+
+def _run_delay_rate(stage: "StageStats", report: "Report", cpu: float,
+                    wall: float) -> Optional[str]:
+    """Unsampled, for a stage whose calls all ran on the thread that
+    started and stopped the run: where that thread was runnable but not
+    running for CONTENDED of the run or more (meta["host"]["thread_delay"],
+    Linux's run delay), the words that give the stage's share of it at
+    the run's rate: a thread held off the CPU waits for it about in
+    proportion to the time it gets (cpu, the stage's own thread CPU), so
+    its run delay is shared out by CPU time; where that share comes to
+    CPU_STARVED of the stage's own wall time or more. None otherwise."""
+    host = report.meta.get("host", {})
+    delay, mine = host.get("thread_delay"), host.get("thread_cpu")
+    if not isinstance(delay, (int, float)) or \
+            not isinstance(mine, (int, float)) or mine <= 0 or \
+            wall <= 0 or report.wall <= 0 or "merged" in host or \
+            not _run_is_its_process(stage, report):
+        return None
+    threads = {t["index"]: t["native_id"] for t in report.threads}
+    if {threads.get(i) for i in _threads_of(stage, report)} != \
+            {host.get("thread_id")}:
+        return None
+    share = min(delay * cpu / mine, delay)
+    if delay < CONTENDED * report.wall or share < CPU_STARVED * wall:
+        return None
+    return (f"; over the run its thread waited for a CPU {fmt_time(delay)} "
+            f"beside {fmt_time(mine)} on one (Linux's run delay): at that "
+            f"rate about {fmt_time(share)} of this stage's "
+            f"{fmt_time(wall)} ({share / wall * 100:.0f} %)")
 
 
 _SAMPLE_TO_TELL = ("; sample the run (Profiler(sample=0.001)) to tell CPU "

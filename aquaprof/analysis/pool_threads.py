@@ -28,7 +28,8 @@ Futures completed by other code (a thread that sets them itself) are
 not told apart from a process pool's where one runs."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, List, Optional, Set
+from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, \
+    Set
 
 import numpy as np
 
@@ -45,20 +46,35 @@ _THREADING = "/threading.py"
 MP_POOL = "/multiprocessing/pool.py"
 
 
-def thread_pool_processes(report: "Report") -> Set[int]:
+class Frames(NamedTuple):
+    """The sampled frames' files ("/"-separated) and whether each is the
+    standard library's, by frame index: read once for a report's
+    samples."""
+
+    files: List[str]
+    stdlib: List[bool]
+
+
+def frames_of(samples: Any) -> Frames:
+    """Frames of a report's samples (report.samples)."""
+    raw = [str(f[1]) for f in samples["frames"]]
+    return Frames([f.replace("\\", "/") for f in raw],
+                  [is_stdlib(f) for f in raw])
+
+
+def thread_pool_processes(report: "Report", frames: Frames) -> Set[int]:
     """The processes (indices) in which a multiprocessing ThreadPool's
     worker thread was sampled: a thread started by threading whose first
     frame past its bootstrap is pool.py's worker."""
     samples = report.samples
     if samples is None:
         return set()
-    frames = samples["frames"]
-    files = [str(f[1]).replace("\\", "/") for f in frames]
+    names, files = samples["frames"], frames.files
     found = set()
     for p, _tid, _sid, chain, *_figures in samples["stacks"]:
         first = _past_bootstrap(chain, files)
         if first is not None and files[chain[first]].endswith(MP_POOL) \
-                and str(frames[chain[first]][0]) == "worker":
+                and str(names[chain[first]][0]) == "worker":
             found.add(p)
     return found
 
@@ -76,16 +92,17 @@ def innermost_wait(chain: List[int], waits: Callable[[int], bool],
     return last
 
 
-def waits_on_futures(chain: List[int], files: List[str],
-                     stdlib: List[bool]) -> bool:
+def waits_on_futures(chain: List[int], frames: Frames) -> bool:
     """Whether a stack waits on a future: past its innermost frame in
     concurrent/futures/_base.py, the standard library alone (threading's
     waits)."""
+    files = frames.files
     return innermost_wait(chain, lambda f: files[f].endswith(_FUTURES),
-                          stdlib) is not None
+                          frames.stdlib) is not None
 
 
-def process_pool_shares(report: "Report") -> Optional[np.ndarray]:
+def process_pool_shares(report: "Report", frames: Frames
+                        ) -> Optional[np.ndarray]:
     """For each sampled stack, the share of its samples on the timeline
     taken in rounds when its process had a process pool's manager thread
     and no thread pool's worker running a task (0 for a stack with none
@@ -93,11 +110,8 @@ def process_pool_shares(report: "Report") -> Optional[np.ndarray]:
     samples = report.samples
     if samples is None or samples.get("timeline") is None:
         return None
-    raw = [str(f[1]) for f in samples["frames"]]
-    files = [f.replace("\\", "/") for f in raw]
-    stdlib = [is_stdlib(f) for f in raw]
     stacks = samples["stacks"]
-    role = np.array([_role(s[3], files, stdlib) for s in stacks], np.int8)
+    role = np.array([_role(s[3], frames) for s in stacks], np.int8)
     process = np.array([s[0] for s in stacks], np.int64)
     timeline = samples["timeline"]
     stack = timeline["stack"].astype(np.int64)
@@ -118,11 +132,12 @@ def process_pool_shares(report: "Report") -> Optional[np.ndarray]:
 _OTHER, _MANAGER, _AT_WORK = 0, 1, 2
 
 
-def _role(chain: List[int], files: List[str], stdlib: List[bool]) -> int:
+def _role(chain: List[int], frames: Frames) -> int:
     """A thread started by threading whose first frame past its bootstrap
     is a process pool's (its manager thread), or a thread pool's worker
     running a task (frames past its loop's, other than threading's, and
     not itself waiting on a future: a task may wait on another pool)."""
+    files = frames.files
     first = _past_bootstrap(chain, files)
     if first is None:
         return _OTHER
@@ -131,7 +146,7 @@ def _role(chain: List[int], files: List[str], stdlib: List[bool]) -> int:
     if files[chain[first]].endswith(_THREAD_POOL) and \
             any(not files[f].endswith(_THREADING)
                 for f in chain[first + 1:]) and \
-            not waits_on_futures(chain, files, stdlib):
+            not waits_on_futures(chain, frames):
         return _AT_WORK
     return _OTHER
 

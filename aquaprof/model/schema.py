@@ -83,10 +83,10 @@ HOST_OPTIONAL: Fields = {
     "other_cpus": float, "steal": float,
     # the CPUs this process used on average from start to stop, all its
     # threads, and its child processes reaped meanwhile; and where one
-    # thread started and stopped the run, its native id and CPU seconds
-    # meanwhile
+    # thread started and stopped the run, its native id, CPU seconds and
+    # run delay (seconds runnable but not running) meanwhile
     "process_cpus": float, "children_cpus": float, "thread_id": int,
-    "thread_cpu": float,
+    "thread_cpu": float, "thread_delay": float,
     # the CPUs its cgroup's quota allows (a container's CPU limit), and
     # that cgroup's quota periods during the run and those it was
     # throttled in

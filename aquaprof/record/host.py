@@ -102,8 +102,9 @@ class Ticks(NamedTuple):
     """What cpu_ticks() read: when, this process's CPU seconds, each CPU's
     busy, stolen and all ticks so far (/proc/stat), the CPUs the process
     may run on then, the reading thread's native id and CPU seconds, the
-    process's cgroup CPU quota, and the CPU seconds of its child
-    processes that have exited and been waited for."""
+    process's cgroup CPU quota, the CPU seconds of its child processes
+    that have exited and been waited for, and the reading thread's run
+    delay."""
     at: float
     process: float
     cpus: Dict[int, Tuple[int, int, int]]
@@ -112,6 +113,8 @@ class Ticks(NamedTuple):
     #: the process's cgroup CPU quota and its periods (cpu_quota)
     limit: CpuLimit = CpuLimit()
     children: float = 0.0
+    #: the reading thread's run delay so far (thread_run_delay)
+    thread_delay: Optional[float] = None
 
 
 def cpu_ticks() -> Optional[Ticks]:
@@ -137,7 +140,19 @@ def cpu_ticks() -> Optional[Ticks]:
     times = os.times()
     return Ticks(time.monotonic(), time.process_time(), cpus, _affinity(),
                  (threading.get_native_id(), time.thread_time()),
-                 cpu_limit(), times.children_user + times.children_system)
+                 cpu_limit(), times.children_user + times.children_system,
+                 thread_run_delay())
+
+
+def thread_run_delay() -> Optional[float]:
+    """The seconds this thread has been runnable but not running so far
+    (Linux's run delay, the second figure of its schedstat: kernels with
+    schedstats, as distributions build them); None where unknown."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _affinity() -> FrozenSet[int]:
@@ -185,7 +200,8 @@ def process_cpus(start: Optional[Ticks], stop: Optional[Ticks]
     cpu_ticks(), all its threads (native ones too); its child processes
     that exited and were waited for meanwhile (a subprocess it ran, a
     pool it closed: all their CPU, counted as each was reaped); where one
-    thread read both, its native id and CPU seconds meanwhile; and where
+    thread read both, its native id, CPU seconds and run delay meanwhile
+    (the seconds it waited for a CPU); and where
     its cgroup
     sets a CPU quota, the CPUs it allows, and its quota periods meanwhile
     and those in which the kernel throttled it: what diagnose()
@@ -202,6 +218,9 @@ def process_cpus(start: Optional[Ticks], stop: Optional[Ticks]
         found["thread_id"] = start.thread[0]
         found["thread_cpu"] = round(
             max(0.0, stop.thread[1] - start.thread[1]), 6)
+        if start.thread_delay is not None and stop.thread_delay is not None:
+            found["thread_delay"] = round(
+                max(0.0, stop.thread_delay - start.thread_delay), 6)
     if stop.limit.cpus is not None:
         found["cpu_quota"] = round(stop.limit.cpus, 3)
         if start.limit.periods is not None and \

@@ -204,7 +204,6 @@ class Profiler:
             with _STARTING:
                 self._started_at = time.time()
                 self._starting = True
-                self._ticks = cpu_ticks()
                 if self._compensate and not _core.active():
                     self._overhead = _calibration(
                         self._options.cpu_resolution, self._options.memory,
@@ -212,6 +211,9 @@ class Profiler:
                 neighbor = self._cupti_neighbor()
                 if self._stop_asked:
                     return self
+                # after the calibration (the first run's, tens of ms of
+                # CPU): the process's and thread's figures are the run's
+                self._ticks = cpu_ticks()
                 self._core.start(neighbor=neighbor)
                 # the profiler's own start is no part of the program: the
                 # sampler last; the children's folder named after every

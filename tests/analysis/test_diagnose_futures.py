@@ -10,17 +10,13 @@ samples written by hand whose rounds are known."""
 import concurrent.futures._base
 import concurrent.futures.process
 import concurrent.futures.thread
-import json
 import multiprocessing.connection
 import multiprocessing.pool
-import os
-import subprocess
-import sys
 import threading
 
 import pytest
 
-from repo_paths import ROOT, SUPPORT
+from planted_runs import planted_json
 from sampled_reports import MS, main_tid, profile_stages, span_of, \
     with_samples
 
@@ -145,12 +141,7 @@ def test_a_thread_pool_of_multiprocessing_is_not_read_as_processes():
 
 
 def planted(case, sample="0.001"):
-    out = subprocess.run(
-        [sys.executable, str(SUPPORT / "planted_futures.py"), case, sample],
-        capture_output=True, text=True, timeout=180,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return planted_json("planted_futures.py", case, sample)
 
 
 @pytest.mark.parametrize("case", ["process result", "process as_completed",

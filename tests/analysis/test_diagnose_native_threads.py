@@ -6,18 +6,15 @@ may run on from one that waits. Planted in real processes pinned to at
 most two CPUs (tests/support/planted_native.py), and on files written
 before the figure existed."""
 import importlib.util
-import json
 import os
 import re
-import subprocess
-import sys
 import time
 
 import pytest
 
 import aquaprof as ap
 from aquaprof import Report
-from repo_paths import ROOT, SUPPORT
+from planted_runs import planted_json
 
 pinned = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or
@@ -32,13 +29,7 @@ torch_runs = pytest.mark.skipif(
 
 
 def planted(case):
-    out = subprocess.run(
-        [sys.executable, str(SUPPORT / "planted_native.py"), case],
-        capture_output=True, text=True, timeout=180,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [str(ROOT), str(SUPPORT)])))
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return planted_json("planted_native.py", case)
 
 
 def outside(found):

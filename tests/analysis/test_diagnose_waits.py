@@ -4,8 +4,6 @@ gives from it: planted in real processes (tests/support/planted_waits.py) and on
 files written before the waits were measured."""
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -16,7 +14,7 @@ from aquaprof.analysis.samples import stage_waits
 from aquaprof.model.schema import ReportError
 import crafted
 from planted_waits import spin_cpu
-from repo_paths import ROOT, SUPPORT
+from planted_runs import planted_json
 from sampled_reports import MS, main_tid, profile_stages, with_samples
 
 
@@ -33,12 +31,7 @@ linux_only = pytest.mark.skipif(
 
 
 def planted(case):
-    out = subprocess.run(
-        [sys.executable, str(SUPPORT / "planted_waits.py"), case],
-        capture_output=True, text=True, timeout=120,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return planted_json("planted_waits.py", case, timeout=120)
 
 
 @linux_only
@@ -207,11 +200,28 @@ def test_unsampled_a_stage_starved_on_a_busy_machine_is_not_called_waiting():
     assert "sample the run" in found["evidence"]
 
 
-def test_the_busy_machine_hedge_takes_a_stage_partly_on_the_cpu_only():
-    """The rule on one run's figures, its machine's said otherwise: a
-    stage half on the CPU is hedged where the other processes left under
-    half a CPU; a sleeping one stays waiting; a quiet machine changes
-    nothing."""
+@linux_only
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or
+                    len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs to pin, and sched_setaffinity")
+def test_unsampled_a_stage_sharing_its_core_is_told_by_its_threads_delay():
+    """Its thread and one busy process share a CPU, the others idle: the
+    machine's figures leave CPUs free, and its thread CPU time (half its
+    wall time) alone reads as a wait. Its thread's run delay over the run
+    says it waited for the CPU; the sleeping stage beside it, on the same
+    thread and rate, stays waiting."""
+    found = planted("pinned unsampled")
+    compute = found["compute"]
+    assert compute["kind"] == "cpu-starved?", compute
+    assert "its thread waited for a CPU" in compute["evidence"], compute
+    assert "other processes kept" not in compute["evidence"], compute
+    assert "sample the run" in compute["fix"], compute
+    assert found["sleep"]["kind"] == "waiting", found["sleep"]
+
+
+def half_and_nap():
+    """A run of a stage half on the CPU and a sleeping one, on the
+    thread that started and stopped it."""
     with ap.Profiler() as prof:
         for _ in range(5):
             with ap.stage("half"):
@@ -222,12 +232,59 @@ def test_the_busy_machine_hedge_takes_a_stage_partly_on_the_cpu_only():
     rep = prof.report()
     on_cpu = rep["half"].cpu / rep["half"].wall.total
     assert 0.2 <= on_cpu < 0.8, on_cpu    # three quarters on a quiet one
+    return rep, ("mixed" if on_cpu >= 0.5 else "waiting")
+
+
+def test_the_run_delay_hedge_weighs_the_stages_share_of_its_threads_wait():
+    """The rule on one run's figures, its thread's run delay said
+    otherwise: shared out by CPU time, a delay that comes to a quarter or
+    more of the half-computing stage's time hedges it; one under 5 % of
+    the run is a quiet machine's wake-ups; the sleeping stage stays
+    waiting whatever its thread waited; where the run's figures are
+    malformed, or not of the stage's thread, nothing is said."""
+    rep, quiet = half_and_nap()
+    host = rep.meta["host"]
+    mine = host["thread_cpu"]
+
+    def kinds(**figures):
+        found = {f.path: f for f in
+                 crafted.on_machine(rep, other_cpus=0.0, **figures
+                                    ).diagnose(top=2)}
+        assert found["nap"].kind == "waiting", figures
+        return found["half"]
+
+    starved = kinds(thread_delay=2 * mine)
+    assert starved.kind == "cpu-starved?"
+    assert "its thread waited for a CPU" in starved.evidence
+    assert "of this stage's" in starved.evidence
+    # under 5 % of the run: the wake-ups of a quiet machine
+    assert kinds(thread_delay=0.04 * rep.wall).kind == quiet
+    # 5 % of the run or more, but shared out by CPU time the stage's part
+    # is under a quarter of its time
+    small = 0.2 * rep["half"].wall.total * mine / rep["half"].cpu
+    assert small >= 0.05 * rep.wall
+    assert kinds(thread_delay=small).kind == quiet
+    for bad in ("2", -1.0, float("nan"), True):
+        with pytest.raises(ReportError, match="thread_delay"):
+            crafted.on_machine(rep, thread_delay=bad)
+    assert kinds(thread_delay=2 * mine, thread_cpu=0.0).kind == quiet
+    # another thread started and stopped the run
+    assert kinds(thread_delay=2 * mine,
+                 thread_id=host["thread_id"] + 1).kind == quiet
+
+
+def test_the_busy_machine_hedge_takes_a_stage_partly_on_the_cpu_only():
+    """The rule on one run's figures, its machine's said otherwise: a
+    stage half on the CPU is hedged where the other processes left under
+    half a CPU; a sleeping one stays waiting; a quiet machine changes
+    nothing."""
+    rep, quiet = half_and_nap()
     cpus = rep.meta["host"]["cpus"]
-    quiet = "mixed" if on_cpu >= 0.5 else "waiting"
     for others, half in ((cpus - 0.2, "cpu-starved?"), (cpus - 0.6, quiet),
                          (0.0, quiet)):
         kinds = {f.path: f.kind for f in
-                 crafted.on_machine(rep, other_cpus=others).diagnose(top=2)}
+                 crafted.on_machine(rep, other_cpus=others,
+                                    thread_delay=0.0).diagnose(top=2)}
         assert kinds == {"half": half, "nap": "waiting"}, (others, kinds)
 
 

@@ -5,14 +5,10 @@ taking 30 ms longer a step in `compute` before both meet at
 and the totals alone cannot tell which waits for which; the calls' times,
 on the host's one clock, can. Computing there, its stage is no wait."""
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from repo_paths import ROOT, SUPPORT
+from planted_runs import planted_json
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None,
@@ -21,12 +17,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def planted(how, sample):
-    out = subprocess.run(
-        [sys.executable, str(SUPPORT / "planted_ranks.py"), how, sample],
-        capture_output=True, text=True, timeout=240,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return planted_json("planted_ranks.py", how, sample, timeout=240)
 
 
 @pytest.mark.parametrize("how, sample", [

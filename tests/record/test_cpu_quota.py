@@ -6,10 +6,7 @@ must never raise), and from a real cgroup this test makes where it may
 four times as many threads as its two CPUs of affinity, is told that
 the quota bound it."""
 import importlib.util
-import json
 import os
-import subprocess
-import sys
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from aquaprof.record.cpu_quota import CpuLimit, cpu_limit
-from repo_paths import ROOT, SUPPORT
+from planted_runs import planted_json
 
 
 def tree(tmp_path, cgroup, files):
@@ -127,13 +124,7 @@ def quota_cgroup(cpus):
                            "torch is not installed for this Python")
 def test_a_process_whose_quota_binds_is_told_so():
     with quota_cgroup(1.0) as procs:
-        out = subprocess.run(
-            [sys.executable, str(SUPPORT / "planted_native.py"), "quota",
-             str(procs)], capture_output=True, text=True, timeout=180,
-            env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                [str(ROOT), str(SUPPORT)])))
-    assert out.returncode == 0, out.stderr
-    found = json.loads(out.stdout)["matmul"]
+        found = planted_json("planted_native.py", "quota", procs)["matmul"]
     assert found["cpu_quota"] == 1.0 and found["throttled"] > 0, found
     assert "the 1 CPU its cgroup's quota" in found["evidence"], found
     assert "its cgroup's CPU quota throttled it in" in found["evidence"], \

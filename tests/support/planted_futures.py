@@ -34,20 +34,11 @@ import time
 from multiprocessing.pool import ThreadPool
 
 import aquaprof as ap
+from planted_waits import spin_cpu
 
 TASKS = 4
 CALLS = 5
 DATA = bytes(16 << 20)
-
-
-def compute(seconds):
-    """Computes until this process has used `seconds` of CPU."""
-    end = time.process_time() + seconds
-    x = 0
-    while time.process_time() < end:
-        for i in range(2000):
-            x += i * i
-    return x
 
 
 def nap(seconds):
@@ -76,7 +67,7 @@ def gather(pool, task, arg, wait):
     for _ in range(CALLS):
         with ap.stage("gather"):
             wait([pool.submit(task, arg) for _ in range(TASKS)])
-        compute(0.01)
+        spin_cpu(0.01)
 
 
 def processes(wait):
@@ -84,7 +75,7 @@ def processes(wait):
     with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) \
             as pool:
         by_result([pool.submit(int) for _ in range(4)])
-        gather(pool, compute, 0.05, wait)
+        gather(pool, spin_cpu, 0.05, wait)
 
 
 def threads(task, arg):
@@ -106,7 +97,7 @@ def multiprocessing_threads():
         for _ in range(CALLS):
             with ap.stage("gather"):
                 pool.map(nap, [0.05] * TASKS, chunksize=1)
-            compute(0.01)
+            spin_cpu(0.01)
 
 
 CASES = {

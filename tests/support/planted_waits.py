@@ -11,7 +11,8 @@ the same time. Prints, as JSON, each diagnosed stage's class and the
 shares of its sampled time.
 
     python planted_waits.py starved|blocked|gil|gil_main|pool|background|loops
-    python planted_waits.py "starved unsampled"|"late sampler"
+    python planted_waits.py "starved unsampled"|"pinned unsampled"
+    python planted_waits.py "late sampler"
     python planted_waits.py "starved sampler"|"alternating sampler"
 """
 import asyncio
@@ -67,6 +68,29 @@ def run_delay_s():
     with open(f"/proc/self/task/{threading.get_native_id()}/schedstat"
               ) as f:
         return int(f.read().split()[1]) / 1e9
+
+
+def pinned_beside_a_hog():
+    """This thread and one busy process share one CPU, the process's
+    other CPUs left idle: the machine's figures leave CPUs free, and only
+    the thread's run delay says it waited. The thread is unpinned before
+    the run stops, so that the run's figures count all the CPUs; a
+    sleeping stage beside the computing one."""
+    cpus = os.sched_getaffinity(0)
+    cpu = min(cpus)
+    hog = subprocess.Popen([sys.executable, "-c", HOG])
+    try:
+        os.sched_setaffinity(hog.pid, {cpu})
+        os.sched_setaffinity(0, {cpu})
+        time.sleep(0.2)         # the hog running
+        with ap.stage("compute"):
+            spin_cpu(0.2)
+        with ap.stage("sleep"):
+            time.sleep(0.2)
+    finally:
+        os.sched_setaffinity(0, cpus)
+        hog.kill()
+        hog.wait()
 
 
 @contextlib.contextmanager
@@ -284,7 +308,8 @@ def profiled(case):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     # unsampled: the process stays on the one CPU it shares with two hogs
     # until the run's machine figures are taken at its stop
-    with ap.Profiler(sample=None if case == "starved unsampled"
+    with ap.Profiler(sample=None if case in ("starved unsampled",
+                                             "pinned unsampled")
                      else 0.001 if case in ("late sampler",
                                             "short turns sampler")
                      else 0.002) as prof:
@@ -293,6 +318,7 @@ def profiled(case):
          "threads waited": threads_waited,
          "background": background, "loops": loops,
          "starved unsampled": lambda: starved(2),
+         "pinned unsampled": pinned_beside_a_hog,
          "late sampler": sleep_after_work,
          "starved sampler": starved_beside_the_sampler,
          "alternating sampler": alternating_beside_the_sampler,
