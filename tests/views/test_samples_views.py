@@ -3,6 +3,9 @@ frame in the folded stacks and the flamegraph (as wide as their share of
 the stage's self time), and in the trace and speedscope (from the
 timeline, nested in their stage's spans)."""
 import json
+import sys
+import threading
+import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
@@ -572,6 +575,35 @@ def test_code_slices_go_on_their_own_thread(tmp_path):
     assert PARSE in [doc["shared"]["frames"][e["frame"]]["name"]
                      for e in doc["profiles"][index]["events"]]
     assert opened.count(PARSE) == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="the GIL's waits are read from Linux's /proc")
+def test_threads_computing_python_on_one_gil_are_not_idle_in_a_real_run():
+    """Four threads computing Python, sampled: each holds the GIL a
+    fraction of the time and waits for it the rest, outside any stage;
+    the sampler must see those waits as the GIL's, or the flamegraph
+    would fold their work away as idle."""
+    def spin(seconds, tids):
+        tids.append(threading.get_native_id())
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            sum(range(200))
+
+    tids = []
+    with ap.Profiler(sample=0.001) as prof:
+        threads = [threading.Thread(target=spin, args=(0.3, tids))
+                   for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    rep = prof.report()
+    idle = {tid for _, tid in idle_threads(rep)}
+    sampled = {tid for _, tid, *_rest in rep.samples["stacks"]}
+    assert len(tids) == 4 and set(tids) <= sampled
+    assert not idle & set(tids), idle
+    assert rep.samples["gil_ns"] > 0
 
 
 def test_a_thread_waiting_for_the_gil_or_a_cpu_is_not_idle(base):
