@@ -146,13 +146,17 @@ def cpu_ticks() -> Optional[Ticks]:
 
 def thread_run_delay() -> Optional[float]:
     """The seconds this thread has been runnable but not running so far
-    (Linux's run delay, the second figure of its schedstat: kernels with
-    schedstats, as distributions build them); None where unknown."""
+    (Linux's run delay, the second figure of its schedstat, the file the
+    sampler reads too); None where unknown."""
     try:
-        with open("/proc/thread-self/schedstat", "rb") as f:
-            return int(f.read().split()[1]) * 1e-9
-    except (OSError, ValueError, IndexError):
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat",
+                  "rb") as f:
+            _on_cpu, delay, slices = map(int, f.read().split()[:3])
+    except (OSError, ValueError):
         return None
+    # a kernel that does not count (no schedstats, delay accounting off)
+    # writes zeros, no time slice even for the thread reading it
+    return delay * 1e-9 if slices > 0 else None
 
 
 def _affinity() -> FrozenSet[int]:

@@ -2,6 +2,7 @@
 measured from the kernel's CPU ticks, recorded in meta["host"], and
 read back by compare (a busier machine slows unchanged code)."""
 import contextlib
+import io
 import subprocess
 import sys
 import time
@@ -126,3 +127,33 @@ def test_compare_on_the_command_line_says_the_machine_was_busier(tmp_path):
                          text=True).stdout
     assert "note: the machine was busier during the new run: other " \
            "processes kept" in out, out
+
+
+@pytest.mark.parametrize("schedstat, delay", [
+    (b"5000000 2000000000 3\n", 2.0),
+    (b"0 67752 1\n", 67752e-9),     # a thread not yet ticked: 0 on the CPU
+    # a kernel that does not count (no schedstats, delay accounting off)
+    # writes zeros, no time slice even for the thread reading it
+    (b"0 0 0\n", None),
+    (b"", None), (b"12 x 1\n", None)])
+def test_a_threads_run_delay_is_read_where_the_kernel_counts_it(
+        monkeypatch, schedstat, delay):
+    monkeypatch.setattr(host, "open", lambda *args: io.BytesIO(schedstat),
+                        raising=False)
+    assert host.thread_run_delay() == delay
+
+
+def test_a_run_delay_that_cannot_be_read_is_unknown(monkeypatch):
+    def refused(*args, **kwargs):
+        raise FileNotFoundError(args[0])
+    monkeypatch.setattr(host, "open", refused, raising=False)
+    assert host.thread_run_delay() is None
+    assert "thread_delay" not in host.process_cpus(
+        host.Ticks(0.0, 0.0, {}, frozenset(), (7, 0.0)),
+        host.Ticks(1.0, 0.5, {}, frozenset(), (7, 0.5)))
+
+
+@linux_only
+def test_a_run_records_the_run_delay_of_the_thread_that_ran_it():
+    found = spin(0.1).meta["host"]
+    assert found["thread_delay"] >= 0, found
