@@ -978,14 +978,14 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
             others.inside >= 2 * others.outside
     waits = stage_waits(report, stage.path)
     if waits is None:
-        busy = _busy_machine(report) if report.samples is None else None
-        delayed = _run_delay_rate(stage, report, cpu, wall) \
-            if report.samples is None else None
         if handed:
             return _threads_bound(stage, others, report, said + crowded,
                                   first)
-        if report.samples is None and on_cpu >= STARVED_FLOOR and \
-                (crowded or busy or delayed):
+        hedged = report.samples is None and on_cpu >= STARVED_FLOOR
+        busy = _busy_machine(report) if hedged else None
+        delayed = _run_delay_rate(stage, report, cpu, wall) \
+            if hedged else None
+        if hedged and (crowded or busy or delayed):
             # a thread that computes at all, off the CPU while others
             # took the CPUs (its process's own threads among them), or
             # whose thread waited for one over the run, may have waited
@@ -1035,16 +1035,16 @@ def _run_delay_rate(stage: "StageStats", report: "Report", cpu: float,
     host = report.meta.get("host", {})
     delay, mine = host.get("thread_delay"), host.get("thread_cpu")
     if not isinstance(delay, (int, float)) or \
-            not isinstance(mine, (int, float)) or mine <= 0 or \
-            wall <= 0 or report.wall <= 0 or "merged" in host or \
-            not _run_is_its_process(stage, report):
+            not isinstance(mine, (int, float)) or mine <= 0 or wall <= 0:
+        return None
+    share = min(delay * cpu / mine, delay)
+    # the figures first, the spans only where they would hedge
+    if delay < CONTENDED * report.wall or share < CPU_STARVED * wall or \
+            "merged" in host or not _run_is_its_process(stage, report):
         return None
     threads = {t["index"]: t["native_id"] for t in report.threads}
     if {threads.get(i) for i in _threads_of(stage, report)} != \
             {host.get("thread_id")}:
-        return None
-    share = min(delay * cpu / mine, delay)
-    if delay < CONTENDED * report.wall or share < CPU_STARVED * wall:
         return None
     return (f"; over the run its thread waited for a CPU {fmt_time(delay)} "
             f"beside {fmt_time(mine)} on one (Linux's run delay): at that "
