@@ -10,7 +10,7 @@ import time
 import pytest
 
 import aquaprof as ap
-from aquaprof.record import host
+from aquaprof.record import host, profiler
 from aquaprof.record.host import BUSY_SECONDS, busy_between, cpu_ticks
 
 linux_only = pytest.mark.skipif(cpu_ticks() is None,
@@ -157,3 +157,21 @@ def test_a_run_delay_that_cannot_be_read_is_unknown(monkeypatch):
 def test_a_run_records_the_run_delay_of_the_thread_that_ran_it():
     found = spin(0.1).meta["host"]
     assert found["thread_delay"] >= 0, found
+
+
+@linux_only
+def test_the_run_figures_leave_out_the_profilers_calibration(monkeypatch):
+    """The first run of a process calibrates the profiler's cost before
+    it starts recording: CPU the program never spent. Planted here as a
+    calibration 0.3 s of CPU long, beside a run that sleeps."""
+    def calibration(*args, **kwargs):
+        end = time.thread_time() + 0.3
+        while time.thread_time() < end:
+            pass
+    monkeypatch.setattr(profiler, "_calibration", calibration)
+    with ap.Profiler() as prof:
+        with ap.stage("nap"):
+            time.sleep(0.05)
+    found = prof.report().meta["host"]
+    assert found["thread_cpu"] < 0.3, found
+    assert found["process_cpus"] * prof.report().wall < 0.3, found
