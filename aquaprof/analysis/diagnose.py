@@ -1030,14 +1030,17 @@ def _run_delay_rate(stage: "StageStats", report: "Report", cpu: float,
     Linux's run delay), the words that give the stage's share of it at
     the run's rate: a thread held off the CPU waits for it about in
     proportion to the time it gets (cpu, the stage's own thread CPU), so
-    its run delay is shared out by CPU time; where that share comes to
-    CPU_STARVED of the stage's own wall time or more. None otherwise."""
+    its run delay is shared out by CPU time, up to the stage's time off
+    the CPU; where that share comes to CPU_STARVED of the stage's own
+    wall time or more. None otherwise."""
     host = report.meta.get("host", {})
     delay, mine = host.get("thread_delay"), host.get("thread_cpu")
     if not isinstance(delay, (int, float)) or \
             not isinstance(mine, (int, float)) or mine <= 0 or wall <= 0:
         return None
-    share = min(delay * cpu / mine, delay)
+    # nor more than its time off the CPU: the run's rate may come from
+    # another stretch of the run
+    share = min(delay * cpu / mine, delay, wall - cpu)
     # the figures first, the spans only where they would hedge
     if delay < CONTENDED * report.wall or share < CPU_STARVED * wall or \
             "merged" in host or not _run_is_its_process(stage, report):
