@@ -202,21 +202,36 @@ def test_unsampled_a_stage_starved_on_a_busy_machine_is_not_called_waiting():
     assert "sample the run" in found["evidence"]
 
 
+#: the idle share of the CPUs beside the pinned one that makes "the
+#: machine left CPUs free" true with a margin over diagnose's threshold
+OTHER_CPUS_LEFT_IDLE = 0.75
+
+
 @linux_only
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or
                     len(os.sched_getaffinity(0)) < 2,
                     reason="needs two CPUs to pin, and sched_setaffinity")
 def test_unsampled_a_stage_sharing_its_core_is_told_by_its_threads_delay():
-    """Its thread and one busy process share a CPU, the others left to
-    the machine: on a quiet one its figures leave CPUs free, and its
-    thread CPU time (half its wall time) alone reads as a wait. Its
-    thread's run delay over the run says it waited for the CPU, however
-    busy the machine's other CPUs were; the sleeping stage beside it, on
-    the same thread and rate, stays waiting."""
-    found = planted("pinned unsampled")
+    """Its thread and one busy process share a CPU, the others idle: the
+    machine's figures leave CPUs free, and its thread CPU time (half its
+    wall time) alone reads as a wait. Its thread's run delay over the run
+    says it waited for the CPU; the sleeping stage beside it, on the same
+    thread and rate, stays waiting. The plant holds only where the
+    machine left the other CPUs idle (a busy one truly kept them, and the
+    diagnosis then rightly says so): run up to 3 times for it."""
+    for _ in range(3):
+        found = planted("pinned unsampled")
+        if found["compute"]["other_cpus_idle"] >= OTHER_CPUS_LEFT_IDLE:
+            break
+    else:
+        pytest.fail("the machine was too busy: in 3 runs it never left "
+                    "the CPUs other than the pinned one idle "
+                    f"{OTHER_CPUS_LEFT_IDLE:.0%} of the time")
     compute = found["compute"]
     assert compute["kind"] == "cpu-starved?", compute
     assert "its thread waited for a CPU" in compute["evidence"], compute
+    # the thread's delay told it, not the machine's figures
+    assert "other processes kept" not in compute["evidence"], compute
     assert "sample the run" in compute["fix"], compute
     assert found["sleep"]["kind"] == "waiting", found["sleep"]
 

@@ -70,12 +70,42 @@ def run_delay_s():
         return int(f.read().split()[1]) / 1e9
 
 
+#: the share of their time the CPUs other than the pinned one stayed
+#: idle over the pinned run, as /proc/stat counted it
+OTHER_CPUS_IDLE = []
+
+
+def idle_and_total_ticks(cpus):
+    """Idle (idle + iowait) and total ticks /proc/stat counts for `cpus`."""
+    idle = total = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *ticks = line.split()
+            if name.startswith("cpu") and name[3:].isdigit() and \
+                    int(name[3:]) in cpus:
+                ticks = [int(t) for t in ticks[:8]]
+                idle += ticks[3] + ticks[4]
+                total += sum(ticks)
+    return idle, total
+
+
+@contextlib.contextmanager
+def other_cpus_idle_told(cpus):
+    """Appends to OTHER_CPUS_IDLE the idle share of `cpus` in the block."""
+    idle, total = idle_and_total_ticks(cpus)
+    yield
+    idle_after, total_after = idle_and_total_ticks(cpus)
+    OTHER_CPUS_IDLE.append((idle_after - idle) /
+                           max(total_after - total, 1))
+
+
 def pinned_beside_a_hog():
     """This thread and one busy process share one CPU, the process's
     other CPUs left idle: the machine's figures leave CPUs free, and only
     the thread's run delay says it waited. The thread is unpinned before
     the run stops, so that the run's figures count all the CPUs; a
-    sleeping stage beside the computing one."""
+    sleeping stage beside the computing one. Whether the other CPUs were
+    left idle is the machine's doing: OTHER_CPUS_IDLE says."""
     cpus = os.sched_getaffinity(0)
     cpu = min(cpus)
     hog = subprocess.Popen([sys.executable, "-c", HOG])
@@ -83,10 +113,11 @@ def pinned_beside_a_hog():
         os.sched_setaffinity(hog.pid, {cpu})
         os.sched_setaffinity(0, {cpu})
         time.sleep(0.2)         # the hog running
-        with ap.stage("compute"):
-            spin_cpu(0.2)
-        with ap.stage("sleep"):
-            time.sleep(0.2)
+        with other_cpus_idle_told(cpus - {cpu}):
+            with ap.stage("compute"):
+                spin_cpu(0.2)
+            with ap.stage("sleep"):
+                time.sleep(0.2)
     finally:
         os.sched_setaffinity(0, cpus)
         hog.kill()
@@ -348,7 +379,9 @@ def main(case):
             "sampled_cpu_s": waits.cpu_s if waits else None,
             "sampled_delay_s": waits.delay_s if waits else None,
             "true_delay_s": TRUE_DELAY.get(f.path),
-            "wall_s": rep[f.path].wall.total}
+            "wall_s": rep[f.path].wall.total,
+            "other_cpus_idle": OTHER_CPUS_IDLE[0] if OTHER_CPUS_IDLE
+            else None}
     print(json.dumps(found))
 
 
