@@ -211,11 +211,25 @@ def test_a_stage_with_some_calls_suspended_is_not_threads_bound():
     assert "compute threads" not in found["fix"], found
 
 
+#: the CPU share of the busy thread outside the stage that the evidence
+#: rounds to "1.0", with a margin for the process's other threads
+BUSY_ALL_ALONG = 0.97
+
+
 @pinned
 def test_unsampled_a_stage_asleep_beside_a_thread_busy_all_along_waits():
     """The other thread is as busy outside the stage as inside it: not
-    the stage's work, whose sleep stays a wait."""
-    found = planted("background")["nap"]
+    the stage's work, whose sleep stays a wait. Busy all along is the
+    machine's to grant (its thread's own clock says): run up to 3 times
+    for it."""
+    for _ in range(3):
+        found = planted("background")["nap"]
+        if found["busy_outside"] >= BUSY_ALL_ALONG:
+            break
+    else:
+        pytest.fail("the machine was too busy: in 3 runs the busy thread "
+                    f"never had {BUSY_ALL_ALONG:.0%} of a CPU outside the "
+                    "stage")
     assert_measured(found)
     assert found["kind"] == "waiting", found
     assert "1.0 while it was not" in found["evidence"], found

@@ -299,24 +299,45 @@ def consume(path, pace, n):
     producer.join()
 
 
-def background(stage=ap.stage):
-    """`nap` asleep 0.3 s beside a thread busy all the run; stage: what
-    opens it (a stage that also times its calls another way)."""
+#: the share of a CPU background()'s busy thread had while `nap` was not
+#: open, from before its start to after its end, by its own thread clock
+#: (a busy machine can take the CPU from it)
+BUSY_OUTSIDE = []
+
+
+def background(stage=ap.stage, around=0.3):
+    """`nap` asleep 0.3 s beside a thread busy all the run, `around`
+    seconds before and after it; stage: what opens it (a stage that also
+    times its calls another way)."""
     done = threading.Event()
+    started = threading.Event()
+    used = []
 
     def busy():
+        started.set()
         while not done.is_set():
             spin_cpu(0.01)
+        used.append(time.thread_time())
     worker = threading.Thread(target=busy)
+    walls = [time.perf_counter()]
     worker.start()
+    started.wait()
+    clock = time.pthread_getcpuclockid(worker.ident)
     try:
-        time.sleep(0.3)
+        time.sleep(around)
+        before = time.clock_gettime(clock)
+        walls.append(time.perf_counter())
         with stage("nap"):
             time.sleep(0.3)
-        time.sleep(0.3)
+        walls.append(time.perf_counter())
+        during = time.clock_gettime(clock) - before
+        time.sleep(around)
     finally:
         done.set()
         worker.join()
+    walls.append(time.perf_counter())
+    BUSY_OUTSIDE.append((used[0] - during) /
+                        (walls[1] - walls[0] + walls[3] - walls[2]))
 
 
 def loops():
