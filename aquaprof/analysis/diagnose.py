@@ -976,7 +976,7 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
         said = others.said
         handed = host == "waiting" and others.outside is not None and \
             others.inside >= 2 * others.outside
-    waits = stage_waits(report, stage.path)
+    waits = _own_waits(stage, report)
     if waits is None:
         if handed:
             return _threads_bound(stage, others, report, said + crowded,
@@ -1229,6 +1229,22 @@ def _levels(stage: "StageStats", report: "Report"
     levels = report.recursion(stage)
     paths = {s.path for s in levels}
     return levels, [s for s in report.stages if s.parent in paths]
+
+
+def _own_waits(stage: "StageStats", report: "Report") -> Optional[Waits]:
+    """The sampled Waits of the stage's own time, what it is classified
+    by (_own_time): its levels' samples, its sub-stages' aside (a parent
+    starved while it computed, beside a sleeping child, is not waiting);
+    None where none of them was sampled."""
+    levels, _sub = _levels(stage, report)
+    found = [w for w in (stage_waits(report, s.path, sub_stages=False)
+                         for s in levels) if w is not None]
+    if not found:
+        return None
+    return Waits(sum(w.wall_s for w in found), sum(w.cpu_s for w in found),
+                 sum(w.delay_s for w in found), sum(w.gil_s for w in found),
+                 found[0].delay_known, found[0].gil_known,
+                 sum(w.lock_s for w in found), found[0].lock_known)
 
 
 def _own_time(stage: "StageStats", report: "Report") -> Tuple[float, float,

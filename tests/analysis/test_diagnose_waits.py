@@ -53,6 +53,22 @@ def test_a_stage_sharing_its_core_with_busy_processes_is_cpu_starved():
 @linux_only
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
                     reason="pinning needs sched_setaffinity")
+def test_a_parent_starved_in_its_own_time_is_cpu_starved_not_waiting():
+    """It is classified by its own time, not its sleeping sub-stage's:
+    the samples' waits it is weighed by are those of its own time too.
+    Weighed by its whole time, the sleep read as its own: "waiting"."""
+    found = planted("starved parent")
+    cell = found["cell"]
+    own = cell["wall_s"] - found["cell/fetch"]["wall_s"]
+    assert cell["true_delay_s"] > 0.35 * own, cell   # the plant held
+    assert cell["kind"] == "cpu-starved", cell
+    assert "runnable but not running" in cell["evidence"], cell
+    assert found["cell/fetch"]["kind"] == "waiting", found["cell/fetch"]
+
+
+@linux_only
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
+                    reason="pinning needs sched_setaffinity")
 def test_a_stage_starved_beside_the_sampler_keeps_its_run_delay():
     """The sampler's threads share the starved stage's one CPU, so its
     rounds come late just while the stage waits for that CPU. The rounds

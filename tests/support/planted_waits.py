@@ -14,6 +14,7 @@ shares of its sampled time.
     python planted_waits.py "starved unsampled"|"pinned unsampled"
     python planted_waits.py "late sampler"
     python planted_waits.py "starved sampler"|"alternating sampler"
+    python planted_waits.py "starved parent"
 """
 import asyncio
 import contextlib
@@ -157,6 +158,18 @@ def starved_beside_the_sampler():
         for _ in range(3):
             with ap.stage("compute"), delay_told("compute"):
                 spin_cpu(0.1)
+
+
+def starved_parent():
+    """`cell` computes beside hogs on its one CPU, then waits twice as
+    longer in its sleeping sub-stage `fetch`: its own time is starved,
+    under a quarter of its whole time."""
+    with hogs_beside_the_sampler():
+        with ap.stage("cell"):
+            with delay_told("cell"):
+                spin_cpu(0.05)
+            with ap.stage("fetch"):
+                time.sleep(0.8)
 
 
 def alternating_beside_the_sampler(turns=12, seconds=0.02):
@@ -356,7 +369,7 @@ def loops():
 
 def profiled(case):
     if case in ("starved sampler", "alternating sampler",
-                "short turns sampler"):
+                "short turns sampler", "starved parent"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     # unsampled: the process stays on the one CPU it shares with two hogs
     # until the run's machine figures are taken at its stop
@@ -373,6 +386,7 @@ def profiled(case):
          "pinned unsampled": pinned_beside_a_hog,
          "late sampler": sleep_after_work,
          "starved sampler": starved_beside_the_sampler,
+         "starved parent": starved_parent,
          "alternating sampler": alternating_beside_the_sampler,
          # turns of a few samples each: a wait told late finds the
          # thread in the next stage for whole samples, not split ones
