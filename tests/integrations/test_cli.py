@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import aquaprof as ap
-from cli_runs import as_from_a_terminal, cli, one_line_error
+from cli_runs import AS_FROM_A_TERMINAL, cli, one_line_error
 from flamegraph_frames import frames_by_path
 from profiled import busy
 
@@ -223,9 +223,9 @@ def test_ctrl_c_keeps_prints_and_saves_the_profile(tmp_path):
     script.write_text(LOOP)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aquaprof", "run", "-o", tmp_path / "out",
-         script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=env, cwd=tmp_path, preexec_fn=as_from_a_terminal)
+        [*AS_FROM_A_TERMINAL, "-m", "aquaprof", "run", "-o",
+         tmp_path / "out", script], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         assert proc.stdout.readline().strip() == "serving"
         proc.send_signal(signal.SIGINT)
@@ -286,9 +286,9 @@ def test_a_second_ctrl_c_keeps_the_report_and_says_where_it_is(
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     page = ["--html", "page.html"] if html else []
     done = subprocess.run(
-        [sys.executable, driver, where, "run", "-o", "out", *page, job],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
-        preexec_fn=as_from_a_terminal)
+        [*AS_FROM_A_TERMINAL, driver, where, "run", "-o", "out", *page,
+         job], capture_output=True, text=True, env=env, cwd=tmp_path,
+        timeout=60)
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip() == (
         f"aquaprof: error: interrupted: the report is saved "

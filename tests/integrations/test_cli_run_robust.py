@@ -13,7 +13,7 @@ import pytest
 
 import aquaprof as ap
 
-from cli_runs import as_from_a_terminal
+from cli_runs import AS_FROM_A_TERMINAL
 from repo_paths import ROOT  # noqa: E402
 
 
@@ -161,9 +161,9 @@ def test_ctrl_c_while_waiting_for_threads_saves_what_they_recorded(
     script(tmp_path, FOREVER)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aquaprof", "run", "--no-sample", "job.py"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        cwd=tmp_path, preexec_fn=as_from_a_terminal)
+        [*AS_FROM_A_TERMINAL, "-m", "aquaprof", "run", "--no-sample",
+         "job.py"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "started").exists():
