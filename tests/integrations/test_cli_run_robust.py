@@ -13,7 +13,7 @@ import pytest
 
 import aquaprof as ap
 
-from cli_runs import AS_FROM_A_TERMINAL
+from cli_runs import AS_FROM_A_TERMINAL, python_after
 from repo_paths import ROOT  # noqa: E402
 
 
@@ -295,10 +295,11 @@ def _terminated(tmp_path, *args):
     script(tmp_path, SERVES)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aquaprof", "run", "--no-sample", "job.py",
-         *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=env, cwd=tmp_path,
-        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+        [*python_after("import signal; "
+                       "signal.signal(signal.SIGTERM, signal.SIG_DFL)"),
+         "-m", "aquaprof", "run", "--no-sample", "job.py", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "started").exists():

@@ -13,6 +13,7 @@ import pytest
 
 import aquaprof as ap
 from aquaprof.integrations.pytest_load import SESSION_FILE, read_session
+from cli_runs import python_after
 from plugin_args import PLUGIN, SUITE_HEAD
 
 SUITE = SUITE_HEAD + """
@@ -37,17 +38,17 @@ needs_linux = pytest.mark.skipif(
 
 
 def pinned(cpu):
-    return lambda: os.sched_setaffinity(0, {cpu})
+    """A Python child pinned to `cpu` from its start."""
+    return python_after(f"os.sched_setaffinity(0, {{{cpu}}})")
 
 
 def session(folder, cpu, *args, changed=False):
     env = dict(os.environ, PYTHONPATH=str(Path(ap.__file__).parent.parent),
                CHANGED="1" if changed else "0")
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist",
+        [*pinned(cpu), "-m", "pytest", "-q", "-p", "no:xdist",
          "-p", "no:cacheprovider", *PLUGIN, "test_suite.py", *args],
-        cwd=folder, env=env, capture_output=True, text=True,
-        preexec_fn=pinned(cpu), timeout=300)
+        cwd=folder, env=env, capture_output=True, text=True, timeout=300)
 
 
 @needs_linux
@@ -59,8 +60,7 @@ def test_a_hog_beside_the_new_session_is_said_and_fails_no_unchanged_test(
     assert base.returncode == 0, base.stdout + base.stderr
     quiet = read_session(tmp_path / "base")
     assert quiet is not None and quiet["cpus"] == 1, quiet
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                           preexec_fn=pinned(cpu))
+    hog = subprocess.Popen([*pinned(cpu), "-c", "while True: pass"])
     try:
         new = session(tmp_path, cpu, "--aquaprof=new",
                       "--aquaprof-compare=base", "--aquaprof-fail=5%",

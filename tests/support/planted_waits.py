@@ -161,8 +161,8 @@ def starved_beside_the_sampler():
 
 
 def starved_parent():
-    """`cell` computes beside hogs on its one CPU, then waits twice as
-    longer in its sleeping sub-stage `fetch`: its own time is starved,
+    """`cell` computes beside hogs on its one CPU, then waits sixteen times
+    as long in its sleeping sub-stage `fetch`: its own time is starved,
     under a quarter of its whole time."""
     with hogs_beside_the_sampler():
         with ap.stage("cell"):
