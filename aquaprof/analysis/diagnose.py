@@ -22,10 +22,10 @@ up:
   slept on the GIL;
 - cpu-starved? (unsampled, on a busy machine): on the CPU for
   STARVED_FLOOR to CPU_BOUND of its wall time while the machine's other
-  processes left the run less than BUSY_MACHINE_FREE of a CPU, or while
-  its thread waited for a CPU (its run delay over the run, shared out by
-  CPU time: _run_delay_rate): a wait for a CPU cannot be told from a
-  blocking call without samples;
+  processes left the run less than BUSY_MACHINE_FREE of a CPU, or under
+  CPU_BOUND while its thread waited for a CPU (its run delay over the
+  run, shared out by CPU time: _run_delay_rate): a wait for a CPU cannot
+  be told from a blocking call without samples;
 - gil-bound (the same): its threads slept on the GIL for GIL_BOUND or
   more of the stage's sampled time (each sample of a thread asleep in a
   futex on the GIL's condition variable or mutex);
@@ -981,11 +981,14 @@ def _waits_class(stage: "StageStats", report: "Report", host: str,
         if handed:
             return _threads_bound(stage, others, report, said + crowded,
                                   first)
-        hedged = report.samples is None and on_cpu >= STARVED_FLOOR
-        busy = _busy_machine(report) if hedged else None
+        unsampled = report.samples is None
+        computes = unsampled and on_cpu >= STARVED_FLOOR
+        busy = _busy_machine(report) if computes else None
+        # its thread's own delay needs no floor: shared out by CPU time,
+        # a stage that barely ran gets as little of it
         delayed = _run_delay_rate(stage, report, cpu, wall) \
-            if hedged else None
-        if hedged and (crowded or busy or delayed):
+            if unsampled else None
+        if (computes and (crowded or busy)) or delayed:
             # a thread that computes at all, off the CPU while others
             # took the CPUs (its process's own threads among them), or
             # whose thread waited for one over the run, may have waited

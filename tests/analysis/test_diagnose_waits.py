@@ -320,6 +320,36 @@ def test_the_run_delay_hedge_weighs_the_stages_share_of_its_threads_wait():
                  thread_id=host["thread_id"] + 1).kind == quiet
 
 
+def test_a_stage_barely_on_the_cpu_is_hedged_by_its_threads_delay_alone():
+    """Under a fifth of its time on the CPU the machine's figures hedge
+    no stage (it would have had more beside four busy threads a CPU); its
+    thread's run delay can, shared out by the little CPU it had: starved
+    beside more busy threads than that (a loop whose every stage runs
+    torch's threads on a busy machine), it is hedged; its figures from a
+    quiet run are not."""
+    with ap.Profiler() as prof:
+        for _ in range(5):
+            with ap.stage("light"):
+                spin_cpu(0.003)
+                time.sleep(0.027)
+    rep = prof.report()
+    light = rep["light"]
+    assert light.cpu < 0.2 * light.wall.total     # the plant held
+    mine = rep.meta["host"]["thread_cpu"]
+
+    def kind(**figures):
+        return crafted.on_machine(rep, **{"other_cpus": 0.0, **figures}
+                                  ).diagnose(top=1).findings[0]
+
+    assert kind(thread_delay=0.0).kind == "waiting"
+    hedged = kind(thread_delay=max(10 * mine, 0.05 * rep.wall))
+    assert hedged.kind == "cpu-starved?", hedged.evidence
+    assert "its thread waited for a CPU" in hedged.evidence
+    # the machine's figures alone leave it waiting
+    assert kind(thread_delay=0.0,
+                other_cpus=rep.meta["host"]["cpus"] - 0.1).kind == "waiting"
+
+
 def test_the_busy_machine_hedge_takes_a_stage_partly_on_the_cpu_only():
     """The rule on one run's figures, its machine's said otherwise: a
     stage half on the CPU is hedged where the other processes left under
