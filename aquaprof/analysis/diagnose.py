@@ -133,9 +133,10 @@ CPU_STARVED = 0.25       # run delay share of the sampled time from this
 # larger share even beside four busy threads a CPU, so it waited.
 BUSY_MACHINE_FREE = 0.5
 STARVED_FLOOR = 0.2
-# Or where the thread that ran it waited for a CPU (its run delay) for
-# this share of the run or more, and at that rate about CPU_STARVED of
-# the stage's time: well past the wake-up latencies of a quiet machine
+# Or, at any share under CPU_BOUND, where the thread that ran it waited
+# for a CPU (its run delay) for this share of the run or more, and at
+# that rate about CPU_STARVED of the stage's time: well past the wake-up
+# latencies of a quiet machine
 CONTENDED = 0.05
 GIL_BOUND = 0.25         # GIL sleep share of the sampled time from this
 # CPUs the process's other threads used on average while a waiting stage
@@ -225,17 +226,17 @@ _FIXES = {
         "OMP_NUM_THREADS for NumPy's BLAS), pin busy processes to cores "
         "of their own (os.sched_setaffinity, taskset), or move the "
         "competing work elsewhere",
-        "the stage's run delay share before and after: "
-        "aquaprof.analysis.samples.stage_waits(rep, STAGE); top or uptime "
-        "show the machine's load"),
+        "the stage's run delay share before and after, in its own time: "
+        "aquaprof.analysis.samples.stage_waits(rep, STAGE, "
+        "sub_stages=False); top or uptime show the machine's load"),
     "gil-bound": (
         "take Python work off the GIL: processes instead of threads "
         "(DataLoader workers, multiprocessing, concurrent.futures."
         "ProcessPoolExecutor), fewer threads running Python at once, or "
         "the work in NumPy or torch calls long enough to release the GIL",
-        "the stage's GIL share before and after: aquaprof.analysis."
-        "samples.stage_waits(rep, STAGE).gil_s; its wall time with "
-        "aquaprof compare"),
+        "the stage's GIL share before and after, in its own time: "
+        "aquaprof.analysis.samples.stage_waits(rep, STAGE, "
+        "sub_stages=False).gil_s; its wall time with aquaprof compare"),
     "threads-bound": (
         "the work is in the threads the stage waits for (a pool it handed "
         "its work to, a native library's threads): speed that work up, or "
@@ -280,9 +281,9 @@ _FIXES = {
         "processes than CPUs (DataLoader num_workers, "
         "torch.set_num_threads, OMP_NUM_THREADS), or move the competing "
         "work elsewhere",
-        "profile again sampled and read the stage's run delay share: "
-        "aquaprof.analysis.samples.stage_waits(rep, STAGE); top or uptime "
-        "show the machine's load"),
+        "profile again sampled and read the stage's run delay share in its "
+        "own time: aquaprof.analysis.samples.stage_waits(rep, STAGE, "
+        "sub_stages=False); top or uptime show the machine's load"),
     "mixed": (
         "split the stage into finer stages to separate computing from "
         "waiting, then treat each part",

@@ -211,9 +211,10 @@ def test_a_stage_with_some_calls_suspended_is_not_threads_bound():
     assert "compute threads" not in found["fix"], found
 
 
-#: the CPU share of the busy thread outside the stage that the evidence
-#: rounds to "1.0", with a margin for the process's other threads
-BUSY_ALL_ALONG = 0.97
+#: the CPU share of the busy thread outside the stage, over the run's
+#: time outside it, that the evidence rounds to "1.0" (the process's
+#: figure holds it, and its other threads' CPU besides)
+BUSY_ALL_ALONG = 0.95
 
 
 @pinned

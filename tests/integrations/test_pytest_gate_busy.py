@@ -6,7 +6,6 @@ failed; a test made slower is still caught, its CPU time grown too."""
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -237,7 +237,11 @@ def main(case, procs=None):
                          "suspended": s.suspended,
                          "threads": len(rep.threads),
                          "other_cpus": rep.meta["host"].get("other_cpus"),
-                         "busy_outside": BUSY_OUTSIDE[0] if BUSY_OUTSIDE
+                         # the busy thread's CPUs while the stage was not
+                         # open, over the time diagnose() divides by: the
+                         # run's, the profiler's own start and stop in it
+                         "busy_outside": BUSY_OUTSIDE[0] /
+                         (rep.wall - s.wall.total) if BUSY_OUTSIDE
                          else None}
     print(json.dumps(found))
 

@@ -312,9 +312,8 @@ def consume(path, pace, n):
     producer.join()
 
 
-#: the share of a CPU background()'s busy thread had while `nap` was not
-#: open, from before its start to after its end, by its own thread clock
-#: (a busy machine can take the CPU from it)
+#: the CPU seconds background()'s busy thread used while `nap` was not
+#: open, by its own thread clock (a busy machine can take the CPU from it)
 BUSY_OUTSIDE = []
 
 
@@ -332,25 +331,20 @@ def background(stage=ap.stage, around=0.3):
             spin_cpu(0.01)
         used.append(time.thread_time())
     worker = threading.Thread(target=busy)
-    walls = [time.perf_counter()]
     worker.start()
     started.wait()
     clock = time.pthread_getcpuclockid(worker.ident)
     try:
         time.sleep(around)
         before = time.clock_gettime(clock)
-        walls.append(time.perf_counter())
         with stage("nap"):
             time.sleep(0.3)
-        walls.append(time.perf_counter())
         during = time.clock_gettime(clock) - before
         time.sleep(around)
     finally:
         done.set()
         worker.join()
-    walls.append(time.perf_counter())
-    BUSY_OUTSIDE.append((used[0] - during) /
-                        (walls[1] - walls[0] + walls[3] - walls[2]))
+    BUSY_OUTSIDE.append(used[0] - during)
 
 
 def loops():
