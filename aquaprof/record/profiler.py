@@ -209,11 +209,13 @@ class Profiler:
                         self._options.cpu_resolution, self._options.memory,
                         torch=self._torch)
                 neighbor = self._cupti_neighbor()
+                # after the calibration (the first run's, tens of ms of
+                # CPU): the process's and thread's figures are the run's;
+                # before the last look at a stop, so that no Python runs
+                # between it and the core's start
+                self._ticks = cpu_ticks()
                 if self._stop_asked:
                     return self
-                # after the calibration (the first run's, tens of ms of
-                # CPU): the process's and thread's figures are the run's
-                self._ticks = cpu_ticks()
                 self._core.start(neighbor=neighbor)
                 # the profiler's own start is no part of the program: the
                 # sampler last; the children's folder named after every
