@@ -195,6 +195,15 @@ print(f"{v.verdict}, total {v.change * 100:+.0f} %",
       v.verdict not in ("slower", "slower?"))
 """
 
+# the starved cases' end: how their computing stage read
+_COMPUTE_READ = r"""
+rep = prof.report()
+s = rep["compute"]
+kind = {f.path: f.kind for f in rep.diagnose(top=3)}["compute"]
+print(f"{kind}, {s.cpu / s.wall.total * 100:.0f} % on the CPU",
+      kind not in ("waiting", "mixed"))
+"""
+
 _STARVED = r"""
 import os, subprocess, sys, time
 import aquaprof as ap
@@ -216,12 +225,7 @@ finally:
     for hog in hogs:
         hog.kill()
         hog.wait()
-rep = prof.report()
-s = rep["compute"]
-kind = {f.path: f.kind for f in rep.diagnose(top=3)}["compute"]
-print(f"{kind}, {s.cpu / s.wall.total * 100:.0f} % on the CPU",
-      kind not in ("waiting", "mixed"))
-"""
+""" + _COMPUTE_READ
 
 _SHARED_CORE = r"""
 import os, subprocess, sys, time
@@ -242,12 +246,7 @@ try:
 finally:
     hog.kill()
     hog.wait()
-rep = prof.report()
-s = rep["compute"]
-kind = {f.path: f.kind for f in rep.diagnose(top=3)}["compute"]
-print(f"{kind}, {s.cpu / s.wall.total * 100:.0f} % on the CPU",
-      kind not in ("waiting", "mixed"))
-"""
+""" + _COMPUTE_READ
 
 _LATE = r"""
 import sys, threading, time
