@@ -13,6 +13,7 @@ import pytest
 import aquaprof as ap
 from aquaprof.record import host, profiler
 from aquaprof.record.host import BUSY_SECONDS, busy_between, cpu_ticks
+from proc_ticks import cpu_ticks_of
 
 linux_only = pytest.mark.skipif(cpu_ticks() is None,
                                 reason="no /proc/stat on this system")
@@ -41,18 +42,15 @@ def a_process_spinning():
 
 
 def busy_seconds(pid=None):
-    """The CPU seconds the machine's CPUs (pid None) or one process have
-    been busy so far, read here from the kernel's counts, apart from the
-    code under test."""
+    """The CPU seconds the CPUs this process may run on (pid None: those
+    other_cpus counts) or one process have been busy so far, read here
+    from the kernel's counts, apart from the code under test."""
     hz = os.sysconf("SC_CLK_TCK")
     if pid is not None:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / hz   # utime, stime
-    with open("/proc/stat", "rb") as f:
-        total = f.readline().split()    # the "cpu" line: all CPUs
-    user, nice, system, _idle, _iowait, irq, softirq = map(int, total[1:8])
-    return (user + nice + system + irq + softirq) / hz
+    return cpu_ticks_of(os.sched_getaffinity(0)).busy / hz
 
 
 def beside(seconds, hog=None):

@@ -28,6 +28,7 @@ import time
 
 import aquaprof as ap
 from aquaprof.analysis.samples import stage_waits
+from proc_ticks import cpu_ticks_of
 
 HOG = "while True: pass"
 
@@ -76,28 +77,14 @@ def run_delay_s():
 OTHER_CPUS_IDLE = []
 
 
-def idle_and_total_ticks(cpus):
-    """Idle (idle + iowait) and total ticks /proc/stat counts for `cpus`."""
-    idle = total = 0
-    with open("/proc/stat") as f:
-        for line in f:
-            name, *ticks = line.split()
-            if name.startswith("cpu") and name[3:].isdigit() and \
-                    int(name[3:]) in cpus:
-                ticks = [int(t) for t in ticks[:8]]
-                idle += ticks[3] + ticks[4]
-                total += sum(ticks)
-    return idle, total
-
-
 @contextlib.contextmanager
 def other_cpus_idle_told(cpus):
     """Appends to OTHER_CPUS_IDLE the idle share of `cpus` in the block."""
-    idle, total = idle_and_total_ticks(cpus)
+    before = cpu_ticks_of(cpus)
     yield
-    idle_after, total_after = idle_and_total_ticks(cpus)
-    OTHER_CPUS_IDLE.append((idle_after - idle) /
-                           max(total_after - total, 1))
+    after = cpu_ticks_of(cpus)
+    OTHER_CPUS_IDLE.append((after.idle - before.idle) /
+                           max(after.total - before.total, 1))
 
 
 def pinned_beside_a_hog():
